@@ -1,0 +1,5 @@
+"""`python -m wikitrace.cli`."""
+
+from .main import main
+
+main()

@@ -1,0 +1,254 @@
+"""`wikitrace build`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+MODEL_ENV = "WIKITRACE_MODEL"
+
+
+class _Progress:
+    """A bar on a terminal; a line every 10% (or 30 s) when stderr is a file or a pipe."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._tty = sys.stderr.isatty()
+        self._last_line = 0.0
+        self._last_decile = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._tty:
+            if self._bar is None:
+                self._bar = click.progressbar(length=total, label="compiling", file=sys.stderr)
+                self._bar.__enter__()
+            self._bar.update(done - self._bar.pos)
+            return
+        decile = done * 10 // max(total, 1)
+        now = time.monotonic()
+        if decile != self._last_decile or now - self._last_line > 30 or done == total:
+            self._last_decile, self._last_line = decile, now
+            click.echo(f"compiled {done}/{total} runs", err=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    from wikitrace.compiler.redact import check_pattern
+
+    for pattern in value:
+        problem = check_pattern(pattern)
+        if problem:
+            raise click.BadParameter(f"{pattern!r}: {problem}")
+    return value
+
+
+def _summary(report: Any) -> str:
+    cost = "unknown" if report.cost_usd is None else f"${report.cost_usd:.4f}"
+    redacted = ", ".join(f"{kind} {n}" for kind, n in report.redactions.items()) or "none"
+    lines = [
+        f"built {report.output}: {report.runs} runs ({report.successes} succeeded, "
+        f"{report.failures} failed), {report.compiled} compilations, {report.insights} insights",
+        f"  model {report.model}: {report.llm_calls} LLM calls, {report.cache_hits} from cache, "
+        f"{report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
+        f"cost {cost}",
+        f"  {report.invalid_retries} invalid answers retried, {report.quote_repairs} quote "
+        f"repairs, {report.unverified_quotes} unverified quotes, {report.cut_prompts} prompts "
+        "cut to budget",
+        f"  {len(report.skipped)} input records skipped, secrets redacted: {redacted}, "
+        f"{report.seconds:.1f} s",
+    ]
+    for item in report.skipped:
+        where = f"{item['path']}:{item['line']}"
+        field = f" field '{item['field']}':" if item["field"] else ""
+        lines.append(f"  skipped {where}:{field} {item['message']}")
+    for item in report.failed:
+        lines.append(f"  FAILED {item['step']} (task {item['task_id']}): {item['error']}")
+    return "\n".join(lines)
+
+
+@click.command("build")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder to create for the corpus. It appears only once the build is complete.",
+)
+@click.option(
+    "--model",
+    envvar=MODEL_ENV,
+    default="offline",
+    show_default=True,
+    help="Any model name litellm accepts (openai/gpt-4o-mini, anthropic/..., ollama/...), or "
+    f"'offline' for a mechanical compilation with no LLM and no insights. Env: {MODEL_ENV}.",
+)
+@click.option(
+    "--api-base", help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama)."
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 512),
+    default=8,
+    show_default=True,
+    help="Model calls in flight at once.",
+)
+@click.option(
+    "--max-prompt-tokens",
+    type=click.IntRange(1000),
+    default=24_000,
+    show_default=True,
+    help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["stop", "skip"]),
+    default="stop",
+    show_default=True,
+    help="Bad input record: stop before writing anything, or skip it and list it in the report.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing corpus at --output.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the same "
+    "input, or a resumed build, makes no call twice.",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+@click.option(
+    "--redact",
+    "redact_patterns",
+    multiple=True,
+    callback=_check_redact,
+    metavar="REGEX",
+    help="Also redact text matching REGEX (repeatable). Well-known secret formats (API keys, "
+    "tokens, private keys, URL passwords) are always redacted unless --no-redact.",
+)
+@click.option("--no-redact", is_flag=True, help="Send and write the runs exactly as logged.")
+@click.option(
+    "--prompts-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Folder of templates that override the bundled ones of the same name.",
+)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--max-output-tokens", type=click.IntRange(256), default=4096, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1),
+    default=300.0,
+    show_default=True,
+    help="Seconds before one model call times out (and is retried).",
+)
+@click.option(
+    "--max-retries",
+    type=click.IntRange(0, 20),
+    default=6,
+    show_default=True,
+    help="Backoff retries of a call on rate limits, time-outs and server errors.",
+)
+@click.option(
+    "--invalid-retries",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="Times an answer that is not valid JSON of the right shape is sent back.",
+)
+@click.option(
+    "--quote-repairs",
+    type=click.IntRange(0, 10),
+    default=1,
+    show_default=True,
+    help="Times quotes not found in their turn are sent back for repair; "
+    "those still not found are marked UNVERIFIED.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON on stdout.")
+def build_command(
+    inputs: tuple[Path, ...],
+    output: Path,
+    model: str,
+    api_base: str | None,
+    concurrency: int,
+    max_prompt_tokens: int,
+    on_error: str,
+    force: bool,
+    cache_dir: Path | None,
+    no_cache: bool,
+    redact_patterns: tuple[str, ...],
+    no_redact: bool,
+    prompts_dir: Path | None,
+    temperature: float,
+    max_output_tokens: int,
+    timeout: float,
+    max_retries: int,
+    invalid_retries: int,
+    quote_repairs: int,
+    as_json: bool,
+) -> None:
+    """Build a frozen evidence corpus from runs in the native JSON Lines format.
+
+    Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation
+    (why it succeeded or failed, each claim quoting numbered turns) and up to 3 insights.
+    With --model offline (the default) no LLM is called: the compilation is mechanical
+    and there are no insights.
+
+    Prints the corpus folder on stdout (the report with --json) and the build report on
+    stderr. Exit 0 when every run compiled, 1 when some failed (the corpus is written and
+    lists them; rerun with --force to retry them, paying only for what is not cached),
+    2 for bad input (nothing written).
+
+    \b
+    Example:
+      wikitrace build runs.jsonl -o corpus
+      wikitrace build runs.jsonl -o corpus --model openai/gpt-4o-mini
+      wikitrace build runs.jsonl -o corpus --model openai/qwen --api-base http://localhost:8000/v1
+    """
+    import orjson
+    from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
+
+    options = BuildOptions(
+        inputs=list(inputs),
+        output=output,
+        model=model,
+        api_base=api_base,
+        concurrency=concurrency,
+        on_error="skip" if on_error == "skip" else "stop",
+        force=force,
+        cache_dir=cache_dir,
+        use_cache=not no_cache,
+        redact=not no_redact,
+        redact_patterns=redact_patterns,
+        prompts_dir=prompts_dir,
+        limits=CompileLimits(
+            invalid_retries=invalid_retries,
+            quote_repairs=quote_repairs,
+            max_prompt_tokens=max_prompt_tokens,
+        ),
+        temperature=temperature,
+        max_output_tokens=max_output_tokens,
+        timeout_seconds=timeout,
+        max_retries=max_retries,
+    )
+    progress = _Progress()
+    try:
+        report = build_corpus(options, progress=progress)
+    finally:
+        progress.close()
+    click.echo(_summary(report), err=True)
+    if as_json:
+        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(str(output))
+    if not report.complete:
+        click.echo(
+            f"error: build incomplete: {len(report.failed)} runs failed to compile (listed "
+            "above); rerun with --force to retry them (cached replies are not paid for again)",
+            err=True,
+        )
+        sys.exit(1)

@@ -1,0 +1,72 @@
+"""Entry point: the command group, error handling and logging, shared by every command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from .build import build_command
+from .verify import verify_command
+
+TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="wikitrace")
+@click.option("-v", "--verbose", count=True, help="More detail on stderr (-vv for debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+def cli(verbose: int, quiet: bool) -> None:
+    """wikitrace: a memory for LLM agents that keeps every lesson linked to its evidence.
+
+    Build a frozen, read-only corpus from past agent runs (raw turns, compilations that cite
+    them, insights that name their source run), then mount it where your agent can grep it.
+
+    Errors go to stderr with exit code 2 for bad input or usage, 1 for a failure at run time
+    and 130 on Ctrl-C. Set WIKITRACE_TRACEBACK=1 to see the full traceback of an error.
+    """
+    level = (
+        logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    root = logging.getLogger("wikitrace")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+cli.add_command(build_command)
+cli.add_command(verify_command)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run the CLI, turning wikitrace's own errors into one line and an exit code."""
+    from wikitrace.corpus_schema.errors import WikitraceError
+
+    try:
+        return cli.main(args=argv, prog_name="wikitrace", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Exit as error:
+        sys.exit(error.exit_code)
+    except WikitraceError as error:
+        if os.environ.get(TRACEBACK_ENV):
+            traceback.print_exc()
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation."""
+
+from .build import BuildOptions, BuildReport, build_corpus
+from .compile import CompileError, CompileLimits
+from .llm import LLM, LLMCallError, LLMReply, LLMSettings
+from .offline import OFFLINE_MODEL
+
+__all__ = [
+    "LLM",
+    "OFFLINE_MODEL",
+    "BuildOptions",
+    "BuildReport",
+    "CompileError",
+    "CompileLimits",
+    "LLMCallError",
+    "LLMReply",
+    "LLMSettings",
+    "build_corpus",
+]

@@ -1,0 +1,442 @@
+"""`wikitrace build`: trajectories in, frozen three-layer evidence corpus out."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from wikitrace.corpus_schema import (
+    Compilation,
+    CorpusError,
+    InputError,
+    Layout,
+    RunRecord,
+    id_width,
+    render,
+)
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, MANIFEST, RAW_DIR
+from wikitrace.corpus_schema.records import CompiledBy, RawHeader
+from wikitrace.corpus_schema.store import (
+    CorpusWriter,
+    build_lock,
+    freeze,
+    is_corpus,
+    publish,
+    remove_tree,
+    staging_path,
+)
+
+from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
+from .inputs import SourceRun, read_runs
+from .llm import LLM, CachedLLM, LiteLLMClient, LLMSettings, ResponseCache, default_cache_dir
+from .offline import OFFLINE_MODEL, compile_offline
+from .redact import Redactor
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class BuildOptions:
+    inputs: list[Path]
+    output: Path
+    model: str = OFFLINE_MODEL
+    api_base: str | None = None
+    concurrency: int = 8
+    on_error: Literal["stop", "skip"] = "stop"
+    force: bool = False
+    cache_dir: Path | None = None
+    """Where model replies are cached; None means the user cache folder."""
+    use_cache: bool = True
+    redact: bool = True
+    redact_patterns: tuple[str, ...] = ()
+    prompts_dir: Path | None = None
+    limits: CompileLimits = field(default_factory=CompileLimits)
+    temperature: float = 0.0
+    max_output_tokens: int = 4096
+    timeout_seconds: float = 300.0
+    max_retries: int = 6
+
+    @property
+    def offline(self) -> bool:
+        return self.model == OFFLINE_MODEL
+
+
+@dataclass
+class BuildReport:
+    """What a build did; printed at the end and stored in the manifest."""
+
+    output: str
+    model: str
+    runs: int = 0
+    successes: int = 0
+    failures: int = 0
+    compiled: int = 0
+    insights: int = 0
+    unverified_quotes: int = 0
+    llm_calls: int = 0
+    cache_hits: int = 0
+    http_attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    invalid_retries: int = 0
+    quote_repairs: int = 0
+    cut_prompts: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    """Runs whose compilation failed: step, task_id, error."""
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    """Input records left out with --on-error skip: path, line, field, message."""
+    redactions: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["complete"] = self.complete
+        return data
+
+
+def _builder_version() -> str:
+    try:
+        return importlib_metadata.version("wikitrace")
+    except importlib_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
+    """Pass one: check every record before anything is written; returns the number of good runs."""
+    good = 0
+    errors: list[InputError] = []
+    for item in read_runs(options.inputs):
+        if isinstance(item, InputError):
+            errors.append(item)
+        else:
+            good += 1
+    if errors and options.on_error == "stop":
+        first = errors[0]
+        more = f"; {len(errors) - 1} more bad records" if len(errors) > 1 else ""
+        raise InputError(
+            first.message,
+            path=first.path,
+            line=first.line,
+            field=first.field,
+            hint=(first.hint + "; " if first.hint else "")
+            + f"nothing was written{more}; fix the input, or use --on-error skip",
+        )
+    report.skipped = [error.as_dict() for error in errors]
+    if good == 0:
+        raise InputError(
+            "no runs to build: the input holds no valid records",
+            path=", ".join(str(p) for p in options.inputs),
+        )
+    return good
+
+
+def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
+    if llm is None:
+        llm = LiteLLMClient(
+            LLMSettings(
+                model=options.model,
+                api_base=options.api_base,
+                temperature=options.temperature,
+                max_output_tokens=options.max_output_tokens,
+                timeout_seconds=options.timeout_seconds,
+                max_retries=options.max_retries,
+            )
+        )
+    if options.use_cache:
+        llm = CachedLLM(llm, ResponseCache(options.cache_dir or default_cache_dir()))
+    return llm
+
+
+class _Builder:
+    """State of one build in its staging folder."""
+
+    def __init__(
+        self,
+        options: BuildOptions,
+        total: int,
+        staging: Path,
+        report: BuildReport,
+        llm: LLM | None,
+        templates: Templates | None,
+        progress: Progress | None,
+    ) -> None:
+        self.options = options
+        self.total = total
+        self.report = report
+        self.llm = llm
+        self.templates = templates
+        self.progress = progress
+        self.layout = Layout(staging, step_width=id_width(total))
+        self.writer = CorpusWriter(staging)
+        self.rows: list[render.RunRow] = []
+        self.results: dict[int, Compilation] = {}
+        self.stats = CompileStats()
+        self.redactor = Redactor(options.redact_patterns) if options.redact else None
+        self.attempts: Counter[str] = Counter()
+        self.done = 0
+
+    # --- raw layer ----------------------------------------------------------------------
+
+    def _redacted(self, item: SourceRun) -> tuple[dict[str, Any], RunRecord]:
+        if self.redactor is None:
+            return item.data, item.record
+        data = self.redactor.value(item.data)
+        return data, RunRecord.model_validate(data)
+
+    def write_raw(self, step: int, item: SourceRun) -> RunRecord:
+        data, record = self._redacted(item)
+        self.attempts[record.task_id] += 1
+        given = record.metadata.get("attempt")
+        attempt = (
+            given
+            if isinstance(given, int) and not isinstance(given, bool)
+            else (self.attempts[record.task_id])
+        )
+        header = RawHeader(
+            step=self.layout.step(step),
+            task_id=record.task_id,
+            task_type=record.task_type,
+            attempt=attempt,
+            outcome=record.outcome,
+            turns=len(record.turns),
+            source=item.source,
+            turns_file=self.layout.raw_turns_rel(step),
+            metadata=record.metadata,
+        )
+        self.writer.write(
+            self.layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)
+        )
+        self.writer.write(self.layout.raw_turns_rel(step), render.turn_log(data["turns"]))
+        self.rows.append(
+            render.RunRow(
+                step=step,
+                task_id=record.task_id,
+                task_type=record.task_type,
+                outcome=record.outcome,
+                turns=len(record.turns),
+                task=record.task,
+            )
+        )
+        self.report.runs += 1
+        if record.success:
+            self.report.successes += 1
+        else:
+            self.report.failures += 1
+        return record
+
+    # --- compilation -------------------------------------------------------------------
+
+    async def compile_one(self, step: int, record: RunRecord) -> None:
+        try:
+            if self.llm is None or self.templates is None:
+                result = compile_offline(step, record)
+            else:
+                result = await compile_with_llm(
+                    step, record, self.llm, self.templates, self.options.limits, self.stats
+                )
+            self.results[step] = result
+        except Exception as error:  # one run's failure never aborts the others
+            log.debug("step %d failed", step, exc_info=True)
+            self.report.failed.append(
+                {"step": self.layout.step(step), "task_id": record.task_id, "error": str(error)}
+            )
+            log.warning("%s (task %s): %s", self.layout.step(step), record.task_id, error)
+        finally:
+            self.done += 1
+            if self.progress:
+                self.progress(self.done, self.total)
+
+    async def produce(self) -> None:
+        """Pass two: write each run's raw layer as it is read, compile up to N at once."""
+        slots = asyncio.Semaphore(self.options.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def guarded(step: int, record: RunRecord) -> None:
+            try:
+                await self.compile_one(step, record)
+            finally:
+                slots.release()
+
+        step = 0
+        for item in read_runs(self.options.inputs):
+            if isinstance(item, InputError):
+                continue  # reported by the first pass
+            step += 1
+            record = self.write_raw(step, item)
+            await slots.acquire()
+            task = asyncio.create_task(guarded(step, record))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    # --- the rest of the corpus ---------------------------------------------------------
+
+    def finish(self, staging: Path) -> None:
+        self.rows.sort(key=lambda row: row.step)
+        insight_rows: list[render.InsightRow] = []
+        number = 0
+        for row in self.rows:
+            result = self.results.get(row.step)
+            if result is None:
+                continue
+            row.compiled = True
+            row.title = result.title
+            row.unverified_quotes = result.unverified_quotes
+            for draft in result.insights:
+                number += 1
+                row.insights.append(number)
+                insight_rows.append(
+                    render.InsightRow(
+                        number=number,
+                        title=draft.title,
+                        task_type=row.task_type,
+                        source_step=row.step,
+                        source_outcome=row.outcome,
+                    )
+                )
+        layout = dataclasses.replace(self.layout, insight_width=id_width(number))
+        for row in self.rows:
+            result = self.results.get(row.step)
+            if result is None:
+                continue
+            self.writer.write(
+                layout.compilation_rel(row.step),
+                render.compilation(
+                    layout,
+                    result,
+                    task_id=row.task_id,
+                    task_type=row.task_type,
+                    insight_numbers=row.insights,
+                ),
+            )
+            for insight_number, draft in zip(row.insights, result.insights, strict=True):
+                self.writer.write(
+                    layout.insight_rel(insight_number),
+                    render.insight(
+                        layout, insight_number, draft, source=result, task_type=row.task_type
+                    ),
+                )
+        compiled_by: CompiledBy = "offline" if self.templates is None else "llm"
+        model = self.report.model
+        self.writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, self.rows))
+        self.writer.write(
+            layout.index_rel(COMPILATION_DIR),
+            render.compilation_index(layout, self.rows, compiled_by),
+        )
+        self.writer.write(
+            layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
+        )
+        self.writer.write(
+            layout.index_rel(),
+            render.root_index(
+                layout,
+                render.CorpusSummary(
+                    model=model,
+                    compiled_by=compiled_by,
+                    runs=self.report.runs,
+                    successes=self.report.successes,
+                    compilations=len(self.results),
+                    insights=number,
+                    failed_steps=[row.step for row in self.rows if not row.compiled],
+                ),
+            ),
+        )
+        self._fill_report(number)
+        manifest = manifest_io.Manifest(
+            builder={"name": "wikitrace", "version": _builder_version()},
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            model=model,
+            compiled_by=compiled_by,
+            prompts=dict(self.templates.hashes) if self.templates else {},
+            step_id_width=layout.step_width,
+            insight_id_width=layout.insight_width,
+            counts={
+                "runs": self.report.runs,
+                "successes": self.report.successes,
+                "failures": self.report.failures,
+                "compilations": len(self.results),
+                "insights": number,
+            },
+            build=self.report.as_dict(),
+            redactions=self.report.redactions,
+            files=dict(sorted(self.writer.hashes.items())),
+        )
+        (staging / MANIFEST).write_bytes(manifest_io.dump(manifest))
+
+    def _fill_report(self, insights: int) -> None:
+        report, stats = self.report, self.stats
+        report.compiled = len(self.results)
+        report.insights = insights
+        report.unverified_quotes = sum(r.unverified_quotes for r in self.results.values())
+        report.llm_calls = stats.calls - stats.cache_hits
+        report.cache_hits = stats.cache_hits
+        report.http_attempts = stats.http_attempts
+        report.prompt_tokens = stats.prompt_tokens
+        report.completion_tokens = stats.completion_tokens
+        report.cost_usd = round(stats.cost_usd, 6) if stats.cost_known else None
+        report.invalid_retries = stats.invalid_retries
+        report.quote_repairs = stats.quote_repairs
+        report.cut_prompts = stats.cut_prompts
+        report.redactions = dict(sorted(self.redactor.counts.items())) if self.redactor else {}
+        report.failed.sort(key=lambda item: str(item["step"]))
+
+
+def build_corpus(
+    options: BuildOptions,
+    *,
+    llm: LLM | None = None,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Build a frozen corpus at options.output; raises InputError or CorpusError, else reports.
+
+    Nothing appears at options.output unless the build finishes: the corpus is assembled in a
+    staging folder beside it and moved into place at the end.
+    """
+    started = time.monotonic()
+    output = options.output
+    if output.exists() or output.is_symlink():
+        if not options.force:
+            raise CorpusError(f"{output} already exists; use --force to replace it")
+        empty_dir = output.is_dir() and not output.is_symlink() and not any(output.iterdir())
+        if not is_corpus(output) and not empty_dir:
+            raise CorpusError(
+                f"{output} exists and is not a wikitrace corpus; --force only replaces a corpus"
+            )
+    report = BuildReport(output=str(output), model=options.model)
+    with build_lock(output):
+        total = _check_inputs(options, report)
+        log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
+        templates = None if options.offline else Templates.load(options.prompts_dir)
+        model = None if options.offline else _make_llm(options, llm)
+        staging = staging_path(output)
+        remove_tree(staging)  # left by a build that was killed
+        staging.mkdir(parents=True)
+        try:
+            builder = _Builder(options, total, staging, report, model, templates, progress)
+            asyncio.run(builder.produce())
+            report.seconds = round(time.monotonic() - started, 3)
+            builder.finish(staging)
+            freeze(staging)
+            publish(staging, output, force=options.force)
+        except BaseException:
+            remove_tree(staging)
+            raise
+    return report

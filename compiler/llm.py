@@ -1,0 +1,263 @@
+"""Our LLM boundary: a small protocol, the litellm client behind it, and a response cache.
+
+litellm is imported only when a client is made: it takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+from wikitrace.corpus_schema import WikitraceError
+from wikitrace.corpus_schema.store import atomic_write
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, str]
+
+
+class LLMCallError(WikitraceError):
+    """A model call that failed for good (after backoff, or at once for a bad request)."""
+
+
+@dataclass
+class LLMReply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    """What the call cost as litellm reports it; None when litellm cannot price the model."""
+    cached: bool = False
+    attempts: int = 1
+    """HTTP attempts made, backoff retries included (0 for a cache hit)."""
+
+
+class LLM(Protocol):
+    """What the compiler needs from a model."""
+
+    model: str
+
+    def cache_identity(self) -> dict[str, Any]:
+        """Everything besides the messages that changes the answer: model, parameters, endpoint."""
+        ...
+
+    async def complete(self, messages: list[Message]) -> LLMReply: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+@dataclass
+class LLMSettings:
+    model: str
+    api_base: str | None = None
+    temperature: float = 0.0
+    max_output_tokens: int = 4096
+    timeout_seconds: float = 300.0
+    max_retries: int = 6
+    """Backoff retries on rate limits, time-outs and server errors."""
+    backoff_seconds: float = 2.0
+    backoff_cap_seconds: float = 60.0
+    json_mode: bool = True
+
+
+def _import_litellm() -> Any:
+    # litellm fetches its model cost map from the network unless told otherwise.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMClient:
+    """Calls any provider litellm knows, with exponential backoff on transient errors."""
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.model = settings.model
+        self._sleep = sleep
+        self._litellm = _import_litellm()
+        exceptions = self._litellm.exceptions
+        self._transient: tuple[type[BaseException], ...] = (
+            exceptions.RateLimitError,
+            exceptions.Timeout,
+            exceptions.APIConnectionError,
+            exceptions.ServiceUnavailableError,
+            exceptions.InternalServerError,
+        )
+
+    def cache_identity(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "model": s.model,
+            "api_base": s.api_base,
+            "temperature": s.temperature,
+            "max_tokens": s.max_output_tokens,
+            "json_mode": s.json_mode,
+        }
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._litellm.token_counter(model=self.model, text=text))
+
+    def _retry_after(self, error: BaseException) -> float | None:
+        response = getattr(error, "response", None)
+        value = getattr(response, "headers", {}).get("retry-after") if response else None
+        try:
+            return float(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model,
+            "messages": messages,
+            "temperature": s.temperature,
+            "max_tokens": s.max_output_tokens,
+            "timeout": s.timeout_seconds,
+            "num_retries": 0,
+            "drop_params": True,
+        }
+        if s.api_base:
+            kwargs["api_base"] = s.api_base
+        if s.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._litellm.acompletion(**kwargs)
+                break
+            except self._transient as error:
+                if attempt > s.max_retries:
+                    raise LLMCallError(
+                        f"{s.model}: gave up after {attempt} attempts: {type(error).__name__}: "
+                        f"{_short(error)}"
+                    ) from None
+                delay = self._retry_after(error) or min(
+                    s.backoff_cap_seconds, s.backoff_seconds * 2 ** (attempt - 1)
+                )
+                delay *= 0.5 + random.random() / 2
+                log.info("%s: %s, retrying in %.1fs", s.model, type(error).__name__, delay)
+                await self._sleep(delay)
+            except self._litellm.exceptions.APIError as error:
+                raise LLMCallError(f"{s.model}: {type(error).__name__}: {_short(error)}") from None
+            except Exception as error:
+                # litellm raises its own errors for bad model names and provider setup.
+                raise LLMCallError(f"{s.model}: {type(error).__name__}: {_short(error)}") from None
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        usage = getattr(response, "usage", None)
+        try:
+            cost = float(self._litellm.completion_cost(completion_response=response))
+        except Exception:
+            cost = None
+        return LLMReply(
+            text=text,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=cost,
+            attempts=attempt,
+        )
+
+
+def _short(error: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wikitrace" / "llm"
+
+
+@dataclass
+class ResponseCache:
+    """Content-addressed store of model replies: one file per request, written atomically.
+
+    The key hashes the model, its parameters and endpoint, and the exact messages (which hold
+    the rendered template and the run's content), so any change makes a new key.
+    """
+
+    root: Path
+    hits: int = 0
+    misses: int = 0
+    _made: set[Path] = field(default_factory=set)
+
+    @staticmethod
+    def key(identity: dict[str, Any], messages: list[Message]) -> str:
+        blob = orjson.dumps(
+            {"identity": identity, "messages": messages}, option=orjson.OPT_SORT_KEYS
+        )
+        return hashlib.sha256(blob).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> LLMReply | None:
+        try:
+            data = orjson.loads(self._path(key).read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return None
+        return LLMReply(
+            text=data["text"],
+            prompt_tokens=data.get("prompt_tokens", 0),
+            completion_tokens=data.get("completion_tokens", 0),
+            cost_usd=None,
+            cached=True,
+            attempts=0,
+        )
+
+    def put(self, key: str, reply: LLMReply) -> None:
+        path = self._path(key)
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        record = {
+            "text": reply.text,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "cost_usd": reply.cost_usd,
+        }
+        atomic_write(path, orjson.dumps(record) + b"\n")
+
+
+class CachedLLM:
+    """An LLM whose replies are looked up in, and saved to, a ResponseCache."""
+
+    def __init__(self, inner: LLM, cache: ResponseCache) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.cache = cache
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.inner.cache_identity()
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        key = ResponseCache.key(self.inner.cache_identity(), messages)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.cache.hits += 1
+            return cached
+        self.cache.misses += 1
+        reply = await self.inner.complete(messages)
+        # Saved before anything else happens, so a build killed now does not pay again.
+        self.cache.put(key, reply)
+        return reply

@@ -1,0 +1,118 @@
+"""The mechanical compilation written when no LLM is used (`--model offline`)."""
+
+from __future__ import annotations
+
+import re
+
+from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn
+
+from .evidence import QuoteChecker, _as_text
+
+OFFLINE_MODEL = "offline"
+MAX_ERROR_TURNS = 25
+FINAL_ACTIONS = 3
+QUOTE_LIMIT = 240
+
+_ERROR_SIGNAL = re.compile(
+    r"(?i)\b(error|exception|traceback|failed|failure|not found|invalid|denied|forbidden|"
+    r"cannot|can't|unable to|no such file|command not found|timed out|timeout|"
+    r"nothing happens)\b|<returncode>\s*[1-9]"
+)
+_OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation", "env"}
+_ACTING_ROLES = {"assistant", "agent", "ai", "model"}
+
+
+def _observations(turn: Turn) -> list[str]:
+    texts = [turn.observation] if turn.observation else []
+    texts += [_as_text(call.result) for call in turn.tool_calls or [] if call.result is not None]
+    if turn.content and (turn.role or "").lower() in _OBSERVATION_ROLES:
+        texts.append(turn.content)
+    return texts
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    """The line holding text[start:end], cut to QUOTE_LIMIT characters around it: verbatim."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    if line_end - line_start > QUOTE_LIMIT:
+        line_start = max(line_start, start - QUOTE_LIMIT // 2)
+        line_end = min(line_end, line_start + QUOTE_LIMIT)
+    return text[line_start:line_end].strip()
+
+
+def _error_quote(turn: Turn) -> str | None:
+    for text in _observations(turn):
+        match = _ERROR_SIGNAL.search(text)
+        if match:
+            return _excerpt(text, match.start(), match.end())
+    return None
+
+
+def _action_quote(turn: Turn) -> str | None:
+    if turn.action:
+        return _excerpt(turn.action, 0, 0)
+    if turn.tool_calls:
+        call = turn.tool_calls[0]
+        arguments = "" if call.arguments is None else _as_text(call.arguments)
+        return f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip()
+    if turn.content and (turn.role or "").lower() in _ACTING_ROLES:
+        return _excerpt(turn.content, 0, 0)
+    return None
+
+
+def compile_offline(step: int, record: RunRecord) -> Compilation:
+    """Outcome, the turns whose observations signal an error, and the final actions."""
+    checker = QuoteChecker(record.turns)
+    errors: list[tuple[int, str]] = []
+    actions: list[tuple[int, str]] = []
+    for number, turn in enumerate(record.turns, start=1):
+        error = _error_quote(turn)
+        if error:
+            errors.append((number, error))
+        action = _action_quote(turn)
+        if action:
+            actions.append((number, action))
+    final = actions[-FINAL_ACTIONS:]
+
+    def evidence(turn: int, quote: str) -> Evidence:
+        return Evidence(turn=turn, quote=quote, verified=checker.found(turn, quote))
+
+    claims = [
+        Claim(
+            statement=f"Turn {turn}: the observation signals an error or a failed action.",
+            evidence=[evidence(turn, quote)],
+        )
+        for turn, quote in errors[:MAX_ERROR_TURNS]
+    ]
+    if final:
+        claims.append(
+            Claim(
+                statement=f"The run's last {len(final)} actions.",
+                evidence=[evidence(turn, quote) for turn, quote in final],
+            )
+        )
+    notes = []
+    if len(errors) > MAX_ERROR_TURNS:
+        rest = ", ".join(str(turn) for turn, _ in errors[MAX_ERROR_TURNS:])
+        notes.append(f"Further turns whose observations signal an error: {rest}.")
+    outcome = record.outcome
+    signals = "1 turn has" if len(errors) == 1 else f"{len(errors)} turns have"
+    last = f"the last action was at turn {final[-1][0]}" if final else "no action was found"
+    description = (
+        f"The run {'succeeded' if record.success else 'failed'} after {len(record.turns)} turns. "
+        f"{signals} an observation that signals an error or a failed action; {last}. "
+        "This is a mechanical reading of the log (keyword matches), not a diagnosis: "
+        "build with a model to learn why the run ended as it did."
+    )
+    return Compilation(
+        step=step,
+        outcome=outcome,
+        compiled_by="offline",
+        model=OFFLINE_MODEL,
+        title=f"task {record.task_id} {'succeeded' if record.success else 'failed'} in "
+        f"{len(record.turns)} turns ({len(errors)} with an error signal)",
+        description=description,
+        claims=claims,
+        notes=notes,
+    )

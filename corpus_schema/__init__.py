@@ -1,0 +1,41 @@
+"""The on-disk format of a wikitrace corpus: records, paths, rendering, manifest and verify.
+
+This package owns the format and imports nothing from the rest of wikitrace.
+"""
+
+from .errors import CorpusError, InputError, WikitraceError
+from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step
+from .manifest import Manifest, VerifyReport, verify
+from .records import (
+    Claim,
+    Compilation,
+    Evidence,
+    InsightDraft,
+    PromptRef,
+    RunRecord,
+    ToolCall,
+    Turn,
+)
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "Claim",
+    "Compilation",
+    "CorpusError",
+    "Evidence",
+    "InputError",
+    "InsightDraft",
+    "Layout",
+    "Manifest",
+    "PromptRef",
+    "RunRecord",
+    "ToolCall",
+    "Turn",
+    "VerifyReport",
+    "WikitraceError",
+    "id_width",
+    "parse_insight",
+    "parse_step",
+    "verify",
+]

@@ -1,0 +1,57 @@
+"""Exceptions that carry a message a user can act on; the CLI turns them into exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class WikitraceError(Exception):
+    """Base of every error wikitrace reports to a user (never shown as a traceback)."""
+
+    exit_code = 1
+
+
+class InputError(WikitraceError):
+    """Bad input: names the file, line and field, and says what to do."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path if self.line is None else f"{self.path}:{self.line}"
+            where += ": "
+        field = f"field '{self.field}': " if self.field else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{where}{field}{self.message}{hint}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "field": self.field,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+class CorpusError(WikitraceError):
+    """A corpus folder that is missing, unreadable, locked or not in the expected format."""
+
+    exit_code = 1

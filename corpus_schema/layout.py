@@ -1,0 +1,103 @@
+"""Where every file of a corpus lives: the only place that spells a corpus path."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT_NAME = "wikitrace-corpus"
+FORMAT_VERSION = 1
+MIN_ID_WIDTH = 4
+
+ROOT_INDEX = "_index.md"
+MANIFEST = "manifest.json"
+RAW_DIR = "raw"
+COMPILATION_DIR = "compilation"
+INSIGHT_DIR = "insight"
+INDEX_NAME = "_index.md"
+RAW_METADATA_NAME = "metadata.md"
+RAW_TURNS_NAME = "solver.full.jsonl"
+
+_STEP_RE = re.compile(r"^(?:step-)?(\d{1,9})$")
+_INSIGHT_RE = re.compile(r"^(?:insight-)?(\d{1,9})$")
+
+
+def id_width(count: int) -> int:
+    """Digits needed so that every id up to `count` sorts in numeric order."""
+    return max(MIN_ID_WIDTH, len(str(max(count, 0))))
+
+
+def step_id(step: int, width: int = MIN_ID_WIDTH) -> str:
+    return f"step-{step:0{width}d}"
+
+
+def insight_id(number: int, width: int = MIN_ID_WIDTH) -> str:
+    return f"insight-{number:0{width}d}"
+
+
+def parse_step(text: str) -> int:
+    """`step-0042`, `step-42` or `42` -> 42; anything else is a ValueError."""
+    match = _STEP_RE.match(text.strip())
+    if not match:
+        raise ValueError(f"not a step id: {text!r} (expected step-NNNN or a number)")
+    return int(match.group(1))
+
+
+def parse_insight(text: str) -> int:
+    match = _INSIGHT_RE.match(text.strip())
+    if not match:
+        raise ValueError(f"not an insight id: {text!r} (expected insight-NNNN or a number)")
+    return int(match.group(1))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of one corpus, relative to its root (as links) or absolute (for I/O)."""
+
+    root: Path
+    step_width: int = MIN_ID_WIDTH
+    insight_width: int = MIN_ID_WIDTH
+
+    # Relative paths: what corpus files link to, so a corpus works wherever it is mounted.
+    def step(self, step: int) -> str:
+        return step_id(step, self.step_width)
+
+    def insight(self, number: int) -> str:
+        return insight_id(number, self.insight_width)
+
+    def raw_dir_rel(self, step: int) -> str:
+        return f"{RAW_DIR}/{self.step(step)}"
+
+    def raw_metadata_rel(self, step: int) -> str:
+        return f"{self.raw_dir_rel(step)}/{RAW_METADATA_NAME}"
+
+    def raw_turns_rel(self, step: int) -> str:
+        return f"{self.raw_dir_rel(step)}/{RAW_TURNS_NAME}"
+
+    def compilation_rel(self, step: int) -> str:
+        return f"{COMPILATION_DIR}/{self.step(step)}.md"
+
+    def insight_rel(self, number: int) -> str:
+        return f"{INSIGHT_DIR}/{self.insight(number)}.md"
+
+    @staticmethod
+    def index_rel(layer: str | None = None) -> str:
+        return INDEX_NAME if layer is None else f"{layer}/{INDEX_NAME}"
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+
+def link(target_rel: str, from_rel: str, text: str | None = None) -> str:
+    """A markdown link that shows the root-relative path and resolves from the linking file.
+
+    Agents read the text (a path under the corpus root); markdown viewers follow the target.
+    """
+    depth = from_rel.count("/")
+    href = "../" * depth + target_rel
+    return f"[{text or target_rel}]({href})"

@@ -1,0 +1,129 @@
+"""manifest.json: what a corpus is, how it was built, and the hash of every file; verify."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CorpusError
+from .layout import FORMAT_VERSION, MANIFEST
+from .records import CompiledBy
+from .store import file_digest
+
+
+class Manifest(BaseModel):
+    """manifest.json of a frozen corpus."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["wikitrace-corpus"] = "wikitrace-corpus"
+    """Always `wikitrace-corpus`."""
+    format_version: int = FORMAT_VERSION
+    """Bumped whenever the layout or a header changes incompatibly."""
+    builder: dict[str, str]
+    """Name and version of the program that built the corpus."""
+    created: str
+    """When the build finished (UTC, ISO 8601)."""
+    model: str
+    """The model that wrote the compilations (`offline` for none)."""
+    compiled_by: CompiledBy
+    prompts: dict[str, str] = Field(default_factory=dict)
+    """Template name -> sha256 of its source, for every template used."""
+    step_id_width: int
+    """Digits in step ids (`step-0042`: 4)."""
+    insight_id_width: int
+    """Digits in insight ids."""
+    counts: dict[str, int]
+    """runs, successes, failures, compilations, insights."""
+    build: dict[str, Any] = Field(default_factory=dict)
+    """The build report."""
+    redactions: dict[str, int] = Field(default_factory=dict)
+    """Secrets redacted before anything was sent or written, counted per kind."""
+    files: dict[str, str]
+    """Every file but this one, by path relative to the root: `sha256:<hex>`."""
+
+
+def dump(manifest: Manifest) -> bytes:
+    return orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def load(root: Path) -> Manifest:
+    path = root / MANIFEST
+    if not root.is_dir():
+        raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CorpusError(
+            f"{root} has no {MANIFEST}: it is not a finished wikitrace corpus"
+        ) from None
+    except orjson.JSONDecodeError as error:
+        raise CorpusError(f"{path}: not valid JSON ({error})") from None
+    if isinstance(data, dict) and data.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise CorpusError(
+            f"{path}: corpus format version {data.get('format_version')} is not supported "
+            f"(this wikitrace reads version {FORMAT_VERSION})"
+        )
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise CorpusError(f"{path}: field '{where}': {first['msg']}") from None
+
+
+@dataclass
+class VerifyReport:
+    """What `verify` found: listed files gone or changed, and files the manifest doesn't list."""
+
+    root: str
+    checked: int = 0
+    missing: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.changed or self.extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "ok": self.ok,
+            "checked": self.checked,
+            "missing": self.missing,
+            "changed": self.changed,
+            "extra": self.extra,
+        }
+
+
+def verify(root: Path) -> VerifyReport:
+    """Recompute every file's hash and compare with the manifest."""
+    manifest = load(root)
+    report = VerifyReport(root=str(root))
+    present: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        # A link to a folder is listed with dirnames but never walked into: count it as extra.
+        for name in [*filenames, *(d for d in dirnames if (base / d).is_symlink())]:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if rel != MANIFEST:
+                present[rel] = path
+    for rel, expected in sorted(manifest.files.items()):
+        found = present.pop(rel, None)
+        if found is None:
+            report.missing.append(rel)
+            continue
+        report.checked += 1
+        # Never follow a link: it could point anywhere outside the corpus.
+        if found.is_symlink() or not found.is_file() or file_digest(found) != expected:
+            report.changed.append(rel)
+    report.extra = sorted(present)
+    return report

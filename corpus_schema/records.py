@@ -1,0 +1,197 @@
+"""Typed records: the native run format (input), the compilation, and every frontmatter header."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Outcome = Literal["success", "failure"]
+CompiledBy = Literal["llm", "offline"]
+
+TURN_TEXT_FIELDS = ("content", "reasoning", "action", "observation")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- native input format -------------------------------------------------------------
+
+
+class ToolCall(_Strict):
+    """One tool call an agent made in a turn, with its result when the log has it."""
+
+    id: str | None = None
+    """The call id the log gave it, if any."""
+    name: str
+    """The tool's name."""
+    arguments: Any = None
+    """The arguments as logged: a JSON object, or the raw string the model produced."""
+    result: Any = None
+    """What the tool returned, as logged."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Anything else the log recorded for this call, verbatim."""
+
+
+class Turn(_Strict):
+    """One turn of a run. Every field is optional; nothing in it is dropped or shortened."""
+
+    role: str | None = None
+    """Who produced the turn: system, user, assistant, tool, environment, ..."""
+    content: str | None = None
+    """The message text."""
+    reasoning: str | None = None
+    """The agent's reasoning or thought, when logged apart from the message."""
+    action: str | None = None
+    """The action taken, as text (a shell command, `search[x]`, ...)."""
+    observation: str | None = None
+    """What the environment returned for the action."""
+    tool_calls: list[ToolCall] | None = None
+    """Tool calls made in this turn, each with its result."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Fields of the log that have no place above, verbatim."""
+
+
+class RunRecord(_Strict):
+    """One past run: a line of the native JSON Lines input."""
+
+    task_id: str
+    """The task's id; several runs (attempts) may share it."""
+    task: str
+    """The task as the agent was given it."""
+    task_type: str | None = None
+    """A task family (ALFWorld type, tau domain, benchmark name, ...)."""
+    success: bool
+    """Whether the run solved the task."""
+    turns: list[Turn]
+    """The trajectory, in order; turn numbers start at 1."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Anything else about the run: reward, model, attempt, source file, ..."""
+
+    @field_validator("task_id", mode="before")
+    @classmethod
+    def _task_id_as_text(cls, value: Any) -> Any:
+        # Benchmarks number their tasks; an int id is the same id as its decimal text.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("task_id")
+    @classmethod
+    def _task_id_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @property
+    def outcome(self) -> Outcome:
+        return "success" if self.success else "failure"
+
+
+# --- compilation ----------------------------------------------------------------------
+
+
+class Evidence(_Strict):
+    """A verbatim quote from one raw turn, and whether it was found there."""
+
+    turn: int
+    """The 1-based turn number the quote comes from."""
+    quote: str
+    """The quoted text."""
+    verified: bool
+    """True only when the quote was found in that raw turn (whitespace-normalised)."""
+
+
+class Claim(_Strict):
+    """A key decision (successful run) or a failure reason (failed run), with its evidence."""
+
+    statement: str
+    evidence: list[Evidence]
+
+
+class InsightDraft(_Strict):
+    """A lesson drawn from one run, before it is numbered into the corpus."""
+
+    title: str
+    guideline: str
+    applicability: str
+    supporting_claims: list[int] = Field(default_factory=list)
+    """1-based numbers of the claims in the run's compilation that support it."""
+
+
+class PromptRef(_Strict):
+    """Which template produced a compilation, by name and hash of its source."""
+
+    template: str
+    sha256: str
+
+
+class Compilation(_Strict):
+    """Why one run ended as it did: the compiler's output, ready to be written."""
+
+    step: int
+    outcome: Outcome
+    compiled_by: CompiledBy
+    model: str
+    prompt: PromptRef | None = None
+    title: str
+    description: str
+    claims: list[Claim]
+    insights: list[InsightDraft] = Field(default_factory=list, max_length=3)
+    notes: list[str] = Field(default_factory=list)
+    """Facts about how it was made that a reader must know (cut prompt, repairs, ...)."""
+
+    @property
+    def unverified_quotes(self) -> int:
+        return sum(not e.verified for claim in self.claims for e in claim.evidence)
+
+
+# --- frontmatter headers ----------------------------------------------------------------
+
+
+class RawHeader(_Strict):
+    """Frontmatter of raw/step-NNNN/metadata.md."""
+
+    step: str
+    task_id: str
+    task_type: str | None
+    attempt: int
+    """Attempt number: the run's metadata `attempt` if it has one, else its order (from 1)
+    among the runs of its task in the input."""
+    outcome: Outcome
+    turns: int
+    source: str
+    """Input file and line the run was read from."""
+    turns_file: str
+    """Path of the turn log, relative to the corpus root."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class CompilationHeader(_Strict):
+    """Frontmatter of compilation/step-NNNN.md."""
+
+    step: str
+    outcome: Outcome
+    title: str
+    insights: list[str]
+    compiled_by: CompiledBy
+    model: str
+    prompt: PromptRef | None
+    unverified_quotes: int
+    raw: str
+
+
+class InsightHeader(_Strict):
+    """Frontmatter of insight/insight-NNNN.md."""
+
+    id: str
+    title: str
+    task_type: str | None
+    source_step: str
+    source_outcome: Outcome
+    applicability: str
+    source_claims: list[int]
+    model: str
+    compilation: str
+    raw: str

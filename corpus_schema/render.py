@@ -1,0 +1,367 @@
+"""The text of every corpus file: frontmatter headers, markdown bodies, turn logs, indexes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import frontmatter
+import orjson
+from pydantic import BaseModel
+
+from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, Layout, link
+from .records import (
+    Compilation,
+    CompilationHeader,
+    InsightDraft,
+    InsightHeader,
+    Outcome,
+    RawHeader,
+)
+
+TRUST_NOTE = (
+    "A compilation is an interpretation; only raw turns are facts. "
+    "Check a lesson against the raw turns it cites before relying on it."
+)
+OFFLINE_NOTE = (
+    "Compiled offline: a mechanical summary made without an LLM "
+    "(outcome, turns whose observations signal an error, final actions). "
+    "It draws no insights."
+)
+
+
+def with_frontmatter(header: BaseModel, body: str) -> str:
+    """A markdown file with a YAML header, keys in the model's order, ending in a newline."""
+    post = frontmatter.Post(body.rstrip("\n"), **header.model_dump(mode="json"))
+    return frontmatter.dumps(post, sort_keys=False) + "\n"
+
+
+def turn_log(turns: Iterable[Mapping[str, Any]]) -> bytes:
+    """solver.full.jsonl: one JSON object per turn, exactly as logged; line N is turn N."""
+    return b"".join(orjson.dumps(turn) + b"\n" for turn in turns)
+
+
+def _quote_block(text: str, indent: str = "") -> str:
+    return "\n".join(f"{indent}> {line}" if line else f"{indent}>" for line in text.splitlines())
+
+
+def _cell(text: str | None, limit: int = 0) -> str:
+    """Text fit for one markdown table cell."""
+    if text is None:
+        return ""
+    flat = " ".join(text.split())
+    if limit and len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return flat.replace("|", "\\|")
+
+
+# --- raw layer ----------------------------------------------------------------------------
+
+
+def raw_metadata(header: RawHeader, task: str) -> str:
+    body = (
+        f"# {header.step}: task {header.task_id} ({header.outcome})\n\n"
+        f"## Task\n\n{task.rstrip()}\n\n"
+        f"## Turns\n\n{header.turns} turns in `{header.turns_file}`, one JSON object per line "
+        f"as logged: line N is turn N.\n"
+    )
+    return with_frontmatter(header, body)
+
+
+# --- compilation layer -----------------------------------------------------------------------
+
+
+def _claims_heading(record: Compilation) -> str:
+    if record.compiled_by == "offline":
+        return "## Error signals and final actions"
+    return "## Key decisions" if record.outcome == "success" else "## Failure reasons"
+
+
+def compilation(
+    layout: Layout,
+    record: Compilation,
+    *,
+    task_id: str,
+    task_type: str | None,
+    insight_numbers: Sequence[int],
+) -> str:
+    rel = layout.compilation_rel(record.step)
+    step = layout.step(record.step)
+    header = CompilationHeader(
+        step=step,
+        outcome=record.outcome,
+        title=record.title,
+        insights=[layout.insight(n) for n in insight_numbers],
+        compiled_by=record.compiled_by,
+        model=record.model,
+        prompt=record.prompt,
+        unverified_quotes=record.unverified_quotes,
+        raw=layout.raw_dir_rel(record.step) + "/",
+    )
+    if record.compiled_by == "offline":
+        provenance = OFFLINE_NOTE
+    else:
+        template = record.prompt.template if record.prompt else "?"
+        provenance = f"Compiled by `{record.model}` with prompt `{template}`. {TRUST_NOTE}"
+    lines = [
+        f"# {step}: {record.title}",
+        "",
+        _quote_block(provenance),
+        "",
+        f"- outcome: **{record.outcome}**; task `{task_id}`"
+        + (f", type `{task_type}`" if task_type else ""),
+        f"- run: {link(layout.raw_metadata_rel(record.step), rel)}",
+        f"- turns: {link(layout.raw_turns_rel(record.step), rel)} (line N is turn N)",
+        "",
+        "## What happened",
+        "",
+        record.description.strip(),
+        "",
+        _claims_heading(record),
+        "",
+    ]
+    if not record.claims:
+        lines += ["(none found)", ""]
+    for number, claim in enumerate(record.claims, start=1):
+        lines += [f"### {number}. {claim.statement.strip()}", ""]
+        for evidence in claim.evidence:
+            status = (
+                "verified"
+                if evidence.verified
+                else (
+                    "UNVERIFIED: this text was not found in the raw turn; do not treat it as fact"
+                )
+            )
+            lines += [
+                f"- turn {evidence.turn} ({status}):",
+                "",
+                _quote_block(evidence.quote, "  "),
+                "",
+            ]
+    lines += ["## Insights drawn from this run", ""]
+    if record.compiled_by == "offline":
+        lines.append("None: offline compilation draws no insights.")
+    elif not insight_numbers:
+        lines.append("None.")
+    for number, draft in zip(insight_numbers, record.insights, strict=True):
+        lines.append(f"- {link(layout.insight_rel(number), rel)}: {draft.title}")
+    lines.append("")
+    if record.notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in record.notes] + [""]
+    return with_frontmatter(header, "\n".join(lines))
+
+
+# --- insight layer ------------------------------------------------------------------------
+
+
+def insight(
+    layout: Layout,
+    number: int,
+    draft: InsightDraft,
+    *,
+    source: Compilation,
+    task_type: str | None,
+) -> str:
+    rel = layout.insight_rel(number)
+    header = InsightHeader(
+        id=layout.insight(number),
+        title=draft.title,
+        task_type=task_type,
+        source_step=layout.step(source.step),
+        source_outcome=source.outcome,
+        applicability=draft.applicability,
+        source_claims=draft.supporting_claims,
+        model=source.model,
+        compilation=layout.compilation_rel(source.step),
+        raw=layout.raw_dir_rel(source.step) + "/",
+    )
+    claims = ", ".join(str(n) for n in draft.supporting_claims) or "none named"
+    origin = (
+        "a failed run: it says what to avoid, and may be wrong about why the run failed"
+        if source.outcome == "failure"
+        else "a successful run"
+    )
+    body = "\n".join(
+        [
+            f"# {layout.insight(number)}: {draft.title}",
+            "",
+            f"**Guideline.** {draft.guideline.strip()}",
+            "",
+            f"**Applies when.** {draft.applicability.strip()}",
+            "",
+            "## Evidence",
+            "",
+            f"- drawn by `{source.model}` from {layout.step(source.step)}, {origin}",
+            f"- compilation: {link(layout.compilation_rel(source.step), rel)} (claims {claims})",
+            f"- raw run: {link(layout.raw_metadata_rel(source.step), rel)}",
+            f"- raw turns: {link(layout.raw_turns_rel(source.step), rel)}",
+            "",
+            _quote_block(TRUST_NOTE),
+            "",
+        ]
+    )
+    return with_frontmatter(header, body)
+
+
+# --- indexes --------------------------------------------------------------------------------
+
+
+@dataclass
+class RunRow:
+    """What the indexes show of one run."""
+
+    step: int
+    task_id: str
+    task_type: str | None
+    outcome: Outcome
+    turns: int
+    task: str
+    compiled: bool = False
+    title: str | None = None
+    unverified_quotes: int = 0
+    insights: list[int] = field(default_factory=list)
+
+
+@dataclass
+class InsightRow:
+    number: int
+    title: str
+    task_type: str | None
+    source_step: int
+    source_outcome: Outcome
+
+
+@dataclass
+class CorpusSummary:
+    """What the root index says about the whole corpus."""
+
+    model: str
+    compiled_by: str
+    runs: int
+    successes: int
+    compilations: int
+    insights: int
+    failed_steps: list[int]
+
+
+def raw_index(layout: Layout, rows: Sequence[RunRow]) -> str:
+    rel = layout.index_rel(RAW_DIR)
+    lines = [
+        "# Raw runs",
+        "",
+        "Every run as logged: `raw/step-NNNN/metadata.md` (task, outcome, source) and "
+        "`raw/step-NNNN/solver.full.jsonl` (line N is turn N). These are the facts.",
+        "",
+        "| step | task | type | outcome | turns | compilation |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        compiled = link(layout.compilation_rel(row.step), rel) if row.compiled else "failed"
+        lines.append(
+            f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} "
+            f"| {_cell(row.task_id)}: {_cell(row.task, 120)} | {_cell(row.task_type)} "
+            f"| {row.outcome} | {row.turns} | {compiled} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def compilation_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
+    rel = layout.index_rel(COMPILATION_DIR)
+    lines = ["# Compilations", ""]
+    if compiled_by == "offline":
+        lines += [_quote_block(OFFLINE_NOTE), ""]
+    else:
+        lines += [_quote_block(TRUST_NOTE), ""]
+    lines += [
+        "| step | outcome | title | unverified quotes | insights |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if not row.compiled:
+            continue
+        insights = ", ".join(
+            link(layout.insight_rel(n), rel, layout.insight(n)) for n in row.insights
+        )
+        lines.append(
+            f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
+            f"| {row.outcome} | {_cell(row.title, 120)} | {row.unverified_quotes} | {insights} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) -> str:
+    rel = layout.index_rel(INSIGHT_DIR)
+    lines = ["# Insights by task type", ""]
+    if compiled_by == "offline":
+        lines += [_quote_block(OFFLINE_NOTE), "", "This corpus has no insights.", ""]
+        return "\n".join(lines)
+    lines += [_quote_block(TRUST_NOTE), ""]
+    if not rows:
+        lines += ["No insights were drawn.", ""]
+    by_type: dict[str, list[InsightRow]] = {}
+    for row in rows:
+        by_type.setdefault(row.task_type or "(no task type)", []).append(row)
+    for task_type in sorted(by_type):
+        lines += [f"## {task_type}", "", "| insight | title | source | source outcome |"]
+        lines += ["|---|---|---|---|"]
+        for row in by_type[task_type]:
+            insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
+            source = layout.step(row.source_step)
+            source_link = link(layout.compilation_rel(row.source_step), rel, source)
+            lines.append(
+                f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
+                f"| {row.source_outcome} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def root_index(layout: Layout, summary: CorpusSummary) -> str:
+    failures = summary.runs - summary.successes
+    lines = [
+        "# wikitrace corpus",
+        "",
+        f"{summary.runs} runs ({summary.successes} succeeded, {failures} failed), "
+        f"{summary.compilations} compilations, {summary.insights} insights. "
+        f"Compiled by `{summary.model}`.",
+        "",
+    ]
+    if summary.compiled_by == "offline":
+        lines += [_quote_block(OFFLINE_NOTE), ""]
+    if summary.failed_steps:
+        failed = ", ".join(layout.step(s) for s in summary.failed_steps)
+        lines += [f"Incomplete: these runs have no compilation (it failed): {failed}.", ""]
+    lines += [
+        "## Layout",
+        "",
+        f"- {link(layout.index_rel(INSIGHT_DIR), ROOT_REL)}: lessons by task type. "
+        "`insight/insight-NNNN.md` names its `source_step`.",
+        f"- {link(layout.index_rel(COMPILATION_DIR), ROOT_REL)}: why each run succeeded or "
+        "failed, each claim with quotes from numbered turns. `compilation/step-NNNN.md`.",
+        f"- {link(layout.index_rel(RAW_DIR), ROOT_REL)}: every run as logged. "
+        "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is turn N).",
+        "- `manifest.json`: format version, how it was built, and the sha256 of every file.",
+        "",
+        "## Trust gradient",
+        "",
+        "insight (a guess drawn from one run) < compilation (an interpretation of the run) "
+        "< raw turns (the facts as logged). Quotes marked UNVERIFIED were not found in the "
+        "turn they cite.",
+        "",
+        "## Drilling down",
+        "",
+        "Paths are relative to this folder. From an insight, open its compilation "
+        "(`source_step` in its header), then the turns the compilation cites:",
+        "",
+        "```sh",
+        "grep -l 'source_step: step-0001' insight/*.md   # insights drawn from one run",
+        "cat compilation/step-0001.md                    # the claims and the turns they cite",
+        "sed -n '12p' raw/step-0001/solver.full.jsonl    # turn 12, as logged",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+ROOT_REL = "_index.md"

@@ -1,0 +1,153 @@
+"""Writing a corpus safely: atomic files, hashes, a staging folder, a lock, freezing."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from .errors import CorpusError
+from .layout import FORMAT_NAME, MANIFEST
+
+HASH_ALGORITHM = "sha256"
+
+
+def digest(data: bytes) -> str:
+    """The algorithm-tagged hash the manifest records for a file's bytes."""
+    return f"{HASH_ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
+
+
+def file_digest(path: Path) -> str:
+    with path.open("rb") as handle:
+        return f"{HASH_ALGORITHM}:{hashlib.file_digest(handle, HASH_ALGORITHM).hexdigest()}"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder, so no reader sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class CorpusWriter:
+    """Writes files under a (staging) corpus root and remembers the hash of each."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.hashes: dict[str, str] = {}
+        self._made_dirs: set[Path] = set()
+
+    def write(self, rel: str, data: str | bytes) -> None:
+        if rel in self.hashes:
+            raise CorpusError(f"internal error: {rel} written twice")
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        path = self.root / rel
+        parent = path.parent
+        if parent not in self._made_dirs:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(parent)
+        atomic_write(path, payload)
+        self.hashes[rel] = digest(payload)
+
+
+def staging_path(dest: Path) -> Path:
+    """Where a build of `dest` is assembled before it appears under its final name."""
+    return dest.with_name(f".{dest.name}.partial")
+
+
+def lock_path(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}.lock")
+
+
+@contextlib.contextmanager
+def build_lock(dest: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `dest` for the build; a second build into it is refused.
+
+    The lock is an flock on a side file: the kernel drops it when the process dies, so a
+    killed build never leaves a stale lock behind.
+    """
+    path = lock_path(dest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CorpusError(
+                f"another build into {dest} is running (lock {path}); "
+                "wait for it to finish or choose another --output"
+            ) from None
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        handle.close()
+
+
+def freeze(root: Path) -> None:
+    """Make every file and folder read-only (the manifest's hashes are the real guarantee)."""
+    read_file = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+    read_dir = read_file | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            Path(dirpath, name).chmod(read_file)
+        for name in dirnames:
+            Path(dirpath, name).chmod(read_dir)
+    root.chmod(read_dir)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a corpus folder, frozen or not."""
+    if not root.exists():
+        return
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            Path(dirpath, name).chmod(stat.S_IRWXU)
+    root.chmod(stat.S_IRWXU)
+    shutil.rmtree(root)
+
+
+def is_corpus(path: Path) -> bool:
+    """True for a folder whose manifest says it is a wikitrace corpus."""
+    manifest = path / MANIFEST
+    if path.is_symlink() or not manifest.is_file():
+        return False
+    try:
+        return bool(orjson.loads(manifest.read_bytes()).get("format") == FORMAT_NAME)
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return False
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def publish(staging: Path, dest: Path, *, force: bool) -> None:
+    """Move a finished staging folder to its final name, replacing `dest` only with force."""
+    if dest.exists() or dest.is_symlink():
+        if not force:
+            raise CorpusError(f"{dest} already exists; use --force to replace it")
+        if not is_corpus(dest) and not _is_empty_dir(dest):
+            raise CorpusError(
+                f"{dest} exists and is not a wikitrace corpus; --force only replaces a corpus. "
+                "Choose another --output"
+            )
+        retired = dest.with_name(f".{dest.name}.replaced")
+        remove_tree(retired)
+        os.replace(dest, retired)
+        os.replace(staging, dest)
+        remove_tree(retired)
+    else:
+        os.replace(staging, dest)

@@ -1,0 +1,47 @@
+"""Prompt templates (package data) and the one jinja2 environment that renders them."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import jinja2
+import jinja2.meta
+
+TEMPLATE_DIR = Path(__file__).parent
+COMPILE_SUCCESS = "compile-success.j2"
+COMPILE_FAILURE = "compile-failure.j2"
+RETRY_INVALID = "retry-invalid.j2"
+REPAIR_QUOTES = "repair-quotes.j2"
+
+
+def environment(user_dir: Path | None = None) -> jinja2.Environment:
+    """Templates from `user_dir` first (a user may override any of them), then ours."""
+    loaders: list[jinja2.BaseLoader] = []
+    if user_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(user_dir))
+    loaders.append(jinja2.FileSystemLoader(TEMPLATE_DIR))
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def source_hash(env: jinja2.Environment, name: str) -> str:
+    """sha256 over a template's source and every template it extends or includes."""
+    digest = hashlib.sha256()
+    pending, seen = [name], set()
+    while pending:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        assert env.loader is not None
+        source, _, _ = env.loader.get_source(env, current)
+        digest.update(current.encode() + b"\0" + source.encode() + b"\0")
+        pending += sorted(
+            ref for ref in jinja2.meta.find_referenced_templates(env.parse(source)) if ref
+        )
+    return digest.hexdigest()
