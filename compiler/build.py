@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
@@ -38,7 +38,15 @@ from wikitrace.corpus_schema.store import (
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .inputs import SourceRun, read_runs
-from .llm import LLM, CachedLLM, LiteLLMClient, LLMSettings, ResponseCache, default_cache_dir
+from .llm import (
+    LLM,
+    CachedLLM,
+    LiteLLMClient,
+    LLMCallError,
+    LLMSettings,
+    ResponseCache,
+    default_cache_dir,
+)
 from .offline import OFFLINE_MODEL, compile_offline
 from .redact import Redactor
 
@@ -129,7 +137,8 @@ def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
             good += 1
     if errors and options.on_error == "stop":
         first = errors[0]
-        more = f"; {len(errors) - 1} more bad records" if len(errors) > 1 else ""
+        rest = len(errors) - 1
+        more = f"; {rest} more bad record{'s' if rest > 1 else ''}" if rest else ""
         raise InputError(
             first.message,
             path=first.path,
@@ -191,6 +200,8 @@ class _Builder:
         self.redactor = Redactor(options.redact_patterns) if options.redact else None
         self.attempts: Counter[str] = Counter()
         self.done = 0
+        self.fatal: LLMCallError | None = None
+        """A model error no other call can escape (bad key, unknown model): ends the build."""
 
     # --- raw layer ----------------------------------------------------------------------
 
@@ -243,28 +254,55 @@ class _Builder:
 
     # --- compilation -------------------------------------------------------------------
 
+    def _record_failure(self, step: int, record: RunRecord, error: Exception) -> None:
+        self.report.failed.append(
+            {"step": self.layout.step(step), "task_id": record.task_id, "error": str(error)}
+        )
+        log.warning("%s (task %s): %s", self.layout.step(step), record.task_id, error)
+
+    def _runs(self) -> Iterator[tuple[int, RunRecord]]:
+        """Pass two: each valid run, numbered, after its raw layer is written."""
+        step = 0
+        for item in read_runs(self.options.inputs):
+            if isinstance(item, InputError):
+                continue  # reported by the first pass
+            step += 1
+            yield step, self.write_raw(step, item)
+
+    def _advance(self) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def produce_offline(self) -> None:
+        # No event loop: Ctrl-C interrupts at once, wherever the build is.
+        for step, record in self._runs():
+            try:
+                self.results[step] = compile_offline(step, record)
+            except Exception as error:  # one run's failure never aborts the others
+                log.debug("step %d failed", step, exc_info=True)
+                self._record_failure(step, record, error)
+            self._advance()
+
     async def compile_one(self, step: int, record: RunRecord) -> None:
+        assert self.llm is not None and self.templates is not None
         try:
-            if self.llm is None or self.templates is None:
-                result = compile_offline(step, record)
+            self.results[step] = await compile_with_llm(
+                step, record, self.llm, self.templates, self.options.limits, self.stats
+            )
+        except LLMCallError as error:
+            if error.fatal:
+                self.fatal = error
             else:
-                result = await compile_with_llm(
-                    step, record, self.llm, self.templates, self.options.limits, self.stats
-                )
-            self.results[step] = result
+                self._record_failure(step, record, error)
         except Exception as error:  # one run's failure never aborts the others
             log.debug("step %d failed", step, exc_info=True)
-            self.report.failed.append(
-                {"step": self.layout.step(step), "task_id": record.task_id, "error": str(error)}
-            )
-            log.warning("%s (task %s): %s", self.layout.step(step), record.task_id, error)
+            self._record_failure(step, record, error)
         finally:
-            self.done += 1
-            if self.progress:
-                self.progress(self.done, self.total)
+            self._advance()
 
     async def produce(self) -> None:
-        """Pass two: write each run's raw layer as it is read, compile up to N at once."""
+        """Write each run's raw layer as it is read; compile up to `concurrency` at once."""
         slots = asyncio.Semaphore(self.options.concurrency)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -274,18 +312,17 @@ class _Builder:
             finally:
                 slots.release()
 
-        step = 0
-        for item in read_runs(self.options.inputs):
-            if isinstance(item, InputError):
-                continue  # reported by the first pass
-            step += 1
-            record = self.write_raw(step, item)
+        for step, record in self._runs():
             await slots.acquire()
+            if self.fatal:
+                break
             task = asyncio.create_task(guarded(step, record))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
+        if self.fatal:
+            raise self.fatal
 
     # --- the rest of the corpus ---------------------------------------------------------
 
@@ -431,7 +468,10 @@ def build_corpus(
         staging.mkdir(parents=True)
         try:
             builder = _Builder(options, total, staging, report, model, templates, progress)
-            asyncio.run(builder.produce())
+            if model is None:
+                builder.produce_offline()
+            else:
+                asyncio.run(builder.produce())
             report.seconds = round(time.monotonic() - started, 3)
             builder.finish(staging)
             freeze(staging)

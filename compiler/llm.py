@@ -27,6 +27,11 @@ Message = dict[str, str]
 class LLMCallError(WikitraceError):
     """A model call that failed for good (after backoff, or at once for a bad request)."""
 
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+        """True when no other call can succeed either (bad key, unknown model): stop the build."""
+
 
 @dataclass
 class LLMReply:
@@ -99,6 +104,11 @@ class LiteLLMClient:
             exceptions.ServiceUnavailableError,
             exceptions.InternalServerError,
         )
+        self._fatal: tuple[type[BaseException], ...] = (
+            exceptions.AuthenticationError,
+            exceptions.PermissionDeniedError,
+            exceptions.NotFoundError,
+        )
 
     def cache_identity(self) -> dict[str, Any]:
         s = self.settings
@@ -134,6 +144,10 @@ class LiteLLMClient:
         }
         if s.api_base:
             kwargs["api_base"] = s.api_base
+            # Local OpenAI-compatible servers (vLLM, llama.cpp) need no key, but the client
+            # refuses to start without one.
+            if s.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = "no-key"
         if s.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         attempt = 0
@@ -154,8 +168,10 @@ class LiteLLMClient:
                 delay *= 0.5 + random.random() / 2
                 log.info("%s: %s, retrying in %.1fs", s.model, type(error).__name__, delay)
                 await self._sleep(delay)
-            except self._litellm.exceptions.APIError as error:
-                raise LLMCallError(f"{s.model}: {type(error).__name__}: {_short(error)}") from None
+            except self._fatal as error:
+                raise LLMCallError(
+                    f"{s.model}: {type(error).__name__}: {_short(error)}", fatal=True
+                ) from None
             except Exception as error:
                 # litellm raises its own errors for bad model names and provider setup.
                 raise LLMCallError(f"{s.model}: {type(error).__name__}: {_short(error)}") from None

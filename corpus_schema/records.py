@@ -62,8 +62,8 @@ class RunRecord(_Strict):
     """The task as the agent was given it."""
     task_type: str | None = None
     """A task family (ALFWorld type, tau domain, benchmark name, ...)."""
-    success: bool
-    """Whether the run solved the task."""
+    success: bool = Field(strict=True)
+    """Whether the run solved the task (true or false; not a string or a number)."""
     turns: list[Turn]
     """The trajectory, in order; turn numbers start at 1."""
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,113 @@
+"""Shared fixtures: a network guard, a fake at our LLM boundary, and an OpenAI-compatible stub."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import good_answer, make_run, write_runs
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise RuntimeError(f"test tried to reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fail any connection that leaves this machine; keep caches out of the home folder."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WIKITRACE_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def runs_file(tmp_path: Path) -> Path:
+    runs = [make_run("t1"), make_run("t2", success=True), make_run("t1", success=True)]
+    return write_runs(tmp_path / "runs.jsonl", runs)
+
+
+# --- a local OpenAI-compatible HTTP stub ------------------------------------------------------
+
+
+@dataclass
+class Stub:
+    url: str
+    requests: list[dict[str, Any]]
+    script: list[tuple[int, str]]
+    """Responses to give first, in order: (HTTP status, body text); then good answers."""
+
+
+@pytest.fixture
+def openai_stub() -> Iterator[Stub]:
+    requests: list[dict[str, Any]] = []
+    script: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            with lock:
+                requests.append(body)
+                status, text = script.pop(0) if script else (200, "")
+            if status != 200:
+                payload = json.dumps({"error": {"message": text, "type": "stub_error"}})
+            else:
+                content = text or good_answer(body["messages"][0]["content"])
+                payload = json.dumps(
+                    {
+                        "id": f"chatcmpl-{len(requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+                    }
+                )
+            data = payload.encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            if status == 429:
+                self.send_header("retry-after", "0")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Stub(
+            url=f"http://127.0.0.1:{server.server_port}/v1", requests=requests, script=script
+        )
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,136 @@
+"""Helpers for tests: runs to build, and a fake at our LLM boundary."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.compiler.llm import LLMReply, Message
+
+DATA = Path(__file__).parent / "data"
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def make_run(
+    task_id: str = "t1",
+    *,
+    success: bool = False,
+    turns: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    run: dict[str, Any] = {
+        "task_id": task_id,
+        "task": f"Put the {task_id} mug in the cabinet.",
+        "task_type": "pick_and_place",
+        "success": success,
+        "turns": turns
+        or [
+            {"role": "user", "content": f"Task {task_id}: put the mug in the cabinet."},
+            {"role": "assistant", "action": "go to countertop 1", "observation": "You see a mug."},
+            {"role": "assistant", "action": "open cabinet 3", "observation": "Nothing happens."},
+            {"role": "assistant", "content": "I put the mug in cabinet 1. Done."},
+        ],
+    }
+    run.update(extra)
+    return run
+
+
+def write_runs(path: Path, runs: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    return path
+
+
+# --- a fake at our LLM boundary -------------------------------------------------------------
+
+_TURN_BLOCK = re.compile(r"--- TURN (\d+) ---\n(.*?)(?=\n--- TURN \d+ ---|\nWIKITRACE-DATA-)", re.S)
+
+
+def turns_in_prompt(prompt: str) -> dict[int, str]:
+    """Turn number -> the text the prompt shows for it."""
+    return {int(m.group(1)): m.group(2) for m in _TURN_BLOCK.finditer(prompt)}
+
+
+def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) -> str:
+    """A valid compiler answer that quotes the first line of the last turn verbatim."""
+    turns = turns_in_prompt(prompt)
+    last = max(turns)
+    line = turns[last].splitlines()[-1]
+    quote = line.split(": ", 1)[-1][:60]
+    if wrong_quote:
+        quote = "this sentence appears in no turn at all"
+    answer = {
+        "title": "The agent opened the wrong cabinet",
+        "description": "It looked in cabinet 3, which was closed for good.",
+        "claims": [
+            {
+                "statement": "The agent acted on the last turn.",
+                "evidence": [{"turn": last, "quote": quote}],
+            }
+        ],
+        "insights": [
+            {
+                "title": f"Lesson {n}",
+                "guideline": "Check the receptacle before acting.",
+                "applicability": "Pick-and-place tasks with closed receptacles.",
+                "supporting_claims": [1],
+            }
+            for n in range(1, insights + 1)
+        ],
+    }
+    return json.dumps(answer)
+
+
+Answer = Callable[[list[Message]], str]
+
+
+@dataclass
+class FakeLLM:
+    """Answers from a function of the messages; records every call."""
+
+    answer: Answer = field(default=lambda messages: good_answer(messages[0]["content"]))
+    model: str = "fake/compiler"
+    calls: list[list[Message]] = field(default_factory=list)
+    fail_after: int | None = None
+    """Raise KeyboardInterrupt on the call after this many (a build killed mid-way)."""
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt
+        self.calls.append([dict(m) for m in messages])
+        return LLMReply(
+            text=self.answer(messages), prompt_tokens=100, completion_tokens=20, cost_usd=0.001
+        )
+
+
+# --- checking a corpus ----------------------------------------------------------------------
+
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def broken_links(root: Path) -> list[str]:
+    """Markdown links whose target (from the file) or whose path text (from the root) is missing."""
+    broken = []
+    for page in sorted(root.rglob("*.md")):
+        for text, href in _LINK.findall(page.read_text()):
+            target = (page.parent / href).resolve()
+            if not target.is_relative_to(root.resolve()) or not target.exists():
+                broken.append(f"{page.relative_to(root)}: {href}")
+            if "/" in text and not (root / text).exists():
+                broken.append(f"{page.relative_to(root)}: text {text}")
+    return broken
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

@@ -1,0 +1,205 @@
+"""`build --model offline`: the raw layer, a mechanical compilation, indexes, manifest, freezing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import frontmatter
+import pytest
+from helpers import broken_links, make_run, read_jsonl, write_runs
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import CorpusError, InputError, verify
+from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
+from wikitrace.corpus_schema.store import build_lock, lock_path, staging_path
+
+
+def build(inputs: list[Path], output: Path, **options: object) -> object:
+    return build_corpus(BuildOptions(inputs=inputs, output=output, **options))  # type: ignore[arg-type]
+
+
+def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    report = build([runs_file], corpus)
+    assert report.runs == 3 and report.successes == 2 and report.compiled == 3  # type: ignore[attr-defined]
+    names = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*") if p.is_file())
+    assert names == [
+        "_index.md",
+        "compilation/_index.md",
+        "compilation/step-0001.md",
+        "compilation/step-0002.md",
+        "compilation/step-0003.md",
+        "insight/_index.md",
+        "manifest.json",
+        "raw/_index.md",
+        "raw/step-0001/metadata.md",
+        "raw/step-0001/solver.full.jsonl",
+        "raw/step-0002/metadata.md",
+        "raw/step-0002/solver.full.jsonl",
+        "raw/step-0003/metadata.md",
+        "raw/step-0003/solver.full.jsonl",
+    ]
+    assert broken_links(corpus) == []
+    assert verify(corpus).ok
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == [n for n in names if n != "manifest.json"]
+    assert manifest["model"] == "offline" and manifest["counts"]["insights"] == 0
+
+
+def test_raw_turns_are_the_input_exactly(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build([runs_file], corpus)
+    runs = read_jsonl(runs_file)
+    for step, run in enumerate(runs, start=1):
+        assert read_jsonl(corpus / f"raw/step-{step:04d}/solver.full.jsonl") == run["turns"]
+
+
+def test_headers_parse_into_their_models(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build([runs_file], corpus)
+    raw = RawHeader.model_validate(frontmatter.load(corpus / "raw/step-0003/metadata.md").metadata)
+    assert (raw.step, raw.task_id, raw.attempt, raw.outcome, raw.turns) == (
+        "step-0003",
+        "t1",
+        2,  # the second run of task t1
+        "success",
+        4,
+    )
+    assert raw.source == f"{runs_file}:3"
+    post = frontmatter.load(corpus / "compilation/step-0001.md")
+    header = CompilationHeader.model_validate(post.metadata)
+    assert header.compiled_by == "offline" and header.insights == []
+    assert "Compiled offline" in post.content
+    # The mechanical compilation quotes the failed action, verified against the raw turn.
+    assert "- turn 3 (verified):\n\n  > Nothing happens." in post.content
+
+
+def test_every_file_says_offline(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build([runs_file], corpus)
+    for rel in [
+        "_index.md",
+        "compilation/_index.md",
+        "insight/_index.md",
+        "compilation/step-0002.md",
+    ]:
+        assert "Compiled offline" in (corpus / rel).read_text(), rel
+
+
+def test_corpus_is_read_only(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build([runs_file], corpus)
+    for path in [corpus, *corpus.rglob("*")]:
+        assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), path
+
+
+def test_existing_output_needs_force(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build([runs_file], corpus)
+    with pytest.raises(CorpusError, match="already exists; use --force"):
+        build([runs_file], corpus)
+    write_runs(runs_file, [make_run("only")])
+    build([runs_file], corpus, force=True)
+    assert json.loads((corpus / "manifest.json").read_text())["counts"]["runs"] == 1
+    assert verify(corpus).ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "runs.jsonl"]
+
+
+def test_force_never_replaces_something_that_is_not_a_corpus(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(CorpusError, match="is not a wikitrace corpus"):
+        build([runs_file], precious, force=True)
+    assert (precious / "notes.txt").read_text() == "keep me"
+
+
+def test_bad_input_stops_before_writing_anything(tmp_path: Path) -> None:
+    path = write_runs(tmp_path / "runs.jsonl", [make_run("a"), {"task_id": "b"}, {"x": 1}])
+    corpus = tmp_path / "corpus"
+    with pytest.raises(InputError) as caught:
+        build([path], corpus)
+    assert str(caught.value) == (
+        f"{path}:2: field 'task': Field required (and 2 more problems in this record) "
+        "(see 'Native input format' in README.md; nothing was written; 1 more bad record; "
+        "fix the input, or use --on-error skip)"
+    )
+    assert not corpus.exists() and not staging_path(corpus).exists()
+    assert not lock_path(corpus).exists()
+
+
+def test_skip_builds_the_rest_and_lists_what_it_skipped(tmp_path: Path) -> None:
+    path = write_runs(tmp_path / "runs.jsonl", [make_run("a"), {"task_id": "b"}, make_run("c")])
+    corpus = tmp_path / "corpus"
+    report = build([path], corpus, on_error="skip")
+    assert report.runs == 2  # type: ignore[attr-defined]
+    assert report.skipped == [  # type: ignore[attr-defined]
+        {
+            "path": str(path),
+            "line": 2,
+            "field": "task",
+            "message": "Field required (and 2 more problems in this record)",
+            "hint": "see 'Native input format' in README.md",
+        }
+    ]
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert manifest["build"]["skipped"] == report.skipped  # type: ignore[attr-defined]
+    metadata = frontmatter.load(corpus / "raw/step-0002/metadata.md").metadata
+    assert metadata["task_id"] == "c" and metadata["source"] == f"{path}:3"
+
+
+def test_no_valid_runs_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n")
+    with pytest.raises(InputError, match="no runs to build"):
+        build([path], tmp_path / "corpus", on_error="skip")
+
+
+def test_ids_are_padded_to_sort_numerically(tmp_path: Path) -> None:
+    runs = [make_run(f"t{n}", turns=[{"role": "user", "content": "hi"}]) for n in range(10_001)]
+    path = write_runs(tmp_path / "runs.jsonl", runs)
+    corpus = tmp_path / "corpus"
+    build([path], corpus)
+    steps = sorted(p.name for p in (corpus / "raw").iterdir() if p.is_dir())
+    assert steps[0] == "step-00001" and steps[-1] == "step-10001"
+    assert steps == sorted(steps, key=lambda name: int(name.split("-")[1]))
+
+
+def test_a_second_build_into_the_same_folder_is_refused(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    with build_lock(corpus), pytest.raises(CorpusError, match="another build into"):
+        build([runs_file], corpus)
+    assert not corpus.exists()
+
+
+def test_interrupted_build_leaves_nothing_and_the_next_one_works(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_corpus(BuildOptions(inputs=[runs_file], output=corpus), progress=interrupt)
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    build([runs_file], corpus)
+    assert verify(corpus).ok
+
+
+def test_a_stale_staging_folder_from_a_killed_build_is_replaced(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+    stale = staging_path(corpus)
+    (stale / "raw").mkdir(parents=True)
+    (stale / "raw" / "junk").write_text("half-written")
+    build([runs_file], corpus)
+    assert not stale.exists() and verify(corpus).ok
+    assert not (corpus / "raw" / "junk").exists()
