@@ -210,6 +210,7 @@ def build_command(
       wikitrace build runs.jsonl -o corpus --model openai/qwen --api-base http://localhost:8000/v1
     """
     import orjson
+
     from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 
     options = BuildOptions(

@@ -19,6 +19,7 @@ def verify_command(corpus: Path, as_json: bool) -> None:
     the hashes are.
     """
     import orjson
+
     from wikitrace.corpus_schema import verify
 
     report = verify(corpus)

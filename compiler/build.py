@@ -75,6 +75,7 @@ class BuildOptions:
     max_output_tokens: int = 4096
     timeout_seconds: float = 300.0
     max_retries: int = 6
+    backoff_seconds: float = 2.0
 
     @property
     def offline(self) -> bool:
@@ -166,6 +167,7 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
                 max_output_tokens=options.max_output_tokens,
                 timeout_seconds=options.timeout_seconds,
                 max_retries=options.max_retries,
+                backoff_seconds=options.backoff_seconds,
             )
         )
     if options.use_cache:

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from wikitrace import prompts
 from wikitrace.corpus_schema import (
     Claim,

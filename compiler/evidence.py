@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import orjson
+
 from wikitrace.corpus_schema import Turn
 
 _WHITESPACE = re.compile(r"\s+")

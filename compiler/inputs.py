@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
+
 from wikitrace.corpus_schema import InputError, RunRecord
 
 EXTRA_FIELD_HINT = "fields the native format has no place for go under 'metadata'"

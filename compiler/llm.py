@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.store import atomic_write
 
@@ -162,10 +163,11 @@ class LiteLLMClient:
                         f"{s.model}: gave up after {attempt} attempts: {type(error).__name__}: "
                         f"{_short(error)}"
                     ) from None
-                delay = self._retry_after(error) or min(
-                    s.backoff_cap_seconds, s.backoff_seconds * 2 ** (attempt - 1)
-                )
-                delay *= 0.5 + random.random() / 2
+                delay = self._retry_after(error)
+                if delay is None:
+                    # Exponential with jitter, so that N concurrent calls do not retry in step.
+                    delay = min(s.backoff_cap_seconds, s.backoff_seconds * 2 ** (attempt - 1))
+                    delay *= 0.5 + random.random() / 2
                 log.info("%s: %s, retrying in %.1fs", s.model, type(error).__name__, delay)
                 await self._sleep(delay)
             except self._fatal as error:

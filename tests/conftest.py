@@ -7,13 +7,13 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import good_answer, make_run, write_runs
+
+from helpers import Stub, good_answer, make_run, write_runs
 
 _real_connect = socket.socket.connect
 
@@ -47,14 +47,6 @@ def runs_file(tmp_path: Path) -> Path:
 
 
 # --- a local OpenAI-compatible HTTP stub ------------------------------------------------------
-
-
-@dataclass
-class Stub:
-    url: str
-    requests: list[dict[str, Any]]
-    script: list[tuple[int, str]]
-    """Responses to give first, in order: (HTTP status, body text); then good answers."""
 
 
 @pytest.fixture

@@ -134,3 +134,11 @@ def broken_links(root: Path) -> list[str]:
 
 def read_jsonl(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclass
+class Stub:
+    url: str
+    requests: list[dict[str, Any]]
+    script: list[tuple[int, str]]
+    """Responses to give first, in order: (HTTP status, body text); then good answers."""

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import frontmatter
 import pytest
-from helpers import broken_links, make_run, read_jsonl, write_runs
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import CorpusError, InputError, verify
 from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
 from wikitrace.corpus_schema.store import build_lock, lock_path, staging_path
+
+from helpers import broken_links, make_run, read_jsonl, write_runs
 
 
 def build(inputs: list[Path], output: Path, **options: object) -> object:

@@ -8,6 +8,13 @@ from typing import Any
 
 import frontmatter
 import pytest
+
+from wikitrace.compiler import BuildOptions, BuildReport, CompileLimits, build_corpus
+from wikitrace.compiler.compile import CompileError, Templates, render_prompt
+from wikitrace.compiler.llm import Message
+from wikitrace.corpus_schema import RunRecord, verify
+from wikitrace.corpus_schema.records import InsightHeader
+
 from helpers import (
     FakeLLM,
     broken_links,
@@ -17,12 +24,6 @@ from helpers import (
     turns_in_prompt,
     write_runs,
 )
-
-from wikitrace.compiler import BuildOptions, BuildReport, CompileLimits, build_corpus
-from wikitrace.compiler.compile import CompileError, Templates, render_prompt
-from wikitrace.compiler.llm import Message
-from wikitrace.corpus_schema import RunRecord, verify
-from wikitrace.corpus_schema.records import InsightHeader
 
 
 def build(runs_file: Path, corpus: Path, llm: FakeLLM, **options: Any) -> BuildReport:
@@ -120,14 +121,12 @@ def test_a_run_that_stays_invalid_fails_alone(runs_file: Path, tmp_path: Path) -
     corpus = tmp_path / "corpus"
     report = build(runs_file, corpus, llm, limits=CompileLimits(invalid_retries=1))
     assert not report.complete and report.compiled == 2
-    assert report.failed == [
-        {
-            "step": "step-0002",
-            "task_id": "t2",
-            "error": "the model's answer stayed invalid after 2 tries: it is not a JSON object "
-            "(unexpected character: line 1 column 1 (char 0))",
-        }
-    ]
+    (failure,) = report.failed
+    assert (failure["step"], failure["task_id"]) == ("step-0002", "t2")
+    # The rest of the message is orjson's own, and changes with its version.
+    assert failure["error"].startswith(
+        "the model's answer stayed invalid after 2 tries: it is not a JSON object ("
+    )
     assert not (corpus / "compilation/step-0002.md").exists()
     assert (corpus / "raw/step-0002/solver.full.jsonl").exists()
     assert "| failed |" in (corpus / "raw/_index.md").read_text()

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import make_run, write_runs
 
 from wikitrace.compiler.inputs import read_runs
 from wikitrace.corpus_schema import InputError
+
+from helpers import make_run, write_runs
 
 
 def errors_of(path: Path) -> list[str]:

@@ -1,0 +1,110 @@
+"""The command line: exit codes, what goes to stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from wikitrace.cli.main import cli, main
+
+from helpers import make_run, write_runs
+
+
+def run(args: list[str]) -> tuple[int, str, str]:
+    """Run through main() as the console script does, capturing exit code, stdout, stderr."""
+    runner = CliRunner()
+    result = runner.invoke(_entry, args)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def _no_tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WIKITRACE_TRACEBACK", raising=False)
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def _entry(ctx: click.Context) -> None:
+    main(list(ctx.args))
+
+
+def test_build_prints_the_corpus_path_and_a_report(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    code, out, err = run(["build", str(runs_file), "-o", str(corpus)])
+    assert code == 0
+    assert out == f"{corpus}\n"
+    assert f"built {corpus}: 3 runs (2 succeeded, 1 failed), 3 compilations, 0 insights" in err
+    assert "compiled 3/3 runs" in err
+
+
+def test_build_json_report(runs_file: Path, tmp_path: Path) -> None:
+    code, out, _ = run(["-q", "build", str(runs_file), "-o", str(tmp_path / "c"), "--json"])
+    assert code == 0
+    report = json.loads(out)
+    assert report["runs"] == 3 and report["complete"] is True and report["model"] == "offline"
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = write_runs(tmp_path / "runs.jsonl", [make_run("a", success="yes")])
+    code, out, err = run(["build", str(path), "-o", str(tmp_path / "c")])
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: {path}:1: field 'success': Input should be a valid boolean (nothing was "
+        "written; fix the input, or use --on-error skip)\n"
+    )
+    assert not (tmp_path / "c").exists()
+
+
+def test_existing_output_is_exit_1(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "c"
+    assert run(["build", str(runs_file), "-o", str(corpus)])[0] == 0
+    code, _, err = run(["build", str(runs_file), "-o", str(corpus)])
+    assert code == 1 and err == f"error: {corpus} already exists; use --force to replace it\n"
+
+
+def test_bad_redact_pattern_is_usage_error(runs_file: Path, tmp_path: Path) -> None:
+    code, _, err = run(["build", str(runs_file), "-o", str(tmp_path / "c"), "--redact", "("])
+    assert code == 2 and "Invalid value for '--redact': '(': not a valid regular expression" in err
+
+
+def test_verify_ok_and_failed(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "c"
+    run(["build", str(runs_file), "-o", str(corpus)])
+    assert run(["verify", str(corpus)]) == (0, "", "ok: 13 files match the manifest\n")
+    target = corpus / "raw/step-0001/metadata.md"
+    target.chmod(0o644)
+    target.write_text("tampered\n")
+    code, out, err = run(["verify", str(corpus)])
+    assert (code, out) == (1, "changed raw/step-0001/metadata.md\n")
+    assert err == "FAILED: 0 missing, 1 changed, 0 extra (13 checked)\n"
+    code, out, _ = run(["verify", str(corpus), "--json"])
+    assert code == 1 and json.loads(out)["changed"] == ["raw/step-0001/metadata.md"]
+
+
+def test_verify_not_a_corpus(tmp_path: Path) -> None:
+    code, out, err = run(["verify", str(tmp_path)])
+    assert (code, out) == (1, "")
+    assert err == f"error: {tmp_path} has no manifest.json: it is not a finished wikitrace corpus\n"
+
+
+def test_help_explains_each_command() -> None:
+    result = CliRunner().invoke(cli, ["build", "--help"])
+    assert result.exit_code == 0
+    for option in ("--model", "--api-base", "--concurrency", "--max-prompt-tokens", "--on-error"):
+        assert option in result.stdout
+
+
+def test_help_starts_without_heavy_imports() -> None:
+    code = (
+        "import sys; from wikitrace.cli.main import cli; "
+        "heavy = [m for m in ('litellm', 'jinja2', 'pydantic', 'frontmatter') if m in sys.modules];"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,67 @@
+"""Integration: litellm's real code path against a local OpenAI-compatible stub server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wikitrace.compiler import BuildOptions, LLMCallError, build_corpus
+from wikitrace.corpus_schema import verify
+
+from helpers import Stub
+
+pytestmark = pytest.mark.integration
+
+
+def build(runs_file: Path, corpus: Path, stub: Stub, **options: Any) -> Any:
+    return build_corpus(
+        BuildOptions(
+            inputs=[runs_file],
+            output=corpus,
+            model="openai/stub-model",
+            api_base=stub.url,
+            cache_dir=corpus.parent / "cache",
+            backoff_seconds=0.01,
+            **options,
+        )
+    )
+
+
+def test_one_request_per_run_then_none_on_rebuild(
+    runs_file: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    report = build(runs_file, tmp_path / "first", openai_stub)
+    assert len(openai_stub.requests) == 3 and report.llm_calls == 3 and report.complete
+    assert report.insights == 3 and report.prompt_tokens == 150 and report.completion_tokens == 30
+    assert report.cost_usd is None  # litellm cannot price a model it does not know
+    request = openai_stub.requests[0]
+    assert request["model"] == "stub-model" and request["temperature"] == 0
+    assert request["response_format"] == {"type": "json_object"}
+    assert verify(tmp_path / "first").ok
+    again = build(runs_file, tmp_path / "second", openai_stub)
+    assert len(openai_stub.requests) == 3 and again.llm_calls == 0 and again.cache_hits == 3
+
+
+def test_rate_limits_are_retried(runs_file: Path, tmp_path: Path, openai_stub: Stub) -> None:
+    openai_stub.script += [(429, "slow down"), (429, "slow down")]
+    report = build(runs_file, tmp_path / "c", openai_stub, concurrency=1)
+    assert report.complete and report.http_attempts == 5 and len(openai_stub.requests) == 5
+
+
+def test_server_errors_past_the_retry_limit_fail_that_run_only(
+    runs_file: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    openai_stub.script += [(500, "boom"), (500, "boom")]
+    report = build(runs_file, tmp_path / "c", openai_stub, concurrency=1, max_retries=1)
+    assert report.compiled == 2 and [f["step"] for f in report.failed] == ["step-0001"]
+    assert report.failed[0]["error"].startswith("openai/stub-model: gave up after 2 attempts")
+
+
+def test_a_bad_key_stops_the_build(runs_file: Path, tmp_path: Path, openai_stub: Stub) -> None:
+    openai_stub.script += [(401, "invalid api key")] * 3
+    with pytest.raises(LLMCallError, match="AuthenticationError"):
+        build(runs_file, tmp_path / "c", openai_stub, concurrency=1)
+    assert not (tmp_path / "c").exists()
+    assert len(openai_stub.requests) == 1

@@ -1,0 +1,55 @@
+"""Real tau-bench logs (tests/data): convert, build, and find the input again in the corpus."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import frontmatter
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import verify
+
+from helpers import DATA, broken_links, read_jsonl
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def test_real_runs_build_into_a_sound_corpus(tmp_path: Path) -> None:
+    source = DATA / "tau-bench-airline-3runs.jsonl"
+    corpus = tmp_path / "corpus"
+    report = build_corpus(BuildOptions(inputs=[source], output=corpus, redact=False))
+    assert (report.runs, report.successes, report.failures) == (3, 2, 1)
+    assert verify(corpus).ok and broken_links(corpus) == []
+    for step, run in enumerate(read_jsonl(source), start=1):
+        assert read_jsonl(corpus / f"raw/step-{step:04d}/solver.full.jsonl") == run["turns"]
+        metadata = frontmatter.load(corpus / f"raw/step-{step:04d}/metadata.md")
+        assert metadata["metadata"] == run["metadata"] and run["task"] in metadata.content
+    diagnosis = (corpus / "compilation/step-0001.md").read_text()
+    # The failed booking: the payment error the tool returned, quoted from its turn.
+    assert "> Error: payment amount does not add up, total price is 305, but paid 255" in diagnosis
+
+
+def test_redaction_leaves_real_logs_unchanged(tmp_path: Path) -> None:
+    source = DATA / "tau-bench-airline-3runs.jsonl"
+    report = build_corpus(BuildOptions(inputs=[source], output=tmp_path / "corpus"))
+    assert report.redactions == {}
+    for step, run in enumerate(read_jsonl(source), start=1):
+        raw = tmp_path / f"corpus/raw/step-{step:04d}/solver.full.jsonl"
+        assert read_jsonl(raw) == run["turns"]
+
+
+def test_the_example_converter_loses_no_message(tmp_path: Path) -> None:
+    converter = runpy.run_path(str(EXAMPLES / "tau_bench_to_native.py"))
+    results = json.loads((DATA / "tau-bench-original-2results.json").read_text())
+    for index, result in enumerate(results):
+        run = converter["convert"](result, index, "test")
+        shown = json.dumps(run["turns"])
+        for message in result["traj"]:
+            if message.get("content"):
+                assert json.dumps(message["content"])[1:-1] in shown
+            for call in message.get("tool_calls") or []:
+                assert json.dumps(call["function"]["arguments"])[1:-1] in shown
+        assert run["success"] is (result["reward"] == 1.0)
+        assert run["metadata"]["info"] == result["info"]
