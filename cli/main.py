@@ -46,8 +46,6 @@ cli.add_command(verify_command)
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI, turning wikitrace's own errors into one line and an exit code."""
-    from wikitrace.corpus_schema.errors import WikitraceError
-
     try:
         return cli.main(args=argv, prog_name="wikitrace", standalone_mode=False)
     except click.exceptions.Abort:
@@ -61,7 +59,12 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(error.exit_code)
     except click.exceptions.Exit as error:
         sys.exit(error.exit_code)
-    except WikitraceError as error:
+    except Exception as error:
+        # Our errors are raised only once a command has imported the core, so looking the
+        # class up here keeps `wikitrace --help` from importing it.
+        errors = sys.modules.get("wikitrace.corpus_schema.errors")
+        if errors is None or not isinstance(error, errors.WikitraceError):
+            raise
         if os.environ.get(TRACEBACK_ENV):
             traceback.print_exc()
         click.echo(f"error: {error}", err=True)
