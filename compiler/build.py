@@ -211,6 +211,8 @@ class _Builder:
         if self.redactor is None:
             return item.data, item.record
         data = self.redactor.value(item.data)
+        if data is item.data:  # nothing to redact
+            return data, item.record
         return data, RunRecord.model_validate(data)
 
     def write_raw(self, step: int, item: SourceRun) -> RunRecord:

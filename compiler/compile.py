@@ -164,7 +164,8 @@ def render_prompt(
         )
 
     text = render(None)
-    if llm.count_tokens(text) <= max_prompt_tokens:
+    # Byte-level tokenizers never make more tokens than bytes: most prompts need no count.
+    if len(text.encode()) <= max_prompt_tokens or llm.count_tokens(text) <= max_prompt_tokens:
         return Prompt(template=name, text=text, cut_to=None)
     longest = max(longest_field(turn) for turn in record.turns)
     low, high = MIN_FIELD_CAP, longest - 1

@@ -74,15 +74,23 @@ class QuoteChecker:
     """Checks quotes against the full (never cut) text of the turns of one run."""
 
     def __init__(self, turns: list[Turn]) -> None:
-        self._texts = [normalise(render_turn(turn)) for turn in turns]
-
-    @property
-    def turn_count(self) -> int:
-        return len(self._texts)
+        self._turns = turns
+        # Rendered, then normalised, only when a quote cites the turn and needs it.
+        self._texts: dict[int, str] = {}
+        self._normalised: dict[int, str] = {}
 
     def found(self, turn: int, quote: str) -> bool:
         """True when the whitespace-normalised quote is a substring of raw turn `turn` (1-based)."""
-        if not 1 <= turn <= len(self._texts):
+        if not 1 <= turn <= len(self._turns):
             return False
+        if turn not in self._texts:
+            self._texts[turn] = render_turn(self._turns[turn - 1])
+        # A verbatim substring stays a substring once both sides are normalised: skip that work.
+        if quote.strip() and quote in self._texts[turn]:
+            return True
         needle = normalise(quote)
-        return bool(needle) and needle in self._texts[turn - 1]
+        if not needle:
+            return False
+        if turn not in self._normalised:
+            self._normalised[turn] = normalise(self._texts[turn])
+        return needle in self._normalised[turn]

@@ -180,15 +180,13 @@ class LiteLLMClient:
         choice = response.choices[0]
         text = choice.message.content or ""
         usage = getattr(response, "usage", None)
-        try:
-            cost = float(self._litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None
+        # litellm prices every response it returns; None when it does not know the model.
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         return LLMReply(
             text=text,
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=cost,
+            cost_usd=float(cost) if cost is not None else None,
             attempts=attempt,
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -101,12 +102,17 @@ def test_help_explains_each_command() -> None:
 
 
 def test_help_starts_without_heavy_imports() -> None:
-    code = (
-        "import sys\n"
-        "from wikitrace.cli.main import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('litellm', 'jinja2', 'pydantic', 'frontmatter') if m in sys.modules]\n"
-        "print(heavy, file=sys.stderr)\n"
+    code = textwrap.dedent(
+        """
+        import sys
+        from wikitrace.cli.main import main
+        try:
+            main(["--help"])
+        except SystemExit:
+            pass
+        heavy = ("litellm", "jinja2", "pydantic", "frontmatter")
+        print([name for name in heavy if name in sys.modules], file=sys.stderr)
+        """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Usage: wikitrace" in out.stdout

@@ -1,0 +1,281 @@
+"""Benchmark `wikitrace build`: offline overhead, LLM calls on build and rebuild, concurrency.
+
+Prints its figures; asserts nothing. Runs against a local OpenAI-compatible stub through
+litellm's real code path, so no key and no network are needed.
+
+    python benchmarks/build_bench.py [--runs 3000] [--latency 0.2] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from wikitrace.compiler import BuildOptions, build_corpus
+
+WORDS = [
+    "agent",
+    "opens",
+    "cabinet",
+    "mug",
+    "table",
+    "error",
+    "found",
+    "the",
+    "with",
+    "not",
+    "go",
+    "to",
+    "take",
+    "put",
+]
+
+
+def synthetic_runs(count: int, turns: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(n))
+
+    runs = []
+    for index in range(count):
+        trajectory: list[dict[str, Any]] = [{"role": "user", "content": text(40)}]
+        for _ in range(turns - 1):
+            trajectory.append(
+                {
+                    "role": "assistant",
+                    "reasoning": text(30),
+                    "action": text(6),
+                    "observation": text(rng.randint(20, 200)),
+                }
+            )
+        runs.append(
+            {
+                "task_id": f"task-{index % (count // 3 or 1)}",
+                "task": text(25),
+                "task_type": rng.choice(["pick", "clean", "heat"]),
+                "success": rng.random() < 0.4,
+                "turns": trajectory,
+                "metadata": {"reward": 1.0, "attempt": index // (count // 3 or 1) + 1},
+            }
+        )
+    return runs
+
+
+# --- a local OpenAI-compatible stub ------------------------------------------------------
+
+_TURN = re.compile(r"^--- TURN (\d+) ---$", re.M)
+
+
+def answer_for(prompt: str) -> str:
+    """A valid answer quoting the first line of the last turn, as a good model would."""
+    last = list(_TURN.finditer(prompt))[-1]
+    number = int(last.group(1))
+    line = prompt[last.end() + 1 :].split("\n", 1)[0]
+    quote = line.split(": ", 1)[-1][:50]
+    return json.dumps(
+        {
+            "title": "stub diagnosis",
+            "description": "The stub read the run.",
+            "claims": [
+                {"statement": "The last turn.", "evidence": [{"turn": number, "quote": quote}]}
+            ],
+            "insights": [
+                {"title": "stub lesson", "guideline": "Look first.", "applicability": "Always."}
+            ],
+        }
+    )
+
+
+class Stub:
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.requests = 0
+        lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                with lock:
+                    stub.requests += 1
+                if stub.latency:
+                    time.sleep(stub.latency)
+                payload = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {
+                                    "role": "assistant",
+                                    "content": answer_for(body["messages"][0]["content"]),
+                                },
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        ThreadingHTTPServer.daemon_threads = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.request_queue_size = 256
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+# --- measurements -------------------------------------------------------------------------
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def plain_write(files: dict[str, bytes], root: Path) -> None:
+    """The floor: the same bytes written with open/write, no parsing, rendering or hashing."""
+    made: set[Path] = set()
+    for rel, data in files.items():
+        path = root / rel
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        with open(path, "wb") as handle:
+            handle.write(data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs", type=int, default=3000, help="runs for the offline and zero-latency builds"
+    )
+    parser.add_argument("--turns", type=int, default=12, help="turns per run")
+    parser.add_argument("--latency", type=float, default=0.2, help="stub latency in seconds")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--latency-runs", type=int, default=320, help="runs for the latency build")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="wikitrace-bench-"))
+    try:
+        runs_file = work / "runs.jsonl"
+        with runs_file.open("w") as handle:
+            for run in synthetic_runs(args.runs, args.turns):
+                handle.write(json.dumps(run) + "\n")
+        size_mb = runs_file.stat().st_size / 1e6
+        print(f"input: {args.runs} runs x {args.turns} turns, {size_mb:.1f} MB")
+
+        # 1. Offline build against writing the same files plainly (best of 3 each).
+        builds, plains = [], []
+        for attempt in range(3):
+            corpus = work / f"offline-{attempt}"
+            seconds, _ = timed(
+                lambda c=corpus: build_corpus(BuildOptions(inputs=[runs_file], output=c))
+            )
+            builds.append(seconds)
+        files = {
+            p.relative_to(corpus).as_posix(): p.read_bytes()
+            for p in corpus.rglob("*")
+            if p.is_file()
+        }
+        for attempt in range(3):
+            seconds, _ = timed(lambda a=attempt: plain_write(files, work / f"plain-{a}"))
+            plains.append(seconds)
+        build_s, plain_s = min(builds), min(plains)
+        print(
+            f"offline build: {build_s:.2f} s ({args.runs / build_s:.0f} runs/s); plain write of "
+            f"the same {len(files)} files: {plain_s:.2f} s; ratio {build_s / plain_s:.2f}x "
+            f"(target < 2x); overhead {(build_s - plain_s) / args.runs * 1e3:.2f} ms per run"
+        )
+
+        # 2. LLM build through litellm against a zero-latency stub, then a rebuild.
+        stub = Stub(latency=0.0)
+        cache = work / "cache"
+
+        def llm_build(output: Path, **options: Any) -> Any:
+            return build_corpus(
+                BuildOptions(
+                    inputs=[runs_file],
+                    output=output,
+                    model="openai/stub",
+                    api_base=stub.url,
+                    cache_dir=cache,
+                    concurrency=args.concurrency,
+                    **options,
+                )
+            )
+
+        seconds, report = timed(lambda: llm_build(work / "llm-1"))
+        first_calls = stub.requests
+        print(
+            f"LLM build, zero latency: {seconds:.2f} s ({args.runs / seconds:.0f} runs/s), "
+            f"{first_calls} calls for {args.runs} runs (target: exactly one per run); "
+            f"{report.unverified_quotes} unverified quotes"
+        )
+        seconds, report = timed(lambda: llm_build(work / "llm-2"))
+        print(
+            f"rebuild: {seconds:.2f} s, {stub.requests - first_calls} calls (target 0), "
+            f"{report.cache_hits} cache hits"
+        )
+
+        # 3. Fixed latency: throughput against the ideal concurrency / latency.
+        slow_runs = work / "slow.jsonl"
+        with runs_file.open() as source, slow_runs.open("w") as target:
+            for _, line in zip(range(args.latency_runs), source, strict=False):
+                target.write(line)
+        stub.latency = args.latency
+        seconds, _ = timed(
+            lambda: build_corpus(
+                BuildOptions(
+                    inputs=[slow_runs],
+                    output=work / "llm-slow",
+                    model="openai/stub",
+                    api_base=stub.url,
+                    use_cache=False,
+                    concurrency=args.concurrency,
+                )
+            )
+        )
+        ideal = args.concurrency / args.latency
+        actual = args.latency_runs / seconds
+        print(
+            f"latency {args.latency:.2f} s, concurrency {args.concurrency}: {actual:.1f} runs/s "
+            f"against an ideal {ideal:.1f}: {actual / ideal:.0%} of ideal (target >= 90%)"
+        )
+    finally:
+        for path in work.iterdir():
+            if path.is_dir():
+                for sub in [path, *path.rglob("*")]:
+                    if sub.is_dir():
+                        sub.chmod(0o755)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
