@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from wikitrace.corpus_schema import (
     Compilation,
-    CorpusError,
     InputError,
     Layout,
     RunRecord,
@@ -28,9 +27,10 @@ from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, MANIFES
 from wikitrace.corpus_schema.records import CompiledBy, RawHeader
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
+    atomic_write,
     build_lock,
+    check_destination,
     freeze,
-    is_corpus,
     publish,
     remove_tree,
     staging_path,
@@ -127,6 +127,29 @@ def _builder_version() -> str:
         return "unknown"
 
 
+def _check_regular_files(paths: list[Path]) -> None:
+    for path in paths:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise InputError(
+                "not a regular file: a build reads its input twice (once to check every record, "
+                "once to build), so save it to a file first",
+                path=path,
+            )
+
+
+def _input_state(paths: list[Path]) -> list[tuple[int, int]]:
+    """Size and modification time of each input (a missing one is reported by the reader)."""
+    state = []
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            state.append((-1, -1))
+        else:
+            state.append((info.st_size, info.st_mtime_ns))
+    return state
+
+
 def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
     """Pass one: check every record before anything is written; returns the number of good runs."""
     good = 0
@@ -187,6 +210,7 @@ class _Builder:
         llm: LLM | None,
         templates: Templates | None,
         progress: Progress | None,
+        input_state: list[tuple[int, int]],
     ) -> None:
         self.options = options
         self.total = total
@@ -202,6 +226,7 @@ class _Builder:
         self.redactor = Redactor(options.redact_patterns) if options.redact else None
         self.attempts: Counter[str] = Counter()
         self.done = 0
+        self.input_state = input_state
         self.fatal: LLMCallError | None = None
         """A model error no other call can escape (bad key, unknown model): ends the build."""
 
@@ -266,6 +291,11 @@ class _Builder:
 
     def _runs(self) -> Iterator[tuple[int, RunRecord]]:
         """Pass two: each valid run, numbered, after its raw layer is written."""
+        if _input_state(self.options.inputs) != self.input_state:
+            raise InputError(
+                "an input file changed after it was checked; build again once it is complete",
+                path=", ".join(str(p) for p in self.options.inputs),
+            )
         step = 0
         for item in read_runs(self.options.inputs):
             if isinstance(item, InputError):
@@ -420,7 +450,7 @@ class _Builder:
             redactions=self.report.redactions,
             files=dict(sorted(self.writer.hashes.items())),
         )
-        (staging / MANIFEST).write_bytes(manifest_io.dump(manifest))
+        atomic_write(staging / MANIFEST, manifest_io.dump(manifest))
 
     def _fill_report(self, insights: int) -> None:
         report, stats = self.report, self.stats
@@ -453,16 +483,11 @@ def build_corpus(
     """
     started = time.monotonic()
     output = options.output
-    if output.exists() or output.is_symlink():
-        if not options.force:
-            raise CorpusError(f"{output} already exists; use --force to replace it")
-        empty_dir = output.is_dir() and not output.is_symlink() and not any(output.iterdir())
-        if not is_corpus(output) and not empty_dir:
-            raise CorpusError(
-                f"{output} exists and is not a wikitrace corpus; --force only replaces a corpus"
-            )
+    check_destination(output, force=options.force)
+    _check_regular_files(options.inputs)
     report = BuildReport(output=str(output), model=options.model)
     with build_lock(output):
+        input_state = _input_state(options.inputs)
         total = _check_inputs(options, report)
         log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
         templates = None if options.offline else Templates.load(options.prompts_dir)
@@ -471,7 +496,9 @@ def build_corpus(
         remove_tree(staging)  # left by a build that was killed
         staging.mkdir(parents=True)
         try:
-            builder = _Builder(options, total, staging, report, model, templates, progress)
+            builder = _Builder(
+                options, total, staging, report, model, templates, progress, input_state
+            )
             if model is None:
                 builder.produce_offline()
             else:

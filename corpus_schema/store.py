@@ -80,20 +80,28 @@ def build_lock(dest: Path) -> Iterator[None]:
     """
     path = lock_path(dest)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a+")
-    try:
+    busy = CorpusError(
+        f"another build into {dest} is running (lock {path}); "
+        "wait for it to finish or choose another --output"
+    )
+    with path.open("a+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise CorpusError(
-                f"another build into {dest} is running (lock {path}); "
-                "wait for it to finish or choose another --output"
-            ) from None
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        handle.close()
+            raise busy from None
+        # The holder before us may have removed the file after we opened it: our lock would
+        # then be on a file nobody else sees. Hold it only if it is still the lock file.
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current != os.fstat(handle.fileno()).st_ino:
+            raise busy
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def freeze(root: Path) -> None:
@@ -134,16 +142,22 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
-def publish(staging: Path, dest: Path, *, force: bool) -> None:
-    """Move a finished staging folder to its final name, replacing `dest` only with force."""
+def check_destination(dest: Path, *, force: bool) -> None:
+    """Refuse a destination that holds something: anything without force, a non-corpus ever."""
     if dest.exists() or dest.is_symlink():
         if not force:
             raise CorpusError(f"{dest} already exists; use --force to replace it")
         if not is_corpus(dest) and not _is_empty_dir(dest):
             raise CorpusError(
-                f"{dest} exists and is not a wikitrace corpus; --force only replaces a corpus. "
-                "Choose another --output"
+                f"{dest} exists and is not a wikitrace corpus; --force only replaces a corpus, "
+                "so choose another --output"
             )
+
+
+def publish(staging: Path, dest: Path, *, force: bool) -> None:
+    """Move a finished staging folder to its final name, replacing `dest` only with force."""
+    check_destination(dest, force=force)
+    if dest.exists() or dest.is_symlink():
         retired = dest.with_name(f".{dest.name}.replaced")
         remove_tree(retired)
         os.replace(dest, retired)

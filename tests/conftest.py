@@ -56,6 +56,8 @@ def openai_stub() -> Iterator[Stub]:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             with lock:

@@ -204,3 +204,30 @@ def test_a_stale_staging_folder_from_a_killed_build_is_replaced(
     build([runs_file], corpus)
     assert not stale.exists() and verify(corpus).ok
     assert not (corpus / "raw" / "junk").exists()
+
+
+def test_an_input_that_cannot_be_read_twice_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "runs.pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file: a build reads its input twice"):
+        build([fifo], tmp_path / "corpus")
+
+
+def test_an_input_that_changes_during_the_build_is_an_error(
+    runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wikitrace.compiler.build as build_module
+
+    original = build_module._check_inputs
+
+    def check_then_append(options: BuildOptions, report: object) -> int:
+        total = original(options, report)  # type: ignore[arg-type]
+        with runs_file.open("a") as handle:
+            handle.write(json.dumps(make_run("late")) + "\n")
+        return total
+
+    monkeypatch.setattr(build_module, "_check_inputs", check_then_append)
+    corpus = tmp_path / "corpus"
+    with pytest.raises(InputError, match="an input file changed after it was checked"):
+        build([runs_file], corpus)
+    assert not corpus.exists() and not staging_path(corpus).exists()
