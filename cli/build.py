@@ -236,6 +236,8 @@ def build_command(
         timeout_seconds=timeout,
         max_retries=max_retries,
     )
+    if model == "offline" and api_base:
+        click.echo("warning: --api-base has no effect with --model offline", err=True)
     progress = _Progress()
     try:
         report = build_corpus(options, progress=progress)

@@ -407,7 +407,9 @@ class _Builder:
                 )
         compiled_by: CompiledBy = "offline" if self.templates is None else "llm"
         model = self.report.model
-        self.writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, self.rows))
+        self.writer.write(
+            layout.index_rel(RAW_DIR), render.raw_index(layout, self.rows, compiled_by)
+        )
         self.writer.write(
             layout.index_rel(COMPILATION_DIR),
             render.compilation_index(layout, self.rows, compiled_by),

@@ -250,7 +250,7 @@ class CorpusSummary:
     failed_steps: list[int]
 
 
-def raw_index(layout: Layout, rows: Sequence[RunRow]) -> str:
+def raw_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
     rel = layout.index_rel(RAW_DIR)
     lines = [
         "# Raw runs",
@@ -258,6 +258,10 @@ def raw_index(layout: Layout, rows: Sequence[RunRow]) -> str:
         "Every run as logged: `raw/step-NNNN/metadata.md` (task, outcome, source) and "
         "`raw/step-NNNN/solver.full.jsonl` (line N is turn N). These are the facts.",
         "",
+    ]
+    if compiled_by == "offline":
+        lines += [_quote_block(OFFLINE_NOTE), ""]
+    lines += [
         "| step | task | type | outcome | turns | compilation |",
         "|---|---|---|---|---|---|",
     ]

@@ -83,6 +83,7 @@ def test_every_file_says_offline(runs_file: Path, tmp_path: Path) -> None:
     build([runs_file], corpus)
     for rel in [
         "_index.md",
+        "raw/_index.md",
         "compilation/_index.md",
         "insight/_index.md",
         "compilation/step-0002.md",
