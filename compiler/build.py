@@ -509,6 +509,8 @@ def build_corpus(
             builder.finish(staging)
             freeze(staging)
             publish(staging, output, force=options.force)
+            # The manifest holds the time up to its own writing; the report, all of it.
+            report.seconds = round(time.monotonic() - started, 3)
         except BaseException:
             remove_tree(staging)
             raise

@@ -165,27 +165,34 @@ def render_prompt(
 
     text = render(None)
     # Byte-level tokenizers never make more tokens than bytes: most prompts need no count.
-    if len(text.encode()) <= max_prompt_tokens or llm.count_tokens(text) <= max_prompt_tokens:
+    if len(text.encode()) <= max_prompt_tokens:
         return Prompt(template=name, text=text, cut_to=None)
-    longest = max(longest_field(turn) for turn in record.turns)
-    low, high = MIN_FIELD_CAP, longest - 1
-    best: str | None = None
-    best_cap = None
-    # Largest cap that fits: fewest characters cut.
+    tokens = llm.count_tokens(text)
+    if tokens <= max_prompt_tokens:
+        return Prompt(template=name, text=text, cut_to=None)
+    # Counting tokens is slow on long runs, so search the cap on an estimate from this
+    # prompt's tokens per character, then check with real counts, cutting deeper if needed.
+    per_char = tokens / len(text)
+    low, high = MIN_FIELD_CAP, max(longest_field(turn) for turn in record.turns) - 1
+    cap = MIN_FIELD_CAP
     while low <= high:
-        cap = (low + high) // 2
-        candidate = render(cap)
-        if llm.count_tokens(candidate) <= max_prompt_tokens:
-            best, best_cap, low = candidate, cap, cap + 1
+        middle = (low + high) // 2
+        if len(render(middle)) * per_char <= max_prompt_tokens:
+            cap, low = middle, middle + 1
         else:
-            high = cap - 1
-    if best is None:
-        raise CompileError(
-            f"the prompt does not fit in --max-prompt-tokens {max_prompt_tokens} even with every "
-            f"field cut to {MIN_FIELD_CAP} characters ({len(record.turns)} turns); "
-            "raise the budget or use a model with a longer context"
-        )
-    return Prompt(template=name, text=best, cut_to=best_cap)
+            high = middle - 1
+    while True:
+        candidate = render(cap)
+        tokens = llm.count_tokens(candidate)
+        if tokens <= max_prompt_tokens:
+            return Prompt(template=name, text=candidate, cut_to=cap)
+        if cap == MIN_FIELD_CAP:
+            raise CompileError(
+                f"the prompt does not fit in --max-prompt-tokens {max_prompt_tokens} even with "
+                f"every field cut to {MIN_FIELD_CAP} characters ({len(record.turns)} turns); "
+                "raise the budget or use a model with a longer context"
+            )
+        cap = max(MIN_FIELD_CAP, int(cap * max_prompt_tokens / tokens * 0.95))
 
 
 # --- the compile loop ---------------------------------------------------------------------
