@@ -147,9 +147,14 @@ def serve(latency: float, ready: Any) -> None:
         def log_message(self, *args: Any) -> None:
             pass
 
-    ThreadingHTTPServer.daemon_threads = True
-    ThreadingHTTPServer.request_queue_size = 256
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 256
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that hung up (an interrupted build) is not the stub's concern
+
+    server = Server(("127.0.0.1", 0), Handler)
     ready.put(server.server_port)
     server.serve_forever()
 

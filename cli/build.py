@@ -37,6 +37,7 @@ class _Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
+            self._bar = None
 
 
 def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
@@ -241,6 +242,18 @@ def build_command(
     progress = _Progress()
     try:
         report = build_corpus(options, progress=progress)
+    except KeyboardInterrupt:
+        progress.close()
+        cached = (
+            ""
+            if options.offline or no_cache
+            else (
+                "; the model replies received so far are cached, so building again resumes "
+                "without paying for them twice"
+            )
+        )
+        click.echo(f"\ninterrupted: nothing was written to {output}{cached}", err=True)
+        sys.exit(130)
     finally:
         progress.close()
     click.echo(_summary(report), err=True)

@@ -117,3 +117,21 @@ def test_help_starts_without_heavy_imports() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Usage: wikitrace" in out.stdout
     assert out.stderr.strip() == "[]"
+
+
+def test_ctrl_c_says_nothing_was_written(
+    runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wikitrace.compiler
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wikitrace.compiler, "build_corpus", interrupted)
+    corpus = tmp_path / "c"
+    code, out, err = run(["build", str(runs_file), "-o", str(corpus), "--model", "openai/x"])
+    assert (code, out) == (130, "")
+    assert err == (
+        f"\ninterrupted: nothing was written to {corpus}; the model replies received so far are "
+        "cached, so building again resumes without paying for them twice\n"
+    )
