@@ -182,7 +182,7 @@ def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
 
 def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
     if llm is None:
-        llm = LiteLLMClient(
+        client = LiteLLMClient(
             LLMSettings(
                 model=options.model,
                 api_base=options.api_base,
@@ -193,6 +193,8 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
                 backoff_seconds=options.backoff_seconds,
             )
         )
+        client.preflight()
+        llm = client
     if options.use_cache:
         llm = CachedLLM(llm, ResponseCache(options.cache_dir or default_cache_dir()))
     return llm

@@ -111,6 +111,33 @@ class LiteLLMClient:
             exceptions.NotFoundError,
         )
 
+    def preflight(self) -> None:
+        """Fail before the build starts when no call could succeed: unknown provider, no key."""
+        s = self.settings
+        try:
+            self._litellm.get_llm_provider(s.model, api_base=s.api_base)
+        except Exception as error:
+            raise LLMCallError(
+                f"--model {s.model}: litellm does not know this provider ({_short(error, 160)}); "
+                "name it as provider/model, e.g. openai/gpt-4o-mini or ollama/llama3",
+                fatal=True,
+            ) from None
+        missing = self._litellm.validate_environment(model=s.model, api_base=s.api_base).get(
+            "missing_keys", []
+        )
+        # Providers have a default base URL, and a local OpenAI-compatible server gets a
+        # placeholder key (see complete), so only real credentials count as missing.
+        missing = [
+            key
+            for key in missing
+            if not key.endswith("_API_BASE")
+            and not (key == "OPENAI_API_KEY" and s.api_base and s.model.startswith("openai/"))
+        ]
+        if missing:
+            raise LLMCallError(
+                f"--model {s.model} needs {', '.join(missing)} in the environment", fatal=True
+            )
+
     def cache_identity(self) -> dict[str, Any]:
         s = self.settings
         return {

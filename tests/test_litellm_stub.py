@@ -65,3 +65,16 @@ def test_a_bad_key_stops_the_build(runs_file: Path, tmp_path: Path, openai_stub:
         build(runs_file, tmp_path / "c", openai_stub, concurrency=1)
     assert not (tmp_path / "c").exists()
     assert len(openai_stub.requests) == 1
+
+
+def test_an_unknown_provider_stops_before_anything_is_sent(runs_file: Path, tmp_path: Path) -> None:
+    options = BuildOptions(inputs=[runs_file], output=tmp_path / "c", model="nonsense-model")
+    with pytest.raises(LLMCallError, match="litellm does not know this provider"):
+        build_corpus(options)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_missing_key_stops_before_anything_is_sent(runs_file: Path, tmp_path: Path) -> None:
+    options = BuildOptions(inputs=[runs_file], output=tmp_path / "c", model="anthropic/claude-x")
+    with pytest.raises(LLMCallError, match="needs ANTHROPIC_API_KEY in the environment"):
+        build_corpus(options)
