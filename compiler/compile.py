@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -113,7 +114,7 @@ class Templates:
     hashes: dict[str, str]
 
     @classmethod
-    def load(cls, user_dir: Any = None) -> Templates:
+    def load(cls, user_dir: Path | None = None) -> Templates:
         env = prompts.environment(user_dir)
         names = (
             prompts.COMPILE_SUCCESS,

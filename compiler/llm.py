@@ -254,10 +254,11 @@ class ResponseCache:
     def get(self, key: str) -> LLMReply | None:
         try:
             data = orjson.loads(self._path(key).read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            return None
+            text = data["text"]
+        except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
+            return None  # absent, or damaged: ask the model again
         return LLMReply(
-            text=data["text"],
+            text=text,
             prompt_tokens=data.get("prompt_tokens", 0),
             completion_tokens=data.get("completion_tokens", 0),
             cost_usd=None,

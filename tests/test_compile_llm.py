@@ -265,3 +265,14 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
 
     report = build(path, tmp_path / "corpus", Slow(), concurrency=3, use_cache=False)
     assert report.compiled == 20 and peak == 3
+
+
+def test_a_damaged_cache_entry_is_asked_again(runs_file: Path, tmp_path: Path) -> None:
+    build(runs_file, tmp_path / "first", FakeLLM())
+    entries = sorted((tmp_path / "cache").rglob("*.json"))
+    assert len(entries) == 3
+    entries[0].write_text("{trunc")
+    entries[1].write_text('{"no_text": 1}')
+    again = FakeLLM()
+    report = build(runs_file, tmp_path / "second", again)
+    assert len(again.calls) == 2 and report.cache_hits == 1
