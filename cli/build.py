@@ -15,13 +15,16 @@ MODEL_ENV = "WIKITRACE_MODEL"
 class _Progress:
     """A bar on a terminal; a line every 10% (or 30 s) when stderr is a file or a pipe."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, quiet: bool = False) -> None:
+        self._quiet = quiet
         self._bar: Any = None
         self._tty = sys.stderr.isatty()
         self._last_line = 0.0
         self._last_decile = -1
 
     def __call__(self, done: int, total: int) -> None:
+        if self._quiet:
+            return
         if self._tty:
             if self._bar is None:
                 self._bar = click.progressbar(length=total, label="compiling", file=sys.stderr)
@@ -237,9 +240,10 @@ def build_command(
         timeout_seconds=timeout,
         max_retries=max_retries,
     )
-    if model == "offline" and api_base:
+    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
+    if model == "offline" and api_base and not quiet:
         click.echo("warning: --api-base has no effect with --model offline", err=True)
-    progress = _Progress()
+    progress = _Progress(quiet=quiet)
     try:
         report = build_corpus(options, progress=progress)
     except KeyboardInterrupt:
@@ -256,7 +260,8 @@ def build_command(
         sys.exit(130)
     finally:
         progress.close()
-    click.echo(_summary(report), err=True)
+    if not quiet or not report.complete:
+        click.echo(_summary(report), err=True)
     if as_json:
         click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
     else:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .build import build_command
+from .drill import actions_command, turn_command
 from .verify import verify_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
@@ -42,6 +43,8 @@ def cli(verbose: int, quiet: bool) -> None:
 
 cli.add_command(build_command)
 cli.add_command(verify_command)
+cli.add_command(actions_command)
+cli.add_command(turn_command)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -23,7 +23,14 @@ from wikitrace.corpus_schema import (
     render,
 )
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, MANIFEST, RAW_DIR
+from wikitrace.corpus_schema.layout import (
+    COMPILATION_DIR,
+    INSIGHT_DIR,
+    MANIFEST,
+    RAW_DIR,
+    TOOL_NAMES,
+    TOOLS_LAYOUT,
+)
 from wikitrace.corpus_schema.records import CompiledBy, RawHeader
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
@@ -35,6 +42,7 @@ from wikitrace.corpus_schema.store import (
     remove_tree,
     staging_path,
 )
+from wikitrace.tools import drilldown
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .inputs import SourceRun, read_runs
@@ -265,7 +273,12 @@ class _Builder:
         self.writer.write(
             self.layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)
         )
-        self.writer.write(self.layout.raw_turns_rel(step), render.turn_log(data["turns"]))
+        log_bytes, offsets = render.turn_log(data["turns"])
+        self.writer.write(self.layout.raw_turns_rel(step), log_bytes)
+        summaries = [drilldown.summarize(turn) for turn in data["turns"]]
+        self.writer.write(
+            self.layout.raw_turn_index_rel(step), render.turn_index(offsets, summaries)
+        )
         self.rows.append(
             render.RunRow(
                 step=step,
@@ -407,6 +420,10 @@ class _Builder:
                         layout, insight_number, draft, source=result, task_type=row.task_type
                     ),
                 )
+        tool_source = Path(drilldown.__file__).read_bytes()
+        for name in TOOL_NAMES:
+            self.writer.write(layout.tool_rel(name), tool_source, executable=True)
+        self.writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
         compiled_by: CompiledBy = "offline" if self.templates is None else "llm"
         model = self.report.model
         self.writer.write(

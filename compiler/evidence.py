@@ -3,70 +3,31 @@
 from __future__ import annotations
 
 import re
-from typing import Any
-
-import orjson
 
 from wikitrace.corpus_schema import Turn
+from wikitrace.tools.drilldown import as_text, format_turn
 
 _WHITESPACE = re.compile(r"\s+")
-CUT_MARKER = (
-    "[... wikitrace cut {count} characters here to fit the prompt; the raw turn has them all ...]"
-)
 
 
 def normalise(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
-
-
-def cut_middle(text: str, cap: int | None) -> str:
-    """Keep the head and tail of a long text with a visible marker for what was left out."""
-    if cap is None or len(text) <= cap:
-        return text
-    keep = max(cap // 2, 1)
-    cut = len(text) - 2 * keep
-    return f"{text[:keep]}\n{CUT_MARKER.format(count=cut)}\n{text[-keep:]}"
-
-
 def render_turn(turn: Turn, cap: int | None = None) -> str:
-    """The turn's fields as labelled lines; with a cap, long fields lose their middle."""
-    lines: list[str] = []
-    if turn.role:
-        lines.append(f"role: {turn.role}")
-    for name in ("reasoning", "content", "action"):
-        value = getattr(turn, name)
-        if value:
-            lines.append(f"{name}: {cut_middle(value, cap)}")
-    for call in turn.tool_calls or []:
-        ident = f" [{call.id}]" if call.id else ""
-        arguments = "" if call.arguments is None else cut_middle(_as_text(call.arguments), cap)
-        lines.append(f"tool call{ident} {call.name}: {arguments}")
-        if call.result is not None:
-            lines.append(f"tool result{ident}: {cut_middle(_as_text(call.result), cap)}")
-        if call.metadata:
-            lines.append(f"tool call metadata: {cut_middle(_as_text(call.metadata), cap)}")
-    if turn.observation:
-        lines.append(f"observation: {cut_middle(turn.observation, cap)}")
-    if turn.metadata:
-        lines.append(f"metadata: {cut_middle(_as_text(turn.metadata), cap)}")
-    return "\n".join(lines)
+    """The turn as `turn STEP N` shows it, so a quoted passage can be found again there."""
+    return format_turn(turn.model_dump(mode="json", exclude_defaults=True), cap)
 
 
 def longest_field(turn: Turn) -> int:
     """Length of the longest text field render_turn would cut."""
     lengths = [len(getattr(turn, name) or "") for name in ("reasoning", "content", "action")]
     lengths.append(len(turn.observation or ""))
-    lengths.append(len(_as_text(turn.metadata)) if turn.metadata else 0)
+    lengths.append(len(as_text(turn.metadata)) if turn.metadata else 0)
     for call in turn.tool_calls or []:
-        lengths.append(len(_as_text(call.arguments)) if call.arguments is not None else 0)
-        lengths.append(len(_as_text(call.result)) if call.result is not None else 0)
-        lengths.append(len(_as_text(call.metadata)) if call.metadata else 0)
+        lengths.append(len(as_text(call.arguments)) if call.arguments is not None else 0)
+        lengths.append(len(as_text(call.result)) if call.result is not None else 0)
+        lengths.append(len(as_text(call.metadata)) if call.metadata else 0)
     return max(lengths)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn
+from wikitrace.tools.drilldown import as_text
 
-from .evidence import QuoteChecker, _as_text
+from .evidence import QuoteChecker
 
 OFFLINE_MODEL = "offline"
 MAX_ERROR_TURNS = 25
@@ -24,7 +25,7 @@ _ACTING_ROLES = {"assistant", "agent", "ai", "model"}
 
 def _observations(turn: Turn) -> list[str]:
     texts = [turn.observation] if turn.observation else []
-    texts += [_as_text(call.result) for call in turn.tool_calls or [] if call.result is not None]
+    texts += [as_text(call.result) for call in turn.tool_calls or [] if call.result is not None]
     if turn.content and (turn.role or "").lower() in _OBSERVATION_ROLES:
         texts.append(turn.content)
     return texts
@@ -54,7 +55,7 @@ def _action_quote(turn: Turn) -> str | None:
         return _excerpt(turn.action, 0, 0)
     if turn.tool_calls:
         call = turn.tool_calls[0]
-        arguments = "" if call.arguments is None else _as_text(call.arguments)
+        arguments = "" if call.arguments is None else as_text(call.arguments)
         return f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip()
     if turn.content and (turn.role or "").lower() in _ACTING_ROLES:
         return _excerpt(turn.content, 0, 0)

@@ -18,6 +18,10 @@ INSIGHT_DIR = "insight"
 INDEX_NAME = "_index.md"
 RAW_METADATA_NAME = "metadata.md"
 RAW_TURNS_NAME = "solver.full.jsonl"
+RAW_TURN_INDEX_NAME = "solver.index.jsonl"
+TOOLS_DIR = "tools"
+TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
+TOOL_NAMES = ("actions", "turn")
 
 _STEP_RE = re.compile(r"^(?:step-)?(\d{1,9})$")
 _INSIGHT_RE = re.compile(r"^(?:insight-)?(\d{1,9})$")
@@ -74,6 +78,12 @@ class Layout:
 
     def raw_turns_rel(self, step: int) -> str:
         return f"{self.raw_dir_rel(step)}/{RAW_TURNS_NAME}"
+
+    def raw_turn_index_rel(self, step: int) -> str:
+        return f"{self.raw_dir_rel(step)}/{RAW_TURN_INDEX_NAME}"
+
+    def tool_rel(self, name: str) -> str:
+        return f"{TOOLS_DIR}/{name}"
 
     def compilation_rel(self, step: int) -> str:
         return f"{COMPILATION_DIR}/{self.step(step)}.md"

@@ -11,7 +11,17 @@ import orjson
 import yaml
 from pydantic import BaseModel
 
-from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, Layout, link
+from .layout import (
+    COMPILATION_DIR,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INSIGHT_DIR,
+    RAW_DIR,
+    RAW_TURN_INDEX_NAME,
+    RAW_TURNS_NAME,
+    Layout,
+    link,
+)
 from .records import (
     Compilation,
     CompilationHeader,
@@ -42,9 +52,35 @@ def with_frontmatter(header: BaseModel, body: str) -> str:
     return frontmatter.dumps(post, sort_keys=False, Dumper=_YAML_DUMPER) + "\n"
 
 
-def turn_log(turns: Iterable[Mapping[str, Any]]) -> bytes:
-    """solver.full.jsonl: one JSON object per turn, exactly as logged; line N is turn N."""
-    return b"".join(orjson.dumps(turn) + b"\n" for turn in turns)
+def turn_log(turns: Iterable[Mapping[str, Any]]) -> tuple[bytes, list[int]]:
+    """solver.full.jsonl (one JSON object per turn, exactly as logged; line N is turn N) and
+    the byte offset where each line starts, plus the end."""
+    lines = [orjson.dumps(turn) + b"\n" for turn in turns]
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    return b"".join(lines), offsets
+
+
+def turn_index(offsets: Sequence[int], summaries: Sequence[Sequence[str]]) -> bytes:
+    """solver.index.jsonl, so the drill-down tools never read a whole log. Line 1: the number
+    of turns and the byte offset where each starts in the log (and where the last ends);
+    line N + 1: turn N's summary, [role, action, start of what came back]."""
+    head = orjson.dumps({"turns": len(summaries), "offsets": list(offsets)}) + b"\n"
+    return head + b"".join(orjson.dumps(list(summary)) + b"\n" for summary in summaries)
+
+
+def tools_layout(layout: Layout) -> bytes:
+    """tools/layout.json: what the standalone drill-down tools need to know of the layout."""
+    data = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "step_id_width": layout.step_width,
+        "raw_dir": RAW_DIR,
+        "turns_file": RAW_TURNS_NAME,
+        "index_file": RAW_TURN_INDEX_NAME,
+    }
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def _quote_block(text: str, indent: str = "") -> str:
@@ -360,13 +396,15 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "",
         "## Drilling down",
         "",
-        "Paths are relative to this folder. From an insight, open its compilation "
-        "(`source_step` in its header), then the turns the compilation cites:",
+        "Paths are relative to this folder; reading costs no environment step. From an "
+        "insight, open its compilation (`source_step` in its header), then the turns it cites:",
         "",
         "```sh",
         "grep -l 'source_step: step-0001' insight/*.md   # insights drawn from one run",
         "cat compilation/step-0001.md                    # the claims and the turns they cite",
-        "sed -n '12p' raw/step-0001/solver.full.jsonl    # turn 12, as logged",
+        "tools/actions step-0001                         # one line per turn: action => result",
+        "tools/turn step-0001 12                         # turn 12 in full (or 12-14)",
+        "sed -n '12p' raw/step-0001/solver.full.jsonl    # turn 12, exactly as logged",
         "```",
         "",
     ]

@@ -49,7 +49,7 @@ class CorpusWriter:
         self.hashes: dict[str, str] = {}
         self._made_dirs: set[Path] = set()
 
-    def write(self, rel: str, data: str | bytes) -> None:
+    def write(self, rel: str, data: str | bytes, *, executable: bool = False) -> None:
         if rel in self.hashes:
             raise CorpusError(f"internal error: {rel} written twice")
         payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -59,6 +59,8 @@ class CorpusWriter:
             parent.mkdir(parents=True, exist_ok=True)
             self._made_dirs.add(parent)
         atomic_write(path, payload)
+        if executable:
+            path.chmod(0o755)
         self.hashes[rel] = digest(payload)
 
 
@@ -107,10 +109,13 @@ def build_lock(dest: Path) -> Iterator[None]:
 def freeze(root: Path) -> None:
     """Make every file and folder read-only (the manifest's hashes are the real guarantee)."""
     read_file = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-    read_dir = read_file | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+    execute = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+    read_dir = read_file | execute
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
-            Path(dirpath, name).chmod(read_file)
+            path = Path(dirpath, name)
+            # The drill-down tools stay executable.
+            path.chmod(read_dir if path.stat().st_mode & stat.S_IXUSR else read_file)
         for name in dirnames:
             Path(dirpath, name).chmod(read_dir)
     root.chmod(read_dir)

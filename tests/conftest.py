@@ -36,7 +36,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WIKITRACE_MODEL"):
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WIKITRACE_MODEL", "WIKITRACE_CORPUS"):
         monkeypatch.delenv(key, raising=False)
 
 

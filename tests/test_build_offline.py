@@ -38,10 +38,16 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "raw/_index.md",
         "raw/step-0001/metadata.md",
         "raw/step-0001/solver.full.jsonl",
+        "raw/step-0001/solver.index.jsonl",
         "raw/step-0002/metadata.md",
         "raw/step-0002/solver.full.jsonl",
+        "raw/step-0002/solver.index.jsonl",
         "raw/step-0003/metadata.md",
         "raw/step-0003/solver.full.jsonl",
+        "raw/step-0003/solver.index.jsonl",
+        "tools/actions",
+        "tools/layout.json",
+        "tools/turn",
     ]
     assert broken_links(corpus) == []
     assert verify(corpus).ok
@@ -96,6 +102,8 @@ def test_corpus_is_read_only(runs_file: Path, tmp_path: Path) -> None:
     build([runs_file], corpus)
     for path in [corpus, *corpus.rglob("*")]:
         assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), path
+    for tool in ("actions", "turn"):
+        assert os.access(corpus / "tools" / tool, os.X_OK)
 
 
 def test_existing_output_needs_force(runs_file: Path, tmp_path: Path) -> None:

@@ -1,0 +1,156 @@
+"""The drill-down tools, as an agent runs them from a shell in its sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import frontmatter
+import pytest
+from click.testing import CliRunner
+
+from wikitrace.cli.main import cli
+from wikitrace.compiler import BuildOptions, build_corpus
+
+from helpers import DATA, FakeLLM, read_jsonl
+
+SOURCE = DATA / "tau-bench-airline-3runs.jsonl"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("built") / "corpus"
+    build_corpus(BuildOptions(inputs=[SOURCE], output=root, redact=False))
+    return root
+
+
+def tool(
+    corpus: Path, name: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    result = subprocess.run(
+        [sys.executable, str(corpus / "tools" / name), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_actions_lists_every_turn(corpus: Path) -> None:
+    code, out, err = tool(corpus, "actions", "step-0001")
+    lines = out.splitlines()
+    assert code == 0 and err == ""
+    assert lines[0] == "step-0001: 24 turns; `turn step-0001 N` shows one whole"
+    assert len(lines) == 25
+    assert lines[17].startswith("17  assistant  book_reservation(")
+    assert lines[17].endswith(
+        "=> Error: payment amount does not add up, total price is 305, but paid 255"
+    )
+
+
+def test_turn_shows_whole_turns_as_logged(corpus: Path) -> None:
+    turns = read_jsonl(SOURCE)[0]["turns"]
+    code, out, _ = tool(corpus, "turn", "1", "16-17")
+    assert code == 0
+    first, second = out.split("\n\n=== ")
+    assert first.startswith("=== step-0001 turn 16 of 24 ===\nrole: user\ncontent: ")
+    assert turns[15]["content"] in first
+    assert second.startswith("step-0001 turn 17 of 24 ===")
+    assert turns[16]["tool_calls"][0]["arguments"] in second  # the whole call, not a preview
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["../../etc/passwd", "1"], 2, "not a step: '../../etc/passwd'"),
+        (["/etc/passwd", "1"], 2, "not a step: '/etc/passwd'"),
+        (["1", "../../etc/passwd"], 2, "not a turn number or range"),
+        (["1", "0"], 2, "bad turn range '0'"),
+        (["1", "5-2"], 2, "bad turn range '5-2'"),
+        (["1", "-5"], 2, "unknown option '-5'"),
+        (["1", "99999999999"], 2, "not a turn number or range: '99999999999'"),
+        (["1", "25"], 1, "step-0001 has 24 turns; there is no turn 25"),
+        (["9999", "1"], 1, "step-9999 is not in this corpus"),
+        (["1"], 2, "usage: turn STEP N[-M]"),
+    ],
+)
+def test_hostile_arguments_get_one_line_and_a_code(
+    corpus: Path, args: list[str], code: int, message: str
+) -> None:
+    got, out, err = tool(corpus, "turn", *args)
+    assert (got, out) == (code, "")
+    assert message in err and err.startswith("turn: ")
+
+
+def test_a_planted_link_out_of_the_corpus_is_refused(corpus: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "corpus"
+    shutil.copytree(corpus, copy, symlinks=True)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"role": "user", "content": "private"}\n')
+    target = copy / "raw/step-0002/solver.full.jsonl"
+    target.unlink()
+    target.symlink_to(secret)
+    code, out, err = tool(copy, "turn", "2", "1")
+    assert (code, out) == (1, "") and "refusing to read outside the corpus" in err
+
+
+def test_the_corpus_comes_from_option_env_or_the_tools_location(
+    corpus: Path, tmp_path: Path
+) -> None:
+    lonely = tmp_path / "lonely"
+    (lonely / "tools").mkdir(parents=True)
+    shutil.copy(corpus / "tools/actions", lonely / "tools/actions")
+    code, _, err = tool(lonely, "actions", "1")  # no corpus around this copy
+    assert code == 1 and err.startswith("actions: no wikitrace corpus at ")
+    assert "WIKITRACE_CORPUS" in err
+    assert tool(lonely, "actions", "1", "--corpus", str(corpus))[0] == 0
+    assert tool(lonely, "actions", "1", env={"WIKITRACE_CORPUS": str(corpus)})[0] == 0
+    assert tool(corpus, "actions", "1")[0] == 0  # from where it sits
+
+
+def test_the_cli_runs_the_same_tools(corpus: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["actions", "1", "--corpus", str(corpus)])
+    assert result.exit_code == 0 and result.stdout == tool(corpus, "actions", "1")[1]
+    result = runner.invoke(cli, ["turn", "2", "3"], env={"WIKITRACE_CORPUS": str(corpus)})
+    assert result.exit_code == 0 and result.stdout == tool(corpus, "turn", "2", "3")[1]
+    result = runner.invoke(cli, ["turn", "2", "300", "--corpus", str(corpus)])
+    assert result.exit_code == 1 and "there is no turn 300" in result.stderr
+
+
+def test_an_agent_goes_from_an_insight_to_the_turn_behind_it(tmp_path: Path) -> None:
+    built = tmp_path / "built"
+    llm = FakeLLM()
+    build_corpus(
+        BuildOptions(inputs=[SOURCE], output=built, model=llm.model, use_cache=False), llm=llm
+    )
+    # Mounted read-only somewhere else, as in an agent's sandbox.
+    mount = tmp_path / "sandbox" / "work" / "corpus"
+    shutil.copytree(built, mount)
+    for path in [mount, *mount.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    insight = frontmatter.load(mount / "insight/insight-0001.md")
+    script = f"""
+        set -eu
+        cd {mount}
+        step=$(grep -h '^source_step:' insight/insight-0001.md | cut -d' ' -f2)
+        turn=$(grep -m1 -o '^- turn [0-9]*' compilation/$step.md | cut -d' ' -f3)
+        echo "$step $turn"
+        {sys.executable} tools/turn "$step" "$turn"
+    """
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    header, shown = result.stdout.split("\n", 1)
+    step, turn = header.split()
+    assert step == insight["source_step"] == "step-0001"
+    compilation = frontmatter.load(mount / f"compilation/{step}.md")
+    quote = compilation.content.split("(verified):\n\n  > ", 1)[1].split("\n", 1)[0]
+    assert f"=== {step} turn {turn} of 24 ===" in shown
+    assert quote in shown  # the quote the compilation cites is in the turn the tool shows
+    assert json.loads((mount / "tools/layout.json").read_text())["step_id_width"] == 4

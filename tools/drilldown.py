@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Drill down from a lesson to the raw run behind it: `actions STEP`, `turn STEP N[-M]`.
+
+Standalone: the Python standard library only, so a corpus mounted read-only in any sandbox
+carries its own tools (CORPUS/tools/actions and CORPUS/tools/turn are copies of this file).
+It reads the step's small index, and for `turn` only the bytes of the turns asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False  # typing costs more to import than this whole tool: mypy only
+if TYPE_CHECKING:
+    from typing import Any
+
+CORPUS_ENV = "WIKITRACE_CORPUS"
+LAYOUT_FILE = os.path.join("tools", "layout.json")
+PREVIEW = 80
+ACTING_ROLES = ("assistant", "agent", "ai", "model")
+USAGE = {
+    "actions": "usage: actions STEP [--corpus DIR]\n"
+    "  One line per turn of a run: turn number, role, the action taken, and the start of\n"
+    "  what came back (after =>). STEP is step-0042 or 42.",
+    "turn": "usage: turn STEP N[-M] [--corpus DIR]\n"
+    "  The full turn(s) N (to M) of a run, as logged: reasoning, action, observation.\n"
+    "  STEP is step-0042 or 42; turns are numbered from 1.",
+}
+COMMON = "  The corpus is --corpus DIR, else $WIKITRACE_CORPUS, else the corpus this tool sits in."
+
+
+class DrillError(Exception):
+    """A one-line error for the user; `code` is the exit status (2 usage, 1 not found)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- turn text: shared with the compiler, so a quote in a compilation is found here ------------
+
+CUT_MARKER = (
+    "[... wikitrace cut {count} characters here to fit the prompt; the raw turn has them all ...]"
+)
+
+
+def cut_middle(text: str, cap: int | None = None) -> str:
+    """Keep the head and tail of a long text with a visible marker for what was left out."""
+    if cap is None or len(text) <= cap:
+        return text
+    keep = max(cap // 2, 1)
+    cut = len(text) - 2 * keep
+    return text[:keep] + "\n" + CUT_MARKER.format(count=cut) + "\n" + text[-keep:]
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
+    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles."""
+    lines: list[str] = []
+    if turn.get("role"):
+        lines.append("role: " + str(turn["role"]))
+    for name in ("reasoning", "content", "action"):
+        value = turn.get(name)
+        if value:
+            lines.append(name + ": " + cut_middle(as_text(value), cap))
+    for call in turn.get("tool_calls") or []:
+        ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
+        arguments = call.get("arguments")
+        shown = "" if arguments is None else cut_middle(as_text(arguments), cap)
+        lines.append("tool call" + ident + " " + str(call.get("name")) + ": " + shown)
+        if call.get("result") is not None:
+            lines.append("tool result" + ident + ": " + cut_middle(as_text(call["result"]), cap))
+        if call.get("metadata"):
+            lines.append("tool call metadata: " + cut_middle(as_text(call["metadata"]), cap))
+    if turn.get("observation"):
+        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap))
+    if turn.get("metadata"):
+        lines.append("metadata: " + cut_middle(as_text(turn["metadata"]), cap))
+    return "\n".join(lines)
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
+
+
+def summarize(turn: dict[str, Any]) -> list[str]:
+    """(role, action, what came back) of a turn, each cut to one short line."""
+    role = str(turn.get("role") or "")
+    acting = role.lower() in ACTING_ROLES
+    action = turn.get("action") or ""
+    calls = turn.get("tool_calls") or []
+    if not action and calls:
+        action = "; ".join(
+            str(c.get("name")) + "(" + as_text(c.get("arguments") or "") + ")" for c in calls
+        )
+    if not action and acting and turn.get("content"):
+        action = as_text(turn["content"])
+    came_back = turn.get("observation") or ""
+    if not came_back and calls:
+        came_back = "; ".join(as_text(c["result"]) for c in calls if c.get("result") is not None)
+    if not came_back and not acting and turn.get("content"):
+        came_back = as_text(turn["content"])
+    return [role, _preview(as_text(action)), _preview(as_text(came_back))]
+
+
+# --- finding things in a corpus ----------------------------------------------------------
+
+
+def find_root(explicit: str | None = None, here: str | None = None) -> str:
+    """The corpus root: --corpus, then $WIKITRACE_CORPUS, then the folder above this tool's."""
+    if explicit:
+        candidates = [explicit]
+    elif os.environ.get(CORPUS_ENV):
+        candidates = [os.environ[CORPUS_ENV]]
+    else:
+        script = here or os.path.realpath(__file__)
+        candidates = [os.path.dirname(os.path.dirname(script))]
+    root = os.path.realpath(candidates[0])
+    if not os.path.isfile(os.path.join(root, LAYOUT_FILE)):
+        raise DrillError(
+            "no wikitrace corpus at " + candidates[0] + " (no " + LAYOUT_FILE + "); "
+            "pass --corpus DIR or set " + CORPUS_ENV,
+        )
+    return root
+
+
+def load_layout(root: str) -> dict[str, Any]:
+    with open(os.path.join(root, LAYOUT_FILE), encoding="utf-8") as handle:
+        layout: dict[str, Any] = json.load(handle)
+    return layout
+
+
+def parse_step(text: str, width: int) -> str:
+    """`step-0042`, `step-42` or `42` -> `step-0042`; anything else is a usage error."""
+    digits = text[5:] if text.startswith("step-") else text
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 9:
+        raise DrillError("not a step: " + repr(text) + " (expected step-0042 or 42)", code=2)
+    return "step-" + str(int(digits)).zfill(width)
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """`N` or `N-M` (1-based, N <= M) -> (N, M)."""
+    first, _, last = text.partition("-")
+    last = last or first
+    for part in (first, last):
+        if not part.isdigit() or not part.isascii() or len(part) > 9:
+            raise DrillError(
+                "not a turn number or range: " + repr(text) + " (expected N or N-M)", 2
+            )
+    start, end = int(first), int(last)
+    if start < 1 or end < start:
+        raise DrillError("bad turn range " + repr(text) + ": turns start at 1 and N <= M", code=2)
+    return start, end
+
+
+def _inside(root: str, path: str) -> str:
+    real = os.path.realpath(path)
+    if not real.startswith(root + os.sep):
+        raise DrillError("refusing to read outside the corpus: " + path)
+    return real
+
+
+def step_files(root: str, step_text: str) -> tuple[str, str, str]:
+    layout = load_layout(root)
+    step = parse_step(step_text, int(layout["step_id_width"]))
+    folder = os.path.join(root, layout["raw_dir"], step)
+    index = os.path.join(folder, layout["index_file"])
+    if not os.path.isfile(index):
+        raise DrillError(step + " is not in this corpus (see " + layout["raw_dir"] + "/_index.md)")
+    return step, _inside(root, index), _inside(root, os.path.join(folder, layout["turns_file"]))
+
+
+def read_index(path: str, summaries: bool = False) -> dict[str, Any]:
+    """The step's index: its first line (turns, offsets), and with summaries, every line."""
+    with open(path, encoding="utf-8") as handle:
+        index: dict[str, Any] = json.loads(handle.readline())
+        if summaries:
+            # One parse for all lines: a JSON line holds no raw newline, so they join with ",".
+            rest = handle.read().rstrip("\n").replace("\n", ",")
+            index["summaries"] = json.loads("[" + rest + "]")
+    return index
+
+
+# --- the two commands --------------------------------------------------------------------
+
+
+def actions_text(root: str, step_text: str) -> str:
+    step, index_path, _ = step_files(root, step_text)
+    index = read_index(index_path, summaries=True)
+    width = len(str(index["turns"]))
+    lines = [step + ": " + str(index["turns"]) + " turns; `turn " + step + " N` shows one whole"]
+    for number, (role, action, came_back) in enumerate(index["summaries"], start=1):
+        line = str(number).rjust(width) + "  " + role.ljust(9) + "  " + (action or "-")
+        if came_back:
+            line += "  => " + came_back
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def turns_text(root: str, step_text: str, range_text: str) -> str:
+    step, index_path, turns_path = step_files(root, step_text)
+    start, end = parse_range(range_text)
+    index = read_index(index_path)
+    total = index["turns"]
+    if end > total:
+        raise DrillError(step + " has " + str(total) + " turns; there is no turn " + str(end))
+    offsets = index["offsets"]
+    with open(turns_path, "rb") as handle:
+        handle.seek(offsets[start - 1])
+        chunk = handle.read(offsets[end] - offsets[start - 1])
+    blocks = []
+    for number, line in enumerate(chunk.splitlines(), start=start):
+        header = "=== " + step + " turn " + str(number) + " of " + str(total) + " ==="
+        blocks.append(header + "\n" + format_turn(json.loads(line)))
+    return "\n\n".join(blocks)
+
+
+def run(command: str, argv: list[str], here: str | None = None) -> str:
+    """Parse `argv` for `command` (actions or turn) and return the text to print."""
+    positional: list[str] = []
+    corpus: str | None = None
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            raise DrillError(USAGE[command] + "\n" + COMMON, code=0)
+        if arg == "--corpus":
+            if not args:
+                raise DrillError("--corpus needs a folder\n" + USAGE[command], code=2)
+            corpus = args.pop(0)
+        elif arg.startswith("--corpus="):
+            corpus = arg.split("=", 1)[1]
+        elif arg.startswith("-") and arg != "-":
+            raise DrillError("unknown option " + repr(arg) + "\n" + USAGE[command], code=2)
+        else:
+            positional.append(arg)
+    wanted = 1 if command == "actions" else 2
+    if len(positional) != wanted:
+        raise DrillError(USAGE[command], code=2)
+    root = find_root(corpus, here)
+    if command == "actions":
+        return actions_text(root, positional[0])
+    return turns_text(root, positional[0], positional[1])
+
+
+def main() -> int:
+    name = os.path.basename(sys.argv[0])
+    command = name if name in USAGE else None
+    argv = sys.argv[1:]
+    if command is None:  # run as drilldown.py: the command is the first argument
+        if not argv or argv[0] not in USAGE:
+            sys.stderr.write("usage: drilldown.py {actions|turn} ...\n")
+            return 2
+        command, argv = argv[0], argv[1:]
+    try:
+        sys.stdout.write(run(command, argv) + "\n")
+    except DrillError as error:
+        stream = sys.stdout if error.code == 0 else sys.stderr
+        stream.write(("" if error.code == 0 else command + ": ") + str(error) + "\n")
+        return error.code
+    except BrokenPipeError:  # `actions 3 | head` is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
