@@ -12,6 +12,7 @@ import click
 
 from .build import build_command
 from .drill import actions_command, turn_command
+from .use import audit_command, cite_command, prompt_command
 from .verify import verify_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
@@ -45,6 +46,9 @@ cli.add_command(build_command)
 cli.add_command(verify_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)
+cli.add_command(prompt_command)
+cli.add_command(cite_command)
+cli.add_command(audit_command)
 
 
 def main(argv: list[str] | None = None) -> Any:

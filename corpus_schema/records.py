@@ -180,6 +180,9 @@ class CompilationHeader(_Strict):
     prompt: PromptRef | None
     unverified_quotes: int
     raw: str
+    claims: list[Claim]
+    """The claims of the body, machine-readable: each with its turns, quotes and whether
+    every quote was found in its turn."""
 
 
 class InsightHeader(_Strict):

@@ -139,6 +139,7 @@ def compilation(
         prompt=record.prompt,
         unverified_quotes=record.unverified_quotes,
         raw=layout.raw_dir_rel(record.step) + "/",
+        claims=record.claims,
     )
     if record.compiled_by == "offline":
         provenance = OFFLINE_NOTE

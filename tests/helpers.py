@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import frontmatter
+
 from wikitrace.compiler.llm import LLMReply, Message
 
 DATA = Path(__file__).parent / "data"
@@ -123,7 +125,8 @@ def broken_links(root: Path) -> list[str]:
     """Markdown links whose target (from the file) or whose path text (from the root) is missing."""
     broken = []
     for page in sorted(root.rglob("*.md")):
-        for text, href in _LINK.findall(page.read_text()):
+        body = frontmatter.loads(page.read_text()).content  # quotes in headers are not links
+        for text, href in _LINK.findall(body):
             target = (page.parent / href).resolve()
             if not target.is_relative_to(root.resolve()) or not target.exists():
                 broken.append(f"{page.relative_to(root)}: {href}")

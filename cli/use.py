@@ -1,0 +1,156 @@
+"""Test-time commands: `wikitrace prompt`, `wikitrace cite`, `wikitrace audit`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
+
+
+@click.command("prompt")
+@click.argument("corpus", type=CORPUS)
+@click.argument("task", required=False)
+@click.option(
+    "--task-file", type=click.File("r"), help="Read the task from a file ('-' for stdin)."
+)
+@click.option("--task-type", help="Only insights and past runs of this task type.")
+@click.option(
+    "--exclude-task",
+    "exclude_tasks",
+    multiple=True,
+    metavar="ID",
+    help="Show nothing drawn from runs of this task (repeatable): leave-one-task-out.",
+)
+@click.option(
+    "--similar",
+    type=click.IntRange(0, 50),
+    default=3,
+    show_default=True,
+    help="How many similar past runs to list (BM25 over task texts).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(200),
+    default=None,
+    help="Budget for the message (estimated as characters / 4). When not every insight fits, "
+    "the most relevant ones are listed and the message points to insight/_index.md.",
+)
+@click.option(
+    "--mount",
+    default="/work/corpus",
+    show_default=True,
+    help="Where the agent sees the corpus; the message's paths and commands use it.",
+)
+@click.option(
+    "--prompts-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Folder with a first-message.j2 that overrides the bundled one.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
+def prompt_command(
+    corpus: Path,
+    task: str | None,
+    task_file: click.utils.LazyFile | None,
+    task_type: str | None,
+    exclude_tasks: tuple[str, ...],
+    similar: int,
+    max_tokens: int | None,
+    mount: str,
+    prompts_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """The first message for an agent about to solve TASK with CORPUS mounted at --mount.
+
+    It lists the insights by task type (each with its source run and that run's outcome), the
+    most similar past runs, when and how to drill down from a lesson to its raw turns, and
+    asks the agent to report which entries it used (see `wikitrace cite`).
+
+    \b
+    Example:
+      wikitrace prompt corpus "Cancel my reservation ABC123" --exclude-task 7
+    """
+    if (task is None) == (task_file is None):
+        raise click.UsageError("give the task as an argument or with --task-file, not both")
+    text = task if task is not None else task_file.read()  # type: ignore[union-attr]
+    if not text.strip():
+        raise click.UsageError("the task is empty")
+    import orjson
+
+    from wikitrace.tools.memory import Memory
+
+    message = Memory.load(corpus).first_message(
+        text,
+        task_type=task_type,
+        exclude_tasks=exclude_tasks,
+        similar=similar,
+        max_tokens=max_tokens,
+        mount=mount,
+        prompts_dir=prompts_dir,
+    )
+    if as_json:
+        click.echo(orjson.dumps(message.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(message.text, nl=not message.text.endswith("\n"))
+
+
+@click.command("cite")
+@click.argument("corpus", type=CORPUS)
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as one JSON object.")
+def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None:
+    """Check citation REPORTS against CORPUS and count which entries were used.
+
+    A report is a JSON object, or a JSON Lines file of them, as the first message asks:
+    {"used": {"raw": ["step-0003"], "compilations": ["step-0003"], "insights":
+    ["insight-0007"]}}, to which a harness may add "episode", "task_id" and "success".
+    An id that is not in the corpus is an error (exit 2).
+    """
+    import orjson
+
+    from wikitrace.tools.cite import summarize
+
+    summary = summarize(corpus, reports)
+    if as_json:
+        click.echo(orjson.dumps(summary.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(f"{summary.episodes} episodes")
+    for kind in ("insights", "compilations", "raw"):
+        table = getattr(summary, kind)
+        click.echo(f"\n{kind}: {len(table)} used")
+        if table:
+            click.echo("| id | episodes | successes | failures | unknown |\n|---|---|---|---|---|")
+        for ident, usage in sorted(table.items()):
+            click.echo(
+                f"| {ident} | {usage.episodes} | {usage.successes} | {usage.failures} "
+                f"| {usage.unknown} |"
+            )
+
+
+@click.command("audit")
+@click.argument("corpus", type=CORPUS)
+@click.argument("insight", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Corpus-wide findings as JSON.")
+def audit_command(corpus: Path, insight: str | None, as_json: bool) -> None:
+    """Show the evidence behind INSIGHT, or what deserves a look across CORPUS.
+
+    With an insight id (insight-0007 or 7): the insight, the compilation claims behind it,
+    and the raw turns those claims cite, quoted. Without one: insights drawn from failed
+    runs, compilations with unverified quotes, insights whose evidence is missing, and
+    runs that produced no insight.
+    """
+    import orjson
+
+    from wikitrace.tools.audit import audit_corpus, audit_insight, findings_text
+
+    if insight is not None:
+        if as_json:
+            raise click.UsageError("--json is for corpus-wide findings (no insight id)")
+        click.echo(audit_insight(corpus, insight), nl=False)
+        return
+    findings = audit_corpus(corpus)
+    if as_json:
+        click.echo(orjson.dumps(findings.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(findings_text(findings), nl=False)

@@ -1,0 +1,162 @@
+"""Test time: the first message, citations and the audit, on a corpus built with a fake model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from wikitrace.cli.main import cli
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import InputError
+from wikitrace.tools.audit import audit_corpus, audit_insight
+from wikitrace.tools.cite import summarize
+from wikitrace.tools.memory import Memory
+
+from helpers import FakeLLM, good_answer, make_run, write_runs
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("use")
+    runs = [
+        make_run("mug", task_type="pick_and_place"),
+        make_run("mug", success=True, task_type="pick_and_place"),
+        make_run("lamp", success=True, task_type="look_at"),
+        {**make_run("kettle", task_type="heat"), "task": "Heat the kettle on the stove burner."},
+    ]
+    path = write_runs(base / "runs.jsonl", runs)
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt, wrong_quote="kettle" in prompt))
+        titles = {"mug": "Open the cabinet first", "lamp": "Use a lamp", "kettle": "Heat it"}
+        task_id = prompt.split("Task id: ", 1)[1].split(";", 1)[0]
+        data["insights"][0]["title"] = titles[task_id]
+        return json.dumps(data)
+
+    llm = FakeLLM(answer=answer)
+    root = base / "corpus"
+    build_corpus(
+        BuildOptions(inputs=[path], output=root, model=llm.model, use_cache=False), llm=llm
+    )
+    return root
+
+
+def test_first_message_lists_insights_by_type_and_similar_runs(corpus: Path) -> None:
+    message = Memory.load(corpus).first_message("Put a mug in the cabinet", mount="/mnt/memory")
+    assert message.insights == ["insight-0001", "insight-0002", "insight-0003", "insight-0004"]
+    assert message.similar[0] in {"step-0001", "step-0002"} and len(message.similar) == 3
+    text = message.text
+    assert text.startswith("# Your task\n\nPut a mug in the cabinet\n")
+    assert "## Insights for pick_and_place" in text and "## Insights for look_at" in text
+    assert "- **insight-0001: Open the cabinet first** (from step-0001, a FAILED run)" in text
+    assert "/mnt/memory/tools/turn step-NNNN 12" in text
+    assert '{"used": {"raw": ["step-0003"]' in text
+    assert "\n\n\n" not in text
+
+
+def test_leave_one_task_out_shows_nothing_of_that_task(corpus: Path) -> None:
+    message = Memory.load(corpus).first_message("Put a mug in the cabinet", exclude_tasks=["mug"])
+    assert message.insights == ["insight-0003", "insight-0004"]
+    assert "step-0001" not in message.similar and "step-0002" not in message.similar
+    assert "task mug" not in message.text
+
+
+def test_task_type_filters(corpus: Path) -> None:
+    message = Memory.load(corpus).first_message("anything", task_type="heat")
+    assert message.insights == ["insight-0004"] and message.similar == ["step-0004"]
+
+
+def test_a_budget_keeps_the_most_relevant_insights(corpus: Path) -> None:
+    memory = Memory.load(corpus)
+    full = memory.first_message("Use a lamp to look at the bowl", similar=0)
+    budget = full.tokens_estimate - 40  # one insight must go
+    message = memory.first_message("Use a lamp to look at the bowl", similar=0, max_tokens=budget)
+    assert message.truncated and message.tokens_estimate <= budget
+    assert "insight-0003" in message.insights and len(message.insights) < 4
+    assert "the full\nlist is in `/work/corpus/insight/_index.md`" in message.text
+
+
+def test_prompt_command(corpus: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["prompt", str(corpus), "Heat the kettle", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["similar"][0] == "step-0004" and data["truncated"] is False
+    task = tmp_path / "task.txt"
+    task.write_text("Heat the kettle")
+    result = runner.invoke(cli, ["prompt", str(corpus), "--task-file", str(task)])
+    assert result.exit_code == 0 and result.stdout.startswith("# Your task\n\nHeat the kettle\n")
+    result = runner.invoke(cli, ["prompt", str(corpus)])
+    assert (
+        result.exit_code == 2
+        and "give the task as an argument or with --task-file" in result.stderr
+    )
+
+
+def test_citations_are_checked_and_counted(corpus: Path, tmp_path: Path) -> None:
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"used": {"insights": ["insight-0001"], "raw": ["step-0001"]}, "success": True},
+                {"used": {"insights": ["insight-0001", "insight-0003"]}, "success": False},
+                {"used": {"compilations": ["step-0002"]}, "episode": "e3"},
+            ]
+        )
+    )
+    summary = summarize(corpus, [reports])
+    assert summary.episodes == 3
+    assert vars(summary.insights["insight-0001"]) == {
+        "id": "insight-0001",
+        "episodes": 2,
+        "successes": 1,
+        "failures": 1,
+        "unknown": 0,
+    }
+    assert summary.compilations["step-0002"].unknown == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"used": {"insights": ["insight-0099"]}}')
+    with pytest.raises(InputError) as caught:
+        summarize(corpus, [bad])
+    assert str(caught.value) == (
+        f"{bad}:1: field 'used.insights': 'insight-0099' is not in the corpus "
+        "(ids look like insight-0007)"
+    )
+    wrong_shape = tmp_path / "shape.json"
+    wrong_shape.write_text('{"R": ["step-0001"]}')
+    with pytest.raises(InputError, match="field 'used': Field required"):
+        summarize(corpus, [wrong_shape])
+    result = CliRunner().invoke(cli, ["cite", str(corpus), str(reports)])
+    assert result.exit_code == 0
+    assert "| insight-0001 | 2 | 1 | 1 | 0 |" in result.stdout
+
+
+def test_audit_of_one_insight_quotes_the_raw_turns(corpus: Path) -> None:
+    text = audit_insight(corpus, "insight-0001")
+    assert text.startswith("# insight-0001: Open the cabinet first\n")
+    assert "### claim 1: The agent acted on the last turn." in text
+    assert "quote from turn 4 (verified):" in text
+    assert "raw turn 4 of step-0001, as logged:" in text
+    assert "> === step-0001 turn 4 of 4 ===" in text
+    assert "> content: I put the mug in cabinet 1. Done." in text
+
+
+def test_audit_of_the_corpus(corpus: Path) -> None:
+    findings = audit_corpus(corpus)
+    assert findings.insights_from_failed_runs == ["insight-0001", "insight-0004"]
+    assert findings.unverified_quotes == {"step-0004": 1}
+    assert findings.insights_missing_evidence == {
+        "insight-0004": "no verified quote backs the claims it rests on"
+    }
+    assert findings.runs_without_insight == []
+    result = CliRunner().invoke(cli, ["audit", str(corpus), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["unverified_quotes"] == {
+        "step-0004": 1
+    }
+    result = CliRunner().invoke(cli, ["audit", str(corpus), "insight-0099"])
+    assert "no insight insight-0099" in str(result.exception)

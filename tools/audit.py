@@ -1,0 +1,138 @@
+"""Auditing a corpus: one lesson's whole chain of evidence, or findings across the corpus."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import CorpusError, read
+from wikitrace.corpus_schema.layout import MANIFEST, RAW_DIR, TOOLS_LAYOUT, parse_step
+from wikitrace.corpus_schema.records import Claim, CompilationHeader
+
+from . import drilldown
+
+TURN_LIMIT = 3000
+"""Characters of a cited turn shown in an audit; `turn STEP N` shows the rest."""
+
+
+def _cited_turn(root: Path, step: str, number: int) -> str:
+    try:
+        text = drilldown.turns_text(str(root.resolve()), step, str(number))
+    except drilldown.DrillError as error:
+        return f"(cannot show turn {number} of {step}: {error})"
+    if len(text) > TURN_LIMIT:
+        cut = len(text) - TURN_LIMIT
+        text = text[:TURN_LIMIT] + f"\n[... {cut} more characters: `turn {step} {number}` ...]"
+    return text
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"    > {line}" for line in text.splitlines())
+
+
+def audit_insight(root: Path, ident: str) -> str:
+    """The insight, the compilation claims behind it, and the raw turns they cite, quoted."""
+    page = read.insight(root, ident)
+    header = page.header
+    lines = [
+        f"# {header.id}: {header.title}",
+        "",
+        page.body.split("## Evidence", 1)[0].split("\n", 2)[-1].strip(),
+        "",
+        f"Source: {header.source_step} ({header.source_outcome}), drawn by {header.model}.",
+    ]
+    try:
+        compilation = read.read_page(root, header.compilation, CompilationHeader)
+    except CorpusError as error:
+        return "\n".join([*lines, "", f"EVIDENCE MISSING: {error}"]) + "\n"
+    claims = compilation.header.claims
+    numbers = header.source_claims or list(range(1, len(claims) + 1))
+    named = "the claims it names" if header.source_claims else "no claim named: all claims"
+    lines += ["", f"## Claims behind it ({named}) in {header.compilation}"]
+    for number in numbers:
+        if not 1 <= number <= len(claims):
+            lines += ["", f"claim {number}: MISSING from the compilation"]
+            continue
+        claim = claims[number - 1]
+        lines += ["", f"### claim {number}: {claim.statement}"]
+        for evidence in claim.evidence:
+            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            lines += ["", f"  quote from turn {evidence.turn} ({status}):", _quote(evidence.quote)]
+            lines += ["", f"  raw turn {evidence.turn} of {header.source_step}, as logged:"]
+            lines.append(_quote(_cited_turn(root, header.source_step, evidence.turn)))
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Findings:
+    """What deserves a look across a corpus."""
+
+    insights_from_failed_runs: list[str] = field(default_factory=list)
+    unverified_quotes: dict[str, int] = field(default_factory=dict)
+    """Compilation step -> number of quotes not found in their turns."""
+    insights_missing_evidence: dict[str, str] = field(default_factory=dict)
+    """Insight -> what is missing."""
+    runs_without_insight: list[str] = field(default_factory=list)
+    compiled_by: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def _has_verified(claims: list[Claim], numbers: list[int]) -> bool:
+    chosen = [claims[n - 1] for n in numbers if 1 <= n <= len(claims)] if numbers else claims
+    return any(e.verified for claim in chosen for e in claim.evidence)
+
+
+def audit_corpus(root: Path) -> Findings:
+    if not (root / TOOLS_LAYOUT).is_file() or not (root / MANIFEST).is_file():
+        raise CorpusError(f"{root} is not a wikitrace corpus (no {MANIFEST} or {TOOLS_LAYOUT})")
+    findings = Findings(compiled_by=json.loads((root / MANIFEST).read_text())["compiled_by"])
+    compilations = {page.header.step: page.header for page in read.compilations(root)}
+    for step, header in compilations.items():
+        if header.unverified_quotes:
+            findings.unverified_quotes[step] = header.unverified_quotes
+    sources: set[str] = set()
+    for page in read.insights(root):
+        header = page.header
+        sources.add(header.source_step)
+        if header.source_outcome == "failure":
+            findings.insights_from_failed_runs.append(header.id)
+        compilation = compilations.get(header.source_step)
+        if compilation is None:
+            findings.insights_missing_evidence[header.id] = f"{header.compilation} is missing"
+        elif not (root / header.raw).is_dir():
+            findings.insights_missing_evidence[header.id] = f"{header.raw} is missing"
+        elif not _has_verified(compilation.claims, header.source_claims):
+            findings.insights_missing_evidence[header.id] = (
+                "no verified quote backs the claims it rests on"
+            )
+    for folder in sorted((root / RAW_DIR).glob("step-*"), key=lambda p: parse_step(p.name)):
+        if folder.is_dir() and folder.name not in sources:
+            findings.runs_without_insight.append(folder.name)
+    return findings
+
+
+def findings_text(findings: Findings) -> str:
+    def section(title: str, items: list[str]) -> list[str]:
+        body = [f"- {item}" for item in items] or ["- none"]
+        return [f"## {title} ({len(items)})", "", *body, ""]
+
+    lines = ["# Corpus audit", ""]
+    lines += section(
+        "Insights drawn from failed runs: they say what went wrong, and may be wrong about why",
+        findings.insights_from_failed_runs,
+    )
+    lines += section(
+        "Compilations with unverified quotes",
+        [f"{step}: {count}" for step, count in findings.unverified_quotes.items()],
+    )
+    lines += section(
+        "Insights whose evidence is missing",
+        [f"{ident}: {why}" for ident, why in findings.insights_missing_evidence.items()],
+    )
+    note = " (an offline corpus draws none)" if findings.compiled_by == "offline" else ""
+    lines += section(f"Runs that produced no insight{note}", findings.runs_without_insight)
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Citation reports: which memory entries shaped an episode, checked and added up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from wikitrace.corpus_schema import CorpusError, InputError, read
+from wikitrace.corpus_schema.layout import COMPILATION_DIR, RAW_DIR
+
+
+class Used(BaseModel):
+    """The ids an agent reports, in the form the first message shows them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    raw: list[str] = Field(default_factory=list)
+    """Raw runs whose turns shaped an action: `step-0003`."""
+    compilations: list[str] = Field(default_factory=list)
+    """Compilations: `step-0003` (the step the compilation explains)."""
+    insights: list[str] = Field(default_factory=list)
+    """Insights: `insight-0007`."""
+
+
+class CitationReport(BaseModel):
+    """One episode's report: the agent writes `used`; a harness may add the rest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    used: Used
+    episode: str | None = None
+    """The harness's id for the episode."""
+    task_id: str | None = None
+    success: bool | None = Field(default=None, strict=True)
+    """The episode's outcome, when the harness knows it."""
+
+
+@dataclass
+class Usage:
+    """How often one entry was cited, and with what outcomes."""
+
+    id: str
+    episodes: int = 0
+    successes: int = 0
+    failures: int = 0
+    unknown: int = 0
+
+
+@dataclass
+class CitationSummary:
+    episodes: int = 0
+    insights: dict[str, Usage] = field(default_factory=dict)
+    compilations: dict[str, Usage] = field(default_factory=dict)
+    raw: dict[str, Usage] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        def rows(table: dict[str, Usage]) -> list[dict[str, Any]]:
+            return [vars(usage) for _, usage in sorted(table.items())]
+
+        return {
+            "episodes": self.episodes,
+            "insights": rows(self.insights),
+            "compilations": rows(self.compilations),
+            "raw": rows(self.raw),
+        }
+
+
+def _known_ids(root: Path) -> tuple[set[str], set[str], set[str]]:
+    raw = {p.name for p in (root / RAW_DIR).glob("step-*") if p.is_dir()}
+    compilations = {p.stem for p in (root / COMPILATION_DIR).glob("step-*.md")}
+    insights = {page.header.id for page in read.insights(root)}
+    return raw, compilations, insights
+
+
+def read_reports(paths: Iterable[Path]) -> list[tuple[str, int, CitationReport]]:
+    """Reports from JSON files (one object) or JSON Lines files (one per line)."""
+    reports = []
+    for path in paths:
+        try:
+            text = path.read_bytes()
+        except OSError as error:
+            raise InputError(f"cannot read: {error.strerror}", path=path) from None
+        try:
+            whole = orjson.loads(text)
+            items = [(1, whole)]
+        except orjson.JSONDecodeError:
+            items = []
+            for number, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    try:
+                        items.append((number, orjson.loads(line)))
+                    except orjson.JSONDecodeError as error:
+                        raise InputError(f"not JSON: {error}", path=path, line=number) from None
+        for number, item in items:
+            try:
+                reports.append((str(path), number, CitationReport.model_validate(item)))
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                raise InputError(
+                    first["msg"],
+                    path=path,
+                    line=number,
+                    field=where,
+                    hint='expected {"used": {"raw": [...], "compilations": [...], '
+                    '"insights": [...]}}',
+                ) from None
+    return reports
+
+
+def summarize(root: Path, paths: Iterable[Path]) -> CitationSummary:
+    """Check every id against the corpus (an unknown one is an error) and count usage."""
+    if not root.is_dir():
+        raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
+    known_raw, known_compilations, known_insights = _known_ids(root)
+    summary = CitationSummary()
+    for path, line, report in read_reports(paths):
+        summary.episodes += 1
+        for kind, known, table in (
+            ("raw", known_raw, summary.raw),
+            ("compilations", known_compilations, summary.compilations),
+            ("insights", known_insights, summary.insights),
+        ):
+            for ident in dict.fromkeys(getattr(report.used, kind)):
+                if ident not in known:
+                    raise InputError(
+                        f"{ident!r} is not in the corpus",
+                        path=path,
+                        line=line,
+                        field=f"used.{kind}",
+                        hint="ids look like "
+                        + ("insight-0007" if kind == "insights" else "step-0003"),
+                    )
+                usage = table.setdefault(ident, Usage(id=ident))
+                usage.episodes += 1
+                if report.success is None:
+                    usage.unknown += 1
+                elif report.success:
+                    usage.successes += 1
+                else:
+                    usage.failures += 1
+    return summary

@@ -1,0 +1,243 @@
+"""The agent's first message: insights by task type, similar past runs, how to drill down.
+
+memory = Memory.load(Path("corpus"))
+message = memory.first_message("Book a flight ...", exclude_task="12")
+print(message.text)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import read
+from wikitrace.corpus_schema.records import InsightHeader, Outcome
+
+DEFAULT_MOUNT = "/work/corpus"
+TEMPLATE = "first-message.j2"
+CHARS_PER_TOKEN = 4
+"""A budget in tokens is checked as characters / 4: close for English text, and no tokenizer
+(or model name) is needed to render a message."""
+
+
+@dataclass
+class PastRun:
+    step: str
+    task_id: str
+    task_type: str | None
+    outcome: Outcome
+    task: str
+    title: str | None = None
+    """The title of its compilation, if it has one."""
+
+
+@dataclass
+class InsightEntry:
+    id: str
+    title: str
+    task_type: str | None
+    guideline: str
+    applicability: str
+    source_step: str
+    source_outcome: Outcome
+    source_task_id: str
+
+
+@dataclass
+class FirstMessage:
+    text: str
+    insights: list[str]
+    """Ids of the insights the message lists."""
+    similar: list[str]
+    """Steps of the past runs it lists as similar."""
+    truncated: bool
+    """True when some insights were left out to fit the budget."""
+    total_insights: int = 0
+    tokens_estimate: int = 0
+    excluded_tasks: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_BLANK_LINES = re.compile(r"\n{3,}")
+TASK_PREVIEW = 300
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TASK_PREVIEW else flat[: TASK_PREVIEW - 1] + "…"
+
+
+def _guideline(body: str) -> str:
+    marker = "**Guideline.** "
+    start = body.find(marker)
+    if start == -1:
+        return ""
+    end = body.find("\n\n", start)
+    return body[start + len(marker) : end if end != -1 else None].strip()
+
+
+def _tokenize(texts: Sequence[str]) -> Any:
+    import bm25s
+
+    return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+
+
+class _Ranker:
+    """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        import bm25s
+
+        self.size = len(texts)
+        self._index = bm25s.BM25()
+        if texts:
+            self._index.index(_tokenize(texts), show_progress=False)
+
+    def rank(self, query: str, allowed: Iterable[int]) -> list[int]:
+        allowed = set(allowed)
+        if not allowed or not self.size:
+            return []
+        documents, scores = self._index.retrieve(
+            _tokenize([query]), k=self.size, show_progress=False
+        )
+        ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
+        # Runs with no word in common with the task come last, in corpus order.
+        rest = [i for i in range(self.size) if i not in set(ranked)]
+        return [i for i in ranked + rest if i in allowed]
+
+
+class Memory:
+    """A corpus loaded once, to render first messages for many tasks."""
+
+    def __init__(
+        self, root: Path, runs: list[PastRun], insights: list[InsightEntry], offline: bool
+    ):
+        self.root = root
+        self.runs = runs
+        self.insights = insights
+        self.offline = offline
+        self._run_ranker = _Ranker([run.task for run in runs])
+        self._insight_ranker = _Ranker(
+            [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
+        )
+
+    @classmethod
+    def load(cls, root: Path) -> Memory:
+        from wikitrace.corpus_schema import manifest
+
+        offline = manifest.load(root).compiled_by == "offline"
+        titles = {page.header.step: page.header.title for page in read.compilations(root)}
+        runs = [
+            PastRun(
+                step=page.header.step,
+                task_id=page.header.task_id,
+                task_type=page.header.task_type,
+                outcome=page.header.outcome,
+                task=read.task_text(page),
+                title=titles.get(page.header.step),
+            )
+            for page in read.runs(root)
+        ]
+        task_of = {run.step: run.task_id for run in runs}
+        insights = []
+        for page in read.insights(root):
+            header: InsightHeader = page.header
+            insights.append(
+                InsightEntry(
+                    id=header.id,
+                    title=header.title,
+                    task_type=header.task_type,
+                    guideline=_guideline(page.body),
+                    applicability=header.applicability,
+                    source_step=header.source_step,
+                    source_outcome=header.source_outcome,
+                    source_task_id=task_of.get(header.source_step, ""),
+                )
+            )
+        return cls(root, runs, insights, offline)
+
+    def first_message(
+        self,
+        task: str,
+        *,
+        task_type: str | None = None,
+        exclude_tasks: Sequence[str] = (),
+        similar: int = 3,
+        max_tokens: int | None = None,
+        mount: str = DEFAULT_MOUNT,
+        prompts_dir: Path | None = None,
+    ) -> FirstMessage:
+        """Render the first message for `task`; nothing from `exclude_tasks` is shown."""
+        from wikitrace import prompts
+
+        excluded = set(exclude_tasks)
+        run_ok = [
+            i
+            for i, run in enumerate(self.runs)
+            if run.task_id not in excluded and (task_type is None or run.task_type == task_type)
+        ]
+        insight_ok = [
+            i
+            for i, item in enumerate(self.insights)
+            if item.source_task_id not in excluded
+            and (task_type is None or item.task_type == task_type)
+        ]
+        # One run per task: three attempts of one task say less than three tasks.
+        similar_runs: list[PastRun] = []
+        seen_tasks: set[str] = set()
+        for i in self._run_ranker.rank(task, run_ok):
+            if len(similar_runs) == similar:
+                break
+            if self.runs[i].task_id not in seen_tasks:
+                seen_tasks.add(self.runs[i].task_id)
+                similar_runs.append(self.runs[i])
+        env = prompts.environment(prompts_dir)
+        template = env.get_template(TEMPLATE)
+
+        def render_template(chosen: list[int]) -> str:
+            groups: dict[str, list[InsightEntry]] = {}
+            for i in sorted(chosen):
+                item = self.insights[i]
+                groups.setdefault(item.task_type or "any task", []).append(item)
+            return template.render(
+                task=task.strip(),
+                corpus=mount.rstrip("/"),
+                offline=self.offline,
+                insight_groups=sorted(groups.items()),
+                truncated=len(chosen) < len(insight_ok),
+                shown=len(chosen),
+                total=len(insight_ok),
+                similar=[{**asdict(run), "task": _preview(run.task)} for run in similar_runs],
+            )
+
+        def render(chosen: list[int]) -> str:
+            # The template keeps its blocks readable; the message needs no run of blank lines.
+            return _BLANK_LINES.sub("\n\n", render_template(chosen))
+
+        chosen = list(insight_ok)
+        text = render(chosen)
+        if max_tokens is not None and len(text) / CHARS_PER_TOKEN > max_tokens:
+            # Keep the most relevant insights that fit: add them in order of relevance.
+            ranked = self._insight_ranker.rank(task, insight_ok)
+            chosen = []
+            text = render(chosen)
+            for i in ranked:
+                candidate = render([*chosen, i])
+                if len(candidate) / CHARS_PER_TOKEN > max_tokens:
+                    break
+                chosen.append(i)
+                text = candidate
+        return FirstMessage(
+            text=text,
+            insights=[self.insights[i].id for i in sorted(chosen)],
+            similar=[run.step for run in similar_runs],
+            truncated=len(chosen) < len(insight_ok),
+            total_insights=len(insight_ok),
+            tokens_estimate=len(text) // CHARS_PER_TOKEN,
+            excluded_tasks=sorted(excluded),
+        )
