@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -52,7 +53,7 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 def prompt_command(
     corpus: Path,
     task: str | None,
-    task_file: click.utils.LazyFile | None,
+    task_file: TextIO | None,
     task_type: str | None,
     exclude_tasks: tuple[str, ...],
     similar: int,
@@ -73,7 +74,7 @@ def prompt_command(
     """
     if (task is None) == (task_file is None):
         raise click.UsageError("give the task as an argument or with --task-file, not both")
-    text = task if task is not None else task_file.read()  # type: ignore[union-attr]
+    text = task if task is not None else task_file.read() if task_file else ""
     if not text.strip():
         raise click.UsageError("the task is empty")
     import orjson

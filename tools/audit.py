@@ -91,9 +91,9 @@ def audit_corpus(root: Path) -> Findings:
         raise CorpusError(f"{root} is not a wikitrace corpus (no {MANIFEST} or {TOOLS_LAYOUT})")
     findings = Findings(compiled_by=json.loads((root / MANIFEST).read_text())["compiled_by"])
     compilations = {page.header.step: page.header for page in read.compilations(root)}
-    for step, header in compilations.items():
-        if header.unverified_quotes:
-            findings.unverified_quotes[step] = header.unverified_quotes
+    for step, compiled in compilations.items():
+        if compiled.unverified_quotes:
+            findings.unverified_quotes[step] = compiled.unverified_quotes
     sources: set[str] = set()
     for page in read.insights(root):
         header = page.header
