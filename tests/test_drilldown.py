@@ -154,3 +154,25 @@ def test_an_agent_goes_from_an_insight_to_the_turn_behind_it(tmp_path: Path) -> 
     assert f"=== {step} turn {turn} of 24 ===" in shown
     assert quote in shown  # the quote the compilation cites is in the turn the tool shows
     assert json.loads((mount / "tools/layout.json").read_text())["step_id_width"] == 4
+
+
+def test_the_tools_import_only_the_standard_library(corpus: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(corpus / "tools/turn"), "1", "17"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
+    heavy = {
+        "litellm",
+        "jinja2",
+        "pydantic",
+        "yaml",
+        "frontmatter",
+        "orjson",
+        "typing",
+        "wikitrace",
+    }
+    assert imported & heavy == set()
+    assert "json" in imported
