@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import frontmatter
 import orjson
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel
 
 from .layout import (
@@ -44,12 +46,34 @@ OFFLINE_NOTE = (
 
 # libyaml's dumper writes the same YAML as the pure-Python one, several times faster.
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+# Characters JSON leaves unescaped that YAML refuses, or reads as line breaks (NEL, LS, PS).
+_NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+
+
+class _HeaderHandler(YAMLHandler):
+    """Block YAML for the scalar fields (`source_step: step-0003`, easy to grep); nested
+    values (claims, metadata) as JSON flow, which is YAML too and far faster to write."""
+
+    def export(self, metadata: dict[str, object], **kwargs: object) -> str:
+        scalars = {k: v for k, v in metadata.items() if not isinstance(v, dict | list)}
+        text = yaml.dump(
+            scalars, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, width=2**30
+        )
+        for key, value in metadata.items():
+            if isinstance(value, dict | list):
+                flow = orjson.dumps(value).decode()
+                flow = _NOT_YAML_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", flow)
+                text += f"{key}: {flow}\n"
+        return text.rstrip("\n")
+
+
+_HEADER_HANDLER = _HeaderHandler()
 
 
 def with_frontmatter(header: BaseModel, body: str) -> str:
-    """A markdown file with a YAML header, keys in the model's order, ending in a newline."""
+    """A markdown file with a YAML header, scalar fields first, ending in a newline."""
     post = frontmatter.Post(body.rstrip("\n"), **header.model_dump(mode="json"))
-    return frontmatter.dumps(post, sort_keys=False, Dumper=_YAML_DUMPER) + "\n"
+    return frontmatter.dumps(post, handler=_HEADER_HANDLER) + "\n"
 
 
 def turn_log(turns: Iterable[Mapping[str, Any]]) -> tuple[bytes, list[int]]:

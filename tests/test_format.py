@@ -1,0 +1,78 @@
+"""corpus_schema: every header written comes back the same when read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wikitrace.corpus_schema import Claim, Evidence, read
+from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
+from wikitrace.corpus_schema.records import CompilationHeader, PromptRef, RawHeader
+from wikitrace.corpus_schema.render import with_frontmatter
+
+TRICKY = [
+    "plain",
+    "yes",
+    "null",
+    "- a list?",
+    "key: value",
+    "---",
+    "# not a comment",
+    "line one\nline two\n",
+    "quotes \" and ' and \\ backslash",
+    "tab\there",
+    "control \x01 \x7f \x85 \x9f \ufffe end",
+    "line\u2028separator and emoji \U0001f600",
+    "  leading and trailing  ",
+    "",
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_headers_round_trip(tmp_path: Path, text: str) -> None:
+    raw = RawHeader(
+        step="step-0001",
+        task_id=text or "t",
+        task_type=text,
+        attempt=1,
+        outcome="failure",
+        turns=3,
+        source=text,
+        turns_file="raw/step-0001/solver.full.jsonl",
+        metadata={"note": text, "nested": [{"deep": text}, 1.5, None, True]},
+    )
+    compilation = CompilationHeader(
+        step="step-0001",
+        outcome="success",
+        title=text,
+        insights=["insight-0001"],
+        compiled_by="llm",
+        model="m",
+        prompt=PromptRef(template="t.j2", sha256="0" * 64),
+        unverified_quotes=0,
+        raw="raw/step-0001/",
+        claims=[Claim(statement=text, evidence=[Evidence(turn=2, quote=text, verified=False)])],
+    )
+    for header, rel in ((raw, "raw.md"), (compilation, "compilation.md")):
+        (tmp_path / rel).write_text(with_frontmatter(header, f"body\n{text}\n"))
+        page = read.read_page(tmp_path, rel, type(header))
+        assert page.header == header
+        assert page.body.strip() == f"body\n{text}".strip()
+
+
+def test_ids_sort_numerically_and_parse_back() -> None:
+    assert id_width(9999) == 4 and id_width(10_000) == 5
+    layout = Layout(Path("/c"), step_width=5)
+    assert layout.step(42) == "step-00042" and parse_step("step-00042") == 42
+    assert parse_step("42") == 42
+    with pytest.raises(ValueError, match="not a step id"):
+        parse_step("../42")
+
+
+def test_links_show_the_root_path_and_resolve_from_the_file() -> None:
+    assert link("raw/step-0001/metadata.md", "insight/insight-0001.md") == (
+        "[raw/step-0001/metadata.md](../raw/step-0001/metadata.md)"
+    )
+    assert link("insight/_index.md", "_index.md") == "[insight/_index.md](insight/_index.md)"
