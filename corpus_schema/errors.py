@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
+
+def first_problem(error: ValidationError) -> tuple[str, str]:
+    """The dotted field path and the message of a validation error's first problem."""
+    first = error.errors()[0]
+    return ".".join(str(part) for part in first["loc"]), first["msg"]
+
 
 class WikitraceError(Exception):
     """Base of every error wikitrace reports to a user (never shown as a traceback)."""

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import CorpusError
+from .errors import CorpusError, first_problem
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
 from .store import file_digest
@@ -72,9 +72,8 @@ def load(root: Path) -> Manifest:
     try:
         return Manifest.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise CorpusError(f"{path}: field '{where}': {first['msg']}") from None
+        where, message = first_problem(error)
+        raise CorpusError(f"{path}: field '{where}': {message}") from None
 
 
 @dataclass

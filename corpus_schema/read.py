@@ -12,7 +12,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ValidationError
 
-from .errors import CorpusError
+from .errors import CorpusError, first_problem
 from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, RAW_METADATA_NAME, parse_insight
 from .records import CompilationHeader, InsightHeader, RawHeader
 
@@ -52,9 +52,8 @@ def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:
     try:
         header = model.model_validate(metadata)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise CorpusError(f"{path}: header field '{where}': {first['msg']}") from None
+        where, message = first_problem(error)
+        raise CorpusError(f"{path}: header field '{where}': {message}") from None
     return Page(rel=rel, header=header, body=content)
 
 

@@ -11,6 +11,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wikitrace.corpus_schema import CorpusError, InputError, read
+from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.layout import COMPILATION_DIR, RAW_DIR
 
 
@@ -100,10 +101,9 @@ def read_reports(paths: Iterable[Path]) -> list[tuple[str, int, CitationReport]]
             try:
                 reports.append((str(path), number, CitationReport.model_validate(item)))
             except ValidationError as error:
-                first = error.errors()[0]
-                where = ".".join(str(part) for part in first["loc"])
+                where, message = first_problem(error)
                 raise InputError(
-                    first["msg"],
+                    message,
                     path=path,
                     line=number,
                     field=where,
