@@ -12,6 +12,7 @@ import click
 
 from .build import build_command
 from .drill import actions_command, turn_command
+from .evaluate import eval_command
 from .use import audit_command, cite_command, prompt_command
 from .verify import verify_command
 
@@ -49,6 +50,7 @@ cli.add_command(turn_command)
 cli.add_command(prompt_command)
 cli.add_command(cite_command)
 cli.add_command(audit_command)
+cli.add_command(eval_command)
 
 
 def main(argv: list[str] | None = None) -> Any:

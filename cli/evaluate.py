@@ -1,0 +1,81 @@
+"""`wikitrace eval`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("eval")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
+@click.option(
+    "--rerun",
+    default="no-memory-rerun",
+    show_default=True,
+    help="A second set of no-memory runs: its Gain and Regression are the noise band.",
+)
+@click.option(
+    "--success-threshold",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="A row with a score and no success succeeds when score >= this.",
+)
+@click.option("--resamples", type=click.IntRange(100), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--strict", is_flag=True, help="Warnings (duplicate trials, tasks with no baseline) are errors."
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout.")
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
+)
+def eval_command(
+    results: tuple[Path, ...],
+    baseline: str,
+    rerun: str,
+    success_threshold: float,
+    resamples: int,
+    seed: int,
+    strict: bool,
+    as_json: bool,
+    as_csv: bool,
+    plot: Path | None,
+) -> None:
+    """Gain and Regression of each method against the no-memory baseline, per suite.
+
+    RESULTS are JSON Lines or CSV files of rows: suite, method, task_id, trial, and success
+    (true/false) or score. Per task, B is the majority outcome of the baseline's trials. Gain is
+    the share of a method's trials that succeed where B failed; Regression, the share that fail
+    where B succeeded. Intervals are 95% task-level bootstrap intervals; a method beats the
+    noise only where its interval lies wholly outside the rerun's.
+    """
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    from wikitrace.evaluation import EvalOptions, evaluate, output, read_rows
+
+    options = EvalOptions(
+        baseline=baseline,
+        rerun=rerun,
+        success_threshold=success_threshold,
+        resamples=resamples,
+        seed=seed,
+        strict=strict,
+    )
+    report = evaluate(read_rows(list(results)), options)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        click.echo(output.as_json(report))
+    elif as_csv:
+        click.echo(output.as_csv(report), nl=False)
+    else:
+        click.echo(output.markdown(report), nl=False)
+    if plot is not None:
+        output.plot(report, plot)
+        click.echo(f"wrote {plot}", err=True)

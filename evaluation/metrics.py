@@ -1,0 +1,319 @@
+"""Gain, Regression and success rate per method and suite, with task-level bootstrap intervals.
+
+Per task, B is the majority outcome of its no-memory trials. Gain is the share of a method's
+trials that succeed on tasks where B failed; Regression, the share that fail where B succeeded.
+A second set of no-memory runs (the rerun) scored the same way gives the noise band.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from wikitrace.corpus_schema import InputError
+
+from .rows import Row
+
+AVERAGE = "average"
+
+
+@dataclass
+class EvalOptions:
+    baseline: str = "no-memory"
+    rerun: str = "no-memory-rerun"
+    success_threshold: float = 1.0
+    """A trial with only a score succeeds when score >= this."""
+    resamples: int = 10_000
+    seed: int = 0
+    confidence: float = 0.95
+    strict: bool = False
+
+
+@dataclass
+class Interval:
+    value: float | None
+    low: float | None
+    high: float | None
+
+    def cell(self) -> str:
+        if self.value is None:
+            return "n/a"
+        if self.low is None or self.high is None:
+            return f"{self.value:.3f}"
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+@dataclass
+class MethodResult:
+    suite: str
+    method: str
+    tasks: int
+    trials: int
+    success_rate: Interval
+    mean_score: Interval | None
+    gain: Interval
+    gain_tasks: int
+    gain_trials: int
+    regression: Interval
+    regression_tasks: int
+    regression_trials: int
+    gain_beats_noise: bool | None = None
+    """Gain's interval lies wholly above the rerun's Gain interval (None: no rerun)."""
+    regression_beyond_noise: bool | None = None
+    """Regression's interval lies wholly above the rerun's Regression interval."""
+    regression_below_noise: bool | None = None
+    """Regression's interval lies wholly below the rerun's: it breaks less than noise does."""
+
+    def verdict(self) -> str:
+        if self.gain_beats_noise is None:
+            return "no rerun band"
+        gain = "Gain beats noise" if self.gain_beats_noise else "Gain within noise"
+        if self.regression_beyond_noise:
+            regression = "Regression beyond noise"
+        elif self.regression_below_noise:
+            regression = "Regression below noise"
+        else:
+            regression = "Regression within noise"
+        return f"{gain}; {regression}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = self.verdict()
+        return data
+
+
+@dataclass
+class EvalReport:
+    results: list[MethodResult]
+    warnings: list[str] = field(default_factory=list)
+    options: EvalOptions = field(default_factory=EvalOptions)
+
+
+@dataclass
+class _Tasks:
+    """One method's trials in one suite, by task: successes, trials, score sums, baseline."""
+
+    successes: NDArray[np.float64]
+    trials: NDArray[np.float64]
+    scores: NDArray[np.float64] | None
+    baseline_success: NDArray[np.bool_]
+
+
+def _ratio(numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> Any:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return numerator / denominator
+
+
+class _Bootstrap:
+    """Task-level resampling: one index matrix per (suite, method), shared by its statistics."""
+
+    def __init__(self, tasks: int, options: EvalOptions, key: str) -> None:
+        rng = np.random.default_rng([options.seed, zlib.crc32(key.encode())])
+        self.counts: NDArray[np.float64] | None = None
+        if tasks:
+            # How often each task is drawn in each resample: a statistic that is a sum over
+            # tasks is then one matrix product for all resamples at once.
+            draws = rng.integers(0, tasks, size=(options.resamples, tasks))
+            draws += (np.arange(options.resamples) * tasks)[:, None]
+            flat = np.bincount(draws.ravel(), minlength=options.resamples * tasks)
+            self.counts = flat.reshape(options.resamples, tasks).astype(np.float64)
+        tail = (1 - options.confidence) / 2 * 100
+        self.percentiles = (tail, 100 - tail)
+
+    def ratio(self, numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> Any:
+        """The statistic sum(numerator) / sum(denominator) over each resample of the tasks."""
+        if self.counts is None:
+            return np.full(1, np.nan)
+        return _ratio(self.counts @ numerator, self.counts @ denominator)
+
+    def interval(self, value: float | None, samples: Any) -> Interval:
+        finite = samples[np.isfinite(samples)]
+        if value is None or not finite.size:
+            return Interval(value, None, None)
+        low, high = np.percentile(finite, self.percentiles)
+        return Interval(value, float(low), float(high))
+
+
+def _point(numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> float | None:
+    total = float(denominator.sum())
+    return float(numerator.sum()) / total if total else None
+
+
+def _measure(
+    suite: str, method: str, tasks: _Tasks, options: EvalOptions
+) -> tuple[MethodResult, dict[str, Any]]:
+    boot = _Bootstrap(len(tasks.trials), options, f"{suite}\0{method}")
+    failed = ~tasks.baseline_success
+    gain_k = np.where(failed, tasks.successes, 0.0)
+    gain_n = np.where(failed, tasks.trials, 0.0)
+    reg_k = np.where(tasks.baseline_success, tasks.trials - tasks.successes, 0.0)
+    reg_n = np.where(tasks.baseline_success, tasks.trials, 0.0)
+    samples = {
+        "success_rate": boot.ratio(tasks.successes, tasks.trials),
+        "gain": boot.ratio(gain_k, gain_n),
+        "regression": boot.ratio(reg_k, reg_n),
+    }
+    points = {
+        "success_rate": _point(tasks.successes, tasks.trials),
+        "gain": _point(gain_k, gain_n),
+        "regression": _point(reg_k, reg_n),
+    }
+    mean_score = None
+    if tasks.scores is not None:
+        samples["mean_score"] = boot.ratio(tasks.scores, tasks.trials)
+        points["mean_score"] = _point(tasks.scores, tasks.trials)
+        mean_score = boot.interval(points["mean_score"], samples["mean_score"])
+    result = MethodResult(
+        suite=suite,
+        method=method,
+        tasks=len(tasks.trials),
+        trials=int(tasks.trials.sum()),
+        success_rate=boot.interval(points["success_rate"], samples["success_rate"]),
+        mean_score=mean_score,
+        gain=boot.interval(points["gain"], samples["gain"]),
+        gain_tasks=int(failed.sum()),
+        gain_trials=int(gain_n.sum()),
+        regression=boot.interval(points["regression"], samples["regression"]),
+        regression_tasks=int(tasks.baseline_success.sum()),
+        regression_trials=int(reg_n.sum()),
+    )
+    return result, {"points": points, "samples": samples, "boot": boot}
+
+
+def _average(
+    method: str,
+    per_suite: Sequence[dict[str, Any]],
+    results: Sequence[MethodResult],
+    options: EvalOptions,
+) -> MethodResult:
+    """The mean over suites of each statistic; its interval from the per-suite resamples."""
+    boot: _Bootstrap = per_suite[0]["boot"]
+
+    def mean_interval(name: str) -> Interval | None:
+        points = [s["points"].get(name) for s in per_suite]
+        if any(p is None for p in points):
+            return Interval(None, None, None) if name != "mean_score" else None
+        samples = np.mean([s["samples"][name] for s in per_suite], axis=0)
+        return boot.interval(float(np.mean(points)), samples)
+
+    success_rate = mean_interval("success_rate")
+    gain = mean_interval("gain")
+    regression = mean_interval("regression")
+    assert success_rate is not None and gain is not None and regression is not None
+    return MethodResult(
+        suite=AVERAGE,
+        method=method,
+        tasks=sum(r.tasks for r in results),
+        trials=sum(r.trials for r in results),
+        success_rate=success_rate,
+        mean_score=mean_interval("mean_score"),
+        gain=gain,
+        gain_tasks=sum(r.gain_tasks for r in results),
+        gain_trials=sum(r.gain_trials for r in results),
+        regression=regression,
+        regression_tasks=sum(r.regression_tasks for r in results),
+        regression_trials=sum(r.regression_trials for r in results),
+    )
+
+
+def _judge(result: MethodResult, band: MethodResult | None) -> None:
+    if band is None or band.gain.high is None or band.regression.high is None:
+        return
+    gain, regression = result.gain, result.regression
+    result.gain_beats_noise = gain.low is not None and gain.low > band.gain.high
+    result.regression_beyond_noise = (
+        regression.low is not None and regression.low > band.regression.high
+    )
+    result.regression_below_noise = (
+        regression.high is not None
+        and band.regression.low is not None
+        and regression.high < band.regression.low
+    )
+
+
+def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
+    """All metrics for every method of every suite, and their average over suites."""
+    report = EvalReport(results=[], options=options)
+    warn = report.warnings.append
+    trials: dict[tuple[str, str, str], dict[int, tuple[bool, float | None]]] = defaultdict(dict)
+    where: dict[tuple[str, str, str, int], str] = {}
+    for item in rows:
+        row = item.row
+        key = (row.suite, row.method, row.task_id)
+        if row.trial in trials[key]:
+            warn(
+                f"{item.where}: duplicate trial {row.trial} of {row.method} on task "
+                f"{row.task_id} ({row.suite}); the first, at "
+                f"{where[(*key, row.trial)]}, is kept"
+            )
+            continue
+        where[(*key, row.trial)] = item.where
+        success = (
+            row.success
+            if row.success is not None
+            else (row.score is not None and row.score >= options.success_threshold)
+        )
+        trials[key][row.trial] = (success, row.score)
+    suites = sorted({suite for suite, _, _ in trials})
+    methods = sorted({method for _, method, _ in trials} - {options.baseline})
+    if not any(method == options.baseline for _, method, _ in trials):
+        raise InputError(
+            f"no rows of the baseline method {options.baseline!r}",
+            hint="name it with --baseline",
+        )
+    details: dict[str, list[tuple[MethodResult, dict[str, Any]]]] = defaultdict(list)
+    for suite in suites:
+        baseline: dict[str, bool] = {}
+        for (s, method, task), by_trial in trials.items():
+            if s != suite or method != options.baseline:
+                continue
+            wins = sum(success for success, _ in by_trial.values())
+            if wins * 2 == len(by_trial):
+                warn(
+                    f"{suite}: task {task}: the baseline's trials tie ({wins} of "
+                    f"{len(by_trial)}); the task is left out"
+                )
+                continue
+            baseline[task] = wins * 2 > len(by_trial)
+        for method in methods:
+            tasks = sorted(t for (s, m, t) in trials if s == suite and m == method)
+            missing = [t for t in tasks if t not in baseline]
+            for task in missing:
+                warn(f"{suite}: {method}: task {task} has no {options.baseline} baseline; left out")
+            kept = [t for t in tasks if t in baseline]
+            if not kept:
+                continue
+            outcomes = [list(trials[(suite, method, t)].values()) for t in kept]
+            scored = all(score is not None for trial in outcomes for _, score in trial)
+            data = _Tasks(
+                successes=np.array([sum(s for s, _ in o) for o in outcomes], dtype=float),
+                trials=np.array([len(o) for o in outcomes], dtype=float),
+                scores=np.array([sum(sc or 0.0 for _, sc in o) for o in outcomes])
+                if scored
+                else None,
+                baseline_success=np.array([baseline[t] for t in kept], dtype=bool),
+            )
+            result, detail = _measure(suite, method, data, options)
+            report.results.append(result)
+            details[method].append((result, detail))
+    for method in methods:
+        per_suite = details.get(method, [])
+        if len(per_suite) == len(suites) and len(suites) > 1:
+            report.results.append(
+                _average(method, [d for _, d in per_suite], [r for r, _ in per_suite], options)
+            )
+        elif per_suite and len(suites) > 1:
+            warn(f"{method} is missing from some suites: no average over suites for it")
+    bands = {(r.suite, r.method): r for r in report.results if r.method == options.rerun}
+    for result in report.results:
+        if result.method != options.rerun:
+            _judge(result, bands.get((result.suite, options.rerun)))
+    if options.strict and report.warnings:
+        raise InputError(f"{len(report.warnings)} warnings and --strict: {report.warnings[0]}")
+    return report
