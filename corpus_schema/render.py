@@ -48,6 +48,25 @@ OFFLINE_NOTE = (
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # Characters JSON leaves unescaped that YAML refuses, or reads as line breaks (NEL, LS, PS).
 _NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+# A JSON string, or a number in exponent form: YAML 1.1 reads `1e-7` as text, `1.0e-7` as a
+# number, so such numbers get a fraction and a signed exponent (strings are left alone).
+_JSON_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+)(\.\d+)?[eE]([-+]?)(\d+)')
+
+
+def _yaml_number(match: re.Match[str]) -> str:
+    whole, fraction, sign, exponent = match.groups()
+    if whole is None:
+        return match.group()
+    return f"{whole}{fraction or '.0'}e{sign or '+'}{exponent}"
+
+
+def _json_flow(value: object) -> str:
+    """A nested value as JSON, which YAML reads back as the same value."""
+    flow = orjson.dumps(value).decode()
+    flow = _NOT_YAML_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", flow)
+    if "e" in flow or "E" in flow:
+        flow = _JSON_EXPONENT.sub(_yaml_number, flow)
+    return flow
 
 
 class _HeaderHandler(YAMLHandler):
@@ -61,9 +80,7 @@ class _HeaderHandler(YAMLHandler):
         )
         for key, value in metadata.items():
             if isinstance(value, dict | list):
-                flow = orjson.dumps(value).decode()
-                flow = _NOT_YAML_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", flow)
-                text += f"{key}: {flow}\n"
+                text += f"{key}: {_json_flow(value)}\n"
         return text.rstrip("\n")
 
 

@@ -41,7 +41,11 @@ def test_headers_round_trip(tmp_path: Path, text: str) -> None:
         turns=3,
         source=text,
         turns_file="raw/step-0001/solver.full.jsonl",
-        metadata={"note": text, "nested": [{"deep": text}, 1.5, None, True]},
+        metadata={
+            "note": text,
+            "nested": [{"deep": text}, 1.5, None, True],
+            "numbers": [1e-07, 1e20, -2.5e-10, 3.5e-05, 0.1, 3.0, -7, 2**62, "1e-7"],
+        },
     )
     compilation = CompilationHeader(
         step="step-0001",
