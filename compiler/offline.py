@@ -76,11 +76,12 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
             actions.append((number, action))
     final = actions[-FINAL_ACTIONS:]
 
+    # Built from our own values, so without validation: this runs once per run of a build.
     def evidence(turn: int, quote: str) -> Evidence:
-        return Evidence(turn=turn, quote=quote, verified=checker.found(turn, quote))
+        return Evidence.model_construct(turn=turn, quote=quote, verified=checker.found(turn, quote))
 
     claims = [
-        Claim(
+        Claim.model_construct(
             statement=f"Turn {turn}: the observation signals an error or a failed action.",
             evidence=[evidence(turn, quote)],
         )
@@ -88,7 +89,7 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
     ]
     if final:
         claims.append(
-            Claim(
+            Claim.model_construct(
                 statement=f"The run's last {len(final)} actions.",
                 evidence=[evidence(turn, quote) for turn, quote in final],
             )

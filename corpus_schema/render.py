@@ -9,7 +9,6 @@ from typing import Any
 
 import frontmatter
 import orjson
-import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel
 
@@ -44,13 +43,12 @@ OFFLINE_NOTE = (
 )
 
 
-# libyaml's dumper writes the same YAML as the pure-Python one, several times faster.
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # Characters JSON leaves unescaped that YAML refuses, or reads as line breaks (NEL, LS, PS).
 _NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
 # A JSON string, or a number in exponent form: YAML 1.1 reads `1e-7` as text, `1.0e-7` as a
 # number, so such numbers get a fraction and a signed exponent (strings are left alone).
 _JSON_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+)(\.\d+)?[eE]([-+]?)(\d+)')
+_DIGIT_EXPONENT = re.compile(r"\d[eE][-+]?\d")
 
 
 def _yaml_number(match: re.Match[str]) -> str:
@@ -64,24 +62,30 @@ def _json_flow(value: object) -> str:
     """A nested value as JSON, which YAML reads back as the same value."""
     flow = orjson.dumps(value).decode()
     flow = _NOT_YAML_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", flow)
-    if "e" in flow or "E" in flow:
+    if _DIGIT_EXPONENT.search(flow):  # rare: skip the slower, string-aware pass otherwise
         flow = _JSON_EXPONENT.sub(_yaml_number, flow)
     return flow
 
 
+# Text YAML 1.1 reads back as the same string when written bare: no quoting, no number, no
+# date, no yes/no/on/off/null. Anything else is written as a JSON string, which YAML reads too.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def _yaml_scalar(value: object) -> str:
+    if isinstance(value, str) and _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return value
+    return _json_flow(value)
+
+
 class _HeaderHandler(YAMLHandler):
-    """Block YAML for the scalar fields (`source_step: step-0003`, easy to grep); nested
-    values (claims, metadata) as JSON flow, which is YAML too and far faster to write."""
+    """One `key: value` line per field: scalars bare when YAML reads them back unchanged
+    (`source_step: step-0003`, easy to grep), anything else as JSON, which is YAML too.
+    Many times faster than a YAML dumper, and round-trip tested."""
 
     def export(self, metadata: dict[str, object], **kwargs: object) -> str:
-        scalars = {k: v for k, v in metadata.items() if not isinstance(v, dict | list)}
-        text = yaml.dump(
-            scalars, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, width=2**30
-        )
-        for key, value in metadata.items():
-            if isinstance(value, dict | list):
-                text += f"{key}: {_json_flow(value)}\n"
-        return text.rstrip("\n")
+        return "\n".join(f"{key}: {_yaml_scalar(value)}" for key, value in metadata.items())
 
 
 _HEADER_HANDLER = _HeaderHandler()
