@@ -222,6 +222,12 @@ def _average(
     )
 
 
+def _success_only(result: MethodResult) -> None:
+    empty = Interval(None, None, None)
+    result.gain, result.regression = empty, empty
+    result.gain_tasks = result.gain_trials = result.regression_tasks = result.regression_trials = 0
+
+
 def _judge(result: MethodResult, band: MethodResult | None) -> None:
     if band is None or band.gain.high is None or band.regression.high is None:
         return
@@ -261,7 +267,9 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
         )
         trials[key][row.trial] = (success, row.score)
     suites = sorted({suite for suite, _, _ in trials})
-    methods = sorted({method for _, method, _ in trials} - {options.baseline})
+    # The baseline is listed for its success rate; its Gain and Regression, against the
+    # majority of its own trials, would only measure that majority's bias.
+    methods = sorted({method for _, method, _ in trials})
     if not any(method == options.baseline for _, method, _ in trials):
         raise InputError(
             f"no rows of the baseline method {options.baseline!r}",
@@ -300,19 +308,24 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
                 baseline_success=np.array([baseline[t] for t in kept], dtype=bool),
             )
             result, detail = _measure(suite, method, data, options)
+            if method == options.baseline:
+                _success_only(result)
             report.results.append(result)
             details[method].append((result, detail))
     for method in methods:
         per_suite = details.get(method, [])
         if len(per_suite) == len(suites) and len(suites) > 1:
-            report.results.append(
-                _average(method, [d for _, d in per_suite], [r for r, _ in per_suite], options)
+            average = _average(
+                method, [d for _, d in per_suite], [r for r, _ in per_suite], options
             )
+            if method == options.baseline:
+                _success_only(average)
+            report.results.append(average)
         elif per_suite and len(suites) > 1:
             warn(f"{method} is missing from some suites: no average over suites for it")
     bands = {(r.suite, r.method): r for r in report.results if r.method == options.rerun}
     for result in report.results:
-        if result.method != options.rerun:
+        if result.method not in (options.rerun, options.baseline):
             _judge(result, bands.get((result.suite, options.rerun)))
     if options.strict and report.warnings:
         raise InputError(f"{len(report.warnings)} warnings and --strict: {report.warnings[0]}")

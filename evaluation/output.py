@@ -14,6 +14,18 @@ from wikitrace.corpus_schema import WikitraceError
 from .metrics import AVERAGE, EvalReport, Interval, MethodResult
 
 
+def _role(result: MethodResult, report: EvalReport) -> str:
+    if result.method == report.options.baseline:
+        return "(the baseline: B is its majority)"
+    if result.method == report.options.rerun:
+        return "(the band)"
+    return result.verdict()
+
+
+def _with_trials(interval: Interval, trials: int) -> str:
+    return "-" if interval.value is None and not trials else f"{interval.cell()} on {trials} trials"
+
+
 def markdown(report: EvalReport) -> str:
     level = f"{report.options.confidence:.0%}"
     lines = [
@@ -24,14 +36,14 @@ def markdown(report: EvalReport) -> str:
     for r in report.results:
         lines.append(
             f"| {r.suite} | {r.method} | {r.tasks} | {r.trials} | {r.success_rate.cell()} "
-            f"| {r.gain.cell()} on {r.gain_trials} trials | "
-            f"{r.regression.cell()} on {r.regression_trials} trials | "
-            f"{'(the band)' if r.method == report.options.rerun else r.verdict()} |"
+            f"| {_with_trials(r.gain, r.gain_trials)} "
+            f"| {_with_trials(r.regression, r.regression_trials)} | "
+            f"{_role(r, report)} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _flat(result: MethodResult) -> dict[str, Any]:
+def _flat(result: MethodResult, report: EvalReport) -> dict[str, Any]:
     row: dict[str, Any] = {"suite": result.suite, "method": result.method}
     row.update(tasks=result.tasks, trials=result.trials)
     for name in ("success_rate", "mean_score", "gain", "regression"):
@@ -47,18 +59,18 @@ def _flat(result: MethodResult) -> dict[str, Any]:
         gain_beats_noise=result.gain_beats_noise,
         regression_beyond_noise=result.regression_beyond_noise,
         regression_below_noise=result.regression_below_noise,
-        verdict=result.verdict(),
+        verdict=_role(result, report),
     )
     return row
 
 
 def as_json(report: EvalReport) -> str:
-    data = {"results": [_flat(r) for r in report.results], "warnings": report.warnings}
+    data = {"results": [_flat(r, report) for r in report.results], "warnings": report.warnings}
     return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
 
 
 def as_csv(report: EvalReport) -> str:
-    rows = [_flat(r) for r in report.results]
+    rows = [_flat(r, report) for r in report.results]
     buffer = io.StringIO()
     if rows:
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
@@ -86,7 +98,7 @@ def plot(report: EvalReport, path: Path) -> None:
     for axis, suite in zip(axes[0], suites, strict=True):
         results = [r for r in report.results if r.suite == suite]
         band = next((r for r in results if r.method == rerun), None)
-        shown = [r for r in results if r.method != rerun]
+        shown = [r for r in results if r.method not in (rerun, report.options.baseline)]
         for name, colour, offset in (("gain", "tab:green", -0.12), ("regression", "tab:red", 0.12)):
             if band is not None:
                 interval = getattr(band, name)
