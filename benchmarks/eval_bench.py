@@ -51,11 +51,11 @@ def main() -> None:
         started = time.perf_counter()
         report = evaluate(rows, EvalOptions(resamples=args.resamples))
         metrics_s = time.perf_counter() - started
-    cells = args.suites * (args.methods - 1)
+    cells = args.suites * args.methods
     print(
         f"{len(rows)} rows ({args.suites} suites x {args.methods} methods x {args.tasks} tasks x "
         f"{args.trials} trials): read in {read_s:.2f} s; metrics with {args.resamples} resamples "
-        f"for {cells} method-suite cells and {args.methods - 1} averages in {metrics_s:.2f} s "
+        f"for {cells} method-suite cells and {args.methods} averages in {metrics_s:.2f} s "
         f"({metrics_s / cells * 1e3:.0f} ms per method and suite; target well under 1 s); "
         f"{len(report.results)} result rows"
     )
