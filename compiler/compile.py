@@ -22,8 +22,9 @@ from wikitrace.corpus_schema import (
     RunRecord,
     WikitraceError,
 )
+from wikitrace.tools.drilldown import format_turn
 
-from .evidence import QuoteChecker, longest_field, render_turn
+from .evidence import QuoteChecker, longest_field, turn_fields
 from .llm import LLM, Message
 
 MIN_FIELD_CAP = 200
@@ -150,6 +151,8 @@ def render_prompt(
     name = prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE
     content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
     fence = "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
+    # Dumped once: the search below renders the prompt several times with other caps.
+    turns = [turn_fields(turn) for turn in record.turns]
 
     def render(cap: int | None) -> str:
         return templates.render(
@@ -159,7 +162,7 @@ def render_prompt(
             task_type=record.task_type,
             task=record.task,
             turn_count=len(record.turns),
-            turns=[render_turn(turn, cap) for turn in record.turns],
+            turns=[format_turn(turn, cap) for turn in turns],
             fence=fence,
             cut=cap is not None,
         )

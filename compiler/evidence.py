@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from wikitrace.corpus_schema import Turn
 from wikitrace.tools.drilldown import as_text, format_turn
@@ -14,9 +15,14 @@ def normalise(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+def turn_fields(turn: Turn) -> dict[str, Any]:
+    """The fields the turn has, as `format_turn` (and so `turn STEP N`) reads them."""
+    return turn.model_dump(mode="json", exclude_defaults=True)
+
+
 def render_turn(turn: Turn, cap: int | None = None) -> str:
     """The turn as `turn STEP N` shows it, so a quoted passage can be found again there."""
-    return format_turn(turn.model_dump(mode="json", exclude_defaults=True), cap)
+    return format_turn(turn_fields(turn), cap)
 
 
 def longest_field(turn: Turn) -> int:

@@ -107,7 +107,8 @@ class _Ranker:
         )
         ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
         # Runs with no word in common with the task come last, in corpus order.
-        rest = [i for i in range(self.size) if i not in set(ranked)]
+        scored = set(ranked)
+        rest = [i for i in range(self.size) if i not in scored]
         return [i for i in ranked + rest if i in allowed]
 
 
