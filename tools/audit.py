@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import CorpusError, read
-from wikitrace.corpus_schema.layout import MANIFEST, RAW_DIR, TOOLS_LAYOUT, parse_step
+from wikitrace.corpus_schema import CorpusError, manifest, read
+from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
 from wikitrace.corpus_schema.records import Claim, CompilationHeader
 
 from . import drilldown
@@ -87,9 +86,7 @@ def _has_verified(claims: list[Claim], numbers: list[int]) -> bool:
 
 
 def audit_corpus(root: Path) -> Findings:
-    if not (root / TOOLS_LAYOUT).is_file() or not (root / MANIFEST).is_file():
-        raise CorpusError(f"{root} is not a wikitrace corpus (no {MANIFEST} or {TOOLS_LAYOUT})")
-    findings = Findings(compiled_by=json.loads((root / MANIFEST).read_text())["compiled_by"])
+    findings = Findings(compiled_by=manifest.load(root).compiled_by)
     compilations = {page.header.step: page.header for page in read.compilations(root)}
     for step, compiled in compilations.items():
         if compiled.unverified_quotes:

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wikitrace.corpus_schema import CorpusError, InputError, read
+from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema.errors import first_problem
-from wikitrace.corpus_schema.layout import COMPILATION_DIR, RAW_DIR
+from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR
 
 
 class Used(BaseModel):
@@ -74,7 +74,7 @@ class CitationSummary:
 def _known_ids(root: Path) -> tuple[set[str], set[str], set[str]]:
     raw = {p.name for p in (root / RAW_DIR).glob("step-*") if p.is_dir()}
     compilations = {p.stem for p in (root / COMPILATION_DIR).glob("step-*.md")}
-    insights = {page.header.id for page in read.insights(root)}
+    insights = {p.stem for p in (root / INSIGHT_DIR).glob("insight-*.md")}
     return raw, compilations, insights
 
 
