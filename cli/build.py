@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,17 @@ class _Progress:
             self._bar = None
 
 
+def announce(plan: Any, *, quiet: bool) -> None:
+    """Say on stderr which format each input was read as (and, with -v, what was ignored)."""
+    if quiet:
+        return
+    for line in plan.describe():
+        click.echo(line, err=True)
+    if logging.getLogger("wikitrace").isEnabledFor(logging.INFO):
+        for item in plan.ignored:
+            click.echo(f"  ignored {item['path']}: {item['reason']}", err=True)
+
+
 def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
     from wikitrace.compiler.redact import check_pattern
 
@@ -51,6 +63,16 @@ def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, 
         if problem:
             raise click.BadParameter(f"{pattern!r}: {problem}")
     return value
+
+
+def where_of(item: dict[str, Any]) -> str:
+    """path:line or path:position of a reported record."""
+    where = str(item["path"])
+    if item.get("line") is not None:
+        where += f":{item['line']}"
+    if item.get("at") is not None:
+        where += f":{item['at']}"
+    return where
 
 
 def _summary(report: Any) -> str:
@@ -65,20 +87,65 @@ def _summary(report: Any) -> str:
         f"  {report.invalid_retries} invalid answers retried, {report.quote_repairs} quote "
         f"repairs, {report.unverified_quotes} unverified quotes, {report.cut_prompts} prompts "
         "cut to budget",
-        f"  {len(report.skipped)} input records skipped, secrets redacted: {redacted}, "
+        f"  {len(report.skipped)} input records skipped, {len(report.unlabelled)} unlabelled runs "
+        f"left out, secrets redacted: {redacted}, "
         f"{report.seconds:.1f} s",
     ]
+    for name, counts in report.formats.items():
+        lines.append(
+            f"  {name}: {counts['runs']} runs ({counts['successes']} succeeded, "
+            f"{counts['failures']} failed), {counts['unlabelled']} unlabelled left out"
+        )
     for item in report.skipped:
-        where = f"{item['path']}:{item['line']}"
         field = f" field '{item['field']}':" if item["field"] else ""
-        lines.append(f"  skipped {where}:{field} {item['message']}")
+        lines.append(f"  skipped {where_of(item)}:{field} {item['message']}")
+    for item in report.unlabelled:
+        lines.append(
+            f"  unlabelled {where_of(item)}: task {item['task_id']} (run {item['run_id']}): "
+            f"{item['reason']}"
+        )
     for item in report.failed:
         lines.append(f"  FAILED {item['step']} (task {item['task_id']}): {item['error']}")
     return "\n".join(lines)
 
 
+def input_options(function: Any) -> Any:
+    """--format, --labels and --success-threshold: shared by build and convert."""
+    from wikitrace.cli.formats import FORMAT_NAMES
+
+    function = click.option(
+        "--success-threshold",
+        type=float,
+        default=1.0,
+        show_default=True,
+        help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
+        "rewards, inspect scores; C=1, P=0.5, I=0).",
+    )(function)
+    function = click.option(
+        "--labels",
+        "labels",
+        multiple=True,
+        type=click.Path(path_type=Path, exists=True),
+        metavar="FILE",
+        help="Outcomes kept outside the logs (repeatable; a folder reads every file in it): "
+        "JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), or "
+        "SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
+    )(function)
+    function = click.option(
+        "-f",
+        "--format",
+        "input_format",
+        type=click.Choice(["auto", *FORMAT_NAMES]),
+        default="auto",
+        show_default=True,
+        help="The logs' format; auto detects each file's from its content and says which.",
+    )(function)
+    return function
+
+
 @click.command("build")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@input_options
 @click.option(
     "-o",
     "--output",
@@ -194,8 +261,15 @@ def build_command(
     invalid_retries: int,
     quote_repairs: int,
     as_json: bool,
+    input_format: str,
+    labels: tuple[Path, ...],
+    success_threshold: float,
 ) -> None:
-    """Build a frozen evidence corpus from runs in the native JSON Lines format.
+    """Build a frozen evidence corpus from agent logs (files or folders).
+
+    INPUTS are trajectory files or folders of them, in any format `wikitrace convert --help`
+    lists (detected from content), or the native JSON Lines format. A run whose outcome is
+    nowhere (no label in the log, no --labels entry, no reward) is listed and left out.
 
     Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation
     (why it succeeded or failed, each claim quoting numbered turns) and up to 3 insights.
@@ -210,6 +284,8 @@ def build_command(
     \b
     Example:
       wikitrace build runs.jsonl -o corpus
+      wikitrace build results/gpt-4o-airline.json -o corpus          # tau-bench, detected
+      wikitrace build trajs/ --labels reports/ -o corpus              # mini-swe-agent + SWE-bench
       wikitrace build runs.jsonl -o corpus --model openai/gpt-4o-mini
       wikitrace build runs.jsonl -o corpus --model openai/qwen --api-base http://localhost:8000/v1
     """
@@ -217,9 +293,13 @@ def build_command(
 
     from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 
+    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
     options = BuildOptions(
         inputs=list(inputs),
         output=output,
+        input_format=input_format,
+        labels=list(labels),
+        success_threshold=success_threshold,
         model=model,
         api_base=api_base,
         concurrency=concurrency,
@@ -240,12 +320,13 @@ def build_command(
         timeout_seconds=timeout,
         max_retries=max_retries,
     )
-    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
     if model == "offline" and api_base and not quiet:
         click.echo("warning: --api-base has no effect with --model offline", err=True)
     progress = _Progress(quiet=quiet)
     try:
-        report = build_corpus(options, progress=progress)
+        report = build_corpus(
+            options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet)
+        )
     except KeyboardInterrupt:
         progress.close()
         cached = (

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .build import build_command
+from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import eval_command
 from .use import audit_command, cite_command, prompt_command
@@ -44,6 +45,7 @@ def cli(verbose: int, quiet: bool) -> None:
 
 
 cli.add_command(build_command)
+cli.add_command(convert_command)
 cli.add_command(verify_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)

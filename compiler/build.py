@@ -45,7 +45,8 @@ from wikitrace.corpus_schema.store import (
 from wikitrace.tools import drilldown
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
-from .inputs import SourceRun, read_runs
+from .importers import AUTO, DEFAULT_THRESHOLD, InputPlan, plan_inputs
+from .inputs import SourceRun, Unlabelled
 from .llm import (
     LLM,
     CachedLLM,
@@ -67,6 +68,12 @@ Progress = Callable[[int, int], None]
 class BuildOptions:
     inputs: list[Path]
     output: Path
+    input_format: str = AUTO
+    """A format name, or auto to detect each file's from its content."""
+    labels: list[Path] = field(default_factory=list)
+    """Side-car label files (or folders of them): run or task id -> success or reward."""
+    success_threshold: float = DEFAULT_THRESHOLD
+    """A numeric reward at or above this is a success."""
     model: str = OFFLINE_MODEL
     api_base: str | None = None
     concurrency: int = 8
@@ -115,6 +122,14 @@ class BuildReport:
     """Runs whose compilation failed: step, task_id, error."""
     skipped: list[dict[str, Any]] = field(default_factory=list)
     """Input records left out with --on-error skip: path, line, field, message."""
+    unlabelled: list[dict[str, Any]] = field(default_factory=list)
+    """Runs left out because nothing says whether they succeeded: where, ids, why."""
+    inputs: list[str] = field(default_factory=list)
+    """What was read, a line per format: files and whether detected or given."""
+    formats: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per input format: runs built, successes, failures, unlabelled runs left out."""
+    ignored: list[dict[str, str]] = field(default_factory=list)
+    """Files in input folders that hold no trajectory: path and why."""
     redactions: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -135,16 +150,6 @@ def _builder_version() -> str:
         return "unknown"
 
 
-def _check_regular_files(paths: list[Path]) -> None:
-    for path in paths:
-        if path.exists() and not path.is_dir() and not path.is_file():
-            raise InputError(
-                "not a regular file: a build reads its input twice (once to check every record, "
-                "once to build), so save it to a file first",
-                path=path,
-            )
-
-
 def _input_state(paths: list[Path]) -> list[tuple[int, int]]:
     """Size and modification time of each input (a missing one is reported by the reader)."""
     state = []
@@ -158,13 +163,22 @@ def _input_state(paths: list[Path]) -> list[tuple[int, int]]:
     return state
 
 
-def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
+def _format_counts(report: BuildReport, fmt: str) -> dict[str, int]:
+    return report.formats.setdefault(
+        fmt, {"runs": 0, "successes": 0, "failures": 0, "unlabelled": 0}
+    )
+
+
+def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -> int:
     """Pass one: check every record before anything is written; returns the number of good runs."""
     good = 0
     errors: list[InputError] = []
-    for item in read_runs(options.inputs):
+    for item in plan.items():
         if isinstance(item, InputError):
             errors.append(item)
+        elif isinstance(item, Unlabelled):
+            report.unlabelled.append(item.as_dict())
+            _format_counts(report, item.format)["unlabelled"] += 1
         else:
             good += 1
     if errors and options.on_error == "stop":
@@ -175,15 +189,22 @@ def _check_inputs(options: BuildOptions, report: BuildReport) -> int:
             first.message,
             path=first.path,
             line=first.line,
+            at=first.at,
             field=first.field,
             hint=(first.hint + "; " if first.hint else "")
             + f"nothing was written{more}; fix the input, or use --on-error skip",
         )
     report.skipped = [error.as_dict() for error in errors]
     if good == 0:
+        unlabelled = len(report.unlabelled)
         raise InputError(
-            "no runs to build: the input holds no valid records",
+            f"no runs to build: none of the {unlabelled} runs found has a label"
+            if unlabelled
+            else "no runs to build: the input holds no valid records",
             path=", ".join(str(p) for p in options.inputs),
+            hint="give their outcomes with --labels FILE (run or task id -> success or reward)"
+            if unlabelled
+            else None,
         )
     return good
 
@@ -221,6 +242,7 @@ class _Builder:
         templates: Templates | None,
         progress: Progress | None,
         input_state: list[tuple[int, int]],
+        plan: InputPlan,
     ) -> None:
         self.options = options
         self.total = total
@@ -237,6 +259,7 @@ class _Builder:
         self.attempts: Counter[str] = Counter()
         self.done = 0
         self.input_state = input_state
+        self.plan = plan
         self.fatal: LLMCallError | None = None
         """A model error no other call can escape (bad key, unknown model): ends the build."""
 
@@ -290,10 +313,14 @@ class _Builder:
             )
         )
         self.report.runs += 1
+        counts = _format_counts(self.report, item.format)
+        counts["runs"] += 1
         if record.success:
             self.report.successes += 1
+            counts["successes"] += 1
         else:
             self.report.failures += 1
+            counts["failures"] += 1
         return record
 
     # --- compilation -------------------------------------------------------------------
@@ -306,14 +333,14 @@ class _Builder:
 
     def _runs(self) -> Iterator[tuple[int, RunRecord]]:
         """Pass two: each valid run, numbered, after its raw layer is written."""
-        if _input_state(self.options.inputs) != self.input_state:
+        if _input_state(self.plan.watched) != self.input_state:
             raise InputError(
                 "an input file changed after it was checked; build again once it is complete",
                 path=", ".join(str(p) for p in self.options.inputs),
             )
         step = 0
-        for item in read_runs(self.options.inputs):
-            if isinstance(item, InputError):
+        for item in self.plan.items():
+            if not isinstance(item, SourceRun):
                 continue  # reported by the first pass
             step += 1
             yield step, self.write_raw(step, item)
@@ -496,6 +523,7 @@ def build_corpus(
     *,
     llm: LLM | None = None,
     progress: Progress | None = None,
+    notice: Callable[[InputPlan], None] | None = None,
 ) -> BuildReport:
     """Build a frozen corpus at options.output; raises InputError or CorpusError, else reports.
 
@@ -505,11 +533,17 @@ def build_corpus(
     started = time.monotonic()
     output = options.output
     check_destination(output, force=options.force)
-    _check_regular_files(options.inputs)
+    plan = plan_inputs(
+        options.inputs, options.input_format, options.labels, options.success_threshold
+    )
+    if notice is not None:
+        notice(plan)  # which format each input was read as
     report = BuildReport(output=str(output), model=options.model)
+    report.inputs = plan.describe()
+    report.ignored = plan.ignored
     with build_lock(output):
-        input_state = _input_state(options.inputs)
-        total = _check_inputs(options, report)
+        input_state = _input_state(plan.watched)
+        total = _check_inputs(options, plan, report)
         log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
         templates = None if options.offline else Templates.load(options.prompts_dir)
         model = None if options.offline else _make_llm(options, llm)
@@ -518,7 +552,7 @@ def build_corpus(
         staging.mkdir(parents=True)
         try:
             builder = _Builder(
-                options, total, staging, report, model, templates, progress, input_state
+                options, total, staging, report, model, templates, progress, input_state, plan
             )
             if model is None:
                 builder.produce_offline()

@@ -1,4 +1,5 @@
-"""Read runs in the native format (JSON Lines, one run a line); errors name file, line, field."""
+"""Read runs in the native format (JSON Lines, one run a line), and turn what any importer found
+into a typed run: labels applied, then validated; errors name file, line (or position), field."""
 
 from __future__ import annotations
 
@@ -17,16 +18,50 @@ EXTRA_FIELD_HINT = "fields the native format has no place for go under 'metadata
 
 @dataclass
 class SourceRun:
-    """One valid line of input: where it came from, the JSON as given, and its typed record."""
+    """One valid run: where it came from, the JSON as given, and its typed record."""
 
     path: str
-    line: int
+    line: int | None
     data: dict[str, Any]
     record: RunRecord
+    at: str | None = None
+    """Where in the file, when it has no line: a JSON path, a zip member."""
+    format: str = "native"
 
     @property
     def source(self) -> str:
-        return f"{self.path}:{self.line}"
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.at is not None:
+            where += f":{self.at}"
+        return where
+
+
+@dataclass
+class Unlabelled:
+    """A run the log does not say succeeded or failed, and no label file does: not built."""
+
+    path: str
+    line: int | None
+    at: str | None
+    task_id: str
+    run_id: str
+    format: str
+    reason: str
+    data: dict[str, Any]
+    """The run in the native shape, `success` null: what `convert --unlabelled keep` writes."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "at": self.at,
+            "task_id": self.task_id,
+            "run_id": self.run_id,
+            "format": self.format,
+            "reason": self.reason,
+        }
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
@@ -36,7 +71,9 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _validation_error(error: ValidationError, path: str, line: int) -> InputError:
+def _validation_error(
+    error: ValidationError, path: str, line: int | None, at: str | None = None
+) -> InputError:
     first = error.errors()[0]
     loc = tuple(first["loc"])
     hint = None
@@ -50,7 +87,7 @@ def _validation_error(error: ValidationError, path: str, line: int) -> InputErro
     message = first["msg"]
     if len(error.errors()) > 1:
         message += f" (and {len(error.errors()) - 1} more problems in this record)"
-    return InputError(message, path=path, line=line, field=_field_path(loc), hint=hint)
+    return InputError(message, path=path, line=line, at=at, field=_field_path(loc), hint=hint)
 
 
 def parse_line(raw: bytes, path: str, line: int) -> SourceRun:
@@ -65,13 +102,7 @@ def parse_line(raw: bytes, path: str, line: int) -> SourceRun:
             path=path,
             line=line,
         )
-    try:
-        record = RunRecord.model_validate(data)
-    except ValidationError as error:
-        raise _validation_error(error, path, line) from None
-    if not record.turns:
-        raise InputError("a run needs at least one turn", path=path, line=line, field="turns")
-    return SourceRun(path=path, line=line, data=data, record=record)
+    return validate(data, path, line=line, at=None, format="native")
 
 
 def read_runs(paths: list[Path]) -> Iterator[SourceRun | InputError]:
@@ -97,3 +128,18 @@ def read_runs(paths: list[Path]) -> Iterator[SourceRun | InputError]:
                     yield parse_line(raw, name, number)
                 except InputError as error:
                     yield error
+
+
+def validate(
+    data: dict[str, Any], path: str, *, line: int | None, at: str | None, format: str
+) -> SourceRun:
+    """A run in the native shape -> SourceRun, or the InputError of its first problem."""
+    try:
+        record = RunRecord.model_validate(data)
+    except ValidationError as error:
+        raise _validation_error(error, path, line, at) from None
+    if not record.turns:
+        raise InputError(
+            "a run needs at least one turn", path=path, line=line, at=at, field="turns"
+        )
+    return SourceRun(path=path, line=line, at=at, data=data, record=record, format=format)

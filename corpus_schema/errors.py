@@ -20,7 +20,7 @@ class WikitraceError(Exception):
 
 
 class InputError(WikitraceError):
-    """Bad input: names the file, line and field, and says what to do."""
+    """Bad input: names the file, line (or position) and field, and says what to do."""
 
     exit_code = 2
 
@@ -30,12 +30,15 @@ class InputError(WikitraceError):
         *,
         path: str | Path | None = None,
         line: int | None = None,
+        at: str | None = None,
         field: str | None = None,
         hint: str | None = None,
     ) -> None:
         self.message = message
         self.path = str(path) if path is not None else None
         self.line = line
+        self.at = at
+        """Where in the file when it has no lines to count: a JSON path, a zip member, a byte."""
         self.field = field
         self.hint = hint
         super().__init__(str(self))
@@ -43,7 +46,11 @@ class InputError(WikitraceError):
     def __str__(self) -> str:
         where = ""
         if self.path is not None:
-            where = self.path if self.line is None else f"{self.path}:{self.line}"
+            where = self.path
+            if self.line is not None:
+                where += f":{self.line}"
+            if self.at is not None:
+                where += f" at {self.at}"
             where += ": "
         field = f"field '{self.field}': " if self.field else ""
         hint = f" ({self.hint})" if self.hint else ""
@@ -53,6 +60,7 @@ class InputError(WikitraceError):
         return {
             "path": self.path,
             "line": self.line,
+            "at": self.at,
             "field": self.field,
             "message": self.message,
             "hint": self.hint,

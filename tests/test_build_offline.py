@@ -152,6 +152,7 @@ def test_skip_builds_the_rest_and_lists_what_it_skipped(tmp_path: Path) -> None:
         {
             "path": str(path),
             "line": 2,
+            "at": None,
             "field": "task",
             "message": "Field required (and 2 more problems in this record)",
             "hint": "see 'Native input format' in README.md",
@@ -229,8 +230,8 @@ def test_an_input_that_changes_during_the_build_is_an_error(
 
     original = build_module._check_inputs
 
-    def check_then_append(options: BuildOptions, report: object) -> int:
-        total = original(options, report)  # type: ignore[arg-type]
+    def check_then_append(options: BuildOptions, plan: object, report: object) -> int:
+        total = original(options, plan, report)  # type: ignore[arg-type]
         with runs_file.open("a") as handle:
             handle.write(json.dumps(make_run("late")) + "\n")
         return total

@@ -56,6 +56,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     code, out, err = run(["build", str(path), "-o", str(tmp_path / "c")])
     assert code == 2 and out == ""
     assert err == (
+        "reading 1 file as native (detected from content)\n"
         f"error: {path}:1: field 'success': Input should be a valid boolean (nothing was "
         "written; fix the input, or use --on-error skip)\n"
     )

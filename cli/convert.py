@@ -1,0 +1,98 @@
+"""`wikitrace convert`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .build import announce, input_options, where_of
+
+
+@click.command("convert")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@input_options
+@click.option(
+    "--on-error",
+    type=click.Choice(["stop", "skip"]),
+    default="stop",
+    show_default=True,
+    help="Bad input record: stop before writing anything, or skip it and list it on stderr.",
+)
+@click.option(
+    "--unlabelled",
+    type=click.Choice(["skip", "keep"]),
+    default="skip",
+    show_default=True,
+    help="Runs nothing labels: list them on stderr, or also write them with success null "
+    "(fill it in, then build; a build lists and leaves out runs still null).",
+)
+def convert_command(
+    inputs: tuple[Path, ...],
+    input_format: str,
+    labels: tuple[Path, ...],
+    success_threshold: float,
+    on_error: str,
+    unlabelled: str,
+) -> None:
+    """Convert agent logs to wikitrace's native JSON Lines, on stdout.
+
+    For inspection and editing: `wikitrace build` reads these formats directly. INPUTS are
+    files or folders; each file's format is detected from its content (say --format to
+    choose). Every attempt of a task is its own run, with task_id and metadata.attempt;
+    fields with no place in a native turn go into its metadata, verbatim.
+
+    \b
+    Formats:
+      native          wikitrace's JSON Lines (task_id, task, success, turns)
+      openai          {"messages": [...]} a line (or one JSON list of messages)
+      tau-bench       results JSON list (task_id, trial, reward, traj); success: reward
+      tau2-bench      simulations file; success: simulations[].reward_info.reward
+      atif            ATIF trajectory.json (Harbor); reward from the trial's result.json
+      mini-swe-agent  *.traj.json; labels from SWE-bench reports (in the folder, or --labels)
+      swe-agent       *.traj; labels from SWE-bench reports
+      inspect         inspect_ai .json log; success: first scorer (C/I, P=0.5, numbers)
+      inspect-eval    inspect_ai .eval log (zip)
+      openhands       output.jsonl with event history; success: test_result
+      alfworld        ReAct console log (Act k: / Obs k:); success: the result line
+      hotpotqa        Reflexion ReAct log; success: the CORRECT / INCORRECT section
+
+    The summary (per format: runs, successes, failures, unlabelled) goes to stderr.
+    Exit 2 for bad input (nothing written with --on-error stop).
+
+    \b
+    Example:
+      wikitrace convert results.json > runs.jsonl
+      wikitrace convert trajs/ --labels reports/ --format mini-swe-agent > runs.jsonl
+    """
+    from wikitrace.compiler.importers import plan_inputs
+    from wikitrace.compiler.importers.convert import convert
+
+    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
+    plan = plan_inputs(list(inputs), input_format, list(labels), success_threshold)
+    announce(plan, quiet=quiet)
+    report = convert(
+        plan,
+        sys.stdout.buffer,
+        on_error="skip" if on_error == "skip" else "stop",
+        keep_unlabelled=unlabelled == "keep",
+    )
+    sys.stdout.flush()
+    if quiet:
+        return
+    for name, counts in report.formats.items():
+        click.echo(
+            f"{name}: {counts['runs']} runs ({counts['successes']} succeeded, "
+            f"{counts['failures']} failed), {counts['unlabelled']} unlabelled",
+            err=True,
+        )
+    for item in report.skipped:
+        field = f" field '{item['field']}':" if item["field"] else ""
+        click.echo(f"skipped {where_of(item)}:{field} {item['message']}", err=True)
+    for item in report.unlabelled:
+        kept = " (written with success null)" if unlabelled == "keep" else ""
+        click.echo(
+            f"unlabelled {where_of(item)}: task {item['task_id']}: {item['reason']}{kept}", err=True
+        )
+    click.echo(f"wrote {report.written} runs", err=True)

@@ -1,0 +1,339 @@
+"""Read the trajectory logs people have: detect each file's format from its content, read it as
+a stream of runs in the native shape, label them (from the log, a side-car, or a reward and a
+threshold), and validate them.
+
+`plan_inputs()` resolves files and folders into an `InputPlan`; its `items()` yields each run
+(`SourceRun`), each run with no label (`Unlabelled`) and each bad record (`InputError`), and can
+be iterated more than once (a build reads its input twice).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import InputError
+
+from ..inputs import SourceRun, Unlabelled, validate
+from . import atif, chat, inspect_log, openhands, react, swe, tau
+from .base import Candidate, Found, Probe, jsonl_objects, probe
+from .labels import Labels, read_labels_file
+
+AUTO = "auto"
+DEFAULT_THRESHOLD = 1.0
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    summary: str
+    sniff: Callable[[Probe], bool]
+    read: Callable[[Path, Probe], Iterator[Found]] | None = None
+    """None for a side-car, which labels runs and is no run itself."""
+    labels: bool = False
+    """A side-car that holds labels (read into the labels); else read by its trajectory."""
+
+
+def _sniff_native(found: Probe) -> bool:
+    top = found.keys.get("", set())
+    return (
+        found.kind == "jsonl"
+        and "turns" in top
+        and bool(top & {"task_id", "task", "success"})
+        and not top & {"messages", "history"}
+    )
+
+
+NATIVE_FIELDS = ("task_id", "task", "success", "turns")
+
+
+def _read_native(path: Path, found: Probe) -> Iterator[Found]:
+    for item in jsonl_objects(path):
+        if isinstance(item, InputError):
+            yield item
+            continue
+        line, data = item
+        given = data.get("metadata")
+        metadata: dict[str, Any] = given if isinstance(given, dict) else {}
+        reward = metadata.get("reward")
+        attempt = metadata.get("attempt")
+        task_id = str(data.get("task_id"))
+        yield Candidate(
+            path=str(path),
+            line=line,
+            data=data,
+            run_id=str(metadata.get("run_id") or f"{task_id}#{attempt or line}"),
+            reward=float(reward)
+            if isinstance(reward, (int, float)) and not isinstance(reward, bool)
+            else None,
+        )
+
+
+FORMATS: tuple[Format, ...] = (
+    Format(
+        "native",
+        "wikitrace's own JSON Lines (task_id, task, success, turns)",
+        _sniff_native,
+        _read_native,
+    ),
+    Format(
+        "inspect-eval",
+        "inspect_ai eval log, .eval zip",
+        inspect_log.sniff_eval,
+        inspect_log.read_eval,
+    ),
+    Format("inspect", "inspect_ai eval log, .json", inspect_log.sniff_json, inspect_log.read_json),
+    Format(
+        "atif", "ATIF trajectory.json (Harbor, Terminal-Bench), schema 1.x", atif.sniff, atif.read
+    ),
+    Format("tau2-bench", "τ²-bench simulations file", tau.sniff_tau2, tau.read_tau2),
+    Format("tau-bench", "τ-bench results list", tau.sniff_tau, tau.read_tau),
+    Format("mini-swe-agent", "mini-swe-agent .traj.json", swe.sniff_mini, swe.read_mini),
+    Format("swe-agent", "SWE-agent .traj", swe.sniff_sweagent, swe.read_sweagent),
+    Format("openhands", "OpenHands output.jsonl (event history)", openhands.sniff, openhands.read),
+    Format(
+        "alfworld",
+        "ALFWorld ReAct text log (Act k: / Obs k:)",
+        react.sniff_alfworld,
+        react.read_alfworld,
+    ),
+    Format(
+        "hotpotqa",
+        "HotpotQA ReAct text log (Thought/Action/Observation k:)",
+        react.sniff_hotpotqa,
+        react.read_hotpotqa,
+    ),
+    Format(
+        "openai",
+        "OpenAI chat messages ({messages: [...]} a line, or one list)",
+        chat.sniff,
+        chat.read,
+    ),
+    Format("swebench-report", "SWE-bench harness report (labels)", swe.sniff_report, labels=True),
+    Format("harbor-result", "Harbor result.json (read with its trajectory)", atif.sniff_result),
+)
+BY_NAME = {f.name: f for f in FORMATS}
+READABLE = tuple(f.name for f in FORMATS if f.read is not None)
+"""The names `--format` accepts (besides auto)."""
+
+
+def detect(found: Probe) -> Format | None:
+    for fmt in FORMATS:
+        if fmt.sniff(found):
+            return fmt
+    return None
+
+
+def expected_formats() -> str:
+    return "; ".join(f"{f.name} ({f.summary})" for f in FORMATS if f.read is not None)
+
+
+@dataclass
+class InputFile:
+    path: Path
+    format: str
+    detected: bool
+
+
+@dataclass
+class InputPlan:
+    """The files a build or a conversion reads, each with its format, and the labels."""
+
+    files: list[InputFile] = field(default_factory=list)
+    label_files: list[InputFile] = field(default_factory=list)
+    ignored: list[dict[str, str]] = field(default_factory=list)
+    labels: Labels = field(default_factory=Labels)
+    threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def watched(self) -> list[Path]:
+        """Every file read, so a change between two passes can be noticed."""
+        return [f.path for f in self.files] + [f.path for f in self.label_files]
+
+    def describe(self) -> list[str]:
+        """One line per format: how many files, and whether detected or given."""
+        counts: dict[tuple[str, bool], int] = {}
+        for item in self.files + self.label_files:
+            key = (item.format, item.detected)
+            counts[key] = counts.get(key, 0) + 1
+        lines = []
+        for (name, detected), n in counts.items():
+            how = "detected from content" if detected else "as given by --format"
+            if name not in BY_NAME or BY_NAME[name].read is not None:
+                lines.append(f"reading {n} file{'s' * (n != 1)} as {name} ({how})")
+            else:
+                lines.append(f"labels from {n} {name} file{'s' * (n != 1)} ({how})")
+        if self.ignored:
+            lines.append(f"ignored {len(self.ignored)} other files (-v lists them)")
+        return lines
+
+    def candidates(self) -> Iterator[tuple[str, Found]]:
+        for item in self.files:
+            fmt = BY_NAME[item.format]
+            assert fmt.read is not None
+            for result in fmt.read(item.path, probe(item.path)):
+                yield item.format, result
+
+    def items(self) -> Iterator[SourceRun | Unlabelled | InputError]:
+        """Every run of every file, labelled and validated, in order."""
+        for name, found in self.candidates():
+            if isinstance(found, InputError):
+                yield found
+                continue
+            try:
+                yield finish(found, name, self.labels, self.threshold)
+            except InputError as error:
+                yield error
+
+
+def finish(
+    candidate: Candidate, fmt: str, labels: Labels, threshold: float
+) -> SourceRun | Unlabelled:
+    """Apply a label (side-car first, then the log's own, then reward >= threshold); validate."""
+    data = candidate.data
+    metadata = data.setdefault("metadata", {}) if isinstance(data.get("metadata", {}), dict) else {}
+    task_id = str(data.get("task_id"))
+    label = labels.lookup(candidate.run_id, task_id) if len(labels) else None
+    reward = candidate.reward
+    if label is not None:
+        value, source = label
+        metadata["label_source"] = source
+        if isinstance(value, bool):
+            data["success"] = value
+        else:
+            reward = value
+            metadata["reward"] = value
+            data["success"] = None
+    if data.get("success") is None and "success" in data and reward is not None:
+        data["success"] = reward >= threshold
+        metadata["success_threshold"] = threshold
+    if "success" in data and data["success"] is None:
+        return Unlabelled(
+            path=candidate.path,
+            line=candidate.line,
+            at=candidate.at,
+            task_id=task_id,
+            run_id=candidate.run_id,
+            format=fmt,
+            reason=candidate.note or "no success or reward in the log and no label for it",
+            data=data,
+        )
+    return validate(data, candidate.path, line=candidate.line, at=candidate.at, format=fmt)
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(root) / name
+
+
+def _unrecognised(path: Path, found: Probe) -> InputError:
+    why = f" ({found.text_error})" if found.text_error else ""
+    return InputError(
+        f"not a trajectory format wikitrace knows{why}",
+        path=path,
+        hint=f"expected one of: {expected_formats()}; or name the format with --format",
+    )
+
+
+def plan_inputs(
+    paths: list[Path],
+    fmt: str = AUTO,
+    labels: list[Path] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> InputPlan:
+    """Resolve files and folders into what to read. Raises InputError for a missing path, an
+    explicit file whose format is unknown, or inputs that hold no trajectory at all."""
+    if fmt != AUTO and fmt not in READABLE:
+        raise InputError(f"unknown format {fmt!r}; expected auto or one of: {', '.join(READABLE)}")
+    plan = InputPlan(threshold=threshold)
+    for path in paths:
+        if not path.exists():
+            raise InputError("no such file or folder", path=path)
+        if path.is_dir():
+            for file in _walk(path):
+                _add(plan, file, fmt, given=False)
+        else:
+            _add(plan, path, fmt, given=True)
+    for path in labels or []:
+        if not path.exists():
+            raise InputError("no such file or folder", path=path)
+        files = list(_walk(path)) if path.is_dir() else [path]
+        for file in files:
+            read_labels_file(file, plan.labels)
+            plan.label_files.append(InputFile(file, "labels", detected=False))
+    for item in plan.label_files:
+        if item.format != "labels":
+            read_labels_file(item.path, plan.labels)
+    if not plan.files:
+        where = ", ".join(str(p) for p in paths)
+        raise InputError(
+            "no trajectories found"
+            + (f" of format {fmt}" if fmt != AUTO else "")
+            + (f" ({len(plan.ignored)} files looked at)" if plan.ignored else ""),
+            path=where,
+            hint=f"expected one of: {expected_formats()}",
+        )
+    return plan
+
+
+def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
+    if not path.is_file():
+        if given:
+            raise InputError(
+                "not a regular file: a build reads its input twice (once to check every record, "
+                "once to build), so save it to a file first",
+                path=path,
+            )
+        plan.ignored.append({"path": str(path), "reason": "not a regular file"})
+        return
+    try:
+        found = probe(path)
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", path=path) from None
+    if not found.head.strip() and found.kind == "text":
+        if given:
+            raise InputError("the file is empty: no runs to build", path=path)
+        plan.ignored.append({"path": str(path), "reason": "empty"})
+        return
+    if given and fmt != AUTO:
+        plan.files.append(InputFile(path, fmt, detected=False))
+        return
+    detected = detect(found)
+    if detected is None:
+        if given:
+            raise _unrecognised(path, found)
+        reason = found.text_error or "not a known trajectory format"
+        plan.ignored.append({"path": str(path), "reason": reason})
+        return
+    if detected.read is None:
+        if detected.labels:
+            plan.label_files.append(InputFile(path, detected.name, detected=True))
+        else:
+            plan.ignored.append(
+                {"path": str(path), "reason": f"{detected.name}: read with its trajectory"}
+            )
+        return
+    if fmt != AUTO and detected.name != fmt:
+        plan.ignored.append({"path": str(path), "reason": f"detected as {detected.name}"})
+        return
+    plan.files.append(InputFile(path, detected.name, detected=True))
+
+
+__all__ = [
+    "AUTO",
+    "DEFAULT_THRESHOLD",
+    "FORMATS",
+    "READABLE",
+    "InputFile",
+    "InputPlan",
+    "Labels",
+    "detect",
+    "plan_inputs",
+    "probe",
+]

@@ -1,0 +1,269 @@
+"""What every importer shares: the run it hands on, the probe that detection reads, and the
+streaming readers of JSON documents, JSON Lines and zip members."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wikitrace.corpus_schema import InputError
+
+HEAD_BYTES = 256 * 1024
+"""How much of a file detection reads."""
+
+
+@dataclass
+class Candidate:
+    """One run an importer found, in the native shape, before labels are applied.
+
+    `data["success"]` is True or False when the log says so, else None; `reward` is a numeric
+    outcome the success threshold turns into a label.
+    """
+
+    path: str
+    data: dict[str, Any]
+    run_id: str
+    line: int | None = None
+    at: str | None = None
+    reward: float | None = None
+    note: str | None = None
+    """Why the run has no label when the log says why (an episode cut off, ...)."""
+
+
+Found = Candidate | InputError
+"""What an importer yields: a run, or the error of one record (reading goes on after it)."""
+
+
+@dataclass
+class Probe:
+    """The head of a file, as detection sees it. Nothing here reads the whole file."""
+
+    path: Path
+    head: bytes
+    zip_names: frozenset[str] = frozenset()
+    kind: str = "text"
+    """json (one document), jsonl (an object a line), zip, or text."""
+    top: str | None = None
+    """The JSON document's top: map or array."""
+    keys: dict[str, set[str]] = field(default_factory=dict)
+    """Keys seen at each JSON prefix ('' for the top map, 'item' for an array's items, ...)."""
+    values: dict[str, Any] = field(default_factory=dict)
+    """The first scalar seen at each prefix up to depth two."""
+    text_error: str | None = None
+    """Why the head is not JSON, for the 'unrecognised' error."""
+
+    def has(self, prefix: str, *names: str) -> bool:
+        seen = self.keys.get(prefix, set())
+        return all(name in seen for name in names)
+
+    def lines(self) -> list[str]:
+        return self.head.decode("utf-8", "replace").splitlines()
+
+
+def _depth(prefix: str) -> int:
+    return 0 if not prefix else prefix.count(".") + 1
+
+
+def probe(path: Path) -> Probe:
+    """Read the head of `path` and note what it looks like."""
+    with path.open("rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    found = Probe(path=path, head=head)
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                found.zip_names = frozenset(archive.namelist())
+            found.kind = "zip"
+        except zipfile.BadZipFile as error:
+            found.text_error = f"a damaged zip: {error}"
+        return found
+    stripped = head.lstrip()
+    if stripped[:1] not in (b"{", b"["):
+        return found
+    first_line = stripped.split(b"\n", 1)
+    if len(first_line) == 2 and first_line[0].strip().startswith(b"{"):
+        try:
+            first = orjson.loads(first_line[0])
+        except orjson.JSONDecodeError:
+            first = None
+        if isinstance(first, dict):
+            found.kind = "jsonl"
+            found.top = "map"
+            _note_object(found, first, "")
+            return found
+    found.kind = "json"
+    _scan_head(found, stripped)
+    return found
+
+
+def _note_object(found: Probe, value: Any, prefix: str) -> None:
+    if _depth(prefix) > 3:
+        return
+    if isinstance(value, dict):
+        found.keys.setdefault(prefix, set()).update(value)
+        for key, item in value.items():
+            _note_object(found, item, f"{prefix}.{key}" if prefix else key)
+    elif isinstance(value, list):
+        for item in value[:3]:
+            _note_object(found, item, f"{prefix}.item" if prefix else "item")
+    else:
+        found.values.setdefault(prefix, value)
+
+
+def _scan_head(found: Probe, head: bytes) -> None:
+    import ijson
+
+    try:
+        for prefix, event, value in ijson.parse(io.BytesIO(head), use_float=True):
+            if found.top is None:
+                found.top = "map" if event == "start_map" else "array"
+            if _depth(prefix) > 3:
+                continue
+            if event == "map_key":
+                found.keys.setdefault(prefix, set()).add(value)
+            elif event in ("string", "number", "boolean", "null"):
+                found.values.setdefault(prefix, value)
+    except ijson.JSONError as error:
+        if len(head) < HEAD_BYTES:  # the whole file was read: it is not JSON
+            found.text_error = f"not valid JSON: {error}"
+            found.kind = "text"
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def load_json(path: Path) -> Any:
+    """One whole JSON file (a single trajectory); errors name the file and the byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", path=path) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise InputError(
+            f"not valid JSON ({error.msg}); the file may be cut off",
+            path=path,
+            line=error.lineno,
+            hint=f"column {error.colno}",
+        ) from None
+
+
+def json_items(path: Path, prefix: str) -> Iterator[tuple[int, Any] | InputError]:
+    """Each item of the JSON array at `prefix` ('item' for a top-level array), streamed.
+
+    A file cut off or broken part-way yields the items before the damage, then one error that
+    says after which item it is.
+    """
+    import ijson
+
+    count = 0
+    with path.open("rb") as handle:
+        try:
+            for value in ijson.items(handle, prefix, use_float=True):
+                yield count, value
+                count += 1
+        except ijson.JSONError as error:
+            where = f"{_array_name(prefix)}[{count}]"
+            yield InputError(
+                f"JSON is cut off or broken in this item ({error}); the {count} items before "
+                "it were read",
+                path=path,
+                at=where,
+            )
+
+
+def json_value(path: Path, prefix: str) -> Any:
+    """The first value at `prefix`, streamed (a header beside a big list); None if absent."""
+    import ijson
+
+    with path.open("rb") as handle:
+        try:
+            for value in ijson.items(handle, prefix, use_float=True):
+                return value
+        except ijson.JSONError:
+            return None
+    return None
+
+
+def _array_name(prefix: str) -> str:
+    return prefix.removesuffix(".item").removesuffix("item") or ""
+
+
+def jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]] | InputError]:
+    """Each object of a JSON Lines file with its line number; one line in memory at a time."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as error:
+                cut = "" if raw.endswith(b"\n") else " (the last line is cut off)"
+                yield InputError(f"not valid JSON: {error}{cut}", path=path, line=number)
+                continue
+            if not isinstance(value, dict):
+                yield InputError(
+                    f"expected a JSON object a line, got {type(value).__name__}",
+                    path=path,
+                    line=number,
+                )
+                continue
+            yield number, value
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Each line of a text log without its line ending, numbered from 1 as `grep -n` does (a
+    lone carriage return, as progress bars write, does not end a line); streamed."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield number, raw.decode("utf-8", "replace").rstrip("\r\n")
+
+
+def zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
+    try:
+        return orjson.loads(archive.read(name))
+    except (orjson.JSONDecodeError, zipfile.BadZipFile, KeyError, OSError) as error:
+        raise InputError(f"cannot read this member: {error}", path=path, at=name) from None
+
+
+# --- building native records --------------------------------------------------------------
+
+
+def rest(record: dict[str, Any], used: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The fields of `record` not in `used`, verbatim: what goes into `metadata`."""
+    return {key: value for key, value in record.items() if key not in used}
+
+
+def text(value: Any) -> str | None:
+    """A logged value as turn text: strings as they are, anything else as JSON, None as None."""
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def need(
+    record: Any, key: str, path: Path, *, at: str | None = None, line: int | None = None
+) -> Any:
+    """`record[key]`, or an InputError naming the missing field."""
+    if not isinstance(record, dict):
+        raise InputError(
+            f"expected a JSON object, got {type(record).__name__}", path=path, at=at, line=line
+        )
+    if key not in record or record[key] is None:
+        raise InputError("missing", path=path, at=at, line=line, field=key)
+    return record[key]
+
+
+_ID_UNSAFE = re.compile(r"\s+")
+
+
+def clean_id(value: Any) -> str:
+    return _ID_UNSAFE.sub(" ", str(value)).strip()

@@ -1,0 +1,286 @@
+"""ReAct-style text logs, read a line at a time.
+
+ALFWorld: an episode opens with the game's id line (`pick_cool_then_place_in_recep-Pan-.../
+trial_T...`), a type line, the room and the task; then `Act k:` / `Obs k:` lines (`think:` acts
+are reasoning) and a result line `N r <reward> rs [...]`. An episode with no result line (a log
+cut off) has no label.
+
+HotpotQA (Reflexion's ReAct logs): `BEGIN TRIAL k`, sections `BEGIN CORRECT|INCORRECT|HALTED
+AGENTS`, and per question `Question:`, `Thought k:`, `Action k:`, `Observation k:` lines and a
+`Correct answer:` line. A line that matches none of them continues the field above it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .base import Candidate, Found, Probe, text_lines
+
+# --- ALFWorld ---------------------------------------------------------------------------------
+
+ALFWORLD_TYPES = (
+    "pick_and_place",
+    "pick_clean_then_place",
+    "pick_heat_then_place",
+    "pick_cool_then_place",
+    "look_at_obj",
+    "pick_two_obj",
+)
+"""ALFWorld's six task types, the prefixes of its game ids."""
+_GAME = re.compile(r"^((?:pick|look)_[a-z_]+)-[^\s/]+/trial_\S+$")
+_ACT = re.compile(r"^Act (\d+): ?(.*)$", re.DOTALL)
+_OBS = re.compile(r"^Obs (\d+): ?(.*)$", re.DOTALL)
+_RESULT = re.compile(r"^(\d+) r (\S+) rs (.*)$")
+_LLM_START = re.compile(r"^-----(\w+) LLM output start-----$")
+_LLM_END = re.compile(r"^-----(\w+) LLM output end-----$")
+
+
+def sniff_alfworld(found: Probe) -> bool:
+    if found.kind != "text":
+        return False
+    lines = found.lines()
+    return (
+        any(_ACT.match(x) for x in lines)
+        and any(_OBS.match(x) for x in lines)
+        and any(_GAME.match(x) for x in lines)
+    )
+
+
+def _alfworld_type(game: str) -> str | None:
+    for name in sorted(ALFWORLD_TYPES, key=len, reverse=True):
+        if game.startswith(name):
+            return name
+    return None
+
+
+class _Episode:
+    def __init__(self, game: str, line: int) -> None:
+        self.game = game
+        self.line = line
+        self.type_line: str | None = None
+        self.task_lines: list[str] = []
+        self.turns: dict[int, dict[str, Any]] = {}
+        self.llm_outputs: list[dict[str, Any]] = []
+        self.unparsed: list[dict[str, Any]] = []
+        self.result: str | None = None
+        self.reward: float | None = None
+        self.result_line: int | None = None
+
+    def turn(self, number: int) -> dict[str, Any]:
+        return self.turns.setdefault(number, {"role": "agent"})
+
+
+def _alfworld_reward(value: str) -> float | None:
+    if value in ("True", "False"):
+        return 1.0 if value == "True" else 0.0
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _alfworld_candidate(path: Path, episode: _Episode, attempt: int) -> Candidate:
+    turns = [{**episode.turns[k], "metadata": {"step": k}} for k in sorted(episode.turns)]
+    metadata: dict[str, Any] = {"attempt": attempt, "game": episode.game}
+    if episode.type_line is not None:
+        metadata["type_line"] = episode.type_line
+    if episode.result is not None:
+        metadata["result_line"] = episode.result
+        metadata["reward"] = episode.reward
+    if episode.llm_outputs:
+        metadata["llm_outputs"] = episode.llm_outputs
+    if episode.unparsed:
+        metadata["unparsed_lines"] = episode.unparsed
+    task = "\n".join(episode.task_lines).strip()
+    return Candidate(
+        path=str(path),
+        line=episode.line,
+        run_id=f"{episode.game}#{attempt}",
+        reward=episode.reward,
+        note=None
+        if episode.result is not None
+        else "the episode has no result line (the log is cut off here?)",
+        data={
+            "task_id": episode.game,
+            "task": task or episode.game,
+            "task_type": _alfworld_type(episode.game),
+            "success": None,
+            "turns": turns or [{"role": "environment", "observation": task}],
+            "metadata": metadata,
+        },
+    )
+
+
+def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
+    attempts: dict[str, int] = {}
+    episode: _Episode | None = None
+    llm: dict[str, Any] | None = None
+
+    def finish() -> Iterator[Found]:
+        if episode is not None:
+            attempts[episode.game] = attempts.get(episode.game, 0) + 1
+            yield _alfworld_candidate(path, episode, attempts[episode.game])
+
+    for number, line in text_lines(path):
+        if llm is not None:  # inside a logged prompt and completion: kept whole
+            if _LLM_END.match(line):
+                llm["text"] = "\n".join(llm.pop("lines"))
+                llm = None
+            else:
+                llm["lines"].append(line)
+            continue
+        game = _GAME.match(line)
+        if game:
+            yield from finish()
+            episode = _Episode(line, number)
+            continue
+        if episode is None:
+            continue  # the log's preamble (model loading, progress bars)
+        start = _LLM_START.match(line)
+        if start:
+            llm = {"label": start.group(1), "line": number, "lines": []}
+            episode.llm_outputs.append(llm)
+            continue
+        act = _ACT.match(line)
+        obs = _OBS.match(line)
+        result = _RESULT.match(line)
+        if act:
+            turn = episode.turn(int(act.group(1)))
+            body = act.group(2)
+            if body.startswith("think:"):
+                turn["reasoning"] = body[len("think:") :].strip()
+            else:
+                turn["action"] = body
+        elif obs:
+            episode.turn(int(obs.group(1)))["observation"] = obs.group(2)
+        elif result and episode.result is None:
+            episode.result = line
+            episode.reward = _alfworld_reward(result.group(2))
+            episode.result_line = number
+        elif not episode.turns and episode.result is None:
+            if episode.type_line is None:
+                episode.type_line = line
+            elif line.strip() or episode.task_lines:
+                episode.task_lines.append(line)
+        elif line.strip() and line.strip("-"):
+            episode.unparsed.append({"line": number, "text": line})
+    if llm is not None:
+        llm["text"] = "\n".join(llm.pop("lines"))
+    yield from finish()
+
+
+# --- HotpotQA ---------------------------------------------------------------------------------
+
+_TRIAL = re.compile(r"^BEGIN TRIAL (\d+)\s*$")
+_SECTION = re.compile(r"^-+ BEGIN (CORRECT|INCORRECT|HALTED) AGENTS -+\s*$")
+_QUESTION = re.compile(r"^Question: ?(.*)$")
+_STEP = re.compile(r"^(Thought|Action|Observation) (\d+): ?(.*)$")
+_ANSWER = re.compile(r"^Correct answer: ?(.*)$")
+STEP_FIELD = {"Thought": "reasoning", "Action": "action", "Observation": "observation"}
+
+
+def sniff_hotpotqa(found: Probe) -> bool:
+    if found.kind != "text":
+        return False
+    lines = found.lines()
+    kinds = {m.group(1) for m in map(_STEP.match, lines) if m}
+    return {"Thought", "Action"} <= kinds and any(_QUESTION.match(x) for x in lines)
+
+
+def _question_id(question: str) -> str:
+    digest = hashlib.sha256(" ".join(question.split()).encode()).hexdigest()[:12]
+    return f"hotpotqa-{digest}"
+
+
+class _Question:
+    def __init__(self, question: str, line: int, trial: int | None, section: str | None) -> None:
+        self.question = question
+        self.line = line
+        self.trial = trial
+        self.section = section
+        self.turns: dict[int, dict[str, Any]] = {}
+        self.answer: str | None = None
+        self.last: tuple[dict[str, Any], str] | None = None
+        self.extra: list[dict[str, Any]] = []
+        self.blank_lines = 0
+        """Blank lines seen since the last field: kept only if the field goes on after them."""
+
+
+def _hotpot_candidate(path: Path, q: _Question, trial_summaries: dict[int, str]) -> Candidate:
+    task_id = _question_id(q.question)
+    metadata: dict[str, Any] = {"section": q.section}
+    if q.trial is not None:
+        metadata["attempt"] = q.trial
+        if q.trial in trial_summaries:
+            metadata["trial_summary"] = trial_summaries[q.trial]
+    if q.answer is not None:
+        metadata["correct_answer"] = q.answer
+    if q.extra:
+        metadata["unparsed_lines"] = q.extra
+    success = None if q.section is None else q.section == "CORRECT"
+    return Candidate(
+        path=str(path),
+        line=q.line,
+        run_id=f"{task_id}#{q.trial}",
+        note=None if q.section else "the question is under no CORRECT/INCORRECT/HALTED section",
+        data={
+            "task_id": task_id,
+            "task": q.question,
+            "task_type": "hotpotqa",
+            "success": success,
+            "turns": [q.turns[k] for k in sorted(q.turns)]
+            or [{"role": "agent", "content": "(no steps logged)"}],
+            "metadata": metadata,
+        },
+    )
+
+
+def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
+    trial: int | None = None
+    section: str | None = None
+    summaries: dict[int, str] = {}
+    current: _Question | None = None
+    for number, line in text_lines(path):
+        trial_match = _TRIAL.match(line)
+        section_match = _SECTION.match(line)
+        question = _QUESTION.match(line)
+        if trial_match or section_match or question:
+            if current is not None:
+                yield _hotpot_candidate(path, current, summaries)
+                current = None
+            if trial_match:
+                trial, section = int(trial_match.group(1)), None
+            elif section_match:
+                section = section_match.group(1)
+            elif question:
+                current = _Question(question.group(1), number, trial, section)
+            continue
+        if current is None:
+            if trial is not None and line.startswith("Trial summary:"):
+                summaries[trial] = line.removeprefix("Trial summary:").strip()
+            continue
+        if not line.strip():
+            current.blank_lines += 1
+            continue
+        blank, current.blank_lines = current.blank_lines, 0
+        step = _STEP.match(line)
+        answer = _ANSWER.match(line)
+        if step:
+            turn = current.turns.setdefault(int(step.group(2)), {"role": "agent"})
+            field = STEP_FIELD[step.group(1)]
+            turn[field] = step.group(3)
+            current.last = (turn, field)
+        elif answer:
+            current.answer = answer.group(1)
+            current.last = None
+        elif current.last is not None and not line.startswith("#"):
+            turn, field = current.last
+            turn[field] += "\n" * (blank + 1) + line
+        elif not line.startswith("#"):
+            current.extra.append({"line": number, "text": line})
+    if current is not None:
+        yield _hotpot_candidate(path, current, summaries)
