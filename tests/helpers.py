@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import frontmatter
+from click.testing import CliRunner
 
+from wikitrace.cli.main import main
 from wikitrace.compiler.llm import LLMReply, Message
 
 DATA = Path(__file__).parent / "data"
@@ -145,3 +148,15 @@ class Stub:
     requests: list[dict[str, Any]]
     script: list[tuple[int, str]]
     """Responses to give first, in order: (HTTP status, body text); then good answers."""
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def _entry(ctx: click.Context) -> None:
+    main(list(ctx.args))
+
+
+def run(args: list[str]) -> tuple[int, str, str]:
+    """Run through main() as the console script does, capturing exit code, stdout, stderr."""
+    result = CliRunner().invoke(_entry, args)
+    return result.exit_code, result.stdout, result.stderr

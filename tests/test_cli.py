@@ -8,31 +8,17 @@ import sys
 import textwrap
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from wikitrace.cli.main import cli, main
+from wikitrace.cli.main import cli
 
-from helpers import make_run, write_runs
-
-
-def run(args: list[str]) -> tuple[int, str, str]:
-    """Run through main() as the console script does, capturing exit code, stdout, stderr."""
-    runner = CliRunner()
-    result = runner.invoke(_entry, args)
-    return result.exit_code, result.stdout, result.stderr
+from helpers import make_run, run, write_runs
 
 
 @pytest.fixture(autouse=True)
 def _no_tty(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WIKITRACE_TRACEBACK", raising=False)
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
 
 
 def test_build_prints_the_corpus_path_and_a_report(runs_file: Path, tmp_path: Path) -> None:

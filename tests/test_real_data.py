@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import runpy
 from pathlib import Path
 
 import frontmatter
@@ -13,7 +11,6 @@ from wikitrace.corpus_schema import verify
 
 from helpers import DATA, broken_links, read_jsonl
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 def test_real_runs_build_into_a_sound_corpus(tmp_path: Path) -> None:
@@ -38,18 +35,3 @@ def test_redaction_leaves_real_logs_unchanged(tmp_path: Path) -> None:
     for step, run in enumerate(read_jsonl(source), start=1):
         raw = tmp_path / f"corpus/raw/step-{step:04d}/solver.full.jsonl"
         assert read_jsonl(raw) == run["turns"]
-
-
-def test_the_example_converter_loses_no_message(tmp_path: Path) -> None:
-    converter = runpy.run_path(str(EXAMPLES / "tau_bench_to_native.py"))
-    results = json.loads((DATA / "tau-bench-original-2results.json").read_text())
-    for index, result in enumerate(results):
-        run = converter["convert"](result, index, "test")
-        shown = json.dumps(run["turns"])
-        for message in result["traj"]:
-            if message.get("content"):
-                assert json.dumps(message["content"])[1:-1] in shown
-            for call in message.get("tool_calls") or []:
-                assert json.dumps(call["function"]["arguments"])[1:-1] in shown
-        assert run["success"] is (result["reward"] == 1.0)
-        assert run["metadata"]["info"] == result["info"]

@@ -131,7 +131,9 @@ def _scan_head(found: Probe, head: bytes) -> None:
             elif event in ("string", "number", "boolean", "null"):
                 found.values.setdefault(prefix, value)
     except ijson.JSONError as error:
-        if len(head) < HEAD_BYTES:  # the whole file was read: it is not JSON
+        # The head ends mid-document, or the file is cut off or broken: what was seen before
+        # is enough to detect it, and its reader names the damage. Nothing seen: not JSON.
+        if not found.keys:
             found.text_error = f"not valid JSON: {error}"
             found.kind = "text"
 

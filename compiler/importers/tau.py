@@ -126,8 +126,7 @@ def read_tau2(path: Path, found: Probe) -> Iterator[Found]:
     tasks: dict[str, dict[str, Any]] = {}
     for item in json_items(path, "tasks.item"):
         if isinstance(item, InputError):
-            yield item
-            return
+            break  # damage past the tasks: reading the simulations names it
         _, task = item
         if isinstance(task, dict) and task.get("id") is not None:
             tasks[str(task["id"])] = task
