@@ -12,7 +12,6 @@ from wikitrace.corpus_schema import verify
 from helpers import DATA, broken_links, read_jsonl
 
 
-
 def test_real_runs_build_into_a_sound_corpus(tmp_path: Path) -> None:
     source = DATA / "tau-bench-airline-3runs.jsonl"
     corpus = tmp_path / "corpus"
