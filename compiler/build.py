@@ -46,7 +46,7 @@ from wikitrace.tools import drilldown
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .importers import AUTO, DEFAULT_THRESHOLD, InputPlan, plan_inputs
-from .inputs import SourceRun, Unlabelled
+from .inputs import FormatCounts, SourceRun, Unlabelled, refuse_bad_records, tally
 from .llm import (
     LLM,
     CachedLLM,
@@ -126,7 +126,7 @@ class BuildReport:
     """Runs left out because nothing says whether they succeeded: where, ids, why."""
     inputs: list[str] = field(default_factory=list)
     """What was read, a line per format: files and whether detected or given."""
-    formats: dict[str, dict[str, int]] = field(default_factory=dict)
+    formats: FormatCounts = field(default_factory=dict)
     """Per input format: runs built, successes, failures, unlabelled runs left out."""
     ignored: list[dict[str, str]] = field(default_factory=list)
     """Files in input folders that hold no trajectory: path and why."""
@@ -163,12 +163,6 @@ def _input_state(paths: list[Path]) -> list[tuple[int, int]]:
     return state
 
 
-def _format_counts(report: BuildReport, fmt: str) -> dict[str, int]:
-    return report.formats.setdefault(
-        fmt, {"runs": 0, "successes": 0, "failures": 0, "unlabelled": 0}
-    )
-
-
 def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -> int:
     """Pass one: check every record before anything is written; returns the number of good runs."""
     good = 0
@@ -178,22 +172,11 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
             errors.append(item)
         elif isinstance(item, Unlabelled):
             report.unlabelled.append(item.as_dict())
-            _format_counts(report, item.format)["unlabelled"] += 1
+            tally(report.formats, item.format, "unlabelled")
         else:
             good += 1
-    if errors and options.on_error == "stop":
-        first = errors[0]
-        rest = len(errors) - 1
-        more = f"; {rest} more bad record{'s' if rest > 1 else ''}" if rest else ""
-        raise InputError(
-            first.message,
-            path=first.path,
-            line=first.line,
-            at=first.at,
-            field=first.field,
-            hint=(first.hint + "; " if first.hint else "")
-            + f"nothing was written{more}; fix the input, or use --on-error skip",
-        )
+    if options.on_error == "stop":
+        refuse_bad_records(errors)
     report.skipped = [error.as_dict() for error in errors]
     if good == 0:
         unlabelled = len(report.unlabelled)
@@ -313,14 +296,12 @@ class _Builder:
             )
         )
         self.report.runs += 1
-        counts = _format_counts(self.report, item.format)
-        counts["runs"] += 1
+        tally(self.report.formats, item.format, "runs")
+        tally(self.report.formats, item.format, "successes" if record.success else "failures")
         if record.success:
             self.report.successes += 1
-            counts["successes"] += 1
         else:
             self.report.failures += 1
-            counts["failures"] += 1
         return record
 
     # --- compilation -------------------------------------------------------------------

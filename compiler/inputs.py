@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from wikitrace.corpus_schema import InputError, RunRecord
@@ -90,44 +89,46 @@ def _validation_error(
     return InputError(message, path=path, line=line, at=at, field=_field_path(loc), hint=hint)
 
 
-def parse_line(raw: bytes, path: str, line: int) -> SourceRun:
-    """One input line -> SourceRun, or an InputError naming file, line and field."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise InputError(f"not valid JSON: {error}", path=path, line=line) from None
-    if not isinstance(data, dict):
-        raise InputError(
-            f"expected a JSON object (one run a line), got {type(data).__name__}",
-            path=path,
-            line=line,
-        )
-    return validate(data, path, line=line, at=None, format="native")
-
-
-def read_runs(paths: list[Path]) -> Iterator[SourceRun | InputError]:
-    """Every run of every file in order; a bad line yields its InputError and reading goes on.
+def read_runs(paths: list[Path]) -> Iterator[SourceRun | Unlabelled | InputError]:
+    """Every run of native JSON Lines files in order; a bad line yields its InputError and
+    reading goes on. The importers' own pipeline, with the native format named.
 
     Streams: one line in memory at a time, whatever the file's size.
     """
+    from .importers import plan_inputs  # the importers build on this module
+
     for path in paths:
-        name = str(path)
-        try:
-            handle = path.open("rb")
-        except FileNotFoundError:
-            raise InputError("no such file", path=name) from None
-        except IsADirectoryError:
-            raise InputError("is a folder; give the .jsonl files in it", path=name) from None
-        except OSError as error:
-            raise InputError(f"cannot read: {error.strerror}", path=name) from None
-        with handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    yield parse_line(raw, name, number)
-                except InputError as error:
-                    yield error
+        if path.is_dir():
+            raise InputError("is a folder; give the .jsonl files in it", path=path)
+    yield from plan_inputs(paths, "native").items()
+
+
+def refuse_bad_records(errors: list[InputError]) -> None:
+    """With --on-error stop: the first bad record, how many more, and that nothing was written."""
+    if not errors:
+        return
+    first = errors[0]
+    rest = len(errors) - 1
+    more = f"; {rest} more bad record{'s' if rest > 1 else ''}" if rest else ""
+    raise InputError(
+        first.message,
+        path=first.path,
+        line=first.line,
+        at=first.at,
+        field=first.field,
+        hint=(first.hint + "; " if first.hint else "")
+        + f"nothing was written{more}; fix the input, or use --on-error skip",
+    )
+
+
+FormatCounts = dict[str, dict[str, int]]
+"""Per input format: runs, successes, failures and unlabelled runs."""
+
+
+def tally(counts: FormatCounts, fmt: str, key: str) -> None:
+    """Count one run of format `fmt` under `key` (runs, successes, failures or unlabelled)."""
+    row = counts.setdefault(fmt, {"runs": 0, "successes": 0, "failures": 0, "unlabelled": 0})
+    row[key] += 1
 
 
 def validate(

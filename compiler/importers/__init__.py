@@ -47,9 +47,6 @@ def _sniff_native(found: Probe) -> bool:
     )
 
 
-NATIVE_FIELDS = ("task_id", "task", "success", "turns")
-
-
 def _read_native(path: Path, found: Probe) -> Iterator[Found]:
     for item in jsonl_objects(path):
         if isinstance(item, InputError):

@@ -4,7 +4,6 @@ streaming readers of JSON documents, JSON Lines and zip members."""
 from __future__ import annotations
 
 import io
-import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -199,8 +198,11 @@ def _array_name(prefix: str) -> str:
     return prefix.removesuffix(".item").removesuffix("item") or ""
 
 
-def jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]] | InputError]:
-    """Each object of a JSON Lines file with its line number; one line in memory at a time."""
+def jsonl_objects(
+    path: Path, unit: str = "run"
+) -> Iterator[tuple[int, dict[str, Any]] | InputError]:
+    """Each object of a JSON Lines file (one `unit` a line) with its line number; one line in
+    memory at a time."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -213,7 +215,7 @@ def jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]] | InputErro
                 continue
             if not isinstance(value, dict):
                 yield InputError(
-                    f"expected a JSON object a line, got {type(value).__name__}",
+                    f"expected a JSON object (one {unit} a line), got {type(value).__name__}",
                     path=path,
                     line=number,
                 )
@@ -262,10 +264,3 @@ def need(
     if key not in record or record[key] is None:
         raise InputError("missing", path=path, at=at, line=line, field=key)
     return record[key]
-
-
-_ID_UNSAFE = re.compile(r"\s+")
-
-
-def clean_id(value: Any) -> str:
-    return _ID_UNSAFE.sub(" ", str(value)).strip()

@@ -110,7 +110,7 @@ def read_labels_file(path: Path, labels: Labels, found: Probe | None = None) -> 
             labels.add(key, resolved, source)
         return
     if found.kind == "jsonl":
-        for item in jsonl_objects(path):
+        for item in jsonl_objects(path, unit="label"):
             if isinstance(item, InputError):
                 raise item
             line, row = item

@@ -25,6 +25,25 @@ def _instance_from_name(path: Path) -> str:
     return path.stem
 
 
+def _swe_run(
+    path: Path, instance: str, task: str, turns: list[dict[str, Any]], metadata: dict[str, Any]
+) -> Candidate:
+    """A SWE-bench run: its outcome is in the harness report, never in the trajectory."""
+    return Candidate(
+        path=str(path),
+        run_id=instance,
+        data={
+            "task_id": instance,
+            "task": task,
+            "task_type": SWE_BENCH,
+            "success": None,
+            "turns": turns,
+            "metadata": metadata,
+        },
+        note="the trajectory holds no outcome: give the SWE-bench report (--labels)",
+    )
+
+
 # --- mini-swe-agent ---------------------------------------------------------------------------
 
 
@@ -79,19 +98,7 @@ def read_mini(path: Path, found: Probe) -> Iterator[Found]:
         if task is None:
             raise InputError("no user message to take the task from", path=path, field="messages")
         instance = str(traj.get("instance_id") or _instance_from_name(path))
-        yield Candidate(
-            path=str(path),
-            run_id=instance,
-            data={
-                "task_id": instance,
-                "task": task,
-                "task_type": SWE_BENCH,
-                "success": None,
-                "turns": turns,
-                "metadata": rest(traj, {"messages"}),
-            },
-            note="the trajectory holds no outcome: give the SWE-bench report (--labels)",
-        )
+        yield _swe_run(path, instance, task, turns, rest(traj, {"messages"}))
     except InputError as error:
         yield error
 
@@ -152,20 +159,7 @@ def read_sweagent(path: Path, found: Probe) -> Iterator[Found]:
         task = _problem(traj)
         if task is None:
             raise InputError("no problem statement in replay_config or history", path=path)
-        instance = _instance_from_name(path)
-        yield Candidate(
-            path=str(path),
-            run_id=instance,
-            data={
-                "task_id": instance,
-                "task": task,
-                "task_type": SWE_BENCH,
-                "success": None,
-                "turns": turns,
-                "metadata": rest(traj, {"trajectory"}),
-            },
-            note="the trajectory holds no outcome: give the SWE-bench report (--labels)",
-        )
+        yield _swe_run(path, _instance_from_name(path), task, turns, rest(traj, {"trajectory"}))
     except InputError as error:
         yield error
 
