@@ -78,8 +78,14 @@ def where_of(item: dict[str, Any]) -> str:
 def _summary(report: Any) -> str:
     cost = "unknown" if report.cost_usd is None else f"${report.cost_usd:.4f}"
     redacted = ", ".join(f"{kind} {n}" for kind, n in report.redactions.items()) or "none"
+    what = (
+        f"added {report.version} to {report.output} (parent {report.parent}, "
+        f"{report.duplicates} runs it holds left out)"
+        if report.parent
+        else f"built {report.output}"
+    )
     lines = [
-        f"built {report.output}: {report.runs} runs ({report.successes} succeeded, "
+        f"{what}: {report.runs} runs ({report.successes} succeeded, "
         f"{report.failures} failed), {report.compiled} compilations, {report.insights} insights",
         f"  model {report.model}: {report.llm_calls} LLM calls, {report.cache_hits} from cache, "
         f"{report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
@@ -143,15 +149,183 @@ def input_options(function: Any) -> Any:
     return function
 
 
+def compile_options(function: Any) -> Any:
+    """How runs are compiled: shared by build, add and update."""
+    options = [
+        click.option(
+            "--api-base",
+            help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama).",
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(1, 512),
+            default=8,
+            show_default=True,
+            help="Model calls in flight at once.",
+        ),
+        click.option(
+            "--max-prompt-tokens",
+            type=click.IntRange(1000),
+            default=24_000,
+            show_default=True,
+            help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
+        ),
+        click.option(
+            "--on-error",
+            type=click.Choice(["stop", "skip"]),
+            default="stop",
+            show_default=True,
+            help="Bad input record: stop before writing anything, or skip it and list it in "
+            "the report.",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(path_type=Path, file_okay=False),
+            help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the "
+            "same input, or a resumed build, makes no call twice.",
+        ),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache."),
+        click.option(
+            "--redact",
+            "redact_patterns",
+            multiple=True,
+            callback=_check_redact,
+            metavar="REGEX",
+            help="Also redact text matching REGEX (repeatable). Well-known secret formats (API "
+            "keys, tokens, private keys, URL passwords) are always redacted unless --no-redact.",
+        ),
+        click.option(
+            "--no-redact", is_flag=True, help="Send and write the runs exactly as logged."
+        ),
+        click.option(
+            "--prompts-dir",
+            type=click.Path(path_type=Path, file_okay=False, exists=True),
+            help="Folder of templates that override the bundled ones of the same name.",
+        ),
+        click.option("--temperature", type=float, default=0.0, show_default=True),
+        click.option(
+            "--max-output-tokens", type=click.IntRange(256), default=4096, show_default=True
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(1),
+            default=300.0,
+            show_default=True,
+            help="Seconds before one model call times out (and is retried).",
+        ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(0, 20),
+            default=6,
+            show_default=True,
+            help="Backoff retries of a call on rate limits, time-outs and server errors.",
+        ),
+        click.option(
+            "--invalid-retries",
+            type=click.IntRange(0, 10),
+            default=2,
+            show_default=True,
+            help="Times an answer that is not valid JSON of the right shape is sent back.",
+        ),
+        click.option(
+            "--quote-repairs",
+            type=click.IntRange(0, 10),
+            default=1,
+            show_default=True,
+            help="Times quotes not found in their turn are sent back for repair; "
+            "those still not found are marked UNVERIFIED.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return input_options(function)
+
+
+def make_options(inputs: tuple[Path, ...], output: Path, model: str, params: dict[str, Any]) -> Any:
+    """BuildOptions from the parsed input_options and compile_options."""
+    from wikitrace.compiler import BuildOptions, CompileLimits
+
+    return BuildOptions(
+        inputs=list(inputs),
+        output=output,
+        input_format=params["input_format"],
+        labels=list(params["labels"]),
+        success_threshold=params["success_threshold"],
+        model=model,
+        api_base=params["api_base"],
+        concurrency=params["concurrency"],
+        on_error="skip" if params["on_error"] == "skip" else "stop",
+        force=bool(params.get("force")),
+        cache_dir=params["cache_dir"],
+        use_cache=not params["no_cache"],
+        redact=not params["no_redact"],
+        redact_patterns=params["redact_patterns"],
+        prompts_dir=params["prompts_dir"],
+        limits=CompileLimits(
+            invalid_retries=params["invalid_retries"],
+            quote_repairs=params["quote_repairs"],
+            max_prompt_tokens=params["max_prompt_tokens"],
+        ),
+        temperature=params["temperature"],
+        max_output_tokens=params["max_output_tokens"],
+        timeout_seconds=params["timeout"],
+        max_retries=params["max_retries"],
+    )
+
+
+def is_quiet() -> bool:
+    return bool(click.get_current_context().find_root().params.get("quiet"))
+
+
+def compile_with_progress(make: Any, options: Any, *, quiet: bool, written: str) -> Any:
+    """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
+    progress = _Progress(quiet=quiet)
+    try:
+        return make(options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet))
+    except KeyboardInterrupt:
+        progress.close()
+        cached = (
+            ""
+            if options.offline or not options.use_cache
+            else (
+                "; the model replies received so far are cached, so running it again resumes "
+                "without paying for them twice"
+            )
+        )
+        click.echo(f"\ninterrupted: {written}{cached}", err=True)
+        sys.exit(130)
+    finally:
+        progress.close()
+
+
+def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> None:
+    """The report on stderr, the result on stdout, exit 1 when some runs failed to compile."""
+    import orjson
+
+    if not quiet or not report.complete:
+        click.echo(_summary(report), err=True)
+    if as_json:
+        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(stdout)
+    if not report.complete:
+        click.echo(
+            f"error: incomplete: {len(report.failed)} runs failed to compile (listed above); "
+            "run it again to retry them (cached replies are not paid for again)",
+            err=True,
+        )
+        sys.exit(1)
+
+
 @click.command("build")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@input_options
 @click.option(
     "-o",
     "--output",
     required=True,
     type=click.Path(path_type=Path, file_okay=False),
-    help="Folder to create for the corpus. It appears only once the build is complete.",
+    help="The corpus to create: a link to its first version, mem.versions/v0001 beside it. "
+    "It appears only once the build is complete.",
 )
 @click.option(
     "--model",
@@ -161,109 +335,11 @@ def input_options(function: Any) -> Any:
     help="Any model name litellm accepts (openai/gpt-4o-mini, anthropic/..., ollama/...), or "
     f"'offline' for a mechanical compilation with no LLM and no insights. Env: {MODEL_ENV}.",
 )
-@click.option(
-    "--api-base", help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama)."
-)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 512),
-    default=8,
-    show_default=True,
-    help="Model calls in flight at once.",
-)
-@click.option(
-    "--max-prompt-tokens",
-    type=click.IntRange(1000),
-    default=24_000,
-    show_default=True,
-    help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
-)
-@click.option(
-    "--on-error",
-    type=click.Choice(["stop", "skip"]),
-    default="stop",
-    show_default=True,
-    help="Bad input record: stop before writing anything, or skip it and list it in the report.",
-)
-@click.option("--force", is_flag=True, help="Replace an existing corpus at --output.")
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the same "
-    "input, or a resumed build, makes no call twice.",
-)
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
-@click.option(
-    "--redact",
-    "redact_patterns",
-    multiple=True,
-    callback=_check_redact,
-    metavar="REGEX",
-    help="Also redact text matching REGEX (repeatable). Well-known secret formats (API keys, "
-    "tokens, private keys, URL passwords) are always redacted unless --no-redact.",
-)
-@click.option("--no-redact", is_flag=True, help="Send and write the runs exactly as logged.")
-@click.option(
-    "--prompts-dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Folder of templates that override the bundled ones of the same name.",
-)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--max-output-tokens", type=click.IntRange(256), default=4096, show_default=True)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(1),
-    default=300.0,
-    show_default=True,
-    help="Seconds before one model call times out (and is retried).",
-)
-@click.option(
-    "--max-retries",
-    type=click.IntRange(0, 20),
-    default=6,
-    show_default=True,
-    help="Backoff retries of a call on rate limits, time-outs and server errors.",
-)
-@click.option(
-    "--invalid-retries",
-    type=click.IntRange(0, 10),
-    default=2,
-    show_default=True,
-    help="Times an answer that is not valid JSON of the right shape is sent back.",
-)
-@click.option(
-    "--quote-repairs",
-    type=click.IntRange(0, 10),
-    default=1,
-    show_default=True,
-    help="Times quotes not found in their turn are sent back for repair; "
-    "those still not found are marked UNVERIFIED.",
-)
+@click.option("--force", is_flag=True, help="Replace an existing corpus (all its versions).")
+@compile_options
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON on stdout.")
 def build_command(
-    inputs: tuple[Path, ...],
-    output: Path,
-    model: str,
-    api_base: str | None,
-    concurrency: int,
-    max_prompt_tokens: int,
-    on_error: str,
-    force: bool,
-    cache_dir: Path | None,
-    no_cache: bool,
-    redact_patterns: tuple[str, ...],
-    no_redact: bool,
-    prompts_dir: Path | None,
-    temperature: float,
-    max_output_tokens: int,
-    timeout: float,
-    max_retries: int,
-    invalid_retries: int,
-    quote_repairs: int,
-    as_json: bool,
-    input_format: str,
-    labels: tuple[Path, ...],
-    success_threshold: float,
+    inputs: tuple[Path, ...], output: Path, model: str, as_json: bool, **params: Any
 ) -> None:
     """Build a frozen evidence corpus from agent logs (files or folders).
 
@@ -275,6 +351,9 @@ def build_command(
     (why it succeeded or failed, each claim quoting numbered turns) and up to 3 insights.
     With --model offline (the default) no LLM is called: the compilation is mechanical
     and there are no insights.
+
+    The corpus is version v0001: OUTPUT is a link to OUTPUT.versions/v0001, and `wikitrace add`
+    grows it into new versions beside it.
 
     Prints the corpus folder on stdout (the report with --json) and the build report on
     stderr. Exit 0 when every run compiled, 1 when some failed (the corpus is written and
@@ -289,68 +368,13 @@ def build_command(
       wikitrace build runs.jsonl -o corpus --model openai/gpt-4o-mini
       wikitrace build runs.jsonl -o corpus --model openai/qwen --api-base http://localhost:8000/v1
     """
-    import orjson
+    from wikitrace.compiler import build_corpus
 
-    from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
-
-    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
-    options = BuildOptions(
-        inputs=list(inputs),
-        output=output,
-        input_format=input_format,
-        labels=list(labels),
-        success_threshold=success_threshold,
-        model=model,
-        api_base=api_base,
-        concurrency=concurrency,
-        on_error="skip" if on_error == "skip" else "stop",
-        force=force,
-        cache_dir=cache_dir,
-        use_cache=not no_cache,
-        redact=not no_redact,
-        redact_patterns=redact_patterns,
-        prompts_dir=prompts_dir,
-        limits=CompileLimits(
-            invalid_retries=invalid_retries,
-            quote_repairs=quote_repairs,
-            max_prompt_tokens=max_prompt_tokens,
-        ),
-        temperature=temperature,
-        max_output_tokens=max_output_tokens,
-        timeout_seconds=timeout,
-        max_retries=max_retries,
-    )
-    if model == "offline" and api_base and not quiet:
+    quiet = is_quiet()
+    options = make_options(inputs, output, model, params)
+    if model == "offline" and options.api_base and not quiet:
         click.echo("warning: --api-base has no effect with --model offline", err=True)
-    progress = _Progress(quiet=quiet)
-    try:
-        report = build_corpus(
-            options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet)
-        )
-    except KeyboardInterrupt:
-        progress.close()
-        cached = (
-            ""
-            if options.offline or no_cache
-            else (
-                "; the model replies received so far are cached, so building again resumes "
-                "without paying for them twice"
-            )
-        )
-        click.echo(f"\ninterrupted: nothing was written to {output}{cached}", err=True)
-        sys.exit(130)
-    finally:
-        progress.close()
-    if not quiet or not report.complete:
-        click.echo(_summary(report), err=True)
-    if as_json:
-        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
-    else:
-        click.echo(str(output))
-    if not report.complete:
-        click.echo(
-            f"error: build incomplete: {len(report.failed)} runs failed to compile (listed "
-            "above); rerun with --force to retry them (cached replies are not paid for again)",
-            err=True,
-        )
-        sys.exit(1)
+    report = compile_with_progress(
+        build_corpus, options, quiet=quiet, written=f"nothing was written to {output}"
+    )
+    finish_report(report, quiet=quiet, as_json=as_json, stdout=str(output))

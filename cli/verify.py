@@ -10,31 +10,48 @@ import click
 
 @click.command("verify")
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--all",
+    "every_version",
+    is_flag=True,
+    help="Check every version in CORPUS.versions/, not just the one CORPUS points at.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def verify_command(corpus: Path, as_json: bool) -> None:
+def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     """Check every file of CORPUS against the sha256 its manifest recorded.
 
-    Lists files that are missing, changed or extra (one per line: `missing PATH`, ...).
-    Exit 0 when all match, 1 otherwise. File modes are not trusted (root ignores them):
-    the hashes are.
+    CORPUS is a corpus (the version it points at is checked) or one version's folder
+    (CORPUS.versions/v0002). Lists files that are missing, changed or extra (one per line:
+    `missing PATH`, ...). Exit 0 when all match, 1 otherwise. File modes are not trusted (root
+    ignores them): the hashes are.
     """
     import orjson
 
     from wikitrace.corpus_schema import verify
+    from wikitrace.corpus_schema.versions import Store
 
-    report = verify(corpus)
-    if as_json:
-        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    if every_version:
+        store = Store(corpus)
+        store.current()  # a clear error when CORPUS has no versions
+        roots = [store.version_path(name) for name in store.versions()]
     else:
-        for kind in ("missing", "changed", "extra"):
-            for rel in getattr(report, kind):
-                click.echo(f"{kind} {rel}")
-        summary = (
-            f"ok: {report.checked} files match the manifest"
-            if report.ok
-            else f"FAILED: {len(report.missing)} missing, {len(report.changed)} changed, "
-            f"{len(report.extra)} extra ({report.checked} checked)"
-        )
-        click.echo(summary, err=True)
-    if not report.ok:
+        roots = [corpus]
+    reports = [verify(root) for root in roots]
+    if as_json:
+        data = [r.as_dict() for r in reports] if every_version else reports[0].as_dict()
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    else:
+        for report in reports:
+            prefix = f"{Path(report.root).name}: " if every_version else ""
+            for kind in ("missing", "changed", "extra"):
+                for rel in getattr(report, kind):
+                    click.echo(f"{prefix}{kind} {rel}")
+            summary = (
+                f"ok: {report.checked} files match the manifest"
+                if report.ok
+                else f"FAILED: {len(report.missing)} missing, {len(report.changed)} changed, "
+                f"{len(report.extra)} extra ({report.checked} checked)"
+            )
+            click.echo(prefix + summary, err=True)
+    if not all(report.ok for report in reports):
         sys.exit(1)

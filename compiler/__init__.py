@@ -1,6 +1,6 @@
 """Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation."""
 
-from .build import BuildOptions, BuildReport, build_corpus
+from .build import BuildOptions, BuildReport, add_runs, build_corpus
 from .compile import CompileError, CompileLimits
 from .llm import LLM, LLMCallError, LLMReply, LLMSettings
 from .offline import OFFLINE_MODEL
@@ -15,5 +15,6 @@ __all__ = [
     "LLMCallError",
     "LLMReply",
     "LLMSettings",
+    "add_runs",
     "build_corpus",
 ]

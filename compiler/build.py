@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal
 
 from wikitrace.corpus_schema import (
     Compilation,
+    CorpusError,
     InputError,
     Layout,
     RunRecord,
@@ -23,6 +24,7 @@ from wikitrace.corpus_schema import (
     render,
 )
 from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
     COMPILATION_DIR,
     INSIGHT_DIR,
@@ -30,17 +32,28 @@ from wikitrace.corpus_schema.layout import (
     RAW_DIR,
     TOOL_NAMES,
     TOOLS_LAYOUT,
+    parse_insight,
+    parse_step,
 )
 from wikitrace.corpus_schema.records import CompiledBy, RawHeader
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
     atomic_write,
     build_lock,
-    check_destination,
+    digest,
     freeze,
-    publish,
     remove_tree,
     staging_path,
+)
+from wikitrace.corpus_schema.versions import (
+    Changes,
+    HistoryEntry,
+    VersionInfo,
+    check_new_pointer,
+    now,
+    open_store,
+    publish_first,
+    version_name,
 )
 from wikitrace.tools import drilldown
 
@@ -131,6 +144,12 @@ class BuildReport:
     ignored: list[dict[str, str]] = field(default_factory=list)
     """Files in input folders that hold no trajectory: path and why."""
     redactions: dict[str, int] = field(default_factory=dict)
+    version: str | None = None
+    """The version written (`v0001` for a build)."""
+    parent: str | None = None
+    """The version runs were added to (add and update only)."""
+    duplicates: int = 0
+    """Input runs the parent already holds, left out (add and update only)."""
     seconds: float = 0.0
 
     @property
@@ -141,6 +160,95 @@ class BuildReport:
         data = dataclasses.asdict(self)
         data["complete"] = self.complete
         return data
+
+
+def fingerprint(task_id: str, outcome: str, turn_log_digest: str) -> str:
+    """A run's identity across versions: its task, outcome, and turns exactly as the corpus
+    holds them."""
+    return f"{task_id}\0{outcome}\0{turn_log_digest}"
+
+
+@dataclass
+class Base:
+    """The frozen version that runs are added to: what the new version keeps as it is."""
+
+    name: str
+    root: Path
+    manifest: manifest_io.Manifest
+    rows: list[render.RunRow]
+    insight_rows: list[render.InsightRow]
+    fingerprints: set[str]
+    attempts: Counter[str]
+
+    @classmethod
+    def load(cls, name: str, root: Path) -> Base:
+        """Read a version back; refuse one whose files no longer match its manifest."""
+        check = manifest_io.verify(root)
+        if not check.ok:
+            problems = check.missing + check.changed + check.extra
+            raise CorpusError(
+                f"version {name} at {root} does not match its manifest "
+                f"({len(problems)} files, first {problems[0]}); run `wikitrace verify` on it"
+            )
+        manifest = manifest_io.load(root)
+        layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
+        rows: dict[int, render.RunRow] = {}
+        fingerprints: set[str] = set()
+        attempts: Counter[str] = Counter()
+        for page in corpus_read.runs(root):
+            head = page.header
+            step = parse_step(head.step)
+            rows[step] = render.RunRow(
+                step=step,
+                task_id=head.task_id,
+                task_type=head.task_type,
+                outcome=head.outcome,
+                turns=head.turns,
+                task=corpus_read.task_text(page),
+            )
+            fingerprints.add(
+                fingerprint(head.task_id, head.outcome, manifest.files[layout.raw_turns_rel(step)])
+            )
+            attempts[head.task_id] += 1
+        if sorted(rows) != list(range(1, len(rows) + 1)):
+            raise CorpusError(f"{root}: raw steps are not numbered 1..{len(rows)}")
+        for compiled in corpus_read.compilations(root):
+            row = rows[parse_step(compiled.header.step)]
+            row.compiled = True
+            row.title = compiled.header.title
+            row.unverified_quotes = compiled.header.unverified_quotes
+            row.insights = [parse_insight(i) for i in compiled.header.insights]
+        insight_rows = [
+            render.InsightRow(
+                number=parse_insight(page.header.id),
+                title=page.header.title,
+                task_type=page.header.task_type,
+                source_step=parse_step(page.header.source_step),
+                source_outcome=page.header.source_outcome,
+            )
+            for page in corpus_read.insights(root)
+        ]
+        return cls(
+            name=name,
+            root=root,
+            manifest=manifest,
+            rows=[rows[step] for step in sorted(rows)],
+            insight_rows=insight_rows,
+            fingerprints=fingerprints,
+            attempts=attempts,
+        )
+
+    def kept_files(self) -> Iterator[tuple[str, str]]:
+        """Files a new version takes as they are: all but the indexes, tools and manifest."""
+        rewritten = {
+            Layout.index_rel(),
+            Layout.index_rel(RAW_DIR),
+            Layout.index_rel(COMPILATION_DIR),
+            Layout.index_rel(INSIGHT_DIR),
+        }
+        for rel, file_hash in self.manifest.files.items():
+            if rel not in rewritten and not rel.startswith(TOOLS_LAYOUT.split("/")[0] + "/"):
+                yield rel, file_hash
 
 
 def _builder_version() -> str:
@@ -226,6 +334,7 @@ class _Builder:
         progress: Progress | None,
         input_state: list[tuple[int, int]],
         plan: InputPlan,
+        base: Base | None = None,
     ) -> None:
         self.options = options
         self.total = total
@@ -233,13 +342,19 @@ class _Builder:
         self.llm = llm
         self.templates = templates
         self.progress = progress
-        self.layout = Layout(staging, step_width=id_width(total))
+        self.base = base
+        # Ids keep the parent's width, so nothing is renamed; past it they just grow a digit.
+        self.layout = (
+            Layout(staging, base.manifest.step_id_width, base.manifest.insight_id_width)
+            if base
+            else Layout(staging, step_width=id_width(total))
+        )
         self.writer = CorpusWriter(staging)
         self.rows: list[render.RunRow] = []
         self.results: dict[int, Compilation] = {}
         self.stats = CompileStats()
         self.redactor = Redactor(options.redact_patterns) if options.redact else None
-        self.attempts: Counter[str] = Counter()
+        self.attempts: Counter[str] = Counter(base.attempts) if base else Counter()
         self.done = 0
         self.input_state = input_state
         self.plan = plan
@@ -256,8 +371,15 @@ class _Builder:
             return data, item.record
         return data, RunRecord.model_validate(data)
 
-    def write_raw(self, step: int, item: SourceRun) -> RunRecord:
-        data, record = self._redacted(item)
+    def write_raw(
+        self,
+        step: int,
+        item: SourceRun,
+        data: dict[str, Any],
+        record: RunRecord,
+        log_bytes: bytes,
+        offsets: list[int],
+    ) -> RunRecord:
         self.attempts[record.task_id] += 1
         given = record.metadata.get("attempt")
         attempt = (
@@ -279,7 +401,6 @@ class _Builder:
         self.writer.write(
             self.layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)
         )
-        log_bytes, offsets = render.turn_log(data["turns"])
         self.writer.write(self.layout.raw_turns_rel(step), log_bytes)
         summaries = [drilldown.summarize(turn) for turn in data["turns"]]
         self.writer.write(
@@ -319,12 +440,21 @@ class _Builder:
                 "an input file changed after it was checked; build again once it is complete",
                 path=", ".join(str(p) for p in self.options.inputs),
             )
-        step = 0
+        step = len(self.base.rows) if self.base else 0
         for item in self.plan.items():
             if not isinstance(item, SourceRun):
                 continue  # reported by the first pass
+            data, record = self._redacted(item)
+            log_bytes, offsets = render.turn_log(data["turns"])
+            if self.base and (
+                fingerprint(record.task_id, record.outcome, digest(log_bytes))
+                in self.base.fingerprints
+            ):
+                self.report.duplicates += 1
+                self._advance()
+                continue
             step += 1
-            yield step, self.write_raw(step, item)
+            yield step, self.write_raw(step, item, data, record, log_bytes, offsets)
 
     def _advance(self) -> None:
         self.done += 1
@@ -383,10 +513,12 @@ class _Builder:
 
     # --- the rest of the corpus ---------------------------------------------------------
 
-    def finish(self, staging: Path) -> None:
+    def finish(self, staging: Path, version: VersionInfo) -> None:
+        base = self.base
         self.rows.sort(key=lambda row: row.step)
-        insight_rows: list[render.InsightRow] = []
-        number = 0
+        insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
+        first_new = len(insight_rows) + 1
+        number = len(insight_rows)
         for row in self.rows:
             result = self.results.get(row.step)
             if result is None:
@@ -406,7 +538,14 @@ class _Builder:
                         source_outcome=row.outcome,
                     )
                 )
-        layout = dataclasses.replace(self.layout, insight_width=id_width(number))
+        layout = (
+            self.layout
+            if base
+            else dataclasses.replace(self.layout, insight_width=id_width(number))
+        )
+        if base:
+            for rel, file_hash in base.kept_files():
+                self.writer.link(rel, base.root / rel, file_hash)
         for row in self.rows:
             result = self.results.get(row.step)
             if result is None:
@@ -428,6 +567,7 @@ class _Builder:
                         layout, insight_number, draft, source=result, task_type=row.task_type
                     ),
                 )
+        all_rows = [*(base.rows if base else []), *self.rows]
         tool_source = Path(drilldown.__file__).read_bytes()
         for name in TOOL_NAMES:
             self.writer.write(layout.tool_rel(name), tool_source, executable=True)
@@ -435,15 +575,17 @@ class _Builder:
         compiled_by: CompiledBy = "offline" if self.templates is None else "llm"
         model = self.report.model
         self.writer.write(
-            layout.index_rel(RAW_DIR), render.raw_index(layout, self.rows, compiled_by)
+            layout.index_rel(RAW_DIR), render.raw_index(layout, all_rows, compiled_by)
         )
         self.writer.write(
             layout.index_rel(COMPILATION_DIR),
-            render.compilation_index(layout, self.rows, compiled_by),
+            render.compilation_index(layout, all_rows, compiled_by),
         )
         self.writer.write(
             layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
         )
+        compilations = sum(row.compiled for row in all_rows)
+        successes = sum(row.outcome == "success" for row in all_rows)
         self.writer.write(
             layout.index_rel(),
             render.root_index(
@@ -451,32 +593,43 @@ class _Builder:
                 render.CorpusSummary(
                     model=model,
                     compiled_by=compiled_by,
-                    runs=self.report.runs,
-                    successes=self.report.successes,
-                    compilations=len(self.results),
+                    runs=len(all_rows),
+                    successes=successes,
+                    compilations=compilations,
                     insights=number,
-                    failed_steps=[row.step for row in self.rows if not row.compiled],
+                    failed_steps=[row.step for row in all_rows if not row.compiled],
                 ),
             ),
         )
-        self._fill_report(number)
+        self._fill_report(number - first_new + 1)
+        version.changes = Changes(
+            runs=len(self.rows),
+            steps=[layout.step(row.step) for row in self.rows],
+            insights=[layout.insight(n) for n in range(first_new, number + 1)],
+            task_ids=list(dict.fromkeys(row.task_id for row in self.rows)),
+            duplicates=self.report.duplicates,
+            inputs=self.report.inputs,
+        )
+        prompts = dict(base.manifest.prompts) if base else {}
+        prompts.update(self.templates.hashes if self.templates else {})
         manifest = manifest_io.Manifest(
             builder={"name": "wikitrace", "version": _builder_version()},
-            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            created=now(),
             model=model,
             compiled_by=compiled_by,
-            prompts=dict(self.templates.hashes) if self.templates else {},
+            prompts=dict(sorted(prompts.items())),
             step_id_width=layout.step_width,
             insight_id_width=layout.insight_width,
             counts={
-                "runs": self.report.runs,
-                "successes": self.report.successes,
-                "failures": self.report.failures,
-                "compilations": len(self.results),
+                "runs": len(all_rows),
+                "successes": successes,
+                "failures": len(all_rows) - successes,
+                "compilations": compilations,
                 "insights": number,
             },
             build=self.report.as_dict(),
             redactions=self.report.redactions,
+            version=version,
             files=dict(sorted(self.writer.hashes.items())),
         )
         atomic_write(staging / MANIFEST, manifest_io.dump(manifest))
@@ -508,44 +661,137 @@ def build_corpus(
 ) -> BuildReport:
     """Build a frozen corpus at options.output; raises InputError or CorpusError, else reports.
 
-    Nothing appears at options.output unless the build finishes: the corpus is assembled in a
-    staging folder beside it and moved into place at the end.
+    options.output becomes a pointer to version v0001 of a new store beside it (see
+    corpus_schema.versions). Nothing changes at options.output unless the build finishes: the
+    corpus is assembled in a staging folder and moved into place at the end.
     """
     started = time.monotonic()
     output = options.output
-    check_destination(output, force=options.force)
+    check_new_pointer(output, force=options.force)
+    plan, report = _plan(options, notice)
+    with build_lock(output):
+        check_new_pointer(output, force=options.force)  # as it is now that we hold the lock
+        staging = staging_path(output)
+        _make_version(
+            options, plan, report, staging, VersionInfo(name=version_name(1)), llm, progress
+        )
+        try:
+            report.version = version_name(1)
+            publish_first(staging, output)
+        except BaseException:
+            remove_tree(staging)
+            raise
+    # The manifest holds the time up to its own writing; the report, all of it.
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def add_runs(
+    options: BuildOptions,
+    *,
+    deploy: bool = True,
+    llm: LLM | None = None,
+    progress: Progress | None = None,
+    notice: Callable[[InputPlan], None] | None = None,
+) -> BuildReport:
+    """Compile only the runs the current version lacks into a new version beside it.
+
+    options.output is the corpus pointer. The new version keeps every file of its parent as it
+    is (same step and insight ids, shared hard links), adds the new runs after the last step and
+    their insights after the last insight, and names its parent in its manifest. With `deploy`,
+    the pointer moves to it; otherwise it waits in the store as a candidate. The model is the
+    one the parent was compiled with, so the response cache answers anything compiled before.
+    When every run is already there, no version is made (report.version is None).
+    """
+    started = time.monotonic()
+    pointer = options.output
+    with build_lock(pointer):
+        store = open_store(pointer)
+        parent = store.current()
+        base = Base.load(parent, store.version_path(parent))
+        options = dataclasses.replace(options, model=base.manifest.model)
+        plan, report = _plan(options, notice)
+        report.parent = parent
+        name = store.next_name()
+        staging = store.staging(name)
+        made = _make_version(
+            options,
+            plan,
+            report,
+            staging,
+            VersionInfo(name=name, parent=parent),
+            llm,
+            progress,
+            base,
+        )
+        if made:
+            try:
+                os.replace(staging, store.version_path(name))
+            except BaseException:
+                remove_tree(staging)
+                raise
+            report.version = name
+            reason = f"{report.runs} runs added to {parent}"
+            if deploy:
+                store.deploy(name, event="added", reason=reason)
+            else:
+                store.record(
+                    HistoryEntry(
+                        time=now(), event="candidate", version=name, previous=parent, reason=reason
+                    )
+                )
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def _plan(
+    options: BuildOptions, notice: Callable[[InputPlan], None] | None
+) -> tuple[InputPlan, BuildReport]:
     plan = plan_inputs(
         options.inputs, options.input_format, options.labels, options.success_threshold
     )
     if notice is not None:
         notice(plan)  # which format each input was read as
-    report = BuildReport(output=str(output), model=options.model)
+    report = BuildReport(output=str(options.output), model=options.model)
     report.inputs = plan.describe()
     report.ignored = plan.ignored
-    with build_lock(output):
-        input_state = _input_state(plan.watched)
-        total = _check_inputs(options, plan, report)
-        log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
-        templates = None if options.offline else Templates.load(options.prompts_dir)
-        model = None if options.offline else _make_llm(options, llm)
-        staging = staging_path(output)
-        remove_tree(staging)  # left by a build that was killed
-        staging.mkdir(parents=True)
-        try:
-            builder = _Builder(
-                options, total, staging, report, model, templates, progress, input_state, plan
-            )
-            if model is None:
-                builder.produce_offline()
-            else:
-                asyncio.run(builder.produce())
-            report.seconds = round(time.monotonic() - started, 3)
-            builder.finish(staging)
-            freeze(staging)
-            publish(staging, output, force=options.force)
-            # The manifest holds the time up to its own writing; the report, all of it.
-            report.seconds = round(time.monotonic() - started, 3)
-        except BaseException:
+    return plan, report
+
+
+def _make_version(
+    options: BuildOptions,
+    plan: InputPlan,
+    report: BuildReport,
+    staging: Path,
+    version: VersionInfo,
+    llm: LLM | None,
+    progress: Progress | None,
+    base: Base | None = None,
+) -> bool:
+    """Check the inputs, then write a frozen version in `staging`; False when nothing is new."""
+    started = time.monotonic()
+    input_state = _input_state(plan.watched)
+    total = _check_inputs(options, plan, report)
+    log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
+    templates = None if options.offline else Templates.load(options.prompts_dir)
+    model = None if options.offline else _make_llm(options, llm)
+    remove_tree(staging)  # left by a build that was killed
+    staging.mkdir(parents=True)
+    try:
+        builder = _Builder(
+            options, total, staging, report, model, templates, progress, input_state, plan, base
+        )
+        if model is None:
+            builder.produce_offline()
+        else:
+            asyncio.run(builder.produce())
+        if base is not None and not builder.rows:
             remove_tree(staging)
-            raise
-    return report
+            return False
+        report.seconds = round(time.monotonic() - started, 3)
+        builder.finish(staging, version)
+        freeze(staging)
+    except BaseException:
+        remove_tree(staging)
+        raise
+    return True

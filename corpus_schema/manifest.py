@@ -14,6 +14,7 @@ from .errors import CorpusError, first_problem
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
 from .store import file_digest
+from .versions import VersionInfo
 
 
 class Manifest(BaseModel):
@@ -44,6 +45,9 @@ class Manifest(BaseModel):
     """The build report."""
     redactions: dict[str, int] = Field(default_factory=dict)
     """Secrets redacted before anything was sent or written, counted per kind."""
+    version: VersionInfo | None = None
+    """Which version this is, its parent and what it adds (none in corpora built before
+    versions were kept)."""
     files: dict[str, str]
     """Every file but this one, by path relative to the root: `sha256:<hex>`."""
 

@@ -63,6 +63,25 @@ class CorpusWriter:
             path.chmod(0o755)
         self.hashes[rel] = digest(payload)
 
+    def link(self, rel: str, source: Path, file_hash: str) -> None:
+        """Take a file of a frozen version as it is: a hard link (a copy across devices).
+
+        Frozen files never change, so versions can share them; `file_hash` is the hash the
+        source version's manifest lists, checked by `verify` like any other.
+        """
+        if rel in self.hashes:
+            raise CorpusError(f"internal error: {rel} written twice")
+        path = self.root / rel
+        parent = path.parent
+        if parent not in self._made_dirs:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(parent)
+        try:
+            os.link(source, path)
+        except OSError:
+            shutil.copy2(source, path)
+        self.hashes[rel] = file_hash
+
 
 def staging_path(dest: Path) -> Path:
     """Where a build of `dest` is assembled before it appears under its final name."""

@@ -115,7 +115,7 @@ def test_existing_output_needs_force(runs_file: Path, tmp_path: Path) -> None:
     build([runs_file], corpus, force=True)
     assert json.loads((corpus / "manifest.json").read_text())["counts"]["runs"] == 1
     assert verify(corpus).ok
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "runs.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "corpus.versions", "runs.jsonl"]
 
 
 def test_force_never_replaces_something_that_is_not_a_corpus(

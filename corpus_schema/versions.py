@@ -1,0 +1,363 @@
+"""Corpus versions: a store of frozen versions beside a pointer that names the current one.
+
+`wikitrace build -o mem` writes
+
+    mem -> mem.versions/v0001        the pointer: a relative symlink, replaced atomically
+    mem.versions/v0001/              a frozen corpus (its manifest names its parent)
+    mem.versions/history.jsonl       every version made, deployed or refused, a line each
+    mem.versions/runs.jsonl          every agent run the runner made (see wikitrace.control)
+    mem.versions/updates/            one record per update decision
+    mem.versions/update-state.json   what the update controller remembers between updates
+
+Everything that reads a corpus reads it through `mem` and so sees the current version; a
+sandbox that mounts `mem` gets the one frozen version the pointer named at mount time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CorpusError, first_problem
+from .store import atomic_write, check_destination, is_corpus, remove_tree
+
+STORE_SUFFIX = ".versions"
+HISTORY = "history.jsonl"
+RUNS = "runs.jsonl"
+UPDATES_DIR = "updates"
+UPDATE_STATE = "update-state.json"
+
+_VERSION_RE = re.compile(r"^v(\d{4,9})$")
+_VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
+
+Event = Literal["built", "adopted", "added", "candidate", "deployed", "refused"]
+DEPLOYING: frozenset[str] = frozenset({"built", "adopted", "added", "deployed"})
+"""Events that moved the pointer to their version."""
+
+
+class Changes(BaseModel):
+    """What a version holds that its parent does not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: int = 0
+    """Runs added."""
+    steps: list[str] = Field(default_factory=list)
+    """Their step ids."""
+    insights: list[str] = Field(default_factory=list)
+    """Insight ids added."""
+    task_ids: list[str] = Field(default_factory=list)
+    """Task ids of the runs added, in step order, each once."""
+    duplicates: int = 0
+    """Input runs left out because the parent already holds the same run."""
+    inputs: list[str] = Field(default_factory=list)
+    """What was read, a line per format."""
+
+
+class VersionInfo(BaseModel):
+    """Which version a corpus is, and what it was made from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """`v0001`, `v0002`, ... in the order they were made."""
+    parent: str | None = None
+    """The version this one was made from by adding runs; none for a fresh build."""
+    changes: Changes = Field(default_factory=Changes)
+
+
+class HistoryEntry(BaseModel):
+    """One line of history.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time: str
+    event: Event
+    """built (a fresh build), adopted (a corpus from before versions taken into a store),
+    added (made by adding runs, and deployed), candidate (made, not deployed), deployed (the
+    pointer moved to an existing version), refused (a candidate the update controller kept
+    out)."""
+    version: str
+    previous: str | None = None
+    """The current version before this event."""
+    reason: str = ""
+    update: str | None = None
+    """The update record behind the event (updates/update-NNNN.json)."""
+
+
+def version_name(number: int) -> str:
+    return f"v{number:04d}"
+
+
+def parse_version(text: str) -> int:
+    """`v0002`, `v2` or `2` -> 2."""
+    match = _VERSION_ARG_RE.match(text.strip())
+    if not match:
+        raise CorpusError(f"not a version name: {text!r} (expected vNNNN, e.g. v0002)")
+    return int(match.group(1))
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Store:
+    """The versions of one corpus, named by the path of its pointer."""
+
+    def __init__(self, pointer: Path) -> None:
+        self.pointer = Path(os.path.abspath(pointer))
+        self.dir = self.pointer.with_name(self.pointer.name + STORE_SUFFIX)
+
+    # --- paths --------------------------------------------------------------------------
+
+    def version_path(self, name: str) -> Path:
+        return self.dir / version_name(parse_version(name))
+
+    def staging(self, name: str) -> Path:
+        return self.dir / f".{name}.partial"
+
+    @property
+    def history_path(self) -> Path:
+        return self.dir / HISTORY
+
+    @property
+    def runs_path(self) -> Path:
+        return self.dir / RUNS
+
+    @property
+    def updates_dir(self) -> Path:
+        return self.dir / UPDATES_DIR
+
+    @property
+    def update_state_path(self) -> Path:
+        return self.dir / UPDATE_STATE
+
+    # --- what is there ------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    def versions(self) -> list[str]:
+        """Finished versions, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        names = [p.name for p in self.dir.iterdir() if _VERSION_RE.match(p.name) and p.is_dir()]
+        return sorted(names, key=parse_version)
+
+    def next_name(self) -> str:
+        versions = self.versions()
+        return version_name(parse_version(versions[-1]) + 1 if versions else 1)
+
+    def current(self) -> str:
+        """The version the pointer names; a clear error when there is no store or no pointer."""
+        if not self.pointer.is_symlink():
+            if is_corpus(self.pointer):
+                raise CorpusError(
+                    f"{self.pointer} is a corpus without versions (built before wikitrace kept "
+                    "them); `wikitrace add` takes it into a store as v0001"
+                )
+            raise CorpusError(
+                f"{self.pointer} is not a wikitrace corpus pointer "
+                f"(expected a link into {self.dir.name}/, as `wikitrace build -o` writes)"
+            )
+        target = Path(os.readlink(self.pointer))
+        if target.parent != Path(self.dir.name) or not _VERSION_RE.match(target.name):
+            raise CorpusError(
+                f"{self.pointer} points to {target}, not to a version in {self.dir.name}/"
+            )
+        if not (self.dir / target.name).is_dir():
+            raise CorpusError(f"{self.pointer} points to {target}, which does not exist")
+        return target.name
+
+    def point(self, name: str) -> None:
+        """Make `name` current: a new link renamed over the old one, so readers see either."""
+        if not self.version_path(name).is_dir():
+            raise CorpusError(f"no version {name} in {self.dir}")
+        tmp = self.pointer.with_name(f".{self.pointer.name}.pointer-{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        os.symlink(f"{self.dir.name}/{self.version_path(name).name}", tmp)
+        try:
+            os.replace(tmp, self.pointer)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    # --- history ------------------------------------------------------------------------
+
+    def record(self, entry: HistoryEntry) -> None:
+        """Append one line; a single write of a whole line, so a crash never leaves half."""
+        line = orjson.dumps(entry.model_dump(mode="json")) + b"\n"
+        fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def history(self) -> list[HistoryEntry]:
+        return list(_read_history(self.history_path))
+
+    def deploy(
+        self, name: str, *, event: Event = "deployed", reason: str = "", update: str | None = None
+    ) -> str | None:
+        """Move the pointer to `name` and say so in the history; returns the previous version."""
+        name = version_name(parse_version(name))
+        previous = self.current() if self.pointer.is_symlink() else None
+        self.point(name)
+        self.record(
+            HistoryEntry(
+                time=now(),
+                event=event,
+                version=name,
+                previous=previous,
+                reason=reason,
+                update=update,
+            )
+        )
+        return previous
+
+    def remove(self) -> None:
+        """Remove the pointer and every version (build --force)."""
+        if self.pointer.is_symlink():
+            self.pointer.unlink()
+        remove_tree(self.dir)
+
+
+def _read_history(path: Path) -> Iterator[HistoryEntry]:
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield HistoryEntry.model_validate(orjson.loads(line))
+        except (orjson.JSONDecodeError, ValidationError) as error:
+            problem = first_problem(error)[1] if isinstance(error, ValidationError) else str(error)
+            raise CorpusError(f"{path}:{number}: not a history entry ({problem})") from None
+
+
+def write_json(path: Path, data: Any) -> None:
+    """A JSON record in the store, written atomically with stable key order."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def check_new_pointer(pointer: Path, *, force: bool) -> None:
+    """Refuse to build over something unless forced, and over anything not ours ever."""
+    store = Store(pointer)
+    if pointer.is_symlink():
+        if not force:
+            raise CorpusError(f"{pointer} already exists; use --force to replace it")
+        store.current()  # a link that is not one of our pointers is refused here
+    elif pointer.exists():
+        check_destination(pointer, force=force)
+    elif store.exists() and not force:
+        raise CorpusError(
+            f"{store.dir} holds versions of a corpus whose pointer {pointer} is gone; "
+            f"use --force to replace them, or `wikitrace deploy {pointer} VERSION` to point "
+            "at one"
+        )
+
+
+def publish_first(staging: Path, pointer: Path) -> Store:
+    """Make a fresh build version v0001 of a new store and point at it (replaces the old)."""
+    store = Store(pointer)
+    if pointer.is_symlink() or store.exists():
+        store.remove()
+    elif pointer.exists():
+        remove_tree(pointer)  # a corpus built before versions, or an empty folder
+    store.dir.mkdir(parents=True)
+    name = version_name(1)
+    os.replace(staging, store.version_path(name))
+    store.deploy(name, event="built", reason="wikitrace build")
+    return store
+
+
+def open_store(pointer: Path) -> Store:
+    """The store behind a pointer; a corpus built before versions is taken in as v0001."""
+    store = Store(pointer)
+    if not pointer.is_symlink() and is_corpus(pointer) and not store.exists():
+        store.dir.mkdir(parents=True)
+        name = version_name(1)
+        os.replace(pointer, store.version_path(name))
+        store.deploy(name, event="adopted", reason=f"{pointer} was a corpus without versions")
+    elif (
+        not pointer.is_symlink()
+        and not pointer.exists()
+        and store.versions()
+        and not store.history()
+    ):  # killed between moving the corpus in and pointing at it
+        store.deploy(store.versions()[0], event="adopted", reason="adoption finished")
+    store.current()  # says what is wrong when this is no pointer
+    return store
+
+
+class VersionRow(BaseModel):
+    """What `wikitrace versions` lists about one version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    status: Literal["current", "previous", "candidate", "refused"]
+    """current (the pointer names it), previous (was current once), candidate (made, never
+    deployed), refused (the update controller kept it out)."""
+    parent: str | None
+    created: str
+    runs: int
+    insights: int
+    added_runs: int
+    added_insights: int
+    path: str
+
+
+def list_versions(store: Store) -> list[VersionRow]:
+    """Every finished version with its status, from the manifests and the history."""
+    from .manifest import load  # manifest imports this module for VersionInfo
+
+    current = store.current()
+    deployed: set[str] = set()
+    refused: set[str] = set()
+    for entry in store.history():
+        if entry.event in DEPLOYING:
+            deployed.add(entry.version)
+        elif entry.event == "refused":
+            refused.add(entry.version)
+    rows = []
+    for name in store.versions():
+        path = store.version_path(name)
+        manifest = load(path)
+        info = manifest.version
+        status: Literal["current", "previous", "candidate", "refused"] = (
+            "current"
+            if name == current
+            else "previous"
+            if name in deployed
+            else "refused"
+            if name in refused
+            else "candidate"
+        )
+        rows.append(
+            VersionRow(
+                name=name,
+                status=status,
+                parent=info.parent if info else None,
+                created=manifest.created,
+                runs=manifest.counts.get("runs", 0),
+                insights=manifest.counts.get("insights", 0),
+                added_runs=info.changes.runs if info and info.parent else manifest.counts["runs"],
+                added_insights=len(info.changes.insights)
+                if info and info.parent
+                else manifest.counts.get("insights", 0),
+                path=str(path),
+            )
+        )
+    return rows

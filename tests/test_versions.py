@@ -1,0 +1,202 @@
+"""Corpus versions: build makes v0001, add compiles only new runs into a new frozen version."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import pytest
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import CorpusError, verify
+from wikitrace.corpus_schema.versions import Store, list_versions
+
+from helpers import FakeLLM, broken_links, good_answer, make_run, run, write_runs
+
+
+def options(inputs: list[Path], corpus: Path, **extra: Any) -> BuildOptions:
+    return BuildOptions(inputs=inputs, output=corpus, cache_dir=corpus.parent / "cache", **extra)
+
+
+@pytest.fixture
+def grown(tmp_path: Path) -> tuple[Path, FakeLLM]:
+    """A corpus compiled by a (fake) model from 3 runs, then 2 new runs added (one repeated)."""
+    llm = FakeLLM(answer=lambda m: good_answer(m[0]["content"], insights=2))
+    first = write_runs(tmp_path / "first.jsonl", [make_run("t1"), make_run("t2", success=True)])
+    corpus = tmp_path / "mem"
+    build_corpus(options([first], corpus, model=llm.model), llm=llm)
+    again = write_runs(
+        tmp_path / "again.jsonl",
+        [make_run("t2", success=True), make_run("t3"), make_run("t1", success=True)],
+    )
+    report = add_runs(options([again], corpus), llm=llm)
+    assert (report.version, report.parent, report.runs, report.duplicates) == (
+        "v0002",
+        "v0001",
+        2,
+        1,
+    )
+    return corpus, llm
+
+
+def test_build_makes_a_pointer_to_the_first_version(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mem"
+    report = build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    assert report.version == "v0001"
+    assert os.readlink(corpus) == "mem.versions/v0001"
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert manifest["version"]["name"] == "v0001" and manifest["version"]["parent"] is None
+    assert [e.event for e in Store(corpus).history()] == ["built"]
+
+
+def test_add_keeps_ids_and_compiles_only_new_runs(grown: tuple[Path, FakeLLM]) -> None:
+    corpus, llm = grown
+    store = Store(corpus)
+    assert store.versions() == ["v0001", "v0002"] and store.current() == "v0002"
+    assert len(llm.calls) == 4  # 2 for the build, 2 for the new runs; the repeat is not sent
+    old, new = store.version_path("v0001"), store.version_path("v0002")
+    assert verify(old).ok and verify(new).ok and broken_links(new) == []
+    manifest = json.loads((new / "manifest.json").read_text())
+    assert manifest["version"] == {
+        "name": "v0002",
+        "parent": "v0001",
+        "changes": {
+            "runs": 2,
+            "steps": ["step-0003", "step-0004"],
+            "insights": ["insight-0005", "insight-0006", "insight-0007", "insight-0008"],
+            "task_ids": ["t3", "t1"],
+            "duplicates": 1,
+            "inputs": ["reading 1 file as native (detected from content)"],
+        },
+    }
+    assert manifest["counts"] == {
+        "runs": 4,
+        "successes": 2,
+        "failures": 2,
+        "compilations": 4,
+        "insights": 8,
+    }
+    # The parent's files are the same files, not rewritten; their ids did not move.
+    for rel in (
+        "raw/step-0001/solver.full.jsonl",
+        "compilation/step-0002.md",
+        "insight/insight-0004.md",
+    ):
+        assert (old / rel).stat().st_ino == (new / rel).stat().st_ino
+    assert not (old / "raw/step-0003").exists()
+    header = frontmatter.load(new / "insight/insight-0007.md")
+    assert header["source_step"] == "step-0004" and header["source_outcome"] == "success"
+    # The attempt count goes on from the parent's runs of the same task.
+    assert frontmatter.load(new / "raw/step-0004/metadata.md")["attempt"] == 2
+    index = (new / "insight/_index.md").read_text()
+    assert "insight-0001" in index and "insight-0008" in index
+    assert (
+        "4 runs (2 succeeded, 2 failed), 4 compilations, 8 insights"
+        in (new / "_index.md").read_text()
+    )
+
+
+def test_add_reuses_cached_replies(grown: tuple[Path, FakeLLM], tmp_path: Path) -> None:
+    corpus, llm = grown
+    Store(corpus).deploy("v0001", reason="test")
+    calls = len(llm.calls)
+    report = add_runs(options([tmp_path / "again.jsonl"], corpus), llm=llm)
+    assert report.version == "v0003" and report.cache_hits == 2 and len(llm.calls) == calls
+
+
+def test_nothing_new_makes_no_version(grown: tuple[Path, FakeLLM], tmp_path: Path) -> None:
+    corpus, llm = grown
+    report = add_runs(options([tmp_path / "again.jsonl"], corpus), llm=llm)
+    assert report.version is None and report.duplicates == 3
+    assert Store(corpus).versions() == ["v0001", "v0002"]
+    assert sorted(p.name for p in Store(corpus).dir.iterdir()) == [
+        "history.jsonl",
+        "v0001",
+        "v0002",
+    ]
+
+
+def test_a_candidate_waits_and_deploy_moves_the_pointer(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    report = add_runs(options([more], corpus), deploy=False)
+    store = Store(corpus)
+    assert report.version == "v0002" and store.current() == "v0001"
+    assert [(r.name, r.status) for r in list_versions(store)] == [
+        ("v0001", "current"),
+        ("v0002", "candidate"),
+    ]
+    assert run(["deploy", str(corpus), "2"]) == (
+        0,
+        f"{store.dir}/v0002\n",
+        f"{corpus} -> v0002 (was v0001)\n",
+    )
+    assert (corpus / "raw/step-0004").is_dir()
+    assert [(r.name, r.status) for r in list_versions(store)] == [
+        ("v0001", "previous"),
+        ("v0002", "current"),
+    ]
+    code, _, err = run(["deploy", str(corpus), "v0007"])
+    assert code == 2 and "no version v0007" in err
+
+
+def test_a_changed_parent_is_refused(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    target = corpus / "compilation/step-0001.md"
+    target.chmod(0o644)
+    target.write_text("tampered\n")
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    with pytest.raises(CorpusError, match=r"v0001 .* does not match its manifest"):
+        add_runs(options([more], corpus))
+    assert Store(corpus).versions() == ["v0001"]
+
+
+def test_a_corpus_from_before_versions_is_adopted(runs_file: Path, tmp_path: Path) -> None:
+    built = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=built))
+    # An old corpus: a plain folder where the pointer is.
+    store = Store(built)
+    real = store.version_path("v0001")
+    built.unlink()
+    os.replace(real, built)
+    store.history_path.unlink()
+    store.dir.rmdir()
+    with pytest.raises(CorpusError, match="corpus without versions"):
+        store.current()
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    report = add_runs(options([more], built))
+    assert report.version == "v0002" and os.readlink(built) == "mem.versions/v0002"
+    assert [e.event for e in store.history()] == ["adopted", "added"]
+
+
+def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mem"
+    assert run(["-q", "build", str(runs_file), "-o", str(corpus)])[0] == 0
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9"), make_run("t1")])
+    code, out, err = run(["-q", "add", str(corpus), str(more), str(runs_file)])
+    assert (code, out, err) == (0, f"{Store(corpus).dir}/v0002\n", "")
+    code, out, _ = run(["versions", str(corpus), "--json"])
+    rows = json.loads(out)
+    assert [(r["name"], r["status"], r["parent"], r["runs"], r["added_runs"]) for r in rows] == [
+        ("v0001", "previous", None, 3, 3),
+        ("v0002", "current", "v0001", 4, 1),
+    ]
+    code, out, err = run(["verify", str(corpus), "--all"])
+    assert (code, out) == (0, "")
+    assert err.splitlines() == [
+        "v0001: ok: 19 files match the manifest",
+        "v0002: ok: 23 files match the manifest",
+    ]
+    code, out, err = run(["-q", "add", str(corpus), str(more)])
+    assert (code, out) == (0, "")
+    assert err == "nothing to add: all 2 runs are already in v0002\n"
+    code, out, _ = run(["versions", str(corpus), "--history"])
+    assert [line.split()[1:3] for line in out.splitlines()] == [
+        ["built", "v0001:"],
+        ["added", "v0002"],
+    ]
