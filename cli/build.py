@@ -277,7 +277,9 @@ def is_quiet() -> bool:
     return bool(click.get_current_context().find_root().params.get("quiet"))
 
 
-def compile_with_progress(make: Any, options: Any, *, quiet: bool, written: str) -> Any:
+def compile_with_progress(
+    make: Any, options: Any, *, quiet: bool, written: str, again: str = "building again"
+) -> Any:
     """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
     progress = _Progress(quiet=quiet)
     try:
@@ -288,7 +290,7 @@ def compile_with_progress(make: Any, options: Any, *, quiet: bool, written: str)
             ""
             if options.offline or not options.use_cache
             else (
-                "; the model replies received so far are cached, so running it again resumes "
+                f"; the model replies received so far are cached, so {again} resumes "
                 "without paying for them twice"
             )
         )

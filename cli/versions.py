@@ -53,6 +53,7 @@ def add_command(
         options,
         quiet=quiet,
         written=f"no version was added to {corpus}",
+        again="adding again",
     )
     if report.version is None:
         click.echo(
