@@ -16,7 +16,7 @@ from .drill import actions_command, turn_command
 from .evaluate import eval_command
 from .use import audit_command, cite_command, prompt_command
 from .verify import verify_command
-from .versions import add_command, deploy_command, versions_command
+from .versions import add_command, deploy_command, update_command, versions_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 
@@ -49,6 +49,7 @@ cli.add_command(build_command)
 cli.add_command(add_command)
 cli.add_command(versions_command)
 cli.add_command(deploy_command)
+cli.add_command(update_command)
 cli.add_command(convert_command)
 cli.add_command(verify_command)
 cli.add_command(actions_command)

@@ -148,3 +148,242 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
         previous = store.deploy(path.name, reason=reason)
     click.echo(f"{corpus} -> {path.name} (was {previous})", err=True)
     click.echo(str(path))
+
+
+def _read_task_pool(path: Path) -> list[str]:
+    tasks = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    tasks = [task for task in tasks if task and not task.startswith("#")]
+    if not tasks:
+        raise click.BadParameter(f"{path} lists no task ids (one a line)", param_hint="--task-pool")
+    return tasks
+
+
+class _RunProgress:
+    """`agent runs N/M` on stderr every tenth of the way."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.last = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        decile = done * 10 // max(total, 1)
+        if not self.quiet and (decile != self.last or done == total):
+            self.last = decile
+            click.echo(f"agent runs {done}/{total}", err=True)
+
+
+@click.command("update")
+@click.argument("corpus", type=POINTER)
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--runner",
+    "runner_template",
+    required=True,
+    envvar="WIKITRACE_RUNNER",
+    metavar="COMMAND",
+    help="How to run your agent on one task: a command with {task_id} and {memory} (the "
+    "corpus version's folder), optionally {seed}, {run_id}, {attempt}. It must print a JSON "
+    'object such as {"success": true} or {"score": 0.8} as its last JSON line on stdout. '
+    "Env: WIKITRACE_RUNNER.",
+)
+@click.option(
+    "--runner-concurrency",
+    type=click.IntRange(1, 256),
+    default=4,
+    show_default=True,
+    help="Agent runs at once.",
+)
+@click.option(
+    "--runner-timeout",
+    type=click.FloatRange(0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds before an agent run is killed (and counted as an error).",
+)
+@click.option(
+    "--runner-retries",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
+)
+@click.option(
+    "--score-threshold",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="An agent run that prints a score succeeds when the score is at least this.",
+)
+@click.option(
+    "--momentum",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.9,
+    show_default=True,
+    help="Weight of the past in the moving average of update directions.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(-1, 1),
+    default=0.5,
+    show_default=True,
+    help="Compare when the cosine between this update's direction and the average is below it.",
+)
+@click.option("--always-compare", is_flag=True, help="Compare on every update.")
+@click.option(
+    "--coverage",
+    type=click.IntRange(0),
+    default=8,
+    show_default=True,
+    help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
+)
+@click.option(
+    "--boundary",
+    type=click.IntRange(0),
+    default=4,
+    show_default=True,
+    help="Tasks whose outcome changed with memory in earlier comparisons.",
+)
+@click.option(
+    "--fresh",
+    type=click.IntRange(0),
+    default=4,
+    show_default=True,
+    help="Tasks of the runs added since the last comparison (newest first).",
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="The first seed.")
+@click.option(
+    "--task-pool",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="File of the task ids your runner can run, one a line; others are never chosen.",
+)
+@click.option(
+    "--embedding-model",
+    default="local",
+    show_default=True,
+    help="What embeds the insights: local (hashed words, offline, no download) or an "
+    "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
+)
+@click.option("--embedding-api-base", help="Base URL of a local embedding server.")
+@compile_options
+@click.option("--json", "as_json", is_flag=True, help="Print the update record as JSON on stdout.")
+def update_command(
+    corpus: Path,
+    inputs: tuple[Path, ...],
+    runner_template: str,
+    runner_concurrency: int,
+    runner_timeout: float,
+    runner_retries: int,
+    score_threshold: float,
+    momentum: float,
+    threshold: float,
+    always_compare: bool,
+    coverage: int,
+    boundary: int,
+    fresh: int,
+    trials: int,
+    seed: int,
+    task_pool: Path | None,
+    embedding_model: str,
+    embedding_api_base: str | None,
+    as_json: bool,
+    **params: Any,
+) -> None:
+    """Add runs to CORPUS as a candidate version and deploy it only if it does better.
+
+    The runs are compiled as `wikitrace add --no-deploy` would. Then a momentum trigger
+    decides whether to compare: the candidate's new insights are embedded, and an update that
+    points the way deployed updates have (cosine with their moving average >= --threshold) is
+    accepted as is. One that turns away, the first one, or any with --always-compare is
+    compared: your agent runs, through --runner, with the current and with the candidate
+    memory on a mixed set of tasks (--fresh, --boundary, --coverage), --trials times each with
+    the same seeds. The candidate is deployed when its mean score is higher; a tie keeps the
+    current version.
+
+    A comparison costs 2 x trials x (tasks chosen) agent runs, at most
+    2 x trials x (fresh + boundary + coverage): 32 with the defaults. Runs that crash, time
+    out or print no valid JSON are retried, then recorded as errors and left out of the scores.
+
+    Every agent run is appended to CORPUS.versions/runs.jsonl, the decision (trigger figures,
+    tasks and why each was chosen, seeds, run ids, scores) to
+    CORPUS.versions/updates/update-NNNN.json, and the history says deployed or refused.
+    Prints the deployed version's folder on stdout (the record with --json). Exit 0 when a
+    decision was made (deployed or not), 1 when no task gave results on both sides (the
+    current version is kept), 2 for bad input.
+
+    \b
+    Example:
+      wikitrace update corpus new-runs.jsonl \\
+        --runner 'python run_agent.py --task {task_id} --memory {memory} --seed {seed}'
+    """
+    import orjson
+
+    from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
+    from wikitrace.control.runner import RunnerSpec
+    from wikitrace.control.update import UpdateOptions, update_corpus
+    from wikitrace.corpus_schema.versions import Store
+
+    quiet = is_quiet()
+    spec = RunnerSpec(
+        template=runner_template,
+        concurrency=runner_concurrency,
+        timeout_seconds=runner_timeout,
+        retries=runner_retries,
+        success_threshold=score_threshold,
+    )
+    options = UpdateOptions(
+        runner=spec,
+        momentum=momentum,
+        threshold=threshold,
+        coverage=coverage,
+        boundary=boundary,
+        fresh=fresh,
+        trials=trials,
+        seed=seed,
+        always_compare=always_compare,
+        task_pool=_read_task_pool(task_pool) if task_pool else None,
+        embedder=HashingEmbedder()
+        if embedding_model == "local"
+        else LiteLLMEmbedder(embedding_model, embedding_api_base),
+    )
+    build = make_add_options(corpus, inputs, params)
+    result = compile_with_progress(
+        lambda opts, progress, notice: update_corpus(
+            opts,
+            options,
+            progress=_RunProgress(quiet=quiet),
+            compile_progress=progress,
+            notice=notice,
+        ),
+        build,
+        quiet=quiet,
+        written=f"runs recorded so far are in {Store(corpus).runs_path}; {corpus} was not moved",
+        again="updating again",
+    )
+    record = result.record
+    if record is None:
+        click.echo(
+            f"nothing to update: all {result.add.duplicates} runs are already in "
+            f"{result.add.parent}",
+            err=True,
+        )
+        if as_json:
+            click.echo("null")
+        return
+    if not quiet:
+        click.echo(f"{record.decision}: {record.reason}\n  record: {result.record_path}", err=True)
+    if as_json:
+        click.echo(
+            orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode()
+        )
+    else:
+        click.echo(str(Store(corpus).version_path(record.deployed)))
+    if record.decision == "undecided":
+        click.echo(f"error: {record.reason}", err=True)
+        raise SystemExit(1)

@@ -1,6 +1,6 @@
 """Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation."""
 
-from .build import BuildOptions, BuildReport, add_runs, build_corpus
+from .build import BuildOptions, BuildReport, add_runs, add_version, build_corpus
 from .compile import CompileError, CompileLimits
 from .llm import LLM, LLMCallError, LLMReply, LLMSettings
 from .offline import OFFLINE_MODEL
@@ -16,5 +16,6 @@ __all__ = [
     "LLMReply",
     "LLMSettings",
     "add_runs",
+    "add_version",
     "build_corpus",
 ]

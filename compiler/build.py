@@ -703,43 +703,55 @@ def add_runs(
     one the parent was compiled with, so the response cache answers anything compiled before.
     When every run is already there, no version is made (report.version is None).
     """
+    with build_lock(options.output):
+        return add_version(options, deploy=deploy, llm=llm, progress=progress, notice=notice)
+
+
+def add_version(
+    options: BuildOptions,
+    *,
+    deploy: bool = True,
+    llm: LLM | None = None,
+    progress: Progress | None = None,
+    notice: Callable[[InputPlan], None] | None = None,
+) -> BuildReport:
+    """add_runs for a caller that already holds the corpus's lock (wikitrace update)."""
     started = time.monotonic()
     pointer = options.output
-    with build_lock(pointer):
-        store = open_store(pointer)
-        parent = store.current()
-        base = Base.load(parent, store.version_path(parent))
-        options = dataclasses.replace(options, model=base.manifest.model)
-        plan, report = _plan(options, notice)
-        report.parent = parent
-        name = store.next_name()
-        staging = store.staging(name)
-        made = _make_version(
-            options,
-            plan,
-            report,
-            staging,
-            VersionInfo(name=name, parent=parent),
-            llm,
-            progress,
-            base,
-        )
-        if made:
-            try:
-                os.replace(staging, store.version_path(name))
-            except BaseException:
-                remove_tree(staging)
-                raise
-            report.version = name
-            reason = f"{report.runs} runs added to {parent}"
-            if deploy:
-                store.deploy(name, event="added", reason=reason)
-            else:
-                store.record(
-                    HistoryEntry(
-                        time=now(), event="candidate", version=name, previous=parent, reason=reason
-                    )
+    store = open_store(pointer)
+    parent = store.current()
+    base = Base.load(parent, store.version_path(parent))
+    options = dataclasses.replace(options, model=base.manifest.model)
+    plan, report = _plan(options, notice)
+    report.parent = parent
+    name = store.next_name()
+    staging = store.staging(name)
+    made = _make_version(
+        options,
+        plan,
+        report,
+        staging,
+        VersionInfo(name=name, parent=parent),
+        llm,
+        progress,
+        base,
+    )
+    if made:
+        try:
+            os.replace(staging, store.version_path(name))
+        except BaseException:
+            remove_tree(staging)
+            raise
+        report.version = name
+        reason = f"{report.runs} runs added to {parent}"
+        if deploy:
+            store.deploy(name, event="added", reason=reason)
+        else:
+            store.record(
+                HistoryEntry(
+                    time=now(), event="candidate", version=name, previous=parent, reason=reason
                 )
+            )
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

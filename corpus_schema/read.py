@@ -102,3 +102,17 @@ def task_text(page: Page[RawHeader]) -> str:
 
 _TASK_HEADING = "## Task\n\n"
 _TURNS_HEADING = "\n## Turns\n"
+
+
+def guideline(page: Page[InsightHeader]) -> str:
+    """The guideline of an insight, from the body of its page (see render.insight)."""
+    body = page.body
+    start = body.find(_GUIDELINE)
+    end = body.find(_APPLIES, start)
+    if start == -1 or end == -1:
+        raise CorpusError(f"{page.rel}: no '**Guideline.**' paragraph")
+    return body[start + len(_GUIDELINE) : end].strip()
+
+
+_GUIDELINE = "**Guideline.** "
+_APPLIES = "\n\n**Applies when.** "

@@ -72,15 +72,6 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= TASK_PREVIEW else flat[: TASK_PREVIEW - 1] + "…"
 
 
-def _guideline(body: str) -> str:
-    marker = "**Guideline.** "
-    start = body.find(marker)
-    if start == -1:
-        return ""
-    end = body.find("\n\n", start)
-    return body[start + len(marker) : end if end != -1 else None].strip()
-
-
 def _tokenize(texts: Sequence[str]) -> Any:
     import bm25s
 
@@ -153,7 +144,7 @@ class Memory:
                     id=header.id,
                     title=header.title,
                     task_type=header.task_type,
-                    guideline=_guideline(page.body),
+                    guideline=read.guideline(page),
                     applicability=header.applicability,
                     source_step=header.source_step,
                     source_outcome=header.source_outcome,

@@ -1,0 +1,1 @@
+"""Growing a corpus safely: the runner protocol and the update controller."""

@@ -1,0 +1,177 @@
+"""Embedding a memory (the insight set of a corpus version) to see which way an update moves it.
+
+The memory's embedding is the sum of its insights' unit vectors, so the difference between two
+versions is exactly the added insights minus the removed ones: the direction of the update.
+The default embedder is local and needs no download: hashed word and word-pair counts
+(the "hashing trick"), stable across machines and Python runs. `LiteLLMEmbedder` uses any
+embedding model litellm reaches instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from wikitrace.corpus_schema import read as corpus_read
+
+Vector = npt.NDArray[np.float64]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "then",
+        "this",
+        "to",
+        "was",
+        "were",
+        "when",
+        "with",
+        "without",
+    ]
+)
+
+
+class Embedder(Protocol):
+    @property
+    def identity(self) -> str:
+        """Names the embedding space: directions from different spaces are never compared."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+
+class HashingEmbedder:
+    """Local, offline: each word and word pair hashed into `dim` signed buckets, log-scaled."""
+
+    def __init__(self, dim: int = 1024) -> None:
+        self.dim = dim
+
+    @property
+    def identity(self) -> str:
+        return f"local-hash-{self.dim}"
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> Vector:
+        words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+        features = Counter(words)
+        features.update(f"{a} {b}" for a, b in pairwise(words))
+        vector = np.zeros(self.dim)
+        for feature, count in features.items():
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self.dim
+            sign = 1.0 if digest[4] & 1 else -1.0
+            vector[bucket] += sign * (1.0 + math.log(count))
+        return vector
+
+
+class LiteLLMEmbedder:
+    """Any embedding model litellm reaches (openai/text-embedding-3-small, ollama/..., a server)."""
+
+    def __init__(self, model: str, api_base: str | None = None) -> None:
+        self.model = model
+        self.api_base = api_base
+
+    @property
+    def identity(self) -> str:
+        return self.model
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm  # heavy: only when a model is really asked for
+
+        response = litellm.embedding(model=self.model, input=list(texts), api_base=self.api_base)
+        return [np.asarray(item["embedding"], dtype=np.float64) for item in response.data]
+
+
+def insight_texts(root: Path) -> dict[str, str]:
+    """Insight id -> the text that stands for it: title, guideline and applicability."""
+    return {
+        page.header.id: "\n".join(
+            [page.header.title, corpus_read.guideline(page), page.header.applicability]
+        )
+        for page in corpus_read.insights(root)
+    }
+
+
+def unit(vector: Vector) -> Vector:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+def memory_embedding(texts: Sequence[str], embedder: Embedder) -> Vector | None:
+    """The sum of the insights' unit vectors; None for a memory with no insights."""
+    vectors = embedder.embed(texts)
+    if not vectors:
+        return None
+    return np.sum([unit(v) for v in vectors], axis=0)
+
+
+def update_direction(
+    old: dict[str, str], new: dict[str, str], embedder: Embedder
+) -> tuple[Vector | None, list[str], list[str]]:
+    """The unit direction from the old insight set to the new one, and the ids added, removed.
+
+    Only what changed is embedded: an insight the two share cancels out of the difference.
+    None when nothing changed (or the change embeds to nothing).
+    """
+    added = [ident for ident in new if ident not in old or new[ident] != old[ident]]
+    removed = [ident for ident in old if ident not in new or new[ident] != old[ident]]
+    if not added and not removed:
+        return None, added, removed
+    plus = memory_embedding([new[i] for i in added], embedder)
+    minus = memory_embedding([old[i] for i in removed], embedder)
+    if plus is None and minus is None:
+        return None, added, removed
+    reference = plus if plus is not None else minus
+    assert reference is not None
+    difference = (plus if plus is not None else np.zeros_like(reference)) - (
+        minus if minus is not None else np.zeros_like(reference)
+    )
+    if float(np.linalg.norm(difference)) == 0:
+        return None, added, removed
+    return unit(difference), added, removed
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))

@@ -1,0 +1,293 @@
+"""The runner protocol: run the user's agent on a task with a given memory, record every run.
+
+The user gives a command template such as
+`python run_agent.py --task {task_id} --memory {memory} --seed {seed}`. For each run wikitrace
+fills it in (after splitting it like a shell would, so a value is always one argument and never
+shell syntax), runs it with bounded concurrency and a timeout, and reads the last line of its
+stdout that is a JSON object: `success` (true/false) or `score` (a number; at or above the
+threshold is a success), and optionally `trajectory` (the path of the log it wrote). Anything
+else the agent prints on stdout or stderr is kept only as a short tail for diagnosis.
+
+A run that exits non-zero, times out or prints no valid result is an error: it is retried up to
+`retries` times and, if it never succeeds, recorded as an error. An error is never counted as
+a success or a failure. Every run, error or not, is appended to the store's runs.jsonl as soon
+as it ends, so each decision can name the runs behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import string
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.ledger import AgentRun, Attempt, append_line, count_lines
+from wikitrace.corpus_schema.versions import now
+
+PLACEHOLDERS = ("task_id", "memory", "seed", "run_id", "attempt")
+"""What a runner template may name: the task, the corpus version's folder, the seed, the run's
+id in runs.jsonl and the attempt number (1 for the first try)."""
+REQUIRED = ("task_id", "memory")
+TAIL = 2000
+"""Characters of the agent's stderr (and stray stdout) kept with an error."""
+
+
+class AgentResult(BaseModel):
+    """The JSON object an agent prints as its last stdout line that is one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: bool | None = Field(default=None, strict=True)
+    """Whether the agent solved the task."""
+    score: float | None = None
+    """A graded result; a success when at or above the threshold."""
+    trajectory: str | None = None
+    """Where the agent wrote its log of this run (any format wikitrace reads)."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    task_id: str
+    memory: str
+    memory_path: Path
+    seed: int
+
+
+@dataclass
+class RunnerSpec:
+    """How to run the agent."""
+
+    template: str
+    concurrency: int = 4
+    timeout_seconds: float = 600.0
+    retries: int = 2
+    """Extra attempts after an error."""
+    success_threshold: float = 1.0
+    cwd: Path | None = None
+    argv: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.argv = parse_template(self.template)
+
+
+def parse_template(template: str) -> list[str]:
+    """Split the template like a shell and check its placeholders; InputError names the fault."""
+    try:
+        argv = shlex.split(template)
+    except ValueError as error:
+        raise InputError(f"cannot split the command: {error}", field="--runner") from None
+    if not argv:
+        raise InputError("the command is empty", field="--runner")
+    named: set[str] = set()
+    for token in argv:
+        try:
+            parts = list(string.Formatter().parse(token))
+        except ValueError as error:
+            raise InputError(
+                f"{token!r}: {error}", field="--runner", hint="write a literal brace as {{ or }}"
+            ) from None
+        for _, name, spec, _ in parts:
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec:
+                raise InputError(
+                    f"unknown placeholder {{{name}{':' + spec if spec else ''}}} in {token!r}",
+                    field="--runner",
+                    hint="use " + ", ".join("{" + p + "}" for p in PLACEHOLDERS),
+                )
+            named.add(name)
+    missing = [name for name in REQUIRED if name not in named]
+    if missing:
+        raise InputError(
+            "the command never names " + " or ".join("{" + m + "}" for m in missing),
+            field="--runner",
+            hint="every run must be told its task and the memory to use",
+        )
+    return argv
+
+
+def read_result(stdout: str, threshold: float) -> tuple[AgentResult | None, bool | None, str]:
+    """The result in an agent's stdout: (result, success, error); error is '' when valid."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        try:
+            result = AgentResult.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return None, None, f"field '{where}': {first['msg']}"
+        if result.success is not None:
+            return result, result.success, ""
+        if result.score is not None:
+            return result, result.score >= threshold, ""
+        return None, None, "the JSON object has neither 'success' nor 'score'"
+    return None, None, "printed no JSON object on stdout"
+
+
+class RunLog:
+    """runs.jsonl: one line per finished run; ids go on from the lines already there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.next_number = count_lines(path) + 1
+
+    def new_id(self) -> str:
+        ident = f"run-{self.next_number:06d}"
+        self.next_number += 1
+        return ident
+
+    def append(self, run: AgentRun) -> None:
+        append_line(self.path, run)
+
+
+RunDone = Callable[[AgentRun], None]
+
+
+class Runner:
+    """Runs requests through the spec, records each, and hands back the records in order."""
+
+    def __init__(self, spec: RunnerSpec, log: RunLog, purpose: str) -> None:
+        self.spec = spec
+        self.log = log
+        self.purpose = purpose
+
+    def run(self, requests: Sequence[RunRequest], done: RunDone | None = None) -> list[AgentRun]:
+        return asyncio.run(self._run_all(requests, done))
+
+    async def _run_all(
+        self, requests: Sequence[RunRequest], done: RunDone | None
+    ) -> list[AgentRun]:
+        slots = asyncio.Semaphore(self.spec.concurrency)
+        ids = [self.log.new_id() for _ in requests]
+
+        async def one(request: RunRequest, ident: str) -> AgentRun:
+            async with slots:
+                run = await self._run_one(request, ident)
+            self.log.append(run)
+            if done is not None:
+                done(run)
+            return run
+
+        return list(await asyncio.gather(*(one(r, i) for r, i in zip(requests, ids, strict=True))))
+
+    def command(self, request: RunRequest, ident: str, attempt: int) -> list[str]:
+        values = {
+            "task_id": request.task_id,
+            "memory": str(request.memory_path),
+            "seed": str(request.seed),
+            "run_id": ident,
+            "attempt": str(attempt),
+        }
+        return [token.format_map(values) for token in self.spec.argv]
+
+    async def _run_one(self, request: RunRequest, ident: str) -> AgentRun:
+        started, clock = now(), time.monotonic()
+        attempts: list[Attempt] = []
+        argv: list[str] = []
+        for number in range(1, self.spec.retries + 2):
+            argv = self.command(request, ident, number)
+            attempt, stdout = await self._attempt(argv)
+            if attempt.error is None:
+                result, success, problem = read_result(stdout, self.spec.success_threshold)
+                if result is not None:
+                    attempts.append(attempt)
+                    return AgentRun(
+                        id=ident,
+                        purpose=self.purpose,
+                        task_id=request.task_id,
+                        memory=request.memory,
+                        memory_path=str(request.memory_path),
+                        seed=request.seed,
+                        command=argv,
+                        started=started,
+                        seconds=round(time.monotonic() - clock, 3),
+                        status="ok",
+                        success=success,
+                        score=result.score,
+                        trajectory=result.trajectory,
+                        attempts=attempts,
+                        output=result.model_dump(mode="json", exclude_none=True),
+                    )
+                attempt.error = problem
+                attempt.stderr_tail = (attempt.stderr_tail + "\n" + stdout[-TAIL:]).strip()[-TAIL:]
+            attempts.append(attempt)
+        return AgentRun(
+            id=ident,
+            purpose=self.purpose,
+            task_id=request.task_id,
+            memory=request.memory,
+            memory_path=str(request.memory_path),
+            seed=request.seed,
+            command=argv,
+            started=started,
+            seconds=round(time.monotonic() - clock, 3),
+            status="error",
+            success=None,
+            error=f"{len(attempts)} attempts failed; last: {attempts[-1].error}",
+            attempts=attempts,
+        )
+
+    async def _attempt(self, argv: list[str]) -> tuple[Attempt, str]:
+        clock = time.monotonic()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.spec.cwd,
+                start_new_session=True,  # its own process group, so a kill reaches its children
+            )
+        except OSError as error:
+            return Attempt(exit_code=None, seconds=0.0, error=f"cannot start: {error}"), ""
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), self.spec.timeout_seconds)
+        except TimeoutError:
+            _kill(process)
+            await process.communicate()
+            return (
+                Attempt(
+                    exit_code=None,
+                    seconds=round(time.monotonic() - clock, 3),
+                    error=f"timed out after {self.spec.timeout_seconds:g} s",
+                ),
+                "",
+            )
+        except BaseException:  # Ctrl-C or cancellation: leave no agent running
+            _kill(process)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(process.communicate(), 5)  # reap it, close its pipes
+            raise
+        stderr = err.decode("utf-8", "replace")[-TAIL:]
+        attempt = Attempt(
+            exit_code=process.returncode,
+            seconds=round(time.monotonic() - clock, 3),
+            stderr_tail=stderr,
+        )
+        if process.returncode != 0:
+            last = stderr.strip().splitlines()[-1:] or [""]
+            attempt.error = f"exit code {process.returncode}" + (f": {last[0]}" if last[0] else "")
+        return attempt, out.decode("utf-8", "replace")
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

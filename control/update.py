@@ -1,0 +1,337 @@
+"""`wikitrace update`: add runs as a candidate version, and deploy it only when it does better.
+
+1. The new runs are compiled into a candidate version (wikitrace add, not deployed).
+2. A momentum trigger decides whether a comparison is needed. The update's direction is the
+   embedding of the insights it adds minus those it removes (control.embed). The controller
+   keeps an exponential moving average of the directions of deployed updates; an update that
+   points the way memory has been growing (cosine with the average at or above the threshold)
+   is accepted without a comparison, one that turns away is compared. The first update, with
+   no average yet, is compared; one that changes no insight is accepted.
+3. A comparison runs the agent with the old and with the candidate memory, through the user's
+   runner, on a compact mixed set of tasks: fresh tasks (of runs deployed since the last
+   comparison, this update's included), boundary tasks (whose outcome changed with memory in
+   an earlier comparison) and coverage tasks (standing for the tasks seen so far, spread over
+   task types). Each task runs `trials` times with the same seeds on both sides. The candidate
+   is deployed only when its mean score over the tasks both sides gave results for is higher;
+   a tie keeps the old.
+4. The decision, its trigger figures, the tasks and why each was chosen, the seeds and the ids
+   of every agent run go into updates/update-NNNN.json; the history says deployed or refused.
+
+A comparison costs 2 x trials x (tasks chosen) agent runs, plus retries of runs that error.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wikitrace.compiler import BuildOptions, BuildReport, add_version
+from wikitrace.compiler.importers import InputPlan
+from wikitrace.compiler.llm import LLM
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.ledger import (
+    AgentRun,
+    Group,
+    TaskResult,
+    Trigger,
+    UpdateRecord,
+    UpdateState,
+    load_model,
+)
+from wikitrace.corpus_schema.store import build_lock
+from wikitrace.corpus_schema.versions import HistoryEntry, Store, now, write_json
+
+from .embed import Embedder, HashingEmbedder, cosine, insight_texts, update_direction
+from .runner import RunLog, Runner, RunnerSpec, RunRequest
+
+log = logging.getLogger(__name__)
+
+MAX_BOUNDARY_KEPT = 200
+"""Boundary tasks remembered between updates (newest first)."""
+
+
+@dataclass
+class UpdateOptions:
+    runner: RunnerSpec
+    momentum: float = 0.9
+    """Weight of the past in the average of update directions."""
+    threshold: float = 0.5
+    """Compare when the cosine between this update's direction and the average is below it."""
+    coverage: int = 8
+    boundary: int = 4
+    fresh: int = 4
+    trials: int = 1
+    seed: int = 0
+    """First seed; trial t of every task runs with seed + t on both sides."""
+    always_compare: bool = False
+    task_pool: list[str] | None = None
+    """Task ids the runner can run; chosen tasks outside it are left out (None: any)."""
+    embedder: Embedder = field(default_factory=HashingEmbedder)
+
+
+@dataclass
+class UpdateResult:
+    """What an update did: the add report and, when a version was made, the decision."""
+
+    add: BuildReport
+    record: UpdateRecord | None = None
+    record_path: Path | None = None
+
+
+RunProgress = Callable[[int, int], None]
+
+
+def update_corpus(
+    build: BuildOptions,
+    options: UpdateOptions,
+    *,
+    llm: LLM | None = None,
+    progress: RunProgress | None = None,
+    compile_progress: Callable[[int, int], None] | None = None,
+    notice: Callable[[InputPlan], None] | None = None,
+) -> UpdateResult:
+    """Add build.inputs to the corpus build.output as a candidate, then decide whether to deploy."""
+    store = Store(build.output)
+    with build_lock(store.pointer):
+        added = add_version(build, deploy=False, llm=llm, progress=compile_progress, notice=notice)
+        if added.version is None:
+            return UpdateResult(add=added)
+        assert added.parent is not None
+        controller = _Controller(store, options, added)
+        record = controller.decide(progress)
+        path = store.updates_dir / f"{record.id}.json"
+        write_json(path, record.model_dump(mode="json"))
+        if record.deployed == record.candidate:
+            store.deploy(record.candidate, reason=record.reason, update=record.id)
+        else:
+            store.record(
+                HistoryEntry(
+                    time=now(),
+                    event="refused",
+                    version=record.candidate,
+                    previous=record.current,
+                    reason=record.reason,
+                    update=record.id,
+                )
+            )
+        write_json(store.update_state_path, controller.state.model_dump(mode="json"))
+        return UpdateResult(add=added, record=record, record_path=path)
+
+
+class _Controller:
+    def __init__(self, store: Store, options: UpdateOptions, added: BuildReport) -> None:
+        assert added.version is not None and added.parent is not None
+        self.store = store
+        self.options = options
+        self.added = added
+        self.old, self.new = added.parent, added.version
+        self.old_root = store.version_path(self.old)
+        self.new_root = store.version_path(self.new)
+        self.state: UpdateState = load_model(
+            store.update_state_path, UpdateState, default=UpdateState()
+        )
+        self.id = f"update-{count_records(store.updates_dir) + 1:04d}"
+        manifest = manifest_io.load(self.new_root)
+        changes = manifest.version.changes if manifest.version else None
+        self.new_tasks = changes.task_ids if changes else []
+        self.added_summary = changes.model_dump(mode="json") if changes else {}
+
+    # --- the trigger ---------------------------------------------------------------------
+
+    def trigger(self) -> tuple[Trigger, np.ndarray | None]:
+        options, state = self.options, self.state
+        embedder = options.embedder
+        direction, added, removed = update_direction(
+            insight_texts(self.old_root), insight_texts(self.new_root), embedder
+        )
+        base = {
+            "embedder": embedder.identity,
+            "threshold": options.threshold,
+            "momentum": options.momentum,
+            "always_compare": options.always_compare,
+            "insights_added": added,
+            "insights_removed": removed,
+        }
+        if state.embedder is not None and state.embedder != embedder.identity:
+            log.warning(
+                "the update average was kept in %s, not %s: starting it afresh",
+                state.embedder,
+                embedder.identity,
+            )
+            state.average, state.embedder = None, None
+        average = np.asarray(state.average) if state.average is not None else None
+        cos = None
+        if direction is not None and average is not None:
+            cos = round(cosine(direction, average), 6)
+        if options.always_compare:
+            why = "--always-compare"
+            compared = True
+        elif direction is None:
+            why, compared = "the insight set did not change", False
+        elif average is None:
+            why, compared = "no deployed update to compare its direction with yet", True
+        elif cos is not None and cos < options.threshold:
+            why = f"it turns away from past updates (cosine {cos:.3f} < {options.threshold:g})"
+            compared = True
+        else:
+            why = f"it goes the way of past updates (cosine {cos:.3f} >= {options.threshold:g})"
+            compared = False
+        return Trigger(compared=compared, why=why, cosine=cos, **base), direction
+
+    def _remember_direction(self, direction: np.ndarray | None) -> None:
+        if direction is None:
+            return
+        state, momentum = self.state, self.options.momentum
+        if state.average is None:
+            average = direction
+        else:
+            average = momentum * np.asarray(state.average) + (1 - momentum) * direction
+        state.average = [round(float(x), 8) for x in average]
+        state.embedder = self.options.embedder.identity
+
+    # --- the mixed set --------------------------------------------------------------------
+
+    def choose_tasks(self) -> list[tuple[str, Group]]:
+        options, state = self.options, self.state
+        pool = set(options.task_pool) if options.task_pool is not None else None
+        chosen: dict[str, Group] = {}
+
+        def take(candidates: Sequence[str], group: Group, limit: int) -> None:
+            taken = 0
+            for task_id in candidates:
+                if taken >= limit:
+                    break
+                if task_id in chosen or (pool is not None and task_id not in pool):
+                    continue
+                chosen[task_id] = group
+                taken += 1
+
+        fresh = list(dict.fromkeys([*state.fresh_tasks, *self.new_tasks]))
+        take(list(reversed(fresh)), "fresh", options.fresh)  # newest first
+        take(state.boundary_tasks, "boundary", options.boundary)
+        take(self._coverage_order(), "coverage", options.coverage)
+        return list(chosen.items())
+
+    def _coverage_order(self) -> list[str]:
+        """Tasks seen so far, by task type in turn, each type's tasks in a seeded order."""
+        by_type: dict[str, list[str]] = {}
+        for page in corpus_read.runs(self.old_root):
+            tasks = by_type.setdefault(page.header.task_type or "", [])
+            if page.header.task_id not in tasks:
+                tasks.append(page.header.task_id)
+        shuffle = random.Random(f"{self.options.seed}:{self.id}")
+        for tasks in by_type.values():
+            shuffle.shuffle(tasks)
+        order: list[str] = []
+        for row in range(max((len(t) for t in by_type.values()), default=0)):
+            for task_type in sorted(by_type):
+                if row < len(by_type[task_type]):
+                    order.append(by_type[task_type][row])
+        return order
+
+    # --- the comparison -------------------------------------------------------------------
+
+    def decide(self, progress: RunProgress | None) -> UpdateRecord:
+        trigger, direction = self.trigger()
+        record = UpdateRecord(
+            id=self.id,
+            time=now(),
+            current=self.old,
+            candidate=self.new,
+            deployed=self.old,
+            decision="kept",
+            reason="",
+            trigger=trigger,
+            added=self.added_summary,
+        )
+        state = self.state
+        state.updates += 1
+        if not trigger.compared:
+            record.decision, record.deployed = "accepted", self.new
+            record.reason = f"not compared: {trigger.why}"
+            self._remember_direction(direction)
+            state.fresh_tasks = list(dict.fromkeys([*state.fresh_tasks, *self.new_tasks]))
+            return record
+        tasks = self.choose_tasks()
+        seeds = [self.options.seed + trial for trial in range(self.options.trials)]
+        record.seeds = seeds
+        requests = [
+            RunRequest(task_id, memory, root, seed)
+            for task_id, _ in tasks
+            for memory, root in ((self.old, self.old_root), (self.new, self.new_root))
+            for seed in seeds
+        ]
+        done = 0
+
+        def tick(_: AgentRun) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, len(requests))
+
+        runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=self.id)
+        runs = runner.run(requests, tick)
+        record.agent_runs = len(runs)
+        record.errors = sum(run.status == "error" for run in runs)
+        for task_id, group in tasks:
+            old_runs = [r for r in runs if r.task_id == task_id and r.memory == self.old]
+            new_runs = [r for r in runs if r.task_id == task_id and r.memory == self.new]
+            old, new = _mean(old_runs), _mean(new_runs)
+            record.tasks.append(
+                TaskResult(
+                    task_id=task_id,
+                    group=group,
+                    old_runs=[r.id for r in old_runs],
+                    new_runs=[r.id for r in new_runs],
+                    old=old,
+                    new=new,
+                    compared=old is not None and new is not None,
+                )
+            )
+        compared = [t for t in record.tasks if t.compared]
+        state.fresh_tasks = []
+        state.last_comparison = self.id
+        changed = [t.task_id for t in compared if t.old != t.new]
+        state.boundary_tasks = list(dict.fromkeys([*changed, *state.boundary_tasks]))[
+            :MAX_BOUNDARY_KEPT
+        ]
+        if not compared:
+            record.decision = "undecided"
+            record.reason = (
+                f"compared because {trigger.why}, but no task gave results with both memories "
+                f"({record.errors} of {record.agent_runs} agent runs errored): kept {self.old}"
+            )
+            return record
+        record.score_old = round(sum(t.old or 0.0 for t in compared) / len(compared), 6)
+        record.score_new = round(sum(t.new or 0.0 for t in compared) / len(compared), 6)
+        scores = (
+            f"{record.score_new:.3f} vs {record.score_old:.3f} over {len(compared)} tasks "
+            f"({record.agent_runs} agent runs, {record.errors} errors)"
+        )
+        if record.score_new > record.score_old:
+            record.decision, record.deployed = "deployed", self.new
+            record.reason = f"compared because {trigger.why}; {self.new} did better: {scores}"
+            self._remember_direction(direction)
+        else:
+            record.decision = "kept"
+            worse = (
+                "a tie keeps the old" if record.score_new == record.score_old else "it did worse"
+            )
+            record.reason = f"compared because {trigger.why}; {self.new} refused, {worse}: {scores}"
+        return record
+
+
+def _mean(runs: Sequence[AgentRun]) -> float | None:
+    values = [v for v in (run.value for run in runs) if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def count_records(folder: Path) -> int:
+    """Update records made so far (one file each)."""
+    return len(list(folder.glob("update-*.json"))) if folder.is_dir() else 0

@@ -1,0 +1,210 @@
+"""What a store records beside its versions: every agent run, every update decision, and the
+update controller's memory between updates (runs.jsonl, updates/, update-state.json)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CorpusError, first_problem
+
+LEDGER_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- agent runs (runs.jsonl) -----------------------------------------------------------------
+
+
+class Attempt(_Strict):
+    """One try at a run."""
+
+    exit_code: int | None
+    """None when it never started or was killed at the timeout."""
+    seconds: float
+    error: str | None = None
+    """Why this try is not a result: exit code, timeout, no JSON, a bad field."""
+    stderr_tail: str = ""
+    """The end of what the agent wrote on stderr (and stray stdout, when the result was bad)."""
+
+
+class AgentRun(_Strict):
+    """One line of runs.jsonl: a run of the agent on a task with a memory, as it ended."""
+
+    id: str
+    """run-NNNNNN, in the order runs were started over the store's life."""
+    purpose: str
+    """What it was run for: the update record (update-NNNN) that asked for it."""
+    task_id: str
+    memory: str
+    """The corpus version it was given (vNNNN)."""
+    memory_path: str
+    seed: int
+    command: list[str]
+    """The command of the last attempt, as run."""
+    started: str
+    seconds: float
+    """Wall time over all attempts."""
+    status: Literal["ok", "error"]
+    success: bool | None
+    """The outcome; None when status is error (an error is never a success or a failure)."""
+    score: float | None = None
+    trajectory: str | None = None
+    """Where the agent says it wrote its log of the run."""
+    error: str | None = None
+    attempts: list[Attempt]
+    output: dict[str, Any] = Field(default_factory=dict)
+    """The agent's JSON result as printed."""
+
+    @property
+    def value(self) -> float | None:
+        """What the run scored: its score when it gave one, else 1 for a success, 0 for not."""
+        if self.status != "ok":
+            return None
+        if self.score is not None:
+            return self.score
+        return 1.0 if self.success else 0.0
+
+
+def append_line(path: Path, record: BaseModel) -> None:
+    """Append one record as one line in one write, so a crash never leaves half a line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, orjson.dumps(record.model_dump(mode="json")) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_agent_runs(path: Path) -> dict[str, AgentRun]:
+    """Every recorded run by id."""
+    runs: dict[str, AgentRun] = {}
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return runs
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            run = AgentRun.model_validate(orjson.loads(line))
+        except orjson.JSONDecodeError as error:
+            raise CorpusError(f"{path}:{number}: not JSON ({error})") from None
+        except ValidationError as error:
+            where, message = first_problem(error)
+            raise CorpusError(f"{path}:{number}: field '{where}': {message}") from None
+        runs[run.id] = run
+    return runs
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+# --- update decisions (updates/update-NNNN.json) ---------------------------------------------
+
+Group = Literal["fresh", "boundary", "coverage"]
+
+
+class Trigger(_Strict):
+    """Whether the update was compared, and the figures that decided it."""
+
+    compared: bool
+    why: str
+    embedder: str
+    cosine: float | None = None
+    """Between this update's direction and the average of past deployed ones."""
+    threshold: float
+    momentum: float
+    always_compare: bool = False
+    insights_added: list[str] = Field(default_factory=list)
+    insights_removed: list[str] = Field(default_factory=list)
+
+
+class TaskResult(_Strict):
+    """One task of a comparison: why it was chosen, and what old and new memory scored."""
+
+    task_id: str
+    group: Group
+    """fresh (added since the last comparison), boundary (its outcome changed with memory in a
+    past comparison), coverage (stands for the tasks seen so far)."""
+    old_runs: list[str]
+    new_runs: list[str]
+    old: float | None
+    """Mean over its runs with the old memory that gave a result; None when all errored."""
+    new: float | None
+    compared: bool
+    """Both sides gave a result, so the task counts in the scores."""
+
+
+class UpdateRecord(_Strict):
+    """One `wikitrace update` decision, with links to everything behind it."""
+
+    format_version: int = LEDGER_VERSION
+    id: str
+    time: str
+    current: str
+    """The version deployed when the update began."""
+    candidate: str
+    """The version made from it by adding the runs."""
+    deployed: str
+    """The version deployed when the update ended."""
+    decision: Literal["accepted", "deployed", "kept", "undecided"]
+    """accepted (not compared, deployed), deployed (compared, the candidate did better),
+    kept (compared, the candidate did not do better: ties keep the old), undecided (compared,
+    but no task gave results on both sides: the old is kept)."""
+    reason: str
+    trigger: Trigger
+    seeds: list[int] = Field(default_factory=list)
+    """The seeds each task was run with, the same for old and new."""
+    tasks: list[TaskResult] = Field(default_factory=list)
+    score_old: float | None = None
+    """Mean over compared tasks of the old memory's per-task mean."""
+    score_new: float | None = None
+    agent_runs: int = 0
+    errors: int = 0
+    """Agent runs that ended as errors after their retries."""
+    added: dict[str, Any] = Field(default_factory=dict)
+    """What the candidate adds: runs, steps, insights, task ids, duplicates left out."""
+
+
+class UpdateState(_Strict):
+    """What the controller remembers between updates (update-state.json)."""
+
+    format_version: int = LEDGER_VERSION
+    embedder: str | None = None
+    """The embedding space the average lives in; another one starts the average afresh."""
+    average: list[float] | None = None
+    """Exponential moving average of the unit directions of deployed updates."""
+    updates: int = 0
+    fresh_tasks: list[str] = Field(default_factory=list)
+    """Tasks of runs deployed since the last comparison, oldest first."""
+    boundary_tasks: list[str] = Field(default_factory=list)
+    """Tasks whose outcome differed between old and new memory in a comparison, newest first."""
+    last_comparison: str | None = None
+
+
+def load_model(path: Path, model: type[Any], default: Any = None) -> Any:
+    """A JSON record of the store, typed; `default` when the file does not exist yet."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return default
+    except orjson.JSONDecodeError as error:
+        raise CorpusError(f"{path}: not valid JSON ({error})") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise CorpusError(f"{path}: field '{where}': {message}") from None
