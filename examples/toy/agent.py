@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from toyenv import TASKS, episode  # noqa: E402
+from toyenv import TASKS, episode
 
 _GUIDELINE = re.compile(r"^\*\*Guideline\.\*\* (.*)$", re.M)
 

@@ -10,6 +10,7 @@ goes through the same litellm code path as a real model, with no key and no down
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lessons import answer  # noqa: E402
+from lessons import answer
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -56,10 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"toy model server on http://127.0.0.1:{args.port}/v1", file=sys.stderr, flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":
