@@ -17,11 +17,12 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema import read as corpus_read
 
 Vector = npt.NDArray[np.float64]
@@ -117,8 +118,24 @@ class LiteLLMEmbedder:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm  # heavy: only when a model is really asked for
 
-        response = litellm.embedding(model=self.model, input=list(texts), api_base=self.api_base)
+        kwargs: dict[str, Any] = {"model": self.model, "input": list(texts)}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            # A local OpenAI-compatible server needs no key; the client refuses to start without.
+            if self.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = "no-key"
+        try:
+            response = litellm.embedding(**kwargs)
+        except Exception as error:
+            first = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+            raise EmbeddingError(
+                f"--embedding-model {self.model}: {type(error).__name__}: {first}"
+            ) from None
         return [np.asarray(item["embedding"], dtype=np.float64) for item in response.data]
+
+
+class EmbeddingError(WikitraceError):
+    """The embedding model could not be reached or refused the request."""
 
 
 def insight_texts(root: Path) -> dict[str, str]:
@@ -141,7 +158,8 @@ def memory_embedding(texts: Sequence[str], embedder: Embedder) -> Vector | None:
     vectors = embedder.embed(texts)
     if not vectors:
         return None
-    return np.sum([unit(v) for v in vectors], axis=0)
+    total: Vector = np.sum([unit(v) for v in vectors], axis=0)
+    return total
 
 
 def update_direction(

@@ -150,14 +150,6 @@ class _Controller:
         direction, added, removed = update_direction(
             insight_texts(self.old_root), insight_texts(self.new_root), embedder
         )
-        base = {
-            "embedder": embedder.identity,
-            "threshold": options.threshold,
-            "momentum": options.momentum,
-            "always_compare": options.always_compare,
-            "insights_added": added,
-            "insights_removed": removed,
-        }
         if state.embedder is not None and state.embedder != embedder.identity:
             log.warning(
                 "the update average was kept in %s, not %s: starting it afresh",
@@ -182,7 +174,18 @@ class _Controller:
         else:
             why = f"it goes the way of past updates (cosine {cos:.3f} >= {options.threshold:g})"
             compared = False
-        return Trigger(compared=compared, why=why, cosine=cos, **base), direction
+        trigger = Trigger(
+            compared=compared,
+            why=why,
+            cosine=cos,
+            embedder=embedder.identity,
+            threshold=options.threshold,
+            momentum=options.momentum,
+            always_compare=options.always_compare,
+            insights_added=added,
+            insights_removed=removed,
+        )
+        return trigger, direction
 
     def _remember_direction(self, direction: np.ndarray | None) -> None:
         if direction is None:

@@ -65,6 +65,24 @@ def openai_stub() -> Iterator[Stub]:
                 status, text = script.pop(0) if script else (200, "")
             if status != 200:
                 payload = json.dumps({"error": {"message": text, "type": "stub_error"}})
+            elif self.path.endswith("/embeddings"):
+                # A vector per input: counts of a, b and c, so texts alike point alike.
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                payload = json.dumps(
+                    {
+                        "object": "list",
+                        "model": body["model"],
+                        "data": [
+                            {
+                                "object": "embedding",
+                                "index": i,
+                                "embedding": [float(t.count(c)) for c in "abc"],
+                            }
+                            for i, t in enumerate(texts)
+                        ],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
+                )
             else:
                 content = text or good_answer(body["messages"][0]["content"])
                 payload = json.dumps(

@@ -78,3 +78,27 @@ def test_a_missing_key_stops_before_anything_is_sent(runs_file: Path, tmp_path: 
     options = BuildOptions(inputs=[runs_file], output=tmp_path / "c", model="anthropic/claude-x")
     with pytest.raises(LLMCallError, match="needs ANTHROPIC_API_KEY in the environment"):
         build_corpus(options)
+
+
+def test_embeddings_go_through_litellm(openai_stub: Stub) -> None:
+    from wikitrace.control.embed import LiteLLMEmbedder, cosine, update_direction
+
+    embedder = LiteLLMEmbedder("openai/stub-embed", api_base=openai_stub.url)
+    vectors = embedder.embed(["aab", "c"])
+    assert [list(v) for v in vectors] == [[2.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    assert openai_stub.requests[-1]["model"] == "stub-embed"
+    direction, added, _ = update_direction({"x": "aa"}, {"x": "aa", "y": "cc"}, embedder)
+    assert added == ["y"] and direction is not None
+    assert cosine(direction, vectors[1]) == 1.0
+    assert embedder.identity == "openai/stub-embed"
+
+
+def test_an_embedding_error_names_the_model(openai_stub: Stub) -> None:
+    from wikitrace.control.embed import EmbeddingError, LiteLLMEmbedder
+
+    openai_stub.script += [(401, "invalid api key")] * 3
+    embedder = LiteLLMEmbedder("openai/stub-embed", api_base=openai_stub.url)
+    with pytest.raises(
+        EmbeddingError, match=r"^--embedding-model openai/stub-embed: Authentication"
+    ):
+        embedder.embed(["a"])

@@ -1,0 +1,275 @@
+"""The update controller on the bundled toy environment: its scripted agent is the runner, and
+the toy's lesson writer answers at our LLM boundary."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.control.embed import HashingEmbedder, cosine, update_direction
+from wikitrace.control.runner import RunnerSpec
+from wikitrace.control.update import UpdateOptions, UpdateResult, update_corpus
+from wikitrace.corpus_schema.ledger import read_agent_runs
+from wikitrace.corpus_schema.versions import Store
+
+from helpers import FakeLLM, run
+
+TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
+sys.path.insert(0, str(TOY))
+from lessons import answer  # noqa: E402
+
+AGENT = (
+    f"{sys.executable} {TOY / 'agent.py'} --task {{task_id}} --memory {{memory}} --seed {{seed}}"
+)
+MODEL = "openai/toy"
+
+
+@pytest.fixture
+def llm() -> FakeLLM:
+    return FakeLLM(answer=lambda messages: answer(messages[0]["content"]), model=MODEL)
+
+
+@pytest.fixture
+def toy(tmp_path: Path, llm: FakeLLM) -> Path:
+    """A corpus of the agent's 8 plain runs (4 solved): compiled, no lessons yet."""
+    corpus = tmp_path / "toy"
+    build_corpus(
+        BuildOptions(
+            inputs=[TOY / "runs/start.jsonl"],
+            output=corpus,
+            model=MODEL,
+            cache_dir=tmp_path / "cache",
+        ),
+        llm=llm,
+    )
+    return corpus
+
+
+def update(corpus: Path, runs: str, llm: FakeLLM, **options: Any) -> UpdateResult:
+    template = options.pop("template", AGENT)
+    build = BuildOptions(
+        inputs=[TOY / "runs" / runs], output=corpus, cache_dir=corpus.parent / "cache"
+    )
+    spec = RunnerSpec(
+        template, concurrency=2, timeout_seconds=60, retries=options.pop("retries", 1)
+    )
+    return update_corpus(build, UpdateOptions(runner=spec, **options), llm=llm)
+
+
+def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeLLM) -> None:
+    store = Store(toy)
+
+    # A sound lesson (look under the doormat), with no history yet: compared, and better.
+    helpful = update(toy, "mat.jsonl", llm).record
+    assert helpful is not None
+    assert (helpful.decision, helpful.current, helpful.candidate, helpful.deployed) == (
+        "deployed",
+        "v0001",
+        "v0002",
+        "v0002",
+    )
+    assert helpful.trigger.why == "no deployed update to compare its direction with yet"
+    assert helpful.trigger.insights_added == ["insight-0001"]
+    assert (helpful.score_old, helpful.score_new) == (0.5, 0.75)
+    assert [(t.task_id, t.group) for t in helpful.tasks][:1] == [("drawer-4", "fresh")]
+    assert sorted(t.task_id for t in helpful.tasks) == sorted(
+        ["drawer-1", "drawer-2", "drawer-4", "drawer-5", "safe-1", "safe-2", "safe-4", "safe-5"]
+    )
+    assert store.current() == "v0002" and helpful.agent_runs == 16 and helpful.errors == 0
+
+    # An over-broad lesson (force every container): it turns away from the past and is refused.
+    harmful = update(toy, "force.jsonl", llm).record
+    assert harmful is not None
+    assert (harmful.decision, harmful.candidate, harmful.deployed) == ("kept", "v0003", "v0002")
+    assert harmful.trigger.compared and harmful.trigger.cosine is not None
+    assert harmful.trigger.cosine < 0.5
+    assert (harmful.score_old, harmful.score_new) == (0.75, 0.25)
+    groups = {t.task_id: t.group for t in harmful.tasks}
+    assert groups["safe-4"] == "fresh"
+    assert groups["drawer-4"] == groups["drawer-5"] == "boundary"  # changed in the first update
+    assert store.current() == "v0002"
+    assert [(r.name, r.status) for r in _versions(toy)] == [
+        ("v0001", "previous"),
+        ("v0002", "current"),
+        ("v0003", "refused"),
+    ]
+    # The decision links to the runs behind it, all on record with the memory each was given.
+    runs = read_agent_runs(store.runs_path)
+    for task in harmful.tasks:
+        for ident in task.old_runs:
+            assert runs[ident].memory == "v0002" and runs[ident].purpose == harmful.id
+        for ident in task.new_runs:
+            assert runs[ident].memory == "v0003"
+    assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 8
+
+    # Another doormat lesson goes the way memory has been growing: accepted, no agent runs.
+    similar = update(toy, "mat-again.jsonl", llm).record
+    assert similar is not None
+    assert (similar.decision, similar.current, similar.deployed) == ("accepted", "v0002", "v0004")
+    assert similar.trigger.cosine is not None and similar.trigger.cosine >= 0.5
+    assert similar.agent_runs == 0 and len(read_agent_runs(store.runs_path)) == 32
+    assert store.current() == "v0004"
+    assert [e.event for e in store.history()] == [
+        "built",
+        "candidate",
+        "deployed",
+        "candidate",
+        "refused",
+        "candidate",
+        "deployed",
+    ]
+    state = json.loads(store.update_state_path.read_text())
+    assert state["fresh_tasks"] == ["drawer-6"] and state["last_comparison"] == "update-0002"
+    saved = json.loads((store.updates_dir / "update-0002.json").read_text())
+    assert saved["decision"] == "kept" and saved["trigger"]["embedder"] == "local-hash-1024"
+
+
+def test_a_harmful_first_update_is_refused(toy: Path, llm: FakeLLM) -> None:
+    record = update(toy, "force.jsonl", llm).record
+    assert record is not None
+    # Old memory solves the 4 unlocked containers; forcing solves only the 2 old safes.
+    assert (record.decision, record.score_old, record.score_new) == ("kept", 0.5, 0.25)
+    assert Store(toy).current() == "v0001"
+
+
+def test_an_unchanged_insight_set_is_accepted_without_runs(
+    toy: Path, llm: FakeLLM, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.jsonl"
+    start = (TOY / "runs/start.jsonl").read_text().splitlines()
+    plain.write_text(start[0].replace('"drawer-1"', '"drawer-3"') + "\n")
+    build = BuildOptions(inputs=[plain], output=toy, cache_dir=tmp_path / "cache")
+    result = update_corpus(build, UpdateOptions(runner=RunnerSpec(AGENT)), llm=llm)
+    assert result.record is not None
+    assert result.record.decision == "accepted" and result.record.agent_runs == 0
+    assert result.record.trigger.why == "the insight set did not change"
+    assert not Store(toy).runs_path.exists()
+
+
+def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> None:
+    update(toy, "mat.jsonl", llm)
+    record = update(
+        toy, "mat-again.jsonl", llm, always_compare=True, trials=2, seed=5, coverage=3, fresh=1
+    ).record
+    assert record is not None and record.trigger.why == "--always-compare"
+    assert record.seeds == [5, 6]
+    assert [t.group for t in record.tasks] == ["fresh", "boundary", "boundary", *["coverage"] * 3]
+    assert record.agent_runs == 2 * 2 * 6
+    runs = read_agent_runs(Store(toy).runs_path)
+    assert sorted({runs[i].seed for t in record.tasks for i in t.old_runs + t.new_runs}) == [5, 6]
+    # Both memories solve the same tasks: a tie keeps the old.
+    assert record.score_old == record.score_new and record.decision == "kept"
+    assert "a tie keeps the old" in record.reason
+
+
+def test_the_task_pool_limits_what_is_run(toy: Path, llm: FakeLLM) -> None:
+    record = update(toy, "mat.jsonl", llm, task_pool=["drawer-5", "safe-1"]).record
+    assert record is not None
+    assert sorted(t.task_id for t in record.tasks) == ["drawer-5", "safe-1"]
+    assert record.decision == "deployed" and (record.score_old, record.score_new) == (0.5, 1.0)
+
+
+def test_agent_errors_are_never_scores(toy: Path, llm: FakeLLM, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys; print('no result'); sys.exit(0)\n")
+    template = f"{sys.executable} {broken} {{task_id}} {{memory}}"
+    record = update(toy, "mat.jsonl", llm, template=template, retries=1).record
+    assert record is not None
+    assert record.decision == "undecided" and record.deployed == "v0001"
+    assert record.errors == record.agent_runs == 16 and record.score_new is None
+    assert all(not t.compared and t.old is None for t in record.tasks)
+    runs = read_agent_runs(Store(toy).runs_path)
+    assert all(r.status == "error" and len(r.attempts) == 2 for r in runs.values())
+    assert Store(toy).current() == "v0001"
+
+
+def test_another_embedder_starts_the_average_afresh(toy: Path, llm: FakeLLM) -> None:
+    update(toy, "mat.jsonl", llm)
+    record = update(toy, "mat-again.jsonl", llm, embedder=HashingEmbedder(dim=64)).record
+    assert record is not None and record.trigger.embedder == "local-hash-64"
+    assert record.trigger.why == "no deployed update to compare its direction with yet"
+
+
+def test_directions() -> None:
+    embedder = HashingEmbedder()
+    mat = {"insight-0001": "Look under the doormat for the key"}
+    force = {"insight-0001": "Force containers open instead of opening them"}
+    again = {**mat, "insight-0002": "Look under the doormat for the key"}
+    assert update_direction(mat, mat, embedder)[0] is None
+    one, added, removed = update_direction({}, mat, embedder)
+    two, _, _ = update_direction(mat, again, embedder)
+    assert (added, removed) == (["insight-0001"], [])
+    assert one is not None and two is not None and cosine(one, two) == pytest.approx(1.0)
+    other, _, _ = update_direction(
+        mat, {**mat, **{"insight-0002": force["insight-0001"]}}, embedder
+    )
+    assert other is not None and abs(cosine(one, other)) < 0.3
+    removal, _, gone = update_direction(mat, {}, embedder)
+    assert gone == ["insight-0001"] and removal is not None
+    assert cosine(removal, one) == pytest.approx(-1.0)
+    assert np.allclose(embedder.embed(["same text"])[0], HashingEmbedder().embed(["same text"])[0])
+
+
+def test_cli_refuses_a_bad_runner_before_compiling(toy: Path) -> None:
+    code, out, err = run(
+        ["update", str(toy), str(TOY / "runs/mat.jsonl"), "--runner", "agent --task {task_id}"]
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: field '--runner': the command never names {memory} "
+        "(every run must be told its task and the memory to use)\n"
+    )
+    assert Store(toy).versions() == ["v0001"]
+
+
+def _versions(corpus: Path) -> list[Any]:
+    from wikitrace.corpus_schema.versions import list_versions
+
+    return list_versions(Store(corpus))
+
+
+@pytest.mark.integration
+def test_the_readme_walk_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's commands: the toy model server behind litellm, the toy agent as runner."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from model_server import Handler
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.chdir(tmp_path)
+    base = ["--api-base", f"http://127.0.0.1:{server.server_port}/v1"]
+    runner = ["--runner", AGENT]
+    try:
+        code, out, _ = run(
+            ["-q", "build", str(TOY / "runs/start.jsonl"), "-o", "toy", "--model", MODEL, *base]
+        )
+        assert (code, out) == (0, "toy\n")
+        decisions = []
+        for runs in ("mat.jsonl", "force.jsonl", "mat-again.jsonl"):
+            code, out, err = run(
+                ["-q", "update", "toy", str(TOY / "runs" / runs), *runner, *base, "--json"]
+            )
+            assert code == 0, err
+            record = json.loads(out)
+            decisions.append((record["decision"], record["deployed"], record["agent_runs"]))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert decisions == [("deployed", "v0002", 16), ("kept", "v0002", 16), ("accepted", "v0004", 0)]
+    code, out, _ = run(["versions", "toy"])
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+        ["v0001", "previous"],
+        ["v0002", "previous"],
+        ["v0003", "refused"],
+        ["v0004", "current"],
+    ]
+    code, _, err = run(["verify", "toy", "--all"])
+    assert code == 0 and err.count(": ok: ") == 4
