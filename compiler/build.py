@@ -743,7 +743,7 @@ def add_version(
             remove_tree(staging)
             raise
         report.version = name
-        reason = f"{report.runs} runs added to {parent}"
+        reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
         if deploy:
             store.deploy(name, event="added", reason=reason)
         else:
