@@ -212,7 +212,7 @@ class Base:
             attempts[head.task_id] += 1
         if sorted(rows) != list(range(1, len(rows) + 1)):
             raise CorpusError(f"{root}: raw steps are not numbered 1..{len(rows)}")
-        for compiled in corpus_read.compilations(root):
+        for compiled in corpus_read.compilation_summaries(root):
             row = rows[parse_step(compiled.header.step)]
             row.compiled = True
             row.title = compiled.header.title

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import CorpusError, first_problem
 from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, RAW_METADATA_NAME, parse_insight
-from .records import CompilationHeader, InsightHeader, RawHeader
+from .records import CompilationHeader, CompilationSummary, InsightHeader, RawHeader
 
 Header = TypeVar("Header", bound=BaseModel)
 
@@ -71,6 +71,35 @@ def runs(root: Path) -> Iterator[Page[RawHeader]]:
 def compilations(root: Path) -> Iterator[Page[CompilationHeader]]:
     for name in _numbered(root / COMPILATION_DIR, "step-", ".md"):
         yield read_page(root, f"{COMPILATION_DIR}/{name}", CompilationHeader)
+
+
+def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
+    """Every compilation's header without its claims, several times faster than compilations().
+
+    `claims` is the header's last field (render.with_frontmatter keeps the model's order), so
+    the header is cut where it starts and the claims are never parsed. The body is left empty.
+    """
+    for name in _numbered(root / COMPILATION_DIR, "step-", ".md"):
+        rel = f"{COMPILATION_DIR}/{name}"
+        path = root / rel
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise CorpusError(f"{path}: cannot read it ({error})") from None
+        end = text.find("\n---\n", 4)
+        if not text.startswith("---\n") or end == -1:
+            raise CorpusError(f"{path}: no frontmatter header (is this a wikitrace corpus file?)")
+        header = text[4:end]
+        cut = header.find("\nclaims:")
+        try:
+            metadata = _HANDLER.load(header if cut == -1 else header[:cut])
+            summary = CompilationSummary.model_validate(metadata)
+        except yaml.YAMLError as error:
+            raise CorpusError(f"{path}: cannot read its header ({error})") from None
+        except ValidationError as error:
+            where, message = first_problem(error)
+            raise CorpusError(f"{path}: header field '{where}': {message}") from None
+        yield Page(rel=rel, header=summary, body="")
 
 
 def insights(root: Path) -> Iterator[Page[InsightHeader]]:

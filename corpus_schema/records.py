@@ -168,8 +168,8 @@ class RawHeader(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class CompilationHeader(_Strict):
-    """Frontmatter of compilation/step-NNNN.md."""
+class CompilationSummary(_Strict):
+    """The frontmatter of compilation/step-NNNN.md but its claims: what the indexes show."""
 
     step: str
     outcome: Outcome
@@ -180,6 +180,11 @@ class CompilationHeader(_Strict):
     prompt: PromptRef | None
     unverified_quotes: int
     raw: str
+
+
+class CompilationHeader(CompilationSummary):
+    """Frontmatter of compilation/step-NNNN.md."""
+
     claims: list[Claim]
     """The claims of the body, machine-readable: each with its turns, quotes and whether
     every quote was found in its turn."""

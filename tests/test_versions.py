@@ -200,3 +200,25 @@ def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> Non
         ["built", "v0001:"],
         ["added", "v0002"],
     ]
+
+
+def test_compilation_summaries_match_the_full_headers(grown: tuple[Path, FakeLLM]) -> None:
+    from wikitrace.corpus_schema import read
+
+    corpus, _ = grown
+    full = [page.header.model_dump(exclude={"claims"}) for page in read.compilations(corpus)]
+    quick = [page.header.model_dump() for page in read.compilation_summaries(corpus)]
+    assert len(full) == 4 and quick == full
+
+
+def test_a_title_that_looks_like_the_claims_key_is_read_whole(tmp_path: Path) -> None:
+    from wikitrace.corpus_schema import read
+
+    title = 'A title\nclaims: [] --- with "quotes" and: colons'
+    llm = FakeLLM(
+        answer=lambda m: json.dumps({**json.loads(good_answer(m[0]["content"])), "title": title})
+    )
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1")])
+    build_corpus(options([runs], tmp_path / "mem", model=llm.model), llm=llm)
+    (page,) = read.compilation_summaries(tmp_path / "mem")
+    assert page.header.title == title

@@ -1,0 +1,97 @@
+"""Benchmark `wikitrace add`: what growing a large corpus by a few runs costs, against a rebuild.
+
+Prints its figures; asserts nothing. Offline (no model), so it measures wikitrace's own work:
+checking the parent version against its manifest, reading its headers back, linking its files
+into the new version and writing the indexes.
+
+    python benchmarks/add_bench.py [--runs 5000] [--add 10] [--turns 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_bench import synthetic_runs
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import manifest as manifest_io
+
+
+def write_jsonl(path: Path, runs: list[dict[str, object]]) -> Path:
+    with path.open("w") as handle:
+        for run in runs:
+            handle.write(json.dumps(run) + "\n")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5000)
+    parser.add_argument("--add", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=20)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="wikitrace-add-bench-"))
+    try:
+        runs = synthetic_runs(args.runs + args.add, args.turns)
+        first = write_jsonl(work / "first.jsonl", runs[: args.runs])
+        more = write_jsonl(work / "more.jsonl", runs[args.runs :])
+        both = write_jsonl(work / "both.jsonl", runs)
+        corpus = work / "corpus"
+
+        started = time.perf_counter()
+        build_corpus(BuildOptions(inputs=[first], output=corpus))
+        built = time.perf_counter() - started
+
+        started = time.perf_counter()
+        manifest_io.verify(corpus)
+        verified = time.perf_counter() - started
+
+        started = time.perf_counter()
+        report = add_runs(BuildOptions(inputs=[more], output=corpus))
+        added = time.perf_counter() - started
+
+        started = time.perf_counter()
+        again = add_runs(BuildOptions(inputs=[both], output=corpus))
+        nothing = time.perf_counter() - started
+
+        started = time.perf_counter()
+        build_corpus(BuildOptions(inputs=[both], output=work / "rebuilt"))
+        rebuilt = time.perf_counter() - started
+
+        files = len(manifest_io.load(corpus).files)
+        size = sum(p.stat().st_size for p in (work / "corpus.versions").rglob("*") if p.is_file())
+        print(f"corpus of {args.runs} runs x {args.turns} turns: built in {built:.1f} s")
+        print(f"  verify of the parent alone: {verified:.1f} s")
+        print(
+            f"add {report.runs} new runs -> {report.version} ({files} files): {added:.1f} s; "
+            f"a rebuild of all {args.runs + args.add} runs: {rebuilt:.1f} s"
+        )
+        print(
+            f"add the whole log again ({again.duplicates} runs already there, nothing new): "
+            f"{nothing:.1f} s"
+        )
+        print(
+            f"disk for both versions (hard links counted once per name): {size / 2**20:.1f} MiB; "
+            f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+        )
+    finally:
+        for path in work.rglob("*"):
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
