@@ -102,8 +102,8 @@ def build_lock(dest: Path) -> Iterator[None]:
     path = lock_path(dest)
     path.parent.mkdir(parents=True, exist_ok=True)
     busy = CorpusError(
-        f"another build into {dest} is running (lock {path}); "
-        "wait for it to finish or choose another --output"
+        f"another build into {dest} is running (or an add, update or deploy of it; lock "
+        f"{path}); wait for it to finish or choose another --output"
     )
     with path.open("a+") as handle:
         try:

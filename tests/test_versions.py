@@ -222,3 +222,17 @@ def test_a_title_that_looks_like_the_claims_key_is_read_whole(tmp_path: Path) ->
     build_corpus(options([runs], tmp_path / "mem", model=llm.model), llm=llm)
     (page,) = read.compilation_summaries(tmp_path / "mem")
     assert page.header.title == title
+
+
+def test_one_writer_at_a_time(runs_file: Path, tmp_path: Path) -> None:
+    from wikitrace.corpus_schema.store import build_lock
+
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    with build_lock(corpus):
+        with pytest.raises(CorpusError, match="or an add, update or deploy"):
+            add_runs(options([more], corpus))
+        code, _, err = run(["deploy", str(corpus), "v0001"])
+        assert code == 1 and "another build into" in err
+    assert Store(corpus).versions() == ["v0001"]
