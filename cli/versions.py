@@ -80,7 +80,13 @@ def make_add_options(corpus: Path, inputs: tuple[Path, ...], params: dict[str, A
 @click.argument("corpus", type=POINTER)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array on stdout.")
 @click.option("--history", is_flag=True, help="List every event (history.jsonl) instead.")
-def versions_command(corpus: Path, as_json: bool, history: bool) -> None:
+@click.option(
+    "--current",
+    is_flag=True,
+    help="Print only the folder of the current version (for a mount, or a copy that must not "
+    "copy the link itself).",
+)
+def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) -> None:
     """List the versions of CORPUS: which is current, their parents and what each added.
 
     Status: current (CORPUS points at it), previous (was current once), candidate (made with
@@ -92,6 +98,9 @@ def versions_command(corpus: Path, as_json: bool, history: bool) -> None:
     from wikitrace.corpus_schema.versions import Store, list_versions
 
     store = Store(corpus)
+    if current:
+        click.echo(str(store.version_path(store.current())))
+        return
     if history:
         entries = store.history()
         if as_json:

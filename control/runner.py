@@ -202,33 +202,18 @@ class Runner:
         started, clock = now(), time.monotonic()
         attempts: list[Attempt] = []
         argv: list[str] = []
+        result: AgentResult | None = None
+        success: bool | None = None
         for number in range(1, self.spec.retries + 2):
             argv = self.command(request, ident, number)
             attempt, stdout = await self._attempt(argv)
+            attempts.append(attempt)
             if attempt.error is None:
                 result, success, problem = read_result(stdout, self.spec.success_threshold)
                 if result is not None:
-                    attempts.append(attempt)
-                    return AgentRun(
-                        id=ident,
-                        purpose=self.purpose,
-                        task_id=request.task_id,
-                        memory=request.memory,
-                        memory_path=str(request.memory_path),
-                        seed=request.seed,
-                        command=argv,
-                        started=started,
-                        seconds=round(time.monotonic() - clock, 3),
-                        status="ok",
-                        success=success,
-                        score=result.score,
-                        trajectory=result.trajectory,
-                        attempts=attempts,
-                        output=result.model_dump(mode="json", exclude_none=True),
-                    )
+                    break
                 attempt.error = problem
                 attempt.stderr_tail = (attempt.stderr_tail + "\n" + stdout[-TAIL:]).strip()[-TAIL:]
-            attempts.append(attempt)
         return AgentRun(
             id=ident,
             purpose=self.purpose,
@@ -239,10 +224,15 @@ class Runner:
             command=argv,
             started=started,
             seconds=round(time.monotonic() - clock, 3),
-            status="error",
-            success=None,
-            error=f"{len(attempts)} attempts failed; last: {attempts[-1].error}",
+            status="ok" if result is not None else "error",
+            success=success if result is not None else None,
+            score=result.score if result else None,
+            trajectory=result.trajectory if result else None,
+            error=None
+            if result is not None
+            else f"{len(attempts)} attempts failed; last: {attempts[-1].error}",
             attempts=attempts,
+            output=result.model_dump(mode="json", exclude_none=True) if result else {},
         )
 
     async def _attempt(self, argv: list[str]) -> tuple[Attempt, str]:

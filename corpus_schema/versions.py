@@ -158,6 +158,10 @@ class Store:
     def current(self) -> str:
         """The version the pointer names; a clear error when there is no store or no pointer."""
         if not self.pointer.is_symlink():
+            if not self.pointer.exists():
+                raise CorpusError(
+                    f"{self.pointer} does not exist (make a corpus with `wikitrace build -o`)"
+                )
             if is_corpus(self.pointer):
                 raise CorpusError(
                     f"{self.pointer} is a corpus without versions (built before wikitrace kept "

@@ -236,3 +236,18 @@ def test_one_writer_at_a_time(runs_file: Path, tmp_path: Path) -> None:
         code, _, err = run(["deploy", str(corpus), "v0001"])
         assert code == 1 and "another build into" in err
     assert Store(corpus).versions() == ["v0001"]
+
+
+def test_versions_current_prints_the_folder(runs_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    assert run(["versions", str(corpus), "--current"]) == (0, f"{corpus}.versions/v0001\n", "")
+    code, _, err = run(["versions", str(tmp_path / "nothing"), "--current"])
+    missing = tmp_path / "nothing"
+    assert (code, err) == (
+        1,
+        f"error: {missing} does not exist (make a corpus with `wikitrace build -o`)\n",
+    )
+    (tmp_path / "folder").mkdir()
+    code, _, err = run(["versions", str(tmp_path / "folder"), "--current"])
+    assert code == 1 and "is not a wikitrace corpus pointer" in err
