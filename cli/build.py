@@ -221,6 +221,12 @@ def compile_options(function: Any) -> Any:
             help="Backoff retries of a call on rate limits, time-outs and server errors.",
         ),
         click.option(
+            "--hypotheses",
+            is_flag=True,
+            help="Ask the model to state each insight as a falsifiable hypothesis too "
+            "(precondition, behaviour, expected effect, verifier), as `wikitrace gate` tests.",
+        ),
+        click.option(
             "--invalid-retries",
             type=click.IntRange(0, 10),
             default=2,
@@ -265,6 +271,7 @@ def make_options(inputs: tuple[Path, ...], output: Path, model: str, params: dic
             invalid_retries=params["invalid_retries"],
             quote_repairs=params["quote_repairs"],
             max_prompt_tokens=params["max_prompt_tokens"],
+            hypotheses=params["hypotheses"],
         ),
         temperature=params["temperature"],
         max_output_tokens=params["max_output_tokens"],

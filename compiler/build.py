@@ -225,6 +225,7 @@ class Base:
                 task_type=page.header.task_type,
                 source_step=parse_step(page.header.source_step),
                 source_outcome=page.header.source_outcome,
+                status=page.header.status,
             )
             for page in corpus_read.insights(root)
         ]
@@ -318,6 +319,71 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
     if options.use_cache:
         llm = CachedLLM(llm, ResponseCache(options.cache_dir or default_cache_dir()))
     return llm
+
+
+def finish_version(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: list[render.RunRow],
+    insight_rows: list[render.InsightRow],
+    *,
+    compiled_by: CompiledBy,
+    model: str,
+    prompts: dict[str, str],
+    report: dict[str, Any],
+    redactions: dict[str, int],
+    version: VersionInfo,
+) -> None:
+    """What every version ends with: tools, the four indexes, and the manifest (written last)."""
+    tool_source = Path(drilldown.__file__).read_bytes()
+    for name in TOOL_NAMES:
+        writer.write(layout.tool_rel(name), tool_source, executable=True)
+    writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
+    writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, rows, compiled_by))
+    writer.write(
+        layout.index_rel(COMPILATION_DIR), render.compilation_index(layout, rows, compiled_by)
+    )
+    writer.write(
+        layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
+    )
+    compilations = sum(row.compiled for row in rows)
+    successes = sum(row.outcome == "success" for row in rows)
+    writer.write(
+        layout.index_rel(),
+        render.root_index(
+            layout,
+            render.CorpusSummary(
+                model=model,
+                compiled_by=compiled_by,
+                runs=len(rows),
+                successes=successes,
+                compilations=compilations,
+                insights=len(insight_rows),
+                failed_steps=[row.step for row in rows if not row.compiled],
+            ),
+        ),
+    )
+    manifest = manifest_io.Manifest(
+        builder={"name": "wikitrace", "version": _builder_version()},
+        created=now(),
+        model=model,
+        compiled_by=compiled_by,
+        prompts=dict(sorted(prompts.items())),
+        step_id_width=layout.step_width,
+        insight_id_width=layout.insight_width,
+        counts={
+            "runs": len(rows),
+            "successes": successes,
+            "failures": len(rows) - successes,
+            "compilations": compilations,
+            "insights": len(insight_rows),
+        },
+        build=report,
+        redactions=redactions,
+        version=version,
+        files=dict(sorted(writer.hashes.items())),
+    )
+    atomic_write(writer.root / MANIFEST, manifest_io.dump(manifest))
 
 
 class _Builder:
@@ -568,39 +634,7 @@ class _Builder:
                     ),
                 )
         all_rows = [*(base.rows if base else []), *self.rows]
-        tool_source = Path(drilldown.__file__).read_bytes()
-        for name in TOOL_NAMES:
-            self.writer.write(layout.tool_rel(name), tool_source, executable=True)
-        self.writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
         compiled_by: CompiledBy = "offline" if self.templates is None else "llm"
-        model = self.report.model
-        self.writer.write(
-            layout.index_rel(RAW_DIR), render.raw_index(layout, all_rows, compiled_by)
-        )
-        self.writer.write(
-            layout.index_rel(COMPILATION_DIR),
-            render.compilation_index(layout, all_rows, compiled_by),
-        )
-        self.writer.write(
-            layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
-        )
-        compilations = sum(row.compiled for row in all_rows)
-        successes = sum(row.outcome == "success" for row in all_rows)
-        self.writer.write(
-            layout.index_rel(),
-            render.root_index(
-                layout,
-                render.CorpusSummary(
-                    model=model,
-                    compiled_by=compiled_by,
-                    runs=len(all_rows),
-                    successes=successes,
-                    compilations=compilations,
-                    insights=number,
-                    failed_steps=[row.step for row in all_rows if not row.compiled],
-                ),
-            ),
-        )
         self._fill_report(number - first_new + 1)
         version.changes = Changes(
             runs=len(self.rows),
@@ -612,27 +646,18 @@ class _Builder:
         )
         prompts = dict(base.manifest.prompts) if base else {}
         prompts.update(self.templates.hashes if self.templates else {})
-        manifest = manifest_io.Manifest(
-            builder={"name": "wikitrace", "version": _builder_version()},
-            created=now(),
-            model=model,
+        finish_version(
+            self.writer,
+            layout,
+            all_rows,
+            insight_rows,
             compiled_by=compiled_by,
-            prompts=dict(sorted(prompts.items())),
-            step_id_width=layout.step_width,
-            insight_id_width=layout.insight_width,
-            counts={
-                "runs": len(all_rows),
-                "successes": successes,
-                "failures": len(all_rows) - successes,
-                "compilations": compilations,
-                "insights": number,
-            },
-            build=self.report.as_dict(),
+            model=self.report.model,
+            prompts=prompts,
+            report=self.report.as_dict(),
             redactions=self.report.redactions,
             version=version,
-            files=dict(sorted(self.writer.hashes.items())),
         )
-        atomic_write(staging / MANIFEST, manifest_io.dump(manifest))
 
     def _fill_report(self, insights: int) -> None:
         report, stats = self.report, self.stats

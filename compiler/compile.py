@@ -22,6 +22,7 @@ from wikitrace.corpus_schema import (
     RunRecord,
     WikitraceError,
 )
+from wikitrace.corpus_schema.records import Hypothesis
 from wikitrace.tools.drilldown import format_turn
 
 from .evidence import QuoteChecker, longest_field, turn_fields
@@ -53,11 +54,19 @@ class ClaimOut(_Out):
     evidence: list[QuoteOut] = Field(min_length=1)
 
 
+class HypothesisOut(_Out):
+    precondition: str = Field(min_length=1)
+    behaviour: str = Field(min_length=1)
+    expected_effect: str = Field(min_length=1)
+    verifier: str = Field(min_length=1)
+
+
 class InsightOut(_Out):
     title: str = Field(min_length=1)
     guideline: str = Field(min_length=1)
     applicability: str = Field(min_length=1)
     supporting_claims: list[int] = Field(default_factory=list)
+    hypothesis: HypothesisOut | None = None
 
 
 class CompilerOutput(_Out):
@@ -72,7 +81,7 @@ class CompilerOutput(_Out):
 _FENCED = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 
 
-def parse_output(text: str, turn_count: int) -> CompilerOutput:
+def parse_output(text: str, turn_count: int, *, hypotheses: bool = False) -> CompilerOutput:
     """The model's answer as a CompilerOutput, or a ValueError that says what to fix."""
     fenced = _FENCED.match(text)
     body = fenced.group(1) if fenced else text.strip()
@@ -95,6 +104,11 @@ def parse_output(text: str, turn_count: int) -> CompilerOutput:
                     f"claim {c_index} cites turn {quote.turn}; turns are numbered 1 to {turn_count}"
                 )
     for i_index, insight in enumerate(output.insights, start=1):
+        if hypotheses and insight.hypothesis is None:
+            raise ValueError(
+                f"insight {i_index} has no hypothesis (precondition, behaviour, expected_effect, "
+                "verifier)"
+            )
         for number in insight.supporting_claims:
             if not 1 <= number <= len(output.claims):
                 raise ValueError(
@@ -145,7 +159,12 @@ class Prompt:
 
 
 def render_prompt(
-    templates: Templates, record: RunRecord, llm: LLM, max_prompt_tokens: int
+    templates: Templates,
+    record: RunRecord,
+    llm: LLM,
+    max_prompt_tokens: int,
+    *,
+    hypotheses: bool = False,
 ) -> Prompt:
     """Fit the prompt in the budget by cutting the middles of the longest fields, never a turn."""
     name = prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE
@@ -165,6 +184,7 @@ def render_prompt(
             turns=[format_turn(turn, cap) for turn in turns],
             fence=fence,
             cut=cap is not None,
+            hypotheses=hypotheses,
         )
 
     text = render(None)
@@ -209,6 +229,8 @@ class CompileLimits:
     quote_repairs: int = 1
     """Times unverified quotes are sent back for repair."""
     max_prompt_tokens: int = 24_000
+    hypotheses: bool = False
+    """Ask for each insight as a falsifiable hypothesis too (and refuse answers without)."""
 
 
 @dataclass
@@ -255,7 +277,9 @@ async def compile_with_llm(
     limits: CompileLimits,
     stats: CompileStats,
 ) -> Compilation:
-    prompt = render_prompt(templates, record, llm, limits.max_prompt_tokens)
+    prompt = render_prompt(
+        templates, record, llm, limits.max_prompt_tokens, hypotheses=limits.hypotheses
+    )
     if prompt.cut_to is not None:
         stats.cut_prompts += 1
     checker = QuoteChecker(record.turns)
@@ -276,7 +300,7 @@ async def compile_with_llm(
             stats.cost_known = False
         messages.append({"role": "assistant", "content": reply.text})
         try:
-            output = parse_output(reply.text, len(record.turns))
+            output = parse_output(reply.text, len(record.turns), hypotheses=limits.hypotheses)
         except ValueError as error:
             last_error = str(error)
             if invalid >= limits.invalid_retries:
@@ -332,6 +356,7 @@ async def compile_with_llm(
                 guideline=item.guideline,
                 applicability=item.applicability,
                 supporting_claims=item.supporting_claims,
+                hypothesis=Hypothesis(**item.hypothesis.model_dump()) if item.hypothesis else None,
             )
             for item in best.output.insights
         ],

@@ -110,6 +110,24 @@ class Claim(_Strict):
     evidence: list[Evidence]
 
 
+class Hypothesis(_Strict):
+    """A lesson stated so that a test can prove it wrong."""
+
+    precondition: str
+    """When it applies: what must hold of the task or the state before acting on it."""
+    behaviour: str
+    """What to do differently when it applies."""
+    expected_effect: str
+    """What should be observed when it works."""
+    verifier: str
+    """The external signal that judges whether it worked (e.g. the task's success)."""
+
+
+InsightStatus = Literal["ungated", "committed", "rejected", "retired"]
+"""ungated (never tested), committed (passed the admission gate), rejected (failed it; kept on
+record, never shown), retired (committed, then failed too often in later episodes)."""
+
+
 class InsightDraft(_Strict):
     """A lesson drawn from one run, before it is numbered into the corpus."""
 
@@ -118,6 +136,8 @@ class InsightDraft(_Strict):
     applicability: str
     supporting_claims: list[int] = Field(default_factory=list)
     """1-based numbers of the claims in the run's compilation that support it."""
+    hypothesis: Hypothesis | None = None
+    """The lesson as a falsifiable hypothesis, when the compiler was asked for one."""
 
 
 class PromptRef(_Strict):
@@ -203,3 +223,8 @@ class InsightHeader(_Strict):
     model: str
     compilation: str
     raw: str
+    hypothesis: Hypothesis | None = None
+    """Precondition, behaviour, expected effect and verifier, when the lesson has them."""
+    status: InsightStatus = "ungated"
+    decisions: list[str] = Field(default_factory=list)
+    """The gate and monitoring decisions about it, oldest first (gate/gate-NNNN.md)."""

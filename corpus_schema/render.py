@@ -18,6 +18,7 @@ from .layout import (
     FORMAT_VERSION,
     INSIGHT_DIR,
     RAW_DIR,
+    RAW_METADATA_NAME,
     RAW_TURN_INDEX_NAME,
     RAW_TURNS_NAME,
     Layout,
@@ -28,6 +29,7 @@ from .records import (
     CompilationHeader,
     InsightDraft,
     InsightHeader,
+    InsightStatus,
     Outcome,
     RawHeader,
 )
@@ -250,7 +252,6 @@ def insight(
     source: Compilation,
     task_type: str | None,
 ) -> str:
-    rel = layout.insight_rel(number)
     header = InsightHeader(
         id=layout.insight(number),
         title=draft.title,
@@ -262,33 +263,63 @@ def insight(
         model=source.model,
         compilation=layout.compilation_rel(source.step),
         raw=layout.raw_dir_rel(source.step) + "/",
+        hypothesis=draft.hypothesis,
     )
-    claims = ", ".join(str(n) for n in draft.supporting_claims) or "none named"
+    return insight_page(header, draft.guideline)
+
+
+STATUS_NOTES = {
+    "ungated": "not tested by the admission gate",
+    "committed": "passed the admission gate",
+    "rejected": "REJECTED by the admission gate: kept on record, never shown to an agent",
+    "retired": "RETIRED: it failed too often in later episodes; kept on record, never shown",
+}
+
+
+def insight_page(header: InsightHeader, guideline: str) -> str:
+    """insight/insight-NNNN.md from its header and guideline (a new page or a re-rendered one)."""
+    rel = f"{INSIGHT_DIR}/{header.id}.md"
+    claims = ", ".join(str(n) for n in header.source_claims) or "none named"
     origin = (
         "a failed run: it says what to avoid, and may be wrong about why the run failed"
-        if source.outcome == "failure"
+        if header.source_outcome == "failure"
         else "a successful run"
     )
-    body = "\n".join(
-        [
-            f"# {layout.insight(number)}: {draft.title}",
+    lines = [
+        f"# {header.id}: {header.title}",
+        "",
+        f"**Guideline.** {guideline.strip()}",
+        "",
+        f"**Applies when.** {header.applicability.strip()}",
+        "",
+    ]
+    if header.hypothesis is not None:
+        hypothesis = header.hypothesis
+        lines += [
+            "## As a hypothesis",
             "",
-            f"**Guideline.** {draft.guideline.strip()}",
-            "",
-            f"**Applies when.** {draft.applicability.strip()}",
-            "",
-            "## Evidence",
-            "",
-            f"- drawn by `{source.model}` from {layout.step(source.step)}, {origin}",
-            f"- compilation: {link(layout.compilation_rel(source.step), rel)} (claims {claims})",
-            f"- raw run: {link(layout.raw_metadata_rel(source.step), rel)}",
-            f"- raw turns: {link(layout.raw_turns_rel(source.step), rel)}",
-            "",
-            _quote_block(TRUST_NOTE),
+            f"- precondition: {hypothesis.precondition.strip()}",
+            f"- behaviour: {hypothesis.behaviour.strip()}",
+            f"- expected effect: {hypothesis.expected_effect.strip()}",
+            f"- verifier: {hypothesis.verifier.strip()}",
             "",
         ]
-    )
-    return with_frontmatter(header, body)
+    lines += [f"**Status.** {header.status}: {STATUS_NOTES[header.status]}."]
+    for decision in header.decisions:
+        lines.append(f"- decision: {link(decision, rel)}")
+    lines += [
+        "",
+        "## Evidence",
+        "",
+        f"- drawn by `{header.model}` from {header.source_step}, {origin}",
+        f"- compilation: {link(header.compilation, rel)} (claims {claims})",
+        f"- raw run: {link(header.raw + RAW_METADATA_NAME, rel)}",
+        f"- raw turns: {link(header.raw + RAW_TURNS_NAME, rel)}",
+        "",
+        _quote_block(TRUST_NOTE),
+        "",
+    ]
+    return with_frontmatter(header, "\n".join(lines))
 
 
 # --- indexes --------------------------------------------------------------------------------
@@ -317,6 +348,7 @@ class InsightRow:
     task_type: str | None
     source_step: int
     source_outcome: Outcome
+    status: InsightStatus = "ungated"
 
 
 @dataclass
@@ -388,21 +420,30 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
         lines += [_quote_block(OFFLINE_NOTE), "", "This corpus has no insights.", ""]
         return "\n".join(lines)
     lines += [_quote_block(TRUST_NOTE), ""]
+    lines += [
+        "Status: ungated (never tested), committed (passed the admission gate), rejected and "
+        "retired (kept on record, never shown to an agent).",
+        "",
+    ]
     if not rows:
         lines += ["No insights were drawn.", ""]
     by_type: dict[str, list[InsightRow]] = {}
     for row in rows:
         by_type.setdefault(row.task_type or "(no task type)", []).append(row)
     for task_type in sorted(by_type):
-        lines += [f"## {task_type}", "", "| insight | title | source | source outcome |"]
-        lines += ["|---|---|---|---|"]
+        lines += [
+            f"## {task_type}",
+            "",
+            "| insight | title | source | source outcome | status |",
+            "|---|---|---|---|---|",
+        ]
         for row in by_type[task_type]:
             insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
             source = layout.step(row.source_step)
             source_link = link(layout.compilation_rel(row.source_step), rel, source)
             lines.append(
                 f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
-                f"| {row.source_outcome} |"
+                f"| {row.source_outcome} | {row.status} |"
             )
         lines.append("")
     return "\n".join(lines)

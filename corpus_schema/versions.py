@@ -59,6 +59,12 @@ class Changes(BaseModel):
     """Input runs left out because the parent already holds the same run."""
     inputs: list[str] = Field(default_factory=list)
     """What was read, a line per format."""
+    changed_insights: list[str] = Field(default_factory=list)
+    """Insights whose page changed: a gate or monitoring status, a precondition, a hypothesis."""
+    records: list[str] = Field(default_factory=list)
+    """Decision records added (gate/gate-NNNN.md and the probe runs behind them)."""
+    reason: str = ""
+    """Why the version was made, when not by adding runs."""
 
 
 class VersionInfo(BaseModel):

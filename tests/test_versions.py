@@ -70,6 +70,9 @@ def test_add_keeps_ids_and_compiles_only_new_runs(grown: tuple[Path, FakeLLM]) -
             "task_ids": ["t3", "t1"],
             "duplicates": 1,
             "inputs": ["reading 1 file as native (detected from content)"],
+            "changed_insights": [],
+            "records": [],
+            "reason": "",
         },
     }
     assert manifest["counts"] == {

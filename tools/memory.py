@@ -44,6 +44,9 @@ class InsightEntry:
     source_step: str
     source_outcome: Outcome
     source_task_id: str
+    status: str = "ungated"
+    """committed (passed the admission gate) or ungated (never tested); rejected and retired
+    insights are never loaded."""
 
 
 @dataclass
@@ -107,12 +110,19 @@ class Memory:
     """A corpus loaded once, to render first messages for many tasks."""
 
     def __init__(
-        self, root: Path, runs: list[PastRun], insights: list[InsightEntry], offline: bool
+        self,
+        root: Path,
+        runs: list[PastRun],
+        insights: list[InsightEntry],
+        offline: bool,
+        withheld: int = 0,
     ):
         self.root = root
         self.runs = runs
         self.insights = insights
         self.offline = offline
+        self.withheld = withheld
+        """Insights on record that the gate rejected or monitoring retired: never shown."""
         self._run_ranker = _Ranker([run.task for run in runs])
         self._insight_ranker = _Ranker(
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
@@ -137,8 +147,12 @@ class Memory:
         ]
         task_of = {run.step: run.task_id for run in runs}
         insights = []
+        withheld = 0
         for page in read.insights(root):
             header: InsightHeader = page.header
+            if header.status in ("rejected", "retired"):
+                withheld += 1
+                continue
             insights.append(
                 InsightEntry(
                     id=header.id,
@@ -149,9 +163,10 @@ class Memory:
                     source_step=header.source_step,
                     source_outcome=header.source_outcome,
                     source_task_id=task_of.get(header.source_step, ""),
+                    status=header.status,
                 )
             )
-        return cls(root, runs, insights, offline)
+        return cls(root, runs, insights, offline, withheld)
 
     def first_message(
         self,
@@ -200,6 +215,8 @@ class Memory:
                 task=task.strip(),
                 corpus=mount.rstrip("/"),
                 offline=self.offline,
+                withheld=self.withheld,
+                gated=any(item.status == "committed" for item in self.insights),
                 insight_groups=sorted(groups.items()),
                 truncated=len(chosen) < len(insight_ok),
                 shown=len(chosen),

@@ -1,0 +1,101 @@
+"""A new version made from the current one by changing what it says about its insights.
+
+The gate, monitoring and `wikitrace hypothesize` do not compile runs: they re-render some
+insight pages (a status, a narrowed precondition, a hypothesis) and add decision records. Every
+other file of the parent is kept as it is (hard links), and the indexes and manifest are
+written afresh, so the new version is as frozen and verifiable as one made by `add`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from wikitrace.corpus_schema import Layout, render
+from wikitrace.corpus_schema.errors import CorpusError
+from wikitrace.corpus_schema.layout import parse_insight
+from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
+from wikitrace.corpus_schema.versions import Changes, HistoryEntry, Store, VersionInfo, now
+
+from .build import Base, finish_version
+
+
+@dataclass
+class Derivation:
+    """What the new version changes: insight pages to re-render, files to add, and why."""
+
+    insights: dict[str, tuple[InsightHeader, str]] = field(default_factory=dict)
+    """Insight id -> its new header and guideline."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """New files by path (decision records); none may exist in the parent."""
+    reason: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+    """Stored as the manifest's `build` entry."""
+
+
+def derive_version(store: Store, base: Base, change: Derivation, *, deploy: bool) -> str:
+    """Write the next version from `base` with `change`; the caller holds the store's lock."""
+    name = store.next_name()
+    staging = store.staging(name)
+    remove_tree(staging)
+    staging.mkdir(parents=True)
+    try:
+        layout = Layout(staging, base.manifest.step_id_width, base.manifest.insight_id_width)
+        writer = CorpusWriter(staging)
+        replaced = {f"insight/{ident}.md" for ident in change.insights}
+        for rel in change.files:
+            if rel in base.manifest.files:
+                raise CorpusError(f"internal error: {rel} is already in {base.name}")
+        for rel, file_hash in base.kept_files():
+            if rel not in replaced:
+                writer.link(rel, base.root / rel, file_hash)
+        rows = {row.number: row for row in base.insight_rows}
+        for ident, (header, guideline) in sorted(change.insights.items()):
+            number = parse_insight(ident)
+            if number not in rows:
+                raise CorpusError(f"internal error: no {ident} in {base.name}")
+            rows[number].status = header.status
+            writer.write(f"insight/{ident}.md", render.insight_page(header, guideline))
+        for rel, data in sorted(change.files.items()):
+            writer.write(rel, data)
+        manifest = base.manifest
+        finish_version(
+            writer,
+            layout,
+            base.rows,
+            [rows[n] for n in sorted(rows)],
+            compiled_by=manifest.compiled_by,
+            model=manifest.model,
+            prompts=manifest.prompts,
+            report=change.report,
+            redactions=manifest.redactions,
+            version=VersionInfo(
+                name=name,
+                parent=base.name,
+                changes=Changes(
+                    changed_insights=sorted(change.insights),
+                    records=sorted(change.files),
+                    reason=change.reason,
+                ),
+            ),
+        )
+        freeze(staging)
+        os.replace(staging, store.version_path(name))
+    except BaseException:
+        remove_tree(staging)
+        raise
+    if deploy:
+        store.deploy(name, event="added", reason=change.reason)
+    else:
+        store.record(
+            HistoryEntry(
+                time=now(),
+                event="candidate",
+                version=name,
+                previous=base.name,
+                reason=change.reason,
+            )
+        )
+    return name
