@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .build import compile_options, compile_with_progress, finish_report, is_quiet
+from .runner import RunProgress, make_runner_spec, runner_options
 
 POINTER = click.Path(path_type=Path, file_okay=False)
 
@@ -159,70 +160,10 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
     click.echo(str(path))
 
 
-def _read_task_pool(path: Path) -> list[str]:
-    tasks = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    tasks = [task for task in tasks if task and not task.startswith("#")]
-    if not tasks:
-        raise click.BadParameter(f"{path} lists no task ids (one a line)", param_hint="--task-pool")
-    return tasks
-
-
-class _RunProgress:
-    """`agent runs N/M` on stderr every tenth of the way."""
-
-    def __init__(self, *, quiet: bool) -> None:
-        self.quiet = quiet
-        self.last = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        decile = done * 10 // max(total, 1)
-        if not self.quiet and (decile != self.last or done == total):
-            self.last = decile
-            click.echo(f"agent runs {done}/{total}", err=True)
-
-
 @click.command("update")
 @click.argument("corpus", type=POINTER)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--runner",
-    "runner_template",
-    required=True,
-    envvar="WIKITRACE_RUNNER",
-    metavar="COMMAND",
-    help="How to run your agent on one task: a command with {task_id} and {memory} (the "
-    "corpus version's folder), optionally {seed}, {run_id}, {attempt}. It must print a JSON "
-    'object such as {"success": true} or {"score": 0.8} as its last JSON line on stdout. '
-    "Env: WIKITRACE_RUNNER.",
-)
-@click.option(
-    "--runner-concurrency",
-    type=click.IntRange(1, 256),
-    default=4,
-    show_default=True,
-    help="Agent runs at once.",
-)
-@click.option(
-    "--runner-timeout",
-    type=click.FloatRange(0.1),
-    default=600.0,
-    show_default=True,
-    help="Seconds before an agent run is killed (and counted as an error).",
-)
-@click.option(
-    "--runner-retries",
-    type=click.IntRange(0, 10),
-    default=2,
-    show_default=True,
-    help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
-)
-@click.option(
-    "--score-threshold",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="An agent run that prints a score succeeds when the score is at least this.",
-)
+@runner_options
 @click.option(
     "--momentum",
     type=click.FloatRange(0, 1, max_open=True),
@@ -270,7 +211,8 @@ class _RunProgress:
 @click.option(
     "--task-pool",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="File of the task ids your runner can run, one a line; others are never chosen.",
+    help="The tasks your runner can run, one a line: an id, or JSON with task_id (and task, "
+    "task_type); others are never chosen.",
 )
 @click.option(
     "--embedding-model",
@@ -285,11 +227,6 @@ class _RunProgress:
 def update_command(
     corpus: Path,
     inputs: tuple[Path, ...],
-    runner_template: str,
-    runner_concurrency: int,
-    runner_timeout: float,
-    runner_retries: int,
-    score_threshold: float,
     momentum: float,
     threshold: float,
     always_compare: bool,
@@ -334,18 +271,12 @@ def update_command(
     import orjson
 
     from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
-    from wikitrace.control.runner import RunnerSpec
+    from wikitrace.control.pool import read_pool
     from wikitrace.control.update import UpdateOptions, update_corpus
     from wikitrace.corpus_schema.versions import Store
 
     quiet = is_quiet()
-    spec = RunnerSpec(
-        template=runner_template,
-        concurrency=runner_concurrency,
-        timeout_seconds=runner_timeout,
-        retries=runner_retries,
-        success_threshold=score_threshold,
-    )
+    spec = make_runner_spec(params)
     options = UpdateOptions(
         runner=spec,
         momentum=momentum,
@@ -356,7 +287,7 @@ def update_command(
         trials=trials,
         seed=seed,
         always_compare=always_compare,
-        task_pool=_read_task_pool(task_pool) if task_pool else None,
+        task_pool=[task.task_id for task in read_pool(task_pool)] if task_pool else None,
         embedder=HashingEmbedder()
         if embedding_model == "local"
         else LiteLLMEmbedder(embedding_model, embedding_api_base),
@@ -366,7 +297,7 @@ def update_command(
         lambda opts, progress, notice: update_corpus(
             opts,
             options,
-            progress=_RunProgress(quiet=quiet),
+            progress=RunProgress(quiet=quiet),
             compile_progress=progress,
             notice=notice,
         ),

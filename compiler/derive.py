@@ -8,16 +8,25 @@ written afresh, so the new version is as frozen and verifiable as one made by `a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, render
 from wikitrace.corpus_schema.errors import CorpusError
-from wikitrace.corpus_schema.layout import parse_insight
+from wikitrace.corpus_schema.layout import INSIGHT_DIR, MANIFEST, parse_insight
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
-from wikitrace.corpus_schema.versions import Changes, HistoryEntry, Store, VersionInfo, now
+from wikitrace.corpus_schema.versions import (
+    Changes,
+    Event,
+    HistoryEntry,
+    Store,
+    VersionInfo,
+    now,
+)
 
 from .build import Base, finish_version
 
@@ -35,7 +44,9 @@ class Derivation:
     """Stored as the manifest's `build` entry."""
 
 
-def derive_version(store: Store, base: Base, change: Derivation, *, deploy: bool) -> str:
+def derive_version(
+    store: Store, base: Base, change: Derivation, *, deploy: bool, event: Event = "gated"
+) -> str:
     """Write the next version from `base` with `change`; the caller holds the store's lock."""
     name = store.next_name()
     staging = store.staging(name)
@@ -87,7 +98,7 @@ def derive_version(store: Store, base: Base, change: Derivation, *, deploy: bool
         remove_tree(staging)
         raise
     if deploy:
-        store.deploy(name, event="added", reason=change.reason)
+        store.deploy(name, event=event, reason=change.reason)
     else:
         store.record(
             HistoryEntry(
@@ -99,3 +110,44 @@ def derive_version(store: Store, base: Base, change: Derivation, *, deploy: bool
             )
         )
     return name
+
+
+def write_view(
+    base: Base,
+    dest: Path,
+    *,
+    hidden: set[str],
+    replaced: dict[str, tuple[InsightHeader, str]] | None = None,
+) -> Path:
+    """A probe memory: `base` as an agent would see it with some insights left out or changed.
+
+    Not a version (its manifest is the parent's and does not match): a read-only folder of hard
+    links to hand the runner as {memory}, removed once the probes are done.
+    """
+    replaced = replaced or {}
+    remove_tree(dest)
+    dest.mkdir(parents=True)
+    layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
+    writer = CorpusWriter(dest)
+    skipped = {f"{INSIGHT_DIR}/{ident}.md" for ident in hidden | set(replaced)}
+    skipped.add(layout.index_rel(INSIGHT_DIR))
+    for rel, file_hash in base.manifest.files.items():
+        if rel not in skipped:
+            writer.link(rel, base.root / rel, file_hash)
+    writer.link(MANIFEST, base.root / MANIFEST, "")
+    rows = []
+    for row in base.insight_rows:
+        ident = layout.insight(row.number)
+        if ident in hidden:
+            continue
+        if ident in replaced:
+            header, guideline = replaced[ident]
+            writer.write(f"{INSIGHT_DIR}/{ident}.md", render.insight_page(header, guideline))
+            row = dataclasses.replace(row, status=header.status)
+        rows.append(row)
+    writer.write(
+        layout.index_rel(INSIGHT_DIR),
+        render.insight_index(layout, rows, base.manifest.compiled_by),
+    )
+    freeze(dest)
+    return dest

@@ -208,3 +208,82 @@ def load_model(path: Path, model: type[Any], default: Any = None) -> Any:
     except ValidationError as error:
         where, message = first_problem(error)
         raise CorpusError(f"{path}: field '{where}': {message}") from None
+
+
+# --- gate and monitoring decisions (gate/ in a version) --------------------------------------
+
+ProbeKind = Literal["target", "falsify", "regress"]
+
+
+class ProbeResult(_Strict):
+    """One probe task of a gate decision: why it was chosen, its runs and what they scored."""
+
+    task_id: str
+    kind: ProbeKind
+    """target (a task the lesson claims to help), falsify (a boundary task, a look-alike that
+    violates its precondition, or a decoy), regress (a task the agent solved before)."""
+    why: str
+    base_runs: list[str]
+    """Runs with the current memory without the lesson."""
+    lesson_runs: list[str]
+    """Runs with the lesson added."""
+    narrowed_runs: list[str] = Field(default_factory=list)
+    """Runs with the narrowed lesson, when it was narrowed."""
+
+
+class GateFigures(_Strict):
+    """The estimates a gate decision rests on, each with its one-sided bound."""
+
+    n_target: int
+    gains: int
+    """Target (task, seed) pairs that did better with the lesson."""
+    losses: int
+    gain: float
+    """G: (gains - losses) / n_target."""
+    gain_lower: float
+    """Lower bound on G: lower bound of the gain rate minus upper bound of the loss rate."""
+    gain_rate_lower: float
+    """Lower bound of the gain rate alone: is the gain real?"""
+    n_falsify: int
+    failures: int
+    """Falsification pairs that did worse with the lesson."""
+    p_fail: float
+    p_fail_upper: float
+    n_regress: int
+    """Pairs, over every probe, that succeeded without the lesson."""
+    damaged: int
+    """Of those, pairs that did worse with it."""
+    d_reg: float
+    d_reg_upper: float
+    errors: int
+    """Pairs left out because a run of theirs ended as an error."""
+    passes: bool
+    """gain_lower >= eta, p_fail_upper <= delta and d_reg_upper <= beta."""
+
+
+class GateDecision(_Strict):
+    """Header of gate/gate-NNNN.md: one insight tested, and what became of it."""
+
+    id: str
+    insight: str
+    kind: Literal["gate", "monitor"] = "gate"
+    tested_on: str
+    """The version whose memory the probes ran with."""
+    time: str
+    verdict: Literal["committed", "rejected", "retired"]
+    reason: str
+    confidence: float
+    thresholds: dict[str, float]
+    """eta (least gain), delta (most falsification failures), beta (most regression damage);
+    for monitoring, the violation rate and the least number of citations."""
+    precondition: str
+    narrowed_precondition: str | None = None
+    figures: GateFigures | None = None
+    narrowed_figures: GateFigures | None = None
+    seeds: list[int] = Field(default_factory=list)
+    probes: list[ProbeResult] = Field(default_factory=list)
+    evidence: str
+    """The file in the same folder that holds every run or report behind the decision."""
+    agent_runs: int = 0
+    monitoring: dict[str, Any] = Field(default_factory=dict)
+    """For monitoring: citations, violations, their rate and bound, the episodes behind them."""

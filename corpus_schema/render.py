@@ -16,6 +16,7 @@ from .layout import (
     COMPILATION_DIR,
     FORMAT_NAME,
     FORMAT_VERSION,
+    GATE_DIR,
     INSIGHT_DIR,
     RAW_DIR,
     RAW_METADATA_NAME,
@@ -24,6 +25,7 @@ from .layout import (
     Layout,
     link,
 )
+from .ledger import GateDecision
 from .records import (
     Compilation,
     CompilationHeader,
@@ -499,3 +501,74 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
 
 
 ROOT_REL = "_index.md"
+
+
+# --- gate and monitoring decisions ------------------------------------------------------------
+
+
+def gate_page(decision: GateDecision) -> str:
+    """gate/gate-NNNN.md (or monitor-NNNN.md): the decision, its figures, the probes behind it."""
+    rel = f"{GATE_DIR}/{decision.id}.md"
+    insight_rel = f"{INSIGHT_DIR}/{decision.insight}.md"
+    lines = [
+        f"# {decision.id}: {decision.insight} {decision.verdict}",
+        "",
+        f"{link(insight_rel, rel, decision.insight)} was tested on {decision.tested_on}. "
+        f"{decision.reason}",
+        "",
+        f"- precondition tested: {decision.precondition}",
+    ]
+    if decision.narrowed_precondition:
+        lines.append(f"- narrowed to: {decision.narrowed_precondition}")
+    lines += [
+        "- thresholds: "
+        + ", ".join(f"{k} {v:g}" for k, v in decision.thresholds.items())
+        + f" (confidence {decision.confidence:g})",
+        f"- every run or report behind it: `{GATE_DIR}/{decision.evidence}`",
+        "",
+    ]
+    for title, figures in (
+        ("Figures", decision.figures),
+        ("After narrowing", decision.narrowed_figures),
+    ):
+        if figures is None:
+            continue
+        lines += [
+            f"## {title}",
+            "",
+            "| estimate | value | bound | pairs |",
+            "|---|---|---|---|",
+            f"| G, transfer gain | {figures.gain:.3f} | >= {figures.gain_lower:.3f} | "
+            f"{figures.n_target} ({figures.gains} better, {figures.losses} worse) |",
+            f"| P_fail, falsification failures | {figures.p_fail:.3f} "
+            f"| <= {figures.p_fail_upper:.3f} | {figures.n_falsify} ({figures.failures} worse) |",
+            f"| D_reg, regression damage | {figures.d_reg:.3f} | <= {figures.d_reg_upper:.3f} | "
+            f"{figures.n_regress} solved without it ({figures.damaged} broken) |",
+            "",
+            f"{figures.errors} pairs were left out because a run errored.",
+            "",
+        ]
+    if decision.probes:
+        lines += [
+            "## Probes",
+            "",
+            "| task | kind | why | without | with | narrowed |",
+            "|---|---|---|---|---|---|",
+        ]
+        for probe in decision.probes:
+            lines.append(
+                f"| {_cell(probe.task_id)} | {probe.kind} | {_cell(probe.why)} | "
+                f"{' '.join(probe.base_runs)} | {' '.join(probe.lesson_runs)} | "
+                f"{' '.join(probe.narrowed_runs)} |"
+            )
+        lines.append("")
+    if decision.monitoring:
+        lines += [
+            "## Monitoring",
+            "",
+            "```json",
+            orjson.dumps(decision.monitoring, option=orjson.OPT_INDENT_2).decode(),
+            "```",
+            "",
+        ]
+    return with_frontmatter(decision, "\n".join(lines))

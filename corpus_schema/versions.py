@@ -37,8 +37,12 @@ UPDATE_STATE = "update-state.json"
 _VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
 
-Event = Literal["built", "adopted", "added", "candidate", "deployed", "refused"]
-DEPLOYING: frozenset[str] = frozenset({"built", "adopted", "added", "deployed"})
+Event = Literal[
+    "built", "adopted", "added", "candidate", "deployed", "refused", "gated", "monitored"
+]
+DEPLOYING: frozenset[str] = frozenset(
+    {"built", "adopted", "added", "deployed", "gated", "monitored"}
+)
 """Events that moved the pointer to their version."""
 
 
@@ -89,7 +93,7 @@ class HistoryEntry(BaseModel):
     """built (a fresh build), adopted (a corpus from before versions taken into a store),
     added (made by adding runs, and deployed), candidate (made, not deployed), deployed (the
     pointer moved to an existing version), refused (a candidate the update controller kept
-    out)."""
+    out), gated (the admission gate's decisions), monitored (insights retired by monitoring)."""
     version: str
     previous: str | None = None
     """The current version before this event."""

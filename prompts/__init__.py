@@ -13,6 +13,7 @@ COMPILE_SUCCESS = "compile-success.j2"
 COMPILE_FAILURE = "compile-failure.j2"
 RETRY_INVALID = "retry-invalid.j2"
 REPAIR_QUOTES = "repair-quotes.j2"
+NARROW = "narrow.j2"
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

@@ -81,7 +81,7 @@ def _tokenize(texts: Sequence[str]) -> Any:
     return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
 
 
-class _Ranker:
+class Ranker:
     """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
 
     def __init__(self, texts: Sequence[str]) -> None:
@@ -123,8 +123,8 @@ class Memory:
         self.offline = offline
         self.withheld = withheld
         """Insights on record that the gate rejected or monitoring retired: never shown."""
-        self._run_ranker = _Ranker([run.task for run in runs])
-        self._insight_ranker = _Ranker(
+        self._run_ranker = Ranker([run.task for run in runs])
+        self._insight_ranker = Ranker(
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
 

@@ -3,13 +3,16 @@
     python examples/toy/agent.py --task drawer-4 --memory CORPUS_VERSION --seed 0
 
 It reads the insights of the corpus version it is given (plain files: insight/insight-*.md),
-picks its strategy from their guidelines, plays the task, writes its trajectory as one line of
-wikitrace's native JSON Lines, and prints the result as the one JSON object on stdout that the
-runner protocol asks for: {"success": true, "trajectory": "..."}.
+leaving out those the admission gate rejected or monitoring retired. It plays the task with the
+strategy of the lessons whose precondition (or, without one, "Applies when") fits the task,
+writes its trajectory as one line of wikitrace's native JSON Lines, and prints the one JSON
+object on stdout the runner protocol asks for, with the lessons it used:
+{"success": true, "used": {"insights": ["insight-0001"]}, "trajectory": "..."}.
 
-The agent is naive on purpose: it follows every lesson it is given, everywhere. A guideline
-that says to look under the doormat makes it do so when a container is locked; one that says
-to force containers open makes it force every container. `--memory none` gives no lessons.
+The agent is naive on purpose: it reads a precondition literally (the containers it names,
+locked or not) and follows the lesson wherever that reading fits. A guideline that says to look
+under the doormat makes it do so; one that says to force containers open makes it force them.
+`--memory none` gives no lessons.
 `--strategy` plays a fixed strategy instead (how the example runs in runs/ were made).
 """
 
@@ -19,17 +22,43 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from toyenv import TASKS, episode
+from toyenv import TASKS, Task, episode
 
 _GUIDELINE = re.compile(r"^\*\*Guideline\.\*\* (.*)$", re.M)
+_APPLIES = re.compile(r"^\*\*Applies when\.\*\* (.*)$", re.M)
+_PRECONDITION = re.compile(r"^- precondition: (.*)$", re.M)
+_STATUS = re.compile(r"^status: (\w+)$", re.M)
 
 
-def guidelines(memory: str) -> list[str]:
-    """The guideline line of every insight in a corpus version (none for `none`)."""
+@dataclass
+class Lesson:
+    id: str
+    guideline: str
+    precondition: str
+
+    @property
+    def strategy(self) -> str:
+        text = self.guideline.lower()
+        return "force" if "force" in text else "mat" if "doormat" in text else "plain"
+
+    def applies_to(self, task: Task) -> bool:
+        """A literal reading of the precondition: the containers it names, locked or not."""
+        words = set(re.findall(r"[a-z]+", self.precondition.lower()))
+        kinds = {kind for kind in ("drawer", "safe") if kind in words or kind + "s" in words}
+        if kinds and task.container not in kinds:
+            return False
+        if "locked" in words and not task.locked:
+            return False
+        return not ("unlocked" in words and task.locked)
+
+
+def lessons(memory: str) -> list[Lesson]:
+    """The lessons in a corpus version an agent may use: not those the gate rejected or retired."""
     if memory == "none":
         return []
     folder = Path(memory) / "insight"
@@ -37,19 +66,26 @@ def guidelines(memory: str) -> list[str]:
         raise SystemExit(f"{memory} is not a wikitrace corpus (no insight/ folder)")
     found = []
     for page in sorted(folder.glob("insight-*.md")):
-        match = _GUIDELINE.search(page.read_text(encoding="utf-8"))
-        if match:
-            found.append(match.group(1))
+        text = page.read_text(encoding="utf-8")
+        status = _STATUS.search(text)
+        guideline = _GUIDELINE.search(text)
+        if guideline is None or (status and status.group(1) in ("rejected", "retired")):
+            continue
+        precondition = _PRECONDITION.search(text) or _APPLIES.search(text)
+        found.append(
+            Lesson(page.stem, guideline.group(1), precondition.group(1) if precondition else "")
+        )
     return found
 
 
-def strategy_from(lessons: list[str]) -> str:
-    text = " ".join(lessons).lower()
-    if "force" in text:
-        return "force"
-    if "doormat" in text:
-        return "mat"
-    return "plain"
+def choose(task: Task, known: list[Lesson]) -> tuple[str, list[str]]:
+    """The strategy for a task and the lessons it rests on: forcing wins, then the doormat."""
+    applicable = [lesson for lesson in known if lesson.applies_to(task)]
+    for strategy in ("force", "mat"):
+        used = [lesson.id for lesson in applicable if lesson.strategy == strategy]
+        if used:
+            return strategy, used
+    return "plain", []
 
 
 def main() -> None:
@@ -62,9 +98,13 @@ def main() -> None:
     args = parser.parse_args()
 
     task = TASKS[args.task]
-    strategy = args.strategy or strategy_from(guidelines(args.memory))
+    if args.strategy:
+        strategy, used = args.strategy, []
+    else:
+        strategy, used = choose(task, lessons(args.memory))
     turns, success = episode(task, strategy)
-    result: dict[str, object] = {"success": success}
+    # The result, and a citation report of the lessons it acted on (see `wikitrace cite`).
+    result: dict[str, object] = {"success": success, "used": {"insights": used}}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,11 @@
 """A toy environment for trying wikitrace's update controller: fetch an item from a container.
 
-Deterministic and tiny on purpose. Each task names a container (a drawer or a safe) and whether
-it is locked. An unlocked container opens. A locked drawer's key is under the doormat. A locked
-safe is an old one whose lock gives way when forced; forcing anything else breaks it (a drawer
-jams, a modern safe's alarm locks it down). So a lesson can help (look under the doormat) or,
-applied too broadly, hurt (force every container open).
+Deterministic and tiny on purpose. Each task names a container (a drawer or a safe) and says
+whether it is locked. An unlocked container opens. A locked drawer's key is under the doormat
+(except in the attic of the later world, drawer-13 to 16). A locked safe is an old one whose
+lock gives way when forced; forcing anything else breaks it (a drawer jams, a modern safe's
+alarm locks it down). So a lesson can help (look under the doormat), hurt when applied too
+broadly (force every container open), or stop holding when the world changes.
 """
 
 from __future__ import annotations
@@ -18,29 +19,40 @@ class Task:
     container: str  # "drawer" or "safe"
     item: str
     locked: bool
+    key_under_mat: bool = True
+    """Where a locked drawer's key is; False in the later world (tasks-later.jsonl)."""
+    room: str = "study"
 
     @property
     def text(self) -> str:
-        return f"Fetch the {self.item} from the {self.container} in the study."
+        lock = "locked " if self.locked else ""
+        return f"Fetch the {self.item} from the {lock}{self.container} in the {self.room}."
 
 
-TASKS = {
-    task.task_id: task
-    for task in [
-        Task("drawer-1", "drawer", "letter", locked=False),
-        Task("drawer-2", "drawer", "stamp", locked=False),
-        Task("drawer-3", "drawer", "pen", locked=False),
-        Task("drawer-4", "drawer", "ledger", locked=True),
-        Task("drawer-5", "drawer", "compass", locked=True),
-        Task("drawer-6", "drawer", "map", locked=True),
-        Task("safe-1", "safe", "ring", locked=False),
-        Task("safe-2", "safe", "watch", locked=False),
-        Task("safe-3", "safe", "deed", locked=False),
-        Task("safe-4", "safe", "bond", locked=True),
-        Task("safe-5", "safe", "coin", locked=True),
-        Task("safe-6", "safe", "seal", locked=True),
-    ]
+_ITEMS = {
+    "drawer": "letter stamp pen ledger compass map ribbon candle button thimble key-ring diary",
+    "safe": "ring watch deed bond coin seal pearl brooch medal cheque locket tiara",
 }
+
+
+def _tasks() -> list[Task]:
+    tasks = []
+    for container, items in _ITEMS.items():
+        for number, item in enumerate(items.split(), start=1):
+            # 1-3 and 7-9 open; 4-6 and 10-12 locked
+            locked = (number - 1) % 6 >= 3
+            tasks.append(Task(f"{container}-{number}", container, item, locked))
+    # The later world: drawers in the attic, whose keys are not under the doormat.
+    for number, item in enumerate(["atlas", "inkwell", "journal", "spyglass"], start=13):
+        tasks.append(
+            Task(f"drawer-{number}", "drawer", item, True, key_under_mat=False, room="attic")
+        )
+    return tasks
+
+
+TASKS = {task.task_id: task for task in _tasks()}
+LATER = {f"drawer-{n}" for n in range(13, 17)}
+"""Tasks of the later world, where a lesson that held before stops holding."""
 
 
 def episode(task: Task, strategy: str) -> tuple[list[dict[str, str]], bool]:
@@ -72,7 +84,7 @@ def episode(task: Task, strategy: str) -> tuple[list[dict[str, str]], bool]:
         return done(f"I fetched the {task.item}.", True)
     act(f"open {box}", f"The {box} is locked.")
     if strategy == "mat":
-        if box == "drawer":
+        if box == "drawer" and task.key_under_mat:
             act("lift doormat", "You find a small key under the doormat.")
             act(f"unlock {box} with key", f"The {box} opens. You see the {task.item}.")
             act(f"take {task.item}", f"You take the {task.item}.")

@@ -1,0 +1,671 @@
+"""`wikitrace gate`: let a lesson in only after it survives probes that try to prove it wrong.
+
+For each candidate insight (ungated ones by default), the agent runs through the user's runner
+with the current memory without the candidate (`base`) and with it (`lesson`), on three kinds of
+probe tasks from the task pool:
+
+- target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
+  and the task of the run it came from;
+- falsify: boundary tasks (same type, less similar), look-alikes of other types (similar words,
+  another kind of task) and decoys (other types, least similar), taken in turn;
+- regress: tasks the agent solved before (successful runs in the corpus).
+
+From the (task, seed) pairs: G = (pairs better with the lesson - pairs worse) / target pairs;
+P_fail = falsification pairs worse with it / falsification pairs; D_reg = pairs (of any kind)
+solved without it and not with it / pairs solved without it. Each gets an exact one-sided
+binomial bound at --confidence (control.stats); G's lower bound is the gain rate's lower bound
+minus the loss rate's upper bound. The candidate is committed when G's bound >= eta,
+P_fail's <= delta and D_reg's <= beta.
+
+Otherwise, when the gain is real (the gain rate's lower bound >= eta) and no task both gained and
+lost, the failures lie in a sub-range a precondition can cut away: one model call narrows the
+precondition, the lesson runs again on the same probes, and the same test decides. Anything else
+is rejected. Decisions, figures and every probe run go into a new version (gate/); a rejected
+insight stays there, marked, and is never shown to an agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from wikitrace.compiler.build import Base
+from wikitrace.compiler.derive import Derivation, derive_version, write_view
+from wikitrace.compiler.llm import LLM
+from wikitrace.corpus_schema import CorpusError, InputError, render
+from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.layout import GATE_DIR
+from wikitrace.corpus_schema.ledger import (
+    AgentRun,
+    GateDecision,
+    GateFigures,
+    ProbeKind,
+    ProbeResult,
+)
+from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.store import build_lock, remove_tree
+from wikitrace.corpus_schema.versions import Store, now, open_store
+from wikitrace.tools.memory import Ranker
+
+from . import stats
+from .pool import PoolTask
+from .runner import RunLog, Runner, RunnerSpec, RunRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GateOptions:
+    runner: RunnerSpec
+    pool: list[PoolTask] | None = None
+    """The tasks the runner can run; None: the tasks of the corpus's runs."""
+    targets: int = 8
+    falsify: int = 8
+    regress: int = 8
+    given: dict[str, list[str]] = field(default_factory=dict)
+    """Explicit probe lists by kind (target, falsify, regress), instead of choosing."""
+    trials: int = 1
+    seed: int = 0
+    confidence: float = 0.9
+    eta: float = 0.1
+    """Least transfer gain G (its lower bound) to commit."""
+    delta: float = 0.3
+    """Most falsification failure rate P_fail (its upper bound) to commit."""
+    beta: float = 0.3
+    """Most regression damage D_reg (its upper bound) to commit."""
+    narrow: bool = True
+
+
+@dataclass
+class GateReport:
+    decisions: list[GateDecision] = field(default_factory=list)
+    tested_on: str | None = None
+    version: str | None = None
+    """The version holding the decisions."""
+    agent_runs: int = 0
+
+
+@dataclass(frozen=True)
+class Probe:
+    task_id: str
+    kind: ProbeKind
+    why: str
+
+
+@dataclass
+class _Candidate:
+    ident: str
+    header: InsightHeader
+    guideline: str
+
+    @property
+    def precondition(self) -> str:
+        hypothesis = self.header.hypothesis
+        return hypothesis.precondition if hypothesis else self.header.applicability
+
+
+RunProgress = Callable[[int, int], None]
+
+
+def gate_insights(
+    pointer: Path,
+    insight_ids: Sequence[str],
+    options: GateOptions,
+    *,
+    llm: LLM | None = None,
+    deploy: bool = True,
+    progress: RunProgress | None = None,
+) -> GateReport:
+    """Test each candidate, then write one new version with every decision."""
+    with build_lock(pointer):
+        store = open_store(pointer)
+        current = store.current()
+        base = Base.load(current, store.version_path(current))
+        gate = _Gate(store, base, options, llm, progress)
+        candidates = gate.candidates(insight_ids)
+        report = GateReport(tested_on=current)
+        if not candidates:
+            return report
+        try:
+            for candidate in candidates:
+                report.decisions.append(gate.decide(candidate))
+        finally:
+            remove_tree(gate.views)
+            with contextlib.suppress(OSError):
+                gate.views.parent.rmdir()  # probes/, when no other gate is using it
+        report.agent_runs = gate.agent_runs
+        change = Derivation(
+            reason="gate: " + ", ".join(f"{d.insight} {d.verdict}" for d in report.decisions),
+            report={
+                "gate": [d.id for d in report.decisions],
+                "agent_runs": gate.agent_runs,
+                "tested_on": current,
+            },
+        )
+        for decision, candidate in zip(report.decisions, candidates, strict=True):
+            header = candidate.header.model_copy(
+                update={
+                    "status": decision.verdict,
+                    "decisions": [*candidate.header.decisions, f"{GATE_DIR}/{decision.id}.md"],
+                }
+            )
+            if decision.narrowed_precondition and decision.verdict == "committed":
+                header = gate.narrowed_header(candidate, decision.narrowed_precondition)
+                header = header.model_copy(
+                    update={
+                        "status": "committed",
+                        "decisions": [
+                            *candidate.header.decisions,
+                            f"{GATE_DIR}/{decision.id}.md",
+                        ],
+                    }
+                )
+            change.insights[candidate.ident] = (header, candidate.guideline)
+            change.files[f"{GATE_DIR}/{decision.id}.md"] = render.gate_page(decision).encode()
+            change.files[f"{GATE_DIR}/{decision.evidence}"] = b"".join(
+                orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in gate.runs_of(decision)
+            )
+        report.version = derive_version(store, base, change, deploy=deploy)
+        return report
+
+
+class _Gate:
+    def __init__(
+        self,
+        store: Store,
+        base: Base,
+        options: GateOptions,
+        llm: LLM | None,
+        progress: RunProgress | None,
+    ) -> None:
+        self.store = store
+        self.base = base
+        self.options = options
+        self.llm = llm
+        self.progress = progress
+        self.pages = {page.header.id: page for page in corpus_read.insights(base.root)}
+        self.first_number = _count_decisions(base) + 1
+        self.number = self.first_number
+        self.views = store.dir / "probes" / f"gate-{self.first_number:04d}"
+        self.runs: dict[str, AgentRun] = {}
+        self.base_results: dict[tuple[str, int], AgentRun] = {}
+        self.agent_runs = 0
+        self._hidden: set[str] = set()
+        self._base_view: Path | None = None
+        self._narrowed_applicability: dict[str, str] = {}
+        self._narrowed_results: dict[tuple[str, int], AgentRun] = {}
+        tasks: dict[str, PoolTask] = {}
+        for row in base.rows:
+            tasks.setdefault(row.task_id, PoolTask(row.task_id, row.task, row.task_type))
+        if options.pool is None:
+            self.pool = list(tasks.values())
+        else:
+            # Ids without a text take it (and the type) from the corpus when it has the task.
+            self.pool = [
+                task if task.task or task.task_id not in tasks else tasks[task.task_id]
+                for task in options.pool
+            ]
+        self.solved = list(dict.fromkeys(r.task_id for r in base.rows if r.outcome == "success"))
+
+    # --- candidates ------------------------------------------------------------------------
+
+    def candidates(self, ids: Sequence[str]) -> list[_Candidate]:
+        chosen = []
+        if ids:
+            for given in ids:
+                ident = _insight_id(given, self.pages)
+                status = self.pages[ident].header.status
+                if status != "ungated":
+                    raise InputError(
+                        f"{ident} is already {status}; the gate tests ungated insights",
+                        field="INSIGHT",
+                    )
+                chosen.append(ident)
+        else:
+            chosen = [i for i, p in self.pages.items() if p.header.status == "ungated"]
+        self._hidden = set(chosen) | {
+            i for i, p in self.pages.items() if p.header.status in ("rejected", "retired")
+        }
+        return [
+            _Candidate(i, self.pages[i].header, corpus_read.guideline(self.pages[i]))
+            for i in chosen
+        ]
+
+    # --- probes --------------------------------------------------------------------------
+
+    def _given(self) -> list[Probe]:
+        known = {task.task_id for task in self.pool}
+        given: list[Probe] = []
+        kinds: tuple[ProbeKind, ...] = ("target", "falsify", "regress")
+        for kind in kinds:
+            for task_id in self.options.given.get(kind, []):
+                if self.options.pool is not None and task_id not in known:
+                    raise InputError(
+                        f"probe task {task_id} is not in the task pool", field=f"--{kind}-tasks"
+                    )
+                given.append(Probe(task_id, kind, "given"))
+        return given
+
+    def choose(self, candidate: _Candidate) -> list[Probe]:
+        options = self.options
+        if options.given:
+            return self._given()
+        pool = self.pool
+        source_task = next(
+            (
+                row.task
+                for row in self.base.rows
+                if self._step(row.step) == candidate.header.source_step
+            ),
+            "",
+        )
+        query = " ".join(
+            [candidate.header.title, candidate.guideline, candidate.precondition, source_task]
+        )
+        ranked = [
+            pool[i]
+            for i in Ranker([t.task or t.task_id for t in pool]).rank(query, range(len(pool)))
+        ]
+        kind_of = candidate.header.task_type
+        same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
+        other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
+        probes: list[Probe] = []
+        taken: set[str] = set()
+
+        def take(task: PoolTask, kind: ProbeKind, why: str) -> None:
+            probes.append(Probe(task.task_id, kind, why))
+            taken.add(task.task_id)
+
+        for task in same[: options.targets]:
+            take(task, "target", "same task type, most similar to the lesson")
+        boundary = [t for t in same if t.task_id not in taken]
+        lookalike = list(other)
+        decoys = list(reversed(other))
+        groups = [
+            (boundary, "boundary: same task type, less similar"),
+            (lookalike, "look-alike: another task type, similar words"),
+            (decoys, "decoy: another task type, least similar"),
+        ]
+        count = 0
+        while count < options.falsify and any(
+            any(t.task_id not in taken for t in group) for group, _ in groups
+        ):
+            for group, why in groups:
+                if count >= options.falsify:
+                    break
+                found = next((t for t in group if t.task_id not in taken), None)
+                if found is not None:
+                    take(found, "falsify", why)
+                    count += 1
+        pool_ids = {t.task_id for t in pool}
+        regress = [t for t in self.solved if t in pool_ids and t not in taken]
+        for task_id in regress[: options.regress]:
+            probes.append(Probe(task_id, "regress", "solved in the corpus before"))
+            taken.add(task_id)
+        return probes
+
+    def _step(self, step: int) -> str:
+        return f"step-{step:0{self.base.manifest.step_id_width}d}"
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def _view(
+        self,
+        name: str,
+        *,
+        hidden: set[str],
+        replaced: dict[str, tuple[InsightHeader, str]] | None = None,
+    ) -> Path:
+        return write_view(self.base, self.views / name, hidden=hidden, replaced=replaced)
+
+    def run(
+        self, memory_name: str, memory_path: Path, tasks: Sequence[str], purpose: str
+    ) -> dict[tuple[str, int], AgentRun]:
+        seeds = [self.options.seed + t for t in range(self.options.trials)]
+        requests = [
+            RunRequest(task_id, memory_name, memory_path, seed)
+            for task_id in tasks
+            for seed in seeds
+        ]
+        runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=purpose)
+        done = 0
+
+        def tick(_: AgentRun) -> None:
+            nonlocal done
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(requests))
+
+        results = runner.run(requests, tick)
+        self.agent_runs += len(results)
+        for run in results:
+            self.runs[run.id] = run
+        return {(run.task_id, run.seed): run for run in results}
+
+    def decide(self, candidate: _Candidate) -> GateDecision:
+        options = self.options
+        ident = f"gate-{self.number:04d}"
+        self.number += 1
+        self._narrowed_results = {}
+        probes = self.choose(candidate)
+        if not probes:
+            raise InputError(
+                f"no probe tasks for {candidate.ident}: the task pool is empty",
+                hint="give --task-pool FILE",
+            )
+        tasks = list(dict.fromkeys(p.task_id for p in probes))
+        tested_on = self.base.name
+        if self._base_view is None:
+            self._base_view = self._view("base", hidden=self._hidden)
+        missing = [t for t in tasks if (t, options.seed) not in self.base_results]
+        self.base_results.update(
+            self.run(f"{tested_on}-without-candidates", self._base_view, missing, ident)
+        )
+        with_view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
+        lesson = self.run(f"{tested_on}+{candidate.ident}", with_view, tasks, ident)
+        figures = self.figures(probes, lesson)
+        decision = GateDecision(
+            id=ident,
+            insight=candidate.ident,
+            tested_on=tested_on,
+            time=now(),
+            verdict="rejected",
+            reason="",
+            confidence=options.confidence,
+            thresholds={"eta": options.eta, "delta": options.delta, "beta": options.beta},
+            precondition=candidate.precondition,
+            figures=figures,
+            seeds=[options.seed + t for t in range(options.trials)],
+            evidence=f"{ident}.runs.jsonl",
+        )
+        if figures.passes:
+            decision.verdict = "committed"
+            decision.reason = "It passed: " + _summary(figures, options)
+        elif self._separable(probes, lesson, figures):
+            decision = self._narrow(candidate, decision, probes, tasks, lesson)
+        else:
+            decision.reason = (
+                "Rejected: "
+                + _summary(figures, options)
+                + "; "
+                + self._why_not_narrowed(probes, lesson, figures)
+            )
+        decision.probes = [
+            ProbeResult(
+                task_id=p.task_id,
+                kind=p.kind,
+                why=p.why,
+                base_runs=self._ids(self.base_results, p.task_id),
+                lesson_runs=self._ids(lesson, p.task_id),
+                narrowed_runs=self._ids(self._narrowed_results, p.task_id)
+                if decision.narrowed_precondition
+                else [],
+            )
+            for p in probes
+        ]
+        decision.agent_runs = sum(
+            len(p.base_runs) + len(p.lesson_runs) + len(p.narrowed_runs) for p in decision.probes
+        )
+        return decision
+
+    def _ids(self, results: dict[tuple[str, int], AgentRun], task_id: str) -> list[str]:
+        return [results[key].id for key in sorted(results) if key[0] == task_id]
+
+    def runs_of(self, decision: GateDecision) -> list[AgentRun]:
+        ids = {i for p in decision.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+        return [self.runs[i] for i in sorted(ids)]
+
+    # --- figures -------------------------------------------------------------------------
+
+    def _pairs(
+        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
+    ) -> dict[tuple[str, int], tuple[AgentRun | None, AgentRun | None]]:
+        """(task, seed) -> its run without and with the lesson, once however many kinds."""
+        pairs = {}
+        for probe in probes:
+            for trial in range(self.options.trials):
+                key = (probe.task_id, self.options.seed + trial)
+                pairs[key] = (self.base_results.get(key), results.get(key))
+        return pairs
+
+    def figures(
+        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
+    ) -> GateFigures:
+        options, confidence = self.options, self.options.confidence
+        kinds: dict[str, set[str]] = {}
+        for probe in probes:
+            kinds.setdefault(probe.task_id, set()).add(probe.kind)
+        values: dict[tuple[str, int], tuple[float, float, bool]] = {}
+        errors = 0
+        for key, (without, with_lesson) in self._pairs(probes, results).items():
+            if without is None or with_lesson is None:
+                continue
+            if without.value is None or with_lesson.value is None:
+                errors += 1
+                continue
+            values[key] = (without.value, with_lesson.value, bool(without.success))
+
+        def of(kind: str) -> list[tuple[float, float, bool]]:
+            return [v for key, v in values.items() if kind in kinds[key[0]]]
+
+        target, falsify = of("target"), of("falsify")
+        gains = sum(w > b for b, w, _ in target)
+        losses = sum(w < b for b, w, _ in target)
+        failures = sum(w < b for b, w, _ in falsify)
+        # Regression damage: every pair solved without the lesson, whatever kind it was.
+        solved = [(b, w) for b, w, success in values.values() if success]
+        damaged = sum(w < b for b, w in solved)
+        n_target, n_falsify, n_regress = len(target), len(falsify), len(solved)
+        gain_rate_lower = stats.lower(gains, n_target, confidence)
+        gain_lower = gain_rate_lower - stats.upper(losses, n_target, confidence)
+        p_fail_upper = stats.upper(failures, n_falsify, confidence)
+        d_reg_upper = stats.upper(damaged, n_regress, confidence)
+        return GateFigures(
+            n_target=n_target,
+            gains=gains,
+            losses=losses,
+            gain=round((gains - losses) / n_target, 6) if n_target else 0.0,
+            gain_lower=round(gain_lower, 6),
+            gain_rate_lower=round(gain_rate_lower, 6),
+            n_falsify=n_falsify,
+            failures=failures,
+            p_fail=round(failures / n_falsify, 6) if n_falsify else 0.0,
+            p_fail_upper=round(p_fail_upper, 6),
+            n_regress=n_regress,
+            damaged=damaged,
+            d_reg=round(damaged / n_regress, 6) if n_regress else 0.0,
+            d_reg_upper=round(d_reg_upper, 6),
+            errors=errors,
+            passes=gain_lower >= options.eta
+            and p_fail_upper <= options.delta
+            and d_reg_upper <= options.beta,
+        )
+
+    def _marks(
+        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
+    ) -> dict[str, set[str]]:
+        marks: dict[str, set[str]] = {}
+        for (task_id, _), (without, with_lesson) in self._pairs(probes, results).items():
+            if without is None or with_lesson is None:
+                continue
+            b, w = without.value, with_lesson.value
+            if b is None or w is None:
+                continue
+            mark = "HELPED" if w > b else "HURT" if w < b else "SAME"
+            marks.setdefault(task_id, set()).add(mark)
+        return marks
+
+    def _separable(
+        self,
+        probes: Sequence[Probe],
+        results: dict[tuple[str, int], AgentRun],
+        figures: GateFigures,
+    ) -> bool:
+        if not self.options.narrow or figures.gain_rate_lower < self.options.eta:
+            return False
+        marks = self._marks(probes, results)
+        hurt = any("HURT" in m for m in marks.values())
+        mixed = any({"HELPED", "HURT"} <= m for m in marks.values())
+        return hurt and not mixed
+
+    def _why_not_narrowed(
+        self,
+        probes: Sequence[Probe],
+        results: dict[tuple[str, int], AgentRun],
+        figures: GateFigures,
+    ) -> str:
+        if not self.options.narrow:
+            return "narrowing is off (--no-narrow)"
+        if figures.gain_rate_lower < self.options.eta:
+            return (
+                f"not narrowed: the gain is not real (gain rate >= {figures.gain_rate_lower:.3f}, "
+                f"below eta {self.options.eta:g})"
+            )
+        return (
+            "not narrowed: some task both gained and lost with it, so no precondition "
+            "separates them"
+        )
+
+    # --- narrowing -----------------------------------------------------------------------
+
+    def narrowed_header(self, candidate: _Candidate, precondition: str) -> InsightHeader:
+        applicability = self._narrowed_applicability.get(candidate.ident, precondition)
+        header = candidate.header
+        hypothesis = (
+            header.hypothesis.model_copy(update={"precondition": precondition})
+            if header.hypothesis
+            else None
+        )
+        return header.model_copy(update={"applicability": applicability, "hypothesis": hypothesis})
+
+    def _narrow(
+        self,
+        candidate: _Candidate,
+        decision: GateDecision,
+        probes: Sequence[Probe],
+        tasks: list[str],
+        lesson: dict[tuple[str, int], AgentRun],
+    ) -> GateDecision:
+        first = decision.figures
+        assert first is not None
+        if self.llm is None:
+            decision.reason = (
+                "Rejected: " + _summary(first, self.options) + "; it could be narrowed (it helped "
+                "and hurt on separate tasks) but there is no model to do it (an offline corpus)"
+            )
+            return decision
+        marks = self._marks(probes, lesson)
+        texts = {t.task_id: t.task or t.task_id for t in self.pool}
+        listed = [
+            {
+                "mark": "HURT"
+                if "HURT" in marks.get(t, set())
+                else "HELPED"
+                if "HELPED" in marks.get(t, set())
+                else "SAME",
+                "task_id": t,
+                "task": texts.get(t, t),
+            }
+            for t in tasks
+        ]
+        try:
+            precondition, applicability = narrow_precondition(self.llm, candidate, listed)
+        except (ValueError, CorpusError) as error:
+            decision.reason = (
+                "Rejected: " + _summary(first, self.options) + f"; narrowing failed: {error}"
+            )
+            return decision
+        self._narrowed_applicability[candidate.ident] = applicability
+        narrowed = self.narrowed_header(candidate, precondition)
+        view = self._view(
+            f"{candidate.ident}-narrowed",
+            hidden=self._hidden - {candidate.ident},
+            replaced={candidate.ident: (narrowed, candidate.guideline)},
+        )
+        results = self.run(f"{self.base.name}+{candidate.ident}-narrowed", view, tasks, decision.id)
+        self._narrowed_results = results
+        second = self.figures(probes, results)
+        decision.narrowed_precondition = precondition
+        decision.narrowed_figures = second
+        if second.passes:
+            decision.verdict = "committed"
+            decision.reason = (
+                "Narrowed, then committed. Before: "
+                + _summary(first, self.options)
+                + ". After narrowing: "
+                + _summary(second, self.options)
+            )
+        else:
+            decision.reason = (
+                "Narrowed, still failing, rejected. Before: "
+                + _summary(first, self.options)
+                + ". After narrowing: "
+                + _summary(second, self.options)
+            )
+        return decision
+
+
+def narrow_precondition(
+    llm: LLM, candidate: _Candidate, probes: list[dict[str, str]]
+) -> tuple[str, str]:
+    """One model call: a narrower precondition (and applicability) from the probes' outcomes."""
+    from wikitrace import prompts
+
+    env = prompts.environment()
+    content = orjson.dumps(probes)
+    fence = "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
+    text = env.get_template(prompts.NARROW).render(
+        id=candidate.ident,
+        title=candidate.header.title,
+        guideline=candidate.guideline,
+        precondition=candidate.precondition,
+        probes=probes,
+        fence=fence,
+    )
+    reply = asyncio.run(llm.complete([{"role": "user", "content": text}]))
+    try:
+        data = orjson.loads(reply.text.strip().removeprefix("```json").removesuffix("```"))
+    except orjson.JSONDecodeError as error:
+        raise ValueError(f"the model's answer is not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the model's answer is not a JSON object")
+    precondition, applicability = data.get("precondition"), data.get("applicability")
+    if not isinstance(precondition, str) or not precondition.strip():
+        raise ValueError("the model's answer has no 'precondition'")
+    if not isinstance(applicability, str) or not applicability.strip():
+        applicability = precondition
+    return precondition.strip(), applicability.strip()
+
+
+def _summary(figures: GateFigures, options: GateOptions) -> str:
+    return (
+        f"G {figures.gain:.3f} (>= {figures.gain_lower:.3f}, needs {options.eta:g}), "
+        f"P_fail {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, needs {options.delta:g}), "
+        f"D_reg {figures.d_reg:.3f} (<= {figures.d_reg_upper:.3f}, needs {options.beta:g})"
+    )
+
+
+def _insight_id(given: str, pages: Mapping[str, object]) -> str:
+    from wikitrace.corpus_schema.layout import parse_insight
+
+    try:
+        number = parse_insight(given)
+    except ValueError as error:
+        raise InputError(str(error), field="INSIGHT") from None
+    for ident in pages:
+        if parse_insight(ident) == number:
+            return ident
+    raise InputError(f"no insight {given} in the corpus", field="INSIGHT")
+
+
+def _count_decisions(base: Base) -> int:
+    return sum(
+        1 for rel in base.manifest.files if rel.startswith(f"{GATE_DIR}/") and rel.endswith(".md")
+    )

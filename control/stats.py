@@ -1,0 +1,66 @@
+"""Finite-sample confidence bounds for rates: exact (Clopper-Pearson) one-sided binomial bounds.
+
+With k events in n trials, `upper(k, n, confidence)` is the largest rate p for which seeing at
+most k events still had probability at least 1 - confidence: the true rate is below it with
+probability at least `confidence`, whatever n is. The gate's probes are few (tens), where
+normal approximations and Bernstein-type bounds for bounded variables are loose or wrong, and
+its outcomes are events (a probe got better or worse), so exact binomial bounds fit.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _log_pmf(k: int, n: int, p: float) -> float:
+    if p <= 0.0:
+        return 0.0 if k == 0 else -math.inf
+    if p >= 1.0:
+        return 0.0 if k == n else -math.inf
+    return (
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * math.log(p)
+        + (n - k) * math.log1p(-p)
+    )
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return min(1.0, sum(math.exp(_log_pmf(i, n, p)) for i in range(k + 1)))
+
+
+def upper(k: int, n: int, confidence: float) -> float:
+    """One-sided upper bound on a rate from k events in n trials (1.0 when n is 0)."""
+    _check(k, n, confidence)
+    if n == 0 or k == n:
+        return 1.0
+    alpha = 1.0 - confidence
+    low, high = k / n, 1.0
+    for _ in range(100):  # P(X <= k) falls as p grows: find where it crosses alpha
+        middle = (low + high) / 2
+        if binomial_cdf(k, n, middle) > alpha:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def lower(k: int, n: int, confidence: float) -> float:
+    """One-sided lower bound on a rate from k events in n trials (0.0 when n is 0)."""
+    _check(k, n, confidence)
+    if n == 0 or k == 0:
+        return 0.0
+    return 1.0 - upper(n - k, n, confidence)
+
+
+def _check(k: int, n: int, confidence: float) -> None:
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
