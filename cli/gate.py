@@ -213,3 +213,121 @@ def gate_command(
     else:
         assert report.version is not None
         click.echo(str(Store(corpus).version_path(report.version)))
+
+
+@click.command("monitor")
+@click.argument("corpus", type=POINTER)
+@click.argument(
+    "reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+)
+@click.option(
+    "--min-judged",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Fewest episodes that judged an insight before it can be retired.",
+)
+@click.option(
+    "--max-violation-rate",
+    type=click.FloatRange(0, 1),
+    default=0.3,
+    show_default=True,
+    help="Retire an insight whose violation rate is, as a lower bound, above this.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0.5, 1, max_open=True),
+    default=0.9,
+    show_default=True,
+    help="Of the lower bound (exact binomial).",
+)
+@click.option("--no-deploy", is_flag=True, help="Leave the new version as a candidate.")
+@click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
+def monitor_command(
+    corpus: Path,
+    reports: tuple[Path, ...],
+    min_judged: int,
+    max_violation_rate: float,
+    confidence: float,
+    no_deploy: bool,
+    as_json: bool,
+) -> None:
+    """Track committed insights in the citation REPORTS of later episodes; retire failing ones.
+
+    REPORTS are the episodes' citation reports (JSON, or JSON Lines; what `wikitrace cite`
+    reads): {"used": {"insights": [...]}, "success": true|false, "task_id": ..., "checks":
+    {"insight-0007": {"precondition_met": true, "effect_observed": false}}}. An episode violates
+    an insight when it used it, its precondition held (unsaid: yes, it was used) and its
+    expected effect was absent (unsaid: the episode failed). Give every report since the
+    insights were committed: each call counts what it is given.
+
+    An insight is retired when at least --min-judged episodes judged it and the lower bound of
+    its violation rate is above --max-violation-rate. Retiring makes a new version: the insight
+    is marked retired (kept on record, never shown to an agent again), with
+    gate/monitor-NNNN.md and the report lines behind it. Prints each committed insight's record
+    on stderr, and the new version's folder on stdout when one was made (the records with
+    --json). Exit 0, 2 for bad input.
+    """
+    import orjson
+
+    from wikitrace.control.monitor import MonitorOptions, monitor_corpus
+    from wikitrace.corpus_schema.versions import Store
+
+    result = monitor_corpus(
+        corpus,
+        list(reports),
+        MonitorOptions(
+            min_judged=min_judged, max_violation_rate=max_violation_rate, confidence=confidence
+        ),
+        deploy=not no_deploy,
+    )
+    if not is_quiet():
+        if not result.records:
+            click.echo(f"{result.monitored} has no committed insight to monitor", err=True)
+        for record in result.records:
+            verdict = "RETIRED" if record.retire else "kept"
+            click.echo(
+                f"{record.insight}: cited {record.cited}, judged {record.judged}, violations "
+                f"{record.violations} (rate {record.rate:.3f}, at least {record.rate_lower:.3f}): "
+                f"{verdict}",
+                err=True,
+            )
+    if as_json:
+        data = {"version": result.version, "records": [r.as_dict() for r in result.records]}
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    elif result.version is not None:
+        click.echo(str(Store(corpus).version_path(result.version)))
+
+
+@click.command("hypothesize")
+@click.argument("corpus", type=POINTER)
+@click.argument("insights", nargs=-1)
+@click.option("--api-base", help="Base URL of the corpus's model server.")
+@click.option("--no-deploy", is_flag=True, help="Leave the new version as a candidate.")
+def hypothesize_command(
+    corpus: Path, insights: tuple[str, ...], api_base: str | None, no_deploy: bool
+) -> None:
+    """State INSIGHTS (default: every one without) as falsifiable hypotheses, in a new version.
+
+    One call to the corpus's model per insight: from its title, guideline, applicability and
+    the claims of its source compilation, a precondition, a behaviour, an expected effect and a
+    verifier, which `wikitrace gate` then tests. New builds can ask for them at once with
+    --hypotheses. Prints the new version's folder; exit 1 when an answer could not be used
+    (the others are kept), 2 for bad input.
+    """
+    from wikitrace.compiler.hypothesize import hypothesize
+    from wikitrace.corpus_schema.versions import Store
+
+    llm = _model_for(corpus, api_base)
+    if llm is None:
+        raise click.UsageError(f"{corpus} was built offline: it has no insights to state")
+    report = hypothesize(corpus, list(insights), llm, deploy=not no_deploy)
+    for ident, problem in report.failed.items():
+        click.echo(f"{ident}: the model's answer was not used: {problem}", err=True)
+    if report.version is None:
+        click.echo("nothing stated: every insight already has a hypothesis", err=True)
+    else:
+        click.echo(f"{report.version}: hypotheses for {', '.join(report.stated)}", err=True)
+        click.echo(str(Store(corpus).version_path(report.version)))
+    if report.failed:
+        raise SystemExit(1)

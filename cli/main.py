@@ -14,7 +14,7 @@ from .build import build_command
 from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import eval_command
-from .gate import gate_command
+from .gate import gate_command, hypothesize_command, monitor_command
 from .use import audit_command, cite_command, prompt_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
@@ -52,6 +52,8 @@ cli.add_command(versions_command)
 cli.add_command(deploy_command)
 cli.add_command(update_command)
 cli.add_command(gate_command)
+cli.add_command(monitor_command)
+cli.add_command(hypothesize_command)
 cli.add_command(convert_command)
 cli.add_command(verify_command)
 cli.add_command(actions_command)

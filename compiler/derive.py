@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import Layout, render
+from wikitrace.corpus_schema import InputError, Layout, render
 from wikitrace.corpus_schema.errors import CorpusError
-from wikitrace.corpus_schema.layout import INSIGHT_DIR, MANIFEST, parse_insight
+from wikitrace.corpus_schema.layout import GATE_DIR, INSIGHT_DIR, MANIFEST, parse_insight
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
 from wikitrace.corpus_schema.versions import (
@@ -151,3 +152,22 @@ def write_view(
     )
     freeze(dest)
     return dest
+
+
+def count_decisions(base: Base) -> int:
+    """Gate and monitoring decisions a version holds: the next one is numbered after them."""
+    return sum(
+        1 for rel in base.manifest.files if rel.startswith(f"{GATE_DIR}/") and rel.endswith(".md")
+    )
+
+
+def resolve_insight(given: str, known: Iterable[str]) -> str:
+    """The id of a known insight from what a user typed (`insight-0007`, `7`)."""
+    try:
+        number = parse_insight(given)
+    except ValueError as error:
+        raise InputError(str(error), field="INSIGHT") from None
+    for ident in known:
+        if parse_insight(ident) == number:
+            return ident
+    raise InputError(f"no insight {given} in the corpus", field="INSIGHT")

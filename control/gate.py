@@ -1,7 +1,8 @@
 """`wikitrace gate`: let a lesson in only after it survives probes that try to prove it wrong.
 
 For each candidate insight (ungated ones by default), the agent runs through the user's runner
-with the current memory without the candidate (`base`) and with it (`lesson`), on three kinds of
+with the current memory without the candidate (`base`: the committed insights alone, so that no
+other untested insight masks or causes the effect) and with it (`lesson`), on three kinds of
 probe tasks from the task pool:
 
 - target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
@@ -30,14 +31,20 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from wikitrace.compiler.build import Base
-from wikitrace.compiler.derive import Derivation, derive_version, write_view
+from wikitrace.compiler.derive import (
+    Derivation,
+    count_decisions,
+    derive_version,
+    resolve_insight,
+    write_view,
+)
 from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import CorpusError, InputError, render
 from wikitrace.corpus_schema import read as corpus_read
@@ -191,7 +198,7 @@ class _Gate:
         self.llm = llm
         self.progress = progress
         self.pages = {page.header.id: page for page in corpus_read.insights(base.root)}
-        self.first_number = _count_decisions(base) + 1
+        self.first_number = count_decisions(base) + 1
         self.number = self.first_number
         self.views = store.dir / "probes" / f"gate-{self.first_number:04d}"
         self.runs: dict[str, AgentRun] = {}
@@ -220,7 +227,7 @@ class _Gate:
         chosen = []
         if ids:
             for given in ids:
-                ident = _insight_id(given, self.pages)
+                ident = resolve_insight(given, self.pages)
                 status = self.pages[ident].header.status
                 if status != "ungated":
                     raise InputError(
@@ -230,9 +237,9 @@ class _Gate:
                 chosen.append(ident)
         else:
             chosen = [i for i, p in self.pages.items() if p.header.status == "ungated"]
-        self._hidden = set(chosen) | {
-            i for i, p in self.pages.items() if p.header.status in ("rejected", "retired")
-        }
+        # The base memory is the committed insights alone: an untested insight could mask or
+        # cause the effect being measured.
+        self._hidden = {i for i, p in self.pages.items() if p.header.status != "committed"}
         return [
             _Candidate(i, self.pages[i].header, corpus_read.guideline(self.pages[i]))
             for i in chosen
@@ -649,23 +656,4 @@ def _summary(figures: GateFigures, options: GateOptions) -> str:
         f"G {figures.gain:.3f} (>= {figures.gain_lower:.3f}, needs {options.eta:g}), "
         f"P_fail {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, needs {options.delta:g}), "
         f"D_reg {figures.d_reg:.3f} (<= {figures.d_reg_upper:.3f}, needs {options.beta:g})"
-    )
-
-
-def _insight_id(given: str, pages: Mapping[str, object]) -> str:
-    from wikitrace.corpus_schema.layout import parse_insight
-
-    try:
-        number = parse_insight(given)
-    except ValueError as error:
-        raise InputError(str(error), field="INSIGHT") from None
-    for ident in pages:
-        if parse_insight(ident) == number:
-            return ident
-    raise InputError(f"no insight {given} in the corpus", field="INSIGHT")
-
-
-def _count_decisions(base: Base) -> int:
-    return sum(
-        1 for rel in base.manifest.files if rel.startswith(f"{GATE_DIR}/") and rel.endswith(".md")
     )

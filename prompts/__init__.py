@@ -14,6 +14,7 @@ COMPILE_FAILURE = "compile-failure.j2"
 RETRY_INVALID = "retry-invalid.j2"
 REPAIR_QUOTES = "repair-quotes.j2"
 NARROW = "narrow.j2"
+HYPOTHESIZE = "hypothesize.j2"
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

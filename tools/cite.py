@@ -28,6 +28,17 @@ class Used(BaseModel):
     """Insights: `insight-0007`."""
 
 
+class InsightCheck(BaseModel):
+    """What an episode showed of one insight it used, when the agent or harness can tell."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    precondition_met: bool | None = Field(default=None, strict=True)
+    """Did the insight's precondition hold? Unsaid: yes, since the agent chose to use it."""
+    effect_observed: bool | None = Field(default=None, strict=True)
+    """Was its expected effect seen (its verifier)? Unsaid: the episode's success."""
+
+
 class CitationReport(BaseModel):
     """One episode's report: the agent writes `used`; a harness may add the rest."""
 
@@ -39,6 +50,8 @@ class CitationReport(BaseModel):
     task_id: str | None = None
     success: bool | None = Field(default=None, strict=True)
     """The episode's outcome, when the harness knows it."""
+    checks: dict[str, InsightCheck] = Field(default_factory=dict)
+    """Insight id -> what the episode showed of it (see `wikitrace monitor`)."""
 
 
 @dataclass

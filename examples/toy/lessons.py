@@ -6,6 +6,7 @@ so the example needs no model and no key.
   an old safe that gave way when forced (true of old safes, written as if it held for every
   container), and a drawer that splintered when forced (a misreading of a failed run). With
   --hypotheses the lesson comes as a hypothesis too.
+- Hypothesis prompts (`wikitrace hypothesize`): the lesson's hypothesis, as above.
 - Narrowing prompts (`wikitrace gate`): the narrowest precondition that keeps every task where
   the lesson helped and leaves out every other probe task, from the words of their task texts.
 """
@@ -68,6 +69,11 @@ def answer(prompt: str) -> str:
     """The JSON answer to one wikitrace prompt."""
     if "NARROW THE PRECONDITION" in prompt:
         return narrow(prompt)
+    if "STATE THIS LESSON AS A HYPOTHESIS" in prompt:
+        for lesson in (MAT, FORCE, FORCE_DRAWERS):
+            if f"Title: {lesson['title']}" in prompt:
+                return json.dumps(lesson["hypothesis"])
+        return json.dumps({"precondition": "unknown"})  # not a lesson this stand-in knows
     turns = {int(n): text for n, text in _TURN.findall(prompt)}
     observations = [
         (number, match.group(1).strip())

@@ -1,0 +1,380 @@
+"""The admission gate, monitoring and hypotheses, on the toy environment: its scripted agent is
+the runner, and the toy's lesson writer answers at our LLM boundary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import pytest
+from scipy import stats as scipy_stats
+
+from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
+from wikitrace.compiler.hypothesize import hypothesize
+from wikitrace.control import stats
+from wikitrace.control.gate import GateOptions, GateReport, gate_insights
+from wikitrace.control.monitor import MonitorOptions, monitor_corpus
+from wikitrace.control.pool import read_pool
+from wikitrace.control.runner import RunnerSpec
+from wikitrace.corpus_schema import InputError, verify
+from wikitrace.corpus_schema.ledger import GateDecision
+from wikitrace.corpus_schema.versions import Store
+from wikitrace.tools.memory import Memory
+
+from helpers import FakeLLM, good_answer, make_run, run, write_runs
+
+TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
+sys.path.insert(0, str(TOY))
+from lessons import answer  # noqa: E402
+
+AGENT = (
+    f"{sys.executable} {TOY / 'agent.py'} --task {{task_id}} --memory {{memory}} --seed {{seed}}"
+)
+MODEL = "openai/toy"
+LESSON_RUNS = ["start.jsonl", "mat.jsonl", "force.jsonl", "force-drawer.jsonl"]
+
+
+@pytest.fixture
+def llm() -> FakeLLM:
+    return FakeLLM(answer=lambda messages: answer(messages[0]["content"]), model=MODEL)
+
+
+def build_toy(tmp_path: Path, llm: FakeLLM, *, hypotheses: bool = True) -> Path:
+    """8 plain runs and 3 lesson runs: insight-0001 doormat (sound), insight-0002 force every
+    container (over-broad), insight-0003 force drawers (harmful)."""
+    corpus = tmp_path / "toy"
+    build_corpus(
+        BuildOptions(
+            inputs=[TOY / "runs" / name for name in LESSON_RUNS],
+            output=corpus,
+            model=MODEL,
+            cache_dir=tmp_path / "cache",
+            limits=CompileLimits(hypotheses=hypotheses),
+        ),
+        llm=llm,
+    )
+    return corpus
+
+
+def gate(
+    corpus: Path, llm: FakeLLM | None, ids: list[str] | None = None, **options: Any
+) -> GateReport:
+    spec = RunnerSpec(AGENT, concurrency=2, timeout_seconds=60, retries=0)
+    pool = read_pool(TOY / "tasks.jsonl")
+    return gate_insights(corpus, ids or [], GateOptions(runner=spec, pool=pool, **options), llm=llm)
+
+
+def page(corpus: Path, rel: str) -> frontmatter.Post:
+    return frontmatter.load(corpus / rel)
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 8), (1, 8), (6, 8), (8, 8), (3, 20), (17, 40), (0, 1)])
+def test_bounds_are_clopper_pearson(k: int, n: int) -> None:
+    for confidence in (0.8, 0.9, 0.95):
+        expected_upper = 1.0 if k == n else scipy_stats.beta.ppf(confidence, k + 1, n - k)
+        expected_lower = 0.0 if k == 0 else scipy_stats.beta.ppf(1 - confidence, k, n - k + 1)
+        assert stats.upper(k, n, confidence) == pytest.approx(expected_upper, abs=1e-9)
+        assert stats.lower(k, n, confidence) == pytest.approx(expected_lower, abs=1e-9)
+    assert stats.upper(0, 0, 0.9) == 1.0 and stats.lower(0, 0, 0.9) == 0.0
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        stats.upper(3, 2, 0.9)
+
+
+def test_the_compiler_states_hypotheses_when_asked(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    header = page(corpus, "insight/insight-0001.md")
+    assert header["hypothesis"] == {
+        "precondition": "A locked drawer.",
+        "behaviour": "Lift the doormat, take the key, unlock the drawer.",
+        "expected_effect": "The drawer opens and the item can be taken.",
+        "verifier": "The task succeeds.",
+    }
+    assert header["status"] == "ungated"
+    assert "- precondition: A locked drawer." in header.content
+    # An answer without hypotheses is sent back when they were asked for.
+    plain = FakeLLM(answer=lambda m: good_answer(m[0]["content"]))
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1")])
+    report = build_corpus(
+        BuildOptions(
+            inputs=[runs],
+            output=tmp_path / "c",
+            model=plain.model,
+            cache_dir=tmp_path / "cache",
+            limits=CompileLimits(hypotheses=True, invalid_retries=1),
+        ),
+        llm=plain,
+    )
+    assert (
+        report.invalid_retries == 1
+        and report.failed
+        and "has no hypothesis" in str(plain.calls[1][-1]["content"])
+    )
+
+
+def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    calls = len(llm.calls)
+    report = gate(corpus, llm)
+    good, broad, harmful = report.decisions
+    assert (report.tested_on, report.version) == ("v0001", "v0002")
+
+    # The doormat lesson: 6 locked drawers gained among 8 targets; nothing else moved.
+    assert (good.insight, good.verdict, good.narrowed_precondition) == (
+        "insight-0001",
+        "committed",
+        None,
+    )
+    assert good.figures is not None
+    assert (good.figures.gains, good.figures.losses, good.figures.n_target) == (6, 0, 8)
+    assert (good.figures.failures, good.figures.damaged) == (0, 0)
+    assert good.figures.gain_lower == pytest.approx(
+        stats.lower(6, 8, 0.9) - stats.upper(0, 8, 0.9), abs=1e-6
+    )
+
+    # Forcing every container: it opens the locked safes but breaks every open container.
+    assert (broad.insight, broad.verdict) == ("insight-0002", "committed")
+    assert broad.figures is not None and not broad.figures.passes
+    assert broad.figures.gains == 6 and broad.figures.losses == 2 and broad.figures.damaged > 0
+    assert broad.precondition == "Any container that holds the item you need."
+    assert broad.narrowed_precondition == "A locked safe."
+    assert broad.narrowed_figures is not None and broad.narrowed_figures.passes
+    assert (broad.narrowed_figures.losses, broad.narrowed_figures.damaged) == (0, 0)
+    assert len(llm.calls) == calls + 1  # one call, to narrow
+
+    # Forcing drawers (from a failed run): no gain anywhere, and it breaks open drawers.
+    assert (harmful.insight, harmful.verdict) == ("insight-0003", "rejected")
+    assert harmful.figures is not None and harmful.figures.gains == 0
+    assert "not narrowed: the gain is not real" in harmful.reason
+
+    # The probes: every kind, chosen by type and similarity, each with its runs on record.
+    kinds = {p.kind for p in good.probes}
+    assert kinds == {"target", "falsify", "regress"}
+    targets = [p.task_id for p in good.probes if p.kind == "target"]
+    assert all(t.startswith("drawer-") for t in targets)
+    assert {"drawer-4", "drawer-5", "drawer-6", "drawer-10", "drawer-11", "drawer-12"} <= set(
+        targets
+    )
+    whys = {p.why.split(":")[0] for p in good.probes if p.kind == "falsify"}
+    assert whys == {"boundary", "look-alike", "decoy"}
+
+    # The new version: statuses, the narrowed precondition, the decisions and their runs.
+    store = Store(corpus)
+    assert store.current() == "v0002" and verify(corpus).ok
+    assert not (store.dir / "probes").exists()
+    statuses = {i: page(corpus, f"insight/insight-000{i}.md")["status"] for i in (1, 2, 3)}
+    assert statuses == {1: "committed", 2: "committed", 3: "rejected"}
+    narrowed = page(corpus, "insight/insight-0002.md")
+    assert narrowed["hypothesis"]["precondition"] == "A locked safe."
+    assert narrowed["decisions"] == ["gate/gate-0002.md"]
+    assert narrowed["applicability"].startswith("Only a locked safe")
+    decision = GateDecision.model_validate(page(corpus, "gate/gate-0002.md").metadata)
+    assert decision == broad
+    runs = [
+        json.loads(line) for line in (corpus / "gate/gate-0002.runs.jsonl").read_text().splitlines()
+    ]
+    ids = {i for p in broad.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+    assert {r["id"] for r in runs} == ids and len(runs) == broad.agent_runs
+    assert "insight-0003" in (corpus / "insight/_index.md").read_text()  # on record
+
+    # At test time: the rejected lesson is not shown, the others say they passed.
+    message = Memory.load(corpus).first_message("Fetch the map from the locked drawer.")
+    assert "insight-0003" not in message.insights
+    assert (
+        "insight-0001: Look under the doormat for the key** (from step-0009, a successful run; "
+        "passed the admission gate)" in message.text
+    )
+    assert "1 more insight failed the gate or later episodes" in message.text
+
+
+def test_given_probe_lists_and_bad_requests(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    report = gate(
+        corpus,
+        llm,
+        ["1"],
+        given={"target": ["drawer-4", "drawer-5"], "falsify": ["safe-4"], "regress": ["drawer-1"]},
+    )
+    (decision,) = report.decisions
+    assert [(p.task_id, p.kind, p.why) for p in decision.probes] == [
+        ("drawer-4", "target", "given"),
+        ("drawer-5", "target", "given"),
+        ("safe-4", "falsify", "given"),
+        ("drawer-1", "regress", "given"),
+    ]
+    # Two targets are too few for the bound on G: rejected, not committed on thin evidence.
+    assert decision.verdict == "rejected" and decision.figures is not None
+    assert decision.figures.gains == 2 and decision.figures.gain_lower < 0.1
+    with pytest.raises(InputError, match="insight-0001 is already rejected"):
+        gate(corpus, llm, ["insight-0001"])
+    with pytest.raises(InputError, match="no insight insight-0009"):
+        gate(corpus, llm, ["insight-0009"])
+    with pytest.raises(InputError, match="probe task nowhere-1 is not in the task pool"):
+        gate(corpus, llm, ["2"], given={"target": ["nowhere-1"]})
+
+
+def test_without_a_model_a_separable_lesson_is_rejected(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    (decision,) = gate(corpus, None, ["2"]).decisions
+    assert decision.verdict == "rejected" and decision.narrowed_precondition is None
+    assert "there is no model to do it" in decision.reason
+
+
+def _episodes(memory: Path, tasks: list[str], seeds: list[int], out: Path) -> Path:
+    """Run the toy agent and keep its citation reports, as a harness would."""
+    lines = []
+    for task in tasks:
+        for seed in seeds:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    str(TOY / "agent.py"),
+                    "--task",
+                    task,
+                    "--memory",
+                    str(memory),
+                    "--seed",
+                    str(seed),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            result = json.loads(done.stdout)
+            lines.append(json.dumps({**result, "task_id": task, "episode": f"{task}#{seed}"}))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    gate(corpus, llm)
+    store = Store(corpus)
+    memory = store.version_path(store.current())
+    # The first world: the doormat lesson keeps working.
+    before = _episodes(memory, ["drawer-4", "drawer-10", "safe-4"], [0], tmp_path / "before.jsonl")
+    kept = monitor_corpus(corpus, [before], MonitorOptions())
+    assert kept.version is None
+    assert [(r.insight, r.cited, r.judged, r.violations, r.retire) for r in kept.records] == [
+        ("insight-0001", 2, 2, 0, False),
+        ("insight-0002", 1, 1, 0, False),
+    ]
+    # The later world: in the attic the key is not under the doormat.
+    later = _episodes(
+        memory,
+        ["drawer-13", "drawer-14", "drawer-15", "drawer-16"],
+        [0, 1],
+        tmp_path / "later.jsonl",
+    )
+    result = monitor_corpus(corpus, [before, later], MonitorOptions())
+    doormat, force = result.records
+    assert (doormat.cited, doormat.judged, doormat.violations) == (10, 10, 8)
+    assert doormat.rate_lower == pytest.approx(stats.lower(8, 10, 0.9), abs=1e-6)
+    assert doormat.retire and not force.retire
+    assert result.version == "v0003" and store.current() == "v0003" and verify(corpus).ok
+    retired = page(corpus, "insight/insight-0001.md")
+    assert retired["status"] == "retired"
+    assert retired["decisions"] == ["gate/gate-0001.md", "gate/monitor-0004.md"]
+    decision = GateDecision.model_validate(page(corpus, "gate/monitor-0004.md").metadata)
+    assert decision.kind == "monitor" and decision.verdict == "retired"
+    assert decision.monitoring["violations"] == 8
+    assert len((corpus / "gate/monitor-0004.reports.jsonl").read_text().splitlines()) == 10
+    assert "insight-0001" not in Memory.load(corpus).first_message("Fetch the atlas.").insights
+    assert [e.event for e in store.history()][-1] == "monitored"
+    # Retired insights are no longer watched.
+    assert [r.insight for r in monitor_corpus(corpus, [later], MonitorOptions()).records] == [
+        "insight-0002"
+    ]
+
+
+def test_checks_in_a_report_decide_what_is_judged(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    gate(corpus, llm, ["1"])
+    reports = tmp_path / "reports.jsonl"
+    used = {"insights": ["insight-0001"]}
+    lines = [
+        {"used": used, "success": False, "checks": {"insight-0001": {"precondition_met": False}}},
+        {"used": used, "success": True, "checks": {"insight-0001": {"effect_observed": False}}},
+        {"used": used},  # no outcome: cited, not judged
+        {"used": used, "success": False},
+    ]
+    reports.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (record,) = monitor_corpus(corpus, [reports], MonitorOptions()).records
+    assert (record.cited, record.judged, record.violations) == (4, 2, 2)
+    assert not record.retire  # 2 judged is under --min-judged 5
+
+
+def test_hypothesize_states_existing_insights(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm, hypotheses=False)
+    assert page(corpus, "insight/insight-0002.md").get("hypothesis") is None
+    report = hypothesize(corpus, [], llm)
+    assert report.stated == ["insight-0001", "insight-0002", "insight-0003"] and not report.failed
+    assert report.version == "v0002" and verify(corpus).ok
+    assert page(corpus, "insight/insight-0002.md")["hypothesis"]["precondition"] == (
+        "Any container that holds the item you need."
+    )
+    again = hypothesize(corpus, [], llm)
+    assert again.version is None and again.stated == []
+
+
+def test_cli_gate_needs_a_runner_and_says_what_it_did(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    code, _, err = run(["gate", str(corpus)])
+    assert code == 2 and "Missing option '--runner'" in err
+    code, _, err = run(["gate", str(corpus), "--runner", "x {task_id}"])
+    assert code == 2 and "never names {memory}" in err
+
+
+@pytest.mark.integration
+def test_the_readme_gate_walk_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """build --hypotheses, gate, episodes, monitor: through the toy model server and litellm."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from model_server import Handler
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.chdir(tmp_path)
+    base = ["--api-base", f"http://127.0.0.1:{server.server_port}/v1"]
+    runs = [str(TOY / "runs" / name) for name in LESSON_RUNS]
+    try:
+        code, out, err = run(
+            ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", *base]
+        )
+        assert (code, out) == (0, "toy\n"), err
+        code, out, err = run(
+            [
+                "-q",
+                "gate",
+                "toy",
+                "--runner",
+                AGENT,
+                "--task-pool",
+                str(TOY / "tasks.jsonl"),
+                *base,
+                "--json",
+            ]
+        )
+        assert code == 0, err
+    finally:
+        server.shutdown()
+        server.server_close()
+    verdicts = [(d["insight"], d["verdict"], d["narrowed_precondition"]) for d in json.loads(out)]
+    assert verdicts == [
+        ("insight-0001", "committed", None),
+        ("insight-0002", "committed", "A locked safe."),
+        ("insight-0003", "rejected", None),
+    ]
+    later = _episodes(
+        Path("toy.versions/v0002"),
+        [f"drawer-{n}" for n in range(13, 17)],
+        [0, 1],
+        tmp_path / "r.jsonl",
+    )
+    code, out, err = run(["monitor", "toy", str(later)])
+    assert code == 0 and out == f"{tmp_path}/toy.versions/v0003\n"
+    assert "insight-0001: cited 8, judged 8, violations 8" in err and "RETIRED" in err
