@@ -157,23 +157,15 @@ def gate_insights(
             },
         )
         for decision, candidate in zip(report.decisions, candidates, strict=True):
-            header = candidate.header.model_copy(
+            header = candidate.header
+            if decision.verdict == "committed" and candidate.ident in gate.narrowed:
+                header = gate.narrowed[candidate.ident]
+            header = header.model_copy(
                 update={
                     "status": decision.verdict,
-                    "decisions": [*candidate.header.decisions, f"{GATE_DIR}/{decision.id}.md"],
+                    "decisions": [*header.decisions, f"{GATE_DIR}/{decision.id}.md"],
                 }
             )
-            if decision.narrowed_precondition and decision.verdict == "committed":
-                header = gate.narrowed_header(candidate, decision.narrowed_precondition)
-                header = header.model_copy(
-                    update={
-                        "status": "committed",
-                        "decisions": [
-                            *candidate.header.decisions,
-                            f"{GATE_DIR}/{decision.id}.md",
-                        ],
-                    }
-                )
             change.insights[candidate.ident] = (header, candidate.guideline)
             change.files[f"{GATE_DIR}/{decision.id}.md"] = render.gate_page(decision).encode()
             change.files[f"{GATE_DIR}/{decision.evidence}"] = b"".join(
@@ -206,7 +198,8 @@ class _Gate:
         self.agent_runs = 0
         self._hidden: set[str] = set()
         self._base_view: Path | None = None
-        self._narrowed_applicability: dict[str, str] = {}
+        self.narrowed: dict[str, InsightHeader] = {}
+        """Candidate -> its header with the narrowed precondition, once narrowed."""
         self._narrowed_results: dict[tuple[str, int], AgentRun] = {}
         tasks: dict[str, PoolTask] = {}
         for row in base.rows:
@@ -417,9 +410,7 @@ class _Gate:
             )
             for p in probes
         ]
-        decision.agent_runs = sum(
-            len(p.base_runs) + len(p.lesson_runs) + len(p.narrowed_runs) for p in decision.probes
-        )
+        decision.agent_runs = len(self.runs_of(decision))
         return decision
 
     def _ids(self, results: dict[tuple[str, int], AgentRun], task_id: str) -> list[str]:
@@ -542,16 +533,6 @@ class _Gate:
 
     # --- narrowing -----------------------------------------------------------------------
 
-    def narrowed_header(self, candidate: _Candidate, precondition: str) -> InsightHeader:
-        applicability = self._narrowed_applicability.get(candidate.ident, precondition)
-        header = candidate.header
-        hypothesis = (
-            header.hypothesis.model_copy(update={"precondition": precondition})
-            if header.hypothesis
-            else None
-        )
-        return header.model_copy(update={"applicability": applicability, "hypothesis": hypothesis})
-
     def _narrow(
         self,
         candidate: _Candidate,
@@ -589,8 +570,16 @@ class _Gate:
                 "Rejected: " + _summary(first, self.options) + f"; narrowing failed: {error}"
             )
             return decision
-        self._narrowed_applicability[candidate.ident] = applicability
-        narrowed = self.narrowed_header(candidate, precondition)
+        header = candidate.header
+        hypothesis = (
+            header.hypothesis.model_copy(update={"precondition": precondition})
+            if header.hypothesis
+            else None
+        )
+        narrowed = header.model_copy(
+            update={"applicability": applicability, "hypothesis": hypothesis}
+        )
+        self.narrowed[candidate.ident] = narrowed
         view = self._view(
             f"{candidate.ident}-narrowed",
             hidden=self._hidden - {candidate.ident},

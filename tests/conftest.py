@@ -123,3 +123,26 @@ def openai_stub() -> Iterator[Stub]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- the toy example's model server (examples/toy/model_server.py) ----------------------------
+
+TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
+
+
+@pytest.fixture
+def toy_server() -> Iterator[str]:
+    """The toy's stand-in model, served on a free port; yields its --api-base URL."""
+    import sys
+
+    sys.path.insert(0, str(TOY))
+    from model_server import Handler  # type: ignore[import-not-found]
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -329,40 +329,20 @@ def test_cli_gate_needs_a_runner_and_says_what_it_did(tmp_path: Path, llm: FakeL
 
 
 @pytest.mark.integration
-def test_the_readme_gate_walk_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_gate_walk_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_server: str
+) -> None:
     """build --hypotheses, gate, episodes, monitor: through the toy model server and litellm."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    from model_server import Handler
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.chdir(tmp_path)
-    base = ["--api-base", f"http://127.0.0.1:{server.server_port}/v1"]
+    base = ["--api-base", toy_server]
     runs = [str(TOY / "runs" / name) for name in LESSON_RUNS]
-    try:
-        code, out, err = run(
-            ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", *base]
-        )
-        assert (code, out) == (0, "toy\n"), err
-        code, out, err = run(
-            [
-                "-q",
-                "gate",
-                "toy",
-                "--runner",
-                AGENT,
-                "--task-pool",
-                str(TOY / "tasks.jsonl"),
-                *base,
-                "--json",
-            ]
-        )
-        assert code == 0, err
-    finally:
-        server.shutdown()
-        server.server_close()
+    code, out, err = run(
+        ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", *base]
+    )
+    assert (code, out) == (0, "toy\n"), err
+    pool = ["--task-pool", str(TOY / "tasks.jsonl")]
+    code, out, err = run(["-q", "gate", "toy", "--runner", AGENT, *pool, *base, "--json"])
+    assert code == 0, err
     verdicts = [(d["insight"], d["verdict"], d["narrowed_precondition"]) for d in json.loads(out)]
     assert verdicts == [
         ("insight-0001", "committed", None),

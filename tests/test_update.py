@@ -235,34 +235,25 @@ def _versions(corpus: Path) -> list[Any]:
 
 
 @pytest.mark.integration
-def test_the_readme_walk_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_walk_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_server: str
+) -> None:
     """The README's commands: the toy model server behind litellm, the toy agent as runner."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    from model_server import Handler
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.chdir(tmp_path)
-    base = ["--api-base", f"http://127.0.0.1:{server.server_port}/v1"]
+    base = ["--api-base", toy_server]
     runner = ["--runner", AGENT]
-    try:
-        code, out, _ = run(
-            ["-q", "build", str(TOY / "runs/start.jsonl"), "-o", "toy", "--model", MODEL, *base]
+    code, out, _ = run(
+        ["-q", "build", str(TOY / "runs/start.jsonl"), "-o", "toy", "--model", MODEL, *base]
+    )
+    assert (code, out) == (0, "toy\n")
+    decisions = []
+    for runs in ("mat.jsonl", "force.jsonl", "mat-again.jsonl"):
+        code, out, err = run(
+            ["-q", "update", "toy", str(TOY / "runs" / runs), *runner, *base, "--json"]
         )
-        assert (code, out) == (0, "toy\n")
-        decisions = []
-        for runs in ("mat.jsonl", "force.jsonl", "mat-again.jsonl"):
-            code, out, err = run(
-                ["-q", "update", "toy", str(TOY / "runs" / runs), *runner, *base, "--json"]
-            )
-            assert code == 0, err
-            record = json.loads(out)
-            decisions.append((record["decision"], record["deployed"], record["agent_runs"]))
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert code == 0, err
+        record = json.loads(out)
+        decisions.append((record["decision"], record["deployed"], record["agent_runs"]))
     assert decisions == [("deployed", "v0002", 16), ("kept", "v0002", 16), ("accepted", "v0004", 0)]
     code, out, _ = run(["versions", "toy"])
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
