@@ -139,12 +139,16 @@ class EmbeddingError(WikitraceError):
 
 
 def insight_texts(root: Path) -> dict[str, str]:
-    """Insight id -> the text that stands for it: title, guideline and applicability."""
+    """Insight id -> the text that stands for it: title, guideline and applicability.
+
+    Only what an agent is shown counts: rejected and retired insights are not in the memory.
+    """
     return {
         page.header.id: "\n".join(
             [page.header.title, corpus_read.guideline(page), page.header.applicability]
         )
         for page in corpus_read.insights(root)
+        if page.header.status not in ("rejected", "retired")
     }
 
 

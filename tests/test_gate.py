@@ -358,3 +358,14 @@ def test_the_readme_gate_walk_through(
     code, out, err = run(["monitor", "toy", str(later)])
     assert code == 0 and out == f"{tmp_path}/toy.versions/v0003\n"
     assert "insight-0001: cited 8, judged 8, violations 8" in err and "RETIRED" in err
+
+
+def test_withheld_insights_are_not_in_the_memory_an_update_embeds(
+    tmp_path: Path, llm: FakeLLM
+) -> None:
+    from wikitrace.control.embed import insight_texts
+
+    corpus = build_toy(tmp_path, llm)
+    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002", "insight-0003"]
+    gate(corpus, llm)
+    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002"]
