@@ -143,8 +143,11 @@ def gate_command(
     with it, plus the same without it (shared by the insights of one call), plus trials x
     (probe tasks) again when narrowed: at most 2 x 24 + 24 = 72 runs with the defaults.
 
+    A probe run that errors (after --runner-retries) is never a failure: when errors leave too
+    little to commit, the insight is undecided and stays ungated, with its decision on record.
+
     Prints the new version's folder (the decisions with --json). Exit 0 when every insight was
-    decided, 2 for bad input.
+    decided, 1 when some are undecided, 2 for bad input.
     """
     import orjson
 
@@ -213,6 +216,13 @@ def gate_command(
     else:
         assert report.version is not None
         click.echo(str(Store(corpus).version_path(report.version)))
+    undecided = [d.insight for d in report.decisions if d.verdict == "undecided"]
+    if undecided:
+        click.echo(
+            f"error: {', '.join(undecided)} undecided: agent runs errored (see the decisions)",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 @click.command("monitor")

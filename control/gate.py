@@ -162,7 +162,9 @@ def gate_insights(
                 header = gate.narrowed[candidate.ident]
             header = header.model_copy(
                 update={
-                    "status": decision.verdict,
+                    "status": header.status
+                    if decision.verdict == "undecided"
+                    else decision.verdict,
                     "decisions": [*header.decisions, f"{GATE_DIR}/{decision.id}.md"],
                 }
             )
@@ -396,6 +398,13 @@ class _Gate:
                 + _summary(figures, options)
                 + "; "
                 + self._why_not_narrowed(probes, lesson, figures)
+            )
+        last = decision.narrowed_figures or decision.figures
+        if decision.verdict == "rejected" and last is not None and last.errors:
+            decision.verdict = "undecided"
+            decision.reason = (
+                f"Undecided: {last.errors} probe pairs ended as errors after their retries, and "
+                "the rest did not suffice to commit; it stays ungated. " + decision.reason
             )
         decision.probes = [
             ProbeResult(

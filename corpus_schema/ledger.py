@@ -270,7 +270,9 @@ class GateDecision(_Strict):
     tested_on: str
     """The version whose memory the probes ran with."""
     time: str
-    verdict: Literal["committed", "rejected", "retired"]
+    verdict: Literal["committed", "rejected", "retired", "undecided"]
+    """undecided: some probe runs ended as errors and the rest did not suffice to commit; the
+    insight stays ungated (an error is never counted as a failure)."""
     reason: str
     confidence: float
     thresholds: dict[str, float]

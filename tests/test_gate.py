@@ -369,3 +369,18 @@ def test_withheld_insights_are_not_in_the_memory_an_update_embeds(
     assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002", "insight-0003"]
     gate(corpus, llm)
     assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002"]
+
+
+def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys; sys.exit(3)\n")
+    spec = RunnerSpec(f"{sys.executable} {broken} {{task_id}} {{memory}}", retries=0)
+    pool = read_pool(TOY / "tasks.jsonl")
+    report = gate_insights(corpus, ["1"], GateOptions(runner=spec, pool=pool), llm=llm)
+    (decision,) = report.decisions
+    assert decision.verdict == "undecided" and decision.figures is not None
+    assert (decision.figures.errors, decision.figures.n_target) == (19, 0)  # every pair errored
+    assert decision.reason.startswith("Undecided: 19 probe pairs ended as errors")
+    assert page(corpus, "insight/insight-0001.md")["status"] == "ungated"
+    assert page(corpus, "insight/insight-0001.md")["decisions"] == ["gate/gate-0001.md"]
