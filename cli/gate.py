@@ -127,9 +127,9 @@ def gate_command(
     """Test INSIGHTS (default: every ungated one) before letting them into CORPUS.
 
     Each insight is tried as a hypothesis that could be wrong: your agent runs, through
-    --runner, with the current memory without the insight and with it, on target probes (tasks
-    it claims to help), falsification probes (boundary tasks, look-alikes that violate its
-    precondition, decoys) and regression probes (tasks the agent solved before).
+    --runner, with the committed insights alone and with the insight added, on target probes
+    (tasks it claims to help), falsification probes (boundary tasks, look-alikes that violate
+    its precondition, decoys) and regression probes (tasks the agent solved before).
 
     G (transfer gain on targets), P_fail (falsification probes made worse) and D_reg (solved
     tasks broken, over every probe) each get an exact one-sided binomial bound at --confidence.
