@@ -208,3 +208,24 @@ def test_cancelling_kills_the_agent_and_its_children(tmp_path: Path) -> None:
     else:
         pytest.fail(f"the agent's child {child} is still running")
     assert not (tmp_path / "runs.jsonl").exists()  # a cancelled run is not recorded as a result
+
+
+def test_task_pools_say_what_is_wrong_and_where(tmp_path: Path) -> None:
+    from wikitrace.control.pool import PoolTask, read_pool
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(
+        '# tasks\ndrawer-1\n\n{"task_id": "safe-1", "task": "Open it.", "task_type": "safe"}\n'
+    )
+    assert read_pool(pool) == [PoolTask("drawer-1"), PoolTask("safe-1", "Open it.", "safe")]
+    for text, message in [
+        ('{"task": "x"}\n', f"{pool}:1: field 'task_id': missing or not a string"),
+        ("a\n{broken\n", f"{pool}:2: not JSON"),
+        ('{"task_id": "a", "task": 3}\n', f"{pool}:1: field 'task': not a string"),
+        ("a\nb\na\n", f"{pool}:3: task a is listed twice"),
+        ("# nothing\n", f"{pool}: the task pool lists no task"),
+    ]:
+        pool.write_text(text)
+        with pytest.raises(InputError) as caught:
+            read_pool(pool)
+        assert str(caught.value).startswith(message)
