@@ -275,7 +275,10 @@ class _Gate:
             pool[i]
             for i in Ranker([t.task or t.task_id for t in pool]).rank(query, range(len(pool)))
         ]
+        # Without types (the insight's or the pool's) similarity alone picks the targets.
         kind_of = candidate.header.task_type
+        if not any(t.task_type for t in pool):
+            kind_of = None
         same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
         other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
         probes: list[Probe] = []
