@@ -475,6 +475,9 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "failed, each claim with quotes from numbered turns. `compilation/step-NNNN.md`.",
         f"- {link(layout.index_rel(RAW_DIR), ROOT_REL)}: every run as logged. "
         "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is turn N).",
+        "- `gate/` (once the admission gate or monitoring has run): each decision about an "
+        "insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or reports behind "
+        "it. An insight's header says its `status` and links its `decisions`.",
         "- `manifest.json`: format version, how it was built, and the sha256 of every file.",
         "",
         "## Trust gradient",
