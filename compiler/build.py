@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,11 +30,12 @@ from wikitrace.corpus_schema.layout import (
     MANIFEST,
     RAW_DIR,
     TOOL_NAMES,
+    TOOLS_DIR,
     TOOLS_LAYOUT,
     parse_insight,
     parse_step,
 )
-from wikitrace.corpus_schema.records import CompiledBy, RawHeader
+from wikitrace.corpus_schema.records import CompiledBy, InsightHeader, RawHeader
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
     atomic_write,
@@ -47,7 +47,7 @@ from wikitrace.corpus_schema.store import (
 )
 from wikitrace.corpus_schema.versions import (
     Changes,
-    HistoryEntry,
+    Store,
     VersionInfo,
     check_new_pointer,
     now,
@@ -177,8 +177,16 @@ class Base:
     manifest: manifest_io.Manifest
     rows: list[render.RunRow]
     insight_rows: list[render.InsightRow]
+    insights: dict[str, corpus_read.Page[InsightHeader]]
+    """Every insight page, by id."""
     fingerprints: set[str]
     attempts: Counter[str]
+
+    @classmethod
+    def current(cls, store: Store) -> Base:
+        """The version the store's pointer names (the caller holds the store's lock)."""
+        name = store.current()
+        return cls.load(name, store.version_path(name))
 
     @classmethod
     def load(cls, name: str, root: Path) -> Base:
@@ -218,6 +226,7 @@ class Base:
             row.title = compiled.header.title
             row.unverified_quotes = compiled.header.unverified_quotes
             row.insights = [parse_insight(i) for i in compiled.header.insights]
+        insights = {page.header.id: page for page in corpus_read.insights(root)}
         insight_rows = [
             render.InsightRow(
                 number=parse_insight(page.header.id),
@@ -227,7 +236,7 @@ class Base:
                 source_outcome=page.header.source_outcome,
                 status=page.header.status,
             )
-            for page in corpus_read.insights(root)
+            for page in insights.values()
         ]
         return cls(
             name=name,
@@ -235,6 +244,7 @@ class Base:
             manifest=manifest,
             rows=[rows[step] for step in sorted(rows)],
             insight_rows=insight_rows,
+            insights=insights,
             fingerprints=fingerprints,
             attempts=attempts,
         )
@@ -248,7 +258,7 @@ class Base:
             Layout.index_rel(INSIGHT_DIR),
         }
         for rel, file_hash in self.manifest.files.items():
-            if rel not in rewritten and not rel.startswith(TOOLS_LAYOUT.split("/")[0] + "/"):
+            if rel not in rewritten and not rel.startswith(f"{TOOLS_DIR}/"):
                 yield rel, file_hash
 
 
@@ -744,8 +754,8 @@ def add_version(
     started = time.monotonic()
     pointer = options.output
     store = open_store(pointer)
-    parent = store.current()
-    base = Base.load(parent, store.version_path(parent))
+    base = Base.current(store)
+    parent = base.name
     options = dataclasses.replace(options, model=base.manifest.model)
     plan, report = _plan(options, notice)
     report.parent = parent
@@ -762,21 +772,9 @@ def add_version(
         base,
     )
     if made:
-        try:
-            os.replace(staging, store.version_path(name))
-        except BaseException:
-            remove_tree(staging)
-            raise
-        report.version = name
         reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
-        if deploy:
-            store.deploy(name, event="added", reason=reason)
-        else:
-            store.record(
-                HistoryEntry(
-                    time=now(), event="candidate", version=name, previous=parent, reason=reason
-                )
-            )
+        store.place(staging, name, parent=parent, deploy=deploy, event="added", reason=reason)
+        report.version = name
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

@@ -81,14 +81,25 @@ class CompilerOutput(_Out):
 _FENCED = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 
 
-def parse_output(text: str, turn_count: int, *, hypotheses: bool = False) -> CompilerOutput:
-    """The model's answer as a CompilerOutput, or a ValueError that says what to fix."""
+def reply_json(text: str) -> Any:
+    """The JSON in a model's answer, bare or in a ```json fence; a ValueError if there is none."""
     fenced = _FENCED.match(text)
     body = fenced.group(1) if fenced else text.strip()
     try:
-        data = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise ValueError(f"it is not a JSON object ({error})") from None
+
+
+def data_fence(content: bytes) -> str:
+    """The marker around untrusted data in a prompt: derived from the data, so it cannot
+    appear inside it by chance."""
+    return "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
+
+
+def parse_output(text: str, turn_count: int, *, hypotheses: bool = False) -> CompilerOutput:
+    """The model's answer as a CompilerOutput, or a ValueError that says what to fix."""
+    data = reply_json(text)
     try:
         output = CompilerOutput.model_validate(data)
     except ValidationError as error:
@@ -169,7 +180,7 @@ def render_prompt(
     """Fit the prompt in the budget by cutting the middles of the longest fields, never a turn."""
     name = prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE
     content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
-    fence = "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
+    fence = data_fence(content)
     # Dumped once: the search below renders the prompt several times with other caps.
     turns = [turn_fields(turn) for turn in record.turns]
 

@@ -9,7 +9,6 @@ written afresh, so the new version is as frozen and verifiable as one made by `a
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +22,8 @@ from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
 from wikitrace.corpus_schema.versions import (
     Changes,
     Event,
-    HistoryEntry,
     Store,
     VersionInfo,
-    now,
 )
 
 from .build import Base, finish_version
@@ -94,22 +91,10 @@ def derive_version(
             ),
         )
         freeze(staging)
-        os.replace(staging, store.version_path(name))
     except BaseException:
         remove_tree(staging)
         raise
-    if deploy:
-        store.deploy(name, event=event, reason=change.reason)
-    else:
-        store.record(
-            HistoryEntry(
-                time=now(),
-                event="candidate",
-                version=name,
-                previous=base.name,
-                reason=change.reason,
-            )
-        )
+    store.place(staging, name, parent=base.name, deploy=deploy, event=event, reason=change.reason)
     return name
 
 

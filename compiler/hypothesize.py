@@ -8,7 +8,6 @@ out. The insight pages are re-rendered with them; nothing else changes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from wikitrace.corpus_schema.store import build_lock
 from wikitrace.corpus_schema.versions import open_store
 
 from .build import Base
+from .compile import data_fence, reply_json
 from .derive import Derivation, derive_version, resolve_insight
 from .llm import LLM
 
@@ -41,9 +41,8 @@ def hypothesize(
 ) -> HypothesizeReport:
     with build_lock(pointer):
         store = open_store(pointer)
-        current = store.current()
-        base = Base.load(current, store.version_path(current))
-        pages = {page.header.id: page for page in corpus_read.insights(base.root)}
+        base = Base.current(store)
+        pages = base.insights
         wanted = [resolve_insight(given, pages) for given in insight_ids] or [
             ident for ident, page in pages.items() if page.header.hypothesis is None
         ]
@@ -63,17 +62,17 @@ def hypothesize(
                 applicability=header.applicability,
                 claims=claims,
                 source_outcome=header.source_outcome,
-                fence="WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12],
+                fence=data_fence(content),
             )
             reply = asyncio.run(llm.complete([{"role": "user", "content": text}]))
             try:
-                hypothesis = Hypothesis.model_validate(orjson.loads(reply.text.strip()))
-            except orjson.JSONDecodeError as error:
-                report.failed[ident] = f"the answer is not JSON ({error})"
-                continue
-            except ValidationError as error:
+                hypothesis = Hypothesis.model_validate(reply_json(reply.text))
+            except ValidationError as error:  # a ValueError too: caught first
                 where, message = first_problem(error)
                 report.failed[ident] = f"field '{where}': {message}"
+                continue
+            except ValueError as error:
+                report.failed[ident] = f"the answer: {error}"
                 continue
             change.insights[ident] = (
                 header.model_copy(update={"hypothesis": hypothesis}),

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from pathlib import Path
 import orjson
 
 from wikitrace.compiler.build import Base
+from wikitrace.compiler.compile import data_fence, reply_json
 from wikitrace.compiler.derive import (
     Derivation,
     count_decisions,
@@ -114,8 +114,7 @@ class _Candidate:
 
     @property
     def precondition(self) -> str:
-        hypothesis = self.header.hypothesis
-        return hypothesis.precondition if hypothesis else self.header.applicability
+        return self.header.precondition
 
 
 RunProgress = Callable[[int, int], None]
@@ -133,8 +132,8 @@ def gate_insights(
     """Test each candidate, then write one new version with every decision."""
     with build_lock(pointer):
         store = open_store(pointer)
-        current = store.current()
-        base = Base.load(current, store.version_path(current))
+        base = Base.current(store)
+        current = base.name
         gate = _Gate(store, base, options, llm, progress)
         candidates = gate.candidates(insight_ids)
         report = GateReport(tested_on=current)
@@ -191,7 +190,7 @@ class _Gate:
         self.options = options
         self.llm = llm
         self.progress = progress
-        self.pages = {page.header.id: page for page in corpus_read.insights(base.root)}
+        self.pages = base.insights
         self.first_number = count_decisions(base) + 1
         self.number = self.first_number
         self.views = store.dir / "probes" / f"gate-{self.first_number:04d}"
@@ -627,21 +626,19 @@ def narrow_precondition(
     from wikitrace import prompts
 
     env = prompts.environment()
-    content = orjson.dumps(probes)
-    fence = "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
     text = env.get_template(prompts.NARROW).render(
         id=candidate.ident,
         title=candidate.header.title,
         guideline=candidate.guideline,
         precondition=candidate.precondition,
         probes=probes,
-        fence=fence,
+        fence=data_fence(orjson.dumps(probes)),
     )
     reply = asyncio.run(llm.complete([{"role": "user", "content": text}]))
     try:
-        data = orjson.loads(reply.text.strip().removeprefix("```json").removesuffix("```"))
-    except orjson.JSONDecodeError as error:
-        raise ValueError(f"the model's answer is not JSON ({error})") from None
+        data = reply_json(reply.text)
+    except ValueError as error:
+        raise ValueError(f"the model's answer: {error}") from None
     if not isinstance(data, dict):
         raise ValueError("the model's answer is not a JSON object")
     precondition, applicability = data.get("precondition"), data.get("applicability")

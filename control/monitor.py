@@ -87,9 +87,8 @@ def monitor_corpus(
 ) -> MonitorReport:
     with build_lock(pointer):
         store = open_store(pointer)
-        current = store.current()
-        base = Base.load(current, store.version_path(current))
-        pages = {page.header.id: page for page in corpus_read.insights(base.root)}
+        base = Base.current(store)
+        current, pages = base.name, base.insights
         committed = [ident for ident, page in pages.items() if page.header.status == "committed"]
         records = {ident: InsightRecord(ident) for ident in committed}
         lines: dict[str, list[bytes]] = {ident: [] for ident in committed}
@@ -138,9 +137,6 @@ def monitor_corpus(
             ident = f"monitor-{number:04d}"
             page = pages[record.insight]
             header = page.header
-            precondition = (
-                header.hypothesis.precondition if header.hypothesis else header.applicability
-            )
             decision = GateDecision(
                 id=ident,
                 insight=record.insight,
@@ -158,7 +154,7 @@ def monitor_corpus(
                     "max_violation_rate": options.max_violation_rate,
                     "min_judged": float(options.min_judged),
                 },
-                precondition=precondition,
+                precondition=header.precondition,
                 evidence=f"{ident}.reports.jsonl",
                 monitoring={**record.as_dict(), "episodes": record.episodes},
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import CorpusError, first_problem
 
 LEDGER_VERSION = 1
+Record = TypeVar("Record", bound=BaseModel)
 
 
 class _Strict(BaseModel):
@@ -83,25 +84,29 @@ def append_line(path: Path, record: BaseModel) -> None:
         os.close(fd)
 
 
-def read_agent_runs(path: Path) -> dict[str, AgentRun]:
-    """Every recorded run by id."""
-    runs: dict[str, AgentRun] = {}
+def read_lines(path: Path, model: type[Record]) -> list[Record]:
+    """A JSON Lines record of the store, typed; an error names the file, line and field."""
     try:
         lines = path.read_bytes().splitlines()
     except FileNotFoundError:
-        return runs
+        return []
+    records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            run = AgentRun.model_validate(orjson.loads(line))
+            records.append(model.model_validate(orjson.loads(line)))
         except orjson.JSONDecodeError as error:
             raise CorpusError(f"{path}:{number}: not JSON ({error})") from None
         except ValidationError as error:
             where, message = first_problem(error)
             raise CorpusError(f"{path}:{number}: field '{where}': {message}") from None
-        runs[run.id] = run
-    return runs
+    return records
+
+
+def read_agent_runs(path: Path) -> dict[str, AgentRun]:
+    """Every recorded run by id."""
+    return {run.id: run for run in read_lines(path, AgentRun)}
 
 
 def count_lines(path: Path) -> int:

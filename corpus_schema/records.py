@@ -228,3 +228,8 @@ class InsightHeader(_Strict):
     status: InsightStatus = "ungated"
     decisions: list[str] = Field(default_factory=list)
     """The gate and monitoring decisions about it, oldest first (gate/gate-NNNN.md)."""
+
+    @property
+    def precondition(self) -> str:
+        """When it applies: its hypothesis's precondition, or else its applicability."""
+        return self.hypothesis.precondition if self.hypothesis else self.applicability

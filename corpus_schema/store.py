@@ -50,14 +50,8 @@ class CorpusWriter:
         self._made_dirs: set[Path] = set()
 
     def write(self, rel: str, data: str | bytes, *, executable: bool = False) -> None:
-        if rel in self.hashes:
-            raise CorpusError(f"internal error: {rel} written twice")
         payload = data.encode("utf-8") if isinstance(data, str) else data
-        path = self.root / rel
-        parent = path.parent
-        if parent not in self._made_dirs:
-            parent.mkdir(parents=True, exist_ok=True)
-            self._made_dirs.add(parent)
+        path = self._new_path(rel)
         atomic_write(path, payload)
         if executable:
             path.chmod(0o755)
@@ -69,18 +63,22 @@ class CorpusWriter:
         Frozen files never change, so versions can share them; `file_hash` is the hash the
         source version's manifest lists, checked by `verify` like any other.
         """
-        if rel in self.hashes:
-            raise CorpusError(f"internal error: {rel} written twice")
-        path = self.root / rel
-        parent = path.parent
-        if parent not in self._made_dirs:
-            parent.mkdir(parents=True, exist_ok=True)
-            self._made_dirs.add(parent)
+        path = self._new_path(rel)
         try:
             os.link(source, path)
         except OSError:
             shutil.copy2(source, path)
         self.hashes[rel] = file_hash
+
+    def _new_path(self, rel: str) -> Path:
+        """Where `rel` goes, its folder made; a file is never written twice."""
+        if rel in self.hashes:
+            raise CorpusError(f"internal error: {rel} written twice")
+        path = self.root / rel
+        if path.parent not in self._made_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(path.parent)
+        return path
 
 
 def staging_path(dest: Path) -> Path:

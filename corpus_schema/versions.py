@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CorpusError, first_problem
+from .errors import CorpusError
+from .ledger import append_line, read_lines
 from .store import atomic_write, check_destination, is_corpus, remove_tree
 
 STORE_SUFFIX = ".versions"
@@ -206,17 +206,10 @@ class Store:
     # --- history ------------------------------------------------------------------------
 
     def record(self, entry: HistoryEntry) -> None:
-        """Append one line; a single write of a whole line, so a crash never leaves half."""
-        line = orjson.dumps(entry.model_dump(mode="json")) + b"\n"
-        fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_line(self.history_path, entry)
 
     def history(self) -> list[HistoryEntry]:
-        return list(_read_history(self.history_path))
+        return read_lines(self.history_path, HistoryEntry)
 
     def deploy(
         self, name: str, *, event: Event = "deployed", reason: str = "", update: str | None = None
@@ -237,26 +230,37 @@ class Store:
         )
         return previous
 
+    def place(
+        self,
+        staging: Path,
+        name: str,
+        *,
+        parent: str | None,
+        deploy: bool,
+        event: Event,
+        reason: str,
+    ) -> None:
+        """Move a finished, frozen staging folder in as version `name`; then deploy it (the
+        history says `event`) or leave it as a candidate."""
+        try:
+            os.replace(staging, self.version_path(name))
+        except BaseException:
+            remove_tree(staging)
+            raise
+        if deploy:
+            self.deploy(name, event=event, reason=reason)
+        else:
+            self.record(
+                HistoryEntry(
+                    time=now(), event="candidate", version=name, previous=parent, reason=reason
+                )
+            )
+
     def remove(self) -> None:
         """Remove the pointer and every version (build --force)."""
         if self.pointer.is_symlink():
             self.pointer.unlink()
         remove_tree(self.dir)
-
-
-def _read_history(path: Path) -> Iterator[HistoryEntry]:
-    try:
-        lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        return
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield HistoryEntry.model_validate(orjson.loads(line))
-        except (orjson.JSONDecodeError, ValidationError) as error:
-            problem = first_problem(error)[1] if isinstance(error, ValidationError) else str(error)
-            raise CorpusError(f"{path}:{number}: not a history entry ({problem})") from None
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -290,9 +294,9 @@ def publish_first(staging: Path, pointer: Path) -> Store:
     elif pointer.exists():
         remove_tree(pointer)  # a corpus built before versions, or an empty folder
     store.dir.mkdir(parents=True)
-    name = version_name(1)
-    os.replace(staging, store.version_path(name))
-    store.deploy(name, event="built", reason="wikitrace build")
+    store.place(
+        staging, version_name(1), parent=None, deploy=True, event="built", reason="wikitrace build"
+    )
     return store
 
 
