@@ -43,6 +43,8 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     else:
         for report in reports:
             prefix = f"{Path(report.root).name}: " if every_version else ""
+            if report.manifest:
+                click.echo(f"{prefix}changed manifest.json: {report.manifest}")
             for kind in ("missing", "changed", "extra"):
                 for rel in getattr(report, kind):
                     click.echo(f"{prefix}{kind} {rel}")
@@ -51,6 +53,7 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
                 if report.ok
                 else f"FAILED: {len(report.missing)} missing, {len(report.changed)} changed, "
                 f"{len(report.extra)} extra ({report.checked} checked)"
+                + ("; the manifest itself does not check" if report.manifest else "")
             )
             click.echo(prefix + summary, err=True)
     if not all(report.ok for report in reports):

@@ -299,6 +299,18 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
     report.skipped = [error.as_dict() for error in errors]
     if good == 0:
         unlabelled = len(report.unlabelled)
+        if not unlabelled and errors:
+            first, more = errors[0], len(errors) - 1
+            raise InputError(
+                first.message,
+                path=first.path,
+                line=first.line,
+                at=first.at,
+                field=first.field,
+                hint=(first.hint + "; " if first.hint else "")
+                + "no runs to build: every record is bad"
+                + (f"; {more} more bad records" if more else ""),
+            )
         raise InputError(
             f"no runs to build: none of the {unlabelled} runs found has a label"
             if unlabelled

@@ -13,6 +13,37 @@ from pydantic import ValidationError
 from wikitrace.corpus_schema import InputError, RunRecord
 
 EXTRA_FIELD_HINT = "fields the native format has no place for go under 'metadata'"
+MAX_DEPTH = 100
+"""How deeply a run's JSON may nest. Real logs stay far below; orjson writes at most 254
+levels, so a deeper record could be read but never written back."""
+
+
+def check_depth(data: Any, path: str, *, line: int | None = None, at: str | None = None) -> None:
+    """Refuse a record nested deeper than MAX_DEPTH, naming where the nesting goes too deep."""
+    stack: list[tuple[Any, int, str]] = [(data, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputError(
+                f"nested more than {MAX_DEPTH} levels deep",
+                path=path,
+                line=line,
+                at=at,
+                field=where[:120] + ("..." if len(where) > 120 else ""),
+                hint="no trajectory nests this deep; the record is damaged or hostile",
+            )
+        if isinstance(value, dict):
+            stack.extend(
+                (item, depth + 1, f"{where}.{key}" if where else str(key))
+                for key, item in value.items()
+                if isinstance(item, (dict, list))
+            )
+        elif isinstance(value, list):
+            stack.extend(
+                (item, depth + 1, f"{where}[{index}]")
+                for index, item in enumerate(value)
+                if isinstance(item, (dict, list))
+            )
 
 
 @dataclass

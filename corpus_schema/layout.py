@@ -25,8 +25,9 @@ TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")
 
-_STEP_RE = re.compile(r"^(?:step-)?(\d{1,9})$")
-_INSIGHT_RE = re.compile(r"^(?:insight-)?(\d{1,9})$")
+# ASCII digits only, nothing around them: an Arabic-Indic one or ` 1` is no id.
+_STEP_RE = re.compile(r"^(?:step-)?([0-9]{1,9})\Z")
+_INSIGHT_RE = re.compile(r"^(?:insight-)?([0-9]{1,9})\Z")
 
 
 def id_width(count: int) -> int:
@@ -44,14 +45,14 @@ def insight_id(number: int, width: int = MIN_ID_WIDTH) -> str:
 
 def parse_step(text: str) -> int:
     """`step-0042`, `step-42` or `42` -> 42; anything else is a ValueError."""
-    match = _STEP_RE.match(text.strip())
+    match = _STEP_RE.match(text)
     if not match:
         raise ValueError(f"not a step id: {text!r} (expected step-NNNN or a number)")
     return int(match.group(1))
 
 
 def parse_insight(text: str) -> int:
-    match = _INSIGHT_RE.match(text.strip())
+    match = _INSIGHT_RE.match(text)
     if not match:
         raise ValueError(f"not an insight id: {text!r} (expected insight-NNNN or a number)")
     return int(match.group(1))

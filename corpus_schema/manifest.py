@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import CorpusError, first_problem
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
-from .store import file_digest
+from .store import digest, file_digest
 from .versions import VersionInfo
 
 
@@ -50,10 +50,35 @@ class Manifest(BaseModel):
     versions were kept)."""
     files: dict[str, str]
     """Every file but this one, by path relative to the root: `sha256:<hex>`."""
+    checksum: str | None = None
+    """`sha256:<hex>` of this manifest as written without this field (see `dump`), so an
+    edit of the manifest itself (a file's hash, an entry removed with its file, the model,
+    the counts) fails `verify`. Set when written; none only in manifests from before it."""
+
+
+def _body(manifest: Manifest) -> bytes:
+    data = manifest.model_dump(mode="json", exclude={"checksum"})
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def dump(manifest: Manifest) -> bytes:
-    return orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+    """The manifest's bytes, with the checksum of its other fields as the last one."""
+    data = manifest.model_dump(mode="json", exclude={"checksum"})
+    data["checksum"] = digest(_body(manifest))
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def manifest_problem(root: Path, manifest: Manifest) -> str | None:
+    """Why manifest.json is not exactly as wikitrace wrote it, or None."""
+    if (root / MANIFEST).is_symlink():
+        return "it is a link, not a file of the corpus"
+    if manifest.checksum is None:
+        return "it carries no checksum (written by a wikitrace before 0.2), so it cannot be checked"
+    if manifest.checksum != digest(_body(manifest)):
+        return "its checksum does not match its contents: it was edited or damaged"
+    if (root / MANIFEST).read_bytes() != dump(manifest):
+        return "its bytes differ from what wikitrace writes for the same contents"
+    return None
 
 
 def load(root: Path) -> Manifest:
@@ -89,10 +114,12 @@ class VerifyReport:
     missing: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    manifest: str | None = None
+    """Why manifest.json itself cannot be trusted, or None."""
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.changed or self.extra)
+        return not (self.missing or self.changed or self.extra or self.manifest)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,13 +129,14 @@ class VerifyReport:
             "missing": self.missing,
             "changed": self.changed,
             "extra": self.extra,
+            "manifest": self.manifest,
         }
 
 
 def verify(root: Path) -> VerifyReport:
     """Recompute every file's hash and compare with the manifest."""
     manifest = load(root)
-    report = VerifyReport(root=str(root))
+    report = VerifyReport(root=str(root), manifest=manifest_problem(root, manifest))
     present: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ValidationError
 
-from .errors import CorpusError, first_problem
+from .errors import CorpusError, InputError, first_problem
 from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, RAW_METADATA_NAME, parse_insight
 from .records import CompilationHeader, CompilationSummary, InsightHeader, RawHeader
 
@@ -39,8 +40,20 @@ class Page(Generic[Header]):
     body: str
 
 
+def contained(root: Path, rel: str) -> Path:
+    """`root/rel`, refused unless it stays inside the corpus once links are resolved.
+
+    Paths come from inside a corpus (headers, layout.json), and a corpus may be hostile.
+    """
+    base = root.resolve()
+    path = (base / rel).resolve()
+    if Path(rel).is_absolute() or (path != base and base not in path.parents):
+        raise CorpusError(f"{rel!r} leads outside the corpus at {root}; refusing to read it")
+    return path
+
+
 def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:
-    path = root / rel
+    path = contained(root, rel)
     try:
         metadata, content = frontmatter.parse(path.read_text(encoding="utf-8"), handler=_HANDLER)
     except FileNotFoundError:
@@ -58,8 +71,16 @@ def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:
 
 
 def _numbered(folder: Path, prefix: str, suffix: str) -> list[str]:
-    names = [p.name for p in folder.glob(f"{prefix}*{suffix}")] if folder.is_dir() else []
-    return sorted(names, key=lambda name: int(name[len(prefix) : len(name) - len(suffix)]))
+    """Names `prefix` + digits + `suffix` in `folder`, by number; anything else (a stray
+    `insight-0001 copy.md`) is not part of the corpus and `verify` names it."""
+    pattern = re.compile(re.escape(prefix) + r"([0-9]{1,9})" + re.escape(suffix) + r"\Z")
+    found: list[tuple[int, str]] = []
+    if folder.is_dir():
+        for path in folder.iterdir():
+            match = pattern.match(path.name)
+            if match:
+                found.append((int(match.group(1)), path.name))
+    return [name for _, name in sorted(found)]
 
 
 def runs(root: Path) -> Iterator[Page[RawHeader]]:
@@ -112,7 +133,7 @@ def insight(root: Path, ident: str) -> Page[InsightHeader]:
     try:
         number = parse_insight(ident)
     except ValueError as error:
-        raise CorpusError(str(error)) from None
+        raise InputError(str(error)) from None
     for name in _numbered(root / INSIGHT_DIR, "insight-", ".md"):
         if int(name[len("insight-") : -len(".md")]) == number:
             return read_page(root, f"{INSIGHT_DIR}/{name}", InsightHeader)

@@ -100,7 +100,7 @@ def audit_corpus(root: Path) -> Findings:
         compilation = compilations.get(header.source_step)
         if compilation is None:
             findings.insights_missing_evidence[header.id] = f"{header.compilation} is missing"
-        elif not (root / header.raw).is_dir():
+        elif not read.contained(root, header.raw).is_dir():
             findings.insights_missing_evidence[header.id] = f"{header.raw} is missing"
         elif not _has_verified(compilation.claims, header.source_claims):
             findings.insights_missing_evidence[header.id] = (

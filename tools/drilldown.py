@@ -133,8 +133,19 @@ def find_root(explicit: str | None = None, here: str | None = None) -> str:
 
 
 def load_layout(root: str) -> dict[str, Any]:
-    with open(os.path.join(root, LAYOUT_FILE), encoding="utf-8") as handle:
-        layout: dict[str, Any] = json.load(handle)
+    path = _inside(root, os.path.join(root, LAYOUT_FILE))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            layout: dict[str, Any] = json.load(handle)
+        for key in ("step_id_width", "raw_dir", "index_file", "turns_file"):
+            if key not in layout:
+                raise KeyError(key)
+        int(layout["step_id_width"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise DrillError(
+            LAYOUT_FILE + " is damaged (" + type(error).__name__ + "); run `wikitrace verify` "
+            "on the corpus"
+        ) from None
     return layout
 
 
@@ -148,8 +159,8 @@ def parse_step(text: str, width: int) -> str:
 
 def parse_range(text: str) -> tuple[int, int]:
     """`N` or `N-M` (1-based, N <= M) -> (N, M)."""
-    first, _, last = text.partition("-")
-    last = last or first
+    first, dash, last = text.partition("-")
+    last = last if dash else first
     for part in (first, last):
         if not part.isdigit() or not part.isascii() or len(part) > 9:
             raise DrillError(
@@ -179,13 +190,37 @@ def step_files(root: str, step_text: str) -> tuple[str, str, str]:
 
 
 def read_index(path: str, summaries: bool = False) -> dict[str, Any]:
-    """The step's index: its first line (turns, offsets), and with summaries, every line."""
-    with open(path, encoding="utf-8") as handle:
-        index: dict[str, Any] = json.loads(handle.readline())
-        if summaries:
-            # One parse for all lines: a JSON line holds no raw newline, so they join with ",".
-            rest = handle.read().rstrip("\n").replace("\n", ",")
-            index["summaries"] = json.loads("[" + rest + "]")
+    """The step's index: its first line (turns, offsets), and with summaries, every line.
+
+    A damaged index is a one-line error, never a traceback: the manifest's hashes say more.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index: dict[str, Any] = json.loads(handle.readline())
+            turns, offsets = index["turns"], index["offsets"]
+            if (
+                not isinstance(turns, int)
+                or not isinstance(offsets, list)
+                or len(offsets) != turns + 1
+                or not all(isinstance(o, int) for o in offsets)
+                or offsets != sorted(offsets)
+            ):
+                raise ValueError("turns and offsets disagree")
+            if summaries:
+                # One parse for all lines: a JSON line holds no raw newline, so they join.
+                rest = handle.read().rstrip("\n").replace("\n", ",")
+                found = json.loads("[" + rest + "]")
+                if len(found) != turns or not all(
+                    isinstance(s, list) and len(s) == 3 and all(isinstance(p, str) for p in s)
+                    for s in found
+                ):
+                    raise ValueError("summaries do not match the turns")
+                index["summaries"] = found
+    except (ValueError, KeyError, TypeError) as error:
+        raise DrillError(
+            "the index " + path + " is damaged (" + type(error).__name__ + "); run "
+            "`wikitrace verify` on the corpus"
+        ) from None
     return index
 
 
@@ -217,9 +252,22 @@ def turns_text(root: str, step_text: str, range_text: str) -> str:
         handle.seek(offsets[start - 1])
         chunk = handle.read(offsets[end] - offsets[start - 1])
     blocks = []
-    for number, line in enumerate(chunk.splitlines(), start=start):
+    lines = chunk.splitlines()
+    for number, line in enumerate(lines, start=start):
         header = "=== " + step + " turn " + str(number) + " of " + str(total) + " ==="
-        blocks.append(header + "\n" + format_turn(json.loads(line)))
+        try:
+            turn = json.loads(line)
+            if not isinstance(turn, dict):
+                raise TypeError("not an object")
+            text = format_turn(turn)
+        except (ValueError, TypeError, AttributeError) as error:
+            raise DrillError(
+                step + " turn " + str(number) + " is damaged (" + type(error).__name__ + "); "
+                "run `wikitrace verify` on the corpus"
+            ) from None
+        blocks.append(header + "\n" + text)
+    if len(lines) != end - start + 1:
+        raise DrillError(step + ": the turns file does not match its index; run `wikitrace verify`")
     return "\n\n".join(blocks)
 
 
@@ -268,6 +316,11 @@ def main() -> int:
         return error.code
     except BrokenPipeError:  # `actions 3 | head` is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as error:
+        sys.stderr.write(
+            command + ": cannot read " + str(error.filename) + ": " + str(error.strerror) + "\n"
+        )
+        return 1
     return 0
 
 

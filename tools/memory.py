@@ -88,18 +88,21 @@ class Ranker:
         import bm25s
 
         self.size = len(texts)
-        self._index = bm25s.BM25()
-        if texts:
-            self._index.index(_tokenize(texts), show_progress=False)
+        self._index: Any = None
+        tokens = _tokenize(texts) if texts else None
+        if tokens is not None and tokens.vocab:  # texts with no indexable word rank in order
+            self._index = bm25s.BM25()
+            self._index.index(tokens, show_progress=False)
 
     def rank(self, query: str, allowed: Iterable[int]) -> list[int]:
         allowed = set(allowed)
         if not allowed or not self.size:
             return []
-        documents, scores = self._index.retrieve(
-            _tokenize([query]), k=self.size, show_progress=False
-        )
-        ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
+        ranked: list[int] = []
+        query_tokens = _tokenize([query])
+        if self._index is not None and query_tokens.vocab:
+            documents, scores = self._index.retrieve(query_tokens, k=self.size, show_progress=False)
+            ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
         # Runs with no word in common with the task come last, in corpus order.
         scored = set(ranked)
         rest = [i for i in range(self.size) if i not in scored]

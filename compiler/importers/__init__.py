@@ -9,6 +9,7 @@ be iterated more than once (a build reads its input twice).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,10 +18,12 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from ..inputs import SourceRun, Unlabelled, validate
+from ..inputs import SourceRun, Unlabelled, check_depth, validate
 from . import atif, chat, inspect_log, openhands, react, swe, tau
 from .base import Candidate, Found, Probe, jsonl_objects, probe
 from .labels import Labels, read_labels_file
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 DEFAULT_THRESHOLD = 1.0
@@ -171,8 +174,28 @@ class InputPlan:
         for item in self.files:
             fmt = BY_NAME[item.format]
             assert fmt.read is not None
-            for result in fmt.read(item.path, probe(item.path)):
-                yield item.format, result
+            try:
+                for result in fmt.read(item.path, probe(item.path)):
+                    yield item.format, result
+            except OSError as error:
+                yield (
+                    item.format,
+                    InputError(f"cannot read: {error.strerror or error}", path=item.path),
+                )
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
+                # A record shaped unlike anything the reader expects: the file's remaining
+                # runs cannot be found reliably, so it is reported as one bad record.
+                log.debug("reading %s as %s", item.path, item.format, exc_info=True)
+                yield (
+                    item.format,
+                    InputError(
+                        f"not readable as {item.format}: {type(error).__name__}: "
+                        f"{_short(str(error))}",
+                        path=item.path,
+                        hint="the file is damaged or not in this format; name another with "
+                        "--format, or leave it out",
+                    ),
+                )
 
     def items(self) -> Iterator[SourceRun | Unlabelled | InputError]:
         """Every run of every file, labelled and validated, in order."""
@@ -191,6 +214,7 @@ def finish(
 ) -> SourceRun | Unlabelled:
     """Apply a label (side-car first, then the log's own, then reward >= threshold); validate."""
     data = candidate.data
+    check_depth(data, candidate.path, line=candidate.line, at=candidate.at)
     metadata = data.setdefault("metadata", {}) if isinstance(data.get("metadata", {}), dict) else {}
     task_id = str(data.get("task_id"))
     label = labels.lookup(candidate.run_id, task_id) if len(labels) else None
@@ -219,6 +243,12 @@ def finish(
             data=data,
         )
     return validate(data, candidate.path, line=candidate.line, at=candidate.at, format=fmt)
+
+
+def _short(message: str, limit: int = 80) -> str:
+    """An exception's message cut short: it may quote input, which may hold a secret."""
+    message = message.splitlines()[0] if message else ""
+    return message if len(message) <= limit else message[:limit] + "..."
 
 
 def _walk(folder: Path) -> Iterator[Path]:

@@ -52,7 +52,11 @@ def _turn(step: dict[str, Any]) -> dict[str, Any]:
     else:
         extra_observation = {} if observation is None else {"observation": observation}
     calls = []
-    for raw in step.get("tool_calls") or []:
+    raw_calls = step.get("tool_calls")
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
+        if not isinstance(raw, dict):  # a call logged as a bare string or number
+            calls.append({"id": None, "name": "unknown", "arguments": raw})
+            continue
         call: dict[str, Any] = {
             "id": None if raw.get("tool_call_id") is None else str(raw["tool_call_id"]),
             "name": str(raw.get("function_name", "unknown")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,12 @@ from wikitrace.corpus_schema import InputError
 
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""
+FIRST_LINE_BYTES = 64 * 1024 * 1024
+"""How far detection reads for the end of a JSON Lines file's first record (a long run)."""
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some editors and Windows tools put before JSON; skipped."""
+JSONL_PROBE_LINES = 20
+"""Lines of a head detection tries when the first is damaged."""
 
 
 @dataclass
@@ -74,32 +81,62 @@ def probe(path: Path) -> Probe:
     """Read the head of `path` and note what it looks like."""
     with path.open("rb") as handle:
         head = handle.read(HEAD_BYTES)
+        if head.startswith(BOM):
+            head = head[len(BOM) :]
+        stripped = head.lstrip()
+        if stripped[:1] == b"{" and b"\n" not in stripped and len(head) == HEAD_BYTES:
+            # One record longer than the head (a long run, as `convert` writes it): read on
+            # to the end of its line, so a JSON Lines file is known by its first record.
+            rest_of_line = handle.readline(FIRST_LINE_BYTES)
+            if rest_of_line.endswith(b"\n"):
+                head += rest_of_line
+                stripped = head.lstrip()
     found = Probe(path=path, head=head)
     if head.startswith(b"PK\x03\x04"):
         try:
             with zipfile.ZipFile(path) as archive:
                 found.zip_names = frozenset(archive.namelist())
             found.kind = "zip"
-        except zipfile.BadZipFile as error:
+        except (zipfile.BadZipFile, OSError, ValueError) as error:
             found.text_error = f"a damaged zip: {error}"
         return found
-    stripped = head.lstrip()
     if stripped[:1] not in (b"{", b"["):
         return found
-    first_line = stripped.split(b"\n", 1)
-    if len(first_line) == 2 and first_line[0].strip().startswith(b"{"):
-        try:
-            first = orjson.loads(first_line[0])
-        except orjson.JSONDecodeError:
-            first = None
-        if isinstance(first, dict):
-            found.kind = "jsonl"
-            found.top = "map"
-            _note_object(found, first, "")
-            return found
+    first = _first_jsonl_object(stripped)
+    if first is not None:
+        found.kind = "jsonl"
+        found.top = "map"
+        _note_object(found, first, "")
+        return found
     found.kind = "json"
     _scan_head(found, stripped)
     return found
+
+
+def _first_jsonl_object(head: bytes) -> dict[str, Any] | None:
+    """The first record of a JSON Lines head, or None when the head is no JSON Lines.
+
+    A damaged first record does not hide the file's format: when the first line is a broken
+    object (not the `{` that opens a pretty-printed document), the next whole line that is an
+    object stands for the file, and the reader reports line 1 as bad.
+    """
+    lines = head.split(b"\n")
+    if len(lines) < 2:  # no complete line
+        return None
+    opener = lines[0].strip()
+    if not opener.startswith(b"{") or opener == b"{":
+        return None
+    for line in lines[: min(len(lines) - 1, JSONL_PROBE_LINES)]:
+        line = line.strip()
+        if not line.startswith(b"{"):
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def _note_object(found: Probe, value: Any, prefix: str) -> None:
@@ -129,11 +166,12 @@ def _scan_head(found: Probe, head: bytes) -> None:
                 found.keys.setdefault(prefix, set()).add(value)
             elif event in ("string", "number", "boolean", "null"):
                 found.values.setdefault(prefix, value)
-    except ijson.JSONError as error:
-        # The head ends mid-document, or the file is cut off or broken: what was seen before
-        # is enough to detect it, and its reader names the damage. Nothing seen: not JSON.
+    except (ijson.JSONError, ValueError, RecursionError) as error:
+        # The head ends mid-document, or the file is cut off or broken (bad UTF-8, a lone
+        # surrogate, nesting too deep): what was seen before is enough to detect it, and its
+        # reader names the damage. Nothing seen: not JSON.
         if not found.keys:
-            found.text_error = f"not valid JSON: {error}"
+            found.text_error = f"not valid JSON: {parse_error(error)}"
             found.kind = "text"
 
 
@@ -147,7 +185,7 @@ def load_json(path: Path) -> Any:
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path=path) from None
     try:
-        return orjson.loads(data)
+        return orjson.loads(data.removeprefix(BOM))
     except orjson.JSONDecodeError as error:
         raise InputError(
             f"not valid JSON ({error.msg}); the file may be cut off",
@@ -166,16 +204,16 @@ def json_items(path: Path, prefix: str) -> Iterator[tuple[int, Any] | InputError
     import ijson
 
     count = 0
-    with path.open("rb") as handle:
+    with open_json(path) as handle:
         try:
             for value in ijson.items(handle, prefix, use_float=True):
                 yield count, value
                 count += 1
-        except ijson.JSONError as error:
+        except (ijson.JSONError, ValueError, RecursionError) as error:
             where = f"{_array_name(prefix)}[{count}]"
             yield InputError(
-                f"JSON is cut off or broken in this item ({error}); the {count} items before "
-                "it were read",
+                f"JSON is cut off or broken in this item ({parse_error(error)}); the {count} "
+                "items before it were read",
                 path=path,
                 at=where,
             )
@@ -185,13 +223,28 @@ def json_value(path: Path, prefix: str) -> Any:
     """The first value at `prefix`, streamed (a header beside a big list); None if absent."""
     import ijson
 
-    with path.open("rb") as handle:
+    with open_json(path) as handle:
         try:
             for value in ijson.items(handle, prefix, use_float=True):
                 return value
-        except ijson.JSONError:
+        except (ijson.JSONError, ValueError, RecursionError):
             return None
     return None
+
+
+def parse_error(error: Exception) -> str:
+    """A JSON parser's complaint without the input it quotes (yajl copies the bytes around the
+    damage, which may hold a secret, into its message)."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:160] if lines else type(error).__name__
+
+
+def open_json(path: Path) -> io.BufferedReader:
+    """`path` opened for reading, past a UTF-8 byte order mark if it starts with one."""
+    handle = path.open("rb")
+    if handle.peek(len(BOM))[: len(BOM)] == BOM:
+        handle.read(len(BOM))
+    return handle
 
 
 def _array_name(prefix: str) -> str:
@@ -203,7 +256,7 @@ def jsonl_objects(
 ) -> Iterator[tuple[int, dict[str, Any]] | InputError]:
     """Each object of a JSON Lines file (one `unit` a line) with its line number; one line in
     memory at a time."""
-    with path.open("rb") as handle:
+    with open_json(path) as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
@@ -234,7 +287,16 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
 def zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
     try:
         return orjson.loads(archive.read(name))
-    except (orjson.JSONDecodeError, zipfile.BadZipFile, KeyError, OSError) as error:
+    except (
+        orjson.JSONDecodeError,
+        zipfile.BadZipFile,
+        zlib.error,
+        KeyError,
+        OSError,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,  # an encrypted member
+    ) as error:
         raise InputError(f"cannot read this member: {error}", path=path, at=name) from None
 
 

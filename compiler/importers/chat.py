@@ -45,7 +45,7 @@ def _content(value: Any) -> tuple[str | None, str | None, bool]:
 def _call(raw: Any) -> dict[str, Any]:
     """An OpenAI `{id, type, function: {name, arguments}}` or a flat `{id, name, arguments}`."""
     if not isinstance(raw, dict):
-        return {"name": "unknown", "arguments": raw}
+        return {"id": None, "name": "unknown", "arguments": raw}
     function = raw.get("function")
     if isinstance(function, dict):
         name, arguments = function.get("name"), function.get("arguments")
