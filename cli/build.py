@@ -285,7 +285,12 @@ def is_quiet() -> bool:
 
 
 def compile_with_progress(
-    make: Any, options: Any, *, quiet: bool, written: str, again: str = "building again"
+    make: Any,
+    options: Any,
+    *,
+    quiet: bool,
+    written: str | Any,
+    again: str = "building again",
 ) -> Any:
     """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
     progress = _Progress(quiet=quiet)
@@ -301,7 +306,8 @@ def compile_with_progress(
                 "without paying for them twice"
             )
         )
-        click.echo(f"\ninterrupted: {written}{cached}", err=True)
+        said = written() if callable(written) else written
+        click.echo(f"\ninterrupted: {said}{cached}", err=True)
         sys.exit(130)
     finally:
         progress.close()
@@ -326,6 +332,12 @@ def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> No
         sys.exit(1)
 
 
+def _points_at(pointer: Path) -> str | None:
+    import os
+
+    return os.readlink(pointer) if pointer.is_symlink() else None
+
+
 @click.command("build")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -344,7 +356,12 @@ def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> No
     help="Any model name litellm accepts (openai/gpt-4o-mini, anthropic/..., ollama/...), or "
     f"'offline' for a mechanical compilation with no LLM and no insights. Env: {MODEL_ENV}.",
 )
-@click.option("--force", is_flag=True, help="Replace an existing corpus (all its versions).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing corpus (all its versions). The old one stays current until the "
+    "new one is complete; a folder that is not a wikitrace corpus is never replaced.",
+)
 @compile_options
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON on stdout.")
 def build_command(
@@ -383,7 +400,17 @@ def build_command(
     options = make_options(inputs, output, model, params)
     if model == "offline" and options.api_base and not quiet:
         click.echo("warning: --api-base has no effect with --model offline", err=True)
-    report = compile_with_progress(
-        build_corpus, options, quiet=quiet, written=f"nothing was written to {output}"
-    )
+    before = _points_at(output)
+
+    def written() -> str:
+        after = _points_at(output)
+        if after == before:
+            return (
+                f"{output} is as it was ({before} is current)"
+                if before
+                else f"nothing was written to {output}"
+            )
+        return f"{output} was replaced just before the interruption ({after} is current)"
+
+    report = compile_with_progress(build_corpus, options, quiet=quiet, written=written)
     finish_report(report, quiet=quiet, as_json=as_json, stdout=str(output))

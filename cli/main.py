@@ -79,6 +79,14 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(error.exit_code)
     except click.exceptions.Exit as error:
         sys.exit(error.exit_code)
+    except OSError as error:
+        # The disk is full, the destination read-only, a file vanished: one line, exit 1. A
+        # build has removed its partial work by now (see `wikitrace build --help`).
+        if os.environ.get(TRACEBACK_ENV):
+            traceback.print_exc()
+        where = f"{error.filename}: " if error.filename else ""
+        click.echo(f"error: {where}{error.strerror or error}", err=True)
+        sys.exit(1)
     except Exception as error:
         # Our errors are raised only once a command has imported the core, so looking the
         # class up here keeps `wikitrace --help` from importing it.

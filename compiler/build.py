@@ -43,17 +43,17 @@ from wikitrace.corpus_schema.store import (
     digest,
     freeze,
     remove_tree,
-    staging_path,
 )
 from wikitrace.corpus_schema.versions import (
     Changes,
     Store,
     VersionInfo,
+    abandon_build,
+    begin_build,
     check_new_pointer,
     now,
     open_store,
-    publish_first,
-    version_name,
+    publish_build,
 )
 from wikitrace.tools import drilldown
 
@@ -162,10 +162,13 @@ class BuildReport:
         return data
 
 
-def fingerprint(task_id: str, outcome: str, turn_log_digest: str) -> str:
-    """A run's identity across versions: its task, outcome, and turns exactly as the corpus
-    holds them."""
-    return f"{task_id}\0{outcome}\0{turn_log_digest}"
+def fingerprint(task_id: str, outcome: str, turn_log_digest: str, metadata: dict[str, Any]) -> str:
+    """A run's identity across versions: its task, outcome, the attempt number its log gives
+    (two trials of a deterministic agent can log the very same turns), and its turns exactly
+    as the corpus holds them."""
+    given = metadata.get("attempt")
+    attempt = str(given) if isinstance(given, int) and not isinstance(given, bool) else ""
+    return f"{task_id}\0{outcome}\0{attempt}\0{turn_log_digest}"
 
 
 @dataclass
@@ -215,7 +218,12 @@ class Base:
                 task=corpus_read.task_text(page),
             )
             fingerprints.add(
-                fingerprint(head.task_id, head.outcome, manifest.files[layout.raw_turns_rel(step)])
+                fingerprint(
+                    head.task_id,
+                    head.outcome,
+                    manifest.files[layout.raw_turns_rel(step)],
+                    head.metadata,
+                )
             )
             attempts[head.task_id] += 1
         if sorted(rows) != list(range(1, len(rows) + 1)):
@@ -535,7 +543,7 @@ class _Builder:
             data, record = self._redacted(item)
             log_bytes, offsets = render.turn_log(data["turns"])
             if self.base and (
-                fingerprint(record.task_id, record.outcome, digest(log_bytes))
+                fingerprint(record.task_id, record.outcome, digest(log_bytes), record.metadata)
                 in self.base.fingerprints
             ):
                 self.report.duplicates += 1
@@ -718,16 +726,15 @@ def build_corpus(
     plan, report = _plan(options, notice)
     with build_lock(output):
         check_new_pointer(output, force=options.force)  # as it is now that we hold the lock
-        staging = staging_path(output)
-        _make_version(
-            options, plan, report, staging, VersionInfo(name=version_name(1)), llm, progress
-        )
+        store, name = begin_build(output)
+        staging = store.staging(name)
         try:
-            report.version = version_name(1)
-            publish_first(staging, output)
+            _make_version(options, plan, report, staging, VersionInfo(name=name), llm, progress)
+            publish_build(store, staging, name)
         except BaseException:
-            remove_tree(staging)
+            abandon_build(store, staging, name)
             raise
+        report.version = name
     # The manifest holds the time up to its own writing; the report, all of it.
     report.seconds = round(time.monotonic() - started, 3)
     return report

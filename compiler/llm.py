@@ -239,6 +239,8 @@ class ResponseCache:
     root: Path
     hits: int = 0
     misses: int = 0
+    failed_writes: int = 0
+    """Replies that could not be saved (disk full, no permission): used all the same."""
     _made: set[Path] = field(default_factory=set)
 
     @staticmethod
@@ -255,12 +257,17 @@ class ResponseCache:
         try:
             data = orjson.loads(self._path(key).read_bytes())
             text = data["text"]
-        except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
-            return None  # absent, or damaged: ask the model again
+            tokens = [data.get("prompt_tokens", 0), data.get("completion_tokens", 0)]
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            return None  # absent, unreadable or damaged: ask the model again
+        if not isinstance(text, str) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in tokens
+        ):
+            return None  # valid JSON of the wrong shape is damaged too
         return LLMReply(
             text=text,
-            prompt_tokens=data.get("prompt_tokens", 0),
-            completion_tokens=data.get("completion_tokens", 0),
+            prompt_tokens=tokens[0],
+            completion_tokens=tokens[1],
             cost_usd=None,
             cached=True,
             attempts=0,
@@ -302,6 +309,17 @@ class CachedLLM:
             return cached
         self.cache.misses += 1
         reply = await self.inner.complete(messages)
-        # Saved before anything else happens, so a build killed now does not pay again.
-        self.cache.put(key, reply)
+        # Saved before anything else happens, so a build killed now does not pay again. A
+        # reply that cannot be saved (a full disk, a read-only cache) is still used: it is paid.
+        try:
+            self.cache.put(key, reply)
+        except OSError as error:
+            self.cache.failed_writes += 1
+            if self.cache.failed_writes == 1:
+                log.warning(
+                    "cannot save model replies in the cache %s (%s); going on without it, "
+                    "so an interrupted build will ask again for what it could not save",
+                    self.cache.root,
+                    error.strerror or error,
+                )
         return reply

@@ -58,7 +58,7 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
-from wikitrace.corpus_schema.versions import Store, now, open_store
+from wikitrace.corpus_schema.versions import PROBES_DIR, Store, now, open_store
 from wikitrace.tools.memory import Ranker
 
 from . import stats
@@ -193,7 +193,7 @@ class _Gate:
         self.pages = base.insights
         self.first_number = count_decisions(base) + 1
         self.number = self.first_number
-        self.views = store.dir / "probes" / f"gate-{self.first_number:04d}"
+        self.views = store.dir / PROBES_DIR / f"gate-{self.first_number:04d}"
         self.runs: dict[str, AgentRun] = {}
         self.base_results: dict[tuple[str, int], AgentRun] = {}
         self.agent_runs = 0

@@ -81,11 +81,6 @@ class CorpusWriter:
         return path
 
 
-def staging_path(dest: Path) -> Path:
-    """Where a build of `dest` is assembled before it appears under its final name."""
-    return dest.with_name(f".{dest.name}.partial")
-
-
 def lock_path(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.lock")
 
@@ -174,16 +169,3 @@ def check_destination(dest: Path, *, force: bool) -> None:
                 f"{dest} exists and is not a wikitrace corpus; --force only replaces a corpus, "
                 "so choose another --output"
             )
-
-
-def publish(staging: Path, dest: Path, *, force: bool) -> None:
-    """Move a finished staging folder to its final name, replacing `dest` only with force."""
-    check_destination(dest, force=force)
-    if dest.exists() or dest.is_symlink():
-        retired = dest.with_name(f".{dest.name}.replaced")
-        remove_tree(retired)
-        os.replace(dest, retired)
-        os.replace(staging, dest)
-        remove_tree(retired)
-    else:
-        os.replace(staging, dest)

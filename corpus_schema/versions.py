@@ -33,6 +33,7 @@ HISTORY = "history.jsonl"
 RUNS = "runs.jsonl"
 UPDATES_DIR = "updates"
 UPDATE_STATE = "update-state.json"
+PROBES_DIR = "probes"
 
 _VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
@@ -256,12 +257,6 @@ class Store:
                 )
             )
 
-    def remove(self) -> None:
-        """Remove the pointer and every version (build --force)."""
-        if self.pointer.is_symlink():
-            self.pointer.unlink()
-        remove_tree(self.dir)
-
 
 def write_json(path: Path, data: Any) -> None:
     """A JSON record in the store, written atomically with stable key order."""
@@ -269,16 +264,56 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
 
 
+_STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, PROBES_DIR})
+_HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.partial|removing-.+|.+\.tmp-\d+)$")
+
+
+def foreign_entries(store: Store) -> list[str]:
+    """What the store's folder holds that wikitrace never writes there (empty for a store)."""
+    if not store.dir.is_dir() or store.dir.is_symlink():
+        return [store.dir.name] if store.dir.is_symlink() else []
+    foreign = []
+    for path in store.dir.iterdir():
+        name = path.name
+        if name in _STORE_FILES or _HIDDEN_RE.match(name):
+            continue
+        if _VERSION_RE.match(name) and path.is_dir() and is_corpus(path):
+            continue
+        foreign.append(name)
+    return sorted(foreign)
+
+
+def committed(store: Store) -> bool:
+    """True when a build into the store ever finished: its pointer was made."""
+    if store.pointer.is_symlink():
+        return True
+    try:
+        return any(entry.event in DEPLOYING for entry in store.history())
+    except CorpusError:
+        return True  # a damaged history is someone's: never taken for debris
+
+
 def check_new_pointer(pointer: Path, *, force: bool) -> None:
-    """Refuse to build over something unless forced, and over anything not ours ever."""
+    """Refuse to build over something unless forced, and over anything not ours ever.
+
+    A store whose build was killed before its pointer was made holds nothing anyone used:
+    building again needs no --force, and the leftovers are cleared.
+    """
     store = Store(pointer)
+    foreign = foreign_entries(store)
+    if foreign:
+        raise CorpusError(
+            f"{store.dir} holds files wikitrace did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); a build never replaces them, so choose "
+            "another --output"
+        )
     if pointer.is_symlink():
         if not force:
             raise CorpusError(f"{pointer} already exists; use --force to replace it")
         store.current()  # a link that is not one of our pointers is refused here
     elif pointer.exists():
         check_destination(pointer, force=force)
-    elif store.exists() and not force:
+    elif store.exists() and committed(store) and not force:
         raise CorpusError(
             f"{store.dir} holds versions of a corpus whose pointer {pointer} is gone; "
             f"use --force to replace them, or `wikitrace deploy {pointer} VERSION` to point "
@@ -286,18 +321,79 @@ def check_new_pointer(pointer: Path, *, force: bool) -> None:
         )
 
 
-def publish_first(staging: Path, pointer: Path) -> Store:
-    """Make a fresh build version v0001 of a new store and point at it (replaces the old)."""
+def begin_build(pointer: Path) -> tuple[Store, str]:
+    """The store made ready for a build (the caller holds the lock), and the version the
+    build writes: v0001, or the next one when it replaces a corpus, whose versions stay
+    current until the new one is in place. Leftovers of a build killed before its pointer
+    existed are cleared: nobody ever used them."""
     store = Store(pointer)
-    if pointer.is_symlink() or store.exists():
-        store.remove()
-    elif pointer.exists():
-        remove_tree(pointer)  # a corpus built before versions, or an empty folder
-    store.dir.mkdir(parents=True)
-    store.place(
-        staging, version_name(1), parent=None, deploy=True, event="built", reason="wikitrace build"
+    if store.exists() and not committed(store):
+        _clear(store)
+    store.dir.mkdir(parents=True, exist_ok=True)
+    return store, store.next_name() if committed(store) else version_name(1)
+
+
+def abandon_build(store: Store, staging: Path, name: str) -> None:
+    """After a failed or interrupted build: its staging folder goes, so does its version if
+    it was moved in but never made current, and so does a store that the build itself
+    started (nothing was ever current in it)."""
+    remove_tree(staging)
+    if not store.dir.is_dir():
+        return
+    if not committed(store):
+        if not foreign_entries(store):
+            remove_tree(store.dir)
+    elif store.pointer.is_symlink() and os.readlink(store.pointer).rsplit("/", 1)[-1] != name:
+        remove_tree(store.version_path(name))
+
+
+def publish_build(store: Store, staging: Path, name: str) -> None:
+    """Put a finished build in place as version `name` and make it the only one.
+
+    Replacing is safe at every instant: the old corpus stays whole and current until the new
+    version is in the store and the pointer is swapped to it in one rename; only then are the
+    old versions and the store's records removed, each renamed aside first, so a kill leaves
+    either the old corpus or the new one current, never neither. The staging folder sits in
+    the store, so the move is a rename within one folder (a frozen folder cannot be moved to
+    another by a user who is not root).
+    """
+    pointer = store.pointer
+    old = store.current() if pointer.is_symlink() else None
+    old_versions = [v for v in store.versions() if v != name]
+    os.replace(staging, store.version_path(name))
+    if pointer.exists() and not pointer.is_symlink():
+        # A corpus from before versions (or an empty folder, with --force): a folder cannot
+        # be renamed over, so it steps aside just before the link takes its place.
+        aside = pointer.with_name(f".{pointer.name}.removing-{os.getpid()}")
+        os.replace(pointer, aside)
+        store.point(name)
+        remove_tree(aside)
+    else:
+        store.point(name)
+    reason = "wikitrace build" + (
+        f" --force (replaced {', '.join(old_versions)}; current was {old})" if old_versions else ""
     )
-    return store
+    entry = HistoryEntry(time=now(), event="built", version=name, previous=old, reason=reason)
+    atomic_write(store.history_path, entry.model_dump_json().encode() + b"\n")
+    _clear(store, keep=name)
+
+
+def _clear(store: Store, keep: str | None = None) -> None:
+    """Remove every version but `keep` and the store's records (history stays when kept)."""
+    for path in list(store.dir.iterdir()):
+        name = path.name
+        if name == keep or (keep is not None and name == HISTORY):
+            continue
+        if name.startswith(".removing-"):
+            remove_tree(path)
+            continue
+        if name in _STORE_FILES or _VERSION_RE.match(name) or _HIDDEN_RE.match(name):
+            aside = store.dir / f".removing-{name}"
+            os.replace(path, aside)
+            if aside.is_dir():
+                remove_tree(aside)
+            else:
+                aside.unlink()
 
 
 def open_store(pointer: Path) -> Store:

@@ -13,7 +13,8 @@ import pytest
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import CorpusError, InputError, verify
 from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
-from wikitrace.corpus_schema.store import build_lock, lock_path, staging_path
+from wikitrace.corpus_schema.store import build_lock, lock_path
+from wikitrace.corpus_schema.versions import Store
 
 from helpers import broken_links, make_run, read_jsonl, write_runs
 
@@ -139,7 +140,7 @@ def test_bad_input_stops_before_writing_anything(tmp_path: Path) -> None:
         "(see 'Native input format' in README.md; nothing was written; 1 more bad record; "
         "fix the input, or use --on-error skip)"
     )
-    assert not corpus.exists() and not staging_path(corpus).exists()
+    assert not corpus.exists() and not Store(corpus).dir.exists()
     assert not lock_path(corpus).exists()
 
 
@@ -208,7 +209,7 @@ def test_a_stale_staging_folder_from_a_killed_build_is_replaced(
     runs_file: Path, tmp_path: Path
 ) -> None:
     corpus = tmp_path / "corpus"
-    stale = staging_path(corpus)
+    stale = Store(corpus).staging("v0001")  # a build killed before its pointer existed
     (stale / "raw").mkdir(parents=True)
     (stale / "raw" / "junk").write_text("half-written")
     build([runs_file], corpus)
@@ -240,4 +241,4 @@ def test_an_input_that_changes_during_the_build_is_an_error(
     corpus = tmp_path / "corpus"
     with pytest.raises(InputError, match="an input file changed after it was checked"):
         build([runs_file], corpus)
-    assert not corpus.exists() and not staging_path(corpus).exists()
+    assert not corpus.exists() and not Store(corpus).dir.exists()

@@ -276,3 +276,34 @@ def test_a_damaged_cache_entry_is_asked_again(runs_file: Path, tmp_path: Path) -
     again = FakeLLM()
     report = build(runs_file, tmp_path / "second", again)
     assert len(again.calls) == 2 and report.cache_hits == 1
+
+
+def test_a_cache_entry_of_the_wrong_shape_is_asked_again(runs_file: Path, tmp_path: Path) -> None:
+    build(runs_file, tmp_path / "first", FakeLLM())
+    entries = sorted((tmp_path / "cache").rglob("*.json"))
+    entries[0].write_text('{"text": null}')
+    entries[1].write_text('{"text": "x", "prompt_tokens": "many"}')
+    entries[2].write_text("[1, 2]")
+    again = FakeLLM()
+    report = build(runs_file, tmp_path / "second", again)
+    assert len(again.calls) == 3 and report.cache_hits == 0
+    assert report.compiled == 3 and not report.failed
+
+
+def test_replies_that_cannot_be_cached_are_used_and_counted(
+    runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    from wikitrace.compiler.llm import ResponseCache
+
+    def disk_full(self: ResponseCache, key: str, reply: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ResponseCache, "put", disk_full)
+    llm = FakeLLM()
+    report = build(runs_file, tmp_path / "corpus", llm)
+    assert report.compiled == 3 and not report.failed
+    assert report.llm_calls == 3 and report.cost_usd == pytest.approx(0.003)
+    warnings = [
+        r.getMessage() for r in caplog.records if "cannot save model replies" in r.getMessage()
+    ]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0]

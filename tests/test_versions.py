@@ -254,3 +254,19 @@ def test_versions_current_prints_the_folder(runs_file: Path, tmp_path: Path) -> 
     (tmp_path / "folder").mkdir()
     code, _, err = run(["versions", str(tmp_path / "folder"), "--current"])
     assert code == 1 and "is not a wikitrace corpus pointer" in err
+
+
+def test_an_attempt_with_the_same_turns_as_another_is_a_run_of_its_own(tmp_path: Path) -> None:
+    # Two trials of a deterministic agent log the very same turns; the attempt tells them apart.
+    first = [make_run("t1", metadata={"attempt": 1}), make_run("t2", metadata={"attempt": 1})]
+    second = [make_run("t1", metadata={"attempt": 2}), make_run("t2", metadata={"attempt": 2})]
+    a = write_runs(tmp_path / "a.jsonl", first)
+    b = write_runs(tmp_path / "b.jsonl", second)
+    both = tmp_path / "both"
+    assert build_corpus(options([a, b], both)).runs == 4
+    corpus = tmp_path / "corpus"
+    build_corpus(options([a], corpus))
+    report = add_runs(options([b], corpus))
+    assert (report.runs, report.duplicates) == (2, 0)
+    again = add_runs(options([a, b], corpus))
+    assert (again.runs, again.duplicates, again.version) == (0, 4, None)

@@ -1,0 +1,243 @@
+"""A process killed at any file-system call (kill -9: no cleanup runs) leaves a corpus that is
+whole and current, the old one or the new one, and running the same command again finishes the
+job. Each kill point is a forked child that dies with os._exit at its N-th call."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import CorpusError, manifest, verify
+from wikitrace.corpus_schema.versions import Store
+
+from helpers import make_run, write_runs
+
+# The calls through which a build changes the file system.
+_CALLS = ("replace", "rename", "symlink", "unlink", "rmdir", "mkdir", "link", "chmod")
+
+
+def _calls_then_die(kill_at: int | None) -> list[int]:
+    """Patch os so that the kill_at-th call ends the process at once; returns the counter."""
+    count = [0]
+    for name in _CALLS:
+        original = getattr(os, name)
+
+        def wrapped(*args: object, _original: Callable[..., object] = original, **kw: object):
+            count[0] += 1
+            if kill_at is not None and count[0] == kill_at:
+                os._exit(137)
+            return _original(*args, **kw)
+
+        setattr(os, name, wrapped)
+    return count
+
+
+def _in_child(work: Callable[[], object], kill_at: int | None) -> tuple[int, int]:
+    """Run `work` in a forked child killed at call `kill_at`: (exit code, calls made)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        os.close(read)
+        count = _calls_then_die(kill_at)
+        try:
+            work()
+        except BaseException:
+            code = 1
+        os.write(write, str(count[0]).encode())
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        calls = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), int(calls or 0)
+
+
+def _runs(tmp: Path, name: str, tasks: list[str]) -> Path:
+    return write_runs(
+        tmp / name, [make_run(task, success=i % 2 == 0) for i, task in enumerate(tasks)]
+    )
+
+
+def _current_runs(corpus: Path) -> int:
+    """Runs in the version the pointer names, after checking it is whole."""
+    report = verify(corpus)
+    assert report.ok, report.as_dict()
+    return manifest.load(corpus).counts["runs"]
+
+
+def _store_is_clean(corpus: Path) -> None:
+    store = Store(corpus)
+    left = sorted(p.name for p in store.dir.iterdir())
+    assert left == sorted([store.current(), "history.jsonl"]), left
+
+
+def _kill_points(work: Callable[[], object], setup: Callable[[], None]) -> range:
+    setup()
+    code, calls = _in_child(work, None)
+    assert code == 0 and calls > 10
+    return range(1, calls + 1)
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> tuple[Path, Path]:
+    old = _runs(tmp_path, "old.jsonl", ["a", "b"])
+    new = _runs(tmp_path, "new.jsonl", ["c", "d", "e"])
+    return old, new
+
+
+def test_build_force_killed_anywhere_keeps_a_whole_corpus_current(
+    tmp_path: Path, inputs: tuple[Path, Path]
+) -> None:
+    old, new = inputs
+    corpus = tmp_path / "w" / "corpus"
+
+    def setup() -> None:
+        if corpus.parent.exists():
+            shutil.rmtree(corpus.parent)  # root may remove read-only files
+        corpus.parent.mkdir()
+        build_corpus(BuildOptions(inputs=[old], output=corpus))
+        write_runs(corpus.parent / "notes.md", [])  # a user file beside: never touched
+
+    def rebuild() -> object:
+        return build_corpus(BuildOptions(inputs=[new], output=corpus, force=True))
+
+    points = _kill_points(rebuild, setup)
+    seen = set()
+    for kill_at in points:
+        setup()
+        code, _ = _in_child(rebuild, kill_at)
+        assert code == 137
+        seen.add(_current_runs(corpus))  # the old corpus or the new one, whole
+        rebuild()  # the same command again
+        assert _current_runs(corpus) == 3
+        _store_is_clean(corpus)
+        assert (corpus.parent / "notes.md").exists()
+    assert seen == {2, 3}  # some kill points came before the switch, some after
+
+
+def test_a_first_build_killed_anywhere_is_finished_by_running_it_again(
+    tmp_path: Path, inputs: tuple[Path, Path]
+) -> None:
+    old, _ = inputs
+    corpus = tmp_path / "w" / "corpus"
+
+    def setup() -> None:
+        if corpus.parent.exists():
+            shutil.rmtree(corpus.parent)
+        corpus.parent.mkdir()
+
+    def first() -> object:
+        return build_corpus(BuildOptions(inputs=[old], output=corpus))
+
+    for kill_at in _kill_points(first, setup):
+        setup()
+        code, _ = _in_child(first, kill_at)
+        assert code == 137
+        if corpus.is_symlink():  # killed after the pointer was made: it is whole
+            assert _current_runs(corpus) == 2
+            continue
+        first()  # no --force needed: nothing was ever current
+        assert _current_runs(corpus) == 2
+        _store_is_clean(corpus)
+
+
+def test_add_killed_anywhere_keeps_a_whole_corpus_current(
+    tmp_path: Path, inputs: tuple[Path, Path]
+) -> None:
+    old, new = inputs
+    corpus = tmp_path / "w" / "corpus"
+
+    def setup() -> None:
+        if corpus.parent.exists():
+            shutil.rmtree(corpus.parent)
+        corpus.parent.mkdir()
+        build_corpus(BuildOptions(inputs=[old], output=corpus))
+
+    def add() -> object:
+        return add_runs(BuildOptions(inputs=[new], output=corpus))
+
+    for kill_at in _kill_points(add, setup):
+        setup()
+        code, _ = _in_child(add, kill_at)
+        assert code == 137
+        assert _current_runs(corpus) in (2, 5)
+        add()  # again: adds what the current version lacks, or nothing
+        assert _current_runs(corpus) == 5
+        for name in Store(corpus).versions():  # every version left behind is whole
+            assert verify(Store(corpus).version_path(name)).ok
+
+
+def test_force_never_removes_a_versions_folder_that_is_not_ours(
+    tmp_path: Path, inputs: tuple[Path, Path]
+) -> None:
+    old, _ = inputs
+    notes = tmp_path / "notes"
+    store = tmp_path / "notes.versions"
+    store.mkdir()
+    (store / "draft.txt").write_text("mine")
+    with pytest.raises(CorpusError, match="holds files wikitrace did not write"):
+        build_corpus(BuildOptions(inputs=[old], output=notes, force=True))
+    assert (store / "draft.txt").read_text() == "mine"
+    assert not notes.exists()
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
+    tmp_path: Path, inputs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wikitrace.corpus_schema import store as store_module
+
+    from helpers import run
+
+    old, new = inputs
+    corpus = tmp_path / "corpus"
+    build_corpus(BuildOptions(inputs=[old], output=corpus))
+    real_write = store_module.atomic_write
+    writes = [0]
+
+    def fills_up(path: Path, data: bytes) -> None:
+        writes[0] += 1
+        if writes[0] > 5:
+            raise OSError(28, "No space left on device", str(path))
+        real_write(path, data)
+
+    monkeypatch.setattr(store_module, "atomic_write", fills_up)
+    code, out, err = run(["build", str(new), "-o", str(corpus), "--force"])
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-1].startswith("error: ")
+    assert err.splitlines()[-1].endswith(": No space left on device")
+    assert "Traceback" not in err
+    assert _current_runs(corpus) == 2
+    _store_is_clean(corpus)
+
+
+def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
+    tmp_path: Path, inputs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wikitrace.compiler.build as build_module
+
+    from helpers import run
+
+    old, new = inputs
+    corpus = tmp_path / "corpus"
+    build_corpus(BuildOptions(inputs=[old], output=corpus))
+    real = build_module.compile_offline
+    calls = [0]
+
+    def interrupted(*args: object) -> object:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build_module, "compile_offline", interrupted)
+    code, _, err = run(["build", str(new), "-o", str(corpus), "--force"])
+    assert code == 130
+    assert err.endswith(f"interrupted: {corpus} is as it was (corpus.versions/v0001 is current)\n")
+    assert _current_runs(corpus) == 2
+    _store_is_clean(corpus)
