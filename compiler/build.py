@@ -305,6 +305,12 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
     if options.on_error == "stop":
         refuse_bad_records(errors)
     report.skipped = [error.as_dict() for error in errors]
+    if options.redact:  # a message may quote the record it rejects: it goes to the manifest
+        redactor = Redactor(options.redact_patterns)
+        for skipped in report.skipped:
+            skipped["message"] = redactor.text(str(skipped["message"]))
+            if skipped.get("hint"):
+                skipped["hint"] = redactor.text(str(skipped["hint"]))
     if good == 0:
         unlabelled = len(report.unlabelled)
         if not unlabelled and errors:

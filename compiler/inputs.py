@@ -18,9 +18,15 @@ MAX_DEPTH = 100
 levels, so a deeper record could be read but never written back."""
 
 
-def check_depth(data: Any, path: str, *, line: int | None = None, at: str | None = None) -> None:
-    """Refuse a record nested deeper than MAX_DEPTH, naming where the nesting goes too deep."""
+_INT_RANGE = (-(2**63), 2**64 - 1)
+"""Integers orjson writes; a larger one (a 128-bit trace id) is kept as its decimal text."""
+
+
+def check_json(data: Any, path: str, *, line: int | None = None, at: str | None = None) -> None:
+    """Refuse a record nested deeper than MAX_DEPTH, naming where it goes too deep; turn
+    integers too large to write back into their decimal text, in place."""
     stack: list[tuple[Any, int, str]] = [(data, 1, "")]
+    low, high = _INT_RANGE
     while stack:
         value, depth, where = stack.pop()
         if depth > MAX_DEPTH:
@@ -32,18 +38,13 @@ def check_depth(data: Any, path: str, *, line: int | None = None, at: str | None
                 field=where[:120] + ("..." if len(where) > 120 else ""),
                 hint="no trajectory nests this deep; the record is damaged or hostile",
             )
-        if isinstance(value, dict):
-            stack.extend(
-                (item, depth + 1, f"{where}.{key}" if where else str(key))
-                for key, item in value.items()
-                if isinstance(item, (dict, list))
-            )
-        elif isinstance(value, list):
-            stack.extend(
-                (item, depth + 1, f"{where}[{index}]")
-                for index, item in enumerate(value)
-                if isinstance(item, (dict, list))
-            )
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                name = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"
+                stack.append((item, depth + 1, name.lstrip(".")))
+            elif type(item) is int and not low <= item <= high:
+                value[key] = str(item)
 
 
 @dataclass

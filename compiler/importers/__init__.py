@@ -18,7 +18,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from ..inputs import SourceRun, Unlabelled, check_depth, validate
+from ..inputs import SourceRun, Unlabelled, check_json, validate
 from . import atif, chat, inspect_log, openhands, react, swe, tau
 from .base import Candidate, Found, Probe, jsonl_objects, probe
 from .labels import Labels, read_labels_file
@@ -214,7 +214,7 @@ def finish(
 ) -> SourceRun | Unlabelled:
     """Apply a label (side-car first, then the log's own, then reward >= threshold); validate."""
     data = candidate.data
-    check_depth(data, candidate.path, line=candidate.line, at=candidate.at)
+    check_json(data, candidate.path, line=candidate.line, at=candidate.at)
     metadata = data.setdefault("metadata", {}) if isinstance(data.get("metadata", {}), dict) else {}
     task_id = str(data.get("task_id"))
     label = labels.lookup(candidate.run_id, task_id) if len(labels) else None
