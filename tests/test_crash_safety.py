@@ -241,3 +241,37 @@ def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
     assert err.endswith(f"interrupted: {corpus} is as it was (corpus.versions/v0001 is current)\n")
     assert _current_runs(corpus) == 2
     _store_is_clean(corpus)
+
+
+def test_a_derived_version_killed_anywhere_keeps_a_whole_corpus_current(
+    tmp_path: Path, inputs: tuple[Path, Path]
+) -> None:
+    from wikitrace.compiler.build import Base
+    from wikitrace.compiler.derive import Derivation, derive_version
+    from wikitrace.corpus_schema.store import build_lock
+
+    old, _ = inputs
+    corpus = tmp_path / "w" / "corpus"
+
+    def setup() -> None:
+        if corpus.parent.exists():
+            shutil.rmtree(corpus.parent)
+        corpus.parent.mkdir()
+        build_corpus(BuildOptions(inputs=[old], output=corpus))
+
+    def derive() -> object:
+        store = Store(corpus)
+        with build_lock(corpus):
+            record = f"gate/decision-{store.next_name()}.md"
+            change = Derivation(files={record: b"# a decision\n"}, reason="test")
+            return derive_version(store, Base.current(store), change, deploy=True)
+
+    for kill_at in _kill_points(derive, setup):
+        setup()
+        code, _ = _in_child(derive, kill_at)
+        assert code == 137
+        current = Store(corpus).current()
+        assert verify(corpus).ok, current
+        derive()  # again: a new version on top of whichever is current
+        assert verify(corpus).ok
+        assert (corpus / "gate" / f"decision-{Store(corpus).current()}.md").exists()
