@@ -319,3 +319,24 @@ def test_every_bit_flip_in_the_manifest_is_caught(corpus: Path) -> None:
             assert not ok, (position, bit)
     path.write_bytes(original)
     assert verify(real).ok
+
+
+def test_nan_and_infinity_as_python_json_writes_them_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    run_text = json.dumps(make_run("t1", metadata={"score": float("nan"), "cap": float("inf")}))
+    assert "NaN" in run_text
+    path.write_text(run_text + "\n")
+    code, _, err = build(str(path), "-o", str(tmp_path / "c"))
+    assert code == 0, err
+
+
+def test_a_whole_file_a_reader_gives_up_on_is_skipped_with_on_error_skip(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    write_runs(folder / "good.jsonl", [make_run("t1")])
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    text = json.dumps(messages)
+    (folder / "chat.json").write_text(text[: len(text) // 2] + "}" + text[len(text) // 2 :])
+    code, _, err = build(str(folder), "-o", str(tmp_path / "c"), "--on-error", "skip")
+    assert code == 0, err
+    assert f"skipped {folder / 'chat.json'}" in err

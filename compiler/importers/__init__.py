@@ -177,6 +177,8 @@ class InputPlan:
             try:
                 for result in fmt.read(item.path, probe(item.path)):
                     yield item.format, result
+            except InputError as error:  # a reader that gave up on the whole file
+                yield item.format, error
             except OSError as error:
                 yield (
                     item.format,

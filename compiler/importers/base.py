@@ -4,6 +4,8 @@ streaming readers of JSON documents, JSON Lines and zip members."""
 from __future__ import annotations
 
 import io
+import json
+import re
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -131,7 +133,7 @@ def _first_jsonl_object(head: bytes) -> dict[str, Any] | None:
         if not line.startswith(b"{"):
             continue
         try:
-            value = orjson.loads(line)
+            value = loads(line)
         except orjson.JSONDecodeError:
             continue
         if isinstance(value, dict):
@@ -185,7 +187,7 @@ def load_json(path: Path) -> Any:
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path=path) from None
     try:
-        return orjson.loads(data.removeprefix(BOM))
+        return loads(data.removeprefix(BOM))
     except orjson.JSONDecodeError as error:
         raise InputError(
             f"not valid JSON ({error.msg}); the file may be cut off",
@@ -232,6 +234,23 @@ def json_value(path: Path, prefix: str) -> Any:
     return None
 
 
+_NON_FINITE = re.compile(rb"\b(?:NaN|-?Infinity)\b")
+
+
+def loads(data: bytes) -> Any:
+    """orjson.loads, and for JSON that Python's json module wrote with NaN or Infinity in it
+    (its default), the standard library's reader, which takes them as floats."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if not _NON_FINITE.search(data):
+            raise
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError):
+            raise error from None
+
+
 def parse_error(error: Exception) -> str:
     """A JSON parser's complaint without the input it quotes (yajl copies the bytes around the
     damage, which may hold a secret, into its message)."""
@@ -261,7 +280,7 @@ def jsonl_objects(
             if not raw.strip():
                 continue
             try:
-                value = orjson.loads(raw)
+                value = loads(raw)
             except orjson.JSONDecodeError as error:
                 cut = "" if raw.endswith(b"\n") else " (the last line is cut off)"
                 yield InputError(f"not valid JSON: {error}{cut}", path=path, line=number)
