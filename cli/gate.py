@@ -153,7 +153,7 @@ def gate_command(
 
     from wikitrace.control.gate import GateOptions, gate_insights
     from wikitrace.control.pool import read_pool
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     quiet = is_quiet()
     spec = make_runner_spec(params)
@@ -281,7 +281,7 @@ def monitor_command(
     import orjson
 
     from wikitrace.control.monitor import MonitorOptions, monitor_corpus
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     result = monitor_corpus(
         corpus,
@@ -326,7 +326,7 @@ def hypothesize_command(
     (the others are kept), 2 for bad input.
     """
     from wikitrace.compiler.hypothesize import hypothesize
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     llm = _model_for(corpus, api_base)
     if llm is None:

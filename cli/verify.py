@@ -28,7 +28,7 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     import orjson
 
     from wikitrace.corpus_schema import verify
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     if every_version:
         store = Store(corpus)

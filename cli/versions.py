@@ -45,7 +45,7 @@ def add_command(
       wikitrace add corpus logs/ --no-deploy        # a candidate: see `wikitrace versions`
     """
     from wikitrace.compiler import add_runs
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     quiet = is_quiet()
     options = make_add_options(corpus, inputs, params)
@@ -96,7 +96,7 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
     """
     import orjson
 
-    from wikitrace.corpus_schema.versions import Store, list_versions
+    from wikitrace.versions import Store, list_versions
 
     store = Store(corpus)
     if current:
@@ -142,7 +142,7 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
     """
     from wikitrace.corpus_schema import CorpusError
     from wikitrace.corpus_schema.store import build_lock
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     store = Store(corpus)
     with build_lock(store.pointer):
@@ -273,7 +273,7 @@ def update_command(
     from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
     from wikitrace.control.pool import read_pool
     from wikitrace.control.update import UpdateOptions, update_corpus
-    from wikitrace.corpus_schema.versions import Store
+    from wikitrace.versions import Store
 
     quiet = is_quiet()
     spec = make_runner_spec(params)

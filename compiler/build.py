@@ -9,53 +9,32 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal
 
 from wikitrace.corpus_schema import (
     Compilation,
-    CorpusError,
     InputError,
     Layout,
     RunRecord,
     id_width,
     render,
 )
-from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.layout import (
-    COMPILATION_DIR,
-    INSIGHT_DIR,
-    MANIFEST,
-    RAW_DIR,
-    TOOL_NAMES,
-    TOOLS_DIR,
-    TOOLS_LAYOUT,
-    parse_insight,
-    parse_step,
-)
-from wikitrace.corpus_schema.records import CompiledBy, InsightHeader, RawHeader
-from wikitrace.corpus_schema.store import (
-    CorpusWriter,
-    atomic_write,
-    build_lock,
-    digest,
-    freeze,
-    remove_tree,
-)
-from wikitrace.corpus_schema.versions import (
-    Changes,
-    Store,
-    VersionInfo,
+from wikitrace.corpus_schema.history import Changes, VersionInfo
+from wikitrace.corpus_schema.records import CompiledBy, RawHeader
+from wikitrace.corpus_schema.store import CorpusWriter, build_lock, digest
+from wikitrace.tools import drilldown
+from wikitrace.versions import (
+    FrozenVersion,
     abandon_build,
     begin_build,
     check_new_pointer,
-    now,
+    fingerprint,
+    finish_version,
     open_store,
     publish_build,
+    staging,
 )
-from wikitrace.tools import drilldown
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .importers import AUTO, DEFAULT_THRESHOLD, InputPlan, plan_inputs
@@ -162,121 +141,6 @@ class BuildReport:
         return data
 
 
-def fingerprint(task_id: str, outcome: str, turn_log_digest: str, metadata: dict[str, Any]) -> str:
-    """A run's identity across versions: its task, outcome, the attempt number its log gives
-    (two trials of a deterministic agent can log the very same turns), and its turns exactly
-    as the corpus holds them."""
-    given = metadata.get("attempt")
-    attempt = str(given) if isinstance(given, int) and not isinstance(given, bool) else ""
-    return f"{task_id}\0{outcome}\0{attempt}\0{turn_log_digest}"
-
-
-@dataclass
-class Base:
-    """The frozen version that runs are added to: what the new version keeps as it is."""
-
-    name: str
-    root: Path
-    manifest: manifest_io.Manifest
-    rows: list[render.RunRow]
-    insight_rows: list[render.InsightRow]
-    insights: dict[str, corpus_read.Page[InsightHeader]]
-    """Every insight page, by id."""
-    fingerprints: set[str]
-    attempts: Counter[str]
-
-    @classmethod
-    def current(cls, store: Store) -> Base:
-        """The version the store's pointer names (the caller holds the store's lock)."""
-        name = store.current()
-        return cls.load(name, store.version_path(name))
-
-    @classmethod
-    def load(cls, name: str, root: Path) -> Base:
-        """Read a version back; refuse one whose files no longer match its manifest."""
-        check = manifest_io.verify(root)
-        if not check.ok:
-            problems = check.missing + check.changed + check.extra
-            raise CorpusError(
-                f"version {name} at {root} does not match its manifest "
-                f"({len(problems)} files, first {problems[0]}); run `wikitrace verify` on it"
-            )
-        manifest = manifest_io.load(root)
-        layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
-        rows: dict[int, render.RunRow] = {}
-        fingerprints: set[str] = set()
-        attempts: Counter[str] = Counter()
-        for page in corpus_read.runs(root):
-            head = page.header
-            step = parse_step(head.step)
-            rows[step] = render.RunRow(
-                step=step,
-                task_id=head.task_id,
-                task_type=head.task_type,
-                outcome=head.outcome,
-                turns=head.turns,
-                task=corpus_read.task_text(page),
-            )
-            fingerprints.add(
-                fingerprint(
-                    head.task_id,
-                    head.outcome,
-                    manifest.files[layout.raw_turns_rel(step)],
-                    head.metadata,
-                )
-            )
-            attempts[head.task_id] += 1
-        if sorted(rows) != list(range(1, len(rows) + 1)):
-            raise CorpusError(f"{root}: raw steps are not numbered 1..{len(rows)}")
-        for compiled in corpus_read.compilation_summaries(root):
-            row = rows[parse_step(compiled.header.step)]
-            row.compiled = True
-            row.title = compiled.header.title
-            row.unverified_quotes = compiled.header.unverified_quotes
-            row.insights = [parse_insight(i) for i in compiled.header.insights]
-        insights = {page.header.id: page for page in corpus_read.insights(root)}
-        insight_rows = [
-            render.InsightRow(
-                number=parse_insight(page.header.id),
-                title=page.header.title,
-                task_type=page.header.task_type,
-                source_step=parse_step(page.header.source_step),
-                source_outcome=page.header.source_outcome,
-                status=page.header.status,
-            )
-            for page in insights.values()
-        ]
-        return cls(
-            name=name,
-            root=root,
-            manifest=manifest,
-            rows=[rows[step] for step in sorted(rows)],
-            insight_rows=insight_rows,
-            insights=insights,
-            fingerprints=fingerprints,
-            attempts=attempts,
-        )
-
-    def kept_files(self) -> Iterator[tuple[str, str]]:
-        """Files a new version takes as they are: all but the indexes, tools and manifest."""
-        rewritten = {
-            Layout.index_rel(),
-            Layout.index_rel(RAW_DIR),
-            Layout.index_rel(COMPILATION_DIR),
-            Layout.index_rel(INSIGHT_DIR),
-        }
-        for rel, file_hash in self.manifest.files.items():
-            if rel not in rewritten and not rel.startswith(f"{TOOLS_DIR}/"):
-                yield rel, file_hash
-
-
-def _builder_version() -> str:
-    try:
-        return importlib_metadata.version("wikitrace")
-    except importlib_metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def _input_state(paths: list[Path]) -> list[tuple[int, int]]:
     """Size and modification time of each input (a missing one is reported by the reader)."""
     state = []
@@ -357,71 +221,6 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
     return llm
 
 
-def finish_version(
-    writer: CorpusWriter,
-    layout: Layout,
-    rows: list[render.RunRow],
-    insight_rows: list[render.InsightRow],
-    *,
-    compiled_by: CompiledBy,
-    model: str,
-    prompts: dict[str, str],
-    report: dict[str, Any],
-    redactions: dict[str, int],
-    version: VersionInfo,
-) -> None:
-    """What every version ends with: tools, the four indexes, and the manifest (written last)."""
-    tool_source = Path(drilldown.__file__).read_bytes()
-    for name in TOOL_NAMES:
-        writer.write(layout.tool_rel(name), tool_source, executable=True)
-    writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
-    writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, rows, compiled_by))
-    writer.write(
-        layout.index_rel(COMPILATION_DIR), render.compilation_index(layout, rows, compiled_by)
-    )
-    writer.write(
-        layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
-    )
-    compilations = sum(row.compiled for row in rows)
-    successes = sum(row.outcome == "success" for row in rows)
-    writer.write(
-        layout.index_rel(),
-        render.root_index(
-            layout,
-            render.CorpusSummary(
-                model=model,
-                compiled_by=compiled_by,
-                runs=len(rows),
-                successes=successes,
-                compilations=compilations,
-                insights=len(insight_rows),
-                failed_steps=[row.step for row in rows if not row.compiled],
-            ),
-        ),
-    )
-    manifest = manifest_io.Manifest(
-        builder={"name": "wikitrace", "version": _builder_version()},
-        created=now(),
-        model=model,
-        compiled_by=compiled_by,
-        prompts=dict(sorted(prompts.items())),
-        step_id_width=layout.step_width,
-        insight_id_width=layout.insight_width,
-        counts={
-            "runs": len(rows),
-            "successes": successes,
-            "failures": len(rows) - successes,
-            "compilations": compilations,
-            "insights": len(insight_rows),
-        },
-        build=report,
-        redactions=redactions,
-        version=version,
-        files=dict(sorted(writer.hashes.items())),
-    )
-    atomic_write(writer.root / MANIFEST, manifest_io.dump(manifest))
-
-
 class _Builder:
     """State of one build in its staging folder."""
 
@@ -436,7 +235,7 @@ class _Builder:
         progress: Progress | None,
         input_state: list[tuple[int, int]],
         plan: InputPlan,
-        base: Base | None = None,
+        base: FrozenVersion | None = None,
     ) -> None:
         self.options = options
         self.total = total
@@ -723,7 +522,7 @@ def build_corpus(
     """Build a frozen corpus at options.output; raises InputError or CorpusError, else reports.
 
     options.output becomes a pointer to version v0001 of a new store beside it (see
-    corpus_schema.versions). Nothing changes at options.output unless the build finishes: the
+    wikitrace.versions). Nothing changes at options.output unless the build finishes: the
     corpus is assembled in a staging folder and moved into place at the end.
     """
     started = time.monotonic()
@@ -779,7 +578,7 @@ def add_version(
     started = time.monotonic()
     pointer = options.output
     store = open_store(pointer)
-    base = Base.current(store)
+    base = FrozenVersion.current(store)
     parent = base.name
     options = dataclasses.replace(options, model=base.manifest.model)
     plan, report = _plan(options, notice)
@@ -818,40 +617,41 @@ def _plan(
     return plan, report
 
 
+class _NothingNew(Exception):
+    """Every input run is already in the parent: no version is made."""
+
+
 def _make_version(
     options: BuildOptions,
     plan: InputPlan,
     report: BuildReport,
-    staging: Path,
+    staging_dir: Path,
     version: VersionInfo,
     llm: LLM | None,
     progress: Progress | None,
-    base: Base | None = None,
+    base: FrozenVersion | None = None,
 ) -> bool:
-    """Check the inputs, then write a frozen version in `staging`; False when nothing is new."""
+    """Check the inputs, then write a frozen version in `staging_dir`; False when nothing is
+    new."""
     started = time.monotonic()
     input_state = _input_state(plan.watched)
     total = _check_inputs(options, plan, report)
     log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
     templates = None if options.offline else Templates.load(options.prompts_dir)
     model = None if options.offline else _make_llm(options, llm)
-    remove_tree(staging)  # left by a build that was killed
-    staging.mkdir(parents=True)
     try:
-        builder = _Builder(
-            options, total, staging, report, model, templates, progress, input_state, plan, base
-        )
-        if model is None:
-            builder.produce_offline()
-        else:
-            asyncio.run(builder.produce())
-        if base is not None and not builder.rows:
-            remove_tree(staging)
-            return False
-        report.seconds = round(time.monotonic() - started, 3)
-        builder.finish(staging, version)
-        freeze(staging)
-    except BaseException:
-        remove_tree(staging)
-        raise
+        with staging(staging_dir) as root:
+            builder = _Builder(
+                options, total, root, report, model, templates, progress, input_state, plan, base
+            )
+            if model is None:
+                builder.produce_offline()
+            else:
+                asyncio.run(builder.produce())
+            if base is not None and not builder.rows:
+                raise _NothingNew
+            report.seconds = round(time.monotonic() - started, 3)
+            builder.finish(root, version)
+    except _NothingNew:
+        return False
     return True

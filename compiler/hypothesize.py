@@ -20,11 +20,15 @@ from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.records import CompilationHeader, Hypothesis
 from wikitrace.corpus_schema.store import build_lock
-from wikitrace.corpus_schema.versions import open_store
+from wikitrace.versions import (
+    Derivation,
+    FrozenVersion,
+    derive_version,
+    open_store,
+    resolve_insight,
+)
 
-from .build import Base
 from .compile import data_fence, reply_json
-from .derive import Derivation, derive_version, resolve_insight
 from .llm import LLM
 
 
@@ -41,7 +45,7 @@ def hypothesize(
 ) -> HypothesizeReport:
     with build_lock(pointer):
         store = open_store(pointer)
-        base = Base.current(store)
+        base = FrozenVersion.current(store)
         pages = base.insights
         wanted = [resolve_insight(given, pages) for given in insight_ids] or [
             ident for ident, page in pages.items() if page.header.hypothesis is None

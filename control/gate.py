@@ -36,19 +36,12 @@ from pathlib import Path
 
 import orjson
 
-from wikitrace.compiler.build import Base
 from wikitrace.compiler.compile import data_fence, reply_json
-from wikitrace.compiler.derive import (
-    Derivation,
-    count_decisions,
-    derive_version,
-    resolve_insight,
-    write_view,
-)
 from wikitrace.compiler.llm import LLM
-from wikitrace.corpus_schema import CorpusError, InputError, render
+from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.layout import GATE_DIR
+from wikitrace.corpus_schema.history import PROBES_DIR, now
+from wikitrace.corpus_schema.layout import decision_id, step_id
 from wikitrace.corpus_schema.ledger import (
     AgentRun,
     GateDecision,
@@ -58,8 +51,17 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
-from wikitrace.corpus_schema.versions import PROBES_DIR, Store, now, open_store
 from wikitrace.tools.memory import Ranker
+from wikitrace.versions import (
+    Derivation,
+    FrozenVersion,
+    Store,
+    count_decisions,
+    derive_version,
+    open_store,
+    resolve_insight,
+    write_view,
+)
 
 from . import stats
 from .pool import PoolTask
@@ -132,7 +134,7 @@ def gate_insights(
     """Test each candidate, then write one new version with every decision."""
     with build_lock(pointer):
         store = open_store(pointer)
-        base = Base.current(store)
+        base = FrozenVersion.current(store)
         current = base.name
         gate = _Gate(store, base, options, llm, progress)
         candidates = gate.candidates(insight_ids)
@@ -159,19 +161,9 @@ def gate_insights(
             header = candidate.header
             if decision.verdict == "committed" and candidate.ident in gate.narrowed:
                 header = gate.narrowed[candidate.ident]
-            header = header.model_copy(
-                update={
-                    "status": header.status
-                    if decision.verdict == "undecided"
-                    else decision.verdict,
-                    "decisions": [*header.decisions, f"{GATE_DIR}/{decision.id}.md"],
-                }
-            )
-            change.insights[candidate.ident] = (header, candidate.guideline)
-            change.files[f"{GATE_DIR}/{decision.id}.md"] = render.gate_page(decision).encode()
-            change.files[f"{GATE_DIR}/{decision.evidence}"] = b"".join(
-                orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in gate.runs_of(decision)
-            )
+            runs = gate.runs_of(decision)
+            evidence = b"".join(orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in runs)
+            change.record(decision, header, candidate.guideline, evidence)
         report.version = derive_version(store, base, change, deploy=deploy)
         return report
 
@@ -180,7 +172,7 @@ class _Gate:
     def __init__(
         self,
         store: Store,
-        base: Base,
+        base: FrozenVersion,
         options: GateOptions,
         llm: LLM | None,
         progress: RunProgress | None,
@@ -193,7 +185,7 @@ class _Gate:
         self.pages = base.insights
         self.first_number = count_decisions(base) + 1
         self.number = self.first_number
-        self.views = store.dir / PROBES_DIR / f"gate-{self.first_number:04d}"
+        self.views = store.dir / PROBES_DIR / decision_id("gate", self.first_number)
         self.runs: dict[str, AgentRun] = {}
         self.base_results: dict[tuple[str, int], AgentRun] = {}
         self.agent_runs = 0
@@ -263,7 +255,8 @@ class _Gate:
             (
                 row.task
                 for row in self.base.rows
-                if self._step(row.step) == candidate.header.source_step
+                if step_id(row.step, self.base.manifest.step_id_width)
+                == candidate.header.source_step
             ),
             "",
         )
@@ -315,9 +308,6 @@ class _Gate:
             taken.add(task_id)
         return probes
 
-    def _step(self, step: int) -> str:
-        return f"step-{step:0{self.base.manifest.step_id_width}d}"
-
     # --- runs ----------------------------------------------------------------------------
 
     def _view(
@@ -355,7 +345,7 @@ class _Gate:
 
     def decide(self, candidate: _Candidate) -> GateDecision:
         options = self.options
-        ident = f"gate-{self.number:04d}"
+        ident = decision_id("gate", self.number)
         self.number += 1
         self._narrowed_results = {}
         probes = self.choose(candidate)

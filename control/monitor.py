@@ -19,15 +19,19 @@ from typing import Any
 
 import orjson
 
-from wikitrace.compiler.build import Base
-from wikitrace.compiler.derive import Derivation, count_decisions, derive_version
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema import render
-from wikitrace.corpus_schema.layout import GATE_DIR
+from wikitrace.corpus_schema.history import now
+from wikitrace.corpus_schema.layout import decision_id
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.store import build_lock
-from wikitrace.corpus_schema.versions import now, open_store
 from wikitrace.tools.cite import CitationReport, read_reports
+from wikitrace.versions import (
+    Derivation,
+    FrozenVersion,
+    count_decisions,
+    derive_version,
+    open_store,
+)
 
 from . import stats
 
@@ -87,7 +91,7 @@ def monitor_corpus(
 ) -> MonitorReport:
     with build_lock(pointer):
         store = open_store(pointer)
-        base = Base.current(store)
+        base = FrozenVersion.current(store)
         current, pages = base.name, base.insights
         committed = [ident for ident, page in pages.items() if page.header.status == "committed"]
         records = {ident: InsightRecord(ident) for ident in committed}
@@ -134,7 +138,7 @@ def monitor_corpus(
             report={"monitor": [r.as_dict() for r in result.records], "monitored": current},
         )
         for number, record in enumerate(retiring, start=first):
-            ident = f"monitor-{number:04d}"
+            ident = decision_id("monitor", number)
             page = pages[record.insight]
             header = page.header
             decision = GateDecision(
@@ -158,14 +162,8 @@ def monitor_corpus(
                 evidence=f"{ident}.reports.jsonl",
                 monitoring={**record.as_dict(), "episodes": record.episodes},
             )
-            new_header = header.model_copy(
-                update={
-                    "status": "retired",
-                    "decisions": [*header.decisions, f"{GATE_DIR}/{ident}.md"],
-                }
+            change.record(
+                decision, header, corpus_read.guideline(page), b"".join(lines[record.insight])
             )
-            change.insights[record.insight] = (new_header, corpus_read.guideline(page))
-            change.files[f"{GATE_DIR}/{ident}.md"] = render.gate_page(decision).encode()
-            change.files[f"{GATE_DIR}/{decision.evidence}"] = b"".join(lines[record.insight])
         result.version = derive_version(store, base, change, deploy=deploy, event="monitored")
         return result

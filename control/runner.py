@@ -31,8 +31,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import AgentRun, Attempt, append_line, count_lines
-from wikitrace.corpus_schema.versions import now
 
 PLACEHOLDERS = ("task_id", "memory", "seed", "run_id", "attempt")
 """What a runner template may name: the task, the corpus version's folder, the seed, the run's

@@ -35,6 +35,7 @@ from wikitrace.compiler.importers import InputPlan
 from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.history import HistoryEntry, now
 from wikitrace.corpus_schema.ledger import (
     AgentRun,
     Group,
@@ -45,7 +46,7 @@ from wikitrace.corpus_schema.ledger import (
     load_model,
 )
 from wikitrace.corpus_schema.store import build_lock
-from wikitrace.corpus_schema.versions import HistoryEntry, Store, now, write_json
+from wikitrace.versions import Store, write_json
 
 from .embed import Embedder, HashingEmbedder, cosine, insight_texts, update_direction
 from .runner import RunLog, Runner, RunnerSpec, RunRequest

@@ -43,6 +43,11 @@ def insight_id(number: int, width: int = MIN_ID_WIDTH) -> str:
     return f"insight-{number:0{width}d}"
 
 
+def decision_id(kind: str, number: int) -> str:
+    """`gate-0003`, `monitor-0004`: a decision record under gate/, numbered across kinds."""
+    return f"{kind}-{number:0{MIN_ID_WIDTH}d}"
+
+
 def parse_step(text: str) -> int:
     """`step-0042`, `step-42` or `42` -> 42; anything else is a ValueError."""
     match = _STEP_RE.match(text)

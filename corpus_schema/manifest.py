@@ -11,10 +11,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import CorpusError, first_problem
+from .history import VersionInfo
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
 from .store import digest, file_digest
-from .versions import VersionInfo
 
 
 class Manifest(BaseModel):

@@ -14,7 +14,7 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import CorpusError, InputError, verify
 from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
 from wikitrace.corpus_schema.store import build_lock, lock_path
-from wikitrace.corpus_schema.versions import Store
+from wikitrace.versions import Store
 
 from helpers import broken_links, make_run, read_jsonl, write_runs
 

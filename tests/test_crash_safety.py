@@ -13,7 +13,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, manifest, verify
-from wikitrace.corpus_schema.versions import Store
+from wikitrace.versions import Store
 
 from helpers import make_run, write_runs
 
@@ -246,9 +246,8 @@ def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
 def test_a_derived_version_killed_anywhere_keeps_a_whole_corpus_current(
     tmp_path: Path, inputs: tuple[Path, Path]
 ) -> None:
-    from wikitrace.compiler.build import Base
-    from wikitrace.compiler.derive import Derivation, derive_version
     from wikitrace.corpus_schema.store import build_lock
+    from wikitrace.versions import Derivation, FrozenVersion, derive_version
 
     old, _ = inputs
     corpus = tmp_path / "w" / "corpus"
@@ -264,7 +263,7 @@ def test_a_derived_version_killed_anywhere_keeps_a_whole_corpus_current(
         with build_lock(corpus):
             record = f"gate/decision-{store.next_name()}.md"
             change = Derivation(files={record: b"# a decision\n"}, reason="test")
-            return derive_version(store, Base.current(store), change, deploy=True)
+            return derive_version(store, FrozenVersion.current(store), change, deploy=True)
 
     for kill_at in _kill_points(derive, setup):
         setup()

@@ -22,8 +22,8 @@ from wikitrace.control.pool import read_pool
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import InputError, verify
 from wikitrace.corpus_schema.ledger import GateDecision
-from wikitrace.corpus_schema.versions import Store
 from wikitrace.tools.memory import Memory
+from wikitrace.versions import Store
 
 from helpers import FakeLLM, good_answer, make_run, run, write_runs
 

@@ -16,7 +16,7 @@ from wikitrace.control.embed import HashingEmbedder, cosine, update_direction
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.control.update import UpdateOptions, UpdateResult, update_corpus
 from wikitrace.corpus_schema.ledger import read_agent_runs
-from wikitrace.corpus_schema.versions import Store
+from wikitrace.versions import Store
 
 from helpers import FakeLLM, run
 
@@ -229,7 +229,7 @@ def test_cli_refuses_a_bad_runner_before_compiling(toy: Path) -> None:
 
 
 def _versions(corpus: Path) -> list[Any]:
-    from wikitrace.corpus_schema.versions import list_versions
+    from wikitrace.versions import list_versions
 
     return list_versions(Store(corpus))
 

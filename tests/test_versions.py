@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
-from wikitrace.corpus_schema.versions import Store, list_versions
+from wikitrace.versions import Store, list_versions
 
 from helpers import FakeLLM, broken_links, good_answer, make_run, run, write_runs
 
@@ -159,22 +160,15 @@ def test_a_changed_parent_is_refused(runs_file: Path, tmp_path: Path) -> None:
     assert Store(corpus).versions() == ["v0001"]
 
 
-def test_a_corpus_from_before_versions_is_adopted(runs_file: Path, tmp_path: Path) -> None:
+def test_a_copied_corpus_folder_is_no_pointer_to_add_to(runs_file: Path, tmp_path: Path) -> None:
     built = tmp_path / "mem"
     build_corpus(BuildOptions(inputs=[runs_file], output=built))
-    # An old corpus: a plain folder where the pointer is.
-    store = Store(built)
-    real = store.version_path("v0001")
-    built.unlink()
-    os.replace(real, built)
-    store.history_path.unlink()
-    store.dir.rmdir()
-    with pytest.raises(CorpusError, match="corpus without versions"):
-        store.current()
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy, symlinks=False)  # what `cp -rL` makes
     more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
-    report = add_runs(options([more], built))
-    assert report.version == "v0002" and os.readlink(built) == "mem.versions/v0002"
-    assert [e.event for e in store.history()] == ["adopted", "added"]
+    with pytest.raises(CorpusError, match="is a corpus folder, not the link"):
+        add_runs(options([more], copy))
+    assert not Store(copy).dir.exists() and verify(copy).ok
 
 
 def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> None:

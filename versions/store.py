@@ -1,122 +1,39 @@
-"""Corpus versions: a store of frozen versions beside a pointer that names the current one.
+"""The versions of one corpus: a store of frozen versions beside a pointer that names the
+current one (the layout is in `wikitrace.corpus_schema.history`).
 
-`wikitrace build -o mem` writes
-
-    mem -> mem.versions/v0001        the pointer: a relative symlink, replaced atomically
-    mem.versions/v0001/              a frozen corpus (its manifest names its parent)
-    mem.versions/history.jsonl       every version made, deployed or refused, a line each
-    mem.versions/runs.jsonl          every agent run the runner made (see wikitrace.control)
-    mem.versions/updates/            one record per update decision
-    mem.versions/update-state.json   what the update controller remembers between updates
-
-Everything that reads a corpus reads it through `mem` and so sees the current version; a
-sandbox that mounts `mem` gets the one frozen version the pointer named at mount time.
+Everything that reads a corpus reads it through the pointer and so sees the current version; a
+sandbox that mounts it gets the one frozen version the pointer named at mount time.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CorpusError
-from .ledger import append_line, read_lines
-from .store import atomic_write, check_destination, is_corpus, remove_tree
-
-STORE_SUFFIX = ".versions"
-HISTORY = "history.jsonl"
-RUNS = "runs.jsonl"
-UPDATES_DIR = "updates"
-UPDATE_STATE = "update-state.json"
-PROBES_DIR = "probes"
-
-_VERSION_RE = re.compile(r"^v(\d{4,9})$")
-_VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
-
-Event = Literal[
-    "built", "adopted", "added", "candidate", "deployed", "refused", "gated", "monitored"
-]
-DEPLOYING: frozenset[str] = frozenset(
-    {"built", "adopted", "added", "deployed", "gated", "monitored"}
+from wikitrace.corpus_schema import manifest
+from wikitrace.corpus_schema.errors import CorpusError
+from wikitrace.corpus_schema.history import (
+    DEPLOYING,
+    HISTORY,
+    PROBES_DIR,
+    RUNS,
+    STORE_SUFFIX,
+    UPDATE_STATE,
+    UPDATES_DIR,
+    VERSION_RE,
+    Event,
+    HistoryEntry,
+    VersionRow,
+    now,
+    parse_version,
+    version_name,
 )
-"""Events that moved the pointer to their version."""
-
-
-class Changes(BaseModel):
-    """What a version holds that its parent does not."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    runs: int = 0
-    """Runs added."""
-    steps: list[str] = Field(default_factory=list)
-    """Their step ids."""
-    insights: list[str] = Field(default_factory=list)
-    """Insight ids added."""
-    task_ids: list[str] = Field(default_factory=list)
-    """Task ids of the runs added, in step order, each once."""
-    duplicates: int = 0
-    """Input runs left out because the parent already holds the same run."""
-    inputs: list[str] = Field(default_factory=list)
-    """What was read, a line per format."""
-    changed_insights: list[str] = Field(default_factory=list)
-    """Insights whose page changed: a gate or monitoring status, a precondition, a hypothesis."""
-    records: list[str] = Field(default_factory=list)
-    """Decision records added (gate/gate-NNNN.md and the probe runs behind them)."""
-    reason: str = ""
-    """Why the version was made, when not by adding runs."""
-
-
-class VersionInfo(BaseModel):
-    """Which version a corpus is, and what it was made from."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    """`v0001`, `v0002`, ... in the order they were made."""
-    parent: str | None = None
-    """The version this one was made from by adding runs; none for a fresh build."""
-    changes: Changes = Field(default_factory=Changes)
-
-
-class HistoryEntry(BaseModel):
-    """One line of history.jsonl."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    time: str
-    event: Event
-    """built (a fresh build), adopted (a corpus from before versions taken into a store),
-    added (made by adding runs, and deployed), candidate (made, not deployed), deployed (the
-    pointer moved to an existing version), refused (a candidate the update controller kept
-    out), gated (the admission gate's decisions), monitored (insights retired by monitoring)."""
-    version: str
-    previous: str | None = None
-    """The current version before this event."""
-    reason: str = ""
-    update: str | None = None
-    """The update record behind the event (updates/update-NNNN.json)."""
-
-
-def version_name(number: int) -> str:
-    return f"v{number:04d}"
-
-
-def parse_version(text: str) -> int:
-    """`v0002`, `v2` or `2` -> 2."""
-    match = _VERSION_ARG_RE.match(text.strip())
-    if not match:
-        raise CorpusError(f"not a version name: {text!r} (expected vNNNN, e.g. v0002)")
-    return int(match.group(1))
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+from wikitrace.corpus_schema.ledger import append_line, read_lines
+from wikitrace.corpus_schema.store import atomic_write, check_destination, is_corpus, remove_tree
 
 
 class Store:
@@ -159,7 +76,7 @@ class Store:
         """Finished versions, oldest first."""
         if not self.dir.is_dir():
             return []
-        names = [p.name for p in self.dir.iterdir() if _VERSION_RE.match(p.name) and p.is_dir()]
+        names = [p.name for p in self.dir.iterdir() if VERSION_RE.match(p.name) and p.is_dir()]
         return sorted(names, key=parse_version)
 
     def next_name(self) -> str:
@@ -175,15 +92,16 @@ class Store:
                 )
             if is_corpus(self.pointer):
                 raise CorpusError(
-                    f"{self.pointer} is a corpus without versions (built before wikitrace kept "
-                    "them); `wikitrace add` takes it into a store as v0001"
+                    f"{self.pointer} is a corpus folder, not the link `wikitrace build -o` "
+                    "makes (a copy made with cp -rL?); add to the corpus it was copied from, "
+                    "or build a new one"
                 )
             raise CorpusError(
                 f"{self.pointer} is not a wikitrace corpus pointer "
                 f"(expected a link into {self.dir.name}/, as `wikitrace build -o` writes)"
             )
         target = Path(os.readlink(self.pointer))
-        if target.parent != Path(self.dir.name) or not _VERSION_RE.match(target.name):
+        if target.parent != Path(self.dir.name) or not VERSION_RE.match(target.name):
             raise CorpusError(
                 f"{self.pointer} points to {target}, not to a version in {self.dir.name}/"
             )
@@ -277,7 +195,7 @@ def foreign_entries(store: Store) -> list[str]:
         name = path.name
         if name in _STORE_FILES or _HIDDEN_RE.match(name):
             continue
-        if _VERSION_RE.match(name) and path.is_dir() and is_corpus(path):
+        if VERSION_RE.match(name) and path.is_dir() and is_corpus(path):
             continue
         foreign.append(name)
     return sorted(foreign)
@@ -387,7 +305,7 @@ def _clear(store: Store, keep: str | None = None) -> None:
         if name.startswith(".removing-"):
             remove_tree(path)
             continue
-        if name in _STORE_FILES or _VERSION_RE.match(name) or _HIDDEN_RE.match(name):
+        if name in _STORE_FILES or VERSION_RE.match(name) or _HIDDEN_RE.match(name):
             aside = store.dir / f".removing-{name}"
             os.replace(path, aside)
             if aside.is_dir():
@@ -397,46 +315,14 @@ def _clear(store: Store, keep: str | None = None) -> None:
 
 
 def open_store(pointer: Path) -> Store:
-    """The store behind a pointer; a corpus built before versions is taken in as v0001."""
+    """The store behind a pointer; a clear error when `pointer` is none."""
     store = Store(pointer)
-    if not pointer.is_symlink() and is_corpus(pointer) and not store.exists():
-        store.dir.mkdir(parents=True)
-        name = version_name(1)
-        os.replace(pointer, store.version_path(name))
-        store.deploy(name, event="adopted", reason=f"{pointer} was a corpus without versions")
-    elif (
-        not pointer.is_symlink()
-        and not pointer.exists()
-        and store.versions()
-        and not store.history()
-    ):  # killed between moving the corpus in and pointing at it
-        store.deploy(store.versions()[0], event="adopted", reason="adoption finished")
-    store.current()  # says what is wrong when this is no pointer
+    store.current()
     return store
-
-
-class VersionRow(BaseModel):
-    """What `wikitrace versions` lists about one version."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    status: Literal["current", "previous", "candidate", "refused"]
-    """current (the pointer names it), previous (was current once), candidate (made, never
-    deployed), refused (the update controller kept it out)."""
-    parent: str | None
-    created: str
-    runs: int
-    insights: int
-    added_runs: int
-    added_insights: int
-    path: str
 
 
 def list_versions(store: Store) -> list[VersionRow]:
     """Every finished version with its status, from the manifests and the history."""
-    from .manifest import load  # manifest imports this module for VersionInfo
-
     current = store.current()
     deployed: set[str] = set()
     refused: set[str] = set()
@@ -448,8 +334,8 @@ def list_versions(store: Store) -> list[VersionRow]:
     rows = []
     for name in store.versions():
         path = store.version_path(name)
-        manifest = load(path)
-        info = manifest.version
+        found = manifest.load(path)
+        info = found.version
         status: Literal["current", "previous", "candidate", "refused"] = (
             "current"
             if name == current
@@ -464,13 +350,13 @@ def list_versions(store: Store) -> list[VersionRow]:
                 name=name,
                 status=status,
                 parent=info.parent if info else None,
-                created=manifest.created,
-                runs=manifest.counts.get("runs", 0),
-                insights=manifest.counts.get("insights", 0),
-                added_runs=info.changes.runs if info and info.parent else manifest.counts["runs"],
+                created=found.created,
+                runs=found.counts.get("runs", 0),
+                insights=found.counts.get("insights", 0),
+                added_runs=info.changes.runs if info and info.parent else found.counts["runs"],
                 added_insights=len(info.changes.insights)
                 if info and info.parent
-                else manifest.counts.get("insights", 0),
+                else found.counts.get("insights", 0),
                 path=str(path),
             )
         )

@@ -16,17 +16,15 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError, Layout, render
 from wikitrace.corpus_schema.errors import CorpusError
+from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
 from wikitrace.corpus_schema.layout import GATE_DIR, INSIGHT_DIR, MANIFEST, parse_insight
+from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
-from wikitrace.corpus_schema.versions import (
-    Changes,
-    Event,
-    Store,
-    VersionInfo,
-)
 
-from .build import Base, finish_version
+from .finish import finish_version, staging
+from .frozen import FrozenVersion
+from .store import Store
 
 
 @dataclass
@@ -40,20 +38,43 @@ class Derivation:
     reason: str = ""
     report: dict[str, Any] = field(default_factory=dict)
     """Stored as the manifest's `build` entry."""
+    prompts: dict[str, str] = field(default_factory=dict)
+    """Templates used to make the change (name -> hash), recorded beside the parent's."""
+
+    def record(
+        self,
+        decision: GateDecision,
+        header: InsightHeader,
+        guideline: str,
+        evidence: bytes,
+    ) -> None:
+        """A gate or monitoring decision on an insight: its page takes the verdict (an
+        undecided one leaves the status as it was) and links the record, written with the
+        runs or reports behind it."""
+        page = f"{GATE_DIR}/{decision.id}.md"
+        status = header.status if decision.verdict == "undecided" else decision.verdict
+        self.insights[decision.insight] = (
+            header.model_copy(update={"status": status, "decisions": [*header.decisions, page]}),
+            guideline,
+        )
+        self.files[page] = render.gate_page(decision).encode()
+        self.files[f"{GATE_DIR}/{decision.evidence}"] = evidence
 
 
 def derive_version(
-    store: Store, base: Base, change: Derivation, *, deploy: bool, event: Event = "gated"
+    store: Store,
+    base: FrozenVersion,
+    change: Derivation,
+    *,
+    deploy: bool,
+    event: Event = "gated",
 ) -> str:
     """Write the next version from `base` with `change`; the caller holds the store's lock."""
     name = store.next_name()
-    staging = store.staging(name)
-    remove_tree(staging)
-    staging.mkdir(parents=True)
-    try:
-        layout = Layout(staging, base.manifest.step_id_width, base.manifest.insight_id_width)
-        writer = CorpusWriter(staging)
-        replaced = {f"insight/{ident}.md" for ident in change.insights}
+    with staging(store.staging(name)) as root:
+        layout = Layout(root, base.manifest.step_id_width, base.manifest.insight_id_width)
+        writer = CorpusWriter(root)
+        replaced = {layout.insight_rel(parse_insight(ident)) for ident in change.insights}
         for rel in change.files:
             if rel in base.manifest.files:
                 raise CorpusError(f"internal error: {rel} is already in {base.name}")
@@ -66,7 +87,7 @@ def derive_version(
             if number not in rows:
                 raise CorpusError(f"internal error: no {ident} in {base.name}")
             rows[number].status = header.status
-            writer.write(f"insight/{ident}.md", render.insight_page(header, guideline))
+            writer.write(layout.insight_rel(number), render.insight_page(header, guideline))
         for rel, data in sorted(change.files.items()):
             writer.write(rel, data)
         manifest = base.manifest
@@ -77,7 +98,7 @@ def derive_version(
             [rows[n] for n in sorted(rows)],
             compiled_by=manifest.compiled_by,
             model=manifest.model,
-            prompts=manifest.prompts,
+            prompts={**manifest.prompts, **change.prompts},
             report=change.report,
             redactions=manifest.redactions,
             version=VersionInfo(
@@ -90,16 +111,19 @@ def derive_version(
                 ),
             ),
         )
-        freeze(staging)
-    except BaseException:
-        remove_tree(staging)
-        raise
-    store.place(staging, name, parent=base.name, deploy=deploy, event=event, reason=change.reason)
+    store.place(
+        store.staging(name),
+        name,
+        parent=base.name,
+        deploy=deploy,
+        event=event,
+        reason=change.reason,
+    )
     return name
 
 
 def write_view(
-    base: Base,
+    base: FrozenVersion,
     dest: Path,
     *,
     hidden: set[str],
@@ -115,7 +139,7 @@ def write_view(
     dest.mkdir(parents=True)
     layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
     writer = CorpusWriter(dest)
-    skipped = {f"{INSIGHT_DIR}/{ident}.md" for ident in hidden | set(replaced)}
+    skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
     skipped.add(layout.index_rel(INSIGHT_DIR))
     for rel, file_hash in base.manifest.files.items():
         if rel not in skipped:
@@ -128,7 +152,7 @@ def write_view(
             continue
         if ident in replaced:
             header, guideline = replaced[ident]
-            writer.write(f"{INSIGHT_DIR}/{ident}.md", render.insight_page(header, guideline))
+            writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
             row = dataclasses.replace(row, status=header.status)
         rows.append(row)
     writer.write(
@@ -139,7 +163,7 @@ def write_view(
     return dest
 
 
-def count_decisions(base: Base) -> int:
+def count_decisions(base: FrozenVersion) -> int:
     """Gate and monitoring decisions a version holds: the next one is numbered after them."""
     return sum(
         1 for rel in base.manifest.files if rel.startswith(f"{GATE_DIR}/") and rel.endswith(".md")

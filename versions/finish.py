@@ -1,0 +1,111 @@
+"""Finishing a version: staging it in its store, then the files every version ends with (tools,
+indexes, manifest), then freezing it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import Layout, render
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.history import VersionInfo, now
+from wikitrace.corpus_schema.layout import (
+    COMPILATION_DIR,
+    INSIGHT_DIR,
+    MANIFEST,
+    RAW_DIR,
+    TOOL_NAMES,
+    TOOLS_LAYOUT,
+)
+from wikitrace.corpus_schema.records import CompiledBy
+from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
+from wikitrace.tools import drilldown
+
+
+@contextlib.contextmanager
+def staging(path: Path) -> Iterator[Path]:
+    """A fresh staging folder for a version (a killed build's leftovers are cleared first):
+    frozen when the block ends, removed when it raises or is interrupted."""
+    remove_tree(path)
+    path.mkdir(parents=True)
+    try:
+        yield path
+        freeze(path)
+    except BaseException:
+        remove_tree(path)
+        raise
+
+
+def _builder_version() -> str:
+    try:
+        return importlib_metadata.version("wikitrace")
+    except importlib_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def finish_version(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: list[render.RunRow],
+    insight_rows: list[render.InsightRow],
+    *,
+    compiled_by: CompiledBy,
+    model: str,
+    prompts: dict[str, str],
+    report: dict[str, Any],
+    redactions: dict[str, int],
+    version: VersionInfo,
+) -> None:
+    """What every version ends with: tools, the four indexes, and the manifest (written last)."""
+    tool_source = Path(drilldown.__file__).read_bytes()
+    for name in TOOL_NAMES:
+        writer.write(layout.tool_rel(name), tool_source, executable=True)
+    writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
+    writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, rows, compiled_by))
+    writer.write(
+        layout.index_rel(COMPILATION_DIR), render.compilation_index(layout, rows, compiled_by)
+    )
+    writer.write(
+        layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
+    )
+    compilations = sum(row.compiled for row in rows)
+    successes = sum(row.outcome == "success" for row in rows)
+    writer.write(
+        layout.index_rel(),
+        render.root_index(
+            layout,
+            render.CorpusSummary(
+                model=model,
+                compiled_by=compiled_by,
+                runs=len(rows),
+                successes=successes,
+                compilations=compilations,
+                insights=len(insight_rows),
+                failed_steps=[row.step for row in rows if not row.compiled],
+            ),
+        ),
+    )
+    manifest = manifest_io.Manifest(
+        builder={"name": "wikitrace", "version": _builder_version()},
+        created=now(),
+        model=model,
+        compiled_by=compiled_by,
+        prompts=dict(sorted(prompts.items())),
+        step_id_width=layout.step_width,
+        insight_id_width=layout.insight_width,
+        counts={
+            "runs": len(rows),
+            "successes": successes,
+            "failures": len(rows) - successes,
+            "compilations": compilations,
+            "insights": len(insight_rows),
+        },
+        build=report,
+        redactions=redactions,
+        version=version,
+        files=dict(sorted(writer.hashes.items())),
+    )
+    atomic_write(writer.root / MANIFEST, manifest_io.dump(manifest))
