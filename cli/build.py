@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from .options import CompileSettings, compile_options, is_quiet, json_option, print_json
+
 MODEL_ENV = "WIKITRACE_MODEL"
 
 
@@ -53,16 +55,6 @@ def announce(plan: Any, *, quiet: bool) -> None:
     if logging.getLogger("wikitrace").isEnabledFor(logging.INFO):
         for item in plan.ignored:
             click.echo(f"  ignored {item['path']}: {item['reason']}", err=True)
-
-
-def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
-    from wikitrace.compiler.redact import check_pattern
-
-    for pattern in value:
-        problem = check_pattern(pattern)
-        if problem:
-            raise click.BadParameter(f"{pattern!r}: {problem}")
-    return value
 
 
 def where_of(item: dict[str, Any]) -> str:
@@ -115,175 +107,6 @@ def _summary(report: Any) -> str:
     return "\n".join(lines)
 
 
-def input_options(function: Any) -> Any:
-    """--format, --labels and --success-threshold: shared by build and convert."""
-    from wikitrace.cli.formats import FORMAT_NAMES
-
-    function = click.option(
-        "--success-threshold",
-        type=float,
-        default=1.0,
-        show_default=True,
-        help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
-        "rewards, inspect scores; C=1, P=0.5, I=0).",
-    )(function)
-    function = click.option(
-        "--labels",
-        "labels",
-        multiple=True,
-        type=click.Path(path_type=Path, exists=True),
-        metavar="FILE",
-        help="Outcomes kept outside the logs (repeatable; a folder reads every file in it): "
-        "JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), or "
-        "SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
-    )(function)
-    function = click.option(
-        "-f",
-        "--format",
-        "input_format",
-        type=click.Choice(["auto", *FORMAT_NAMES]),
-        default="auto",
-        show_default=True,
-        help="The logs' format; auto detects each file's from its content and says which.",
-    )(function)
-    return function
-
-
-def compile_options(function: Any) -> Any:
-    """How runs are compiled: shared by build, add and update."""
-    options = [
-        click.option(
-            "--api-base",
-            help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama).",
-        ),
-        click.option(
-            "--concurrency",
-            type=click.IntRange(1, 512),
-            default=8,
-            show_default=True,
-            help="Model calls in flight at once.",
-        ),
-        click.option(
-            "--max-prompt-tokens",
-            type=click.IntRange(1000),
-            default=24_000,
-            show_default=True,
-            help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
-        ),
-        click.option(
-            "--on-error",
-            type=click.Choice(["stop", "skip"]),
-            default="stop",
-            show_default=True,
-            help="Bad input record: stop before writing anything, or skip it and list it in "
-            "the report.",
-        ),
-        click.option(
-            "--cache-dir",
-            type=click.Path(path_type=Path, file_okay=False),
-            help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the "
-            "same input, or a resumed build, makes no call twice.",
-        ),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache."),
-        click.option(
-            "--redact",
-            "redact_patterns",
-            multiple=True,
-            callback=_check_redact,
-            metavar="REGEX",
-            help="Also redact text matching REGEX (repeatable). Well-known secret formats (API "
-            "keys, tokens, private keys, URL passwords) are always redacted unless --no-redact.",
-        ),
-        click.option(
-            "--no-redact", is_flag=True, help="Send and write the runs exactly as logged."
-        ),
-        click.option(
-            "--prompts-dir",
-            type=click.Path(path_type=Path, file_okay=False, exists=True),
-            help="Folder of templates that override the bundled ones of the same name.",
-        ),
-        click.option("--temperature", type=float, default=0.0, show_default=True),
-        click.option(
-            "--max-output-tokens", type=click.IntRange(256), default=4096, show_default=True
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(1),
-            default=300.0,
-            show_default=True,
-            help="Seconds before one model call times out (and is retried).",
-        ),
-        click.option(
-            "--max-retries",
-            type=click.IntRange(0, 20),
-            default=6,
-            show_default=True,
-            help="Backoff retries of a call on rate limits, time-outs and server errors.",
-        ),
-        click.option(
-            "--hypotheses",
-            is_flag=True,
-            help="Ask the model to state each insight as a falsifiable hypothesis too "
-            "(precondition, behaviour, expected effect, verifier), as `wikitrace gate` tests.",
-        ),
-        click.option(
-            "--invalid-retries",
-            type=click.IntRange(0, 10),
-            default=2,
-            show_default=True,
-            help="Times an answer that is not valid JSON of the right shape is sent back.",
-        ),
-        click.option(
-            "--quote-repairs",
-            type=click.IntRange(0, 10),
-            default=1,
-            show_default=True,
-            help="Times quotes not found in their turn are sent back for repair; "
-            "those still not found are marked UNVERIFIED.",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return input_options(function)
-
-
-def make_options(inputs: tuple[Path, ...], output: Path, model: str, params: dict[str, Any]) -> Any:
-    """BuildOptions from the parsed input_options and compile_options."""
-    from wikitrace.compiler import BuildOptions, CompileLimits
-
-    return BuildOptions(
-        inputs=list(inputs),
-        output=output,
-        input_format=params["input_format"],
-        labels=list(params["labels"]),
-        success_threshold=params["success_threshold"],
-        model=model,
-        api_base=params["api_base"],
-        concurrency=params["concurrency"],
-        on_error="skip" if params["on_error"] == "skip" else "stop",
-        force=bool(params.get("force")),
-        cache_dir=params["cache_dir"],
-        use_cache=not params["no_cache"],
-        redact=not params["no_redact"],
-        redact_patterns=params["redact_patterns"],
-        prompts_dir=params["prompts_dir"],
-        limits=CompileLimits(
-            invalid_retries=params["invalid_retries"],
-            quote_repairs=params["quote_repairs"],
-            max_prompt_tokens=params["max_prompt_tokens"],
-            hypotheses=params["hypotheses"],
-        ),
-        temperature=params["temperature"],
-        max_output_tokens=params["max_output_tokens"],
-        timeout_seconds=params["timeout"],
-        max_retries=params["max_retries"],
-    )
-
-
-def is_quiet() -> bool:
-    return bool(click.get_current_context().find_root().params.get("quiet"))
-
-
 def compile_with_progress(
     make: Any,
     options: Any,
@@ -315,12 +138,10 @@ def compile_with_progress(
 
 def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> None:
     """The report on stderr, the result on stdout, exit 1 when some runs failed to compile."""
-    import orjson
-
     if not quiet or not report.complete:
         click.echo(_summary(report), err=True)
     if as_json:
-        click.echo(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_json(report.as_dict())
     else:
         click.echo(stdout)
     if not report.complete:
@@ -363,9 +184,14 @@ def _points_at(pointer: Path) -> str | None:
     "new one is complete; a folder that is not a wikitrace corpus is never replaced.",
 )
 @compile_options
-@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON on stdout.")
+@json_option("the build report")
 def build_command(
-    inputs: tuple[Path, ...], output: Path, model: str, as_json: bool, **params: Any
+    inputs: tuple[Path, ...],
+    output: Path,
+    model: str,
+    force: bool,
+    as_json: bool,
+    compile: CompileSettings,
 ) -> None:
     """Build a frozen evidence corpus from agent logs (files or folders).
 
@@ -397,7 +223,7 @@ def build_command(
     from wikitrace.compiler import build_corpus
 
     quiet = is_quiet()
-    options = make_options(inputs, output, model, params)
+    options = compile.build_options(inputs, output, model, force=force)
     if model == "offline" and options.api_base and not quiet:
         click.echo("warning: --api-base has no effect with --model offline", err=True)
     before = _points_at(output)

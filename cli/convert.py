@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from .build import announce, input_options, where_of
+from .build import announce, where_of
+from .options import InputSettings, input_options, is_quiet
 
 
 @click.command("convert")
@@ -29,12 +30,7 @@ from .build import announce, input_options, where_of
     "(fill it in, then build; a build lists and leaves out runs still null).",
 )
 def convert_command(
-    inputs: tuple[Path, ...],
-    input_format: str,
-    labels: tuple[Path, ...],
-    success_threshold: float,
-    on_error: str,
-    unlabelled: str,
+    inputs: tuple[Path, ...], on_error: str, unlabelled: str, reading: InputSettings
 ) -> None:
     """Convert agent logs to wikitrace's native JSON Lines, on stdout.
 
@@ -69,8 +65,10 @@ def convert_command(
     from wikitrace.compiler.importers import plan_inputs
     from wikitrace.compiler.importers.convert import convert
 
-    quiet = bool(click.get_current_context().find_root().params.get("quiet"))
-    plan = plan_inputs(list(inputs), input_format, list(labels), success_threshold)
+    quiet = is_quiet()
+    plan = plan_inputs(
+        list(inputs), reading.input_format, list(reading.labels), reading.success_threshold
+    )
     announce(plan, quiet=quiet)
     report = convert(
         plan,

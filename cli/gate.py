@@ -7,10 +7,16 @@ from typing import Any
 
 import click
 
-from .build import is_quiet
-from .runner import RunProgress, make_runner_spec, runner_options
+from .options import (
+    POINTER,
+    is_quiet,
+    no_deploy_option,
+    print_json,
+    prompts_dir_option,
+    runner_options,
+)
+from .runner import RunProgress
 
-POINTER = click.Path(path_type=Path, file_okay=False)
 TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
 
@@ -100,7 +106,8 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 )
 @click.option("--no-narrow", is_flag=True, help="Reject instead of narrowing a precondition.")
 @click.option("--api-base", help="Base URL of the corpus's model server, for narrowing.")
-@click.option("--no-deploy", is_flag=True, help="Leave the new version as a candidate.")
+@prompts_dir_option
+@no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON on stdout.")
 def gate_command(
     corpus: Path,
@@ -120,9 +127,10 @@ def gate_command(
     beta: float,
     no_narrow: bool,
     api_base: str | None,
+    prompts_dir: Path | None,
     no_deploy: bool,
     as_json: bool,
-    **params: Any,
+    runner: Any,
 ) -> None:
     """Test INSIGHTS (default: every ungated one) before letting them into CORPUS.
 
@@ -149,14 +157,12 @@ def gate_command(
     Prints the new version's folder (the decisions with --json). Exit 0 when every insight was
     decided, 1 when some are undecided, 2 for bad input.
     """
-    import orjson
 
     from wikitrace.control.gate import GateOptions, gate_insights
     from wikitrace.control.pool import read_pool
     from wikitrace.versions import Store
 
     quiet = is_quiet()
-    spec = make_runner_spec(params)
     given = {
         kind: [task.task_id for task in read_pool(path)]
         for kind, path in (
@@ -167,7 +173,7 @@ def gate_command(
         if path is not None
     }
     options = GateOptions(
-        runner=spec,
+        runner=runner,
         pool=read_pool(task_pool) if task_pool else None,
         targets=targets,
         falsify=falsify,
@@ -180,6 +186,7 @@ def gate_command(
         delta=delta,
         beta=beta,
         narrow=not no_narrow,
+        prompts_dir=prompts_dir,
     )
     llm = None if no_narrow else _model_for(corpus, api_base)
     try:
@@ -212,7 +219,7 @@ def gate_command(
         )
     if as_json:
         data = [decision.model_dump(mode="json") for decision in report.decisions]
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        print_json(data)
     else:
         assert report.version is not None
         click.echo(str(Store(corpus).version_path(report.version)))
@@ -251,7 +258,7 @@ def gate_command(
     show_default=True,
     help="Of the lower bound (exact binomial).",
 )
-@click.option("--no-deploy", is_flag=True, help="Leave the new version as a candidate.")
+@no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
 def monitor_command(
     corpus: Path,
@@ -278,7 +285,6 @@ def monitor_command(
     on stderr, and the new version's folder on stdout when one was made (the records with
     --json). Exit 0, 2 for bad input.
     """
-    import orjson
 
     from wikitrace.control.monitor import MonitorOptions, monitor_corpus
     from wikitrace.versions import Store
@@ -304,7 +310,7 @@ def monitor_command(
             )
     if as_json:
         data = {"version": result.version, "records": [r.as_dict() for r in result.records]}
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        print_json(data)
     elif result.version is not None:
         click.echo(str(Store(corpus).version_path(result.version)))
 
@@ -313,9 +319,14 @@ def monitor_command(
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
 @click.option("--api-base", help="Base URL of the corpus's model server.")
-@click.option("--no-deploy", is_flag=True, help="Leave the new version as a candidate.")
+@prompts_dir_option
+@no_deploy_option
 def hypothesize_command(
-    corpus: Path, insights: tuple[str, ...], api_base: str | None, no_deploy: bool
+    corpus: Path,
+    insights: tuple[str, ...],
+    api_base: str | None,
+    prompts_dir: Path | None,
+    no_deploy: bool,
 ) -> None:
     """State INSIGHTS (default: every one without) as falsifiable hypotheses, in a new version.
 
@@ -331,7 +342,7 @@ def hypothesize_command(
     llm = _model_for(corpus, api_base)
     if llm is None:
         raise click.UsageError(f"{corpus} was built offline: it has no insights to state")
-    report = hypothesize(corpus, list(insights), llm, deploy=not no_deploy)
+    report = hypothesize(corpus, list(insights), llm, deploy=not no_deploy, prompts_dir=prompts_dir)
     for ident, problem in report.failed.items():
         click.echo(f"{ident}: the model's answer was not used: {problem}", err=True)
     if report.version is None:

@@ -7,6 +7,8 @@ from typing import TextIO
 
 import click
 
+from .options import print_json
+
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 
 
@@ -77,7 +79,6 @@ def prompt_command(
     text = task if task is not None else task_file.read() if task_file else ""
     if not text.strip():
         raise click.UsageError("the task is empty")
-    import orjson
 
     from wikitrace.tools.memory import Memory
 
@@ -91,7 +92,7 @@ def prompt_command(
         prompts_dir=prompts_dir,
     )
     if as_json:
-        click.echo(orjson.dumps(message.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_json(message.as_dict())
     else:
         click.echo(message.text, nl=not message.text.endswith("\n"))
 
@@ -108,13 +109,12 @@ def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None
     ["insight-0007"]}}, to which a harness may add "episode", "task_id" and "success".
     An id that is not in the corpus is an error (exit 2).
     """
-    import orjson
 
     from wikitrace.tools.cite import summarize
 
     summary = summarize(corpus, reports)
     if as_json:
-        click.echo(orjson.dumps(summary.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_json(summary.as_dict())
         return
     click.echo(f"{summary.episodes} episodes")
     for kind in ("insights", "compilations", "raw"):
@@ -141,7 +141,6 @@ def audit_command(corpus: Path, insight: str | None, as_json: bool) -> None:
     runs, compilations with unverified quotes, insights whose evidence is missing, and
     runs that produced no insight.
     """
-    import orjson
 
     from wikitrace.tools.audit import audit_corpus, audit_insight, findings_text
 
@@ -152,6 +151,6 @@ def audit_command(corpus: Path, insight: str | None, as_json: bool) -> None:
         return
     findings = audit_corpus(corpus)
     if as_json:
-        click.echo(orjson.dumps(findings.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        print_json(findings.as_dict())
     else:
         click.echo(findings_text(findings), nl=False)

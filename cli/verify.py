@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .options import print_json
+
 
 @click.command("verify")
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False))
@@ -25,7 +27,6 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     `missing PATH`, ...). Exit 0 when all match, 1 otherwise. File modes are not trusted (root
     ignores them): the hashes are.
     """
-    import orjson
 
     from wikitrace.corpus_schema import verify
     from wikitrace.versions import Store
@@ -39,7 +40,7 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     reports = [verify(root) for root in roots]
     if as_json:
         data = [r.as_dict() for r in reports] if every_version else reports[0].as_dict()
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        print_json(data)
     else:
         for report in reports:
             prefix = f"{Path(report.root).name}: " if every_version else ""

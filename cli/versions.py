@@ -7,24 +7,32 @@ from typing import Any
 
 import click
 
-from .build import compile_options, compile_with_progress, finish_report, is_quiet
-from .runner import RunProgress, make_runner_spec, runner_options
-
-POINTER = click.Path(path_type=Path, file_okay=False)
+from .build import compile_with_progress, finish_report
+from .options import (
+    POINTER,
+    CompileSettings,
+    compile_options,
+    is_quiet,
+    json_option,
+    no_deploy_option,
+    print_json,
+    runner_options,
+)
+from .runner import RunProgress
 
 
 @click.command("add")
 @click.argument("corpus", type=POINTER)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--no-deploy",
-    is_flag=True,
-    help="Leave the new version as a candidate; CORPUS keeps pointing where it did.",
-)
+@no_deploy_option
 @compile_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@json_option("the report")
 def add_command(
-    corpus: Path, inputs: tuple[Path, ...], no_deploy: bool, as_json: bool, **params: Any
+    corpus: Path,
+    inputs: tuple[Path, ...],
+    no_deploy: bool,
+    as_json: bool,
+    compile: CompileSettings,
 ) -> None:
     """Add runs to CORPUS as a new version, compiling only the runs it does not hold.
 
@@ -48,7 +56,8 @@ def add_command(
     from wikitrace.versions import Store
 
     quiet = is_quiet()
-    options = make_add_options(corpus, inputs, params)
+    # The model is the corpus's own; add_runs reads it from the manifest.
+    options = compile.build_options(inputs, corpus, "offline")
     report = compile_with_progress(
         lambda opts, **kw: add_runs(opts, deploy=not no_deploy, **kw),
         options,
@@ -70,16 +79,9 @@ def add_command(
     )
 
 
-def make_add_options(corpus: Path, inputs: tuple[Path, ...], params: dict[str, Any]) -> Any:
-    from .build import make_options
-
-    # The model is the corpus's own; add_runs reads it from the manifest.
-    return make_options(inputs, corpus, "offline", params)
-
-
 @click.command("versions")
 @click.argument("corpus", type=POINTER)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array on stdout.")
+@json_option("an array")
 @click.option("--history", is_flag=True, help="List every event (history.jsonl) instead.")
 @click.option(
     "--current",
@@ -94,7 +96,6 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
     --no-deploy or by `wikitrace update`, never deployed), refused (the update controller
     kept it out; its comparison is in CORPUS.versions/updates/).
     """
-    import orjson
 
     from wikitrace.versions import Store, list_versions
 
@@ -106,7 +107,7 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
         entries = store.history()
         if as_json:
             data = [entry.model_dump(mode="json") for entry in entries]
-            click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+            print_json(data)
             return
         for entry in entries:
             previous = f" (was {entry.previous})" if entry.previous else ""
@@ -118,7 +119,7 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
     rows = list_versions(store)
     if as_json:
         data = [row.model_dump(mode="json") for row in rows]
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        print_json(data)
         return
     click.echo("version  status     parent  runs (+new)  insights (+new)  created")
     for row in rows:
@@ -223,7 +224,7 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
 )
 @click.option("--embedding-api-base", help="Base URL of a local embedding server.")
 @compile_options
-@click.option("--json", "as_json", is_flag=True, help="Print the update record as JSON on stdout.")
+@json_option("the update record")
 def update_command(
     corpus: Path,
     inputs: tuple[Path, ...],
@@ -239,7 +240,8 @@ def update_command(
     embedding_model: str,
     embedding_api_base: str | None,
     as_json: bool,
-    **params: Any,
+    compile: CompileSettings,
+    runner: Any,
 ) -> None:
     """Add runs to CORPUS as a candidate version and deploy it only if it does better.
 
@@ -268,7 +270,6 @@ def update_command(
       wikitrace update corpus new-runs.jsonl \\
         --runner 'python run_agent.py --task {task_id} --memory {memory} --seed {seed}'
     """
-    import orjson
 
     from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
     from wikitrace.control.pool import read_pool
@@ -276,9 +277,8 @@ def update_command(
     from wikitrace.versions import Store
 
     quiet = is_quiet()
-    spec = make_runner_spec(params)
     options = UpdateOptions(
-        runner=spec,
+        runner=runner,
         momentum=momentum,
         threshold=threshold,
         coverage=coverage,
@@ -292,7 +292,7 @@ def update_command(
         if embedding_model == "local"
         else LiteLLMEmbedder(embedding_model, embedding_api_base),
     )
-    build = make_add_options(corpus, inputs, params)
+    build = compile.build_options(inputs, corpus, "offline")
     result = compile_with_progress(
         lambda opts, progress, notice: update_corpus(
             opts,
@@ -319,9 +319,7 @@ def update_command(
     if not quiet:
         click.echo(f"{record.decision}: {record.reason}\n  record: {result.record_path}", err=True)
     if as_json:
-        click.echo(
-            orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode()
-        )
+        print_json(record.model_dump(mode="json"))
     else:
         click.echo(str(Store(corpus).version_path(record.deployed)))
     if record.decision == "undecided":

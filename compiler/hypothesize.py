@@ -7,17 +7,12 @@ out. The insight pages are re-rendered with them; nothing else changes.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-from pydantic import ValidationError
-
 from wikitrace import prompts
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.records import CompilationHeader, Hypothesis
 from wikitrace.corpus_schema.store import build_lock
 from wikitrace.versions import (
@@ -28,7 +23,7 @@ from wikitrace.versions import (
     resolve_insight,
 )
 
-from .compile import data_fence, reply_json
+from .ask import Asker
 from .llm import LLM
 
 
@@ -41,7 +36,12 @@ class HypothesizeReport:
 
 
 def hypothesize(
-    pointer: Path, insight_ids: Sequence[str], llm: LLM, *, deploy: bool = True
+    pointer: Path,
+    insight_ids: Sequence[str],
+    llm: LLM,
+    *,
+    deploy: bool = True,
+    prompts_dir: Path | None = None,
 ) -> HypothesizeReport:
     with build_lock(pointer):
         store = open_store(pointer)
@@ -52,31 +52,26 @@ def hypothesize(
         ]
         report = HypothesizeReport()
         change = Derivation()
-        env = prompts.environment()
+        asker = Asker(llm, prompts_dir)
         for ident in wanted:
             page = pages[ident]
             header = page.header
             compilation = corpus_read.read_page(base.root, header.compilation, CompilationHeader)
             guideline = corpus_read.guideline(page)
             claims = [claim.statement for claim in compilation.header.claims]
-            content = orjson.dumps([header.title, guideline, header.applicability, claims])
-            text = env.get_template(prompts.HYPOTHESIZE).render(
-                title=header.title,
-                guideline=guideline,
-                applicability=header.applicability,
-                claims=claims,
-                source_outcome=header.source_outcome,
-                fence=data_fence(content),
-            )
-            reply = asyncio.run(llm.complete([{"role": "user", "content": text}]))
             try:
-                hypothesis = Hypothesis.model_validate(reply_json(reply.text))
-            except ValidationError as error:  # a ValueError too: caught first
-                where, message = first_problem(error)
-                report.failed[ident] = f"field '{where}': {message}"
-                continue
+                hypothesis = asker.ask(
+                    prompts.HYPOTHESIZE,
+                    Hypothesis,
+                    data=[header.title, guideline, header.applicability, claims],
+                    title=header.title,
+                    guideline=guideline,
+                    applicability=header.applicability,
+                    claims=claims,
+                    source_outcome=header.source_outcome,
+                )
             except ValueError as error:
-                report.failed[ident] = f"the answer: {error}"
+                report.failed[ident] = str(error)
                 continue
             change.insights[ident] = (
                 header.model_copy(update={"hypothesis": hypothesis}),
@@ -86,5 +81,6 @@ def hypothesize(
         if change.insights:
             change.reason = "hypotheses for " + ", ".join(sorted(change.insights))
             change.report = {"hypothesized": report.stated, "failed": report.failed}
+            change.prompts = dict(asker.used)
             report.version = derive_version(store, base, change, deploy=deploy, event="added")
         return report

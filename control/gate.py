@@ -27,7 +27,6 @@ insight stays there, marked, and is never shown to an agent.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
@@ -35,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from pydantic import BaseModel, Field
 
-from wikitrace.compiler.compile import data_fence, reply_json
+from wikitrace.compiler.ask import Asker
 from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema import read as corpus_read
@@ -45,13 +45,10 @@ from wikitrace.corpus_schema.layout import decision_id, step_id
 from wikitrace.corpus_schema.ledger import (
     AgentRun,
     GateDecision,
-    GateFigures,
-    ProbeKind,
     ProbeResult,
 )
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
-from wikitrace.tools.memory import Ranker
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,
@@ -63,8 +60,10 @@ from wikitrace.versions import (
     write_view,
 )
 
-from . import stats
+from .figures import Pair, Pairs, Thresholds, gate_figures, separable, summary, why_not_narrowed
+from .figures import marks as figure_marks
 from .pool import PoolTask
+from .probes import Budget, Lesson, Probe, choose_probes, given_probes
 from .runner import RunLog, Runner, RunnerSpec, RunRequest
 
 log = logging.getLogger(__name__)
@@ -90,6 +89,8 @@ class GateOptions:
     beta: float = 0.3
     """Most regression damage D_reg (its upper bound) to commit."""
     narrow: bool = True
+    prompts_dir: Path | None = None
+    """Templates that override ours (narrow.j2), as `build --prompts-dir`."""
 
 
 @dataclass
@@ -99,13 +100,6 @@ class GateReport:
     version: str | None = None
     """The version holding the decisions."""
     agent_runs: int = 0
-
-
-@dataclass(frozen=True)
-class Probe:
-    task_id: str
-    kind: ProbeKind
-    why: str
 
 
 @dataclass
@@ -156,6 +150,7 @@ def gate_insights(
                 "agent_runs": gate.agent_runs,
                 "tested_on": current,
             },
+            prompts=dict(gate.asker.used) if gate.asker else {},
         )
         for decision, candidate in zip(report.decisions, candidates, strict=True):
             header = candidate.header
@@ -180,7 +175,8 @@ class _Gate:
         self.store = store
         self.base = base
         self.options = options
-        self.llm = llm
+        self.thresholds = Thresholds(options.eta, options.delta, options.beta, options.confidence)
+        self.asker = None if llm is None else Asker(llm, options.prompts_dir)
         self.progress = progress
         self.pages = base.insights
         self.first_number = count_decisions(base) + 1
@@ -233,80 +229,26 @@ class _Gate:
 
     # --- probes --------------------------------------------------------------------------
 
-    def _given(self) -> list[Probe]:
-        known = {task.task_id for task in self.pool}
-        given: list[Probe] = []
-        kinds: tuple[ProbeKind, ...] = ("target", "falsify", "regress")
-        for kind in kinds:
-            for task_id in self.options.given.get(kind, []):
-                if self.options.pool is not None and task_id not in known:
-                    raise InputError(
-                        f"probe task {task_id} is not in the task pool", field=f"--{kind}-tasks"
-                    )
-                given.append(Probe(task_id, kind, "given"))
-        return given
-
     def choose(self, candidate: _Candidate) -> list[Probe]:
         options = self.options
         if options.given:
-            return self._given()
-        pool = self.pool
+            return given_probes(options.given, self.pool, pool_given=options.pool is not None)
+        width = self.base.manifest.step_id_width
         source_task = next(
             (
                 row.task
                 for row in self.base.rows
-                if step_id(row.step, self.base.manifest.step_id_width)
-                == candidate.header.source_step
+                if step_id(row.step, width) == candidate.header.source_step
             ),
             "",
         )
-        query = " ".join(
-            [candidate.header.title, candidate.guideline, candidate.precondition, source_task]
+        lesson = Lesson(
+            text=" ".join([candidate.header.title, candidate.guideline, candidate.precondition]),
+            task_type=candidate.header.task_type,
+            source_task=source_task,
         )
-        ranked = [
-            pool[i]
-            for i in Ranker([t.task or t.task_id for t in pool]).rank(query, range(len(pool)))
-        ]
-        # Without types (the insight's or the pool's) similarity alone picks the targets.
-        kind_of = candidate.header.task_type
-        if not any(t.task_type for t in pool):
-            kind_of = None
-        same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
-        other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
-        probes: list[Probe] = []
-        taken: set[str] = set()
-
-        def take(task: PoolTask, kind: ProbeKind, why: str) -> None:
-            probes.append(Probe(task.task_id, kind, why))
-            taken.add(task.task_id)
-
-        for task in same[: options.targets]:
-            take(task, "target", "same task type, most similar to the lesson")
-        boundary = [t for t in same if t.task_id not in taken]
-        lookalike = list(other)
-        decoys = list(reversed(other))
-        groups = [
-            (boundary, "boundary: same task type, less similar"),
-            (lookalike, "look-alike: another task type, similar words"),
-            (decoys, "decoy: another task type, least similar"),
-        ]
-        count = 0
-        while count < options.falsify and any(
-            any(t.task_id not in taken for t in group) for group, _ in groups
-        ):
-            for group, why in groups:
-                if count >= options.falsify:
-                    break
-                found = next((t for t in group if t.task_id not in taken), None)
-                if found is not None:
-                    take(found, "falsify", why)
-                    count += 1
-        pool_ids = {t.task_id for t in pool}
-        regress = [t for t in self.solved if t in pool_ids and t not in taken]
-        for task_id in regress[: options.regress]:
-            probes.append(Probe(task_id, "regress", "solved in the corpus before"))
-            taken.add(task_id)
-        return probes
+        budget = Budget(options.targets, options.falsify, options.regress)
+        return choose_probes(lesson, self.pool, self.solved, budget)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -364,7 +306,7 @@ class _Gate:
         )
         with_view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
         lesson = self.run(f"{tested_on}+{candidate.ident}", with_view, tasks, ident)
-        figures = self.figures(probes, lesson)
+        figures = gate_figures(probes, self.pairs(probes, lesson), self.thresholds)
         decision = GateDecision(
             id=ident,
             insight=candidate.ident,
@@ -381,15 +323,15 @@ class _Gate:
         )
         if figures.passes:
             decision.verdict = "committed"
-            decision.reason = "It passed: " + _summary(figures, options)
-        elif self._separable(probes, lesson, figures):
+            decision.reason = "It passed: " + summary(figures, self.thresholds)
+        elif options.narrow and separable(self.pairs(probes, lesson), figures, options.eta):
             decision = self._narrow(candidate, decision, probes, tasks, lesson)
         else:
             decision.reason = (
                 "Rejected: "
-                + _summary(figures, options)
+                + summary(figures, self.thresholds)
                 + "; "
-                + self._why_not_narrowed(probes, lesson, figures)
+                + why_not_narrowed(figures, options.eta, narrow=options.narrow)
             )
         last = decision.narrowed_figures or decision.figures
         if decision.verdict == "rejected" and last is not None and last.errors:
@@ -423,114 +365,19 @@ class _Gate:
 
     # --- figures -------------------------------------------------------------------------
 
-    def _pairs(
-        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
-    ) -> dict[tuple[str, int], tuple[AgentRun | None, AgentRun | None]]:
-        """(task, seed) -> its run without and with the lesson, once however many kinds."""
-        pairs = {}
+    def pairs(self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]) -> Pairs:
+        """(task, seed) -> its outcome without and with the lesson, once however many kinds."""
+        found: dict[tuple[str, int], Pair | None] = {}
         for probe in probes:
             for trial in range(self.options.trials):
                 key = (probe.task_id, self.options.seed + trial)
-                pairs[key] = (self.base_results.get(key), results.get(key))
-        return pairs
-
-    def figures(
-        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
-    ) -> GateFigures:
-        options, confidence = self.options, self.options.confidence
-        kinds: dict[str, set[str]] = {}
-        for probe in probes:
-            kinds.setdefault(probe.task_id, set()).add(probe.kind)
-        values: dict[tuple[str, int], tuple[float, float, bool]] = {}
-        errors = 0
-        for key, (without, with_lesson) in self._pairs(probes, results).items():
-            if without is None or with_lesson is None:
-                continue
-            if without.value is None or with_lesson.value is None:
-                errors += 1
-                continue
-            values[key] = (without.value, with_lesson.value, bool(without.success))
-
-        def of(kind: str) -> list[tuple[float, float, bool]]:
-            return [v for key, v in values.items() if kind in kinds[key[0]]]
-
-        target, falsify = of("target"), of("falsify")
-        gains = sum(w > b for b, w, _ in target)
-        losses = sum(w < b for b, w, _ in target)
-        failures = sum(w < b for b, w, _ in falsify)
-        # Regression damage: every pair solved without the lesson, whatever kind it was.
-        solved = [(b, w) for b, w, success in values.values() if success]
-        damaged = sum(w < b for b, w in solved)
-        n_target, n_falsify, n_regress = len(target), len(falsify), len(solved)
-        gain_rate_lower = stats.lower(gains, n_target, confidence)
-        gain_lower = gain_rate_lower - stats.upper(losses, n_target, confidence)
-        p_fail_upper = stats.upper(failures, n_falsify, confidence)
-        d_reg_upper = stats.upper(damaged, n_regress, confidence)
-        return GateFigures(
-            n_target=n_target,
-            gains=gains,
-            losses=losses,
-            gain=round((gains - losses) / n_target, 6) if n_target else 0.0,
-            gain_lower=round(gain_lower, 6),
-            gain_rate_lower=round(gain_rate_lower, 6),
-            n_falsify=n_falsify,
-            failures=failures,
-            p_fail=round(failures / n_falsify, 6) if n_falsify else 0.0,
-            p_fail_upper=round(p_fail_upper, 6),
-            n_regress=n_regress,
-            damaged=damaged,
-            d_reg=round(damaged / n_regress, 6) if n_regress else 0.0,
-            d_reg_upper=round(d_reg_upper, 6),
-            errors=errors,
-            passes=gain_lower >= options.eta
-            and p_fail_upper <= options.delta
-            and d_reg_upper <= options.beta,
-        )
-
-    def _marks(
-        self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]
-    ) -> dict[str, set[str]]:
-        marks: dict[str, set[str]] = {}
-        for (task_id, _), (without, with_lesson) in self._pairs(probes, results).items():
-            if without is None or with_lesson is None:
-                continue
-            b, w = without.value, with_lesson.value
-            if b is None or w is None:
-                continue
-            mark = "HELPED" if w > b else "HURT" if w < b else "SAME"
-            marks.setdefault(task_id, set()).add(mark)
-        return marks
-
-    def _separable(
-        self,
-        probes: Sequence[Probe],
-        results: dict[tuple[str, int], AgentRun],
-        figures: GateFigures,
-    ) -> bool:
-        if not self.options.narrow or figures.gain_rate_lower < self.options.eta:
-            return False
-        marks = self._marks(probes, results)
-        hurt = any("HURT" in m for m in marks.values())
-        mixed = any({"HELPED", "HURT"} <= m for m in marks.values())
-        return hurt and not mixed
-
-    def _why_not_narrowed(
-        self,
-        probes: Sequence[Probe],
-        results: dict[tuple[str, int], AgentRun],
-        figures: GateFigures,
-    ) -> str:
-        if not self.options.narrow:
-            return "narrowing is off (--no-narrow)"
-        if figures.gain_rate_lower < self.options.eta:
-            return (
-                f"not narrowed: the gain is not real (gain rate >= {figures.gain_rate_lower:.3f}, "
-                f"below eta {self.options.eta:g})"
-            )
-        return (
-            "not narrowed: some task both gained and lost with it, so no precondition "
-            "separates them"
-        )
+                without, with_lesson = self.base_results.get(key), results.get(key)
+                found[key] = (
+                    None
+                    if without is None or with_lesson is None
+                    else (without.value, with_lesson.value, bool(without.success))
+                )
+        return found
 
     # --- narrowing -----------------------------------------------------------------------
 
@@ -544,13 +391,15 @@ class _Gate:
     ) -> GateDecision:
         first = decision.figures
         assert first is not None
-        if self.llm is None:
+        if self.asker is None:
             decision.reason = (
-                "Rejected: " + _summary(first, self.options) + "; it could be narrowed (it helped "
+                "Rejected: "
+                + summary(first, self.thresholds)
+                + "; it could be narrowed (it helped "
                 "and hurt on separate tasks) but there is no model to do it (an offline corpus)"
             )
             return decision
-        marks = self._marks(probes, lesson)
+        marks = figure_marks(self.pairs(probes, lesson))
         texts = {t.task_id: t.task or t.task_id for t in self.pool}
         listed = [
             {
@@ -565,10 +414,10 @@ class _Gate:
             for t in tasks
         ]
         try:
-            precondition, applicability = narrow_precondition(self.llm, candidate, listed)
+            precondition, applicability = narrow_precondition(self.asker, candidate, listed)
         except (ValueError, CorpusError) as error:
             decision.reason = (
-                "Rejected: " + _summary(first, self.options) + f"; narrowing failed: {error}"
+                "Rejected: " + summary(first, self.thresholds) + f"; narrowing failed: {error}"
             )
             return decision
         header = candidate.header
@@ -588,60 +437,53 @@ class _Gate:
         )
         results = self.run(f"{self.base.name}+{candidate.ident}-narrowed", view, tasks, decision.id)
         self._narrowed_results = results
-        second = self.figures(probes, results)
+        second = gate_figures(probes, self.pairs(probes, results), self.thresholds)
         decision.narrowed_precondition = precondition
         decision.narrowed_figures = second
         if second.passes:
             decision.verdict = "committed"
             decision.reason = (
                 "Narrowed, then committed. Before: "
-                + _summary(first, self.options)
+                + summary(first, self.thresholds)
                 + ". After narrowing: "
-                + _summary(second, self.options)
+                + summary(second, self.thresholds)
             )
         else:
             decision.reason = (
                 "Narrowed, still failing, rejected. Before: "
-                + _summary(first, self.options)
+                + summary(first, self.thresholds)
                 + ". After narrowing: "
-                + _summary(second, self.options)
+                + summary(second, self.thresholds)
             )
         return decision
 
 
+class NarrowAnswer(BaseModel):
+    """The model's answer to narrow.j2."""
+
+    precondition: str = Field(min_length=1)
+    """The narrower precondition."""
+    applicability: str = ""
+    """When the lesson applies now; the precondition when left empty."""
+
+
 def narrow_precondition(
-    llm: LLM, candidate: _Candidate, probes: list[dict[str, str]]
+    asker: Asker, candidate: _Candidate, probes: list[dict[str, str]]
 ) -> tuple[str, str]:
     """One model call: a narrower precondition (and applicability) from the probes' outcomes."""
     from wikitrace import prompts
 
-    env = prompts.environment()
-    text = env.get_template(prompts.NARROW).render(
+    answer = asker.ask(
+        prompts.NARROW,
+        NarrowAnswer,
+        data=probes,
         id=candidate.ident,
         title=candidate.header.title,
         guideline=candidate.guideline,
         precondition=candidate.precondition,
         probes=probes,
-        fence=data_fence(orjson.dumps(probes)),
     )
-    reply = asyncio.run(llm.complete([{"role": "user", "content": text}]))
-    try:
-        data = reply_json(reply.text)
-    except ValueError as error:
-        raise ValueError(f"the model's answer: {error}") from None
-    if not isinstance(data, dict):
-        raise ValueError("the model's answer is not a JSON object")
-    precondition, applicability = data.get("precondition"), data.get("applicability")
-    if not isinstance(precondition, str) or not precondition.strip():
-        raise ValueError("the model's answer has no 'precondition'")
-    if not isinstance(applicability, str) or not applicability.strip():
-        applicability = precondition
-    return precondition.strip(), applicability.strip()
-
-
-def _summary(figures: GateFigures, options: GateOptions) -> str:
-    return (
-        f"G {figures.gain:.3f} (>= {figures.gain_lower:.3f}, needs {options.eta:g}), "
-        f"P_fail {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, needs {options.delta:g}), "
-        f"D_reg {figures.d_reg:.3f} (<= {figures.d_reg_upper:.3f}, needs {options.beta:g})"
-    )
+    precondition = answer.precondition.strip()
+    if not precondition:
+        raise ValueError("field 'precondition': it is empty")
+    return precondition, answer.applicability.strip() or precondition

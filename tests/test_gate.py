@@ -3,6 +3,7 @@ the runner, and the toy's lesson writer answers at our LLM boundary."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import frontmatter
 import pytest
 from scipy import stats as scipy_stats
 
+from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.compiler.hypothesize import hypothesize
 from wikitrace.control import stats
@@ -179,6 +181,8 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     ids = {i for p in broad.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
     assert {r["id"] for r in runs} == ids and len(runs) == broad.agent_runs
     assert "insight-0003" in (corpus / "insight/_index.md").read_text()  # on record
+    prompts = json.loads((corpus / "manifest.json").read_text())["prompts"]
+    assert set(prompts) >= {"compile-success.j2", "narrow.j2"}  # the template that narrowed
 
     # At test time: the rejected lesson is not shown, the others say they passed.
     message = Memory.load(corpus).first_message("Fetch the map from the locked drawer.")
@@ -318,6 +322,26 @@ def test_hypothesize_states_existing_insights(tmp_path: Path, llm: FakeLLM) -> N
     )
     again = hypothesize(corpus, [], llm)
     assert again.version is None and again.stated == []
+    assert "hypothesize.j2" in json.loads((corpus / "manifest.json").read_text())["prompts"]
+
+
+def test_hypothesize_honours_a_prompts_dir(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm, hypotheses=False)
+    mine = tmp_path / "prompts"
+    mine.mkdir()
+    bundled = Path(prompts.__file__).parent / prompts.HYPOTHESIZE
+    (mine / "hypothesize.j2").write_text("MY TEMPLATE " + bundled.read_text())
+    before = len(llm.calls)
+    hypothesize(corpus, ["insight-0001"], llm, prompts_dir=mine)
+    assert llm.calls[before][0]["content"].startswith("MY TEMPLATE ")
+    assert not llm.calls[before - 1][0]["content"].startswith("MY TEMPLATE ")
+    recorded = json.loads((corpus / "manifest.json").read_text())["prompts"]["hypothesize.j2"]
+    assert (
+        recorded
+        == hashlib.sha256(
+            b"hypothesize.j2\0" + (mine / "hypothesize.j2").read_bytes() + b"\0"
+        ).hexdigest()
+    )
 
 
 def test_cli_gate_needs_a_runner_and_says_what_it_did(tmp_path: Path, llm: FakeLLM) -> None:

@@ -1,0 +1,370 @@
+"""What the commands share: option groups that arrive as one typed value each, the corpus
+argument, the quiet flag, and the one way results are printed as JSON.
+
+A group such as `@compile_options` adds its options to a command and hands the command one
+keyword argument (`compile: CompileSettings`) instead of a dozen loose ones, so no command reads
+its options by string key.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+POINTER = click.Path(path_type=Path, file_okay=False)
+"""A corpus: the link `wikitrace build -o` makes (or one version's folder, where reading)."""
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def is_quiet() -> bool:
+    return bool(click.get_current_context().find_root().params.get("quiet"))
+
+
+def print_json(data: Any) -> None:
+    """A command's result as JSON on stdout: indented, keys in their model's order."""
+    import orjson
+
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def json_option(what: str) -> Callable[[Command], Command]:
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
+
+
+no_deploy_option = click.option(
+    "--no-deploy",
+    is_flag=True,
+    help="Leave the new version as a candidate; CORPUS keeps pointing where it did.",
+)
+
+
+def _group(
+    options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
+) -> Callable[[Command], Command]:
+    """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
+
+    def decorate(function: Command) -> Command:
+        keys: list[str] = []
+
+        @functools.wraps(function)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            values = {key: kwargs.pop(key) for key in keys}
+            return function(*args, **{name: make(values)}, **kwargs)
+
+        wrapped: Any = command
+        for option in reversed(options):
+            wrapped = option(wrapped)
+        # The parameter names the group added: the newest entries of click's list.
+        keys.extend(p.name for p in wrapped.__click_params__[-len(options) :] if p.name)
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
+
+
+# --- what logs to read ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    input_format: str
+    labels: tuple[Path, ...]
+    success_threshold: float
+
+
+def _input_option_list() -> list[Callable[[Any], Any]]:
+    from wikitrace.cli.formats import FORMAT_NAMES
+
+    return [
+        click.option(
+            "-f",
+            "--format",
+            "input_format",
+            type=click.Choice(["auto", *FORMAT_NAMES]),
+            default="auto",
+            show_default=True,
+            help="The logs' format; auto detects each file's from its content and says which.",
+        ),
+        click.option(
+            "--labels",
+            "labels",
+            multiple=True,
+            type=click.Path(path_type=Path, exists=True),
+            metavar="FILE",
+            help="Outcomes kept outside the logs (repeatable; a folder reads every file in "
+            "it): JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
+            "or SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
+        ),
+        click.option(
+            "--success-threshold",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
+            "rewards, inspect scores; C=1, P=0.5, I=0).",
+        ),
+    ]
+
+
+def input_options(function: Command) -> Command:
+    """--format, --labels and --success-threshold, as `reading: InputSettings`."""
+    return _group(_input_option_list(), "reading", lambda v: InputSettings(**v))(function)
+
+
+# --- how runs are compiled -----------------------------------------------------------------
+
+
+def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    from wikitrace.compiler.redact import check_pattern
+
+    for pattern in value:
+        problem = check_pattern(pattern)
+        if problem:
+            raise click.BadParameter(f"{pattern!r}: {problem}")
+    return value
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """The compile options of build, add and update."""
+
+    reading: InputSettings
+    api_base: str | None
+    concurrency: int
+    max_prompt_tokens: int
+    on_error: str
+    cache_dir: Path | None
+    no_cache: bool
+    redact_patterns: tuple[str, ...]
+    no_redact: bool
+    prompts_dir: Path | None
+    temperature: float
+    max_output_tokens: int
+    timeout: float
+    max_retries: int
+    hypotheses: bool
+    invalid_retries: int
+    quote_repairs: int
+
+    def build_options(
+        self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
+    ) -> Any:
+        """The compiler's BuildOptions for these settings."""
+        from wikitrace.compiler import BuildOptions, CompileLimits
+
+        return BuildOptions(
+            inputs=list(inputs),
+            output=output,
+            input_format=self.reading.input_format,
+            labels=list(self.reading.labels),
+            success_threshold=self.reading.success_threshold,
+            model=model,
+            api_base=self.api_base,
+            concurrency=self.concurrency,
+            on_error="skip" if self.on_error == "skip" else "stop",
+            force=force,
+            cache_dir=self.cache_dir,
+            use_cache=not self.no_cache,
+            redact=not self.no_redact,
+            redact_patterns=self.redact_patterns,
+            prompts_dir=self.prompts_dir,
+            limits=CompileLimits(
+                invalid_retries=self.invalid_retries,
+                quote_repairs=self.quote_repairs,
+                max_prompt_tokens=self.max_prompt_tokens,
+                hypotheses=self.hypotheses,
+            ),
+            temperature=self.temperature,
+            max_output_tokens=self.max_output_tokens,
+            timeout_seconds=self.timeout,
+            max_retries=self.max_retries,
+        )
+
+
+api_base_option = click.option(
+    "--api-base",
+    help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama).",
+)
+prompts_dir_option = click.option(
+    "--prompts-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Folder of templates that override the bundled ones of the same name.",
+)
+
+
+def _compile_option_list() -> list[Callable[[Any], Any]]:
+    return [
+        api_base_option,
+        click.option(
+            "--concurrency",
+            type=click.IntRange(1, 512),
+            default=8,
+            show_default=True,
+            help="Model calls in flight at once.",
+        ),
+        click.option(
+            "--max-prompt-tokens",
+            type=click.IntRange(1000),
+            default=24_000,
+            show_default=True,
+            help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
+        ),
+        click.option(
+            "--on-error",
+            type=click.Choice(["stop", "skip"]),
+            default="stop",
+            show_default=True,
+            help="Bad input record: stop before writing anything, or skip it and list it in "
+            "the report.",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(path_type=Path, file_okay=False),
+            help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the "
+            "same input, or a resumed build, makes no call twice.",
+        ),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache."),
+        click.option(
+            "--redact",
+            "redact_patterns",
+            multiple=True,
+            callback=_check_redact,
+            metavar="REGEX",
+            help="Also redact text matching REGEX (repeatable). Known secret formats (API keys, "
+            "tokens, private keys, URL passwords, password assignments) are always redacted "
+            "unless --no-redact.",
+        ),
+        click.option(
+            "--no-redact", is_flag=True, help="Send and write the runs exactly as logged."
+        ),
+        prompts_dir_option,
+        click.option(
+            "--temperature",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Sampling temperature of the model's calls.",
+        ),
+        click.option(
+            "--max-output-tokens",
+            type=click.IntRange(256),
+            default=4096,
+            show_default=True,
+            help="The longest answer one call may write.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(1),
+            default=300.0,
+            show_default=True,
+            help="Seconds before one model call times out (and is retried).",
+        ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(0, 20),
+            default=6,
+            show_default=True,
+            help="Backoff retries of a call on rate limits, time-outs and server errors.",
+        ),
+        click.option(
+            "--hypotheses",
+            is_flag=True,
+            help="Ask the model to state each insight as a falsifiable hypothesis too "
+            "(precondition, behaviour, expected effect, verifier), as `wikitrace gate` tests.",
+        ),
+        click.option(
+            "--invalid-retries",
+            type=click.IntRange(0, 10),
+            default=2,
+            show_default=True,
+            help="Times an answer that is not valid JSON of the right shape is sent back.",
+        ),
+        click.option(
+            "--quote-repairs",
+            type=click.IntRange(0, 10),
+            default=1,
+            show_default=True,
+            help="Times quotes not found in their turn are sent back for repair; "
+            "those still not found are marked UNVERIFIED.",
+        ),
+    ]
+
+
+def compile_options(function: Command) -> Command:
+    """How runs are compiled (and which logs are read), as `compile: CompileSettings`."""
+
+    def with_inputs(values: dict[str, Any]) -> CompileSettings:
+        names = ("input_format", "labels", "success_threshold")
+        reading = InputSettings(**{name: values.pop(name) for name in names})
+        return CompileSettings(reading=reading, **values)
+
+    return _group(_compile_option_list() + _input_option_list(), "compile", with_inputs)(function)
+
+
+# --- the user's agent ----------------------------------------------------------------------
+
+
+def _runner_option_list() -> list[Callable[[Any], Any]]:
+    return [
+        click.option(
+            "--runner",
+            "runner_template",
+            required=True,
+            envvar="WIKITRACE_RUNNER",
+            metavar="COMMAND",
+            help="How to run your agent on one task: a command with {task_id} and {memory} "
+            "(the corpus version's folder), optionally {seed}, {run_id}, {attempt}. It must "
+            'print a JSON object such as {"success": true} or {"score": 0.8} as its last JSON '
+            "line on stdout. Env: WIKITRACE_RUNNER.",
+        ),
+        click.option(
+            "--runner-concurrency",
+            type=click.IntRange(1, 256),
+            default=4,
+            show_default=True,
+            help="Agent runs at once.",
+        ),
+        click.option(
+            "--runner-timeout",
+            type=click.FloatRange(0.1),
+            default=600.0,
+            show_default=True,
+            help="Seconds before an agent run is killed (and counted as an error).",
+        ),
+        click.option(
+            "--runner-retries",
+            type=click.IntRange(0, 10),
+            default=2,
+            show_default=True,
+            help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
+        ),
+        click.option(
+            "--score-threshold",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="An agent run that prints a score succeeds when the score is at least this.",
+        ),
+    ]
+
+
+def _runner_spec(values: dict[str, Any]) -> Any:
+    from wikitrace.control.runner import RunnerSpec
+
+    return RunnerSpec(
+        template=values["runner_template"],
+        concurrency=values["runner_concurrency"],
+        timeout_seconds=values["runner_timeout"],
+        retries=values["runner_retries"],
+        success_threshold=values["score_threshold"],
+    )
+
+
+def runner_options(function: Command) -> Command:
+    """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
+    return _group(_runner_option_list(), "runner", _runner_spec)(function)

@@ -1,0 +1,129 @@
+"""The gate's figures from probe outcomes: pure arithmetic over (task, seed) pairs, no runs.
+
+G = (pairs better with the lesson - pairs worse) / target pairs; P_fail = falsification pairs
+worse with it / falsification pairs; D_reg = pairs (of any kind) solved without it and not with
+it / pairs solved without it. Each gets an exact one-sided binomial bound at `confidence`
+(control.stats); G's lower bound is the gain rate's lower bound minus the loss rate's upper
+bound. A candidate passes when G's bound >= eta, P_fail's <= delta and D_reg's <= beta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from wikitrace.corpus_schema.ledger import GateFigures
+
+from . import stats
+from .probes import Probe
+
+Pair = tuple[float | None, float | None, bool]
+"""One (task, seed): the outcome without the lesson, with it (None: the run ended as an error),
+and whether it was solved without it."""
+Pairs = Mapping[tuple[str, int], Pair | None]
+"""(task, seed) -> its pair; None where a run of it is missing."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    eta: float = 0.1
+    """Least transfer gain G (its lower bound) to commit."""
+    delta: float = 0.3
+    """Most falsification failure rate P_fail (its upper bound) to commit."""
+    beta: float = 0.3
+    """Most regression damage D_reg (its upper bound) to commit."""
+    confidence: float = 0.9
+
+
+def gate_figures(probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds) -> GateFigures:
+    confidence = thresholds.confidence
+    kinds: dict[str, set[str]] = {}
+    for probe in probes:
+        kinds.setdefault(probe.task_id, set()).add(probe.kind)
+    values: dict[tuple[str, int], tuple[float, float, bool]] = {}
+    errors = 0
+    for key, pair in pairs.items():
+        if pair is None or key[0] not in kinds:
+            continue
+        without, with_lesson, solved_without = pair
+        if without is None or with_lesson is None:
+            errors += 1
+            continue
+        values[key] = (without, with_lesson, solved_without)
+
+    def of(kind: str) -> list[tuple[float, float, bool]]:
+        return [v for key, v in values.items() if kind in kinds.get(key[0], ())]
+
+    target, falsify = of("target"), of("falsify")
+    gains = sum(w > b for b, w, _ in target)
+    losses = sum(w < b for b, w, _ in target)
+    failures = sum(w < b for b, w, _ in falsify)
+    # Regression damage: every pair solved without the lesson, whatever kind it was.
+    solved = [(b, w) for b, w, success in values.values() if success]
+    damaged = sum(w < b for b, w in solved)
+    n_target, n_falsify, n_regress = len(target), len(falsify), len(solved)
+    gain_rate_lower = stats.lower(gains, n_target, confidence)
+    gain_lower = gain_rate_lower - stats.upper(losses, n_target, confidence)
+    p_fail_upper = stats.upper(failures, n_falsify, confidence)
+    d_reg_upper = stats.upper(damaged, n_regress, confidence)
+    return GateFigures(
+        n_target=n_target,
+        gains=gains,
+        losses=losses,
+        gain=round((gains - losses) / n_target, 6) if n_target else 0.0,
+        gain_lower=round(gain_lower, 6),
+        gain_rate_lower=round(gain_rate_lower, 6),
+        n_falsify=n_falsify,
+        failures=failures,
+        p_fail=round(failures / n_falsify, 6) if n_falsify else 0.0,
+        p_fail_upper=round(p_fail_upper, 6),
+        n_regress=n_regress,
+        damaged=damaged,
+        d_reg=round(damaged / n_regress, 6) if n_regress else 0.0,
+        d_reg_upper=round(d_reg_upper, 6),
+        errors=errors,
+        passes=gain_lower >= thresholds.eta
+        and p_fail_upper <= thresholds.delta
+        and d_reg_upper <= thresholds.beta,
+    )
+
+
+def marks(pairs: Pairs) -> dict[str, set[str]]:
+    """Task -> what the lesson did to its pairs: HELPED, HURT, SAME."""
+    found: dict[str, set[str]] = {}
+    for (task_id, _), pair in pairs.items():
+        if pair is None or pair[0] is None or pair[1] is None:
+            continue
+        b, w = pair[0], pair[1]
+        found.setdefault(task_id, set()).add("HELPED" if w > b else "HURT" if w < b else "SAME")
+    return found
+
+
+def separable(pairs: Pairs, figures: GateFigures, eta: float) -> bool:
+    """A real gain whose failures a precondition could cut away: some task hurt, none both
+    helped and hurt."""
+    if figures.gain_rate_lower < eta:
+        return False
+    found = marks(pairs)
+    hurt = any("HURT" in m for m in found.values())
+    mixed = any({"HELPED", "HURT"} <= m for m in found.values())
+    return hurt and not mixed
+
+
+def why_not_narrowed(figures: GateFigures, eta: float, *, narrow: bool) -> str:
+    if not narrow:
+        return "narrowing is off (--no-narrow)"
+    if figures.gain_rate_lower < eta:
+        return (
+            f"not narrowed: the gain is not real (gain rate >= {figures.gain_rate_lower:.3f}, "
+            f"below eta {eta:g})"
+        )
+    return "not narrowed: some task both gained and lost with it, so no precondition separates them"
+
+
+def summary(figures: GateFigures, thresholds: Thresholds) -> str:
+    return (
+        f"G {figures.gain:.3f} (>= {figures.gain_lower:.3f}, needs {thresholds.eta:g}), "
+        f"P_fail {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, needs {thresholds.delta:g}), "
+        f"D_reg {figures.d_reg:.3f} (<= {figures.d_reg_upper:.3f}, needs {thresholds.beta:g})"
+    )

@@ -1,0 +1,106 @@
+"""The gate's pure parts: probe choice over a pool, and the figures from probe outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from wikitrace.control import stats
+from wikitrace.control.figures import (
+    Thresholds,
+    gate_figures,
+    marks,
+    separable,
+    summary,
+    why_not_narrowed,
+)
+from wikitrace.control.pool import PoolTask
+from wikitrace.control.probes import Budget, Lesson, Probe, choose_probes, given_probes
+from wikitrace.corpus_schema import InputError
+
+POOL = [
+    PoolTask("a1", "open the locked drawer with the key under the doormat", "drawer"),
+    PoolTask("a2", "open the locked drawer in the attic", "drawer"),
+    PoolTask("a3", "find a pen on the desk", "drawer"),
+    PoolTask("b1", "open the locked safe with the doormat key", "safe"),
+    PoolTask("b2", "count the coins", "safe"),
+]
+LESSON = Lesson("Look under the doormat for the drawer key", "drawer", "open the locked drawer")
+
+
+def test_targets_are_the_most_similar_tasks_of_the_lessons_type() -> None:
+    probes = choose_probes(LESSON, POOL, ["a3", "b2"], Budget(targets=2, falsify=3, regress=2))
+    assert [(p.task_id, p.kind) for p in probes] == [
+        ("a1", "target"),
+        ("a2", "target"),
+        ("a3", "falsify"),  # boundary: same type, less similar
+        ("b1", "falsify"),  # look-alike: another type, similar words
+        ("b2", "falsify"),  # decoy: another type, least similar
+    ]
+    assert probes[2].why.startswith("boundary") and probes[4].why.startswith("decoy")
+    assert len({p.task_id for p in probes}) == len(probes)  # solved ones were taken already
+
+
+def test_regression_probes_are_solved_tasks_not_taken_otherwise() -> None:
+    probes = choose_probes(
+        LESSON, POOL, ["b2", "a3", "zz"], Budget(targets=1, falsify=1, regress=5)
+    )
+    assert [p.task_id for p in probes if p.kind == "regress"] == ["b2", "a3"]
+
+
+def test_a_pool_without_types_picks_targets_by_similarity_alone() -> None:
+    safe = Lesson(LESSON.text, "safe", LESSON.source_task)
+    typed = choose_probes(safe, POOL, [], Budget(targets=2, falsify=0, regress=0))
+    assert [p.task_id for p in typed] == ["b1", "b2"]
+    untyped = [PoolTask(t.task_id, t.task, None) for t in POOL]
+    probes = choose_probes(safe, untyped, [], Budget(targets=2, falsify=0, regress=0))
+    assert [p.task_id for p in probes] == ["a1", "a2"]
+
+
+def test_given_probes_must_be_in_a_given_pool() -> None:
+    given = {"target": ["a1"], "regress": ["b2"]}
+    assert given_probes(given, POOL, pool_given=True) == [
+        Probe("a1", "target", "given"),
+        Probe("b2", "regress", "given"),
+    ]
+    with pytest.raises(InputError, match="probe task zz is not in the task pool"):
+        given_probes({"falsify": ["zz"]}, POOL, pool_given=True)
+    assert given_probes({"falsify": ["zz"]}, POOL, pool_given=False)[0].task_id == "zz"
+
+
+def test_figures_count_pairs_and_bound_them() -> None:
+    probes = [Probe(f"t{i}", "target", "") for i in range(4)] + [
+        Probe("f1", "falsify", ""),
+        Probe("f2", "falsify", ""),
+    ]
+    pairs = {
+        ("t0", 0): (0.0, 1.0, False),
+        ("t1", 0): (0.0, 1.0, False),
+        ("t2", 0): (0.0, 1.0, False),
+        ("t3", 0): (1.0, 1.0, True),
+        ("f1", 0): (1.0, 0.0, True),
+        ("f2", 0): (None, 1.0, False),  # an error: counted, never a failure
+        ("gone", 0): None,
+    }
+    figures = gate_figures(probes, pairs, Thresholds(confidence=0.9))
+    assert (figures.n_target, figures.gains, figures.losses, figures.gain) == (4, 3, 0, 0.75)
+    assert (figures.n_falsify, figures.failures, figures.errors) == (1, 1, 1)
+    assert (figures.n_regress, figures.damaged, figures.d_reg) == (2, 1, 0.5)
+    assert figures.gain_rate_lower == round(stats.lower(3, 4, 0.9), 6)
+    assert figures.p_fail_upper == round(stats.upper(1, 1, 0.9), 6)
+    assert not figures.passes
+    assert summary(figures, Thresholds()).startswith("G 0.750 (>= ")
+
+
+def test_narrowing_needs_a_real_gain_and_no_task_both_helped_and_hurt() -> None:
+    probes = [Probe(f"t{i}", "target", "") for i in range(8)] + [Probe("f", "falsify", "")]
+    helped = {(f"t{i}", 0): (0.0, 1.0, False) for i in range(8)}
+    hurt = {**helped, ("f", 0): (1.0, 0.0, True)}
+    figures = gate_figures(probes, hurt, Thresholds())
+    assert marks(hurt)["f"] == {"HURT"} and marks(hurt)["t0"] == {"HELPED"}
+    assert separable(hurt, figures, eta=0.1)
+    mixed = {**hurt, ("f", 1): (0.0, 1.0, False)}
+    assert not separable(mixed, gate_figures(probes, mixed, Thresholds()), eta=0.1)
+    assert why_not_narrowed(figures, 0.1, narrow=False) == "narrowing is off (--no-narrow)"
+    weak = gate_figures(probes[:1] + probes[-1:], hurt, Thresholds())
+    assert not separable(hurt, weak, eta=0.9)
+    assert why_not_narrowed(weak, 0.9, narrow=True).startswith("not narrowed: the gain is not real")
