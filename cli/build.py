@@ -4,46 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .options import CompileSettings, compile_options, is_quiet, json_option, print_json
+from .progress import Progress
 
 MODEL_ENV = "WIKITRACE_MODEL"
-
-
-class _Progress:
-    """A bar on a terminal; a line every 10% (or 30 s) when stderr is a file or a pipe."""
-
-    def __init__(self, *, quiet: bool = False) -> None:
-        self._quiet = quiet
-        self._bar: Any = None
-        self._tty = sys.stderr.isatty()
-        self._last_line = 0.0
-        self._last_decile = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._quiet:
-            return
-        if self._tty:
-            if self._bar is None:
-                self._bar = click.progressbar(length=total, label="compiling", file=sys.stderr)
-                self._bar.__enter__()
-            self._bar.update(done - self._bar.pos)
-            return
-        decile = done * 10 // max(total, 1)
-        now = time.monotonic()
-        if decile != self._last_decile or now - self._last_line > 30 or done == total:
-            self._last_decile, self._last_line = decile, now
-            click.echo(f"compiled {done}/{total} runs", err=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-            self._bar = None
 
 
 def announce(plan: Any, *, quiet: bool) -> None:
@@ -116,7 +85,7 @@ def compile_with_progress(
     again: str = "building again",
 ) -> Any:
     """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
-    progress = _Progress(quiet=quiet)
+    progress = Progress("compiled {done}/{total} runs", bar="compiling", quiet=quiet)
     try:
         return make(options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet))
     except KeyboardInterrupt:

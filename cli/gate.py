@@ -15,7 +15,7 @@ from .options import (
     prompts_dir_option,
     runner_options,
 )
-from .runner import RunProgress
+from .progress import agent_runs
 
 TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
@@ -196,7 +196,7 @@ def gate_command(
             options,
             llm=llm,
             deploy=not no_deploy,
-            progress=RunProgress(quiet=quiet),
+            progress=agent_runs(quiet=quiet),
         )
     except KeyboardInterrupt:
         click.echo(

@@ -18,7 +18,7 @@ from .options import (
     print_json,
     runner_options,
 )
-from .runner import RunProgress
+from .progress import agent_runs
 
 
 @click.command("add")
@@ -297,7 +297,7 @@ def update_command(
         lambda opts, progress, notice: update_corpus(
             opts,
             options,
-            progress=RunProgress(quiet=quiet),
+            progress=agent_runs(quiet=quiet),
             compile_progress=progress,
             notice=notice,
         ),

@@ -1,9 +1,10 @@
 """Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation."""
 
-from .build import BuildOptions, BuildReport, add_runs, add_version, build_corpus
+from .build import add_runs, add_version, build_corpus
 from .compile import CompileError, CompileLimits
 from .llm import LLM, LLMCallError, LLMReply, LLMSettings
 from .offline import OFFLINE_MODEL
+from .report import BuildOptions, BuildReport
 
 __all__ = [
     "LLM",

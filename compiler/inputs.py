@@ -3,9 +3,7 @@ into a typed run: labels applied, then validated; errors name file, line (or pos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -119,20 +117,6 @@ def _validation_error(
     if len(error.errors()) > 1:
         message += f" (and {len(error.errors()) - 1} more problems in this record)"
     return InputError(message, path=path, line=line, at=at, field=_field_path(loc), hint=hint)
-
-
-def read_runs(paths: list[Path]) -> Iterator[SourceRun | Unlabelled | InputError]:
-    """Every run of native JSON Lines files in order; a bad line yields its InputError and
-    reading goes on. The importers' own pipeline, with the native format named.
-
-    Streams: one line in memory at a time, whatever the file's size.
-    """
-    from .importers import plan_inputs  # the importers build on this module
-
-    for path in paths:
-        if path.is_dir():
-            raise InputError("is a folder; give the .jsonl files in it", path=path)
-    yield from plan_inputs(paths, "native").items()
 
 
 def refuse_bad_records(errors: list[InputError]) -> None:

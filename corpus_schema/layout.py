@@ -106,10 +106,6 @@ class Layout:
     def path(self, rel: str) -> Path:
         return self.root / rel
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / MANIFEST
-
 
 def link(target_rel: str, from_rel: str, text: str | None = None) -> str:
     """A markdown link that shows the root-relative path and resolves from the linking file.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,17 @@ def make_run(
     }
     run.update(extra)
     return run
+
+
+def read_runs(paths: list[Path]) -> Iterator[Any]:
+    """Every run of native JSON Lines files, as a build reads them (the importers' pipeline)."""
+    from wikitrace.compiler.importers import plan_inputs
+    from wikitrace.corpus_schema import InputError
+
+    for path in paths:
+        if path.is_dir():
+            raise InputError("is a folder; give the .jsonl files in it", path=path)
+    yield from plan_inputs(paths, "native").items()
 
 
 def write_runs(path: Path, runs: list[dict[str, Any]]) -> Path:

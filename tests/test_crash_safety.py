@@ -219,14 +219,14 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
 def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
     tmp_path: Path, inputs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import wikitrace.compiler.build as build_module
+    import wikitrace.compiler.produce as produce_module
 
     from helpers import run
 
     old, new = inputs
     corpus = tmp_path / "corpus"
     build_corpus(BuildOptions(inputs=[old], output=corpus))
-    real = build_module.compile_offline
+    real = produce_module.compile_offline
     calls = [0]
 
     def interrupted(*args: object) -> object:
@@ -235,7 +235,7 @@ def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
             raise KeyboardInterrupt
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(build_module, "compile_offline", interrupted)
+    monkeypatch.setattr(produce_module, "compile_offline", interrupted)
     code, _, err = run(["build", str(new), "-o", str(corpus), "--force"])
     assert code == 130
     assert err.endswith(f"interrupted: {corpus} is as it was (corpus.versions/v0001 is current)\n")

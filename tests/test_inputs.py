@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.compiler.inputs import read_runs
 from wikitrace.corpus_schema import InputError
 
-from helpers import make_run, write_runs
+from helpers import make_run, read_runs, write_runs
 
 
 def errors_of(path: Path) -> list[str]:

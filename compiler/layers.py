@@ -1,0 +1,131 @@
+"""The layers a version's compiled runs add: insights numbered after the parent's, each
+compilation and insight page written, the parent's files kept, then the version finished."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from wikitrace.corpus_schema import Compilation, Layout, id_width, render
+from wikitrace.corpus_schema.history import Changes, VersionInfo
+from wikitrace.corpus_schema.records import CompiledBy
+from wikitrace.corpus_schema.store import CorpusWriter
+from wikitrace.versions import FrozenVersion, finish_version
+
+from .compile import CompileStats, Templates
+from .redact import Redactor
+from .report import BuildReport
+
+
+def write_layers(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: list[render.RunRow],
+    results: dict[int, Compilation],
+    report: BuildReport,
+    version: VersionInfo,
+    *,
+    stats: CompileStats,
+    redactor: Redactor | None,
+    templates: Templates | None,
+    base: FrozenVersion | None,
+) -> None:
+    """Everything of the version but its raw layer (written as the runs were read)."""
+    rows.sort(key=lambda row: row.step)
+    insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
+    first_new = len(insight_rows) + 1
+    number = len(insight_rows)
+    for row in rows:
+        result = results.get(row.step)
+        if result is None:
+            continue
+        row.compiled = True
+        row.title = result.title
+        row.unverified_quotes = result.unverified_quotes
+        for draft in result.insights:
+            number += 1
+            row.insights.append(number)
+            insight_rows.append(
+                render.InsightRow(
+                    number=number,
+                    title=draft.title,
+                    task_type=row.task_type,
+                    source_step=row.step,
+                    source_outcome=row.outcome,
+                )
+            )
+    # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
+    if not base:
+        layout = dataclasses.replace(layout, insight_width=id_width(number))
+    if base:
+        for rel, file_hash in base.kept_files():
+            writer.link(rel, base.root / rel, file_hash)
+    for row in rows:
+        result = results.get(row.step)
+        if result is None:
+            continue
+        writer.write(
+            layout.compilation_rel(row.step),
+            render.compilation(
+                layout,
+                result,
+                task_id=row.task_id,
+                task_type=row.task_type,
+                insight_numbers=row.insights,
+            ),
+        )
+        for insight_number, draft in zip(row.insights, result.insights, strict=True):
+            writer.write(
+                layout.insight_rel(insight_number),
+                render.insight(
+                    layout, insight_number, draft, source=result, task_type=row.task_type
+                ),
+            )
+    all_rows = [*(base.rows if base else []), *rows]
+    compiled_by: CompiledBy = "offline" if templates is None else "llm"
+    fill_report(report, results, stats, redactor, insights=number - first_new + 1)
+    version.changes = Changes(
+        runs=len(rows),
+        steps=[layout.step(row.step) for row in rows],
+        insights=[layout.insight(n) for n in range(first_new, number + 1)],
+        task_ids=list(dict.fromkeys(row.task_id for row in rows)),
+        duplicates=report.duplicates,
+        inputs=report.inputs,
+    )
+    prompts = dict(base.manifest.prompts) if base else {}
+    prompts.update(templates.hashes if templates else {})
+    finish_version(
+        writer,
+        layout,
+        all_rows,
+        insight_rows,
+        compiled_by=compiled_by,
+        model=report.model,
+        prompts=prompts,
+        report=report.as_dict(),
+        redactions=report.redactions,
+        version=version,
+    )
+
+
+def fill_report(
+    report: BuildReport,
+    results: dict[int, Compilation],
+    stats: CompileStats,
+    redactor: Redactor | None,
+    *,
+    insights: int,
+) -> None:
+    report.compiled = len(results)
+    report.insights = insights
+    report.unverified_quotes = sum(r.unverified_quotes for r in results.values())
+    report.llm_calls = stats.calls - stats.cache_hits
+    report.cache_hits = stats.cache_hits
+    report.http_attempts = stats.http_attempts
+    report.prompt_tokens = stats.prompt_tokens
+    report.completion_tokens = stats.completion_tokens
+    report.cost_usd = round(stats.cost_usd, 6) if stats.cost_known else None
+    report.invalid_retries = stats.invalid_retries
+    report.quote_repairs = stats.quote_repairs
+    report.cut_prompts = stats.cut_prompts
+    report.redactions = dict(sorted(redactor.counts.items())) if redactor else {}
+    report.failed.sort(key=lambda item: str(item["step"]))
