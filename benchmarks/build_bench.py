@@ -79,7 +79,7 @@ def synthetic_runs(count: int, turns: int, seed: int = 7) -> list[dict[str, Any]
 
 # --- a local OpenAI-compatible stub ------------------------------------------------------
 
-_TURN = re.compile(r"^--- TURN (\d+) ---$", re.M)
+_TURN = re.compile(r"^--- WIKITRACE-DATA-\w+ TURN (\d+) ---$", re.M)
 
 
 def answer_for(prompt: str) -> str:

@@ -85,7 +85,7 @@ def compile_with_progress(
     again: str = "building again",
 ) -> Any:
     """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
-    progress = Progress("compiled {done}/{total} runs", bar="compiling", quiet=quiet)
+    progress = Progress("processed {done}/{total} runs", bar="compiling", quiet=quiet)
     try:
         return make(options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet))
     except KeyboardInterrupt:
@@ -105,7 +105,16 @@ def compile_with_progress(
         progress.close()
 
 
-def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> None:
+RETRY_BUILD = "build again with --force to retry them (cached replies are not paid for again)"
+RETRY_ADD = (
+    "they are in the new version without a compilation; a build of all the runs with --force "
+    "compiles them (cached replies are not paid for again)"
+)
+
+
+def finish_report(
+    report: Any, *, quiet: bool, as_json: bool, stdout: str, retry: str = RETRY_BUILD
+) -> None:
     """The report on stderr, the result on stdout, exit 1 when some runs failed to compile."""
     if not quiet or not report.complete:
         click.echo(_summary(report), err=True)
@@ -116,7 +125,7 @@ def finish_report(report: Any, *, quiet: bool, as_json: bool, stdout: str) -> No
     if not report.complete:
         click.echo(
             f"error: incomplete: {len(report.failed)} runs failed to compile (listed above); "
-            "run it again to retry them (cached replies are not paid for again)",
+            + retry,
             err=True,
         )
         sys.exit(1)

@@ -136,7 +136,9 @@ class CompileSettings:
     reading: InputSettings
     api_base: str | None
     concurrency: int
-    max_prompt_tokens: int
+    max_prompt_tokens: int | None
+    context_tokens: int
+    outcome_details: bool
     on_error: str
     cache_dir: Path | None
     no_cache: bool
@@ -177,6 +179,9 @@ class CompileSettings:
                 invalid_retries=self.invalid_retries,
                 quote_repairs=self.quote_repairs,
                 max_prompt_tokens=self.max_prompt_tokens,
+                context_tokens=self.context_tokens,
+                max_output_tokens=self.max_output_tokens,
+                outcome_details=self.outcome_details,
                 hypotheses=self.hypotheses,
             ),
             temperature=self.temperature,
@@ -208,11 +213,28 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             help="Model calls in flight at once.",
         ),
         click.option(
+            "--context-tokens",
+            type=click.IntRange(4000),
+            default=32_768,
+            show_default=True,
+            help="The model's context window. Every call for a run fits in it: the prompt, "
+            "the answer (--max-output-tokens) and one repair round. A run of any length is "
+            "shown to fit (long fields cut, then the run's skeleton with the turns that matter "
+            "in full).",
+        ),
+        click.option(
             "--max-prompt-tokens",
             type=click.IntRange(1000),
-            default=24_000,
-            show_default=True,
-            help="Token budget of one prompt; long fields lose their middle (marked) to fit.",
+            default=None,
+            help="The prompt's budget, instead of what --context-tokens leaves "
+            "(context - 2 x max-output-tokens - 1500).",
+        ),
+        click.option(
+            "--outcome-details",
+            is_flag=True,
+            help="Show the model the grader's details when the log has them (tau's "
+            "reward_info, test results), labelled as the grader's. Off by default: graders "
+            "often hold the expected answer, which then leaks into lessons.",
         ),
         click.option(
             "--on-error",

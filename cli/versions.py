@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .build import compile_with_progress, finish_report
+from .build import RETRY_ADD, compile_with_progress, finish_report
 from .options import (
     POINTER,
     CompileSettings,
@@ -75,7 +75,11 @@ def add_command(
         return
     store = Store(corpus)
     finish_report(
-        report, quiet=quiet, as_json=as_json, stdout=str(store.version_path(report.version))
+        report,
+        quiet=quiet,
+        as_json=as_json,
+        stdout=str(store.version_path(report.version)),
+        retry=RETRY_ADD,
     )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 import orjson
@@ -23,12 +24,12 @@ from wikitrace.corpus_schema import (
     WikitraceError,
 )
 from wikitrace.corpus_schema.records import Hypothesis
-from wikitrace.tools.drilldown import format_turn
 
-from .evidence import QuoteChecker, longest_field, turn_fields
+from .evidence import QuoteChecker, longest_field
 from .llm import LLM, Message
+from .view import MIN_FIELD_CAP, Entry, View, fit_view
 
-MIN_FIELD_CAP = 200
+MAX_CLAIMS = 6
 
 
 class CompileError(WikitraceError):
@@ -52,6 +53,8 @@ class QuoteOut(_Out):
 class ClaimOut(_Out):
     statement: str = Field(min_length=1)
     evidence: list[QuoteOut] = Field(min_length=1)
+    basis: Literal["observed", "inferred"] = "observed"
+    """observed: the quoted turns show it; inferred: a reading of them."""
 
 
 class HypothesisOut(_Out):
@@ -65,7 +68,8 @@ class InsightOut(_Out):
     title: str = Field(min_length=1)
     guideline: str = Field(min_length=1)
     applicability: str = Field(min_length=1)
-    supporting_claims: list[int] = Field(default_factory=list)
+    supporting_claims: list[int] = Field(min_length=1)
+    """The claims it rests on: a lesson with no evidence is refused."""
     hypothesis: HypothesisOut | None = None
 
 
@@ -74,21 +78,38 @@ class CompilerOutput(_Out):
 
     title: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    claims: list[ClaimOut] = Field(min_length=1)
+    claims: list[ClaimOut] = Field(min_length=1, max_length=MAX_CLAIMS)
     insights: list[InsightOut] = Field(default_factory=list, max_length=3)
 
 
-_FENCED = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+_FENCED = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
 
 
 def reply_json(text: str) -> Any:
-    """The JSON in a model's answer, bare or in a ```json fence; a ValueError if there is none."""
-    fenced = _FENCED.match(text)
-    body = fenced.group(1) if fenced else text.strip()
+    """The JSON object in a model's answer, wherever it sits: bare, in a ```json fence, or
+    after a sentence of preamble; a ValueError if there is none."""
+    body = text.strip()
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as error:
-        raise ValueError(f"it is not a JSON object ({error})") from None
+        first_error = error
+    for fenced in _FENCED.finditer(text):
+        try:
+            return orjson.loads(fenced.group(1))
+        except orjson.JSONDecodeError:
+            continue
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    raise ValueError(f"it is not a JSON object ({first_error})") from None
 
 
 def data_fence(content: bytes) -> str:
@@ -165,8 +186,36 @@ class Templates:
 class Prompt:
     template: str
     text: str
-    cut_to: int | None
-    """The longest a field could stay (in characters), or None when nothing was cut."""
+    view: View
+    """What the prompt shows of each turn."""
+
+    @property
+    def cut_to(self) -> int | None:
+        """None when every turn is shown whole."""
+        return None if self.view.mode == "whole" else (self.view.cap or MIN_FIELD_CAP)
+
+
+TASK_NOTES = {
+    "simulated-user": "The TASK is the simulated user's hidden instruction, written for the "
+    "benchmark: the agent never saw it, only what the user said in the turns.",
+}
+"""Framing of the task by where it came from (an importer sets metadata.task_source)."""
+
+
+def grader_details(record: RunRecord) -> str | None:
+    """What the log's grader said about the outcome (tau's reward_info, a test report)."""
+    metadata = record.metadata
+    info = metadata.get("info") if isinstance(metadata.get("info"), dict) else {}
+    for value in (
+        metadata.get("reward_info"),
+        info.get("reward_info"),
+        metadata.get("test_result"),
+        metadata.get("tests_status"),
+        metadata.get("report"),
+    ):
+        if value not in (None, "", {}, []):
+            return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return None
 
 
 def render_prompt(
@@ -176,61 +225,67 @@ def render_prompt(
     max_prompt_tokens: int,
     *,
     hypotheses: bool = False,
+    outcome_details: bool = False,
 ) -> Prompt:
-    """Fit the prompt in the budget by cutting the middles of the longest fields, never a turn."""
+    """The prompt for one run, within `max_prompt_tokens` whatever the run's length (see
+    compiler/view.py for what is shown of long runs)."""
     name = prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE
     content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
     fence = data_fence(content)
-    # Dumped once: the search below renders the prompt several times with other caps.
-    turns = [turn_fields(turn) for turn in record.turns]
+    source = record.metadata.get("task_source")
+    grader = grader_details(record) if outcome_details else None
 
-    def render(cap: int | None) -> str:
+    def render(entries: list[Entry], mode: str = "whole") -> str:
         return templates.render(
             name,
             success=record.success,
             task_id=record.task_id,
             task_type=record.task_type,
             task=record.task,
+            task_note=TASK_NOTES.get(source) if isinstance(source, str) else None,
+            grader=grader,
             turn_count=len(record.turns),
-            turns=[format_turn(turn, cap) for turn in turns],
+            turns=entries,
             fence=fence,
-            cut=cap is not None,
+            mode=mode,
             hypotheses=hypotheses,
         )
 
-    text = render(None)
-    # Byte-level tokenizers never make more tokens than bytes: most prompts need no count.
-    if len(text.encode()) <= max_prompt_tokens:
-        return Prompt(template=name, text=text, cut_to=None)
-    tokens = llm.count_tokens(text)
-    if tokens <= max_prompt_tokens:
-        return Prompt(template=name, text=text, cut_to=None)
-    # Counting tokens is slow on long runs, so search the cap on an estimate from this
-    # prompt's tokens per character, then check with real counts, cutting deeper if needed.
-    per_char = tokens / len(text)
-    low, high = MIN_FIELD_CAP, max(longest_field(turn) for turn in record.turns) - 1
-    cap = MIN_FIELD_CAP
-    while low <= high:
-        middle = (low + high) // 2
-        if len(render(middle)) * per_char <= max_prompt_tokens:
-            cap, low = middle, middle + 1
-        else:
-            high = middle - 1
-    while True:
-        candidate = render(cap)
-        tokens = llm.count_tokens(candidate)
-        if tokens <= max_prompt_tokens:
-            return Prompt(template=name, text=candidate, cut_to=cap)
-        if cap == MIN_FIELD_CAP:
-            raise CompileError(
-                f"the prompt does not fit in --max-prompt-tokens {max_prompt_tokens} even with "
-                f"every field cut to {MIN_FIELD_CAP} characters ({len(record.turns)} turns); "
-                "raise the budget or use a model with a longer context"
-            )
-        cap = max(MIN_FIELD_CAP, int(cap * max_prompt_tokens / tokens * 0.95))
+    if llm.count_tokens(render([])) > max_prompt_tokens:
+        raise CompileError(
+            f"the prompt's instructions and task alone do not fit in --max-prompt-tokens "
+            f"{max_prompt_tokens}; raise the budget"
+        )
+
+    # Byte-level tokenizers never make more tokens than bytes, and counting is slow on long
+    # runs: the byte length decides whenever it can, a count only near the budget.
+    def fits(entries: list[Entry], mode: str) -> bool:
+        text = render(entries, mode)
+        if len(text.encode()) <= max_prompt_tokens:
+            return True
+        if len(text) // 8 > max_prompt_tokens:  # far over: no tokenizer packs 8 chars a token
+            return False
+        return llm.count_tokens(text) <= max_prompt_tokens
+
+    longest = max((longest_field(turn) for turn in record.turns), default=0)
+    try:
+        view = fit_view(record, fits, longest)
+    except ValueError as error:
+        raise CompileError(f"{error} (--max-prompt-tokens {max_prompt_tokens})") from None
+    return Prompt(template=name, text=render(view.entries, view.mode), view=view)
 
 
 # --- the compile loop ---------------------------------------------------------------------
+
+
+REPAIR_CHARS = 6000
+"""The longest a repair or correction message gets (about 1,500 tokens)."""
+REPAIR_TOKENS = 1500
+_MODES = {
+    "cut": "long fields lost their middle",
+    "skeleton": "turns that matter in full, the others as one line each",
+    "elided": "turns that matter in full, the middle of the rest left out in marked ranges",
+}
 
 
 @dataclass
@@ -239,9 +294,22 @@ class CompileLimits:
     """Times an invalid answer is sent back with the validation error."""
     quote_repairs: int = 1
     """Times unverified quotes are sent back for repair."""
-    max_prompt_tokens: int = 24_000
+    max_prompt_tokens: int | None = None
+    """The prompt's budget; None: what the context leaves once the answer and one repair
+    round (the answer again and a repair message) are counted."""
+    context_tokens: int = 32_768
+    """The model's context window: every call of a run's conversation fits in it."""
+    max_output_tokens: int = 4096
     hypotheses: bool = False
     """Ask for each insight as a falsifiable hypothesis too (and refuse answers without)."""
+    outcome_details: bool = False
+    """Show the grader's verdict and details when the log has them (off: see README)."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        if self.max_prompt_tokens is not None:
+            return self.max_prompt_tokens
+        return max(1000, self.context_tokens - 2 * self.max_output_tokens - REPAIR_TOKENS)
 
 
 @dataclass
@@ -272,11 +340,23 @@ def _check(output: CompilerOutput, checker: QuoteChecker) -> _Checked:
     for number, claim in enumerate(output.claims, start=1):
         evidence = []
         for quote in claim.evidence:
-            verified = checker.found(quote.turn, quote.quote)
-            if not verified:
-                failures.append({"claim": number, "turn": quote.turn, "quote": quote.quote})
-            evidence.append(Evidence(turn=quote.turn, quote=quote.quote, verified=verified))
-        claims.append(Claim(statement=claim.statement, evidence=evidence))
+            found = checker.check(quote.turn, quote.quote)
+            if not found.verified:
+                failures.append(
+                    {
+                        "claim": number,
+                        "turn": quote.turn,
+                        "quote": quote.quote,
+                        "why": found.note,
+                        "closest": checker.closest(quote.turn, quote.quote),
+                    }
+                )
+            evidence.append(
+                Evidence(
+                    turn=found.turn, quote=quote.quote, verified=found.verified, note=found.note
+                )
+            )
+        claims.append(Claim(statement=claim.statement, evidence=evidence, basis=claim.basis))
     return _Checked(output=output, claims=claims, unverified=len(failures), failures=failures)
 
 
@@ -289,12 +369,18 @@ async def compile_with_llm(
     stats: CompileStats,
 ) -> Compilation:
     prompt = render_prompt(
-        templates, record, llm, limits.max_prompt_tokens, hypotheses=limits.hypotheses
+        templates,
+        record,
+        llm,
+        limits.prompt_tokens,
+        hypotheses=limits.hypotheses,
+        outcome_details=limits.outcome_details,
     )
-    if prompt.cut_to is not None:
+    if prompt.view.mode != "whole":
         stats.cut_prompts += 1
-    checker = QuoteChecker(record.turns)
-    messages: list[Message] = [{"role": "user", "content": prompt.text}]
+    checker = QuoteChecker(record.turns, list(prompt.view.shown))
+    first: Message = {"role": "user", "content": prompt.text}
+    messages: list[Message] = [first]
     best: _Checked | None = None
     invalid = repairs = 0
     last_error = ""
@@ -309,7 +395,7 @@ async def compile_with_llm(
             stats.cost_usd += reply.cost_usd
         elif not reply.cached:
             stats.cost_known = False
-        messages.append({"role": "assistant", "content": reply.text})
+        answer: Message = {"role": "assistant", "content": reply.text}
         try:
             output = parse_output(reply.text, len(record.turns), hypotheses=limits.hypotheses)
         except ValueError as error:
@@ -318,9 +404,9 @@ async def compile_with_llm(
                 break
             invalid += 1
             stats.invalid_retries += 1
-            messages.append(
-                {"role": "user", "content": templates.render(prompts.RETRY_INVALID, error=error)}
-            )
+            correction = templates.render(prompts.RETRY_INVALID, error=error)
+            # Only the last answer goes back: the conversation never outgrows the budget.
+            messages = [first, answer, {"role": "user", "content": correction}]
             continue
         checked = _check(output, checker)
         if best is None or checked.unverified <= best.unverified:
@@ -329,22 +415,22 @@ async def compile_with_llm(
             break
         repairs += 1
         stats.quote_repairs += 1
-        messages.append(
-            {
-                "role": "user",
-                "content": templates.render(prompts.REPAIR_QUOTES, failures=checked.failures),
-            }
-        )
+        repair = templates.render(prompts.REPAIR_QUOTES, failures=checked.failures)
+        messages = [first, answer, {"role": "user", "content": repair[:REPAIR_CHARS]}]
     if best is None:
         raise CompileError(
             f"the model's answer stayed invalid after {invalid + 1} tries: {last_error}"
         )
-    notes = []
-    if prompt.cut_to is not None:
+    notes = list(prompt.view.notes)
+    if prompt.view.mode != "whole":
         notes.append(
-            f"The prompt was cut to fit {limits.max_prompt_tokens} tokens: fields longer than "
-            f"{prompt.cut_to} characters lost their middle. The raw turns are whole."
+            f"The run was shown to fit {limits.prompt_tokens} prompt tokens "
+            f"({_MODES[prompt.view.mode]}): {prompt.view.whole_turns} of {len(record.turns)} "
+            "turns in full. The raw turns are whole."
         )
+    moved = [e for c in best.claims for e in c.evidence if e.note and e.note.startswith("cited")]
+    if moved:
+        notes.append(f"{len(moved)} quote(s) were found in another turn than cited; corrected.")
     if repairs:
         notes.append(f"Unverified quotes were sent back for repair {repairs} time(s).")
     if best.unverified:

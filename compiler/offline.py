@@ -50,6 +50,11 @@ def _error_quote(turn: Turn) -> str | None:
     return None
 
 
+def has_error_signal(turn: Turn) -> bool:
+    """Whether what came back in the turn says something went wrong."""
+    return _error_quote(turn) is not None
+
+
 def _action_quote(turn: Turn) -> str | None:
     if turn.action:
         return _excerpt(turn.action, 0, 0)

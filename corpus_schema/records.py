@@ -101,6 +101,10 @@ class Evidence(_Strict):
     """The quoted text."""
     verified: bool
     """True only when the quote was found in that raw turn (whitespace-normalised)."""
+    note: str | None = None
+    """How the check went when not plainly: "typography and spacing normalised", "cited as
+    turn 5; found in turn 7" (the turn was corrected), "too short to prove anything",
+    "not found in the turn"."""
 
 
 class Claim(_Strict):
@@ -108,6 +112,8 @@ class Claim(_Strict):
 
     statement: str
     evidence: list[Evidence]
+    basis: Literal["observed", "inferred"] = "observed"
+    """observed: the log shows it; inferred: the compiler's reading of what the log shows."""
 
 
 class Hypothesis(_Strict):

@@ -215,7 +215,9 @@ def compilation(
     if not record.claims:
         lines += ["(none found)", ""]
     for number, claim in enumerate(record.claims, start=1):
-        lines += [f"### {number}. {claim.statement.strip()}", ""]
+        inferred = " (inferred: the compiler's reading, not shown as such in the log)"
+        basis = inferred if claim.basis == "inferred" else ""
+        lines += [f"### {number}. {claim.statement.strip()}{basis}", ""]
         for evidence in claim.evidence:
             status = (
                 "verified"
@@ -224,6 +226,8 @@ def compilation(
                     "UNVERIFIED: this text was not found in the raw turn; do not treat it as fact"
                 )
             )
+            if evidence.note:
+                status += f"; {evidence.note}"
             lines += [
                 f"- turn {evidence.turn} ({status}):",
                 "",

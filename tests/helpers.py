@@ -64,7 +64,11 @@ def write_runs(path: Path, runs: list[dict[str, Any]]) -> Path:
 
 # --- a fake at our LLM boundary -------------------------------------------------------------
 
-_TURN_BLOCK = re.compile(r"--- TURN (\d+) ---\n(.*?)(?=\n--- TURN \d+ ---|\nWIKITRACE-DATA-)", re.S)
+_TURN_BLOCK = re.compile(
+    r"--- WIKITRACE-DATA-\w+ TURN (\d+) ---\n(.*?)"
+    r"(?=\n--- WIKITRACE-DATA-\w+ TURN|\nWIKITRACE-DATA-)",
+    re.S,
+)
 
 
 def turns_in_prompt(prompt: str) -> dict[int, str]:

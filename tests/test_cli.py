@@ -27,7 +27,7 @@ def test_build_prints_the_corpus_path_and_a_report(runs_file: Path, tmp_path: Pa
     assert code == 0
     assert out == f"{corpus}\n"
     assert f"built {corpus}: 3 runs (2 succeeded, 1 failed), 3 compilations, 0 insights" in err
-    assert "compiled 3/3 runs" in err
+    assert "processed 3/3 runs" in err
 
 
 def test_build_json_report(runs_file: Path, tmp_path: Path) -> None:

@@ -90,20 +90,26 @@ def test_the_trajectory_is_fenced_as_data(tmp_path: Path) -> None:
     assert fence.startswith("WIKITRACE-DATA-") and fence != "WIKITRACE-DATA-000000000000"
     begin, end = prompt.index(f"{fence} BEGIN"), prompt.index(f"{fence} END")
     assert begin < prompt.index(attack) < end
-    assert prompt.count(fence) == 3  # named once in the instructions, then BEGIN and END
+    # Named twice in the instructions, then BEGIN, each turn's header, and END: data cannot
+    # fake a turn boundary or the end of the data without the fence.
+    assert prompt.count(fence) == 2 + 1 + len(turns) + 1
+    assert f"--- {fence} TURN 1 ---\nrole: tool" in prompt
+    assert prompt.index("TASK ID: a") > begin  # the task's id is data too
 
 
 def test_invalid_answers_are_sent_back_with_the_error(runs_file: Path, tmp_path: Path) -> None:
     def answer(messages: list[Message]) -> str:
         if len(messages) == 1:
             return "Sure! Here is my analysis."
-        if len(messages) == 3:
+        if "not a JSON object" in messages[-1]["content"]:
             return json.dumps({"title": "x", "description": "y", "claims": [], "extra": 1})
-        return "```json\n" + good_answer(prompt_of(messages)) + "\n```"
+        return "Here it is:\n```json\n" + good_answer(prompt_of(messages)) + "\n```\nDone."
 
     llm = FakeLLM(answer=answer)
     report = build(runs_file, tmp_path / "corpus", llm)
     assert report.complete and report.invalid_retries == 6 and len(llm.calls) == 9
+    # Only the last answer goes back with its correction: the conversation stays in budget.
+    assert all(len(call) in (1, 3) for call in llm.calls)
     first_retry = llm.calls[1][-1]["content"]
     assert first_retry.startswith("Your answer could not be used: it is not a JSON object")
     second_retry = llm.calls[2][-1]["content"]
@@ -158,7 +164,12 @@ def test_quotes_not_in_their_turn_are_repaired(runs_file: Path, tmp_path: Path) 
     report = build(runs_file, corpus, llm)
     assert report.quote_repairs == 3 and report.unverified_quotes == 0
     repair = llm.calls[1][-1]["content"]
-    assert 'claim 1, turn 4: "this sentence appears in no turn at all"' in repair
+    assert (
+        'claim 1, turn 4 (not found in the turn): "this sentence appears in no turn at all"'
+        in repair
+    )
+    # The model is shown the passage of the cited turn to copy from.
+    assert "The passage of turn 4 most like it, as shown above:\n  >>> role: assistant" in repair
     text = (corpus / "compilation/step-0001.md").read_text()
     assert "UNVERIFIED" not in text and "repair 1 time(s)" in text
 
@@ -213,15 +224,40 @@ def test_a_cut_prompt_is_noted_and_the_raw_turn_stays_whole(tmp_path: Path) -> N
     assert report.cut_prompts == 1
     assert read_jsonl(corpus / "raw/step-0001/solver.full.jsonl") == turns
     assert (
-        "The prompt was cut to fit 4000 tokens" in (corpus / "compilation/step-0001.md").read_text()
+        "The run was shown to fit 4000 prompt tokens (long fields lost their middle)"
+        in (corpus / "compilation/step-0001.md").read_text()
     )
 
 
-def test_a_prompt_that_cannot_fit_is_a_clear_failure(tmp_path: Path) -> None:
-    turns = [{"role": "tool", "observation": "y" * 300} for _ in range(200)]
+def test_a_long_run_always_fits_and_its_quotes_cite_only_what_was_shown(
+    tmp_path: Path,
+) -> None:
+    turns = [{"role": "user", "content": "Fix the failing test in utils.py"}]
+    for n in range(2, 201):
+        turns.append(
+            {
+                "role": "assistant",
+                "action": f"run step {n}",
+                "observation": f"output of step {n} "
+                + "y" * 300
+                + ("\nTraceback: ValueError raised here" if n == 120 else ""),
+            }
+        )
     record = RunRecord.model_validate(make_run("a", turns=turns))
-    with pytest.raises(CompileError, match="does not fit in --max-prompt-tokens 1000"):
-        render_prompt(Templates.load(), record, FakeLLM(), max_prompt_tokens=1000)
+    prompt = render_prompt(Templates.load(), record, FakeLLM(), max_prompt_tokens=3000)
+    assert prompt.view.mode == "elided" and len(prompt.text) // 4 <= 3000
+    shown = turns_in_prompt(prompt.text)
+    # The first turn, the one with the error, and the last ones are there.
+    assert {1, 120, 200} <= set(shown) and "Traceback: ValueError" in shown[120]
+    assert " NOT SHOWN ---\n[" in prompt.text and "turns not shown here" in prompt.text
+    hidden = next(n for n in range(2, 200) if n not in shown)
+    assert prompt.view.shown[hidden - 1] == ""
+
+
+def test_a_budget_smaller_than_the_instructions_is_a_clear_failure() -> None:
+    record = RunRecord.model_validate(make_run("a"))
+    with pytest.raises(CompileError, match="instructions and task alone do not fit"):
+        render_prompt(Templates.load(), record, FakeLLM(), max_prompt_tokens=100)
 
 
 def test_a_rebuild_makes_no_call(runs_file: Path, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         prompt = messages[0]["content"]
         data = json.loads(good_answer(prompt, wrong_quote="kettle" in prompt))
         titles = {"mug": "Open the cabinet first", "lamp": "Use a lamp", "kettle": "Heat it"}
-        task_id = prompt.split("Task id: ", 1)[1].split(";", 1)[0]
+        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
         data["insights"][0]["title"] = titles[task_id]
         return json.dumps(data)
 

@@ -54,6 +54,8 @@ def _tau_run(path: Path, index: int, result: Any) -> Candidate:
         raise InputError("no task: no info.task.instruction and no user message", path=path, at=at)
     trial = result.get("trial")
     metadata = rest(result, {"task_id", "traj"})
+    if isinstance(info.get("task"), dict) and info["task"].get("instruction") == task:
+        metadata["task_source"] = "simulated-user"  # the user's hidden instruction
     if isinstance(trial, int) and not isinstance(trial, bool):
         metadata["attempt"] = trial + 1
     reward = _number(result.get("reward"))
@@ -157,6 +159,7 @@ def read_tau2(path: Path, found: Probe) -> Iterator[Found]:
             turns = chat_turns(messages, result_id_keys=("tool_call_id", "id"))
             metadata = rest(simulation, {"task_id", "messages"})
             metadata["task"] = task
+            metadata["task_source"] = "simulated-user"  # the user scenario's instructions
             if info is not None:
                 metadata["file_info"] = info
             trial = simulation.get("trial")

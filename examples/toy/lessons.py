@@ -16,7 +16,11 @@ from __future__ import annotations
 import json
 import re
 
-_TURN = re.compile(r"^--- TURN (\d+) ---\n(.*?)(?=^--- TURN \d+ ---|^WIKITRACE-DATA-)", re.S | re.M)
+_TURN = re.compile(
+    r"^--- WIKITRACE-DATA-\w+ TURN (\d+) ---\n(.*?)"
+    r"(?=^--- WIKITRACE-DATA-\w+ TURN|^WIKITRACE-DATA-)",
+    re.S | re.M,
+)
 _OBSERVATION = re.compile(r"^observation: (.*)$", re.M)
 _PROBE = re.compile(r"^- (HELPED|HURT|SAME) [^:]+: (.*)$", re.M)
 
