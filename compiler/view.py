@@ -32,6 +32,8 @@ MIN_FIELD_CAP = 200
 FOCUS_CAP = 1200
 """The most a field of a turn in focus keeps once the run is shown as a skeleton."""
 LAST_TURNS = 8
+MIN_SKELETON_LINES = 20
+"""One-line turns kept at each end of a run's middle before turns in focus lose detail."""
 MAX_ERROR_TURNS = 12
 REPEATED_TASK = "[the TASK above, repeated here]"
 
@@ -161,19 +163,28 @@ def fit_view(record: RunRecord, fits: Callable[[list[Entry], str], bool], max_fi
             break
     while chosen is None:
         mode = "elided"
-        low, high, keep_best = 0, count, None
-        while low <= high:
-            middle = (low + high) // 2
-            if fits(skeleton(MIN_FIELD_CAP, middle, focus_set), "elided"):
-                keep_best, low = middle, middle + 1
-            else:
-                high = middle - 1
-        if keep_best is not None:
-            chosen = skeleton(MIN_FIELD_CAP, keep_best, focus_set)
-        elif len(focus_set) > 2:  # even the turns in focus do not fit: the later half, and 0
+        fallback: list[Entry] | None = None
+        for cap in (FOCUS_CAP, 600, MIN_FIELD_CAP):
+            low, high, keep_best = 0, count, None
+            while low <= high:
+                middle = (low + high) // 2
+                if fits(skeleton(cap, middle, focus_set), "elided"):
+                    keep_best, low = middle, middle + 1
+                else:
+                    high = middle - 1
+            if keep_best is None:
+                continue
+            entries = skeleton(cap, keep_best, focus_set)
+            # Fuller turns in focus are worth more than more one-line turns, down to this.
+            if keep_best >= MIN_SKELETON_LINES:
+                chosen = entries
+                break
+            fallback = fallback or entries
+        chosen = chosen or fallback
+        if chosen is None and len(focus_set) > 2:  # even the turns in focus do not fit
             ordered = sorted(focus_set)
             focus_set = {0, *ordered[len(ordered) // 2 :]}
-        else:
+        elif chosen is None:
             break
     if chosen is None:
         raise ValueError("not even the run's first and last turns fit the prompt budget")
