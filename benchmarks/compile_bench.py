@@ -125,7 +125,7 @@ def measure(python: str, budget: int, files: list[Path]) -> list[dict[str, Any]]
     return json.loads(result.stdout)
 
 
-def synthetic_run(turns: int, seed: int) -> dict[str, Any]:
+def synthetic_run(turns: int, seed: int, words_per_turn: int = 400) -> dict[str, Any]:
     import random
 
     rng = random.Random(seed)
@@ -133,7 +133,7 @@ def synthetic_run(turns: int, seed: int) -> dict[str, Any]:
     words += ["import", "module", "config"]
     items = [{"role": "user", "content": "Fix the failing test in the cache module. " * 3}]
     for n in range(2, turns + 1):
-        out = " ".join(rng.choices(words, k=rng.randint(20, 400)))
+        out = " ".join(rng.choices(words, k=rng.randint(20, words_per_turn)))
         if n % 37 == 0:
             out += "\nTraceback (most recent call last): ValueError: cache key missing"
         items.append(
@@ -284,7 +284,8 @@ def main() -> None:
                 f"turns in full {whole}/{turns}"
             )
     print("2. compiling long runs through the local stub (litellm), default budget")
-    long_runs = [synthetic_run(n, n) for n in (50, 200, 1000)]
+    # The 1,000-turn run is about 5 MB, as long coding sessions are.
+    long_runs = [synthetic_run(50, 50), synthetic_run(200, 200), synthetic_run(1000, 1000, 1600)]
     if cc:
         long_runs.append(json.loads(cc.read_text()))
     compile_long(long_runs, work)
