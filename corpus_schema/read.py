@@ -15,7 +15,8 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import CorpusError, InputError, first_problem
 from .layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, RAW_METADATA_NAME, parse_insight
-from .records import CompilationHeader, CompilationSummary, InsightHeader, RawHeader
+from .records import Claim, CompilationHeader, CompilationSummary, InsightHeader, RawHeader
+from .render import unescape
 
 Header = TypeVar("Header", bound=BaseModel)
 
@@ -147,7 +148,16 @@ def task_text(page: Page[RawHeader]) -> str:
     end = body.rfind(_TURNS_HEADING)
     if start == -1 or end == -1 or end < start:
         raise CorpusError(f"{page.rel}: no '## Task' section")
-    return body[start + len(_TASK_HEADING) : end].strip()
+    return _unfence(body[start + len(_TASK_HEADING) : end].strip())
+
+
+def _unfence(text: str) -> str:
+    """The text of a block `render.verbatim` wrote (a corpus from before it: as it is)."""
+    first, _, rest = text.partition("\n")
+    fence = first.removesuffix("text")
+    if len(fence) < 3 or fence.strip("`") or not rest.endswith(fence):
+        return text
+    return rest[: -len(fence)].removesuffix("\n")
 
 
 _TASK_HEADING = "## Task\n\n"
@@ -161,8 +171,14 @@ def guideline(page: Page[InsightHeader]) -> str:
     end = body.find(_APPLIES, start)
     if start == -1 or end == -1:
         raise CorpusError(f"{page.rel}: no '**Guideline.**' paragraph")
-    return body[start + len(_GUIDELINE) : end].strip()
+    return unescape(body[start + len(_GUIDELINE) : end].strip())
 
 
 _GUIDELINE = "**Guideline.** "
 _APPLIES = "\n\n**Applies when.** "
+
+
+def backed(claims: list[Claim], numbers: list[int]) -> bool:
+    """Whether a verified quote backs the claims an insight rests on (all, if it names none)."""
+    chosen = [claims[n - 1] for n in numbers if 1 <= n <= len(claims)]
+    return any(e.verified for claim in chosen or claims for e in claim.evidence)

@@ -132,6 +132,45 @@ def tools_layout(layout: Layout) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+# --- text from logs and models, made safe to render --------------------------------------
+
+_INLINE_SPECIAL = re.compile(r"([\\\[\]<>*`])")
+_LINE_START = re.compile(r"^(?:([#+=|-])|(\d{1,9})([.)]))")
+_UNESCAPE = re.compile(r"\\([\\\[\]<>*`#+=|.)-])")
+
+
+def inline(text: str) -> str:
+    """One line of Markdown that shows `text` and nothing else: no heading, list, link, tag,
+    emphasis or code span that the text could open, whatever it holds (whitespace folded).
+
+    `unescape` gives the folded text back.
+    """
+    flat = " ".join(text.split())
+    escaped = _INLINE_SPECIAL.sub(r"\\\1", flat)
+    start = _LINE_START.match(escaped)
+    if start and start.group(1):  # `# x`, `- x`: a heading or a list if it starts a line
+        escaped = "\\" + escaped
+    elif start:  # `1. x`
+        escaped = start.group(2) + "\\" + escaped[len(start.group(2)) :]
+    return escaped
+
+
+def unescape(text: str) -> str:
+    """The (folded) text `inline` was given."""
+    return _UNESCAPE.sub(r"\1", text)
+
+
+def verbatim(text: str, indent: str = "") -> str:
+    """A fenced code block holding `text` exactly: nothing in it is Markdown. The fence is
+    longer than any run of backticks in the text, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    lines = [f"{indent}{fence}text"]
+    lines += [f"{indent}{line}" if line else "" for line in text.splitlines()]
+    lines.append(f"{indent}{fence}")
+    return "\n".join(lines)
+
+
 def _quote_block(text: str, indent: str = "") -> str:
     return "\n".join(f"{indent}> {line}" if line else f"{indent}>" for line in text.splitlines())
 
@@ -143,7 +182,7 @@ def _cell(text: str | None, limit: int = 0) -> str:
     flat = " ".join(text.split())
     if limit and len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
-    return flat.replace("|", "\\|")
+    return inline(flat).replace("|", "\\|")
 
 
 # --- raw layer ----------------------------------------------------------------------------
@@ -151,8 +190,8 @@ def _cell(text: str | None, limit: int = 0) -> str:
 
 def raw_metadata(header: RawHeader, task: str) -> str:
     body = (
-        f"# {header.step}: task {header.task_id} ({header.outcome})\n\n"
-        f"## Task\n\n{task.rstrip()}\n\n"
+        f"# {header.step}: task {inline(header.task_id)} ({header.outcome})\n\n"
+        f"## Task\n\n{verbatim(task.rstrip())}\n\n"
         f"## Turns\n\n{header.turns} turns in `{header.turns_file}`, one JSON object per line "
         f"as logged: line N is turn N.\n"
     )
@@ -196,18 +235,18 @@ def compilation(
         template = record.prompt.template if record.prompt else "?"
         provenance = f"Compiled by `{record.model}` with prompt `{template}`. {TRUST_NOTE}"
     lines = [
-        f"# {step}: {record.title}",
+        f"# {step}: {inline(record.title)}",
         "",
         _quote_block(provenance),
         "",
-        f"- outcome: **{record.outcome}**; task `{task_id}`"
-        + (f", type `{task_type}`" if task_type else ""),
+        f"- outcome: **{record.outcome}**; task {inline(task_id)}"
+        + (f", type {inline(task_type)}" if task_type else ""),
         f"- run: {link(layout.raw_metadata_rel(record.step), rel)}",
         f"- turns: {link(layout.raw_turns_rel(record.step), rel)} (line N is turn N)",
         "",
         "## What happened",
         "",
-        record.description.strip(),
+        inline(record.description),
         "",
         _claims_heading(record),
         "",
@@ -217,7 +256,7 @@ def compilation(
     for number, claim in enumerate(record.claims, start=1):
         inferred = " (inferred: the compiler's reading, not shown as such in the log)"
         basis = inferred if claim.basis == "inferred" else ""
-        lines += [f"### {number}. {claim.statement.strip()}{basis}", ""]
+        lines += [f"### {number}. {inline(claim.statement)}{basis}", ""]
         for evidence in claim.evidence:
             status = (
                 "verified"
@@ -231,7 +270,7 @@ def compilation(
             lines += [
                 f"- turn {evidence.turn} ({status}):",
                 "",
-                _quote_block(evidence.quote, "  "),
+                verbatim(evidence.quote, "  "),
                 "",
             ]
     lines += ["## Insights drawn from this run", ""]
@@ -240,7 +279,7 @@ def compilation(
     elif not insight_numbers:
         lines.append("None.")
     for number, draft in zip(insight_numbers, record.insights, strict=True):
-        lines.append(f"- {link(layout.insight_rel(number), rel)}: {draft.title}")
+        lines.append(f"- {link(layout.insight_rel(number), rel)}: {inline(draft.title)}")
     lines.append("")
     if record.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in record.notes] + [""]
@@ -292,11 +331,11 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         else "a successful run"
     )
     lines = [
-        f"# {header.id}: {header.title}",
+        f"# {header.id}: {inline(header.title)}",
         "",
-        f"**Guideline.** {guideline.strip()}",
+        f"**Guideline.** {inline(guideline)}",
         "",
-        f"**Applies when.** {header.applicability.strip()}",
+        f"**Applies when.** {inline(header.applicability)}",
         "",
     ]
     if header.hypothesis is not None:
@@ -304,10 +343,10 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         lines += [
             "## As a hypothesis",
             "",
-            f"- precondition: {hypothesis.precondition.strip()}",
-            f"- behaviour: {hypothesis.behaviour.strip()}",
-            f"- expected effect: {hypothesis.expected_effect.strip()}",
-            f"- verifier: {hypothesis.verifier.strip()}",
+            f"- precondition: {inline(hypothesis.precondition)}",
+            f"- behaviour: {inline(hypothesis.behaviour)}",
+            f"- expected effect: {inline(hypothesis.expected_effect)}",
+            f"- verifier: {inline(hypothesis.verifier)}",
             "",
         ]
     lines += [f"**Status.** {header.status}: {STATUS_NOTES[header.status]}."]

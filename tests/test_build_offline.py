@@ -82,7 +82,7 @@ def test_headers_parse_into_their_models(runs_file: Path, tmp_path: Path) -> Non
     assert header.compiled_by == "offline" and header.insights == []
     assert "Compiled offline" in post.content
     # The mechanical compilation quotes the failed action, verified against the raw turn.
-    assert "- turn 3 (verified):\n\n  > Nothing happens." in post.content
+    assert "- turn 3 (verified):\n\n  ```text\n  Nothing happens.\n  ```" in post.content
 
 
 def test_every_file_says_offline(runs_file: Path, tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def test_an_agent_goes_from_an_insight_to_the_turn_behind_it(tmp_path: Path) -> 
     step, turn = header.split()
     assert step == insight["source_step"] == "step-0001"
     compilation = frontmatter.load(mount / f"compilation/{step}.md")
-    quote = compilation.content.split("(verified):\n\n  > ", 1)[1].split("\n", 1)[0]
+    quote = compilation.content.split("(verified):\n\n  ```text\n  ", 1)[1].split("\n", 1)[0]
     assert f"=== {step} turn {turn} of 24 ===" in shown
     assert quote in shown  # the quote the compilation cites is in the turn the tool shows
     assert json.loads((mount / "tools/layout.json").read_text())["step_id_width"] == 4

@@ -24,7 +24,8 @@ def test_real_runs_build_into_a_sound_corpus(tmp_path: Path) -> None:
         assert metadata["metadata"] == run["metadata"] and run["task"] in metadata.content
     diagnosis = (corpus / "compilation/step-0001.md").read_text()
     # The failed booking: the payment error the tool returned, quoted from its turn.
-    assert "> Error: payment amount does not add up, total price is 305, but paid 255" in diagnosis
+    error = "Error: payment amount does not add up, total price is 305, but paid 255"
+    assert f"\n  {error}" in diagnosis
 
 
 def test_redaction_leaves_real_logs_unchanged(tmp_path: Path) -> None:

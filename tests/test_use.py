@@ -45,6 +45,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_an_insight_with_no_verified_quote_is_marked_in_the_first_message(corpus: Path) -> None:
+    text = Memory.load(corpus).first_message("Heat the kettle").text
+    heat = next(line for line in text.splitlines() if ": Heat it**" in line)
+    assert heat.endswith("; UNVERIFIED: no quote behind it was found in its run)")
+    mug = next(line for line in text.splitlines() if ": Open the cabinet first**" in line)
+    assert "UNVERIFIED" not in mug
+
+
 def test_first_message_lists_insights_by_type_and_similar_runs(corpus: Path) -> None:
     message = Memory.load(corpus).first_message("Put a mug in the cabinet", mount="/mnt/memory")
     assert message.insights == ["insight-0001", "insight-0002", "insight-0003", "insight-0004"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, manifest, read
 from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
-from wikitrace.corpus_schema.records import Claim, CompilationHeader
+from wikitrace.corpus_schema.records import CompilationHeader
 
 from . import drilldown
 
@@ -80,11 +80,6 @@ class Findings:
         return dict(vars(self))
 
 
-def _has_verified(claims: list[Claim], numbers: list[int]) -> bool:
-    chosen = [claims[n - 1] for n in numbers if 1 <= n <= len(claims)] if numbers else claims
-    return any(e.verified for claim in chosen for e in claim.evidence)
-
-
 def audit_corpus(root: Path) -> Findings:
     findings = Findings(compiled_by=manifest.load(root).compiled_by)
     compilations = {page.header.step: page.header for page in read.compilations(root)}
@@ -102,7 +97,7 @@ def audit_corpus(root: Path) -> Findings:
             findings.insights_missing_evidence[header.id] = f"{header.compilation} is missing"
         elif not read.contained(root, header.raw).is_dir():
             findings.insights_missing_evidence[header.id] = f"{header.raw} is missing"
-        elif not _has_verified(compilation.claims, header.source_claims):
+        elif not read.backed(compilation.claims, header.source_claims):
             findings.insights_missing_evidence[header.id] = (
                 "no verified quote backs the claims it rests on"
             )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import read
-from wikitrace.corpus_schema.records import InsightHeader, Outcome
+from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, Outcome
+from wikitrace.corpus_schema.render import inline
 
 DEFAULT_MOUNT = "/work/corpus"
 TEMPLATE = "first-message.j2"
@@ -47,6 +48,8 @@ class InsightEntry:
     status: str = "ungated"
     """committed (passed the admission gate) or ungated (never tested); rejected and retired
     insights are never loaded."""
+    verified: bool = True
+    """False when no quote of the claims it rests on was found in its source run."""
 
 
 @dataclass
@@ -67,6 +70,12 @@ class FirstMessage:
 
 
 _BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def _backed(compilation: CompilationHeader | None, claims: list[int]) -> bool:
+    return compilation is not None and read.backed(compilation.claims, claims)
+
+
 TASK_PREVIEW = 300
 
 
@@ -136,7 +145,8 @@ class Memory:
         from wikitrace.corpus_schema import manifest
 
         offline = manifest.load(root).compiled_by == "offline"
-        titles = {page.header.step: page.header.title for page in read.compilations(root)}
+        compiled = {page.header.step: page.header for page in read.compilations(root)}
+        titles = {step: header.title for step, header in compiled.items()}
         runs = [
             PastRun(
                 step=page.header.step,
@@ -167,6 +177,7 @@ class Memory:
                     source_outcome=header.source_outcome,
                     source_task_id=task_of.get(header.source_step, ""),
                     status=header.status,
+                    verified=_backed(compiled.get(header.source_step), header.source_claims),
                 )
             )
         return cls(root, runs, insights, offline, withheld)
@@ -210,10 +221,17 @@ class Memory:
         template = env.get_template(TEMPLATE)
 
         def render_template(chosen: list[int]) -> str:
+            # Text from logs and models goes in so that it cannot restructure the message.
             groups: dict[str, list[InsightEntry]] = {}
             for i in sorted(chosen):
                 item = self.insights[i]
-                groups.setdefault(item.task_type or "any task", []).append(item)
+                shown = replace(
+                    item,
+                    title=inline(item.title),
+                    guideline=inline(item.guideline),
+                    applicability=inline(item.applicability),
+                )
+                groups.setdefault(inline(item.task_type or "any task"), []).append(shown)
             return template.render(
                 task=task.strip(),
                 corpus=mount.rstrip("/"),
@@ -224,7 +242,15 @@ class Memory:
                 truncated=len(chosen) < len(insight_ok),
                 shown=len(chosen),
                 total=len(insight_ok),
-                similar=[{**asdict(run), "task": _preview(run.task)} for run in similar_runs],
+                similar=[
+                    {
+                        **asdict(run),
+                        "task": inline(_preview(run.task)),
+                        "task_id": inline(run.task_id),
+                        "title": inline(run.title) if run.title else None,
+                    }
+                    for run in similar_runs
+                ],
             )
 
         def render(chosen: list[int]) -> str:
