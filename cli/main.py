@@ -15,7 +15,7 @@ from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
-from .use import audit_command, cite_command, prompt_command
+from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
 
@@ -61,6 +61,7 @@ cli.add_command(turn_command)
 cli.add_command(prompt_command)
 cli.add_command(cite_command)
 cli.add_command(audit_command)
+cli.add_command(view_command)
 cli.add_command(eval_command)
 
 

@@ -18,13 +18,24 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 @click.option(
     "--task-file", type=click.File("r"), help="Read the task from a file ('-' for stdin)."
 )
-@click.option("--task-type", help="Only insights and past runs of this task type.")
+@click.option(
+    "--task-type",
+    help="Only insights and past runs of this task type (an unknown one is an error that "
+    "lists the corpus's types). Without it, a corpus of several types keeps to the type of the "
+    "task's most similar past runs, when most of them agree.",
+)
+@click.option(
+    "--all-types",
+    is_flag=True,
+    help="List every task type's insights and runs instead of keeping to the task's type.",
+)
 @click.option(
     "--exclude-task",
     "exclude_tasks",
     multiple=True,
     metavar="ID",
-    help="Show nothing drawn from runs of this task (repeatable): leave-one-task-out.",
+    help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
+    "holds them: mount a `wikitrace view` without them in an evaluation.",
 )
 @click.option(
     "--similar",
@@ -36,7 +47,8 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 @click.option(
     "--max-tokens",
     type=click.IntRange(200),
-    default=None,
+    default=6000,
+    show_default=True,
     help="Budget for the message (estimated as characters / 4). When not every insight fits, "
     "the most relevant ones are listed and the message points to insight/_index.md.",
 )
@@ -57,6 +69,7 @@ def prompt_command(
     task: str | None,
     task_file: TextIO | None,
     task_type: str | None,
+    all_types: bool,
     exclude_tasks: tuple[str, ...],
     similar: int,
     max_tokens: int | None,
@@ -90,6 +103,7 @@ def prompt_command(
         max_tokens=max_tokens,
         mount=mount,
         prompts_dir=prompts_dir,
+        infer_type=not all_types,
     )
     if as_json:
         print_json(message.as_dict())
@@ -154,3 +168,58 @@ def audit_command(corpus: Path, insight: str | None, as_json: bool) -> None:
         print_json(findings.as_dict())
     else:
         click.echo(findings_text(findings), nl=False)
+
+
+@click.command("view")
+@click.argument("corpus", type=CORPUS)
+@click.option(
+    "--exclude-task",
+    "exclude_tasks",
+    multiple=True,
+    required=True,
+    metavar="ID",
+    help="A task to leave out of every layer (repeatable).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The folder to write the view to (a new one; --force replaces an older view).",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it is a corpus.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was left out as JSON.")
+def view_command(
+    corpus: Path, exclude_tasks: tuple[str, ...], output: Path, force: bool, as_json: bool
+) -> None:
+    """Write a leave-one-task-out view of CORPUS: nothing of the given tasks in any layer.
+
+    For evaluations: mount the view, not the corpus, while the agent solves those tasks. The
+    tasks' runs, their compilations, the insights drawn from them and every gate or monitoring
+    record that names them are left out; the rest is hard-linked, and the indexes, tools and
+    manifest are written afresh, so `wikitrace verify OUTPUT` checks it like any corpus. Steps
+    and insights keep their ids. Prints OUTPUT (what was left out with --json).
+
+    \b
+    Example:
+      wikitrace view corpus --exclude-task 12 -o /tmp/view-12
+      docker run -v /tmp/view-12:/work/corpus:ro my-agent-image ...
+    """
+    from dataclasses import asdict
+
+    from wikitrace.versions import FrozenVersion, Store, leave_out
+
+    store = Store(corpus)
+    base = FrozenVersion.current(store)
+    report = leave_out(base, output, list(exclude_tasks), force=force)
+    click.echo(
+        f"view of {report.version} without tasks {', '.join(report.tasks)}: left out "
+        f"{report.runs_left_out} runs, {len(report.insights_left_out)} insights, "
+        f"{len(report.records_left_out)} decision records; {report.runs} runs and "
+        f"{report.insights} insights remain",
+        err=True,
+    )
+    if as_json:
+        print_json(asdict(report))
+    else:
+        click.echo(str(output))

@@ -16,6 +16,7 @@ from wikitrace.tools.cite import summarize
 from wikitrace.tools.memory import Memory
 
 from helpers import FakeLLM, good_answer, make_run, write_runs
+from helpers import run as run_cli
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_an_insight_with_no_verified_quote_is_marked_in_the_first_message(corpus: Path) -> None:
-    text = Memory.load(corpus).first_message("Heat the kettle").text
+    text = Memory.load(corpus).first_message("Heat the kettle", infer_type=False).text
     heat = next(line for line in text.splitlines() if ": Heat it**" in line)
     assert heat.endswith("; UNVERIFIED: no quote behind it was found in its run)")
     mug = next(line for line in text.splitlines() if ": Open the cabinet first**" in line)
@@ -80,9 +81,10 @@ def test_task_type_filters(corpus: Path) -> None:
 
 def test_a_budget_keeps_the_most_relevant_insights(corpus: Path) -> None:
     memory = Memory.load(corpus)
-    full = memory.first_message("Use a lamp to look at the bowl", similar=0)
+    task = "Use a lamp to look at the bowl"
+    full = memory.first_message(task, similar=0, infer_type=False)
     budget = full.tokens_estimate - 40  # one insight must go
-    message = memory.first_message("Use a lamp to look at the bowl", similar=0, max_tokens=budget)
+    message = memory.first_message(task, similar=0, max_tokens=budget, infer_type=False)
     assert message.truncated and message.tokens_estimate <= budget
     assert "insight-0003" in message.insights and len(message.insights) < 4
     assert "the full\nlist is in `/work/corpus/insight/_index.md`" in message.text
@@ -168,3 +170,53 @@ def test_audit_of_the_corpus(corpus: Path) -> None:
     }
     result = CliRunner().invoke(cli, ["audit", str(corpus), "insight-0099"])
     assert "no insight insight-0099" in str(result.exception)
+
+
+def test_a_leave_one_task_out_view_holds_nothing_of_the_task(corpus: Path, tmp_path: Path) -> None:
+    from wikitrace.corpus_schema import verify
+
+    view = tmp_path / "view"
+    result = CliRunner().invoke(
+        cli, ["view", str(corpus), "--exclude-task", "kettle", "-o", str(view), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["runs_left_out"], report["insights_left_out"]) == (1, ["insight-0004"])
+    assert verify(view).ok
+    texts = [p.read_text(errors="replace") for p in view.rglob("*") if p.is_file()]
+    assert not any("kettle" in text.lower() for text in texts)
+    assert any("cabinet" in text for text in texts)  # the other tasks are all there
+    memory = Memory.load(view)
+    assert {run.task_id for run in memory.runs} == {"mug", "lamp"}
+    assert "insight-0004" not in [i.id for i in memory.insights]
+    code, _, err = run_cli(
+        ["view", str(corpus), "--exclude-task", "nope", "-o", str(tmp_path / "v2")]
+    )
+    assert code == 2 and "no task 'nope'" in err
+
+
+def test_the_first_message_keeps_to_the_tasks_type(tmp_path: Path) -> None:
+    from helpers import DATA
+
+    corpus = tmp_path / "mixed"
+    inputs = [
+        DATA / "tau-bench-original-2results.json",
+        DATA / "importers" / "mini-swe-agent",
+        DATA / "importers" / "alfworld-2episodes.out",
+    ]
+    build_corpus(BuildOptions(inputs=inputs, output=corpus))
+    memory = Memory.load(corpus)
+    types = {run.task_type for run in memory.runs}
+    assert len(types) >= 3
+    airline = next(run for run in memory.runs if run.task_type == "airline")
+    message = memory.first_message(
+        "I need to change my flight reservation to a later date; my user id is sam_park_1"
+    )
+    assert (message.task_type, message.task_type_inferred) == ("airline", True)
+    shown = {run.step: run.task_type for run in memory.runs if run.step in message.similar}
+    assert shown and set(shown.values()) == {"airline"}
+    assert "lists only **airline** ones (the type of the most similar past runs)" in message.text
+    assert airline.step in message.similar
+    code, _, err = run_cli(["prompt", str(corpus), "a task", "--task-type", "airlines"])
+    assert code == 2
+    assert "no task type 'airlines' in this corpus; it has: " in err and "airline" in err

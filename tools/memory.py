@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import read
+from wikitrace.corpus_schema import InputError, read
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, Outcome
 from wikitrace.corpus_schema.render import inline
 
@@ -64,6 +64,9 @@ class FirstMessage:
     total_insights: int = 0
     tokens_estimate: int = 0
     excluded_tasks: list[str] = field(default_factory=list)
+    task_type: str | None = None
+    """The task type the message keeps to: given, or inferred from the most similar runs."""
+    task_type_inferred: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +85,23 @@ TASK_PREVIEW = 300
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= TASK_PREVIEW else flat[: TASK_PREVIEW - 1] + "…"
+
+
+def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
+    """Each text less the lines that many of the texts hold (a benchmark's generic
+    instructions), so that similarity is judged on what sets a task apart."""
+    counts: dict[str, int] = {}
+    for text in set(texts):
+        for line in {line.strip() for line in text.splitlines() if line.strip()}:
+            counts[line] = counts.get(line, 0) + 1
+    limit = max(2, int(len(set(texts)) * share))
+    common = {line for line, n in counts.items() if n >= limit and len(line) > 20}
+    if not common:
+        return list(texts)
+    return [
+        "\n".join(line for line in text.splitlines() if line.strip() not in common) or text
+        for text in texts
+    ]
 
 
 def _tokenize(texts: Sequence[str]) -> Any:
@@ -103,7 +123,9 @@ class Ranker:
             self._index = bm25s.BM25()
             self._index.index(tokens, show_progress=False)
 
-    def rank(self, query: str, allowed: Iterable[int]) -> list[int]:
+    def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
+        """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
+        share no word with the query, in their order."""
         allowed = set(allowed)
         if not allowed or not self.size:
             return []
@@ -112,6 +134,8 @@ class Ranker:
         if self._index is not None and query_tokens.vocab:
             documents, scores = self._index.retrieve(query_tokens, k=self.size, show_progress=False)
             ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
+        if matched_only:
+            return [i for i in ranked if i in allowed]
         # Runs with no word in common with the task come last, in corpus order.
         scored = set(ranked)
         rest = [i for i in range(self.size) if i not in scored]
@@ -135,7 +159,7 @@ class Memory:
         self.offline = offline
         self.withheld = withheld
         """Insights on record that the gate rejected or monitoring retired: never shown."""
-        self._run_ranker = Ranker([run.task for run in runs])
+        self._run_ranker = Ranker(without_boilerplate([run.task for run in runs]))
         self._insight_ranker = Ranker(
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
@@ -192,11 +216,27 @@ class Memory:
         max_tokens: int | None = None,
         mount: str = DEFAULT_MOUNT,
         prompts_dir: Path | None = None,
+        infer_type: bool = True,
     ) -> FirstMessage:
-        """Render the first message for `task`; nothing from `exclude_tasks` is shown."""
+        """Render the first message for `task`; nothing from `exclude_tasks` is shown.
+
+        Without `task_type`, the type is inferred from the most similar past runs (when they
+        agree), and the message keeps to it; an unknown `task_type` is an InputError.
+        """
         from wikitrace import prompts
 
         excluded = set(exclude_tasks)
+        known_types = sorted({run.task_type for run in self.runs if run.task_type})
+        if task_type is not None and task_type not in known_types:
+            raise InputError(
+                f"no task type {task_type!r} in this corpus; it has: "
+                + (", ".join(known_types) or "none (its runs have no task type)"),
+                field="--task-type",
+            )
+        inferred = False
+        if task_type is None and infer_type and len(known_types) > 1:
+            task_type = self._infer_type(task, excluded)
+            inferred = task_type is not None
         run_ok = [
             i
             for i, run in enumerate(self.runs)
@@ -234,6 +274,8 @@ class Memory:
                 groups.setdefault(inline(item.task_type or "any task"), []).append(shown)
             return template.render(
                 task=task.strip(),
+                kept_type=inline(task_type) if task_type and len(known_types) > 1 else None,
+                type_inferred=inferred,
                 corpus=mount.rstrip("/"),
                 offline=self.offline,
                 withheld=self.withheld,
@@ -278,4 +320,27 @@ class Memory:
             total_insights=len(insight_ok),
             tokens_estimate=len(text) // CHARS_PER_TOKEN,
             excluded_tasks=sorted(excluded),
+            task_type=task_type,
+            task_type_inferred=inferred,
         )
+
+    def _infer_type(self, task: str, excluded: set[str], nearest: int = 5) -> str | None:
+        """The task type most of the nearest past runs have (one run per task, only runs that
+        share a word with the task), when at least two and more than half of them agree."""
+        allowed = [i for i, run in enumerate(self.runs) if run.task_id not in excluded]
+        types: list[str] = []
+        seen: set[str] = set()
+        for i in self._run_ranker.rank(task, allowed, matched_only=True):
+            run = self.runs[i]
+            if run.task_id in seen:
+                continue
+            seen.add(run.task_id)
+            if run.task_type:
+                types.append(run.task_type)
+            if len(seen) == nearest:
+                break
+        if not types:
+            return None
+        best = max(set(types), key=types.count)
+        agree = types.count(best)
+        return best if agree >= 2 and agree * 2 > len(types) else None

@@ -18,11 +18,13 @@ from .store import (
     publish_build,
     write_json,
 )
+from .view import ViewReport, leave_out
 
 __all__ = [
     "Derivation",
     "FrozenVersion",
     "Store",
+    "ViewReport",
     "abandon_build",
     "begin_build",
     "check_new_pointer",
@@ -30,6 +32,7 @@ __all__ = [
     "derive_version",
     "fingerprint",
     "finish_version",
+    "leave_out",
     "list_versions",
     "open_store",
     "publish_build",

@@ -1,0 +1,127 @@
+"""A leave-one-task-out view: a version as a frozen, verifiable corpus of its own with nothing of
+some tasks in any layer, to mount while an agent solves those tasks in an evaluation.
+
+Left out: the tasks' raw runs, their compilations, the insights drawn from them, and every
+decision record (gate/) that names one of the tasks. Everything else is hard-linked from the
+version; the indexes, tools and manifest are written afresh. Steps and insights keep their ids,
+so the view's numbering has gaps where the tasks were.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wikitrace.corpus_schema import CorpusError, InputError, Layout
+from wikitrace.corpus_schema.history import Changes, VersionInfo
+from wikitrace.corpus_schema.layout import GATE_DIR, parse_insight
+from wikitrace.corpus_schema.store import CorpusWriter, check_destination, remove_tree
+
+from .finish import finish_version, staging
+from .frozen import FrozenVersion
+
+
+@dataclass
+class ViewReport:
+    dest: str
+    version: str
+    tasks: list[str]
+    runs_left_out: int = 0
+    insights_left_out: list[str] = field(default_factory=list)
+    records_left_out: list[str] = field(default_factory=list)
+    runs: int = 0
+    insights: int = 0
+
+
+def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: bool) -> ViewReport:
+    """Write the view of `base` without `tasks` at `dest` (a new folder)."""
+    known = {row.task_id for row in base.rows}
+    unknown = [task for task in tasks if task not in known]
+    if unknown:
+        raise InputError(
+            f"no task {unknown[0]!r} in {base.name}",
+            field="--exclude-task",
+            hint="task ids are listed in raw/_index.md",
+        )
+    check_destination(dest, force=force)
+    excluded = set(tasks)
+    layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
+    gone_steps = {row.step for row in base.rows if row.task_id in excluded}
+    rows = [row for row in base.rows if row.step not in gone_steps]
+    insight_rows = [row for row in base.insight_rows if row.source_step not in gone_steps]
+    gone_insights = sorted(
+        layout.insight(row.number) for row in base.insight_rows if row.source_step in gone_steps
+    )
+    gone_files: set[str] = set()
+    for step in gone_steps:
+        prefix = layout.raw_dir_rel(step) + "/"
+        gone_files |= {rel for rel in base.manifest.files if rel.startswith(prefix)}
+        gone_files.add(layout.compilation_rel(step))
+    gone_files |= {layout.insight_rel(parse_insight(ident)) for ident in gone_insights}
+    records = _records_naming(base, excluded | set(gone_insights))
+    gone_files |= records
+    report = ViewReport(
+        dest=str(dest),
+        version=base.name,
+        tasks=sorted(excluded),
+        runs_left_out=len(gone_steps),
+        insights_left_out=gone_insights,
+        records_left_out=sorted(r for r in records if r.endswith(".md")),
+        runs=len(rows),
+        insights=len(insight_rows),
+    )
+    partial = dest.with_name(f".{dest.name}.partial")
+    with staging(partial) as root:
+        writer = CorpusWriter(root)
+        for rel, file_hash in base.kept_files():
+            if rel not in gone_files:
+                writer.link(rel, base.root / rel, file_hash)
+        manifest = base.manifest
+        finish_version(
+            writer,
+            Layout(root, layout.step_width, layout.insight_width),
+            rows,
+            insight_rows,
+            compiled_by=manifest.compiled_by,
+            model=manifest.model,
+            prompts=manifest.prompts,
+            # The tasks are not named: the view holds no trace of them, ids included.
+            report={
+                "view": {
+                    "of": base.name,
+                    "tasks_left_out": len(excluded),
+                    "runs_left_out": report.runs_left_out,
+                    "insights_left_out": len(gone_insights),
+                    "records_left_out": len(report.records_left_out),
+                }
+            },
+            redactions=manifest.redactions,
+            version=VersionInfo(
+                name=f"{base.name}-without-{len(excluded)}-tasks",
+                parent=base.name,
+                changes=Changes(reason=f"leave-one-task-out view of {base.name}"),
+            ),
+        )
+    if dest.exists() or dest.is_symlink():
+        remove_tree(dest)  # a view replaced with --force (check_destination allowed it)
+    os.replace(partial, dest)
+    return report
+
+
+def _records_naming(base: FrozenVersion, names: set[str]) -> set[str]:
+    """Decision records (and the runs beside them) whose text names any of `names`."""
+    found: set[str] = set()
+    for rel in base.manifest.files:
+        if not rel.startswith(f"{GATE_DIR}/") or not rel.endswith(".md"):
+            continue
+        try:
+            text = (base.root / rel).read_text(encoding="utf-8")
+        except OSError as error:
+            raise CorpusError(f"{rel}: cannot read it ({error})") from None
+        if any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) for name in names):
+            stem = rel.removesuffix(".md")
+            found |= {r for r in base.manifest.files if r == rel or r.startswith(stem + ".")}
+    return found
