@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from wikitrace.corpus_schema import Compilation, Layout, id_width, render
+from wikitrace.corpus_schema import Compilation, Layout, id_width, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.store import CorpusWriter
@@ -51,6 +51,7 @@ def write_layers(
                     task_type=row.task_type,
                     source_step=row.step,
                     source_outcome=row.outcome,
+                    verified=read.backed(result.claims, draft.supporting_claims),
                 )
             )
     # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.

@@ -234,6 +234,15 @@ class InsightHeader(_Strict):
     status: InsightStatus = "ungated"
     decisions: list[str] = Field(default_factory=list)
     """The gate and monitoring decisions about it, oldest first (gate/gate-NNNN.md)."""
+    evidence: list[Claim] = Field(default_factory=list)
+    """The claims it rests on, with their quotes, copied from its compilation so that the page
+    shows its evidence (numbered as `source_claims` names them)."""
+
+    @property
+    def verified(self) -> bool:
+        """Whether any quote behind it was found in its run (True for pages from before
+        `evidence` was kept: their compilation says)."""
+        return not self.evidence or any(e.verified for c in self.evidence for e in c.evidence)
 
     @property
     def precondition(self) -> str:

@@ -309,6 +309,10 @@ def insight(
         compilation=layout.compilation_rel(source.step),
         raw=layout.raw_dir_rel(source.step) + "/",
         hypothesis=draft.hypothesis,
+        evidence=[
+            source.claims[n - 1] for n in draft.supporting_claims if 1 <= n <= len(source.claims)
+        ]
+        or list(source.claims),
     )
     return insight_page(header, draft.guideline)
 
@@ -352,6 +356,8 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
     lines += [f"**Status.** {header.status}: {STATUS_NOTES[header.status]}."]
     for decision in header.decisions:
         lines.append(f"- decision: {link(decision, rel)}")
+    if not header.verified:
+        lines += ["", "**UNVERIFIED.** No quote behind this lesson was found in its run."]
     lines += [
         "",
         "## Evidence",
@@ -361,9 +367,20 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         f"- raw run: {link(header.raw + RAW_METADATA_NAME, rel)}",
         f"- raw turns: {link(header.raw + RAW_TURNS_NAME, rel)}",
         "",
-        _quote_block(TRUST_NOTE),
-        "",
     ]
+    numbers = header.source_claims or list(range(1, len(header.evidence) + 1))
+    for number, claim in zip(numbers, header.evidence, strict=False):
+        lines += [f"### Claim {number}: {inline(claim.statement)}", ""]
+        for evidence in claim.evidence:
+            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            command = f"tools/turn {header.source_step} {evidence.turn}"
+            lines += [
+                f"- turn {evidence.turn} ({status}; `{command}` shows it whole):",
+                "",
+                verbatim(evidence.quote, "  "),
+                "",
+            ]
+    lines += [_quote_block(TRUST_NOTE), ""]
     return with_frontmatter(header, "\n".join(lines))
 
 
@@ -394,6 +411,8 @@ class InsightRow:
     source_step: int
     source_outcome: Outcome
     status: InsightStatus = "ungated"
+    verified: bool = True
+    """False when no quote behind it was found in its run (the index says UNVERIFIED)."""
 
 
 @dataclass
@@ -477,7 +496,7 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
         by_type.setdefault(row.task_type or "(no task type)", []).append(row)
     for task_type in sorted(by_type):
         lines += [
-            f"## {task_type}",
+            f"## {inline(task_type)}",
             "",
             "| insight | title | source | source outcome | status |",
             "|---|---|---|---|---|",
@@ -486,9 +505,10 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
             insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
             source = layout.step(row.source_step)
             source_link = link(layout.compilation_rel(row.source_step), rel, source)
+            status = row.status if row.verified else f"{row.status}, UNVERIFIED"
             lines.append(
                 f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
-                f"| {row.source_outcome} | {row.status} |"
+                f"| {row.source_outcome} | {status} |"
             )
         lines.append("")
     return "\n".join(lines)

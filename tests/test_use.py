@@ -220,3 +220,19 @@ def test_the_first_message_keeps_to_the_tasks_type(tmp_path: Path) -> None:
     code, _, err = run_cli(["prompt", str(corpus), "a task", "--task-type", "airlines"])
     assert code == 2
     assert "no task type 'airlines' in this corpus; it has: " in err and "airline" in err
+
+
+def test_an_insight_page_shows_its_evidence_and_says_when_none_is_verified(
+    corpus: Path,
+) -> None:
+    mug = (corpus / "insight/insight-0001.md").read_text()
+    assert "### Claim 1: The agent acted on the last turn." in mug
+    assert "- turn 4 (verified; `tools/turn step-0001 4` shows it whole):" in mug
+    assert "\n  ```text\n  I put the mug in cabinet 1. Done.\n  ```" in mug
+    assert "UNVERIFIED" not in mug
+    kettle = (corpus / "insight/insight-0004.md").read_text()
+    assert "**UNVERIFIED.** No quote behind this lesson was found in its run." in kettle
+    assert "(UNVERIFIED: not found in the turn;" in kettle
+    index = (corpus / "insight/_index.md").read_text()
+    kettle_row = next(line for line in index.splitlines() if "insight-0004.md" in line)
+    assert kettle_row.endswith("| ungated, UNVERIFIED |")

@@ -106,6 +106,7 @@ class FrozenVersion:
                 source_step=parse_step(page.header.source_step),
                 source_outcome=page.header.source_outcome,
                 status=page.header.status,
+                verified=page.header.verified,
             )
             for page in insights.values()
         ]
