@@ -56,7 +56,13 @@ def test_an_insight_with_no_verified_quote_is_marked_in_the_first_message(corpus
 
 def test_first_message_lists_insights_by_type_and_similar_runs(corpus: Path) -> None:
     message = Memory.load(corpus).first_message("Put a mug in the cabinet", mount="/mnt/memory")
-    assert message.insights == ["insight-0001", "insight-0002", "insight-0003", "insight-0004"]
+    # The two mug runs drew the same lesson: listed once, with its support.
+    assert message.insights == ["insight-0001", "insight-0003", "insight-0004"]
+    assert message.alike == {"insight-0001": ["insight-0002"]}
+    assert (
+        "  - Support: seen in 2 runs: 1 failed, 1 succeeded; the same lesson: insight-0002"
+        in message.text
+    )
     assert message.similar[0] in {"step-0001", "step-0002"} and len(message.similar) == 3
     text = message.text
     assert text.startswith("# Your task\n\nPut a mug in the cabinet\n")

@@ -17,6 +17,8 @@ from wikitrace.corpus_schema import InputError, read
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, Outcome
 from wikitrace.corpus_schema.render import inline
 
+from . import consolidate
+
 DEFAULT_MOUNT = "/work/corpus"
 TEMPLATE = "first-message.j2"
 CHARS_PER_TOKEN = 4
@@ -50,6 +52,8 @@ class InsightEntry:
     insights are never loaded."""
     verified: bool = True
     """False when no quote of the claims it rests on was found in its source run."""
+    support: str = ""
+    """For a lesson drawn again from other runs: how many runs back it, and the others' ids."""
 
 
 @dataclass
@@ -61,6 +65,8 @@ class FirstMessage:
     """Steps of the past runs it lists as similar."""
     truncated: bool
     """True when some insights were left out to fit the budget."""
+    alike: dict[str, list[str]] = field(default_factory=dict)
+    """A listed insight -> the near-duplicates it stands for (drawn from other runs)."""
     total_insights: int = 0
     tokens_estimate: int = 0
     excluded_tasks: list[str] = field(default_factory=list)
@@ -80,6 +86,24 @@ def _backed(compilation: CompilationHeader | None, claims: list[int]) -> bool:
 
 
 TASK_PREVIEW = 300
+ALIKE_SHOWN = 5
+
+
+def _support(group: list[InsightEntry]) -> str:
+    """`seen in 13 runs: 9 failed, 4 succeeded; also insight-0007, ...` for a lesson drawn
+    from several runs; empty for one drawn once."""
+    if len(group) < 2:
+        return ""
+    runs = {item.source_step: item.source_outcome for item in group}
+    failed = sum(outcome == "failure" for outcome in runs.values())
+    others = [item.id for item in group[1:]]
+    listed = ", ".join(others[:ALIKE_SHOWN]) + (
+        f" and {len(others) - ALIKE_SHOWN} more" if len(others) > ALIKE_SHOWN else ""
+    )
+    return (
+        f"seen in {len(runs)} run{'s' * (len(runs) != 1)}: {failed} failed, "
+        f"{len(runs) - failed} succeeded; the same lesson: {listed}"
+    )
 
 
 def _preview(text: str) -> str:
@@ -163,6 +187,8 @@ class Memory:
         self._insight_ranker = Ranker(
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
+        # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
+        self._leader = consolidate.group([(i.title, i.guideline) for i in insights])
 
     @classmethod
     def load(cls, root: Path) -> Memory:
@@ -242,12 +268,18 @@ class Memory:
             for i, run in enumerate(self.runs)
             if run.task_id not in excluded and (task_type is None or run.task_type == task_type)
         ]
-        insight_ok = [
+        visible = [
             i
             for i, item in enumerate(self.insights)
             if item.source_task_id not in excluded
             and (task_type is None or item.task_type == task_type)
         ]
+        # One entry per group of near-duplicates: its first visible member, with the others.
+        members: dict[int, list[int]] = {}
+        for i in visible:
+            members.setdefault(self._leader[i], []).append(i)
+        alike_of = {group[0]: group for group in members.values()}
+        insight_ok = sorted(alike_of)
         # One run per task: three attempts of one task say less than three tasks.
         similar_runs: list[PastRun] = []
         seen_tasks: set[str] = set()
@@ -270,6 +302,7 @@ class Memory:
                     title=inline(item.title),
                     guideline=inline(item.guideline),
                     applicability=inline(item.applicability),
+                    support=_support([self.insights[m] for m in alike_of[i]]),
                 )
                 groups.setdefault(inline(item.task_type or "any task"), []).append(shown)
             return template.render(
@@ -315,6 +348,11 @@ class Memory:
         return FirstMessage(
             text=text,
             insights=[self.insights[i].id for i in sorted(chosen)],
+            alike={
+                self.insights[i].id: [self.insights[m].id for m in alike_of[i][1:]]
+                for i in sorted(chosen)
+                if len(alike_of[i]) > 1
+            },
             similar=[run.step for run in similar_runs],
             truncated=len(chosen) < len(insight_ok),
             total_insights=len(insight_ok),

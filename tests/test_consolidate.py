@@ -1,0 +1,47 @@
+"""Grouping near-duplicate lessons: deterministic, and only what says the same thing."""
+
+from __future__ import annotations
+
+from wikitrace.tools.consolidate import group
+
+REFUND = [
+    (
+        "Confirm the refund route before cancelling",
+        "Before cancelling a reservation, confirm with the user whether the refund goes to the "
+        "original payment method or a gift card.",
+    ),
+    (
+        "Confirm the refund route before cancelling a booking",
+        "Ask the user which payment method should receive the refund before you cancel.",
+    ),
+    (
+        "Confirm refund route before cancellation",
+        "Before cancelling, confirm with the user that the refund goes back to the original "
+        "payment method.",
+    ),
+]
+OTHER = [
+    (
+        "Check the baggage allowance by membership tier",
+        "Gold members get three free checked bags; look up the tier before quoting a fee.",
+    ),
+    (
+        "Run the failing test before editing code",
+        "Reproduce the failure with the exact test command first, then change the code.",
+    ),
+    (
+        "Confirm the seat map before booking",  # shares words, says something else
+        "Look at the seat map before you book so the user gets the seat they asked for.",
+    ),
+]
+
+
+def test_near_duplicates_share_a_group_and_others_stay_apart() -> None:
+    lessons = [REFUND[0], OTHER[0], REFUND[1], OTHER[1], REFUND[2], OTHER[2]]
+    assert group(lessons) == [0, 1, 0, 3, 0, 5]
+
+
+def test_grouping_is_deterministic_and_in_corpus_order() -> None:
+    lessons = [OTHER[1], REFUND[2], REFUND[0]]
+    assert group(lessons) == group(list(lessons)) == [0, 1, 1]
+    assert group([]) == [] and group([("", ""), ("", "")]) == [0, 1]
