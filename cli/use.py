@@ -145,23 +145,34 @@ def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None
 
 @click.command("audit")
 @click.argument("corpus", type=CORPUS)
-@click.argument("insight", required=False)
+@click.argument("ids", nargs=-1, metavar="[INSIGHT|STEP]...")
 @click.option("--json", "as_json", is_flag=True, help="Corpus-wide findings as JSON.")
-def audit_command(corpus: Path, insight: str | None, as_json: bool) -> None:
-    """Show the evidence behind INSIGHT, or what deserves a look across CORPUS.
+def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
+    """Show the evidence behind insights, the lessons drawn from runs, or what deserves a look
+    across CORPUS.
 
-    With an insight id (insight-0007 or 7): the insight, the compilation claims behind it,
-    and the raw turns those claims cite, quoted. Without one: insights drawn from failed
-    runs, compilations with unverified quotes, insights whose evidence is missing, and
-    runs that produced no insight.
+    An insight id (insight-0007 or 7): the insight, the compilation claims behind it, and each
+    cited raw turn around the quoted passage, which stands between >>> and <<<. A step id
+    (step-0003): the lessons drawn from that run. Several ids: each in turn. None: insights
+    drawn from failed runs, compilations with unverified quotes, insights whose evidence is
+    missing, and runs that produced no insight, with titles.
+
+    \b
+    Example:
+      wikitrace audit corpus insight-0007 insight-0009
+      wikitrace audit corpus step-0003
     """
 
-    from wikitrace.tools.audit import audit_corpus, audit_insight, findings_text
+    from wikitrace.tools.audit import audit_corpus, audit_insight, audit_step, findings_text
 
-    if insight is not None:
+    if ids:
         if as_json:
-            raise click.UsageError("--json is for corpus-wide findings (no insight id)")
-        click.echo(audit_insight(corpus, insight), nl=False)
+            raise click.UsageError("--json is for corpus-wide findings (no id)")
+        texts = [
+            audit_step(corpus, ident) if ident.startswith("step-") else audit_insight(corpus, ident)
+            for ident in ids
+        ]
+        click.echo("\n".join(texts), nl=False)
         return
     findings = audit_corpus(corpus)
     if as_json:

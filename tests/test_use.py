@@ -157,9 +157,32 @@ def test_audit_of_one_insight_quotes_the_raw_turns(corpus: Path) -> None:
     assert text.startswith("# insight-0001: Open the cabinet first\n")
     assert "### claim 1: The agent acted on the last turn." in text
     assert "quote from turn 4 (verified):" in text
-    assert "raw turn 4 of step-0001, as logged:" in text
+    assert "raw turn 4 of step-0001, as logged, the quoted passage between >>> and <<<:" in text
     assert "> === step-0001 turn 4 of 4 ===" in text
-    assert "> content: I put the mug in cabinet 1. Done." in text
+    assert "> content: >>>I put the mug in cabinet 1. Done.<<<" in text
+
+
+def test_audit_shows_the_passage_deep_in_a_long_turn(tmp_path: Path) -> None:
+    from wikitrace.tools.audit import _cited_turn
+
+    observation = "seat map: " + "row 9 seat A free; " * 300 + "FLIGHT HAT170: 3 seats left"
+    observation += "; row 9 seat B free" * 300
+    turns = [{"role": "user", "content": "Book"}, {"role": "tool", "observation": observation}]
+    path = write_runs(tmp_path / "runs.jsonl", [make_run("a", turns=turns)])
+    build_corpus(BuildOptions(inputs=[path], output=tmp_path / "c"))
+    shown = _cited_turn(tmp_path / "c", "step-0001", 2, "FLIGHT HAT170: 3 seats left")
+    assert ">>>FLIGHT HAT170: 3 seats left<<<" in shown
+    assert shown.startswith("[... `turn step-0001 2` shows the ")
+    assert len(shown) < 1200
+
+
+def test_audit_of_runs_and_several_ids(corpus: Path) -> None:
+    code, out, err = run_cli(["audit", str(corpus), "step-0001", "insight-0003"])
+    assert code == 0, err
+    assert out.startswith("# step-0001: task mug (failure), 4 turns\n\n- insight-0001: ")
+    assert "# insight-0003: Use a lamp" in out
+    code, out, _ = run_cli(["audit", str(corpus)])
+    assert "- insight-0001: Open the cabinet first" in out
 
 
 def test_audit_of_the_corpus(corpus: Path) -> None:

@@ -2,29 +2,69 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import CorpusError, manifest, read
+from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
 from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader
 
 from . import drilldown
 
-TURN_LIMIT = 3000
-"""Characters of a cited turn shown in an audit; `turn STEP N` shows the rest."""
+CONTEXT = 400
+"""Characters of a cited turn shown on each side of the quoted passage; `turn STEP N` shows
+the rest."""
 
 
-def _cited_turn(root: Path, step: str, number: int) -> str:
+def _passage(turn_text: str, quote: str) -> tuple[int, int] | None:
+    """Where `quote` is in the turn: verbatim, else with any run of whitespace (and the
+    typography a model changes) matched loosely; None when it is not there."""
+    start = turn_text.find(quote)
+    if start != -1:
+        return start, start + len(quote)
+    parts = [re.escape(part) for part in re.split(r"\s+", quote.strip()) if part]
+    if not parts:
+        return None
+    loose = r"\s+".join(parts)
+    for wrong, right in (("\u2019", "'"), ("\u2018", "'"), ("\u201c", '"'), ("\u201d", '"')):
+        loose = loose.replace(re.escape(wrong), "[" + re.escape(right) + re.escape(wrong) + "]")
+    found = re.search(loose, turn_text)
+    return found.span() if found else None
+
+
+def _cited_turn(root: Path, step: str, number: int, quote: str) -> str:
+    """The cited turn around the quoted passage, the passage between >>> and <<<."""
     try:
         text = drilldown.turns_text(str(root.resolve()), step, str(number))
     except drilldown.DrillError as error:
         return f"(cannot show turn {number} of {step}: {error})"
-    if len(text) > TURN_LIMIT:
-        cut = len(text) - TURN_LIMIT
-        text = text[:TURN_LIMIT] + f"\n[... {cut} more characters: `turn {step} {number}` ...]"
-    return text
+    span = _passage(text, quote)
+    if span is None:
+        head = text[: 2 * CONTEXT]
+        more = len(text) - len(head)
+        return (
+            "(the quoted text is not in this turn; its start:)\n"
+            + head
+            + (f"\n[... {more} more characters: `turn {step} {number}` ...]" if more else "")
+        )
+    start, end = span
+    before = max(0, start - CONTEXT)
+    after = min(len(text), end + CONTEXT)
+    return (
+        (
+            "[... `turn " + f"{step} {number}` shows the {before} characters before ...]\n"
+            if before
+            else ""
+        )
+        + text[before:start]
+        + ">>>"
+        + text[start:end]
+        + "<<<"
+        + text[end:after]
+        + (f"\n[... {len(text) - after} more characters ...]" if after < len(text) else "")
+    )
 
 
 def _quote(text: str) -> str:
@@ -59,8 +99,35 @@ def audit_insight(root: Path, ident: str) -> str:
         for evidence in claim.evidence:
             status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
             lines += ["", f"  quote from turn {evidence.turn} ({status}):", _quote(evidence.quote)]
-            lines += ["", f"  raw turn {evidence.turn} of {header.source_step}, as logged:"]
-            lines.append(_quote(_cited_turn(root, header.source_step, evidence.turn)))
+            lines += [
+                "",
+                f"  raw turn {evidence.turn} of {header.source_step}, as logged, the quoted "
+                "passage between >>> and <<<:",
+            ]
+            lines.append(
+                _quote(_cited_turn(root, header.source_step, evidence.turn, evidence.quote))
+            )
+    return "\n".join(lines) + "\n"
+
+
+def audit_step(root: Path, ident: str) -> str:
+    """The lessons drawn from one run (step-NNNN), with their titles and status."""
+    try:
+        number = parse_step(ident)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    pages = [page for page in read.insights(root) if parse_step(page.header.source_step) == number]
+    runs = [page for page in read.runs(root) if parse_step(page.header.step) == number]
+    if not runs:
+        raise InputError(f"no run {ident} in {root} (see raw/_index.md)")
+    run = runs[0].header
+    lines = [f"# {run.step}: task {run.task_id} ({run.outcome}), {run.turns} turns", ""]
+    if not pages:
+        lines.append("No lesson was drawn from this run.")
+    for page in pages:
+        header = page.header
+        unverified = "" if header.verified else ", UNVERIFIED"
+        lines.append(f"- {header.id}: {header.title} ({header.status}{unverified})")
     return "\n".join(lines) + "\n"
 
 
@@ -75,6 +142,8 @@ class Findings:
     """Insight -> what is missing."""
     runs_without_insight: list[str] = field(default_factory=list)
     compiled_by: str = ""
+    titles: dict[str, str] = field(default_factory=dict)
+    """Insight id -> its title, for the listing."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -89,6 +158,7 @@ def audit_corpus(root: Path) -> Findings:
     sources: set[str] = set()
     for page in read.insights(root):
         header = page.header
+        findings.titles[header.id] = header.title
         sources.add(header.source_step)
         if header.source_outcome == "failure":
             findings.insights_from_failed_runs.append(header.id)
@@ -113,9 +183,10 @@ def findings_text(findings: Findings) -> str:
         return [f"## {title} ({len(items)})", "", *body, ""]
 
     lines = ["# Corpus audit", ""]
+    titles = findings.titles
     lines += section(
         "Insights drawn from failed runs: they say what went wrong, and may be wrong about why",
-        findings.insights_from_failed_runs,
+        [f"{ident}: {titles.get(ident, '')}" for ident in findings.insights_from_failed_runs],
     )
     lines += section(
         "Compilations with unverified quotes",
@@ -123,7 +194,10 @@ def findings_text(findings: Findings) -> str:
     )
     lines += section(
         "Insights whose evidence is missing",
-        [f"{ident}: {why}" for ident, why in findings.insights_missing_evidence.items()],
+        [
+            f"{ident} ({titles.get(ident, '')}): {why}"
+            for ident, why in findings.insights_missing_evidence.items()
+        ],
     )
     note = " (an offline corpus draws none)" if findings.compiled_by == "offline" else ""
     lines += section(f"Runs that produced no insight{note}", findings.runs_without_insight)
