@@ -52,6 +52,7 @@ def write_layers(
                     source_step=row.step,
                     source_outcome=row.outcome,
                     verified=read.backed(result.claims, draft.supporting_claims),
+                    guideline=draft.guideline,
                 )
             )
     # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.

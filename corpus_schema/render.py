@@ -413,6 +413,9 @@ class InsightRow:
     status: InsightStatus = "ungated"
     verified: bool = True
     """False when no quote behind it was found in its run (the index says UNVERIFIED)."""
+    guideline: str = ""
+    alike: int | None = None
+    """The insight whose near-duplicate this is (the first of its group), if any."""
 
 
 @dataclass
@@ -486,29 +489,40 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
     lines += [_quote_block(TRUST_NOTE), ""]
     lines += [
         "Status: ungated (never tested), committed (passed the admission gate), rejected and "
-        "retired (kept on record, never shown to an agent).",
+        "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate of "
+        "an insight drawn from another run (the first message lists the first of each).",
         "",
     ]
     if not rows:
         lines += ["No insights were drawn.", ""]
     by_type: dict[str, list[InsightRow]] = {}
+    copies: dict[int, int] = {}
     for row in rows:
         by_type.setdefault(row.task_type or "(no task type)", []).append(row)
+        lead = row.number if row.alike is None else row.alike
+        copies[lead] = copies.get(lead, 0) + 1
     for task_type in sorted(by_type):
         lines += [
             f"## {inline(task_type)}",
             "",
-            "| insight | title | source | source outcome | status |",
-            "|---|---|---|---|---|",
+            "| insight | title | source | source outcome | status | same lesson as |",
+            "|---|---|---|---|---|---|",
         ]
         for row in by_type[task_type]:
             insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
             source = layout.step(row.source_step)
             source_link = link(layout.compilation_rel(row.source_step), rel, source)
             status = row.status if row.verified else f"{row.status}, UNVERIFIED"
+            alike = (
+                link(layout.insight_rel(row.alike), rel, layout.insight(row.alike))
+                if row.alike is not None
+                else f"(first of {copies[row.number]})"
+                if copies.get(row.number, 1) > 1
+                else ""
+            )
             lines.append(
                 f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
-                f"| {row.source_outcome} | {status} |"
+                f"| {row.source_outcome} | {status} | {alike} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -264,4 +264,7 @@ def test_an_insight_page_shows_its_evidence_and_says_when_none_is_verified(
     assert "(UNVERIFIED: not found in the turn;" in kettle
     index = (corpus / "insight/_index.md").read_text()
     kettle_row = next(line for line in index.splitlines() if "insight-0004.md" in line)
-    assert kettle_row.endswith("| ungated, UNVERIFIED |")
+    assert kettle_row.endswith("| ungated, UNVERIFIED |  |")
+    mug_rows = [line for line in index.splitlines() if "insight-000" in line and "mug" not in line]
+    assert any(row.endswith("| (first of 2) |") for row in mug_rows)
+    assert any("| [insight-0001](../insight/insight-0001.md) |" in row for row in mug_rows[1:])

@@ -22,7 +22,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
-from wikitrace.tools import drilldown
+from wikitrace.tools import consolidate, drilldown
 
 
 @contextlib.contextmanager
@@ -60,6 +60,9 @@ def finish_version(
     version: VersionInfo,
 ) -> None:
     """What every version ends with: tools, the four indexes, and the manifest (written last)."""
+    leaders = consolidate.group([(row.title, row.guideline) for row in insight_rows])
+    for index, row in enumerate(insight_rows):  # near-duplicates: the index says of which
+        row.alike = None if leaders[index] == index else insight_rows[leaders[index]].number
     tool_source = Path(drilldown.__file__).read_bytes()
     for name in TOOL_NAMES:
         writer.write(layout.tool_rel(name), tool_source, executable=True)

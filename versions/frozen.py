@@ -107,6 +107,7 @@ class FrozenVersion:
                 source_outcome=page.header.source_outcome,
                 status=page.header.status,
                 verified=page.header.verified,
+                guideline=corpus_read.guideline(page),
             )
             for page in insights.values()
         ]
