@@ -24,11 +24,19 @@ from wikitrace.versions import (
     staging,
 )
 
-from .compile import Templates
+from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
 from .layers import write_layers
-from .llm import LLM, CachedLLM, LiteLLMClient, LLMSettings, ResponseCache, default_cache_dir
+from .llm import (
+    LLM,
+    CachedLLM,
+    LiteLLMClient,
+    LLMSettings,
+    ResponseCache,
+    check_reachable,
+    default_cache_dir,
+)
 from .produce import Producer, Progress
 from .raw import RawLayer, input_state
 from .redact import Redactor
@@ -86,6 +94,8 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
 
 def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
     if llm is None:
+        if options.api_base:
+            check_reachable(options.api_base)
         client = LiteLLMClient(
             LLMSettings(
                 model=options.model,
@@ -172,7 +182,7 @@ def add_version(
     store = open_store(pointer)
     base = FrozenVersion.current(store)
     parent = base.name
-    options = dataclasses.replace(options, model=base.manifest.model)
+    options = _as_built(options, base)
     plan, report = _plan(options, notice)
     report.parent = parent
     name = store.next_name()
@@ -193,6 +203,30 @@ def add_version(
         report.version = name
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
+    """`options` for adding to `base`: its model, called as it was (the endpoint, temperature
+    and limits its manifest keeps), except what the user gives anew."""
+    kept = base.manifest.model_settings
+    limits = options.limits
+    if kept.get("context_tokens") and limits.context_tokens == CompileLimits().context_tokens:
+        limits = dataclasses.replace(limits, context_tokens=int(kept["context_tokens"]))
+    if kept.get("max_prompt_tokens") and limits.max_prompt_tokens is None:
+        limits = dataclasses.replace(limits, max_prompt_tokens=int(kept["max_prompt_tokens"]))
+    defaults = BuildOptions(inputs=[], output=options.output)
+    return dataclasses.replace(
+        options,
+        model=base.manifest.model,
+        api_base=options.api_base or kept.get("api_base"),
+        temperature=kept.get("temperature", options.temperature)
+        if options.temperature == defaults.temperature
+        else options.temperature,
+        max_output_tokens=kept.get("max_output_tokens", options.max_output_tokens)
+        if options.max_output_tokens == defaults.max_output_tokens
+        else options.max_output_tokens,
+        limits=limits,
+    )
 
 
 def _plan(
@@ -263,6 +297,7 @@ def _make_version(
                 redactor=raw.redactor,
                 templates=templates,
                 base=base,
+                model_settings=options.model_settings(),
             )
     except _NothingNew:
         return False

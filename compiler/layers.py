@@ -4,6 +4,7 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from wikitrace.corpus_schema import Compilation, Layout, id_width, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
@@ -28,6 +29,7 @@ def write_layers(
     redactor: Redactor | None,
     templates: Templates | None,
     base: FrozenVersion | None,
+    model_settings: dict[str, Any] | None = None,
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read)."""
     rows.sort(key=lambda row: row.step)
@@ -105,6 +107,7 @@ def write_layers(
         prompts=prompts,
         report=report.as_dict(),
         redactions=report.redactions,
+        model_settings=model_settings,
         version=version,
     )
 

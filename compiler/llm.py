@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import random
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +227,33 @@ def _short(error: BaseException, limit: int = 300) -> str:
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "wikitrace" / "llm"
+
+
+def check_reachable(api_base: str, timeout: float = 3.0) -> None:
+    """Fail at once when nothing listens at a server's address (connection refused, unknown
+    host, no answer in `timeout` s): every call would fail after its retries, minutes later."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(api_base if "://" in api_base else f"http://{api_base}")
+    host = parts.hostname
+    if not host:
+        raise LLMCallError(
+            f"--api-base {api_base}: not a URL (e.g. http://localhost:8000/v1)", fatal=True
+        )
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise LLMCallError(f"--api-base {api_base}: the port is not a number", fatal=True) from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise LLMCallError(
+            f"cannot reach --api-base {api_base} ({host}:{port}: {reason}); is the server "
+            "running at that address?",
+            fatal=True,
+        ) from None
 
 
 @dataclass

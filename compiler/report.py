@@ -45,6 +45,18 @@ class BuildOptions:
     def offline(self) -> bool:
         return self.model == OFFLINE_MODEL
 
+    def model_settings(self) -> dict[str, Any]:
+        """How the model is called, less any secret: what the manifest keeps for `add`."""
+        if self.offline:
+            return {}
+        return {
+            "api_base": self.api_base,
+            "temperature": self.temperature,
+            "max_output_tokens": self.max_output_tokens,
+            "context_tokens": self.limits.context_tokens,
+            "max_prompt_tokens": self.limits.max_prompt_tokens,
+        }
+
 
 @dataclass
 class BuildReport:

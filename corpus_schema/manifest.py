@@ -32,6 +32,9 @@ class Manifest(BaseModel):
     """When the build finished (UTC, ISO 8601)."""
     model: str
     """The model that wrote the compilations (`offline` for none)."""
+    model_settings: dict[str, Any] = Field(default_factory=dict)
+    """How the model was called, less any secret: api_base, temperature, max_output_tokens,
+    context_tokens, max_prompt_tokens. `add` and `update` call it the same way."""
     compiled_by: CompiledBy
     prompts: dict[str, str] = Field(default_factory=dict)
     """Template name -> sha256 of its source, for every template used."""
@@ -56,27 +59,33 @@ class Manifest(BaseModel):
     the counts) fails `verify`. Set when written; none only in manifests from before it."""
 
 
-def _body(manifest: Manifest) -> bytes:
-    data = manifest.model_dump(mode="json", exclude={"checksum"})
+def _bytes(data: dict[str, Any]) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def dump(manifest: Manifest) -> bytes:
     """The manifest's bytes, with the checksum of its other fields as the last one."""
     data = manifest.model_dump(mode="json", exclude={"checksum"})
-    data["checksum"] = digest(_body(manifest))
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    data["checksum"] = digest(_bytes(data))
+    return _bytes(data)
 
 
-def manifest_problem(root: Path, manifest: Manifest) -> str | None:
-    """Why manifest.json is not exactly as wikitrace wrote it, or None."""
-    if (root / MANIFEST).is_symlink():
+def manifest_problem(root: Path) -> str | None:
+    """Why manifest.json is not exactly as wikitrace wrote it, or None.
+
+    Checked on the file's own JSON, not on the model, so a manifest written before a field
+    was added still checks."""
+    path = root / MANIFEST
+    if path.is_symlink():
         return "it is a link, not a file of the corpus"
-    if manifest.checksum is None:
+    raw = path.read_bytes()
+    data = orjson.loads(raw)
+    checksum = data.pop("checksum", None) if isinstance(data, dict) else None
+    if checksum is None:
         return "it carries no checksum (written by a wikitrace before 0.2), so it cannot be checked"
-    if manifest.checksum != digest(_body(manifest)):
+    if checksum != digest(_bytes(data)):
         return "its checksum does not match its contents: it was edited or damaged"
-    if (root / MANIFEST).read_bytes() != dump(manifest):
+    if raw != _bytes({**data, "checksum": checksum}):
         return "its bytes differ from what wikitrace writes for the same contents"
     return None
 
@@ -136,7 +145,7 @@ class VerifyReport:
 def verify(root: Path) -> VerifyReport:
     """Recompute every file's hash and compare with the manifest."""
     manifest = load(root)
-    report = VerifyReport(root=str(root), manifest=manifest_problem(root, manifest))
+    report = VerifyReport(root=str(root), manifest=manifest_problem(root))
     present: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()

@@ -122,3 +122,26 @@ def test_ctrl_c_says_nothing_was_written(
         f"\ninterrupted: nothing was written to {corpus}; the model replies received so far are "
         "cached, so building again resumes without paying for them twice\n"
     )
+
+
+def test_an_unreachable_model_server_stops_the_build_at_once(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    corpus = tmp_path / "corpus"
+    api_base = f"http://127.0.0.1:{port}/v1"
+    started = time.monotonic()
+    code, out, err = run(
+        ["build", str(runs_file), "-o", str(corpus), "--model", "openai/x", "--api-base", api_base]
+    )
+    assert time.monotonic() - started < 5
+    assert (code, out) == (1, "")
+    assert (
+        f"error: cannot reach --api-base {api_base} (127.0.0.1:{port}: Connection refused)" in err
+    )
+    assert not corpus.exists() and not (tmp_path / "corpus.versions").exists()

@@ -102,3 +102,23 @@ def test_an_embedding_error_names_the_model(openai_stub: Stub) -> None:
         EmbeddingError, match=r"^--embedding-model openai/stub-embed: Authentication"
     ):
         embedder.embed(["a"])
+
+
+def test_add_calls_the_model_as_the_build_did(
+    runs_file: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    from wikitrace.compiler import add_runs
+    from wikitrace.corpus_schema import manifest
+
+    from helpers import make_run, write_runs
+
+    corpus = tmp_path / "corpus"
+    build(runs_file, corpus, openai_stub, temperature=0.3)
+    kept = manifest.load(corpus).model_settings
+    assert (kept["api_base"], kept["temperature"]) == (openai_stub.url, 0.3)
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    # No --api-base, no key: the endpoint the corpus was built with is called again.
+    report = add_runs(BuildOptions(inputs=[more], output=corpus, cache_dir=tmp_path / "cache"))
+    assert report.complete and report.compiled == 1 and report.llm_calls == 1
+    assert openai_stub.requests[-1]["temperature"] == 0.3
+    assert manifest.load(corpus).model_settings == kept

@@ -101,6 +101,7 @@ def derive_version(
             prompts={**manifest.prompts, **change.prompts},
             report=change.report,
             redactions=manifest.redactions,
+            model_settings=manifest.model_settings,
             version=VersionInfo(
                 name=name,
                 parent=base.name,

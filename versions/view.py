@@ -99,6 +99,7 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
                 }
             },
             redactions=manifest.redactions,
+            model_settings=manifest.model_settings,
             version=VersionInfo(
                 name=f"{base.name}-without-{len(excluded)}-tasks",
                 parent=base.name,
