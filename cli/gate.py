@@ -22,14 +22,23 @@ TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
 def _model_for(corpus: Path, api_base: str | None) -> Any:
     """The corpus's own model, for the one call that narrows a precondition (None offline)."""
-    from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
+    from wikitrace.compiler.llm import LiteLLMClient, LLMSettings, check_reachable
     from wikitrace.compiler.offline import OFFLINE_MODEL
     from wikitrace.corpus_schema import manifest
 
-    model = manifest.load(corpus).model
-    if model == OFFLINE_MODEL:
+    built = manifest.load(corpus)
+    if built.model == OFFLINE_MODEL:
         return None
-    client = LiteLLMClient(LLMSettings(model=model, api_base=api_base))
+    kept = built.model_settings  # called as the build called it, unless told otherwise
+    api_base = api_base or kept.get("api_base")
+    if api_base:
+        check_reachable(api_base)
+    settings = LLMSettings(model=built.model, api_base=api_base)
+    if "temperature" in kept:
+        settings = LLMSettings(
+            model=built.model, api_base=api_base, temperature=float(kept["temperature"])
+        )
+    client = LiteLLMClient(settings)
     client.preflight()
     return client
 
@@ -105,7 +114,11 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     help="... and the upper bound of the regression damage is at most this.",
 )
 @click.option("--no-narrow", is_flag=True, help="Reject instead of narrowing a precondition.")
-@click.option("--api-base", help="Base URL of the corpus's model server, for narrowing.")
+@click.option(
+    "--api-base",
+    help="Base URL of the corpus's model server, for narrowing (default: the one it was built "
+    "with).",
+)
 @prompts_dir_option
 @no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON on stdout.")
@@ -318,7 +331,10 @@ def monitor_command(
 @click.command("hypothesize")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
-@click.option("--api-base", help="Base URL of the corpus's model server.")
+@click.option(
+    "--api-base",
+    help="Base URL of the corpus's model server (default: the one it was built with).",
+)
 @prompts_dir_option
 @no_deploy_option
 def hypothesize_command(
