@@ -49,6 +49,7 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
+from wikitrace.tools import consolidate
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,
@@ -107,6 +108,9 @@ class _Candidate:
     ident: str
     header: InsightHeader
     guideline: str
+    alike: list[str] = field(default_factory=list)
+    """Ungated near-duplicates (the same lesson drawn from other runs): they take its
+    decision, and are not tested again."""
 
     @property
     def precondition(self) -> str:
@@ -159,6 +163,9 @@ def gate_insights(
             runs = gate.runs_of(decision)
             evidence = b"".join(orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in runs)
             change.record(decision, header, candidate.guideline, evidence)
+            for ident in candidate.alike:
+                page = gate.pages[ident]
+                change.follow(decision, page.header, corpus_read.guideline(page))
         report.version = derive_version(store, base, change, deploy=deploy)
         return report
 
@@ -217,13 +224,32 @@ class _Gate:
                         field="INSIGHT",
                     )
                 chosen.append(ident)
-        else:
-            chosen = [i for i, p in self.pages.items() if p.header.status == "ungated"]
+        alike: dict[str, list[str]] = {}
+        if not ids:
+            # One test per lesson: near-duplicates drawn from other runs take its decision.
+            idents = list(self.pages)
+            leaders = consolidate.group(
+                [(p.header.title, corpus_read.guideline(p)) for p in self.pages.values()]
+            )
+            first_ungated: dict[int, str] = {}
+            for index, ident in enumerate(idents):
+                if self.pages[ident].header.status != "ungated":
+                    continue
+                lead = first_ungated.setdefault(leaders[index], ident)
+                if lead == ident:
+                    chosen.append(ident)
+                else:
+                    alike.setdefault(lead, []).append(ident)
         # The base memory is the committed insights alone: an untested insight could mask or
         # cause the effect being measured.
         self._hidden = {i for i, p in self.pages.items() if p.header.status != "committed"}
         return [
-            _Candidate(i, self.pages[i].header, corpus_read.guideline(self.pages[i]))
+            _Candidate(
+                i,
+                self.pages[i].header,
+                corpus_read.guideline(self.pages[i]),
+                alike=alike.get(i, []),
+            )
             for i in chosen
         ]
 

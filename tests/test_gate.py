@@ -408,3 +408,26 @@ def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -
     assert decision.reason.startswith("Undecided: 19 probe pairs ended as errors")
     assert page(corpus, "insight/insight-0001.md")["status"] == "ungated"
     assert page(corpus, "insight/insight-0001.md")["decisions"] == ["gate/gate-0001.md"]
+
+
+def test_near_duplicate_lessons_are_gated_once(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = tmp_path / "toy"
+    build_corpus(
+        BuildOptions(
+            # The doormat run twice: the same lesson, drawn from two runs.
+            inputs=[TOY / "runs" / name for name in ["start.jsonl", "mat.jsonl", "mat.jsonl"]],
+            output=corpus,
+            model=MODEL,
+            cache_dir=tmp_path / "cache",
+            limits=CompileLimits(hypotheses=True),
+        ),
+        llm=llm,
+    )
+    first, second = (page(corpus, f"insight/insight-000{n}.md") for n in (1, 2))
+    assert first["title"] == second["title"]
+    report = gate(corpus, llm)
+    assert [d.insight for d in report.decisions] == ["insight-0001"]
+    assert report.decisions[0].verdict == "committed"
+    again = page(corpus, "insight/insight-0002.md")
+    assert again["status"] == "committed" and again["decisions"] == ["gate/gate-0001.md"]
+    assert verify(corpus).ok

@@ -51,14 +51,19 @@ class Derivation:
         """A gate or monitoring decision on an insight: its page takes the verdict (an
         undecided one leaves the status as it was) and links the record, written with the
         runs or reports behind it."""
+        self.follow(decision, header, guideline)
+        self.files[f"{GATE_DIR}/{decision.id}.md"] = render.gate_page(decision).encode()
+        self.files[f"{GATE_DIR}/{decision.evidence}"] = evidence
+
+    def follow(self, decision: GateDecision, header: InsightHeader, guideline: str) -> None:
+        """The insight's page takes the decision's verdict (an undecided one leaves the status
+        as it was) and links its record: the insight decided, or a near-duplicate of it."""
         page = f"{GATE_DIR}/{decision.id}.md"
         status = header.status if decision.verdict == "undecided" else decision.verdict
-        self.insights[decision.insight] = (
+        self.insights[header.id] = (
             header.model_copy(update={"status": status, "decisions": [*header.decisions, page]}),
             guideline,
         )
-        self.files[page] = render.gate_page(decision).encode()
-        self.files[f"{GATE_DIR}/{decision.evidence}"] = evidence
 
 
 def derive_version(
