@@ -68,18 +68,8 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
                 skipped["hint"] = redactor.text(str(skipped["hint"]))
     if good == 0:
         unlabelled = len(report.unlabelled)
-        if not unlabelled and errors:
-            first, more = errors[0], len(errors) - 1
-            raise InputError(
-                first.message,
-                path=first.path,
-                line=first.line,
-                at=first.at,
-                field=first.field,
-                hint=(first.hint + "; " if first.hint else "")
-                + "no runs to build: every record is bad"
-                + (f"; {more} more bad records" if more else ""),
-            )
+        if not unlabelled:
+            refuse_bad_records(errors, "no runs to build: every record is bad{more}")
         raise InputError(
             f"no runs to build: none of the {unlabelled} runs found has a label"
             if unlabelled

@@ -119,21 +119,22 @@ def _validation_error(
     return InputError(message, path=path, line=line, at=at, field=_field_path(loc), hint=hint)
 
 
-def refuse_bad_records(errors: list[InputError]) -> None:
-    """With --on-error stop: the first bad record, how many more, and that nothing was written."""
+def refuse_bad_records(errors: list[InputError], conclusion: str | None = None) -> None:
+    """Raise the first bad record's error, saying how many more there are and what follows:
+    by default (--on-error stop) that nothing was written."""
     if not errors:
         return
     first = errors[0]
     rest = len(errors) - 1
     more = f"; {rest} more bad record{'s' if rest > 1 else ''}" if rest else ""
+    conclusion = conclusion or "nothing was written{more}; fix the input, or use --on-error skip"
     raise InputError(
         first.message,
         path=first.path,
         line=first.line,
         at=first.at,
         field=first.field,
-        hint=(first.hint + "; " if first.hint else "")
-        + f"nothing was written{more}; fix the input, or use --on-error skip",
+        hint=(first.hint + "; " if first.hint else "") + conclusion.format(more=more),
     )
 
 
