@@ -205,7 +205,8 @@ TASK_NOTES = {
 def grader_details(record: RunRecord) -> str | None:
     """What the log's grader said about the outcome (tau's reward_info, a test report)."""
     metadata = record.metadata
-    info = metadata.get("info") if isinstance(metadata.get("info"), dict) else {}
+    given = metadata.get("info")
+    info: dict[str, Any] = given if isinstance(given, dict) else {}
     for value in (
         metadata.get("reward_info"),
         info.get("reward_info"),
