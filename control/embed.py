@@ -141,14 +141,23 @@ class EmbeddingError(WikitraceError):
 def insight_texts(root: Path) -> dict[str, str]:
     """Insight id -> the text that stands for it: title, guideline and applicability.
 
-    Only what an agent is shown counts: rejected and retired insights are not in the memory.
+    Only what an agent is shown counts: rejected and retired insights are not in the memory,
+    and a near-duplicate of a lesson already there adds nothing.
     """
-    return {
-        page.header.id: "\n".join(
-            [page.header.title, corpus_read.guideline(page), page.header.applicability]
-        )
+    from wikitrace.tools import consolidate
+
+    pages = [
+        (page.header, corpus_read.guideline(page))
         for page in corpus_read.insights(root)
         if page.header.status not in ("rejected", "retired")
+    ]
+    # A lesson drawn again from other runs is one lesson: its group's first member stands
+    # for it, so thirteen copies do not weigh thirteen times (tools/consolidate.py).
+    leaders = consolidate.group([(header.title, guideline) for header, guideline in pages])
+    return {
+        header.id: "\n".join([header.title, guideline, header.applicability])
+        for index, (header, guideline) in enumerate(pages)
+        if leaders[index] == index
     }
 
 

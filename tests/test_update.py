@@ -108,11 +108,13 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
             assert runs[ident].memory == "v0003"
     assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 8
 
-    # Another doormat lesson goes the way memory has been growing: accepted, no agent runs.
+    # Another doormat lesson is the same lesson drawn from another run (a near-duplicate): the
+    # memory's lessons do not change, so it is accepted with no agent run.
     similar = update(toy, "mat-again.jsonl", llm).record
     assert similar is not None
     assert (similar.decision, similar.current, similar.deployed) == ("accepted", "v0002", "v0004")
-    assert similar.trigger.cosine is not None and similar.trigger.cosine >= 0.5
+    assert similar.trigger.why == "the insight set did not change"
+    assert similar.trigger.insights_added == []
     assert similar.agent_runs == 0 and len(read_agent_runs(store.runs_path)) == 32
     assert store.current() == "v0004"
     assert [e.event for e in store.history()] == [
@@ -191,7 +193,7 @@ def test_agent_errors_are_never_scores(toy: Path, llm: FakeLLM, tmp_path: Path) 
 
 def test_another_embedder_starts_the_average_afresh(toy: Path, llm: FakeLLM) -> None:
     update(toy, "mat.jsonl", llm)
-    record = update(toy, "mat-again.jsonl", llm, embedder=HashingEmbedder(dim=64)).record
+    record = update(toy, "force.jsonl", llm, embedder=HashingEmbedder(dim=64)).record
     assert record is not None and record.trigger.embedder == "local-hash-64"
     assert record.trigger.why == "no deployed update to compare its direction with yet"
 
