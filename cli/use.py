@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -63,6 +64,12 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="Folder with a first-message.j2 that overrides the bundled one.",
 )
+@click.option(
+    "--group-model",
+    help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
+    "near-duplicate lessons apart by meaning instead of by words.",
+)
+@click.option("--group-api-base", help="Base URL of a local embedding server.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
 def prompt_command(
     corpus: Path,
@@ -75,6 +82,8 @@ def prompt_command(
     max_tokens: int | None,
     mount: str,
     prompts_dir: Path | None,
+    group_model: str | None,
+    group_api_base: str | None,
     as_json: bool,
 ) -> None:
     """The first message for an agent about to solve TASK with CORPUS mounted at --mount.
@@ -93,9 +102,22 @@ def prompt_command(
     if not text.strip():
         raise click.UsageError("the task is empty")
 
+    from wikitrace.tools import consolidate
     from wikitrace.tools.memory import Memory
 
-    message = Memory.load(corpus).first_message(
+    grouping: consolidate.Grouping = consolidate.group
+    if group_model:
+        from wikitrace.control.embed import LiteLLMEmbedder
+
+        embedder = LiteLLMEmbedder(group_model, group_api_base)
+
+        def by_model(lessons: Sequence[tuple[str, str]]) -> list[int]:
+            vectors = embedder.embed([f"{title}\n{guideline}" for title, guideline in lessons])
+            return consolidate.by_vectors([list(map(float, v)) for v in vectors])
+
+        grouping = by_model
+
+    message = Memory.load(corpus, grouping).first_message(
         text,
         task_type=task_type,
         exclude_tasks=exclude_tasks,

@@ -122,3 +122,35 @@ def test_add_calls_the_model_as_the_build_did(
     assert report.complete and report.compiled == 1 and report.llm_calls == 1
     assert openai_stub.requests[-1]["temperature"] == 0.3
     assert manifest.load(corpus).model_settings == kept
+
+
+def test_near_duplicates_by_an_embedding_model(tmp_path: Path, openai_stub: Stub) -> None:
+    import json
+
+    from helpers import FakeLLM, good_answer, make_run, run, write_runs
+
+    # The stub embeds a text as its counts of a, b and c: "aaa bbb" and "aa bb" point alike,
+    # though they share no word; "ccc" points elsewhere.
+    titles = {"t1": "aaa bbb", "t2": "aa bb", "t3": "ccc"}
+
+    def answer(messages: list[Any]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
+        data["insights"][0].update(title=titles[task_id], guideline="x", applicability="y")
+        return json.dumps(data)
+
+    path = write_runs(tmp_path / "runs.jsonl", [make_run(t) for t in titles])
+    corpus = tmp_path / "corpus"
+    build_corpus(
+        BuildOptions(inputs=[path], output=corpus, model="fake", use_cache=False),
+        llm=FakeLLM(answer=answer),
+    )
+    args = ["prompt", str(corpus), "put the mug away", "--all-types", "--json"]
+    code, out, err = run(args)
+    assert code == 0, err
+    assert json.loads(out)["alike"] == {}  # by words: three lessons
+    model = ["--group-model", "openai/stub-embed", "--group-api-base", openai_stub.url]
+    code, out, err = run([*args, *model])
+    assert code == 0, err
+    assert json.loads(out)["alike"] == {"insight-0001": ["insight-0002"]}

@@ -1,15 +1,17 @@
 """Near-duplicate lessons: insights drawn from different runs that say the same thing.
 
-Lexical: two insights are alike when the words of their titles and guidelines overlap enough
-(Jaccard similarity of word sets). Each joins the first group whose first member it is alike
-to, in corpus order, so grouping is deterministic. Nothing is merged or deleted: every insight
-keeps its page and its source run, and a group says how many runs back the lesson.
+Lexical by default: two insights are alike when the words of their titles and guidelines
+overlap enough (Jaccard similarity of word sets). Each joins the first group whose first
+member it is alike to, in corpus order, so grouping is deterministic. Nothing is merged or
+deleted: every insight keeps its page and its source run, and a group says how many runs back
+the lesson. `by_vectors` groups by embeddings instead, for a caller that has an embedding
+model (`wikitrace prompt --group-model`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")
@@ -52,6 +54,41 @@ def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> l
         )
         if leader is None:
             leaders.append((index, head, whole))
+            leader = index
+        found.append(leader)
+    return found
+
+
+Grouping = Callable[[Sequence[tuple[str, str]]], list[int]]
+"""(title, guideline) of each lesson -> the index of its group's first lesson."""
+VECTOR_THRESHOLD = 0.85
+
+
+def by_vectors(
+    vectors: Sequence[Sequence[float]], threshold: float = VECTOR_THRESHOLD
+) -> list[int]:
+    """`group` for embeddings: alike when the cosine with a group's first vector is at least
+    `threshold` (deterministic, in corpus order)."""
+    import math
+
+    def unit(vector: Sequence[float]) -> list[float]:
+        norm = math.sqrt(sum(x * x for x in vector))
+        return [x / norm for x in vector] if norm else list(vector)
+
+    leaders: list[tuple[int, list[float]]] = []
+    found: list[int] = []
+    for index, vector in enumerate(vectors):
+        mine = unit(vector)
+        leader = next(
+            (
+                i
+                for i, theirs in leaders
+                if sum(a * b for a, b in zip(mine, theirs, strict=True)) >= threshold
+            ),
+            None,
+        )
+        if leader is None:
+            leaders.append((index, mine))
             leader = index
         found.append(leader)
     return found

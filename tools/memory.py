@@ -176,6 +176,7 @@ class Memory:
         insights: list[InsightEntry],
         offline: bool,
         withheld: int = 0,
+        grouping: consolidate.Grouping = consolidate.group,
     ):
         self.root = root
         self.runs = runs
@@ -188,10 +189,12 @@ class Memory:
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
-        self._leader = consolidate.group([(i.title, i.guideline) for i in insights])
+        self._leader = grouping([(i.title, i.guideline) for i in insights])
 
     @classmethod
-    def load(cls, root: Path) -> Memory:
+    def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
+        """The corpus at `root`; `grouping` says which lessons are near-duplicates (lexical
+        by default, see tools/consolidate.py)."""
         from wikitrace.corpus_schema import manifest
 
         offline = manifest.load(root).compiled_by == "offline"
@@ -230,7 +233,7 @@ class Memory:
                     verified=_backed(compiled.get(header.source_step), header.source_claims),
                 )
             )
-        return cls(root, runs, insights, offline, withheld)
+        return cls(root, runs, insights, offline, withheld, grouping)
 
     def first_message(
         self,
