@@ -105,7 +105,9 @@ def compile_with_progress(
         progress.close()
 
 
-RETRY_BUILD = "build again with --force to retry them (cached replies are not paid for again)"
+RETRY_BUILD = (
+    "run the same command again to retry them (replies received so far come from the cache)"
+)
 RETRY_ADD = (
     "they are in the new version without a compilation; a build of all the runs with --force "
     "compiles them (cached replies are not paid for again)"

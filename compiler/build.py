@@ -21,6 +21,7 @@ from wikitrace.versions import (
     check_new_pointer,
     open_store,
     publish_build,
+    resumable,
     staging,
 )
 
@@ -40,7 +41,7 @@ from .llm import (
 from .produce import Producer, Progress
 from .raw import RawLayer, input_state
 from .redact import Redactor
-from .report import BuildOptions, BuildReport
+from .report import BuildOptions, BuildReport, sources
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,10 @@ def build_corpus(
     """
     started = time.monotonic()
     output = options.output
+    if not options.force and resumable(output, sources(options.inputs)):
+        # The same command after some runs failed: build again, replies from the cache.
+        log.warning("%s is an incomplete build of the same inputs: building it again", output)
+        options = dataclasses.replace(options, force=True)
     check_new_pointer(output, force=options.force)
     plan, report = _plan(options, notice)
     with build_lock(output):
@@ -228,6 +233,7 @@ def _plan(
     if notice is not None:
         notice(plan)  # which format each input was read as
     report = BuildReport(output=str(options.output), model=options.model)
+    report.sources = sources(options.inputs)
     report.inputs = plan.describe()
     report.ignored = plan.ignored
     return plan, report

@@ -401,6 +401,9 @@ async def compile_with_llm(
             output = parse_output(reply.text, len(record.turns), hypotheses=limits.hypotheses)
         except ValueError as error:
             last_error = str(error)
+            forget = getattr(llm, "forget", None)
+            if forget is not None:  # an answer that cannot be used is not kept for next time
+                forget(messages)
             if invalid >= limits.invalid_retries:
                 break
             invalid += 1

@@ -6,6 +6,7 @@ litellm is imported only when a client is made: it takes seconds to import.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -278,12 +279,12 @@ class ResponseCache:
         )
         return hashlib.sha256(blob).hexdigest()
 
-    def _path(self, key: str) -> Path:
+    def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> LLMReply | None:
         try:
-            data = orjson.loads(self._path(key).read_bytes())
+            data = orjson.loads(self.path(key).read_bytes())
             text = data["text"]
             tokens = [data.get("prompt_tokens", 0), data.get("completion_tokens", 0)]
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
@@ -302,7 +303,7 @@ class ResponseCache:
         )
 
     def put(self, key: str, reply: LLMReply) -> None:
-        path = self._path(key)
+        path = self.path(key)
         if path.parent not in self._made:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(path.parent)
@@ -328,6 +329,13 @@ class CachedLLM:
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def forget(self, messages: list[Message]) -> None:
+        """Drop the cached reply to `messages`: it could not be used (not valid JSON of the
+        right shape), so a later build asks again rather than getting it back."""
+        key = ResponseCache.key(self.inner.cache_identity(), messages)
+        with contextlib.suppress(OSError):
+            self.cache.path(key).unlink()
 
     async def complete(self, messages: list[Message]) -> LLMReply:
         key = ResponseCache.key(self.inner.cache_identity(), messages)

@@ -58,6 +58,11 @@ class BuildOptions:
         }
 
 
+def sources(paths: list[Path]) -> list[str]:
+    """The input paths of a build, absolute, in order."""
+    return [str(path.absolute()) for path in paths]
+
+
 @dataclass
 class BuildReport:
     """What a build did; printed at the end and stored in the manifest."""
@@ -87,6 +92,8 @@ class BuildReport:
     """Runs left out because nothing says whether they succeeded: where, ids, why."""
     inputs: list[str] = field(default_factory=list)
     """What was read, a line per format: files and whether detected or given."""
+    sources: list[str] = field(default_factory=list)
+    """The input paths as given, made absolute: the same command again resumes a build."""
     formats: FormatCounts = field(default_factory=dict)
     """Per input format: runs built, successes, failures, unlabelled runs left out."""
     ignored: list[dict[str, str]] = field(default_factory=list)

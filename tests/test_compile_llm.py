@@ -12,8 +12,9 @@ import pytest
 from wikitrace.compiler import BuildOptions, BuildReport, CompileLimits, build_corpus
 from wikitrace.compiler.compile import CompileError, Templates, render_prompt
 from wikitrace.compiler.llm import Message
-from wikitrace.corpus_schema import RunRecord, verify
+from wikitrace.corpus_schema import CorpusError, RunRecord, verify
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.versions import Store
 
 from helpers import (
     FakeLLM,
@@ -343,3 +344,24 @@ def test_replies_that_cannot_be_cached_are_used_and_counted(
         r.getMessage() for r in caplog.records if "cannot save model replies" in r.getMessage()
     ]
     assert len(warnings) == 1 and "No space left on device" in warnings[0]
+
+
+def test_the_same_command_again_resumes_an_incomplete_build(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    def flaky(messages: list[Message]) -> str:
+        if "t2" in prompt_of(messages):
+            return "<html>busy</html>"
+        return good_answer(prompt_of(messages))
+
+    corpus = tmp_path / "corpus"
+    first = build(runs_file, corpus, FakeLLM(answer=flaky), limits=CompileLimits(invalid_retries=0))
+    assert not first.complete and first.compiled == 2
+    again = FakeLLM()
+    report = build(runs_file, corpus, again)  # no --force: the same inputs, built incomplete
+    assert report.complete and report.compiled == 3
+    assert report.cache_hits == 2 and len(again.calls) == 1
+    assert verify(corpus).ok and Store(corpus).versions() == ["v0002"]
+    # A complete corpus, or other inputs, still need --force.
+    with pytest.raises(CorpusError, match="already exists; use --force"):
+        build(runs_file, corpus, FakeLLM())

@@ -16,6 +16,7 @@ from .store import (
     list_versions,
     open_store,
     publish_build,
+    resumable,
     write_json,
 )
 from .view import ViewReport, leave_out
@@ -37,6 +38,7 @@ __all__ = [
     "open_store",
     "publish_build",
     "resolve_insight",
+    "resumable",
     "staging",
     "write_json",
     "write_view",

@@ -211,6 +211,24 @@ def committed(store: Store) -> bool:
         return True  # a damaged history is someone's: never taken for debris
 
 
+def resumable(pointer: Path, sources: list[str]) -> bool:
+    """True when `pointer` names an incomplete build (some runs failed to compile) of the same
+    input paths: running the same command again resumes it, no --force needed."""
+    if not pointer.is_symlink():
+        return False
+    try:
+        store = Store(pointer)
+        found = manifest.load(store.version_path(store.current()))
+    except CorpusError:
+        return False
+    build = found.build
+    return (
+        build.get("complete") is False
+        and (found.version is None or found.version.parent is None)
+        and build.get("sources") == sources
+    )
+
+
 def check_new_pointer(pointer: Path, *, force: bool) -> None:
     """Refuse to build over something unless forced, and over anything not ours ever.
 
