@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .options import CompileSettings, compile_options, is_quiet, json_option, print_json
+from .options import CompileSettings, compile_options, is_quiet, json_option, plural, print_json
 from .progress import Progress
 
 MODEL_ENV = "WIKITRACE_MODEL"
@@ -41,13 +41,14 @@ def _summary(report: Any) -> str:
     redacted = ", ".join(f"{kind} {n}" for kind, n in report.redactions.items()) or "none"
     what = (
         f"added {report.version} to {report.output} (parent {report.parent}, "
-        f"{report.duplicates} runs it holds left out)"
+        f"{plural(report.duplicates, 'run')} it holds left out)"
         if report.parent
         else f"built {report.output}"
     )
     lines = [
-        f"{what}: {report.runs} runs ({report.successes} succeeded, "
-        f"{report.failures} failed), {report.compiled} compilations, {report.insights} insights",
+        f"{what}: {plural(report.runs, 'run')} ({report.successes} succeeded, "
+        f"{report.failures} failed), {plural(report.compiled, 'compilation')}, "
+        f"{plural(report.insights, 'insight')}",
         f"  model {report.model}: {report.llm_calls} LLM calls, {report.cache_hits} from cache, "
         f"{report.prompt_tokens} prompt + {report.completion_tokens} completion tokens, "
         f"cost {cost}",
@@ -60,7 +61,7 @@ def _summary(report: Any) -> str:
     ]
     for name, counts in report.formats.items():
         lines.append(
-            f"  {name}: {counts['runs']} runs ({counts['successes']} succeeded, "
+            f"  {name}: {plural(counts['runs'], 'run')} ({counts['successes']} succeeded, "
             f"{counts['failures']} failed), {counts['unlabelled']} unlabelled left out"
         )
     for item in report.skipped:
@@ -126,8 +127,8 @@ def finish_report(
         click.echo(stdout)
     if not report.complete:
         click.echo(
-            f"error: incomplete: {len(report.failed)} runs failed to compile (listed above); "
-            + retry,
+            f"error: incomplete: {plural(len(report.failed), 'run')} failed to compile (listed "
+            "above); " + retry,
             err=True,
         )
         sys.exit(1)
@@ -146,8 +147,8 @@ def _points_at(pointer: Path) -> str | None:
     "--output",
     required=True,
     type=click.Path(path_type=Path, file_okay=False),
-    help="The corpus to create: a link to its first version, mem.versions/v0001 beside it. "
-    "It appears only once the build is complete.",
+    help="The corpus to create: a link to its first version, OUTPUT.versions/v0001 beside it "
+    "(the store of its versions). It appears only once the build is complete.",
 )
 @click.option(
     "--model",

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .build import announce, where_of
-from .options import InputSettings, input_options, is_quiet
+from .options import InputSettings, input_options, is_quiet, plural
 
 
 @click.command("convert")
@@ -81,7 +81,7 @@ def convert_command(
         return
     for name, counts in report.formats.items():
         click.echo(
-            f"{name}: {counts['runs']} runs ({counts['successes']} succeeded, "
+            f"{name}: {plural(counts['runs'], 'run')} ({counts['successes']} succeeded, "
             f"{counts['failures']} failed), {counts['unlabelled']} unlabelled",
             err=True,
         )
@@ -93,4 +93,4 @@ def convert_command(
         click.echo(
             f"unlabelled {where_of(item)}: task {item['task_id']}: {item['reason']}{kept}", err=True
         )
-    click.echo(f"wrote {report.written} runs", err=True)
+    click.echo(f"wrote {plural(report.written, 'run')}", err=True)

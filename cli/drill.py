@@ -6,8 +6,6 @@ import sys
 
 import click
 
-CORPUS_HELP = "The corpus folder (default: $WIKITRACE_CORPUS)."
-
 
 def _show(produce: object) -> None:
     from wikitrace.tools import drilldown
@@ -21,22 +19,33 @@ def _show(produce: object) -> None:
 
 
 @click.command("actions")
+@click.argument("corpus", type=click.Path(file_okay=False))
 @click.argument("step")
-@click.option("--corpus", envvar="WIKITRACE_CORPUS", required=True, help=CORPUS_HELP)
-def actions_command(step: str, corpus: str) -> None:
-    """One line per turn of run STEP (step-0042 or 42): turn number, role, the action taken
-    and the start of what came back. The same as CORPUS/tools/actions."""
+def actions_command(corpus: str, step: str) -> None:
+    """One line per turn of run STEP (step-0042 or 42) of CORPUS: turn number, role, the action
+    taken and the start of what came back. The same as CORPUS/tools/actions STEP.
+
+    \b
+    Example:
+      wikitrace actions corpus step-0003
+    """
     from wikitrace.tools import drilldown
 
     _show(lambda: drilldown.actions_text(drilldown.find_root(corpus), step))
 
 
 @click.command("turn")
+@click.argument("corpus", type=click.Path(file_okay=False))
 @click.argument("step")
 @click.argument("turns", metavar="N[-M]")
-@click.option("--corpus", envvar="WIKITRACE_CORPUS", required=True, help=CORPUS_HELP)
-def turn_command(step: str, turns: str, corpus: str) -> None:
-    """Turn N (or turns N to M) of run STEP in full, as logged. The same as CORPUS/tools/turn."""
+def turn_command(corpus: str, step: str, turns: str) -> None:
+    """Turn N (or turns N to M) of run STEP of CORPUS in full, as logged. The same as
+    CORPUS/tools/turn STEP N.
+
+    \b
+    Example:
+      wikitrace turn corpus step-0003 12-14
+    """
     from wikitrace.tools import drilldown
 
     _show(lambda: drilldown.turns_text(drilldown.find_root(corpus), step, turns))

@@ -22,7 +22,36 @@ from .versions import add_command, deploy_command, update_command, versions_comm
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Build a corpus from logs", ("build", "convert", "verify")),
+    ("Use it at test time", ("prompt", "view", "actions", "turn", "cite", "audit")),
+    ("Grow it safely", ("add", "versions", "deploy", "update")),
+    ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
+    ("Measure what memory does", ("eval",)),
+)
+
+
+class _Sections(click.Group):
+    """`wikitrace --help` lists the commands by workflow, each summary whole."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for _, names in SECTIONS for name in names if name in self.commands]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for title, names in SECTIONS:
+            rows = [
+                (name, self.commands[name].get_short_help_str(limit=300))
+                for name in names
+                if name in self.commands
+            ]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_Sections,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="wikitrace")
 @click.option("-v", "--verbose", count=True, help="More detail on stderr (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")

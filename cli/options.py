@@ -26,6 +26,11 @@ def is_quiet() -> bool:
     return bool(click.get_current_context().find_root().params.get("quiet"))
 
 
+def plural(count: int, word: str) -> str:
+    """`1 run`, `2 runs`: a count and its noun (regular plurals only)."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def print_json(data: Any) -> None:
     """A command's result as JSON on stdout: indented, keys in their model's order."""
     import orjson

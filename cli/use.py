@@ -8,7 +8,7 @@ from typing import TextIO
 
 import click
 
-from .options import print_json
+from .options import plural, print_json
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -152,7 +152,7 @@ def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None
     if as_json:
         print_json(summary.as_dict())
         return
-    click.echo(f"{summary.episodes} episodes")
+    click.echo(plural(summary.episodes, "episode"))
     for kind in ("insights", "compilations", "raw"):
         table = getattr(summary, kind)
         click.echo(f"\n{kind}: {len(table)} used")

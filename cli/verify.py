@@ -23,8 +23,9 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     """Check every file of CORPUS against the sha256 its manifest recorded.
 
     CORPUS is a corpus (the version it points at is checked) or one version's folder
-    (CORPUS.versions/v0002). Lists files that are missing, changed or extra (one per line:
-    `missing PATH`, ...). Exit 0 when all match, 1 otherwise. File modes are not trusted (root
+    (CORPUS.versions/v0002). Prints the files that are missing, changed or extra (one per
+    line: `missing PATH`, ...), then `ok: ...` or `FAILED: ...`. Exit 0 when all match, 1
+    otherwise. File modes are not trusted (root
     ignores them): the hashes are.
     """
 
@@ -56,6 +57,6 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
                 f"{len(report.extra)} extra ({report.checked} checked)"
                 + ("; the manifest itself does not check" if report.manifest else "")
             )
-            click.echo(prefix + summary, err=True)
+            click.echo(prefix + summary)
     if not all(report.ok for report in reports):
         sys.exit(1)

@@ -117,11 +117,11 @@ def test_the_corpus_comes_from_option_env_or_the_tools_location(
 
 def test_the_cli_runs_the_same_tools(corpus: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["actions", "1", "--corpus", str(corpus)])
+    result = runner.invoke(cli, ["actions", str(corpus), "1"])
     assert result.exit_code == 0 and result.stdout == tool(corpus, "actions", "1")[1]
-    result = runner.invoke(cli, ["turn", "2", "3"], env={"WIKITRACE_CORPUS": str(corpus)})
+    result = runner.invoke(cli, ["turn", str(corpus), "2", "3"])
     assert result.exit_code == 0 and result.stdout == tool(corpus, "turn", "2", "3")[1]
-    result = runner.invoke(cli, ["turn", "2", "300", "--corpus", str(corpus)])
+    result = runner.invoke(cli, ["turn", str(corpus), "2", "300"])
     assert result.exit_code == 1 and "there is no turn 300" in result.stderr
 
 

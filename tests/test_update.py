@@ -264,5 +264,5 @@ def test_the_readme_walk_through(
         ["v0003", "refused"],
         ["v0004", "current"],
     ]
-    code, _, err = run(["verify", "toy", "--all"])
-    assert code == 0 and err.count(": ok: ") == 4
+    code, out, _ = run(["verify", "toy", "--all"])
+    assert code == 0 and out.count(": ok: ") == 4

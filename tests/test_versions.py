@@ -184,8 +184,8 @@ def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> Non
         ("v0002", "current", "v0001", 4, 1),
     ]
     code, out, err = run(["verify", str(corpus), "--all"])
-    assert (code, out) == (0, "")
-    assert err.splitlines() == [
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
         "v0001: ok: 19 files match the manifest",
         "v0002: ok: 23 files match the manifest",
     ]
