@@ -154,3 +154,66 @@ def test_near_duplicates_by_an_embedding_model(tmp_path: Path, openai_stub: Stub
     code, out, err = run([*args, *model])
     assert code == 0, err
     assert json.loads(out)["alike"] == {"insight-0001": ["insight-0002"]}
+
+
+@pytest.fixture
+def ollama_stub() -> Any:
+    """A local stand-in for Ollama's API (/api/generate and /api/chat), on 127.0.0.1."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers import good_answer
+
+    requests: list[tuple[str, dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            requests.append((self.path, body))
+            prompt = body["prompt"] if "prompt" in body else body["messages"][0]["content"]
+            text = good_answer(prompt)
+            reply: dict[str, Any] = {
+                "model": body["model"],
+                "created_at": "2026-01-01T00:00:00Z",
+                "done": True,
+                "prompt_eval_count": 50,
+                "eval_count": 10,
+            }
+            if self.path.endswith("/api/chat"):
+                reply["message"] = {"role": "assistant", "content": text}
+            else:
+                reply["response"] = text
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}", requests
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("model", ["ollama/llama3.1", "ollama_chat/llama3.1"])
+def test_a_local_ollama_model_through_litellm(
+    runs_file: Path, tmp_path: Path, ollama_stub: Any, model: str
+) -> None:
+    url, requests = ollama_stub
+    corpus = tmp_path / "corpus"
+    report = build_corpus(
+        BuildOptions(inputs=[runs_file], output=corpus, model=model, api_base=url, use_cache=False)
+    )
+    assert report.complete and report.compiled == 3 and report.insights == 3
+    assert report.prompt_tokens == 150 and report.completion_tokens == 30
+    path, body = requests[0]
+    assert path == ("/api/chat" if model.startswith("ollama_chat") else "/api/generate")
+    assert body["model"] == "llama3.1" and body["format"] == "json"
+    assert verify(corpus).ok
