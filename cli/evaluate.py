@@ -23,8 +23,16 @@ import click
     show_default=True,
     help="A row with a score and no success succeeds when score >= this.",
 )
-@click.option("--resamples", type=click.IntRange(100), default=10_000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--resamples",
+    type=click.IntRange(100),
+    default=10_000,
+    show_default=True,
+    help="Bootstrap resamples behind each confidence interval.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resampling."
+)
 @click.option(
     "--strict", is_flag=True, help="Warnings (duplicate trials, tasks with no baseline) are errors."
 )
@@ -54,6 +62,10 @@ def eval_command(
     the share of a method's trials that succeed where B failed; Regression, the share that fail
     where B succeeded. Intervals are 95% task-level bootstrap intervals; a method beats the
     noise only where its interval lies wholly outside the rerun's.
+
+    \b
+    Example:
+      wikitrace eval results.jsonl --plot gain.png
     """
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")

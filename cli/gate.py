@@ -84,7 +84,9 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     show_default=True,
     help="Runs of each probe task on each side (seeds SEED, SEED+1, ...).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="The first seed (SEED, SEED+1, ...)."
+)
 @click.option(
     "--confidence",
     type=click.FloatRange(0.5, 1, max_open=True),
@@ -169,6 +171,11 @@ def gate_command(
 
     Prints the new version's folder (the decisions with --json). Exit 0 when every insight was
     decided, 1 when some are undecided, 2 for bad input.
+
+    \b
+    Example:
+      wikitrace gate corpus --runner 'python run.py --task {task_id} --memory {memory}' \\
+        --task-pool tasks.jsonl
     """
 
     from wikitrace.control.gate import GateOptions, gate_insights
@@ -297,6 +304,10 @@ def monitor_command(
     gate/monitor-NNNN.md and the report lines behind it. Prints each committed insight's record
     on stderr, and the new version's folder on stdout when one was made (the records with
     --json). Exit 0, 2 for bad input.
+
+    \b
+    Example:
+      wikitrace monitor corpus reports.jsonl
     """
 
     from wikitrace.control.monitor import MonitorOptions, monitor_corpus
@@ -351,6 +362,10 @@ def hypothesize_command(
     verifier, which `wikitrace gate` then tests. New builds can ask for them at once with
     --hypotheses. Prints the new version's folder; exit 1 when an answer could not be used
     (the others are kept), 2 for bad input.
+
+    \b
+    Example:
+      wikitrace hypothesize corpus insight-0007
     """
     from wikitrace.compiler.hypothesize import hypothesize
     from wikitrace.versions import Store

@@ -144,6 +144,10 @@ def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None
     {"used": {"raw": ["step-0003"], "compilations": ["step-0003"], "insights":
     ["insight-0007"]}}, to which a harness may add "episode", "task_id" and "success".
     An id that is not in the corpus is an error (exit 2).
+
+    \b
+    Example:
+      wikitrace cite corpus reports/*.json --json
     """
 
     from wikitrace.tools.cite import summarize

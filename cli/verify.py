@@ -25,7 +25,12 @@ def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     CORPUS is a corpus (the version it points at is checked) or one version's folder
     (CORPUS.versions/v0002). Prints the files that are missing, changed or extra (one per
     line: `missing PATH`, ...), then `ok: ...` or `FAILED: ...`. Exit 0 when all match, 1
-    otherwise. File modes are not trusted (root
+    otherwise.
+
+    \b
+    Example:
+      wikitrace verify corpus
+      wikitrace verify corpus --all --json File modes are not trusted (root
     ignores them): the hashes are.
     """
 

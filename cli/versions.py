@@ -99,6 +99,11 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
     Status: current (CORPUS points at it), previous (was current once), candidate (made with
     --no-deploy or by `wikitrace update`, never deployed), refused (the update controller
     kept it out; its comparison is in CORPUS.versions/updates/).
+
+    \b
+    Example:
+      wikitrace versions corpus
+      wikitrace versions corpus --history
     """
 
     from wikitrace.versions import Store, list_versions
@@ -144,6 +149,10 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
     The pointer is replaced in one step, so a reader sees the old version or the new one, never
     neither. Sandboxes already running keep the version they mounted. Prints the version's
     folder on stdout.
+
+    \b
+    Example:
+      wikitrace deploy corpus v0002
     """
     from wikitrace.corpus_schema import CorpusError
     from wikitrace.corpus_schema.store import build_lock
@@ -321,7 +330,9 @@ def update_command(
             click.echo("null")
         return
     if not quiet:
-        click.echo(f"{record.decision}: {record.reason}\n  record: {result.record_path}", err=True)
+        # The history's words: a kept current version means the candidate was refused.
+        verdict = {"kept": "refused", "accepted": "deployed"}.get(record.decision, record.decision)
+        click.echo(f"{verdict}: {record.reason}\n  record: {result.record_path}", err=True)
     if as_json:
         print_json(record.model_dump(mode="json"))
     else:
