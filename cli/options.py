@@ -38,6 +38,22 @@ def print_json(data: Any) -> None:
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
 
 
+def print_rows(rows: list[Any], *, lines: bool) -> None:
+    """A listing as one JSON array (--json), or one JSON object a line (--nl)."""
+    if not lines:
+        print_json(rows)
+        return
+    import orjson
+
+    for row in rows:
+        click.echo(orjson.dumps(row).decode())
+
+
+nl_option = click.option(
+    "--nl", "as_lines", is_flag=True, help="Print one JSON object a line (JSON Lines)."
+)
+
+
 def json_option(what: str) -> Callable[[Command], Command]:
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
 

@@ -14,8 +14,10 @@ from .options import (
     compile_options,
     is_quiet,
     json_option,
+    nl_option,
     no_deploy_option,
     print_json,
+    print_rows,
     runner_options,
 )
 from .progress import agent_runs
@@ -86,6 +88,7 @@ def add_command(
 @click.command("versions")
 @click.argument("corpus", type=POINTER)
 @json_option("an array")
+@nl_option
 @click.option("--history", is_flag=True, help="List every event (history.jsonl) instead.")
 @click.option(
     "--current",
@@ -93,7 +96,9 @@ def add_command(
     help="Print only the folder of the current version (for a mount, or a copy that must not "
     "copy the link itself).",
 )
-def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) -> None:
+def versions_command(
+    corpus: Path, as_json: bool, as_lines: bool, history: bool, current: bool
+) -> None:
     """List the versions of CORPUS: which is current, their parents and what each added.
 
     Status: current (CORPUS points at it), previous (was current once), candidate (made with
@@ -114,9 +119,8 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
         return
     if history:
         entries = store.history()
-        if as_json:
-            data = [entry.model_dump(mode="json") for entry in entries]
-            print_json(data)
+        if as_json or as_lines:
+            print_rows([entry.model_dump(mode="json") for entry in entries], lines=as_lines)
             return
         for entry in entries:
             previous = f" (was {entry.previous})" if entry.previous else ""
@@ -126,9 +130,8 @@ def versions_command(corpus: Path, as_json: bool, history: bool, current: bool) 
             )
         return
     rows = list_versions(store)
-    if as_json:
-        data = [row.model_dump(mode="json") for row in rows]
-        print_json(data)
+    if as_json or as_lines:
+        print_rows([row.model_dump(mode="json") for row in rows], lines=as_lines)
         return
     click.echo("version  status     parent  runs (+new)  insights (+new)  created")
     for row in rows:
