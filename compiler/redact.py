@@ -276,15 +276,20 @@ class Redactor:
     def _sub(self, rule: _Rule, text: str) -> str:
         marker = f"[REDACTED:{rule.kind}]"
         pieces: list[str] = []
-        last = 0
-        for match in rule.pattern.finditer(text):
+        last = position = 0
+        while (match := rule.pattern.search(text, position)) is not None:
             start, end = _span(rule, match)
-            if start < last or start == end:
-                continue
-            if rule.check and not _plausible(text[start:end], text, match):
+            if (
+                start < last
+                or start == end
+                or (rule.check and not _plausible(text[start:end], text, match))
+            ):
+                # Not a secret: look again just after where it started, so that a match
+                # turned down does not hide one inside it (`Authorization: Authorization: X`).
+                position = match.start() + 1
                 continue
             pieces += [text[last:start], marker]
-            last = end
+            last = position = max(end, match.start() + 1)
             self.counts[rule.kind] += 1
         if not pieces:
             return text

@@ -166,7 +166,7 @@ def verbatim(text: str, indent: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     lines = [f"{indent}{fence}text"]
-    lines += [f"{indent}{line}" if line else "" for line in text.splitlines()]
+    lines += [f"{indent}{line}" if line else "" for line in text.split("\n")]
     lines.append(f"{indent}{fence}")
     return "\n".join(lines)
 

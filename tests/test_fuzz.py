@@ -208,3 +208,61 @@ def test_samples_with_values_of_another_shape_never_crash_a_reader(
         _read_all(damaged)
 
     check()
+
+
+# --- text helpers every page and prompt goes through ---------------------------------------
+
+
+@_SETTINGS
+@given(text=st.text(max_size=300))
+def test_inline_text_folds_escapes_and_reads_back(text: str) -> None:
+    from wikitrace.corpus_schema.render import inline, unescape
+
+    shown = inline(text)
+    assert "\n" not in shown and "\r" not in shown
+    assert unescape(shown) == " ".join(text.split())
+
+
+@_SETTINGS
+@given(text=st.text(st.characters(blacklist_categories=["Cs"]), max_size=300))
+def test_verbatim_blocks_read_back_exactly(text: str) -> None:
+    from wikitrace.corpus_schema.read import _unfence
+    from wikitrace.corpus_schema.render import verbatim
+
+    assert _unfence(verbatim(text)) == text
+
+
+_SECRETISH = st.lists(
+    st.sampled_from(
+        [
+            "sk-proj-",
+            "AKIA",
+            "password=",
+            '"password": "',
+            "://user:",
+            "@host",
+            "-----BEGIN PRIVATE KEY-----",
+            "\\n",
+            "Bearer ",
+            "Authorization: ",
+            "${TOKEN}",
+            "ghp_",
+            "eyJ",
+            ".",
+            "=",
+            "\n",
+        ]
+    )
+    | st.text("abcXYZ0189_-+/=", min_size=1, max_size=40),
+    max_size=12,
+).map("".join)
+
+
+@_SETTINGS
+@given(text=_SECRETISH | st.text(max_size=400))
+def test_redaction_never_fails_and_is_stable(text: str) -> None:
+    from wikitrace.compiler.redact import Redactor
+
+    once = Redactor().text(text)
+    assert Redactor().text(once) == once
+    assert Redactor().value({text: [text]}) == {once: [once]}
