@@ -206,7 +206,6 @@ class CompileSettings:
                 hypotheses=self.hypotheses,
             ),
             temperature=self.temperature,
-            max_output_tokens=self.max_output_tokens,
             timeout_seconds=self.timeout,
             max_retries=self.max_retries,
         )

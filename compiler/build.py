@@ -92,7 +92,7 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
                 model=options.model,
                 api_base=options.api_base,
                 temperature=options.temperature,
-                max_output_tokens=options.max_output_tokens,
+                max_output_tokens=options.limits.max_output_tokens,
                 timeout_seconds=options.timeout_seconds,
                 max_retries=options.max_retries,
                 backoff_seconds=options.backoff_seconds,
@@ -204,22 +204,28 @@ def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
     """`options` for adding to `base`: its model, called as it was (the endpoint, temperature
     and limits its manifest keeps), except what the user gives anew."""
     kept = base.manifest.model_settings
-    limits = options.limits
-    if kept.get("context_tokens") and limits.context_tokens == CompileLimits().context_tokens:
-        limits = dataclasses.replace(limits, context_tokens=int(kept["context_tokens"]))
-    if kept.get("max_prompt_tokens") and limits.max_prompt_tokens is None:
-        limits = dataclasses.replace(limits, max_prompt_tokens=int(kept["max_prompt_tokens"]))
-    defaults = BuildOptions(inputs=[], output=options.output)
+    given, default = options.limits, CompileLimits()
+    # A setting left at its default takes the value the base was built with.
+    limits = dataclasses.replace(
+        given,
+        context_tokens=int(kept.get("context_tokens") or given.context_tokens)
+        if given.context_tokens == default.context_tokens
+        else given.context_tokens,
+        max_prompt_tokens=kept.get("max_prompt_tokens")
+        if given.max_prompt_tokens is None
+        else given.max_prompt_tokens,
+        max_output_tokens=int(kept.get("max_output_tokens") or given.max_output_tokens)
+        if given.max_output_tokens == default.max_output_tokens
+        else given.max_output_tokens,
+    )
+    temperature = BuildOptions(inputs=[], output=options.output).temperature
     return dataclasses.replace(
         options,
         model=base.manifest.model,
         api_base=options.api_base or kept.get("api_base"),
         temperature=kept.get("temperature", options.temperature)
-        if options.temperature == defaults.temperature
+        if options.temperature == temperature
         else options.temperature,
-        max_output_tokens=kept.get("max_output_tokens", options.max_output_tokens)
-        if options.max_output_tokens == defaults.max_output_tokens
-        else options.max_output_tokens,
         limits=limits,
     )
 

@@ -36,7 +36,6 @@ class BuildOptions:
     prompts_dir: Path | None = None
     limits: CompileLimits = field(default_factory=CompileLimits)
     temperature: float = 0.0
-    max_output_tokens: int = 4096
     timeout_seconds: float = 300.0
     max_retries: int = 6
     backoff_seconds: float = 2.0
@@ -52,7 +51,7 @@ class BuildOptions:
         return {
             "api_base": self.api_base,
             "temperature": self.temperature,
-            "max_output_tokens": self.max_output_tokens,
+            "max_output_tokens": self.limits.max_output_tokens,
             "context_tokens": self.limits.context_tokens,
             "max_prompt_tokens": self.limits.max_prompt_tokens,
         }

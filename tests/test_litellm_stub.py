@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, LLMCallError, build_corpus
+from wikitrace.compiler import BuildOptions, CompileLimits, LLMCallError, build_corpus
 from wikitrace.corpus_schema import verify
 
 from helpers import Stub
@@ -113,14 +113,22 @@ def test_add_calls_the_model_as_the_build_did(
     from helpers import make_run, write_runs
 
     corpus = tmp_path / "corpus"
-    build(runs_file, corpus, openai_stub, temperature=0.3)
+    build(
+        runs_file,
+        corpus,
+        openai_stub,
+        temperature=0.3,
+        limits=CompileLimits(max_output_tokens=1234),
+    )
     kept = manifest.load(corpus).model_settings
     assert (kept["api_base"], kept["temperature"]) == (openai_stub.url, 0.3)
+    assert (kept["max_output_tokens"], openai_stub.requests[0]["max_tokens"]) == (1234, 1234)
     more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
     # No --api-base, no key: the endpoint the corpus was built with is called again.
     report = add_runs(BuildOptions(inputs=[more], output=corpus, cache_dir=tmp_path / "cache"))
     assert report.complete and report.compiled == 1 and report.llm_calls == 1
     assert openai_stub.requests[-1]["temperature"] == 0.3
+    assert openai_stub.requests[-1]["max_tokens"] == 1234
     assert manifest.load(corpus).model_settings == kept
 
 
