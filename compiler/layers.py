@@ -58,11 +58,11 @@ def write_layers(
                 )
             )
     # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
-    if not base:
-        layout = dataclasses.replace(layout, insight_width=id_width(number))
     if base:
         for rel, file_hash in base.kept_files():
             writer.link(rel, base.root / rel, file_hash)
+    else:
+        layout = dataclasses.replace(layout, insight_width=id_width(number))
     for row in rows:
         result = results.get(row.step)
         if result is None:
