@@ -84,6 +84,16 @@ def _kill_points(work: Callable[[], object], setup: Callable[[], None]) -> range
     return range(1, calls + 1)
 
 
+def afresh(corpus: Path, runs: Path | None = None) -> None:
+    """An empty folder for `corpus` (root removes the read-only files of the last try), with a
+    corpus built from `runs` in it when given."""
+    if corpus.parent.exists():
+        shutil.rmtree(corpus.parent)
+    corpus.parent.mkdir()
+    if runs is not None:
+        build_corpus(BuildOptions(inputs=[runs], output=corpus))
+
+
 @pytest.fixture
 def inputs(tmp_path: Path) -> tuple[Path, Path]:
     old = _runs(tmp_path, "old.jsonl", ["a", "b"])
@@ -98,10 +108,7 @@ def test_build_force_killed_anywhere_keeps_a_whole_corpus_current(
     corpus = tmp_path / "w" / "corpus"
 
     def setup() -> None:
-        if corpus.parent.exists():
-            shutil.rmtree(corpus.parent)  # root may remove read-only files
-        corpus.parent.mkdir()
-        build_corpus(BuildOptions(inputs=[old], output=corpus))
+        afresh(corpus, old)
         write_runs(corpus.parent / "notes.md", [])  # a user file beside: never touched
 
     def rebuild() -> object:
@@ -128,9 +135,7 @@ def test_a_first_build_killed_anywhere_is_finished_by_running_it_again(
     corpus = tmp_path / "w" / "corpus"
 
     def setup() -> None:
-        if corpus.parent.exists():
-            shutil.rmtree(corpus.parent)
-        corpus.parent.mkdir()
+        afresh(corpus)
 
     def first() -> object:
         return build_corpus(BuildOptions(inputs=[old], output=corpus))
@@ -154,10 +159,7 @@ def test_add_killed_anywhere_keeps_a_whole_corpus_current(
     corpus = tmp_path / "w" / "corpus"
 
     def setup() -> None:
-        if corpus.parent.exists():
-            shutil.rmtree(corpus.parent)
-        corpus.parent.mkdir()
-        build_corpus(BuildOptions(inputs=[old], output=corpus))
+        afresh(corpus, old)
 
     def add() -> object:
         return add_runs(BuildOptions(inputs=[new], output=corpus))
@@ -253,10 +255,7 @@ def test_a_derived_version_killed_anywhere_keeps_a_whole_corpus_current(
     corpus = tmp_path / "w" / "corpus"
 
     def setup() -> None:
-        if corpus.parent.exists():
-            shutil.rmtree(corpus.parent)
-        corpus.parent.mkdir()
-        build_corpus(BuildOptions(inputs=[old], output=corpus))
+        afresh(corpus, old)
 
     def derive() -> object:
         store = Store(corpus)
