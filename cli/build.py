@@ -59,6 +59,10 @@ def _summary(report: Any) -> str:
         f"left out, secrets redacted: {redacted}, "
         f"{report.seconds:.1f} s",
     ]
+    if report.judged:
+        lines.append(
+            f"  {plural(report.judged, 'run')} labelled by the judge model (marked judged)"
+        )
     for name, counts in report.formats.items():
         lines.append(
             f"  {name}: {plural(counts['runs'], 'run')} ({counts['successes']} succeeded, "

@@ -53,6 +53,12 @@ def convert_command(
       openhands       output.jsonl with event history; success: test_result
       alfworld        ReAct console log (Act k: / Obs k:); success: the result line
       hotpotqa        Reflexion ReAct log; success: the CORRECT / INCORRECT section
+      claude-code     Claude Code session .jsonl (sub-agents inline); no outcome
+      codex           Codex CLI rollout-*.jsonl; no outcome
+      gemini-cli      Gemini CLI chat (JSON or JSON Lines); no outcome
+      langfuse        Langfuse trace export; success: a success/resolved/passed score
+      otel-genai      OpenTelemetry GenAI spans (SDK or OTLP JSON); no outcome
+    A log with no outcome is unlabelled: label it with --labels, or `build --judge MODEL`.
 
     The summary (per format: runs, successes, failures, unlabelled) goes to stderr.
     Exit 2 for bad input (nothing written with --on-error stop).

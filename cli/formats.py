@@ -3,6 +3,11 @@
 
 FORMAT_NAMES = (
     "native",
+    "claude-code",
+    "codex",
+    "gemini-cli",
+    "langfuse",
+    "otel-genai",
     "inspect-eval",
     "inspect",
     "atif",

@@ -173,6 +173,7 @@ class CompileSettings:
     hypotheses: bool
     invalid_retries: int
     quote_repairs: int
+    judge: str | None
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -208,6 +209,7 @@ class CompileSettings:
             temperature=self.temperature,
             timeout_seconds=self.timeout,
             max_retries=self.max_retries,
+            judge=self.judge,
         )
 
 
@@ -333,6 +335,15 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             show_default=True,
             help="Times quotes not found in their turn are sent back for repair; "
             "those still not found are marked UNVERIFIED.",
+        ),
+        click.option(
+            "--judge",
+            metavar="MODEL",
+            help="Label the runs nothing else labels (session logs, traces) with one call of "
+            "MODEL (any litellm model; --api-base applies) each: success or failure, why, and "
+            "verbatim quotes checked against the log. The label is marked as judged wherever "
+            "the outcome is shown; a verdict whose quotes are not found labels nothing. "
+            "Cached like compile calls.",
         ),
     ]
 

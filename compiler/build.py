@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, id_width
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.store import CorpusWriter, build_lock
@@ -28,6 +29,7 @@ from wikitrace.versions import (
 from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
+from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import write_layers
 from .llm import (
     LLM,
@@ -76,23 +78,27 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
             if unlabelled
             else "no runs to build: the input holds no valid records",
             path=", ".join(str(p) for p in options.inputs),
-            hint="give their outcomes with --labels FILE (run or task id -> success or reward)"
+            hint="give their outcomes with --labels FILE (run or task id -> success or reward), "
+            "or have a model judge them with --judge MODEL"
             if unlabelled
             else None,
         )
     return good
 
 
-def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
+def _make_llm(
+    options: BuildOptions, llm: LLM | None, model: str | None = None, output_tokens: int = 0
+) -> LLM:
+    """The compile model (or `model`, answering in `output_tokens`), cached unless told not to."""
     if llm is None:
         if options.api_base:
             check_reachable(options.api_base)
         client = LiteLLMClient(
             LLMSettings(
-                model=options.model,
+                model=model or options.model,
                 api_base=options.api_base,
                 temperature=options.temperature,
-                max_output_tokens=options.limits.max_output_tokens,
+                max_output_tokens=output_tokens or options.limits.max_output_tokens,
                 timeout_seconds=options.timeout_seconds,
                 max_retries=options.max_retries,
                 backoff_seconds=options.backoff_seconds,
@@ -105,10 +111,27 @@ def _make_llm(options: BuildOptions, llm: LLM | None) -> LLM:
     return llm
 
 
+def _make_judge(options: BuildOptions, judge_llm: LLM | None) -> Judge | None:
+    if options.judge is None:
+        return None
+    templates = Templates.load(options.prompts_dir, also=(prompts.JUDGE,))
+    llm = _make_llm(options, judge_llm, options.judge, JUDGE_OUTPUT_TOKENS)
+    budget = options.limits.context_tokens - 2 * JUDGE_OUTPUT_TOKENS - 1500
+    return Judge(
+        llm=llm,
+        model=options.judge,
+        templates=templates,
+        max_prompt_tokens=max(budget, 2000),
+        redactor=Redactor(options.redact_patterns) if options.redact else None,
+        retries=options.limits.invalid_retries,
+    )
+
+
 def build_corpus(
     options: BuildOptions,
     *,
     llm: LLM | None = None,
+    judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
 ) -> BuildReport:
@@ -131,7 +154,16 @@ def build_corpus(
         store, name = begin_build(output)
         staging = store.staging(name)
         try:
-            _make_version(options, plan, report, staging, VersionInfo(name=name), llm, progress)
+            _make_version(
+                options,
+                plan,
+                report,
+                staging,
+                VersionInfo(name=name),
+                llm,
+                progress,
+                judge_llm=judge_llm,
+            )
             publish_build(store, staging, name)
         except BaseException:
             abandon_build(store, staging, name)
@@ -147,6 +179,7 @@ def add_runs(
     *,
     deploy: bool = True,
     llm: LLM | None = None,
+    judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
 ) -> BuildReport:
@@ -160,7 +193,14 @@ def add_runs(
     When every run is already there, no version is made (report.version is None).
     """
     with build_lock(options.output):
-        return add_version(options, deploy=deploy, llm=llm, progress=progress, notice=notice)
+        return add_version(
+            options,
+            deploy=deploy,
+            llm=llm,
+            judge_llm=judge_llm,
+            progress=progress,
+            notice=notice,
+        )
 
 
 def add_version(
@@ -168,6 +208,7 @@ def add_version(
     *,
     deploy: bool = True,
     llm: LLM | None = None,
+    judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
 ) -> BuildReport:
@@ -191,6 +232,7 @@ def add_version(
         llm,
         progress,
         base,
+        judge_llm=judge_llm,
     )
     if made:
         reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
@@ -258,12 +300,18 @@ def _make_version(
     llm: LLM | None,
     progress: Progress | None,
     base: FrozenVersion | None = None,
+    *,
+    judge_llm: LLM | None = None,
 ) -> bool:
     """Check the inputs, then write a frozen version in `staging_dir`; False when nothing is
     new."""
     started = time.monotonic()
     watched = input_state(plan.watched)
+    judge = _make_judge(options, judge_llm)
+    plan.labeller = judge
     total = _check_inputs(options, plan, report)
+    if judge is not None:
+        report.judged = judge.judged
     log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
     templates = None if options.offline else Templates.load(options.prompts_dir)
     model = None if options.offline else _make_llm(options, llm)

@@ -22,6 +22,7 @@ from wikitrace.corpus_schema import (
     PromptRef,
     RunRecord,
     WikitraceError,
+    is_judged,
 )
 from wikitrace.corpus_schema.records import Hypothesis
 
@@ -161,13 +162,15 @@ class Templates:
     hashes: dict[str, str]
 
     @classmethod
-    def load(cls, user_dir: Path | None = None) -> Templates:
+    def load(cls, user_dir: Path | None = None, *, also: tuple[str, ...] = ()) -> Templates:
+        """The compile templates, and `also` these (the judge's)."""
         env = prompts.environment(user_dir)
         names = (
             prompts.COMPILE_SUCCESS,
             prompts.COMPILE_FAILURE,
             prompts.RETRY_INVALID,
             prompts.REPAIR_QUOTES,
+            *also,
         )
         try:
             hashes = {name: prompts.source_hash(env, name) for name in names}
@@ -227,10 +230,12 @@ def render_prompt(
     *,
     hypotheses: bool = False,
     outcome_details: bool = False,
+    template: str | None = None,
 ) -> Prompt:
     """The prompt for one run, within `max_prompt_tokens` whatever the run's length (see
-    compiler/view.py for what is shown of long runs)."""
-    name = prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE
+    compiler/view.py for what is shown of long runs); `template` in place of the compile
+    template the outcome picks (the judge's)."""
+    name = template or (prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE)
     content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
     fence = data_fence(content)
     source = record.metadata.get("task_source")
@@ -245,6 +250,7 @@ def render_prompt(
             task=record.task,
             task_note=TASK_NOTES.get(source) if isinstance(source, str) else None,
             grader=grader,
+            judged=record.metadata.get("outcome_source") == "judged",
             turn_count=len(record.turns),
             turns=entries,
             fence=fence,
@@ -445,6 +451,7 @@ async def compile_with_llm(
     return Compilation(
         step=step,
         outcome=record.outcome,
+        judged=is_judged(record.metadata),
         compiled_by="llm",
         model=llm.model,
         prompt=PromptRef(template=prompt.template, sha256=templates.hashes[prompt.template]),

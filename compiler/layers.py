@@ -53,6 +53,7 @@ def write_layers(
                     task_type=row.task_type,
                     source_step=row.step,
                     source_outcome=row.outcome,
+                    source_judged=row.judged,
                     verified=read.backed(result.claims, draft.supporting_claims),
                     guideline=draft.guideline,
                 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn
+from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn, is_judged
 from wikitrace.tools.drilldown import as_text
 
 from .evidence import QuoteChecker
@@ -115,6 +115,7 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
     return Compilation(
         step=step,
         outcome=outcome,
+        judged=is_judged(record.metadata),
         compiled_by="offline",
         model=OFFLINE_MODEL,
         title=f"task {record.task_id} {'succeeded' if record.success else 'failed'} in "

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError, Layout, RunRecord, render
-from wikitrace.corpus_schema.records import RawHeader
+from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.tools import drilldown
 from wikitrace.versions import FrozenVersion, fingerprint
@@ -134,6 +134,7 @@ class RawLayer:
                 outcome=record.outcome,
                 turns=len(record.turns),
                 task=record.task,
+                judged=is_judged(record.metadata),
             )
         )
         self.report.runs += 1

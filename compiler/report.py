@@ -39,6 +39,8 @@ class BuildOptions:
     timeout_seconds: float = 300.0
     max_retries: int = 6
     backoff_seconds: float = 2.0
+    judge: str | None = None
+    """The model that labels runs nothing else labels (None: they are left out)."""
 
     @property
     def offline(self) -> bool:
@@ -88,6 +90,8 @@ class BuildReport:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     """Input records left out with --on-error skip: path, line, field, message."""
     unlabelled: list[dict[str, Any]] = field(default_factory=list)
+    judged: int = 0
+    """Runs labelled by the --judge model."""
     """Runs left out because nothing says whether they succeeded: where, ids, why."""
     inputs: list[str] = field(default_factory=list)
     """What was read, a line per format: files and whether detected or given."""

@@ -7,6 +7,7 @@ from .errors import CorpusError, InputError, WikitraceError
 from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step
 from .manifest import Manifest, VerifyReport, verify
 from .records import (
+    JUDGED,
     Claim,
     Compilation,
     Evidence,
@@ -15,11 +16,13 @@ from .records import (
     RunRecord,
     ToolCall,
     Turn,
+    is_judged,
 )
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "JUDGED",
     "Claim",
     "Compilation",
     "CorpusError",
@@ -35,6 +38,7 @@ __all__ = [
     "VerifyReport",
     "WikitraceError",
     "id_width",
+    "is_judged",
     "parse_insight",
     "parse_step",
     "verify",

@@ -153,11 +153,22 @@ class PromptRef(_Strict):
     sha256: str
 
 
+JUDGED = "judged"
+"""`metadata.outcome_source` of a run whose label a model gave (`build --judge`)."""
+
+
+def is_judged(metadata: dict[str, Any]) -> bool:
+    """Whether a run's label was judged by a model rather than given by a verifier."""
+    return metadata.get("outcome_source") == JUDGED
+
+
 class Compilation(_Strict):
     """Why one run ended as it did: the compiler's output, ready to be written."""
 
     step: int
     outcome: Outcome
+    judged: bool = False
+    """The outcome is a model's verdict on the log (`build --judge`), not a verifier's."""
     compiled_by: CompiledBy
     model: str
     prompt: PromptRef | None = None
@@ -206,6 +217,8 @@ class CompilationSummary(_Strict):
     prompt: PromptRef | None
     unverified_quotes: int
     raw: str
+    judged: bool = False
+    """The outcome is a model's verdict on the log, not a verifier's."""
 
 
 class CompilationHeader(CompilationSummary):
@@ -224,6 +237,8 @@ class InsightHeader(_Strict):
     task_type: str | None
     source_step: str
     source_outcome: Outcome
+    source_judged: bool = False
+    """The source run's outcome is a model's verdict on its log, not a verifier's."""
     applicability: str
     source_claims: list[int]
     model: str

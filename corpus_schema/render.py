@@ -34,6 +34,7 @@ from .records import (
     InsightStatus,
     Outcome,
     RawHeader,
+    is_judged,
 )
 
 TRUST_NOTE = (
@@ -188,9 +189,26 @@ def _cell(text: str | None, limit: int = 0) -> str:
 # --- raw layer ----------------------------------------------------------------------------
 
 
+def outcome_text(outcome: str, judged: bool) -> str:
+    """An outcome as pages show it: a judged one says so, so no reader takes it for a
+    verifier's."""
+    return f"{outcome} (judged by a model)" if judged else outcome
+
+
 def raw_metadata(header: RawHeader, task: str) -> str:
+    judged = is_judged(header.metadata)
+    judge = header.metadata.get("judge") if judged else None
+    verdict = ""
+    if isinstance(judge, dict):
+        verdict = (
+            f"## Outcome\n\n{header.outcome}, judged by `{inline(str(judge.get('model')))}` "
+            f"from this log (no verifier labelled it): {inline(str(judge.get('reason', '')))} "
+            "The quotes behind the verdict are in the frontmatter (metadata.judge.evidence).\n\n"
+        )
     body = (
-        f"# {header.step}: task {inline(header.task_id)} ({header.outcome})\n\n"
+        f"# {header.step}: task {inline(header.task_id)} "
+        f"({outcome_text(header.outcome, judged)})\n\n"
+        f"{verdict}"
         f"## Task\n\n{verbatim(task.rstrip())}\n\n"
         f"## Turns\n\n{header.turns} turns in `{header.turns_file}`, one JSON object per line "
         f"as logged: line N is turn N.\n"
@@ -220,6 +238,7 @@ def compilation(
     header = CompilationHeader(
         step=step,
         outcome=record.outcome,
+        judged=record.judged,
         title=record.title,
         insights=[layout.insight(n) for n in insight_numbers],
         compiled_by=record.compiled_by,
@@ -239,7 +258,7 @@ def compilation(
         "",
         _quote_block(provenance),
         "",
-        f"- outcome: **{record.outcome}**; task {inline(task_id)}"
+        f"- outcome: **{outcome_text(record.outcome, record.judged)}**; task {inline(task_id)}"
         + (f", type {inline(task_type)}" if task_type else ""),
         f"- run: {link(layout.raw_metadata_rel(record.step), rel)}",
         f"- turns: {link(layout.raw_turns_rel(record.step), rel)} (line N is turn N)",
@@ -303,6 +322,7 @@ def insight(
         task_type=task_type,
         source_step=layout.step(source.step),
         source_outcome=source.outcome,
+        source_judged=source.judged,
         applicability=draft.applicability,
         source_claims=draft.supporting_claims,
         model=source.model,
@@ -334,6 +354,8 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         if header.source_outcome == "failure"
         else "a successful run"
     )
+    if header.source_judged:
+        origin += " (its outcome was judged by a model from the log, not by a verifier)"
     lines = [
         f"# {header.id}: {inline(header.title)}",
         "",
@@ -397,6 +419,7 @@ class RunRow:
     outcome: Outcome
     turns: int
     task: str
+    judged: bool = False
     compiled: bool = False
     title: str | None = None
     unverified_quotes: int = 0
@@ -410,6 +433,7 @@ class InsightRow:
     task_type: str | None
     source_step: int
     source_outcome: Outcome
+    source_judged: bool = False
     status: InsightStatus = "ungated"
     verified: bool = True
     """False when no quote behind it was found in its run (the index says UNVERIFIED)."""
@@ -451,7 +475,7 @@ def raw_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
         lines.append(
             f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} "
             f"| {_cell(row.task_id)}: {_cell(row.task, 120)} | {_cell(row.task_type)} "
-            f"| {row.outcome} | {row.turns} | {compiled} |"
+            f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -475,7 +499,8 @@ def compilation_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) 
         )
         lines.append(
             f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
-            f"| {row.outcome} | {_cell(row.title, 120)} | {row.unverified_quotes} | {insights} |"
+            f"| {outcome_text(row.outcome, row.judged)} | {_cell(row.title, 120)} "
+            f"| {row.unverified_quotes} | {insights} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -522,7 +547,7 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
             )
             lines.append(
                 f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
-                f"| {row.source_outcome} | {status} | {alike} |"
+                f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ RETRY_INVALID = "retry-invalid.j2"
 REPAIR_QUOTES = "repair-quotes.j2"
 NARROW = "narrow.j2"
 HYPOTHESIZE = "hypothesize.j2"
+JUDGE = "judge.j2"
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

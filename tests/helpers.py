@@ -76,8 +76,27 @@ def turns_in_prompt(prompt: str) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for m in _TURN_BLOCK.finditer(prompt)}
 
 
+def judge_answer(prompt: str, *, success: bool = True, wrong_quote: bool = False) -> str:
+    """A valid judge's verdict that quotes the longest line of the last turn shown."""
+    turns = turns_in_prompt(prompt)
+    last = max(turns)
+    quote = max(turns[last].splitlines(), key=len).strip()[:60]
+    if wrong_quote:
+        quote = "this sentence appears in no turn at all"
+    return json.dumps(
+        {
+            "success": success,
+            "reason": "The last turn shows the asked change made.",
+            "evidence": [{"turn": last, "quote": quote}],
+        }
+    )
+
+
 def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) -> str:
-    """A valid compiler answer that quotes the first line of the last turn verbatim."""
+    """A valid compiler answer that quotes the first line of the last turn verbatim (for a
+    judge's prompt, a verdict)."""
+    if prompt.startswith("You are judging"):
+        return judge_answer(prompt)
     turns = turns_in_prompt(prompt)
     last = max(turns)
     line = turns[last].splitlines()[-1]

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError, read
-from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, Outcome
+from wikitrace.corpus_schema.records import (
+    CompilationHeader,
+    InsightHeader,
+    Outcome,
+    is_judged,
+)
 from wikitrace.corpus_schema.render import inline
 
 from . import consolidate
@@ -34,6 +39,8 @@ class PastRun:
     outcome: Outcome
     task: str
     title: str | None = None
+    judged: bool = False
+    """The outcome is a model's verdict on the log, not a verifier's."""
     """The title of its compilation, if it has one."""
 
 
@@ -47,6 +54,7 @@ class InsightEntry:
     source_step: str
     source_outcome: Outcome
     source_task_id: str
+    source_judged: bool = False
     status: str = "ungated"
     """committed (passed the admission gate) or ungated (never tested); rejected and retired
     insights are never loaded."""
@@ -208,6 +216,7 @@ class Memory:
                 outcome=page.header.outcome,
                 task=read.task_text(page),
                 title=titles.get(page.header.step),
+                judged=is_judged(page.header.metadata),
             )
             for page in read.runs(root)
         ]
@@ -229,6 +238,7 @@ class Memory:
                     source_step=header.source_step,
                     source_outcome=header.source_outcome,
                     source_task_id=task_of.get(header.source_step, ""),
+                    source_judged=header.source_judged,
                     status=header.status,
                     verified=_backed(compiled.get(header.source_step), header.source_claims),
                 )

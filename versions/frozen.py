@@ -20,7 +20,7 @@ from wikitrace.corpus_schema.layout import (
     parse_insight,
     parse_step,
 )
-from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.records import InsightHeader, is_judged
 
 from .store import Store
 
@@ -79,6 +79,7 @@ class FrozenVersion:
                 outcome=head.outcome,
                 turns=head.turns,
                 task=corpus_read.task_text(page),
+                judged=is_judged(head.metadata),
             )
             fingerprints.add(
                 fingerprint(
@@ -105,6 +106,7 @@ class FrozenVersion:
                 task_type=page.header.task_type,
                 source_step=parse_step(page.header.source_step),
                 source_outcome=page.header.source_outcome,
+                source_judged=page.header.source_judged,
                 status=page.header.status,
                 verified=page.header.verified,
                 guideline=corpus_read.guideline(page),

@@ -19,7 +19,20 @@ from typing import Any
 from wikitrace.corpus_schema import InputError
 
 from ..inputs import SourceRun, Unlabelled, check_json, validate
-from . import atif, chat, inspect_log, openhands, react, swe, tau
+from . import (
+    atif,
+    chat,
+    claude_code,
+    codex,
+    gemini,
+    inspect_log,
+    langfuse,
+    openhands,
+    otel,
+    react,
+    swe,
+    tau,
+)
 from .base import Candidate, Found, Probe, jsonl_objects, probe
 from .labels import Labels, read_labels_file
 
@@ -78,6 +91,36 @@ FORMATS: tuple[Format, ...] = (
         "wikitrace's own JSON Lines (task_id, task, success, turns)",
         _sniff_native,
         _read_native,
+    ),
+    Format(
+        "claude-code",
+        "Claude Code session (~/.claude/projects/<project>/<session>.jsonl, sub-agents included)",
+        claude_code.sniff,
+        claude_code.read,
+    ),
+    Format(
+        "codex",
+        "Codex CLI rollout (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)",
+        codex.sniff,
+        codex.read,
+    ),
+    Format(
+        "gemini-cli",
+        "Gemini CLI chat (single JSON or JSON Lines)",
+        gemini.sniff,
+        gemini.read,
+    ),
+    Format(
+        "langfuse",
+        "Langfuse trace export ({trace, observations}); outcome from a success score",
+        langfuse.sniff,
+        langfuse.read,
+    ),
+    Format(
+        "otel-genai",
+        "OpenTelemetry GenAI spans (SDK JSON or OTLP JSON, gen_ai.* attributes)",
+        otel.sniff,
+        otel.read,
     ),
     Format(
         "inspect-eval",
@@ -147,6 +190,8 @@ class InputPlan:
     ignored: list[dict[str, str]] = field(default_factory=list)
     labels: Labels = field(default_factory=Labels)
     threshold: float = DEFAULT_THRESHOLD
+    labeller: Callable[[Unlabelled], SourceRun | Unlabelled] | None = None
+    """What labels a run nothing else labels (the build's --judge), if anything."""
 
     @property
     def watched(self) -> list[Path]:
@@ -206,7 +251,10 @@ class InputPlan:
                 yield found
                 continue
             try:
-                yield finish(found, name, self.labels, self.threshold)
+                result = finish(found, name, self.labels, self.threshold)
+                if isinstance(result, Unlabelled) and self.labeller is not None:
+                    result = self.labeller(result)
+                yield result
             except InputError as error:
                 yield error
 
@@ -219,7 +267,7 @@ def finish(
     check_json(data, candidate.path, line=candidate.line, at=candidate.at)
     metadata = data.setdefault("metadata", {}) if isinstance(data.get("metadata", {}), dict) else {}
     task_id = str(data.get("task_id"))
-    label = labels.lookup(candidate.run_id, task_id) if len(labels) else None
+    label = labels.lookup(candidate.run_id, task_id, *candidate.aliases) if len(labels) else None
     reward = candidate.reward
     if label is not None:
         value, source = label

@@ -43,6 +43,8 @@ class Candidate:
     reward: float | None = None
     note: str | None = None
     """Why the run has no label when the log says why (an episode cut off, ...)."""
+    aliases: tuple[str, ...] = ()
+    """Other keys a labels file may use for this run (a session's file name, ...)."""
 
 
 Found = Candidate | InputError
@@ -66,6 +68,9 @@ class Probe:
     """The first scalar seen at each prefix up to depth two."""
     text_error: str | None = None
     """Why the head is not JSON, for the 'unrecognised' error."""
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    """The whole records of a JSON Lines head (up to JSONL_PROBE_LINES): session logs whose
+    first line is a header or a snapshot are known by the records after it."""
 
     def has(self, prefix: str, *names: str) -> bool:
         seen = self.keys.get(prefix, set())
@@ -104,19 +109,21 @@ def probe(path: Path) -> Probe:
         return found
     if stripped[:1] not in (b"{", b"["):
         return found
-    first = _first_jsonl_object(stripped)
-    if first is not None:
+    sample = _jsonl_sample(stripped)
+    if sample:
         found.kind = "jsonl"
         found.top = "map"
-        _note_object(found, first, "")
+        found.sample = sample
+        _note_object(found, sample[0], "")
         return found
     found.kind = "json"
     _scan_head(found, stripped)
     return found
 
 
-def _first_jsonl_object(head: bytes) -> dict[str, Any] | None:
-    """The first record of a JSON Lines head, or None when the head is no JSON Lines.
+def _jsonl_sample(head: bytes) -> list[dict[str, Any]]:
+    """The whole object records among the first lines of a JSON Lines head; empty when the head
+    is no JSON Lines.
 
     A damaged first record does not hide the file's format: when the first line is a broken
     object (not the `{` that opens a pretty-printed document), the next whole line that is an
@@ -124,10 +131,11 @@ def _first_jsonl_object(head: bytes) -> dict[str, Any] | None:
     """
     lines = head.split(b"\n")
     if len(lines) < 2:  # no complete line
-        return None
+        return []
     opener = lines[0].strip()
     if not opener.startswith(b"{") or opener == b"{":
-        return None
+        return []
+    sample = []
     for line in lines[: min(len(lines) - 1, JSONL_PROBE_LINES)]:
         line = line.strip()
         if not line.startswith(b"{"):
@@ -137,8 +145,8 @@ def _first_jsonl_object(head: bytes) -> dict[str, Any] | None:
         except orjson.JSONDecodeError:
             continue
         if isinstance(value, dict):
-            return value
-    return None
+            sample.append(value)
+    return sample
 
 
 def _note_object(found: Probe, value: Any, prefix: str) -> None:
@@ -155,9 +163,14 @@ def _note_object(found: Probe, value: Any, prefix: str) -> None:
         found.values.setdefault(prefix, value)
 
 
+_BIG_INT = re.compile(rb"(?<=[:\[,\s])-?\d{19,}(?=\s*[,\]\}])")
+"""Integers of 19 digits or more (128-bit trace ids), which the streaming parser refuses."""
+
+
 def _scan_head(found: Probe, head: bytes) -> None:
     import ijson
 
+    head = _BIG_INT.sub(b"0", head)
     try:
         for prefix, event, value in ijson.parse(io.BytesIO(head), use_float=True):
             if found.top is None:
@@ -317,6 +330,18 @@ def zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
         RuntimeError,  # an encrypted member
     ) as error:
         raise InputError(f"cannot read this member: {error}", path=path, at=name) from None
+
+
+SESSION_NOTE = (
+    "the log carries no outcome: label it with --labels (keyed by its session or trace id, "
+    "or its file name) or with --judge MODEL"
+)
+"""Why a session or a trace is unlabelled."""
+
+
+def file_aliases(path: Path) -> tuple[str, ...]:
+    """The keys a labels file may name a one-run file by: its name and its name's stem."""
+    return (path.name, path.name.split(".", 1)[0])
 
 
 # --- building native records --------------------------------------------------------------

@@ -1,0 +1,219 @@
+"""Gemini CLI chats (`~/.gemini/tmp/<project>/chats/`): one session is one run.
+
+Two layouts: the older single JSON (`sessionId`, `messages[]`; older still, `history[]` of
+`{role, parts}`), and JSON Lines (a header line, then message records, `$set` updates of the
+header and `$rewindTo` records). In JSON Lines a message is written again each time it grows
+(same `id`): the last version stands. `$rewindTo: ID` drops that message and every later one
+(the user went back).
+
+A `gemini` message is an assistant turn: `content`, `thoughts` as reasoning, and `toolCalls`
+with their `result` inside (a call whose `status` is `error` is marked `is_error`). `info`,
+`warning` and `error` messages are system turns; errors also count as weak signals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import InputError
+
+from .base import (
+    SESSION_NOTE,
+    Candidate,
+    Found,
+    Probe,
+    file_aliases,
+    jsonl_objects,
+    load_json,
+    rest,
+    text,
+)
+
+KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
+
+
+def sniff(found: Probe) -> bool:
+    if found.kind == "jsonl":
+        return any(
+            ("projectHash" in r and "sessionId" in r)
+            or (r.get("type") in ("user", "gemini") and "id" in r and "content" in r)
+            for r in found.sample
+        )
+    if found.kind != "json" or found.top != "map":
+        return False
+    if found.has("", "messages") and found.has("messages.item", "type"):
+        return found.has("", "sessionId") or found.has("", "projectHash")
+    return found.has("", "history") and found.has("history.item", "parts")
+
+
+def _parts(value: Any) -> tuple[str | None, list[Any]]:
+    """Message content -> (its text, the parts that are not text: images, responses, ...)."""
+    if value is None or isinstance(value, str):
+        return value, []
+    if isinstance(value, list):
+        texts = [p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        others = [p for p in value if not (isinstance(p, dict) and isinstance(p.get("text"), str))]
+        if texts:
+            return "\n".join(texts), others
+    return text(value), []
+
+
+def _result(value: Any) -> Any:
+    """A call's result: the outputs of its functionResponse parts, else as logged."""
+    if isinstance(value, list):
+        outputs = []
+        for part in value:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            inner = response.get("response") if isinstance(response, dict) else None
+            if not isinstance(inner, dict):
+                return value
+            out = inner.get("output", inner.get("error", inner))
+            outputs.append(out if isinstance(out, str) else text(out))
+        return "\n".join(o or "" for o in outputs)
+    return value
+
+
+def _turn(message: dict[str, Any], signals: Counter[str]) -> dict[str, Any] | None:
+    kind = message.get("type") or message.get("role")
+    used = {"type", "role", "content", "parts", "thoughts", "toolCalls"}
+    content, others = _parts(message.get("content", message.get("parts")))
+    if kind in ("gemini", "model"):
+        turn: dict[str, Any] = {"role": "assistant", "content": content or None}
+        thoughts = message.get("thoughts")
+        if isinstance(thoughts, list) and thoughts:
+            lines = [
+                " ".join(str(t.get(k)) for k in ("subject", "description") if t.get(k))
+                if isinstance(t, dict)
+                else str(t)
+                for t in thoughts
+            ]
+            turn["reasoning"] = "\n".join(lines)
+        calls = []
+        for raw in message.get("toolCalls") or []:
+            if not isinstance(raw, dict):
+                calls.append({"id": None, "name": "unknown", "arguments": raw})
+                continue
+            call: dict[str, Any] = {
+                "id": None if raw.get("id") is None else str(raw["id"]),
+                "name": str(raw.get("name", "unknown")),
+                "arguments": raw.get("args"),
+            }
+            if "result" in raw:
+                call["result"] = _result(raw["result"])
+            extra = rest(raw, {"id", "name", "args", "result"})
+            if raw.get("status") == "error":
+                extra["is_error"] = True
+                signals["tool_errors"] += 1
+            if extra:
+                call["metadata"] = extra
+            calls.append(call)
+        if calls:
+            turn["tool_calls"] = calls
+    elif kind == "user":
+        turn = {"role": "user", "content": content}
+    elif kind in ("info", "error", "warning"):
+        if kind == "error":
+            signals["errors"] += 1
+        turn = {"role": "system", "content": content}
+        used.discard("type")
+    else:
+        turn = {"role": None if kind is None else str(kind), "content": content}
+    metadata = rest(message, used)
+    if others:
+        metadata["parts"] = others
+    if metadata:
+        turn["metadata"] = metadata
+    return turn
+
+
+def _typed(turn: dict[str, Any]) -> str | None:
+    """What the user typed: `displayContent` when it is text (a slash command the client
+    expanded), else the message."""
+    shown, _ = _parts(turn.get("metadata", {}).get("displayContent"))
+    typed = shown if shown and not shown.lstrip().startswith(("[", "{")) else turn.get("content")
+    return typed.strip() or None if isinstance(typed, str) else None
+
+
+def _from_jsonl(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], int, list[int]]:
+    header: dict[str, Any] = {}
+    messages: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    rewound = 0
+    damaged: list[int] = []
+    for item in jsonl_objects(path, unit="record"):
+        if isinstance(item, InputError):
+            damaged.append(item.line or 0)
+            continue
+        line, record = item
+        if "$set" in record and isinstance(record["$set"], dict):
+            header.update(record["$set"])
+        elif "$rewindTo" in record:
+            target = str(record["$rewindTo"])
+            if target in messages:
+                cut = order.index(target)
+                for key in order[cut:]:
+                    messages.pop(key, None)
+                rewound += len(order) - cut
+                order = order[:cut]
+        elif record.get("type") in KINDS or "parts" in record:
+            key = str(record.get("id", f"#{line}"))
+            if key not in messages:
+                order.append(key)
+            messages[key] = record
+        elif not header and not messages:
+            header = dict(record)
+        else:
+            header.setdefault("other_records", []).append(record)
+    return header, [messages[k] for k in order], rewound, damaged
+
+
+def read(path: Path, found: Probe) -> Iterator[Found]:
+    rewound = 0
+    damaged: list[int] = []
+    if found.kind == "jsonl":
+        header, messages, rewound, damaged = _from_jsonl(path)
+    else:
+        data = load_json(path)
+        if not isinstance(data, dict):
+            yield InputError("expected a JSON object", path=path)
+            return
+        listed = data.get("messages", data.get("history"))
+        messages = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+        header = rest(data, {"messages", "history"})
+    signals: Counter[str] = Counter()
+    turns = [t for t in (_turn(m, signals) for m in messages) if t is not None]
+    task = next((_typed(t) for t in turns if t["role"] == "user" and _typed(t)), None)
+    if task is None:
+        yield InputError(
+            "no task: no user message in the chat" if turns else "no messages in the chat",
+            path=path,
+            hint="a Gemini CLI chat holds the user's messages and Gemini's answers",
+        )
+        return
+    metadata: dict[str, Any] = {"session": header}
+    calls = sum(len(t.get("tool_calls", [])) for t in turns)
+    results = sum(1 for t in turns for c in t.get("tool_calls", []) if "result" in c)
+    metadata["counts"] = {"tool_calls": calls, "tool_results": results}
+    if rewound:
+        metadata["rewound_messages_dropped"] = rewound
+    if damaged:
+        metadata["damaged_lines_left_out"] = damaged
+    metadata["weak_signals"] = dict(signals)
+    session = str(header.get("sessionId") or path.stem)
+    yield Candidate(
+        path=str(path),
+        run_id=session,
+        note=SESSION_NOTE,
+        aliases=file_aliases(path),
+        data={
+            "task_id": session,
+            "task": task,
+            "task_type": None,
+            "success": None,
+            "turns": turns,
+            "metadata": metadata,
+        },
+    )
