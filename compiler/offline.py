@@ -43,6 +43,11 @@ def _excerpt(text: str, start: int, end: int) -> str:
 
 
 def _error_quote(turn: Turn) -> str | None:
+    for call in turn.tool_calls or []:  # the log itself marks the call failed (is_error)
+        if call.metadata.get("is_error") is True and call.result is not None:
+            lines = [line.strip() for line in as_text(call.result).splitlines() if line.strip()]
+            if lines:
+                return lines[0][:QUOTE_LIMIT]
     for text in _observations(turn):
         match = _ERROR_SIGNAL.search(text)
         if match:
@@ -103,6 +108,10 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
     if len(errors) > MAX_ERROR_TURNS:
         rest = ", ".join(str(turn) for turn, _ in errors[MAX_ERROR_TURNS:])
         notes.append(f"Further turns whose observations signal an error: {rest}.")
+    weak = record.metadata.get("weak_signals")
+    if isinstance(weak, dict) and any(weak.values()):
+        counted = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in weak.items() if n)
+        notes.append(f"The log's own signals (not its label): {counted}.")
     outcome = record.outcome
     signals = "1 turn has" if len(errors) == 1 else f"{len(errors)} turns have"
     last = f"the last action was at turn {final[-1][0]}" if final else "no action was found"

@@ -503,3 +503,17 @@ def test_judge_through_litellm_against_the_local_stub(tmp_path: Path, openai_stu
     assert "1 run labelled by the judge model" in err
     turns = read_jsonl(tmp_path / "corpus/raw/step-0001/solver.full.jsonl")
     assert turns[0]["content"] == "Hello"
+
+
+def test_the_offline_compilation_quotes_calls_the_log_marks_failed(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.json"
+    labels.write_text('{"codex_session.jsonl": false}\n')  # one line, ending with a newline
+    corpus = tmp_path / "corpus"
+    build_corpus(
+        BuildOptions(
+            inputs=[SESSIONS / "codex/codex_session.jsonl"], output=corpus, labels=[labels]
+        )
+    )
+    page = frontmatter.load(corpus / "compilation/step-0001.md").content
+    assert page.count("Exit code: 1") == 2  # the two failed calls, quoted from their turns
+    assert "The log's own signals (not its label): tool errors 2." in page

@@ -109,7 +109,7 @@ def read_labels_file(path: Path, labels: Labels, found: Probe | None = None) -> 
         for key, resolved in report_labels(path).items():
             labels.add(key, resolved, source)
         return
-    if found.kind == "jsonl":
+    if found.kind == "jsonl" and found.sample and any(c in found.sample[0] for c in ID_COLUMNS):
         for item in jsonl_objects(path, unit="label"):
             if isinstance(item, InputError):
                 raise item
@@ -117,7 +117,7 @@ def read_labels_file(path: Path, labels: Labels, found: Probe | None = None) -> 
             key, value = _row_label(row, path, line)
             labels.add(key, value, source)
         return
-    if found.kind == "json":
+    if found.kind in ("json", "jsonl"):  # one {id: label} object, on one line or many
         data = load_json(path)
         if isinstance(data, list):
             for index, row in enumerate(data):
