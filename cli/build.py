@@ -44,6 +44,11 @@ def _summary(report: Any) -> str:
         f"{plural(report.duplicates, 'run')} it holds left out)"
         if report.parent
         else f"built {report.output}"
+        + (
+            f" ({plural(report.duplicates, 'duplicate run')} of the input left out)"
+            if report.duplicates
+            else ""
+        )
     )
     lines = [
         f"{what}: {plural(report.runs, 'run')} ({report.successes} succeeded, "

@@ -46,6 +46,7 @@ def convert_command(
       tau-bench       results JSON list (task_id, trial, reward, traj); success: reward
       tau2-bench      simulations file; success: simulations[].reward_info.reward
       atif            ATIF trajectory.json (Harbor); reward from the trial's result.json
+      terminal-bench  Terminal-Bench 1.0 trial results.json; success: is_resolved
       mini-swe-agent  *.traj.json; labels from SWE-bench reports (in the folder, or --labels)
       swe-agent       *.traj; labels from SWE-bench reports
       inspect         inspect_ai .json log; success: first scorer (C/I, P=0.5, numbers)

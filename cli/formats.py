@@ -13,6 +13,7 @@ FORMAT_NAMES = (
     "atif",
     "tau2-bench",
     "tau-bench",
+    "terminal-bench",
     "mini-swe-agent",
     "swe-agent",
     "openhands",

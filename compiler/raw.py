@@ -68,18 +68,20 @@ class RawLayer:
                 path=", ".join(str(p) for p in self.options.inputs),
             )
         step = len(self.base.rows) if self.base else 0
+        seen: set[str] = set()
         for item in self.plan.items():
             if not isinstance(item, SourceRun):
                 continue  # reported by the first pass
             data, record = self._redacted(item)
             log_bytes, offsets = render.turn_log(data["turns"])
-            if self.base and (
-                fingerprint(record.task_id, record.outcome, digest(log_bytes), record.metadata)
-                in self.base.fingerprints
-            ):
+            # A run the parent holds, or one this input holds twice (the same file given
+            # twice, a log copied into two folders), is written once.
+            key = fingerprint(record.task_id, record.outcome, digest(log_bytes), record.metadata)
+            if key in seen or (self.base and key in self.base.fingerprints):
                 self.report.duplicates += 1
                 self.advance()
                 continue
+            seen.add(key)
             step += 1
             yield step, self.write(step, item, data, record, log_bytes, offsets)
 

@@ -412,10 +412,14 @@ def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -
 
 def test_near_duplicate_lessons_are_gated_once(tmp_path: Path, llm: FakeLLM) -> None:
     corpus = tmp_path / "toy"
+    # The doormat run again (another attempt, the same turns): the same lesson, from two runs.
+    again = tmp_path / "mat-again.jsonl"
+    record = json.loads((TOY / "runs" / "mat.jsonl").read_text())
+    record.setdefault("metadata", {})["attempt"] = 2
+    again.write_text(json.dumps(record) + "\n")
     build_corpus(
         BuildOptions(
-            # The doormat run twice: the same lesson, drawn from two runs.
-            inputs=[TOY / "runs" / name for name in ["start.jsonl", "mat.jsonl", "mat.jsonl"]],
+            inputs=[TOY / "runs" / "start.jsonl", TOY / "runs" / "mat.jsonl", again],
             output=corpus,
             model=MODEL,
             cache_dir=tmp_path / "cache",

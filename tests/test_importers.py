@@ -185,13 +185,21 @@ def test_alfworld_episodes_become_typed_runs_with_thoughts_as_reasoning() -> Non
     assert [r.record.task_type for r in found] == ["look_at_obj", "pick_cool_then_place"]
     first = found[0]
     assert first.line == 9  # the game id line, counted as grep -n counts
-    assert first.record.task.endswith("Your task is to: examine the cd with the desklamp.")
+    # The goal leads (indexes and the first message show a task's start), the room follows.
+    assert first.record.task.startswith("Your task is to: examine the cd with the desklamp.\n\n")
+    assert "You are in the middle of a room" in first.record.task
     assert first.record.turns[0].reasoning and first.record.turns[0].action is None
     assert (first.record.turns[1].action, first.record.turns[1].observation) == (
         "go to drawer 1",
         "The drawer 1 is closed.",
     )
-    assert first.record.metadata["llm_outputs"][0]["text"].startswith("\n<bos>Interact")
+    # The few-shot prompt and completion go with the act they produced, not into the run's
+    # metadata (the frontmatter grep reads): grep there matches only what the run did.
+    produced = first.record.turns[0].metadata["llm_outputs"]
+    assert produced[0]["text"].startswith("\n<bos>Interact")
+    assert first.record.metadata["llm_outputs"] == sum(
+        len(t.metadata.get("llm_outputs", [])) for t in first.record.turns
+    )
 
 
 def test_an_alfworld_episode_cut_off_is_reported_unlabelled() -> None:

@@ -32,6 +32,7 @@ from . import (
     react,
     swe,
     tau,
+    terminal_bench,
 )
 from .base import Candidate, Found, Probe, jsonl_objects, probe
 from .labels import Labels, read_labels_file
@@ -134,6 +135,12 @@ FORMATS: tuple[Format, ...] = (
     ),
     Format("tau2-bench", "τ²-bench simulations file", tau.sniff_tau2, tau.read_tau2),
     Format("tau-bench", "τ-bench results list", tau.sniff_tau, tau.read_tau),
+    Format(
+        "terminal-bench",
+        "Terminal-Bench 1.0 trial results.json (read with the trial's agent logs)",
+        terminal_bench.sniff,
+        terminal_bench.read,
+    ),
     Format("mini-swe-agent", "mini-swe-agent .traj.json", swe.sniff_mini, swe.read_mini),
     Format("swe-agent", "SWE-agent .traj", swe.sniff_sweagent, swe.read_sweagent),
     Format("openhands", "OpenHands output.jsonl (event history)", openhands.sniff, openhands.read),
@@ -220,8 +227,22 @@ class InputPlan:
             fmt = BY_NAME[item.format]
             assert fmt.read is not None
             try:
-                for result in fmt.read(item.path, probe(item.path)):
+                found = probe(item.path)
+                nothing = True
+                for result in fmt.read(item.path, found):
+                    nothing = False
                     yield item.format, result
+                if nothing and not item.detected:  # --format named a format it is not in
+                    looks = detect(found)
+                    yield (
+                        item.format,
+                        InputError(
+                            f"no runs found reading it as {item.format}; its content looks "
+                            + (f"like {looks.name}" if looks else "like no format wikitrace knows"),
+                            path=item.path,
+                            hint="leave --format out to detect each file's format",
+                        ),
+                    )
             except InputError as error:  # a reader that gave up on the whole file
                 yield item.format, error
             except OSError as error:

@@ -69,6 +69,8 @@ def _turn(step: dict[str, Any]) -> dict[str, Any]:
                 more = rest(result, {"source_call_id", "content"})
                 if more:
                     extra["result"] = more
+                if result.get("is_error") is True:  # an error signal the offline reading quotes
+                    extra["is_error"] = True
                 results.remove(result)
                 break
         if extra:

@@ -1,6 +1,7 @@
 """OpenHands evaluation output: JSON Lines, a run a line, with its event `history` (either
 [action, observation] pairs or a flat list of events whose observations name their action in
-`cause`) and `test_result`."""
+`cause`) and `test_result`. The resolver's output.jsonl is read too: an `issue` (owner, repo,
+number) names the run, and its top-level `success` is the outcome."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def sniff(found: Probe) -> bool:
         return False
     top = found.keys.get("", set())
     return "history" in top and bool(
-        top & {"instruction", "instance", "test_result", "instance_id"}
+        top & {"instruction", "instance", "test_result", "instance_id", "issue"}
     )
 
 
@@ -112,14 +113,24 @@ def _run(obj: dict[str, Any], path: Path, *, line: int | None) -> Candidate:
     instance = obj.get("instance")
     if task_id is None and isinstance(instance, dict):
         task_id = instance.get("instance_id") or instance.get("id")
+    issue = obj.get("issue")
+    if task_id is None and isinstance(issue, dict) and issue.get("number") is not None:
+        task_id = f"{issue.get('owner')}/{issue.get('repo')}#{issue['number']}"  # the resolver's
     if task_id is None:
-        raise InputError("no instance_id or id", path=path, line=line, field="instance_id")
+        raise InputError(
+            "no instance_id, id or issue (owner, repo, number)",
+            path=path,
+            line=line,
+            field="instance_id",
+        )
     success = _outcome(obj.get("test_result"))
+    if success is None and isinstance(obj.get("success"), bool):
+        success = obj["success"]
     return Candidate(
         path=str(path),
         line=line,
         run_id=str(task_id),
-        note=None if success is not None else "test_result holds no boolean outcome",
+        note=None if success is not None else "neither test_result nor success holds an outcome",
         data={
             "task_id": str(task_id),
             "task": task,

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .base import Candidate, Found, Probe, text_lines
 
 # --- ALFWorld ---------------------------------------------------------------------------------
@@ -37,6 +39,13 @@ _OBS = re.compile(r"^Obs (\d+): ?(.*)$", re.DOTALL)
 _RESULT = re.compile(r"^(\d+) r (\S+) rs (.*)$")
 _LLM_START = re.compile(r"^-----(\w+) LLM output start-----$")
 _LLM_END = re.compile(r"^-----(\w+) LLM output end-----$")
+STDERR_LINE = re.compile(
+    r"^(?:\S+\.py:\d+: \w*(?:Warning|Error)\b|\s*warnings\.warn\(|(?:WARNING|INFO|DEBUG|ERROR)"
+    r"[:\s]|\w*Warning: |Traceback \(most recent call last\)|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*"
+    r" .*\b(?:WARN|WARNING|INFO|DEBUG|ERROR)\b)"
+)
+"""A line a library wrote to stderr into the log (warnings, logging, tracebacks): no task text."""
+_GOAL = re.compile(r"^Your task is to: ")
 
 
 def sniff_alfworld(found: Probe) -> bool:
@@ -65,6 +74,8 @@ class _Episode:
         self.task_lines: list[str] = []
         self.turns: dict[int, dict[str, Any]] = {}
         self.llm_outputs: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []
+        """LLM prompts and completions logged before the act they produced."""
         self.unparsed: list[dict[str, Any]] = []
         self.result: str | None = None
         self.reward: float | None = None
@@ -84,18 +95,26 @@ def _alfworld_reward(value: str) -> float | None:
 
 
 def _alfworld_candidate(path: Path, episode: _Episode, attempt: int) -> Candidate:
-    turns = [{**episode.turns[k], "metadata": {"step": k}} for k in sorted(episode.turns)]
+    turns = [
+        {**episode.turns[k], "metadata": {"step": k, **episode.turns[k].get("metadata", {})}}
+        for k in sorted(episode.turns)
+    ]
+    if episode.pending and turns:  # logged after the last act: kept with it
+        turns[-1]["metadata"].setdefault("llm_outputs", []).extend(episode.pending)
     metadata: dict[str, Any] = {"attempt": attempt, "game": episode.game}
     if episode.type_line is not None:
         metadata["type_line"] = episode.type_line
     if episode.result is not None:
         metadata["result_line"] = episode.result
         metadata["reward"] = episode.reward
-    if episode.llm_outputs:
-        metadata["llm_outputs"] = episode.llm_outputs
+    if episode.llm_outputs:  # each one is in the turn it produced; here, only how many
+        metadata["llm_outputs"] = len(episode.llm_outputs)
     if episode.unparsed:
         metadata["unparsed_lines"] = episode.unparsed
-    task = "\n".join(episode.task_lines).strip()
+    # The goal first: indexes and the first message show a task's start.
+    goals = [line for line in episode.task_lines if _GOAL.match(line)]
+    room = [line for line in episode.task_lines if not _GOAL.match(line)]
+    task = "\n".join(goals + ([""] if goals and room else []) + room).strip()
     return Candidate(
         path=str(path),
         line=episode.line,
@@ -144,12 +163,16 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
         if start:
             llm = {"label": start.group(1), "line": number, "lines": []}
             episode.llm_outputs.append(llm)
+            episode.pending.append(llm)
             continue
         act = _ACT.match(line)
         obs = _OBS.match(line)
         result = _RESULT.match(line)
         if act:
             turn = episode.turn(int(act.group(1)))
+            if episode.pending:
+                turn.setdefault("metadata", {})["llm_outputs"] = episode.pending
+                episode.pending = []
             body = act.group(2)
             if body.startswith("think:"):
                 turn["reasoning"] = body[len("think:") :].strip()
@@ -161,6 +184,8 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
             episode.result = line
             episode.reward = _alfworld_reward(result.group(2))
             episode.result_line = number
+        elif STDERR_LINE.match(line):
+            episode.unparsed.append({"line": number, "text": line, "stderr": True})
         elif not episode.turns and episode.result is None:
             if episode.type_line is None:
                 episode.type_line = line
@@ -177,8 +202,10 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
 
 _TRIAL = re.compile(r"^BEGIN TRIAL (\d+)\s*$")
 _SECTION = re.compile(r"^-+ BEGIN (CORRECT|INCORRECT|HALTED) AGENTS -+\s*$")
-_QUESTION = re.compile(r"^Question: ?(.*)$")
-_STEP = re.compile(r"^(Thought|Action|Observation) (\d+): ?(.*)$")
+_QUESTION = re.compile(r"^(?:Question|Claim): ?(.*)$")
+_STEP = re.compile(r"^(Thought|Action|Observation)(?: (\d+))?: ?(.*)$")
+_REFLECTED = re.compile(r"\s*You have attempted to answer (?:the )?following question before")
+"""Reflexion appends this, and the reflections, to a question from its second trial on."""
 _ANSWER = re.compile(r"^Correct answer: ?(.*)$")
 STEP_FIELD = {"Thought": "reasoning", "Action": "action", "Observation": "observation"}
 
@@ -188,7 +215,9 @@ def sniff_hotpotqa(found: Probe) -> bool:
         return False
     lines = found.lines()
     kinds = {m.group(1) for m in map(_STEP.match, lines) if m}
-    return {"Thought", "Action"} <= kinds and any(_QUESTION.match(x) for x in lines)
+    numbered = {"Thought", "Action"} <= kinds
+    plain = {"Action", "Observation"} <= kinds  # the Action: / Observation: variant
+    return (numbered or plain) and any(_QUESTION.match(x) for x in lines)
 
 
 def _question_id(question: str) -> str:
@@ -208,6 +237,26 @@ class _Question:
         self.extra: list[dict[str, Any]] = []
         self.blank_lines = 0
         """Blank lines seen since the last field: kept only if the field goes on after them."""
+        self.step = 0
+        """The step an unnumbered `Action:` line opens (the variant without numbers)."""
+        self.reprints: list[int] = []
+        """Later trials that printed this attempt again unchanged (left out)."""
+        reflected = _REFLECTED.search(question)
+        if reflected:  # what the agent was given besides the question: a turn of its own
+            self.question = question[: reflected.start()].strip()
+            self.reflection: dict[str, Any] | None = {
+                "role": "user",
+                "content": question[reflected.start() :].strip(),
+                "metadata": {"reflection": True},
+            }
+            self.last = (self.reflection, "content")
+        else:
+            self.reflection = None
+
+    def fingerprint(self) -> str:
+        turns = [self.turns[k] for k in sorted(self.turns)]
+        body = orjson.dumps([self.question, turns, self.answer], option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(body).hexdigest()
 
 
 def _hotpot_candidate(path: Path, q: _Question, trial_summaries: dict[int, str]) -> Candidate:
@@ -221,7 +270,12 @@ def _hotpot_candidate(path: Path, q: _Question, trial_summaries: dict[int, str])
         metadata["correct_answer"] = q.answer
     if q.extra:
         metadata["unparsed_lines"] = q.extra
+    if q.reprints:
+        metadata["reprints_left_out"] = q.reprints
     success = None if q.section is None else q.section == "CORRECT"
+    turns = [q.turns[k] for k in sorted(q.turns)]
+    if q.reflection is not None:
+        turns.insert(0, q.reflection)
     return Candidate(
         path=str(path),
         line=q.line,
@@ -232,25 +286,45 @@ def _hotpot_candidate(path: Path, q: _Question, trial_summaries: dict[int, str])
             "task": q.question,
             "task_type": "hotpotqa",
             "success": success,
-            "turns": [q.turns[k] for k in sorted(q.turns)]
-            or [{"role": "agent", "content": "(no steps logged)"}],
+            "turns": turns or [{"role": "agent", "content": "(no steps logged)"}],
             "metadata": metadata,
         },
     )
 
 
 def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
+    """Reflexion prints an agent already correct again in every later trial (it is not run
+    again): such a reprint (same question, steps and answer, CORRECT again) is left out, and
+    counted in the attempt it repeats. Agents that failed are run again: each trial is an
+    attempt."""
     trial: int | None = None
     section: str | None = None
     summaries: dict[int, str] = {}
     current: _Question | None = None
+    kept: list[_Question] = []
+    printed: dict[str, _Question] = {}
+
+    def close(question: _Question) -> None:
+        key = question.fingerprint()
+        first = printed.get(key)
+        if (
+            first is not None
+            and question.section == first.section == "CORRECT"  # solved: not run again
+            and first.trial != question.trial
+            and question.trial is not None
+        ):
+            first.reprints.append(question.trial)
+            return
+        printed.setdefault(key, question)
+        kept.append(question)
+
     for number, line in text_lines(path):
         trial_match = _TRIAL.match(line)
         section_match = _SECTION.match(line)
         question = _QUESTION.match(line)
         if trial_match or section_match or question:
             if current is not None:
-                yield _hotpot_candidate(path, current, summaries)
+                close(current)
                 current = None
             if trial_match:
                 trial, section = int(trial_match.group(1)), None
@@ -270,7 +344,13 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
         step = _STEP.match(line)
         answer = _ANSWER.match(line)
         if step:
-            turn = current.turns.setdefault(int(step.group(2)), {"role": "agent"})
+            if step.group(2) is not None:
+                current.step = int(step.group(2))
+            else:  # unnumbered: a thought or an action after an action opens the next step
+                opened = current.turns.get(current.step, {})
+                if not current.step or (step.group(1) != "Observation" and "action" in opened):
+                    current.step += 1
+            turn = current.turns.setdefault(current.step, {"role": "agent"})
             field = STEP_FIELD[step.group(1)]
             turn[field] = step.group(3)
             current.last = (turn, field)
@@ -283,4 +363,6 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
         elif not line.startswith("#"):
             current.extra.append({"line": number, "text": line})
     if current is not None:
-        yield _hotpot_candidate(path, current, summaries)
+        close(current)
+    for attempt in kept:
+        yield _hotpot_candidate(path, attempt, summaries)

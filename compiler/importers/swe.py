@@ -173,8 +173,11 @@ def sniff_report(found: Probe) -> bool:
     top = found.keys.get("", set())
     if "resolved" in top and ("tests_status" in top or "patch_exists" in top):
         return True
-    if "resolved_ids" in top:
+    if "resolved" in top and found.path.name == "report.json":  # logs/<instance_id>/report.json
         return True
+    if "resolved_ids" in top:
+        # A Terminal-Bench run's results.json has resolved_ids too, beside its trials' results.
+        return not top & {"results", "accuracy", "n_resolved"}
     # {instance_id: {resolved: ...}}: any second-level map with 'resolved'
     return any(
         prefix.count(".") == 0 and prefix and "resolved" in keys and "tests_status" in keys
@@ -188,7 +191,9 @@ def report_labels(path: Path) -> dict[str, bool]:
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     if isinstance(data.get("resolved"), bool):
-        return {_instance_from_name(path): data["resolved"]}
+        # A report of its own: named by the instance, or lying in a folder named so.
+        name = path.parent.name if path.name == "report.json" else _instance_from_name(path)
+        return {str(data.get("instance_id") or name): data["resolved"]}
     if "resolved_ids" in data:
         labels = {str(i): False for i in data.get("unresolved_ids") or []}
         labels.update({str(i): False for i in data.get("error_ids") or []})
