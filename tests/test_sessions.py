@@ -14,6 +14,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import plan_inputs
+from wikitrace.compiler.importers.claude_code import read_with
 from wikitrace.compiler.inputs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError, verify
 
@@ -517,3 +518,22 @@ def test_the_offline_compilation_quotes_calls_the_log_marks_failed(tmp_path: Pat
     page = frontmatter.load(corpus / "compilation/step-0001.md").content
     assert page.count("Exit code: 1") == 2  # the two failed calls, quoted from their turns
     assert "The log's own signals (not its label): tool errors 2." in page
+
+
+def test_sub_agent_files_and_harbor_sessions_are_read_once(project: Path, tmp_path: Path) -> None:
+    plan = plan_inputs([project])
+    reasons = [i["reason"] for i in plan.ignored]
+    assert sum("sub-agent, read with the session" in r for r in reasons) == 3
+    given = next((project / SPOTTER / "subagents").glob("agent-a*.jsonl"))
+    with pytest.raises(InputError, match="a sub-agent, read with the session that spawned it"):
+        plan_inputs([given])
+    # Harbor keeps the agent's Claude Code session beside the trial's ATIF trajectory.
+    agent = tmp_path / "trial/agent"
+    session = agent / "sessions/projects/-workspace/s.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes((SESSIONS / "claude-code/edge_cases.jsonl").read_bytes())
+    (agent / "trajectory.json").write_text("{}")
+    assert read_with(session) == (
+        "the agent's session in a Harbor trial, read as the trial's ATIF trajectory"
+    )
+    assert read_with(SESSIONS / "claude-code/edge_cases.jsonl") is None

@@ -52,6 +52,9 @@ class Format:
     """None for a side-car, which labels runs and is no run itself."""
     labels: bool = False
     """A side-car that holds labels (read into the labels); else read by its trajectory."""
+    read_with: Callable[[Path], str | None] | None = None
+    """Why a file of this format is read with another one (a sub-agent with its session),
+    if it is: such a file is listed as ignored, with that reason."""
 
 
 def _sniff_native(found: Probe) -> bool:
@@ -98,6 +101,7 @@ FORMATS: tuple[Format, ...] = (
         "Claude Code session (~/.claude/projects/<project>/<session>.jsonl, sub-agents included)",
         claude_code.sniff,
         claude_code.read,
+        read_with=claude_code.read_with,
     ),
     Format(
         "codex",
@@ -419,6 +423,14 @@ def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
         return
     if fmt != AUTO and detected.name != fmt:
         plan.ignored.append({"path": str(path), "reason": f"detected as {detected.name}"})
+        return
+    companion = detected.read_with(path) if detected.read_with else None
+    if companion is not None and given:
+        raise InputError(
+            f"{detected.name}: {companion}", path=path, hint="give that file (or its folder)"
+        )
+    if companion is not None:
+        plan.ignored.append({"path": str(path), "reason": f"{detected.name}: {companion}"})
         return
     plan.files.append(InputFile(path, detected.name, detected=True))
 

@@ -506,9 +506,27 @@ def _task(main: list[dict[str, Any]], everything: list[dict[str, Any]]) -> str |
     return None
 
 
-def read(path: Path, found: Probe) -> Iterator[Found]:
+def inside_harbor_trial(path: Path) -> bool:
+    """A session Harbor keeps beside the trial's ATIF trajectory (`agent/sessions/...`): the
+    same run, read once, from the trajectory."""
+    for parent in list(path.parents)[:6]:
+        if parent.name == "sessions" and (parent.parent / "trajectory.json").is_file():
+            return True
+    return False
+
+
+def read_with(path: Path) -> str | None:
+    """Why this file is read with another, if it is (see Format.read_with)."""
     if subagent_parent(path) is not None:
-        return  # read with the session that spawned it
+        return "a sub-agent, read with the session that spawned it"
+    if inside_harbor_trial(path):
+        return "the agent's session in a Harbor trial, read as the trial's ATIF trajectory"
+    return None
+
+
+def read(path: Path, found: Probe) -> Iterator[Found]:
+    if read_with(path) is not None:
+        return
     session = _load(path)
     records = session.records
     kept, rewound = _drop_rewound(records)
