@@ -106,6 +106,12 @@ def test_sub_agent_turns_follow_the_call_that_started_them(project: Path) -> Non
             "subagent_type"
         )
         assert following["content"] == call["arguments"]["prompt"]  # the sub-agent's task
+    # `actions` marks them: sub:user, sub:assistant.
+    from wikitrace.tools.drilldown import summarize
+
+    index, _ = spawns[0]
+    assert summarize(turns[index + 1])[0] == "sub:user"
+    assert summarize(turns[index])[0] == "assistant"
     main = [t for t in turns if "subagent" not in t.get("metadata", {})]
     assert all(t["role"] in ("user", "assistant", "system", "tool") for t in main)
 

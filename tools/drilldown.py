@@ -108,6 +108,9 @@ def summarize(turn: dict[str, Any]) -> list[str]:
         came_back = "; ".join(as_text(c["result"]) for c in calls if c.get("result") is not None)
     if not came_back and not acting and turn.get("content"):
         came_back = as_text(turn["content"])
+    metadata = turn.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("subagent"):
+        role = "sub:" + role  # a sub-agent's turn, inside the run that spawned it
     return [role, _preview(as_text(action)), _preview(as_text(came_back))]
 
 
