@@ -344,6 +344,27 @@ def file_aliases(path: Path) -> tuple[str, ...]:
     return (path.name, path.name.split(".", 1)[0])
 
 
+def session_run(
+    path: Path, session: str, task: str, turns: list[dict[str, Any]], metadata: dict[str, Any]
+) -> Candidate:
+    """A coding agent's session (one file, one run): no outcome of its own, its id the
+    session's, and named in a labels file by that id or by the file's name."""
+    return Candidate(
+        path=str(path),
+        run_id=session,
+        note=SESSION_NOTE,
+        aliases=file_aliases(path),
+        data={
+            "task_id": session,
+            "task": task,
+            "task_type": None,
+            "success": None,
+            "turns": turns,
+            "metadata": metadata,
+        },
+    )
+
+
 # --- building native records --------------------------------------------------------------
 
 

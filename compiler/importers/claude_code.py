@@ -37,7 +37,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import SESSION_NOTE, Candidate, Found, Probe, file_aliases, jsonl_objects, text
+from .base import Found, Probe, jsonl_objects, session_run, text
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +151,12 @@ def _block_type(block: Any) -> str | None:
     return block.get("type") if isinstance(block, dict) else None
 
 
+def _is_result_block(block: Any) -> bool:
+    return _block_type(block) == "tool_result"
+
+
 def _is_result(record: dict[str, Any]) -> bool:
-    return any(_block_type(b) == "tool_result" for b in _blocks(record))
+    return any(_is_result_block(b) for b in _blocks(record))
 
 
 def _prompt_text(record: dict[str, Any]) -> str | None:
@@ -364,10 +368,6 @@ class _Builder:
                 "metadata": metadata,
             }
         )
-
-
-def _is_result_block(block: Any) -> bool:
-    return _block_type(block) == "tool_result"
 
 
 def _join(before: str | None, more: str) -> str:
@@ -599,17 +599,4 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
         metadata["damaged_lines_left_out"] = session.damaged + damaged
     metadata["weak_signals"] = dict(signals)
     session_id = str(metadata.get("sessionId") or path.stem)
-    yield Candidate(
-        path=str(path),
-        run_id=session_id,
-        note=SESSION_NOTE,
-        aliases=file_aliases(path),
-        data={
-            "task_id": session_id,
-            "task": task,
-            "task_type": None,
-            "success": None,
-            "turns": turns,
-            "metadata": metadata,
-        },
-    )
+    yield session_run(path, session_id, task, turns, metadata)

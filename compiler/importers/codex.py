@@ -33,7 +33,7 @@ import orjson
 
 from wikitrace.corpus_schema import InputError
 
-from .base import SESSION_NOTE, Candidate, Found, Probe, file_aliases, jsonl_objects, text
+from .base import Found, Probe, jsonl_objects, session_run, text
 
 ENVELOPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 CALLS = frozenset(
@@ -127,6 +127,17 @@ class _Rollout:
             self.reasoning = []
         return self.open
 
+    def say(self, content: str | None) -> None:
+        """The model's text: the open assistant turn's, or a new turn's when that one already
+        spoke or called; remembered, so its mirror (event or item) is not said twice."""
+        turn = self.assistant()
+        if turn.get("content") is not None or turn.get("tool_calls"):
+            self.open = None
+            turn = self.assistant()
+        turn["content"] = content
+        if content:
+            self.said.add(content.strip())
+
 
 def _item(rollout: _Rollout, item: dict[str, Any], stamp: Any, inherited: bool) -> None:
     kind = item.get("type")
@@ -135,15 +146,8 @@ def _item(rollout: _Rollout, item: dict[str, Any], stamp: Any, inherited: bool) 
         role = str(item.get("role") or "unknown")
         content = _texts(item.get("content"))
         if role == "assistant":
-            if content and content.strip() in rollout.said:  # its agent_message came first
-                return
-            turn = rollout.assistant()
-            if turn.get("content") is not None or turn.get("tool_calls"):
-                rollout.open = None
-                turn = rollout.assistant()
-            turn["content"] = content
-            if content:
-                rollout.said.add(content.strip())
+            if not (content and content.strip() in rollout.said):  # agent_message came first?
+                rollout.say(content)
             return
         if role in ("user", "developer", "system"):
             rollout.turn(role, content, injected=True, **mark)
@@ -212,12 +216,7 @@ def _event(rollout: _Rollout, event: dict[str, Any], stamp: Any, inherited: bool
     if kind == "agent_message":
         message = event.get("message")
         if isinstance(message, str) and message.strip() not in rollout.said:
-            turn = rollout.assistant()
-            if turn.get("content") is not None or turn.get("tool_calls"):
-                rollout.open = None
-                turn = rollout.assistant()
-            turn["content"] = message
-            rollout.said.add(message.strip())
+            rollout.say(message)
         return None
     if kind == "agent_reasoning":
         said = event.get("text")
@@ -351,17 +350,4 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
         metadata["damaged_lines_left_out"] = damaged
     metadata["weak_signals"] = dict(rollout.signals)
     session = str((meta or {}).get("id") or path.stem)
-    yield Candidate(
-        path=str(path),
-        run_id=session,
-        note=SESSION_NOTE,
-        aliases=file_aliases(path),
-        data={
-            "task_id": session,
-            "task": task,
-            "task_type": None,
-            "success": None,
-            "turns": turns,
-            "metadata": metadata,
-        },
-    )
+    yield session_run(path, session, task, turns, metadata)

@@ -21,14 +21,12 @@ from typing import Any
 from wikitrace.corpus_schema import InputError
 
 from .base import (
-    SESSION_NOTE,
-    Candidate,
     Found,
     Probe,
-    file_aliases,
     jsonl_objects,
     load_json,
     rest,
+    session_run,
     text,
 )
 
@@ -203,17 +201,4 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
         metadata["damaged_lines_left_out"] = damaged
     metadata["weak_signals"] = dict(signals)
     session = str(header.get("sessionId") or path.stem)
-    yield Candidate(
-        path=str(path),
-        run_id=session,
-        note=SESSION_NOTE,
-        aliases=file_aliases(path),
-        data={
-            "task_id": session,
-            "task": task,
-            "task_type": None,
-            "success": None,
-            "turns": turns,
-            "metadata": metadata,
-        },
-    )
+    yield session_run(path, session, task, turns, metadata)

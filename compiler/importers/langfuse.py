@@ -18,7 +18,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import SESSION_NOTE, Candidate, Found, Probe, load_json, rest, text
+from .base import SESSION_NOTE, Candidate, Found, Probe, jsonl_objects, load_json, rest, text
 from .labels import parse_value
 from .spans import Step, decoded, first_user_text, steps_to_turns
 
@@ -104,8 +104,6 @@ def _label(scores: Any) -> tuple[bool | float | None, dict[str, Any] | None]:
 def read(path: Path, found: Probe) -> Iterator[Found]:
     data = load_json(path) if found.kind == "json" else None
     if found.kind == "jsonl":
-        from .base import jsonl_objects
-
         data = []
         for item in jsonl_objects(path, unit="trace"):
             if isinstance(item, InputError):

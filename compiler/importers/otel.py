@@ -97,9 +97,10 @@ def _span(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _spans(path: Path, found: Probe) -> list[dict[str, Any]]:
-    """Every span in the file. Read with the standard library: trace and span ids are 128-
-    and 64-bit integers in SDK JSON, which orjson would round."""
+def _spans(path: Path, found: Probe) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Every span in the file, and the documents they came from. Read with the standard
+    library: trace and span ids are 128- and 64-bit integers in SDK JSON, which orjson would
+    round."""
     raw_text = path.read_bytes().removeprefix(BOM).decode("utf-8", "replace")
     documents: list[Any] = []
     if found.kind == "jsonl":
@@ -126,7 +127,7 @@ def _spans(path: Path, found: Probe) -> list[dict[str, Any]]:
             spans += [s for s in document if isinstance(s, dict)]
         elif isinstance(document, dict):
             spans.append(document)
-    return [_span(s) for s in spans]
+    return [_span(s) for s in spans], documents
 
 
 def _step(span: dict[str, Any]) -> Step:
@@ -167,17 +168,16 @@ def _step(span: dict[str, Any]) -> Step:
 
 
 def read(path: Path, found: Probe) -> Iterator[Found]:
-    spans = _spans(path, found)
+    spans, documents = _spans(path, found)
     traces: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         traces.setdefault(span["trace"], []).append(span)
     if not traces:
         yield InputError("no spans in the file", path=path)
         return
-    final_output = None
-    if found.kind == "json" and found.has("", "final_output"):
-        document = json.loads(path.read_bytes().removeprefix(BOM))
-        final_output = document.get("final_output") if isinstance(document, dict) else None
+    final_output = None  # what any-agent's exports keep beside the spans
+    if found.kind == "json" and isinstance(documents[0], dict):
+        final_output = documents[0].get("final_output")
     for trace_id, members in traces.items():
         members.sort(key=lambda s: int(s["start"]) if str(s["start"]).isdigit() else 0)
         signals: Counter[str] = Counter()
