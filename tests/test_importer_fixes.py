@@ -213,3 +213,25 @@ def test_build_writes_a_run_given_twice_once(tmp_path: Path) -> None:
     report = build_corpus(BuildOptions(inputs=[source, copy], output=tmp_path / "corpus"))
     assert report.runs == 3 and report.duplicates == 3
     assert not isinstance(items(source)[0], (Unlabelled, InputError))
+
+
+def test_an_attempt_listed_in_two_sections_of_a_trial_is_one_run(tmp_path: Path) -> None:
+    attempt = (
+        "Question: Who directed the 1940 film in which John Arledge appeared?\n"
+        "Thought 1: I need to search John Arledge.\n"
+        "Action 1: Search[John Arledge]\n"
+        "Observation 1: John Arledge was an American actor.\n"
+        "Correct answer: John Ford\n"
+    )
+    log = tmp_path / "react.txt"
+    log.write_text(
+        "BEGIN TRIAL 1\n"
+        "------------- BEGIN INCORRECT AGENTS -----------\n"
+        + attempt
+        + "------------- BEGIN HALTED AGENTS --------------\n"
+        + attempt
+    )
+    (found,) = items(log)
+    assert found.record.success is False
+    assert found.record.metadata["section"] == "INCORRECT"
+    assert found.record.metadata["also_listed_under"] == ["HALTED"]

@@ -241,6 +241,8 @@ class _Question:
         """The step an unnumbered `Action:` line opens (the variant without numbers)."""
         self.reprints: list[int] = []
         """Later trials that printed this attempt again unchanged (left out)."""
+        self.also_listed: list[str | None] = []
+        """Other sections of the same trial that list this very attempt (left out)."""
         reflected = _REFLECTED.search(question)
         if reflected:  # what the agent was given besides the question: a turn of its own
             self.question = question[: reflected.start()].strip()
@@ -272,6 +274,8 @@ def _hotpot_candidate(path: Path, q: _Question, trial_summaries: dict[int, str])
         metadata["unparsed_lines"] = q.extra
     if q.reprints:
         metadata["reprints_left_out"] = q.reprints
+    if q.also_listed:
+        metadata["also_listed_under"] = q.also_listed
     success = None if q.section is None else q.section == "CORRECT"
     turns = [q.turns[k] for k in sorted(q.turns)]
     if q.reflection is not None:
@@ -296,13 +300,15 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
     """Reflexion prints an agent already correct again in every later trial (it is not run
     again): such a reprint (same question, steps and answer, CORRECT again) is left out, and
     counted in the attempt it repeats. Agents that failed are run again: each trial is an
-    attempt."""
+    attempt. An agent listed in two sections of one trial (INCORRECT and HALTED) is one
+    attempt, which names the other section."""
     trial: int | None = None
     section: str | None = None
     summaries: dict[int, str] = {}
     current: _Question | None = None
     kept: list[_Question] = []
     printed: dict[str, _Question] = {}
+    listed: dict[tuple[str, int | None], _Question] = {}
 
     def close(question: _Question) -> None:
         key = question.fingerprint()
@@ -315,7 +321,12 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
         ):
             first.reprints.append(question.trial)
             return
+        same_trial = listed.get((key, question.trial))
+        if same_trial is not None:  # one agent listed in two sections (INCORRECT and HALTED)
+            same_trial.also_listed.append(question.section)
+            return
         printed.setdefault(key, question)
+        listed[(key, question.trial)] = question
         kept.append(question)
 
     for number, line in text_lines(path):
