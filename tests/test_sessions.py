@@ -543,3 +543,29 @@ def test_sub_agent_files_and_harbor_sessions_are_read_once(project: Path, tmp_pa
         "the agent's session in a Harbor trial, read as the trial's ATIF trajectory"
     )
     assert read_with(SESSIONS / "claude-code/edge_cases.jsonl") is None
+
+
+def test_the_first_message_lists_sessions_beside_typed_runs(tmp_path: Path) -> None:
+    """Untyped runs (sessions) among a task's nearest runs vote against inferring a type that
+    would leave them out: 2 sessions, 2 swe-bench runs and 1 browser run are no majority."""
+    from wikitrace.tools.memory import Memory
+
+    from helpers import make_run, write_runs
+
+    def task(task_id: str, task_type: str | None, text: str) -> dict[str, Any]:
+        return make_run(task_id, task=text, task_type=task_type)
+
+    runs = [
+        task("s1", None, "Work on bead spotter-4te: run bd show spotter-4te for the issue"),
+        task("s2", None, "Work on bead spotter-a0y: run bd show spotter-a0y for the issue"),
+        task("w1", "swe-bench", "Fix the issue: show the bead count in the summary"),
+        task("w2", "swe-bench", "Fix the issue: bd command output is wrong"),
+        task("b1", "browser", "Open the page and show the issue tracker"),
+    ]
+    corpus = tmp_path / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(tmp_path / "r.jsonl", runs)], output=corpus))
+    message = Memory.load(corpus).first_message(
+        "Work on bead spotter-b12: run bd show spotter-b12 for the issue"
+    )
+    assert message.task_type is None and not message.task_type_inferred
+    assert message.similar[:2] == ["step-0001", "step-0002"]  # the two sessions

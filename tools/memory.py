@@ -379,19 +379,19 @@ class Memory:
         """The task type most of the nearest past runs have (one run per task, only runs that
         share a word with the task), when at least two and more than half of them agree."""
         allowed = [i for i, run in enumerate(self.runs) if run.task_id not in excluded]
-        types: list[str] = []
+        types: list[str | None] = []  # an untyped run (a session) is a vote against any type
         seen: set[str] = set()
         for i in self._run_ranker.rank(task, allowed, matched_only=True):
             run = self.runs[i]
             if run.task_id in seen:
                 continue
             seen.add(run.task_id)
-            if run.task_type:
-                types.append(run.task_type)
+            types.append(run.task_type or None)
             if len(seen) == nearest:
                 break
-        if not types:
+        typed = [t for t in types if t is not None]
+        if not typed:
             return None
-        best = max(set(types), key=types.count)
+        best = max(set(typed), key=typed.count)
         agree = types.count(best)
         return best if agree >= 2 and agree * 2 > len(types) else None
