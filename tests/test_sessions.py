@@ -5,6 +5,7 @@ something gives one (--labels, a success score, or --judge)."""
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -569,3 +570,18 @@ def test_the_first_message_lists_sessions_beside_typed_runs(tmp_path: Path) -> N
     )
     assert message.task_type is None and not message.task_type_inferred
     assert message.similar[:2] == ["step-0001", "step-0002"]  # the two sessions
+
+
+def test_actions_keeps_its_columns_with_sub_agent_roles(tmp_path: Path) -> None:
+    from wikitrace.tools.drilldown import actions_text
+
+    labels = tmp_path / "labels.json"
+    labels.write_text('{"55550000-0000-4000-8000-000000000001": true}')
+    corpus = tmp_path / "corpus"
+    inputs = [SESSIONS / "claude-code/minimal_showcase"]
+    build_corpus(BuildOptions(inputs=inputs, output=corpus, labels=[labels]))
+    lines = actions_text(str(corpus.resolve()), "1").splitlines()[1:]
+    assert any(" sub:assistant " in line for line in lines)
+    # The action column starts at the same place on every line.
+    starts = {re.match(r"\s*\d+  \S+\s+", line).end() for line in lines}  # type: ignore[union-attr]
+    assert len(starts) == 1, lines

@@ -234,9 +234,11 @@ def actions_text(root: str, step_text: str) -> str:
     step, index_path, _ = step_files(root, step_text)
     index = read_index(index_path, summaries=True)
     width = len(str(index["turns"]))
+    # The role column fits the run's longest role (sub:assistant), at least 9 wide.
+    roles = max([9, *(len(role) for role, _, _ in index["summaries"])])
     lines = [step + ": " + str(index["turns"]) + " turns; `turn " + step + " N` shows one whole"]
     for number, (role, action, came_back) in enumerate(index["summaries"], start=1):
-        line = str(number).rjust(width) + "  " + role.ljust(9) + "  " + (action or "-")
+        line = str(number).rjust(width) + "  " + role.ljust(roles) + "  " + (action or "-")
         if came_back:
             line += "  => " + came_back
         lines.append(line)
