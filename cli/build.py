@@ -64,6 +64,14 @@ def _summary(report: Any) -> str:
         f"left out, secrets redacted: {redacted}, "
         f"{report.seconds:.1f} s",
     ]
+    if report.mining is not None:
+        mining = report.mining
+        lines.append(
+            f"  mined: {plural(mining['contrasts'], 'contrast lesson')} from "
+            f"{plural(mining['patterns_tried'], 'pattern')} tried, "
+            f"{plural(mining['divergences'], 'divergence lesson')} (tasks with both outcomes)"
+            + (f", {plural(report.mined, 'page')} written" if report.mined else "")
+        )
     if report.judged:
         lines.append(
             f"  {plural(report.judged, 'run')} labelled by the judge model (marked judged)"
@@ -165,7 +173,8 @@ def _points_at(pointer: Path) -> str | None:
     default="offline",
     show_default=True,
     help="Any model name litellm accepts (openai/gpt-4o-mini, anthropic/..., ollama/...), or "
-    f"'offline' for a mechanical compilation with no LLM and no insights. Env: {MODEL_ENV}.",
+    f"'offline' for a mechanical compilation with no LLM (its only insights are mined ones). "
+    f"Env: {MODEL_ENV}.",
 )
 @click.option(
     "--force",
@@ -191,8 +200,11 @@ def build_command(
 
     Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation
     (why it succeeded or failed, each claim quoting numbered turns) and up to 3 insights.
-    With --model offline (the default) no LLM is called: the compilation is mechanical
-    and there are no insights.
+    With --model offline (the default) no LLM is called: the compilation is mechanical.
+    With or without a model, lessons are also mined from contrasts between runs (--no-mine
+    turns it off): patterns of action that separate failed from successful runs of a task
+    type (Fisher's exact test, Benjamini-Hochberg corrected), and where a task's failed and
+    successful runs first diverged.
 
     The corpus is version v0001: OUTPUT is a link to OUTPUT.versions/v0001, and `wikitrace add`
     grows it into new versions beside it.

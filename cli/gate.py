@@ -372,7 +372,9 @@ def hypothesize_command(
 
     llm = _model_for(corpus, api_base)
     if llm is None:
-        raise click.UsageError(f"{corpus} was built offline: it has no insights to state")
+        raise click.UsageError(
+            f"{corpus} was built offline: there is no model to state hypotheses with"
+        )
     report = hypothesize(corpus, list(insights), llm, deploy=not no_deploy, prompts_dir=prompts_dir)
     for ident, problem in report.failed.items():
         click.echo(f"{ident}: the model's answer was not used: {problem}", err=True)

@@ -174,6 +174,7 @@ class CompileSettings:
     invalid_retries: int
     quote_repairs: int
     judge: str | None
+    no_mine: bool
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -210,6 +211,7 @@ class CompileSettings:
             timeout_seconds=self.timeout,
             max_retries=self.max_retries,
             judge=self.judge,
+            mine=not self.no_mine,
         )
 
 
@@ -344,6 +346,16 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             "verbatim quotes checked against the log. The label is marked as judged wherever "
             "the outcome is shown; a verdict whose quotes are not found labels nothing. "
             "Cached like compile calls.",
+        ),
+        click.option(
+            "--no-mine",
+            is_flag=True,
+            help="Do not mine lessons from contrasts between runs. By default, with or without "
+            "a model, each task type's runs are searched for patterns of action (a tool used, "
+            "one tool before another, an action repeated after it failed, ...) that separate "
+            "failed from successful runs (Fisher's exact test, Benjamini-Hochberg corrected), "
+            "and each task with both outcomes for where its runs first diverged; each finding "
+            "becomes an insight with `compiled_by: mined`, its numbers and the runs it rests on.",
         ),
     ]
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, id_width
 from wikitrace.corpus_schema.history import VersionInfo
+from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.store import CorpusWriter, build_lock
 from wikitrace.versions import (
     FrozenVersion,
@@ -30,7 +32,7 @@ from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
-from .layers import write_layers
+from .layers import base_layout, write_layers
 from .llm import (
     LLM,
     CachedLLM,
@@ -40,6 +42,7 @@ from .llm import (
     check_reachable,
     default_cache_dir,
 )
+from .mine import Miner, patterns_of_written, read_patterns
 from .produce import Producer, Progress
 from .raw import RawLayer, input_state
 from .redact import Redactor
@@ -287,6 +290,17 @@ def _plan(
     return plan, report
 
 
+def _make_miner(base: FrozenVersion | None) -> Miner:
+    """A miner that starts from the parent's runs: their patterns as its table keeps them, or
+    read from their logs when the parent was built without mining."""
+    if base is None:
+        return Miner()
+    known = read_patterns(base.root / MINED_PATTERNS)
+    if len(known) != len(base.rows):
+        known = patterns_of_written(base.rows, lambda step: base_layout(base))
+    return Miner(known)
+
+
 class _NothingNew(Exception):
     """Every input run is already in the parent: no version is made."""
 
@@ -325,13 +339,13 @@ def _make_version(
             writer = CorpusWriter(root)
             producer = Producer(total, layout, report, progress)
             raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
+            miner = _make_miner(base) if options.mine else None
+            runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
             if model is None or templates is None:
-                producer.offline(raw.runs())
+                producer.offline(runs)
             else:
                 asyncio.run(
-                    producer.with_model(
-                        raw.runs(), model, templates, options.limits, options.concurrency
-                    )
+                    producer.with_model(runs, model, templates, options.limits, options.concurrency)
                 )
             if base is not None and not raw.rows:
                 raise _NothingNew
@@ -348,6 +362,7 @@ def _make_version(
                 templates=templates,
                 base=base,
                 model_settings=options.model_settings(),
+                miner=miner,
             )
     except _NothingNew:
         return False

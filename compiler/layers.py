@@ -8,11 +8,13 @@ from typing import Any
 
 from wikitrace.corpus_schema import Compilation, Layout, id_width, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
-from wikitrace.corpus_schema.records import CompiledBy
+from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.versions import FrozenVersion, finish_version
 
 from .compile import CompileStats, Templates
+from .mine import MinedPage, Miner, mine_version, patterns_file
 from .redact import Redactor
 from .report import BuildReport
 
@@ -30,6 +32,7 @@ def write_layers(
     templates: Templates | None,
     base: FrozenVersion | None,
     model_settings: dict[str, Any] | None = None,
+    miner: Miner | None = None,
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read)."""
     rows.sort(key=lambda row: row.step)
@@ -58,12 +61,28 @@ def write_layers(
                     guideline=draft.guideline,
                 )
             )
+    mined = _mine(miner, layout, rows, report, version, base, number + 1)
+    number += sum(page.new for page in mined)
     # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
     if base:
-        for rel, file_hash in base.kept_files():
+        rewritten = {layout.insight_rel(page.number) for page in mined if not page.new}
+        for rel, file_hash in base.kept_files({MINED_PATTERNS, *rewritten}):
             writer.link(rel, base.root / rel, file_hash)
     else:
         layout = dataclasses.replace(layout, insight_width=id_width(number))
+    if miner is not None:
+        writer.write(MINED_PATTERNS, patterns_file(miner.runs))
+    position = {item.number: index for index, item in enumerate(insight_rows)}
+    for page in mined:
+        page.header.id = layout.insight(page.number)
+        writer.write(
+            layout.insight_rel(page.number), render.insight_page(page.header, page.guideline)
+        )
+        mined_row = render.insight_row(page.number, page.header, page.guideline)
+        if page.new:
+            insight_rows.append(mined_row)
+        else:  # a parent's mined lesson, recounted
+            insight_rows[position[page.number]] = mined_row
     for row in rows:
         result = results.get(row.step)
         if result is None:
@@ -111,6 +130,44 @@ def write_layers(
         model_settings=model_settings,
         version=version,
     )
+
+
+def _mine(
+    miner: Miner | None,
+    layout: Layout,
+    rows: list[render.RunRow],
+    report: BuildReport,
+    version: VersionInfo,
+    base: FrozenVersion | None,
+    first_number: int,
+) -> list[MinedPage]:
+    """The mined lessons of the version (compiler/mine.py), numbered after the model's."""
+    if miner is None:
+        return []
+    parent: dict[int, tuple[InsightHeader, str]] = {}
+    if base is not None:
+        for row in base.insight_rows:
+            page = base.insights[base_layout(base).insight(row.number)]
+            if page.header.mined is not None:
+                parent[row.number] = (page.header, row.guideline)
+    task_text = {row.step: row.task for row in [*(base.rows if base else []), *rows]}
+    pages, mining = mine_version(
+        miner,
+        layout,
+        version=version.name,
+        first_number=first_number,
+        task_text=task_text,
+        parent=parent if base is not None else None,
+        parent_root=base.root if base else None,
+        parent_steps=len(base.rows) if base else 0,
+    )
+    report.mining = mining.as_dict()
+    report.mined = len(pages)
+    return pages
+
+
+def base_layout(base: FrozenVersion) -> Layout:
+    return Layout(base.root, base.manifest.step_id_width, base.manifest.insight_id_width)
 
 
 def fill_report(

@@ -41,6 +41,8 @@ class BuildOptions:
     backoff_seconds: float = 2.0
     judge: str | None = None
     """The model that labels runs nothing else labels (None: they are left out)."""
+    mine: bool = True
+    """Mine lessons from contrasts between runs (compiler/mine.py), with or without a model."""
 
     @property
     def offline(self) -> bool:
@@ -90,9 +92,9 @@ class BuildReport:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     """Input records left out with --on-error skip: path, line, field, message."""
     unlabelled: list[dict[str, Any]] = field(default_factory=list)
+    """Runs left out because nothing says whether they succeeded: where, ids, why."""
     judged: int = 0
     """Runs labelled by the --judge model."""
-    """Runs left out because nothing says whether they succeeded: where, ids, why."""
     inputs: list[str] = field(default_factory=list)
     """What was read, a line per format: files and whether detected or given."""
     sources: list[str] = field(default_factory=list)
@@ -108,6 +110,10 @@ class BuildReport:
     """The version runs were added to (add and update only)."""
     duplicates: int = 0
     """Input runs the parent already holds, left out (add and update only)."""
+    mined: int = 0
+    """Mined lessons the version adds or writes anew (compiler/mine.py); in `insights` too."""
+    mining: dict[str, Any] | None = None
+    """What mining tried and found, per task type (None: --no-mine)."""
     seconds: float = 0.0
 
     @property

@@ -153,7 +153,7 @@ def insight_texts(root: Path) -> dict[str, str]:
     ]
     # A lesson drawn again from other runs is one lesson: its group's first member stands
     # for it, so thirteen copies do not weigh thirteen times (tools/consolidate.py).
-    leaders = consolidate.group([(header.title, guideline) for header, guideline in pages])
+    leaders = consolidate.of_pages(pages)
     return {
         header.id: "\n".join([header.title, guideline, header.applicability])
         for index, (header, guideline) in enumerate(pages)

@@ -228,8 +228,8 @@ class _Gate:
         if not ids:
             # One test per lesson: near-duplicates drawn from other runs take its decision.
             idents = list(self.pages)
-            leaders = consolidate.group(
-                [(p.header.title, corpus_read.guideline(p)) for p in self.pages.values()]
+            leaders = consolidate.of_pages(
+                [(p.header, corpus_read.guideline(p)) for p in self.pages.values()]
             )
             first_ungated: dict[int, str] = {}
             for index, ident in enumerate(idents):

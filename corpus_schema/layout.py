@@ -21,6 +21,9 @@ INDEX_NAME = "_index.md"
 RAW_METADATA_NAME = "metadata.md"
 RAW_TURNS_NAME = "solver.full.jsonl"
 RAW_TURN_INDEX_NAME = "solver.index.jsonl"
+MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
+"""One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
+that `add` mines across the whole corpus without reading every run again."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")

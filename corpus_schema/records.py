@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Outcome = Literal["success", "failure"]
 CompiledBy = Literal["llm", "offline"]
+InsightOrigin = Literal["llm", "mined"]
+"""llm: a model drew the lesson from one run; mined: it was found by counting how runs with
+and without a pattern ended (compiler/mine.py), no model involved."""
 
 TURN_TEXT_FIELDS = ("content", "reasoning", "action", "observation")
 
@@ -101,6 +104,9 @@ class Evidence(_Strict):
     """The quoted text."""
     verified: bool
     """True only when the quote was found in that raw turn (whitespace-normalised)."""
+    step: str | None = None
+    """The run the turn belongs to, when not the page's own source run (a mined lesson quotes
+    several runs)."""
     note: str | None = None
     """How the check went when not plainly: "typography and spacing normalised", "cited as
     turn 5; found in turn 7" (the turn was corrected), "too short to prove anything",
@@ -229,6 +235,53 @@ class CompilationHeader(CompilationSummary):
     every quote was found in its turn."""
 
 
+MinedKind = Literal["contrast", "divergence"]
+
+
+class MinedFinding(_Strict):
+    """What a mined lesson rests on: counts over past runs, not a model's reading of one."""
+
+    kind: MinedKind
+    """contrast: a pattern whose presence separates failed from successful runs of a task type
+    (Fisher's exact test, Benjamini-Hochberg corrected); divergence: where a failed and a
+    successful run of one task first took different actions."""
+    pattern: str
+    """The pattern's key (`uses:search`, `retry_after_error`, ...; `diverge` for a divergence)."""
+    description: str
+    """The pattern in words: "called `search`"."""
+    with_pattern: list[int] = Field(default_factory=list)
+    """[failed, total] among the runs that show the pattern."""
+    without_pattern: list[int] = Field(default_factory=list)
+    """[failed, total] among the runs that do not."""
+    p_value: float | None = None
+    """Fisher's exact test, two-sided."""
+    q_value: float | None = None
+    """The p-value adjusted for every pattern tried in the build (Benjamini-Hochberg)."""
+    patterns_tried: int = 0
+    tasks: int = 0
+    """How many distinct tasks the runs with the pattern come from."""
+    runs: list[str] = Field(default_factory=list)
+    """Every run the finding counts (steps), the source run first."""
+    task_id: str | None = None
+    """The one task a divergence is about (the lesson applies to it alone)."""
+    task_outcomes: list[int] = Field(default_factory=list)
+    """For a divergence: [failed, total] among the task's runs."""
+    shared_actions: int | None = None
+    """For a divergence: how many actions the two runs took alike before they diverged."""
+    version: str | None = None
+    """The version whose runs were counted."""
+    holds: bool = True
+    """False once a later version's runs no longer support it: kept on record, never shown."""
+
+    @property
+    def goes_with(self) -> Outcome:
+        """The outcome the pattern goes with (a divergence: success, the run it recommends)."""
+        if self.kind != "contrast" or len(self.with_pattern) != 2 or len(self.without_pattern) != 2:
+            return "success"
+        (a, n1), (c, n0) = self.with_pattern, self.without_pattern
+        return "failure" if a * n0 > c * n1 else "success"
+
+
 class InsightHeader(_Strict):
     """Frontmatter of insight/insight-NNNN.md."""
 
@@ -246,6 +299,11 @@ class InsightHeader(_Strict):
     raw: str
     hypothesis: Hypothesis | None = None
     """Precondition, behaviour, expected effect and verifier, when the lesson has them."""
+    compiled_by: InsightOrigin | None = None
+    """How it was drawn: `mined` for a lesson counted from many runs (see `mined`); absent on
+    a model's lessons."""
+    mined: MinedFinding | None = None
+    """The counts a mined lesson rests on."""
     status: InsightStatus = "ungated"
     decisions: list[str] = Field(default_factory=list)
     """The gate and monitoring decisions about it, oldest first (gate/gate-NNNN.md)."""

@@ -24,6 +24,7 @@ from .layout import (
     RAW_TURNS_NAME,
     Layout,
     link,
+    parse_step,
 )
 from .ledger import GateDecision
 from .records import (
@@ -32,6 +33,7 @@ from .records import (
     InsightDraft,
     InsightHeader,
     InsightStatus,
+    MinedFinding,
     Outcome,
     RawHeader,
     is_judged,
@@ -44,7 +46,12 @@ TRUST_NOTE = (
 OFFLINE_NOTE = (
     "Compiled offline: a mechanical summary made without an LLM "
     "(outcome, turns whose observations signal an error, final actions). "
-    "It draws no insights."
+    "Its only insights are mined ones: counted from how runs with and without a pattern of "
+    "action ended, not drawn by a model."
+)
+MINED_NOTE = (
+    "Mined, not drawn by a model: a correlation in past runs, counted, not a cause. The runs "
+    "that show the pattern may differ in other ways; read the runs it cites before acting on it."
 )
 
 
@@ -380,6 +387,8 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         lines.append(f"- decision: {link(decision, rel)}")
     if not header.verified:
         lines += ["", "**UNVERIFIED.** No quote behind this lesson was found in its run."]
+    if header.mined is not None:
+        return with_frontmatter(header, "\n".join(lines + _mined_body(header, header.mined, rel)))
     lines += [
         "",
         "## Evidence",
@@ -404,6 +413,87 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
             ]
     lines += [_quote_block(TRUST_NOTE), ""]
     return with_frontmatter(header, "\n".join(lines))
+
+
+def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[str]:
+    lines = [""]
+    if not finding.holds:
+        lines += [
+            f"**NO LONGER HOLDS.** With the runs of {finding.version}, this pattern no longer "
+            "passes the test it passed when it was mined; kept on record, never shown to an "
+            "agent.",
+            "",
+        ]
+    lines += ["## The numbers", ""]
+    if finding.kind == "contrast":
+        (with_failed, with_total), (without_failed, without_total) = (
+            finding.with_pattern,
+            finding.without_pattern,
+        )
+        lines += [
+            f"- pattern: runs that {inline(finding.description)} (`{inline(finding.pattern)}`)",
+            f"- runs that show it: {with_failed} of {with_total} failed "
+            f"({_percent(with_failed, with_total)}), from {finding.tasks} tasks",
+            f"- runs that do not: {without_failed} of {without_total} failed "
+            f"({_percent(without_failed, without_total)})",
+            f"- Fisher's exact test, two-sided: p = {finding.p_value:.3g}; adjusted for the "
+            f"{finding.patterns_tried} patterns tried in the build (Benjamini-Hochberg): "
+            f"q = {finding.q_value:.3g}",
+        ]
+    else:
+        failed, total = finding.task_outcomes or [0, 0]
+        lines += [
+            f"- the task: {inline(finding.task_id or '')}: {total - failed} of its {total} runs "
+            "succeeded",
+            f"- the successful and the failed run compared ({', '.join(finding.runs)}) took "
+            + (
+                f"the same first {finding.shared_actions} action"
+                + ("s" if finding.shared_actions != 1 else "")
+                + ", then diverged"
+                if finding.shared_actions
+                else "different first actions"
+            ),
+        ]
+    counted = f"counted in {finding.version}" if finding.version else "counted at build time"
+    lines += [f"- mined without a model, {counted}", "", _quote_block(MINED_NOTE), ""]
+    lines += ["## Evidence", "", f"- source run: {header.source_step} ({header.source_outcome})"]
+    lines += [f"- compilation: {link(header.compilation, rel)}", ""]
+    for claim in header.evidence:
+        lines += [f"### {inline(claim.statement)}", ""]
+        for evidence in claim.evidence:
+            step = evidence.step or header.source_step
+            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            lines += [
+                f"- {step} turn {evidence.turn} ({status}; `tools/turn {step} {evidence.turn}` "
+                "shows it whole):",
+                "",
+                verbatim(evidence.quote, "  "),
+                "",
+            ]
+    lines += [_quote_block(TRUST_NOTE), ""]
+    return lines
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "n/a"
+
+
+def insight_row(number: int, header: InsightHeader, guideline: str) -> InsightRow:
+    """The index row of an insight page."""
+    return InsightRow(
+        number=number,
+        title=header.title,
+        task_type=header.task_type,
+        source_step=parse_step(header.source_step),
+        source_outcome=header.source_outcome,
+        source_judged=header.source_judged,
+        status=header.status,
+        verified=header.verified,
+        guideline=guideline,
+        pattern=header.mined.pattern if header.mined else None,
+        goes_with=header.mined.goes_with if header.mined else None,
+        holds=header.mined.holds if header.mined else True,
+    )
 
 
 # --- indexes --------------------------------------------------------------------------------
@@ -440,6 +530,13 @@ class InsightRow:
     guideline: str = ""
     alike: int | None = None
     """The insight whose near-duplicate this is (the first of its group), if any."""
+    pattern: str | None = None
+    """For a mined lesson (compiler/mine.py): the pattern it counts (`diverge` for a
+    divergence); None for a lesson a model drew."""
+    goes_with: Outcome | None = None
+    """For a mined lesson: the outcome the pattern goes with."""
+    holds: bool = True
+    """False for a mined lesson a later version's runs no longer support."""
 
 
 @dataclass
@@ -509,13 +606,16 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
     rel = layout.index_rel(INSIGHT_DIR)
     lines = ["# Insights by task type", ""]
     if compiled_by == "offline":
-        lines += [_quote_block(OFFLINE_NOTE), "", "This corpus has no insights.", ""]
-        return "\n".join(lines)
+        lines += [_quote_block(OFFLINE_NOTE), ""]
+        if not rows:
+            return "\n".join([*lines, "This corpus has no insights.", ""])
     lines += [_quote_block(TRUST_NOTE), ""]
     lines += [
         "Status: ungated (never tested), committed (passed the admission gate), rejected and "
         "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate of "
-        "an insight drawn from another run (the first message lists the first of each).",
+        "an insight drawn from another run (the first message lists the first of each). "
+        "Mined: counted from how many runs with and without a pattern ended, without a model "
+        "(a correlation, not a cause); the source is its most typical run.",
         "",
     ]
     if not rows:
@@ -538,6 +638,8 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
             source = layout.step(row.source_step)
             source_link = link(layout.compilation_rel(row.source_step), rel, source)
             status = row.status if row.verified else f"{row.status}, UNVERIFIED"
+            if row.pattern is not None:
+                status += ", mined" if row.holds else ", mined, NO LONGER HOLDS"
             alike = (
                 link(layout.insight_rel(row.alike), rel, layout.insight(row.alike))
                 if row.alike is not None

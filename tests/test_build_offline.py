@@ -37,6 +37,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "insight/_index.md",
         "manifest.json",
         "raw/_index.md",
+        "raw/_patterns.jsonl",
         "raw/step-0001/metadata.md",
         "raw/step-0001/solver.full.jsonl",
         "raw/step-0001/solver.index.jsonl",

@@ -45,7 +45,7 @@ def llm() -> FakeLLM:
     return FakeLLM(answer=lambda messages: answer(messages[0]["content"]), model=MODEL)
 
 
-def build_toy(tmp_path: Path, llm: FakeLLM, *, hypotheses: bool = True) -> Path:
+def build_toy(tmp_path: Path, llm: FakeLLM, *, hypotheses: bool = True, mine: bool = False) -> Path:
     """8 plain runs and 3 lesson runs: insight-0001 doormat (sound), insight-0002 force every
     container (over-broad), insight-0003 force drawers (harmful)."""
     corpus = tmp_path / "toy"
@@ -56,6 +56,7 @@ def build_toy(tmp_path: Path, llm: FakeLLM, *, hypotheses: bool = True) -> Path:
             model=MODEL,
             cache_dir=tmp_path / "cache",
             limits=CompileLimits(hypotheses=hypotheses),
+            mine=mine,  # by default the model's three lessons only
         ),
         llm=llm,
     )
@@ -361,7 +362,7 @@ def test_the_readme_gate_walk_through(
     base = ["--api-base", toy_server]
     runs = [str(TOY / "runs" / name) for name in LESSON_RUNS]
     code, out, err = run(
-        ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", *base]
+        ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", "--no-mine", *base]
     )
     assert (code, out) == (0, "toy\n"), err
     pool = ["--task-pool", str(TOY / "tasks.jsonl")]
@@ -424,6 +425,7 @@ def test_near_duplicate_lessons_are_gated_once(tmp_path: Path, llm: FakeLLM) -> 
             model=MODEL,
             cache_dir=tmp_path / "cache",
             limits=CompileLimits(hypotheses=True),
+            mine=False,
         ),
         llm=llm,
     )
@@ -434,4 +436,22 @@ def test_near_duplicate_lessons_are_gated_once(tmp_path: Path, llm: FakeLLM) -> 
     assert report.decisions[0].verdict == "committed"
     again = page(corpus, "insight/insight-0002.md")
     assert again["status"] == "committed" and again["decisions"] == ["gate/gate-0001.md"]
+    assert verify(corpus).ok
+
+
+def test_a_mined_lesson_is_gated_like_any_other(tmp_path: Path, llm: FakeLLM) -> None:
+    corpus = build_toy(tmp_path, llm, mine=True)
+    mined = [
+        p.stem
+        for p in sorted((corpus / "insight").glob("insight-*.md"))
+        if frontmatter.load(p).get("compiled_by") == "mined"
+    ]
+    assert mined == ["insight-0004", "insight-0005", "insight-0006"]
+    report = gate(corpus, llm, ["insight-0005"])
+    (decision,) = report.decisions
+    assert decision.insight == "insight-0005" and decision.verdict in ("committed", "rejected")
+    after = page(corpus, "insight/insight-0005.md")
+    assert after["status"] == decision.verdict and after["decisions"] == ["gate/gate-0001.md"]
+    # Re-rendered with its decision, it is still the mined lesson with its numbers.
+    assert after["mined"]["kind"] == "divergence" and "## The numbers" in after.content
     assert verify(corpus).ok

@@ -45,6 +45,7 @@ def toy(tmp_path: Path, llm: FakeLLM) -> Path:
             output=corpus,
             model=MODEL,
             cache_dir=tmp_path / "cache",
+            mine=False,  # the model's lessons only; mined ones in an update: test_mine.py
         ),
         llm=llm,
     )
@@ -54,7 +55,10 @@ def toy(tmp_path: Path, llm: FakeLLM) -> Path:
 def update(corpus: Path, runs: str, llm: FakeLLM, **options: Any) -> UpdateResult:
     template = options.pop("template", AGENT)
     build = BuildOptions(
-        inputs=[TOY / "runs" / runs], output=corpus, cache_dir=corpus.parent / "cache"
+        inputs=[TOY / "runs" / runs],
+        output=corpus,
+        cache_dir=corpus.parent / "cache",
+        mine=options.pop("mine", False),
     )
     spec = RunnerSpec(
         template, concurrency=2, timeout_seconds=60, retries=options.pop("retries", 1)

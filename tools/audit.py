@@ -9,7 +9,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
 from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
-from wikitrace.corpus_schema.records import CompilationHeader
+from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 
 from . import drilldown
 
@@ -82,6 +82,8 @@ def audit_insight(root: Path, ident: str) -> str:
         "",
         f"Source: {header.source_step} ({header.source_outcome}), drawn by {header.model}.",
     ]
+    if header.mined is not None:
+        return _audit_mined(root, header, lines)
     try:
         compilation = read.read_page(root, header.compilation, CompilationHeader)
     except CorpusError as error:
@@ -107,6 +109,35 @@ def audit_insight(root: Path, ident: str) -> str:
             lines.append(
                 _quote(_cited_turn(root, header.source_step, evidence.turn, evidence.quote))
             )
+    return "\n".join(lines) + "\n"
+
+
+def _audit_mined(root: Path, header: InsightHeader, lines: list[str]) -> str:
+    """A mined lesson rests on counts and on the actions it quotes from several runs: each
+    quote beside the raw turn it comes from."""
+    finding = header.mined
+    assert finding is not None
+    state = "" if finding.holds else "; NO LONGER HOLDS"
+    lines[-1] = f"Mined without a model ({finding.kind}{state}), source run {header.source_step}."
+    if finding.kind == "contrast":
+        (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+        lines += [
+            "",
+            f"Counted: runs that {finding.description} failed {a} of {n1}; runs that did not, "
+            f"{c} of {n0}; p = {finding.p_value:.3g}, q = {finding.q_value:.3g} "
+            f"({finding.patterns_tried} patterns tried). A correlation, not a cause.",
+        ]
+    lines += ["", "## The actions it quotes"]
+    for claim in header.evidence:
+        lines += ["", f"### {claim.statement}"]
+        for evidence in claim.evidence:
+            step = evidence.step or header.source_step
+            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            lines += ["", f"  quote from {step} turn {evidence.turn} ({status}):"]
+            lines += [_quote(evidence.quote), ""]
+            lines += [f"  raw turn {evidence.turn} of {step}, as logged, the quoted passage "]
+            lines[-1] += "between >>> and <<<:"
+            lines.append(_quote(_cited_turn(root, step, evidence.turn, evidence.quote)))
     return "\n".join(lines) + "\n"
 
 
@@ -163,6 +194,10 @@ def audit_corpus(root: Path) -> Findings:
         if header.source_outcome == "failure":
             findings.insights_from_failed_runs.append(header.id)
         compilation = compilations.get(header.source_step)
+        if header.mined is not None:  # quotes from several runs, no claim of a compilation
+            if not header.verified:
+                findings.insights_missing_evidence[header.id] = "no quote it cites was found"
+            continue
         if compilation is None:
             findings.insights_missing_evidence[header.id] = f"{header.compilation} is missing"
         elif not read.contained(root, header.raw).is_dir():

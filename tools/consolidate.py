@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from wikitrace.corpus_schema.records import InsightHeader
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")
@@ -92,3 +95,97 @@ def by_vectors(
             leader = index
         found.append(leader)
     return found
+
+
+# --- mined lessons (compiler/mine.py) ------------------------------------------------------------
+
+_SUBJECTS = {
+    "repeat": ("repeat",),
+    "retry_after_error": ("repeat", "error"),
+    "stuck": ("repeat",),
+}
+
+
+@dataclass(frozen=True)
+class Mined:
+    """What a mined lesson is about, for finding the model's lesson that says the same thing."""
+
+    task_type: str | None
+    pattern: str
+    """`uses:K`, `order:A<B`, `repeat`, ...; `diverge` for a divergence (never grouped)."""
+    goes_with: str
+    """The outcome the pattern goes with: failure or success."""
+
+    def words(self) -> frozenset[str]:
+        if self.pattern.startswith("uses:"):
+            return words(self.pattern[5:].replace("_", " "))
+        if self.pattern.startswith("order:"):
+            return words(self.pattern[6:].replace("_", " ").replace("<", " "))
+        return frozenset(_SUBJECTS.get(self.pattern, ()))
+
+
+def with_mined(
+    lessons: Sequence[tuple[str, str]],
+    mined: Sequence[Mined | None],
+    outcomes: Sequence[str],
+    task_types: Sequence[str | None],
+    grouping: Grouping = group,
+) -> list[int]:
+    """`grouping` for a list that holds mined lessons too. The model's lessons (mined None) are
+    grouped by `grouping`; mined ones are never grouped with each other (their titles are
+    templated alike). A mined contrast joins the group of the first model lesson of its task
+    type that names what it counts (every word of the tool or pattern, `repeat` and `error`
+    for a repeated failed action) and was drawn from a run with the outcome the pattern goes
+    with (a failed run for a pattern that goes with failure): the same lesson, once counted
+    and once read from a run."""
+    plain = [i for i, item in enumerate(mined) if item is None]
+    found = grouping([lessons[i] for i in plain])
+    leaders = list(range(len(lessons)))
+    for position, index in enumerate(plain):
+        leaders[index] = plain[found[position]]
+    texts = {i: words(f"{lessons[i][0]} {lessons[i][1]}") for i in plain}
+    for index, item in enumerate(mined):
+        if item is None or item.pattern == "diverge":
+            continue
+        subject = item.words()
+        if not subject:
+            continue
+        match = next(
+            (
+                i
+                for i in plain
+                if task_types[i] == item.task_type
+                and outcomes[i] == item.goes_with
+                and subject <= _stems(texts[i])
+            ),
+            None,
+        )
+        if match is not None:
+            leaders[index] = leaders[match]
+    return leaders
+
+
+def _stems(found: frozenset[str]) -> frozenset[str]:
+    """The words and their forms without a plural or verb ending: repeated -> repeat."""
+    stems = set(found)
+    for word in found:
+        for ending in ("ing", "ed", "es", "s"):
+            if word.endswith(ending) and len(word) > len(ending) + 2:
+                stems.add(word[: -len(ending)])
+    return frozenset(stems)
+
+
+def of_pages(pages: Sequence[tuple[InsightHeader, str]], grouping: Grouping = group) -> list[int]:
+    """`with_mined` for insight pages: (header, guideline) of each."""
+    return with_mined(
+        [(header.title, guideline) for header, guideline in pages],
+        [
+            None
+            if header.mined is None
+            else Mined(header.task_type, header.mined.pattern, header.mined.goes_with)
+            for header, _ in pages
+        ],
+        [header.source_outcome for header, _ in pages],
+        [header.task_type for header, _ in pages],
+        grouping,
+    )

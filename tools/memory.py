@@ -17,6 +17,7 @@ from wikitrace.corpus_schema import InputError, read
 from wikitrace.corpus_schema.records import (
     CompilationHeader,
     InsightHeader,
+    MinedFinding,
     Outcome,
     is_judged,
 )
@@ -62,6 +63,16 @@ class InsightEntry:
     """False when no quote of the claims it rests on was found in its source run."""
     support: str = ""
     """For a lesson drawn again from other runs: how many runs back it, and the others' ids."""
+    mined: str = ""
+    """For a mined lesson (compiler/mine.py): its numbers in one line; empty for a model's."""
+    pattern: str | None = None
+    """For a mined lesson: the pattern it counts (`diverge` for a divergence)."""
+    goes_with: str | None = None
+    """For a mined lesson: the outcome the pattern goes with."""
+    cited_steps: list[str] = field(default_factory=list)
+    """For a mined lesson: every run it quotes (its source run first)."""
+    only_task: str | None = None
+    """For a divergence: the task text it is about; it is shown for that task only."""
 
 
 @dataclass
@@ -111,6 +122,21 @@ def _support(group: list[InsightEntry]) -> str:
     return (
         f"seen in {len(runs)} run{'s' * (len(runs) != 1)}: {failed} failed, "
         f"{len(runs) - failed} succeeded; the same lesson: {listed}"
+    )
+
+
+def _mined_line(finding: MinedFinding) -> str:
+    """A mined lesson's numbers in one line, for the first message."""
+    if finding.kind == "divergence":
+        failed, total = finding.task_outcomes or [0, 0]
+        return (
+            f"where a successful and a failed run of this task first took different actions "
+            f"({total - failed} of its {total} runs succeeded)"
+        )
+    runs = finding.with_pattern[1] + finding.without_pattern[1]
+    return (
+        f"counted over {runs} runs; Fisher's exact test, q = {finding.q_value:.2g} after "
+        f"correction for {finding.patterns_tried} patterns tried"
     )
 
 
@@ -197,7 +223,19 @@ class Memory:
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
-        self._leader = grouping([(i.title, i.guideline) for i in insights])
+        self._leader = consolidate.with_mined(
+            [(i.title, i.guideline) for i in insights],
+            [
+                None
+                if i.pattern is None
+                else consolidate.Mined(i.task_type, i.pattern, i.goes_with or "success")
+                for i in insights
+            ],
+            [i.source_outcome for i in insights],
+            [i.task_type for i in insights],
+            grouping,
+        )
+        self._task_of = {run.step: run.task_id for run in runs}
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
@@ -221,12 +259,17 @@ class Memory:
             for page in read.runs(root)
         ]
         task_of = {run.step: run.task_id for run in runs}
+        text_of = {run.step: run.task for run in runs}
         insights = []
         withheld = 0
         for page in read.insights(root):
             header: InsightHeader = page.header
             if header.status in ("rejected", "retired"):
                 withheld += 1
+                continue
+            finding = header.mined
+            if finding is not None and not finding.holds:
+                withheld += 1  # a later version's runs no longer support it
                 continue
             insights.append(
                 InsightEntry(
@@ -240,7 +283,16 @@ class Memory:
                     source_task_id=task_of.get(header.source_step, ""),
                     source_judged=header.source_judged,
                     status=header.status,
-                    verified=_backed(compiled.get(header.source_step), header.source_claims),
+                    verified=header.verified
+                    if finding is not None
+                    else _backed(compiled.get(header.source_step), header.source_claims),
+                    mined=_mined_line(finding) if finding is not None else "",
+                    pattern=finding.pattern if finding is not None else None,
+                    goes_with=finding.goes_with if finding is not None else None,
+                    cited_steps=list(finding.runs) if finding is not None else [],
+                    only_task=text_of.get(header.source_step)
+                    if finding is not None and finding.kind == "divergence"
+                    else None,
                 )
             )
         return cls(root, runs, insights, offline, withheld, grouping)
@@ -281,11 +333,15 @@ class Memory:
             for i, run in enumerate(self.runs)
             if run.task_id not in excluded and (task_type is None or run.task_type == task_type)
         ]
+        # A mined contrast counts every run of its task type: with one of them left out, it
+        # would still rest on that task's outcomes, so it is left out too.
+        excluded_types = {run.task_type for run in self.runs if run.task_id in excluded}
         visible = [
             i
             for i, item in enumerate(self.insights)
             if item.source_task_id not in excluded
             and (task_type is None or item.task_type == task_type)
+            and self._mined_applies(item, task, excluded, excluded_types)
         ]
         # One entry per group of near-duplicates: its first visible member, with the others.
         members: dict[int, list[int]] = {}
@@ -315,6 +371,7 @@ class Memory:
                     title=inline(item.title),
                     guideline=inline(item.guideline),
                     applicability=inline(item.applicability),
+                    mined=inline(item.mined),
                     support=_support([self.insights[m] for m in alike_of[i]]),
                 )
                 groups.setdefault(inline(item.task_type or "any task"), []).append(shown)
@@ -324,6 +381,8 @@ class Memory:
                 type_inferred=inferred,
                 corpus=mount.rstrip("/"),
                 offline=self.offline,
+                any_insights=bool(self.insights) or self.withheld > 0,
+                any_mined=any(self.insights[i].pattern is not None for i in chosen),
                 withheld=self.withheld,
                 gated=any(item.status == "committed" for item in self.insights),
                 insight_groups=sorted(groups.items()),
@@ -374,6 +433,18 @@ class Memory:
             task_type=task_type,
             task_type_inferred=inferred,
         )
+
+    def _mined_applies(
+        self, item: InsightEntry, task: str, excluded: set[str], excluded_types: set[str | None]
+    ) -> bool:
+        """Whether a mined lesson may be shown for `task` (a model's lesson: always)."""
+        if item.pattern is None:
+            return True
+        if any(self._task_of.get(step) in excluded for step in item.cited_steps):
+            return False
+        if item.only_task is not None:  # a divergence: about one task, shown for it alone
+            return " ".join(item.only_task.split()) == " ".join(task.split())
+        return item.task_type not in excluded_types
 
     def _infer_type(self, task: str, excluded: set[str], nearest: int = 5) -> str | None:
         """The task type most of the nearest past runs have (one run per task, only runs that

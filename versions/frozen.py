@@ -4,7 +4,7 @@ keeps of it, and the identity of its runs."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,16 +100,8 @@ class FrozenVersion:
             row.insights = [parse_insight(i) for i in compiled.header.insights]
         insights = {page.header.id: page for page in corpus_read.insights(root)}
         insight_rows = [
-            render.InsightRow(
-                number=parse_insight(page.header.id),
-                title=page.header.title,
-                task_type=page.header.task_type,
-                source_step=parse_step(page.header.source_step),
-                source_outcome=page.header.source_outcome,
-                source_judged=page.header.source_judged,
-                status=page.header.status,
-                verified=page.header.verified,
-                guideline=corpus_read.guideline(page),
+            render.insight_row(
+                parse_insight(page.header.id), page.header, corpus_read.guideline(page)
             )
             for page in insights.values()
         ]
@@ -124,9 +116,11 @@ class FrozenVersion:
             attempts=attempts,
         )
 
-    def kept_files(self) -> Iterator[tuple[str, str]]:
-        """Files a new version takes as they are: all but the indexes, tools and manifest."""
+    def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
+        """Files a new version takes as they are: all but the indexes, tools, manifest and
+        `rewritten_also` (files the new version writes anew)."""
         rewritten = {
+            *rewritten_also,
             Layout.index_rel(),
             Layout.index_rel(RAW_DIR),
             Layout.index_rel(COMPILATION_DIR),

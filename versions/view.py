@@ -15,9 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from wikitrace.corpus_schema import CorpusError, InputError, Layout
 from wikitrace.corpus_schema.history import Changes, VersionInfo
-from wikitrace.corpus_schema.layout import GATE_DIR, parse_insight
+from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
+from wikitrace.corpus_schema.render import InsightRow
 from wikitrace.corpus_schema.store import CorpusWriter, check_destination, remove_tree
 
 from .finish import finish_version, staging
@@ -51,11 +54,15 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
     layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
     gone_steps = {row.step for row in base.rows if row.task_id in excluded}
     rows = [row for row in base.rows if row.step not in gone_steps]
-    insight_rows = [row for row in base.insight_rows if row.source_step not in gone_steps]
-    gone_insights = sorted(
-        layout.insight(row.number) for row in base.insight_rows if row.source_step in gone_steps
-    )
-    gone_files: set[str] = set()
+    gone_types = {row.task_type for row in base.rows if row.step in gone_steps}
+    gone_numbers = {
+        row.number
+        for row in base.insight_rows
+        if row.source_step in gone_steps or _mined_on(base, layout, row, gone_steps, gone_types)
+    }
+    insight_rows = [row for row in base.insight_rows if row.number not in gone_numbers]
+    gone_insights = sorted(layout.insight(number) for number in gone_numbers)
+    gone_files: set[str] = {MINED_PATTERNS}  # it names every run: written anew without them
     for step in gone_steps:
         prefix = layout.raw_dir_rel(step) + "/"
         gone_files |= {rel for rel in base.manifest.files if rel.startswith(prefix)}
@@ -79,6 +86,8 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
         for rel, file_hash in base.kept_files():
             if rel not in gone_files:
                 writer.link(rel, base.root / rel, file_hash)
+        if MINED_PATTERNS in base.manifest.files:
+            writer.write(MINED_PATTERNS, _patterns_without(base, gone_steps))
         manifest = base.manifest
         finish_version(
             writer,
@@ -110,6 +119,32 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
         remove_tree(dest)  # a view replaced with --force (check_destination allowed it)
     os.replace(partial, dest)
     return report
+
+
+def _mined_on(
+    base: FrozenVersion,
+    layout: Layout,
+    row: InsightRow,
+    gone_steps: set[int],
+    gone_types: set[str | None],
+) -> bool:
+    """Whether a mined lesson rests on left-out runs: a divergence of a left-out task, or a
+    contrast of their task type (it counts every run of the type)."""
+    if row.pattern is None:
+        return False
+    finding = base.insights[layout.insight(row.number)].header.mined
+    if finding is None:
+        return False
+    if any(parse_step(step) in gone_steps for step in finding.runs):
+        return True
+    return finding.kind == "contrast" and row.task_type in gone_types
+
+
+def _patterns_without(base: FrozenVersion, gone_steps: set[int]) -> bytes:
+    """The version's mined-pattern table less the lines of left-out runs."""
+    lines = (base.root / MINED_PATTERNS).read_bytes().splitlines()
+    kept = [line for line in lines if line.strip() and orjson.loads(line)["step"] not in gone_steps]
+    return b"".join(line + b"\n" for line in kept)
 
 
 def _records_naming(base: FrozenVersion, names: set[str]) -> set[str]:

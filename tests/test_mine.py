@@ -1,0 +1,350 @@
+"""Lessons mined without a model (compiler/mine.py): contrasts across runs, divergence within a
+task, and how they live in the corpus, the first message, `add`, views and audits."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import pytest
+from scipy import stats as scipy_stats
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler.mine import (
+    FDR,
+    MiningReport,
+    RunPatterns,
+    actions_of,
+    benjamini_hochberg,
+    contrasts,
+    fisher_exact,
+    patterns,
+)
+from wikitrace.corpus_schema import Turn, verify
+from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.tools import consolidate
+from wikitrace.tools.memory import Memory
+from wikitrace.versions import FrozenVersion, Store, leave_out
+
+from helpers import make_run, run, write_runs
+
+
+def call(name: str, result: str = "ok", **arguments: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "tool_calls": [{"name": name, "arguments": arguments, "result": result}],
+    }
+
+
+def shop_run(task: int, trial: int, success: bool, *, refund: bool) -> dict[str, Any]:
+    """A support run: look the order up, maybe refund at once, answer."""
+    turns = [
+        {"role": "user", "content": f"Order {task} arrived broken."},
+        call("get_order", order_id=f"O{task}"),
+    ]
+    if refund:
+        turns.append(call("issue_refund", order_id=f"O{task}", amount=10 + task))
+    turns.append(call("check_policy", topic="damage", note=f"trial {trial}"))
+    turns.append({"role": "assistant", "content": "Done."})
+    return make_run(
+        f"order-{task}",
+        success=success,
+        turns=turns,
+        task=f"Order {task} arrived broken; help the customer.",
+        task_type="shop",
+        metadata={"attempt": trial},
+    )
+
+
+def planted() -> list[dict[str, Any]]:
+    """40 runs of 20 tasks: 12 refund at once (10 of them fail); of the 28 that do not, 5 fail."""
+    runs = []
+    for index in range(40):
+        task, trial = index // 2, index % 2 + 1
+        refund = index < 12
+        failed = index < 10 if refund else 12 <= index < 17
+        runs.append(shop_run(task, trial, not failed, refund=refund))
+    return runs
+
+
+def build(tmp_path: Path, runs: list[dict[str, Any]], name: str = "corpus", **options: Any) -> Path:
+    corpus = tmp_path / name
+    source = write_runs(tmp_path / f"{name}.jsonl", runs)
+    build_corpus(BuildOptions(inputs=[source], output=corpus, **options))
+    return corpus
+
+
+def insight_pages(corpus: Path) -> list[frontmatter.Post]:
+    return [frontmatter.load(p) for p in sorted((corpus / "insight").glob("insight-*.md"))]
+
+
+# --- the statistics -----------------------------------------------------------------------------
+
+
+def test_fisher_and_benjamini_hochberg_agree_with_scipy() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        table = [rng.randint(0, 15) for _ in range(4)]
+        a, b, c, d = table
+        expected = scipy_stats.fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue
+        assert fisher_exact(a, b, c, d) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    p_values = [rng.random() ** 3 for _ in range(50)]
+    assert benjamini_hochberg(p_values) == pytest.approx(
+        list(scipy_stats.false_discovery_control(p_values, method="bh")), rel=1e-12
+    )
+
+
+def test_the_kinds_of_action_come_from_the_log() -> None:
+    turns = [
+        Turn(role="agent", action="Search[Eljero Elia]", observation="Eljero Elia is ..."),
+        Turn(role="agent", action="go to drawer 1", observation="Nothing happens."),
+        Turn(role="agent", action="go to drawer 1", observation="Nothing happens."),
+        Turn(role="assistant", action="cd /repo && timeout 60 python -m pytest -q"),
+        Turn(
+            role="assistant",
+            tool_calls=[
+                {"name": "bash", "arguments": {"command": "FOO=1 sudo grep -rn x ."}},
+                {"name": "exec_command", "arguments": {"cmd": ["bash", "-lc", "sed -n 1p a"]}},
+                {"name": "<b>odd tool</b>", "arguments": {}},
+            ],
+        ),
+    ]
+    actions = actions_of(turns)
+    assert [a.kind for a in actions] == [
+        "search",
+        "go",
+        "go",
+        "pytest",
+        "grep",
+        "sed",
+        "_b_odd_tool__b_",
+    ]
+    found = patterns(actions)
+    # The second `go to drawer 1` repeats an action whose result was "Nothing happens."
+    assert found["repeat"] == 3 and found["retry_after_error"] == 3
+    assert found["uses:pytest"] == 4 and "stuck" not in found
+
+
+# --- contrasts ---------------------------------------------------------------------------------
+
+
+def test_a_planted_pattern_is_found_with_its_counts(tmp_path: Path) -> None:
+    corpus = build(tmp_path, planted())
+    pages = insight_pages(corpus)
+    mined = [p for p in pages if p["mined"]["kind"] == "contrast"]
+    assert len(mined) == 1, [p["title"] for p in pages]
+    page = mined[0]
+    finding = page["mined"]
+    assert (finding["pattern"], finding["with_pattern"], finding["without_pattern"]) == (
+        "uses:issue_refund",
+        [10, 12],
+        [5, 28],
+    )
+    expected = scipy_stats.fisher_exact([[10, 2], [5, 23]]).pvalue
+    assert finding["p_value"] == pytest.approx(expected, rel=1e-3)
+    assert finding["q_value"] <= FDR and finding["tasks"] == 6
+    assert page["compiled_by"] == "mined" and page["status"] == "ungated"
+    assert page["title"] == 'shop runs that called "issue_refund" failed more often'
+    assert "failed 10 of 12 times; runs that did not, 5 of 28" in page.content
+    assert "a correlation in past runs, counted, not a cause" in page.content
+    # Its evidence: the refund call itself, quoted from failed runs of distinct tasks.
+    quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
+    assert len(quotes) == 4 and all(e["verified"] for e in quotes)
+    assert len({e["step"] for e in quotes}) == 4
+    assert all(e["quote"].startswith('issue_refund: {"order_id"') for e in quotes)
+    for evidence in quotes:
+        header = frontmatter.load(corpus / "raw" / evidence["step"] / "metadata.md")
+        assert header["outcome"] == "failure"
+    assert page["source_step"] == quotes[0]["step"] and page["raw"].startswith("raw/")
+    index = (corpus / "insight" / "_index.md").read_text()
+    assert "ungated, mined" in index and "This corpus has no insights" not in index
+    assert verify(corpus).ok
+    # The agent sees it with its numbers, as a correlation.
+    code, out, err = run(["prompt", str(corpus), "Order 3 arrived broken; help the customer."])
+    assert code == 0, err
+    assert f'**{page["id"]}: shop runs that called "issue_refund" failed more often**' in out
+    assert "mined, not drawn by a model: a correlation in past runs, not a cause" in out
+    assert 'Guideline: Be wary of this: runs that called "issue_refund" failed 10 of 12' in out
+    assert "Numbers: counted over 40 runs; Fisher's exact test, q = " in out
+    # Its audit quotes each raw turn.
+    code, out, err = run(["audit", str(corpus), page["id"]])
+    assert code == 0 and out.count(">>>issue_refund:") == 4, out
+
+
+def test_shuffled_labels_find_nothing() -> None:
+    """The planted runs' patterns with their labels shuffled: BH at 5% keeps the share of
+    shuffles with any (necessarily false) discovery near 5%."""
+    runs = [
+        RunPatterns(
+            step=i + 1,
+            task_id=str(r["task_id"]),
+            task_type="shop",
+            success=bool(r["success"]),
+            judged=False,
+            patterns=patterns(actions_of([Turn.model_validate(t) for t in r["turns"]])),
+        )
+        for i, r in enumerate(planted())
+    ]
+    # More patterns to try: 6 independent coin-flip tools.
+    rng = random.Random(11)
+    for item in runs:
+        for tool in range(6):
+            if rng.random() < 0.5:
+                item.patterns[f"uses:tool{tool}"] = 9
+    real = MiningReport()
+    assert len(contrasts(runs, real)) >= 1  # the real labels: the refund pattern
+    tried = real.patterns_tried
+    outcomes = [item.success for item in runs]
+    with_discovery = 0
+    shuffles = 200
+    for _ in range(shuffles):
+        rng.shuffle(outcomes)
+        for item, outcome in zip(runs, outcomes, strict=True):
+            item.success = outcome
+        report = MiningReport()
+        with_discovery += bool(contrasts(runs, report))
+        assert report.patterns_tried == tried
+    assert with_discovery / shuffles <= 0.08, with_discovery
+
+
+def test_too_few_runs_of_one_outcome_say_so(tmp_path: Path) -> None:
+    runs = planted()[:12]  # 10 failures, 2 successes
+    corpus = build(tmp_path, runs)
+    report = json.loads((corpus / "manifest.json").read_text())["build"]["mining"]
+    assert report["contrasts"] == 0
+    assert report["task_types"]["shop"] == "12 runs, 10 failed: too few of one outcome to compare"
+
+
+def test_one_task_repeated_never_makes_a_lesson_alone(tmp_path: Path) -> None:
+    # 10 trials of one task that refunds (all fail) against 10 of others that do not: the
+    # pattern is one task's, so it is not a lesson (MIN_TASKS).
+    runs = [shop_run(1, t, False, refund=True) for t in range(10)]
+    runs += [shop_run(2 + t, 1, True, refund=False) for t in range(10)]
+    corpus = build(tmp_path, runs)
+    assert not [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
+
+
+# --- divergence --------------------------------------------------------------------------------
+
+
+def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) -> None:
+    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
+    win = make_run(
+        "letter",
+        success=True,
+        task="Fetch the letter from the study.",
+        turns=[*common, call("open", what="drawer"), call("take", what="letter")],
+    )
+    loss = make_run(
+        "letter",
+        success=False,
+        task="Fetch the letter from the study.",
+        turns=[*common, call("force", what="drawer", result="Error: it broke")],
+    )
+    other = make_run("mug", success=True, task="Put the mug away.")
+    corpus = build(tmp_path, [loss, win, other])
+    (page,) = insight_pages(corpus)
+    assert page["mined"]["kind"] == "divergence" and page["mined"]["task_id"] == "letter"
+    assert page["mined"]["shared_actions"] == 1 and page["mined"]["task_outcomes"] == [1, 2]
+    assert page["source_step"] == "step-0002" and page["source_outcome"] == "success"
+    assert 'the successful one (step-0002) did "open {"what":"drawer"}" (turn 3)' in page.content
+    assert 'the failed one (step-0001) did "force {"what":"drawer"}" (turn 3)' in page.content
+    assert [e["step"] for c in page["evidence"] for e in c["evidence"]] == [
+        "step-0002",
+        "step-0001",
+    ]
+    memory = Memory.load(corpus)
+    same = memory.first_message("Fetch the letter from the  study.", task_type="pick_and_place")
+    assert same.insights == [page["id"]]
+    assert memory.first_message("Put the mug away.").insights == []
+
+
+# --- add, views, leave-one-out ----------------------------------------------------------------
+
+
+def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
+    runs = planted()
+    corpus = build(tmp_path, runs[:10] + runs[12:40])  # 10 refund runs: 8 fail of 10
+    (first,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
+    assert first["mined"]["with_pattern"] == [10, 10]
+    more = write_runs(tmp_path / "more.jsonl", runs[10:12])
+    add_runs(BuildOptions(inputs=[more], output=corpus))
+    again = frontmatter.load(corpus / "insight" / f"{first['id']}.md")
+    assert again["mined"]["with_pattern"] == [10, 12] and again["mined"]["version"] == "v0002"
+    assert len([p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]) == 1
+    assert len((corpus / MINED_PATTERNS).read_bytes().splitlines()) == 40
+    # Runs that break the pattern: successful refunds. It no longer holds, and is not shown.
+    fixes = [shop_run(100 + n, 1, True, refund=True) for n in range(30)]
+    add_runs(BuildOptions(inputs=[write_runs(tmp_path / "fixes.jsonl", fixes)], output=corpus))
+    gone = frontmatter.load(corpus / "insight" / f"{first['id']}.md")
+    assert gone["mined"]["holds"] is False and "**NO LONGER HOLDS.**" in gone.content
+    assert "mined, NO LONGER HOLDS" in (corpus / "insight" / "_index.md").read_text()
+    message = Memory.load(corpus).first_message("Order 3 arrived broken.")
+    assert first["id"] not in message.insights
+    assert all(verify(v).ok for v in sorted((tmp_path / "corpus.versions").glob("v*")))
+
+
+def test_add_to_a_corpus_built_without_mining_reads_its_runs(tmp_path: Path) -> None:
+    runs = planted()
+    corpus = build(tmp_path, runs[:39], mine=False)
+    assert not (corpus / MINED_PATTERNS).exists() and not insight_pages(corpus)
+    add_runs(BuildOptions(inputs=[write_runs(tmp_path / "last.jsonl", runs[39:])], output=corpus))
+    (page,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
+    assert page["mined"]["with_pattern"] == [10, 12] and page["mined"]["without_pattern"] == [5, 28]
+
+
+def test_no_mine_leaves_the_insight_layer_to_the_model(tmp_path: Path) -> None:
+    source = write_runs(tmp_path / "runs.jsonl", planted())
+    code, _, err = run(["build", str(source), "-o", str(tmp_path / "c"), "--no-mine"])
+    assert code == 0, err
+    assert not list((tmp_path / "c" / "insight").glob("insight-*.md"))
+    assert "mined:" not in err
+    code, _, err = run(["build", str(source), "-o", str(tmp_path / "d")])
+    assert code == 0 and "mined: 1 contrast lesson from" in err, err
+
+
+def test_views_and_leave_one_out_hide_mined_lessons_that_count_the_task(tmp_path: Path) -> None:
+    corpus = build(tmp_path, planted())
+    (page,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
+    memory = Memory.load(corpus)
+    assert page["id"] in memory.first_message("Order 3 arrived broken.").insights
+    # A contrast counts every run of its type: leaving out any shop task leaves it out.
+    hidden = memory.first_message("Order 3 arrived broken.", exclude_tasks=["order-15"])
+    assert page["id"] not in hidden.insights
+    base = FrozenVersion.current(Store(corpus))
+    report = leave_out(base, tmp_path / "view", ["order-15"], force=False)
+    assert page["id"] in report.insights_left_out
+    assert not (tmp_path / "view" / "insight" / f"{page['id']}.md").exists()
+    table = (tmp_path / "view" / MINED_PATTERNS).read_text()
+    assert '"order-15"' not in table and table.count("\n") == 38
+    assert verify(tmp_path / "view").ok
+
+
+# --- consolidation -----------------------------------------------------------------------------
+
+
+def test_a_mined_lesson_joins_the_model_lesson_that_says_the_same() -> None:
+    lessons = [
+        ("Confirm before refunding", "Do not issue a refund before checking the policy."),
+        ("Greet the customer", "Say hello."),
+        ('shop runs that called "issue_refund" failed more often', "Be wary of this: ..."),
+        ('shop runs that called "issue_refund" succeeded more often', "Consider doing this."),
+        ("Task 3: the successful run did x", "Two runs of this task ..."),
+        ("Task 4: the successful run did x", "Two runs of this task ..."),
+    ]
+    mined: list[consolidate.Mined | None] = [
+        None,
+        None,
+        consolidate.Mined("shop", "uses:issue_refund", "failure"),
+        consolidate.Mined("shop", "uses:issue_refund", "success"),
+        consolidate.Mined("shop", "diverge", "success"),
+        consolidate.Mined("shop", "diverge", "success"),
+    ]
+    outcomes = ["failure", "success", "failure", "success", "success", "success"]
+    leaders = consolidate.with_mined(lessons, mined, outcomes, ["shop"] * 6)
+    # The harmful refund pattern is the failed run's lesson; the helpful one says otherwise,
+    # and divergences of different tasks are never one lesson, however alike their titles.
+    assert leaders == [0, 1, 0, 3, 4, 5]
