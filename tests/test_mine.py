@@ -29,7 +29,7 @@ from wikitrace.tools import consolidate
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import FrozenVersion, Store, leave_out
 
-from helpers import make_run, run, write_runs
+from helpers import DATA, FakeLLM, good_answer, make_run, run, write_runs
 
 
 def call(name: str, result: str = "ok", **arguments: Any) -> dict[str, Any]:
@@ -348,3 +348,60 @@ def test_a_mined_lesson_joins_the_model_lesson_that_says_the_same() -> None:
     # The harmful refund pattern is the failed run's lesson; the helpful one says otherwise,
     # and divergences of different tasks are never one lesson, however alike their titles.
     assert leaders == [0, 1, 0, 3, 4, 5]
+
+
+def test_the_lesson_real_telecom_runs_hold(tmp_path: Path) -> None:
+    """tau2-bench telecom, 20 real runs: transferring to a human went with failure."""
+    corpus = tmp_path / "telecom"
+    build_corpus(BuildOptions(inputs=[DATA / "tau2-telecom-20runs.jsonl"], output=corpus))
+    (page,) = insight_pages(corpus)
+    finding = page["mined"]
+    assert (finding["pattern"], finding["with_pattern"], finding["without_pattern"]) == (
+        "uses:transfer_to_human_agents",
+        [5, 6],
+        [1, 14],
+    )
+    assert finding["p_value"] == pytest.approx(
+        scipy_stats.fisher_exact([[5, 1], [1, 13]]).pvalue, rel=1e-3
+    )
+    quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
+    assert quotes and all(e["verified"] for e in quotes)
+    assert all(e["quote"].startswith("transfer_to_human_agents: ") for e in quotes)
+    assert verify(corpus).ok
+
+
+def test_with_a_model_a_mined_lesson_sits_beside_the_one_that_says_the_same(
+    tmp_path: Path,
+) -> None:
+    def answer(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        if "issue_refund" in prompt:
+            data["insights"][0].update(
+                title="Do not issue a refund at once",
+                guideline="Check the damage policy before you call issue_refund.",
+            )
+        return json.dumps(data)
+
+    llm = FakeLLM(answer=answer)
+    corpus = tmp_path / "corpus"
+    source = write_runs(tmp_path / "runs.jsonl", planted())
+    build_corpus(
+        BuildOptions(inputs=[source], output=corpus, model=llm.model, cache_dir=tmp_path / "c"),
+        llm=llm,
+    )
+    pages = insight_pages(corpus)
+    (mined,) = [p for p in pages if p.get("mined") and p["mined"]["kind"] == "contrast"]
+    model = [p for p in pages if p.get("compiled_by") is None]
+    assert len(model) == 40 and mined["id"] == "insight-0041"
+    first_refund = next(p for p in model if p["title"] == "Do not issue a refund at once")
+    assert first_refund["source_outcome"] == "failure"
+    row = next(
+        line
+        for line in (corpus / "insight" / "_index.md").read_text().splitlines()
+        if line.startswith(f"| [{mined['id']}]")
+    )
+    assert row.endswith(f"| [{first_refund['id']}](../insight/{first_refund['id']}.md) |")
+    message = Memory.load(corpus).first_message("Order 3 arrived broken; help the customer.")
+    assert mined["id"] not in message.insights
+    assert mined["id"] in message.alike[first_refund["id"]]

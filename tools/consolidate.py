@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from wikitrace.corpus_schema.records import InsightHeader
 
@@ -173,6 +174,39 @@ def _stems(found: frozenset[str]) -> frozenset[str]:
             if word.endswith(ending) and len(word) > len(ending) + 2:
                 stems.add(word[: -len(ending)])
     return frozenset(stems)
+
+
+class Lesson(Protocol):
+    """What grouping reads of a lesson (an index row or a first-message entry)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def guideline(self) -> str: ...
+    @property
+    def task_type(self) -> str | None: ...
+    @property
+    def source_outcome(self) -> str: ...
+    @property
+    def pattern(self) -> str | None: ...
+    @property
+    def goes_with(self) -> str | None: ...
+
+
+def of_lessons(lessons: Sequence[Lesson], grouping: Grouping = group) -> list[int]:
+    """`with_mined` for lessons that say whether they were mined (`pattern`)."""
+    return with_mined(
+        [(item.title, item.guideline) for item in lessons],
+        [
+            None
+            if item.pattern is None
+            else Mined(item.task_type, item.pattern, item.goes_with or "success")
+            for item in lessons
+        ],
+        [item.source_outcome for item in lessons],
+        [item.task_type for item in lessons],
+        grouping,
+    )
 
 
 def of_pages(pages: Sequence[tuple[InsightHeader, str]], grouping: Grouping = group) -> list[int]:

@@ -223,18 +223,7 @@ class Memory:
             [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
         )
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
-        self._leader = consolidate.with_mined(
-            [(i.title, i.guideline) for i in insights],
-            [
-                None
-                if i.pattern is None
-                else consolidate.Mined(i.task_type, i.pattern, i.goes_with or "success")
-                for i in insights
-            ],
-            [i.source_outcome for i in insights],
-            [i.task_type for i in insights],
-            grouping,
-        )
+        self._leader = consolidate.of_lessons(insights, grouping)
         self._task_of = {run.step: run.task_id for run in runs}
 
     @classmethod

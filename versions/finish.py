@@ -61,17 +61,7 @@ def finish_version(
     version: VersionInfo,
 ) -> None:
     """What every version ends with: tools, the four indexes, and the manifest (written last)."""
-    leaders = consolidate.with_mined(
-        [(row.title, row.guideline) for row in insight_rows],
-        [
-            None
-            if row.pattern is None
-            else consolidate.Mined(row.task_type, row.pattern, row.goes_with or "success")
-            for row in insight_rows
-        ],
-        [row.source_outcome for row in insight_rows],
-        [row.task_type for row in insight_rows],
-    )
+    leaders = consolidate.of_lessons(insight_rows)
     for index, row in enumerate(insight_rows):  # near-duplicates: the index says of which
         row.alike = None if leaders[index] == index else insight_rows[leaders[index]].number
     tool_source = Path(drilldown.__file__).read_bytes()
