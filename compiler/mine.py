@@ -711,6 +711,7 @@ class LessonWriter:
             p_value=float(f"{contrast.p_value:.4g}"),
             q_value=float(f"{contrast.q_value:.4g}"),
             patterns_tried=patterns_tried,
+            judged_runs=sum(run.judged for run in [*contrast.present, *contrast.absent]),
             tasks=_tasks(contrast.present),
             runs=[self.layout.step(run.step) for run in cited],
             version=self.version,

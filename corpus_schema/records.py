@@ -258,6 +258,8 @@ class MinedFinding(_Strict):
     q_value: float | None = None
     """The p-value adjusted for every pattern tried in the build (Benjamini-Hochberg)."""
     patterns_tried: int = 0
+    judged_runs: int = 0
+    """How many of the runs counted have an outcome a model judged (`build --judge`)."""
     tasks: int = 0
     """How many distinct tasks the runs with the pattern come from."""
     runs: list[str] = Field(default_factory=list)

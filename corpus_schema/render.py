@@ -440,6 +440,11 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
             f"{finding.patterns_tried} patterns tried in the build (Benjamini-Hochberg): "
             f"q = {finding.q_value:.3g}",
         ]
+        if finding.judged_runs:
+            lines.append(
+                f"- {finding.judged_runs} of these runs have an outcome judged by a model from "
+                "the log, not by a verifier"
+            )
     else:
         failed, total = finding.task_outcomes or [0, 0]
         lines += [

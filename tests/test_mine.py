@@ -405,3 +405,15 @@ def test_with_a_model_a_mined_lesson_sits_beside_the_one_that_says_the_same(
     message = Memory.load(corpus).first_message("Order 3 arrived broken; help the customer.")
     assert mined["id"] not in message.insights
     assert mined["id"] in message.alike[first_refund["id"]]
+
+
+def test_a_lesson_counted_over_judged_outcomes_says_so(tmp_path: Path) -> None:
+    runs = planted()
+    for record in runs[:7]:  # as `build --judge` marks a label a model gave
+        record["metadata"]["outcome_source"] = "judged"
+    corpus = build(tmp_path, runs)
+    (page,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
+    assert page["mined"]["judged_runs"] == 7
+    assert "- 7 of these runs have an outcome judged by a model" in page.content
+    message = Memory.load(corpus).first_message("Order 3 arrived broken.")
+    assert "counted over 40 runs (7 judged by a model)" in message.text

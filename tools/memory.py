@@ -134,9 +134,10 @@ def _mined_line(finding: MinedFinding) -> str:
             f"({total - failed} of its {total} runs succeeded)"
         )
     runs = finding.with_pattern[1] + finding.without_pattern[1]
+    judged = f" ({finding.judged_runs} judged by a model)" if finding.judged_runs else ""
     return (
-        f"counted over {runs} runs; Fisher's exact test, q = {finding.q_value:.2g} after "
-        f"correction for {finding.patterns_tried} patterns tried"
+        f"counted over {runs} runs{judged}; Fisher's exact test, q = {finding.q_value:.2g} "
+        f"after correction for {finding.patterns_tried} patterns tried"
     )
 
 
