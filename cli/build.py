@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .options import CompileSettings, compile_options, is_quiet, json_option, plural, print_json
+from .profiles import profile_option
 from .progress import Progress
 
 MODEL_ENV = "WIKITRACE_MODEL"
@@ -183,6 +184,7 @@ def _points_at(pointer: Path) -> str | None:
     "new one is complete; a folder that is not a wikitrace corpus is never replaced.",
 )
 @compile_options
+@profile_option("build")
 @json_option("the build report")
 def build_command(
     inputs: tuple[Path, ...],

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .profiles import profile_option
+
 
 @click.command("eval")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
@@ -43,6 +45,7 @@ import click
     type=click.Path(path_type=Path, dir_okay=False),
     help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
 )
+@profile_option("eval")
 def eval_command(
     results: tuple[Path, ...],
     baseline: str,

@@ -15,6 +15,7 @@ from .options import (
     prompts_dir_option,
     runner_options,
 )
+from .profiles import profile_option
 from .progress import agent_runs
 
 TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
@@ -65,7 +66,7 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     type=click.IntRange(0),
     default=8,
     show_default=True,
-    help="Falsification probes: boundary tasks, look-alikes of other types, decoys.",
+    help="Falsification probes: boundary tasks, precondition violations, decoys of other types.",
 )
 @click.option(
     "--regress",
@@ -115,7 +116,17 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     show_default=True,
     help="... and the upper bound of the regression damage is at most this.",
 )
+@click.option(
+    "--rule",
+    type=click.Choice(["bounds", "estimates"]),
+    default="bounds",
+    show_default=True,
+    help="bounds: commit when each figure's exact one-sided bound passes (at --confidence); "
+    "estimates: when the figures themselves pass, as the method was published (cheaper to "
+    "pass, easier to pass by luck: see the README).",
+)
 @click.option("--no-narrow", is_flag=True, help="Reject instead of narrowing a precondition.")
+@profile_option("gate")
 @click.option(
     "--api-base",
     help="Base URL of the corpus's model server, for narrowing (default: the one it was built "
@@ -140,6 +151,7 @@ def gate_command(
     eta: float,
     delta: float,
     beta: float,
+    rule: str,
     no_narrow: bool,
     api_base: str | None,
     prompts_dir: Path | None,
@@ -205,6 +217,7 @@ def gate_command(
         eta=eta,
         delta=delta,
         beta=beta,
+        rule="estimates" if rule == "estimates" else "bounds",
         narrow=not no_narrow,
         prompts_dir=prompts_dir,
     )

@@ -175,6 +175,8 @@ class CompileSettings:
     quote_repairs: int
     judge: str | None
     no_mine: bool
+    reasoning_effort: str | None
+    unfiltered_insights: bool
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -206,12 +208,14 @@ class CompileSettings:
                 max_output_tokens=self.max_output_tokens,
                 outcome_details=self.outcome_details,
                 hypotheses=self.hypotheses,
+                unfiltered_insights=self.unfiltered_insights,
             ),
             temperature=self.temperature,
             timeout_seconds=self.timeout,
             max_retries=self.max_retries,
             judge=self.judge,
             mine=not self.no_mine,
+            reasoning_effort=self.reasoning_effort,
         )
 
 
@@ -346,6 +350,18 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             "verbatim quotes checked against the log. The label is marked as judged wherever "
             "the outcome is shown; a verdict whose quotes are not found labels nothing. "
             "Cached like compile calls.",
+        ),
+        click.option(
+            "--reasoning-effort",
+            type=click.Choice(["low", "medium", "high"]),
+            help="For a reasoning model: how hard it thinks (litellm's reasoning_effort; "
+            "ignored by a model without one). Part of the cache key.",
+        ),
+        click.option(
+            "--unfiltered-insights",
+            is_flag=True,
+            help="Leave out the prompt's \"write no insight rather than a vague or over-broad "
+            'one": the method as published keeps up to three insights per run, unfiltered.',
         ),
         click.option(
             "--no-mine",

@@ -9,6 +9,7 @@ from typing import TextIO
 import click
 
 from .options import plural, print_json
+from .profiles import profile_option
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -47,12 +48,40 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 )
 @click.option(
     "--max-tokens",
-    type=click.IntRange(200),
+    type=click.IntRange(0),
     default=6000,
     show_default=True,
     help="Budget for the message (estimated as characters / 4). When not every insight fits, "
-    "the most relevant ones are listed and the message points to insight/_index.md.",
+    "the most relevant ones are listed and the message points to insight/_index.md. 0: no "
+    "budget, every insight.",
 )
+@click.option(
+    "--all-insights",
+    is_flag=True,
+    help="List every insight, near-duplicates too (by default one of each group of lessons "
+    "drawn alike from several runs is listed, with how many runs back it).",
+)
+@click.option(
+    "--insights-only",
+    is_flag=True,
+    help="The method's Insights Only control: the same insights, but no mounted corpus, no "
+    "similar runs and no drill-down instructions.",
+)
+@click.option(
+    "--report-at",
+    type=click.Choice(["first", "end"]),
+    default="first",
+    show_default=True,
+    help="Ask for the citation report in the first message, or leave it for the harness to "
+    "ask when the episode ends (the text: --report-request).",
+)
+@click.option(
+    "--report-request",
+    is_flag=True,
+    help="Print only what to send the agent when the episode ends, to get its citation "
+    "report (no TASK needed).",
+)
+@profile_option("prompt")
 @click.option(
     "--mount",
     default="/work/corpus",
@@ -79,7 +108,11 @@ def prompt_command(
     all_types: bool,
     exclude_tasks: tuple[str, ...],
     similar: int,
-    max_tokens: int | None,
+    max_tokens: int,
+    all_insights: bool,
+    insights_only: bool,
+    report_at: str,
+    report_request: bool,
     mount: str,
     prompts_dir: Path | None,
     group_model: str | None,
@@ -96,6 +129,11 @@ def prompt_command(
     Example:
       wikitrace prompt corpus "Cancel my reservation ABC123" --exclude-task 7
     """
+    if report_request:
+        from wikitrace.tools.memory import report_request as request_text
+
+        click.echo(request_text(insights_only=insights_only, prompts_dir=prompts_dir), nl=False)
+        return
     if (task is None) == (task_file is None):
         raise click.UsageError("give the task as an argument or with --task-file, not both")
     text = task if task is not None else task_file.read() if task_file else ""
@@ -116,16 +154,24 @@ def prompt_command(
             return consolidate.by_vectors([list(map(float, v)) for v in vectors])
 
         grouping = by_model
+    if all_insights:
+
+        def each_alone(lessons: Sequence[tuple[str, str]]) -> list[int]:
+            return list(range(len(lessons)))
+
+        grouping = each_alone
 
     message = Memory.load(corpus, grouping).first_message(
         text,
         task_type=task_type,
         exclude_tasks=exclude_tasks,
         similar=similar,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens or None,
         mount=mount,
         prompts_dir=prompts_dir,
         infer_type=not all_types,
+        insights_only=insights_only,
+        report_at="end" if report_at == "end" else "first",
     )
     if as_json:
         print_json(message.as_dict())

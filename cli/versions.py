@@ -20,6 +20,7 @@ from .options import (
     print_rows,
     runner_options,
 )
+from .profiles import profile_option
 from .progress import agent_runs
 
 
@@ -28,6 +29,7 @@ from .progress import agent_runs
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @no_deploy_option
 @compile_options
+@profile_option("add")
 @json_option("the report")
 def add_command(
     corpus: Path,
@@ -240,6 +242,7 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
 )
 @click.option("--embedding-api-base", help="Base URL of a local embedding server.")
 @compile_options
+@profile_option("update")
 @json_option("the update record")
 def update_command(
     corpus: Path,

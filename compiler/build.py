@@ -105,6 +105,7 @@ def _make_llm(
                 timeout_seconds=options.timeout_seconds,
                 max_retries=options.max_retries,
                 backoff_seconds=options.backoff_seconds,
+                reasoning_effort=options.reasoning_effort,
             )
         )
         client.preflight()
@@ -272,6 +273,7 @@ def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
         if options.temperature == temperature
         else options.temperature,
         limits=limits,
+        reasoning_effort=options.reasoning_effort or kept.get("reasoning_effort"),
     )
 
 

@@ -230,6 +230,7 @@ def render_prompt(
     *,
     hypotheses: bool = False,
     outcome_details: bool = False,
+    unfiltered: bool = False,
     template: str | None = None,
 ) -> Prompt:
     """The prompt for one run, within `max_prompt_tokens` whatever the run's length (see
@@ -256,6 +257,7 @@ def render_prompt(
             fence=fence,
             mode=mode,
             hypotheses=hypotheses,
+            unfiltered=unfiltered,
         )
 
     if llm.count_tokens(render([])) > max_prompt_tokens:
@@ -311,6 +313,9 @@ class CompileLimits:
     """Ask for each insight as a falsifiable hypothesis too (and refuse answers without)."""
     outcome_details: bool = False
     """Show the grader's verdict and details when the log has them (off: see README)."""
+    unfiltered_insights: bool = False
+    """Leave out the prompt's "write no insight rather than a vague one" (the method as
+    published keeps up to three insights per run, unfiltered)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -382,6 +387,7 @@ async def compile_with_llm(
         limits.prompt_tokens,
         hypotheses=limits.hypotheses,
         outcome_details=limits.outcome_details,
+        unfiltered=limits.unfiltered_insights,
     )
     if prompt.view.mode != "whole":
         stats.cut_prompts += 1

@@ -74,6 +74,9 @@ class LLMSettings:
     backoff_seconds: float = 2.0
     backoff_cap_seconds: float = 60.0
     json_mode: bool = True
+    reasoning_effort: str | None = None
+    """low, medium or high, for a reasoning model (litellm's `reasoning_effort`; dropped for a
+    model that has none)."""
 
 
 def _import_litellm() -> Any:
@@ -148,6 +151,8 @@ class LiteLLMClient:
             "temperature": s.temperature,
             "max_tokens": s.max_output_tokens,
             "json_mode": s.json_mode,
+            # Only when set, so that replies cached before the setting existed still answer.
+            **({"reasoning_effort": s.reasoning_effort} if s.reasoning_effort else {}),
         }
 
     def count_tokens(self, text: str) -> int:
@@ -180,6 +185,8 @@ class LiteLLMClient:
                 kwargs["api_key"] = "no-key"
         if s.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
+        if s.reasoning_effort:
+            kwargs["reasoning_effort"] = s.reasoning_effort
         attempt = 0
         while True:
             attempt += 1

@@ -41,6 +41,8 @@ class BuildOptions:
     backoff_seconds: float = 2.0
     judge: str | None = None
     """The model that labels runs nothing else labels (None: they are left out)."""
+    reasoning_effort: str | None = None
+    """For a reasoning model: low, medium or high (litellm's `reasoning_effort`)."""
     mine: bool = True
     """Mine lessons from contrasts between runs (compiler/mine.py), with or without a model."""
 
@@ -58,6 +60,7 @@ class BuildOptions:
             "max_output_tokens": self.limits.max_output_tokens,
             "context_tokens": self.limits.context_tokens,
             "max_prompt_tokens": self.limits.max_prompt_tokens,
+            **({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}),
         }
 
 

@@ -6,9 +6,9 @@ other untested insight masks or causes the effect) and with it (`lesson`), on th
 probe tasks from the task pool:
 
 - target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
-  and the task of the run it came from;
-- falsify: boundary tasks (same type, less similar), look-alikes of other types (similar words,
-  another kind of task) and decoys (other types, least similar), taken in turn;
+  and the task of the run it came from, that task left out (source replay proves nothing);
+- falsify: boundary tasks (same type, less similar), precondition violations (same type,
+  least like its precondition) and decoys (another type, similar words), taken in turn;
 - regress: tasks the agent solved before (successful runs in the corpus).
 
 From the (task, seed) pairs: G = (pairs better with the lesson - pairs worse) / target pairs;
@@ -61,7 +61,16 @@ from wikitrace.versions import (
     write_view,
 )
 
-from .figures import Pair, Pairs, Thresholds, gate_figures, separable, summary, why_not_narrowed
+from .figures import (
+    Pair,
+    Pairs,
+    Rule,
+    Thresholds,
+    gate_figures,
+    separable,
+    summary,
+    why_not_narrowed,
+)
 from .figures import marks as figure_marks
 from .pool import PoolTask
 from .probes import Budget, Lesson, Probe, choose_probes, given_probes
@@ -89,6 +98,8 @@ class GateOptions:
     """Most falsification failure rate P_fail (its upper bound) to commit."""
     beta: float = 0.3
     """Most regression damage D_reg (its upper bound) to commit."""
+    rule: Rule = "bounds"
+    """How the figures decide: their exact bounds (ours) or the estimates (the method's)."""
     narrow: bool = True
     prompts_dir: Path | None = None
     """Templates that override ours (narrow.j2), as `build --prompts-dir`."""
@@ -182,7 +193,9 @@ class _Gate:
         self.store = store
         self.base = base
         self.options = options
-        self.thresholds = Thresholds(options.eta, options.delta, options.beta, options.confidence)
+        self.thresholds = Thresholds(
+            options.eta, options.delta, options.beta, options.confidence, options.rule
+        )
         self.asker = None if llm is None else Asker(llm, options.prompts_dir)
         self.progress = progress
         self.pages = base.insights
@@ -260,18 +273,20 @@ class _Gate:
         if options.given:
             return given_probes(options.given, self.pool, pool_given=options.pool is not None)
         width = self.base.manifest.step_id_width
-        source_task = next(
+        source = next(
             (
-                row.task
+                row
                 for row in self.base.rows
                 if step_id(row.step, width) == candidate.header.source_step
             ),
-            "",
+            None,
         )
         lesson = Lesson(
             text=" ".join([candidate.header.title, candidate.guideline, candidate.precondition]),
             task_type=candidate.header.task_type,
-            source_task=source_task,
+            source_task=source.task if source else "",
+            source_task_id=source.task_id if source else "",
+            precondition=candidate.precondition,
         )
         budget = Budget(options.targets, options.falsify, options.regress)
         return choose_probes(lesson, self.pool, self.solved, budget)
@@ -350,14 +365,14 @@ class _Gate:
         if figures.passes:
             decision.verdict = "committed"
             decision.reason = "It passed: " + summary(figures, self.thresholds)
-        elif options.narrow and separable(self.pairs(probes, lesson), figures, options.eta):
+        elif options.narrow and separable(self.pairs(probes, lesson), figures, self.thresholds):
             decision = self._narrow(candidate, decision, probes, tasks, lesson)
         else:
             decision.reason = (
                 "Rejected: "
                 + summary(figures, self.thresholds)
                 + "; "
-                + why_not_narrowed(figures, options.eta, narrow=options.narrow)
+                + why_not_narrowed(figures, self.thresholds, narrow=options.narrow)
             )
         last = decision.narrowed_figures or decision.figures
         if decision.verdict == "rejected" and last is not None and last.errors:

@@ -1,9 +1,13 @@
 """Which tasks probe a candidate lesson: pure choice over the task pool, no runs.
 
 - target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
-  and the task of the run it came from;
-- falsify: boundary tasks (same type, less similar), look-alikes of other types (similar words,
-  another kind of task) and decoys (other types, least similar), taken in turn;
+  and the task of the run it came from, that task itself left out (a lesson replayed on its own
+  source task almost always passes, which proves nothing);
+- falsify, taken in turn from three groups, as the method describes its falsification probes:
+  boundary tasks (its type, the next most similar after the targets: near the edge of where it
+  applies), precondition violations (its type, least like its precondition: where the
+  precondition most likely does not hold) and decoys (another type, most similar to the lesson
+  and its source task: they look alike but need another behaviour);
 - regress: tasks the agent solved before (successful runs in the corpus).
 """
 
@@ -36,6 +40,10 @@ class Lesson:
     """Title, guideline and precondition, as one query."""
     task_type: str | None
     source_task: str = ""
+    source_task_id: str = ""
+    """Left out of its targets and falsification probes."""
+    precondition: str = ""
+    """When it applies; the tasks least like it are its precondition-violation probes."""
 
 
 @dataclass(frozen=True)
@@ -66,13 +74,20 @@ def choose_probes(
 ) -> list[Probe]:
     """Target, falsification and regression probes for one lesson, each task once."""
     query = " ".join([lesson.text, lesson.source_task])
-    ranked = [
-        pool[i] for i in Ranker([t.task or t.task_id for t in pool]).rank(query, range(len(pool)))
-    ]
+    texts = [t.task or t.task_id for t in pool]
+    ranker = Ranker(texts)
+    candidates = [i for i, t in enumerate(pool) if t.task_id != lesson.source_task_id]
+    ranked = [pool[i] for i in ranker.rank(query, candidates)]
     # Without types (the insight's or the pool's) similarity alone picks the targets.
     kind_of = lesson.task_type if any(t.task_type for t in pool) else None
     same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
     other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
+    same_ids = {t.task_id for t in same}
+    by_precondition = [
+        pool[i]
+        for i in ranker.rank(lesson.precondition or lesson.text, candidates)
+        if pool[i].task_id in same_ids
+    ]
     probes: list[Probe] = []
     taken: set[str] = set()
 
@@ -84,8 +99,11 @@ def choose_probes(
         take(task.task_id, "target", "same task type, most similar to the lesson")
     groups = [
         ([t for t in same if t.task_id not in taken], "boundary: same task type, less similar"),
-        (list(other), "look-alike: another task type, similar words"),
-        (list(reversed(other)), "decoy: another task type, least similar"),
+        (
+            list(reversed(by_precondition)),
+            "precondition violation: same task type, least like its precondition",
+        ),
+        (list(other), "decoy: another task type, similar words"),
     ]
     count = 0
     while count < budget.falsify and any(

@@ -69,6 +69,9 @@ class MethodResult:
     """Regression's interval lies wholly above the rerun's Regression interval."""
     regression_below_noise: bool | None = None
     """Regression's interval lies wholly below the rerun's: it breaks less than noise does."""
+    gain_over_rerun: Interval | None = None
+    """Gain minus the rerun's Gain (the method's headline figure), with the interval of the
+    difference of the two resampled Gains (None: no rerun)."""
 
     def verdict(self) -> str:
         if self.gain_beats_noise is None:
@@ -243,6 +246,44 @@ def _judge(result: MethodResult, band: MethodResult | None) -> None:
     )
 
 
+def _gains_over_rerun(
+    report: EvalReport,
+    details: dict[str, list[tuple[MethodResult, dict[str, Any]]]],
+    options: EvalOptions,
+) -> None:
+    """Each method's Gain minus the rerun's, per suite and on average, with an interval from
+    the two methods' resampled Gains (each resampled on its own, so the interval is wide
+    rather than narrow)."""
+    samples: dict[tuple[str, str], tuple[float | None, Any]] = {}
+    for method, per_suite in details.items():
+        for result, detail in per_suite:
+            samples[(result.suite, method)] = (detail["points"]["gain"], detail["samples"]["gain"])
+        points = [d["points"]["gain"] for _, d in per_suite]
+        if len(per_suite) > 1 and all(p is not None for p in points):
+            samples[(AVERAGE, method)] = (
+                float(np.mean(points)),
+                np.mean([d["samples"]["gain"] for _, d in per_suite], axis=0),
+            )
+    tail = (1 - options.confidence) / 2 * 100
+    for result in report.results:
+        if result.method in (options.rerun, options.baseline):
+            continue
+        mine, band = (
+            samples.get((result.suite, result.method)),
+            samples.get((result.suite, options.rerun)),
+        )
+        if mine is None or band is None or mine[0] is None or band[0] is None:
+            continue
+        difference = mine[1] - band[1]
+        finite = difference[np.isfinite(difference)]
+        value = mine[0] - band[0]
+        if not finite.size:
+            result.gain_over_rerun = Interval(value, None, None)
+            continue
+        low, high = np.percentile(finite, (tail, 100 - tail))
+        result.gain_over_rerun = Interval(value, float(low), float(high))
+
+
 def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
     """All metrics for every method of every suite, and their average over suites."""
     report = EvalReport(results=[], options=options)
@@ -327,6 +368,7 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
     for result in report.results:
         if result.method not in (options.rerun, options.baseline):
             _judge(result, bands.get((result.suite, options.rerun)))
+    _gains_over_rerun(report, details, options)
     if options.strict and report.warnings:
         raise InputError(f"{len(report.warnings)} warnings and --strict: {report.warnings[0]}")
     return report

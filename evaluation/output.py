@@ -30,14 +30,16 @@ def markdown(report: EvalReport) -> str:
     level = f"{report.options.confidence:.0%}"
     lines = [
         f"| suite | method | tasks | trials | success rate | Gain ({level} CI) | "
-        f"Regression ({level} CI) | against the {report.options.rerun} band |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Regression ({level} CI) | Gain - {report.options.rerun} Gain | "
+        f"against the {report.options.rerun} band |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.results:
         lines.append(
             f"| {r.suite} | {r.method} | {r.tasks} | {r.trials} | {r.success_rate.cell()} "
             f"| {_with_trials(r.gain, r.gain_trials)} "
-            f"| {_with_trials(r.regression, r.regression_trials)} | "
+            f"| {_with_trials(r.regression, r.regression_trials)} "
+            f"| {r.gain_over_rerun.cell() if r.gain_over_rerun else '-'} | "
             f"{_role(r, report)} |"
         )
     return "\n".join(lines) + "\n"
@@ -51,6 +53,12 @@ def _flat(result: MethodResult, report: EvalReport) -> dict[str, Any]:
         row[name] = interval.value if interval else None
         row[f"{name}_low"] = interval.low if interval else None
         row[f"{name}_high"] = interval.high if interval else None
+    over = result.gain_over_rerun
+    row.update(
+        gain_over_rerun=over.value if over else None,
+        gain_over_rerun_low=over.low if over else None,
+        gain_over_rerun_high=over.high if over else None,
+    )
     row.update(
         gain_tasks=result.gain_tasks,
         gain_trials=result.gain_trials,

@@ -139,6 +139,16 @@ def test_the_rerun_band_and_the_average(tmp_path: Path) -> None:
     band = only(report, "average", "no-memory-rerun")
     assert average.gain.low > band.gain.high and average.gain_beats_noise is True
     assert average.verdict().startswith("Gain beats noise")
+    # Gain minus the rerun's Gain: the method's headline figure, per suite and on average.
+    over = average.gain_over_rerun
+    assert over is not None and over.value == pytest.approx(average.gain.value - band.gain.value)
+    assert over.low is not None and over.high is not None and 0 < over.low < over.value < over.high
+    a_band = only(report, "a", "no-memory-rerun")
+    assert a.gain_over_rerun is not None
+    assert a.gain_over_rerun.value == pytest.approx(a.gain.value - a_band.gain.value)
+    # Its interval is wider than either Gain's: two resampled estimates, each uncertain.
+    assert over.high - over.low > average.gain.high - average.gain.low
+    assert band.gain_over_rerun is None
     # Seeded: the same rows give the same intervals.
     again = evaluate(read_rows([rows_file(tmp_path / "r.jsonl", outcomes)]), EvalOptions())
     assert only(again, "average", "memory").gain == average.gain
@@ -190,7 +200,7 @@ def test_the_command(tmp_path: Path) -> None:
         "| suite | method | tasks | trials | success rate | Gain (95% CI)"
     )
     cells = [line.count(" | ") for line in table.stdout.splitlines() if not line.startswith("|---")]
-    assert len(cells) == 4 and set(cells) == {7}  # the header and 3 rows, 8 columns each
+    assert len(cells) == 4 and set(cells) == {8}  # the header and 3 rows, 9 columns each
     data = json.loads(runner.invoke(cli, ["eval", str(path), "--json"]).stdout)
     assert [r["method"] for r in data["results"]] == ["memory", "no-memory", "no-memory-rerun"]
     baseline = data["results"][1]

@@ -66,6 +66,9 @@ def build_toy(tmp_path: Path, llm: FakeLLM, *, hypotheses: bool = True, mine: bo
 def gate(
     corpus: Path, llm: FakeLLM | None, ids: list[str] | None = None, **options: Any
 ) -> GateReport:
+    """The gate on the toy. 5 targets: its lessons' types have 6 locked containers each, and a
+    lesson's own source task is never a target."""
+    options.setdefault("targets", 5)
     spec = RunnerSpec(AGENT, concurrency=2, timeout_seconds=60, retries=0)
     pool = read_pool(TOY / "tasks.jsonl")
     return gate_insights(corpus, ids or [], GateOptions(runner=spec, pool=pool, **options), llm=llm)
@@ -125,23 +128,24 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     good, broad, harmful = report.decisions
     assert (report.tested_on, report.version) == ("v0001", "v0002")
 
-    # The doormat lesson: 6 locked drawers gained among 8 targets; nothing else moved.
+    # The doormat lesson: the 5 locked drawers it targets (its own source task, drawer-4, is
+    # never a target) all gained; nothing else moved.
     assert (good.insight, good.verdict, good.narrowed_precondition) == (
         "insight-0001",
         "committed",
         None,
     )
     assert good.figures is not None
-    assert (good.figures.gains, good.figures.losses, good.figures.n_target) == (6, 0, 8)
+    assert (good.figures.gains, good.figures.losses, good.figures.n_target) == (5, 0, 5)
     assert (good.figures.failures, good.figures.damaged) == (0, 0)
     assert good.figures.gain_lower == pytest.approx(
-        stats.lower(6, 8, 0.9) - stats.upper(0, 8, 0.9), abs=1e-6
+        stats.lower(5, 5, 0.9) - stats.upper(0, 5, 0.9), abs=1e-6
     )
 
     # Forcing every container: it opens the locked safes but breaks every open container.
     assert (broad.insight, broad.verdict) == ("insight-0002", "committed")
     assert broad.figures is not None and not broad.figures.passes
-    assert broad.figures.gains == 6 and broad.figures.losses == 2 and broad.figures.damaged > 0
+    assert broad.figures.gains == 5 and broad.figures.failures > 0 and broad.figures.damaged > 0
     assert broad.precondition == "Any container that holds the item you need."
     assert broad.narrowed_precondition == "A locked safe."
     assert broad.narrowed_figures is not None and broad.narrowed_figures.passes
@@ -157,12 +161,11 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     kinds = {p.kind for p in good.probes}
     assert kinds == {"target", "falsify", "regress"}
     targets = [p.task_id for p in good.probes if p.kind == "target"]
-    assert all(t.startswith("drawer-") for t in targets)
-    assert {"drawer-4", "drawer-5", "drawer-6", "drawer-10", "drawer-11", "drawer-12"} <= set(
-        targets
-    )
-    whys = {p.why.split(":")[0] for p in good.probes if p.kind == "falsify"}
-    assert whys == {"boundary", "look-alike", "decoy"}
+    assert set(targets) == {"drawer-5", "drawer-6", "drawer-10", "drawer-11", "drawer-12"}
+    whys = {p.why.split(":")[0]: p.task_id for p in good.probes if p.kind == "falsify"}
+    assert set(whys) == {"boundary", "precondition violation", "decoy"}
+    assert whys["decoy"].startswith("safe-")  # looks alike, needs another behaviour
+    assert "drawer-4" not in [p.task_id for p in good.probes if p.kind != "regress"]
 
     # The new version: statuses, the narrowed precondition, the decisions and their runs.
     store = Store(corpus)
@@ -366,7 +369,9 @@ def test_the_readme_gate_walk_through(
     )
     assert (code, out) == (0, "toy\n"), err
     pool = ["--task-pool", str(TOY / "tasks.jsonl")]
-    code, out, err = run(["-q", "gate", "toy", "--runner", AGENT, *pool, *base, "--json"])
+    code, out, err = run(
+        ["-q", "gate", "toy", "--runner", AGENT, *pool, "--targets", "5", *base, "--json"]
+    )
     assert code == 0, err
     verdicts = [(d["insight"], d["verdict"], d["narrowed_precondition"]) for d in json.loads(out)]
     assert verdicts == [

@@ -97,10 +97,34 @@ def test_narrowing_needs_a_real_gain_and_no_task_both_helped_and_hurt() -> None:
     hurt = {**helped, ("f", 0): (1.0, 0.0, True)}
     figures = gate_figures(probes, hurt, Thresholds())
     assert marks(hurt)["f"] == {"HURT"} and marks(hurt)["t0"] == {"HELPED"}
-    assert separable(hurt, figures, eta=0.1)
+    assert separable(hurt, figures, Thresholds(eta=0.1))
     mixed = {**hurt, ("f", 1): (0.0, 1.0, False)}
-    assert not separable(mixed, gate_figures(probes, mixed, Thresholds()), eta=0.1)
-    assert why_not_narrowed(figures, 0.1, narrow=False) == "narrowing is off (--no-narrow)"
+    assert not separable(mixed, gate_figures(probes, mixed, Thresholds()), Thresholds(eta=0.1))
+    assert why_not_narrowed(figures, Thresholds(), narrow=False) == "narrowing is off (--no-narrow)"
     weak = gate_figures(probes[:1] + probes[-1:], hurt, Thresholds())
-    assert not separable(hurt, weak, eta=0.9)
-    assert why_not_narrowed(weak, 0.9, narrow=True).startswith("not narrowed: the gain is not real")
+    assert not separable(hurt, weak, Thresholds(eta=0.9))
+    assert why_not_narrowed(weak, Thresholds(eta=0.9), narrow=True).startswith(
+        "not narrowed: the gain is not real"
+    )
+
+
+def test_the_published_rule_decides_on_the_estimates() -> None:
+    """6 of 8 targets better and one falsification failure in 8: the method's estimates pass
+    (G 0.75, P_fail 0.125); our bounds do not (P_fail's upper bound at 90% is 0.42 > 0.3)."""
+    probes = [Probe(f"t{i}", "target", "") for i in range(8)]
+    probes += [Probe(f"f{i}", "falsify", "") for i in range(8)]
+    pairs: dict[tuple[str, int], tuple[float, float, bool] | None] = {
+        (f"t{i}", 0): (0.0, 1.0 if i < 6 else 0.0, False) for i in range(8)
+    }
+    pairs |= {(f"f{i}", 0): (1.0, 0.0 if i == 0 else 1.0, True) for i in range(8)}
+    bounds = gate_figures(probes, pairs, Thresholds())
+    estimates = gate_figures(probes, pairs, Thresholds(rule="estimates"))
+    assert (bounds.gain, bounds.p_fail) == (0.75, 0.125) and bounds.p_fail_upper > 0.3
+    assert not bounds.passes and estimates.passes
+    assert summary(estimates, Thresholds(rule="estimates")).endswith("rule: estimates")
+    # One more falsification failure: 2 of 8 is 0.25, still within delta 0.3 by estimate;
+    # three (0.375) is not.
+    pairs[("f1", 0)] = (1.0, 0.0, True)
+    assert gate_figures(probes, pairs, Thresholds(rule="estimates")).passes
+    pairs[("f2", 0)] = (1.0, 0.0, True)
+    assert not gate_figures(probes, pairs, Thresholds(rule="estimates")).passes

@@ -235,3 +235,24 @@ def test_a_local_ollama_model_through_litellm(
     assert path == ("/api/chat" if model.startswith("ollama_chat") else "/api/generate")
     assert body["model"] == "llama3.1" and body["format"] == "json"
     assert verify(corpus).ok
+
+
+def test_reasoning_effort_reaches_the_server_and_keys_the_cache(
+    runs_file: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    from wikitrace.compiler import add_runs
+    from wikitrace.corpus_schema import manifest
+
+    from helpers import make_run, write_runs
+
+    corpus = tmp_path / "corpus"
+    build(runs_file, corpus, openai_stub, reasoning_effort="high")
+    assert [r.get("reasoning_effort") for r in openai_stub.requests] == ["high"] * 3
+    assert manifest.load(corpus).model_settings["reasoning_effort"] == "high"
+    # Another effort is another answer: not taken from the cache.
+    build(runs_file, tmp_path / "low", openai_stub, reasoning_effort="low")
+    assert len(openai_stub.requests) == 6 and openai_stub.requests[-1]["reasoning_effort"] == "low"
+    # add calls the model as the build did, effort included.
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    add_runs(BuildOptions(inputs=[more], output=corpus, cache_dir=tmp_path / "cache"))
+    assert openai_stub.requests[-1]["reasoning_effort"] == "high"

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from wikitrace.corpus_schema import InputError, read
 from wikitrace.corpus_schema.records import (
@@ -123,6 +123,19 @@ def _support(group: list[InsightEntry]) -> str:
         f"seen in {len(runs)} run{'s' * (len(runs) != 1)}: {failed} failed, "
         f"{len(runs) - failed} succeeded; the same lesson: {listed}"
     )
+
+
+ReportAt = Literal["first", "end"]
+"""Where the citation report is asked for: in the first message (ours), or after the episode
+(the method as published)."""
+
+
+def report_request(*, insights_only: bool = False, prompts_dir: Path | None = None) -> str:
+    """What to send the agent when the episode ends, to get its citation report."""
+    from wikitrace import prompts
+
+    template = prompts.environment(prompts_dir).get_template("report-request.j2")
+    return template.render(report_at="end", insights_only=insights_only)
 
 
 def _mined_line(finding: MinedFinding) -> str:
@@ -298,11 +311,16 @@ class Memory:
         mount: str = DEFAULT_MOUNT,
         prompts_dir: Path | None = None,
         infer_type: bool = True,
+        insights_only: bool = False,
+        report_at: ReportAt = "first",
     ) -> FirstMessage:
         """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
         Without `task_type`, the type is inferred from the most similar past runs (when they
         agree), and the message keeps to it; an unknown `task_type` is an InputError.
+        `insights_only` renders the method's Insights Only control: the same insights, no
+        mount, no similar runs, no drill-down instructions. `report_at="end"` leaves the
+        citation report out, for the harness to ask after the episode (`report_request`).
         """
         from wikitrace import prompts
 
@@ -348,6 +366,8 @@ class Memory:
             if self.runs[i].task_id not in seen_tasks:
                 seen_tasks.add(self.runs[i].task_id)
                 similar_runs.append(self.runs[i])
+        if insights_only:  # the control shows no run and mounts nothing
+            similar_runs = []
         env = prompts.environment(prompts_dir)
         template = env.get_template(TEMPLATE)
 
@@ -371,6 +391,8 @@ class Memory:
                 type_inferred=inferred,
                 corpus=mount.rstrip("/"),
                 offline=self.offline,
+                insights_only=insights_only,
+                report_at=report_at,
                 any_insights=bool(self.insights) or self.withheld > 0,
                 any_mined=any(self.insights[i].pattern is not None for i in chosen),
                 withheld=self.withheld,
