@@ -182,14 +182,29 @@ def prompt_command(
 @click.command("cite")
 @click.argument("corpus", type=CORPUS)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option(
+    "--read-log",
+    "read_logs",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A read log the drill-down tools wrote ($WIKITRACE_READ_LOG); repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as one JSON object.")
-def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None:
+def cite_command(
+    corpus: Path, reports: tuple[Path, ...], read_logs: tuple[Path, ...], as_json: bool
+) -> None:
     """Check citation REPORTS against CORPUS and count which entries were used.
 
     A report is a JSON object, or a JSON Lines file of them, as the first message asks:
     {"used": {"raw": ["step-0003"], "compilations": ["step-0003"], "insights":
     ["insight-0007"]}}, to which a harness may add "episode", "task_id" and "success".
     An id that is not in the corpus is an error (exit 2).
+
+    Stay vs Descent: an episode descended below the insight layer when it cites a
+    compilation or a raw run, or when its read log (--read-log, the file the harness named
+    in $WIKITRACE_READ_LOG, joined by $WIKITRACE_EPISODE) shows a drill-down tool; each
+    group is counted with its outcomes, and --json lists each episode with the bytes its
+    drill-downs printed.
 
     \b
     Example:
@@ -198,11 +213,21 @@ def cite_command(corpus: Path, reports: tuple[Path, ...], as_json: bool) -> None
 
     from wikitrace.tools.cite import summarize
 
-    summary = summarize(corpus, reports)
+    summary = summarize(corpus, reports, read_logs)
     if as_json:
         print_json(summary.as_dict())
         return
     click.echo(plural(summary.episodes, "episode"))
+    for name, group in (("stay", summary.stay), ("descent", summary.descent)):
+        click.echo(
+            f"{name}: {plural(group.episodes, 'episode')} ({group.successes} succeeded, "
+            f"{group.failures} failed, {group.unknown} unknown)"
+        )
+    if summary.unmatched_reads:
+        click.echo(
+            f"warning: {plural(summary.unmatched_reads, 'read-log line')} name no reported episode",
+            err=True,
+        )
     for kind in ("insights", "compilations", "raw"):
         table = getattr(summary, kind)
         click.echo(f"\n{kind}: {len(table)} used")

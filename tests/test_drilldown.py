@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from wikitrace.cli.main import cli
 from wikitrace.compiler import BuildOptions, build_corpus
 
-from helpers import DATA, FakeLLM, read_jsonl
+from helpers import DATA, FakeLLM, read_jsonl, run
 
 SOURCE = DATA / "tau-bench-airline-3runs.jsonl"
 
@@ -176,3 +176,44 @@ def test_the_tools_import_only_the_standard_library(corpus: Path) -> None:
     }
     assert imported & heavy == set()
     assert "json" in imported
+
+
+def test_reads_go_to_the_log_the_harness_names(corpus: Path, tmp_path: Path) -> None:
+    """Stay vs Descent: the real tools, as an agent runs them, append each read to
+    $WIKITRACE_READ_LOG; `cite` joins the log with the reports by episode."""
+    from wikitrace.tools.cite import summarize
+
+    log = tmp_path / "reads.jsonl"
+    env = {"WIKITRACE_READ_LOG": str(log), "WIKITRACE_EPISODE": "e1"}
+    code, out, _ = tool(corpus, "actions", "step-0001", env=env)
+    assert code == 0
+    code, _, _ = tool(corpus, "turn", "1", "2-3", env=env)
+    assert code == 0
+    tool(corpus, "turn", "step-0001", "999", env=env)  # an error reads nothing: not logged
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["episode"], r["tool"], r["step"], r["turns"]) for r in lines] == [
+        ("e1", "actions", "step-0001", None),
+        ("e1", "turn", "1", "2-3"),
+    ]
+    assert lines[0]["bytes"] == len(out.encode()) - 1  # the line the tool printed, less "\n"
+    # A log inside the corpus is refused, and the read still works.
+    inside = {"WIKITRACE_READ_LOG": str(corpus / "raw" / "log.jsonl")}
+    code, again, err = tool(corpus, "actions", "step-0001", env=inside)
+    assert code == 0 and again == out and "inside the corpus; not logged" in err
+    assert not (corpus / "raw" / "log.jsonl").exists()
+    # Episode e1 descended (its log); e2 cited only an insight and read nothing: it stayed.
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(
+        '{"used": {"insights": []}, "episode": "e1", "success": true}\n'
+        '{"used": {"insights": []}, "episode": "e2", "success": false}\n'
+        '{"used": {"raw": ["step-0001"]}, "episode": "e3", "success": false}\n'
+    )
+    summary = summarize(corpus, [reports], [log])
+    assert (summary.descent.episodes, summary.descent.successes) == (2, 1)
+    assert (summary.stay.episodes, summary.stay.failures) == (1, 1)
+    first = summary.per_episode[0]
+    assert (first.reads, first.bytes) == (2, sum(r["bytes"] for r in lines))
+    assert first.tokens_estimate == first.bytes // 4
+    assert summary.unmatched_reads == 0
+    code, text, err = run(["cite", str(corpus), str(reports), "--read-log", str(log)])
+    assert code == 0 and "descent: 2 episodes (1 succeeded, 1 failed, 0 unknown)" in text

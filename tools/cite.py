@@ -14,6 +14,8 @@ from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR
 
+CHARS_PER_TOKEN = 4
+
 
 class Used(BaseModel):
     """The ids an agent reports, in the form the first message shows them."""
@@ -66,11 +68,54 @@ class Usage:
 
 
 @dataclass
+class Episode:
+    """One episode's way through the memory: did it go below the insight layer?"""
+
+    episode: str | None
+    task_id: str | None
+    success: bool | None
+    descended: bool
+    """It cited a compilation or a raw run, or its read log shows a drill-down tool."""
+    reads: int = 0
+    """Drill-down tool calls in the read log (`actions`, `turn`)."""
+    bytes: int = 0
+    """What those calls printed, in bytes."""
+
+    @property
+    def tokens_estimate(self) -> int:
+        return self.bytes // CHARS_PER_TOKEN
+
+
+@dataclass
+class Outcomes:
+    episodes: int = 0
+    successes: int = 0
+    failures: int = 0
+    unknown: int = 0
+
+    def add(self, success: bool | None) -> None:
+        self.episodes += 1
+        if success is None:
+            self.unknown += 1
+        elif success:
+            self.successes += 1
+        else:
+            self.failures += 1
+
+
+@dataclass
 class CitationSummary:
     episodes: int = 0
     insights: dict[str, Usage] = field(default_factory=dict)
     compilations: dict[str, Usage] = field(default_factory=dict)
     raw: dict[str, Usage] = field(default_factory=dict)
+    stay: Outcomes = field(default_factory=Outcomes)
+    """Episodes that kept to the insight layer."""
+    descent: Outcomes = field(default_factory=Outcomes)
+    """Episodes that went below it (the method's Stay vs Descent)."""
+    per_episode: list[Episode] = field(default_factory=list)
+    unmatched_reads: int = 0
+    """Read-log lines whose episode no report names."""
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Usage]) -> list[dict[str, Any]]:
@@ -81,6 +126,12 @@ class CitationSummary:
             "insights": rows(self.insights),
             "compilations": rows(self.compilations),
             "raw": rows(self.raw),
+            "stay": vars(self.stay),
+            "descent": vars(self.descent),
+            "per_episode": [
+                {**vars(e), "tokens_estimate": e.tokens_estimate} for e in self.per_episode
+            ],
+            "unmatched_reads": self.unmatched_reads,
         }
 
 
@@ -126,11 +177,49 @@ def read_reports(paths: Iterable[Path]) -> list[tuple[str, int, CitationReport]]
     return reports
 
 
-def summarize(root: Path, paths: Iterable[Path]) -> CitationSummary:
-    """Check every id against the corpus (an unknown one is an error) and count usage."""
+@dataclass
+class Reads:
+    count: int = 0
+    bytes: int = 0
+
+
+def read_logs(paths: Iterable[Path]) -> dict[str | None, Reads]:
+    """The drill-down tools' read logs ($WIKITRACE_READ_LOG), by episode."""
+    found: dict[str | None, Reads] = {}
+    for path in paths:
+        try:
+            text = path.read_bytes()
+        except OSError as error:
+            raise InputError(f"cannot read: {error.strerror}", path=path) from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                item = orjson.loads(line)
+                episode = item.get("episode")
+                size = int(item.get("bytes") or 0)
+            except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+                raise InputError(
+                    "not a read-log line",
+                    path=path,
+                    line=number,
+                    hint='the drill-down tools write {"episode": ..., "tool": ..., "bytes": ...}',
+                ) from None
+            reads = found.setdefault(None if episode is None else str(episode), Reads())
+            reads.count += 1
+            reads.bytes += size
+    return found
+
+
+def summarize(
+    root: Path, paths: Iterable[Path], read_log_paths: Iterable[Path] = ()
+) -> CitationSummary:
+    """Check every id against the corpus (an unknown one is an error), count usage, and tell
+    the episodes that went below the insight layer from those that stayed."""
     if not root.is_dir():
         raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
     known_raw, known_compilations, known_insights = _known_ids(root)
+    logs = read_logs(read_log_paths)
     summary = CitationSummary()
     for path, line, report in read_reports(paths):
         summary.episodes += 1
@@ -157,4 +246,16 @@ def summarize(root: Path, paths: Iterable[Path]) -> CitationSummary:
                     usage.successes += 1
                 else:
                     usage.failures += 1
+        reads = logs.pop(report.episode, None) if report.episode is not None else None
+        episode = Episode(
+            episode=report.episode,
+            task_id=report.task_id,
+            success=report.success,
+            descended=bool(report.used.compilations or report.used.raw or reads),
+            reads=reads.count if reads else 0,
+            bytes=reads.bytes if reads else 0,
+        )
+        summary.per_episode.append(episode)
+        (summary.descent if episode.descended else summary.stay).add(report.success)
+    summary.unmatched_reads = sum(reads.count for reads in logs.values())
     return summary

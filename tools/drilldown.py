@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 CORPUS_ENV = "WIKITRACE_CORPUS"
+READ_LOG_ENV = "WIKITRACE_READ_LOG"
+"""A file the harness names, outside the corpus: each read is appended to it, one JSON line."""
+EPISODE_ENV = "WIKITRACE_EPISODE"
+"""The harness's id for the episode, written into each line of the read log."""
 LAYOUT_FILE = os.path.join("tools", "layout.json")
 PREVIEW = 80
 ACTING_ROLES = ("assistant", "agent", "ai", "model")
@@ -300,8 +304,46 @@ def run(command: str, argv: list[str], here: str | None = None) -> str:
         raise DrillError(USAGE[command], code=2)
     root = find_root(corpus, here)
     if command == "actions":
-        return actions_text(root, positional[0])
-    return turns_text(root, positional[0], positional[1])
+        text = actions_text(root, positional[0])
+    else:
+        text = turns_text(root, positional[0], positional[1])
+    log_read(root, command, positional, text)
+    return text
+
+
+def log_read(root: str, command: str, positional: list[str], text: str) -> None:
+    """Append the read to $WIKITRACE_READ_LOG, when the harness names one: never inside the
+    corpus, and never at the cost of the read itself (a log that cannot be written is said
+    on stderr)."""
+    path = os.environ.get(READ_LOG_ENV)
+    if not path:
+        return
+    target = os.path.realpath(path)
+    if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+        sys.stderr.write(command + ": " + READ_LOG_ENV + " is inside the corpus; not logged\n")
+        return
+    import time
+
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "episode": os.environ.get(EPISODE_ENV),
+        "tool": command,
+        "step": positional[0],
+        "turns": positional[1] if len(positional) > 1 else None,
+        "bytes": len(text.encode("utf-8")),
+    }
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        # One write of one line with O_APPEND: lines of concurrent tools do not interleave.
+        handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(handle, line)
+        finally:
+            os.close(handle)
+    except OSError as error:
+        sys.stderr.write(
+            command + ": cannot write the read log " + path + ": " + str(error.strerror) + "\n"
+        )
 
 
 def main() -> int:
