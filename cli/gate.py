@@ -125,6 +125,16 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     "estimates: when the figures themselves pass, as the method was published (cheaper to "
     "pass, easier to pass by luck: see the README).",
 )
+@click.option(
+    "--p-fail",
+    "p_fail",
+    type=click.Choice(["citations", "outcomes"]),
+    default="citations",
+    show_default=True,
+    help="citations: a falsification probe fails when the agent's citation report says it "
+    "used the lesson there (the method's wrong activation), for runs that return one, and "
+    "when the outcome got worse otherwise; outcomes: when the outcome got worse, always.",
+)
 @click.option("--no-narrow", is_flag=True, help="Reject instead of narrowing a precondition.")
 @profile_option("gate")
 @click.option(
@@ -151,6 +161,7 @@ def gate_command(
     eta: float,
     delta: float,
     beta: float,
+    p_fail: str,
     rule: str,
     no_narrow: bool,
     api_base: str | None,
@@ -218,6 +229,7 @@ def gate_command(
         delta=delta,
         beta=beta,
         rule="estimates" if rule == "estimates" else "bounds",
+        p_fail="outcomes" if p_fail == "outcomes" else "citations",
         narrow=not no_narrow,
         prompts_dir=prompts_dir,
     )

@@ -44,7 +44,17 @@ class Thresholds:
     rule: Rule = "bounds"
 
 
-def gate_figures(probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds) -> GateFigures:
+Cited = Mapping[tuple[str, int], bool]
+"""(task, seed) -> whether the run with the lesson cited it; only pairs whose run returned a
+citation report are in it."""
+
+
+def gate_figures(
+    probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds, cited: Cited | None = None
+) -> GateFigures:
+    """The figures of one candidate. P_fail counts falsification pairs worse with the lesson,
+    unless the runs returned citation reports (`cited`): then those that used it, where it
+    should not apply, as the method measures it."""
     confidence = thresholds.confidence
     kinds: dict[str, set[str]] = {}
     for probe in probes:
@@ -66,7 +76,15 @@ def gate_figures(probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds) 
     target, falsify = of("target"), of("falsify")
     gains = sum(w > b for b, w, _ in target)
     losses = sum(w < b for b, w, _ in target)
-    failures = sum(w < b for b, w, _ in falsify)
+    falsify_keys = [key for key in values if "falsify" in kinds.get(key[0], ())]
+    reported = [key for key in falsify_keys if cited is not None and key in cited]
+    basis: Literal["outcomes", "citations"] = "citations" if reported else "outcomes"
+    if basis == "citations":
+        assert cited is not None
+        failures = sum(cited[key] for key in reported)
+        falsify = [values[key] for key in reported]
+    else:
+        failures = sum(w < b for b, w, _ in falsify)
     # Regression damage: every pair solved without the lesson, whatever kind it was.
     solved = [(b, w) for b, w, success in values.values() if success]
     damaged = sum(w < b for b, w in solved)
@@ -84,6 +102,7 @@ def gate_figures(probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds) 
         gain_rate_lower=round(gain_rate_lower, 6),
         n_falsify=n_falsify,
         failures=failures,
+        p_fail_basis=basis,
         p_fail=round(failures / n_falsify, 6) if n_falsify else 0.0,
         p_fail_upper=round(p_fail_upper, 6),
         n_regress=n_regress,
@@ -100,6 +119,13 @@ def gate_figures(probes: Sequence[Probe], pairs: Pairs, thresholds: Thresholds) 
         and (failures / n_falsify if n_falsify else 0.0) <= thresholds.delta
         and (damaged / n_regress if n_regress else 0.0) <= thresholds.beta,
     )
+
+
+def together_passes(figures: GateFigures, thresholds: Thresholds) -> bool:
+    """Lessons committed in one call, run side by side, pass unless they break more than beta
+    of the pairs the agent solved without them. The estimate decides under either rule: each
+    lesson already passed its own bounds, and this test looks for harm they do together."""
+    return figures.d_reg <= thresholds.beta
 
 
 def marks(pairs: Pairs) -> dict[str, set[str]]:
@@ -148,14 +174,16 @@ def why_not_narrowed(figures: GateFigures, thresholds: Thresholds, *, narrow: bo
 
 
 def summary(figures: GateFigures, thresholds: Thresholds) -> str:
+    p_fail = "P_fail" if figures.p_fail_basis == "outcomes" else "P_fail (cited)"
     if thresholds.rule == "estimates":
         return (
             f"G {figures.gain:.3f} (needs >= {thresholds.eta:g}), "
-            f"P_fail {figures.p_fail:.3f} (needs <= {thresholds.delta:g}), "
+            f"{p_fail} {figures.p_fail:.3f} (needs <= {thresholds.delta:g}), "
             f"D_reg {figures.d_reg:.3f} (needs <= {thresholds.beta:g}); rule: estimates"
         )
     return (
         f"G {figures.gain:.3f} (>= {figures.gain_lower:.3f}, needs {thresholds.eta:g}), "
-        f"P_fail {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, needs {thresholds.delta:g}), "
+        f"{p_fail} {figures.p_fail:.3f} (<= {figures.p_fail_upper:.3f}, "
+        f"needs {thresholds.delta:g}), "
         f"D_reg {figures.d_reg:.3f} (<= {figures.d_reg_upper:.3f}, needs {thresholds.beta:g})"
     )

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import orjson
 from pydantic import BaseModel, Field
@@ -46,6 +47,7 @@ from wikitrace.corpus_schema.ledger import (
     AgentRun,
     GateDecision,
     ProbeResult,
+    TogetherCheck,
 )
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
@@ -69,6 +71,7 @@ from .figures import (
     gate_figures,
     separable,
     summary,
+    together_passes,
     why_not_narrowed,
 )
 from .figures import marks as figure_marks
@@ -100,6 +103,10 @@ class GateOptions:
     """Most regression damage D_reg (its upper bound) to commit."""
     rule: Rule = "bounds"
     """How the figures decide: their exact bounds (ours) or the estimates (the method's)."""
+    p_fail: Literal["citations", "outcomes"] = "citations"
+    """citations: a falsification probe fails when the run with the lesson cited it (used it
+    where it should not apply), for runs whose agent returned a citation report, outcome
+    harm otherwise; outcomes: outcome harm always."""
     narrow: bool = True
     prompts_dir: Path | None = None
     """Templates that override ours (narrow.j2), as `build --prompts-dir`."""
@@ -153,6 +160,7 @@ def gate_insights(
         try:
             for candidate in candidates:
                 report.decisions.append(gate.decide(candidate))
+            gate.together(candidates, report.decisions)
         finally:
             remove_tree(gate.views)
             with contextlib.suppress(OSError):
@@ -347,7 +355,9 @@ class _Gate:
         )
         with_view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
         lesson = self.run(f"{tested_on}+{candidate.ident}", with_view, tasks, ident)
-        figures = gate_figures(probes, self.pairs(probes, lesson), self.thresholds)
+        figures = gate_figures(
+            probes, self.pairs(probes, lesson), self.thresholds, self.cited(candidate, lesson)
+        )
         decision = GateDecision(
             id=ident,
             insight=candidate.ident,
@@ -402,7 +412,65 @@ class _Gate:
 
     def runs_of(self, decision: GateDecision) -> list[AgentRun]:
         ids = {i for p in decision.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+        ids |= {i for check in decision.together for i in check.runs}
         return [self.runs[i] for i in sorted(ids)]
+
+    # --- lessons together ----------------------------------------------------------------
+
+    def together(self, candidates: Sequence[_Candidate], decisions: Sequence[GateDecision]) -> None:
+        """Run the lessons this call committed side by side on every probe task of theirs: two
+        lessons that each passed alone may break together what the agent solved (D_reg over
+        the pairs solved without them). While the set fails, its last lesson is rejected and
+        the rest are tested again."""
+        committed = [
+            (d, c) for d, c in zip(decisions, candidates, strict=True) if d.verdict == "committed"
+        ]
+        while len(committed) > 1:
+            tasks = list(dict.fromkeys(p.task_id for d, _ in committed for p in d.probes))
+            if not tasks:
+                return
+            ids = [c.ident for _, c in committed]
+            replaced = {
+                c.ident: (self.narrowed[c.ident], c.guideline)
+                for _, c in committed
+                if c.ident in self.narrowed
+            }
+            view = self._view(
+                "together-" + "-".join(ids), hidden=self._hidden - set(ids), replaced=replaced
+            )
+            missing = [t for t in tasks if (t, self.options.seed) not in self.base_results]
+            purpose = committed[-1][0].id
+            self.base_results.update(
+                self.run(
+                    f"{self.base.name}-without-candidates",
+                    self._base_view or view,
+                    missing,
+                    purpose,
+                )
+            )
+            results = self.run(f"{self.base.name}+" + "+".join(ids), view, tasks, purpose)
+            probes = [Probe(t, "regress", "") for t in tasks]
+            figures = gate_figures(probes, self.pairs(probes, results), self.thresholds)
+            passes = together_passes(figures, self.thresholds)
+            check = TogetherCheck(
+                insights=ids,
+                figures=figures,
+                passes=passes,
+                runs=[results[key].id for key in sorted(results)],
+            )
+            for decision, _ in committed:
+                decision.together.append(check)
+                decision.agent_runs = len(self.runs_of(decision))
+            if passes:
+                return
+            last, _ = committed.pop()
+            last.verdict = "rejected"
+            last.reason = (
+                f"Committed alone, then rejected: run with {', '.join(ids[:-1])}, the set broke "
+                f"{figures.damaged} of the {figures.n_regress} pairs the agent solved without "
+                f"them (D_reg {figures.d_reg:.3f}, needs <= {self.thresholds.beta:g}); as the "
+                "last of the set, it is left out. Alone: " + last.reason
+            )
 
     # --- figures -------------------------------------------------------------------------
 
@@ -418,6 +486,21 @@ class _Gate:
                     if without is None or with_lesson is None
                     else (without.value, with_lesson.value, bool(without.success))
                 )
+        return found
+
+    def cited(
+        self, candidate: _Candidate, results: dict[tuple[str, int], AgentRun]
+    ) -> dict[tuple[str, int], bool]:
+        """(task, seed) -> whether its run with the lesson cited it, for the runs whose agent
+        returned a citation report (`"used": {"insights": [...]}`)."""
+        if self.options.p_fail == "outcomes":
+            return {}
+        found = {}
+        for key, run in results.items():
+            used = run.output.get("used")
+            insights = used.get("insights") if isinstance(used, dict) else None
+            if isinstance(insights, list):
+                found[key] = candidate.ident in insights
         return found
 
     # --- narrowing -----------------------------------------------------------------------
@@ -478,7 +561,9 @@ class _Gate:
         )
         results = self.run(f"{self.base.name}+{candidate.ident}-narrowed", view, tasks, decision.id)
         self._narrowed_results = results
-        second = gate_figures(probes, self.pairs(probes, results), self.thresholds)
+        second = gate_figures(
+            probes, self.pairs(probes, results), self.thresholds, self.cited(candidate, results)
+        )
         decision.narrowed_precondition = precondition
         decision.narrowed_figures = second
         if second.passes:

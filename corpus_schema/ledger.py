@@ -251,7 +251,11 @@ class GateFigures(_Strict):
     """Lower bound of the gain rate alone: is the gain real?"""
     n_falsify: int
     failures: int
-    """Falsification pairs that did worse with the lesson."""
+    """Falsification pairs that did worse with the lesson (`p_fail_basis` outcomes), or whose
+    run with it cited it (citations: it was used where it should not apply)."""
+    p_fail_basis: Literal["outcomes", "citations"] = "outcomes"
+    """What P_fail counts: harm to the outcome, or the agent's citation report (the method's
+    "activates wrongly"), used when the runner returns one."""
     p_fail: float
     p_fail_upper: float
     n_regress: int
@@ -263,7 +267,19 @@ class GateFigures(_Strict):
     errors: int
     """Pairs left out because a run of theirs ended as an error."""
     passes: bool
-    """gain_lower >= eta, p_fail_upper <= delta and d_reg_upper <= beta."""
+    """Under the bounds rule: gain_lower >= eta, p_fail_upper <= delta and d_reg_upper <=
+    beta; under estimates: the same of gain, p_fail and d_reg."""
+
+
+class TogetherCheck(_Strict):
+    """The lessons one gate call committed, run side by side on their regression probes."""
+
+    insights: list[str]
+    """Every lesson in the memory for this test (the call's committed set)."""
+    figures: GateFigures
+    passes: bool
+    runs: list[str] = Field(default_factory=list)
+    """The ids of the runs with the set (the runs without it are the decision's own)."""
 
 
 class GateDecision(_Strict):
@@ -292,5 +308,8 @@ class GateDecision(_Strict):
     evidence: str
     """The file in the same folder that holds every run or report behind the decision."""
     agent_runs: int = 0
+    together: list[TogetherCheck] = Field(default_factory=list)
+    """Committed with other lessons in one call: each test of the set it was in, in order
+    (a set that failed lost its last lesson, and was tested again)."""
     monitoring: dict[str, Any] = Field(default_factory=dict)
     """For monitoring: citations, violations, their rate and bound, the episodes behind them."""

@@ -753,11 +753,30 @@ def gate_page(decision: GateDecision) -> str:
             f"| G, transfer gain | {figures.gain:.3f} | >= {figures.gain_lower:.3f} | "
             f"{figures.n_target} ({figures.gains} better, {figures.losses} worse) |",
             f"| P_fail, falsification failures | {figures.p_fail:.3f} "
-            f"| <= {figures.p_fail_upper:.3f} | {figures.n_falsify} ({figures.failures} worse) |",
+            f"| <= {figures.p_fail_upper:.3f} | {figures.n_falsify} ({figures.failures} "
+            + (
+                "cited it where it should not apply"
+                if figures.p_fail_basis == "citations"
+                else "worse"
+            )
+            + ") |",
             f"| D_reg, regression damage | {figures.d_reg:.3f} | <= {figures.d_reg_upper:.3f} | "
             f"{figures.n_regress} solved without it ({figures.damaged} broken) |",
             "",
             f"{figures.errors} pairs were left out because a run errored.",
+            "",
+        ]
+    for check in decision.together:
+        figures = check.figures
+        lines += [
+            "## Run together with the other lessons committed in this call",
+            "",
+            "- the set: "
+            + ", ".join(link(f"{INSIGHT_DIR}/{i}.md", rel, i) for i in check.insights),
+            f"- {figures.n_regress} pairs solved without them; {figures.damaged} broken with "
+            f"them all (D_reg {figures.d_reg:.3f}): "
+            + ("passed" if check.passes else "FAILED: the last lesson of the set was left out"),
+            f"- runs with the set: {' '.join(check.runs)}",
             "",
         ]
     if decision.probes:

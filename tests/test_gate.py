@@ -138,6 +138,7 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     assert good.figures is not None
     assert (good.figures.gains, good.figures.losses, good.figures.n_target) == (5, 0, 5)
     assert (good.figures.failures, good.figures.damaged) == (0, 0)
+    assert good.figures.p_fail_basis == "citations"  # the toy agent reports what it used
     assert good.figures.gain_lower == pytest.approx(
         stats.lower(5, 5, 0.9) - stats.upper(0, 5, 0.9), abs=1e-6
     )
@@ -183,6 +184,11 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
         json.loads(line) for line in (corpus / "gate/gate-0002.runs.jsonl").read_text().splitlines()
     ]
     ids = {i for p in broad.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+    # The two lessons committed in this call, run side by side on every probe task of theirs.
+    (together,) = broad.together
+    assert together.insights == ["insight-0001", "insight-0002"] and together.passes
+    assert good.together == [together] and harmful.together == []
+    ids |= set(together.runs)
     assert {r["id"] for r in runs} == ids and len(runs) == broad.agent_runs
     assert "insight-0003" in (corpus / "insight/_index.md").read_text()  # on record
     prompts = json.loads((corpus / "manifest.json").read_text())["prompts"]
@@ -459,4 +465,99 @@ def test_a_mined_lesson_is_gated_like_any_other(tmp_path: Path, llm: FakeLLM) ->
     assert after["status"] == decision.verdict and after["decisions"] == ["gate/gate-0001.md"]
     # Re-rendered with its decision, it is still the mined lesson with its numbers.
     assert after["mined"]["kind"] == "divergence" and "## The numbers" in after.content
+    assert verify(corpus).ok
+
+
+TOGETHER_AGENT = """
+import json, sys, pathlib
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+task, memory = args["--task"], pathlib.Path(args["--memory"])
+present = {p.stem: p.read_text() for p in (memory / "insight").glob("insight-*.md")}
+has = {letter: [i for i, text in present.items() if f"Lesson {letter}" in text]
+       for letter in "AB"}
+kind = task.split("-")[0]
+if kind in ("a", "b"):
+    used = has[kind.upper()]
+    success = bool(used)
+else:  # solved without memory; A and B together break it
+    used = []
+    success = not (has["A"] and has["B"])
+print(json.dumps({"success": success, "used": {"insights": used}}))
+"""
+
+
+def test_lessons_that_pass_alone_are_run_together(tmp_path: Path) -> None:
+    """A helps a-tasks, B helps b-tasks, each harmless alone; together they break the c-tasks
+    the agent solved. The gate commits A and rejects B, the last of the set."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(TOGETHER_AGENT)
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(
+        "".join(
+            json.dumps(
+                {"task_id": f"{k}-{n}", "task": f"Do the {k} thing number {n}.", "task_type": k}
+            )
+            + "\n"
+            for k in "abc"
+            for n in range(1, 7 if k != "c" else 11)
+        )
+    )
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        for letter in "AB":
+            if f"Do the {letter.lower()} thing" in prompt:
+                words = {"A": "check the alpha register", "B": "reset the beta valve"}[letter]
+                data["insights"][0].update(title=f"Lesson {letter}", guideline=words)
+                return json.dumps(data)
+        data["insights"] = []
+        return json.dumps(data)
+
+    runs = [
+        make_run(
+            f"{k}-1" if k != "c" else f"c-{n}",
+            success=True,
+            task=f"Do the {k} thing number {1 if k != 'c' else n}.",
+            task_type=k,
+        )
+        for k in "abc"
+        for n in ((1,) if k != "c" else range(1, 11))
+    ]
+    llm = FakeLLM(answer=answer, model=MODEL)
+    corpus = tmp_path / "corpus"
+    build_corpus(
+        BuildOptions(
+            inputs=[write_runs(tmp_path / "runs.jsonl", runs)],
+            output=corpus,
+            model=MODEL,
+            cache_dir=tmp_path / "cache",
+            mine=False,
+        ),
+        llm=llm,
+    )
+    spec = RunnerSpec(
+        f"{sys.executable} {agent} --task {{task_id}} --memory {{memory}}",
+        concurrency=2,
+        timeout_seconds=60,
+        retries=0,
+    )
+    report = gate_insights(
+        corpus, [], GateOptions(runner=spec, pool=read_pool(pool), targets=5), llm=llm
+    )
+    first, second = report.decisions
+    assert (first.insight, first.verdict) == ("insight-0001", "committed")
+    assert (second.insight, second.verdict) == ("insight-0002", "rejected")
+    assert second.reason.startswith("Committed alone, then rejected: run with insight-0001")
+    assert "Alone: It passed" in second.reason
+    (check,) = first.together
+    assert check.insights == ["insight-0001", "insight-0002"] and not check.passes
+    assert check.figures.damaged == check.figures.n_regress > 0
+    assert second.together == [check]
+    assert page(corpus, "insight/insight-0002.md")["status"] == "rejected"
+    assert page(corpus, "insight/insight-0001.md")["status"] == "committed"
+    runs_file = corpus / "gate" / "gate-0002.runs.jsonl"
+    assert set(check.runs) <= {
+        json.loads(line)["id"] for line in runs_file.read_text().splitlines()
+    }
     assert verify(corpus).ok

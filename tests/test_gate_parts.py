@@ -108,6 +108,34 @@ def test_narrowing_needs_a_real_gain_and_no_task_both_helped_and_hurt() -> None:
     )
 
 
+def test_p_fail_counts_citations_where_the_runs_report_them() -> None:
+    """The method's P_fail: did the lesson activate where it should not? A falsification pair
+    whose run cited the lesson fails, whatever its outcome; without reports, outcome harm."""
+    probes = [Probe("t", "target", ""), Probe("f1", "falsify", ""), Probe("f2", "falsify", "")]
+    pairs: dict[tuple[str, int], tuple[float, float, bool] | None] = {
+        ("t", 0): (0.0, 1.0, False),
+        ("f1", 0): (1.0, 1.0, True),  # used where it should not apply, and no harm done
+        ("f2", 0): (1.0, 0.0, True),  # harmed, and not cited
+    }
+    by_outcome = gate_figures(probes, pairs, Thresholds())
+    assert (by_outcome.p_fail_basis, by_outcome.failures, by_outcome.n_falsify) == (
+        "outcomes",
+        1,
+        2,
+    )
+    cited = {("t", 0): True, ("f1", 0): True, ("f2", 0): False}
+    by_citation = gate_figures(probes, pairs, Thresholds(), cited)
+    assert (by_citation.p_fail_basis, by_citation.failures, by_citation.n_falsify) == (
+        "citations",
+        1,
+        2,
+    )
+    assert "), P_fail (cited) 0.500 (<= " in summary(by_citation, Thresholds())
+    # Only the pairs whose run reported count: one report among the falsification probes.
+    partial = gate_figures(probes, pairs, Thresholds(), {("f2", 0): False})
+    assert (partial.failures, partial.n_falsify) == (0, 1)
+
+
 def test_the_published_rule_decides_on_the_estimates() -> None:
     """6 of 8 targets better and one falsification failure in 8: the method's estimates pass
     (G 0.75, P_fail 0.125); our bounds do not (P_fail's upper bound at 90% is 0.42 > 0.3)."""
