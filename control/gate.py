@@ -218,6 +218,7 @@ class _Gate:
         self.narrowed: dict[str, InsightHeader] = {}
         """Candidate -> its header with the narrowed precondition, once narrowed."""
         self._narrowed_results: dict[tuple[str, int], AgentRun] = {}
+        self._narrowed_probes: list[Probe] = []
         tasks: dict[str, PoolTask] = {}
         for row in base.rows:
             tasks.setdefault(row.task_id, PoolTask(row.task_id, row.task, row.task_type))
@@ -310,10 +311,21 @@ class _Gate:
     ) -> Path:
         return write_view(self.base, self.views / name, hidden=hidden, replaced=replaced)
 
+    def seeds(self, fresh: bool = False) -> list[int]:
+        """The probes' seeds; `fresh`: the next as many, for the re-test after narrowing."""
+        first = self.options.seed + (self.options.trials if fresh else 0)
+        return [first + t for t in range(self.options.trials)]
+
     def run(
-        self, memory_name: str, memory_path: Path, tasks: Sequence[str], purpose: str
+        self,
+        memory_name: str,
+        memory_path: Path,
+        tasks: Sequence[str],
+        purpose: str,
+        *,
+        fresh: bool = False,
     ) -> dict[tuple[str, int], AgentRun]:
-        seeds = [self.options.seed + t for t in range(self.options.trials)]
+        seeds = self.seeds(fresh)
         requests = [
             RunRequest(task_id, memory_name, memory_path, seed)
             for task_id in tasks
@@ -339,6 +351,7 @@ class _Gate:
         ident = decision_id("gate", self.number)
         self.number += 1
         self._narrowed_results = {}
+        self._narrowed_probes = []
         probes = self.choose(candidate)
         if not probes:
             raise InputError(
@@ -349,7 +362,7 @@ class _Gate:
         tested_on = self.base.name
         if self._base_view is None:
             self._base_view = self._view("base", hidden=self._hidden)
-        missing = [t for t in tasks if (t, options.seed) not in self.base_results]
+        missing = [t for t in tasks if (t, options.seed) not in self.base_results]  # first seed
         self.base_results.update(
             self.run(f"{tested_on}-without-candidates", self._base_view, missing, ident)
         )
@@ -369,7 +382,7 @@ class _Gate:
             thresholds={"eta": options.eta, "delta": options.delta, "beta": options.beta},
             precondition=candidate.precondition,
             figures=figures,
-            seeds=[options.seed + t for t in range(options.trials)],
+            seeds=self.seeds(),
             evidence=f"{ident}.runs.jsonl",
         )
         if figures.passes:
@@ -398,20 +411,33 @@ class _Gate:
                 why=p.why,
                 base_runs=self._ids(self.base_results, p.task_id),
                 lesson_runs=self._ids(lesson, p.task_id),
-                narrowed_runs=self._ids(self._narrowed_results, p.task_id)
-                if decision.narrowed_precondition
-                else [],
             )
             for p in probes
         ]
+        if decision.narrowed_precondition:
+            decision.narrowed_seeds = self.seeds(fresh=True)
+            decision.narrowed_probes = [
+                ProbeResult(
+                    task_id=p.task_id,
+                    kind=p.kind,
+                    why=p.why,
+                    base_runs=self._ids(self.base_results, p.task_id, fresh=True),
+                    lesson_runs=self._ids(self._narrowed_results, p.task_id, fresh=True),
+                )
+                for p in self._narrowed_probes
+            ]
         decision.agent_runs = len(self.runs_of(decision))
         return decision
 
-    def _ids(self, results: dict[tuple[str, int], AgentRun], task_id: str) -> list[str]:
-        return [results[key].id for key in sorted(results) if key[0] == task_id]
+    def _ids(
+        self, results: dict[tuple[str, int], AgentRun], task_id: str, *, fresh: bool = False
+    ) -> list[str]:
+        seeds = set(self.seeds(fresh))
+        return [results[key].id for key in sorted(results) if key[0] == task_id and key[1] in seeds]
 
     def runs_of(self, decision: GateDecision) -> list[AgentRun]:
-        ids = {i for p in decision.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+        probes = [*decision.probes, *decision.narrowed_probes]
+        ids = {i for p in probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
         ids |= {i for check in decision.together for i in check.runs}
         return [self.runs[i] for i in sorted(ids)]
 
@@ -474,12 +500,18 @@ class _Gate:
 
     # --- figures -------------------------------------------------------------------------
 
-    def pairs(self, probes: Sequence[Probe], results: dict[tuple[str, int], AgentRun]) -> Pairs:
+    def pairs(
+        self,
+        probes: Sequence[Probe],
+        results: dict[tuple[str, int], AgentRun],
+        *,
+        fresh: bool = False,
+    ) -> Pairs:
         """(task, seed) -> its outcome without and with the lesson, once however many kinds."""
         found: dict[tuple[str, int], Pair | None] = {}
         for probe in probes:
-            for trial in range(self.options.trials):
-                key = (probe.task_id, self.options.seed + trial)
+            for seed in self.seeds(fresh):
+                key = (probe.task_id, seed)
                 without, with_lesson = self.base_results.get(key), results.get(key)
                 found[key] = (
                     None
@@ -559,10 +591,35 @@ class _Gate:
             hidden=self._hidden - {candidate.ident},
             replaced={candidate.ident: (narrowed, candidate.guideline)},
         )
-        results = self.run(f"{self.base.name}+{candidate.ident}-narrowed", view, tasks, decision.id)
+        # Not on the runs that shaped it: probes chosen anew for the narrowed precondition (or
+        # the given ones), every one run again, without and with it, on fresh seeds.
+        fresh_probes = self.choose(
+            _Candidate(candidate.ident, narrowed, candidate.guideline, candidate.alike)
+        )
+        fresh_tasks = list(dict.fromkeys(p.task_id for p in fresh_probes))
+        self._narrowed_probes = fresh_probes
+        self.base_results.update(
+            self.run(
+                f"{self.base.name}-without-candidates",
+                self._base_view or view,
+                [t for t in fresh_tasks if (t, self.seeds(fresh=True)[0]) not in self.base_results],
+                decision.id,
+                fresh=True,
+            )
+        )
+        results = self.run(
+            f"{self.base.name}+{candidate.ident}-narrowed",
+            view,
+            fresh_tasks,
+            decision.id,
+            fresh=True,
+        )
         self._narrowed_results = results
         second = gate_figures(
-            probes, self.pairs(probes, results), self.thresholds, self.cited(candidate, results)
+            fresh_probes,
+            self.pairs(fresh_probes, results, fresh=True),
+            self.thresholds,
+            self.cited(candidate, results),
         )
         decision.narrowed_precondition = precondition
         decision.narrowed_figures = second

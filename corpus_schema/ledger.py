@@ -233,7 +233,8 @@ class ProbeResult(_Strict):
     lesson_runs: list[str]
     """Runs with the lesson added."""
     narrowed_runs: list[str] = Field(default_factory=list)
-    """Runs with the narrowed lesson, when it was narrowed."""
+    """Runs with the narrowed lesson on this probe (decisions before the narrowed lesson had
+    probes of its own: see GateDecision.narrowed_probes)."""
 
 
 class GateFigures(_Strict):
@@ -305,6 +306,10 @@ class GateDecision(_Strict):
     narrowed_figures: GateFigures | None = None
     seeds: list[int] = Field(default_factory=list)
     probes: list[ProbeResult] = Field(default_factory=list)
+    narrowed_probes: list[ProbeResult] = Field(default_factory=list)
+    """The narrowed lesson's own probes, chosen anew for its precondition and run on fresh
+    seeds (`narrowed_seeds`), so that it is not judged on the runs that shaped it."""
+    narrowed_seeds: list[int] = Field(default_factory=list)
     evidence: str
     """The file in the same folder that holds every run or report behind the decision."""
     agent_runs: int = 0

@@ -779,18 +779,27 @@ def gate_page(decision: GateDecision) -> str:
             f"- runs with the set: {' '.join(check.runs)}",
             "",
         ]
-    if decision.probes:
+    seeds = ", ".join(str(seed) for seed in decision.narrowed_seeds)
+    for title, probes in (
+        ("Probes", decision.probes),
+        (f"Probes of the narrowed lesson (chosen anew; seeds {seeds})", decision.narrowed_probes),
+    ):
+        if not probes:
+            continue
+        # `narrowed` runs on the first probes: decisions written before narrowed lessons had
+        # probes of their own.
+        old = any(probe.narrowed_runs for probe in probes)
         lines += [
-            "## Probes",
+            f"## {title}",
             "",
-            "| task | kind | why | without | with | narrowed |",
-            "|---|---|---|---|---|---|",
+            "| task | kind | why | without | with |" + (" narrowed |" if old else ""),
+            "|---|---|---|---|---|" + ("---|" if old else ""),
         ]
-        for probe in decision.probes:
+        for probe in probes:
             lines.append(
                 f"| {_cell(probe.task_id)} | {probe.kind} | {_cell(probe.why)} | "
-                f"{' '.join(probe.base_runs)} | {' '.join(probe.lesson_runs)} | "
-                f"{' '.join(probe.narrowed_runs)} |"
+                f"{' '.join(probe.base_runs)} | {' '.join(probe.lesson_runs)} |"
+                + (f" {' '.join(probe.narrowed_runs)} |" if old else "")
             )
         lines.append("")
     if decision.monitoring:

@@ -183,7 +183,22 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     runs = [
         json.loads(line) for line in (corpus / "gate/gate-0002.runs.jsonl").read_text().splitlines()
     ]
-    ids = {i for p in broad.probes for i in (*p.base_runs, *p.lesson_runs, *p.narrowed_runs)}
+    ids = {i for p in broad.probes for i in (*p.base_runs, *p.lesson_runs)}
+    # The narrowed lesson is judged on probes of its own, on fresh seeds, not on the runs that
+    # shaped its precondition.
+    assert broad.narrowed_seeds == [1] and broad.seeds == [0]
+    fresh = broad.narrowed_probes
+    assert {p.kind for p in fresh} == {"target", "falsify", "regress"}
+    assert all(p.lesson_runs and p.base_runs for p in fresh)
+    assert not {i for p in fresh for i in p.lesson_runs} & {
+        i for p in broad.probes for i in p.lesson_runs
+    }
+    ids |= {i for p in fresh for i in (*p.base_runs, *p.lesson_runs)}
+    seeds = {
+        json.loads(line)["id"]: json.loads(line)["seed"]
+        for line in (corpus / "gate/gate-0002.runs.jsonl").read_text().splitlines()
+    }
+    assert {seeds[i] for p in fresh for i in p.lesson_runs} == {1}
     # The two lessons committed in this call, run side by side on every probe task of theirs.
     (together,) = broad.together
     assert together.insights == ["insight-0001", "insight-0002"] and together.passes
