@@ -81,6 +81,12 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     help="Print only what to send the agent when the episode ends, to get its citation "
     "report (no TASK needed).",
 )
+@click.option(
+    "--flag-conflicts",
+    is_flag=True,
+    help="Name the listed lessons whose applicability overlaps and whose source runs ended "
+    "differently (one succeeded, one failed), as pairs to drill into before relying on either.",
+)
 @profile_option("prompt")
 @click.option(
     "--mount",
@@ -113,6 +119,7 @@ def prompt_command(
     insights_only: bool,
     report_at: str,
     report_request: bool,
+    flag_conflicts: bool,
     mount: str,
     prompts_dir: Path | None,
     group_model: str | None,
@@ -172,6 +179,7 @@ def prompt_command(
         infer_type=not all_types,
         insights_only=insights_only,
         report_at="end" if report_at == "end" else "first",
+        flag_conflicts=flag_conflicts,
     )
     if as_json:
         print_json(message.as_dict())

@@ -217,6 +217,9 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
         "passed the admission gate)" in message.text
     )
     assert "1 more insight failed the gate or later episodes" in message.text
+    # The precondition the gate tested is what the agent reads too.
+    safe = Memory.load(corpus).first_message("Fetch the coin from the locked safe.")
+    assert "  - Precondition (what must hold before you act on it): A locked safe.\n" in safe.text
 
 
 def test_given_probe_lists_and_bad_requests(tmp_path: Path, llm: FakeLLM) -> None:

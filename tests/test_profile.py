@@ -208,3 +208,42 @@ def test_unfiltered_insights_leave_out_the_prompt_line(tmp_path: Path) -> None:
             llm=llm,
         )
         assert (line in llm.calls[0][0]["content"]) is expected
+
+
+def test_lessons_that_apply_alike_from_runs_that_ended_apart_are_flagged(tmp_path: Path) -> None:
+    """The method's weak spot, as an option: a pair whose applicability overlaps and whose
+    source runs ended differently is a drill-down trigger the first message names."""
+    from wikitrace.compiler import BuildOptions, build_corpus
+
+    from helpers import FakeLLM, good_answer
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        data["insights"][0].update(
+            title="Refund first" if "t1" in prompt else "Ask before refunding",
+            guideline="Refund at once." if "t1" in prompt else "Ask the customer first.",
+            applicability="A customer asks for a refund of a damaged order.",
+        )
+        return json.dumps(data)
+
+    runs = [make_run("t1", success=True), make_run("t2", success=False), make_run("t3")]
+    llm = FakeLLM(answer=answer)
+    build_corpus(
+        BuildOptions(
+            inputs=[write_runs(tmp_path / "runs.jsonl", runs)],
+            output=tmp_path / "c",
+            model=llm.model,
+            cache_dir=tmp_path / "cache",
+            mine=False,
+        ),
+        llm=llm,
+    )
+    plain = message(tmp_path / "c", "--all-insights")["text"]
+    flagged = message(tmp_path / "c", "--all-insights", "--flag-conflicts")["text"]
+    assert "## Check these pairs first" not in plain
+    assert "## Check these pairs first" in flagged
+    # t1 succeeded; t2 and t3 failed: two pairs, each naming the successful run's lesson first.
+    assert "- insight-0001 (from a successful run) and insight-0002 (from a FAILED run)" in flagged
+    assert "- insight-0001 (from a successful run) and insight-0003 (from a FAILED run)" in flagged
+    assert "insight-0002 (from a successful run)" not in flagged

@@ -36,6 +36,11 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
+def overlap(first: str, second: str) -> float:
+    """How much two texts' words overlap (Jaccard), 0 to 1."""
+    return _jaccard(words(first), words(second))
+
+
 def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> list[int]:
     """For each (title, guideline), the index of the first lesson of its group (itself when it
     leads one). Alike: the titles' words overlap by `threshold` and the whole texts' by half

@@ -73,6 +73,9 @@ class InsightEntry:
     """For a mined lesson: every run it quotes (its source run first)."""
     only_task: str | None = None
     """For a divergence: the task text it is about; it is shown for that task only."""
+    precondition: str | None = None
+    """Its hypothesis's precondition, when it has one that says more than `applicability`:
+    what the gate tested, shown to the agent too."""
 
 
 @dataclass
@@ -105,6 +108,9 @@ def _backed(compilation: CompilationHeader | None, claims: list[int]) -> bool:
 
 
 TASK_PREVIEW = 300
+CONFLICT_OVERLAP = 0.5
+"""Two lessons apply to the same situations when the words of their applicability overlap this
+much (Jaccard, as tools/consolidate.py counts words)."""
 ALIKE_SHOWN = 5
 
 
@@ -281,6 +287,11 @@ class Memory:
                     task_type=header.task_type,
                     guideline=read.guideline(page),
                     applicability=header.applicability,
+                    precondition=header.hypothesis.precondition
+                    if header.hypothesis
+                    and " ".join(header.hypothesis.precondition.split())
+                    != " ".join(header.applicability.split())
+                    else None,
                     source_step=header.source_step,
                     source_outcome=header.source_outcome,
                     source_task_id=task_of.get(header.source_step, ""),
@@ -313,6 +324,7 @@ class Memory:
         infer_type: bool = True,
         insights_only: bool = False,
         report_at: ReportAt = "first",
+        flag_conflicts: bool = False,
     ) -> FirstMessage:
         """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
@@ -321,6 +333,8 @@ class Memory:
         `insights_only` renders the method's Insights Only control: the same insights, no
         mount, no similar runs, no drill-down instructions. `report_at="end"` leaves the
         citation report out, for the harness to ask after the episode (`report_request`).
+        `flag_conflicts` names the listed pairs whose applicability overlaps and whose source
+        runs ended differently: a drill-down trigger the agent need not notice by itself.
         """
         from wikitrace import prompts
 
@@ -371,6 +385,24 @@ class Memory:
         env = prompts.environment(prompts_dir)
         template = env.get_template(TEMPLATE)
 
+        def conflicts(chosen: list[int]) -> list[dict[str, str]]:
+            found = []
+            listed = sorted(chosen)
+            for a_pos, a in enumerate(listed):
+                for b in listed[a_pos + 1 :]:
+                    first, second = self.insights[a], self.insights[b]
+                    if first.source_outcome == second.source_outcome:
+                        continue
+                    overlap = consolidate.overlap(first.applicability, second.applicability)
+                    if overlap >= CONFLICT_OVERLAP:
+                        success, failure = (
+                            (first, second)
+                            if first.source_outcome == "success"
+                            else (second, first)
+                        )
+                        found.append({"success": success.id, "failure": failure.id})
+            return found
+
         def render_template(chosen: list[int]) -> str:
             # Text from logs and models goes in so that it cannot restructure the message.
             groups: dict[str, list[InsightEntry]] = {}
@@ -381,6 +413,7 @@ class Memory:
                     title=inline(item.title),
                     guideline=inline(item.guideline),
                     applicability=inline(item.applicability),
+                    precondition=inline(item.precondition) if item.precondition else None,
                     mined=inline(item.mined),
                     support=_support([self.insights[m] for m in alike_of[i]]),
                 )
@@ -393,6 +426,7 @@ class Memory:
                 offline=self.offline,
                 insights_only=insights_only,
                 report_at=report_at,
+                conflicts=conflicts(chosen) if flag_conflicts and not insights_only else [],
                 any_insights=bool(self.insights) or self.withheld > 0,
                 any_mined=any(self.insights[i].pattern is not None for i in chosen),
                 withheld=self.withheld,
