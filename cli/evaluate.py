@@ -94,3 +94,79 @@ def eval_command(
     if plot is not None:
         output.plot(report, plot)
         click.echo(f"wrote {plot}", err=True)
+
+
+@click.command("attribute")
+@click.argument("corpus", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--model", required=True, help="The judge: any model litellm reaches.")
+@click.option("--api-base", help="Base URL of a local or self-hosted server.")
+@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
+@click.option(
+    "--rerun",
+    default="no-memory-rerun",
+    show_default=True,
+    help="The no-memory rerun (never attributed).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the judge's answers are cached (default: the user cache folder).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+def attribute_command(
+    corpus: Path,
+    results: tuple[Path, ...],
+    model: str,
+    api_base: str | None,
+    baseline: str,
+    rerun: str,
+    cache_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Why memory broke what the agent could do without it: each Regression episode (a failed
+    trial of a memory method on a task the baseline solved in every trial) classified by a
+    judge model as the method's attribution does: A the memory entry it followed was wrong,
+    B a sound entry applied outside its applicability, C an entry misread or misused, D a
+    better entry in memory was missed, E no link to memory.
+
+    RESULTS are the rows `wikitrace eval` reads; a row to attribute names its episode's log
+    in "trajectory" (any format `wikitrace build` reads, relative to the results file) and may
+    carry the agent's citation report in "used". One cached call per episode; quotes from the
+    episode are checked, and an answer none of whose quotes is found is not counted.
+
+    \b
+    Example:
+      wikitrace attribute corpus results.jsonl --model openai/gpt-4o-mini --json
+    """
+    from wikitrace import prompts
+    from wikitrace.compiler.attribute import CAUSES, OUTPUT_TOKENS, Attributor, attribute
+    from wikitrace.compiler.compile import Templates
+    from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
+    from wikitrace.evaluation import read_rows
+
+    from .options import print_json
+
+    rows = read_rows(list(results))
+    settings = LLMSettings(model=model, api_base=api_base, max_output_tokens=OUTPUT_TOKENS)
+    llm = connect(settings, cache_dir or default_cache_dir())
+    attributor = Attributor(
+        corpus=corpus,
+        llm=llm,
+        templates=Templates.load(also=(prompts.ATTRIBUTE,)),
+        max_prompt_tokens=24_000,
+    )
+    report = attribute(rows, attributor, baseline, rerun)
+    if as_json:
+        print_json(report.as_dict())
+        return
+    click.echo(f"{report.regressions} Regression episodes")
+    for cause, episodes in report.counts.items():
+        click.echo(f"{cause} ({CAUSES[cause]}): {len(episodes)}  {' '.join(episodes)}")
+    for item in report.episodes:
+        if item.problem:
+            click.echo(
+                f"not counted: {item.suite}/{item.method}/{item.task_id}#{item.trial} "
+                f"({item.where}): {item.problem}",
+                err=True,
+            )

@@ -23,7 +23,7 @@ TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
 def _model_for(corpus: Path, api_base: str | None) -> Any:
     """The corpus's own model, for the one call that narrows a precondition (None offline)."""
-    from wikitrace.compiler.llm import LiteLLMClient, LLMSettings, check_reachable
+    from wikitrace.compiler.llm import LLMSettings, connect
     from wikitrace.compiler.offline import OFFLINE_MODEL
     from wikitrace.corpus_schema import manifest
 
@@ -32,16 +32,12 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
         return None
     kept = built.model_settings  # called as the build called it, unless told otherwise
     api_base = api_base or kept.get("api_base")
-    if api_base:
-        check_reachable(api_base)
     settings = LLMSettings(model=built.model, api_base=api_base)
     if "temperature" in kept:
         settings = LLMSettings(
             model=built.model, api_base=api_base, temperature=float(kept["temperature"])
         )
-    client = LiteLLMClient(settings)
-    client.preflight()
-    return client
+    return connect(settings)
 
 
 @click.command("gate")

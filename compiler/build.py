@@ -33,15 +33,7 @@ from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import base_layout, write_layers
-from .llm import (
-    LLM,
-    CachedLLM,
-    LiteLLMClient,
-    LLMSettings,
-    ResponseCache,
-    check_reachable,
-    default_cache_dir,
-)
+from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, connect, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
 from .produce import Producer, Progress
 from .raw import RawLayer, input_state
@@ -92,11 +84,11 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
 def _make_llm(
     options: BuildOptions, llm: LLM | None, model: str | None = None, output_tokens: int = 0
 ) -> LLM:
-    """The compile model (or `model`, answering in `output_tokens`), cached unless told not to."""
+    """The compile model (or `model`, answering in `output_tokens`), cached unless told not to
+    (a given `llm`, a test's fake, is cached too)."""
+    cache = (options.cache_dir or default_cache_dir()) if options.use_cache else None
     if llm is None:
-        if options.api_base:
-            check_reachable(options.api_base)
-        client = LiteLLMClient(
+        return connect(
             LLMSettings(
                 model=model or options.model,
                 api_base=options.api_base,
@@ -106,13 +98,10 @@ def _make_llm(
                 max_retries=options.max_retries,
                 backoff_seconds=options.backoff_seconds,
                 reasoning_effort=options.reasoning_effort,
-            )
+            ),
+            cache,
         )
-        client.preflight()
-        llm = client
-    if options.use_cache:
-        llm = CachedLLM(llm, ResponseCache(options.cache_dir or default_cache_dir()))
-    return llm
+    return CachedLLM(llm, ResponseCache(cache)) if cache else llm
 
 
 def _make_judge(options: BuildOptions, judge_llm: LLM | None) -> Judge | None:

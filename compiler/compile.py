@@ -232,10 +232,11 @@ def render_prompt(
     outcome_details: bool = False,
     unfiltered: bool = False,
     template: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Prompt:
     """The prompt for one run, within `max_prompt_tokens` whatever the run's length (see
     compiler/view.py for what is shown of long runs); `template` in place of the compile
-    template the outcome picks (the judge's)."""
+    template the outcome picks (the judge's), rendered with `extra` too."""
     name = template or (prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE)
     content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
     fence = data_fence(content)
@@ -258,6 +259,7 @@ def render_prompt(
             mode=mode,
             hypotheses=hypotheses,
             unfiltered=unfiltered,
+            **(extra or {}),
         )
 
     if llm.count_tokens(render([])) > max_prompt_tokens:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wikitrace import prompts
-from wikitrace.corpus_schema import JUDGED
+from wikitrace.corpus_schema import JUDGED, RunRecord
 from wikitrace.corpus_schema.errors import first_problem
 
 from .compile import CompileError, QuoteOut, Templates, render_prompt, reply_json
@@ -107,41 +107,73 @@ class Judge:
         )
 
     def _ask(self, run: SourceRun) -> tuple[Verdict, list[dict[str, Any]]]:
-        prompt = render_prompt(
-            self.templates, run.record, self.llm, self.max_prompt_tokens, template=prompts.JUDGE
+        return ask_about_run(
+            self.llm,
+            self.templates,
+            run.record,
+            prompts.JUDGE,
+            Verdict,
+            max_prompt_tokens=self.max_prompt_tokens,
+            retries=self.retries,
+            shape='{"success": ..., "reason": ..., "evidence": [...]}',
         )
-        checker = QuoteChecker(run.record.turns, list(prompt.view.shown))
-        messages: list[dict[str, str]] = [{"role": "user", "content": prompt.text}]
-        for attempt in range(self.retries + 2):
-            reply = asyncio.run(self.llm.complete(messages))
-            messages.append({"role": "assistant", "content": reply.text})
-            try:
-                verdict = Verdict.model_validate(reply_json(reply.text))
-            except ValidationError as error:
-                where, message = first_problem(error)
-                problem = f"field '{where}': {message}"
-            except ValueError as error:
-                problem = str(error)
-            else:
-                evidence = []
-                for quote in verdict.evidence:
-                    check = checker.check(quote.turn, quote.quote)
-                    evidence.append(
-                        {"turn": check.turn, "quote": quote.quote, "verified": check.verified}
-                    )
-                if any(q["verified"] for q in evidence) or attempt >= self.retries:
-                    return verdict, evidence
-                problem = (
-                    "none of your quotes was found in the turn it cites; copy each verbatim "
-                    "from the log"
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def ask_about_run(
+    llm: LLM,
+    templates: Templates,
+    record: RunRecord,
+    template: str,
+    answer: type[Answer],
+    *,
+    max_prompt_tokens: int,
+    retries: int,
+    shape: str,
+    extra: dict[str, Any] | None = None,
+) -> tuple[Answer, list[dict[str, Any]]]:
+    """One model's verdict on a run (the judge's label, an attribution): the run shown as a
+    compile prompt shows it, the answer validated as `answer` (with `evidence`: quotes from
+    numbered turns), each quote checked. An answer that is not valid, or none of whose quotes
+    is found, is sent back up to `retries` times; then the last valid one is returned with
+    its quotes marked, or CompileError raised."""
+    prompt = render_prompt(
+        templates, record, llm, max_prompt_tokens, template=template, extra=extra
+    )
+    checker = QuoteChecker(record.turns, list(prompt.view.shown))
+    messages: list[dict[str, str]] = [{"role": "user", "content": prompt.text}]
+    for attempt in range(retries + 2):
+        reply = asyncio.run(llm.complete(messages))
+        messages.append({"role": "assistant", "content": reply.text})
+        try:
+            verdict = answer.model_validate(reply_json(reply.text))
+        except ValidationError as error:
+            where, message = first_problem(error)
+            problem = f"field '{where}': {message}"
+        except ValueError as error:
+            problem = str(error)
+        else:
+            evidence = []
+            for quote in getattr(verdict, "evidence", []):
+                check = checker.check(quote.turn, quote.quote)
+                evidence.append(
+                    {"turn": check.turn, "quote": quote.quote, "verified": check.verified}
                 )
-            if attempt >= self.retries:
-                raise CompileError(f"the answer is not usable ({problem})")
-            messages.append(
-                {
-                    "role": "user",
-                    "content": f"Your answer cannot be used: {problem}. Answer again with ONE "
-                    'JSON object {"success": ..., "reason": ..., "evidence": [...]}.',
-                }
+            if any(q["verified"] for q in evidence) or attempt >= retries:
+                return verdict, evidence
+            problem = (
+                "none of your quotes was found in the turn it cites; copy each verbatim "
+                "from the log"
             )
-        raise CompileError("no answer")  # not reached: the loop returns or raises
+        if attempt >= retries:
+            raise CompileError(f"the answer is not usable ({problem})")
+        messages.append(
+            {
+                "role": "user",
+                "content": f"Your answer cannot be used: {problem}. Answer again with ONE "
+                f"JSON object {shape}.",
+            }
+        )
+    raise CompileError("no answer")  # not reached: the loop returns or raises

@@ -366,3 +366,16 @@ class CachedLLM:
                     error.strerror or error,
                 )
         return reply
+
+
+def connect(settings: LLMSettings, cache_dir: Path | None = None) -> LLM:
+    """The model `settings` name, reachable and with its credentials checked before anything
+    is sent (an unreachable --api-base, an unknown provider or a missing key is an error now,
+    not after the first run); its replies cached in `cache_dir` unless None."""
+    if settings.api_base:
+        check_reachable(settings.api_base)
+    client = LiteLLMClient(settings)
+    client.preflight()
+    if cache_dir is None:
+        return client
+    return CachedLLM(client, ResponseCache(cache_dir))

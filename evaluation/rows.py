@@ -27,6 +27,11 @@ class ResultRow(BaseModel):
     trial: int
     success: bool | None = None
     score: float | None = None
+    trajectory: str | None = None
+    """The episode's log (any format `wikitrace build` reads), relative to the results file:
+    what `wikitrace attribute` reads."""
+    used: dict[str, list[str]] | None = None
+    """The agent's citation report (`used`): the memory entries it said shaped its actions."""
 
     @field_validator("task_id", "suite", "method", mode="before")
     @classmethod
@@ -59,6 +64,11 @@ def _csv_value(key: str, value: str) -> Any:
         return value  # rejected by validation, with the row named
     if key == "trial":
         return int(value) if value.lstrip("-").isdigit() else value
+    if key == "used":  # the citation report's JSON in one cell
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value  # rejected by validation, with the row named
     if key == "score":
         try:
             return float(value)

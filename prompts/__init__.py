@@ -16,6 +16,7 @@ REPAIR_QUOTES = "repair-quotes.j2"
 NARROW = "narrow.j2"
 HYPOTHESIZE = "hypothesize.j2"
 JUDGE = "judge.j2"
+ATTRIBUTE = "attribute.j2"
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

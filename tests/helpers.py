@@ -76,6 +76,28 @@ def turns_in_prompt(prompt: str) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for m in _TURN_BLOCK.finditer(prompt)}
 
 
+def attribution_answer(prompt: str, *, wrong_quote: bool = False) -> str:
+    """A valid attribution: A (the entry it followed was wrong) when the agent reported using
+    an insight, naming it; E (no link to memory) otherwise. Quotes the last turn's longest line."""
+    turns = turns_in_prompt(prompt)
+    last = max(turns)
+    quote = max(turns[last].splitlines(), key=len).strip()[:60]
+    used = re.search(r"REPORTED AS USED:\n- (insight-\d+)", prompt)
+    return json.dumps(
+        {
+            "cause": "A" if used else "E",
+            "entry": used.group(1) if used else None,
+            "reason": "It followed the entry." if used else "Memory played no part.",
+            "evidence": [
+                {
+                    "turn": last,
+                    "quote": "this sentence appears in no turn at all" if wrong_quote else quote,
+                }
+            ],
+        }
+    )
+
+
 def judge_answer(prompt: str, *, success: bool = True, wrong_quote: bool = False) -> str:
     """A valid judge's verdict that quotes the longest line of the last turn shown."""
     turns = turns_in_prompt(prompt)
@@ -97,6 +119,8 @@ def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) ->
     judge's prompt, a verdict)."""
     if prompt.startswith("You are judging"):
         return judge_answer(prompt)
+    if prompt.startswith("You are finding out why"):
+        return attribution_answer(prompt)
     turns = turns_in_prompt(prompt)
     last = max(turns)
     line = turns[last].splitlines()[-1]

@@ -1,0 +1,225 @@
+"""`wikitrace attribute`: why memory broke what the agent could do without it.
+
+A Regression episode is a trial of a memory method that failed on a task the no-memory
+baseline solved in every trial. For each (its row names its log, `trajectory`, and may carry the
+agent's citation report, `used`), one cached model call reads the episode as a compile prompt
+shows it, with the memory entries the agent reported using and the other insights it was shown,
+and classifies the cause as the method's attribution does:
+
+- A: the memory entry it followed was wrong;
+- B: a sound entry applied outside its applicability;
+- C: an entry misread or misused;
+- D: a better entry in memory was missed;
+- E: no link to memory.
+
+Quotes are checked like a compilation's (sent back once when none is found); an answer with no
+quote found in the episode is kept out of the counts and listed with why.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wikitrace import prompts
+from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
+from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.evaluation.rows import Row
+
+from .compile import CompileError, QuoteOut, Templates, data_fence
+from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
+from .inputs import SourceRun, Unlabelled, validate
+from .judge import ask_about_run
+from .llm import LLM, LLMCallError
+
+Cause = Literal["A", "B", "C", "D", "E"]
+CAUSES: dict[str, str] = {
+    "A": "the memory entry it followed was wrong",
+    "B": "a sound entry applied outside its applicability",
+    "C": "an entry misread or misused",
+    "D": "a better entry in memory was missed",
+    "E": "no link to memory",
+}
+SHOWN_LIMIT = 30
+"""At most this many other insights are listed to the judge (those the first message shows)."""
+OUTPUT_TOKENS = 1024
+
+
+class AttributionAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cause: Cause
+    entry: str | None = None
+    reason: str = Field(min_length=1)
+    evidence: list[QuoteOut] = Field(min_length=1)
+
+
+@dataclass
+class Attributed:
+    """One Regression episode and what the judge found."""
+
+    suite: str
+    method: str
+    task_id: str
+    trial: int
+    where: str
+    cause: Cause | None = None
+    entry: str | None = None
+    reason: str = ""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    problem: str | None = None
+    """Why it is not counted: no log, a log that cannot be read, no usable answer."""
+
+
+@dataclass
+class AttributionReport:
+    episodes: list[Attributed] = field(default_factory=list)
+    regressions: int = 0
+
+    @property
+    def counts(self) -> dict[str, list[str]]:
+        """Cause -> the episodes behind it (`suite/method/task#trial`)."""
+        found: dict[str, list[str]] = {cause: [] for cause in CAUSES}
+        for item in self.episodes:
+            if item.cause is not None:
+                found[item.cause].append(f"{item.suite}/{item.method}/{item.task_id}#{item.trial}")
+        return found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "regressions": self.regressions,
+            "counts": {cause: len(items) for cause, items in self.counts.items()},
+            "by_cause": self.counts,
+            "episodes": [vars(item) for item in self.episodes],
+        }
+
+
+def regression_rows(rows: list[Row], baseline: str, rerun: str | None = None) -> list[Row]:
+    """Failed trials of a memory method on tasks the baseline solved in every trial."""
+    baseline_trials: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for item in rows:
+        if item.row.method == baseline:
+            baseline_trials[(item.row.suite, item.row.task_id)].append(_success(item))
+    solved = {key for key, outcomes in baseline_trials.items() if outcomes and all(outcomes)}
+    return [
+        item
+        for item in rows
+        if item.row.method not in (baseline, rerun)
+        and (item.row.suite, item.row.task_id) in solved
+        and not _success(item)
+    ]
+
+
+def _success(item: Row) -> bool:
+    row = item.row
+    return bool(row.success) if row.success is not None else (row.score or 0.0) >= 1.0
+
+
+@dataclass
+class Attributor:
+    corpus: Path
+    llm: LLM
+    templates: Templates
+    max_prompt_tokens: int
+    retries: int = 1
+
+    def __call__(self, item: Row) -> Attributed:
+        row = item.row
+        result = Attributed(row.suite, row.method, row.task_id, row.trial, item.where)
+        if not row.trajectory:
+            result.problem = "the row names no trajectory (the episode's log)"
+            return result
+        path = Path(row.trajectory)
+        if not path.is_absolute():
+            path = Path(item.where.rsplit(":", 1)[0]).parent / path
+        try:
+            record = _episode(path)
+        except (InputError, CorpusError, OSError) as error:
+            result.problem = f"its log cannot be read: {error}"
+            return result
+        cited, shown = self._memory(record, row.used or {})
+        fence = data_fence(" ".join([*cited, *shown]).encode())
+        try:
+            answer, evidence = ask_about_run(
+                self.llm,
+                self.templates,
+                record,
+                prompts.ATTRIBUTE,
+                AttributionAnswer,
+                max_prompt_tokens=self.max_prompt_tokens,
+                retries=self.retries,
+                shape='{"cause": ..., "entry": ..., "reason": ..., "evidence": [...]}',
+                extra={
+                    "cited": [entry.replace(fence, "[fence]") for entry in cited],
+                    "shown": [entry.replace(fence, "[fence]") for entry in shown],
+                },
+            )
+        except (CompileError, LLMCallError) as error:
+            if isinstance(error, LLMCallError) and error.fatal:
+                raise
+            result.problem = f"no usable answer: {error}"
+            return result
+        result.evidence = evidence
+        result.reason = answer.reason
+        if not any(quote["verified"] for quote in evidence):
+            result.problem = "none of the judge's quotes was found in the episode"
+            return result
+        result.cause, result.entry = answer.cause, answer.entry
+        return result
+
+    def _memory(self, record: RunRecord, used: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+        from wikitrace.tools.memory import Memory
+
+        cited = []
+        for ident in used.get("insights", []):
+            try:
+                page = corpus_read.insight(self.corpus, ident)
+            except (CorpusError, InputError):
+                cited.append(f"{ident}: (not in the corpus)")
+                continue
+            header = page.header
+            cited.append(
+                f"{header.id}: {header.title}. Guideline: {corpus_read.guideline(page)} "
+                f"Applies when: {header.applicability} (from {header.source_step}, a "
+                f"{header.source_outcome} run)"
+            )
+        cited += [f"compilation {ident}" for ident in used.get("compilations", [])]
+        cited += [f"raw run {ident}" for ident in used.get("raw", [])]
+        memory = Memory.load(self.corpus)
+        message = memory.first_message(record.task, max_tokens=None)
+        by_id = {entry.id: entry for entry in memory.insights}
+        shown = [
+            f"{i}: {by_id[i].title}. Applies when: {by_id[i].applicability}"
+            for i in message.insights
+            if i in by_id and i not in used.get("insights", [])
+        ][:SHOWN_LIMIT]
+        return cited, shown
+
+
+def _episode(path: Path) -> RunRecord:
+    """The first run of an episode's log, in any format `wikitrace build` reads (its label,
+    if any, is not used: the row says it failed)."""
+    plan = plan_inputs([path], AUTO, [], DEFAULT_THRESHOLD)
+    for item in plan.items():
+        if isinstance(item, SourceRun):
+            return item.record
+        if isinstance(item, Unlabelled):
+            data = {**item.data, "success": False}
+            return validate(data, item.path, line=item.line, at=item.at, format=item.format).record
+        raise item
+    raise InputError("no run in it", path=path)
+
+
+def attribute(
+    rows: list[Row], attributor: Attributor, baseline: str, rerun: str | None
+) -> AttributionReport:
+    """Attribute every Regression episode of `rows`."""
+    episodes = regression_rows(rows, baseline, rerun)
+    report = AttributionReport(regressions=len(episodes))
+    for item in episodes:
+        report.episodes.append(attributor(item))
+    return report

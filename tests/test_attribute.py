@@ -1,0 +1,160 @@
+"""`wikitrace attribute`: Regression episodes, classified A-E by a judge model whose quotes are
+checked, cached, counted; through a fake at our LLM boundary and through litellm's real path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wikitrace import prompts
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.compiler.attribute import Attributor, attribute, regression_rows
+from wikitrace.compiler.compile import Templates
+from wikitrace.compiler.llm import CachedLLM, ResponseCache
+from wikitrace.evaluation import read_rows
+
+from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    """A corpus with one lesson, and results: task a solved in every baseline trial and failed
+    with memory (its log and report given), b not always solved, c failed with no log."""
+    corpus = tmp_path / "corpus"
+    llm = FakeLLM()
+    build_corpus(
+        BuildOptions(
+            inputs=[write_runs(tmp_path / "runs.jsonl", [make_run("t1")])],
+            output=corpus,
+            model=llm.model,
+            cache_dir=tmp_path / "build-cache",
+            mine=False,
+        ),
+        llm=llm,
+    )
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    write_runs(episodes / "a.jsonl", [make_run("a", success=False)])
+    write_runs(episodes / "d.jsonl", [make_run("d", success=False)])
+    rows: list[dict[str, Any]] = []
+    for task, outcomes in {"a": [1, 1, 1], "b": [1, 0, 1], "c": [1, 1, 1], "d": [1, 1, 1]}.items():
+        rows += [
+            {"suite": "s", "method": "no-memory", "task_id": task, "trial": t, "success": bool(o)}
+            for t, o in enumerate(outcomes)
+        ]
+    rows += [
+        {
+            "suite": "s",
+            "method": "wikitrace",
+            "task_id": "a",
+            "trial": 0,
+            "success": False,
+            "trajectory": "episodes/a.jsonl",
+            "used": {"insights": ["insight-0001"], "raw": ["step-0001"]},
+        },
+        {"suite": "s", "method": "wikitrace", "task_id": "a", "trial": 1, "success": True},
+        {"suite": "s", "method": "wikitrace", "task_id": "b", "trial": 0, "success": False},
+        {"suite": "s", "method": "wikitrace", "task_id": "c", "trial": 0, "success": False},
+        {
+            "suite": "s",
+            "method": "wikitrace",
+            "task_id": "d",
+            "trial": 0,
+            "success": False,
+            "trajectory": "episodes/d.jsonl",
+        },
+        {"suite": "s", "method": "no-memory-rerun", "task_id": "a", "trial": 0, "success": False},
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return corpus, results
+
+
+def attributor(corpus: Path, llm: Any) -> Attributor:
+    return Attributor(
+        corpus=corpus,
+        llm=llm,
+        templates=Templates.load(also=(prompts.ATTRIBUTE,)),
+        max_prompt_tokens=20_000,
+    )
+
+
+def test_regression_episodes_are_classified_with_checked_quotes(
+    setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    corpus, results = setup
+    rows = read_rows([results])
+    regressions = regression_rows(rows, "no-memory", "no-memory-rerun")
+    assert [(r.row.task_id, r.row.trial) for r in regressions] == [("a", 0), ("c", 0), ("d", 0)]
+    fake = FakeLLM()
+    llm = CachedLLM(fake, ResponseCache(tmp_path / "cache"))
+    report = attribute(rows, attributor(corpus, llm), "no-memory", "no-memory-rerun")
+    a, c, d = report.episodes
+    assert (a.cause, a.entry, a.problem) == ("A", "insight-0001", None)
+    assert a.evidence and all(q["verified"] for q in a.evidence)
+    assert (d.cause, d.entry) == ("E", None)
+    assert c.cause is None and c.problem == "the row names no trajectory (the episode's log)"
+    assert report.counts["A"] == ["s/wikitrace/a#0"] and report.counts["E"] == ["s/wikitrace/d#0"]
+    assert report.as_dict()["counts"] == {"A": 1, "B": 0, "C": 0, "D": 0, "E": 1}
+    # What the judge saw: the episode, the entries reported used, the others shown.
+    prompt = fake.calls[0][0]["content"]
+    assert "REPORTED AS USED:\n- insight-0001: Lesson 1. Guideline: Check the receptacle" in prompt
+    assert "- raw run step-0001" in prompt and "TASK ID: a" in prompt
+    # Cached: attributing again asks nothing.
+    attribute(rows, attributor(corpus, llm), "no-memory", "no-memory-rerun")
+    assert len(fake.calls) == 2
+
+
+def test_an_answer_whose_quotes_are_not_found_is_not_counted(setup: tuple[Path, Path]) -> None:
+    corpus, results = setup
+    fake = FakeLLM(
+        answer=lambda messages: attribution_answer(messages[0]["content"], wrong_quote=True)
+    )
+    report = attribute(read_rows([results]), attributor(corpus, fake), "no-memory", None)
+    a = report.episodes[0]
+    assert a.cause is None and a.problem == "none of the judge's quotes was found in the episode"
+    assert len([m for m in fake.calls[0] if m["role"] == "user"]) == 1  # asked once...
+    assert len(fake.calls) == 2 * 2  # ...then sent back once, for each of the 2 episodes
+    assert sum(len(v) for v in report.counts.values()) == 0
+
+
+@pytest.mark.integration
+def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub) -> None:
+    corpus, results = setup
+    code, out, err = run(
+        [
+            "attribute",
+            str(corpus),
+            str(results),
+            "--model",
+            "openai/judge",
+            "--api-base",
+            openai_stub.url,
+            "--cache-dir",
+            str(results.parent / "cache"),
+            "--json",
+        ]
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["regressions"] == 3 and data["counts"]["A"] == 1 and data["counts"]["E"] == 1
+    assert len(openai_stub.requests) == 2
+    code, out, err = run(
+        [
+            "attribute",
+            str(corpus),
+            str(results),
+            "--model",
+            "openai/judge",
+            "--api-base",
+            openai_stub.url,
+            "--cache-dir",
+            str(results.parent / "cache"),
+        ]
+    )
+    assert code == 0 and len(openai_stub.requests) == 2
+    assert "A (the memory entry it followed was wrong): 1  s/wikitrace/a#0" in out
+    assert "not counted: s/wikitrace/c#0" in err
