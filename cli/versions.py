@@ -241,6 +241,14 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
     "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
 )
 @click.option("--embedding-api-base", help="Base URL of a local embedding server.")
+@click.option(
+    "--encode",
+    type=click.Choice(["corpus", "insights"]),
+    default="corpus",
+    show_default=True,
+    help="What an update's direction encodes: the corpus (the insights and every run: what an "
+    "agent reads; an update that only adds runs moves it too), or the insight set alone.",
+)
 @compile_options
 @profile_option("update")
 @json_option("the update record")
@@ -258,6 +266,7 @@ def update_command(
     task_pool: Path | None,
     embedding_model: str,
     embedding_api_base: str | None,
+    encode: str,
     as_json: bool,
     compile: CompileSettings,
     runner: Any,
@@ -310,6 +319,7 @@ def update_command(
         embedder=HashingEmbedder()
         if embedding_model == "local"
         else LiteLLMEmbedder(embedding_model, embedding_api_base),
+        encoded="insights" if encode == "insights" else "corpus",
     )
     build = compile.build_options(inputs, corpus, "offline")
     result = compile_with_progress(

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -161,6 +161,26 @@ def insight_texts(root: Path) -> dict[str, str]:
     }
 
 
+Encoded = Literal["insights", "corpus"]
+"""What stands for a memory's state: its insight set (what the first message lists), or the
+whole corpus an agent reads (the insights and every run: its task and what its compilation
+says), as the method's momentum trigger encodes the memory state."""
+
+
+def memory_texts(root: Path, encoded: Encoded) -> dict[str, str]:
+    """Item id -> its text, for the items `encoded` counts (insights by id, runs by step)."""
+    texts = insight_texts(root)
+    if encoded == "insights":
+        return texts
+    titles = {
+        page.header.step: page.header.title for page in corpus_read.compilation_summaries(root)
+    }
+    for page in corpus_read.runs(root):
+        step = page.header.step
+        texts[step] = "\n".join([corpus_read.task_text(page), titles.get(step, "")])
+    return texts
+
+
 def unit(vector: Vector) -> Vector:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector
@@ -178,27 +198,48 @@ def memory_embedding(texts: Sequence[str], embedder: Embedder) -> Vector | None:
 def update_direction(
     old: dict[str, str], new: dict[str, str], embedder: Embedder
 ) -> tuple[Vector | None, list[str], list[str]]:
-    """The unit direction from the old insight set to the new one, and the ids added, removed.
+    """The unit direction from the old memory to the new one, and the ids added, removed.
 
-    Only what changed is embedded: an insight the two share cancels out of the difference.
-    None when nothing changed (or the change embeds to nothing).
+    Only what changed is embedded: an item the two share cancels out of the difference. When
+    the memory holds runs as well as insights (`memory_texts(..., "corpus")`), each kind's
+    change counts for half, so that five runs added do not drown the one lesson added with
+    them. None when nothing changed (or the change embeds to nothing).
     """
     added = [ident for ident in new if ident not in old or new[ident] != old[ident]]
     removed = [ident for ident in old if ident not in new or new[ident] != old[ident]]
-    if not added and not removed:
+    parts = [
+        _change(
+            [new[i] for i in added if i.startswith(RUN_PREFIX) == runs],
+            [old[i] for i in removed if i.startswith(RUN_PREFIX) == runs],
+            embedder,
+        )
+        for runs in (False, True)
+    ]
+    found = [unit(part) for part in parts if part is not None]
+    if not found:
         return None, added, removed
-    plus = memory_embedding([new[i] for i in added], embedder)
-    minus = memory_embedding([old[i] for i in removed], embedder)
+    total: Vector = np.sum(found, axis=0)
+    if float(np.linalg.norm(total)) == 0:
+        return None, added, removed
+    return unit(total), added, removed
+
+
+RUN_PREFIX = "step-"
+"""Runs are keyed by their step in `memory_texts`; insights by `insight-NNNN`."""
+
+
+def _change(plus_texts: list[str], minus_texts: list[str], embedder: Embedder) -> Vector | None:
+    """The embedding of what was added minus what was removed; None when it is nothing."""
+    plus = memory_embedding(plus_texts, embedder)
+    minus = memory_embedding(minus_texts, embedder)
     if plus is None and minus is None:
-        return None, added, removed
+        return None
     reference = plus if plus is not None else minus
     assert reference is not None
-    difference = (plus if plus is not None else np.zeros_like(reference)) - (
+    difference: Vector = (plus if plus is not None else np.zeros_like(reference)) - (
         minus if minus is not None else np.zeros_like(reference)
     )
-    if float(np.linalg.norm(difference)) == 0:
-        return None, added, removed
-    return unit(difference), added, removed
+    return None if float(np.linalg.norm(difference)) == 0 else difference
 
 
 def cosine(a: Vector, b: Vector) -> float:

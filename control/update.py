@@ -22,6 +22,7 @@ A comparison costs 2 x trials x (tasks chosen) agent runs, plus retries of runs 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from wikitrace.compiler.importers import InputPlan
 from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.history import HistoryEntry, now
+from wikitrace.corpus_schema.history import PROBES_DIR, HistoryEntry, now
 from wikitrace.corpus_schema.ledger import (
     AgentRun,
     Group,
@@ -45,10 +46,10 @@ from wikitrace.corpus_schema.ledger import (
     UpdateState,
     load_model,
 )
-from wikitrace.corpus_schema.store import build_lock
-from wikitrace.versions import Store, write_json
+from wikitrace.corpus_schema.store import build_lock, remove_tree
+from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 
-from .embed import Embedder, HashingEmbedder, cosine, insight_texts, update_direction
+from .embed import Embedder, Encoded, HashingEmbedder, cosine, memory_texts, update_direction
 from .runner import RunLog, Runner, RunnerSpec, RunRequest
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ class UpdateOptions:
     task_pool: list[str] | None = None
     """Task ids the runner can run; chosen tasks outside it are left out (None: any)."""
     embedder: Embedder = field(default_factory=HashingEmbedder)
+    encoded: Encoded = "corpus"
+    """What the update's direction encodes: the corpus (insights and runs: the method's memory
+    state), or the insight set alone."""
 
 
 @dataclass
@@ -145,17 +149,26 @@ class _Controller:
 
     # --- the trigger ---------------------------------------------------------------------
 
+    @property
+    def space(self) -> str:
+        """Where directions live: the embedder, and what it encodes (averages kept in another
+        space are never compared with)."""
+        identity = self.options.embedder.identity
+        return identity if self.options.encoded == "insights" else f"{identity} (corpus)"
+
     def trigger(self) -> tuple[Trigger, np.ndarray | None]:
         options, state = self.options, self.state
         embedder = options.embedder
         direction, added, removed = update_direction(
-            insight_texts(self.old_root), insight_texts(self.new_root), embedder
+            memory_texts(self.old_root, options.encoded),
+            memory_texts(self.new_root, options.encoded),
+            embedder,
         )
-        if state.embedder is not None and state.embedder != embedder.identity:
+        if state.embedder is not None and state.embedder != self.space:
             log.warning(
                 "the update average was kept in %s, not %s: starting it afresh",
                 state.embedder,
-                embedder.identity,
+                self.space,
             )
             state.average, state.embedder = None, None
         average = np.asarray(state.average) if state.average is not None else None
@@ -166,7 +179,8 @@ class _Controller:
             why = "--always-compare"
             compared = True
         elif direction is None:
-            why, compared = "the insight set did not change", False
+            what = "memory" if options.encoded == "corpus" else "insight set"
+            why, compared = f"the {what} did not change", False
         elif average is None:
             why, compared = "no deployed update to compare its direction with yet", True
         elif cos is not None and cos < options.threshold:
@@ -179,12 +193,14 @@ class _Controller:
             compared=compared,
             why=why,
             cosine=cos,
-            embedder=embedder.identity,
+            embedder=self.space,
             threshold=options.threshold,
             momentum=options.momentum,
             always_compare=options.always_compare,
-            insights_added=added,
-            insights_removed=removed,
+            encoded=options.encoded,
+            insights_added=[i for i in added if i.startswith("insight-")],
+            insights_removed=[i for i in removed if i.startswith("insight-")],
+            runs_added=[i for i in added if i.startswith("step-")],
         )
         return trigger, direction
 
@@ -197,7 +213,7 @@ class _Controller:
         else:
             average = momentum * np.asarray(state.average) + (1 - momentum) * direction
         state.average = [round(float(x), 8) for x in average]
-        state.embedder = self.options.embedder.identity
+        state.embedder = self.space
 
     # --- the mixed set --------------------------------------------------------------------
 
@@ -265,12 +281,41 @@ class _Controller:
         tasks = self.choose_tasks()
         seeds = [self.options.seed + trial for trial in range(self.options.trials)]
         record.seeds = seeds
-        requests = [
-            RunRequest(task_id, memory, root, seed)
-            for task_id, _ in tasks
-            for memory, root in ((self.old, self.old_root), (self.new, self.new_root))
-            for seed in seeds
-        ]
+        views = self.store.dir / PROBES_DIR / self.id
+        try:
+            requests = [
+                RunRequest(task_id, memory, root, seed)
+                for task_id, group in tasks
+                for memory, root in self._memories(task_id, group, views)
+                for seed in seeds
+            ]
+            runs = self._run(requests, progress)
+        finally:
+            remove_tree(views)
+            with contextlib.suppress(OSError):
+                views.parent.rmdir()  # probes/, when nothing else is using it
+        return self._score(record, tasks, runs, trigger, direction)
+
+    def _memories(self, task_id: str, group: Group, views: Path) -> list[tuple[str, Path]]:
+        """The old and the candidate memory for one task. A fresh task's own runs are in the
+        candidate (this update added them) and maybe in the old memory: each is given as a
+        leave-one-task-out view, so that no memory shows the agent the task it is solving."""
+        memories = [(self.old, self.old_root), (self.new, self.new_root)]
+        if group != "fresh":
+            return memories
+        found = []
+        for name, root in memories:
+            version = FrozenVersion.load(name, root)
+            if not any(row.task_id == task_id for row in version.rows):
+                found.append((name, root))
+                continue
+            dest = views / f"{name}-{len(list(views.glob(f'{name}-*'))) + 1:04d}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            leave_out(version, dest, [task_id], force=False)
+            found.append((name, dest))
+        return found
+
+    def _run(self, requests: list[RunRequest], progress: RunProgress | None) -> list[AgentRun]:
         done = 0
 
         def tick(_: AgentRun) -> None:
@@ -280,7 +325,17 @@ class _Controller:
                 progress(done, len(requests))
 
         runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=self.id)
-        runs = runner.run(requests, tick)
+        return runner.run(requests, tick)
+
+    def _score(
+        self,
+        record: UpdateRecord,
+        tasks: list[tuple[str, Group]],
+        runs: list[AgentRun],
+        trigger: Trigger,
+        direction: np.ndarray | None,
+    ) -> UpdateRecord:
+        state = self.state
         record.agent_runs = len(runs)
         record.errors = sum(run.status == "error" for run in runs)
         for task_id, group in tasks:

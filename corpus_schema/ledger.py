@@ -133,8 +133,12 @@ class Trigger(_Strict):
     threshold: float
     momentum: float
     always_compare: bool = False
+    encoded: Literal["insights", "corpus"] = "insights"
+    """What the direction encodes: the insight set, or the corpus (insights and runs)."""
     insights_added: list[str] = Field(default_factory=list)
     insights_removed: list[str] = Field(default_factory=list)
+    runs_added: list[str] = Field(default_factory=list)
+    """With `encoded: corpus`: the runs the update adds (`step-0013`)."""
 
 
 class TaskResult(_Strict):

@@ -80,8 +80,17 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     )
     assert helpful.trigger.why == "no deployed update to compare its direction with yet"
     assert helpful.trigger.insights_added == ["insight-0001"]
-    assert (helpful.score_old, helpful.score_new) == (0.5, 0.75)
+    # drawer-4 is fresh: this update added its run, and the lesson drawn from it. Each memory
+    # is a view without drawer-4, so the candidate cannot show the agent its own task's run:
+    # drawer-4 is not solved with it, and the lesson's gain comes from the other locked drawer.
+    assert (helpful.score_old, helpful.score_new) == (0.5, 0.625)
     assert [(t.task_id, t.group) for t in helpful.tasks][:1] == [("drawer-4", "fresh")]
+    fresh = {t.task_id: t for t in helpful.tasks}["drawer-4"]
+    assert (fresh.old, fresh.new) == (0.0, 0.0)
+    runs = read_agent_runs(store.runs_path)
+    views = {runs[i].memory_path for i in [*fresh.old_runs, *fresh.new_runs]}
+    assert all("probes/update-0001/" in str(path) for path in views), views
+    assert not (store.dir / "probes").exists()  # removed when the comparison ends
     assert sorted(t.task_id for t in helpful.tasks) == sorted(
         ["drawer-1", "drawer-2", "drawer-4", "drawer-5", "safe-1", "safe-2", "safe-4", "safe-5"]
     )
@@ -93,10 +102,11 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     assert (harmful.decision, harmful.candidate, harmful.deployed) == ("kept", "v0003", "v0002")
     assert harmful.trigger.compared and harmful.trigger.cosine is not None
     assert harmful.trigger.cosine < 0.5
-    assert (harmful.score_old, harmful.score_new) == (0.75, 0.25)
+    assert (harmful.score_old, harmful.score_new) == (0.75, 0.125)
     groups = {t.task_id: t.group for t in harmful.tasks}
     assert groups["safe-4"] == "fresh"
-    assert groups["drawer-4"] == groups["drawer-5"] == "boundary"  # changed in the first update
+    # drawer-5 changed in the first update (drawer-4 did not: judged without its own run)
+    assert groups["drawer-5"] == "boundary" and groups["drawer-4"] == "coverage"
     assert store.current() == "v0002"
     assert [(r.name, r.status) for r in _versions(toy)] == [
         ("v0001", "previous"),
@@ -110,15 +120,18 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
             assert runs[ident].memory == "v0002" and runs[ident].purpose == harmful.id
         for ident in task.new_runs:
             assert runs[ident].memory == "v0003"
-    assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 8
+    # 8 tasks x 2 memories: old solves 6 (0.75), the candidate 1 (0.125).
+    assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 7
 
     # Another doormat lesson is the same lesson drawn from another run (a near-duplicate): the
-    # memory's lessons do not change, so it is accepted with no agent run.
+    # memory's lessons do not change, only its runs, the way memory has been growing: it is
+    # accepted with no agent run.
     similar = update(toy, "mat-again.jsonl", llm).record
     assert similar is not None
     assert (similar.decision, similar.current, similar.deployed) == ("accepted", "v0002", "v0004")
-    assert similar.trigger.why == "the insight set did not change"
-    assert similar.trigger.insights_added == []
+    assert similar.trigger.why.startswith("it goes the way of past updates (cosine 0.")
+    assert similar.trigger.insights_added == [] and similar.trigger.runs_added == ["step-0010"]
+    assert similar.trigger.encoded == "corpus"
     assert similar.agent_runs == 0 and len(read_agent_runs(store.runs_path)) == 32
     assert store.current() == "v0004"
     assert [e.event for e in store.history()] == [
@@ -133,29 +146,42 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     state = json.loads(store.update_state_path.read_text())
     assert state["fresh_tasks"] == ["drawer-6"] and state["last_comparison"] == "update-0002"
     saved = json.loads((store.updates_dir / "update-0002.json").read_text())
-    assert saved["decision"] == "kept" and saved["trigger"]["embedder"] == "local-hash-1024"
+    assert saved["decision"] == "kept"
+    assert saved["trigger"]["embedder"] == "local-hash-1024 (corpus)"
 
 
 def test_a_harmful_first_update_is_refused(toy: Path, llm: FakeLLM) -> None:
     record = update(toy, "force.jsonl", llm).record
     assert record is not None
-    # Old memory solves the 4 unlocked containers; forcing solves only the 2 old safes.
-    assert (record.decision, record.score_old, record.score_new) == ("kept", 0.5, 0.25)
+    # Old memory solves the 4 unlocked containers; forcing solves only old safe-5: safe-4,
+    # fresh, is judged with a memory that holds neither its run nor the lesson drawn from it.
+    assert (record.decision, record.score_old, record.score_new) == ("kept", 0.5, 0.125)
     assert Store(toy).current() == "v0001"
 
 
-def test_an_unchanged_insight_set_is_accepted_without_runs(
+def test_an_update_of_runs_alone_moves_the_corpus_not_the_insights(
     toy: Path, llm: FakeLLM, tmp_path: Path
 ) -> None:
+    """A run added with no lesson: encoding the insight set, nothing changed and it is accepted
+    unexamined; encoding the corpus (the default), the memory moved and the first update is
+    compared."""
     plain = tmp_path / "plain.jsonl"
     start = (TOY / "runs/start.jsonl").read_text().splitlines()
     plain.write_text(start[0].replace('"drawer-1"', '"drawer-3"') + "\n")
-    build = BuildOptions(inputs=[plain], output=toy, cache_dir=tmp_path / "cache")
-    result = update_corpus(build, UpdateOptions(runner=RunnerSpec(AGENT)), llm=llm)
+    build = BuildOptions(inputs=[plain], output=toy, cache_dir=tmp_path / "cache", mine=False)
+    options = UpdateOptions(runner=RunnerSpec(AGENT), encoded="insights")
+    result = update_corpus(build, options, llm=llm)
     assert result.record is not None
     assert result.record.decision == "accepted" and result.record.agent_runs == 0
     assert result.record.trigger.why == "the insight set did not change"
     assert not Store(toy).runs_path.exists()
+    again = tmp_path / "again.jsonl"
+    again.write_text(start[0].replace('"drawer-1"', '"drawer-2"') + "\n")
+    build = BuildOptions(inputs=[again], output=toy, cache_dir=tmp_path / "cache", mine=False)
+    record = update_corpus(build, UpdateOptions(runner=RunnerSpec(AGENT)), llm=llm).record
+    assert record is not None and record.trigger.compared and record.agent_runs > 0
+    assert record.trigger.why == "no deployed update to compare its direction with yet"
+    assert record.trigger.runs_added == ["step-0010"] and record.trigger.insights_added == []
 
 
 def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> None:
@@ -165,8 +191,8 @@ def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> No
     ).record
     assert record is not None and record.trigger.why == "--always-compare"
     assert record.seeds == [5, 6]
-    assert [t.group for t in record.tasks] == ["fresh", "boundary", "boundary", *["coverage"] * 3]
-    assert record.agent_runs == 2 * 2 * 6
+    assert [t.group for t in record.tasks] == ["fresh", "boundary", *["coverage"] * 3]
+    assert record.agent_runs == 2 * 2 * 5
     runs = read_agent_runs(Store(toy).runs_path)
     assert sorted({runs[i].seed for t in record.tasks for i in t.old_runs + t.new_runs}) == [5, 6]
     # Both memories solve the same tasks: a tie keeps the old.
@@ -198,8 +224,14 @@ def test_agent_errors_are_never_scores(toy: Path, llm: FakeLLM, tmp_path: Path) 
 def test_another_embedder_starts_the_average_afresh(toy: Path, llm: FakeLLM) -> None:
     update(toy, "mat.jsonl", llm)
     record = update(toy, "force.jsonl", llm, embedder=HashingEmbedder(dim=64)).record
-    assert record is not None and record.trigger.embedder == "local-hash-64"
+    assert record is not None and record.trigger.embedder == "local-hash-64 (corpus)"
     assert record.trigger.why == "no deployed update to compare its direction with yet"
+    # So does another encoding: the insight set's directions are another space.
+    again = update(
+        toy, "mat-again.jsonl", llm, embedder=HashingEmbedder(dim=64), encoded="insights"
+    )
+    assert again.record is not None and again.record.trigger.embedder == "local-hash-64"
+    assert again.record.trigger.encoded == "insights"
 
 
 def test_directions() -> None:
@@ -220,6 +252,15 @@ def test_directions() -> None:
     assert gone == ["insight-0001"] and removal is not None
     assert cosine(removal, one) == pytest.approx(-1.0)
     assert np.allclose(embedder.embed(["same text"])[0], HashingEmbedder().embed(["same text"])[0])
+    # With runs in the memory, runs and insights each count for half: five runs added do not
+    # drown the lesson added with them.
+    runs = {f"step-{n:04d}": f"Fetch item {n} from the drawer in the study." for n in range(1, 6)}
+    both, _, _ = update_direction({}, {**runs, **force}, embedder)
+    lesson, _, _ = update_direction({}, force, embedder)
+    only_runs, _, _ = update_direction({}, runs, embedder)
+    assert both is not None and lesson is not None and only_runs is not None
+    assert cosine(both, lesson) == pytest.approx(cosine(both, only_runs), abs=0.05)
+    assert cosine(both, lesson) > 0.6
 
 
 def test_cli_refuses_a_bad_runner_before_compiling(toy: Path) -> None:
