@@ -11,6 +11,7 @@ from .options import (
     POINTER,
     is_quiet,
     no_deploy_option,
+    plural,
     print_json,
     prompts_dir_option,
     runner_options,
@@ -344,7 +345,12 @@ def monitor_command(
     )
     if not is_quiet():
         if not result.records:
-            click.echo(f"{result.monitored} has no committed insight to monitor", err=True)
+            click.echo(f"{result.monitored} has no insight shown to agents to monitor", err=True)
+        click.echo(
+            f"{plural(result.new_reports, 'report')} counted for the first time; the totals "
+            "include every report counted before",
+            err=True,
+        )
         for record in result.records:
             verdict = "RETIRED" if record.retire else "kept"
             click.echo(
@@ -354,7 +360,11 @@ def monitor_command(
                 err=True,
             )
     if as_json:
-        data = {"version": result.version, "records": [r.as_dict() for r in result.records]}
+        data = {
+            "version": result.version,
+            "new_reports": result.new_reports,
+            "records": [r.as_dict() for r in result.records],
+        }
         print_json(data)
     elif result.version is not None:
         click.echo(str(Store(corpus).version_path(result.version)))

@@ -1,18 +1,25 @@
-"""`wikitrace monitor`: keep watching committed insights, and retire one that stops holding.
+"""`wikitrace monitor`: keep watching the insights agents are shown, and retire one that stops
+holding.
 
 From the citation reports of later episodes (`wikitrace cite` reads the same files), each
-committed insight's record is: the episodes that cited it, those where its precondition held
-and its effect could be judged, and violations among them (precondition met, expected effect
-absent). Unless a report says otherwise (its `checks`), citing an insight means its precondition
-held (the agent chose to use it) and the effect is judged by the episode's success (the default
-verifier). An insight is retired when at least `min_judged` episodes judged it and the exact
-lower bound of its violation rate is above `max_violation_rate`: it fails more often than that,
-with the stated confidence. Retirement makes a new version: the insight is marked retired (kept
-on record, never shown again) with a decision page, and the report lines behind it copied in.
+shown insight's record (committed or ungated: an untested lesson is watched too) is: the
+episodes that cited it, those where its precondition held and its effect could be judged, and
+violations among them (precondition met, expected effect absent). The record runs across calls
+(monitor-state.json in the store): each call adds the reports it has not counted before (one
+that names its `episode`, by its content wherever it is given; one that does not, by its file
+and line), so giving a report file again, or every report since the start, counts each episode
+once. Unless a report says otherwise (its `checks`), citing an insight means its
+precondition held (the agent chose to use it) and the effect is judged by the episode's success
+(the default verifier). An insight is retired when at least `min_judged` episodes judged it
+and the exact lower bound of its violation rate is above `max_violation_rate`: it fails more
+often than that, with the stated confidence. Retirement makes a new version: the insight is
+marked retired (kept on record, never shown again) with a decision page, and every report line
+behind it (this call's and earlier ones') copied in.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +29,7 @@ import orjson
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
-from wikitrace.corpus_schema.ledger import GateDecision
+from wikitrace.corpus_schema.ledger import GateDecision, MonitorState, Tally, load_model
 from wikitrace.corpus_schema.store import build_lock
 from wikitrace.tools.cite import CitationReport, read_reports
 from wikitrace.versions import (
@@ -31,9 +38,13 @@ from wikitrace.versions import (
     count_decisions,
     derive_version,
     open_store,
+    write_json,
 )
 
 from . import stats
+
+WATCHED_STATUSES = ("committed", "ungated")
+"""What an agent is shown, so what monitoring watches."""
 
 
 @dataclass
@@ -76,6 +87,8 @@ class MonitorReport:
     version: str | None = None
     """The version that retires insights; None when none is retired."""
     monitored: str | None = None
+    new_reports: int = 0
+    """Reports this call counted for the first time (the others were counted before)."""
 
 
 def judge(ident: str, report: CitationReport) -> tuple[bool, bool | None]:
@@ -93,10 +106,30 @@ def monitor_corpus(
         store = open_store(pointer)
         base = FrozenVersion.current(store)
         current, pages = base.name, base.insights
-        committed = [ident for ident, page in pages.items() if page.header.status == "committed"]
-        records = {ident: InsightRecord(ident) for ident in committed}
-        lines: dict[str, list[bytes]] = {ident: [] for ident in committed}
+        state: MonitorState = load_model(
+            store.monitor_state_path, MonitorState, default=MonitorState()
+        )
+        watched = [ident for ident, page in pages.items() if page.header.status in WATCHED_STATUSES]
+        records = {ident: InsightRecord(ident) for ident in watched}
+        for ident, kept in records.items():
+            tally = state.tallies.get(ident)
+            if tally is not None:
+                kept.cited, kept.judged, kept.violations = (
+                    tally.cited,
+                    tally.judged,
+                    tally.violations,
+                )
+        new_reports = 0
         for path, line, report in read_reports(reports):
+            text = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+            # A report names its episode, or else it is known by where it is: two episodes may
+            # report the very same thing.
+            where = b"" if report.episode else f"{Path(path).resolve()}:{line}\n".encode()
+            key = hashlib.sha256(where + text).hexdigest()
+            if key in state.reports:
+                continue  # counted by an earlier call (or earlier in this one)
+            state.reports[key] = text.decode()
+            new_reports += 1
             for ident in dict.fromkeys(report.used.insights):
                 record = records.get(ident)
                 if record is None:
@@ -117,7 +150,6 @@ def monitor_corpus(
                         "violation": violation,
                     }
                 )
-                lines[ident].append(orjson.dumps(report.model_dump(mode="json")) + b"\n")
         for record in records.values():
             if record.judged:
                 record.rate = round(record.violations / record.judged, 6)
@@ -128,9 +160,16 @@ def monitor_corpus(
                 record.judged >= options.min_judged
                 and record.rate_lower > options.max_violation_rate
             )
-        result = MonitorReport(records=list(records.values()), monitored=current)
+        for ident, record in records.items():
+            state.tallies[ident] = Tally(
+                cited=record.cited, judged=record.judged, violations=record.violations
+            )
+        result = MonitorReport(
+            records=list(records.values()), monitored=current, new_reports=new_reports
+        )
         retiring = [r for r in result.records if r.retire]
         if not retiring:
+            write_json(store.monitor_state_path, state.model_dump(mode="json"))
             return result
         first = count_decisions(base) + 1
         change = Derivation(
@@ -162,8 +201,13 @@ def monitor_corpus(
                 evidence=f"{ident}.reports.jsonl",
                 monitoring={**record.as_dict(), "episodes": record.episodes},
             )
-            change.record(
-                decision, header, corpus_read.guideline(page), b"".join(lines[record.insight])
-            )
+            # Every report behind it, this call's and earlier ones'.
+            behind = [
+                text.encode() + b"\n"
+                for text in state.reports.values()
+                if record.insight in orjson.loads(text)["used"]["insights"]
+            ]
+            change.record(decision, header, corpus_read.guideline(page), b"".join(behind))
         result.version = derive_version(store, base, change, deploy=deploy, event="monitored")
+        write_json(store.monitor_state_path, state.model_dump(mode="json"))
         return result

@@ -27,6 +27,8 @@ HISTORY = "history.jsonl"
 RUNS = "runs.jsonl"
 UPDATES_DIR = "updates"
 UPDATE_STATE = "update-state.json"
+MONITOR_STATE = "monitor-state.json"
+"""Monitoring's running record: every report counted so far, and each insight's totals."""
 PROBES_DIR = "probes"
 
 VERSION_RE = re.compile(r"^v(\d{4,9})$")

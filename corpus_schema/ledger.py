@@ -204,6 +204,23 @@ class UpdateState(_Strict):
     last_comparison: str | None = None
 
 
+class Tally(_Strict):
+    """One insight's running record in the episodes monitoring has counted."""
+
+    cited: int = 0
+    judged: int = 0
+    violations: int = 0
+
+
+class MonitorState(_Strict):
+    """What monitoring remembers between calls (monitor-state.json): every report it has
+    counted (sha256 of its JSON -> the JSON), and each insight's totals over them."""
+
+    format_version: int = LEDGER_VERSION
+    reports: dict[str, str] = Field(default_factory=dict)
+    tallies: dict[str, Tally] = Field(default_factory=dict)
+
+
 def load_model(path: Path, model: type[Any], default: Any = None) -> Any:
     """A JSON record of the store, typed; `default` when the file does not exist yet."""
     try:

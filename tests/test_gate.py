@@ -334,9 +334,51 @@ def test_checks_in_a_report_decide_what_is_judged(tmp_path: Path, llm: FakeLLM) 
         {"used": used, "success": False},
     ]
     reports.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (record,) = monitor_corpus(corpus, [reports], MonitorOptions()).records
+    # Only insight-0001 was gated (committed); the two ungated ones are watched too.
+    records = {r.insight: r for r in monitor_corpus(corpus, [reports], MonitorOptions()).records}
+    assert sorted(records) == ["insight-0001", "insight-0002", "insight-0003"]
+    record = records["insight-0001"]
     assert (record.cited, record.judged, record.violations) == (4, 2, 2)
     assert not record.retire  # 2 judged is under --min-judged 5
+    assert records["insight-0002"].cited == 0
+
+
+def test_monitoring_keeps_a_running_record_and_watches_ungated_lessons(
+    tmp_path: Path, llm: FakeLLM
+) -> None:
+    """Reports given over several calls add up, each counted once however often it is given;
+    an ungated lesson that keeps failing is retired like a committed one."""
+    corpus = build_toy(tmp_path, llm)
+    used = {"insights": ["insight-0003"]}
+    failing = [{"used": used, "success": False, "episode": f"e{n}"} for n in range(6)]
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in failing[:3]))
+    second.write_text("".join(json.dumps(r) + "\n" for r in failing[3:]))
+    kept = monitor_corpus(corpus, [first], MonitorOptions())
+    (record,) = [r for r in kept.records if r.insight == "insight-0003"]
+    assert (record.judged, record.retire, kept.new_reports) == (3, False, 3)
+    again = monitor_corpus(corpus, [first], MonitorOptions())  # the same file: nothing new
+    (record,) = [r for r in again.records if r.insight == "insight-0003"]
+    assert (record.judged, again.new_reports, again.version) == (3, 0, None)
+    result = monitor_corpus(corpus, [first, second], MonitorOptions())
+    (record,) = [r for r in result.records if r.insight == "insight-0003"]
+    assert (record.cited, record.judged, record.violations) == (6, 6, 6) and record.retire
+    assert result.new_reports == 3 and result.version == "v0002"
+    assert page(corpus, "insight/insight-0003.md")["status"] == "retired"
+    evidence = (corpus / "gate/monitor-0001.reports.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["episode"] for line in evidence) == [f"e{n}" for n in range(6)]
+    assert verify(corpus).ok
+    # Reports that name no episode may say the very same thing: known by file and line.
+    alike = tmp_path / "alike.jsonl"
+    same = json.dumps({"used": {"insights": ["insight-0001"]}, "success": True})
+    alike.write_text(f"{same}\n{same}\n")
+    (record,) = [
+        r
+        for r in monitor_corpus(corpus, [alike], MonitorOptions()).records
+        if r.insight == "insight-0001"
+    ]
+    assert record.cited == 2
+    assert monitor_corpus(corpus, [alike], MonitorOptions()).new_reports == 0
 
 
 def test_hypothesize_states_existing_insights(tmp_path: Path, llm: FakeLLM) -> None:

@@ -19,6 +19,7 @@ from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import (
     DEPLOYING,
     HISTORY,
+    MONITOR_STATE,
     PROBES_DIR,
     RUNS,
     STORE_SUFFIX,
@@ -66,6 +67,10 @@ class Store:
     @property
     def update_state_path(self) -> Path:
         return self.dir / UPDATE_STATE
+
+    @property
+    def monitor_state_path(self) -> Path:
+        return self.dir / MONITOR_STATE
 
     # --- what is there ------------------------------------------------------------------
 
@@ -182,7 +187,7 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-_STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, PROBES_DIR})
+_STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, MONITOR_STATE, PROBES_DIR})
 _HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.partial|removing-.+|.+\.tmp-\d+)$")
 
 
