@@ -170,3 +170,84 @@ def attribute_command(
                 f"({item.where}): {item.problem}",
                 err=True,
             )
+
+
+@click.command("drilldowns")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--model", required=True, help="The judge: any model litellm reaches.")
+@click.option("--api-base", help="Base URL of a local or self-hosted server.")
+@click.option(
+    "--mount",
+    default="/work/corpus",
+    show_default=True,
+    help="Where the agents saw the corpus: a turn whose action names this path drilled down.",
+)
+@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
+@click.option("--rerun", default="no-memory-rerun", show_default=True, help="The rerun.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the judge's answers are cached (default: the user cache folder).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+def drilldowns_command(
+    results: tuple[Path, ...],
+    model: str,
+    api_base: str | None,
+    mount: str,
+    baseline: str,
+    rerun: str,
+    cache_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Label each drill-down of the episodes on the method's three axes: what triggered it
+    (blocked, conflict, missing_detail, failed_source, routine), what it read (insight page,
+    compilation, raw run, search: from the path in the action) and what it changed (revised,
+    detail, new_fact, none), with the success rate of the episodes behind each label.
+
+    RESULTS are the rows `wikitrace eval` reads; each row of a memory method that names its
+    episode's log in "trajectory" is read. A drill-down is a turn whose action names --mount.
+    One cached judge call per episode that drilled down; its quotes are checked, and an
+    answer with none found is not counted.
+
+    \b
+    Example:
+      wikitrace drilldowns results.jsonl --model openai/gpt-4o-mini --json
+    """
+    from wikitrace import prompts
+    from wikitrace.compiler.attribute import OUTPUT_TOKENS, DrillLabeller, label_drilldowns
+    from wikitrace.compiler.compile import Templates
+    from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
+    from wikitrace.evaluation import read_rows
+
+    from .options import print_json
+
+    rows = read_rows(list(results))
+    settings = LLMSettings(model=model, api_base=api_base, max_output_tokens=OUTPUT_TOKENS)
+    labeller = DrillLabeller(
+        llm=connect(settings, cache_dir or default_cache_dir()),
+        templates=Templates.load(also=(prompts.DRILLDOWNS,)),
+        max_prompt_tokens=24_000,
+        mount=mount,
+    )
+    report = label_drilldowns(rows, labeller, baseline, rerun)
+    if as_json:
+        print_json(report.as_dict())
+        return
+    data = report.as_dict()
+    click.echo(
+        f"{data['episodes']} episodes, {data['descended']} drilled down "
+        f"({data['drilldowns']} drill-downs)"
+    )
+    for axis, labels in data["axes"].items():
+        click.echo(f"\n{axis}:")
+        for label, cell in sorted(labels.items()):
+            rate = cell["successes"] / cell["drilldowns"]
+            click.echo(f"  {label}: {cell['drilldowns']} ({rate:.0%} of their episodes succeeded)")
+    for episode in report.episodes:
+        if episode.problem:
+            click.echo(
+                f"not counted: {episode.suite}/{episode.method}/{episode.task_id}"
+                f"#{episode.trial} ({episode.where}): {episode.problem}",
+                err=True,
+            )

@@ -13,7 +13,7 @@ import click
 from .build import build_command
 from .convert import convert_command
 from .drill import actions_command, turn_command
-from .evaluate import attribute_command, eval_command
+from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
@@ -93,6 +93,7 @@ cli.add_command(audit_command)
 cli.add_command(view_command)
 cli.add_command(eval_command)
 cli.add_command(attribute_command)
+cli.add_command(drilldowns_command)
 
 
 def main(argv: list[str] | None = None) -> Any:

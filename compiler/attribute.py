@@ -18,6 +18,7 @@ quote found in the episode is kept out of the counts and listed with why.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from wikitrace import prompts
 from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.evaluation.rows import Row
+from wikitrace.tools.drilldown import as_text
 
 from .compile import CompileError, QuoteOut, Templates, data_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
@@ -133,11 +135,8 @@ class Attributor:
         if not row.trajectory:
             result.problem = "the row names no trajectory (the episode's log)"
             return result
-        path = Path(row.trajectory)
-        if not path.is_absolute():
-            path = Path(item.where.rsplit(":", 1)[0]).parent / path
         try:
-            record = _episode(path)
+            record = _episode(_trajectory(item))
         except (InputError, CorpusError, OSError) as error:
             result.problem = f"its log cannot be read: {error}"
             return result
@@ -222,4 +221,166 @@ def attribute(
     report = AttributionReport(regressions=len(episodes))
     for item in episodes:
         report.episodes.append(attributor(item))
+    return report
+
+
+# --- drill-downs, labelled on the method's three axes -------------------------------------------
+
+Trigger = Literal["blocked", "conflict", "missing_detail", "failed_source", "routine"]
+Effect = Literal["revised", "detail", "new_fact", "none"]
+DEFAULT_MOUNT = "/work/corpus"
+
+
+def find_drilldowns(record: RunRecord, mount: str = DEFAULT_MOUNT) -> list[dict[str, Any]]:
+    """The turns whose actions read the corpus mounted at `mount`, and what each read: an
+    insight page, a compilation, a raw run (its files or the drill-down tools), or a search."""
+    names = re.compile(re.escape(mount.rstrip("/")) + r"""(?=$|[/\s"'`;|&)])""")
+    found = []
+    for number, turn in enumerate(record.turns, start=1):
+        texts = [turn.action or ""]
+        texts += [as_text(call.arguments) for call in turn.tool_calls or [] if call.arguments]
+        text = "\n".join(texts)
+        if not names.search(text):
+            continue
+        targets = []
+        if "/insight/" in text:
+            targets.append("insight page")
+        if "/compilation/" in text:
+            targets.append("compilation")
+        if "/raw/" in text or "/tools/turn" in text or "/tools/actions" in text:
+            targets.append("raw run")
+        found.append({"turn": number, "target": ", ".join(targets) or "search"})
+    return found
+
+
+class DrillLabel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int
+    trigger: Trigger
+    effect: Effect
+
+
+class DrillAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    labels: list[DrillLabel]
+    evidence: list[QuoteOut] = Field(min_length=1)
+
+
+@dataclass
+class DrillEpisode:
+    suite: str
+    method: str
+    task_id: str
+    trial: int
+    where: str
+    success: bool
+    drilldowns: list[dict[str, Any]] = field(default_factory=list)
+    """Each: turn, target, and the judge's trigger and effect (None where it gave none)."""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    problem: str | None = None
+
+
+@dataclass
+class DrillReport:
+    episodes: list[DrillEpisode] = field(default_factory=list)
+
+    def axes(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Axis (trigger, target, effect) -> label -> drill-downs and the successes among
+        their episodes."""
+        table: dict[str, dict[str, dict[str, int]]] = {"trigger": {}, "target": {}, "effect": {}}
+        for episode in self.episodes:
+            if episode.problem:
+                continue
+            for item in episode.drilldowns:
+                for axis in table:
+                    label = item.get(axis)
+                    if label is None:
+                        continue
+                    cell = table[axis].setdefault(str(label), {"drilldowns": 0, "successes": 0})
+                    cell["drilldowns"] += 1
+                    cell["successes"] += episode.success
+        return table
+
+    def as_dict(self) -> dict[str, Any]:
+        descended = [e for e in self.episodes if e.drilldowns and not e.problem]
+        return {
+            "episodes": len(self.episodes),
+            "descended": len(descended),
+            "drilldowns": sum(len(e.drilldowns) for e in descended),
+            "axes": self.axes(),
+            "per_episode": [vars(e) for e in self.episodes],
+        }
+
+
+@dataclass
+class DrillLabeller:
+    """One cached call per episode that drilled down: each drill-down's trigger and effect."""
+
+    llm: LLM
+    templates: Templates
+    max_prompt_tokens: int
+    mount: str = DEFAULT_MOUNT
+    retries: int = 1
+
+    def __call__(self, item: Row) -> DrillEpisode:
+        row = item.row
+        result = DrillEpisode(
+            row.suite, row.method, row.task_id, row.trial, item.where, _success(item)
+        )
+        try:
+            record = _episode(_trajectory(item))
+        except (InputError, CorpusError, OSError) as error:
+            result.problem = f"its log cannot be read: {error}"
+            return result
+        found = find_drilldowns(record, self.mount)
+        result.drilldowns = found
+        if not found:
+            return result  # it stayed at the first message: nothing to ask
+        try:
+            answer, evidence = ask_about_run(
+                self.llm,
+                self.templates,
+                record,
+                prompts.DRILLDOWNS,
+                DrillAnswer,
+                max_prompt_tokens=self.max_prompt_tokens,
+                retries=self.retries,
+                shape='{"labels": [...], "evidence": [...]}',
+                extra={"mount": self.mount, "drilldowns": found},
+            )
+        except (CompileError, LLMCallError) as error:
+            if isinstance(error, LLMCallError) and error.fatal:
+                raise
+            result.problem = f"no usable answer: {error}"
+            return result
+        result.evidence = evidence
+        if not any(quote["verified"] for quote in evidence):
+            result.problem = "none of the judge's quotes was found in the episode"
+            return result
+        labels = {label.turn: label for label in answer.labels}
+        for drill in found:
+            label = labels.get(drill["turn"])
+            drill["trigger"] = label.trigger if label else None
+            drill["effect"] = label.effect if label else None
+        return result
+
+
+def _trajectory(item: Row) -> Path:
+    if not item.row.trajectory:
+        raise InputError("the row names no trajectory (the episode's log)")
+    path = Path(item.row.trajectory)
+    return path if path.is_absolute() else Path(item.where.rsplit(":", 1)[0]).parent / path
+
+
+def label_drilldowns(
+    rows: list[Row], labeller: DrillLabeller, baseline: str, rerun: str | None
+) -> DrillReport:
+    """Every episode of a memory method whose row names its log."""
+    report = DrillReport()
+    for item in rows:
+        if item.row.method in (baseline, rerun) or not item.row.trajectory:
+            continue
+        report.episodes.append(labeller(item))
     return report

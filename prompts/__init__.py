@@ -17,6 +17,7 @@ NARROW = "narrow.j2"
 HYPOTHESIZE = "hypothesize.j2"
 JUDGE = "judge.j2"
 ATTRIBUTE = "attribute.j2"
+DRILLDOWNS = "drilldowns.j2"
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

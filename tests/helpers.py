@@ -98,6 +98,24 @@ def attribution_answer(prompt: str, *, wrong_quote: bool = False) -> str:
     )
 
 
+def drilldown_answer(prompt: str) -> str:
+    """Labels every drill-down the prompt lists: "blocked" when the turn before it shows an
+    error, "routine" otherwise; effect "detail". Quotes the drill-down turn's first line."""
+    turns = turns_in_prompt(prompt)
+    listed = [int(n) for n in re.findall(r"^- turn (\d+): ", prompt, re.M)]
+    labels = [
+        {
+            "turn": n,
+            "trigger": "blocked" if "Error" in turns.get(n - 1, "") else "routine",
+            "effect": "detail",
+        }
+        for n in listed
+    ]
+    first = listed[0]
+    quote = max(turns[first].splitlines(), key=len).strip()[:60]
+    return json.dumps({"labels": labels, "evidence": [{"turn": first, "quote": quote}]})
+
+
 def judge_answer(prompt: str, *, success: bool = True, wrong_quote: bool = False) -> str:
     """A valid judge's verdict that quotes the longest line of the last turn shown."""
     turns = turns_in_prompt(prompt)
@@ -121,6 +139,8 @@ def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) ->
         return judge_answer(prompt)
     if prompt.startswith("You are finding out why"):
         return attribution_answer(prompt)
+    if prompt.startswith("You are labelling how"):
+        return drilldown_answer(prompt)
     turns = turns_in_prompt(prompt)
     last = max(turns)
     line = turns[last].splitlines()[-1]

@@ -158,3 +158,76 @@ def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub
     assert code == 0 and len(openai_stub.requests) == 2
     assert "A (the memory entry it followed was wrong): 1  s/wikitrace/a#0" in out
     assert "not counted: s/wikitrace/c#0" in err
+
+
+def test_drilldowns_are_found_by_the_mount_and_labelled_on_three_axes(tmp_path: Path) -> None:
+    from wikitrace.compiler.attribute import DrillLabeller, find_drilldowns, label_drilldowns
+    from wikitrace.corpus_schema import RunRecord
+
+    turns = [
+        {"role": "user", "content": "Fetch the ledger."},
+        {"role": "assistant", "action": "open drawer", "observation": "Error: it is locked"},
+        {"role": "assistant", "action": "/work/corpus/tools/turn step-0004 3", "observation": ".."},
+        {"role": "assistant", "action": "cat /work/corpus/insight/insight-0001.md"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"name": "bash", "arguments": {"command": "grep -ril key /work/corpus"}}
+            ],
+        },
+        {"role": "assistant", "action": "lift doormat", "observation": "You find a key."},
+    ]
+    record = RunRecord.model_validate(make_run("d1", success=True, turns=turns))
+    assert find_drilldowns(record) == [
+        {"turn": 3, "target": "raw run"},
+        {"turn": 4, "target": "insight page"},
+        {"turn": 5, "target": "search"},
+    ]
+    assert find_drilldowns(record, "/mnt/memory") == []
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    write_runs(episodes / "d1.jsonl", [make_run("d1", success=True, turns=turns)])
+    write_runs(episodes / "d2.jsonl", [make_run("d2", success=False)])  # never drilled down
+    rows = [
+        {"suite": "s", "method": "no-memory", "task_id": "d1", "trial": 0, "success": False},
+        {
+            "suite": "s",
+            "method": "wikitrace",
+            "task_id": "d1",
+            "trial": 0,
+            "success": True,
+            "trajectory": "episodes/d1.jsonl",
+        },
+        {
+            "suite": "s",
+            "method": "wikitrace",
+            "task_id": "d2",
+            "trial": 0,
+            "success": False,
+            "trajectory": "episodes/d2.jsonl",
+        },
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = FakeLLM()
+    labeller = DrillLabeller(
+        llm=fake,
+        templates=Templates.load(also=(prompts.DRILLDOWNS,)),
+        max_prompt_tokens=20_000,
+    )
+    report = label_drilldowns(read_rows([results]), labeller, "no-memory", None)
+    first, second = report.episodes
+    assert [(d["turn"], d["trigger"], d["effect"]) for d in first.drilldowns] == [
+        (3, "blocked", "detail"),
+        (4, "routine", "detail"),
+        (5, "routine", "detail"),
+    ]
+    assert first.evidence and all(q["verified"] for q in first.evidence)
+    assert second.drilldowns == [] and len(fake.calls) == 1  # no drill-down: nothing asked
+    axes = report.as_dict()["axes"]
+    assert axes["trigger"] == {
+        "blocked": {"drilldowns": 1, "successes": 1},
+        "routine": {"drilldowns": 2, "successes": 2},
+    }
+    assert axes["target"]["raw run"] == {"drilldowns": 1, "successes": 1}
+    assert report.as_dict()["descended"] == 1
