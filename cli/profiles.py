@@ -65,6 +65,17 @@ CHOICES: tuple[Choice, ...] = (
     ),
     Choice(
         _BUILDS,
+        "hypotheses",
+        "--hypotheses",
+        True,
+        False,
+        "The method states every lesson as a hypothesis (precondition, behaviour, expected "
+        "effect, verifier); without one the gate tests its applicability, which is the "
+        "method's no-structured-hypothesis ablation. Ours asks only when told: the answer is "
+        "longer, and a corpus that is never gated does not need it.",
+    ),
+    Choice(
+        _BUILDS,
         "reasoning_effort",
         "--reasoning-effort",
         "high",
