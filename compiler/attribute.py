@@ -32,7 +32,7 @@ from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.evaluation.rows import Row
 from wikitrace.tools.drilldown import as_text
 
-from .compile import CompileError, QuoteOut, Templates, data_fence
+from .compile import CompileError, QuoteOut, Templates, record_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
 from .inputs import SourceRun, Unlabelled, validate
 from .judge import ask_about_run
@@ -141,7 +141,7 @@ class Attributor:
             result.problem = f"its log cannot be read: {error}"
             return result
         cited, shown = self._memory(record, row.used or {})
-        fence = data_fence(" ".join([*cited, *shown]).encode())
+        fence = record_fence(record)  # memory text must not close the run's data
         try:
             answer, evidence = ask_about_run(
                 self.llm,

@@ -119,6 +119,12 @@ def data_fence(content: bytes) -> str:
     return "WIKITRACE-DATA-" + hashlib.sha256(content).hexdigest()[:12]
 
 
+def record_fence(record: RunRecord) -> str:
+    """The fence a prompt about `record` puts around its data (render_prompt): text shown
+    beside the run (memory entries) must not hold it."""
+    return data_fence(orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS))
+
+
 def parse_output(text: str, turn_count: int, *, hypotheses: bool = False) -> CompilerOutput:
     """The model's answer as a CompilerOutput, or a ValueError that says what to fix."""
     data = reply_json(text)
@@ -238,8 +244,7 @@ def render_prompt(
     compiler/view.py for what is shown of long runs); `template` in place of the compile
     template the outcome picks (the judge's), rendered with `extra` too."""
     name = template or (prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE)
-    content = orjson.dumps(record.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
-    fence = data_fence(content)
+    fence = record_fence(record)
     source = record.metadata.get("task_source")
     grader = grader_details(record) if outcome_details else None
 
