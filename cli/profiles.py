@@ -140,15 +140,22 @@ def profile_option(command: str) -> Callable[[Any], Any]:
             ctx.default_map = {**(ctx.default_map or {}), **defaults(value, command)}
         return value
 
-    names = ", ".join(f"{c.flag} {_shown(c.paper)}" for c in CHOICES if command in c.commands)
+    names = ", ".join(
+        f"{c.flag} {_shown(c.paper)}".strip() for c in CHOICES if command in c.commands
+    )
+    said = (
+        f"'paper' sets each choice the published method states ({names}); 'default' is ours. "
+        "Options given still win."
+        if names
+        else f"'paper' or 'default': `{command}` already does what the published method states."
+    )
     return click.option(
         "--profile",
         type=click.Choice(PROFILES),
         is_eager=True,
         expose_value=False,
         callback=apply,
-        help=f"'paper' sets each choice the published method states ({names}); "
-        "'default' is ours. Options given still win. See the README's table.",
+        help=f"{said} See the README's table.",
     )
 
 
