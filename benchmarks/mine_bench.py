@@ -39,6 +39,7 @@ from wikitrace.compiler.mine import (
     contrasts,
     describe,
     patterns,
+    split,
 )
 from wikitrace.corpus_schema import is_judged
 
@@ -78,14 +79,7 @@ def numbers(contrast: Contrast) -> str:
 
 def strongest(runs: list[RunPatterns]) -> list[Contrast]:
     """The strongest pattern of each task type before correction (what `contrasts` tries)."""
-    from wikitrace.compiler import mine
-
-    saved = mine.FDR
-    mine.FDR = 1.0  # keep everything tried; then the best of each type
-    try:
-        tried = contrasts(runs, MiningReport())
-    finally:
-        mine.FDR = saved
+    tried = contrasts(runs, MiningReport(), fdr=1.0)  # keep everything tried
     best: dict[str | None, Contrast] = {}
     for contrast in tried:
         if contrast.task_type not in best or contrast.p_value < best[contrast.task_type].p_value:
@@ -111,31 +105,18 @@ def findings(paths: list[Path]) -> None:
         print(f"  tasks with both outcomes (divergence lessons): {mixed} of {len(tasks)}")
 
 
-def _direction(contrast: Contrast) -> bool:
-    return contrast.harmful
-
-
 def _holds(contrast: Contrast, test: list[RunPatterns]) -> bool | None:
     """Whether the pattern splits `test` runs of its type the way it split the mined ones
     (None when one side is empty there)."""
     members = [run for run in test if run.task_type == contrast.task_type]
-    if contrast.pattern.startswith("order:"):
-        first, second = contrast.pattern[6:].split("<", 1)
-        both = [
-            r for r in members if f"uses:{first}" in r.patterns and f"uses:{second}" in r.patterns
-        ]
-        present = [r for r in both if r.patterns[f"uses:{first}"] < r.patterns[f"uses:{second}"]]
-        absent = [r for r in both if r not in present]
-    else:
-        present = [r for r in members if contrast.pattern in r.patterns]
-        absent = [r for r in members if contrast.pattern not in r.patterns]
+    present, absent = split(contrast.pattern, members)
     if not present or not absent:
         return None
     rate_with = sum(not r.success for r in present) / len(present)
     rate_without = sum(not r.success for r in absent) / len(absent)
     if rate_with == rate_without:
         return False
-    return (rate_with > rate_without) == _direction(contrast)
+    return (rate_with > rate_without) == contrast.harmful
 
 
 def holdout(paths: list[Path], splits: int) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
+from .options import JudgeSettings, judge_options, print_json
 from .profiles import profile_option
 
 
@@ -96,33 +99,24 @@ def eval_command(
         click.echo(f"wrote {plot}", err=True)
 
 
+def _not_counted(episodes: Sequence[Any]) -> None:
+    """Say on stderr which episodes the judge's answer does not count, and why."""
+    for item in episodes:
+        if item.problem:
+            click.echo(
+                f"not counted: {item.suite}/{item.method}/{item.task_id}#{item.trial} "
+                f"({item.where}): {item.problem}",
+                err=True,
+            )
+
+
 @click.command("attribute")
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--model", required=True, help="The judge: any model litellm reaches.")
-@click.option("--api-base", help="Base URL of a local or self-hosted server.")
-@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
-@click.option(
-    "--rerun",
-    default="no-memory-rerun",
-    show_default=True,
-    help="The no-memory rerun (never attributed).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where the judge's answers are cached (default: the user cache folder).",
-)
+@judge_options
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 def attribute_command(
-    corpus: Path,
-    results: tuple[Path, ...],
-    model: str,
-    api_base: str | None,
-    baseline: str,
-    rerun: str,
-    cache_dir: Path | None,
-    as_json: bool,
+    corpus: Path, results: tuple[Path, ...], judge: JudgeSettings, as_json: bool
 ) -> None:
     """Why memory broke what the agent could do without it: each Regression episode (a failed
     trial of a memory method on a task the baseline solved in every trial) classified by a
@@ -140,65 +134,36 @@ def attribute_command(
       wikitrace attribute corpus results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import CAUSES, OUTPUT_TOKENS, Attributor, attribute
+    from wikitrace.compiler.attribute import CAUSES, Attributor, attribute
     from wikitrace.compiler.compile import Templates
-    from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
     from wikitrace.evaluation import read_rows
 
-    from .options import print_json
-
     rows = read_rows(list(results))
-    settings = LLMSettings(model=model, api_base=api_base, max_output_tokens=OUTPUT_TOKENS)
-    llm = connect(settings, cache_dir or default_cache_dir())
     attributor = Attributor(
-        corpus=corpus,
-        llm=llm,
-        templates=Templates.load(also=(prompts.ATTRIBUTE,)),
-        max_prompt_tokens=24_000,
+        corpus=corpus, llm=judge.llm(), templates=Templates.load(also=(prompts.ATTRIBUTE,))
     )
-    report = attribute(rows, attributor, baseline, rerun)
+    report = attribute(rows, attributor, judge.baseline, judge.rerun)
     if as_json:
         print_json(report.as_dict())
         return
     click.echo(f"{report.regressions} Regression episodes")
     for cause, episodes in report.counts.items():
         click.echo(f"{cause} ({CAUSES[cause]}): {len(episodes)}  {' '.join(episodes)}")
-    for item in report.episodes:
-        if item.problem:
-            click.echo(
-                f"not counted: {item.suite}/{item.method}/{item.task_id}#{item.trial} "
-                f"({item.where}): {item.problem}",
-                err=True,
-            )
+    _not_counted(report.episodes)
 
 
 @click.command("drilldowns")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--model", required=True, help="The judge: any model litellm reaches.")
-@click.option("--api-base", help="Base URL of a local or self-hosted server.")
+@judge_options
 @click.option(
     "--mount",
     default="/work/corpus",
     show_default=True,
     help="Where the agents saw the corpus: a turn whose action names this path drilled down.",
 )
-@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
-@click.option("--rerun", default="no-memory-rerun", show_default=True, help="The rerun.")
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where the judge's answers are cached (default: the user cache folder).",
-)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 def drilldowns_command(
-    results: tuple[Path, ...],
-    model: str,
-    api_base: str | None,
-    mount: str,
-    baseline: str,
-    rerun: str,
-    cache_dir: Path | None,
-    as_json: bool,
+    results: tuple[Path, ...], judge: JudgeSettings, mount: str, as_json: bool
 ) -> None:
     """Label each drill-down of the episodes on the method's three axes: what triggered it
     (blocked, conflict, missing_detail, failed_source, routine), what it read (insight page,
@@ -215,22 +180,15 @@ def drilldowns_command(
       wikitrace drilldowns results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import OUTPUT_TOKENS, DrillLabeller, label_drilldowns
+    from wikitrace.compiler.attribute import DrillLabeller, label_drilldowns
     from wikitrace.compiler.compile import Templates
-    from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
     from wikitrace.evaluation import read_rows
 
-    from .options import print_json
-
     rows = read_rows(list(results))
-    settings = LLMSettings(model=model, api_base=api_base, max_output_tokens=OUTPUT_TOKENS)
     labeller = DrillLabeller(
-        llm=connect(settings, cache_dir or default_cache_dir()),
-        templates=Templates.load(also=(prompts.DRILLDOWNS,)),
-        max_prompt_tokens=24_000,
-        mount=mount,
+        llm=judge.llm(), templates=Templates.load(also=(prompts.DRILLDOWNS,)), mount=mount
     )
-    report = label_drilldowns(rows, labeller, baseline, rerun)
+    report = label_drilldowns(rows, labeller, judge.baseline, judge.rerun)
     if as_json:
         print_json(report.as_dict())
         return
@@ -244,10 +202,4 @@ def drilldowns_command(
         for label, cell in sorted(labels.items()):
             rate = cell["successes"] / cell["drilldowns"]
             click.echo(f"  {label}: {cell['drilldowns']} ({rate:.0%} of their episodes succeeded)")
-    for episode in report.episodes:
-        if episode.problem:
-            click.echo(
-                f"not counted: {episode.suite}/{episode.method}/{episode.task_id}"
-                f"#{episode.trial} ({episode.where}): {episode.problem}",
-                err=True,
-            )
+    _not_counted(report.episodes)

@@ -449,3 +449,53 @@ def _runner_spec(values: dict[str, Any]) -> Any:
 def runner_options(function: Command) -> Command:
     """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
     return _group(_runner_option_list(), "runner", _runner_spec)(function)
+
+
+# --- a judge of episodes (attribute, drilldowns) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge model and which rows' episodes it reads."""
+
+    model: str
+    api_base: str | None
+    baseline: str
+    rerun: str
+    cache_dir: Path | None
+
+    def llm(self) -> Any:
+        """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
+        from wikitrace.compiler.attribute import OUTPUT_TOKENS
+        from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
+
+        settings = LLMSettings(
+            model=self.model, api_base=self.api_base, max_output_tokens=OUTPUT_TOKENS
+        )
+        return connect(settings, self.cache_dir or default_cache_dir())
+
+
+def judge_options(function: Command) -> Command:
+    """--model and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
+    return _group(
+        [
+            click.option("--model", required=True, help="The judge: any model litellm reaches."),
+            click.option("--api-base", help="Base URL of a local or self-hosted server."),
+            click.option(
+                "--baseline", default="no-memory", show_default=True, help="The no-memory method."
+            ),
+            click.option(
+                "--rerun",
+                default="no-memory-rerun",
+                show_default=True,
+                help="The no-memory rerun (never judged).",
+            ),
+            click.option(
+                "--cache-dir",
+                type=click.Path(path_type=Path, file_okay=False),
+                help="Where the judge's answers are cached (default: the user cache folder).",
+            ),
+        ],
+        "judge",
+        lambda values: JudgeSettings(**values),
+    )(function)

@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +31,7 @@ from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.evaluation.rows import Row
 from wikitrace.tools.drilldown import as_text
+from wikitrace.tools.memory import Memory
 
 from .compile import CompileError, QuoteOut, Templates, record_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
@@ -49,6 +50,9 @@ CAUSES: dict[str, str] = {
 SHOWN_LIMIT = 30
 """At most this many other insights are listed to the judge (those the first message shows)."""
 OUTPUT_TOKENS = 1024
+PROMPT_TOKENS = 24_000
+"""What a judge's prompt may hold of an episode (long ones are shown as compile prompts are)."""
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 class AttributionAnswer(BaseModel):
@@ -105,29 +109,73 @@ def regression_rows(rows: list[Row], baseline: str, rerun: str | None = None) ->
     baseline_trials: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for item in rows:
         if item.row.method == baseline:
-            baseline_trials[(item.row.suite, item.row.task_id)].append(_success(item))
+            baseline_trials[(item.row.suite, item.row.task_id)].append(item.row.succeeded())
     solved = {key for key, outcomes in baseline_trials.items() if outcomes and all(outcomes)}
     return [
         item
         for item in rows
         if item.row.method not in (baseline, rerun)
         and (item.row.suite, item.row.task_id) in solved
-        and not _success(item)
+        and not item.row.succeeded()
     ]
 
 
-def _success(item: Row) -> bool:
-    row = item.row
-    return bool(row.success) if row.success is not None else (row.score or 0.0) >= 1.0
+@dataclass
+class _EpisodeJudge:
+    """A judge model asked one question about an episode's log, its quotes checked."""
+
+    llm: LLM
+    templates: Templates
+    max_prompt_tokens: int = field(default=PROMPT_TOKENS, kw_only=True)
+    retries: int = field(default=1, kw_only=True)
+
+    def _read(self, item: Row, result: Attributed | DrillEpisode) -> RunRecord | None:
+        """The episode's run; None (with result.problem) when its log cannot be read."""
+        try:
+            return _episode(_trajectory(item))
+        except (InputError, CorpusError, OSError) as error:
+            result.problem = f"its log cannot be read: {error}"
+            return None
+
+    def _ask(
+        self,
+        record: RunRecord,
+        template: str,
+        answer: type[AnswerT],
+        shape: str,
+        extra: dict[str, Any],
+        result: Attributed | DrillEpisode,
+    ) -> AnswerT | None:
+        """The judge's answer, its quotes in result.evidence. None (with result.problem) when
+        it gave no usable answer; the answer, with result.problem set, when none of its quotes
+        was found in the episode."""
+        try:
+            given, evidence = ask_about_run(
+                self.llm,
+                self.templates,
+                record,
+                template,
+                answer,
+                max_prompt_tokens=self.max_prompt_tokens,
+                retries=self.retries,
+                shape=shape,
+                extra=extra,
+            )
+        except (CompileError, LLMCallError) as error:
+            if isinstance(error, LLMCallError) and error.fatal:
+                raise
+            result.problem = f"no usable answer: {error}"
+            return None
+        result.evidence = evidence
+        if not any(quote["verified"] for quote in evidence):
+            result.problem = "none of the judge's quotes was found in the episode"
+        return given
 
 
 @dataclass
-class Attributor:
+class Attributor(_EpisodeJudge):
     corpus: Path
-    llm: LLM
-    templates: Templates
-    max_prompt_tokens: int
-    retries: int = 1
+    _memory_of_corpus: Memory | None = field(default=None, init=False, repr=False)
 
     def __call__(self, item: Row) -> Attributed:
         row = item.row
@@ -135,44 +183,30 @@ class Attributor:
         if not row.trajectory:
             result.problem = "the row names no trajectory (the episode's log)"
             return result
-        try:
-            record = _episode(_trajectory(item))
-        except (InputError, CorpusError, OSError) as error:
-            result.problem = f"its log cannot be read: {error}"
+        record = self._read(item, result)
+        if record is None:
             return result
         cited, shown = self._memory(record, row.used or {})
         fence = record_fence(record)  # memory text must not close the run's data
-        try:
-            answer, evidence = ask_about_run(
-                self.llm,
-                self.templates,
-                record,
-                prompts.ATTRIBUTE,
-                AttributionAnswer,
-                max_prompt_tokens=self.max_prompt_tokens,
-                retries=self.retries,
-                shape='{"cause": ..., "entry": ..., "reason": ..., "evidence": [...]}',
-                extra={
-                    "cited": [entry.replace(fence, "[fence]") for entry in cited],
-                    "shown": [entry.replace(fence, "[fence]") for entry in shown],
-                },
-            )
-        except (CompileError, LLMCallError) as error:
-            if isinstance(error, LLMCallError) and error.fatal:
-                raise
-            result.problem = f"no usable answer: {error}"
+        answer = self._ask(
+            record,
+            prompts.ATTRIBUTE,
+            AttributionAnswer,
+            '{"cause": ..., "entry": ..., "reason": ..., "evidence": [...]}',
+            {
+                "cited": [entry.replace(fence, "[fence]") for entry in cited],
+                "shown": [entry.replace(fence, "[fence]") for entry in shown],
+            },
+            result,
+        )
+        if answer is None:
             return result
-        result.evidence = evidence
         result.reason = answer.reason
-        if not any(quote["verified"] for quote in evidence):
-            result.problem = "none of the judge's quotes was found in the episode"
-            return result
-        result.cause, result.entry = answer.cause, answer.entry
+        if result.problem is None:
+            result.cause, result.entry = answer.cause, answer.entry
         return result
 
     def _memory(self, record: RunRecord, used: dict[str, list[str]]) -> tuple[list[str], list[str]]:
-        from wikitrace.tools.memory import Memory
-
         cited = []
         for ident in used.get("insights", []):
             try:
@@ -188,7 +222,9 @@ class Attributor:
             )
         cited += [f"compilation {ident}" for ident in used.get("compilations", [])]
         cited += [f"raw run {ident}" for ident in used.get("raw", [])]
-        memory = Memory.load(self.corpus)
+        if self._memory_of_corpus is None:  # loaded once, for every episode
+            self._memory_of_corpus = Memory.load(self.corpus)
+        memory = self._memory_of_corpus
         message = memory.first_message(record.task, max_tokens=None)
         by_id = {entry.id: entry for entry in memory.insights}
         shown = [
@@ -315,49 +351,32 @@ class DrillReport:
 
 
 @dataclass
-class DrillLabeller:
+class DrillLabeller(_EpisodeJudge):
     """One cached call per episode that drilled down: each drill-down's trigger and effect."""
 
-    llm: LLM
-    templates: Templates
-    max_prompt_tokens: int
     mount: str = DEFAULT_MOUNT
-    retries: int = 1
 
     def __call__(self, item: Row) -> DrillEpisode:
         row = item.row
         result = DrillEpisode(
-            row.suite, row.method, row.task_id, row.trial, item.where, _success(item)
+            row.suite, row.method, row.task_id, row.trial, item.where, item.row.succeeded()
         )
-        try:
-            record = _episode(_trajectory(item))
-        except (InputError, CorpusError, OSError) as error:
-            result.problem = f"its log cannot be read: {error}"
+        record = self._read(item, result)
+        if record is None:
             return result
         found = find_drilldowns(record, self.mount)
         result.drilldowns = found
         if not found:
             return result  # it stayed at the first message: nothing to ask
-        try:
-            answer, evidence = ask_about_run(
-                self.llm,
-                self.templates,
-                record,
-                prompts.DRILLDOWNS,
-                DrillAnswer,
-                max_prompt_tokens=self.max_prompt_tokens,
-                retries=self.retries,
-                shape='{"labels": [...], "evidence": [...]}',
-                extra={"mount": self.mount, "drilldowns": found},
-            )
-        except (CompileError, LLMCallError) as error:
-            if isinstance(error, LLMCallError) and error.fatal:
-                raise
-            result.problem = f"no usable answer: {error}"
-            return result
-        result.evidence = evidence
-        if not any(quote["verified"] for quote in evidence):
-            result.problem = "none of the judge's quotes was found in the episode"
+        answer = self._ask(
+            record,
+            prompts.DRILLDOWNS,
+            DrillAnswer,
+            '{"labels": [...], "evidence": [...]}',
+            {"mount": self.mount, "drilldowns": found},
+            result,
+        )
+        if answer is None or result.problem is not None:
             return result
         labels = {label.turn: label for label in answer.labels}
         for drill in found:

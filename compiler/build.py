@@ -32,7 +32,7 @@ from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
-from .layers import base_layout, write_layers
+from .layers import write_layers
 from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, connect, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
 from .produce import Producer, Progress
@@ -288,7 +288,7 @@ def _make_miner(base: FrozenVersion | None) -> Miner:
         return Miner()
     known = read_patterns(base.root / MINED_PATTERNS)
     if len(known) != len(base.rows):
-        known = patterns_of_written(base.rows, lambda step: base_layout(base))
+        known = patterns_of_written(base.rows, lambda step: base.layout())
     return Miner(known)
 
 
@@ -322,11 +322,7 @@ def _make_version(
     model = None if options.offline else _make_llm(options, llm)
     try:
         with staging(staging_dir) as root:
-            layout = (
-                Layout(root, base.manifest.step_id_width, base.manifest.insight_id_width)
-                if base
-                else Layout(root, step_width=id_width(total))
-            )
+            layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
             writer = CorpusWriter(root)
             producer = Producer(total, layout, report, progress)
             raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)

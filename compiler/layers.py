@@ -147,7 +147,7 @@ def _mine(
     parent: dict[int, tuple[InsightHeader, str]] = {}
     if base is not None:
         for row in base.insight_rows:
-            page = base.insights[base_layout(base).insight(row.number)]
+            page = base.insights[base.layout().insight(row.number)]
             if page.header.mined is not None:
                 parent[row.number] = (page.header, row.guideline)
     task_text = {row.step: row.task for row in [*(base.rows if base else []), *rows]}
@@ -164,10 +164,6 @@ def _mine(
     report.mining = mining.as_dict()
     report.mined = len(pages)
     return pages
-
-
-def base_layout(base: FrozenVersion) -> Layout:
-    return Layout(base.root, base.manifest.step_id_width, base.manifest.insight_id_width)
 
 
 def fill_report(

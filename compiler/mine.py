@@ -406,10 +406,9 @@ def _orders(runs: Sequence[RunPatterns]) -> dict[str, tuple[list[int], list[int]
             a_first: list[int] = []
             b_first: list[int] = []
             for index, run in enumerate(runs):
-                ta, tb = run.patterns.get(first), run.patterns.get(second)
-                if ta is None or tb is None or ta == tb:
-                    continue
-                (a_first if ta < tb else b_first).append(index)
+                before = _first_before(run, first, second)
+                if before is not None:
+                    (a_first if before else b_first).append(index)
             name_a, name_b = first[5:], second[5:]
             if len(a_first) >= len(b_first):
                 found[f"order:{name_a}<{name_b}"] = (a_first, a_first + b_first)
@@ -418,8 +417,37 @@ def _orders(runs: Sequence[RunPatterns]) -> dict[str, tuple[list[int], list[int]
     return found
 
 
-def contrasts(runs: Sequence[RunPatterns], report: MiningReport) -> list[Contrast]:
-    """The significant contrasts of every task type, strongest first within a type."""
+def _first_before(run: RunPatterns, first: str, second: str) -> bool | None:
+    """Whether the run's first `first` (a `uses:` pattern) came before its first `second`;
+    None when it lacks one of them or both came in one turn: it is not counted for their
+    order."""
+    at_first, at_second = run.patterns.get(first), run.patterns.get(second)
+    if at_first is None or at_second is None or at_first == at_second:
+        return None
+    return at_first < at_second
+
+
+def split(pattern: str, runs: Sequence[RunPatterns]) -> tuple[list[RunPatterns], list[RunPatterns]]:
+    """The runs that show `pattern` and those it is compared with, as mining counts them:
+    for `order:A<B`, among the runs whose order of A and B counts, those with A first and the
+    others; else the runs with the pattern and those without."""
+    if pattern.startswith("order:"):
+        first, second = (f"uses:{name}" for name in pattern[6:].split("<", 1))
+        order = [(run, _first_before(run, first, second)) for run in runs]
+        return (
+            [run for run, before in order if before is True],
+            [run for run, before in order if before is False],
+        )
+    return [run for run in runs if pattern in run.patterns], [
+        run for run in runs if pattern not in run.patterns
+    ]
+
+
+def contrasts(
+    runs: Sequence[RunPatterns], report: MiningReport, fdr: float = FDR
+) -> list[Contrast]:
+    """The contrasts of every task type whose adjusted p-value is at most `fdr`, strongest
+    first within a type."""
     by_type: dict[str | None, list[RunPatterns]] = defaultdict(list)
     for run in runs:
         by_type[run.task_type].append(run)
@@ -470,7 +498,7 @@ def contrasts(runs: Sequence[RunPatterns], report: MiningReport) -> list[Contras
     kept: list[Contrast] = []
     for task_type in dict.fromkeys(c.task_type for c in tried):
         significant = sorted(
-            (c for c in tried if c.task_type == task_type and c.q_value <= FDR),
+            (c for c in tried if c.task_type == task_type and c.q_value <= fdr),
             key=lambda c: (c.p_value, c.pattern),
         )
         chosen: list[Contrast] = []

@@ -346,6 +346,16 @@ class _Gate:
             self.runs[run.id] = run
         return {(run.task_id, run.seed): run for run in results}
 
+    def run_base(self, tasks: Sequence[str], purpose: str, *, fresh: bool = False) -> None:
+        """Run the tasks that have no run yet with the base memory (the committed insights
+        alone) at the probes' seeds (`fresh`: the re-test's): each is run once per call."""
+        if self._base_view is None:
+            self._base_view = self._view("base", hidden=self._hidden)
+        first = self.seeds(fresh)[0]
+        missing = [t for t in tasks if (t, first) not in self.base_results]
+        name = f"{self.base.name}-without-candidates"
+        self.base_results.update(self.run(name, self._base_view, missing, purpose, fresh=fresh))
+
     def decide(self, candidate: _Candidate) -> GateDecision:
         options = self.options
         ident = decision_id("gate", self.number)
@@ -360,12 +370,7 @@ class _Gate:
             )
         tasks = list(dict.fromkeys(p.task_id for p in probes))
         tested_on = self.base.name
-        if self._base_view is None:
-            self._base_view = self._view("base", hidden=self._hidden)
-        missing = [t for t in tasks if (t, options.seed) not in self.base_results]  # first seed
-        self.base_results.update(
-            self.run(f"{tested_on}-without-candidates", self._base_view, missing, ident)
-        )
+        self.run_base(tasks, ident)
         with_view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
         lesson = self.run(f"{tested_on}+{candidate.ident}", with_view, tasks, ident)
         figures = gate_figures(
@@ -464,16 +469,8 @@ class _Gate:
             view = self._view(
                 "together-" + "-".join(ids), hidden=self._hidden - set(ids), replaced=replaced
             )
-            missing = [t for t in tasks if (t, self.options.seed) not in self.base_results]
             purpose = committed[-1][0].id
-            self.base_results.update(
-                self.run(
-                    f"{self.base.name}-without-candidates",
-                    self._base_view or view,
-                    missing,
-                    purpose,
-                )
-            )
+            self.run_base(tasks, purpose)
             results = self.run(f"{self.base.name}+" + "+".join(ids), view, tasks, purpose)
             probes = [Probe(t, "regress", "") for t in tasks]
             figures = gate_figures(probes, self.pairs(probes, results), self.thresholds)
@@ -598,15 +595,7 @@ class _Gate:
         )
         fresh_tasks = list(dict.fromkeys(p.task_id for p in fresh_probes))
         self._narrowed_probes = fresh_probes
-        self.base_results.update(
-            self.run(
-                f"{self.base.name}-without-candidates",
-                self._base_view or view,
-                [t for t in fresh_tasks if (t, self.seeds(fresh=True)[0]) not in self.base_results],
-                decision.id,
-                fresh=True,
-            )
-        )
+        self.run_base(fresh_tasks, decision.id, fresh=True)
         results = self.run(
             f"{self.base.name}+{candidate.ident}-narrowed",
             view,

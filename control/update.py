@@ -146,6 +146,7 @@ class _Controller:
         changes = manifest.version.changes if manifest.version else None
         self.new_tasks = changes.task_ids if changes else []
         self.added_summary = changes.model_dump(mode="json") if changes else {}
+        self._versions: dict[str, FrozenVersion] = {}
 
     # --- the trigger ---------------------------------------------------------------------
 
@@ -305,7 +306,9 @@ class _Controller:
             return memories
         found = []
         for name, root in memories:
-            version = FrozenVersion.load(name, root)
+            if name not in self._versions:  # read (and verified) once, for every fresh task
+                self._versions[name] = FrozenVersion.load(name, root)
+            version = self._versions[name]
             if not any(row.task_id == task_id for row in version.rows):
                 found.append((name, root))
                 continue

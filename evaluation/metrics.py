@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from wikitrace.corpus_schema import InputError
 
-from .rows import Row
+from .rows import SUCCESS_THRESHOLD, Row
 
 AVERAGE = "average"
 
@@ -27,7 +27,7 @@ AVERAGE = "average"
 class EvalOptions:
     baseline: str = "no-memory"
     rerun: str = "no-memory-rerun"
-    success_threshold: float = 1.0
+    success_threshold: float = SUCCESS_THRESHOLD
     """A trial with only a score succeeds when score >= this."""
     resamples: int = 10_000
     seed: int = 0
@@ -301,11 +301,7 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
             )
             continue
         where[(*key, row.trial)] = item.where
-        success = (
-            row.success
-            if row.success is not None
-            else (row.score is not None and row.score >= options.success_threshold)
-        )
+        success = row.succeeded(options.success_threshold)
         trials[key][row.trial] = (success, row.score)
     suites = sorted({suite for suite, _, _ in trials})
     # The baseline is listed for its success rate; its Gain and Regression, against the

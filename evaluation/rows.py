@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.errors import first_problem
 
+SUCCESS_THRESHOLD = 1.0
+"""A row with a score and no success succeeds at or above this (eval's --success-threshold)."""
+
 
 class ResultRow(BaseModel):
     """One trial: `success`, or a `score` judged against --success-threshold."""
@@ -32,6 +35,12 @@ class ResultRow(BaseModel):
     what `wikitrace attribute` reads."""
     used: dict[str, list[str]] | None = None
     """The agent's citation report (`used`): the memory entries it said shaped its actions."""
+
+    def succeeded(self, threshold: float = SUCCESS_THRESHOLD) -> bool:
+        """`success`, or else whether `score` reaches `threshold`."""
+        if self.success is not None:
+            return self.success
+        return self.score is not None and self.score >= threshold
 
     @field_validator("task_id", "suite", "method", mode="before")
     @classmethod

@@ -124,37 +124,14 @@ def test_an_answer_whose_quotes_are_not_found_is_not_counted(setup: tuple[Path, 
 @pytest.mark.integration
 def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub) -> None:
     corpus, results = setup
-    code, out, err = run(
-        [
-            "attribute",
-            str(corpus),
-            str(results),
-            "--model",
-            "openai/judge",
-            "--api-base",
-            openai_stub.url,
-            "--cache-dir",
-            str(results.parent / "cache"),
-            "--json",
-        ]
-    )
+    command = ["attribute", str(corpus), str(results), "--model", "openai/judge"]
+    command += ["--api-base", openai_stub.url, "--cache-dir", str(results.parent / "cache")]
+    code, out, err = run([*command, "--json"])
     assert code == 0, err
     data = json.loads(out)
     assert data["regressions"] == 3 and data["counts"]["A"] == 1 and data["counts"]["E"] == 1
     assert len(openai_stub.requests) == 2
-    code, out, err = run(
-        [
-            "attribute",
-            str(corpus),
-            str(results),
-            "--model",
-            "openai/judge",
-            "--api-base",
-            openai_stub.url,
-            "--cache-dir",
-            str(results.parent / "cache"),
-        ]
-    )
+    code, out, err = run(command)
     assert code == 0 and len(openai_stub.requests) == 2
     assert "A (the memory entry it followed was wrong): 1  s/wikitrace/a#0" in out
     assert "not counted: s/wikitrace/c#0" in err

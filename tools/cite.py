@@ -14,7 +14,7 @@ from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR
 
-CHARS_PER_TOKEN = 4
+from .memory import CHARS_PER_TOKEN
 
 
 class Used(BaseModel):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.render import insight_row
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")
@@ -215,16 +216,5 @@ def of_lessons(lessons: Sequence[Lesson], grouping: Grouping = group) -> list[in
 
 
 def of_pages(pages: Sequence[tuple[InsightHeader, str]], grouping: Grouping = group) -> list[int]:
-    """`with_mined` for insight pages: (header, guideline) of each."""
-    return with_mined(
-        [(header.title, guideline) for header, guideline in pages],
-        [
-            None
-            if header.mined is None
-            else Mined(header.task_type, header.mined.pattern, header.mined.goes_with)
-            for header, _ in pages
-        ],
-        [header.source_outcome for header, _ in pages],
-        [header.task_type for header, _ in pages],
-        grouping,
-    )
+    """`of_lessons` for insight pages: (header, guideline) of each, read as index rows."""
+    return of_lessons([insight_row(0, header, guideline) for header, guideline in pages], grouping)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import InputError, Layout, render
+from wikitrace.corpus_schema import InputError, render
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
 from wikitrace.corpus_schema.layout import GATE_DIR, INSIGHT_DIR, MANIFEST, parse_insight
@@ -77,7 +77,7 @@ def derive_version(
     """Write the next version from `base` with `change`; the caller holds the store's lock."""
     name = store.next_name()
     with staging(store.staging(name)) as root:
-        layout = Layout(root, base.manifest.step_id_width, base.manifest.insight_id_width)
+        layout = base.layout(root)
         writer = CorpusWriter(root)
         replaced = {layout.insight_rel(parse_insight(ident)) for ident in change.insights}
         for rel in change.files:
@@ -143,7 +143,7 @@ def write_view(
     replaced = replaced or {}
     remove_tree(dest)
     dest.mkdir(parents=True)
-    layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
+    layout = base.layout(dest)
     writer = CorpusWriter(dest)
     skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
     skipped.add(layout.index_rel(INSIGHT_DIR))

@@ -116,6 +116,15 @@ class FrozenVersion:
             attempts=attempts,
         )
 
+    def layout(self, root: Path | None = None) -> Layout:
+        """Where this version's files are, at its own root or at `root` (a version or view
+        made from it: ids keep this version's widths)."""
+        return Layout(
+            self.root if root is None else root,
+            self.manifest.step_id_width,
+            self.manifest.insight_id_width,
+        )
+
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
         """Files a new version takes as they are: all but the indexes, tools, manifest and
         `rewritten_also` (files the new version writes anew)."""

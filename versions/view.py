@@ -51,7 +51,7 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
         )
     check_destination(dest, force=force)
     excluded = set(tasks)
-    layout = Layout(dest, base.manifest.step_id_width, base.manifest.insight_id_width)
+    layout = base.layout(dest)
     gone_steps = {row.step for row in base.rows if row.task_id in excluded}
     rows = [row for row in base.rows if row.step not in gone_steps]
     gone_types = {row.task_type for row in base.rows if row.step in gone_steps}
@@ -91,7 +91,7 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
         manifest = base.manifest
         finish_version(
             writer,
-            Layout(root, layout.step_width, layout.insight_width),
+            base.layout(root),
             rows,
             insight_rows,
             compiled_by=manifest.compiled_by,
