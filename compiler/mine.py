@@ -825,14 +825,14 @@ class LessonWriter:
             if shown is None:
                 claims.append(Claim(statement=f"{step_id} ({outcome}) took no action", evidence=[]))
                 continue
-            verb = (
-                f"next did, at turn {shown.turn}"
+            what = (
+                "its first action unlike the other run's"
                 if action is not None
-                else f"stopped; its last action was at turn {shown.turn}"
+                else "its last action: it stopped where the other went on"
             )
             claims.append(
                 Claim(
-                    statement=f"{step_id} ({outcome}), after the actions the two share, {verb}",
+                    statement=f"{step_id} ({outcome}), turn {shown.turn}: {what}",
                     evidence=[self.quotes.evidence(run.step, shown.turn, step_id)],
                 )
             )

@@ -448,7 +448,7 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
     else:
         failed, total = finding.task_outcomes or [0, 0]
         lines += [
-            f"- the task: {inline(finding.task_id or '')}: {total - failed} of its {total} runs "
+            f"- task {inline(finding.task_id or '')}: {total - failed} of its {total} runs "
             "succeeded",
             f"- the successful and the failed run compared ({', '.join(finding.runs)}) took "
             + (
