@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +16,14 @@ from .history import VersionInfo
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
 from .store import digest, file_digest
+
+
+def builder_version() -> str:
+    """The installed wikitrace's version, as a manifest records it."""
+    try:
+        return metadata.version("wikitrace")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class Manifest(BaseModel):

@@ -135,7 +135,11 @@ class CitationSummary:
         }
 
 
-def _known_ids(root: Path) -> tuple[set[str], set[str], set[str]]:
+KINDS = ("raw", "compilations", "insights")
+"""The kinds of entry a report cites, in the order `known_ids` returns them."""
+
+
+def known_ids(root: Path) -> tuple[set[str], set[str], set[str]]:
     raw = {p.name for p in (root / RAW_DIR).glob("step-*") if p.is_dir()}
     compilations = {p.stem for p in (root / COMPILATION_DIR).glob("step-*.md")}
     insights = {p.stem for p in (root / INSIGHT_DIR).glob("insight-*.md")}
@@ -144,7 +148,7 @@ def _known_ids(root: Path) -> tuple[set[str], set[str], set[str]]:
 
 def read_reports(paths: Iterable[Path]) -> list[tuple[str, int, CitationReport]]:
     """Reports from JSON files (one object) or JSON Lines files (one per line)."""
-    reports = []
+    reports: list[tuple[str, int, CitationReport]] = []
     for path in paths:
         try:
             text = path.read_bytes()
@@ -161,20 +165,50 @@ def read_reports(paths: Iterable[Path]) -> list[tuple[str, int, CitationReport]]
                         items.append((number, orjson.loads(line)))
                     except orjson.JSONDecodeError as error:
                         raise InputError(f"not JSON: {error}", path=path, line=number) from None
-        for number, item in items:
-            try:
-                reports.append((str(path), number, CitationReport.model_validate(item)))
-            except ValidationError as error:
-                where, message = first_problem(error)
-                raise InputError(
-                    message,
-                    path=path,
-                    line=number,
-                    field=where,
-                    hint='expected {"used": {"raw": [...], "compilations": [...], '
-                    '"insights": [...]}}',
-                ) from None
+        reports.extend(
+            (str(path), number, parse_report(item, path, number)) for number, item in items
+        )
     return reports
+
+
+REPORT_SHAPE = 'expected {"used": {"raw": [...], "compilations": [...], "insights": [...]}}'
+
+
+def parse_report(
+    item: Any, path: str | Path | None = None, line: int | None = None
+) -> CitationReport:
+    """One report, validated; an InputError names the field that is wrong."""
+    try:
+        return CitationReport.model_validate(item)
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise InputError(message, path=path, line=line, field=where, hint=REPORT_SHAPE) from None
+
+
+def check_ids(
+    report: CitationReport,
+    known: tuple[set[str], set[str], set[str]],
+    path: str | Path | None = None,
+    line: int | None = None,
+) -> None:
+    """Refuse a report that cites an id the corpus does not hold."""
+    for kind, ids in zip(KINDS, known, strict=True):
+        for ident in getattr(report.used, kind):
+            if ident not in ids:
+                raise InputError(
+                    f"{ident!r} is not in the corpus",
+                    path=path,
+                    line=line,
+                    field=f"used.{kind}",
+                    hint="ids look like " + ("insight-0007" if kind == "insights" else "step-0003"),
+                )
+
+
+def check_report(root: Path, item: Any) -> CitationReport:
+    """A report given as a JSON value, checked against the corpus at `root`."""
+    report = parse_report(item)
+    check_ids(report, known_ids(root))
+    return report
 
 
 @dataclass
@@ -218,26 +252,15 @@ def summarize(
     the episodes that went below the insight layer from those that stayed."""
     if not root.is_dir():
         raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
-    known_raw, known_compilations, known_insights = _known_ids(root)
+    known = known_ids(root)
     logs = read_logs(read_log_paths)
     summary = CitationSummary()
     for path, line, report in read_reports(paths):
+        check_ids(report, known, path, line)
         summary.episodes += 1
-        for kind, known, table in (
-            ("raw", known_raw, summary.raw),
-            ("compilations", known_compilations, summary.compilations),
-            ("insights", known_insights, summary.insights),
-        ):
+        for kind in KINDS:
+            table = getattr(summary, kind)
             for ident in dict.fromkeys(getattr(report.used, kind)):
-                if ident not in known:
-                    raise InputError(
-                        f"{ident!r} is not in the corpus",
-                        path=path,
-                        line=line,
-                        field=f"used.{kind}",
-                        hint="ids look like "
-                        + ("insight-0007" if kind == "insights" else "step-0003"),
-                    )
                 usage = table.setdefault(ident, Usage(id=ident))
                 usage.episodes += 1
                 if report.success is None:

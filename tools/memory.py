@@ -40,9 +40,11 @@ class PastRun:
     outcome: Outcome
     task: str
     title: str | None = None
+    """The title of its compilation, if it has one."""
     judged: bool = False
     """The outcome is a model's verdict on the log, not a verifier's."""
-    """The title of its compilation, if it has one."""
+    explanation: str = ""
+    """Its compilation's title and claims, for search."""
 
 
 @dataclass
@@ -76,6 +78,25 @@ class InsightEntry:
     precondition: str | None = None
     """Its hypothesis's precondition, when it has one that says more than `applicability`:
     what the gate tested, shown to the agent too."""
+
+
+SearchKind = Literal["insights", "compilations", "tasks"]
+SEARCH_KINDS: tuple[SearchKind, ...] = ("insights", "compilations", "tasks")
+
+
+@dataclass
+class Hit:
+    """One search result: what it is, where its page is, and a line to recognise it by."""
+
+    kind: SearchKind
+    id: str
+    path: str
+    """The page, relative to the corpus root."""
+    title: str
+    task_id: str
+    task_type: str | None
+    outcome: Outcome
+    """The outcome of the run it is (a task or compilation) or was drawn from (an insight)."""
 
 
 @dataclass
@@ -158,6 +179,12 @@ def _mined_line(finding: MinedFinding) -> str:
         f"counted over {runs} runs{judged}; Fisher's exact test, q = {finding.q_value:.2g} "
         f"after correction for {finding.patterns_tried} patterns tried"
     )
+
+
+def _explanation(header: CompilationHeader | None) -> str:
+    if header is None:
+        return ""
+    return "\n".join([header.title, *(claim.statement for claim in header.claims)])
 
 
 def _preview(text: str) -> str:
@@ -245,6 +272,7 @@ class Memory:
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
         self._leader = consolidate.of_lessons(insights, grouping)
         self._task_of = {run.step: run.task_id for run in runs}
+        self._compilation_ranker: Ranker | None = None
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
@@ -254,7 +282,6 @@ class Memory:
 
         offline = manifest.load(root).compiled_by == "offline"
         compiled = {page.header.step: page.header for page in read.compilations(root)}
-        titles = {step: header.title for step, header in compiled.items()}
         runs = [
             PastRun(
                 step=page.header.step,
@@ -262,8 +289,9 @@ class Memory:
                 task_type=page.header.task_type,
                 outcome=page.header.outcome,
                 task=read.task_text(page),
-                title=titles.get(page.header.step),
+                title=compiled[page.header.step].title if page.header.step in compiled else None,
                 judged=is_judged(page.header.metadata),
+                explanation=_explanation(compiled.get(page.header.step)),
             )
             for page in read.runs(root)
         ]
@@ -479,6 +507,77 @@ class Memory:
             task_type=task_type,
             task_type_inferred=inferred,
         )
+
+    def search(
+        self,
+        query: str,
+        kinds: Sequence[SearchKind] = SEARCH_KINDS,
+        *,
+        limit: int = 10,
+        exclude_tasks: Sequence[str] = (),
+    ) -> list[Hit]:
+        """BM25 over insights (title, guideline, applicability), compilations (title and
+        claims) and past tasks: up to `limit` hits of each kind asked for, best first, only
+        those sharing a word with the query; nothing drawn from `exclude_tasks`."""
+        from wikitrace.corpus_schema.layout import (
+            COMPILATION_DIR,
+            INSIGHT_DIR,
+            RAW_DIR,
+            RAW_METADATA_NAME,
+        )
+
+        excluded = set(exclude_tasks)
+        hits: list[Hit] = []
+        if "insights" in kinds:
+            allowed = [
+                i for i, item in enumerate(self.insights) if item.source_task_id not in excluded
+            ]
+            for i in self._insight_ranker.rank(query, allowed, matched_only=True)[:limit]:
+                item = self.insights[i]
+                hits.append(
+                    Hit(
+                        "insights",
+                        item.id,
+                        f"{INSIGHT_DIR}/{item.id}.md",
+                        item.title,
+                        item.source_task_id,
+                        item.task_type,
+                        item.source_outcome,
+                    )
+                )
+        allowed = [i for i, run in enumerate(self.runs) if run.task_id not in excluded]
+        if "compilations" in kinds:
+            if self._compilation_ranker is None:
+                self._compilation_ranker = Ranker([run.explanation for run in self.runs])
+            compiled = [i for i in allowed if self.runs[i].explanation]
+            for i in self._compilation_ranker.rank(query, compiled, matched_only=True)[:limit]:
+                run = self.runs[i]
+                hits.append(
+                    Hit(
+                        "compilations",
+                        run.step,
+                        f"{COMPILATION_DIR}/{run.step}.md",
+                        run.title or "",
+                        run.task_id,
+                        run.task_type,
+                        run.outcome,
+                    )
+                )
+        if "tasks" in kinds:
+            for i in self._run_ranker.rank(query, allowed, matched_only=True)[:limit]:
+                run = self.runs[i]
+                hits.append(
+                    Hit(
+                        "tasks",
+                        run.step,
+                        f"{RAW_DIR}/{run.step}/{RAW_METADATA_NAME}",
+                        _preview(run.task),
+                        run.task_id,
+                        run.task_type,
+                        run.outcome,
+                    )
+                )
+        return hits
 
     def _mined_applies(
         self, item: InsightEntry, task: str, excluded: set[str], excluded_types: set[str | None]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,6 @@ def staging(path: Path) -> Iterator[Path]:
     except BaseException:
         remove_tree(path)
         raise
-
-
-def _builder_version() -> str:
-    try:
-        return importlib_metadata.version("wikitrace")
-    except importlib_metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def finish_version(
@@ -93,7 +85,7 @@ def finish_version(
         ),
     )
     manifest = manifest_io.Manifest(
-        builder={"name": "wikitrace", "version": _builder_version()},
+        builder={"name": "wikitrace", "version": manifest_io.builder_version()},
         created=now(),
         model=model,
         model_settings=model_settings or {},

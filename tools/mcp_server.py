@@ -1,0 +1,379 @@
+"""`wikitrace mcp`: a corpus over the Model Context Protocol, for agents without a shell.
+
+Read-only by construction: every tool reads, none writes, and a page is served only when the
+corpus's manifest lists it (so nothing outside the corpus, nor a file slipped into it, is ever
+read). The server resolves the corpus's pointer once, at start, and serves that frozen version
+until it stops, as a read-only mount would.
+
+The tools' texts are the CLI's: `first_message` is `wikitrace prompt`, `actions` and `turn`
+are the shipped drill-down tools, `audit` is `wikitrace audit`, `check_citations` checks one
+report as `wikitrace cite` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field
+
+from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest
+from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
+
+from . import drilldown
+
+URI_ROOT = "wikitrace://corpus/"
+"""A page's URI is this plus its path in the corpus: wikitrace://corpus/insight/insight-0001.md"""
+READ_LIMIT = 20_000
+"""Characters `read_page` returns at most per call; `offset` pages on."""
+QUERY_LIMIT = 2_000
+INDEXES = (
+    ("", "The corpus: its layers, counts and how to drill down."),
+    (layout.RAW_DIR, "Every past run: task, outcome, turns."),
+    (layout.COMPILATION_DIR, "Why each run succeeded or failed."),
+    (layout.INSIGHT_DIR, "Every lesson, by task type, with its source run and status."),
+)
+
+INSTRUCTIONS = """\
+A read-only memory of an agent's past runs ({runs} runs, {insights} insights; {version}).
+It has three layers, from least to most trustworthy: insights (lessons, each a guess drawn
+from one run or mined from many), compilations (why a run succeeded or failed, each claim
+quoting turns: an interpretation) and raw runs (every turn as logged: the facts).
+
+Start a task with `first_message`. Before you act on a lesson, drill down: `audit` shows the
+turns it rests on; `actions` and `turn` read the run itself. Drill down especially when a
+lesson came from a FAILED run, is not tested, seems to contradict another, or its
+"applies when" does not clearly match your situation. When you finish, report the entries
+you used (the first message says how) and check the report with `check_citations`."""
+
+_Tool = TypeVar("_Tool", bound=Callable[..., str])
+
+
+class Corpus:
+    """The frozen version a server serves: its root, manifest and (loaded once) memory."""
+
+    def __init__(self, path: Path) -> None:
+        self.given = path
+        self.root = path.resolve()
+        self.manifest = manifest.load(self.root)
+        self.version = self.manifest.version.name if self.manifest.version else None
+        self.files = set(self.manifest.files) | {MANIFEST}
+        self._memory: Any = None
+
+    @property
+    def label(self) -> str:
+        version = f"version {self.version}" if self.version else "an unversioned corpus"
+        return f"{version} at {self.root}"
+
+    def memory(self) -> Any:
+        if self._memory is None:
+            from .memory import Memory
+
+            self._memory = Memory.load(self.root)
+        return self._memory
+
+    def page(self, rel: str, offset: int = 0, limit: int = READ_LIMIT) -> str:
+        """The text of a page the manifest lists, from character `offset`, at most `limit`."""
+        clean = rel.strip().removeprefix("./").rstrip("/")
+        if clean not in self.files:
+            folder = f"{clean}/{INDEX_NAME}" if clean else INDEX_NAME
+            if folder in self.files:
+                clean = folder  # a layer's folder: its index
+            else:
+                raise ValueError(
+                    f"{_shown(rel)} is not a page of this corpus (paths are relative to its "
+                    f"root, as in {INDEX_NAME}: insight/insight-0001.md, raw/_index.md)"
+                )
+        path = self.root / clean
+        # The manifest lists it; it must still be a regular file inside the root.
+        real = path.resolve()
+        if self.root not in real.parents or not real.is_file():
+            raise ValueError(f"{_shown(rel)} is not a regular file inside the corpus")
+        with real.open(encoding="utf-8", errors="replace") as handle:
+            if offset:
+                handle.read(offset)
+            text = handle.read(limit + 1)
+        if len(text) > limit:
+            end = offset + limit
+            return (
+                text[:limit]
+                + f"\n[... more: call read_page with path={clean!r} and offset={end} ...]"
+            )
+        return text
+
+
+def _shown(text: str, width: int = 80) -> str:
+    """User input in a one-line message: quoted, control characters escaped, cut short."""
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[: width - 4] + "...'"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _tool_errors(function: _Tool) -> _Tool:
+    """Errors a caller can act on become a one-line tool error, never a traceback."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> str:
+        try:
+            return function(*args, **kwargs)
+        except drilldown.DrillError as error:
+            raise ToolError(_one_line(error)) from None
+        except (WikitraceError, ValueError, OSError) as error:
+            raise ToolError(_one_line(error)) from None
+
+    return wrapped  # type: ignore[return-value]
+
+
+def build_server(corpus: Corpus) -> Any:
+    """An MCPServer (the official SDK's) with the corpus's tools and pages."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+    from mcp.types import ToolAnnotations
+    from pydantic import ValidationError
+
+    class Server(MCPServer[Any]):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as error:
+                cause = error.__cause__
+                if isinstance(cause, ValidationError):  # the SDK's check of the arguments
+                    problems = "; ".join(
+                        f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                        for e in cause.errors()
+                    )
+                    raise ToolError(f"bad arguments to {name}: {problems}") from None
+                raise
+
+    def page(path: str) -> str:
+        try:
+            return corpus.page(path)
+        except ValueError as error:
+            raise ResourceNotFoundError(_one_line(error)) from None
+
+    counts = corpus.manifest.counts
+    server: Any = Server(
+        name="wikitrace",
+        title="wikitrace corpus",
+        instructions=INSTRUCTIONS.format(
+            runs=counts.get("runs", 0), insights=counts.get("insights", 0), version=corpus.label
+        ),
+        version=manifest.builder_version(),
+        log_level="WARNING",
+    )
+    # The SDK logs through the root logger to stderr. bm25s sets its own logger to DEBUG when
+    # imported, and would log every index it builds: the handlers keep to warnings.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.WARNING)
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    root = str(corpus.root)
+
+    def tool(function: _Tool) -> _Tool:
+        description = inspect.cleandoc(function.__doc__ or "")
+        server.tool(description=description, annotations=read_only)(_tool_errors(function))
+        return function
+
+    @tool
+    def first_message(
+        task: Annotated[str, Field(description="The task you are about to solve, in full.")],
+        task_type: Annotated[
+            str | None, Field(description="Keep to this task type (default: inferred).")
+        ] = None,
+        all_types: Annotated[bool, Field(description="List every task type's entries.")] = False,
+        exclude_tasks: Annotated[
+            list[str] | None,
+            Field(description="Task ids to leave out (leave-one-out evaluations)."),
+        ] = None,
+        similar: Annotated[int, Field(ge=0, le=50, description="Similar past runs to list.")] = 3,
+        max_tokens: Annotated[
+            int, Field(ge=0, description="Budget in tokens (characters / 4); 0: none.")
+        ] = 6000,
+        mount: Annotated[
+            str, Field(description="Where the corpus is mounted, if the agent has a shell.")
+        ] = "/work/corpus",
+    ) -> str:
+        """The memory's first message for a task: the lessons for its task type (each with its
+        source run and that run's outcome), the most similar past runs, when to drill down, and
+        how to report which entries you used. Call it once, before acting on the task. The
+        same text as `wikitrace prompt`."""
+        if not task.strip():
+            raise ValueError("the task is empty")
+        message = corpus.memory().first_message(
+            task,
+            task_type=task_type,
+            exclude_tasks=exclude_tasks or (),
+            similar=similar,
+            max_tokens=max_tokens or None,
+            mount=mount,
+            infer_type=not all_types,
+        )
+        return str(message.text)
+
+    @tool
+    def search(
+        query: Annotated[str, Field(description="Words to look for.")],
+        kind: Annotated[
+            Literal["all", "insights", "compilations", "tasks"],
+            Field(description="Which layer to search."),
+        ] = "all",
+        limit: Annotated[int, Field(ge=1, le=100, description="Hits per kind, at most.")] = 10,
+        exclude_tasks: Annotated[
+            list[str] | None, Field(description="Task ids whose entries to leave out.")
+        ] = None,
+    ) -> str:
+        """Search the corpus by words (BM25): insights by title, guideline and applicability;
+        compilations by title and claims; past runs by task text. Use it to find lessons or
+        runs the first message did not list. Each hit gives the page to read_page."""
+        from .memory import SEARCH_KINDS
+
+        if len(query) > QUERY_LIMIT:
+            raise ValueError(f"the query is {len(query)} characters; at most {QUERY_LIMIT}")
+        kinds = SEARCH_KINDS if kind == "all" else (kind,)
+        hits = corpus.memory().search(query, kinds, limit=limit, exclude_tasks=exclude_tasks or ())
+        if not hits:
+            return "no match"
+        lines = []
+        for hit in hits:
+            kind_of = hit.kind.rstrip("s")
+            task = f"task {hit.task_id}" + (f", {hit.task_type}" if hit.task_type else "")
+            title = " ".join(hit.title.split())
+            lines.append(f"{kind_of} {hit.id} ({task}, {hit.outcome}): {title}  [{hit.path}]")
+        return "\n".join(lines)
+
+    @tool
+    def read_page(
+        path: Annotated[
+            str,
+            Field(
+                description="Path relative to the corpus root, as the indexes link it: "
+                "_index.md, insight/insight-0001.md, compilation/step-0003.md, "
+                "raw/step-0003/metadata.md."
+            ),
+        ],
+        offset: Annotated[int, Field(ge=0, description="Start at this character.")] = 0,
+    ) -> str:
+        """A page of the corpus, as written: an index, an insight, a compilation, a run's
+        metadata or its turns (long pages come in parts: the text says the next offset).
+        For a run's turns, `actions` and `turn` are easier to read."""
+        return corpus.page(path, offset)
+
+    @tool
+    def actions(
+        step: Annotated[str, Field(description="The run: step-0042 or 42.")],
+    ) -> str:
+        """One line per turn of a past run: turn number, role, the action taken and the start
+        of what came back. Use it to see what a run did before reading turns in full."""
+        return drilldown.actions_text(root, step)
+
+    @tool
+    def turn(
+        step: Annotated[str, Field(description="The run: step-0042 or 42.")],
+        turns: Annotated[str, Field(description="A turn N, or turns N-M (from 1).")],
+    ) -> str:
+        """Turns of a past run in full, as logged (reasoning, action, observation): the
+        facts a lesson or compilation rests on. Read the turn a lesson cites before you
+        trust it."""
+        return drilldown.turns_text(root, step, turns)
+
+    @tool
+    def audit(
+        entry: Annotated[
+            str, Field(description="An insight (insight-0007 or 7) or a run (step-0003).")
+        ],
+    ) -> str:
+        """The evidence behind a lesson: the insight, the compilation claims it rests on, and
+        each cited raw turn with the quoted words between >>> and <<<. For a run: the lessons
+        drawn from it. Call it before relying on a lesson from a failed run or an untested
+        one."""
+        from .audit import audit_insight, audit_step
+
+        entry = entry.strip()
+        if entry.startswith("step-"):
+            return audit_step(corpus.root, entry)
+        return audit_insight(corpus.root, entry)
+
+    @tool
+    def check_citations(
+        report: Annotated[
+            dict[str, Any],
+            Field(
+                description='Your report: {"used": {"insights": ["insight-0007"], '
+                '"compilations": ["step-0003"], "raw": ["step-0003"]}}'
+            ),
+        ],
+    ) -> str:
+        """Check a citation report against the corpus before you send it: every id must be an
+        entry of this corpus. Returns what the report cites, or the field that is wrong."""
+        from .cite import KINDS, check_report
+
+        checked = check_report(corpus.root, report)
+        cited = {kind: list(dict.fromkeys(getattr(checked.used, kind))) for kind in KINDS}
+        total = sum(map(len, cited.values()))
+        parts = [f"{kind}: {', '.join(ids) or 'none'}" for kind, ids in cited.items()]
+        entries = "1 entry" if total == 1 else f"{total} entries"
+        return f"ok: {entries}, all in the corpus ({corpus.label}); " + "; ".join(parts)
+
+    for folder, description in INDEXES:
+        rel = f"{folder}/{INDEX_NAME}" if folder else INDEX_NAME
+        server.resource(
+            URI_ROOT + rel,
+            name=rel,
+            description=description,
+            mime_type="text/markdown",
+        )(functools.partial(page, rel))
+
+    server.resource(
+        URI_ROOT + "{+path}",
+        name="page",
+        description="Any page of the corpus by its path: insight/insight-0001.md, ...",
+        mime_type="text/markdown",
+    )(page)
+    return server
+
+
+def serve(path: Path, http_port: int | None = None) -> None:
+    """Serve the corpus at `path` over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
+    corpus = Corpus(path)
+    if not os.path.isfile(corpus.root / layout.TOOLS_LAYOUT):
+        raise CorpusError(f"{path}: no {layout.TOOLS_LAYOUT}; is it a wikitrace corpus?")
+    server = build_server(corpus)
+    where = "stdio" if http_port is None else f"http://127.0.0.1:{http_port}/mcp"
+    # stderr: over stdio, stdout carries the protocol alone.
+    print(f"wikitrace mcp: serving {corpus.label} over {where}, read-only", file=sys.stderr)
+    if http_port is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=http_port)
+
+
+def describe(corpus: Corpus) -> dict[str, Any]:
+    """What a server on this corpus offers, for `--list`: tools and resources, as JSON."""
+    import anyio
+
+    server = build_server(corpus)
+
+    async def listed() -> dict[str, Any]:
+        tools = await server.list_tools()
+        resources = await server.list_resources()
+        return {
+            "version": corpus.version,
+            "root": str(corpus.root),
+            "tools": [{"name": t.name, "description": t.description} for t in tools],
+            "resources": [str(r.uri) for r in resources],
+            "resource_template": URI_ROOT + "{+path}",
+        }
+
+    return dict(anyio.run(listed))
+
+
+__all__ = ["URI_ROOT", "Corpus", "build_server", "describe", "serve"]
