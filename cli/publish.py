@@ -50,3 +50,53 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
         print_json(mcp_server.describe(mcp_server.Corpus(corpus)))
         return
     mcp_server.serve(corpus, http_port)
+
+
+@click.group("export")
+def export_group() -> None:
+    """Write a corpus in a form another tool loads (see `wikitrace export skill --help`)."""
+
+
+@export_group.command("skill")
+@click.argument("corpus", type=CORPUS)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The skill's folder; its name is the skill's name (lowercase, digits, hyphens), "
+    "e.g. .claude/skills/airline-memory.",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if an earlier export wrote it.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
+    """Export CORPUS as an Agent Skill: a folder a coding agent loads from .claude/skills/NAME/
+    (Claude Code), .agents/skills/NAME/ (Codex) or its equivalent.
+
+    \b
+    OUTPUT/SKILL.md        name and description, then the drill-down rules (short; it
+                           points into the corpus)
+    OUTPUT/corpus/         the corpus version CORPUS names, its files hard-linked (copied
+                           across file systems): `wikitrace verify OUTPUT/corpus` checks them
+    OUTPUT/scripts/        actions and turn, links to the corpus's drill-down tools
+
+    The folder is written beside OUTPUT and moved into place whole.
+
+    \b
+    Example:
+      wikitrace export skill corpus -o .claude/skills/airline-memory
+    """
+    from dataclasses import asdict
+
+    from wikitrace.tools.skill import export_skill
+
+    report = export_skill(corpus, output, force=force)
+    click.echo(
+        f"skill {report.name}: {report.skill_lines} lines of SKILL.md, {report.files} corpus "
+        f"files ({report.linked} hard-linked) of version {report.version or 'unversioned'}",
+        err=True,
+    )
+    if as_json:
+        print_json(asdict(report))
+    else:
+        click.echo(str(output))

@@ -122,16 +122,18 @@ def summarize(turn: dict[str, Any]) -> list[str]:
 
 
 def find_root(explicit: str | None = None, here: str | None = None) -> str:
-    """The corpus root: --corpus, then $WIKITRACE_CORPUS, then the folder above this tool's."""
+    """The corpus root: --corpus, then $WIKITRACE_CORPUS, then the folder above this tool's
+    (or its `corpus` folder: the tool as a script of an exported skill, copied)."""
     if explicit:
         candidates = [explicit]
     elif os.environ.get(CORPUS_ENV):
         candidates = [os.environ[CORPUS_ENV]]
     else:
-        script = here or os.path.realpath(__file__)
-        candidates = [os.path.dirname(os.path.dirname(script))]
-    root = os.path.realpath(candidates[0])
-    if not os.path.isfile(os.path.join(root, LAYOUT_FILE)):
+        above = os.path.dirname(os.path.dirname(here or os.path.realpath(__file__)))
+        candidates = [above, os.path.join(above, "corpus")]
+    found = [c for c in candidates if os.path.isfile(os.path.join(c, LAYOUT_FILE))]
+    root = os.path.realpath(found[0] if found else candidates[0])
+    if not found:
         raise DrillError(
             "no wikitrace corpus at " + candidates[0] + " (no " + LAYOUT_FILE + "); "
             "pass --corpus DIR or set " + CORPUS_ENV,

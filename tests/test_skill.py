@@ -1,0 +1,141 @@
+"""`wikitrace export skill`: an Agent Skills folder whose files are the corpus's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import frontmatter
+import pytest
+
+from wikitrace.corpus_schema import manifest
+from wikitrace.tools import skill as skill_module
+
+from helpers import make_run, run, write_runs
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("skill") / "example-corpus"
+    assert run(["-q", "build", str(EXAMPLE), "-o", str(root)])[0] == 0
+    return root
+
+
+def test_the_skill_has_the_spec_s_frontmatter_and_stays_short(
+    example: Path, tmp_path: Path
+) -> None:
+    dest = tmp_path / ".claude" / "skills" / "airline-memory"
+    code, out, err = run(["export", "skill", str(example), "-o", str(dest), "--json"])
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["name"] == "airline-memory" and report["version"] == "v0001"
+    page = frontmatter.load(str(dest / "SKILL.md"))
+    assert set(page.metadata) == {"name", "description"}
+    assert page["name"] == dest.name  # the spec: the name is the folder's
+    assert 0 < len(page["description"]) <= 1024
+    assert "12 past runs of an agent on airline tasks" in page["description"]
+    assert "Use before starting such a task" in page["description"]
+    lines = (dest / "SKILL.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 500 and report["skill_lines"] == len(lines)
+    body = page.content
+    # The drill-down rules, with paths into the skill's own folder.
+    assert "an insight comes from a FAILED run" in body
+    assert "scripts/turn step-NNNN 12" in body and "cat corpus/compilation/step-NNNN.md" in body
+    assert "| airline | 12 | 4 | 2 |" in body
+    assert '{"used": {"raw": ["step-0003"]' in body
+    for line in body.splitlines():  # every file it points to is there
+        for word in line.split("`"):
+            if word.startswith(("corpus/", "scripts/")) and "NNNN" not in word and "*" not in word:
+                assert (dest / word.split()[0]).exists(), word
+
+
+def test_the_exported_corpus_verifies_and_its_scripts_are_the_corpus_s_tools(
+    example: Path, tmp_path: Path
+) -> None:
+    dest = tmp_path / "airline-memory"
+    assert run(["-q", "export", "skill", str(example), "-o", str(dest)])[0] == 0
+    code, out, _ = run(["verify", str(dest / "corpus")])
+    assert code == 0 and "ok: 58 files match the manifest" in out
+    listed = manifest.load(example.resolve()).files
+    for name in ("actions", "turn"):
+        script = dest / "scripts" / name
+        assert script.resolve() == (dest / "corpus" / "tools" / name).resolve()
+        assert listed[f"tools/{name}"] == manifest.file_digest(script)
+    # Hard links to the corpus's files: nothing copied on one file system.
+    page = "insight/insight-0001.md"
+    assert os.path.samefile(dest / "corpus" / page, example / page)
+    # The scripts run from anywhere, as a skill's scripts are run.
+    done = subprocess.run(
+        [str(dest / "scripts" / "turn"), "step-0003", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.startswith("=== step-0003 turn 2 of 17 ===")
+
+
+def test_scripts_copied_without_their_links_still_find_the_corpus(
+    example: Path, tmp_path: Path
+) -> None:
+    """`cp -rL` (or a zip) turns the links into files: the tool looks beside its folder."""
+    dest = tmp_path / "airline-memory"
+    assert run(["-q", "export", "skill", str(example), "-o", str(dest)])[0] == 0
+    flat = tmp_path / "flat" / "airline-memory"
+    shutil.copytree(dest, flat, symlinks=False)
+    assert not (flat / "scripts" / "actions").is_symlink()
+    done = subprocess.run(
+        [str(flat / "scripts" / "actions"), "3"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("step-0003: 17 turns")
+
+
+def test_a_bad_name_an_occupied_folder_and_a_damaged_corpus_are_refused(
+    example: Path, tmp_path: Path
+) -> None:
+    code, _, err = run(["export", "skill", str(example), "-o", str(tmp_path / "Airline_Memory")])
+    assert code == 1 and "lowercase letters, digits and single hyphens" in err
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep me", encoding="utf-8")
+    code, _, err = run(["export", "skill", str(example), "-o", str(other), "--force"])
+    assert code == 1 and "is not a skill wikitrace wrote" in err
+    assert (other / "mine.txt").read_text(encoding="utf-8") == "keep me"
+    dest = tmp_path / "airline-memory"
+    assert run(["-q", "export", "skill", str(example), "-o", str(dest)])[0] == 0
+    code, _, err = run(["export", "skill", str(example), "-o", str(dest)])
+    assert code == 1 and "already exists; use --force" in err
+    assert run(["-q", "export", "skill", str(example), "-o", str(dest), "--force"])[0] == 0
+    # A corpus whose files no longer match its manifest is not exported.
+    runs = write_runs(tmp_path / "r.jsonl", [make_run("a"), make_run("b", success=True)])
+    damaged = tmp_path / "damaged"
+    assert run(["-q", "build", str(runs), "-o", str(damaged)])[0] == 0
+    page = damaged.resolve() / "compilation" / "step-0001.md"
+    page.chmod(0o644)
+    page.write_text(page.read_text(encoding="utf-8") + "edited\n", encoding="utf-8")
+    code, _, err = run(["export", "skill", str(damaged), "-o", str(tmp_path / "damaged-memory")])
+    assert code == 1 and "compilation/step-0001.md" in err and "was not written" in err
+    assert not (tmp_path / "damaged-memory").exists()
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+
+
+def test_an_interrupted_export_leaves_the_earlier_skill_whole(
+    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "airline-memory"
+    assert run(["-q", "export", "skill", str(example), "-o", str(dest)])[0] == 0
+    before = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*"))
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(skill_module.os, "link", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        skill_module.export_skill(example, dest, force=True)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == before
+    assert not (tmp_path / ".airline-memory.partial").exists()
