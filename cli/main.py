@@ -15,7 +15,7 @@ from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
-from .publish import export_group, mcp_command
+from .publish import export_group, mcp_command, site_command
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
@@ -97,6 +97,7 @@ cli.add_command(attribute_command)
 cli.add_command(drilldowns_command)
 cli.add_command(mcp_command)
 cli.add_command(export_group)
+cli.add_command(site_command)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -100,3 +100,49 @@ def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> Non
         print_json(asdict(report))
     else:
         click.echo(str(output))
+
+
+@click.command("site")
+@click.argument("corpus", type=CORPUS)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The folder to write the site to.",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if an earlier `site` wrote it.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
+    """Write CORPUS as a static HTML site for reviewers: open OUTPUT/index.html in a browser
+    (file:// is fine: no server, no framework).
+
+    \b
+    index.html             insights by task type: status, source run, support; a filter
+    runs.html              every run: task, outcome, turns, compilation title; a filter
+    insight/insight-N.html a lesson, its claims, each quote linked to the words it cites
+    run/step-N.html        the compilation's claims, then every turn as logged, each
+                           quoted span highlighted where it stands
+
+    Text from logs and models is escaped: a log holding <script> shows it as text. The site
+    is written beside OUTPUT and moved into place whole.
+
+    \b
+    Example:
+      wikitrace site corpus -o corpus-site && xdg-open corpus-site/index.html
+    """
+    from dataclasses import asdict
+
+    from wikitrace.tools.site import build_site
+
+    report = build_site(corpus, output, force=force)
+    click.echo(
+        f"site of {report.version or 'an unversioned corpus'}: {report.pages} pages, "
+        f"{report.insights} insights, {report.runs} runs; {report.quotes} quotes highlighted"
+        + (f", {report.not_found} not found in the turn they cite" if report.not_found else ""),
+        err=True,
+    )
+    if as_json:
+        print_json(asdict(report))
+    else:
+        click.echo(str(output))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import socket
@@ -130,9 +131,9 @@ def openai_stub() -> Iterator[Stub]:
 TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
 
 
-@pytest.fixture
-def toy_server() -> Iterator[str]:
-    """The toy's stand-in model, served on a free port; yields its --api-base URL."""
+@contextlib.contextmanager
+def serving_toy() -> Iterator[str]:
+    """The toy's stand-in model, served on a free port of 127.0.0.1; yields its --api-base."""
     import sys
 
     sys.path.insert(0, str(TOY))
@@ -146,3 +147,28 @@ def toy_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def toy_server() -> Iterator[str]:
+    """The toy's stand-in model, served on a free port; yields its --api-base URL."""
+    with serving_toy() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def toy_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A corpus with a model's insights: the toy's runs compiled by the toy model server,
+    through litellm's real code path (README: the toy walk-through)."""
+    import os
+
+    from helpers import run
+
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    root = tmp_path_factory.mktemp("toy") / "toy-corpus"
+    runs = [str(TOY / "runs" / name) for name in ("start.jsonl", "mat.jsonl", "force.jsonl")]
+    with serving_toy() as url:
+        model = ["--model", "openai/toy", "--api-base", url, "--cache-dir", str(root.parent)]
+        code, _, err = run(["-q", "build", *runs, "-o", str(root), *model])
+    assert code == 0, err
+    return root

@@ -290,3 +290,27 @@ def test_over_http_on_loopback(http_server: str) -> None:
     assert sorted(tools) == sorted(TOOLS)
     assert message.startswith("# Your task\n\nBook a flight\n")
     assert bad_is_error and "is not a page of this corpus" in bad
+
+
+def test_on_a_corpus_with_a_model_s_insights(toy_corpus: Path) -> None:
+    """The toy's runs compiled by its model server: lessons, their claims, their audit."""
+
+    async def body(client: Client) -> dict[str, str]:
+        out = {}
+        for name, arguments in [
+            ("first_message", {"task": "Fetch the key from drawer 3"}),
+            ("search", {"query": "drawer locked", "kind": "insights"}),
+            ("search", {"query": "agent item", "kind": "compilations", "limit": 1}),
+            ("audit", {"entry": "1"}),
+        ]:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, text_of(result)
+            out[f"{name} {arguments.get('kind', '')}".strip()] = text_of(result)
+        return out
+
+    seen = call(toy_corpus, body)
+    assert "## Insights for" in seen["first_message"] and "insight-0001" in seen["first_message"]
+    assert seen["search insights"].startswith("insight insight-")
+    assert seen["search compilations"].startswith("compilation step-")
+    assert "[compilation/step-" in seen["search compilations"]
+    assert "## Claims behind it" in seen["audit"] and ">>>" in seen["audit"]

@@ -139,3 +139,14 @@ def test_an_interrupted_export_leaves_the_earlier_skill_whole(
         skill_module.export_skill(example, dest, force=True)
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == before
     assert not (tmp_path / ".airline-memory.partial").exists()
+
+
+def test_a_skill_of_a_corpus_with_a_model_s_insights(toy_corpus: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "toy-memory"
+    code, _, err = run(["export", "skill", str(toy_corpus), "-o", str(dest), "--json"])
+    assert code == 0, err
+    body = (dest / "SKILL.md").read_text(encoding="utf-8")
+    assert "with openai/toy" in body and "| task type | runs | succeeded | insights |" in body
+    insights = len(list((toy_corpus / "insight").glob("insight-*.md")))
+    assert f"and {insights} lessons drawn from them" in body
+    assert run(["verify", str(dest / "corpus")])[0] == 0

@@ -18,7 +18,7 @@ CONTEXT = 400
 the rest."""
 
 
-def _passage(turn_text: str, quote: str) -> tuple[int, int] | None:
+def passage(turn_text: str, quote: str) -> tuple[int, int] | None:
     """Where `quote` is in the turn: verbatim, else with any run of whitespace (and the
     typography a model changes) matched loosely; None when it is not there."""
     start = turn_text.find(quote)
@@ -40,7 +40,7 @@ def _cited_turn(root: Path, step: str, number: int, quote: str) -> str:
         text = drilldown.turns_text(str(root.resolve()), step, str(number))
     except drilldown.DrillError as error:
         return f"(cannot show turn {number} of {step}: {error})"
-    span = _passage(text, quote)
+    span = passage(text, quote)
     if span is None:
         head = text[: 2 * CONTEXT]
         more = len(text) - len(head)

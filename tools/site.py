@@ -1,0 +1,350 @@
+"""`wikitrace site`: a corpus as static HTML a reviewer clicks through, from any browser.
+
+index.html (insights by task type: status, source run, support; a filter), runs.html (every
+run), insight/insight-NNNN.html (a lesson, its claims, each quote linked to the words it cites)
+and run/step-NNNN.html (the compilation's claims, then every turn as logged, each quoted span
+highlighted where it stands). No server and no framework: relative links, one small script for
+the filter, so it opens from file://. Every text from a log or a model is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from markupsafe import Markup
+
+from wikitrace.corpus_schema import CorpusError, manifest, read
+from wikitrace.corpus_schema.records import Claim, InsightHeader, RawHeader, is_judged
+from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
+
+from . import consolidate
+from .audit import passage
+from .drilldown import format_turn
+
+FILES = Path(__file__).parent / "site_files"
+STATIC = ("style.css", "filter.js")
+ACTING = frozenset(("assistant", "agent", "ai", "model"))
+
+
+@dataclass
+class Quote:
+    step: str
+    turn: int
+    quote: str
+    verified: bool
+    anchor: str
+    """The id of the highlighted span on the run's page."""
+
+
+@dataclass
+class ShownClaim:
+    statement: str
+    quotes: list[Quote]
+    number: int | None = None
+
+
+@dataclass
+class SiteReport:
+    path: str
+    version: str | None
+    insights: int
+    runs: int
+    quotes: int
+    """Quotes linked to a highlighted span."""
+    not_found: int
+    """Quotes whose words are not in the turn they cite (shown, marked, not highlighted)."""
+    pages: int = 0
+
+
+@dataclass
+class _Marks:
+    """The quoted spans to highlight in one run: turn -> [(quote, anchor)]."""
+
+    by_turn: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def add(self, turn: int, quote: str, anchor: str) -> None:
+        self.by_turn.setdefault(turn, []).append((quote, anchor))
+
+
+def _claims(
+    claims: Iterable[Claim], step: str, prefix: str, marks: dict[str, _Marks]
+) -> list[ShownClaim]:
+    shown = []
+    for number, claim in enumerate(claims, start=1):
+        quotes = []
+        for k, evidence in enumerate(claim.evidence, start=1):
+            where = evidence.step or step
+            anchor = f"{prefix}{number}-{k}"
+            quotes.append(Quote(where, evidence.turn, evidence.quote, evidence.verified, anchor))
+            marks.setdefault(where, _Marks()).add(evidence.turn, evidence.quote, anchor)
+        shown.append(ShownClaim(claim.statement, quotes, number if prefix == "c" else None))
+    return shown
+
+
+def highlight(text: str, quotes: list[tuple[str, str]]) -> tuple[Markup, set[str]]:
+    """`text` escaped, each quote's exact span inside <mark id=anchor>; the anchors found.
+
+    Overlapping spans join into one mark; every anchor stays reachable (the second and later
+    as empty spans at the start of the mark)."""
+    spans = []
+    for quote, anchor in quotes:
+        found = passage(text, quote)
+        if found is not None and found[1] > found[0]:
+            spans.append((found[0], found[1], anchor))
+    spans.sort()
+    merged: list[list[Any]] = []
+    for start, end, anchor in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+            merged[-1][2].append(anchor)
+        else:
+            merged.append([start, end, [anchor]])
+    parts, at = [], 0
+    for start, end, anchors in merged:
+        first, *others = anchors
+        parts.append(html.escape(text[at:start], quote=False))
+        extra = "".join(f'<span id="{a}"></span>' for a in others)
+        inner = html.escape(text[start:end], quote=False)
+        parts.append(f'<mark id="{first}">{extra}{inner}</mark>')
+        at = end
+    parts.append(html.escape(text[at:], quote=False))
+    return Markup("".join(parts)), {a for _, _, anchors in merged for a in anchors}
+
+
+def _turns(root: Path, header: RawHeader) -> Iterator[dict[str, Any]]:
+    path = read.contained(root, header.turns_file)
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                turn = orjson.loads(line)
+                if not isinstance(turn, dict):
+                    raise TypeError
+            except (orjson.JSONDecodeError, TypeError):
+                raise CorpusError(
+                    f"{header.turns_file}:{number}: not a turn; run `wikitrace verify`"
+                ) from None
+            yield turn
+
+
+def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> str:
+    finding = header.mined
+    if finding is not None:
+        if finding.kind == "divergence":
+            failed, total = finding.task_outcomes or [0, 0]
+            return f"its task: {total - failed} of {total} runs succeeded"
+        (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+        return (
+            f"failed {a} of {n1} with the pattern, {c} of {n0} without; q = {finding.q_value:.2g}"
+        )
+    if len(group) <= 1:
+        return "1 run"
+    failed = sum(member.source_outcome == "failure" for member, _ in group)
+    return f"{len(group)} runs ({failed} failed)"
+
+
+def _numbers(header: InsightHeader) -> str:
+    finding = header.mined
+    if finding is None or finding.kind != "contrast":
+        return ""
+    (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+    return (
+        f"Runs that {finding.description} failed {a} of {n1}; runs that did not, {c} of {n0}; "
+        f"p = {finding.p_value:.3g}, q = {finding.q_value:.3g} ({finding.patterns_tried} "
+        "patterns tried)."
+    )
+
+
+def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
+    """Write the site of the corpus version `corpus` names into `dest`, whole or not at all."""
+    import jinja2
+
+    root = corpus.resolve()
+    frozen = manifest.load(root)
+    version = frozen.version.name if frozen.version else None
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(FILES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    common = {
+        "builder": manifest.builder_version(),
+        "corpus_name": corpus.name,
+        "version": version,
+        "counts": {
+            "runs": frozen.counts.get("runs", 0),
+            "insights": frozen.counts.get("insights", 0),
+        },
+        "offline": frozen.compiled_by == "offline",
+        "model": frozen.model,
+    }
+    runs = [page.header for page in read.runs(root)]
+    compiled = {page.header.step: page.header for page in read.compilations(root)}
+    tasks = {page.header.step: read.task_text(page) for page in read.runs(root)}
+    insight_pages = [(page.header, read.guideline(page)) for page in read.insights(root)]
+    leaders = consolidate.of_pages(insight_pages)
+    groups: dict[int, list[tuple[InsightHeader, str]]] = {}
+    for index, leader in enumerate(leaders):
+        groups.setdefault(leader, []).append(insight_pages[index])
+
+    marks: dict[str, _Marks] = {}
+    compilation_claims: dict[str, list[ShownClaim]] = {
+        step: _claims(header.claims, step, "c", marks) for step, header in compiled.items()
+    }
+    insight_views = []
+    for index, (header, guideline) in enumerate(insight_pages):
+        missing = ""
+        if header.mined is not None:
+            claims = _claims(header.evidence, header.source_step, f"{header.id}-", marks)
+        else:
+            source = compilation_claims.get(header.source_step)
+            if source is None:
+                missing, claims = f"EVIDENCE MISSING: no compilation {header.compilation}", []
+            else:
+                numbers = header.source_claims or list(range(1, len(source) + 1))
+                claims = [source[n - 1] for n in numbers if 1 <= n <= len(source)]
+                if len(claims) < len(numbers):
+                    missing = "Some claims it names are missing from the compilation."
+        view: dict[str, Any] = {
+            "id": header.id,
+            "title": header.title,
+            "task_type": header.task_type,
+            "status": "no longer holds"
+            if header.mined is not None and not header.mined.holds
+            else header.status,
+            "withheld": header.status in ("rejected", "retired")
+            or (header.mined is not None and not header.mined.holds),
+            "source_step": header.source_step,
+            "source_outcome": header.source_outcome,
+            "source_judged": header.source_judged,
+            "drawn_by": "mined without a model (a correlation)" if header.mined else header.model,
+            "guideline": guideline,
+            "applicability": header.applicability,
+            "precondition": header.hypothesis.precondition if header.hypothesis else None,
+            "support": _support(header, groups.get(leaders[index], [])),
+            "numbers": _numbers(header),
+            "mined": header.mined is not None,
+            "verified": header.verified,
+            "missing": missing,
+        }
+        insight_views.append((view, claims))
+
+    report = SiteReport(str(dest), version, len(insight_pages), len(runs), 0, 0)
+    with staged_export(dest, "site", force=force) as stage:
+        (stage / "insight").mkdir()
+        (stage / "run").mkdir()
+
+        def write(rel: str, template: str, **values: Any) -> None:
+            up = "../" * rel.count("/")
+            text = env.get_template(template).render(**common, **values, up=up)
+            (stage / rel).write_text(text, encoding="utf-8")
+            report.pages += 1
+
+        by_type: dict[str, list[dict[str, Any]]] = {}
+        for view, _ in insight_views:
+            by_type.setdefault(view["task_type"] or "any task", []).append(view)
+        write(
+            "index.html",
+            "index.html.j2",
+            title="Insights",
+            groups=sorted(by_type.items()),
+            filter=True,
+        )
+        write(
+            "runs.html",
+            "runs.html.j2",
+            title="Runs",
+            filter=True,
+            runs=[
+                {
+                    "step": r.step,
+                    "task_id": r.task_id,
+                    "task": _preview(tasks[r.step]),
+                    "task_type": r.task_type,
+                    "outcome": r.outcome,
+                    "turns": r.turns,
+                    "title": compiled[r.step].title if r.step in compiled else None,
+                }
+                for r in runs
+            ],
+        )
+        lessons: dict[str, list[dict[str, Any]]] = {}
+        for view, _ in insight_views:
+            lessons.setdefault(view["source_step"], []).append(view)
+        found: set[str] = set()
+        for raw in runs:
+            turns, anchors = _turn_views(root, raw, marks.get(raw.step, _Marks()))
+            found |= anchors
+            compilation = compiled.get(raw.step)
+            write(
+                f"run/{raw.step}.html",
+                "run.html.j2",
+                title=raw.step,
+                filter=False,
+                run={
+                    **raw.model_dump(),
+                    "task": tasks[raw.step],
+                    "judged": is_judged(raw.metadata),
+                },
+                compilation=None
+                if compilation is None
+                else {
+                    "title": compilation.title,
+                    "compiled_by": compilation.compiled_by,
+                    "model": compilation.model,
+                    "claims": [_linked(c, found) for c in compilation_claims[raw.step]],
+                },
+                lessons=lessons.get(raw.step, []),
+                turns=turns,
+            )
+        for view, claims in insight_views:
+            write(
+                f"insight/{view['id']}.html",
+                "insight.html.j2",
+                title=view["id"],
+                insight=view,
+                claims=[_linked(claim, found) for claim in claims],
+                filter=False,
+            )
+        every = [q for mark in marks.values() for quotes in mark.by_turn.values() for q in quotes]
+        report.quotes = len({anchor for _, anchor in every} & found)
+        report.not_found = len({anchor for _, anchor in every} - found)
+        for name in STATIC:
+            shutil.copyfile(FILES / name, stage / name)
+        marker = {"kind": "site", "corpus": str(root), "version": version}
+        (stage / EXPORT_MARKER).write_bytes(orjson.dumps(marker))
+    return report
+
+
+def _turn_views(root: Path, raw: RawHeader, marks: _Marks) -> tuple[list[dict[str, Any]], set[str]]:
+    """Every turn of a run as logged, its quoted spans highlighted; the anchors placed."""
+    views, placed = [], set()
+    for number, turn in enumerate(_turns(root, raw), start=1):
+        text, anchors = highlight(format_turn(turn), marks.by_turn.get(number, []))
+        placed |= anchors
+        role = str(turn.get("role") or "")
+        css = "acting" if role in ACTING else re.sub(r"\W", "", role) or "none"
+        views.append({"number": number, "role": role, "role_class": css, "html": text})
+    return views, placed
+
+
+def _linked(claim: ShownClaim, found: set[str]) -> ShownClaim:
+    """A quote whose words were not found links to its turn, not to a span."""
+    quotes = [
+        q if q.anchor in found else Quote(q.step, q.turn, q.quote, False, f"turn-{q.turn}")
+        for q in claim.quotes
+    ]
+    return ShownClaim(claim.statement, quotes, claim.number)
+
+
+def _preview(text: str, width: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
