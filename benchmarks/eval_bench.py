@@ -1,7 +1,7 @@
 """Benchmark `wikitrace eval` metrics: 8 suites x 5 methods x 500 tasks x 3 trials.
 
-Prints the time to read the rows and to compute every metric with 10,000 bootstrap resamples.
-Asserts nothing.
+Prints the time to read the rows and to compute every metric with 10,000 bootstrap resamples,
+and the process's peak memory. Asserts nothing.
 
     python benchmarks/eval_bench.py [--suites 8] [--methods 5] [--tasks 500] [--trials 3]
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ def main() -> None:
         f"({metrics_s / cells * 1e3:.0f} ms per method and suite; target well under 1 s); "
         f"{len(report.results)} result rows"
     )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory (max RSS) of the whole process: {peak:.0f} MB (target <= 300 MB)")
 
 
 if __name__ == "__main__":

@@ -114,26 +114,43 @@ def _ratio(numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> 
 
 
 class _Bootstrap:
-    """Task-level resampling: one index matrix per (suite, method), shared by its statistics."""
+    """Task-level resampling, the same resamples for every statistic of a (suite, method)."""
+
+    CHUNK = 500
+    """Resamples drawn at once: memory is a chunk x tasks matrix, whatever --resamples says."""
 
     def __init__(self, tasks: int, options: EvalOptions, key: str) -> None:
-        rng = np.random.default_rng([options.seed, zlib.crc32(key.encode())])
-        self.counts: NDArray[np.float64] | None = None
-        if tasks:
-            # How often each task is drawn in each resample: a statistic that is a sum over
-            # tasks is then one matrix product for all resamples at once.
-            draws = rng.integers(0, tasks, size=(options.resamples, tasks))
-            draws += (np.arange(options.resamples) * tasks)[:, None]
-            flat = np.bincount(draws.ravel(), minlength=options.resamples * tasks)
-            self.counts = flat.reshape(options.resamples, tasks).astype(np.float64)
+        self.tasks = tasks
+        self.resamples = options.resamples
+        self.seed = [options.seed, zlib.crc32(key.encode())]
         tail = (1 - options.confidence) / 2 * 100
         self.percentiles = (tail, 100 - tail)
 
-    def ratio(self, numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> Any:
-        """The statistic sum(numerator) / sum(denominator) over each resample of the tasks."""
-        if self.counts is None:
-            return np.full(1, np.nan)
-        return _ratio(self.counts @ numerator, self.counts @ denominator)
+    def ratios(
+        self, statistics: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]]
+    ) -> dict[str, Any]:
+        """Each statistic sum(numerator) / sum(denominator), over every resample of the tasks.
+
+        How often each task is drawn in a resample makes a sum over tasks one matrix product;
+        the resamples come a chunk at a time from one generator, so the draws do not depend
+        on the chunk size."""
+        if not self.tasks:
+            return {name: np.full(1, np.nan) for name in statistics}
+        rng = np.random.default_rng(self.seed)
+        sums: dict[str, tuple[list[Any], list[Any]]] = {name: ([], []) for name in statistics}
+        for start in range(0, self.resamples, self.CHUNK):
+            size = min(self.CHUNK, self.resamples - start)
+            draws = rng.integers(0, self.tasks, size=(size, self.tasks))
+            draws += (np.arange(size) * self.tasks)[:, None]
+            counts = np.bincount(draws.ravel(), minlength=size * self.tasks)
+            counts = counts.reshape(size, self.tasks).astype(np.float64)
+            for name, (numerator, denominator) in statistics.items():
+                sums[name][0].append(counts @ numerator)
+                sums[name][1].append(counts @ denominator)
+        return {
+            name: _ratio(np.concatenate(top), np.concatenate(bottom))
+            for name, (top, bottom) in sums.items()
+        }
 
     def interval(self, value: float | None, samples: Any) -> Interval:
         finite = samples[np.isfinite(samples)]
@@ -157,20 +174,17 @@ def _measure(
     gain_n = np.where(failed, tasks.trials, 0.0)
     reg_k = np.where(tasks.baseline_success, tasks.trials - tasks.successes, 0.0)
     reg_n = np.where(tasks.baseline_success, tasks.trials, 0.0)
-    samples = {
-        "success_rate": boot.ratio(tasks.successes, tasks.trials),
-        "gain": boot.ratio(gain_k, gain_n),
-        "regression": boot.ratio(reg_k, reg_n),
+    statistics = {
+        "success_rate": (tasks.successes, tasks.trials),
+        "gain": (gain_k, gain_n),
+        "regression": (reg_k, reg_n),
     }
-    points = {
-        "success_rate": _point(tasks.successes, tasks.trials),
-        "gain": _point(gain_k, gain_n),
-        "regression": _point(reg_k, reg_n),
-    }
+    if tasks.scores is not None:
+        statistics["mean_score"] = (tasks.scores, tasks.trials)
+    samples = boot.ratios(statistics)
+    points = {name: _point(*pair) for name, pair in statistics.items()}
     mean_score = None
     if tasks.scores is not None:
-        samples["mean_score"] = boot.ratio(tasks.scores, tasks.trials)
-        points["mean_score"] = _point(tasks.scores, tasks.trials)
         mean_score = boot.interval(points["mean_score"], samples["mean_score"])
     result = MethodResult(
         suite=suite,

@@ -112,7 +112,7 @@ def test_the_bootstrap_agrees_with_scipy() -> None:
     failed = rng.random(300) < 0.5
     k, n = np.where(failed, successes, 0.0), np.where(failed, trials, 0.0)
     boot = _Bootstrap(300, EvalOptions(resamples=20_000), "scipy")
-    ours = boot.interval(k.sum() / n.sum(), boot.ratio(k, n))
+    ours = boot.interval(k.sum() / n.sum(), boot.ratios({"gain": (k, n)})["gain"])
     theirs = stats.bootstrap(
         (k, n),
         lambda k, n, axis: k.sum(axis=axis) / n.sum(axis=axis),
