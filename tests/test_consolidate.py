@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wikitrace.tools import consolidate
 from wikitrace.tools.consolidate import group
 
 REFUND = [
@@ -45,3 +49,60 @@ def test_grouping_is_deterministic_and_in_corpus_order() -> None:
     lessons = [OTHER[1], REFUND[2], REFUND[0]]
     assert group(lessons) == group(list(lessons)) == [0, 1, 1]
     assert group([]) == [] and group([("", ""), ("", "")]) == [0, 1]
+
+
+def _every_leader(lessons: list[tuple[str, str]], threshold: float) -> list[int]:
+    """The grouping rule read plainly: compare each lesson with every group leader."""
+    leaders: list[tuple[int, frozenset[str], frozenset[str]]] = []
+    found = []
+    for index, (title, guideline) in enumerate(lessons):
+        head, whole = consolidate.words(title), consolidate.words(f"{title} {guideline}")
+        leader = next(
+            (
+                i
+                for i, their_head, their_whole in leaders
+                if (
+                    consolidate._jaccard(head, their_head) >= threshold
+                    and consolidate._jaccard(whole, their_whole) >= threshold / 2
+                )
+                or consolidate._jaccard(whole, their_whole) >= threshold
+            ),
+            None,
+        )
+        if leader is None:
+            leaders.append((index, head, whole))
+            leader = index
+        found.append(leader)
+    return found
+
+
+VOCABULARY = [
+    "drawer",
+    "cabinet",
+    "refund",
+    "route",
+    "user",
+    "reservation",
+    "flight",
+    "cancel",
+    "baggage",
+    "payment",
+    "key",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(VOCABULARY), max_size=5).map(" ".join),
+            st.lists(st.sampled_from(VOCABULARY), max_size=12).map(" ".join),
+        ),
+        max_size=40,
+    ),
+    st.sampled_from([0.6, 0.3, 0.9, 1.0, 0.05]),
+)
+def test_prefix_filtering_groups_as_comparing_with_every_leader(
+    lessons: list[tuple[str, str]], threshold: float
+) -> None:
+    assert consolidate.group(lessons, threshold) == _every_leader(lessons, threshold)

@@ -10,7 +10,9 @@ model (`wikitrace prompt --group-model`).
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,24 +47,40 @@ def overlap(first: str, second: str) -> float:
 def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> list[int]:
     """For each (title, guideline), the index of the first lesson of its group (itself when it
     leads one). Alike: the titles' words overlap by `threshold` and the whole texts' by half
-    of it, or the whole texts' by `threshold`."""
+    of it, or the whole texts' by `threshold`.
+
+    Both ways need the whole texts to overlap by half the threshold, so only group leaders
+    that share a word of the lesson's prefix (prefix filtering: its rarest words, as many as
+    such an overlap needs) are compared: the same groups as comparing with every leader, in
+    time that grows with how alike the lessons are rather than with their number squared."""
+    texts = [(words(title), words(f"{title} {guideline}")) for title, guideline in lessons]
+    weakest = threshold / 2
+    frequency: Counter[str] = Counter(word for _, whole in texts for word in whole)
+    postings: dict[str, list[int]] = {}
+    """A word -> the leaders (by position in `leaders`) with it in their prefix."""
     leaders: list[tuple[int, frozenset[str], frozenset[str]]] = []
     found: list[int] = []
-    for index, (title, guideline) in enumerate(lessons):
-        head, whole = words(title), words(f"{title} {guideline}")
+    for index, (head, whole) in enumerate(texts):
+        # Two sets with a Jaccard overlap of t share a word among each one's first
+        # |set| - ceil(t * |set|) + 1 words, in any one order of all words (rarest first).
+        ordered = sorted(whole, key=lambda word: (frequency[word], word))
+        prefix = ordered[: len(ordered) - math.ceil(weakest * len(ordered)) + 1]
+        candidates = sorted({c for word in prefix for c in postings.get(word, ())})
         leader = next(
             (
-                i
-                for i, their_head, their_whole in leaders
+                leaders[c][0]
+                for c in candidates
                 if (
-                    _jaccard(head, their_head) >= threshold
-                    and _jaccard(whole, their_whole) >= threshold / 2
+                    _jaccard(head, leaders[c][1]) >= threshold
+                    and _jaccard(whole, leaders[c][2]) >= weakest
                 )
-                or _jaccard(whole, their_whole) >= threshold
+                or _jaccard(whole, leaders[c][2]) >= threshold
             ),
             None,
         )
         if leader is None:
+            for word in prefix:
+                postings.setdefault(word, []).append(len(leaders))
             leaders.append((index, head, whole))
             leader = index
         found.append(leader)
