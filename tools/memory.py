@@ -481,16 +481,24 @@ class Memory:
         chosen = list(insight_ok)
         text = render(chosen)
         if max_tokens is not None and len(text) / CHARS_PER_TOKEN > max_tokens:
-            # Keep the most relevant insights that fit: add them in order of relevance.
+            # Keep the most relevant insights that fit: the longest run of them, in order of
+            # relevance, whose message fits. A message only grows with each insight added, so
+            # a binary search finds it in a number of renders that grows with log(insights).
             ranked = self._insight_ranker.rank(task, insight_ok)
-            chosen = []
-            text = render(chosen)
-            for i in ranked:
-                candidate = render([*chosen, i])
-                if len(candidate) / CHARS_PER_TOKEN > max_tokens:
-                    break
-                chosen.append(i)
-                text = candidate
+
+            def fits(count: int) -> str | None:
+                candidate = render(ranked[:count])
+                return candidate if len(candidate) / CHARS_PER_TOKEN <= max_tokens else None
+
+            low, high, text = 0, len(ranked), render([])
+            while low < high:
+                middle = (low + high + 1) // 2
+                candidate = fits(middle)
+                if candidate is None:
+                    high = middle - 1
+                else:
+                    low, text = middle, candidate
+            chosen = ranked[:low]
         return FirstMessage(
             text=text,
             insights=[self.insights[i].id for i in sorted(chosen)],
