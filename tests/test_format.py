@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import frontmatter
 import pytest
+import yaml
 
 from wikitrace.corpus_schema import Claim, Evidence, read
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
@@ -74,10 +76,36 @@ def test_headers_round_trip(tmp_path: Path, text: str) -> None:
         claims=[Claim(statement=text, evidence=[Evidence(turn=2, quote=text, verified=False)])],
     )
     for header, rel in ((raw, "raw.md"), (compilation, "compilation.md")):
-        (tmp_path / rel).write_text(with_frontmatter(header, f"body\n{text}\n"))
+        written = with_frontmatter(header, f"body\n{text}\n")
+        (tmp_path / rel).write_text(written)
         page = read.read_page(tmp_path, rel, type(header))
         assert page.header == header
         assert page.body.strip() == f"body\n{text}".strip()
+        # The fast reader of our own headers reads what a YAML parser reads.
+        lines = written[4 : written.index("\n---\n", 4)]
+        assert read.written_header(lines) == yaml.load(lines, Loader=yaml.SafeLoader)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "title: plain # a comment",
+        "title: >\n  folded",
+        "title: 1e3",
+        "title: yes",
+        "title: 'single'",
+        "title: ~",
+        "title:",
+        "title: a\ntitle: b",
+        "Title: x",
+        "title: [1, 2] # c",
+    ],
+)
+def test_a_header_wikitrace_did_not_write_is_left_to_yaml(header: str, tmp_path: Path) -> None:
+    assert read.written_header(header) is None
+    (tmp_path / "page.md").write_text(f"---\n{header}\nstep: x\n---\nbody\n")
+    metadata, _ = frontmatter.parse((tmp_path / "page.md").read_text(), handler=read._HANDLER)
+    assert metadata == yaml.load(f"{header}\nstep: x", Loader=yaml.SafeLoader)
 
 
 def test_ids_sort_numerically_and_parse_back() -> None:
