@@ -101,23 +101,48 @@ class LiteLLMClient:
         self.settings = settings
         self.model = settings.model
         self._sleep = sleep
-        self._litellm = _import_litellm()
-        exceptions = self._litellm.exceptions
-        self._transient: tuple[type[BaseException], ...] = (
-            exceptions.RateLimitError,
-            exceptions.Timeout,
-            exceptions.APIConnectionError,
-            exceptions.ServiceUnavailableError,
-            exceptions.InternalServerError,
-        )
-        self._fatal: tuple[type[BaseException], ...] = (
-            exceptions.AuthenticationError,
-            exceptions.PermissionDeniedError,
-            exceptions.NotFoundError,
-        )
+        self._module: Any = None
+        self._checked = False
+        self._refused: LLMCallError | None = None
+        self._transient: tuple[type[BaseException], ...] = ()
+        self._fatal: tuple[type[BaseException], ...] = ()
+
+    @property
+    def _litellm(self) -> Any:
+        """litellm, imported on first use (8 s, 190 MiB): a build whose every reply and token
+        count is cached never pays for it."""
+        if self._module is None:
+            self._module = _import_litellm()
+            exceptions = self._module.exceptions
+            self._transient = (
+                exceptions.RateLimitError,
+                exceptions.Timeout,
+                exceptions.APIConnectionError,
+                exceptions.ServiceUnavailableError,
+                exceptions.InternalServerError,
+            )
+            self._fatal = (
+                exceptions.AuthenticationError,
+                exceptions.PermissionDeniedError,
+                exceptions.NotFoundError,
+            )
+        return self._module
 
     def preflight(self) -> None:
-        """Fail before the build starts when no call could succeed: unknown provider, no key."""
+        """Fail before anything is sent when no call could succeed: unknown provider, no key.
+        Done once, before the first call or token count (or at once, when asked)."""
+        if self._checked:
+            if self._refused is not None:
+                raise self._refused  # every later call is refused the same way
+            return
+        self._checked = True
+        try:
+            self._check()
+        except LLMCallError as error:
+            self._refused = error
+            raise
+
+    def _check(self) -> None:
         s = self.settings
         try:
             self._litellm.get_llm_provider(s.model, api_base=s.api_base)
@@ -156,6 +181,7 @@ class LiteLLMClient:
         }
 
     def count_tokens(self, text: str) -> int:
+        self.preflight()
         return int(self._litellm.token_counter(model=self.model, text=text))
 
     def _retry_after(self, error: BaseException) -> float | None:
@@ -167,6 +193,7 @@ class LiteLLMClient:
             return None
 
     async def complete(self, messages: list[Message]) -> LLMReply:
+        self.preflight()
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": s.model,
@@ -309,6 +336,23 @@ class ResponseCache:
             attempts=0,
         )
 
+    def count_path(self, key: str) -> Path:
+        return self.root / "tokens" / key[:2] / key
+
+    def get_count(self, key: str) -> int | None:
+        try:
+            count = int(self.count_path(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return count if count >= 0 else None
+
+    def put_count(self, key: str, count: int) -> None:
+        path = self.count_path(key)
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        atomic_write(path, str(count).encode())
+
     def put(self, key: str, reply: LLMReply) -> None:
         path = self.path(key)
         if path.parent not in self._made:
@@ -335,7 +379,16 @@ class CachedLLM:
         return self.inner.cache_identity()
 
     def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
+        """The inner model's count, kept in the cache too: a rebuild must cut each prompt as
+        before (or its key changes), and a count found costs no tokenizer (nor litellm)."""
+        key = ResponseCache.key(self.inner.cache_identity(), [{"count_tokens": text}])
+        found = self.cache.get_count(key)
+        if found is not None:
+            return found
+        count = self.inner.count_tokens(text)
+        with contextlib.suppress(OSError):  # an unsaved count is counted again next time
+            self.cache.put_count(key, count)
+        return count
 
     def forget(self, messages: list[Message]) -> None:
         """Drop the cached reply to `messages`: it could not be used (not valid JSON of the
@@ -375,7 +428,9 @@ def connect(settings: LLMSettings, cache_dir: Path | None = None) -> LLM:
     if settings.api_base:
         check_reachable(settings.api_base)
     client = LiteLLMClient(settings)
-    client.preflight()
     if cache_dir is None:
+        client.preflight()
         return client
+    # Checked before the first call or token count the cache cannot answer: a rebuild whose
+    # every answer is cached never imports litellm.
     return CachedLLM(client, ResponseCache(cache_dir))

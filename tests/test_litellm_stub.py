@@ -256,3 +256,31 @@ def test_reasoning_effort_reaches_the_server_and_keys_the_cache(
     more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
     add_runs(BuildOptions(inputs=[more], output=corpus, cache_dir=tmp_path / "cache"))
     assert openai_stub.requests[-1]["reasoning_effort"] == "high"
+
+
+def test_a_rebuild_from_the_cache_never_imports_litellm(
+    runs_file: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    """Every reply and every token count is cached after the first build: the second, in a
+    fresh process, neither calls the model nor imports litellm (8 s, 190 MiB)."""
+    import subprocess
+    import sys
+
+    def build_in_a_process(name: str) -> str:
+        code = (
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from wikitrace.cli.main import main\n"
+            f"main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / name)!r}, "
+            f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
+            f"'--cache-dir', {str(tmp_path / 'cache')!r}])\n"
+            "print('litellm' in sys.modules)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[-1]
+
+    assert build_in_a_process("first") == "True" and len(openai_stub.requests) == 3
+    assert build_in_a_process("second") == "False" and len(openai_stub.requests) == 3
+    first = (tmp_path / "first" / "compilation" / "step-0001.md").read_text(encoding="utf-8")
+    assert (tmp_path / "second" / "compilation" / "step-0001.md").read_text() == first
