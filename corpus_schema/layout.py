@@ -22,6 +22,9 @@ RAW_METADATA_NAME = "metadata.md"
 RAW_TURNS_NAME = "solver.full.jsonl"
 RAW_TURN_INDEX_NAME = "solver.index.jsonl"
 MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
+CATALOG = "catalog.jsonl"
+"""What test-time readers need of every run and shown insight, one JSON line each, written
+when a version is made (tools/memory.py), so that they read one file, not every page."""
 """One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
 that `add` mines across the whole corpus without reading every run again."""
 TOOLS_DIR = "tools"

@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from wikitrace.corpus_schema import InputError, read
+import orjson
+
+from wikitrace.corpus_schema import CorpusError, InputError, read
+from wikitrace.corpus_schema.layout import CATALOG
 from wikitrace.corpus_schema.records import (
     CompilationHeader,
     InsightHeader,
@@ -27,6 +30,7 @@ from . import consolidate
 
 DEFAULT_MOUNT = "/work/corpus"
 TEMPLATE = "first-message.j2"
+CATALOG_VERSION = 1
 CHARS_PER_TOKEN = 4
 """A budget in tokens is checked as characters / 4: close for English text, and no tokenizer
 (or model name) is needed to render a message."""
@@ -209,6 +213,105 @@ def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
     ]
 
 
+def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
+    """Every run and every insight that may be shown, read from the pages (and how many
+    insights are withheld: rejected, retired, or no longer holding)."""
+    compiled = {page.header.step: page.header for page in read.compilations(root)}
+    runs = [
+        PastRun(
+            step=page.header.step,
+            task_id=page.header.task_id,
+            task_type=page.header.task_type,
+            outcome=page.header.outcome,
+            task=read.task_text(page),
+            title=compiled[page.header.step].title if page.header.step in compiled else None,
+            judged=is_judged(page.header.metadata),
+            explanation=_explanation(compiled.get(page.header.step)),
+        )
+        for page in read.runs(root)
+    ]
+    task_of = {run.step: run.task_id for run in runs}
+    text_of = {run.step: run.task for run in runs}
+    insights = []
+    withheld = 0
+    for page in read.insights(root):
+        header: InsightHeader = page.header
+        if header.status in ("rejected", "retired"):
+            withheld += 1
+            continue
+        finding = header.mined
+        if finding is not None and not finding.holds:
+            withheld += 1  # a later version's runs no longer support it
+            continue
+        insights.append(
+            InsightEntry(
+                id=header.id,
+                title=header.title,
+                task_type=header.task_type,
+                guideline=read.guideline(page),
+                applicability=header.applicability,
+                precondition=header.hypothesis.precondition
+                if header.hypothesis
+                and " ".join(header.hypothesis.precondition.split())
+                != " ".join(header.applicability.split())
+                else None,
+                source_step=header.source_step,
+                source_outcome=header.source_outcome,
+                source_task_id=task_of.get(header.source_step, ""),
+                source_judged=header.source_judged,
+                status=header.status,
+                verified=header.verified
+                if finding is not None
+                else _backed(compiled.get(header.source_step), header.source_claims),
+                mined=_mined_line(finding) if finding is not None else "",
+                pattern=finding.pattern if finding is not None else None,
+                goes_with=finding.goes_with if finding is not None else None,
+                cited_steps=list(finding.runs) if finding is not None else [],
+                only_task=text_of.get(header.source_step)
+                if finding is not None and finding.kind == "divergence"
+                else None,
+            )
+        )
+    return runs, insights, withheld
+
+
+def catalog_of(root: Path, *, offline: bool) -> bytes:
+    """The catalog of the version at `root`, read from its pages (see read_catalog)."""
+    runs, insights, withheld = from_pages(root)
+    return Memory(root, runs, insights, offline, withheld).catalog()
+
+
+def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
+    """catalog.jsonl: line 1 says whether the memory was compiled offline and how many
+    insights are withheld; then a line a run ({"run": PastRun}) and a line a shown insight
+    ({"insight": InsightEntry, "leader": the index of its group's first}). Written from the
+    pages when the version was made, so loading reads one file, not every page's header."""
+    path = root / CATALOG
+    runs: list[PastRun] = []
+    insights: list[InsightEntry] = []
+    leaders: list[int] = []
+    try:
+        lines = path.read_bytes().splitlines()
+        head = orjson.loads(lines[0])
+        if head.get("catalog") != CATALOG_VERSION:
+            raise ValueError(f"catalog version {head.get('catalog')!r}")
+        for line in lines[1:]:
+            item = orjson.loads(line)
+            if "run" in item:
+                runs.append(PastRun(**item["run"]))
+            else:
+                insights.append(InsightEntry(**item["insight"]))
+                leaders.append(int(item["leader"]))
+        if any(not 0 <= leader <= index for index, leader in enumerate(leaders)):
+            raise ValueError("a group's first insight is out of range")
+        return runs, insights, bool(head["offline"]), int(head["withheld"]), leaders
+    except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CorpusError(
+            f"{path}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` on the "
+            "corpus"
+        ) from None
+
+
 def _tokenize(texts: Sequence[str]) -> Any:
     import bm25s
 
@@ -258,6 +361,7 @@ class Memory:
         offline: bool,
         withheld: int = 0,
         grouping: consolidate.Grouping = consolidate.group,
+        leaders: list[int] | None = None,
     ):
         self.root = root
         self.runs = runs
@@ -265,79 +369,57 @@ class Memory:
         self.offline = offline
         self.withheld = withheld
         """Insights on record that the gate rejected or monitoring retired: never shown."""
-        self._run_ranker = Ranker(without_boilerplate([run.task for run in runs]))
-        self._insight_ranker = Ranker(
-            [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
-        )
+        self._run_ranker_built: Ranker | None = None
+        self._insight_ranker_built: Ranker | None = None
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
-        self._leader = consolidate.of_lessons(insights, grouping)
+        self._leader = (
+            leaders if leaders is not None else consolidate.of_lessons(insights, grouping)
+        )
         self._task_of = {run.step: run.task_id for run in runs}
         self._compilation_ranker: Ranker | None = None
+
+    @property
+    def _run_ranker(self) -> Ranker:
+        """BM25 over the runs' tasks, less the lines most tasks share; built when first needed."""
+        if self._run_ranker_built is None:
+            self._run_ranker_built = Ranker(without_boilerplate([run.task for run in self.runs]))
+        return self._run_ranker_built
+
+    @property
+    def _insight_ranker(self) -> Ranker:
+        """BM25 over the insights, built when first needed (a budget, a search)."""
+        if self._insight_ranker_built is None:
+            self._insight_ranker_built = Ranker(
+                [f"{i.title} {i.guideline} {i.applicability}" for i in self.insights]
+            )
+        return self._insight_ranker_built
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
         """The corpus at `root`; `grouping` says which lessons are near-duplicates (lexical
-        by default, see tools/consolidate.py)."""
+        by default, see tools/consolidate.py). Read from its catalog (one file, written when
+        the version was made), or from its pages when it has none (made before catalogs)."""
+        if (root / CATALOG).is_file():
+            runs, insights, offline, withheld, leaders = read_catalog(root)
+            # The catalog's groups are the lexical ones; any other grouping is made anew.
+            kept = leaders if grouping is consolidate.group else None
+            return cls(root, runs, insights, offline, withheld, grouping, kept)
         from wikitrace.corpus_schema import manifest
 
         offline = manifest.load(root).compiled_by == "offline"
-        compiled = {page.header.step: page.header for page in read.compilations(root)}
-        runs = [
-            PastRun(
-                step=page.header.step,
-                task_id=page.header.task_id,
-                task_type=page.header.task_type,
-                outcome=page.header.outcome,
-                task=read.task_text(page),
-                title=compiled[page.header.step].title if page.header.step in compiled else None,
-                judged=is_judged(page.header.metadata),
-                explanation=_explanation(compiled.get(page.header.step)),
-            )
-            for page in read.runs(root)
-        ]
-        task_of = {run.step: run.task_id for run in runs}
-        text_of = {run.step: run.task for run in runs}
-        insights = []
-        withheld = 0
-        for page in read.insights(root):
-            header: InsightHeader = page.header
-            if header.status in ("rejected", "retired"):
-                withheld += 1
-                continue
-            finding = header.mined
-            if finding is not None and not finding.holds:
-                withheld += 1  # a later version's runs no longer support it
-                continue
-            insights.append(
-                InsightEntry(
-                    id=header.id,
-                    title=header.title,
-                    task_type=header.task_type,
-                    guideline=read.guideline(page),
-                    applicability=header.applicability,
-                    precondition=header.hypothesis.precondition
-                    if header.hypothesis
-                    and " ".join(header.hypothesis.precondition.split())
-                    != " ".join(header.applicability.split())
-                    else None,
-                    source_step=header.source_step,
-                    source_outcome=header.source_outcome,
-                    source_task_id=task_of.get(header.source_step, ""),
-                    source_judged=header.source_judged,
-                    status=header.status,
-                    verified=header.verified
-                    if finding is not None
-                    else _backed(compiled.get(header.source_step), header.source_claims),
-                    mined=_mined_line(finding) if finding is not None else "",
-                    pattern=finding.pattern if finding is not None else None,
-                    goes_with=finding.goes_with if finding is not None else None,
-                    cited_steps=list(finding.runs) if finding is not None else [],
-                    only_task=text_of.get(header.source_step)
-                    if finding is not None and finding.kind == "divergence"
-                    else None,
-                )
-            )
+        runs, insights, withheld = from_pages(root)
         return cls(root, runs, insights, offline, withheld, grouping)
+
+    def catalog(self) -> bytes:
+        """This memory as a catalog (see read_catalog), with its groups of near-duplicates."""
+        head = {"catalog": CATALOG_VERSION, "offline": self.offline, "withheld": self.withheld}
+        lines = [orjson.dumps(head)]
+        lines += [orjson.dumps({"run": asdict(run)}) for run in self.runs]
+        lines += [
+            orjson.dumps({"insight": asdict(item), "leader": leader})
+            for item, leader in zip(self.insights, self._leader, strict=True)
+        ]
+        return b"\n".join(lines) + b"\n"
 
     def first_message(
         self,

@@ -12,6 +12,7 @@ from wikitrace.corpus_schema import Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
+    CATALOG,
     COMPILATION_DIR,
     INSIGHT_DIR,
     MANIFEST,
@@ -21,7 +22,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
-from wikitrace.tools import consolidate, drilldown
+from wikitrace.tools import consolidate, drilldown, memory
 
 
 @contextlib.contextmanager
@@ -67,6 +68,8 @@ def finish_version(
     writer.write(
         layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
     )
+    # Last of the pages: what test-time readers load instead of every page's header.
+    writer.write(CATALOG, memory.catalog_of(writer.root, offline=compiled_by == "offline"))
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(

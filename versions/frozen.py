@@ -13,6 +13,7 @@ from wikitrace.corpus_schema import CorpusError, Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
+    CATALOG,
     COMPILATION_DIR,
     INSIGHT_DIR,
     RAW_DIR,
@@ -126,10 +127,11 @@ class FrozenVersion:
         )
 
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
-        """Files a new version takes as they are: all but the indexes, tools, manifest and
-        `rewritten_also` (files the new version writes anew)."""
+        """Files a new version takes as they are: all but the indexes, the catalog, tools,
+        manifest and `rewritten_also` (files the new version writes anew)."""
         rewritten = {
             *rewritten_also,
+            CATALOG,
             Layout.index_rel(),
             Layout.index_rel(RAW_DIR),
             Layout.index_rel(COMPILATION_DIR),

@@ -1,0 +1,62 @@
+"""catalog.jsonl: what test-time readers load instead of every page, the same as the pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wikitrace.corpus_schema.layout import CATALOG
+from wikitrace.tools import consolidate
+from wikitrace.tools.memory import Memory, from_pages, read_catalog
+
+from helpers import run
+
+
+def _from_pages(root: Path) -> Memory:
+    from wikitrace.corpus_schema import manifest
+
+    runs, insights, withheld = from_pages(root)
+    offline = manifest.load(root).compiled_by == "offline"
+    return Memory(root, runs, insights, offline, withheld)
+
+
+@pytest.mark.parametrize("which", ["example", "toy"])
+def test_the_catalog_holds_what_the_pages_say(which: str, toy_corpus: Path, tmp_path: Path) -> None:
+    if which == "example":
+        root = tmp_path / "example"
+        example = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
+        assert run(["-q", "build", str(example), "-o", str(root)])[0] == 0
+    else:
+        root = toy_corpus
+    runs, insights, offline, withheld, leaders = read_catalog(root.resolve())
+    pages = _from_pages(root.resolve())
+    assert runs == pages.runs and insights == pages.insights
+    assert (offline, withheld) == (pages.offline, pages.withheld)
+    assert leaders == consolidate.of_lessons(pages.insights)
+    task = "Fetch the letter from the drawer" if which == "toy" else "Cancel my reservation"
+    assert Memory.load(root).first_message(task).text == pages.first_message(task).text
+
+
+def test_a_gate_decision_and_a_view_write_their_own_catalog(
+    toy_corpus: Path, tmp_path: Path
+) -> None:
+    view = tmp_path / "view"
+    code, _, err = run(["view", str(toy_corpus), "--exclude-task", "drawer-1", "-o", str(view)])
+    assert code == 0, err
+    runs, insights, *_ = read_catalog(view)
+    assert runs == _from_pages(view).runs and insights == _from_pages(view).insights
+    assert all(r.task_id != "drawer-1" for r in runs)
+
+
+def test_a_damaged_catalog_is_a_one_line_error(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    example = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
+    assert run(["-q", "build", str(example), "-o", str(root)])[0] == 0
+    path = root.resolve() / CATALOG
+    path.chmod(0o644)
+    path.write_bytes(path.read_bytes()[:-40] + b"\n")
+    code, _, err = run(["prompt", str(root), "Cancel my reservation"])
+    assert code == 1 and "c/catalog.jsonl: damaged (JSONDecodeError" in err
+    assert "wikitrace verify" in err and len(err.splitlines()) == 1
+    assert run(["verify", str(root)])[0] == 1
