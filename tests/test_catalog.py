@@ -60,3 +60,16 @@ def test_a_damaged_catalog_is_a_one_line_error(tmp_path: Path) -> None:
     assert code == 1 and "c/catalog.jsonl: damaged (JSONDecodeError" in err
     assert "wikitrace verify" in err and len(err.splitlines()) == 1
     assert run(["verify", str(root)])[0] == 1
+
+
+def test_a_probe_memory_shows_only_its_own_insights(toy_corpus: Path, tmp_path: Path) -> None:
+    """The gate hands the agent a view with some insights hidden: its catalog says so."""
+    from wikitrace.versions import FrozenVersion, Store
+    from wikitrace.versions.derive import write_view
+
+    base = FrozenVersion.current(Store(toy_corpus))
+    shown = Memory.load(toy_corpus).insights
+    hidden = shown[0].id
+    view = write_view(base, tmp_path / "probe", hidden={hidden})
+    assert [i.id for i in Memory.load(view).insights] == [i.id for i in shown[1:]]
+    assert hidden not in Memory.load(view).first_message("Fetch the letter").text

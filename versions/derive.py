@@ -17,10 +17,11 @@ from typing import Any
 from wikitrace.corpus_schema import InputError, render
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
-from wikitrace.corpus_schema.layout import GATE_DIR, INSIGHT_DIR, MANIFEST, parse_insight
+from wikitrace.corpus_schema.layout import CATALOG, GATE_DIR, INSIGHT_DIR, MANIFEST, parse_insight
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
+from wikitrace.tools import memory
 
 from .finish import finish_version, staging
 from .frozen import FrozenVersion
@@ -146,7 +147,7 @@ def write_view(
     layout = base.layout(dest)
     writer = CorpusWriter(dest)
     skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
-    skipped.add(layout.index_rel(INSIGHT_DIR))
+    skipped.update((layout.index_rel(INSIGHT_DIR), CATALOG))
     for rel, file_hash in base.manifest.files.items():
         if rel not in skipped:
             writer.link(rel, base.root / rel, file_hash)
@@ -165,6 +166,9 @@ def write_view(
         layout.index_rel(INSIGHT_DIR),
         render.insight_index(layout, rows, base.manifest.compiled_by),
     )
+    # What the agent is shown must be this view's insights, not the base's.
+    offline = base.manifest.compiled_by == "offline"
+    writer.write(CATALOG, memory.catalog_of(dest, offline=offline))
     freeze(dest)
     return dest
 

@@ -1,0 +1,89 @@
+"""Benchmark an offline build as the corpus grows: time against a plain write of the same
+files, and peak memory, each size in a fresh process.
+
+For each --runs size: write synthetic runs (benchmarks/build_bench.py's), build them offline
+in a child process (its peak RSS is the build's), then write the same files plainly (open,
+write, close: no hashing, no rendering) and print both times and their ratio. Asserts nothing.
+
+    python benchmarks/scale_bench.py [--runs 1000 10000 50000] [--turns 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_bench import plain_write, synthetic_runs
+
+CHILD = """
+import resource, sys, time
+from pathlib import Path
+from wikitrace.compiler import BuildOptions, build_corpus
+started = time.perf_counter()
+build_corpus(BuildOptions(inputs=[Path(sys.argv[1])], output=Path(sys.argv[2])))
+seconds = time.perf_counter() - started
+print(seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10_000, 50_000])
+    parser.add_argument("--turns", type=int, default=12)
+    args = parser.parse_args()
+    for count in args.runs:
+        work = Path(tempfile.mkdtemp(prefix="wikitrace-scale-"))
+        try:
+            runs_file = work / "runs.jsonl"
+            with runs_file.open("w") as handle:
+                for run in synthetic_runs(count, args.turns):
+                    handle.write(json.dumps(run) + "\n")
+            size = runs_file.stat().st_size / 1e6
+            corpus = work / "corpus"
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD, str(runs_file), str(corpus)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            )
+            build_s, peak_kb = done.stdout.split()
+            root = corpus.resolve()
+            files = {
+                p.relative_to(root).as_posix(): p.read_bytes()
+                for p in root.rglob("*")
+                if p.is_file()
+            }
+            written = sum(map(len, files.values())) / 1e6
+            started = time.perf_counter()
+            plain_write(files, work / "plain")
+            os.sync()
+            plain_s = time.perf_counter() - started
+            del files
+            print(
+                f"{count} runs ({size:.0f} MB in, {written:.0f} MB written): offline build "
+                f"{float(build_s):.2f} s, plain write of the same files {plain_s:.2f} s, ratio "
+                f"{float(build_s) / plain_s:.1f}x (target <= 2x); peak memory of the build "
+                f"{int(peak_kb) / 1024:.0f} MB (target <= 300 MB)",
+                flush=True,
+            )
+        finally:
+            for path in work.rglob("*"):
+                if path.is_dir() and not path.is_symlink():
+                    path.chmod(0o755)
+            shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+    main()
