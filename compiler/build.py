@@ -5,6 +5,7 @@ raw.py (the raw layer), produce.py (compiling), layers.py (compilations, insight
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -35,7 +36,7 @@ from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import write_layers
 from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, connect, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
-from .produce import Producer, Progress
+from .produce import Compiled, Producer, Progress
 from .raw import RawLayer, input_state
 from .redact import Redactor
 from .report import BuildOptions, BuildReport, sources
@@ -324,33 +325,39 @@ def _make_version(
         with staging(staging_dir) as root:
             layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
             writer = CorpusWriter(root)
-            producer = Producer(total, layout, report, progress)
-            raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
-            miner = _make_miner(base) if options.mine else None
-            runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-            if model is None or templates is None:
-                producer.offline(runs)
-            else:
-                asyncio.run(
-                    producer.with_model(runs, model, templates, options.limits, options.concurrency)
+            compiled = Compiled(writer, layout)
+            with contextlib.closing(compiled):  # its spill file, even when interrupted
+                producer = Producer(total, layout, report, progress, compiled)
+                raw = RawLayer(
+                    options, plan, watched, writer, layout, report, producer.advance, base
                 )
-            if base is not None and not raw.rows:
-                raise _NothingNew
-            report.seconds = round(time.monotonic() - started, 3)
-            write_layers(
-                writer,
-                layout,
-                raw.rows,
-                producer.results,
-                report,
-                version,
-                stats=producer.stats,
-                redactor=raw.redactor,
-                templates=templates,
-                base=base,
-                model_settings=options.model_settings(),
-                miner=miner,
-            )
+                miner = _make_miner(base) if options.mine else None
+                runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
+                if model is None or templates is None:
+                    producer.offline(runs)
+                else:
+                    asyncio.run(
+                        producer.with_model(
+                            runs, model, templates, options.limits, options.concurrency
+                        )
+                    )
+                if base is not None and not raw.rows:
+                    raise _NothingNew
+                report.seconds = round(time.monotonic() - started, 3)
+                write_layers(
+                    writer,
+                    layout,
+                    raw.rows,
+                    producer.results,
+                    report,
+                    version,
+                    stats=producer.stats,
+                    redactor=raw.redactor,
+                    templates=templates,
+                    base=base,
+                    model_settings=options.model_settings(),
+                    miner=miner,
+                )
     except _NothingNew:
         return False
     return True

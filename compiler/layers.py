@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from wikitrace.corpus_schema import Compilation, Layout, id_width, read, render
+from wikitrace.corpus_schema import Layout, id_width, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
@@ -15,6 +15,7 @@ from wikitrace.versions import FrozenVersion, finish_version
 
 from .compile import CompileStats, Templates
 from .mine import MinedPage, Miner, mine_version, patterns_file
+from .produce import Compiled
 from .redact import Redactor
 from .report import BuildReport
 
@@ -23,7 +24,7 @@ def write_layers(
     writer: CorpusWriter,
     layout: Layout,
     rows: list[render.RunRow],
-    results: dict[int, Compilation],
+    compiled: Compiled,
     report: BuildReport,
     version: VersionInfo,
     *,
@@ -40,12 +41,15 @@ def write_layers(
     first_new = len(insight_rows) + 1
     number = len(insight_rows)
     for row in rows:
-        result = results.get(row.step)
-        if result is None:
+        summary = compiled.summaries.get(row.step)
+        if summary is None:
             continue
         row.compiled = True
-        row.title = result.title
-        row.unverified_quotes = result.unverified_quotes
+        row.title = summary.title
+        row.unverified_quotes = summary.unverified_quotes
+        if not summary.drafts:
+            continue  # its page is written
+        result = compiled.read(row.step)
         for draft in result.insights:
             number += 1
             row.insights.append(number)
@@ -84,9 +88,10 @@ def write_layers(
         else:  # a parent's mined lesson, recounted
             insight_rows[position[page.number]] = mined_row
     for row in rows:
-        result = results.get(row.step)
-        if result is None:
+        summary = compiled.summaries.get(row.step)
+        if summary is None or not summary.drafts:
             continue
+        result = compiled.read(row.step)
         writer.write(
             layout.compilation_rel(row.step),
             render.compilation(
@@ -106,7 +111,8 @@ def write_layers(
             )
     all_rows = [*(base.rows if base else []), *rows]
     compiled_by: CompiledBy = "offline" if templates is None else "llm"
-    fill_report(report, results, stats, redactor, insights=number - first_new + 1)
+    compiled.close()
+    fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
     version.changes = Changes(
         runs=len(rows),
         steps=[layout.step(row.step) for row in rows],
@@ -168,15 +174,15 @@ def _mine(
 
 def fill_report(
     report: BuildReport,
-    results: dict[int, Compilation],
+    compiled: Compiled,
     stats: CompileStats,
     redactor: Redactor | None,
     *,
     insights: int,
 ) -> None:
-    report.compiled = len(results)
+    report.compiled = len(compiled.summaries)
     report.insights = insights
-    report.unverified_quotes = sum(r.unverified_quotes for r in results.values())
+    report.unverified_quotes = sum(s.unverified_quotes for s in compiled.summaries.values())
     report.llm_calls = stats.calls - stats.cache_hits
     report.cache_hits = stats.cache_hits
     report.http_attempts = stats.http_attempts

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from wikitrace.corpus_schema import Compilation, Layout, RunRecord
+import orjson
+
+from wikitrace.corpus_schema import Compilation, Layout, RunRecord, render
+from wikitrace.corpus_schema.store import CorpusWriter
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .llm import LLM, LLMCallError
@@ -19,18 +24,90 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 
 
+@dataclass
+class Summary:
+    """What the indexes need of one compiled run; the compilation itself is on disk."""
+
+    title: str
+    unverified_quotes: int
+    drafts: int
+    """Insights the model drew: their numbers come once every run is compiled."""
+    spilled: tuple[int, int] | None = None
+    """Where the compilation waits in the spill file (offset, length), while it has drafts."""
+
+
+class Compiled:
+    """The compilations of a version, kept off the heap: one with no insight drafted is
+    written at once (its page links to nothing yet unnumbered); one with drafts waits in a
+    spill file inside the staging folder until the insights are numbered in step order."""
+
+    SPILL = ".compiled.spill"
+
+    def __init__(self, writer: CorpusWriter, layout: Layout) -> None:
+        self.writer = writer
+        self.layout = layout
+        self.summaries: dict[int, Summary] = {}
+        self._spill_path = writer.root / self.SPILL
+        self._spill: Any = None
+        self._size = 0
+
+    def add(self, step: int, record: RunRecord, result: Compilation) -> None:
+        summary = Summary(result.title, result.unverified_quotes, len(result.insights))
+        if not result.insights:
+            self.writer.write(
+                self.layout.compilation_rel(step),
+                render.compilation(
+                    self.layout,
+                    result,
+                    task_id=record.task_id,
+                    task_type=record.task_type,
+                    insight_numbers=[],
+                ),
+            )
+        else:
+            if self._spill is None:
+                self._spill = self._spill_path.open("wb")
+            data = orjson.dumps(result.model_dump(mode="json"))
+            self._spill.write(data)
+            summary.spilled = (self._size, len(data))
+            self._size += len(data)
+        self.summaries[step] = summary
+
+    def read(self, step: int) -> Compilation:
+        """A compilation that waits in the spill file."""
+        spilled = self.summaries[step].spilled
+        assert spilled is not None, f"step {step} has no drafts"
+        if self._spill is not None:
+            self._spill.flush()
+        with self._spill_path.open("rb") as handle:
+            handle.seek(spilled[0])
+            return Compilation.model_validate_json(handle.read(spilled[1]))
+
+    def close(self) -> None:
+        """Remove the spill file (it is no file of the corpus)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+        self._spill_path.unlink(missing_ok=True)
+
+
 class Producer:
     """The compilations of one version, by step, and the progress of the whole build."""
 
     def __init__(
-        self, total: int, layout: Layout, report: BuildReport, progress: Progress | None
+        self,
+        total: int,
+        layout: Layout,
+        report: BuildReport,
+        progress: Progress | None,
+        compiled: Compiled,
     ) -> None:
         self.total = total
         self.layout = layout
         self.report = report
         self.progress = progress
         self.done = 0
-        self.results: dict[int, Compilation] = {}
+        self.results = compiled
         self.stats = CompileStats()
         self.fatal: LLMCallError | None = None
         """A model error no other call can escape (bad key, unknown model): ends the build."""
@@ -50,7 +127,7 @@ class Producer:
         # No event loop: Ctrl-C interrupts at once, wherever the build is.
         for step, record in runs:
             try:
-                self.results[step] = compile_offline(step, record)
+                self.results.add(step, record, compile_offline(step, record))
             except Exception as error:  # one run's failure never aborts the others
                 log.debug("step %d failed", step, exc_info=True)
                 self._record_failure(step, record, error)
@@ -65,9 +142,8 @@ class Producer:
         limits: CompileLimits,
     ) -> None:
         try:
-            self.results[step] = await compile_with_llm(
-                step, record, llm, templates, limits, self.stats
-            )
+            result = await compile_with_llm(step, record, llm, templates, limits, self.stats)
+            self.results.add(step, record, result)
         except LLMCallError as error:
             if error.fatal:
                 self.fatal = error

@@ -135,7 +135,7 @@ class RawLayer:
                 task_type=record.task_type,
                 outcome=record.outcome,
                 turns=len(record.turns),
-                task=record.task,
+                task=render.task_preview(record.task),
                 judged=is_judged(record.metadata),
             )
         )

@@ -183,6 +183,14 @@ def _quote_block(text: str, indent: str = "") -> str:
     return "\n".join(f"{indent}> {line}" if line else f"{indent}>" for line in text.splitlines())
 
 
+TASK_PREVIEW = 400
+
+
+def task_preview(text: str) -> str:
+    """The start of a task, whitespace flattened: what a row keeps (RunRow.task)."""
+    return " ".join(text[: 4 * TASK_PREVIEW].split())[:TASK_PREVIEW]
+
+
 def _cell(text: str | None, limit: int = 0) -> str:
     """Text fit for one markdown table cell."""
     if text is None:
@@ -514,6 +522,8 @@ class RunRow:
     outcome: Outcome
     turns: int
     task: str
+    """The task, or (in a build, which holds a row per run to the end) its first
+    TASK_PREVIEW characters with whitespace flattened: all an index or a lesson shows."""
     judged: bool = False
     compiled: bool = False
     title: str | None = None

@@ -8,7 +8,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
@@ -41,6 +41,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def write_new(path: Path, data: bytes) -> None:
+    """Write a file of a staging folder (no reader sees it before the folder is done)."""
+    with path.open("wb") as handle:
+        handle.write(data)
+
+
 class CorpusWriter:
     """Writes files under a (staging) corpus root and remembers the hash of each."""
 
@@ -49,13 +55,26 @@ class CorpusWriter:
         self.hashes: dict[str, str] = {}
         self._made_dirs: set[Path] = set()
 
-    def write(self, rel: str, data: str | bytes, *, executable: bool = False) -> None:
-        payload = data.encode("utf-8") if isinstance(data, str) else data
+    def write(
+        self, rel: str, data: str | bytes | Iterable[bytes], *, executable: bool = False
+    ) -> None:
+        """Write a file of the version, its bytes given whole or as chunks (hashed as they
+        go). Written in place: the whole folder is a staging folder, removed when the build
+        fails and moved into place when it is done, so no file needs a rename of its own."""
         path = self._new_path(rel)
-        atomic_write(path, payload)
+        if isinstance(data, str | bytes):
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            write_new(path, payload)
+            self.hashes[rel] = digest(payload)
+        else:
+            hashed = hashlib.sha256()
+            with path.open("wb") as handle:
+                for chunk in data:
+                    handle.write(chunk)
+                    hashed.update(chunk)
+            self.hashes[rel] = f"{HASH_ALGORITHM}:{hashed.hexdigest()}"
         if executable:
             path.chmod(0o755)
-        self.hashes[rel] = digest(payload)
 
     def link(self, rel: str, source: Path, file_hash: str) -> None:
         """Take a file of a frozen version as it is: a hard link (a copy across devices).

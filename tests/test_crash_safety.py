@@ -199,7 +199,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
     old, new = inputs
     corpus = tmp_path / "corpus"
     build_corpus(BuildOptions(inputs=[old], output=corpus))
-    real_write = store_module.atomic_write
+    real_write = store_module.write_new
     writes = [0]
 
     def fills_up(path: Path, data: bytes) -> None:
@@ -208,7 +208,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
             raise OSError(28, "No space left on device", str(path))
         real_write(path, data)
 
-    monkeypatch.setattr(store_module, "atomic_write", fills_up)
+    monkeypatch.setattr(store_module, "write_new", fills_up)
     code, out, err = run(["build", str(new), "-o", str(corpus), "--force"])
     assert (code, out) == (1, "")
     assert err.splitlines()[-1].startswith("error: ")

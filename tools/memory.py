@@ -8,7 +8,7 @@ print(message.text)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -216,23 +216,34 @@ def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
 def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     """Every run and every insight that may be shown, read from the pages (and how many
     insights are withheld: rejected, retired, or no longer holding)."""
-    compiled = {page.header.step: page.header for page in read.compilations(root)}
-    runs = [
-        PastRun(
-            step=page.header.step,
-            task_id=page.header.task_id,
-            task_type=page.header.task_type,
-            outcome=page.header.outcome,
-            task=read.task_text(page),
-            title=compiled[page.header.step].title if page.header.step in compiled else None,
-            judged=is_judged(page.header.metadata),
-            explanation=_explanation(compiled.get(page.header.step)),
-        )
-        for page in read.runs(root)
-    ]
-    task_of = {run.step: run.task_id for run in runs}
-    text_of = {run.step: run.task for run in runs}
-    insights = []
+    shown, withheld = _shown_insights(root)
+    runs = list(_runs(root, shown))
+    return runs, [entry for entry, _, _ in shown], withheld
+
+
+def catalog_of(root: Path, *, offline: bool) -> Iterator[bytes]:
+    """The catalog of the version at `root`, read from its pages, a line at a time (see
+    read_catalog): what it holds of each run is written as the run is read, so memory grows
+    with the insights only."""
+    shown, withheld = _shown_insights(root)
+    yield orjson.dumps({"catalog": CATALOG_VERSION, "offline": offline, "withheld": withheld})
+    yield b"\n"
+    for run in _runs(root, shown):
+        yield orjson.dumps({"run": asdict(run)}) + b"\n"
+    entries = [entry for entry, _, _ in shown]
+    for entry, leader in zip(entries, consolidate.of_lessons(entries), strict=True):
+        yield orjson.dumps({"insight": asdict(entry), "leader": leader}) + b"\n"
+
+
+Shown = list[tuple[InsightEntry, list[int], bool]]
+"""Insights that may be shown: each with the claims it names and whether it is a divergence."""
+
+
+def _shown_insights(root: Path) -> tuple[Shown, int]:
+    """The insights that may be shown, each with the claims of its source compilation it
+    names, and how many are withheld. What comes from the source run (its task, whether the
+    claims are backed) is filled in by _runs."""
+    shown = []
     withheld = 0
     for page in read.insights(root):
         header: InsightHeader = page.header
@@ -243,42 +254,67 @@ def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
         if finding is not None and not finding.holds:
             withheld += 1  # a later version's runs no longer support it
             continue
-        insights.append(
-            InsightEntry(
-                id=header.id,
-                title=header.title,
-                task_type=header.task_type,
-                guideline=read.guideline(page),
-                applicability=header.applicability,
-                precondition=header.hypothesis.precondition
-                if header.hypothesis
-                and " ".join(header.hypothesis.precondition.split())
-                != " ".join(header.applicability.split())
-                else None,
-                source_step=header.source_step,
-                source_outcome=header.source_outcome,
-                source_task_id=task_of.get(header.source_step, ""),
-                source_judged=header.source_judged,
-                status=header.status,
-                verified=header.verified
-                if finding is not None
-                else _backed(compiled.get(header.source_step), header.source_claims),
-                mined=_mined_line(finding) if finding is not None else "",
-                pattern=finding.pattern if finding is not None else None,
-                goes_with=finding.goes_with if finding is not None else None,
-                cited_steps=list(finding.runs) if finding is not None else [],
-                only_task=text_of.get(header.source_step)
-                if finding is not None and finding.kind == "divergence"
-                else None,
-            )
+        entry = InsightEntry(
+            id=header.id,
+            title=header.title,
+            task_type=header.task_type,
+            guideline=read.guideline(page),
+            applicability=header.applicability,
+            precondition=header.hypothesis.precondition
+            if header.hypothesis
+            and " ".join(header.hypothesis.precondition.split())
+            != " ".join(header.applicability.split())
+            else None,
+            source_step=header.source_step,
+            source_outcome=header.source_outcome,
+            source_task_id="",
+            source_judged=header.source_judged,
+            status=header.status,
+            verified=header.verified if finding is not None else False,
+            mined=_mined_line(finding) if finding is not None else "",
+            pattern=finding.pattern if finding is not None else None,
+            goes_with=finding.goes_with if finding is not None else None,
+            cited_steps=list(finding.runs) if finding is not None else [],
+            only_task=None,
         )
-    return runs, insights, withheld
+        divergence = finding is not None and finding.kind == "divergence"
+        shown.append((entry, header.source_claims, divergence))
+    return shown, withheld
 
 
-def catalog_of(root: Path, *, offline: bool) -> bytes:
-    """The catalog of the version at `root`, read from its pages (see read_catalog)."""
-    runs, insights, withheld = from_pages(root)
-    return Memory(root, runs, insights, offline, withheld).catalog()
+def _runs(root: Path, shown: Shown) -> Iterator[PastRun]:
+    """Every run with its compilation's title and claims, in step order; each insight drawn
+    from it learns its task (and, for a model's lesson, whether its claims are backed)."""
+    from wikitrace.corpus_schema.layout import parse_step
+
+    drawn: dict[str, Shown] = {}
+    for item in shown:
+        drawn.setdefault(item[0].source_step, []).append(item)
+    compilations = read.compilations(root)
+    waiting = next(compilations, None)
+    for page in read.runs(root):
+        step = page.header.step
+        number = parse_step(step)
+        while waiting is not None and parse_step(waiting.header.step) < number:
+            waiting = next(compilations, None)
+        compiled = waiting.header if waiting is not None and waiting.header.step == step else None
+        run = PastRun(
+            step=step,
+            task_id=page.header.task_id,
+            task_type=page.header.task_type,
+            outcome=page.header.outcome,
+            task=read.task_text(page),
+            title=compiled.title if compiled is not None else None,
+            judged=is_judged(page.header.metadata),
+            explanation=_explanation(compiled),
+        )
+        for entry, claims, divergence in drawn.get(step, ()):
+            entry.source_task_id = run.task_id
+            if divergence:  # shown for its own task alone
+                entry.only_task = run.task
+            elif entry.pattern is None:
+                entry.verified = _backed(compiled, claims)
+        yield run
 
 
 def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
@@ -409,17 +445,6 @@ class Memory:
         offline = manifest.load(root).compiled_by == "offline"
         runs, insights, withheld = from_pages(root)
         return cls(root, runs, insights, offline, withheld, grouping)
-
-    def catalog(self) -> bytes:
-        """This memory as a catalog (see read_catalog), with its groups of near-duplicates."""
-        head = {"catalog": CATALOG_VERSION, "offline": self.offline, "withheld": self.withheld}
-        lines = [orjson.dumps(head)]
-        lines += [orjson.dumps({"run": asdict(run)}) for run in self.runs]
-        lines += [
-            orjson.dumps({"insight": asdict(item), "leader": leader})
-            for item, leader in zip(self.insights, self._leader, strict=True)
-        ]
-        return b"\n".join(lines) + b"\n"
 
     def first_message(
         self,
