@@ -67,7 +67,6 @@ def main() -> None:
             written = sum(map(len, files.values())) / 1e6
             started = time.perf_counter()
             plain_write(files, work / "plain")
-            os.sync()
             plain_s = time.perf_counter() - started
             del files
             print(
