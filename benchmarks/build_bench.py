@@ -79,14 +79,18 @@ def synthetic_runs(count: int, turns: int, seed: int = 7) -> list[dict[str, Any]
 
 # --- a local OpenAI-compatible stub ------------------------------------------------------
 
-_TURN = re.compile(r"^--- WIKITRACE-DATA-\w+ TURN (\d+) ---$", re.M)
+_TURN = re.compile(
+    r"--- WIKITRACE-DATA-\w+ TURN (\d+) ---\n(.*?)"
+    r"(?=\n--- WIKITRACE-DATA-\w+ TURN|\nWIKITRACE-DATA-)",
+    re.S,
+)
 
 
 def answer_for(prompt: str) -> str:
-    """A valid answer quoting the first line of the last turn, as a good model would."""
+    """A valid answer quoting the last line of the last turn, as a good model would."""
     last = list(_TURN.finditer(prompt))[-1]
     number = int(last.group(1))
-    line = prompt[last.end() + 1 :].split("\n", 1)[0]
+    line = last.group(2).splitlines()[-1]
     quote = line.split(": ", 1)[-1][:50]
     return json.dumps(
         {
@@ -96,7 +100,12 @@ def answer_for(prompt: str) -> str:
                 {"statement": "The last turn.", "evidence": [{"turn": number, "quote": quote}]}
             ],
             "insights": [
-                {"title": "stub lesson", "guideline": "Look first.", "applicability": "Always."}
+                {
+                    "title": "stub lesson",
+                    "guideline": "Look first.",
+                    "applicability": "Always.",
+                    "supporting_claims": [1],
+                }
             ],
         }
     )
