@@ -119,15 +119,25 @@ def _numbered(folder: Path, prefix: str, suffix: str) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
+def numbered(root: Path, layer: str) -> list[str]:
+    """The pages of a layer, in order, without reading them: `raw/step-0001/metadata.md`,
+    `compilation/step-0001.md` or `insight/insight-0001.md`."""
+    if layer == RAW_DIR:
+        names = _numbered(root / RAW_DIR, "step-", "")
+        return [f"{RAW_DIR}/{name}/{RAW_METADATA_NAME}" for name in names]
+    prefix = "insight-" if layer == INSIGHT_DIR else "step-"
+    return [f"{layer}/{name}" for name in _numbered(root / layer, prefix, ".md")]
+
+
 def runs(root: Path) -> Iterator[Page[RawHeader]]:
     """Every raw run's metadata, in step order."""
-    for name in _numbered(root / RAW_DIR, "step-", ""):
-        yield read_page(root, f"{RAW_DIR}/{name}/{RAW_METADATA_NAME}", RawHeader)
+    for rel in numbered(root, RAW_DIR):
+        yield read_page(root, rel, RawHeader)
 
 
 def compilations(root: Path) -> Iterator[Page[CompilationHeader]]:
-    for name in _numbered(root / COMPILATION_DIR, "step-", ".md"):
-        yield read_page(root, f"{COMPILATION_DIR}/{name}", CompilationHeader)
+    for rel in numbered(root, COMPILATION_DIR):
+        yield read_page(root, rel, CompilationHeader)
 
 
 def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
@@ -160,8 +170,8 @@ def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
 
 
 def insights(root: Path) -> Iterator[Page[InsightHeader]]:
-    for name in _numbered(root / INSIGHT_DIR, "insight-", ".md"):
-        yield read_page(root, f"{INSIGHT_DIR}/{name}", InsightHeader)
+    for rel in numbered(root, INSIGHT_DIR):
+        yield read_page(root, rel, InsightHeader)
 
 
 def insight(root: Path, ident: str) -> Page[InsightHeader]:

@@ -73,3 +73,62 @@ def test_a_probe_memory_shows_only_its_own_insights(toy_corpus: Path, tmp_path: 
     view = write_view(base, tmp_path / "probe", hidden={hidden})
     assert [i.id for i in Memory.load(view).insights] == [i.id for i in shown[1:]]
     assert hidden not in Memory.load(view).first_message("Fetch the letter").text
+
+
+def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_same(
+    tmp_path: Path,
+) -> None:
+    """`add` reads only the pages it adds; its catalog is what reading every page gives."""
+    import json
+
+    from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+
+    from helpers import FakeLLM, good_answer, make_run, write_runs
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        return good_answer(prompt, wrong_quote="kettle" in prompt)
+
+    llm = FakeLLM(answer=answer)
+    first = write_runs(
+        tmp_path / "a.jsonl",
+        [make_run("mug"), make_run("mug", success=True), make_run("kettle", success=True)],
+    )
+    more = write_runs(tmp_path / "b.jsonl", [make_run("lamp"), make_run("kettle")])
+    corpus = tmp_path / "corpus"
+    options = BuildOptions(inputs=[first], output=corpus, model=llm.model, use_cache=False)
+    build_corpus(options, llm=llm)
+    add_runs(BuildOptions(inputs=[more], output=corpus, model=llm.model, use_cache=False), llm=llm)
+    root = corpus.resolve()
+    assert root.name == "v0002"
+    runs, insights, *_ = read_catalog(root)
+    pages = _from_pages(root)
+    assert runs == pages.runs and insights == pages.insights
+    assert [i.verified for i in insights].count(False) >= 1  # the kettle's wrong quotes
+    assert len(runs) == 5 and json.loads((root / CATALOG).read_text().splitlines()[0])
+    # What the catalog of v0002 reads: the pages of the runs it adds, nothing of the parent's.
+    from wikitrace.corpus_schema import manifest, read
+    from wikitrace.tools import memory
+
+    seen: list[str] = []
+    real = read.read_page
+
+    def spy(root_: Path, rel: str, model: type) -> object:
+        seen.append(rel)
+        return real(root_, rel, model)
+
+    read.read_page = spy  # type: ignore[assignment]
+    try:
+        lines = b"".join(
+            memory.catalog_of(
+                root,
+                offline=False,
+                parent=root.parent / "v0001",
+                hashes=manifest.load(root).files,
+            )
+        )
+    finally:
+        read.read_page = real  # type: ignore[assignment]
+    assert lines == (root / CATALOG).read_bytes()
+    assert not any("step-0001" in rel or "step-0002" in rel for rel in seen), seen
+    assert any("step-0004" in rel for rel in seen)

@@ -16,12 +16,19 @@ from typing import Any, Literal
 import orjson
 
 from wikitrace.corpus_schema import CorpusError, InputError, read
-from wikitrace.corpus_schema.layout import CATALOG
+from wikitrace.corpus_schema.layout import (
+    CATALOG,
+    COMPILATION_DIR,
+    INSIGHT_DIR,
+    RAW_DIR,
+    RAW_METADATA_NAME,
+)
 from wikitrace.corpus_schema.records import (
     CompilationHeader,
     InsightHeader,
     MinedFinding,
     Outcome,
+    RawHeader,
     is_judged,
 )
 from wikitrace.corpus_schema.render import inline
@@ -216,36 +223,79 @@ def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
 def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     """Every run and every insight that may be shown, read from the pages (and how many
     insights are withheld: rejected, retired, or no longer holding)."""
-    shown, withheld = _shown_insights(root)
-    runs = list(_runs(root, shown))
-    return runs, [entry for entry, _, _ in shown], withheld
+    shown, withheld = _shown_insights(root, None)
+    runs = list(_runs(root, shown, None))
+    return runs, [entry for entry, *_ in shown], withheld
 
 
-def catalog_of(root: Path, *, offline: bool) -> Iterator[bytes]:
-    """The catalog of the version at `root`, read from its pages, a line at a time (see
-    read_catalog): what it holds of each run is written as the run is read, so memory grows
-    with the insights only."""
-    shown, withheld = _shown_insights(root)
+@dataclass
+class _Parent:
+    """What a version made from another can take from its catalog: the lines of the runs and
+    insights whose pages it keeps unchanged (the same hash in both manifests)."""
+
+    runs: dict[str, PastRun]
+    insights: dict[str, InsightEntry]
+    hashes: dict[str, str]
+    parent_hashes: dict[str, str]
+
+    def kept(self, rel: str) -> bool:
+        return self.hashes.get(rel) == self.parent_hashes.get(rel)
+
+    @classmethod
+    def of(cls, parent: Path | None, hashes: dict[str, str] | None) -> _Parent | None:
+        if parent is None or hashes is None or not (parent / CATALOG).is_file():
+            return None
+        from wikitrace.corpus_schema import manifest
+
+        runs, insights, *_ = read_catalog(parent)
+        return cls(
+            {run.step: run for run in runs},
+            {item.id: item for item in insights},
+            hashes,
+            manifest.load(parent).files,
+        )
+
+
+def catalog_of(
+    root: Path,
+    *,
+    offline: bool,
+    parent: Path | None = None,
+    hashes: dict[str, str] | None = None,
+) -> Iterator[bytes]:
+    """The catalog of the version at `root`, a line at a time (see read_catalog): read from
+    its pages, except that what a `parent` version's catalog says of a page this version keeps
+    unchanged (its hash in `hashes` is the parent's) is taken as it is, so a version made by
+    adding runs reads only the pages it adds. Memory grows with the insights only."""
+    taken = _Parent.of(parent, hashes)
+    shown, withheld = _shown_insights(root, taken)
     yield orjson.dumps({"catalog": CATALOG_VERSION, "offline": offline, "withheld": withheld})
     yield b"\n"
-    for run in _runs(root, shown):
+    for run in _runs(root, shown, taken):
         yield orjson.dumps({"run": asdict(run)}) + b"\n"
-    entries = [entry for entry, _, _ in shown]
+    entries = [entry for entry, *_ in shown]
     for entry, leader in zip(entries, consolidate.of_lessons(entries), strict=True):
         yield orjson.dumps({"insight": asdict(entry), "leader": leader}) + b"\n"
 
 
-Shown = list[tuple[InsightEntry, list[int], bool]]
-"""Insights that may be shown: each with the claims it names and whether it is a divergence."""
+Shown = list[tuple[InsightEntry, list[int], bool, bool]]
+"""Insights that may be shown: each with the claims it names, whether it is a divergence, and
+whether it still needs what its source run says (its task; whether its claims are backed)."""
 
 
-def _shown_insights(root: Path) -> tuple[Shown, int]:
-    """The insights that may be shown, each with the claims of its source compilation it
-    names, and how many are withheld. What comes from the source run (its task, whether the
-    claims are backed) is filled in by _runs."""
-    shown = []
+def _shown_insights(root: Path, taken: _Parent | None) -> tuple[Shown, int]:
+    """The insights that may be shown, and how many are withheld."""
+    shown: Shown = []
     withheld = 0
-    for page in read.insights(root):
+    for rel in read.numbered(root, INSIGHT_DIR):
+        if taken is not None and taken.kept(rel):
+            entry = taken.insights.get(Path(rel).stem)
+            if entry is None:
+                withheld += 1  # withheld in the parent, and unchanged
+            else:
+                shown.append((replace(entry), [], False, False))
+            continue
+        page = read.read_page(root, rel, InsightHeader)
         header: InsightHeader = page.header
         if header.status in ("rejected", "retired"):
             withheld += 1
@@ -278,37 +328,50 @@ def _shown_insights(root: Path) -> tuple[Shown, int]:
             only_task=None,
         )
         divergence = finding is not None and finding.kind == "divergence"
-        shown.append((entry, header.source_claims, divergence))
+        shown.append((entry, header.source_claims, divergence, True))
     return shown, withheld
 
 
-def _runs(root: Path, shown: Shown) -> Iterator[PastRun]:
+def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
-    from it learns its task (and, for a model's lesson, whether its claims are backed)."""
-    from wikitrace.corpus_schema.layout import parse_step
-
+    from it that needs to learns its task (and, for a model's lesson, whether its claims are
+    backed)."""
     drawn: dict[str, Shown] = {}
     for item in shown:
-        drawn.setdefault(item[0].source_step, []).append(item)
-    compilations = read.compilations(root)
-    waiting = next(compilations, None)
-    for page in read.runs(root):
-        step = page.header.step
-        number = parse_step(step)
-        while waiting is not None and parse_step(waiting.header.step) < number:
-            waiting = next(compilations, None)
-        compiled = waiting.header if waiting is not None and waiting.header.step == step else None
-        run = PastRun(
-            step=step,
-            task_id=page.header.task_id,
-            task_type=page.header.task_type,
-            outcome=page.header.outcome,
-            task=read.task_text(page),
-            title=compiled.title if compiled is not None else None,
-            judged=is_judged(page.header.metadata),
-            explanation=_explanation(compiled),
+        if item[3]:
+            drawn.setdefault(item[0].source_step, []).append(item)
+    compiled_rels = set(read.numbered(root, COMPILATION_DIR))
+    for rel in read.numbered(root, RAW_DIR):
+        step = rel.split("/")[1]
+        compiled_rel = f"{COMPILATION_DIR}/{step}.md"
+        has_compilation = compiled_rel in compiled_rels
+        needs = drawn.get(step, [])
+        kept = (
+            taken is not None
+            and step in taken.runs
+            and taken.kept(rel)
+            and (taken.kept(compiled_rel) if has_compilation else compiled_rel not in taken.hashes)
         )
-        for entry, claims, divergence in drawn.get(step, ()):
+        compiled: CompilationHeader | None = None
+        if kept and taken is not None:
+            run = taken.runs[step]
+            if has_compilation and any(not divergence for _, _, divergence, _ in needs):
+                compiled = read.read_page(root, compiled_rel, CompilationHeader).header
+        else:
+            page = read.read_page(root, rel, RawHeader)
+            if has_compilation:
+                compiled = read.read_page(root, compiled_rel, CompilationHeader).header
+            run = PastRun(
+                step=step,
+                task_id=page.header.task_id,
+                task_type=page.header.task_type,
+                outcome=page.header.outcome,
+                task=read.task_text(page),
+                title=compiled.title if compiled is not None else None,
+                judged=is_judged(page.header.metadata),
+                explanation=_explanation(compiled),
+            )
+        for entry, claims, divergence, _ in needs:
             entry.source_task_id = run.task_id
             if divergence:  # shown for its own task alone
                 entry.only_task = run.task
@@ -634,13 +697,6 @@ class Memory:
         """BM25 over insights (title, guideline, applicability), compilations (title and
         claims) and past tasks: up to `limit` hits of each kind asked for, best first, only
         those sharing a word with the query; nothing drawn from `exclude_tasks`."""
-        from wikitrace.corpus_schema.layout import (
-            COMPILATION_DIR,
-            INSIGHT_DIR,
-            RAW_DIR,
-            RAW_METADATA_NAME,
-        )
-
         excluded = set(exclude_tasks)
         hits: list[Hit] = []
         if "insights" in kinds:

@@ -117,6 +117,7 @@ def derive_version(
                     reason=change.reason,
                 ),
             ),
+            parent=base.root,
         )
     store.place(
         store.staging(name),
@@ -168,7 +169,10 @@ def write_view(
     )
     # What the agent is shown must be this view's insights, not the base's.
     offline = base.manifest.compiled_by == "offline"
-    writer.write(CATALOG, memory.catalog_of(dest, offline=offline))
+    writer.write(
+        CATALOG,
+        memory.catalog_of(dest, offline=offline, parent=base.root, hashes=writer.hashes),
+    )
     freeze(dest)
     return dest
 

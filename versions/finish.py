@@ -52,8 +52,10 @@ def finish_version(
     report: dict[str, Any],
     redactions: dict[str, int],
     version: VersionInfo,
+    parent: Path | None = None,
 ) -> None:
-    """What every version ends with: tools, the four indexes, and the manifest (written last)."""
+    """What every version ends with: tools, the four indexes, the catalog (what it can of it
+    taken from the `parent` version's, for the pages it keeps) and the manifest (last)."""
     leaders = consolidate.of_lessons(insight_rows)
     for index, row in enumerate(insight_rows):  # near-duplicates: the index says of which
         row.alike = None if leaders[index] == index else insight_rows[leaders[index]].number
@@ -69,7 +71,12 @@ def finish_version(
         layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
     )
     # Last of the pages: what test-time readers load instead of every page's header.
-    writer.write(CATALOG, memory.catalog_of(writer.root, offline=compiled_by == "offline"))
+    writer.write(
+        CATALOG,
+        memory.catalog_of(
+            writer.root, offline=compiled_by == "offline", parent=parent, hashes=writer.hashes
+        ),
+    )
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
