@@ -16,8 +16,11 @@ RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
 INSIGHT_DIR = "insight"
 GATE_DIR = "gate"
+INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
 """Decisions of the admission gate and of monitoring, and the runs or reports behind them."""
 INDEX_NAME = "_index.md"
+INDEX_PARTS = "_index"
+"""A layer's folder of index parts, when its index has more rows than one page holds."""
 RAW_METADATA_NAME = "metadata.md"
 RAW_TURNS_NAME = "solver.full.jsonl"
 RAW_TURN_INDEX_NAME = "solver.index.jsonl"
@@ -108,6 +111,20 @@ class Layout:
     @staticmethod
     def index_rel(layer: str | None = None) -> str:
         return INDEX_NAME if layer is None else f"{layer}/{INDEX_NAME}"
+
+    @staticmethod
+    def index_part_rel(layer: str, name: str) -> str:
+        return f"{layer}/{INDEX_PARTS}/{name}.md"
+
+    @staticmethod
+    def is_index(rel: str) -> bool:
+        """The root index, a layer's index or a part of one: written anew by every version."""
+        parts = rel.split("/")
+        if len(parts) == 1:
+            return rel == INDEX_NAME
+        return parts[0] in INDEXED_LAYERS and (
+            parts[1:] == [INDEX_NAME] or (len(parts) == 3 and parts[1] == INDEX_PARTS)
+        )
 
     def path(self, rel: str) -> Path:
         return self.root / rel

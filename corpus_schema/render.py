@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -567,9 +567,75 @@ class CorpusSummary:
     failed_steps: list[int]
 
 
-def raw_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
-    rel = layout.index_rel(RAW_DIR)
-    lines = [
+INDEX_PAGE_ROWS = 5000
+"""Rows an index page holds: a layer with more has its index in parts (`raw/_index/...`), and
+its `_index.md` lists the parts, so no page grows with the corpus past this."""
+
+Row = Callable[[str], str]
+"""A table row of an index, rendered for the page it is on (its links are relative to it)."""
+
+
+def _paged(
+    layout: Layout,
+    layer: str,
+    head: list[str],
+    sections: list[tuple[str | None, str, list[Row]]],
+    page_rows: int,
+) -> dict[str, str]:
+    """An index: `head`, then each section (a heading or None, its table's header lines, its
+    rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
+    `page_rows`, which `_index.md` lists with the range of ids each holds."""
+    rel = layout.index_rel(layer)
+    total = sum(len(rows) for _, _, rows in sections)
+    if total <= page_rows:
+        lines = list(head)
+        for heading, table, rows in sections:
+            if heading is not None:
+                lines += [heading, ""]
+            lines += [table, *(row(rel) for row in rows), ""]
+        return {rel: "\n".join(lines).rstrip("\n") + "\n"}
+    pages: dict[str, str] = {}
+    lines = [*head, f"This index has {total} rows: they are in parts of up to {page_rows}.", ""]
+    for number, (heading, table, rows) in enumerate(sections, start=1):
+        if heading is not None:
+            lines += [heading, ""]
+        parts = range(0, len(rows), page_rows)
+        for part, start in enumerate(parts, start=1):
+            name = f"{number:03d}-{part:04d}" if len(sections) > 1 else f"{part:04d}"
+            part_rel = layout.index_part_rel(layer, name)
+            chunk = rows[start : start + page_rows]
+            title = f"{heading.lstrip('# ')}: " if heading else ""
+            pages[part_rel] = "\n".join(
+                [
+                    f"# {title}part {part} of {len(parts)}",
+                    "",
+                    f"Part of {link(rel, part_rel)}.",
+                    "",
+                    table,
+                    *(row(part_rel) for row in chunk),
+                    "",
+                ]
+            )
+            first, last = _first_cell(chunk[0](part_rel)), _first_cell(chunk[-1](part_rel))
+            lines.append(f"- {link(part_rel, rel)}: {first} to {last}")
+        lines.append("")
+    pages[rel] = "\n".join(lines).rstrip("\n") + "\n"
+    return pages
+
+
+def _first_cell(row: str) -> str:
+    """The id a table row starts with (the text of its first link)."""
+    cell = row.split("|", 2)[1].strip()
+    return cell[1 : cell.index("]")] if cell.startswith("[") and "]" in cell else cell
+
+
+def raw_index(
+    layout: Layout,
+    rows: Sequence[RunRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> dict[str, str]:
+    head = [
         "# Raw runs",
         "",
         "Every run as logged: `raw/step-NNNN/metadata.md` (task, outcome, source) and "
@@ -577,55 +643,67 @@ def raw_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
         "",
     ]
     if compiled_by == "offline":
-        lines += [_quote_block(OFFLINE_NOTE), ""]
-    lines += [
-        "| step | task | type | outcome | turns | compilation |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        compiled = link(layout.compilation_rel(row.step), rel) if row.compiled else "failed"
-        lines.append(
-            f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} "
-            f"| {_cell(row.task_id)}: {_cell(row.task, 120)} | {_cell(row.task_type)} "
-            f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |"
-        )
-    return "\n".join(lines) + "\n"
+        head += [_quote_block(OFFLINE_NOTE), ""]
+    table = "| step | task | type | outcome | turns | compilation |\n|---|---|---|---|---|---|"
+
+    def line(row: RunRow) -> Row:
+        def at(rel: str) -> str:
+            compiled = link(layout.compilation_rel(row.step), rel) if row.compiled else "failed"
+            return (
+                f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} "
+                f"| {_cell(row.task_id)}: {_cell(row.task, 120)} | {_cell(row.task_type)} "
+                f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |"
+            )
+
+        return at
+
+    return _paged(layout, RAW_DIR, head, [(None, table, [line(r) for r in rows])], page_rows)
 
 
-def compilation_index(layout: Layout, rows: Sequence[RunRow], compiled_by: str) -> str:
-    rel = layout.index_rel(COMPILATION_DIR)
-    lines = ["# Compilations", ""]
+def compilation_index(
+    layout: Layout,
+    rows: Sequence[RunRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> dict[str, str]:
+    head = ["# Compilations", ""]
     if compiled_by == "offline":
-        lines += [_quote_block(OFFLINE_NOTE), ""]
+        head += [_quote_block(OFFLINE_NOTE), ""]
     else:
-        lines += [_quote_block(TRUST_NOTE), ""]
-    lines += [
-        "| step | outcome | title | unverified quotes | insights |",
-        "|---|---|---|---|---|",
-    ]
-    for row in rows:
-        if not row.compiled:
-            continue
-        insights = ", ".join(
-            link(layout.insight_rel(n), rel, layout.insight(n)) for n in row.insights
-        )
-        lines.append(
-            f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
-            f"| {outcome_text(row.outcome, row.judged)} | {_cell(row.title, 120)} "
-            f"| {row.unverified_quotes} | {insights} |"
-        )
-    return "\n".join(lines) + "\n"
+        head += [_quote_block(TRUST_NOTE), ""]
+    table = "| step | outcome | title | unverified quotes | insights |\n|---|---|---|---|---|"
+
+    def line(row: RunRow) -> Row:
+        def at(rel: str) -> str:
+            insights = ", ".join(
+                link(layout.insight_rel(n), rel, layout.insight(n)) for n in row.insights
+            )
+            return (
+                f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
+                f"| {outcome_text(row.outcome, row.judged)} | {_cell(row.title, 120)} "
+                f"| {row.unverified_quotes} | {insights} |"
+            )
+
+        return at
+
+    compiled = [line(row) for row in rows if row.compiled]
+    return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
 
 
-def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) -> str:
+def insight_index(
+    layout: Layout,
+    rows: Sequence[InsightRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> dict[str, str]:
     rel = layout.index_rel(INSIGHT_DIR)
-    lines = ["# Insights by task type", ""]
+    head = ["# Insights by task type", ""]
     if compiled_by == "offline":
-        lines += [_quote_block(OFFLINE_NOTE), ""]
+        head += [_quote_block(OFFLINE_NOTE), ""]
         if not rows:
-            return "\n".join([*lines, "This corpus has no insights.", ""])
-    lines += [_quote_block(TRUST_NOTE), ""]
-    lines += [
+            return {rel: "\n".join([*head, "This corpus has no insights.", ""])}
+    head += [_quote_block(TRUST_NOTE), ""]
+    head += [
         "Status: ungated (never tested), committed (passed the admission gate), rejected and "
         "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate of "
         "an insight drawn from another run (the first message lists the first of each). "
@@ -634,21 +712,20 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
         "",
     ]
     if not rows:
-        lines += ["No insights were drawn.", ""]
+        head += ["No insights were drawn.", ""]
     by_type: dict[str, list[InsightRow]] = {}
     copies: dict[int, int] = {}
     for row in rows:
         by_type.setdefault(row.task_type or "(no task type)", []).append(row)
         lead = row.number if row.alike is None else row.alike
         copies[lead] = copies.get(lead, 0) + 1
-    for task_type in sorted(by_type):
-        lines += [
-            f"## {inline(task_type)}",
-            "",
-            "| insight | title | source | source outcome | status | same lesson as |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in by_type[task_type]:
+    table = (
+        "| insight | title | source | source outcome | status | same lesson as |\n"
+        "|---|---|---|---|---|---|"
+    )
+
+    def line(row: InsightRow) -> Row:
+        def at(rel: str) -> str:
             insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
             source = layout.step(row.source_step)
             source_link = link(layout.compilation_rel(row.source_step), rel, source)
@@ -662,12 +739,18 @@ def insight_index(layout: Layout, rows: Sequence[InsightRow], compiled_by: str) 
                 if copies.get(row.number, 1) > 1
                 else ""
             )
-            lines.append(
+            return (
                 f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
                 f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |"
             )
-        lines.append("")
-    return "\n".join(lines)
+
+        return at
+
+    sections: list[tuple[str | None, str, list[Row]]] = [
+        (f"## {inline(task_type)}", table, [line(row) for row in by_type[task_type]])
+        for task_type in sorted(by_type)
+    ]
+    return _paged(layout, INSIGHT_DIR, head, sections, page_rows)
 
 
 def root_index(layout: Layout, summary: CorpusSummary) -> str:

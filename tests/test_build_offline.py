@@ -179,8 +179,11 @@ def test_ids_are_padded_to_sort_numerically(tmp_path: Path) -> None:
     path = write_runs(tmp_path / "runs.jsonl", runs)
     corpus = tmp_path / "corpus"
     build([path], corpus)
-    steps = sorted(p.name for p in (corpus / "raw").iterdir() if p.is_dir())
+    steps = sorted(p.name for p in (corpus / "raw").iterdir() if p.name.startswith("step-"))
     assert steps[0] == "step-00001" and steps[-1] == "step-10001"
+    # Past 5,000 rows a layer's index is in parts.
+    parts = sorted(p.name for p in (corpus / "raw" / "_index").iterdir())
+    assert parts == ["0001.md", "0002.md", "0003.md"]
     assert steps == sorted(steps, key=lambda name: int(name.split("-")[1]))
 
 
@@ -244,3 +247,41 @@ def test_an_input_that_changes_during_the_build_is_an_error(
     with pytest.raises(InputError, match="an input file changed after it was checked"):
         build([runs_file], corpus)
     assert not corpus.exists() and not Store(corpus).dir.exists()
+
+
+def test_an_index_past_a_page_is_in_parts_that_link_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past INDEX_PAGE_ROWS rows, a layer's _index.md lists parts of up to that many rows, so
+    no index page grows with the corpus; every row is in one part, and every link resolves."""
+    from wikitrace.corpus_schema import render
+
+    monkeypatch.setattr(render, "INDEX_PAGE_ROWS", 4)
+    monkeypatch.setattr(render.raw_index, "__defaults__", (4,))
+    monkeypatch.setattr(render.compilation_index, "__defaults__", (4,))
+    monkeypatch.setattr(render.insight_index, "__defaults__", (4,))
+    runs = [make_run(f"t{n}", success=n % 2 == 0, task_type=f"type{n % 2}") for n in range(10)]
+    corpus = tmp_path / "corpus"
+    build([write_runs(tmp_path / "runs.jsonl", runs)], corpus)
+    raw_index = (corpus / "raw" / "_index.md").read_text()
+    assert "This index has 10 rows: they are in parts of up to 4." in raw_index
+    assert "- [raw/_index/0001.md](../raw/_index/0001.md): step-0001 to step-0004" in raw_index
+    assert "- [raw/_index/0003.md](../raw/_index/0003.md): step-0009 to step-0010" in raw_index
+    parts = sorted((corpus / "raw" / "_index").glob("*.md"))
+    assert [p.name for p in parts] == ["0001.md", "0002.md", "0003.md"]
+    rows = [line for p in parts for line in p.read_text().splitlines() if line.startswith("| [")]
+    assert len(rows) == 10 and "](../../raw/step-0001/metadata.md)" in rows[0]
+    assert (
+        parts[0]
+        .read_text()
+        .startswith("# part 1 of 3\n\nPart of [raw/_index.md](../../raw/_index.md).")
+    )
+    assert not broken_links(corpus.resolve())
+    assert verify(corpus).ok
+    # A version made from it writes its parts anew (the parent's are not kept as they are).
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t10", task_type="type0")])
+    from wikitrace.compiler import add_runs
+
+    add_runs(BuildOptions(inputs=[more], output=corpus))
+    assert "step-0011" in (corpus / "raw" / "_index" / "0003.md").read_text()
+    assert verify(corpus).ok and not broken_links(corpus.resolve())

@@ -148,9 +148,9 @@ def write_view(
     layout = base.layout(dest)
     writer = CorpusWriter(dest)
     skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
-    skipped.update((layout.index_rel(INSIGHT_DIR), CATALOG))
+    skipped.add(CATALOG)
     for rel, file_hash in base.manifest.files.items():
-        if rel not in skipped:
+        if rel not in skipped and not (rel.startswith(f"{INSIGHT_DIR}/") and layout.is_index(rel)):
             writer.link(rel, base.root / rel, file_hash)
     writer.link(MANIFEST, base.root / MANIFEST, "")
     rows = []
@@ -163,10 +163,8 @@ def write_view(
             writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
             row = dataclasses.replace(row, status=header.status)
         rows.append(row)
-    writer.write(
-        layout.index_rel(INSIGHT_DIR),
-        render.insight_index(layout, rows, base.manifest.compiled_by),
-    )
+    for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by).items():
+        writer.write(rel, text)
     # What the agent is shown must be this view's insights, not the base's.
     offline = base.manifest.compiled_by == "offline"
     writer.write(

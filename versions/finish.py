@@ -13,10 +13,7 @@ from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     CATALOG,
-    COMPILATION_DIR,
-    INSIGHT_DIR,
     MANIFEST,
-    RAW_DIR,
     TOOL_NAMES,
     TOOLS_LAYOUT,
 )
@@ -63,13 +60,13 @@ def finish_version(
     for name in TOOL_NAMES:
         writer.write(layout.tool_rel(name), tool_source, executable=True)
     writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
-    writer.write(layout.index_rel(RAW_DIR), render.raw_index(layout, rows, compiled_by))
-    writer.write(
-        layout.index_rel(COMPILATION_DIR), render.compilation_index(layout, rows, compiled_by)
-    )
-    writer.write(
-        layout.index_rel(INSIGHT_DIR), render.insight_index(layout, insight_rows, compiled_by)
-    )
+    for pages in (
+        render.raw_index(layout, rows, compiled_by),
+        render.compilation_index(layout, rows, compiled_by),
+        render.insight_index(layout, insight_rows, compiled_by),
+    ):
+        for rel, text in pages.items():
+            writer.write(rel, text)
     # Last of the pages: what test-time readers load instead of every page's header.
     writer.write(
         CATALOG,

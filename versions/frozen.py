@@ -14,9 +14,6 @@ from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
     CATALOG,
-    COMPILATION_DIR,
-    INSIGHT_DIR,
-    RAW_DIR,
     TOOLS_DIR,
     parse_insight,
     parse_step,
@@ -129,14 +126,11 @@ class FrozenVersion:
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
         """Files a new version takes as they are: all but the indexes, the catalog, tools,
         manifest and `rewritten_also` (files the new version writes anew)."""
-        rewritten = {
-            *rewritten_also,
-            CATALOG,
-            Layout.index_rel(),
-            Layout.index_rel(RAW_DIR),
-            Layout.index_rel(COMPILATION_DIR),
-            Layout.index_rel(INSIGHT_DIR),
-        }
+        rewritten = {*rewritten_also, CATALOG}
         for rel, file_hash in self.manifest.files.items():
-            if rel not in rewritten and not rel.startswith(f"{TOOLS_DIR}/"):
+            if (
+                rel not in rewritten
+                and not Layout.is_index(rel)
+                and not rel.startswith(f"{TOOLS_DIR}/")
+            ):
                 yield rel, file_hash
