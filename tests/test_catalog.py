@@ -132,3 +132,18 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
     assert lines == (root / CATALOG).read_bytes()
     assert not any("step-0001" in rel or "step-0002" in rel for rel in seen), seen
     assert any("step-0004" in rel for rel in seen)
+
+
+def test_a_corpus_made_before_catalogs_is_read_page_by_page(
+    toy_corpus: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(toy_corpus.resolve(), copy)
+    copy.chmod(0o755)
+    (copy / CATALOG).unlink()
+    loaded = Memory.load(copy)
+    assert loaded.runs == _from_pages(copy).runs and loaded.insights == _from_pages(copy).insights
+    task = "Fetch the letter from the drawer"
+    assert loaded.first_message(task).text == Memory.load(toy_corpus).first_message(task).text
