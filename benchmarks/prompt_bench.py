@@ -16,13 +16,15 @@ import asyncio
 import json
 import random
 import re
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tools_bench import median_seconds
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.llm import LLMReply
@@ -131,15 +133,6 @@ def write_runs(path: Path, count: int) -> None:
             handle.write(json.dumps(record) + "\n")
 
 
-def timed(command: list[str], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3400, help="3 insights each")
@@ -160,7 +153,7 @@ def main() -> None:
             print(f"built {args.runs} runs in {time.perf_counter() - started:.1f} s", flush=True)
         insights = len(list((corpus / "insight").glob("insight-*.md")))
         task = "Put the mug and the lamp on the shelf by the window."
-        seconds = timed(
+        seconds = median_seconds(
             [WIKITRACE, "prompt", str(corpus), task, "--max-tokens", "6000"], args.repeat
         )
         print(

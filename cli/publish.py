@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from .options import print_json
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
+F = TypeVar("F", bound=Callable[..., None])
 
 
 @click.command("mcp")
@@ -57,18 +60,37 @@ def export_group() -> None:
     """Write a corpus in a form another tool loads (see `wikitrace export skill --help`)."""
 
 
+def _writes_folder(what: str, kind: str) -> Callable[[F], F]:
+    """-o/--output, --force and --json of a command that writes a folder from a corpus."""
+
+    def decorate(command: F) -> F:
+        options = [
+            click.option(
+                "-o",
+                "--output",
+                required=True,
+                type=click.Path(path_type=Path, file_okay=False),
+                help=what,
+            ),
+            click.option(
+                "--force", is_flag=True, help=f"Replace OUTPUT if an earlier {kind} wrote it."
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON."),
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @export_group.command("skill")
 @click.argument("corpus", type=CORPUS)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The skill's folder; its name is the skill's name (lowercase, digits, hyphens), "
+@_writes_folder(
+    "The skill's folder; its name is the skill's name (lowercase, digits, hyphens), "
     "e.g. .claude/skills/airline-memory.",
+    "export",
 )
-@click.option("--force", is_flag=True, help="Replace OUTPUT if an earlier export wrote it.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Export CORPUS as an Agent Skill: a folder a coding agent loads from .claude/skills/NAME/
     (Claude Code), .agents/skills/NAME/ (Codex) or its equivalent.
@@ -104,15 +126,7 @@ def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> Non
 
 @click.command("site")
 @click.argument("corpus", type=CORPUS)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The folder to write the site to.",
-)
-@click.option("--force", is_flag=True, help="Replace OUTPUT if an earlier `site` wrote it.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@_writes_folder("The folder to write the site to.", "`site`")
 def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Write CORPUS as a static HTML site for reviewers: open OUTPUT/index.html in a browser
     (file:// is fine: no server, no framework).
