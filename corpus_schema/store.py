@@ -96,6 +96,8 @@ class CorpusWriter:
         path = self.root / rel
         if path.parent not in self._made_dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
+                self._made_dirs.clear()
             self._made_dirs.add(path.parent)
         return path
 
