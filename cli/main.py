@@ -28,7 +28,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Use it at test time", ("prompt", "view", "actions", "turn", "cite", "audit")),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
     ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
-    ("Measure what memory does", ("eval",)),
+    ("Measure what memory does", ("eval", "attribute", "drilldowns")),
+    ("Reach it without a shell", ("mcp", "export", "site")),
 )
 
 

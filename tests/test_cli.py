@@ -147,3 +147,17 @@ def test_an_unreachable_model_server_stops_the_build_at_once(
         f"error: cannot reach --api-base {api_base} (127.0.0.1:{port}: Connection refused)" in err
     )
     assert not corpus.exists() and not (tmp_path / "corpus.versions").exists()
+
+
+def test_help_lists_every_command_under_a_workflow() -> None:
+    from click.testing import CliRunner
+
+    from wikitrace.cli.main import cli as group
+
+    result = CliRunner().invoke(group, ["--help"])
+    assert result.exit_code == 0
+    out = result.output
+    listed = {
+        line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.split()
+    }
+    assert set(group.commands) <= listed, set(group.commands) - listed
