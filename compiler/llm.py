@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import orjson
 
 from wikitrace.corpus_schema import WikitraceError
+from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import atomic_write
 
 log = logging.getLogger(__name__)
@@ -255,8 +256,7 @@ class LiteLLMClient:
 
 
 def _short(error: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(str(error), limit)
 
 
 def default_cache_dir() -> Path:

@@ -34,6 +34,7 @@ import orjson
 
 from wikitrace.corpus_schema import Claim, Evidence, Layout, RunRecord, Turn
 from wikitrace.corpus_schema.records import InsightHeader, MinedFinding, Outcome
+from wikitrace.corpus_schema.render import shortened
 from wikitrace.tools.drilldown import as_text
 
 from .evidence import QuoteChecker
@@ -621,11 +622,6 @@ def _shared_prefix(first: Sequence[Action], second: Sequence[Action]) -> int | N
 # --- lessons -----------------------------------------------------------------------------------
 
 
-def _short(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _rate(failed: int, total: int) -> str:
     return f"{failed} of {total}"
 
@@ -775,14 +771,14 @@ class LessonWriter:
 
         def did(action: Action | None, last: Action | None) -> str:
             if action is not None:
-                return f'did "{_short(action.signature)}" (turn {action.turn})'
+                return f'did "{shortened(action.signature, 80)}" (turn {action.turn})'
             if last is not None:
-                return f'stopped after "{_short(last.signature)}"'
+                return f'stopped after "{shortened(last.signature, 80)}"'
             return "took no action at all"
 
         def briefly(action: Action | None, last: Action | None) -> str:
             if action is not None:
-                return f'did "{_short(action.signature, 60)}"'
+                return f'did "{shortened(action.signature, 60)}"'
             return "stopped" if last is not None else "took no action"
 
         shared = (
@@ -800,7 +796,7 @@ class LessonWriter:
             f"read both from there (tools/actions {win}, tools/actions {loss})."
         )
         title = (
-            f"Task {_short(found.task_id, 40)}: the successful run "
+            f"Task {shortened(found.task_id, 40)}: the successful run "
             f"{briefly(found.success_action, found.last_success)} where the failed run "
             f"{briefly(found.failure_action, found.last_failure)}"
         )
@@ -840,7 +836,7 @@ class LessonWriter:
             **self._common(
                 found.success,
                 title,
-                f'the task {found.task_id} ("{_short(task_text, 120)}"), when it comes again',
+                f'the task {found.task_id} ("{shortened(task_text, 120)}"), when it comes again',
                 finding,
             ),
             evidence=claims,

@@ -186,6 +186,12 @@ def _quote_block(text: str, indent: str = "") -> str:
 TASK_PREVIEW = 400
 
 
+def shortened(text: str, limit: int) -> str:
+    """`text` on one line (whitespace flattened), cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def task_preview(text: str) -> str:
     """The start of a task, whitespace flattened: what a row keeps (RunRow.task)."""
     return " ".join(text[: 4 * TASK_PREVIEW].split())[:TASK_PREVIEW]

@@ -9,7 +9,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
 from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
-from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
+from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, MinedFinding
 
 from . import drilldown
 
@@ -67,6 +67,16 @@ def _cited_turn(root: Path, step: str, number: int, quote: str) -> str:
     )
 
 
+def counted(finding: MinedFinding) -> str:
+    """What a mined contrast counted, in one sentence (the audit, the site)."""
+    (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+    return (
+        f"runs that {finding.description} failed {a} of {n1}; runs that did not, {c} of {n0}; "
+        f"p = {finding.p_value:.3g}, q = {finding.q_value:.3g} ({finding.patterns_tried} "
+        "patterns tried)."
+    )
+
+
 def _quote(text: str) -> str:
     return "\n".join(f"    > {line}" for line in text.splitlines())
 
@@ -120,13 +130,7 @@ def _audit_mined(root: Path, header: InsightHeader, lines: list[str]) -> str:
     state = "" if finding.holds else "; NO LONGER HOLDS"
     lines[-1] = f"Mined without a model ({finding.kind}{state}), source run {header.source_step}."
     if finding.kind == "contrast":
-        (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
-        lines += [
-            "",
-            f"Counted: runs that {finding.description} failed {a} of {n1}; runs that did not, "
-            f"{c} of {n0}; p = {finding.p_value:.3g}, q = {finding.q_value:.3g} "
-            f"({finding.patterns_tried} patterns tried). A correlation, not a cause.",
-        ]
+        lines += ["", f"Counted: {counted(finding)} A correlation, not a cause."]
     lines += ["", "## The actions it quotes"]
     for claim in header.evidence:
         lines += ["", f"### {claim.statement}"]

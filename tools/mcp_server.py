@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest
+from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest, read
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
 
 from . import drilldown
@@ -59,7 +59,6 @@ class Corpus:
     """The frozen version a server serves: its root, manifest and (loaded once) memory."""
 
     def __init__(self, path: Path) -> None:
-        self.given = path
         self.root = path.resolve()
         self.manifest = manifest.load(self.root)
         self.version = self.manifest.version.name if self.manifest.version else None
@@ -90,10 +89,12 @@ class Corpus:
                     f"{_shown(rel)} is not a page of this corpus (paths are relative to its "
                     f"root, as in {INDEX_NAME}: insight/insight-0001.md, raw/_index.md)"
                 )
-        path = self.root / clean
         # The manifest lists it; it must still be a regular file inside the root.
-        real = path.resolve()
-        if self.root not in real.parents or not real.is_file():
+        try:
+            real: Path | None = read.contained(self.root, clean)
+        except CorpusError:
+            real = None
+        if real is None or not real.is_file():
             raise ValueError(f"{_shown(rel)} is not a regular file inside the corpus")
         with real.open(encoding="utf-8", errors="replace") as handle:
             if offset:

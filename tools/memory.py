@@ -31,7 +31,7 @@ from wikitrace.corpus_schema.records import (
     RawHeader,
     is_judged,
 )
-from wikitrace.corpus_schema.render import inline
+from wikitrace.corpus_schema.render import inline, shortened
 
 from . import consolidate
 
@@ -196,11 +196,6 @@ def _explanation(header: CompilationHeader | None) -> str:
     if header is None:
         return ""
     return "\n".join([header.title, *(claim.statement for claim in header.claims)])
-
-
-def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= TASK_PREVIEW else flat[: TASK_PREVIEW - 1] + "…"
 
 
 def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
@@ -636,7 +631,7 @@ class Memory:
                 similar=[
                     {
                         **asdict(run),
-                        "task": inline(_preview(run.task)),
+                        "task": inline(shortened(run.task, TASK_PREVIEW)),
                         "task_id": inline(run.task_id),
                         "title": inline(run.title) if run.title else None,
                     }
@@ -742,7 +737,7 @@ class Memory:
                         "tasks",
                         run.step,
                         f"{RAW_DIR}/{run.step}/{RAW_METADATA_NAME}",
-                        _preview(run.task),
+                        shortened(run.task, TASK_PREVIEW),
                         run.task_id,
                         run.task_type,
                         run.outcome,

@@ -22,10 +22,11 @@ from markupsafe import Markup
 
 from wikitrace.corpus_schema import CorpusError, manifest, read
 from wikitrace.corpus_schema.records import Claim, InsightHeader, RawHeader, is_judged
+from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
 
 from . import consolidate
-from .audit import passage
+from .audit import counted, passage
 from .drilldown import format_turn
 
 FILES = Path(__file__).parent / "site_files"
@@ -149,18 +150,6 @@ def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> s
     return f"{len(group)} runs ({failed} failed)"
 
 
-def _numbers(header: InsightHeader) -> str:
-    finding = header.mined
-    if finding is None or finding.kind != "contrast":
-        return ""
-    (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
-    return (
-        f"Runs that {finding.description} failed {a} of {n1}; runs that did not, {c} of {n0}; "
-        f"p = {finding.p_value:.3g}, q = {finding.q_value:.3g} ({finding.patterns_tried} "
-        "patterns tried)."
-    )
-
-
 def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
     """Write the site of the corpus version `corpus` names into `dest`, whole or not at all."""
     import jinja2
@@ -186,9 +175,11 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
         "offline": frozen.compiled_by == "offline",
         "model": frozen.model,
     }
-    runs = [page.header for page in read.runs(root)]
+    run_pages = list(read.runs(root))
+    runs = [page.header for page in run_pages]
+    tasks = {page.header.step: read.task_text(page) for page in run_pages}
+    del run_pages
     compiled = {page.header.step: page.header for page in read.compilations(root)}
-    tasks = {page.header.step: read.task_text(page) for page in read.runs(root)}
     insight_pages = [(page.header, read.guideline(page)) for page in read.insights(root)]
     leaders = consolidate.of_pages(insight_pages)
     groups: dict[int, list[tuple[InsightHeader, str]]] = {}
@@ -230,7 +221,9 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
             "applicability": header.applicability,
             "precondition": header.hypothesis.precondition if header.hypothesis else None,
             "support": _support(header, groups.get(leaders[index], [])),
-            "numbers": _numbers(header),
+            "numbers": counted(header.mined)
+            if header.mined is not None and header.mined.kind == "contrast"
+            else "",
             "mined": header.mined is not None,
             "verified": header.verified,
             "missing": missing,
@@ -267,7 +260,7 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
                 {
                     "step": r.step,
                     "task_id": r.task_id,
-                    "task": _preview(tasks[r.step]),
+                    "task": shortened(tasks[r.step], 200),
                     "task_type": r.task_type,
                     "outcome": r.outcome,
                     "turns": r.turns,
@@ -343,8 +336,3 @@ def _linked(claim: ShownClaim, found: set[str]) -> ShownClaim:
         for q in claim.quotes
     ]
     return ShownClaim(claim.statement, quotes, claim.number)
-
-
-def _preview(text: str, width: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
