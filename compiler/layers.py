@@ -135,7 +135,7 @@ def write_layers(
         redactions=report.redactions,
         model_settings=model_settings,
         version=version,
-        parent=base.root if base else None,
+        parent=base,
     )
 
 

@@ -237,17 +237,22 @@ class _Parent:
         return self.hashes.get(rel) == self.parent_hashes.get(rel)
 
     @classmethod
-    def of(cls, parent: Path | None, hashes: dict[str, str] | None) -> _Parent | None:
-        if parent is None or hashes is None or not (parent / CATALOG).is_file():
+    def of(
+        cls,
+        parent: Path | None,
+        parent_files: dict[str, str] | None,
+        hashes: dict[str, str] | None,
+    ) -> _Parent | None:
+        if parent is None or parent_files is None or hashes is None:
             return None
-        from wikitrace.corpus_schema import manifest
-
+        if not (parent / CATALOG).is_file():
+            return None
         runs, insights, *_ = read_catalog(parent)
         return cls(
             {run.step: run for run in runs},
             {item.id: item for item in insights},
             hashes,
-            manifest.load(parent).files,
+            parent_files,
         )
 
 
@@ -256,13 +261,15 @@ def catalog_of(
     *,
     offline: bool,
     parent: Path | None = None,
+    parent_files: dict[str, str] | None = None,
     hashes: dict[str, str] | None = None,
 ) -> Iterator[bytes]:
     """The catalog of the version at `root`, a line at a time (see read_catalog): read from
     its pages, except that what a `parent` version's catalog says of a page this version keeps
-    unchanged (its hash in `hashes` is the parent's) is taken as it is, so a version made by
+    unchanged (its hash in `hashes` is the one `parent_files`, the parent's manifest, lists)
+    is taken as it is, so a version made by
     adding runs reads only the pages it adds. Memory grows with the insights only."""
-    taken = _Parent.of(parent, hashes)
+    taken = _Parent.of(parent, parent_files, hashes)
     shown, withheld = _shown_insights(root, taken)
     yield orjson.dumps({"catalog": CATALOG_VERSION, "offline": offline, "withheld": withheld})
     yield b"\n"

@@ -117,7 +117,7 @@ def derive_version(
                     reason=change.reason,
                 ),
             ),
-            parent=base.root,
+            parent=base,
         )
     store.place(
         store.staging(name),
@@ -169,7 +169,13 @@ def write_view(
     offline = base.manifest.compiled_by == "offline"
     writer.write(
         CATALOG,
-        memory.catalog_of(dest, offline=offline, parent=base.root, hashes=writer.hashes),
+        memory.catalog_of(
+            dest,
+            offline=offline,
+            parent=base.root,
+            parent_files=base.manifest.files,
+            hashes=writer.hashes,
+        ),
     )
     freeze(dest)
     return dest

@@ -21,6 +21,8 @@ from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
 from wikitrace.tools import consolidate, drilldown, memory
 
+from .frozen import FrozenVersion
+
 
 @contextlib.contextmanager
 def staging(path: Path) -> Iterator[Path]:
@@ -49,7 +51,7 @@ def finish_version(
     report: dict[str, Any],
     redactions: dict[str, int],
     version: VersionInfo,
-    parent: Path | None = None,
+    parent: FrozenVersion | None = None,
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps) and the manifest (last)."""
@@ -71,7 +73,11 @@ def finish_version(
     writer.write(
         CATALOG,
         memory.catalog_of(
-            writer.root, offline=compiled_by == "offline", parent=parent, hashes=writer.hashes
+            writer.root,
+            offline=compiled_by == "offline",
+            parent=parent.root if parent else None,
+            parent_files=parent.manifest.files if parent else None,
+            hashes=writer.hashes,
         ),
     )
     compilations = sum(row.compiled for row in rows)

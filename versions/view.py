@@ -114,7 +114,7 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
                 parent=base.name,
                 changes=Changes(reason=f"leave-one-task-out view of {base.name}"),
             ),
-            parent=base.root,
+            parent=base,
         )
     if dest.exists() or dest.is_symlink():
         remove_tree(dest)  # a view replaced with --force (check_destination allowed it)
