@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,8 +67,9 @@ class Compiled:
             )
         else:
             if self._spill is None:
-                self._spill = self._spill_path.open("wb")
+                self._spill = self._spill_path.open("w+b")
             data = orjson.dumps(result.model_dump(mode="json"))
+            self._spill.seek(0, io.SEEK_END)
             self._spill.write(data)
             summary.spilled = (self._size, len(data))
             self._size += len(data)
@@ -77,11 +79,9 @@ class Compiled:
         """A compilation that waits in the spill file."""
         spilled = self.summaries[step].spilled
         assert spilled is not None, f"step {step} has no drafts"
-        if self._spill is not None:
-            self._spill.flush()
-        with self._spill_path.open("rb") as handle:
-            handle.seek(spilled[0])
-            return Compilation.model_validate_json(handle.read(spilled[1]))
+        assert self._spill is not None
+        self._spill.seek(spilled[0])
+        return Compilation.model_validate_json(self._spill.read(spilled[1]))
 
     def close(self) -> None:
         """Remove the spill file (it is no file of the corpus)."""

@@ -577,8 +577,9 @@ INDEX_PAGE_ROWS = 5000
 """Rows an index page holds: a layer with more has its index in parts (`raw/_index/...`), and
 its `_index.md` lists the parts, so no page grows with the corpus past this."""
 
-Row = Callable[[str], str]
-"""A table row of an index, rendered for the page it is on (its links are relative to it)."""
+Row = tuple[str, Callable[[str], str]]
+"""A table row of an index: the id it starts with, and the row rendered for the page it is on
+(its links are relative to that page)."""
 
 
 def _paged(
@@ -598,7 +599,7 @@ def _paged(
         for heading, table, rows in sections:
             if heading is not None:
                 lines += [heading, ""]
-            lines += [table, *(row(rel) for row in rows), ""]
+            lines += [table, *(render(rel) for _, render in rows), ""]
         return {rel: "\n".join(lines).rstrip("\n") + "\n"}
     pages: dict[str, str] = {}
     lines = [*head, f"This index has {total} rows: they are in parts of up to {page_rows}.", ""]
@@ -618,21 +619,14 @@ def _paged(
                     f"Part of {link(rel, part_rel)}.",
                     "",
                     table,
-                    *(row(part_rel) for row in chunk),
+                    *(render(part_rel) for _, render in chunk),
                     "",
                 ]
             )
-            first, last = _first_cell(chunk[0](part_rel)), _first_cell(chunk[-1](part_rel))
-            lines.append(f"- {link(part_rel, rel)}: {first} to {last}")
+            lines.append(f"- {link(part_rel, rel)}: {chunk[0][0]} to {chunk[-1][0]}")
         lines.append("")
     pages[rel] = "\n".join(lines).rstrip("\n") + "\n"
     return pages
-
-
-def _first_cell(row: str) -> str:
-    """The id a table row starts with (the text of its first link)."""
-    cell = row.split("|", 2)[1].strip()
-    return cell[1 : cell.index("]")] if cell.startswith("[") and "]" in cell else cell
 
 
 def raw_index(
@@ -661,7 +655,7 @@ def raw_index(
                 f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |"
             )
 
-        return at
+        return layout.step(row.step), at
 
     return _paged(layout, RAW_DIR, head, [(None, table, [line(r) for r in rows])], page_rows)
 
@@ -690,7 +684,7 @@ def compilation_index(
                 f"| {row.unverified_quotes} | {insights} |"
             )
 
-        return at
+        return layout.step(row.step), at
 
     compiled = [line(row) for row in rows if row.compiled]
     return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
@@ -750,7 +744,7 @@ def insight_index(
                 f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |"
             )
 
-        return at
+        return layout.insight(row.number), at
 
     sections: list[tuple[str | None, str, list[Row]]] = [
         (f"## {inline(task_type)}", table, [line(row) for row in by_type[task_type]])
