@@ -13,6 +13,7 @@ from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel
 
 from .layout import (
+    CATALOG,
     COMPILATION_DIR,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -781,6 +782,9 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or reports behind "
         "it. An insight's header says its `status` and links its `decisions`.",
         "- `manifest.json`: format version, how it was built, and the sha256 of every file.",
+        f"- `{CATALOG}`: a JSON line per run and per insight an agent may be shown, written from "
+        "the pages for `wikitrace prompt` and `wikitrace mcp` to read at once (the pages are the "
+        "record).",
         "",
         "## Trust gradient",
         "",
