@@ -77,6 +77,11 @@ def _summary(report: Any) -> str:
         lines.append(
             f"  {plural(report.judged, 'run')} labelled by the judge model (marked judged)"
         )
+    for item in report.batches:
+        lines.append(
+            f"  batch {item['batch']}: {plural(item['requests'], 'request')}, {item['status']}"
+            + (f", {item['unanswered']} unanswered" if item["unanswered"] else "")
+        )
     for name, counts in report.formats.items():
         lines.append(
             f"  {name}: {plural(counts['runs'], 'run')} ({counts['successes']} succeeded, "
@@ -105,8 +110,19 @@ def compile_with_progress(
 ) -> Any:
     """Run build or add with a progress display; Ctrl-C says what was kept and exits 130."""
     progress = Progress("processed {done}/{total} runs", bar="compiling", quiet=quiet)
+
+    def say(text: str) -> None:
+        progress.close()  # a batch build's rounds each show their progress anew
+        if not quiet:
+            click.echo(text, err=True)
+
     try:
-        return make(options, progress=progress, notice=lambda plan: announce(plan, quiet=quiet))
+        return make(
+            options,
+            progress=progress,
+            notice=lambda plan: announce(plan, quiet=quiet),
+            say=say,
+        )
     except KeyboardInterrupt:
         progress.close()
         cached = (
@@ -117,6 +133,11 @@ def compile_with_progress(
                 "without paying for them twice"
             )
         )
+        if getattr(options, "batch", False) and cached:
+            cached += (
+                "; the batches submitted are recorded there too, so the same command again "
+                "waits for them and submits nothing twice"
+            )
         said = written() if callable(written) else written
         click.echo(f"\ninterrupted: {said}{cached}", err=True)
         sys.exit(130)

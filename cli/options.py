@@ -177,6 +177,8 @@ class CompileSettings:
     no_mine: bool
     reasoning_effort: str | None
     unfiltered_insights: bool
+    batch: bool
+    batch_poll: float
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -216,6 +218,8 @@ class CompileSettings:
             judge=self.judge,
             mine=not self.no_mine,
             reasoning_effort=self.reasoning_effort,
+            batch=self.batch,
+            batch_poll_seconds=self.batch_poll,
         )
 
 
@@ -372,6 +376,24 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             "failed from successful runs (Fisher's exact test, Benjamini-Hochberg corrected), "
             "and each task with both outcomes for where its runs first diverged; each finding "
             "becomes an insight with `compiled_by: mined`, its numbers and the runs it rests on.",
+        ),
+        click.option(
+            "--batch",
+            is_flag=True,
+            help="Send the compile calls through the provider's batch API (OpenAI-compatible "
+            "and Azure models): about half the price, answered within 24 hours instead of at "
+            "once. The build waits, checking every --batch-poll seconds; stopped while it waits "
+            "(Ctrl-C), the same command again waits for the same batches without submitting "
+            "anything twice. Corrections and quote repairs go in further batches. Needs the "
+            "reply cache.",
+        ),
+        click.option(
+            "--batch-poll",
+            type=click.FloatRange(0.1),
+            default=60.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="With --batch: how often to ask whether the batches are done.",
         ),
     ]
 

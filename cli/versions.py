@@ -323,12 +323,13 @@ def update_command(
     )
     build = compile.build_options(inputs, corpus, "offline")
     result = compile_with_progress(
-        lambda opts, progress, notice: update_corpus(
+        lambda opts, progress, notice, say: update_corpus(
             opts,
             options,
             progress=agent_runs(quiet=quiet),
             compile_progress=progress,
             notice=notice,
+            say=say,
         ),
         build,
         quiet=quiet,

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, id_width
@@ -29,6 +31,7 @@ from wikitrace.versions import (
     staging,
 )
 
+from .batch import BatchLLM, BatchSettings, Say, batch_model
 from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
@@ -128,6 +131,7 @@ def build_corpus(
     judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
+    say: Say | None = None,
 ) -> BuildReport:
     """Build a frozen corpus at options.output; raises InputError or CorpusError, else reports.
 
@@ -157,6 +161,7 @@ def build_corpus(
                 llm,
                 progress,
                 judge_llm=judge_llm,
+                say=say,
             )
             publish_build(store, staging, name)
         except BaseException:
@@ -176,6 +181,7 @@ def add_runs(
     judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
+    say: Say | None = None,
 ) -> BuildReport:
     """Compile only the runs the current version lacks into a new version beside it.
 
@@ -194,6 +200,7 @@ def add_runs(
             judge_llm=judge_llm,
             progress=progress,
             notice=notice,
+            say=say,
         )
 
 
@@ -205,6 +212,7 @@ def add_version(
     judge_llm: LLM | None = None,
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
+    say: Say | None = None,
 ) -> BuildReport:
     """add_runs for a caller that already holds the corpus's lock (wikitrace update)."""
     started = time.monotonic()
@@ -227,6 +235,7 @@ def add_version(
         progress,
         base,
         judge_llm=judge_llm,
+        say=say,
     )
     if made:
         reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
@@ -297,6 +306,21 @@ class _NothingNew(Exception):
     """Every input run is already in the parent: no version is made."""
 
 
+class _Waiting(Exception):
+    """A batch round deferred some calls (--batch): wait for the batches, then build again."""
+
+
+def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> BatchLLM | None:
+    if not options.batch or model is None:
+        return None
+    if not isinstance(model, CachedLLM):
+        raise InputError(
+            "--batch keeps the batches' answers in the reply cache: drop --no-cache",
+            path=str(options.output),
+        )
+    return batch_model(model, BatchSettings(poll_seconds=options.batch_poll_seconds), say=say)
+
+
 def _make_version(
     options: BuildOptions,
     plan: InputPlan,
@@ -308,9 +332,12 @@ def _make_version(
     base: FrozenVersion | None = None,
     *,
     judge_llm: LLM | None = None,
+    say: Say | None = None,
 ) -> bool:
     """Check the inputs, then write a frozen version in `staging_dir`; False when nothing is
-    new."""
+    new. With --batch, the version is built in rounds (compiler/batch.py): a round whose calls
+    the cache cannot all answer is abandoned, its requests batched, and the build begun again
+    once the batches are answered."""
     started = time.monotonic()
     watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
@@ -321,43 +348,95 @@ def _make_version(
     log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
     templates = None if options.offline else Templates.load(options.prompts_dir)
     model = None if options.offline else _make_llm(options, llm)
-    try:
-        with staging(staging_dir) as root:
-            layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
-            writer = CorpusWriter(root)
-            compiled = Compiled(writer, layout)
-            with contextlib.closing(compiled):  # its spill file, even when interrupted
-                producer = Producer(total, layout, report, progress, compiled)
-                raw = RawLayer(
-                    options, plan, watched, writer, layout, report, producer.advance, base
+    batch = _batching(options, model, say)
+    checked = copy.deepcopy(report)
+    while True:
+        try:
+            if batch is not None:
+                batch.start_round()
+            _build_round(
+                options,
+                plan,
+                report,
+                staging_dir,
+                version,
+                batch or model,
+                templates,
+                progress,
+                base,
+                watched,
+                total,
+                started,
+                batch,
+            )
+        except _NothingNew:
+            return False
+        except _Waiting as waiting:
+            assert batch is not None
+            (say or log.info)(f"{waiting} runs wait for answers from the provider's batch API")
+            try:
+                asyncio.run(batch.settle())
+            finally:
+                batch.discard()
+            for name, value in vars(checked).items():  # the round's counts start again
+                setattr(report, name, copy.deepcopy(value))
+            continue
+        except BaseException:
+            if batch is not None:
+                batch.discard()
+            raise
+        if batch is not None:
+            report.batches = batch.submitted
+        return True
+
+
+def _build_round(
+    options: BuildOptions,
+    plan: InputPlan,
+    report: BuildReport,
+    staging_dir: Path,
+    version: VersionInfo,
+    model: LLM | None,
+    templates: Templates | None,
+    progress: Progress | None,
+    base: FrozenVersion | None,
+    watched: Any,
+    total: int,
+    started: float,
+    batch: BatchLLM | None,
+) -> None:
+    """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
+    with staging(staging_dir) as root:
+        layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
+        writer = CorpusWriter(root)
+        compiled = Compiled(writer, layout)
+        with contextlib.closing(compiled):  # its spill file, even when interrupted
+            producer = Producer(total, layout, report, progress, compiled)
+            raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
+            miner = _make_miner(base) if options.mine else None
+            runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
+            if model is None or templates is None:
+                producer.offline(runs)
+            else:
+                asyncio.run(
+                    producer.with_model(runs, model, templates, options.limits, options.concurrency)
                 )
-                miner = _make_miner(base) if options.mine else None
-                runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-                if model is None or templates is None:
-                    producer.offline(runs)
-                else:
-                    asyncio.run(
-                        producer.with_model(
-                            runs, model, templates, options.limits, options.concurrency
-                        )
-                    )
-                if base is not None and not raw.rows:
-                    raise _NothingNew
-                report.seconds = round(time.monotonic() - started, 3)
-                write_layers(
-                    writer,
-                    layout,
-                    raw.rows,
-                    producer.results,
-                    report,
-                    version,
-                    stats=producer.stats,
-                    redactor=raw.redactor,
-                    templates=templates,
-                    base=base,
-                    model_settings=options.model_settings(),
-                    miner=miner,
-                )
-    except _NothingNew:
-        return False
-    return True
+            if base is not None and not raw.rows:
+                raise _NothingNew
+            if batch is not None and not batch.finish_round():
+                raise _Waiting(producer.deferred)
+            report.seconds = round(time.monotonic() - started, 3)
+            write_layers(
+                writer,
+                layout,
+                raw.rows,
+                producer.results,
+                report,
+                version,
+                stats=producer.stats,
+                redactor=raw.redactor,
+                templates=templates,
+                base=base,
+                model_settings=options.model_settings(),
+                miner=miner,
+            )

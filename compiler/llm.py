@@ -47,6 +47,8 @@ class LLMReply:
     cached: bool = False
     attempts: int = 1
     """HTTP attempts made, backoff retries included (0 for a cache hit)."""
+    batch: str | None = None
+    """The provider batch that answered (compiler/batch.py); None for a call made at once."""
 
 
 class LLM(Protocol):
@@ -334,6 +336,7 @@ class ResponseCache:
             cost_usd=None,
             cached=True,
             attempts=0,
+            batch=data.get("batch") if isinstance(data.get("batch"), str) else None,
         )
 
     def count_path(self, key: str) -> Path:
@@ -363,6 +366,7 @@ class ResponseCache:
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "cost_usd": reply.cost_usd,
+            **({"batch": reply.batch} if reply.batch else {}),
         }
         atomic_write(path, orjson.dumps(record) + b"\n")
 

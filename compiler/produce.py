@@ -15,6 +15,7 @@ import orjson
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, render
 from wikitrace.corpus_schema.store import CorpusWriter
 
+from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .llm import LLM, LLMCallError
 from .offline import compile_offline
@@ -109,6 +110,8 @@ class Producer:
         self.done = 0
         self.results = compiled
         self.stats = CompileStats()
+        self.deferred = 0
+        """Runs whose compilation waits for a provider batch (--batch): built next round."""
         self.fatal: LLMCallError | None = None
         """A model error no other call can escape (bad key, unknown model): ends the build."""
 
@@ -144,6 +147,8 @@ class Producer:
         try:
             result = await compile_with_llm(step, record, llm, templates, limits, self.stats)
             self.results.add(step, record, result)
+        except Deferred:
+            self.deferred += 1
         except LLMCallError as error:
             if error.fatal:
                 self.fatal = error

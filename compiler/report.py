@@ -45,6 +45,10 @@ class BuildOptions:
     """For a reasoning model: low, medium or high (litellm's `reasoning_effort`)."""
     mine: bool = True
     """Mine lessons from contrasts between runs (compiler/mine.py), with or without a model."""
+    batch: bool = False
+    """Send the compile calls through the provider's batch API (compiler/batch.py)."""
+    batch_poll_seconds: float = 60.0
+    """How often a batch build asks whether its batches are done."""
 
     @property
     def offline(self) -> bool:
@@ -117,6 +121,8 @@ class BuildReport:
     """Mined lessons the version adds or writes anew (compiler/mine.py); in `insights` too."""
     mining: dict[str, Any] | None = None
     """What mining tried and found, per task type (None: --no-mine)."""
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    """Provider batches the build waited for (--batch): id, requests, status, unanswered."""
     seconds: float = 0.0
 
     @property

@@ -100,11 +100,14 @@ def update_corpus(
     progress: RunProgress | None = None,
     compile_progress: Callable[[int, int], None] | None = None,
     notice: Callable[[InputPlan], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> UpdateResult:
     """Add build.inputs to the corpus build.output as a candidate, then decide whether to deploy."""
     store = Store(build.output)
     with build_lock(store.pointer):
-        added = add_version(build, deploy=False, llm=llm, progress=compile_progress, notice=notice)
+        added = add_version(
+            build, deploy=False, llm=llm, progress=compile_progress, notice=notice, say=say
+        )
         if added.version is None:
             return UpdateResult(add=added)
         assert added.parent is not None
