@@ -267,7 +267,8 @@ def render_prompt(
             **(extra or {}),
         )
 
-    if llm.count_tokens(render([])) > max_prompt_tokens:
+    bare = render([])
+    if len(bare.encode()) > max_prompt_tokens and llm.count_tokens(bare) > max_prompt_tokens:
         raise CompileError(
             f"the prompt's instructions and task alone do not fit in --max-prompt-tokens "
             f"{max_prompt_tokens}; raise the budget"
@@ -275,8 +276,11 @@ def render_prompt(
 
     # Byte-level tokenizers never make more tokens than bytes, and counting is slow on long
     # runs: the byte length decides whenever it can, a count only near the budget.
+    last: dict[str, Any] = {}
+
     def fits(entries: list[Entry], mode: str) -> bool:
         text = render(entries, mode)
+        last.update(entries=entries, mode=mode, text=text)  # the view chosen is the last tried
         if len(text.encode()) <= max_prompt_tokens:
             return True
         if len(text) // 8 > max_prompt_tokens:  # far over: no tokenizer packs 8 chars a token
@@ -288,7 +292,9 @@ def render_prompt(
         view = fit_view(record, fits, longest)
     except ValueError as error:
         raise CompileError(f"{error} (--max-prompt-tokens {max_prompt_tokens})") from None
-    return Prompt(template=name, text=render(view.entries, view.mode), view=view)
+    same = last.get("entries") is view.entries and last.get("mode") == view.mode
+    text = last["text"] if same else render(view.entries, view.mode)
+    return Prompt(template=name, text=text, view=view)
 
 
 # --- the compile loop ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,11 +82,12 @@ def contained(root: Path, rel: str) -> Path:
 
     Paths come from inside a corpus (headers, layout.json), and a corpus may be hostile.
     """
-    base = root.resolve()
-    path = (base / rel).resolve()
-    if Path(rel).is_absolute() or (path != base and base not in path.parents):
+    # os.path rather than pathlib: this runs for every page a reader opens.
+    base = os.path.realpath(root)
+    path = os.path.realpath(os.path.join(base, rel))
+    if os.path.isabs(rel) or not (path == base or path.startswith(base.rstrip(os.sep) + os.sep)):
         raise CorpusError(f"{rel!r} leads outside the corpus at {root}; refusing to read it")
-    return path
+    return Path(path)
 
 
 def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:

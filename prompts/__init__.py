@@ -31,6 +31,9 @@ def environment(user_dir: Path | None = None) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
+        # Loaded once: a template edited while a build runs would not match the hash the
+        # corpus records for it (and checking each file's time costs a stat a render).
+        auto_reload=False,
     )
 
 
