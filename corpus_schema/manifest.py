@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -15,7 +17,7 @@ from .errors import CorpusError, first_problem
 from .history import VersionInfo
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
-from .store import digest, file_digest
+from .store import HASH_ALGORITHM, digest, file_digest
 
 
 def builder_version() -> str:
@@ -77,6 +79,37 @@ def dump(manifest: Manifest) -> bytes:
     data = manifest.model_dump(mode="json", exclude={"checksum"})
     data["checksum"] = digest(_bytes(data))
     return _bytes(data)
+
+
+def dump_chunks(manifest: Manifest, files: Iterable[tuple[str, str]]) -> Iterator[bytes]:
+    """`dump` of `manifest` with `files` (path, hash) in place of its own, a chunk at a time:
+    a million runs list four million files, which are never held as one dict nor one text.
+    `files` must be in sorted order. The bytes are exactly `dump`'s."""
+    data = manifest.model_dump(mode="json", exclude={"checksum", "files"})
+    head = orjson.dumps({**data, "files": {}}, option=orjson.OPT_INDENT_2)
+    # `files` is the last field: its empty `{}` closes the text, the entries go inside it.
+    assert head.endswith(b'"files": {}\n}'), "files must be the manifest's last field"
+    checksum = hashlib.sha256()
+    pending = [head[: -len(b"}\n}")]]
+    first = True
+    for rel, file_hash in files:
+        pending.append(
+            (b"\n    " if first else b",\n    ")
+            + orjson.dumps(rel)
+            + b": "
+            + orjson.dumps(file_hash)
+        )
+        first = False
+        if len(pending) >= 4096:
+            chunk = b"".join(pending)
+            checksum.update(chunk)
+            yield chunk
+            pending = []
+    close = b"}" if first else b"\n  }"
+    chunk = b"".join(pending) + close
+    checksum.update(chunk + b"\n}\n")
+    yield chunk + b',\n  "checksum": ' + orjson.dumps(f"{HASH_ALGORITHM}:{checksum.hexdigest()}")
+    yield b"\n}\n"
 
 
 def manifest_problem(root: Path) -> str | None:

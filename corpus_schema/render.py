@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -589,10 +589,11 @@ def _paged(
     head: list[str],
     sections: list[tuple[str | None, str, list[Row]]],
     page_rows: int,
-) -> dict[str, str]:
+) -> Iterator[tuple[str, str]]:
     """An index: `head`, then each section (a heading or None, its table's header lines, its
     rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
-    `page_rows`, which `_index.md` lists with the range of ids each holds."""
+    `page_rows`, which `_index.md` lists with the range of ids each holds. Yields (path, text)
+    a page at a time, parts first, so that only one page is held at once."""
     rel = layout.index_rel(layer)
     total = sum(len(rows) for _, _, rows in sections)
     if total <= page_rows:
@@ -601,8 +602,8 @@ def _paged(
             if heading is not None:
                 lines += [heading, ""]
             lines += [table, *(render(rel) for _, render in rows), ""]
-        return {rel: "\n".join(lines).rstrip("\n") + "\n"}
-    pages: dict[str, str] = {}
+        yield rel, "\n".join(lines).rstrip("\n") + "\n"
+        return
     lines = [*head, f"This index has {total} rows: they are in parts of up to {page_rows}.", ""]
     for number, (heading, table, rows) in enumerate(sections, start=1):
         if heading is not None:
@@ -613,21 +614,23 @@ def _paged(
             part_rel = layout.index_part_rel(layer, name)
             chunk = rows[start : start + page_rows]
             title = f"{heading.lstrip('# ')}: " if heading else ""
-            pages[part_rel] = "\n".join(
-                [
-                    f"# {title}part {part} of {len(parts)}",
-                    "",
-                    f"Part of {link(rel, part_rel)}.",
-                    "",
-                    table,
-                    *(render(part_rel) for _, render in chunk),
-                    "",
-                ]
+            yield (
+                part_rel,
+                "\n".join(
+                    [
+                        f"# {title}part {part} of {len(parts)}",
+                        "",
+                        f"Part of {link(rel, part_rel)}.",
+                        "",
+                        table,
+                        *(render(part_rel) for _, render in chunk),
+                        "",
+                    ]
+                ),
             )
             lines.append(f"- {link(part_rel, rel)}: {chunk[0][0]} to {chunk[-1][0]}")
         lines.append("")
-    pages[rel] = "\n".join(lines).rstrip("\n") + "\n"
-    return pages
+    yield rel, "\n".join(lines).rstrip("\n") + "\n"
 
 
 def raw_index(
@@ -635,7 +638,7 @@ def raw_index(
     rows: Sequence[RunRow],
     compiled_by: str,
     page_rows: int = INDEX_PAGE_ROWS,
-) -> dict[str, str]:
+) -> Iterator[tuple[str, str]]:
     head = [
         "# Raw runs",
         "",
@@ -666,7 +669,7 @@ def compilation_index(
     rows: Sequence[RunRow],
     compiled_by: str,
     page_rows: int = INDEX_PAGE_ROWS,
-) -> dict[str, str]:
+) -> Iterator[tuple[str, str]]:
     head = ["# Compilations", ""]
     if compiled_by == "offline":
         head += [_quote_block(OFFLINE_NOTE), ""]
@@ -696,13 +699,13 @@ def insight_index(
     rows: Sequence[InsightRow],
     compiled_by: str,
     page_rows: int = INDEX_PAGE_ROWS,
-) -> dict[str, str]:
+) -> Iterator[tuple[str, str]]:
     rel = layout.index_rel(INSIGHT_DIR)
     head = ["# Insights by task type", ""]
     if compiled_by == "offline":
         head += [_quote_block(OFFLINE_NOTE), ""]
         if not rows:
-            return {rel: "\n".join([*head, "This corpus has no insights.", ""])}
+            return iter([(rel, "\n".join([*head, "This corpus has no insights.", ""]))])
     head += [_quote_block(TRUST_NOTE), ""]
     head += [
         "Status: ungated (never tested), committed (passed the admission gate), rejected and "

@@ -29,12 +29,17 @@ def file_digest(path: Path) -> str:
         return f"{HASH_ALGORITHM}:{hashlib.file_digest(handle, HASH_ALGORITHM).hexdigest()}"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, so no reader sees half a file."""
+def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write through a temporary file in the same folder, so no reader sees half a file;
+    `data` whole or as chunks."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with tmp.open("wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                for chunk in data:
+                    handle.write(chunk)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

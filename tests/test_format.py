@@ -7,8 +7,12 @@ from pathlib import Path
 import frontmatter
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wikitrace.corpus_schema import Claim, Evidence, read
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader, PromptRef, RawHeader
 from wikitrace.corpus_schema.render import with_frontmatter
@@ -122,3 +126,50 @@ def test_links_show_the_root_path_and_resolve_from_the_file() -> None:
         "[raw/step-0001/metadata.md](../raw/step-0001/metadata.md)"
     )
     assert link("insight/_index.md", "_index.md") == "[insight/_index.md](insight/_index.md)"
+
+
+# --- the manifest, written a chunk at a time ----------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    files=st.dictionaries(st.text(min_size=1, max_size=30), st.text(max_size=80), max_size=40),
+    build=st.dictionaries(
+        st.text(max_size=10), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=10)
+    ),
+)
+def test_the_manifest_written_in_chunks_is_byte_for_byte_the_manifest(
+    files: dict[str, str], build: dict[str, object]
+) -> None:
+    made = manifest_io.Manifest(
+        builder={"name": "wikitrace", "version": "0"},
+        created="2026-11-30T00:00:00Z",
+        model="offline",
+        compiled_by="offline",
+        step_id_width=4,
+        insight_id_width=4,
+        counts={"runs": len(files)},
+        build=build,
+        version=VersionInfo(name="v0001"),
+        files=dict(sorted(files.items())),
+    )
+    chunks = manifest_io.dump_chunks(made.model_copy(update={"files": {}}), sorted(files.items()))
+    assert b"".join(chunks) == manifest_io.dump(made)
+
+
+def test_a_manifest_of_many_files_is_written_in_several_chunks(tmp_path: Path) -> None:
+    files = {f"raw/step-{n:05d}/metadata.md": f"sha256:{n:064x}" for n in range(10_000)}
+    made = manifest_io.Manifest(
+        builder={"name": "wikitrace", "version": "0"},
+        created="now",
+        model="offline",
+        compiled_by="offline",
+        step_id_width=5,
+        insight_id_width=4,
+        counts={},
+        files=files,
+    )
+    chunks = list(manifest_io.dump_chunks(made.model_copy(update={"files": {}}), files.items()))
+    assert len(chunks) > 2 and b"".join(chunks) == manifest_io.dump(made)
+    (tmp_path / "manifest.json").write_bytes(b"".join(chunks))
+    assert manifest_io.manifest_problem(tmp_path) is None

@@ -163,7 +163,7 @@ def write_view(
             writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
             row = dataclasses.replace(row, status=header.status)
         rows.append(row)
-    for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by).items():
+    for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):
         writer.write(rel, text)
     # What the agent is shown must be this view's insights, not the base's.
     offline = base.manifest.compiled_by == "offline"

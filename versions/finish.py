@@ -67,7 +67,7 @@ def finish_version(
         render.compilation_index(layout, rows, compiled_by),
         render.insight_index(layout, insight_rows, compiled_by),
     ):
-        for rel, text in pages.items():
+        for rel, text in pages:
             writer.write(rel, text)
     # Last of the pages: what test-time readers load instead of every page's header.
     writer.write(
@@ -116,6 +116,8 @@ def finish_version(
         build=report,
         redactions=redactions,
         version=version,
-        files=dict(sorted(writer.hashes.items())),
+        files={},
     )
-    atomic_write(writer.root / MANIFEST, manifest_io.dump(manifest))
+    hashes = writer.hashes
+    files = ((rel, hashes[rel]) for rel in sorted(hashes))
+    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, files))
