@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -205,7 +206,8 @@ def patterns(actions: Sequence[Action]) -> dict[str, int]:
     previous: Action | None = None
     for index, action in enumerate(actions):
         if action.kind:
-            found.setdefault(f"uses:{action.kind}", action.turn)
+            # Interned: a build holds every run's patterns, and runs share most of them.
+            found.setdefault(sys.intern(f"uses:{action.kind}"), action.turn)
         if previous is not None and action.signature == previous.signature:
             found.setdefault(REPEAT, action.turn)
             if previous.failed:
@@ -279,7 +281,11 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 # --- runs seen by the miner -----------------------------------------------------------------
 
 
-@dataclass
+def _interned(text: Any) -> Any:
+    return sys.intern(text) if isinstance(text, str) else text
+
+
+@dataclass(slots=True)
 class RunPatterns:
     """What mining keeps of one run."""
 
@@ -308,10 +314,10 @@ class RunPatterns:
         return cls(
             step=int(data["step"]),
             task_id=str(data["task_id"]),
-            task_type=data.get("task_type"),
+            task_type=_interned(data.get("task_type")),
             success=bool(data["success"]),
             judged=bool(data.get("judged")),
-            patterns={str(k): int(v) for k, v in data["patterns"].items()},
+            patterns={sys.intern(str(k)): int(v) for k, v in data["patterns"].items()},
         )
 
 
@@ -324,8 +330,10 @@ def read_patterns(path: Path) -> list[RunPatterns]:
     return [RunPatterns.from_json(line) for line in data.splitlines() if line.strip()]
 
 
-def patterns_file(runs: Iterable[RunPatterns]) -> bytes:
-    return b"".join(run.as_json() + b"\n" for run in runs)
+def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
+    """`raw/_patterns.jsonl`, a line at a time."""
+    for run in runs:
+        yield run.as_json() + b"\n"
 
 
 # --- findings ----------------------------------------------------------------------------------
@@ -860,7 +868,7 @@ class Miner:
             RunPatterns(
                 step=step,
                 task_id=record.task_id,
-                task_type=record.task_type,
+                task_type=_interned(record.task_type),
                 success=record.success,
                 judged=judged,
                 patterns=patterns(actions_of(record.turns)),

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class Summary:
     """What the indexes need of one compiled run; the compilation itself is on disk."""
 

@@ -3,6 +3,7 @@ the parent holds it, numbered, and written as logged with its metadata and turn 
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -132,7 +133,8 @@ class RawLayer:
             render.RunRow(
                 step=step,
                 task_id=record.task_id,
-                task_type=record.task_type,
+                # Interned: a build holds a row per run, and runs share a few task types.
+                task_type=sys.intern(record.task_type) if record.task_type else None,
                 outcome=record.outcome,
                 turns=len(record.turns),
                 task=render.task_preview(record.task),

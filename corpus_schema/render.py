@@ -519,7 +519,7 @@ def insight_row(number: int, header: InsightHeader, guideline: str) -> InsightRo
 # --- indexes --------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class RunRow:
     """What the indexes show of one run."""
 

@@ -46,9 +46,9 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
         raise
 
 
-def write_new(path: Path, data: bytes) -> None:
+def write_new(path: str | Path, data: bytes) -> None:
     """Write a file of a staging folder (no reader sees it before the folder is done)."""
-    with path.open("wb") as handle:
+    with open(path, "wb") as handle:
         handle.write(data)
 
 
@@ -58,7 +58,8 @@ class CorpusWriter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.hashes: dict[str, str] = {}
-        self._made_dirs: set[Path] = set()
+        self._root = str(root)
+        self._made_dirs: set[str] = set()
 
     def write(
         self, rel: str, data: str | bytes | Iterable[bytes], *, executable: bool = False
@@ -73,13 +74,13 @@ class CorpusWriter:
             self.hashes[rel] = digest(payload)
         else:
             hashed = hashlib.sha256()
-            with path.open("wb") as handle:
+            with open(path, "wb") as handle:
                 for chunk in data:
                     handle.write(chunk)
                     hashed.update(chunk)
             self.hashes[rel] = f"{HASH_ALGORITHM}:{hashed.hexdigest()}"
         if executable:
-            path.chmod(0o755)
+            os.chmod(path, 0o755)
 
     def link(self, rel: str, source: Path, file_hash: str) -> None:
         """Take a file of a frozen version as it is: a hard link (a copy across devices).
@@ -94,16 +95,18 @@ class CorpusWriter:
             shutil.copy2(source, path)
         self.hashes[rel] = file_hash
 
-    def _new_path(self, rel: str) -> Path:
-        """Where `rel` goes, its folder made; a file is never written twice."""
+    def _new_path(self, rel: str) -> str:
+        """Where `rel` goes, its folder made; a file is never written twice. Strings, not
+        pathlib: pathlib interns every part of every path it parses, for good."""
         if rel in self.hashes:
             raise CorpusError(f"internal error: {rel} written twice")
-        path = self.root / rel
-        if path.parent not in self._made_dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        path = os.path.join(self._root, rel)
+        folder = os.path.dirname(path)
+        if folder not in self._made_dirs:
+            os.makedirs(folder, exist_ok=True)
             if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
                 self._made_dirs.clear()
-            self._made_dirs.add(path.parent)
+            self._made_dirs.add(folder)
         return path
 
 
