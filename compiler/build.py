@@ -311,8 +311,14 @@ class _Waiting(Exception):
 
 
 def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> BatchLLM | None:
-    if not options.batch or model is None:
+    if not options.batch:
         return None
+    if model is None:
+        raise InputError(
+            "--batch sends the compile calls to a model's batch API, and this build has no "
+            "model: give --model (or leave out --batch for an offline build)",
+            path=str(options.output),
+        )
     if not isinstance(model, CachedLLM):
         raise InputError(
             "--batch keeps the batches' answers in the reply cache: drop --no-cache",

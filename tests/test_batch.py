@@ -226,6 +226,8 @@ def test_batch_needs_the_cache_and_a_provider_litellm_batches_for(
 ) -> None:
     code, _, err = build(runs, tmp_path / "c", stub, tmp_path / "cache", "--no-cache")
     assert code == 2 and "drop --no-cache" in err
+    code, _, err = run(["build", str(runs), "-o", str(tmp_path / "e"), "--batch"])
+    assert code == 2 and "give --model" in err and not (tmp_path / "e").exists()
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     model = ["--model", "anthropic/claude-3-5-haiku-latest", "--cache-dir", str(tmp_path / "k")]
     code, _, err = run(["build", str(runs), "-o", str(tmp_path / "d"), "--batch", *model])

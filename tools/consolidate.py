@@ -10,6 +10,7 @@ model (`wikitrace prompt --group-model`).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -45,27 +46,44 @@ def overlap(first: str, second: str) -> float:
 
 
 def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> list[int]:
+    """`_group`, remembered for the last lessons given: a version is grouped for its index,
+    then for its catalog, and both are the same lessons unless some are withheld."""
+    return list(_group(tuple((title, guideline) for title, guideline in lessons), threshold))
+
+
+@functools.lru_cache(maxsize=1)
+def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int, ...]:
     """For each (title, guideline), the index of the first lesson of its group (itself when it
     leads one). Alike: the titles' words overlap by `threshold` and the whole texts' by half
     of it, or the whole texts' by `threshold`.
 
-    Both ways need the whole texts to overlap by half the threshold, so only group leaders
-    that share a word of the lesson's prefix (prefix filtering: its rarest words, as many as
-    such an overlap needs) are compared: the same groups as comparing with every leader, in
-    time that grows with how alike the lessons are rather than with their number squared."""
+    Prefix filtering: two word sets that overlap by t share a word among each one's first
+    |set| - ceil(t * |set|) + 1 words, in any one order of all words (rarest first here). The
+    first way needs the titles to overlap by `threshold`, the second the whole texts: so a
+    leader can be alike only when it shares a word of the lesson's title prefix, or of its
+    whole text's prefix, and only those leaders are compared. The same groups as comparing
+    with every leader (a property test checks it), in time that grows with how alike the
+    lessons are rather than with their number squared, even when every word is common."""
     texts = [(words(title), words(f"{title} {guideline}")) for title, guideline in lessons]
     weakest = threshold / 2
     frequency: Counter[str] = Counter(word for _, whole in texts for word in whole)
-    postings: dict[str, list[int]] = {}
-    """A word -> the leaders (by position in `leaders`) with it in their prefix."""
+
+    def prefix(found: frozenset[str]) -> list[str]:
+        ordered = sorted(found, key=lambda word: (frequency[word], word))
+        return ordered[: len(ordered) - math.ceil(threshold * len(ordered)) + 1]
+
+    by_title: dict[str, list[int]] = {}
+    by_whole: dict[str, list[int]] = {}
+    """A word -> the leaders (by position in `leaders`) with it in their title's (whole
+    text's) prefix."""
     leaders: list[tuple[int, frozenset[str], frozenset[str]]] = []
     found: list[int] = []
     for index, (head, whole) in enumerate(texts):
-        # Two sets with a Jaccard overlap of t share a word among each one's first
-        # |set| - ceil(t * |set|) + 1 words, in any one order of all words (rarest first).
-        ordered = sorted(whole, key=lambda word: (frequency[word], word))
-        prefix = ordered[: len(ordered) - math.ceil(weakest * len(ordered)) + 1]
-        candidates = sorted({c for word in prefix for c in postings.get(word, ())})
+        head_prefix, whole_prefix = prefix(head), prefix(whole)
+        candidates = sorted(
+            {c for word in head_prefix for c in by_title.get(word, ())}
+            | {c for word in whole_prefix for c in by_whole.get(word, ())}
+        )
         leader = next(
             (
                 leaders[c][0]
@@ -79,12 +97,14 @@ def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> l
             None,
         )
         if leader is None:
-            for word in prefix:
-                postings.setdefault(word, []).append(len(leaders))
+            for word in head_prefix:
+                by_title.setdefault(word, []).append(len(leaders))
+            for word in whole_prefix:
+                by_whole.setdefault(word, []).append(len(leaders))
             leaders.append((index, head, whole))
             leader = index
         found.append(leader)
-    return found
+    return tuple(found)
 
 
 Grouping = Callable[[Sequence[tuple[str, str]]], list[int]]
