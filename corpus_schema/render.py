@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import frontmatter
 import orjson
@@ -583,11 +583,34 @@ Row = tuple[str, Callable[[str], str]]
 (its links are relative to that page)."""
 
 
+class _Rows(Sequence[Row]):
+    """An index's rows made when read, a part at a time: a corpus of a million runs never
+    holds a million row renderers at once."""
+
+    def __init__(self, items: Sequence[Any], line: Callable[[Any], Row]) -> None:
+        self._items = items
+        self._line = line
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self._line(item) for item in self._items[index]]
+        return self._line(self._items[index])
+
+
 def _paged(
     layout: Layout,
     layer: str,
     head: list[str],
-    sections: list[tuple[str | None, str, list[Row]]],
+    sections: list[tuple[str | None, str, Sequence[Row]]],
     page_rows: int,
 ) -> Iterator[tuple[str, str]]:
     """An index: `head`, then each section (a heading or None, its table's header lines, its
@@ -661,7 +684,7 @@ def raw_index(
 
         return layout.step(row.step), at
 
-    return _paged(layout, RAW_DIR, head, [(None, table, [line(r) for r in rows])], page_rows)
+    return _paged(layout, RAW_DIR, head, [(None, table, _Rows(rows, line))], page_rows)
 
 
 def compilation_index(
@@ -690,7 +713,7 @@ def compilation_index(
 
         return layout.step(row.step), at
 
-    compiled = [line(row) for row in rows if row.compiled]
+    compiled = _Rows([row for row in rows if row.compiled], line)
     return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
 
 
@@ -750,8 +773,8 @@ def insight_index(
 
         return layout.insight(row.number), at
 
-    sections: list[tuple[str | None, str, list[Row]]] = [
-        (f"## {inline(task_type)}", table, [line(row) for row in by_type[task_type]])
+    sections: list[tuple[str | None, str, Sequence[Row]]] = [
+        (f"## {inline(task_type)}", table, _Rows(by_type[task_type], line))
         for task_type in sorted(by_type)
     ]
     return _paged(layout, INSIGHT_DIR, head, sections, page_rows)
