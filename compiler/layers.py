@@ -78,11 +78,10 @@ def write_layers(
         writer.write(MINED_PATTERNS, patterns_file(miner.runs))
     position = {item.number: index for index, item in enumerate(insight_rows)}
     for page in mined:
-        page.header.id = layout.insight(page.number)
-        writer.write(
-            layout.insight_rel(page.number), render.insight_page(page.header, page.guideline)
-        )
-        mined_row = render.insight_row(page.number, page.header, page.guideline)
+        header, guideline = page.content()
+        header.id = layout.insight(page.number)
+        writer.write(layout.insight_rel(page.number), render.insight_page(header, guideline))
+        mined_row = render.insight_row(page.number, header, guideline)
         if page.new:
             insight_rows.append(mined_row)
         else:  # a parent's mined lesson, recounted

@@ -21,11 +21,12 @@ the raw turn logs as written (redacted) and checked like any compilation's.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -890,12 +891,21 @@ class Miner:
 
 @dataclass
 class MinedPage:
-    """A mined insight page of the new version: new, or a parent's page written anew."""
+    """A mined insight page of the new version: new, or a parent's page written anew. A new
+    divergence's header is made only when the page is written (`content`): a corpus with
+    a task in four with both outcomes holds one for every fourth run."""
 
     number: int
-    header: InsightHeader
-    guideline: str
     new: bool
+    lesson: MinedLesson | None = None
+    make: Callable[[], MinedLesson] | None = None
+
+    def content(self) -> tuple[InsightHeader, str]:
+        """The page's header (its id not yet set) and guideline; made anew at each call when
+        the page is lazy."""
+        lesson = self.lesson if self.lesson is not None else self.make() if self.make else None
+        assert lesson is not None, "a mined page has a lesson or makes one"
+        return lesson.header, lesson.guideline
 
 
 def _key(header: InsightHeader) -> str | None:
@@ -943,11 +953,16 @@ def mine_version(
     quotes = Quotes(layout_of)
     writer = LessonWriter(layout, quotes, version)
     found = contrasts(miner.runs, report)
-    lessons = [writer.contrast(contrast, report.patterns_tried) for contrast in found]
+    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = [
+        (lesson.key, lesson)
+        for lesson in (writer.contrast(contrast, report.patterns_tried) for contrast in found)
+    ]
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
     for divergence in divergences(miner.runs, quotes.actions, report, only):
-        lessons.append(writer.divergence(divergence, task_text.get(divergence.success.step, "")))
+        text = task_text.get(divergence.success.step, "")
+        make = functools.partial(writer.divergence, divergence, text)
+        lessons.append((f"divergence {divergence.task_id}", make))
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()
@@ -956,12 +971,17 @@ def mine_version(
     pages: list[MinedPage] = []
     number = first_number - 1
     matched: set[str] = set()
-    for lesson in lessons:
-        old = by_key.get(lesson.key)
+    for key, made in lessons:
+        old = by_key.get(key)
         if old is None:
             number += 1
-            pages.append(MinedPage(number, lesson.header, lesson.guideline, new=True))
+            if isinstance(made, MinedLesson):
+                pages.append(MinedPage(number, new=True, lesson=made))
+            else:
+                pages.append(MinedPage(number, new=True, make=made))
             continue
+        lesson = made if isinstance(made, MinedLesson) else made()
+        assert lesson.key == key, f"mined lesson {lesson.key} listed as {key}"
         matched.add(lesson.key)
         old_number, old_header, _ = old
         lesson.header.id = old_header.id
@@ -973,7 +993,7 @@ def mine_version(
             or not old_header.mined
             or not old_header.mined.holds
         ):
-            pages.append(MinedPage(old_number, lesson.header, lesson.guideline, new=False))
+            pages.append(MinedPage(old_number, new=False, lesson=lesson))
     for key, (old_number, old_header, guideline) in by_key.items():
         finding = old_header.mined
         if key in matched or finding is None or not finding.holds:
@@ -983,7 +1003,7 @@ def mine_version(
         gone = old_header.model_copy(
             update={"mined": finding.model_copy(update={"holds": False, "version": version})}
         )
-        pages.append(MinedPage(old_number, gone, guideline, new=False))
+        pages.append(MinedPage(old_number, new=False, lesson=MinedLesson(gone, guideline, key)))
     return pages, report
 
 

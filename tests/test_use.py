@@ -13,7 +13,7 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import InputError
 from wikitrace.tools.audit import audit_corpus, audit_insight
 from wikitrace.tools.cite import summarize
-from wikitrace.tools.memory import Memory
+from wikitrace.tools.memory import InsightEntry, Memory
 
 from helpers import FakeLLM, good_answer, make_run, write_runs
 from helpers import run as run_cli
@@ -94,6 +94,38 @@ def test_a_budget_keeps_the_most_relevant_insights(corpus: Path) -> None:
     assert message.truncated and message.tokens_estimate <= budget
     assert "insight-0003" in message.insights and len(message.insights) < 4
     assert "the full\nlist is in `/work/corpus/insight/_index.md`" in message.text
+
+
+def test_a_budget_shows_as_many_insights_as_fit(tmp_path: Path) -> None:
+    """At every budget the message fits, and where one more insight first fits, the message
+    is within the budget's step of it: the search finds the largest count, not just one."""
+    insights = [
+        InsightEntry(
+            id=f"insight-{n:04d}",
+            title=f"Check the {'ab' * n} before the {'cd' * n}",
+            task_type="pick",
+            guideline=" ".join(f"w{n}x{k}" for k in range(3 + n % 9)),
+            applicability=f"Tasks with a {'ef' * n}.",
+            source_step=f"step-{n:04d}",
+            source_outcome="success" if n % 3 else "failure",
+            source_task_id=f"t{n}",
+        )
+        for n in range(1, 31)
+    ]
+    memory = Memory(tmp_path, [], insights, offline=False)
+    task = "Put the w3x1 from the w7x2 on the abab"
+    whole = memory.first_message(task, similar=0).tokens_estimate
+    empty = memory.first_message(task, similar=0, max_tokens=1).tokens_estimate
+    shown: list[int] = []
+    for budget in range(empty, whole + 2, 2):
+        message = memory.first_message(task, similar=0, max_tokens=budget)
+        assert message.tokens_estimate <= budget
+        if shown and len(message.insights) > shown[-1]:
+            assert message.tokens_estimate >= budget - 2, budget
+        # Each insight is longer than a step of the budget: the count grows one at a time.
+        assert not shown or len(message.insights) - shown[-1] in (0, 1), budget
+        shown.append(len(message.insights))
+    assert shown[0] == 0 and shown[-1] == 30
 
 
 def test_prompt_command(corpus: Path, tmp_path: Path) -> None:

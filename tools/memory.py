@@ -651,18 +651,29 @@ class Memory:
             return _BLANK_LINES.sub("\n\n", render_template(chosen))
 
         chosen = list(insight_ok)
-        text = render(chosen)
-        if max_tokens is not None and len(text) / CHARS_PER_TOKEN > max_tokens:
+        # Their texts alone: a message that cannot hold them all is not rendered whole.
+        least = sum(
+            len(self.insights[i].title) + len(self.insights[i].guideline) for i in insight_ok
+        )
+        budget = None if max_tokens is None else max_tokens * CHARS_PER_TOKEN
+        text = "" if budget is not None and least > budget else render(chosen)
+        if budget is not None and (not text or len(text) > budget):
             # Keep the most relevant insights that fit: the longest run of them, in order of
             # relevance, whose message fits. A message only grows with each insight added, so
-            # a binary search finds it in a number of renders that grows with log(insights).
+            # the count is found by doubling it while it fits, then halving the gap: renders
+            # that grow with log(insights shown), none of more than twice those shown.
             ranked = self._insight_ranker.rank(task, insight_ok)
 
             def fits(count: int) -> str | None:
                 candidate = render(ranked[:count])
-                return candidate if len(candidate) / CHARS_PER_TOKEN <= max_tokens else None
+                return candidate if len(candidate) <= budget else None
 
-            low, high, text = 0, len(ranked), render([])
+            low, text = 0, render([])
+            high = 1
+            while high <= len(ranked) and (candidate := fits(high)) is not None:
+                low, text = high, candidate
+                high *= 2
+            high = min(high - 1, len(ranked))
             while low < high:
                 middle = (low + high + 1) // 2
                 candidate = fits(middle)
