@@ -5,7 +5,7 @@ For each --runs size: write synthetic runs (benchmarks/build_bench.py's), build 
 in a child process (its peak RSS is the build's), then write the same files plainly (open,
 write, close: no hashing, no rendering) and print both times and their ratio. Asserts nothing.
 
-    python benchmarks/scale_bench.py [--runs 1000 10000 50000] [--turns 12]
+    python benchmarks/scale_bench.py [--runs 1000 10000 50000 200000] [--turns 12]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ print(seconds, peak)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10_000, 50_000])
+    parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10_000, 50_000, 200_000])
     parser.add_argument("--turns", type=int, default=12)
     args = parser.parse_args()
     for count in args.runs:
