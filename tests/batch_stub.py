@@ -13,7 +13,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from helpers import good_answer
+from helpers import chat_completion, good_answer
 
 Answer = Callable[[dict[str, Any]], str | None]
 """A request's body -> the answer's content, or None for an error line."""
@@ -86,7 +86,10 @@ class BatchStub:
                 {
                     "id": f"req-{n}",
                     "custom_id": request["custom_id"],
-                    "response": {"status_code": 200, "body": _completion(request["body"], content)},
+                    "response": {
+                        "status_code": 200,
+                        "body": chat_completion(request["body"]["model"], content),
+                    },
                     "error": None,
                 }
             )
@@ -97,23 +100,6 @@ class BatchStub:
         batch["status"] = self.end
         total = len(self.files[batch["input_file_id"]].splitlines())
         batch["request_counts"] = {"total": total, "completed": len(out), "failed": len(errors)}
-
-
-def _completion(body: dict[str, Any], content: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-stub",
-        "object": "chat.completion",
-        "created": 0,
-        "model": body["model"],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-    }
 
 
 @contextlib.contextmanager
@@ -160,7 +146,7 @@ def serving() -> Iterator[BatchStub]:
                 elif self.path.endswith("/chat/completions"):
                     stub.chat_calls += 1
                     body = json.loads(data)
-                    self._send(_completion(body, default_answer(body) or ""))
+                    self._send(chat_completion(body["model"], default_answer(body) or ""))
                 else:
                     self._send({"error": {"message": f"no {self.path}"}}, 404)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Stub, good_answer, make_run, write_runs
+from helpers import Stub, chat_completion, good_answer, make_run, write_runs
 
 _real_connect = socket.socket.connect
 
@@ -87,20 +87,7 @@ def openai_stub() -> Iterator[Stub]:
             else:
                 content = text or good_answer(body["messages"][0]["content"])
                 payload = json.dumps(
-                    {
-                        "id": f"chatcmpl-{len(requests)}",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": content},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-                    }
+                    chat_completion(body["model"], content, f"chatcmpl-{len(requests)}")
                 )
             data = payload.encode()
             self.send_response(status)

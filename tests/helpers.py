@@ -169,6 +169,26 @@ def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) ->
     return json.dumps(answer)
 
 
+def chat_completion(
+    model: str, content: str, completion_id: str = "chatcmpl-stub"
+) -> dict[str, Any]:
+    """An OpenAI chat completion answering `content`, as the local stubs send it."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    }
+
+
 Answer = Callable[[list[Message]], str]
 
 

@@ -131,6 +131,22 @@ def test_links_show_the_root_path_and_resolve_from_the_file() -> None:
 # --- the manifest, written a chunk at a time ----------------------------------------------
 
 
+def manifest_of(files: dict[str, str], **fields: object) -> manifest_io.Manifest:
+    return manifest_io.Manifest.model_validate(
+        {
+            "builder": {"name": "wikitrace", "version": "0"},
+            "created": "2026-11-30T00:00:00Z",
+            "model": "offline",
+            "compiled_by": "offline",
+            "step_id_width": 4,
+            "insight_id_width": 4,
+            "counts": {"runs": len(files)},
+            "files": dict(sorted(files.items())),
+            **fields,
+        }
+    )
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     files=st.dictionaries(st.text(min_size=1, max_size=30), st.text(max_size=80), max_size=40),
@@ -141,34 +157,14 @@ def test_links_show_the_root_path_and_resolve_from_the_file() -> None:
 def test_the_manifest_written_in_chunks_is_byte_for_byte_the_manifest(
     files: dict[str, str], build: dict[str, object]
 ) -> None:
-    made = manifest_io.Manifest(
-        builder={"name": "wikitrace", "version": "0"},
-        created="2026-11-30T00:00:00Z",
-        model="offline",
-        compiled_by="offline",
-        step_id_width=4,
-        insight_id_width=4,
-        counts={"runs": len(files)},
-        build=build,
-        version=VersionInfo(name="v0001"),
-        files=dict(sorted(files.items())),
-    )
+    made = manifest_of(files, build=build, version=VersionInfo(name="v0001"))
     chunks = manifest_io.dump_chunks(made.model_copy(update={"files": {}}), sorted(files.items()))
     assert b"".join(chunks) == manifest_io.dump(made)
 
 
 def test_a_manifest_of_many_files_is_written_in_several_chunks(tmp_path: Path) -> None:
     files = {f"raw/step-{n:05d}/metadata.md": f"sha256:{n:064x}" for n in range(10_000)}
-    made = manifest_io.Manifest(
-        builder={"name": "wikitrace", "version": "0"},
-        created="now",
-        model="offline",
-        compiled_by="offline",
-        step_id_width=5,
-        insight_id_width=4,
-        counts={},
-        files=files,
-    )
+    made = manifest_of(files, step_id_width=5)
     chunks = list(manifest_io.dump_chunks(made.model_copy(update={"files": {}}), files.items()))
     assert len(chunks) > 2 and b"".join(chunks) == manifest_io.dump(made)
     (tmp_path / "manifest.json").write_bytes(b"".join(chunks))
