@@ -234,3 +234,18 @@ def test_batch_needs_the_cache_and_a_provider_litellm_batches_for(
     assert code != 0 and "--batch: litellm submits batches for openai" in err
     assert "not anthropic" in err and not (tmp_path / "d").exists()
     assert stub.uploads == 0
+
+
+def test_add_batches_only_the_runs_it_adds(runs: Path, tmp_path: Path, stub: BatchStub) -> None:
+    corpus, cache = tmp_path / "c", tmp_path / "cache"
+    code, _, err = build(runs, corpus, stub, cache)
+    assert code == 0, err
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9", success=True)])
+    given = ["--json", "--batch", "--batch-poll", "0.1", "--api-base", stub.url]
+    code, out, err = run(["add", str(corpus), str(more), *given, "--cache-dir", str(cache)])
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["runs"] == 1 and report["llm_calls"] == 1 and report["version"] == "v0002"
+    assert len(stub.batches) == 2 and len(stub.requests_of("batch_2")) == 1
+    assert "Put the t9 mug" in stub.requests_of("batch_2")[0]["body"]["messages"][0]["content"]
+    assert verify(corpus).ok and stub.chat_calls == 0
