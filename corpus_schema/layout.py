@@ -16,8 +16,9 @@ RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
 INSIGHT_DIR = "insight"
 GATE_DIR = "gate"
-INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
 """Decisions of the admission gate and of monitoring, and the runs or reports behind them."""
+INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
+"""The layers with an index of their own (`LAYER/_index.md`)."""
 INDEX_NAME = "_index.md"
 INDEX_PARTS = "_index"
 """A layer's folder of index parts, when its index has more rows than one page holds."""
@@ -25,11 +26,11 @@ RAW_METADATA_NAME = "metadata.md"
 RAW_TURNS_NAME = "solver.full.jsonl"
 RAW_TURN_INDEX_NAME = "solver.index.jsonl"
 MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
+"""One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
+that `add` mines across the whole corpus without reading every run again."""
 CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
 when a version is made (tools/memory.py), so that they read one file, not every page."""
-"""One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
-that `add` mines across the whole corpus without reading every run again."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")
