@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -82,10 +83,16 @@ class BatchAPI:
                 fatal=True,
             )
 
+    @functools.cached_property
+    def _resolved(self) -> tuple[str, str]:
+        """The model's name at its provider, and the provider (litellm's reading of --model)."""
+        s = self.settings
+        name, provider, *_ = self._litellm.get_llm_provider(s.model, api_base=s.api_base)
+        return str(name), str(provider)
+
     @property
     def provider(self) -> str:
-        s = self.settings
-        return str(self._litellm.get_llm_provider(s.model, api_base=s.api_base)[1])
+        return self._resolved[1]
 
     def _where(self) -> dict[str, Any]:
         s = self.settings
@@ -99,9 +106,8 @@ class BatchAPI:
     def body(self, messages: list[Message]) -> dict[str, Any]:
         """The request a batch line carries: what `complete` would send."""
         s = self.settings
-        name = self._litellm.get_llm_provider(s.model, api_base=s.api_base)[0]
         body: dict[str, Any] = {
-            "model": name,
+            "model": self._resolved[0],
             "messages": messages,
             "temperature": s.temperature,
             "max_tokens": s.max_output_tokens,
@@ -181,15 +187,15 @@ def state_path(folder: Path, batch_id: str) -> Path:
 
 @dataclass
 class Round:
-    """What one round deferred: requests queued now, and batches already waited on."""
+    """What one round deferred: the batch files of the requests it queued (each with their
+    keys), and the batches already submitted that it waits on."""
 
-    queued: int = 0
     awaited: set[str] = field(default_factory=set)
-    files: list[Path] = field(default_factory=list)
+    files: list[tuple[Path, list[str]]] = field(default_factory=list)
 
     @property
     def deferred(self) -> bool:
-        return bool(self.queued or self.awaited)
+        return bool(self.files or self.awaited)
 
 
 class BatchLLM:
@@ -224,7 +230,7 @@ class BatchLLM:
         self._forget: list[list[Message]] = []
         self._outstanding: dict[str, str] = {}
         self._handle: Any = None
-        self._lines = self._bytes = 0
+        self._bytes = 0
 
     def cache_identity(self) -> dict[str, Any]:
         return self.cached.cache_identity()
@@ -285,7 +291,7 @@ class BatchLLM:
             {"custom_id": key, "method": "POST", "url": ENDPOINT, "body": self.api.body(messages)}
         )
         if self._handle is not None and (
-            self._lines >= self.settings.max_requests
+            len(self._round.files[-1][1]) >= self.settings.max_requests
             or self._bytes + len(line) + 1 > self.settings.max_bytes
         ):
             self._close_file()
@@ -293,13 +299,12 @@ class BatchLLM:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f"requests-{uuid.uuid4().hex[:12]}.jsonl"
             self._handle = path.open("wb")
-            self._round.files.append(path)
-            self._lines = self._bytes = 0
+            self._round.files.append((path, []))
+            self._bytes = 0
         self._handle.write(line + b"\n")
-        self._lines += 1
         self._bytes += len(line) + 1
+        self._round.files[-1][1].append(key)
         self._queued.add(key)
-        self._round.queued += 1
 
     def _close_file(self) -> None:
         if self._handle is not None:
@@ -309,7 +314,7 @@ class BatchLLM:
     def discard(self) -> None:
         """Remove the batch files of a round that was not submitted (interrupted)."""
         self._close_file()
-        for path in self._round.files:
+        for path, _ in self._round.files:
             path.unlink(missing_ok=True)
         self._round.files.clear()
 
@@ -336,13 +341,8 @@ class BatchLLM:
         """Submit what the round queued, then wait for every batch it needs and put their
         answers in the cache."""
         waiting = set(self._round.awaited)
-        for path in self._round.files:
-            keys = [orjson.loads(line)["custom_id"] for line in path.read_bytes().splitlines()]
-            try:
-                batch_id, file_id = await self._call("submit a batch", self.api.submit(path))
-            except BaseException:
-                self.discard()
-                raise
+        for path, keys in self._round.files:
+            batch_id, file_id = await self._call("submit a batch", self.api.submit(path))
             # Recorded before anything else: a process stopped from now on waits for it again.
             record = Submitted(batch_id, file_id, keys, time.time(), self.cached.cache_identity())
             record.save(self.folder)

@@ -3,6 +3,7 @@ path against a local stub of OpenAI's files and batches endpoints (tests/batch_s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from wikitrace.compiler.batch import BatchLLM, BatchSettings, Deferred
+from wikitrace.compiler.llm import CachedLLM, ResponseCache
 from wikitrace.corpus_schema import verify
 
 from batch_stub import BatchStub, default_answer, serving
-from helpers import good_answer, make_run, run, write_runs
+from helpers import FakeLLM, good_answer, make_run, run, write_runs
 
 pytestmark = pytest.mark.integration
 
@@ -249,3 +252,23 @@ def test_add_batches_only_the_runs_it_adds(runs: Path, tmp_path: Path, stub: Bat
     assert len(stub.batches) == 2 and len(stub.requests_of("batch_2")) == 1
     assert "Put the t9 mug" in stub.requests_of("batch_2")[0]["body"]["messages"][0]["content"]
     assert verify(corpus).ok and stub.chat_calls == 0
+
+
+def test_requests_are_split_into_files_of_at_most_the_limit(tmp_path: Path) -> None:
+    class Api:  # the request body is all a queued call needs of the provider
+        def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+            return {"model": "m", "messages": messages}
+
+    cached = CachedLLM(FakeLLM(), ResponseCache(tmp_path / "cache"))
+    batch = BatchLLM(cached, Api(), BatchSettings(max_requests=2))  # type: ignore[arg-type]
+    batch.start_round()
+    for n in [1, 2, 3, 2, 4, 5]:  # one asked twice: queued once
+        with pytest.raises(Deferred):
+            asyncio.run(batch.complete([{"role": "user", "content": f"run {n}"}]))
+    assert not batch.finish_round()
+    files = list(batch._round.files)
+    assert [len(keys) for _, keys in files] == [2, 2, 1]
+    for path, keys in files:
+        assert [json.loads(line)["custom_id"] for line in path.read_text().splitlines()] == keys
+    batch.discard()
+    assert not any(path.exists() for path, _ in files)
