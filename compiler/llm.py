@@ -350,17 +350,15 @@ class ResponseCache:
         return count if count >= 0 else None
 
     def put_count(self, key: str, count: int) -> None:
-        path = self.count_path(key)
+        self._save(self.count_path(key), str(count).encode())
+
+    def _save(self, path: Path, data: bytes) -> None:
         if path.parent not in self._made:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(path.parent)
-        atomic_write(path, str(count).encode())
+        atomic_write(path, data)
 
     def put(self, key: str, reply: LLMReply) -> None:
-        path = self.path(key)
-        if path.parent not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(path.parent)
         record = {
             "text": reply.text,
             "prompt_tokens": reply.prompt_tokens,
@@ -368,7 +366,7 @@ class ResponseCache:
             "cost_usd": reply.cost_usd,
             **({"batch": reply.batch} if reply.batch else {}),
         }
-        atomic_write(path, orjson.dumps(record) + b"\n")
+        self._save(self.path(key), orjson.dumps(record) + b"\n")
 
 
 class CachedLLM:

@@ -17,7 +17,7 @@ from .errors import CorpusError, first_problem
 from .history import VersionInfo
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
-from .store import HASH_ALGORITHM, digest, file_digest
+from .store import digest, file_digest, tagged
 
 
 def builder_version() -> str:
@@ -108,7 +108,7 @@ def dump_chunks(manifest: Manifest, files: Iterable[tuple[str, str]]) -> Iterato
     close = b"}" if first else b"\n  }"
     chunk = b"".join(pending) + close
     checksum.update(chunk + b"\n}\n")
-    yield chunk + b',\n  "checksum": ' + orjson.dumps(f"{HASH_ALGORITHM}:{checksum.hexdigest()}")
+    yield chunk + b',\n  "checksum": ' + orjson.dumps(tagged(checksum))
     yield b"\n}\n"
 
 

@@ -19,14 +19,19 @@ from .layout import FORMAT_NAME, MANIFEST
 HASH_ALGORITHM = "sha256"
 
 
+def tagged(hashed: hashlib._Hash) -> str:
+    """The algorithm-tagged hash the manifest records: `sha256:<hex>`."""
+    return f"{HASH_ALGORITHM}:{hashed.hexdigest()}"
+
+
 def digest(data: bytes) -> str:
-    """The algorithm-tagged hash the manifest records for a file's bytes."""
-    return f"{HASH_ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
+    """The hash the manifest records for a file's bytes."""
+    return tagged(hashlib.sha256(data))
 
 
 def file_digest(path: Path) -> str:
     with path.open("rb") as handle:
-        return f"{HASH_ALGORITHM}:{hashlib.file_digest(handle, HASH_ALGORITHM).hexdigest()}"
+        return tagged(hashlib.file_digest(handle, HASH_ALGORITHM))
 
 
 def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
@@ -46,10 +51,15 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
         raise
 
 
-def write_new(path: str | Path, data: bytes) -> None:
-    """Write a file of a staging folder (no reader sees it before the folder is done)."""
+def write_new(path: str | Path, chunks: Iterable[bytes]) -> str:
+    """Write a file of a staging folder (no reader sees it before the folder is done) from
+    its bytes in chunks; its hash as the manifest records it."""
+    hashed = hashlib.sha256()
     with open(path, "wb") as handle:
-        handle.write(data)
+        for chunk in chunks:
+            handle.write(chunk)
+            hashed.update(chunk)
+    return tagged(hashed)
 
 
 class CorpusWriter:
@@ -68,17 +78,9 @@ class CorpusWriter:
         go). Written in place: the whole folder is a staging folder, removed when the build
         fails and moved into place when it is done, so no file needs a rename of its own."""
         path = self._new_path(rel)
-        if isinstance(data, str | bytes):
-            payload = data.encode("utf-8") if isinstance(data, str) else data
-            write_new(path, payload)
-            self.hashes[rel] = digest(payload)
-        else:
-            hashed = hashlib.sha256()
-            with open(path, "wb") as handle:
-                for chunk in data:
-                    handle.write(chunk)
-                    hashed.update(chunk)
-            self.hashes[rel] = f"{HASH_ALGORITHM}:{hashed.hexdigest()}"
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        self.hashes[rel] = write_new(path, (data,) if isinstance(data, bytes) else data)
         if executable:
             os.chmod(path, 0o755)
 

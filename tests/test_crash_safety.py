@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -202,11 +202,11 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
     real_write = store_module.write_new
     writes = [0]
 
-    def fills_up(path: Path, data: bytes) -> None:
+    def fills_up(path: Path, chunks: Iterable[bytes]) -> str:
         writes[0] += 1
         if writes[0] > 5:
             raise OSError(28, "No space left on device", str(path))
-        real_write(path, data)
+        return real_write(path, chunks)
 
     monkeypatch.setattr(store_module, "write_new", fills_up)
     code, out, err = run(["build", str(new), "-o", str(corpus), "--force"])
