@@ -133,7 +133,7 @@ def compile_with_progress(
                 "without paying for them twice"
             )
         )
-        if getattr(options, "batch", False) and cached:
+        if options.batch and cached:
             cached += (
                 "; the batches submitted are recorded there too, so the same command again "
                 "waits for them and submits nothing twice"

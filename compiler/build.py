@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, id_width
@@ -355,36 +354,67 @@ def _make_version(
     templates = None if options.offline else Templates.load(options.prompts_dir)
     model = None if options.offline else _make_llm(options, llm)
     batch = _batching(options, model, say)
-    checked = copy.deepcopy(report)
+    if batch is not None:
+        model = batch
+
+    def build_round() -> None:
+        """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
+        with staging(staging_dir) as root:
+            layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
+            writer = CorpusWriter(root)
+            compiled = Compiled(writer, layout)
+            with contextlib.closing(compiled):  # its spill file, even when interrupted
+                producer = Producer(total, layout, report, progress, compiled)
+                raw = RawLayer(
+                    options, plan, watched, writer, layout, report, producer.advance, base
+                )
+                miner = _make_miner(base) if options.mine else None
+                runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
+                if model is None or templates is None:
+                    producer.offline(runs)
+                else:
+                    asyncio.run(
+                        producer.with_model(
+                            runs, model, templates, options.limits, options.concurrency
+                        )
+                    )
+                if base is not None and not raw.rows:
+                    raise _NothingNew
+                if batch is not None and not batch.finish_round():
+                    raise _Waiting(producer.deferred)
+                report.seconds = round(time.monotonic() - started, 3)
+                write_layers(
+                    writer,
+                    layout,
+                    raw.rows,
+                    producer.results,
+                    report,
+                    version,
+                    stats=producer.stats,
+                    redactor=raw.redactor,
+                    templates=templates,
+                    base=base,
+                    model_settings=options.model_settings(),
+                    miner=miner,
+                )
+
+    # What a batch round's counts start from, when it must be built again.
+    checked = copy.deepcopy(report) if batch is not None else None
     while True:
         try:
             if batch is not None:
                 batch.start_round()
-            _build_round(
-                options,
-                plan,
-                report,
-                staging_dir,
-                version,
-                batch or model,
-                templates,
-                progress,
-                base,
-                watched,
-                total,
-                started,
-                batch,
-            )
+            build_round()
         except _NothingNew:
             return False
         except _Waiting as waiting:
-            assert batch is not None
+            assert batch is not None and checked is not None
             (say or log.info)(f"{waiting} runs wait for answers from the provider's batch API")
             try:
                 asyncio.run(batch.settle())
             finally:
                 batch.discard()
-            for name, value in vars(checked).items():  # the round's counts start again
+            for name, value in vars(checked).items():
                 setattr(report, name, copy.deepcopy(value))
             continue
         except BaseException:
@@ -394,55 +424,3 @@ def _make_version(
         if batch is not None:
             report.batches = batch.submitted
         return True
-
-
-def _build_round(
-    options: BuildOptions,
-    plan: InputPlan,
-    report: BuildReport,
-    staging_dir: Path,
-    version: VersionInfo,
-    model: LLM | None,
-    templates: Templates | None,
-    progress: Progress | None,
-    base: FrozenVersion | None,
-    watched: Any,
-    total: int,
-    started: float,
-    batch: BatchLLM | None,
-) -> None:
-    """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
-    with staging(staging_dir) as root:
-        layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
-        writer = CorpusWriter(root)
-        compiled = Compiled(writer, layout)
-        with contextlib.closing(compiled):  # its spill file, even when interrupted
-            producer = Producer(total, layout, report, progress, compiled)
-            raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
-            miner = _make_miner(base) if options.mine else None
-            runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-            if model is None or templates is None:
-                producer.offline(runs)
-            else:
-                asyncio.run(
-                    producer.with_model(runs, model, templates, options.limits, options.concurrency)
-                )
-            if base is not None and not raw.rows:
-                raise _NothingNew
-            if batch is not None and not batch.finish_round():
-                raise _Waiting(producer.deferred)
-            report.seconds = round(time.monotonic() - started, 3)
-            write_layers(
-                writer,
-                layout,
-                raw.rows,
-                producer.results,
-                report,
-                version,
-                stats=producer.stats,
-                redactor=raw.redactor,
-                templates=templates,
-                base=base,
-                model_settings=options.model_settings(),
-                miner=miner,
-            )
