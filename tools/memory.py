@@ -8,6 +8,7 @@ print(message.text)
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -494,30 +495,27 @@ class Memory:
         self.offline = offline
         self.withheld = withheld
         """Insights on record that the gate rejected or monitoring retired: never shown."""
-        self._run_ranker_built: Ranker | None = None
-        self._insight_ranker_built: Ranker | None = None
         # Near-duplicate lessons (tools/consolidate.py): the message lists one of each group.
         self._leader = (
             leaders if leaders is not None else consolidate.of_lessons(insights, grouping)
         )
         self._task_of = {run.step: run.task_id for run in runs}
-        self._compilation_ranker: Ranker | None = None
 
-    @property
+    # The rankers are built when first needed: a message that fits its budget needs none.
+    @functools.cached_property
     def _run_ranker(self) -> Ranker:
-        """BM25 over the runs' tasks, less the lines most tasks share; built when first needed."""
-        if self._run_ranker_built is None:
-            self._run_ranker_built = Ranker(without_boilerplate([run.task for run in self.runs]))
-        return self._run_ranker_built
+        """BM25 over the runs' tasks, less the lines most tasks share."""
+        return Ranker(without_boilerplate([run.task for run in self.runs]))
 
-    @property
+    @functools.cached_property
     def _insight_ranker(self) -> Ranker:
-        """BM25 over the insights, built when first needed (a budget, a search)."""
-        if self._insight_ranker_built is None:
-            self._insight_ranker_built = Ranker(
-                [f"{i.title} {i.guideline} {i.applicability}" for i in self.insights]
-            )
-        return self._insight_ranker_built
+        """BM25 over the insights (a budget, a search)."""
+        return Ranker([f"{i.title} {i.guideline} {i.applicability}" for i in self.insights])
+
+    @functools.cached_property
+    def _compilation_ranker(self) -> Ranker:
+        """BM25 over the compilations' titles and claims (a search)."""
+        return Ranker([run.explanation for run in self.runs])
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
@@ -755,8 +753,6 @@ class Memory:
                 )
         allowed = [i for i, run in enumerate(self.runs) if run.task_id not in excluded]
         if "compilations" in kinds:
-            if self._compilation_ranker is None:
-                self._compilation_ranker = Ranker([run.explanation for run in self.runs])
             compiled = [i for i in allowed if self.runs[i].explanation]
             for i in self._compilation_ranker.rank(query, compiled, matched_only=True)[:limit]:
                 run = self.runs[i]
