@@ -869,7 +869,7 @@ class Miner:
             RunPatterns(
                 step=step,
                 task_id=record.task_id,
-                task_type=_interned(record.task_type),
+                task_type=record.task_type,  # interned by the raw layer
                 success=record.success,
                 judged=judged,
                 patterns=patterns(actions_of(record.turns)),
@@ -897,15 +897,17 @@ class MinedPage:
 
     number: int
     new: bool
-    lesson: MinedLesson | None = None
-    make: Callable[[], MinedLesson] | None = None
+    lesson: MinedLesson | Callable[[], MinedLesson]
 
     def content(self) -> tuple[InsightHeader, str]:
         """The page's header (its id not yet set) and guideline; made anew at each call when
         the page is lazy."""
-        lesson = self.lesson if self.lesson is not None else self.make() if self.make else None
-        assert lesson is not None, "a mined page has a lesson or makes one"
+        lesson = _made(self.lesson)
         return lesson.header, lesson.guideline
+
+
+def _made(lesson: MinedLesson | Callable[[], MinedLesson]) -> MinedLesson:
+    return lesson if isinstance(lesson, MinedLesson) else lesson()
 
 
 def _key(header: InsightHeader) -> str | None:
@@ -975,12 +977,9 @@ def mine_version(
         old = by_key.get(key)
         if old is None:
             number += 1
-            if isinstance(made, MinedLesson):
-                pages.append(MinedPage(number, new=True, lesson=made))
-            else:
-                pages.append(MinedPage(number, new=True, make=made))
+            pages.append(MinedPage(number, new=True, lesson=made))
             continue
-        lesson = made if isinstance(made, MinedLesson) else made()
+        lesson = _made(made)
         assert lesson.key == key, f"mined lesson {lesson.key} listed as {key}"
         matched.add(lesson.key)
         old_number, old_header, _ = old

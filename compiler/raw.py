@@ -74,6 +74,8 @@ class RawLayer:
             if not isinstance(item, SourceRun):
                 continue  # reported by the first pass
             data, record = self._redacted(item)
+            if record.task_type:  # interned: a build holds it for every run, in rows and mining
+                record.task_type = sys.intern(record.task_type)
             log_bytes, offsets = render.turn_log(data["turns"])
             # A run the parent holds, or one this input holds twice (the same file given
             # twice, a log copied into two folders), is written once.
@@ -133,8 +135,7 @@ class RawLayer:
             render.RunRow(
                 step=step,
                 task_id=record.task_id,
-                # Interned: a build holds a row per run, and runs share a few task types.
-                task_type=sys.intern(record.task_type) if record.task_type else None,
+                task_type=record.task_type,
                 outcome=record.outcome,
                 turns=len(record.turns),
                 task=render.task_preview(record.task),
