@@ -21,9 +21,8 @@ from wikitrace.corpus_schema.layout import CATALOG, GATE_DIR, INSIGHT_DIR, MANIF
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
-from wikitrace.tools import memory
 
-from .finish import finish_version, staging
+from .finish import finish_version, staging, write_catalog
 from .frozen import FrozenVersion
 from .store import Store
 
@@ -166,17 +165,7 @@ def write_view(
     for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):
         writer.write(rel, text)
     # What the agent is shown must be this view's insights, not the base's.
-    offline = base.manifest.compiled_by == "offline"
-    writer.write(
-        CATALOG,
-        memory.catalog_of(
-            dest,
-            offline=offline,
-            parent=base.root,
-            parent_files=base.manifest.files,
-            hashes=writer.hashes,
-        ),
-    )
+    write_catalog(writer, offline=base.manifest.compiled_by == "offline", parent=base)
     freeze(dest)
     return dest
 

@@ -38,6 +38,21 @@ def staging(path: Path) -> Iterator[Path]:
         raise
 
 
+def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion | None) -> None:
+    """The version's catalog, from its pages as written; what the `parent` version's catalog
+    says of the pages it keeps unchanged is taken from there."""
+    writer.write(
+        CATALOG,
+        memory.catalog_of(
+            writer.root,
+            offline=offline,
+            parent=parent.root if parent else None,
+            parent_files=parent.manifest.files if parent else None,
+            hashes=writer.hashes,
+        ),
+    )
+
+
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
@@ -70,16 +85,7 @@ def finish_version(
         for rel, text in pages:
             writer.write(rel, text)
     # Last of the pages: what test-time readers load instead of every page's header.
-    writer.write(
-        CATALOG,
-        memory.catalog_of(
-            writer.root,
-            offline=compiled_by == "offline",
-            parent=parent.root if parent else None,
-            parent_files=parent.manifest.files if parent else None,
-            hashes=writer.hashes,
-        ),
-    )
+    write_catalog(writer, offline=compiled_by == "offline", parent=parent)
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
