@@ -359,9 +359,8 @@ def _make_version(
 
     def build_round() -> None:
         """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
-        with staging(staging_dir) as root:
+        with staging(staging_dir) as root, CorpusWriter(root) as writer:
             layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
-            writer = CorpusWriter(root)
             compiled = Compiled(writer, layout)
             with contextlib.closing(compiled):  # its spill file, even when interrupted
                 producer = Producer(total, layout, report, progress, compiled)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import heapq
+import itertools
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 import orjson
 
@@ -52,24 +56,52 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
 
 
 def write_new(path: str | Path, chunks: Iterable[bytes]) -> str:
-    """Write a file of a staging folder (no reader sees it before the folder is done) from
-    its bytes in chunks; its hash as the manifest records it."""
+    """Write a new file of a staging folder (no reader sees it before the folder is done)
+    from its bytes in chunks; its hash as the manifest records it. A file that is already
+    there is an error: a version never writes one twice."""
     hashed = hashlib.sha256()
-    with open(path, "wb") as handle:
-        for chunk in chunks:
-            handle.write(chunk)
-            hashed.update(chunk)
+    try:
+        with open(path, "xb") as handle:  # x: the open itself checks it is new
+            for chunk in chunks:
+                handle.write(chunk)
+                hashed.update(chunk)
+    except FileExistsError:
+        raise CorpusError(f"internal error: {path} written twice") from None
     return tagged(hashed)
 
 
+SORT_CHUNK_LINES = 200_000
+"""Lines sorted in memory at once when the file list is sorted: past that, sorted runs go to
+temporary files and are merged."""
+
+
 class CorpusWriter:
-    """Writes files under a (staging) corpus root and remembers the hash of each."""
+    """Writes files under a (staging) corpus root and keeps the hash of each.
+
+    The list of files and hashes is kept on disk, not on the heap: a corpus of a million runs
+    has some five million files. It is an unnamed temporary file beside the root (gone with the
+    process, even when killed); `files()` reads it back sorted. Use as a context manager, or
+    call close()."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.hashes: dict[str, str] = {}
         self._root = str(root)
         self._made_dirs: set[str] = set()
+        # Closed by close() or the with block: it outlives this call.
+        self._listed = tempfile.TemporaryFile(  # noqa: SIM115
+            dir=root.parent, prefix=".wikitrace-files-"
+        )
+        self.count = 0
+        """Files written or linked so far."""
+
+    def __enter__(self) -> CorpusWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._listed.close()
 
     def write(
         self, rel: str, data: str | bytes | Iterable[bytes], *, executable: bool = False
@@ -80,7 +112,7 @@ class CorpusWriter:
         path = self._new_path(rel)
         if isinstance(data, str):
             data = data.encode("utf-8")
-        self.hashes[rel] = write_new(path, (data,) if isinstance(data, bytes) else data)
+        self._list(rel, write_new(path, (data,) if isinstance(data, bytes) else data))
         if executable:
             os.chmod(path, 0o755)
 
@@ -93,15 +125,35 @@ class CorpusWriter:
         path = self._new_path(rel)
         try:
             os.link(source, path)
+        except FileExistsError:
+            raise CorpusError(f"internal error: {rel} written twice") from None
         except OSError:
             shutil.copy2(source, path)
-        self.hashes[rel] = file_hash
+        self._list(rel, file_hash)
+
+    def files(self) -> Iterator[tuple[str, str]]:
+        """Every file written or linked with its hash, sorted by path, read from disk."""
+        self._listed.flush()
+        self._listed.seek(0)
+        for line in _sorted_lines(self._listed, self.root.parent):
+            rel, file_hash = line.decode("utf-8").rstrip("\n").split("\t")
+            yield rel, file_hash
+
+    def hashes(self) -> dict[str, str]:
+        """Path -> hash of every file so far, as one dict (for a version made from a parent,
+        whose catalog is compared page by page)."""
+        return dict(self.files())
+
+    def _list(self, rel: str, file_hash: str) -> None:
+        self._listed.seek(0, os.SEEK_END)
+        self._listed.write(f"{rel}\t{file_hash}\n".encode())
+        self.count += 1
 
     def _new_path(self, rel: str) -> str:
-        """Where `rel` goes, its folder made; a file is never written twice. Strings, not
-        pathlib: pathlib interns every part of every path it parses, for good."""
-        if rel in self.hashes:
-            raise CorpusError(f"internal error: {rel} written twice")
+        """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
+        of every path it parses, for good."""
+        if "\t" in rel or "\n" in rel:
+            raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
         path = os.path.join(self._root, rel)
         folder = os.path.dirname(path)
         if folder not in self._made_dirs:
@@ -110,6 +162,34 @@ class CorpusWriter:
                 self._made_dirs.clear()
             self._made_dirs.add(folder)
         return path
+
+
+def _sorted_lines(
+    handle: IO[bytes], spill_dir: Path, chunk_lines: int | None = None
+) -> Iterator[bytes]:
+    """The lines of `handle`, sorted, holding at most `chunk_lines` of them at once: each
+    chunk is sorted and, when there is more than one, kept in a temporary file in `spill_dir`
+    until all are merged."""
+    chunk_lines = chunk_lines or SORT_CHUNK_LINES
+    with contextlib.ExitStack() as stack:
+        runs: list[IO[bytes]] = []
+        while True:
+            lines = list(itertools.islice(handle, chunk_lines))
+            if not runs and len(lines) < chunk_lines:
+                lines.sort()
+                yield from lines
+                return
+            if not lines:
+                break
+            lines.sort()
+            run = stack.enter_context(
+                tempfile.TemporaryFile(dir=spill_dir, prefix=".wikitrace-sort-")
+            )
+            run.writelines(lines)
+            run.seek(0)
+            runs.append(run)
+            del lines
+        yield from heapq.merge(*runs)
 
 
 def lock_path(dest: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import frontmatter
@@ -10,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema import Claim, Evidence, read
+from wikitrace.corpus_schema import Claim, CorpusError, Evidence, read, store
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
@@ -169,3 +170,54 @@ def test_a_manifest_of_many_files_is_written_in_several_chunks(tmp_path: Path) -
     assert len(chunks) > 2 and b"".join(chunks) == manifest_io.dump(made)
     (tmp_path / "manifest.json").write_bytes(b"".join(chunks))
     assert manifest_io.manifest_problem(tmp_path) is None
+
+
+# --- the writer's list of files, kept on disk and read back sorted ---------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"") + b"\n")),
+    chunk=st.integers(1, 7),
+)
+def test_lines_sorted_a_chunk_at_a_time_are_all_the_lines_sorted(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], chunk: int
+) -> None:
+    import io
+
+    folder = tmp_path_factory.mktemp("sort")
+    got = list(store._sorted_lines(io.BytesIO(b"".join(lines)), folder, chunk))
+    assert got == sorted(lines)
+    assert not list(folder.iterdir())  # its runs are gone once read
+
+
+def test_the_writer_lists_every_file_sorted_with_its_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "SORT_CHUNK_LINES", 7)  # several sorted runs, merged
+    root = tmp_path / "staging"
+    root.mkdir()
+    source = tmp_path / "kept.md"
+    source.write_bytes(b"kept")
+    rels = [f"raw/step-{n:03d}/metadata.md" for n in range(40)] + ["raw/_index.md", "a.md"]
+    random.Random(3).shuffle(rels)
+    with store.CorpusWriter(root) as writer:
+        for rel in rels:
+            writer.write(rel, rel)
+        writer.link("compilation/step-001.md", source, "sha256:given")
+        listed = list(writer.files())
+        assert writer.count == len(rels) + 1
+        assert listed == sorted(listed) and len(listed) == len(rels) + 1
+        assert dict(listed) == {
+            **{rel: store.digest(rel.encode()) for rel in rels},
+            "compilation/step-001.md": "sha256:given",
+        }
+        assert writer.hashes() == dict(listed)
+        # A file is never written twice, whether written or linked.
+        with pytest.raises(CorpusError, match="written twice"):
+            writer.write("a.md", "again")
+        with pytest.raises(CorpusError, match="written twice"):
+            writer.link("raw/_index.md", source, "sha256:given")
+        assert (root / "a.md").read_text() == "a.md"
+    # The list is no file of the version, nor beside it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md", "staging"]

@@ -76,9 +76,8 @@ def derive_version(
 ) -> str:
     """Write the next version from `base` with `change`; the caller holds the store's lock."""
     name = store.next_name()
-    with staging(store.staging(name)) as root:
+    with staging(store.staging(name)) as root, CorpusWriter(root) as writer:
         layout = base.layout(root)
-        writer = CorpusWriter(root)
         replaced = {layout.insight_rel(parse_insight(ident)) for ident in change.insights}
         for rel in change.files:
             if rel in base.manifest.files:
@@ -145,27 +144,29 @@ def write_view(
     remove_tree(dest)
     dest.mkdir(parents=True)
     layout = base.layout(dest)
-    writer = CorpusWriter(dest)
-    skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
-    skipped.add(CATALOG)
-    for rel, file_hash in base.manifest.files.items():
-        if rel not in skipped and not (rel.startswith(f"{INSIGHT_DIR}/") and layout.is_index(rel)):
-            writer.link(rel, base.root / rel, file_hash)
-    writer.link(MANIFEST, base.root / MANIFEST, "")
-    rows = []
-    for row in base.insight_rows:
-        ident = layout.insight(row.number)
-        if ident in hidden:
-            continue
-        if ident in replaced:
-            header, guideline = replaced[ident]
-            writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
-            row = dataclasses.replace(row, status=header.status)
-        rows.append(row)
-    for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):
-        writer.write(rel, text)
-    # What the agent is shown must be this view's insights, not the base's.
-    write_catalog(writer, offline=base.manifest.compiled_by == "offline", parent=base)
+    with CorpusWriter(dest) as writer:
+        skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
+        skipped.add(CATALOG)
+        for rel, file_hash in base.manifest.files.items():
+            if rel not in skipped and not (
+                rel.startswith(f"{INSIGHT_DIR}/") and layout.is_index(rel)
+            ):
+                writer.link(rel, base.root / rel, file_hash)
+        writer.link(MANIFEST, base.root / MANIFEST, "")
+        rows = []
+        for row in base.insight_rows:
+            ident = layout.insight(row.number)
+            if ident in hidden:
+                continue
+            if ident in replaced:
+                header, guideline = replaced[ident]
+                writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
+                row = dataclasses.replace(row, status=header.status)
+            rows.append(row)
+        for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):
+            writer.write(rel, text)
+        # What the agent is shown must be this view's insights, not the base's.
+        write_catalog(writer, offline=base.manifest.compiled_by == "offline", parent=base)
     freeze(dest)
     return dest
 

@@ -48,7 +48,7 @@ def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion 
             offline=offline,
             parent=parent.root if parent else None,
             parent_files=parent.manifest.files if parent else None,
-            hashes=writer.hashes,
+            hashes=writer.hashes() if parent else None,
         ),
     )
 
@@ -124,6 +124,4 @@ def finish_version(
         version=version,
         files={},
     )
-    hashes = writer.hashes
-    files = ((rel, hashes[rel]) for rel in sorted(hashes))
-    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, files))
+    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, writer.files()))

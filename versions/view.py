@@ -81,8 +81,7 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
         insights=len(insight_rows),
     )
     partial = dest.with_name(f".{dest.name}.partial")
-    with staging(partial) as root:
-        writer = CorpusWriter(root)
+    with staging(partial) as root, CorpusWriter(root) as writer:
         for rel, file_hash in base.kept_files():
             if rel not in gone_files:
                 writer.link(rel, base.root / rel, file_hash)
