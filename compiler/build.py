@@ -362,11 +362,10 @@ def _make_version(
         with staging(staging_dir) as root, CorpusWriter(root) as writer:
             layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
             compiled = Compiled(writer, layout)
-            with contextlib.closing(compiled):  # its spill file, even when interrupted
-                producer = Producer(total, layout, report, progress, compiled)
-                raw = RawLayer(
-                    options, plan, watched, writer, layout, report, producer.advance, base
-                )
+            producer = Producer(total, layout, report, progress, compiled)
+            raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
+            # Their spill files go, even when interrupted.
+            with contextlib.closing(compiled), contextlib.closing(raw):
                 miner = _make_miner(base) if options.mine else None
                 runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
                 if model is None or templates is None:

@@ -4,12 +4,14 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, id_width, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
+from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.versions import FrozenVersion, finish_version
 
@@ -23,7 +25,7 @@ from .report import BuildReport
 def write_layers(
     writer: CorpusWriter,
     layout: Layout,
-    rows: list[render.RunRow],
+    rows: Sequence[render.RunRow],
     compiled: Compiled,
     report: BuildReport,
     version: VersionInfo,
@@ -35,37 +37,73 @@ def write_layers(
     model_settings: dict[str, Any] | None = None,
     miner: Miner | None = None,
 ) -> None:
-    """Everything of the version but its raw layer (written as the runs were read)."""
-    rows.sort(key=lambda row: row.step)
+    """Everything of the version but its raw layer (written as the runs were read). `rows`
+    are the new runs' rows, in step order."""
+    with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
+        _write_layers(
+            writer,
+            layout,
+            rows,
+            all_rows,
+            compiled,
+            report,
+            version,
+            stats=stats,
+            redactor=redactor,
+            templates=templates,
+            base=base,
+            model_settings=model_settings,
+            miner=miner,
+        )
+
+
+def _write_layers(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: Sequence[render.RunRow],
+    all_rows: RunRows,
+    compiled: Compiled,
+    report: BuildReport,
+    version: VersionInfo,
+    *,
+    stats: CompileStats,
+    redactor: Redactor | None,
+    templates: Templates | None,
+    base: FrozenVersion | None,
+    model_settings: dict[str, Any] | None,
+    miner: Miner | None,
+) -> None:
+    """write_layers, the parent's rows in `all_rows` (on disk), which takes the new ones as
+    their compilations and insights are known."""
     insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
     first_new = len(insight_rows) + 1
+    first_row = len(all_rows)
     number = len(insight_rows)
     for row in rows:
         summary = compiled.summaries.get(row.step)
-        if summary is None:
-            continue
-        row.compiled = True
-        row.title = summary.title
-        row.unverified_quotes = summary.unverified_quotes
-        if not summary.drafts:
-            continue  # its page is written
-        result = compiled.read(row.step)
-        for draft in result.insights:
-            number += 1
-            row.insights.append(number)
-            insight_rows.append(
-                render.InsightRow(
-                    number=number,
-                    title=draft.title,
-                    task_type=row.task_type,
-                    source_step=row.step,
-                    source_outcome=row.outcome,
-                    source_judged=row.judged,
-                    verified=read.backed(result.claims, draft.supporting_claims),
-                    guideline=draft.guideline,
+        if summary is not None:
+            row.compiled = True
+            row.title = summary.title
+            row.unverified_quotes = summary.unverified_quotes
+        if summary is not None and summary.drafts:
+            result = compiled.read(row.step)
+            for draft in result.insights:
+                number += 1
+                row.insights.append(number)
+                insight_rows.append(
+                    render.InsightRow(
+                        number=number,
+                        title=draft.title,
+                        task_type=row.task_type,
+                        source_step=row.step,
+                        source_outcome=row.outcome,
+                        source_judged=row.judged,
+                        verified=read.backed(result.claims, draft.supporting_claims),
+                        guideline=draft.guideline,
+                    )
                 )
-            )
-    mined = _mine(miner, layout, rows, report, version, base, number + 1)
+        all_rows.append(row)
+    mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
     number += sum(page.new for page in mined)
     # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
     if base:
@@ -86,10 +124,9 @@ def write_layers(
             insight_rows.append(mined_row)
         else:  # a parent's mined lesson, recounted
             insight_rows[position[page.number]] = mined_row
-    for row in rows:
-        summary = compiled.summaries.get(row.step)
-        if summary is None or not summary.drafts:
-            continue
+    for row in all_rows.iter_from(first_row):
+        if not row.insights:
+            continue  # its page is written, or it failed
         result = compiled.read(row.step)
         writer.write(
             layout.compilation_rel(row.step),
@@ -108,15 +145,19 @@ def write_layers(
                     layout, insight_number, draft, source=result, task_type=row.task_type
                 ),
             )
-    all_rows = [*(base.rows if base else []), *rows]
     compiled_by: CompiledBy = "offline" if templates is None else "llm"
     compiled.close()
     fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
+    new_rows = all_rows.iter_from(first_row)
+    steps, task_ids = [], {}
+    for row in new_rows:
+        steps.append(layout.step(row.step))
+        task_ids[row.task_id] = None
     version.changes = Changes(
-        runs=len(rows),
-        steps=[layout.step(row.step) for row in rows],
+        runs=len(steps),
+        steps=steps,
         insights=[layout.insight(n) for n in range(first_new, number + 1)],
-        task_ids=list(dict.fromkeys(row.task_id for row in rows)),
+        task_ids=list(task_ids),
         duplicates=report.duplicates,
         inputs=report.inputs,
     )
@@ -141,7 +182,7 @@ def write_layers(
 def _mine(
     miner: Miner | None,
     layout: Layout,
-    rows: list[render.RunRow],
+    rows: RunRows,
     report: BuildReport,
     version: VersionInfo,
     base: FrozenVersion | None,
@@ -156,13 +197,12 @@ def _mine(
             page = base.insights[base.layout().insight(row.number)]
             if page.header.mined is not None:
                 parent[row.number] = (page.header, row.guideline)
-    task_text = {row.step: row.task for row in [*(base.rows if base else []), *rows]}
     pages, mining = mine_version(
         miner,
         layout,
         version=version.name,
         first_number=first_number,
-        task_text=task_text,
+        task_text=lambda step: rows.by_step(step).task,
         parent=parent if base is not None else None,
         parent_root=base.root if base else None,
         parent_steps=len(base.rows) if base else 0,

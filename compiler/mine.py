@@ -935,7 +935,7 @@ def mine_version(
     *,
     version: str,
     first_number: int,
-    task_text: dict[int, str],
+    task_text: Callable[[int], str],
     parent: dict[int, tuple[InsightHeader, str]] | None = None,
     parent_root: Path | None = None,
     parent_steps: int = 0,
@@ -962,7 +962,7 @@ def mine_version(
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
     for divergence in divergences(miner.runs, quotes.actions, report, only):
-        text = task_text.get(divergence.success.step, "")
+        text = task_text(divergence.success.step)
         make = functools.partial(writer.divergence, divergence, text)
         lessons.append((f"divergence {divergence.task_id}", make))
     by_key = {

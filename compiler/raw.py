@@ -11,6 +11,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError, Layout, RunRecord, render
 from wikitrace.corpus_schema.records import RawHeader, is_judged
+from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.tools import drilldown
 from wikitrace.versions import FrozenVersion, fingerprint
@@ -57,9 +58,13 @@ class RawLayer:
         self.advance = advance
         """Called for a run left out (the parent holds it): it counts as done."""
         self.base = base
-        self.rows: list[render.RunRow] = []
+        self.rows = RunRows(writer.root.parent)
+        """The new runs' rows, on disk: close() removes them."""
         self.redactor = Redactor(options.redact_patterns) if options.redact else None
         self.attempts: Counter[str] = Counter(base.attempts) if base else Counter()
+
+    def close(self) -> None:
+        self.rows.close()
 
     def runs(self) -> Iterator[tuple[int, RunRecord]]:
         """Pass two: each valid run, numbered, after its raw layer is written."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import frontmatter
 import orjson
@@ -606,6 +607,39 @@ class _Rows(Sequence[Row]):
         return self._line(self._items[index])
 
 
+T = TypeVar("T")
+
+
+class _Picked(Sequence[T]):
+    """The items of `items` at the given positions (say, the compiled runs), read when asked:
+    `items` may be a sequence kept on disk (spill.RunRows)."""
+
+    def __init__(self, items: Sequence[T], positions: Iterable[int]) -> None:
+        self._items = items
+        self._positions = array("q", positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if not isinstance(index, slice):
+            return self._items[self._positions[index]]
+        positions = self._positions[index]
+        if not positions:
+            return []
+        first, last = min(positions), max(positions)
+        if last - first < 4 * len(positions):  # close together: read the stretch at once
+            stretch = self._items[first : last + 1]
+            return [stretch[i - first] for i in positions]
+        return [self._items[i] for i in positions]
+
+
 def _paged(
     layout: Layout,
     layer: str,
@@ -713,7 +747,7 @@ def compilation_index(
 
         return layout.step(row.step), at
 
-    compiled = _Rows([row for row in rows if row.compiled], line)
+    compiled = _Rows(_Picked(rows, (i for i, row in enumerate(rows) if row.compiled)), line)
     return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
 
 

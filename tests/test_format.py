@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema import Claim, CorpusError, Evidence, read, store
+from wikitrace.corpus_schema import Claim, CorpusError, Evidence, read, render, spill, store
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
@@ -221,3 +221,55 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
         assert (root / "a.md").read_text() == "a.md"
     # The list is no file of the version, nor beside it.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md", "staging"]
+
+
+run_rows = st.lists(
+    st.builds(
+        render.RunRow,
+        step=st.integers(1, 5),  # gaps between steps, made increasing below
+        task_id=st.text(max_size=8),
+        task_type=st.none() | st.text(max_size=8),
+        outcome=st.sampled_from(["success", "failure"]),
+        turns=st.integers(0, 10**6),
+        task=st.text(max_size=40),
+        judged=st.booleans(),
+        compiled=st.booleans(),
+        title=st.none() | st.text(max_size=20),
+        unverified_quotes=st.integers(0, 9),
+        insights=st.lists(st.integers(1, 10**6), max_size=3),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=run_rows, data=st.data())
+def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[render.RunRow], data: st.DataObject
+) -> None:
+    step = 0
+    for row in rows:  # steps increase, with gaps
+        step += row.step
+        row.step = step
+    folder = tmp_path_factory.mktemp("rows")
+    with spill.RunRows(folder, rows) as kept:
+        assert len(kept) == len(rows) and bool(kept) == bool(rows)
+        assert list(kept) == rows
+        start = data.draw(st.integers(-70, 70))
+        stop = data.draw(st.integers(-70, 70) | st.none())
+        assert kept[start:stop] == rows[start:stop]
+        assert list(kept.iter_from(max(start, 0))) == rows[max(start, 0) :]
+        for row in rows:
+            assert kept.by_step(row.step) == row
+        with pytest.raises(KeyError):
+            kept.by_step(step + 1)
+        if rows:
+            index = data.draw(st.integers(-len(rows), len(rows) - 1))
+            assert kept[index] == rows[index]
+            picked = data.draw(st.lists(st.integers(0, len(rows) - 1), unique=True).map(sorted))
+            chosen = render._Picked(kept, picked)
+            assert chosen[:] == [rows[i] for i in picked] and len(chosen) == len(picked)
+            assert chosen[1:-1] == [rows[i] for i in picked][1:-1]
+        with pytest.raises(ValueError, match="after"):
+            kept.append(render.RunRow(step, "t", None, "success", 1, ""))
+    assert not list(folder.iterdir())
