@@ -22,9 +22,12 @@ the raw turn logs as written (redacted) and checked like any compilation's.
 from __future__ import annotations
 
 import functools
+import hashlib
+import itertools
 import math
 import re
 import sys
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -342,25 +345,44 @@ def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
 
 @dataclass
 class Contrast:
+    """A pattern tried in the runs of a task type: how many with it and how many without it
+    failed. The runs themselves (`present`, `absent`) are split out again only for the
+    contrasts kept: a build tries dozens of patterns over every run of a type."""
+
     task_type: str | None
     pattern: str
-    present: list[RunPatterns]
-    absent: list[RunPatterns]
+    runs: Sequence[RunPatterns]
+    """The task type's runs."""
+    counts: tuple[int, int, int, int]
+    """Runs with the pattern, how many of them failed; runs without it, how many failed."""
     p_value: float
     q_value: float = 1.0
 
+    @functools.cached_property
+    def _split(self) -> tuple[list[RunPatterns], list[RunPatterns]]:
+        return split(self.pattern, self.runs)
+
+    @property
+    def present(self) -> list[RunPatterns]:
+        return self._split[0]
+
+    @property
+    def absent(self) -> list[RunPatterns]:
+        return self._split[1]
+
     @property
     def with_failed(self) -> int:
-        return sum(not run.success for run in self.present)
+        return self.counts[1]
 
     @property
     def without_failed(self) -> int:
-        return sum(not run.success for run in self.absent)
+        return self.counts[3]
 
     @property
     def harmful(self) -> bool:
         """The pattern goes with failure (rather than with success)."""
-        return self.with_failed * len(self.absent) > self.without_failed * len(self.present)
+        present, with_failed, absent, without_failed = self.counts
+        return with_failed * absent > without_failed * present
 
 
 @dataclass
@@ -400,31 +422,57 @@ class MiningReport:
         }
 
 
-def _tasks(runs: Iterable[RunPatterns]) -> int:
-    return len({run.task_id for run in runs})
+def _tasks(runs: Sequence[RunPatterns], positions: Iterable[int] | None = None) -> int:
+    """How many tasks `runs` (those at `positions`, if given) are of."""
+    chosen = runs if positions is None else (runs[i] for i in positions)
+    return len({run.task_id for run in chosen})
 
 
-def _orders(runs: Sequence[RunPatterns]) -> dict[str, tuple[list[int], list[int]]]:
-    """`order:A<B` -> (runs that used A first, runs that used both), by index in `runs`."""
+def _without(population: Sequence[int], present: Sequence[int]) -> array[int]:
+    """The positions of `population` not in `present` (both ascending)."""
+    absent = array("i")
+    shown = iter(present)
+    next_shown = next(shown, None)
+    for index in population:
+        if index == next_shown:
+            next_shown = next(shown, None)
+        else:
+            absent.append(index)
+    return absent
+
+
+Candidate = tuple[str, Sequence[int], Sequence[int]]
+"""A pattern, the runs that show it and the runs it is counted among, by index."""
+
+
+def _seen(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
+    """Each pattern but an order, the runs that show it, and all the runs, by index."""
+    everyone = array("i", range(len(runs)))
+    kinds = sorted({p for run in runs for p in run.patterns if not p.startswith("order")})
+    for pattern in kinds:
+        yield pattern, array("i", (i for i in everyone if pattern in runs[i].patterns)), everyone
+
+
+def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
+    """`order:A<B`, the runs that used A first and the runs that used both (in order), by
+    index in `runs`: one pair of the commonest kinds at a time."""
     kinds: Counter[str] = Counter()
     for run in runs:
         kinds.update(p for p in run.patterns if p.startswith("uses:"))
     common = [k for k, _ in kinds.most_common(MAX_KINDS_FOR_ORDER)]
-    found: dict[str, tuple[list[int], list[int]]] = {}
     for i, first in enumerate(common):
         for second in common[i + 1 :]:
-            a_first: list[int] = []
-            b_first: list[int] = []
+            a_first, b_first, both = array("i"), array("i"), array("i")
             for index, run in enumerate(runs):
                 before = _first_before(run, first, second)
                 if before is not None:
                     (a_first if before else b_first).append(index)
+                    both.append(index)
             name_a, name_b = first[5:], second[5:]
             if len(a_first) >= len(b_first):
-                found[f"order:{name_a}<{name_b}"] = (a_first, a_first + b_first)
+                yield f"order:{name_a}<{name_b}", a_first, both
             else:
-                found[f"order:{name_b}<{name_a}"] = (b_first, a_first + b_first)
-    return found
+                yield f"order:{name_b}<{name_a}", b_first, both
 
 
 def _first_before(run: RunPatterns, first: str, second: str) -> bool | None:
@@ -471,30 +519,24 @@ def contrasts(
             )
             continue
         before = len(tried)
-        candidates: dict[str, tuple[list[int], list[int]]] = {}
-        everyone = list(range(len(members)))
-        kinds = sorted({p for run in members for p in run.patterns if not p.startswith("order")})
-        for pattern in kinds:
-            present = [i for i in everyone if pattern in members[i].patterns]
-            candidates[pattern] = (present, everyone)
-        candidates.update(_orders(members))
-        seen_sets: set[tuple[frozenset[int], frozenset[int]]] = set()
-        for pattern, (present_index, population) in candidates.items():
-            present_set = frozenset(present_index)
-            shown = [members[i] for i in present_index]
-            missing = [members[i] for i in population if i not in present_set]
-            if min(len(shown), len(missing)) < MIN_SUPPORT:
+        candidates = itertools.chain(_seen(members), _orders(members))
+        seen_splits: set[bytes] = set()
+        for pattern, present, population in candidates:
+            absent = _without(population, present)
+            if min(len(present), len(absent)) < MIN_SUPPORT:
                 continue
-            if min(_tasks(shown), _tasks(missing)) < MIN_TASKS:
+            if min(_tasks(members, present), _tasks(members, absent)) < MIN_TASKS:
                 continue
-            key = (present_set, frozenset(population))
-            if key in seen_sets:  # the same runs split the same way: one pattern is enough
+            # The same runs split the same way: one pattern is enough.
+            key = hashlib.blake2b(present.tobytes() + b"/" + absent.tobytes()).digest()
+            if key in seen_splits:
                 continue
-            seen_sets.add(key)
-            a = sum(not run.success for run in shown)
-            c = sum(not run.success for run in missing)
-            p_value = fisher_exact(a, len(shown) - a, c, len(missing) - c)
-            tried.append(Contrast(task_type, pattern, shown, missing, p_value))
+            seen_splits.add(key)
+            a = sum(not members[i].success for i in present)
+            c = sum(not members[i].success for i in absent)
+            p_value = fisher_exact(a, len(present) - a, c, len(absent) - c)
+            counts = (len(present), a, len(absent), c)
+            tried.append(Contrast(task_type, pattern, members, counts, p_value))
         if len(tried) == before:
             report.task_types[name] = (
                 f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
