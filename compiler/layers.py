@@ -4,6 +4,7 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,29 +80,33 @@ def _write_layers(
     first_new = len(insight_rows) + 1
     first_row = len(all_rows)
     number = len(insight_rows)
+    drafted = array("q")  # (step, offset, length) of each compilation with drafts
+    summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
+    summary = next(summaries, None)
     for row in rows:
-        summary = compiled.summaries.get(row.step)
-        if summary is not None:
+        if summary is not None and summary.step == row.step:
             row.compiled = True
             row.title = summary.title
             row.unverified_quotes = summary.unverified_quotes
-        if summary is not None and summary.drafts:
-            result = compiled.read(row.step)
-            for draft in result.insights:
-                number += 1
-                row.insights.append(number)
-                insight_rows.append(
-                    render.InsightRow(
-                        number=number,
-                        title=draft.title,
-                        task_type=row.task_type,
-                        source_step=row.step,
-                        source_outcome=row.outcome,
-                        source_judged=row.judged,
-                        verified=read.backed(result.claims, draft.supporting_claims),
-                        guideline=draft.guideline,
+            spilled, summary = summary.spilled, next(summaries, None)
+            if spilled is not None:
+                result = compiled.read(spilled)
+                drafted.extend((row.step, *spilled))
+                for draft in result.insights:
+                    number += 1
+                    row.insights.append(number)
+                    insight_rows.append(
+                        render.InsightRow(
+                            number=number,
+                            title=draft.title,
+                            task_type=row.task_type,
+                            source_step=row.step,
+                            source_outcome=row.outcome,
+                            source_judged=row.judged,
+                            verified=read.backed(result.claims, draft.supporting_claims),
+                            guideline=draft.guideline,
+                        )
                     )
-                )
         all_rows.append(row)
     mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
     number += sum(page.new for page in mined)
@@ -124,10 +129,10 @@ def _write_layers(
             insight_rows.append(mined_row)
         else:  # a parent's mined lesson, recounted
             insight_rows[position[page.number]] = mined_row
-    for row in all_rows.iter_from(first_row):
-        if not row.insights:
-            continue  # its page is written, or it failed
-        result = compiled.read(row.step)
+    waiting = iter(drafted)
+    for step, offset, length in zip(waiting, waiting, waiting, strict=True):
+        row = all_rows.by_step(step)
+        result = compiled.read((offset, length))
         writer.write(
             layout.compilation_rel(row.step),
             render.compilation(
@@ -220,9 +225,9 @@ def fill_report(
     *,
     insights: int,
 ) -> None:
-    report.compiled = len(compiled.summaries)
+    report.compiled = compiled.count
     report.insights = insights
-    report.unverified_quotes = sum(s.unverified_quotes for s in compiled.summaries.values())
+    report.unverified_quotes = compiled.unverified_quotes
     report.llm_calls = stats.calls - stats.cache_hits
     report.cache_hits = stats.cache_hits
     report.http_attempts = stats.http_attempts

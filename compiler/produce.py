@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, render
-from wikitrace.corpus_schema.store import CorpusWriter
+from wikitrace.corpus_schema.store import CorpusWriter, sorted_lines
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -30,6 +29,7 @@ Progress = Callable[[int, int], None]
 class Summary:
     """What the indexes need of one compiled run; the compilation itself is on disk."""
 
+    step: int
     title: str
     unverified_quotes: int
     drafts: int
@@ -41,20 +41,27 @@ class Summary:
 class Compiled:
     """The compilations of a version, kept off the heap: one with no insight drafted is
     written at once (its page links to nothing yet unnumbered); one with drafts waits in a
-    spill file inside the staging folder until the insights are numbered in step order."""
-
-    SPILL = ".compiled.spill"
+    spill file until the insights are numbered in step order. What the indexes need of each
+    (its Summary) waits in a second file, read back in step order (`in_order`). Both are
+    unnamed temporary files beside the staging folder, gone with the process."""
 
     def __init__(self, writer: CorpusWriter, layout: Layout) -> None:
         self.writer = writer
         self.layout = layout
-        self.summaries: dict[int, Summary] = {}
-        self._spill_path = writer.root / self.SPILL
-        self._spill: Any = None
+        self.count = 0
+        """Runs compiled."""
+        self.unverified_quotes = 0
+        """Quotes not found in their runs, over every compilation."""
+        self._folder = folder = writer.root.parent
+        # Closed by close(): they outlive this call.
+        self._spill = tempfile.TemporaryFile(dir=folder, prefix=".wikitrace-compiled-")  # noqa: SIM115
+        self._summaries = tempfile.TemporaryFile(dir=folder, prefix=".wikitrace-summaries-")  # noqa: SIM115
         self._size = 0
+        self._last_step = 0
+        self._in_order = True
 
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
-        summary = Summary(result.title, result.unverified_quotes, len(result.insights))
+        spilled = None
         if not result.insights:
             self.writer.write(
                 self.layout.compilation_rel(step),
@@ -67,29 +74,38 @@ class Compiled:
                 ),
             )
         else:
-            if self._spill is None:
-                self._spill = self._spill_path.open("w+b")
             data = orjson.dumps(result.model_dump(mode="json"))
-            self._spill.seek(0, io.SEEK_END)
+            self._spill.seek(self._size)
             self._spill.write(data)
-            summary.spilled = (self._size, len(data))
+            spilled = (self._size, len(data))
             self._size += len(data)
-        self.summaries[step] = summary
+        line = [step, result.title, result.unverified_quotes, len(result.insights), spilled]
+        # The step leads each line, zero-padded, so that sorted lines are in step order.
+        self._summaries.write(b"%012d " % step + orjson.dumps(line) + b"\n")
+        self._in_order = self._in_order and step > self._last_step
+        self._last_step = max(self._last_step, step)
+        self.count += 1
+        self.unverified_quotes += result.unverified_quotes
 
-    def read(self, step: int) -> Compilation:
-        """A compilation that waits in the spill file."""
-        spilled = self.summaries[step].spilled
-        assert spilled is not None, f"step {step} has no drafts"
-        assert self._spill is not None
+    def in_order(self) -> Iterator[Summary]:
+        """Each compiled run's summary, in step order (sorted on disk when the runs were
+        compiled out of order, as calls at once finish)."""
+        self._summaries.flush()
+        self._summaries.seek(0)
+        lines = self._summaries if self._in_order else sorted_lines(self._summaries, self._folder)
+        for line in lines:
+            step, title, unverified, drafts, spilled = orjson.loads(line[13:])
+            yield Summary(step, title, unverified, drafts, tuple(spilled) if spilled else None)
+
+    def read(self, spilled: tuple[int, int]) -> Compilation:
+        """A compilation that waits in the spill file, at (offset, length)."""
         self._spill.seek(spilled[0])
         return Compilation.model_validate_json(self._spill.read(spilled[1]))
 
     def close(self) -> None:
-        """Remove the spill file (it is no file of the corpus)."""
-        if self._spill is not None:
-            self._spill.close()
-            self._spill = None
-        self._spill_path.unlink(missing_ok=True)
+        """Remove the spill files (they are no files of the corpus)."""
+        self._spill.close()
+        self._summaries.close()
 
 
 class Producer:

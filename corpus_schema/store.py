@@ -135,7 +135,7 @@ class CorpusWriter:
         """Every file written or linked with its hash, sorted by path, read from disk."""
         self._listed.flush()
         self._listed.seek(0)
-        for line in _sorted_lines(self._listed, self.root.parent):
+        for line in sorted_lines(self._listed, self.root.parent):
             rel, file_hash = line.decode("utf-8").rstrip("\n").split("\t")
             yield rel, file_hash
 
@@ -164,12 +164,12 @@ class CorpusWriter:
         return path
 
 
-def _sorted_lines(
+def sorted_lines(
     handle: IO[bytes], spill_dir: Path, chunk_lines: int | None = None
 ) -> Iterator[bytes]:
-    """The lines of `handle`, sorted, holding at most `chunk_lines` of them at once: each
-    chunk is sorted and, when there is more than one, kept in a temporary file in `spill_dir`
-    until all are merged."""
+    """The lines of `handle` (from where it is), sorted, holding at most `chunk_lines` of them
+    at once: each chunk is sorted and, when there is more than one, kept in a temporary file
+    in `spill_dir` until all are merged."""
     chunk_lines = chunk_lines or SORT_CHUNK_LINES
     with contextlib.ExitStack() as stack:
         runs: list[IO[bytes]] = []

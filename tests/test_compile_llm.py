@@ -304,6 +304,44 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
     assert report.compiled == 20 and peak == 3
 
 
+def test_runs_compiled_out_of_order_make_the_corpus_made_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summaries of compiled runs wait on disk and are sorted back into step order (here
+    through several sorted runs merged): the pages and indexes are those of a build made one
+    run at a time."""
+    import asyncio
+    import itertools
+
+    from wikitrace.corpus_schema import store
+
+    monkeypatch.setattr(store, "SORT_CHUNK_LINES", 3)
+    runs = [make_run(f"t{n}", success=n % 3 != 0) for n in range(16)]
+    path = write_runs(tmp_path / "runs.jsonl", runs)
+    launched = itertools.count()
+    finished: list[int] = []  # each call by the order it was made in (step order)
+
+    class LastFirst(FakeLLM):
+        async def complete(self, messages: list[Message]) -> Any:
+            started = next(launched)
+            await asyncio.sleep(0.02 * (8 - started % 8))  # of each 8 in flight, the last first
+            finished.append(started)
+            return await super().complete(messages)
+
+    build(path, tmp_path / "one", FakeLLM(), concurrency=1, use_cache=False)
+    build(path, tmp_path / "many", LastFirst(), concurrency=8, use_cache=False)
+    assert sorted(finished) == list(range(16)) and finished != sorted(finished)
+    one, many = (tmp_path / name for name in ("one", "many"))
+    pages = sorted(
+        p.relative_to(one).as_posix()
+        for p in one.rglob("*.md")
+        if p.parts[-2] in ("compilation", "insight") or p.name == "_index.md"
+    )
+    assert len(pages) > 20
+    for rel in pages:
+        assert (many / rel).read_text() == (one / rel).read_text(), rel
+
+
 def test_a_damaged_cache_entry_is_asked_again(runs_file: Path, tmp_path: Path) -> None:
     build(runs_file, tmp_path / "first", FakeLLM())
     entries = sorted((tmp_path / "cache").rglob("*.json"))

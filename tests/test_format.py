@@ -186,7 +186,7 @@ def test_lines_sorted_a_chunk_at_a_time_are_all_the_lines_sorted(
     import io
 
     folder = tmp_path_factory.mktemp("sort")
-    got = list(store._sorted_lines(io.BytesIO(b"".join(lines)), folder, chunk))
+    got = list(store.sorted_lines(io.BytesIO(b"".join(lines)), folder, chunk))
     assert got == sorted(lines)
     assert not list(folder.iterdir())  # its runs are gone once read
 
