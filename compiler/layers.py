@@ -129,6 +129,7 @@ def _write_layers(
             insight_rows.append(mined_row)
         else:  # a parent's mined lesson, recounted
             insight_rows[position[page.number]] = mined_row
+    del mined  # each page's lesson was made as it was written: none is held from here
     waiting = iter(drafted)
     for step, offset, length in zip(waiting, waiting, waiting, strict=True):
         row = all_rows.by_step(step)

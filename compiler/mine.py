@@ -387,19 +387,44 @@ class Contrast:
 
 @dataclass
 class Divergence:
+    """Where the successful and failed runs of a task that agree longest went different ways.
+    The actions it names are read again from the runs' logs when asked (`load`), so that a
+    build holds none of them for its thousands of tasks."""
+
     task_id: str
     task_type: str | None
     success: RunPatterns
     failure: RunPatterns
     shared: int
     """How many actions the two runs took alike before they diverged."""
-    success_action: Action | None
-    failure_action: Action | None
-    """The first differing action of each (None: the run had stopped)."""
-    last_success: Action | None = None
-    last_failure: Action | None = None
+    load: Callable[[int], Sequence[Action]]
+    """A run's actions, by step."""
     runs: int = 0
     successes: int = 0
+
+    def _action(self, run: RunPatterns, last: bool = False) -> Action | None:
+        actions = self.load(run.step)
+        if last:
+            return actions[-1] if actions else None
+        return actions[self.shared] if self.shared < len(actions) else None
+
+    @property
+    def success_action(self) -> Action | None:
+        """The successful run's first differing action (None: it had stopped)."""
+        return self._action(self.success)
+
+    @property
+    def failure_action(self) -> Action | None:
+        """The failed run's first differing action (None: it had stopped)."""
+        return self._action(self.failure)
+
+    @property
+    def last_success(self) -> Action | None:
+        return self._action(self.success, last=True)
+
+    @property
+    def last_failure(self) -> Action | None:
+        return self._action(self.failure, last=True)
 
 
 @dataclass
@@ -609,7 +634,7 @@ def _distinct_tasks(runs: Sequence[RunPatterns], count: int) -> list[RunPatterns
 
 def divergences(
     runs: Sequence[RunPatterns],
-    load: Any,
+    load: Callable[[int], Sequence[Action]],
     report: MiningReport,
     only_tasks: set[str] | None = None,
 ) -> list[Divergence]:
@@ -640,7 +665,6 @@ def divergences(
             report.same_actions += 1
             continue
         shared, win_step, loss_step = -best[0], best[1], best[2]
-        win_actions, loss_actions = actions[win_step], actions[loss_step]
         found.append(
             Divergence(
                 task_id=task_id,
@@ -648,10 +672,7 @@ def divergences(
                 success=next(r for r in wins if r.step == win_step),
                 failure=next(r for r in losses if r.step == loss_step),
                 shared=shared,
-                success_action=win_actions[shared] if shared < len(win_actions) else None,
-                failure_action=loss_actions[shared] if shared < len(loss_actions) else None,
-                last_success=win_actions[-1] if win_actions else None,
-                last_failure=loss_actions[-1] if loss_actions else None,
+                load=load,
                 runs=len(members),
                 successes=len(wins),
             )

@@ -3,6 +3,7 @@ the parent holds it, numbered, and written as logged with its metadata and turn 
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -74,22 +75,26 @@ class RawLayer:
                 path=", ".join(str(p) for p in self.options.inputs),
             )
         step = len(self.base.rows) if self.base else 0
-        seen: set[str] = set()
+        seen: set[bytes] = set()
         for item in self.plan.items():
             if not isinstance(item, SourceRun):
                 continue  # reported by the first pass
             data, record = self._redacted(item)
-            if record.task_type:  # interned: a build holds it for every run, in rows and mining
+            # Interned: mining holds both for every run, and runs share them.
+            record.task_id = sys.intern(record.task_id)
+            if record.task_type:
                 record.task_type = sys.intern(record.task_type)
             log_bytes, offsets = render.turn_log(data["turns"])
             # A run the parent holds, or one this input holds twice (the same file given
             # twice, a log copied into two folders), is written once.
             key = fingerprint(record.task_id, record.outcome, digest(log_bytes), record.metadata)
-            if key in seen or (self.base and key in self.base.fingerprints):
+            # This build's runs are known by a 16-byte digest of it, not its 100-odd characters.
+            short = hashlib.blake2b(key.encode(), digest_size=16).digest()
+            if short in seen or (self.base and key in self.base.fingerprints):
                 self.report.duplicates += 1
                 self.advance()
                 continue
-            seen.add(key)
+            seen.add(short)
             step += 1
             yield step, self.write(step, item, data, record, log_bytes, offsets)
 
