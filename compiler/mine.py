@@ -709,11 +709,16 @@ class MinedLesson:
 
 
 class Quotes:
-    """Turns of written runs, read when a lesson cites them: `runs_root(step)` says where."""
+    """Turns of written runs, read when a lesson cites them: `runs_root(step)` says where.
+    The last few runs read are kept, with their actions."""
+
+    KEPT = 32
+    """Runs kept read: lessons cite few runs each."""
 
     def __init__(self, layout_of: Any) -> None:
         self._layout_of = layout_of
         self._turns: dict[int, list[Turn]] = {}
+        self._actions: dict[int, list[Action]] = {}
 
     def turns(self, step: int) -> list[Turn]:
         if step not in self._turns:
@@ -722,12 +727,17 @@ class Quotes:
             self._turns[step] = [
                 Turn.model_validate(orjson.loads(line)) for line in data.splitlines()
             ]
-            if len(self._turns) > 32:  # a bounded cache: lessons cite few runs each
-                self._turns.pop(next(iter(self._turns)))
+            if len(self._turns) > self.KEPT:
+                gone = next(iter(self._turns))
+                del self._turns[gone]
+                self._actions.pop(gone, None)
         return self._turns[step]
 
     def actions(self, step: int) -> list[Action]:
-        return actions_of(self.turns(step))
+        turns = self.turns(step)
+        if step not in self._actions:
+            self._actions[step] = actions_of(turns)
+        return self._actions[step]
 
     def evidence(self, step: int, turn: int, step_id: str) -> Evidence:
         """The action at `turn` of run `step`, quoted verbatim and checked."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,27 +109,38 @@ def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:
     return Page(rel=rel, header=header, body=content)
 
 
-def _numbered(folder: Path, prefix: str, suffix: str) -> list[str]:
+def _numbered(folder: Path, prefix: str, suffix: str) -> Iterator[str]:
     """Names `prefix` + digits + `suffix` in `folder`, by number; anything else (a stray
-    `insight-0001 copy.md`) is not part of the corpus and `verify` names it."""
+    `insight-0001 copy.md`) is not part of the corpus and `verify` names it. A folder of a
+    million names is listed as one 8-byte number each (its value and its width), not a
+    million strings."""
     pattern = re.compile(re.escape(prefix) + r"([0-9]{1,9})" + re.escape(suffix) + r"\Z")
-    found: list[tuple[int, str]] = []
+    found = array("q")
     if folder.is_dir():
-        for path in folder.iterdir():
-            match = pattern.match(path.name)
-            if match:
-                found.append((int(match.group(1)), path.name))
-    return [name for _, name in sorted(found)]
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                match = pattern.match(entry.name)
+                if match:
+                    digits = match.group(1)
+                    # By number, then the longer spelling first (as the names sort).
+                    found.append(int(digits) * 16 + 15 - len(digits))
+    ordered = array("q", sorted(found))
+    del found
+    for code in ordered:
+        number, width = code // 16, 15 - code % 16
+        yield f"{prefix}{number:0{width}d}{suffix}"
 
 
-def numbered(root: Path, layer: str) -> list[str]:
+def numbered(root: Path, layer: str) -> Iterator[str]:
     """The pages of a layer, in order, without reading them: `raw/step-0001/metadata.md`,
     `compilation/step-0001.md` or `insight/insight-0001.md`."""
     if layer == RAW_DIR:
-        names = _numbered(root / RAW_DIR, "step-", "")
-        return [f"{RAW_DIR}/{name}/{RAW_METADATA_NAME}" for name in names]
+        for name in _numbered(root / RAW_DIR, "step-", ""):
+            yield f"{RAW_DIR}/{name}/{RAW_METADATA_NAME}"
+        return
     prefix = "insight-" if layer == INSIGHT_DIR else "step-"
-    return [f"{layer}/{name}" for name in _numbered(root / layer, prefix, ".md")]
+    for name in _numbered(root / layer, prefix, ".md"):
+        yield f"{layer}/{name}"
 
 
 def runs(root: Path) -> Iterator[Page[RawHeader]]:

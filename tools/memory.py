@@ -337,6 +337,13 @@ def _shown_insights(root: Path, taken: _Parent | None) -> tuple[Shown, int]:
     return shown, withheld
 
 
+def _by_step(rel: str) -> tuple[int, int]:
+    """Where `compilation/step-N.md` comes in its layer's order: by number, the longer
+    spelling first (read.numbered's order)."""
+    digits = rel.rsplit("-", 1)[1].removesuffix(".md")
+    return int(digits), -len(digits)
+
+
 def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
@@ -345,11 +352,15 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
     for item in shown:
         if item[3]:
             drawn.setdefault(item[0].source_step, []).append(item)
-    compiled_rels = set(read.numbered(root, COMPILATION_DIR))
+    # Both layers list their pages by step: a run has a compilation when the next one is its.
+    compilations = read.numbered(root, COMPILATION_DIR)
+    next_compiled = next(compilations, None)
     for rel in read.numbered(root, RAW_DIR):
         step = rel.split("/")[1]
         compiled_rel = f"{COMPILATION_DIR}/{step}.md"
-        has_compilation = compiled_rel in compiled_rels
+        while next_compiled is not None and _by_step(next_compiled) < _by_step(compiled_rel):
+            next_compiled = next(compilations, None)  # a compilation of no run: verify says so
+        has_compilation = next_compiled == compiled_rel
         needs = drawn.get(step, [])
         kept = (
             taken is not None
