@@ -29,11 +29,11 @@ import re
 import sys
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
@@ -289,42 +289,6 @@ def _interned(text: Any) -> Any:
     return sys.intern(text) if isinstance(text, str) else text
 
 
-class Patterns(Mapping[str, int]):
-    """A run's patterns, each with the turn that shows it first, kept small: a build holds
-    one for every run. The names are one tuple shared by every run with the same names;
-    the turns, a tuple beside them."""
-
-    __slots__ = ("_names", "_turns")
-    _shared: ClassVar[dict[tuple[str, ...], tuple[str, ...]]] = {}
-    SHARED_LIMIT: ClassVar[int] = 100_000
-    """Distinct sets of names remembered for sharing; past that the memory starts over."""
-
-    def __init__(self, found: Mapping[str, int]) -> None:
-        names = tuple(sys.intern(name) for name in found)
-        if len(self._shared) >= self.SHARED_LIMIT:
-            self._shared.clear()
-        self._names = self._shared.setdefault(names, names)
-        self._turns = tuple(found.values())
-
-    def __getitem__(self, name: str) -> int:
-        try:
-            return self._turns[self._names.index(name)]
-        except ValueError:
-            raise KeyError(name) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
 @dataclass(slots=True)
 class RunPatterns:
     """What mining keeps of one run."""
@@ -334,11 +298,7 @@ class RunPatterns:
     task_type: str | None
     success: bool
     judged: bool
-    patterns: Mapping[str, int]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.patterns, Patterns):
-            self.patterns = Patterns(self.patterns)
+    patterns: dict[str, int]
 
     def as_json(self) -> bytes:
         return orjson.dumps(
@@ -348,7 +308,7 @@ class RunPatterns:
                 "task_type": self.task_type,
                 "success": self.success,
                 "judged": self.judged,
-                "patterns": dict(self.patterns),
+                "patterns": self.patterns,
             }
         )
 
@@ -357,11 +317,11 @@ class RunPatterns:
         data = orjson.loads(line)
         return cls(
             step=int(data["step"]),
-            task_id=_interned(str(data["task_id"])),
+            task_id=str(data["task_id"]),
             task_type=_interned(data.get("task_type")),
             success=bool(data["success"]),
             judged=bool(data.get("judged")),
-            patterns=Patterns({str(k): int(v) for k, v in data["patterns"].items()}),
+            patterns={sys.intern(str(k)): int(v) for k, v in data["patterns"].items()},
         )
 
 

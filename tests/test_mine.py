@@ -10,15 +10,12 @@ from typing import Any
 
 import frontmatter
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.mine import (
     FDR,
     MiningReport,
-    Patterns,
     RunPatterns,
     actions_of,
     benjamini_hochberg,
@@ -194,8 +191,9 @@ def test_shuffled_labels_find_nothing() -> None:
     # More patterns to try: 6 independent coin-flip tools.
     rng = random.Random(11)
     for item in runs:
-        extra = {f"uses:tool{tool}": 9 for tool in range(6) if rng.random() < 0.5}
-        item.patterns = Patterns({**item.patterns, **extra})
+        for tool in range(6):
+            if rng.random() < 0.5:
+                item.patterns[f"uses:tool{tool}"] = 9
     real = MiningReport()
     assert len(contrasts(runs, real)) >= 1  # the real labels: the refund pattern
     tried = real.patterns_tried
@@ -419,23 +417,3 @@ def test_a_lesson_counted_over_judged_outcomes_says_so(tmp_path: Path) -> None:
     assert "- 7 of these runs have an outcome judged by a model" in page.content
     message = Memory.load(corpus).first_message("Order 3 arrived broken.")
     assert "counted over 40 runs (7 judged by a model)" in message.text
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    found=st.dictionaries(
-        st.sampled_from(["uses:a", "uses:b", "repeat", "stuck"]), st.integers(1, 500)
-    ),
-    probe=st.sampled_from(["uses:a", "uses:b", "repeat", "stuck", "errors"]),
-)
-def test_a_runs_patterns_kept_small_read_as_the_dict_they_were(
-    found: dict[str, int], probe: str
-) -> None:
-    kept = Patterns(found)
-    assert dict(kept) == found and kept == found and list(kept) == list(found)
-    assert (probe in kept) == (probe in found) and kept.get(probe) == found.get(probe)
-    assert len(kept) == len(found)
-    again = Patterns(dict(found))
-    assert again._names is kept._names  # one tuple of names for every run with the same
-    line = RunPatterns(1, "t", None, True, False, found).as_json()
-    assert RunPatterns.from_json(line).patterns == found
