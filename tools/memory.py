@@ -46,7 +46,7 @@ CHARS_PER_TOKEN = 4
 (or model name) is needed to render a message."""
 
 
-@dataclass
+@dataclass(slots=True)  # a catalog holds one for every run
 class PastRun:
     step: str
     task_id: str
@@ -61,7 +61,7 @@ class PastRun:
     """Its compilation's title and claims, for search."""
 
 
-@dataclass
+@dataclass(slots=True)  # and one for every insight
 class InsightEntry:
     id: str
     title: str
