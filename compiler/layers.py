@@ -155,7 +155,8 @@ def _write_layers(
     compiled.close()
     fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
     new_rows = all_rows.iter_from(first_row)
-    steps, task_ids = [], {}
+    steps: list[str] = []
+    task_ids: dict[str, None] = {}  # in order, once each
     for row in new_rows:
         steps.append(layout.step(row.step))
         task_ids[row.task_id] = None

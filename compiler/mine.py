@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -466,7 +466,7 @@ def _without(population: Sequence[int], present: Sequence[int]) -> array[int]:
     return absent
 
 
-Candidate = tuple[str, Sequence[int], Sequence[int]]
+Candidate: TypeAlias = "tuple[str, array[int], array[int]]"
 """A pattern, the runs that show it and the runs it is counted among, by index."""
 
 

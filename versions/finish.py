@@ -4,7 +4,7 @@ indexes, manifest), then freezing it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion 
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
-    rows: list[render.RunRow],
+    rows: Sequence[render.RunRow],
     insight_rows: list[render.InsightRow],
     *,
     compiled_by: CompiledBy,
