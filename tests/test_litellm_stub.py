@@ -210,9 +210,6 @@ def ollama_stub() -> Any:
     server.server_close()
 
 
-# litellm's Ollama transformation makes pydantic warn about a TypedDict of its own; the suite
-# turns warnings into errors, which would fail the call inside litellm.
-@pytest.mark.filterwarnings("ignore:Items? .* (is|are) using the `ReadOnly` qualifier")
 @pytest.mark.parametrize("model", ["ollama/llama3.1", "ollama_chat/llama3.1"])
 def test_a_local_ollama_model_through_litellm(
     runs_file: Path, tmp_path: Path, ollama_stub: Any, model: str

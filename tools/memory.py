@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -273,41 +274,106 @@ def catalog_of(
     is taken as it is, so a version made by
     adding runs reads only the pages it adds. Memory grows with the insights only."""
     taken = _Parent.of(parent, parent_files, hashes)
-    shown, withheld = _shown_insights(root, taken)
-    yield orjson.dumps({"catalog": CATALOG_VERSION, "offline": offline, "withheld": withheld})
-    yield b"\n"
-    for run in _runs(root, shown, taken):
-        yield orjson.dumps({"run": asdict(run)}) + b"\n"
-    entries = [entry for entry, *_ in shown]
-    for entry, leader in zip(entries, consolidate.of_lessons(entries), strict=True):
-        yield orjson.dumps({"insight": asdict(entry), "leader": leader}) + b"\n"
+    # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
+    with tempfile.TemporaryFile(dir=root.parent, prefix=".wikitrace-catalog-") as lines:
+        held: list[tuple[_Held, list[int], bool, bool]] = []
+        withheld = 0
+        for item in _each_insight(root, taken):
+            if isinstance(item, int):
+                withheld += item
+                continue
+            entry, claims, divergence, needs = item
+            lines.write(orjson.dumps(asdict(entry)) + b"\n")
+            held.append((_Held.of(entry), claims, divergence, needs))
+        yield orjson.dumps({"catalog": CATALOG_VERSION, "offline": offline, "withheld": withheld})
+        yield b"\n"
+        for run in _runs(root, held, taken):
+            yield orjson.dumps({"run": asdict(run)}) + b"\n"
+        lessons = [lesson for lesson, *_ in held]
+        lines.seek(0)
+        for lesson, line, leader in zip(
+            lessons, lines, consolidate.of_lessons(lessons), strict=True
+        ):
+            written = orjson.loads(line)
+            # What the runs said of it (its source's task; whether its claims are backed).
+            written.update(
+                source_task_id=lesson.source_task_id,
+                only_task=lesson.only_task,
+                verified=lesson.verified,
+            )
+            yield orjson.dumps({"insight": written, "leader": leader}) + b"\n"
 
 
-Shown = list[tuple[InsightEntry, list[int], bool, bool]]
-"""Insights that may be shown: each with the claims it names, whether it is a divergence, and
+@dataclass(slots=True)
+class _Held:
+    """What writing a catalog keeps of an insight whose line waits on disk: what grouping
+    reads, and what its source run tells it."""
+
+    title: str
+    guideline: str
+    task_type: str | None
+    source_outcome: str
+    pattern: str | None
+    goes_with: str | None
+    source_step: str
+    source_task_id: str
+    only_task: str | None
+    verified: bool
+
+    @classmethod
+    def of(cls, entry: InsightEntry) -> _Held:
+        return cls(
+            entry.title,
+            entry.guideline,
+            entry.task_type,
+            entry.source_outcome,
+            entry.pattern,
+            entry.goes_with,
+            entry.source_step,
+            entry.source_task_id,
+            entry.only_task,
+            entry.verified,
+        )
+
+
+ShownEntry = tuple[InsightEntry, list[int], bool, bool]
+"""An insight that may be shown, with the claims it names, whether it is a divergence, and
 whether it still needs what its source run says (its task; whether its claims are backed)."""
 
+Shown = Sequence[tuple[InsightEntry | _Held, list[int], bool, bool]]
+"""Insights as a catalog's runs see them: whole, or held while their lines wait on disk."""
 
-def _shown_insights(root: Path, taken: _Parent | None) -> tuple[Shown, int]:
+
+def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry], int]:
     """The insights that may be shown, and how many are withheld."""
-    shown: Shown = []
+    shown: list[ShownEntry] = []
     withheld = 0
+    for item in _each_insight(root, taken):
+        if isinstance(item, int):
+            withheld += item
+        else:
+            shown.append(item)
+    return shown, withheld
+
+
+def _each_insight(root: Path, taken: _Parent | None) -> Iterator[ShownEntry | int]:
+    """Each insight that may be shown, in order; 1 for each one withheld."""
     for rel in read.numbered(root, INSIGHT_DIR):
         if taken is not None and taken.kept(rel):
             entry = taken.insights.get(Path(rel).stem)
             if entry is None:
-                withheld += 1  # withheld in the parent, and unchanged
+                yield 1  # withheld in the parent, and unchanged
             else:
-                shown.append((replace(entry), [], False, False))
+                yield replace(entry), [], False, False
             continue
         page = read.read_page(root, rel, InsightHeader)
         header: InsightHeader = page.header
         if header.status in ("rejected", "retired"):
-            withheld += 1
+            yield 1
             continue
         finding = header.mined
         if finding is not None and not finding.holds:
-            withheld += 1  # a later version's runs no longer support it
+            yield 1  # a later version's runs no longer support it
             continue
         entry = InsightEntry(
             id=header.id,
@@ -333,8 +399,7 @@ def _shown_insights(root: Path, taken: _Parent | None) -> tuple[Shown, int]:
             only_task=None,
         )
         divergence = finding is not None and finding.kind == "divergence"
-        shown.append((entry, header.source_claims, divergence, True))
-    return shown, withheld
+        yield entry, header.source_claims, divergence, True
 
 
 def _by_step(rel: str) -> tuple[int, int]:
@@ -348,7 +413,7 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
     backed)."""
-    drawn: dict[str, Shown] = {}
+    drawn: dict[str, list[tuple[InsightEntry | _Held, list[int], bool, bool]]] = {}
     for item in shown:
         if item[3]:
             drawn.setdefault(item[0].source_step, []).append(item)
