@@ -40,150 +40,116 @@ def write_layers(
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read). `rows`
     are the new runs' rows, in step order."""
+    # The parent's rows, then each new one as its compilation and insights are known: on disk.
     with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
-        _write_layers(
-            writer,
-            layout,
-            rows,
-            all_rows,
-            compiled,
-            report,
-            version,
-            stats=stats,
-            redactor=redactor,
-            templates=templates,
-            base=base,
-            model_settings=model_settings,
-            miner=miner,
-        )
-
-
-def _write_layers(
-    writer: CorpusWriter,
-    layout: Layout,
-    rows: Sequence[render.RunRow],
-    all_rows: RunRows,
-    compiled: Compiled,
-    report: BuildReport,
-    version: VersionInfo,
-    *,
-    stats: CompileStats,
-    redactor: Redactor | None,
-    templates: Templates | None,
-    base: FrozenVersion | None,
-    model_settings: dict[str, Any] | None,
-    miner: Miner | None,
-) -> None:
-    """write_layers, the parent's rows in `all_rows` (on disk), which takes the new ones as
-    their compilations and insights are known."""
-    insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
-    first_new = len(insight_rows) + 1
-    first_row = len(all_rows)
-    number = len(insight_rows)
-    drafted = array("q")  # (step, offset, length) of each compilation with drafts
-    summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
-    summary = next(summaries, None)
-    for row in rows:
-        if summary is not None and summary.step == row.step:
-            row.compiled = True
-            row.title = summary.title
-            row.unverified_quotes = summary.unverified_quotes
-            spilled, summary = summary.spilled, next(summaries, None)
-            if spilled is not None:
-                result = compiled.read(spilled)
-                drafted.extend((row.step, *spilled))
-                for draft in result.insights:
-                    number += 1
-                    row.insights.append(number)
-                    insight_rows.append(
-                        render.InsightRow(
-                            number=number,
-                            title=draft.title,
-                            task_type=row.task_type,
-                            source_step=row.step,
-                            source_outcome=row.outcome,
-                            source_judged=row.judged,
-                            verified=read.backed(result.claims, draft.supporting_claims),
-                            guideline=draft.guideline,
+        insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
+        first_new = len(insight_rows) + 1
+        first_row = len(all_rows)
+        number = len(insight_rows)
+        drafted = array("q")  # (step, offset, length) of each compilation with drafts
+        summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
+        summary = next(summaries, None)
+        for row in rows:
+            if summary is not None and summary.step == row.step:
+                row.compiled = True
+                row.title = summary.title
+                row.unverified_quotes = summary.unverified_quotes
+                spilled, summary = summary.spilled, next(summaries, None)
+                if spilled is not None:
+                    result = compiled.read(spilled)
+                    drafted.extend((row.step, *spilled))
+                    for draft in result.insights:
+                        number += 1
+                        row.insights.append(number)
+                        insight_rows.append(
+                            render.InsightRow(
+                                number=number,
+                                title=draft.title,
+                                task_type=row.task_type,
+                                source_step=row.step,
+                                source_outcome=row.outcome,
+                                source_judged=row.judged,
+                                verified=read.backed(result.claims, draft.supporting_claims),
+                                guideline=draft.guideline,
+                            )
                         )
-                    )
-        all_rows.append(row)
-    mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
-    number += sum(page.new for page in mined)
-    # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
-    if base:
-        rewritten = {layout.insight_rel(page.number) for page in mined if not page.new}
-        for rel, file_hash in base.kept_files({MINED_PATTERNS, *rewritten}):
-            writer.link(rel, base.root / rel, file_hash)
-    else:
-        layout = dataclasses.replace(layout, insight_width=id_width(number))
-    if miner is not None:
-        writer.write(MINED_PATTERNS, patterns_file(miner.runs))
-    position = {item.number: index for index, item in enumerate(insight_rows)}
-    for page in mined:
-        header, guideline = page.content()
-        header.id = layout.insight(page.number)
-        writer.write(layout.insight_rel(page.number), render.insight_page(header, guideline))
-        mined_row = render.insight_row(page.number, header, guideline)
-        if page.new:
-            insight_rows.append(mined_row)
-        else:  # a parent's mined lesson, recounted
-            insight_rows[position[page.number]] = mined_row
-    del mined  # each page's lesson was made as it was written: none is held from here
-    waiting = iter(drafted)
-    for step, offset, length in zip(waiting, waiting, waiting, strict=True):
-        row = all_rows.by_step(step)
-        result = compiled.read((offset, length))
-        writer.write(
-            layout.compilation_rel(row.step),
-            render.compilation(
-                layout,
-                result,
-                task_id=row.task_id,
-                task_type=row.task_type,
-                insight_numbers=row.insights,
-            ),
-        )
-        for insight_number, draft in zip(row.insights, result.insights, strict=True):
+            all_rows.append(row)
+        mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
+        number += sum(page.new for page in mined)
+        # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
+        if base:
+            rewritten = {layout.insight_rel(page.number) for page in mined if not page.new}
+            for rel, file_hash in base.kept_files({MINED_PATTERNS, *rewritten}):
+                writer.link(rel, base.root / rel, file_hash)
+        else:
+            layout = dataclasses.replace(layout, insight_width=id_width(number))
+        if miner is not None:
+            writer.write(MINED_PATTERNS, patterns_file(miner.runs))
+        position = {item.number: index for index, item in enumerate(insight_rows)}
+        for page in mined:
+            header, guideline = page.content()
+            header.id = layout.insight(page.number)
+            writer.write(layout.insight_rel(page.number), render.insight_page(header, guideline))
+            mined_row = render.insight_row(page.number, header, guideline)
+            if page.new:
+                insight_rows.append(mined_row)
+            else:  # a parent's mined lesson, recounted
+                insight_rows[position[page.number]] = mined_row
+        del mined  # each page's lesson was made as it was written: none is held from here
+        waiting = iter(drafted)
+        for step, offset, length in zip(waiting, waiting, waiting, strict=True):
+            row = all_rows.by_step(step)
+            result = compiled.read((offset, length))
             writer.write(
-                layout.insight_rel(insight_number),
-                render.insight(
-                    layout, insight_number, draft, source=result, task_type=row.task_type
+                layout.compilation_rel(row.step),
+                render.compilation(
+                    layout,
+                    result,
+                    task_id=row.task_id,
+                    task_type=row.task_type,
+                    insight_numbers=row.insights,
                 ),
             )
-    compiled_by: CompiledBy = "offline" if templates is None else "llm"
-    compiled.close()
-    fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
-    new_rows = all_rows.iter_from(first_row)
-    steps: list[str] = []
-    task_ids: dict[str, None] = {}  # in order, once each
-    for row in new_rows:
-        steps.append(layout.step(row.step))
-        task_ids[row.task_id] = None
-    version.changes = Changes(
-        runs=len(steps),
-        steps=steps,
-        insights=[layout.insight(n) for n in range(first_new, number + 1)],
-        task_ids=list(task_ids),
-        duplicates=report.duplicates,
-        inputs=report.inputs,
-    )
-    prompts = dict(base.manifest.prompts) if base else {}
-    prompts.update(templates.hashes if templates else {})
-    finish_version(
-        writer,
-        layout,
-        all_rows,
-        insight_rows,
-        compiled_by=compiled_by,
-        model=report.model,
-        prompts=prompts,
-        report=report.as_dict(),
-        redactions=report.redactions,
-        model_settings=model_settings,
-        version=version,
-        parent=base,
-    )
+            for insight_number, draft in zip(row.insights, result.insights, strict=True):
+                writer.write(
+                    layout.insight_rel(insight_number),
+                    render.insight(
+                        layout, insight_number, draft, source=result, task_type=row.task_type
+                    ),
+                )
+        compiled_by: CompiledBy = "offline" if templates is None else "llm"
+        compiled.close()
+        fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
+        new_rows = all_rows.iter_from(first_row)
+        steps: list[str] = []
+        task_ids: dict[str, None] = {}  # in order, once each
+        for row in new_rows:
+            steps.append(layout.step(row.step))
+            task_ids[row.task_id] = None
+        version.changes = Changes(
+            runs=len(steps),
+            steps=steps,
+            insights=[layout.insight(n) for n in range(first_new, number + 1)],
+            task_ids=list(task_ids),
+            duplicates=report.duplicates,
+            inputs=report.inputs,
+        )
+        prompts = dict(base.manifest.prompts) if base else {}
+        prompts.update(templates.hashes if templates else {})
+        finish_version(
+            writer,
+            layout,
+            all_rows,
+            insight_rows,
+            compiled_by=compiled_by,
+            model=report.model,
+            prompts=prompts,
+            report=report.as_dict(),
+            redactions=report.redactions,
+            model_settings=model_settings,
+            version=version,
+            parent=base,
+        )
 
 
 def _mine(
