@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, render
-from wikitrace.corpus_schema.store import CorpusWriter, sorted_lines
+from wikitrace.corpus_schema.store import CorpusWriter, sorted_lines, spill_file
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -52,10 +51,9 @@ class Compiled:
         """Runs compiled."""
         self.unverified_quotes = 0
         """Quotes not found in their runs, over every compilation."""
-        self._folder = folder = writer.root.parent
-        # Closed by close(): they outlive this call.
-        self._spill = tempfile.TemporaryFile(dir=folder, prefix=".wikitrace-compiled-")  # noqa: SIM115
-        self._summaries = tempfile.TemporaryFile(dir=folder, prefix=".wikitrace-summaries-")  # noqa: SIM115
+        self._folder = writer.root.parent
+        self._spill = spill_file(self._folder, "compiled")
+        self._summaries = spill_file(self._folder, "summaries")
         self._size = 0
         self._last_step = 0
         self._in_order = True

@@ -3,7 +3,6 @@ million runs is built in the memory of a few thousand."""
 
 from __future__ import annotations
 
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import overload
 import orjson
 
 from .render import RunRow
+from .store import spill_file
 
 READ_AHEAD = 512
 """Rows read from the file at once when they are read in order."""
@@ -24,8 +24,7 @@ class RunRows(Sequence[RunRow]):
     it to another RunRows."""
 
     def __init__(self, folder: Path, rows: Iterable[RunRow] = ()) -> None:
-        # Closed by close() or the with block: it outlives this call.
-        self._file = tempfile.TemporaryFile(dir=folder, prefix=".wikitrace-rows-")  # noqa: SIM115
+        self._file = spill_file(folder, "rows")
         self._ends = array("q", [0])
         self._last_step = 0
         self.extend(rows)

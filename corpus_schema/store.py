@@ -70,6 +70,13 @@ def write_new(path: str | Path, chunks: Iterable[bytes]) -> str:
     return tagged(hashed)
 
 
+def spill_file(folder: Path, what: str) -> IO[bytes]:
+    """An unnamed temporary file in `folder` for what a build keeps off the heap (`what`
+    names it while it is open). Made beside the staging folder, it is on the corpus's disk;
+    having no name, it is gone with the process, even when killed. The caller closes it."""
+    return tempfile.TemporaryFile(dir=folder, prefix=f".wikitrace-{what}-")
+
+
 SORT_CHUNK_LINES = 200_000
 """Lines sorted in memory at once when the file list is sorted: past that, sorted runs go to
 temporary files and are merged."""
@@ -87,10 +94,7 @@ class CorpusWriter:
         self.root = root
         self._root = str(root)
         self._made_dirs: set[str] = set()
-        # Closed by close() or the with block: it outlives this call.
-        self._listed = tempfile.TemporaryFile(  # noqa: SIM115
-            dir=root.parent, prefix=".wikitrace-files-"
-        )
+        self._listed = spill_file(root.parent, "files")
         self.count = 0
         """Files written or linked so far."""
 
@@ -182,9 +186,7 @@ def sorted_lines(
             if not lines:
                 break
             lines.sort()
-            run = stack.enter_context(
-                tempfile.TemporaryFile(dir=spill_dir, prefix=".wikitrace-sort-")
-            )
+            run = stack.enter_context(spill_file(spill_dir, "sort"))
             run.writelines(lines)
             run.seek(0)
             runs.append(run)

@@ -11,7 +11,6 @@ import contextlib
 import functools
 import gc
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,6 +35,7 @@ from wikitrace.corpus_schema.records import (
     is_judged,
 )
 from wikitrace.corpus_schema.render import inline, shortened
+from wikitrace.corpus_schema.store import spill_file
 
 from . import consolidate
 
@@ -275,7 +275,7 @@ def catalog_of(
     adding runs reads only the pages it adds. Memory grows with the insights only."""
     taken = _Parent.of(parent, parent_files, hashes)
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
-    with tempfile.TemporaryFile(dir=root.parent, prefix=".wikitrace-catalog-") as lines:
+    with spill_file(root.parent, "catalog") as lines:
         held: list[tuple[_Held, list[int], bool, bool]] = []
         withheld = 0
         for item in _each_insight(root, taken):
