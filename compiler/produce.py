@@ -31,10 +31,9 @@ class Summary:
     step: int
     title: str
     unverified_quotes: int
-    drafts: int
-    """Insights the model drew: their numbers come once every run is compiled."""
     spilled: tuple[int, int] | None = None
-    """Where the compilation waits in the spill file (offset, length), while it has drafts."""
+    """Where the compilation waits in the spill file (offset, length) when the model drew
+    insights from it: their numbers come once every run is compiled."""
 
 
 class Compiled:
@@ -77,7 +76,7 @@ class Compiled:
             self._spill.write(data)
             spilled = (self._size, len(data))
             self._size += len(data)
-        line = [step, result.title, result.unverified_quotes, len(result.insights), spilled]
+        line = [step, result.title, result.unverified_quotes, spilled]
         # The step leads each line, zero-padded, so that sorted lines are in step order.
         self._summaries.write(b"%012d " % step + orjson.dumps(line) + b"\n")
         self._in_order = self._in_order and step > self._last_step
@@ -92,8 +91,8 @@ class Compiled:
         self._summaries.seek(0)
         lines = self._summaries if self._in_order else sorted_lines(self._summaries, self._folder)
         for line in lines:
-            step, title, unverified, drafts, spilled = orjson.loads(line[13:])
-            yield Summary(step, title, unverified, drafts, tuple(spilled) if spilled else None)
+            step, title, unverified, spilled = orjson.loads(line[13:])
+            yield Summary(step, title, unverified, tuple(spilled) if spilled else None)
 
     def read(self, spilled: tuple[int, int]) -> Compilation:
         """A compilation that waits in the spill file, at (offset, length)."""
