@@ -875,7 +875,8 @@ class LessonWriter:
             f"{did(found.success_action, found.last_success)} where the failed one ({loss}) "
             f"{did(found.failure_action, found.last_failure)}. Of its {found.runs} runs, "
             f"{found.successes} succeeded. At that point, weigh the successful run's choice; "
-            f"read both from there (tools/actions {win}, tools/actions {loss})."
+            f"read both from there with the corpus's drill-down tool: actions {win}, "
+            f"actions {loss}."
         )
         title = (
             f"Task {shortened(found.task_id, 40)}: the successful run "

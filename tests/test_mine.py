@@ -259,6 +259,11 @@ def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) 
     memory = Memory.load(corpus)
     same = memory.first_message("Fetch the letter from the  study.", task_type="pick_and_place")
     assert same.insights == [page["id"]]
+    # The guideline names the runs to read with the tool the message locates, not by a path
+    # relative to the corpus root, which an agent working elsewhere could not run.
+    assert "drill-down tool: actions step-0002, actions step-0001." in same.text
+    assert " tools/actions" not in same.text and "(tools/" not in same.text
+    assert "/work/corpus/tools/actions step-NNNN" in same.text
     assert memory.first_message("Put the mug away.").insights == []
 
 
