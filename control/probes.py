@@ -75,7 +75,7 @@ def choose_probes(
     """Target, falsification and regression probes for one lesson, each task once."""
     query = " ".join([lesson.text, lesson.source_task])
     texts = [t.task or t.task_id for t in pool]
-    ranker = Ranker(texts)
+    ranker = Ranker.of(texts)
     candidates = [i for i, t in enumerate(pool) if t.task_id != lesson.source_task_id]
     ranked = [pool[i] for i in ranker.rank(query, candidates)]
     # Without types (the insight's or the pool's) similarity alone picks the targets.

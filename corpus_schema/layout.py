@@ -31,6 +31,11 @@ that `add` mines across the whole corpus without reading every run again."""
 CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
 when a version is made (tools/memory.py), so that they read one file, not every page."""
+SEARCH_DIR = "search"
+"""BM25 indexes over the catalog's texts, written with it so that test-time readers load them
+instead of building them (tools/memory.py): `search/NAME/` for NAME in tasks, insights and
+compilations, each with `texts.json` (how many texts it ranks) and, when they hold a word to
+index, the files of bm25s's saved index."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")

@@ -23,6 +23,16 @@ def build(inputs: list[Path], output: Path, **options: object) -> object:
     return build_corpus(BuildOptions(inputs=inputs, output=output, **options))  # type: ignore[arg-type]
 
 
+BM25_FILES = [
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "params.index.json",
+    "texts.json",
+    "vocab.index.json",
+]
+
+
 def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     report = build([runs_file], corpus)
@@ -48,6 +58,9 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "raw/step-0003/metadata.md",
         "raw/step-0003/solver.full.jsonl",
         "raw/step-0003/solver.index.jsonl",
+        *(f"search/compilations/{name}" for name in BM25_FILES),
+        "search/insights/texts.json",  # no insight: nothing to index
+        *(f"search/tasks/{name}" for name in BM25_FILES),
         "tools/actions",
         "tools/layout.json",
         "tools/turn",

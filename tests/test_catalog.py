@@ -148,3 +148,91 @@ def test_a_corpus_made_before_catalogs_is_read_page_by_page(
     assert loaded.runs == _from_pages(copy).runs and loaded.insights == _from_pages(copy).insights
     task = "Fetch the letter from the drawer"
     assert loaded.first_message(task).text == Memory.load(toy_corpus).first_message(task).text
+
+
+# --- the rankers saved with the catalog -------------------------------------------------------
+
+
+def _queries(memory: Memory) -> list[str]:
+    """Each task, title, guideline and applicability, a few of their words, and queries that
+    share no word with the corpus or hold none at all."""
+    texts = [run.task for run in memory.runs] + [run.explanation for run in memory.runs]
+    for item in memory.insights:
+        texts += [item.title, item.guideline, item.applicability]
+    words = sorted({word for text in texts for word in text.split()})
+    return [*texts, *(" ".join(words[i::7]) for i in range(7)), "zzyzx qwv", "", "the of a"]
+
+
+@pytest.mark.parametrize("which", ["toy", "view", "added"])
+def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
+    which: str, toy_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wikitrace.tools import memory as memory_module
+    from wikitrace.tools.memory import SEARCH_NAMES, Ranker, search_texts
+
+    root = toy_corpus.resolve()
+    if which == "view":
+        root = tmp_path / "view"
+        code, _, err = run(["view", str(toy_corpus), "--exclude-task", "drawer-1", "-o", str(root)])
+        assert code == 0, err
+    elif which == "added":  # a version whose rankers hold the runs it adds
+        from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+
+        from helpers import FakeLLM, make_run, write_runs
+
+        llm = FakeLLM()
+        corpus = tmp_path / "corpus"
+        first = write_runs(
+            tmp_path / "a.jsonl", [make_run("mug"), make_run("kettle", success=True)]
+        )
+        more = write_runs(tmp_path / "b.jsonl", [make_run("lamp"), make_run("desk", success=True)])
+        for source, act in ((first, build_corpus), (more, add_runs)):
+            act(BuildOptions([source], corpus, model=llm.model, use_cache=False), llm=llm)  # type: ignore[operator]
+        root = corpus.resolve()
+        assert root.name == "v0002" and len(Memory.load(root).runs) == 4
+    loaded = Memory.load(root)
+    assert loaded.runs and loaded.insights
+    for name in SEARCH_NAMES:
+        size = len(loaded.insights if name == "insights" else loaded.runs)
+        saved = Ranker.load(root / "search" / name, size)
+        built = Ranker.of(search_texts(name, loaded.runs, loaded.insights))
+        for query in _queries(loaded):
+            for matched_only in (False, True):
+                everything = range(size)
+                assert saved.rank(query, everything, matched_only=matched_only) == built.rank(
+                    query, everything, matched_only=matched_only
+                ), (name, query)
+    # Test time loads them: nothing is built.
+    monkeypatch.setattr(memory_module.Ranker, "of", None)
+    fresh = Memory.load(root)
+    task = "Fetch the letter from the drawer"
+    assert fresh.first_message(task, max_tokens=300).text
+    assert fresh.search(loaded.runs[-1].task, limit=3)
+
+
+def test_a_damaged_saved_ranker_is_a_one_line_error(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    example = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
+    assert run(["-q", "build", str(example), "-o", str(root)])[0] == 0
+    count = root.resolve() / "search" / "tasks" / "texts.json"
+    count.chmod(0o644)
+    count.write_bytes(b'{"texts":11,"indexed":true}')
+    code, _, err = run(["prompt", str(root), "Cancel my reservation"])
+    assert code == 1 and "search/tasks: damaged (ValueError: it ranks 11 texts" in err
+    assert "wikitrace verify" in err and len(err.splitlines()) == 1
+    assert run(["verify", str(root)])[0] == 1
+
+
+def test_a_corpus_made_before_saved_rankers_builds_them(toy_corpus: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(toy_corpus.resolve(), copy)
+    copy.chmod(0o755)
+    shutil.rmtree(copy / "search")
+    task = "Fetch the letter from the drawer"
+    for budget in (None, 300):
+        assert (
+            Memory.load(copy).first_message(task, max_tokens=budget).text
+            == Memory.load(toy_corpus).first_message(task, max_tokens=budget).text
+        )

@@ -80,6 +80,11 @@ def test_bad_custom_patterns_are_explained() -> None:
     assert check_pattern(r"\d{6}") is None
 
 
+def read_any(path: Path) -> str:
+    """A corpus file as text, a binary one (a search index's arrays) with its bytes kept."""
+    return path.read_bytes().decode("utf-8", "surrogateescape")
+
+
 def run_with_secret(tmp_path: Path) -> Path:
     turns = [
         {"role": "user", "content": f"My key is {SECRETS['openai-api-key']}"},
@@ -100,7 +105,8 @@ def test_secrets_reach_neither_the_model_nor_the_corpus(tmp_path: Path) -> None:
     )
     assert report.redactions == {"github-token": 1, "openai-api-key": 1}
     sent = json.dumps(llm.calls)
-    written = "".join(p.read_text() for p in corpus.rglob("*") if p.is_file())
+    # Every file, the search indexes' binary arrays too: no secret may hide in any of them.
+    written = "".join(read_any(p) for p in corpus.rglob("*") if p.is_file())
     for secret in (SECRETS["openai-api-key"], SECRETS["github-token"]):
         assert secret not in sent and secret not in written
     assert "[REDACTED:openai-api-key]" in (corpus / "raw/step-0001/solver.full.jsonl").read_text()
@@ -154,7 +160,7 @@ def test_every_realistic_kind_is_redacted_in_every_place(tmp_path: Path) -> None
     )
     assert report.runs == len(KINDS) >= 40
     sent = json.dumps(llm.calls, ensure_ascii=False)
-    written = {p: p.read_text() for p in corpus.resolve().rglob("*") if p.is_file()}
+    written = {p: read_any(p) for p in corpus.resolve().rglob("*") if p.is_file()}
     leaked = []
     for kind in KINDS:
         for piece in _pieces(kind.secret):

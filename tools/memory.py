@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from wikitrace.corpus_schema.layout import (
     INSIGHT_DIR,
     RAW_DIR,
     RAW_METADATA_NAME,
+    SEARCH_DIR,
 )
 from wikitrace.corpus_schema.records import (
     CompilationHeader,
@@ -520,18 +522,72 @@ def _tokenize(texts: Sequence[str]) -> Any:
     return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
 
 
+SearchName = Literal["tasks", "insights", "compilations"]
+SEARCH_NAMES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
+_SEARCH_COUNT = "texts.json"
+
+
+def search_texts(
+    name: SearchName, runs: Iterable[PastRun], insights: Iterable[InsightEntry]
+) -> list[str]:
+    """What each ranker ranks: the runs' tasks less the lines most tasks share, the insights'
+    title, guideline and applicability, or the compilations' titles and claims."""
+    if name == "tasks":
+        return without_boilerplate([run.task for run in runs])
+    if name == "insights":
+        return [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
+    return [run.explanation for run in runs]
+
+
 class Ranker:
     """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, size: int, index: Any) -> None:
+        self.size = size
+        self._index = index
+        """bm25s's index, or None when no text holds a word to index (they rank in order)."""
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> Ranker:
         import bm25s
 
-        self.size = len(texts)
-        self._index: Any = None
         tokens = _tokenize(texts) if texts else None
-        if tokens is not None and tokens.vocab:  # texts with no indexable word rank in order
-            self._index = bm25s.BM25()
-            self._index.index(tokens, show_progress=False)
+        if tokens is None or not tokens.vocab:
+            return cls(len(texts), None)
+        index = bm25s.BM25()
+        index.index(tokens, show_progress=False)
+        return cls(len(texts), index)
+
+    def save(self, folder: Path) -> None:
+        """Into an empty `folder`: how many texts it ranks, and bm25s's files of its index."""
+        folder.mkdir(parents=True)
+        if self._index is not None:
+            self._index.save(folder, show_progress=False)
+        (folder / _SEARCH_COUNT).write_bytes(
+            orjson.dumps({"texts": self.size, "indexed": self._index is not None})
+        )
+
+    @classmethod
+    def load(cls, folder: Path, size: int) -> Ranker:
+        """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
+        query needs it); CorpusError when it is damaged or does not rank `size` texts."""
+        import bm25s
+
+        try:
+            saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
+            if saved["texts"] != size:
+                raise ValueError(f"it ranks {saved['texts']} texts, the catalog has {size}")
+            index = (
+                bm25s.BM25.load(folder, mmap=True, show_progress=False)
+                if saved["indexed"]
+                else None
+            )
+        except (OSError, KeyError, TypeError, ValueError) as error:
+            raise CorpusError(
+                f"{folder}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` "
+                "on the corpus"
+            ) from None
+        return cls(size, index)
 
     def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
         """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
@@ -552,6 +608,40 @@ class Ranker:
         return [i for i in ranked + rest if i in allowed]
 
 
+def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """The saved rankers of the version at `root`, made from its catalog as written: each
+    file's path in the version and its bytes. One ranker is held at a time, each made from the
+    texts read back from the catalog; bm25s writes its files into a scratch folder in `root`,
+    gone when the last is read."""
+    catalog = root / CATALOG
+    with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
+        for name in SEARCH_NAMES:
+            runs = (PastRun(**item["run"]) for item in _catalog_items(catalog) if "run" in item)
+            insights = (
+                InsightEntry(**item["insight"])
+                for item in _catalog_items(catalog)
+                if "insight" in item
+            )
+            folder = Path(scratch) / name
+            Ranker.of(search_texts(name, runs, insights)).save(folder)
+            for path in sorted(folder.iterdir()):
+                yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
+
+
+def _catalog_items(path: Path) -> Iterator[dict[str, Any]]:
+    """The run and insight lines of a catalog, a line at a time."""
+    with path.open("rb") as lines:
+        next(lines)
+        for line in lines:
+            yield orjson.loads(line)
+
+
+def _file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while chunk := handle.read(size):
+            yield chunk
+
+
 class Memory:
     """A corpus loaded once, to render first messages for many tasks."""
 
@@ -564,6 +654,7 @@ class Memory:
         withheld: int = 0,
         grouping: consolidate.Grouping = consolidate.group,
         leaders: list[int] | None = None,
+        from_catalog: bool = False,
     ):
         self.root = root
         self.runs = runs
@@ -576,22 +667,32 @@ class Memory:
             leaders if leaders is not None else consolidate.of_lessons(insights, grouping)
         )
         self._task_of = {run.step: run.task_id for run in runs}
+        self._from_catalog = from_catalog
 
-    # The rankers are built when first needed: a message that fits its budget needs none.
+    # The rankers are loaded, or built, when first needed: a message that fits its budget
+    # needs none.
     @functools.cached_property
     def _run_ranker(self) -> Ranker:
         """BM25 over the runs' tasks, less the lines most tasks share."""
-        return Ranker(without_boilerplate([run.task for run in self.runs]))
+        return self._ranker("tasks")
 
     @functools.cached_property
     def _insight_ranker(self) -> Ranker:
         """BM25 over the insights (a budget, a search)."""
-        return Ranker([f"{i.title} {i.guideline} {i.applicability}" for i in self.insights])
+        return self._ranker("insights")
 
     @functools.cached_property
     def _compilation_ranker(self) -> Ranker:
         """BM25 over the compilations' titles and claims (a search)."""
-        return Ranker([run.explanation for run in self.runs])
+        return self._ranker("compilations")
+
+    def _ranker(self, name: SearchName) -> Ranker:
+        """The ranker saved with the catalog the memory was read from, or one built now (a
+        corpus made before rankers were saved, or a memory made from its pages)."""
+        saved = self.root / SEARCH_DIR / name
+        if self._from_catalog and saved.is_dir():
+            return Ranker.load(saved, len(self.insights if name == "insights" else self.runs))
+        return Ranker.of(search_texts(name, self.runs, self.insights))
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
@@ -602,7 +703,7 @@ class Memory:
             runs, insights, offline, withheld, leaders = read_catalog(root)
             # The catalog's groups are the lexical ones; any other grouping is made anew.
             kept = leaders if grouping is consolidate.group else None
-            return cls(root, runs, insights, offline, withheld, grouping, kept)
+            return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
         from wikitrace.corpus_schema import manifest
 
         offline = manifest.load(root).compiled_by == "offline"
@@ -701,6 +802,8 @@ class Memory:
                         found.append({"success": success.id, "failure": failure.id})
             return found
 
+        gated = any(item.status == "committed" for item in self.insights)
+
         def render_template(chosen: list[int]) -> str:
             # Text from logs and models goes in so that it cannot restructure the message.
             groups: dict[str, list[InsightEntry]] = {}
@@ -728,7 +831,7 @@ class Memory:
                 any_insights=bool(self.insights) or self.withheld > 0,
                 any_mined=any(self.insights[i].pattern is not None for i in chosen),
                 withheld=self.withheld,
-                gated=any(item.status == "committed" for item in self.insights),
+                gated=gated,
                 insight_groups=sorted(groups.items()),
                 truncated=len(chosen) < len(insight_ok),
                 shown=len(chosen),

@@ -39,8 +39,8 @@ def staging(path: Path) -> Iterator[Path]:
 
 
 def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion | None) -> None:
-    """The version's catalog, from its pages as written; what the `parent` version's catalog
-    says of the pages it keeps unchanged is taken from there."""
+    """The version's catalog, from its pages as written (what the `parent` version's catalog
+    says of the pages it keeps unchanged is taken from there), and the rankers saved with it."""
     writer.write(
         CATALOG,
         memory.catalog_of(
@@ -51,6 +51,9 @@ def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion 
             hashes=writer.hashes() if parent else None,
         ),
     )
+    # Made from the catalog just written: test time loads the rankers instead of building them.
+    for rel, chunks in memory.search_files(writer.root):
+        writer.write(rel, chunks)
 
 
 def finish_version(

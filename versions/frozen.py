@@ -14,6 +14,7 @@ from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
     CATALOG,
+    SEARCH_DIR,
     TOOLS_DIR,
     parse_insight,
     parse_step,
@@ -124,13 +125,13 @@ class FrozenVersion:
         )
 
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
-        """Files a new version takes as they are: all but the indexes, the catalog, tools,
-        manifest and `rewritten_also` (files the new version writes anew)."""
+        """Files a new version takes as they are: all but the indexes, the catalog and its
+        rankers, tools, manifest and `rewritten_also` (files the new version writes anew)."""
         rewritten = {*rewritten_also, CATALOG}
         for rel, file_hash in self.manifest.files.items():
             if (
                 rel not in rewritten
                 and not Layout.is_index(rel)
-                and not rel.startswith(f"{TOOLS_DIR}/")
+                and not rel.startswith((f"{TOOLS_DIR}/", f"{SEARCH_DIR}/"))
             ):
                 yield rel, file_hash
