@@ -236,3 +236,37 @@ def test_a_corpus_made_before_saved_rankers_builds_them(toy_corpus: Path, tmp_pa
             Memory.load(copy).first_message(task, max_tokens=budget).text
             == Memory.load(toy_corpus).first_message(task, max_tokens=budget).text
         )
+
+
+def test_a_catalog_of_version_1_is_read_as_it_was_written(toy_corpus: Path, tmp_path: Path) -> None:
+    """Corpora made before 0.2 wrote a JSON object a line; they load to the same memory."""
+    import json
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(toy_corpus.resolve(), copy)
+    copy.chmod(0o755)
+    head, *lines = (copy / CATALOG).read_text().splitlines()
+    names = json.loads(head)
+    old = [json.dumps({"catalog": 1, "offline": names["offline"], "withheld": names["withheld"]})]
+    for line in lines:
+        kind, *values = json.loads(line)
+        if kind == "run":
+            old.append(json.dumps({"run": dict(zip(names["run"], values, strict=True))}))
+        else:
+            item = dict(zip(names["insight"], values, strict=True))
+            old.append(json.dumps({"insight": item, "leader": item.pop("leader")}))
+    (copy / CATALOG).chmod(0o644)
+    (copy / CATALOG).write_text("\n".join(old) + "\n")
+    assert read_catalog(copy) == read_catalog(toy_corpus.resolve())
+    task = "Fetch the letter from the drawer"
+    assert (
+        Memory.load(copy).first_message(task).text
+        == Memory.load(toy_corpus).first_message(task).text
+    )
+    # A catalog whose lines hold other values than this wikitrace's is not read by position.
+    (copy / CATALOG).write_text(
+        "\n".join([head.replace('"explanation"', '"summary"'), *lines]) + "\n"
+    )
+    code, _, err = run(["prompt", str(copy), task])
+    assert code == 1 and "damaged (ValueError: its lines hold other values" in err
