@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wikitrace.corpus_schema.layout import CATALOG
 from wikitrace.tools import consolidate
@@ -270,3 +272,40 @@ def test_a_catalog_of_version_1_is_read_as_it_was_written(toy_corpus: Path, tmp_
     )
     code, _, err = run(["prompt", str(copy), task])
     assert code == 1 and "damaged (ValueError: its lines hold other values" in err
+
+
+WORDS = ["mug", "Mug", "the", "a", "of", "drawer", "key", "ключ", "x", "42", "don't", "", "!!"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join), max_size=14),
+    chunk=st.integers(1, 5),
+)
+def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
+    texts: list[str], chunk: int
+) -> None:
+    """Its saved files are byte for byte those of bm25s's index of all the texts at once
+    (texts empty, of stop words only, or repeating words included)."""
+    import tempfile
+
+    import bm25s
+
+    from wikitrace.tools.memory import Ranker
+
+    with tempfile.TemporaryDirectory() as scratch:
+        ours = Path(scratch) / "ours"
+        Ranker.of(iter(texts), chunk=chunk).save(ours)
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        theirs = Path(scratch) / "theirs"
+        theirs.mkdir()
+        if tokens.vocab:
+            index = bm25s.BM25()
+            index.index(tokens, show_progress=False)
+            index.save(theirs, show_progress=False)
+        files = sorted(p.name for p in ours.iterdir())
+        assert files == sorted([*(p.name for p in theirs.iterdir()), "texts.json"])
+        for name in files:
+            if name != "texts.json":
+                assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+        assert Ranker.load(ours, len(texts)).size == len(texts)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
 import re
 import tempfile
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import orjson
 
@@ -565,14 +568,15 @@ _SEARCH_COUNT = "texts.json"
 
 def search_texts(
     name: SearchName, runs: Iterable[PastRun], insights: Iterable[InsightEntry]
-) -> list[str]:
-    """What each ranker ranks: the runs' tasks less the lines most tasks share, the insights'
-    title, guideline and applicability, or the compilations' titles and claims."""
-    if name == "tasks":
-        return without_boilerplate([run.task for run in runs])
+) -> Iterator[str]:
+    """What each ranker ranks, a text at a time: the runs' tasks less the lines most tasks
+    share, the insights' title, guideline and applicability, or the compilations' titles and
+    claims."""
+    if name == "tasks":  # which lines are boilerplate is known once all are read
+        return iter(without_boilerplate([run.task for run in runs]))
     if name == "insights":
-        return [f"{i.title} {i.guideline} {i.applicability}" for i in insights]
-    return [run.explanation for run in runs]
+        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights)
+    return (run.explanation for run in runs)
 
 
 class Ranker:
@@ -584,15 +588,21 @@ class Ranker:
         """bm25s's index, or None when no text holds a word to index (they rank in order)."""
 
     @classmethod
-    def of(cls, texts: Sequence[str]) -> Ranker:
+    def of(cls, texts: Iterable[str], chunk: int = 4096) -> Ranker:
+        """A ranker over `texts`, read once. They are tokenized `chunk` at a time and their
+        words' ids kept in one array, so that memory holds 4 bytes a word, not a list of
+        strings a text: the same words, numbered the same, as tokenizing them all at once."""
         import bm25s
 
-        tokens = _tokenize(texts) if texts else None
-        if tokens is None or not tokens.vocab:
-            return cls(len(texts), None)
+        tokens = _Tokens()
+        texts = iter(texts)
+        while part := list(itertools.islice(texts, chunk)):
+            tokens.extend(_tokenize(part))
+        if not tokens.vocab:  # no text holds a word to index: they rank in order
+            return cls(len(tokens.ids), None)
         index = bm25s.BM25()
         index.index(tokens, show_progress=False)
-        return cls(len(texts), index)
+        return cls(len(tokens.ids), index)
 
     def save(self, folder: Path) -> None:
         """Into an empty `folder`: how many texts it ranks, and bm25s's files of its index."""
@@ -642,6 +652,66 @@ class Ranker:
         scored = set(ranked)
         rest = [i for i in range(self.size) if i not in scored]
         return [i for i in ranked + rest if i in allowed]
+
+
+class _TokenIds(Sequence[list[int]]):
+    """Each text's word ids, kept as each word's id and count in the order the text first
+    uses it (what bm25s counts of a text): a text is given back with its words in that order,
+    each repeated as often as it came, which bm25s counts the same."""
+
+    def __init__(self) -> None:
+        self.words = array("i")
+        self.counts = array("i")
+        self.ends = array("q")
+
+    def append(self, text: list[int]) -> None:
+        counted = Counter(text)  # in the order of first use
+        self.words.extend(counted)
+        self.counts.extend(counted.values())
+        self.ends.append(len(self.words))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    @overload
+    def __getitem__(self, index: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[list[int]]: ...
+    def __getitem__(self, index: int | slice) -> list[int] | Sequence[list[int]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self))[index]
+        return self._text(self.ends[index - 1] if index else 0, self.ends[index])
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start = 0
+        for end in self.ends:
+            yield self._text(start, end)
+            start = end
+
+    def _text(self, start: int, end: int) -> list[int]:
+        return list(
+            itertools.chain.from_iterable(
+                itertools.repeat(word, count)
+                for word, count in zip(self.words[start:end], self.counts[start:end], strict=True)
+            )
+        )
+
+
+class _Tokens:
+    """Texts tokenized a part at a time, as bm25s indexes them: `ids` and `vocab`."""
+
+    def __init__(self) -> None:
+        self.ids = _TokenIds()
+        self.vocab: dict[str, int] = {}
+
+    def extend(self, part: Any) -> None:
+        """Add a part bm25s tokenized: its words numbered on from the parts before, in the
+        order it numbered them (the order it met them in)."""
+        local = sorted(part.vocab.items(), key=lambda item: item[1])
+        ids = [self.vocab.setdefault(word, len(self.vocab)) for word, _ in local]
+        for text in part.ids:
+            self.ids.append([ids[i] for i in text])
 
 
 def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
