@@ -33,9 +33,9 @@ CATALOG = "catalog.jsonl"
 when a version is made (tools/memory.py), so that they read one file, not every page."""
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
-instead of building them (tools/memory.py): `search/NAME/` for NAME in tasks, insights and
-compilations, each with `texts.json` (how many texts it ranks) and, when they hold a word to
-index, the files of bm25s's saved index."""
+instead of building them (tools/memory.py): `search/tasks/` and `search/insights/`, each with
+`texts.json` (how many texts it ranks) and, when they hold a word to index, the files of
+bm25s's saved index."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")

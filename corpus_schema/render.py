@@ -844,8 +844,8 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "- `manifest.json`: format version, how it was built, and the sha256 of every file.",
         f"- `{CATALOG}`: a JSON line per run and per insight an agent may be shown, written from "
         "the pages for `wikitrace prompt` and `wikitrace mcp` to read at once (the pages are the "
-        "record), and `search/`: the BM25 indexes over its tasks, insights and compilations "
-        "(bm25s's saved format), loaded at test time instead of built.",
+        "record), and `search/`: the BM25 indexes over its tasks and insights (bm25s's saved "
+        "format), loaded at test time instead of built.",
         "",
         "## Trust gradient",
         "",

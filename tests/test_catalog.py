@@ -170,7 +170,7 @@ def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
     which: str, toy_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from wikitrace.tools import memory as memory_module
-    from wikitrace.tools.memory import SEARCH_NAMES, Ranker, search_texts
+    from wikitrace.tools.memory import SAVED_SEARCHES, Ranker, search_texts
 
     root = toy_corpus.resolve()
     if which == "view":
@@ -194,22 +194,24 @@ def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
         assert root.name == "v0002" and len(Memory.load(root).runs) == 4
     loaded = Memory.load(root)
     assert loaded.runs and loaded.insights
-    for name in SEARCH_NAMES:
+    assert sorted(p.name for p in (root / "search").iterdir()) == sorted(SAVED_SEARCHES)
+    for name in SAVED_SEARCHES:
         size = len(loaded.insights if name == "insights" else loaded.runs)
         saved = Ranker.load(root / "search" / name, size)
-        built = Ranker.of(search_texts(name, loaded.runs, loaded.insights))
+        built = Ranker.of(search_texts(name, lambda: loaded.runs, lambda: loaded.insights))
         for query in _queries(loaded):
             for matched_only in (False, True):
                 everything = range(size)
                 assert saved.rank(query, everything, matched_only=matched_only) == built.rank(
                     query, everything, matched_only=matched_only
                 ), (name, query)
-    # Test time loads them: nothing is built.
+    # The first message loads them: nothing is built. (A search of the compilations builds
+    # their ranker: it is not saved.)
     monkeypatch.setattr(memory_module.Ranker, "of", None)
     fresh = Memory.load(root)
     task = "Fetch the letter from the drawer"
     assert fresh.first_message(task, max_tokens=300).text
-    assert fresh.search(loaded.runs[-1].task, limit=3)
+    assert fresh.search(loaded.runs[-1].task, ["insights", "tasks"], limit=3)
 
 
 def test_a_damaged_saved_ranker_is_a_one_line_error(tmp_path: Path) -> None:
@@ -309,3 +311,37 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
             if name != "texts.json":
                 assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
         assert Ranker.load(ours, len(texts)).size == len(texts)
+
+
+def _boilerplate_as_it_was(texts: list[str], share: float = 0.3) -> list[str]:
+    """without_boilerplate before it counted lines by their hashes, reading the texts twice."""
+    counts: dict[str, int] = {}
+    for text in set(texts):
+        for line in {line.strip() for line in text.splitlines() if line.strip()}:
+            counts[line] = counts.get(line, 0) + 1
+    limit = max(2, int(len(set(texts)) * share))
+    common = {line for line, n in counts.items() if n >= limit and len(line) > 20}
+    if not common:
+        return list(texts)
+    return [
+        "\n".join(line for line in text.splitlines() if line.strip() not in common) or text
+        for text in texts
+    ]
+
+
+LINES = [
+    "Solve the task below, step by step.",
+    "  Solve the task below, step by step. ",
+    "",
+    "Fix the bug in parser.py",
+    "short",
+    "You are a helpful assistant for airline customers",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(LINES), max_size=5).map("\n".join), max_size=12))
+def test_boilerplate_counted_by_hashes_is_the_boilerplate_counted_by_text(texts: list[str]) -> None:
+    from wikitrace.tools.memory import without_boilerplate
+
+    assert list(without_boilerplate(lambda: iter(texts))) == _boilerplate_as_it_was(texts)

@@ -15,7 +15,7 @@ import re
 import tempfile
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -211,21 +211,27 @@ def _explanation(header: CompilationHeader | None) -> str:
     return "\n".join([header.title, *(claim.statement for claim in header.claims)])
 
 
-def without_boilerplate(texts: Sequence[str], share: float = 0.3) -> list[str]:
+def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
     """Each text less the lines that many of the texts hold (a benchmark's generic
-    instructions), so that similarity is judged on what sets a task apart."""
-    counts: dict[str, int] = {}
-    for text in set(texts):
-        for line in {line.strip() for line in text.splitlines() if line.strip()}:
-            counts[line] = counts.get(line, 0) + 1
-    limit = max(2, int(len(set(texts)) * share))
-    common = {line for line, n in counts.items() if n >= limit and len(line) > 20}
+    instructions), so that similarity is judged on what sets a task apart. `texts()` is read
+    twice: once to count, by their hashes, the distinct texts each line of more than 20
+    characters is in, then to leave out those in at least `share` of them (and of two)."""
+    distinct: set[int] = set()
+    counts: Counter[int] = Counter()
+    for text in texts():
+        if (key := hash(text)) in distinct:
+            continue
+        distinct.add(key)
+        counts.update({hash(line) for line in map(str.strip, text.splitlines()) if len(line) > 20})
+    limit = max(2, int(len(distinct) * share))
+    common = {line for line, n in counts.items() if n >= limit}
+    del distinct, counts
     if not common:
-        return list(texts)
-    return [
-        "\n".join(line for line in text.splitlines() if line.strip() not in common) or text
-        for text in texts
-    ]
+        yield from texts()
+        return
+    for text in texts():
+        kept = [line for line in text.splitlines() if hash(line.strip()) not in common]
+        yield "\n".join(kept) or text
 
 
 def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
@@ -562,21 +568,25 @@ def _tokenize(texts: Sequence[str]) -> Any:
 
 
 SearchName = Literal["tasks", "insights", "compilations"]
-SEARCH_NAMES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
+SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights")
+"""The rankers a version saves: those its first message needs. The compilations' (for
+`search`) is built when first asked for: at 200,000 runs it would take a build 150 MB more."""
 _SEARCH_COUNT = "texts.json"
 
 
 def search_texts(
-    name: SearchName, runs: Iterable[PastRun], insights: Iterable[InsightEntry]
+    name: SearchName,
+    runs: Callable[[], Iterable[PastRun]],
+    insights: Callable[[], Iterable[InsightEntry]],
 ) -> Iterator[str]:
     """What each ranker ranks, a text at a time: the runs' tasks less the lines most tasks
-    share, the insights' title, guideline and applicability, or the compilations' titles and
-    claims."""
-    if name == "tasks":  # which lines are boilerplate is known once all are read
-        return iter(without_boilerplate([run.task for run in runs]))
+    share (the runs are read twice), the insights' title, guideline and applicability, or the
+    compilations' titles and claims."""
+    if name == "tasks":
+        return without_boilerplate(lambda: (run.task for run in runs()))
     if name == "insights":
-        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights)
-    return (run.explanation for run in runs)
+        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights())
+    return (run.explanation for run in runs())
 
 
 class Ranker:
@@ -720,14 +730,19 @@ def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
     texts read back from the catalog; bm25s writes its files into a scratch folder in `root`,
     gone when the last is read."""
     catalog = root / CATALOG
+
+    def runs() -> Iterator[PastRun]:
+        return (PastRun(*values) for kind, *values in _catalog_items(catalog) if kind == "run")
+
+    def insights() -> Iterator[InsightEntry]:
+        return (  # its values after its leader
+            InsightEntry(*values[1:])
+            for kind, *values in _catalog_items(catalog)
+            if kind == "insight"
+        )
+
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
-        for name in SEARCH_NAMES:
-            runs = (PastRun(*values) for kind, *values in _catalog_items(catalog) if kind == "run")
-            insights = (
-                InsightEntry(*values[1:])  # after its leader
-                for kind, *values in _catalog_items(catalog)
-                if kind == "insight"
-            )
+        for name in SAVED_SEARCHES:
             folder = Path(scratch) / name
             Ranker.of(search_texts(name, runs, insights)).save(folder)
             for path in sorted(folder.iterdir()):
@@ -798,7 +813,7 @@ class Memory:
         saved = self.root / SEARCH_DIR / name
         if self._from_catalog and saved.is_dir():
             return Ranker.load(saved, len(self.insights if name == "insights" else self.runs))
-        return Ranker.of(search_texts(name, self.runs, self.insights))
+        return Ranker.of(search_texts(name, lambda: self.runs, lambda: self.insights))
 
     @classmethod
     def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
