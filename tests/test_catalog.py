@@ -225,6 +225,16 @@ def test_a_damaged_saved_ranker_is_a_one_line_error(tmp_path: Path) -> None:
     assert code == 1 and "search/tasks: damaged (ValueError: it ranks 11 texts" in err
     assert "wikitrace verify" in err and len(err.splitlines()) == 1
     assert run(["verify", str(root)])[0] == 1
+    # Files that load, of the right sizes, but do not fit together: found when first ranked.
+    import numpy as np
+
+    count.write_bytes(b'{"texts":12,"indexed":true}')
+    words = count.parent / "indices.csc.index.npy"
+    words.chmod(0o644)
+    np.save(words, np.full_like(np.load(words), 10**6))
+    code, _, err = run(["prompt", str(root), "Cancel my reservation"])
+    assert code == 1 and "search/tasks: damaged (IndexError: index 1000000" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_a_corpus_made_before_saved_rankers_builds_them(toy_corpus: Path, tmp_path: Path) -> None:

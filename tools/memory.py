@@ -484,6 +484,13 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
         yield run
 
 
+def _damaged(path: Path, error: Exception) -> CorpusError:
+    """A file (or folder) test time reads that is not as its version wrote it."""
+    return CorpusError(
+        f"{path}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` on the corpus"
+    )
+
+
 def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
     """catalog.jsonl: line 1 says whether the memory was compiled offline, how many insights
     are withheld, and the names of the values each later line holds; then a line a run
@@ -496,10 +503,7 @@ def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, i
         with _collector_paused():
             return _catalog_lines(path.read_bytes().splitlines())
     except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
-        raise CorpusError(
-            f"{path}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` on the "
-            "corpus"
-        ) from None
+        raise _damaged(path, error) from None
 
 
 @contextlib.contextmanager
@@ -592,10 +596,12 @@ def search_texts(
 class Ranker:
     """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
 
-    def __init__(self, size: int, index: Any) -> None:
+    def __init__(self, size: int, index: Any, source: Path | None = None) -> None:
         self.size = size
         self._index = index
         """bm25s's index, or None when no text holds a word to index (they rank in order)."""
+        self._source = source
+        """The folder it was loaded from, if it was."""
 
     @classmethod
     def of(cls, texts: Iterable[str], chunk: int = 4096) -> Ranker:
@@ -639,11 +645,8 @@ class Ranker:
                 else None
             )
         except (OSError, KeyError, TypeError, ValueError) as error:
-            raise CorpusError(
-                f"{folder}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` "
-                "on the corpus"
-            ) from None
-        return cls(size, index)
+            raise _damaged(folder, error) from None
+        return cls(size, index, folder)
 
     def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
         """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
@@ -654,7 +657,15 @@ class Ranker:
         ranked: list[int] = []
         query_tokens = _tokenize([query])
         if self._index is not None and query_tokens.vocab:
-            documents, scores = self._index.retrieve(query_tokens, k=self.size, show_progress=False)
+            try:
+                documents, scores = self._index.retrieve(
+                    query_tokens, k=self.size, show_progress=False
+                )
+            except (IndexError, ValueError) as error:
+                if self._source is None:
+                    raise
+                # Files that load but do not fit together (a word's entries past the texts).
+                raise _damaged(self._source, error) from None
             ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
         if matched_only:
             return [i for i in ranked if i in allowed]
