@@ -496,8 +496,8 @@ def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, i
     are withheld, and the names of the values each later line holds; then a line a run
     (["run", PastRun's values]) and a line a shown insight (["insight", the index of its
     group's first, InsightEntry's values]). Written from the pages when the version was made,
-    so loading reads one file, not every page's header. (Version 1, before 0.2, wrote a JSON
-    object a line: {"run": {...}}, {"insight": {...}, "leader": N}; it is read too.)"""
+    so loading reads one file, not every page's header. (Version 1, which earlier builds wrote,
+    has a JSON object a line: {"run": {...}}, {"insight": {...}, "leader": N}; it is read too.)"""
     path = root / CATALOG
     try:
         with _collector_paused():
@@ -605,9 +605,9 @@ class Ranker:
 
     @classmethod
     def of(cls, texts: Iterable[str], chunk: int = 4096) -> Ranker:
-        """A ranker over `texts`, read once. They are tokenized `chunk` at a time and their
-        words' ids kept in one array, so that memory holds 4 bytes a word, not a list of
-        strings a text: the same words, numbered the same, as tokenizing them all at once."""
+        """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
+        text's distinct words kept as an id and a count in arrays (8 bytes each), not as a
+        list a text: the same words, numbered the same, as tokenizing them all at once."""
         import bm25s
 
         tokens = _Tokens()
