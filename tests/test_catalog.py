@@ -253,7 +253,7 @@ def test_a_corpus_made_before_saved_rankers_builds_them(toy_corpus: Path, tmp_pa
 
 
 def test_a_catalog_of_version_1_is_read_as_it_was_written(toy_corpus: Path, tmp_path: Path) -> None:
-    """Corpora made before 0.2 wrote a JSON object a line; they load to the same memory."""
+    """Corpora made by earlier builds wrote a JSON object a line; they load the same memory."""
     import json
     import shutil
 
