@@ -533,36 +533,47 @@ def _catalog_lines(
     runs: list[PastRun] = []
     insights: list[InsightEntry] = []
     leaders: list[int] = []
-    if head.get("catalog") == 1:
-        for line in lines[1:]:
-            item = orjson.loads(line)
-            if "run" in item:
-                runs.append(PastRun(**item["run"]))
-            else:
-                insights.append(InsightEntry(**item["insight"]))
-                leaders.append(int(item["leader"]))
-    elif head.get("catalog") == CATALOG_VERSION:
-        if head["run"] != _RUN_FIELDS or head["insight"] != ["leader", *_INSIGHT_FIELDS]:
-            raise ValueError("its lines hold other values than this wikitrace reads")
-        # By position: a third of the time of building each record from a JSON object.
-        for line in lines[1:]:
-            kind, *values = orjson.loads(line)
-            if kind == "run":
-                if len(values) != len(_RUN_FIELDS):
-                    raise ValueError(f"a run's line holds {len(values)} values")
-                runs.append(PastRun(*values))
-            elif kind == "insight":
-                if len(values) != len(_INSIGHT_FIELDS) + 1:
-                    raise ValueError(f"an insight's line holds {len(values)} values")
-                leaders.append(int(values[0]))
-                insights.append(InsightEntry(*values[1:]))
-            else:
-                raise ValueError(f"a line of kind {kind!r}")
-    else:
-        raise ValueError(f"catalog version {head.get('catalog')!r}")
+    for record in _records(head, lines[1:]):
+        if isinstance(record, PastRun):
+            runs.append(record)
+        else:
+            leaders.append(record[0])
+            insights.append(record[1])
     if any(not 0 <= leader <= index for index, leader in enumerate(leaders)):
         raise ValueError("a group's first insight is out of range")
     return runs, insights, bool(head["offline"]), int(head["withheld"]), leaders
+
+
+def _records(
+    head: dict[str, Any], lines: Iterable[bytes]
+) -> Iterator[PastRun | tuple[int, InsightEntry]]:
+    """Each run, and each insight with its group's first, of the `lines` after a catalog's
+    first, `head`; ValueError when a line is not what wikitrace writes."""
+    if head.get("catalog") == 1:
+        for line in lines:
+            item = orjson.loads(line)
+            if "run" in item:
+                yield PastRun(**item["run"])
+            else:
+                yield int(item["leader"]), InsightEntry(**item["insight"])
+        return
+    if head.get("catalog") != CATALOG_VERSION:
+        raise ValueError(f"catalog version {head.get('catalog')!r}")
+    if head["run"] != _RUN_FIELDS or head["insight"] != ["leader", *_INSIGHT_FIELDS]:
+        raise ValueError("its lines hold other values than this wikitrace reads")
+    # By position: a third of the time of building each record from a JSON object.
+    for line in lines:
+        kind, *values = orjson.loads(line)
+        if kind == "run":
+            if len(values) != len(_RUN_FIELDS):
+                raise ValueError(f"a run's line holds {len(values)} values")
+            yield PastRun(*values)
+        elif kind == "insight":
+            if len(values) != len(_INSIGHT_FIELDS) + 1:
+                raise ValueError(f"an insight's line holds {len(values)} values")
+            yield int(values[0]), InsightEntry(*values[1:])
+        else:
+            raise ValueError(f"a line of kind {kind!r}")
 
 
 def _tokenize(texts: Sequence[str]) -> Any:
@@ -743,14 +754,10 @@ def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
     catalog = root / CATALOG
 
     def runs() -> Iterator[PastRun]:
-        return (PastRun(*values) for kind, *values in _catalog_items(catalog) if kind == "run")
+        return (item for item in _catalog_records(catalog) if isinstance(item, PastRun))
 
     def insights() -> Iterator[InsightEntry]:
-        return (  # its values after its leader
-            InsightEntry(*values[1:])
-            for kind, *values in _catalog_items(catalog)
-            if kind == "insight"
-        )
+        return (item[1] for item in _catalog_records(catalog) if not isinstance(item, PastRun))
 
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
         for name in SAVED_SEARCHES:
@@ -760,12 +767,10 @@ def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
                 yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
 
 
-def _catalog_items(path: Path) -> Iterator[list[Any]]:
-    """The run and insight lines of a catalog this wikitrace wrote, a line at a time."""
+def _catalog_records(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
+    """The records of a catalog, read a line at a time."""
     with path.open("rb") as lines:
-        next(lines)
-        for line in lines:
-            yield orjson.loads(line)
+        yield from _records(orjson.loads(next(lines)), lines)
 
 
 def _file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
