@@ -71,6 +71,12 @@ def parse_step(text: str) -> int:
     return int(match.group(1))
 
 
+def with_catalog(rel: str) -> bool:
+    """Whether `rel` is the catalog or one of its rankers: what every version and view writes
+    anew from its own pages, never takes from the version it is made from."""
+    return rel == CATALOG or rel.startswith(f"{SEARCH_DIR}/")
+
+
 def parse_insight(text: str) -> int:
     match = _INSIGHT_RE.match(text)
     if not match:

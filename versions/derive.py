@@ -18,12 +18,11 @@ from wikitrace.corpus_schema import InputError, render
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
 from wikitrace.corpus_schema.layout import (
-    CATALOG,
     GATE_DIR,
     INSIGHT_DIR,
     MANIFEST,
-    SEARCH_DIR,
     parse_insight,
+    with_catalog,
 )
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
@@ -153,11 +152,10 @@ def write_view(
     layout = base.layout(dest)
     with CorpusWriter(dest) as writer:
         skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
-        skipped.add(CATALOG)
         for rel, file_hash in base.manifest.files.items():
             if (
                 rel not in skipped
-                and not rel.startswith(f"{SEARCH_DIR}/")
+                and not with_catalog(rel)
                 and not (rel.startswith(f"{INSIGHT_DIR}/") and layout.is_index(rel))
             ):
                 writer.link(rel, base.root / rel, file_hash)

@@ -13,11 +13,10 @@ from wikitrace.corpus_schema import CorpusError, Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
-    CATALOG,
-    SEARCH_DIR,
     TOOLS_DIR,
     parse_insight,
     parse_step,
+    with_catalog,
 )
 from wikitrace.corpus_schema.records import InsightHeader, is_judged
 
@@ -127,11 +126,12 @@ class FrozenVersion:
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
         """Files a new version takes as they are: all but the indexes, the catalog and its
         rankers, tools, manifest and `rewritten_also` (files the new version writes anew)."""
-        rewritten = {*rewritten_also, CATALOG}
+        rewritten = set(rewritten_also)
         for rel, file_hash in self.manifest.files.items():
             if (
                 rel not in rewritten
+                and not with_catalog(rel)
                 and not Layout.is_index(rel)
-                and not rel.startswith((f"{TOOLS_DIR}/", f"{SEARCH_DIR}/"))
+                and not rel.startswith(f"{TOOLS_DIR}/")
             ):
                 yield rel, file_hash
