@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 import orjson
 
@@ -686,10 +686,11 @@ class Ranker:
         return [i for i in ranked + rest if i in allowed]
 
 
-class _TokenIds(Sequence[list[int]]):
+class _TokenIds:
     """Each text's word ids, kept as each word's id and count in the order the text first
     uses it (what bm25s counts of a text): a text is given back with its words in that order,
-    each repeated as often as it came, which bm25s counts the same."""
+    each repeated as often as it came, which bm25s counts the same. bm25s only counts the
+    texts and reads them in order, so they are not indexed."""
 
     def __init__(self) -> None:
         self.words = array("i")
@@ -704,16 +705,6 @@ class _TokenIds(Sequence[list[int]]):
 
     def __len__(self) -> int:
         return len(self.ends)
-
-    @overload
-    def __getitem__(self, index: int) -> list[int]: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[list[int]]: ...
-    def __getitem__(self, index: int | slice) -> list[int] | Sequence[list[int]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        index = range(len(self))[index]
-        return self._text(self.ends[index - 1] if index else 0, self.ends[index])
 
     def __iter__(self) -> Iterator[list[int]]:
         start = 0
