@@ -293,12 +293,14 @@ WORDS = ["mug", "Mug", "the", "a", "of", "drawer", "key", "ключ", "x", "42",
 @given(
     texts=st.lists(st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join), max_size=14),
     chunk=st.integers(1, 5),
+    block=st.integers(1, 6),
 )
 def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
-    texts: list[str], chunk: int
+    texts: list[str], chunk: int, block: int
 ) -> None:
     """Its saved files are byte for byte those of bm25s's index of all the texts at once
-    (texts empty, of stop words only, or repeating words included)."""
+    (texts empty, of stop words only, or repeating words included), its scores computed
+    `block` (text, word) pairs at a time or all at once."""
     import tempfile
 
     import bm25s
@@ -307,7 +309,7 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
 
     with tempfile.TemporaryDirectory() as scratch:
         ours = Path(scratch) / "ours"
-        Ranker.of(iter(texts), chunk=chunk).save(ours)
+        Ranker.of(iter(texts), chunk=chunk, block=block).save(ours)
         tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         theirs = Path(scratch) / "theirs"
         theirs.mkdir()

@@ -615,19 +615,18 @@ class Ranker:
         """The folder it was loaded from, if it was."""
 
     @classmethod
-    def of(cls, texts: Iterable[str], chunk: int = 4096) -> Ranker:
+    def of(cls, texts: Iterable[str], chunk: int = 4096, block: int = 1 << 18) -> Ranker:
         """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
         text's distinct words kept as an id and a count in arrays (8 bytes each), not as a
-        list a text: the same words, numbered the same, as tokenizing them all at once."""
-        import bm25s
-
+        list a text: the same words, numbered the same, as tokenizing them all at once. Its
+        scores are computed about `block` (text, word) pairs at a time (`_scores`)."""
         tokens = _Tokens()
         texts = iter(texts)
         while part := list(itertools.islice(texts, chunk)):
             tokens.extend(_tokenize(part))
         if not tokens.vocab:  # no text holds a word to index: they rank in order
             return cls(len(tokens.ids), None)
-        index = bm25s.BM25()
+        index = _index_class()(block)
         index.index(tokens, show_progress=False)
         return cls(len(tokens.ids), index)
 
@@ -687,10 +686,8 @@ class Ranker:
 
 
 class _TokenIds:
-    """Each text's word ids, kept as each word's id and count in the order the text first
-    uses it (what bm25s counts of a text): a text is given back with its words in that order,
-    each repeated as often as it came, which bm25s counts the same. bm25s only counts the
-    texts and reads them in order, so they are not indexed."""
+    """Each text's distinct word ids and how often it uses each, in arrays (`_scores` reads
+    them): `words` and `counts` a pair each, and where each text's pairs end."""
 
     def __init__(self) -> None:
         self.words = array("i")
@@ -698,7 +695,7 @@ class _TokenIds:
         self.ends = array("q")
 
     def append(self, text: list[int]) -> None:
-        counted = Counter(text)  # in the order of first use
+        counted = Counter(text)
         self.words.extend(counted)
         self.counts.extend(counted.values())
         self.ends.append(len(self.words))
@@ -706,19 +703,81 @@ class _TokenIds:
     def __len__(self) -> int:
         return len(self.ends)
 
-    def __iter__(self) -> Iterator[list[int]]:
-        start = 0
-        for end in self.ends:
-            yield self._text(start, end)
-            start = end
 
-    def _text(self, start: int, end: int) -> list[int]:
-        return list(
-            itertools.chain.from_iterable(
-                itertools.repeat(word, count)
-                for word, count in zip(self.words[start:end], self.counts[start:end], strict=True)
-            )
+@functools.cache
+def _index_class() -> Any:
+    """bm25s.BM25 whose index is built by `_scores` (bm25s imported when first needed)."""
+    import bm25s
+
+    class Streamed(bm25s.BM25):  # type: ignore[misc]
+        def __init__(self, block: int) -> None:
+            super().__init__()
+            self.block = block
+
+        def build_index_from_ids(
+            self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
+        ) -> dict[str, Any]:
+            # bm25s's documented hook for building the index another way.
+            self.nonoccurrence_array = None  # lucene, its default, has none
+            return _scores(self, len(unique_token_ids), corpus_token_ids)
+
+    return Streamed
+
+
+def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
+    """bm25s's score matrix (compressed sparse columns: a word's texts and scores together)
+    of the texts in `ids`, as bm25s's own `build_index_from_ids` makes it with its numpy
+    backend, to the byte (a property test checks it), in a fraction of its memory: bm25s
+    holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
+    a pair; this holds the two results (8 bytes a pair) besides `ids`, and fills them a few
+    words at a time, about `index.block` pairs each."""
+    import numpy as np
+    from bm25s import scoring
+
+    if index.method in index.methods_requiring_nonoccurrence:
+        raise ValueError(f"BM25 variant {index.method} is not built here")
+    words = np.frombuffer(ids.words, dtype=np.int32)
+    counts = np.frombuffer(ids.counts, dtype=np.int32)
+    ends = np.frombuffer(ids.ends, dtype=np.int64)
+    counted = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=counted[1:])
+    lengths = counted[ends] - counted[np.concatenate(([0], ends[:-1]))]  # each text's words
+    average = lengths.mean()
+    frequencies = np.bincount(words, minlength=vocabulary)  # a word's texts
+    idf = scoring._build_idf_array(
+        dict(enumerate(frequencies.tolist())),
+        len(ends),
+        scoring._select_idf_scorer(index.idf_method),
+        dtype=index.dtype,
+    )
+    tfc = scoring._select_tfc_scorer(index.method)
+    indptr = np.zeros(vocabulary + 1, dtype=np.int64)
+    np.cumsum(frequencies, out=indptr[1:])
+    data = np.empty(len(words), dtype=index.dtype)
+    indices = np.empty(len(words), dtype=index.int_dtype)
+    first = 0
+    while first < vocabulary:
+        # The next words whose pairs fit in a block (at least one word).
+        last = max(
+            first + 1, int(np.searchsorted(indptr, indptr[first] + index.block, "right")) - 1
         )
+        last = min(last, vocabulary)
+        found = np.flatnonzero((words >= first) & (words < last))  # in text order
+        found = found[np.argsort(words[found], kind="stable")]  # by word, then text
+        texts = np.searchsorted(ends, found, side="right")
+        frequency = counts[found].astype(index.dtype)
+        scores = idf[words[found]] * tfc(
+            tf_array=frequency,
+            l_d=lengths[texts],
+            l_avg=average,
+            k1=index.k1,
+            b=index.b,
+            delta=index.delta,
+        )
+        data[indptr[first] : indptr[last]] = scores
+        indices[indptr[first] : indptr[last]] = texts
+        first = last
+    return {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ends)}
 
 
 class _Tokens:
