@@ -85,6 +85,7 @@ def write_layers(
             layout = dataclasses.replace(layout, insight_width=id_width(number))
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
+            miner.release()
         position = {item.number: index for index, item in enumerate(insight_rows)}
         for page in mined:
             header, guideline = page.content()

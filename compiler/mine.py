@@ -951,6 +951,13 @@ class Miner:
         )
         self.new_tasks.add(record.task_id)
 
+    def release(self) -> None:
+        """Let go of every run's patterns, once the version's lessons are mined and its patterns
+        table is written: the catalog and rankers made after them reuse that memory (about
+        0.5 KB a run)."""
+        self.runs = []
+        self.new_tasks = set()
+
     def watch(
         self, runs: Iterable[tuple[int, RunRecord]], judged: Any
     ) -> Iterator[tuple[int, RunRecord]]:
