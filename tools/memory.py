@@ -330,7 +330,8 @@ def catalog_of(
 @dataclass(slots=True)
 class _Held:
     """What writing a catalog keeps of an insight whose line waits on disk: what grouping
-    reads, and what its source run tells it."""
+    reads, and what its source run tells it. A mined lesson's title and guideline are not
+    kept: grouping reads them of a model's lessons only (consolidate.with_mined)."""
 
     title: str
     guideline: str
@@ -345,9 +346,10 @@ class _Held:
 
     @classmethod
     def of(cls, entry: InsightEntry) -> _Held:
+        mined = entry.pattern is not None
         return cls(
-            entry.title,
-            entry.guideline,
+            "" if mined else entry.title,
+            "" if mined else entry.guideline,
             entry.task_type,
             entry.source_outcome,
             entry.pattern,
