@@ -539,7 +539,7 @@ class RunRow:
     insights: list[int] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)  # a build holds one for every insight
 class InsightRow:
     number: int
     title: str
