@@ -14,8 +14,9 @@ never from what the environment said about the outcome:
   the two (the pair that agree longest) went different ways.
 
 A run is reduced to its patterns as it streams through the build (`Miner.observe`); what is
-kept is one small dict of pattern -> turn per run, also written to `raw/_patterns.jsonl` so
-that `add` mines across the whole corpus without reading every run again. Quotes are cut from
+kept is a row of pattern -> turn per run in a table of arrays (`PatternTable`), also written
+to `raw/_patterns.jsonl` so that `add` mines across the whole corpus without reading every
+run again. Quotes are cut from
 the raw turn logs as written (redacted) and checked like any compilation's.
 """
 
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import orjson
 
@@ -325,13 +326,83 @@ class RunPatterns:
         )
 
 
-def read_patterns(path: Path) -> list[RunPatterns]:
+class PatternTable(Sequence[RunPatterns]):
+    """Every run's patterns, as a build keeps them until its lessons are mined: in arrays,
+    the pattern names numbered once (about 40 bytes a run and 12 a pattern, where a
+    RunPatterns and its dict take about 400). Each run read back is a new RunPatterns, its
+    patterns in the order they were found."""
+
+    def __init__(self, runs: Iterable[RunPatterns] = ()) -> None:
+        self._names: list[str] = []
+        self._numbers: dict[str, int] = {}
+        self._steps = array("q")
+        self._task_ids: list[str] = []
+        self._task_types: list[str | None] = []
+        self._flags = bytearray()  # success, and judged times 2
+        self._patterns = array("i")  # a name's number
+        self._turns = array("q")
+        self._ends = array("q")
+        for run in runs:
+            self.append(run)
+
+    def append(self, run: RunPatterns) -> None:
+        self._steps.append(run.step)
+        self._task_ids.append(sys.intern(run.task_id))
+        self._task_types.append(run.task_type)
+        self._flags.append(run.success | run.judged << 1)
+        for name, turn in run.patterns.items():
+            number = self._numbers.get(name)
+            if number is None:
+                number = self._numbers[name] = len(self._names)
+                self._names.append(name)
+            self._patterns.append(number)
+            self._turns.append(turn)
+        self._ends.append(len(self._patterns))
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @overload
+    def __getitem__(self, index: int) -> RunPatterns: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RunPatterns]: ...
+    def __getitem__(self, index: int | slice) -> RunPatterns | list[RunPatterns]:
+        if isinstance(index, slice):
+            return [self._run(i) for i in range(len(self))[index]]
+        return self._run(range(len(self))[index])  # IndexError past either end
+
+    def __iter__(self) -> Iterator[RunPatterns]:
+        return (self._run(i) for i in range(len(self)))
+
+    def _run(self, i: int) -> RunPatterns:
+        start, end = self._ends[i - 1] if i else 0, self._ends[i]
+        names = self._names
+        return RunPatterns(
+            step=self._steps[i],
+            task_id=self._task_ids[i],
+            task_type=self._task_types[i],
+            success=bool(self._flags[i] & 1),
+            judged=bool(self._flags[i] & 2),
+            patterns={
+                names[number]: turn
+                for number, turn in zip(
+                    self._patterns[start:end], self._turns[start:end], strict=True
+                )
+            },
+        )
+
+
+def read_patterns(path: Path) -> PatternTable:
     """`raw/_patterns.jsonl` of a version (empty when it has none: built before mining)."""
+    table = PatternTable()
     try:
-        data = path.read_bytes()
+        with path.open("rb") as lines:
+            for line in lines:
+                if line.strip():
+                    table.append(RunPatterns.from_json(line))
     except FileNotFoundError:
-        return []
-    return [RunPatterns.from_json(line) for line in data.splitlines() if line.strip()]
+        pass
+    return table
 
 
 def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
@@ -934,8 +1005,8 @@ def _outcome(success: bool) -> Outcome:
 class Miner:
     """Reduces each run of a build to its patterns as it streams past."""
 
-    def __init__(self, base: Sequence[RunPatterns] = ()) -> None:
-        self.runs: list[RunPatterns] = list(base)
+    def __init__(self, base: Iterable[RunPatterns] = ()) -> None:
+        self.runs = base if isinstance(base, PatternTable) else PatternTable(base)
         self.new_tasks: set[str] = set()
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
@@ -953,9 +1024,8 @@ class Miner:
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns
-        table is written: the catalog and rankers made after them reuse that memory (about
-        0.5 KB a run)."""
-        self.runs = []
+        table is written: the catalog and rankers made after them reuse that memory."""
+        self.runs = PatternTable()
         self.new_tasks = set()
 
     def watch(
@@ -1035,14 +1105,15 @@ def mine_version(
 
     quotes = Quotes(layout_of)
     writer = LessonWriter(layout, quotes, version)
-    found = contrasts(miner.runs, report)
+    runs = list(miner.runs)  # made once from the table, for both kinds of lesson
+    found = contrasts(runs, report)
     lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = [
         (lesson.key, lesson)
         for lesson in (writer.contrast(contrast, report.patterns_tried) for contrast in found)
     ]
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
-    for divergence in divergences(miner.runs, quotes.actions, report, only):
+    for divergence in divergences(runs, quotes.actions, report, only):
         text = task_text(divergence.success.step)
         make = functools.partial(writer.divergence, divergence, text)
         lessons.append((f"divergence {divergence.task_id}", make))

@@ -10,12 +10,15 @@ from typing import Any
 
 import frontmatter
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.mine import (
     FDR,
     MiningReport,
+    PatternTable,
     RunPatterns,
     actions_of,
     benjamini_hochberg,
@@ -422,3 +425,47 @@ def test_a_lesson_counted_over_judged_outcomes_says_so(tmp_path: Path) -> None:
     assert "- 7 of these runs have an outcome judged by a model" in page.content
     message = Memory.load(corpus).first_message("Order 3 arrived broken.")
     assert "counted over 40 runs (7 judged by a model)" in message.text
+
+
+_NAMES = ["uses:search", "uses:book", "repeat", "retry_after_error", "stuck", "errors"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            RunPatterns,
+            step=st.integers(1, 10**9),
+            task_id=st.sampled_from(["1", "2", "task 3"]),
+            task_type=st.sampled_from([None, "airline", "retail"]),
+            success=st.booleans(),
+            judged=st.booleans(),
+            patterns=st.lists(st.sampled_from(_NAMES), unique=True).flatmap(
+                lambda names: st.lists(
+                    st.integers(0, 2**40), min_size=len(names), max_size=len(names)
+                ).map(lambda turns: dict(zip(names, turns, strict=True)))
+            ),
+        ),
+        max_size=12,
+    ),
+    st.integers(-14, 14),
+    st.slices(14),
+)
+def test_a_pattern_table_gives_back_the_runs_put_in_it(
+    runs: list[RunPatterns], index: int, part: slice
+) -> None:
+    """Each run as it was (its patterns in the order found, so the patterns table is written
+    the same), by index, slice and in order; an index past either end is an IndexError."""
+    table = PatternTable(runs[:3])
+    for more in runs[3:]:
+        table.append(more)
+    assert len(table) == len(runs)
+    assert list(table) == runs
+    assert [run.as_json() for run in table] == [run.as_json() for run in runs]
+    assert [list(run.patterns) for run in table] == [list(run.patterns) for run in runs]
+    assert table[part] == runs[part]
+    if -len(runs) <= index < len(runs):
+        assert table[index] == runs[index]
+    else:
+        with pytest.raises(IndexError):
+            table[index]
