@@ -32,7 +32,7 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias, overload
 
@@ -740,8 +740,10 @@ def divergences(
             Divergence(
                 task_id=task_id,
                 task_type=members[0].task_type,
-                success=next(r for r in wins if r.step == win_step),
-                failure=next(r for r in losses if r.step == loss_step),
+                # Its runs less their patterns, which it never reads: a build may hold a
+                # divergence for every fourth run while its pages wait to be written.
+                success=replace(next(r for r in wins if r.step == win_step), patterns={}),
+                failure=replace(next(r for r in losses if r.step == loss_step), patterns={}),
                 shared=shared,
                 load=load,
                 runs=len(members),
@@ -919,7 +921,8 @@ class LessonWriter:
             evidence=[self.quotes.evidence(run.step, turn, step_id) for turn in turns],
         )
 
-    def divergence(self, found: Divergence, task_text: str) -> MinedLesson:
+    def divergence(self, found: Divergence, task_text: Callable[[int], str]) -> MinedLesson:
+        """The lesson of a divergence; `task_text(step)` gives a run's task."""
         win, loss = self.layout.step(found.success.step), self.layout.step(found.failure.step)
 
         def did(action: Action | None, last: Action | None) -> str:
@@ -990,7 +993,8 @@ class LessonWriter:
             **self._common(
                 found.success,
                 title,
-                f'the task {found.task_id} ("{shortened(task_text, 120)}"), when it comes again',
+                f'the task {found.task_id} ("{shortened(task_text(found.success.step), 120)}"), '
+                "when it comes again",
                 finding,
             ),
             evidence=claims,
@@ -1114,8 +1118,8 @@ def mine_version(
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
     for divergence in divergences(runs, quotes.actions, report, only):
-        text = task_text(divergence.success.step)
-        make = functools.partial(writer.divergence, divergence, text)
+        # Its task's text is read when its page is made, not held until then.
+        make = functools.partial(writer.divergence, divergence, task_text)
         lessons.append((f"divergence {divergence.task_id}", make))
     by_key = {
         key: (number, header, guideline)
