@@ -1162,10 +1162,10 @@ def mine_version(
     return pages, report
 
 
-def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> list[RunPatterns]:
+def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> PatternTable:
     """Patterns of runs already written (a parent built before mining): read from their logs."""
     quotes = Quotes(layout_of)
-    found = []
+    found = PatternTable()
     for row in rows:
         found.append(
             RunPatterns(
