@@ -16,8 +16,8 @@ never from what the environment said about the outcome:
 A run is reduced to its patterns as it streams through the build (`Miner.observe`); what is
 kept is a row of pattern -> turn per run in a table of arrays (`PatternTable`), also written
 to `raw/_patterns.jsonl` so that `add` mines across the whole corpus without reading every
-run again. Quotes are cut from
-the raw turn logs as written (redacted) and checked like any compilation's.
+run again. Quotes are cut from the raw turn logs as written (redacted) and checked like any
+compilation's.
 """
 
 from __future__ import annotations
