@@ -760,10 +760,8 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     first = 0
     while first < vocabulary:
         # The next words whose pairs fit in a block (at least one word).
-        last = max(
-            first + 1, int(np.searchsorted(indptr, indptr[first] + index.block, "right")) - 1
-        )
-        last = min(last, vocabulary)
+        fits = int(np.searchsorted(indptr, indptr[first] + index.block, "right")) - 1
+        last = min(max(first + 1, fits), vocabulary)
         found = np.flatnonzero((words >= first) & (words < last))  # in text order
         found = found[np.argsort(words[found], kind="stable")]  # by word, then text
         texts = np.searchsorted(ends, found, side="right")
