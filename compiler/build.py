@@ -36,7 +36,7 @@ from .importers import InputPlan, plan_inputs
 from .inputs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import write_layers
-from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, connect, default_cache_dir
+from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, close, connect, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer, input_state
@@ -87,8 +87,8 @@ def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -
 def _make_llm(
     options: BuildOptions, llm: LLM | None, model: str | None = None, output_tokens: int = 0
 ) -> LLM:
-    """The compile model (or `model`, answering in `output_tokens`), cached unless told not to
-    (a given `llm`, a test's fake, is cached too)."""
+    """The compile model (or `model`, answering in `output_tokens`, called in this process),
+    cached unless told not to (a given `llm`, a test's fake, is cached too)."""
     cache = (options.cache_dir or default_cache_dir()) if options.use_cache else None
     if llm is None:
         return connect(
@@ -103,6 +103,8 @@ def _make_llm(
                 reasoning_effort=options.reasoning_effort,
             ),
             cache,
+            # A batch build sends files, not calls; the judge calls one at a time.
+            worker=options.call_worker and not options.batch and model is None,
         )
     return CachedLLM(llm, ResponseCache(cache)) if cache else llm
 
@@ -398,6 +400,20 @@ def _make_version(
 
     # What a batch round's counts start from, when it must be built again.
     checked = copy.deepcopy(report) if batch is not None else None
+    try:
+        return _in_rounds(build_round, report, batch, checked, say)
+    finally:
+        close(model)
+
+
+def _in_rounds(
+    build_round: Callable[[], None],
+    report: BuildReport,
+    batch: BatchLLM | None,
+    checked: BuildReport | None,
+    say: Say | None,
+) -> bool:
+    """Build the version, in rounds when a batch must answer first; False when nothing is new."""
     while True:
         try:
             if batch is not None:

@@ -15,13 +15,16 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import atomic_write
+
+if TYPE_CHECKING:
+    from .call_worker import WorkerLLM
 
 log = logging.getLogger(__name__)
 
@@ -423,16 +426,32 @@ class CachedLLM:
         return reply
 
 
-def connect(settings: LLMSettings, cache_dir: Path | None = None) -> LLM:
+def connect(settings: LLMSettings, cache_dir: Path | None = None, *, worker: bool = False) -> LLM:
     """The model `settings` name, reachable and with its credentials checked before anything
     is sent (an unreachable --api-base, an unknown provider or a missing key is an error now,
-    not after the first run); its replies cached in `cache_dir` unless None."""
+    not after the first run); its replies cached in `cache_dir` unless None. With `worker`,
+    the calls are made by a worker process (compiler/call_worker.py): stop it with `close`."""
     if settings.api_base:
         check_reachable(settings.api_base)
-    client = LiteLLMClient(settings)
+    client: LiteLLMClient | WorkerLLM
+    if worker:
+        from .call_worker import WorkerLLM
+
+        client = WorkerLLM(settings)
+    else:
+        client = LiteLLMClient(settings)
     if cache_dir is None:
         client.preflight()
         return client
     # Checked before the first call or token count the cache cannot answer: a rebuild whose
     # every answer is cached never imports litellm.
     return CachedLLM(client, ResponseCache(cache_dir))
+
+
+def close(llm: LLM | None) -> None:
+    """Stop what `llm` holds open (the worker process of a model `connect`ed with one)."""
+    while llm is not None:
+        stop = getattr(llm, "close", None)
+        if callable(stop):
+            stop()
+        llm = getattr(llm, "inner", None)

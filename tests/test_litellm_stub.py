@@ -255,29 +255,40 @@ def test_reasoning_effort_reaches_the_server_and_keys_the_cache(
     assert openai_stub.requests[-1]["reasoning_effort"] == "high"
 
 
+@pytest.mark.parametrize("worker", [True, False])
 def test_a_rebuild_from_the_cache_never_imports_litellm(
-    runs_file: Path, tmp_path: Path, openai_stub: Stub
+    runs_file: Path, tmp_path: Path, openai_stub: Stub, worker: bool
 ) -> None:
     """Every reply and every token count is cached after the first build: the second, in a
-    fresh process, neither calls the model nor imports litellm (8 s, 190 MiB)."""
+    fresh process, neither calls the model nor imports litellm (8 s, 190 MiB), in its own
+    process or in a worker's (it starts none)."""
     import subprocess
     import sys
 
-    def build_in_a_process(name: str) -> str:
+    def build_in_a_process(name: str) -> tuple[str, str]:
         code = (
-            "import sys\n"
-            "from pathlib import Path\n"
+            "import subprocess, sys\n"
+            "started = []\n"
+            "class Popen(subprocess.Popen):\n"
+            "    def __init__(self, args, **kwargs):\n"
+            "        started.append(' '.join(map(str, args)))\n"
+            "        super().__init__(args, **kwargs)\n"
+            "subprocess.Popen = Popen\n"
             "from wikitrace.cli.main import main\n"
             f"main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / name)!r}, "
             f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
-            f"'--cache-dir', {str(tmp_path / 'cache')!r}])\n"
-            "print('litellm' in sys.modules)\n"
+            f"'--cache-dir', {str(tmp_path / 'cache')!r}, "
+            f"{'--call-worker' if worker else '--no-call-worker'!r}])\n"
+            "print('litellm' in sys.modules, any('call_worker' in a for a in started))\n"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        return done.stdout.split()[-1]
+        imported, started = done.stdout.split()[-2:]
+        return imported, started
 
-    assert build_in_a_process("first") == "True" and len(openai_stub.requests) == 3
-    assert build_in_a_process("second") == "False" and len(openai_stub.requests) == 3
+    # With a worker, litellm is the worker's import only; without, the build's own.
+    first = ("False", "True") if worker else ("True", "False")
+    assert build_in_a_process("first") == first and len(openai_stub.requests) == 3
+    assert build_in_a_process("second") == ("False", "False") and len(openai_stub.requests) == 3
     first = (tmp_path / "first" / "compilation" / "step-0001.md").read_text(encoding="utf-8")
     assert (tmp_path / "second" / "compilation" / "step-0001.md").read_text() == first

@@ -1,0 +1,335 @@
+"""Model calls made by a worker process, so that litellm's work on each call (building the
+request, parsing and pricing the answer: about 3 ms of CPU a call) runs on another core than
+the build's own (rendering prompts, checking answers, writing pages).
+
+With many calls in flight the answers arrive together and queue for one event loop; with the
+calls in a worker, the two halves of that work no longer wait for each other. The worker is a
+child process (`python -m wikitrace.compiler.call_worker FD`) that imports litellm and runs
+`LiteLLMClient` (backoff, errors and all) on its own event loop. The two talk over a socket
+pair in frames of JSON (a 4-byte length, then the bytes):
+
+- builder to worker: the settings first; the worker answers `{"ready": null}` once litellm
+  is imported and the model checked (a known provider, its key set), or `{"refused": "..."}`;
+- then `{"id": n, "messages": [...]}` a call, answered by `{"id": n, "reply": {...}}` or
+  `{"id": n, "error": "...", "fatal": b}`, in the order the answers come;
+- `{"log": [level, logger, message]}` for what the worker's client logs (a retry, say), which
+  the builder logs as its own.
+
+A second socket pair counts tokens (`{"count": text}`, answered `{"tokens": n}`), one at a
+time and waited for: a count is asked in the middle of fitting a prompt, which does not wait
+on the event loop. So litellm is imported by the worker only. The worker ends when the first
+socket closes: when the builder closes it, or dies, even killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import orjson
+
+from .llm import LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct(">I")
+
+
+def _frame(value: Any) -> bytes:
+    data = orjson.dumps(value)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _receive(sock: socket.socket) -> Any:
+    """The next frame, waited for; ConnectionError when the other end has closed."""
+    head = _exactly(sock, _LENGTH.size)
+    return orjson.loads(_exactly(sock, _LENGTH.unpack(head)[0]))
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return bytes(data)
+
+
+async def _read(reader: asyncio.StreamReader) -> Any:
+    """The next frame; IncompleteReadError when the other end has closed."""
+    (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+    return orjson.loads(await reader.readexactly(length))
+
+
+class WorkerLLM:
+    """The LLM protocol over a worker process running LiteLLMClient.
+
+    The worker starts on the first call or token count (a build whose replies are all cached
+    never starts it, nor imports litellm), and the caller waits while it imports litellm, as
+    it would for an import of its own.
+    """
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self.model = settings.model
+        self._identity = LiteLLMClient(settings).cache_identity()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._socket: socket.socket | None = None
+        self._counts: socket.socket | None = None
+        self._refused: LLMCallError | None = None
+        self._connection: _Connection | None = None
+        self._ids = itertools.count(1)
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self._identity
+
+    def preflight(self) -> None:
+        """Start the worker, which checks the model before anything is sent; raises what it
+        finds (an unknown provider, a missing key), for this and every later call."""
+        if self._refused is not None:
+            raise self._refused
+        if self._process is not None:
+            return
+        calls, counts = socket.socketpair(), socket.socketpair()
+        theirs = [calls[1].fileno(), counts[1].fileno()]
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__, *map(str, theirs)],
+                pass_fds=theirs,
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as error:
+            calls[0].close()
+            counts[0].close()
+            raise LLMCallError(
+                f"{self.model}: cannot start the process that makes the model calls ({error})",
+                fatal=True,
+            ) from None
+        finally:
+            calls[1].close()
+            counts[1].close()
+        self._socket, self._counts = calls[0], counts[0]
+        self._socket.sendall(_frame(dataclasses.asdict(self.settings)))
+        try:
+            answer = _receive(self._socket)
+        except ConnectionError:
+            answer = {"refused": f"{self.model}: the process that makes the model calls stopped"}
+        if "refused" in answer:
+            self._refused = LLMCallError(answer["refused"], fatal=True)
+            self.close()
+            raise self._refused
+
+    def count_tokens(self, text: str) -> int:
+        self.preflight()
+        assert self._counts is not None
+        try:
+            self._counts.sendall(_frame({"count": text}))
+            answer = _receive(self._counts)
+        except OSError:  # a broken pipe, a reset, a closed socket
+            raise LLMCallError(
+                f"{self.model}: the process that makes the model calls stopped", fatal=True
+            ) from None
+        if "error" in answer:
+            raise LLMCallError(answer["error"])
+        return int(answer["tokens"])
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        connection = self._connected()
+        call = next(self._ids)
+        answer = connection.expect(call)
+        await connection.send(_frame({"id": call, "messages": messages}))
+        frame = await answer
+        if "reply" in frame:
+            return LLMReply(**frame["reply"])
+        raise LLMCallError(frame["error"], fatal=bool(frame.get("fatal")))
+
+    def _connected(self) -> _Connection:
+        """This event loop's side of the socket (a build runs one loop a round), made at once
+        so that the calls that start together share it."""
+        loop = asyncio.get_running_loop()
+        if self._connection is None or self._connection.loop is not loop:
+            self.preflight()
+            assert self._socket is not None
+            self._socket.setblocking(False)
+            # What a reader of an ended loop had received and not read is read first.
+            left = self._connection.received if self._connection else bytearray()
+            self._connection = _Connection(self._socket, self.settings.model, left)
+        return self._connection
+
+    def close(self) -> None:
+        """Stop the worker: closing the socket ends it; it is killed if it has not gone in 5 s."""
+        self._connection = None
+        for sock in (self._socket, self._counts):
+            if sock is not None:
+                sock.close()
+        self._socket = self._counts = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+
+class _Connection:
+    """The builder's side of the socket on one event loop: a task reads the worker's frames
+    and hands each answer to the call waiting for it. It uses the loop's socket calls (no
+    transport that outlives its loop), and keeps what it has received and not yet read."""
+
+    def __init__(self, sock: socket.socket, model: str, received: bytearray) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.sock = sock
+        self.model = model
+        self.received = received
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.sending = asyncio.Lock()  # one frame at a time: sends must not interleave
+        self.reading = self.loop.create_task(self._read_all())
+
+    def expect(self, call: int) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        self.waiting[call] = future
+        return future
+
+    async def send(self, data: bytes) -> None:
+        async with self.sending:
+            try:
+                await self.loop.sock_sendall(self.sock, data)
+            except OSError:
+                self._stopped()
+                raise self._error() from None
+
+    def _error(self) -> LLMCallError:
+        return LLMCallError(
+            f"{self.model}: the process that makes the model calls stopped", fatal=True
+        )
+
+    async def _read_all(self) -> None:
+        while True:
+            while len(self.received) >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(self.received)
+                if len(self.received) < _LENGTH.size + length:
+                    break
+                frame = orjson.loads(self.received[_LENGTH.size : _LENGTH.size + length])
+                del self.received[: _LENGTH.size + length]
+                self._take(frame)
+            try:
+                chunk = await self.loop.sock_recv(self.sock, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._stopped()
+                return
+            self.received += chunk
+
+    def _take(self, frame: dict[str, Any]) -> None:
+        if "log" in frame:
+            level, name, message = frame["log"]
+            logging.getLogger(name).log(level, "%s", message)
+            return
+        future = self.waiting.pop(frame["id"], None)
+        if future is not None and not future.done():
+            future.set_result(frame)
+
+    def _stopped(self) -> None:
+        """The worker has gone: every call waiting fails, and so will every later one."""
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_exception(self._error())
+        self.waiting.clear()
+
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+class _Forward(logging.Handler):
+    """Sends what the worker's client logs to the builder, which logs it as its own."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        super().__init__()
+        self.writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.writer.write(_frame({"log": [record.levelno, record.name, record.getMessage()]}))
+        except Exception:
+            self.handleError(record)
+
+
+def _count(client: LiteLLMClient, sock: socket.socket) -> None:
+    """Answer token counts, one at a time, until the builder closes the socket."""
+    while True:
+        try:
+            text = _receive(sock)["count"]
+        except ConnectionError:
+            return
+        try:
+            answer: dict[str, Any] = {"tokens": client.count_tokens(text)}
+        except Exception as error:
+            answer = {"error": f"{client.model}: cannot count tokens: {error}"}
+        sock.sendall(_frame(answer))
+
+
+async def _serve(sock: socket.socket, counts: socket.socket) -> None:
+    reader, writer = await asyncio.open_connection(sock=sock)
+    client = LiteLLMClient(LLMSettings(**await _read(reader)))
+    try:
+        client.preflight()
+    except LLMCallError as error:
+        writer.write(_frame({"refused": str(error)}))
+        await writer.drain()
+        return
+    writer.write(_frame({"ready": None}))
+    threading.Thread(target=_count, args=(client, counts), daemon=True).start()
+    forward = _Forward(writer)
+    package = logging.getLogger("wikitrace")
+    package.addHandler(forward)
+    package.setLevel(logging.INFO)
+    package.propagate = False
+    calls: set[asyncio.Task[None]] = set()
+
+    async def call(number: int, messages: list[Message]) -> None:
+        try:
+            reply = await client.complete(messages)
+            frame: dict[str, Any] = {"id": number, "reply": dataclasses.asdict(reply)}
+        except LLMCallError as error:
+            frame = {"id": number, "error": str(error), "fatal": error.fatal}
+        except Exception as error:  # never lose a call: the builder waits for its answer
+            frame = {"id": number, "error": f"{type(error).__name__}: {error}", "fatal": False}
+        writer.write(_frame(frame))
+        await writer.drain()
+
+    while True:
+        try:
+            frame = await _read(reader)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            break  # the builder has closed the socket, or has died
+        task = asyncio.create_task(call(frame["id"], frame["messages"]))
+        calls.add(task)
+        task.add_done_callback(calls.discard)
+    for task in calls:
+        task.cancel()
+    package.removeHandler(forward)
+
+
+def main() -> None:
+    # Ctrl-C reaches the whole process group: the builder handles it and closes the socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    calls, counts = (socket.socket(fileno=int(fd)) for fd in sys.argv[1:3])
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    asyncio.run(_serve(calls, counts))
+
+
+if __name__ == "__main__":
+    main()
