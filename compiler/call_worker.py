@@ -24,6 +24,7 @@ socket closes: when the builder closes it, or dies, even killed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -307,8 +308,9 @@ async def _serve(sock: socket.socket, counts: socket.socket) -> None:
             frame = {"id": number, "error": str(error), "fatal": error.fatal}
         except Exception as error:  # never lose a call: the builder waits for its answer
             frame = {"id": number, "error": f"{type(error).__name__}: {error}", "fatal": False}
-        writer.write(_frame(frame))
-        await writer.drain()
+        with contextlib.suppress(ConnectionError):  # the builder has gone: no one waits
+            writer.write(_frame(frame))
+            await writer.drain()
 
     while True:
         try:
