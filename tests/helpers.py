@@ -248,6 +248,26 @@ class Stub:
     """Responses to give first, in order: (HTTP status, body text); then good answers."""
 
 
+def build_with_stub(runs_file: Path, corpus: Path, stub: Stub, **options: Any) -> Any:
+    """A build of `runs_file` compiled by `stub` through litellm, its replies cached beside
+    `corpus` (unless `use_cache=False`), retrying at once."""
+    from wikitrace.compiler import BuildOptions, build_corpus
+
+    return build_corpus(
+        BuildOptions(
+            **{
+                "inputs": [runs_file],
+                "output": corpus,
+                "model": "openai/stub-model",
+                "api_base": stub.url,
+                "cache_dir": corpus.parent / "cache",
+                "backoff_seconds": 0.01,
+                **options,
+            }
+        )
+    )
+
+
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def _entry(ctx: click.Context) -> None:

@@ -12,27 +12,17 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, LLMCallError, build_corpus
+from wikitrace.compiler import LLMCallError
 from wikitrace.compiler.call_worker import WorkerLLM
 from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
 
-from helpers import Stub
+from helpers import Stub, build_with_stub
 
 pytestmark = pytest.mark.integration
 
 
 def build(runs_file: Path, corpus: Path, stub: Stub, **options: Any) -> Any:
-    return build_corpus(
-        BuildOptions(
-            inputs=[runs_file],
-            output=corpus,
-            model="openai/stub-model",
-            api_base=stub.url,
-            use_cache=False,
-            backoff_seconds=0.01,
-            **options,
-        )
-    )
+    return build_with_stub(runs_file, corpus, stub, use_cache=False, **options)
 
 
 def pages(corpus: Path) -> dict[str, bytes]:

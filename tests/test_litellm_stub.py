@@ -10,23 +10,12 @@ import pytest
 from wikitrace.compiler import BuildOptions, CompileLimits, LLMCallError, build_corpus
 from wikitrace.corpus_schema import verify
 
-from helpers import Stub
+from helpers import Stub, build_with_stub
 
 pytestmark = pytest.mark.integration
 
 
-def build(runs_file: Path, corpus: Path, stub: Stub, **options: Any) -> Any:
-    return build_corpus(
-        BuildOptions(
-            inputs=[runs_file],
-            output=corpus,
-            model="openai/stub-model",
-            api_base=stub.url,
-            cache_dir=corpus.parent / "cache",
-            backoff_seconds=0.01,
-            **options,
-        )
-    )
+build = build_with_stub
 
 
 def test_one_request_per_run_then_none_on_rebuild(
