@@ -4,7 +4,8 @@ the build's own (rendering prompts, checking answers, writing pages).
 
 With many calls in flight the answers arrive together and queue for one event loop; with the
 calls in a worker, the two halves of that work no longer wait for each other. The worker is a
-child process (`python -m wikitrace.compiler.call_worker FD`) that imports litellm and runs
+child process (`python -m wikitrace.compiler.call_worker FD FD`, its ends of the two socket
+pairs below) that imports litellm and runs
 `LiteLLMClient` (backoff, errors and all) on its own event loop. The two talk over a socket
 pair in frames of JSON (a 4-byte length, then the bytes):
 
@@ -41,14 +42,17 @@ import orjson
 
 from .llm import LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
 
-log = logging.getLogger(__name__)
-
 _LENGTH = struct.Struct(">I")
 
 
 def _frame(value: Any) -> bytes:
     data = orjson.dumps(value)
     return _LENGTH.pack(len(data)) + data
+
+
+def _gone(model: str) -> LLMCallError:
+    """What a call or count gets once the worker has stopped: no later one can succeed."""
+    return LLMCallError(f"{model}: the process that makes the model calls stopped", fatal=True)
 
 
 def _receive(sock: socket.socket) -> Any:
@@ -124,12 +128,13 @@ class WorkerLLM:
         self._socket.sendall(_frame(dataclasses.asdict(self.settings)))
         try:
             answer = _receive(self._socket)
+            refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
         except ConnectionError:
-            answer = {"refused": f"{self.model}: the process that makes the model calls stopped"}
-        if "refused" in answer:
-            self._refused = LLMCallError(answer["refused"], fatal=True)
+            refused = _gone(self.model)
+        if refused is not None:
+            self._refused = refused
             self.close()
-            raise self._refused
+            raise refused
 
     def count_tokens(self, text: str) -> int:
         self.preflight()
@@ -138,9 +143,7 @@ class WorkerLLM:
             self._counts.sendall(_frame({"count": text}))
             answer = _receive(self._counts)
         except OSError:  # a broken pipe, a reset, a closed socket
-            raise LLMCallError(
-                f"{self.model}: the process that makes the model calls stopped", fatal=True
-            ) from None
+            raise _gone(self.model) from None
         if "error" in answer:
             raise LLMCallError(answer["error"])
         return int(answer["tokens"])
@@ -209,12 +212,7 @@ class _Connection:
                 await self.loop.sock_sendall(self.sock, data)
             except OSError:
                 self._stopped()
-                raise self._error() from None
-
-    def _error(self) -> LLMCallError:
-        return LLMCallError(
-            f"{self.model}: the process that makes the model calls stopped", fatal=True
-        )
+                raise _gone(self.model) from None
 
     async def _read_all(self) -> None:
         while True:
@@ -247,7 +245,7 @@ class _Connection:
         """The worker has gone: every call waiting fails, and so will every later one."""
         for future in self.waiting.values():
             if not future.done():
-                future.set_exception(self._error())
+                future.set_exception(_gone(self.model))
         self.waiting.clear()
 
 
