@@ -25,6 +25,7 @@ socket closes: when the builder closes it, or dies, even killed.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
 import itertools
@@ -329,6 +330,12 @@ def main() -> None:
     calls, counts = (socket.socket(fileno=int(fd)) for fd in sys.argv[1:3])
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     asyncio.run(_serve(calls, counts))
+    # Then end at once: tearing down litellm's modules and objects takes about a second, which
+    # the builder would wait for. Exit handlers run first, as they would have.
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
