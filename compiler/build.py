@@ -363,7 +363,14 @@ def _make_version(
         """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
         with staging(staging_dir) as root, CorpusWriter(root) as writer:
             layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
-            compiled = Compiled(writer, layout)
+            compiled = Compiled(
+                writer,
+                layout,
+                first_step=len(base.rows) + 1 if base else 1,
+                first_number=len(base.insight_rows) + 1 if base else 1,
+                total=total,
+                fixed_width=base is not None,
+            )
             producer = Producer(total, layout, report, progress, compiled)
             raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
             # Their spill files go, even when interrupted.

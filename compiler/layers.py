@@ -4,11 +4,10 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
-from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from wikitrace.corpus_schema import Layout, id_width, read, render
+from wikitrace.corpus_schema import Layout, id_width, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
@@ -45,8 +44,6 @@ def write_layers(
         insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
         first_new = len(insight_rows) + 1
         first_row = len(all_rows)
-        number = len(insight_rows)
-        drafted = array("q")  # (step, offset, length) of each compilation with drafts
         summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
         summary = next(summaries, None)
         for row in rows:
@@ -54,26 +51,11 @@ def write_layers(
                 row.compiled = True
                 row.title = summary.title
                 row.unverified_quotes = summary.unverified_quotes
-                spilled, summary = summary.spilled, next(summaries, None)
-                if spilled is not None:
-                    result = compiled.read(spilled)
-                    drafted.extend((row.step, *spilled))
-                    for draft in result.insights:
-                        number += 1
-                        row.insights.append(number)
-                        insight_rows.append(
-                            render.InsightRow(
-                                number=number,
-                                title=draft.title,
-                                task_type=row.task_type,
-                                source_step=row.step,
-                                source_outcome=row.outcome,
-                                source_judged=row.judged,
-                                verified=read.backed(result.claims, draft.supporting_claims),
-                                guideline=draft.guideline,
-                            )
-                        )
+                row.insights = summary.insights
+                summary = next(summaries, None)
             all_rows.append(row)
+        insight_rows += compiled.insight_rows  # numbered as the runs were compiled
+        number = compiled.number
         mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
         number += sum(page.new for page in mined)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
@@ -83,6 +65,7 @@ def write_layers(
                 writer.link(rel, base.root / rel, file_hash)
         else:
             layout = dataclasses.replace(layout, insight_width=id_width(number))
+        compiled.finish(layout.insight_width)  # the model's insights' pages, all written
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
             miner.release()
@@ -97,27 +80,6 @@ def write_layers(
             else:  # a parent's mined lesson, recounted
                 insight_rows[position[page.number]] = mined_row
         del mined  # each page's lesson was made as it was written: none is held from here
-        waiting = iter(drafted)
-        for step, offset, length in zip(waiting, waiting, waiting, strict=True):
-            row = all_rows.by_step(step)
-            result = compiled.read((offset, length))
-            writer.write(
-                layout.compilation_rel(row.step),
-                render.compilation(
-                    layout,
-                    result,
-                    task_id=row.task_id,
-                    task_type=row.task_type,
-                    insight_numbers=row.insights,
-                ),
-            )
-            for insight_number, draft in zip(row.insights, result.insights, strict=True):
-                writer.write(
-                    layout.insight_rel(insight_number),
-                    render.insight(
-                        layout, insight_number, draft, source=result, task_type=row.task_type
-                    ),
-                )
         compiled_by: CompiledBy = "offline" if templates is None else "llm"
         compiled.close()
         fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
-from wikitrace.corpus_schema import Compilation, Layout, RunRecord, render
-from wikitrace.corpus_schema.store import CorpusWriter, sorted_lines, spill_file
+from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, read, render
+from wikitrace.corpus_schema.records import Outcome, is_judged
+from wikitrace.corpus_schema.store import CorpusWriter, spill_file
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -26,36 +28,90 @@ Progress = Callable[[int, int], None]
 
 @dataclass(slots=True)
 class Summary:
-    """What the indexes need of one compiled run; the compilation itself is on disk."""
+    """What the indexes need of one compiled run, and where its compilation waits when the
+    model drew insights from it; the compilation itself is on disk."""
 
     step: int
     title: str
     unverified_quotes: int
-    spilled: tuple[int, int] | None = None
-    """Where the compilation waits in the spill file (offset, length) when the model drew
-    insights from it: their numbers come once every run is compiled."""
+    insights: list[int]
+    """The numbers of the insights drawn from it."""
+    task_id: str
+    task_type: str | None
+    spilled: tuple[int, int] | None
+    """(offset, length) of the compilation in the spill file, when it has insights."""
+
+
+@dataclass(slots=True)
+class _Finished:
+    """A run compiled, waiting for every earlier one to be done before its insights are
+    numbered."""
+
+    summary: Summary
+    outcome: Outcome
+    judged: bool
+    result: Compilation | None
+    """Kept when the run was next in step order as it was compiled; read back otherwise."""
+
+
+DECIDE_AFTER = 256
+"""Runs numbered before a new corpus's insight id width is chosen (see Compiled)."""
+
+
+def guess_width(drawn: int, done: int, total: int) -> int:
+    """The id width a new corpus's insights will likely need, when `done` of its `total`
+    runs have drawn `drawn`: as many for every run, and a mined lesson for every fourth."""
+    return id_width(drawn * total // done + total // 4)
 
 
 class Compiled:
-    """The compilations of a version, kept off the heap: one with no insight drafted is
-    written at once (its page links to nothing yet unnumbered); one with drafts waits in a
-    spill file until the insights are numbered in step order. What the indexes need of each
-    (its Summary) waits in a second file, read back in step order (`in_order`). Both are
-    unnamed temporary files beside the staging folder, gone with the process."""
+    """The compilations of a version, kept off the heap, and its model's insights numbered in
+    step order while later runs still compile.
 
-    def __init__(self, writer: CorpusWriter, layout: Layout) -> None:
+    A compilation with no insight drafted is written at once (its page links to nothing
+    unnumbered). One with drafts waits in a spill file until every earlier run is done
+    (compiled or not); then its insights are numbered and, once their ids' width is known,
+    its compilation and insight pages are written while later calls are in flight. A version
+    made from another keeps its parent's width. A new corpus's ids are sized to fit every
+    insight, mined ones too, whose count is known only at the end: the width is guessed after
+    DECIDE_AFTER runs, and `finish` writes those pages again in the rare build whose final
+    count needs another. What the indexes need of each run (its Summary) waits in a second
+    file, in step order. Both are unnamed temporary files beside the staging folder, gone
+    with the process."""
+
+    def __init__(
+        self,
+        writer: CorpusWriter,
+        layout: Layout,
+        *,
+        first_step: int = 1,
+        first_number: int = 1,
+        total: int = 0,
+        fixed_width: bool = False,
+    ) -> None:
         self.writer = writer
         self.layout = layout
         self.count = 0
         """Runs compiled."""
         self.unverified_quotes = 0
         """Quotes not found in their runs, over every compilation."""
+        self.number = first_number - 1
+        """The last insight numbered."""
+        self.insight_rows: list[render.InsightRow] = []
+        """The index rows of the model's insights numbered so far."""
+        self._first_number = first_number
+        self._total = total
+        self._width: int | None = layout.insight_width if fixed_width else None
+        """The width the numbered insights' pages are written with; None: not chosen yet."""
+        self._next = first_step
+        self._done = 0
+        self._finished: dict[int, _Finished | None] = {}
+        self._unwritten: list[Summary] = []
+        """Numbered, their pages not written: only while the width is not chosen."""
         self._folder = writer.root.parent
         self._spill = spill_file(self._folder, "compiled")
         self._summaries = spill_file(self._folder, "summaries")
         self._size = 0
-        self._last_step = 0
-        self._in_order = True
 
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
         spilled = None
@@ -76,23 +132,128 @@ class Compiled:
             self._spill.write(data)
             spilled = (self._size, len(data))
             self._size += len(data)
-        line = [step, result.title, result.unverified_quotes, spilled]
-        # The step leads each line, zero-padded, so that sorted lines are in step order.
-        self._summaries.write(b"%012d " % step + orjson.dumps(line) + b"\n")
-        self._in_order = self._in_order and step > self._last_step
-        self._last_step = max(self._last_step, step)
         self.count += 1
         self.unverified_quotes += result.unverified_quotes
+        summary = Summary(
+            step,
+            result.title,
+            result.unverified_quotes,
+            [],
+            record.task_id,
+            record.task_type,
+            spilled,
+        )
+        kept = result if step == self._next and spilled else None
+        self._finished[step] = _Finished(summary, record.outcome, is_judged(record.metadata), kept)
+        self._number_ready()
+
+    def failed(self, step: int) -> None:
+        """A run not compiled (it failed, or waits for a batch): later runs are numbered
+        past it."""
+        self._finished[step] = None
+        self._number_ready()
+
+    def _number_ready(self) -> None:
+        """Number the insights of each run whose earlier runs are all done, in step order,
+        and write their pages once the width is known."""
+        while self._next in self._finished:
+            done = self._finished.pop(self._next)
+            self._next += 1
+            self._done += 1
+            if done is None:
+                continue
+            summary = done.summary
+            if summary.spilled is not None:
+                result = done.result or self.read(summary.spilled)
+                for draft in result.insights:
+                    self.number += 1
+                    summary.insights.append(self.number)
+                    self.insight_rows.append(
+                        render.InsightRow(
+                            number=self.number,
+                            title=draft.title,
+                            task_type=summary.task_type,
+                            source_step=summary.step,
+                            source_outcome=done.outcome,
+                            source_judged=done.judged,
+                            verified=read.backed(result.claims, draft.supporting_claims),
+                            guideline=draft.guideline,
+                        )
+                    )
+                self._unwritten.append(summary)
+            line = [
+                summary.step,
+                summary.title,
+                summary.unverified_quotes,
+                summary.insights,
+                summary.task_id,
+                summary.task_type,
+                summary.spilled,
+            ]
+            self._summaries.write(orjson.dumps(line) + b"\n")
+        if self._width is None and self._done >= min(DECIDE_AFTER, self._total) > 0:
+            self._width = guess_width(self.number - self._first_number + 1, self._done, self._total)
+        if self._width is not None:
+            for summary in self._unwritten:
+                self._write_pages(summary, self._width)
+            self._unwritten.clear()
+
+    def _write_pages(self, summary: Summary, width: int) -> None:
+        """The pages of a compilation with insights, their ids `width` digits wide."""
+        assert summary.spilled is not None
+        layout = dataclasses.replace(self.layout, insight_width=width)
+        result = self.read(summary.spilled)
+        self.writer.write(
+            layout.compilation_rel(summary.step),
+            render.compilation(
+                layout,
+                result,
+                task_id=summary.task_id,
+                task_type=summary.task_type,
+                insight_numbers=summary.insights,
+            ),
+        )
+        for number, draft in zip(summary.insights, result.insights, strict=True):
+            self.writer.write(
+                layout.insight_rel(number),
+                render.insight(layout, number, draft, source=result, task_type=summary.task_type),
+            )
+
+    def finish(self, width: int) -> None:
+        """Every compilation with insights written with ids `width` digits wide (the pages
+        written with a width guessed otherwise are written again)."""
+        if self._width is None:
+            for summary in self._unwritten:
+                self._write_pages(summary, width)
+            self._unwritten.clear()
+        elif self._width != width:
+            guessed = dataclasses.replace(self.layout, insight_width=self._width)
+            log.info(
+                "insight ids need %d digits, not %d: writing their pages again", width, self._width
+            )
+            for summary in self.in_order():
+                if summary.insights:
+                    self.writer.remove(guessed.compilation_rel(summary.step))
+                    for number in summary.insights:
+                        self.writer.remove(guessed.insight_rel(number))
+                    self._write_pages(summary, width)
+        self._width = width
 
     def in_order(self) -> Iterator[Summary]:
-        """Each compiled run's summary, in step order (sorted on disk when the runs were
-        compiled out of order, as calls at once finish)."""
+        """Each compiled run's summary, in step order, as far as runs are numbered."""
         self._summaries.flush()
         self._summaries.seek(0)
-        lines = self._summaries if self._in_order else sorted_lines(self._summaries, self._folder)
-        for line in lines:
-            step, title, unverified, spilled = orjson.loads(line[13:])
-            yield Summary(step, title, unverified, tuple(spilled) if spilled else None)
+        for line in self._summaries:
+            step, title, unverified, numbers, task_id, task_type, spilled = orjson.loads(line)
+            yield Summary(
+                step,
+                title,
+                unverified,
+                numbers,
+                task_id,
+                task_type,
+                tuple(spilled) if spilled else None,
+            )
 
     def read(self, spilled: tuple[int, int]) -> Compilation:
         """A compilation that waits in the spill file, at (offset, length)."""
@@ -134,6 +295,7 @@ class Producer:
             self.progress(self.done, self.total)
 
     def _record_failure(self, step: int, record: RunRecord, error: Exception) -> None:
+        self.results.failed(step)
         self.report.failed.append(
             {"step": self.layout.step(step), "task_id": record.task_id, "error": str(error)}
         )
@@ -162,6 +324,7 @@ class Producer:
             self.results.add(step, record, result)
         except Deferred:
             self.deferred += 1
+            self.results.failed(step)
         except LLMCallError as error:
             if error.fatal:
                 self.fatal = error

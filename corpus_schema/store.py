@@ -135,13 +135,32 @@ class CorpusWriter:
             shutil.copy2(source, path)
         self._list(rel, file_hash)
 
+    def remove(self, rel: str) -> None:
+        """Take back a file written before (to write it again, or another in its place)."""
+        path = os.path.join(self._root, rel)
+        file_hash = file_digest(Path(path))
+        os.unlink(path)
+        self._listed.seek(0, os.SEEK_END)
+        # `-` sorts before the hash's tag: a path's removals come before what it lists.
+        self._listed.write(f"{rel}\t-{file_hash}\n".encode())
+        self.count -= 1
+
     def files(self) -> Iterator[tuple[str, str]]:
         """Every file written or linked with its hash, sorted by path, read from disk."""
         self._listed.flush()
         self._listed.seek(0)
+        current = ""
+        removed: list[str] = []  # hashes of the current path's removed files
         for line in sorted_lines(self._listed, self.root.parent):
             rel, file_hash = line.decode("utf-8").rstrip("\n").split("\t")
-            yield rel, file_hash
+            if rel != current:
+                current, removed = rel, []
+            if file_hash.startswith("-"):
+                removed.append(file_hash[1:])
+            elif file_hash in removed:
+                removed.remove(file_hash)
+            else:
+                yield rel, file_hash
 
     def hashes(self) -> dict[str, str]:
         """Path -> hash of every file so far, as one dict (for a version made from a parent,

@@ -307,9 +307,9 @@ def test_concurrency_is_bounded(tmp_path: Path) -> None:
 def test_runs_compiled_out_of_order_make_the_corpus_made_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The summaries of compiled runs wait on disk and are sorted back into step order (here
-    through several sorted runs merged): the pages and indexes are those of a build made one
-    run at a time."""
+    """Runs compiled out of order wait until every earlier run is done, and their insights are
+    numbered in step order (the file list is sorted through several sorted runs merged): the
+    pages and indexes are those of a build made one run at a time."""
     import asyncio
     import itertools
 
@@ -340,6 +340,59 @@ def test_runs_compiled_out_of_order_make_the_corpus_made_in_order(
     assert len(pages) > 20
     for rel in pages:
         assert (many / rel).read_text() == (one / rel).read_text(), rel
+
+
+def _model_pages(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in root.rglob("*.md")
+        if p.parts[-2] in ("compilation", "insight") or p.name == "_index.md"
+    }
+
+
+def test_pages_are_written_while_later_runs_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the insight ids' width is chosen (here after 3 runs), a run's compilation and
+    insight pages are written as soon as every earlier run is done, not after the last call."""
+    from wikitrace.compiler import produce
+
+    monkeypatch.setattr(produce, "DECIDE_AFTER", 3)
+    path = write_runs(tmp_path / "runs.jsonl", [make_run(f"t{n}") for n in range(12)])
+    seen: list[int] = []  # insight pages on disk when each call is made
+
+    class Watching(FakeLLM):
+        async def complete(self, messages: list[Message]) -> Any:
+            seen.append(len(list(tmp_path.glob("corpus*/**/insight/insight-*.md"))))
+            return await super().complete(messages)
+
+    llm = Watching(answer=lambda messages: good_answer(prompt_of(messages), insights=2))
+    build(path, tmp_path / "corpus", llm, concurrency=1, use_cache=False)
+    # One call at a time: the 3rd run's end writes the first 3 runs' pages, each later one its own.
+    assert seen == [0, 0, 0, 6, 8, 10, 12, 14, 16, 18, 20, 22]
+    assert verify(tmp_path / "corpus").ok
+
+
+def test_a_wrong_guess_of_the_id_width_writes_the_pages_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new corpus's insight ids are sized to fit every insight, known only at the end: pages
+    written early with a width guessed wrong are taken back and written with the right one."""
+    from wikitrace.compiler import produce
+
+    runs = [make_run(f"t{n}", success=n % 3 != 0) for n in range(10)]
+    path = write_runs(tmp_path / "runs.jsonl", runs)
+    llm = FakeLLM(answer=lambda messages: good_answer(prompt_of(messages), insights=2))
+    build(path, tmp_path / "right", llm, concurrency=3, use_cache=False)
+    monkeypatch.setattr(produce, "DECIDE_AFTER", 4)
+    monkeypatch.setattr(produce, "guess_width", lambda drawn, done, total: 5)
+    report = build(path, tmp_path / "guessed", llm, concurrency=3, use_cache=False)
+    right, guessed = (tmp_path / name for name in ("right", "guessed"))
+    assert report.insights == len(list(guessed.glob("insight/insight-????.md"))) == 20
+    assert not list(guessed.glob("insight/insight-?????.md"))
+    assert _model_pages(guessed) == _model_pages(right)
+    assert (guessed / "catalog.jsonl").read_bytes() == (right / "catalog.jsonl").read_bytes()
+    assert verify(guessed).ok  # the manifest lists no page taken back
 
 
 def test_a_damaged_cache_entry_is_asked_again(runs_file: Path, tmp_path: Path) -> None:

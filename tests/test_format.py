@@ -223,6 +223,28 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md", "staging"]
 
 
+def test_a_file_taken_back_is_no_longer_listed(tmp_path: Path) -> None:
+    """A file written again after `remove` is listed once, with its new hash; one removed and
+    not written again is not listed, nor on disk."""
+    root = tmp_path / "staging"
+    root.mkdir()
+    with store.CorpusWriter(root) as writer:
+        for rel in ("a.md", "b.md", "c.md", "d.md"):
+            writer.write(rel, rel)
+        writer.remove("b.md")
+        writer.write("b.md", "b, again")
+        writer.remove("c.md")
+        writer.remove("d.md")
+        writer.write("d.md", "d.md")  # the same bytes as before
+        assert dict(writer.files()) == {
+            "a.md": store.digest(b"a.md"),
+            "b.md": store.digest(b"b, again"),
+            "d.md": store.digest(b"d.md"),
+        }
+        assert len(list(writer.files())) == writer.count == 3
+    assert sorted(p.name for p in root.iterdir()) == ["a.md", "b.md", "d.md"]
+
+
 run_rows = st.lists(
     st.builds(
         render.RunRow,
