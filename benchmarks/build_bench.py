@@ -134,12 +134,13 @@ def serve(latency: float, ready: Any) -> None:
 
         def do_POST(self) -> None:
             nonlocal requests
+            started = time.monotonic()
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             with lock:
                 requests += 1
-            if latency:
-                time.sleep(latency)
             message = {"role": "assistant", "content": answer_for(body["messages"][0]["content"])}
+            # The latency counts from the request's arrival, the stub's own work included.
+            time.sleep(max(0.0, latency - (time.monotonic() - started)))
             self._send(
                 json.dumps(
                     {
