@@ -78,21 +78,23 @@ class Page(Generic[Header]):
     body: str
 
 
-def contained(root: Path, rel: str) -> Path:
+def contained(root: Path, rel: str, *, resolved: bool = False) -> Path:
     """`root/rel`, refused unless it stays inside the corpus once links are resolved.
 
     Paths come from inside a corpus (headers, layout.json), and a corpus may be hostile.
+    `resolved`: `root` is its real path already, resolved once by a caller that reads many
+    pages of one version (not kept beyond that: a corpus pointer moves with each version).
     """
     # os.path rather than pathlib: this runs for every page a reader opens.
-    base = os.path.realpath(root)
+    base = os.fspath(root) if resolved else os.path.realpath(root)
     path = os.path.realpath(os.path.join(base, rel))
     if os.path.isabs(rel) or not (path == base or path.startswith(base.rstrip(os.sep) + os.sep)):
         raise CorpusError(f"{rel!r} leads outside the corpus at {root}; refusing to read it")
     return Path(path)
 
 
-def read_page(root: Path, rel: str, model: type[Header]) -> Page[Header]:
-    path = contained(root, rel)
+def read_page(root: Path, rel: str, model: type[Header], *, resolved: bool = False) -> Page[Header]:
+    path = contained(root, rel, resolved=resolved)
     try:
         metadata, content = frontmatter.parse(path.read_text(encoding="utf-8"), handler=_HANDLER)
     except FileNotFoundError:

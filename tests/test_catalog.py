@@ -115,9 +115,9 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
     seen: list[str] = []
     real = read.read_page
 
-    def spy(root_: Path, rel: str, model: type) -> object:
+    def spy(root_: Path, rel: str, model: type, **options: bool) -> object:
         seen.append(rel)
-        return real(root_, rel, model)
+        return real(root_, rel, model, **options)
 
     read.read_page = spy  # type: ignore[assignment]
     try:

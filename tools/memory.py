@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import os
 import re
 import tempfile
 from array import array
@@ -237,6 +238,7 @@ def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) 
 def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     """Every run and every insight that may be shown, read from the pages (and how many
     insights are withheld: rejected, retired, or no longer holding)."""
+    root = Path(os.path.realpath(root))  # once: every page is read from this version
     shown, withheld = _shown_insights(root, None)
     runs = list(_runs(root, shown, None))
     return runs, [entry for entry, *_ in shown], withheld
@@ -289,6 +291,7 @@ def catalog_of(
     is taken as it is, so a version made by
     adding runs reads only the pages it adds. Memory grows with the insights only."""
     taken = _Parent.of(parent, parent_files, hashes)
+    root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with spill_file(root.parent, "catalog") as lines:
         held: list[tuple[_Held, list[int], bool, bool]] = []
@@ -382,7 +385,7 @@ def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry]
 
 
 def _each_insight(root: Path, taken: _Parent | None) -> Iterator[ShownEntry | int]:
-    """Each insight that may be shown, in order; 1 for each one withheld."""
+    """Each insight that may be shown, in order; 1 for each one withheld. `root` is resolved."""
     for rel in read.numbered(root, INSIGHT_DIR):
         if taken is not None and taken.kept(rel):
             entry = taken.insights.get(Path(rel).stem)
@@ -391,7 +394,7 @@ def _each_insight(root: Path, taken: _Parent | None) -> Iterator[ShownEntry | in
             else:
                 yield replace(entry), [], False, False
             continue
-        page = read.read_page(root, rel, InsightHeader)
+        page = read.read_page(root, rel, InsightHeader, resolved=True)
         header: InsightHeader = page.header
         if header.status in ("rejected", "retired"):
             yield 1
@@ -437,7 +440,7 @@ def _by_step(rel: str) -> tuple[int, int]:
 def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
-    backed)."""
+    backed). `root` is resolved."""
     drawn: dict[str, list[tuple[InsightEntry | _Held, list[int], bool, bool]]] = {}
     for item in shown:
         if item[3]:
@@ -462,11 +465,15 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
         if kept and taken is not None:
             run = taken.runs[step]
             if has_compilation and any(not divergence for _, _, divergence, _ in needs):
-                compiled = read.read_page(root, compiled_rel, CompilationHeader).header
+                compiled = read.read_page(
+                    root, compiled_rel, CompilationHeader, resolved=True
+                ).header
         else:
-            page = read.read_page(root, rel, RawHeader)
+            page = read.read_page(root, rel, RawHeader, resolved=True)
             if has_compilation:
-                compiled = read.read_page(root, compiled_rel, CompilationHeader).header
+                compiled = read.read_page(
+                    root, compiled_rel, CompilationHeader, resolved=True
+                ).header
             run = PastRun(
                 step=step,
                 task_id=page.header.task_id,
