@@ -305,10 +305,12 @@ class Producer:
         # No event loop: Ctrl-C interrupts at once, wherever the build is.
         for step, record in runs:
             try:
-                self.results.add(step, record, compile_offline(step, record))
+                result = compile_offline(step, record)
             except Exception as error:  # one run's failure never aborts the others
                 log.debug("step %d failed", step, exc_info=True)
                 self._record_failure(step, record, error)
+            else:
+                self.results.add(step, record, result)  # see _compile_one
             self.advance()
 
     async def _compile_one(
@@ -321,7 +323,6 @@ class Producer:
     ) -> None:
         try:
             result = await compile_with_llm(step, record, llm, templates, limits, self.stats)
-            self.results.add(step, record, result)
         except Deferred:
             self.deferred += 1
             self.results.failed(step)
@@ -333,6 +334,10 @@ class Producer:
         except Exception as error:  # one run's failure never aborts the others
             log.debug("step %d failed", step, exc_info=True)
             self._record_failure(step, record, error)
+        else:
+            # Writing it, and the pages of the earlier runs it lets through, is the build's
+            # (a full disk ends it), not this run's: what is numbered must add up.
+            self.results.add(step, record, result)
         finally:
             self.advance()
 

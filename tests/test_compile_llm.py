@@ -373,6 +373,29 @@ def test_pages_are_written_while_later_runs_compile(
     assert verify(tmp_path / "corpus").ok
 
 
+def test_a_page_that_cannot_be_written_ends_the_build_not_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing a run's pages also writes those of earlier runs it lets through: a write that
+    fails (a full disk) fails the build, never one run, so no page an index names is missing."""
+    from wikitrace.corpus_schema import store
+
+    path = write_runs(tmp_path / "runs.jsonl", [make_run(f"t{n}") for n in range(6)])
+    real_write = store.write_new
+    failed: list[str] = []
+
+    def fails_once(path: str, chunks: Any) -> str:
+        if "/insight/" in str(path) and not failed:
+            failed.append(str(path))
+            raise OSError(28, "No space left on device", str(path))
+        return real_write(path, chunks)
+
+    monkeypatch.setattr(store, "write_new", fails_once)
+    with pytest.raises(OSError, match="No space left on device"):
+        build(path, tmp_path / "corpus", FakeLLM(), concurrency=3, use_cache=False)
+    assert failed and not (tmp_path / "corpus").exists()
+
+
 def test_a_wrong_guess_of_the_id_width_writes_the_pages_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
