@@ -250,19 +250,31 @@ def build_lock(dest: Path) -> Iterator[None]:
                 path.unlink()
 
 
+_READ_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+_READ_DIR = _READ_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+
+
 def freeze(root: Path) -> None:
-    """Make every file and folder read-only (the manifest's hashes are the real guarantee)."""
-    read_file = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-    execute = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
-    read_dir = read_file | execute
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        for name in filenames:
-            path = Path(dirpath, name)
-            # The drill-down tools stay executable.
-            path.chmod(read_dir if path.stat().st_mode & stat.S_IXUSR else read_file)
-        for name in dirnames:
-            Path(dirpath, name).chmod(read_dir)
-    root.chmod(read_dir)
+    """Make every file and folder read-only (the manifest's hashes are the real guarantee).
+    A file already so (linked from a frozen version) is left as it is; the drill-down tools
+    stay executable; a symbolic link is not followed."""
+    _freeze(os.fspath(root))
+    os.chmod(root, _READ_DIR)
+
+
+def _freeze(folder: str) -> None:
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir():
+                _freeze(entry.path)
+                os.chmod(entry.path, _READ_DIR)
+                continue
+            mode = entry.stat().st_mode
+            wanted = _READ_DIR if mode & stat.S_IXUSR else _READ_FILE
+            if stat.S_IMODE(mode) != wanted:
+                os.chmod(entry.path, wanted)
 
 
 def remove_tree(root: Path) -> None:

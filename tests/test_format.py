@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import stat
 from pathlib import Path
 
 import frontmatter
@@ -243,6 +244,34 @@ def test_a_file_taken_back_is_no_longer_listed(tmp_path: Path) -> None:
         }
         assert len(list(writer.files())) == writer.count == 3
     assert sorted(p.name for p in root.iterdir()) == ["a.md", "b.md", "d.md"]
+
+
+def test_freezing_makes_files_and_folders_read_only_and_follows_no_link(tmp_path: Path) -> None:
+    root = tmp_path / "staging"
+    (root / "tools").mkdir(parents=True)
+    (root / "page.md").write_text("page")
+    (root / "page.md").chmod(0o644)
+    (root / "tools" / "turn").write_text("#!/bin/sh\n")
+    (root / "tools" / "turn").chmod(0o755)
+    (root / "kept.md").write_text("kept")
+    (root / "kept.md").chmod(0o444)  # linked from a frozen version
+    outside = tmp_path / "outside.md"
+    outside.write_text("not the corpus's")
+    outside.chmod(0o644)
+    (root / "link.md").symlink_to(outside)
+    store.freeze(root)
+    modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in [root, *root.rglob("*")]}
+    assert modes == {
+        "staging": 0o555,
+        "tools": 0o555,
+        "turn": 0o555,
+        "page.md": 0o444,
+        "kept.md": 0o444,
+        "link.md": 0o777,
+    }
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+    for path in [root, root / "tools"]:
+        path.chmod(0o755)  # so that pytest can remove it
 
 
 run_rows = st.lists(
