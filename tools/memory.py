@@ -301,7 +301,7 @@ def catalog_of(
                 withheld += item
                 continue
             entry, claims, divergence, needs = item
-            lines.write(orjson.dumps(asdict(entry)) + b"\n")
+            lines.write(orjson.dumps(entry) + b"\n")  # a dataclass, as asdict would give it
             held.append((_Held.of(entry), claims, divergence, needs))
         yield orjson.dumps(
             {
