@@ -292,15 +292,16 @@ def _plan(
     return plan, report
 
 
-def _make_miner(base: FrozenVersion | None) -> Miner:
+def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
     """A miner that starts from the parent's runs: their patterns as its table keeps them, or
-    read from their logs when the parent was built without mining."""
+    read from their logs when the parent was built without mining. What it keeps on disk
+    goes in `folder`."""
     if base is None:
-        return Miner()
+        return Miner(folder=folder)
     known = read_patterns(base.root / MINED_PATTERNS)
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())
-    return Miner(known)
+    return Miner(known, folder=folder)
 
 
 class _NothingNew(Exception):
@@ -375,7 +376,7 @@ def _make_version(
             raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
             # Their spill files go, even when interrupted.
             with contextlib.closing(compiled), contextlib.closing(raw):
-                miner = _make_miner(base) if options.mine else None
+                miner = _make_miner(base, root.parent) if options.mine else None
                 runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
                 if model is None or templates is None:
                     producer.offline(runs)

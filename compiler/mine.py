@@ -41,6 +41,7 @@ import orjson
 from wikitrace.corpus_schema import Claim, Evidence, Layout, RunRecord, Turn
 from wikitrace.corpus_schema.records import InsightHeader, MinedFinding, Outcome
 from wikitrace.corpus_schema.render import shortened
+from wikitrace.corpus_schema.store import spill_file
 from wikitrace.tools.drilldown import as_text
 
 from .evidence import QuoteChecker
@@ -708,9 +709,16 @@ def divergences(
     load: Callable[[int], Sequence[Action]],
     report: MiningReport,
     only_tasks: set[str] | None = None,
+    kept: ActionHashes | None = None,
 ) -> list[Divergence]:
     """For each task with both outcomes, where the failed and successful runs that agree
-    longest first went different ways. `load(step)` gives a run's actions."""
+    longest first went different ways. `load(step)` gives a run's actions; `kept` holds those
+    of the runs it saw stream past, as hashes, so that their logs are not read back."""
+
+    def compared(step: int) -> Sequence[int]:
+        held = kept.get(step) if kept is not None else None
+        return held if held is not None else action_hashes(load(step))
+
     by_task: dict[str, list[RunPatterns]] = defaultdict(list)
     for run in runs:
         by_task[run.task_id].append(run)
@@ -722,7 +730,7 @@ def divergences(
         losses = [run for run in members if not run.success]
         if not wins or not losses:
             continue
-        actions = {run.step: load(run.step) for run in members}
+        actions = {run.step: compared(run.step) for run in members}
         best: tuple[int, int, int] | None = None
         for win in wins:
             for loss in losses:
@@ -754,10 +762,11 @@ def divergences(
     return found
 
 
-def _shared_prefix(first: Sequence[Action], second: Sequence[Action]) -> int | None:
-    """How many actions the two runs share from the start; None when they are the same."""
+def _shared_prefix(first: Sequence[int], second: Sequence[int]) -> int | None:
+    """How many actions the two runs share from the start (each action's signature hashed);
+    None when they are the same."""
     for index, (a, b) in enumerate(zip(first, second, strict=False)):
-        if a.signature != b.signature:
+        if a != b:
             return index
     if len(first) == len(second):
         return None
@@ -1006,14 +1015,60 @@ def _outcome(success: bool) -> Outcome:
     return "success" if success else "failure"
 
 
-class Miner:
-    """Reduces each run of a build to its patterns as it streams past."""
+def action_hashes(actions: Sequence[Action]) -> array[int]:
+    """Each action's signature as a hash: two runs' actions are compared by these."""
+    return array("q", (hash(action.signature) for action in actions))
 
-    def __init__(self, base: Iterable[RunPatterns] = ()) -> None:
+
+class ActionHashes:
+    """The actions of each run that streamed past, as hashes of their signatures (8 bytes an
+    action), in an unnamed file beside the staging folder: a divergence compares the runs of
+    a task without reading their logs back and checking every turn again. Runs come in step
+    order; a run not held (a parent's) is None."""
+
+    def __init__(self, folder: Path) -> None:
+        self._file = spill_file(folder, "actions")
+        self._first = 0
+        self._ends = array("q")  # where each run's hashes end in the file
+        self._size = 0
+
+    def add(self, step: int, actions: Sequence[Action]) -> None:
+        if not self._ends:
+            self._first = step
+        elif step != self._first + len(self._ends):
+            last = self._first + len(self._ends) - 1
+            raise ValueError(f"internal error: run {step} observed after run {last}")
+        data = action_hashes(actions).tobytes()
+        self._file.seek(self._size)
+        self._file.write(data)
+        self._size += len(data)
+        self._ends.append(self._size)
+
+    def get(self, step: int) -> array[int] | None:
+        index = step - self._first
+        if not self._ends or not 0 <= index < len(self._ends):
+            return None
+        start = self._ends[index - 1] if index else 0
+        self._file.seek(start)
+        return array("q", self._file.read(self._ends[index] - start))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Miner:
+    """Reduces each run of a build to its patterns as it streams past (and, given a folder
+    for them, keeps its actions' hashes on disk for the divergences)."""
+
+    def __init__(self, base: Iterable[RunPatterns] = (), folder: Path | None = None) -> None:
         self.runs = base if isinstance(base, PatternTable) else PatternTable(base)
         self.new_tasks: set[str] = set()
+        self.actions = ActionHashes(folder) if folder is not None else None
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
+        actions = actions_of(record.turns)
+        if self.actions is not None:
+            self.actions.add(step, actions)
         self.runs.append(
             RunPatterns(
                 step=step,
@@ -1021,7 +1076,7 @@ class Miner:
                 task_type=record.task_type,  # interned by the raw layer
                 success=record.success,
                 judged=judged,
-                patterns=patterns(actions_of(record.turns)),
+                patterns=patterns(actions),
             )
         )
         self.new_tasks.add(record.task_id)
@@ -1031,6 +1086,9 @@ class Miner:
         table is written: the catalog and rankers made after them reuse that memory."""
         self.runs = PatternTable()
         self.new_tasks = set()
+        if self.actions is not None:
+            self.actions.close()
+            self.actions = None
 
     def watch(
         self, runs: Iterable[tuple[int, RunRecord]], judged: Any
@@ -1117,7 +1175,7 @@ def mine_version(
     ]
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
-    for divergence in divergences(runs, quotes.actions, report, only):
+    for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
         # Its task's text is read when its page is made, not held until then.
         make = functools.partial(writer.divergence, divergence, task_text)
         lessons.append((f"divergence {divergence.task_id}", make))

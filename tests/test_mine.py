@@ -17,9 +17,11 @@ from scipy import stats as scipy_stats
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.mine import (
     FDR,
+    ActionHashes,
     MiningReport,
     PatternTable,
     RunPatterns,
+    action_hashes,
     actions_of,
     benjamini_hochberg,
     contrasts,
@@ -268,6 +270,44 @@ def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) 
     assert " tools/actions" not in same.text and "(tools/" not in same.text
     assert "/work/corpus/tools/actions step-NNNN" in same.text
     assert memory.first_message("Put the mug away.").insights == []
+
+
+def test_a_divergence_across_versions_reads_the_parent_s_run_from_its_log(tmp_path: Path) -> None:
+    """The runs a build streams keep their actions as hashes on disk; a parent's run is read
+    from its log. A divergence found by an add, between a parent's run and a new one, is the
+    one a build of both finds."""
+    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
+    task = "Fetch the letter from the study."
+    loss = make_run(
+        "letter", success=False, task=task, turns=[*common, call("force", what="drawer")]
+    )
+    win = make_run("letter", success=True, task=task, turns=[*common, call("open", what="drawer")])
+    corpus = build(tmp_path, [loss])
+    assert not insight_pages(corpus)
+    add_runs(BuildOptions(inputs=[write_runs(tmp_path / "win.jsonl", [win])], output=corpus))
+    (added,) = insight_pages(corpus)
+    (built,) = insight_pages(build(tmp_path, [loss, win], name="both"))
+    assert added["mined"]["shared_actions"] == built["mined"]["shared_actions"] == 1
+    assert added.content == built.content.replace("in v0001", "in v0002")
+
+
+def test_action_hashes_give_back_each_run_s_actions(tmp_path: Path) -> None:
+    turns = [Turn(role="assistant", action=f"go to shelf {n}") for n in range(3)]
+    kept = ActionHashes(tmp_path)
+    try:
+        kept.add(4, actions_of(turns))
+        kept.add(5, [])
+        kept.add(6, actions_of(turns[1:]))
+        assert kept.get(4) == action_hashes(actions_of(turns)) and len(kept.get(4) or []) == 3
+        assert kept.get(5) == action_hashes([]) and kept.get(6) == action_hashes(
+            actions_of(turns[1:])
+        )
+        assert kept.get(3) is None and kept.get(7) is None  # not streamed: read from its log
+        with pytest.raises(ValueError, match="after run 6"):
+            kept.add(9, [])
+    finally:
+        kept.close()
+    assert not list(tmp_path.iterdir())  # unnamed: nothing left beside the staging folder
 
 
 # --- add, views, leave-one-out ----------------------------------------------------------------
