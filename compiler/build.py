@@ -374,9 +374,12 @@ def _make_version(
             )
             producer = Producer(total, layout, report, progress, compiled)
             raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
-            # Their spill files go, even when interrupted.
-            with contextlib.closing(compiled), contextlib.closing(raw):
+            with contextlib.ExitStack() as spills:  # their spill files go, even when interrupted
+                spills.enter_context(contextlib.closing(compiled))
+                spills.enter_context(contextlib.closing(raw))
                 miner = _make_miner(base, root.parent) if options.mine else None
+                if miner is not None:
+                    spills.enter_context(contextlib.closing(miner))
                 runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
                 if model is None or templates is None:
                     producer.offline(runs)

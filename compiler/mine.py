@@ -1086,6 +1086,10 @@ class Miner:
         table is written: the catalog and rankers made after them reuse that memory."""
         self.runs = PatternTable()
         self.new_tasks = set()
+        self.close()
+
+    def close(self) -> None:
+        """Remove the file of actions' hashes (no file of the corpus)."""
         if self.actions is not None:
             self.actions.close()
             self.actions = None
