@@ -180,7 +180,10 @@ class Compiled:
                             guideline=draft.guideline,
                         )
                     )
-                self._unwritten.append(summary)
+                if self._width is None:
+                    self._unwritten.append(summary)
+                else:
+                    self._write_pages(summary, self._width, result)
             line = [
                 summary.step,
                 summary.title,
@@ -193,16 +196,19 @@ class Compiled:
             self._summaries.write(orjson.dumps(line) + b"\n")
         if self._width is None and self._done >= min(DECIDE_AFTER, self._total) > 0:
             self._width = guess_width(self.number - self._first_number + 1, self._done, self._total)
-        if self._width is not None:
-            for summary in self._unwritten:
-                self._write_pages(summary, self._width)
-            self._unwritten.clear()
+            self._write_unwritten(self._width)
 
-    def _write_pages(self, summary: Summary, width: int) -> None:
-        """The pages of a compilation with insights, their ids `width` digits wide."""
+    def _write_unwritten(self, width: int) -> None:
+        for summary in self._unwritten:
+            self._write_pages(summary, width)
+        self._unwritten.clear()
+
+    def _write_pages(self, summary: Summary, width: int, result: Compilation | None = None) -> None:
+        """The pages of a compilation with insights, their ids `width` digits wide; the
+        compilation is read back from the spill file unless given."""
         assert summary.spilled is not None
         layout = dataclasses.replace(self.layout, insight_width=width)
-        result = self.read(summary.spilled)
+        result = result or self.read(summary.spilled)
         self.writer.write(
             layout.compilation_rel(summary.step),
             render.compilation(
@@ -223,9 +229,7 @@ class Compiled:
         """Every compilation with insights written with ids `width` digits wide (the pages
         written with a width guessed otherwise are written again)."""
         if self._width is None:
-            for summary in self._unwritten:
-                self._write_pages(summary, width)
-            self._unwritten.clear()
+            self._write_unwritten(width)
         elif self._width != width:
             guessed = dataclasses.replace(self.layout, insight_width=self._width)
             log.info(
