@@ -509,3 +509,29 @@ def test_a_pattern_table_gives_back_the_runs_put_in_it(
     else:
         with pytest.raises(IndexError):
             table[index]
+
+
+def test_each_mined_lesson_joins_the_first_model_lesson_it_matches() -> None:
+    """One pass over the model's lessons finds, for every contrast waiting on the same task
+    type and outcome, its first match in corpus order."""
+    lessons = [
+        ("Look up the order", "Call lookup_order first."),  # another outcome
+        ("Retry the payment", "issue_refund retried after an error."),
+        ("Use the refund tool", "Call issue_refund once."),
+        ("Mind retries", "A failed call repeated with an error: issue_refund."),
+        ('shop runs that called "issue_refund" failed more often', "..."),
+        ("shop runs that retried a failed action failed more often", "..."),
+    ]
+    mined: list[consolidate.Mined | None] = [
+        None,
+        None,
+        None,
+        None,
+        consolidate.Mined("shop", "uses:issue_refund", "failure"),
+        consolidate.Mined("shop", "retry_after_error", "failure"),
+    ]
+    outcomes = ["success", "failure", "failure", "failure", "failure", "failure"]
+    leaders = consolidate.with_mined(lessons, mined, outcomes, ["shop"] * 6)
+    # issue_refund: lesson 1 is the first failed run's lesson to name it; "repeat" and
+    # "error" (retried, an error): lesson 3, as lesson 1 says "retried" but no "repeat".
+    assert leaders == [0, 1, 2, 3, 1, 3]

@@ -63,48 +63,68 @@ def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int,
     leader can be alike only when it shares a word of the lesson's title prefix, or of its
     whole text's prefix, and only those leaders are compared. The same groups as comparing
     with every leader (a property test checks it), in time that grows with how alike the
-    lessons are rather than with their number squared, even when every word is common."""
-    texts = [(words(title), words(f"{title} {guideline}")) for title, guideline in lessons]
+    lessons are rather than with their number squared, even when every word is common.
+
+    Words are numbered by that order, so a prefix is the smallest numbers. A lesson's word
+    sets are made while it is grouped and kept only when it leads a group, as tuples of the
+    numbers (8 bytes a word, where a set of strings took about 100): every other lesson is
+    let go once its group is found."""
+    frequency: Counter[str] = Counter()
+    for title, guideline in lessons:
+        frequency.update(words(f"{title} {guideline}"))
+    ordered = sorted(frequency, key=lambda word: (frequency[word], word))
+    rank = {word: n for n, word in enumerate(ordered)}
+    del ordered
     weakest = threshold / 2
-    frequency: Counter[str] = Counter(word for _, whole in texts for word in whole)
 
-    def prefix(found: frozenset[str]) -> list[str]:
-        ordered = sorted(found, key=lambda word: (frequency[word], word))
-        return ordered[: len(ordered) - math.ceil(threshold * len(ordered)) + 1]
+    def numbered(text: str) -> frozenset[int]:
+        return frozenset([rank[word] for word in words(text)])
 
-    by_title: dict[str, list[int]] = {}
-    by_whole: dict[str, list[int]] = {}
+    def prefix(found: frozenset[int]) -> list[int]:
+        return sorted(found)[: len(found) - math.ceil(threshold * len(found)) + 1]
+
+    by_title: dict[int, list[int]] = {}
+    by_whole: dict[int, list[int]] = {}
     """A word -> the leaders (by position in `leaders`) with it in their title's (whole
     text's) prefix."""
-    leaders: list[tuple[int, frozenset[str], frozenset[str]]] = []
+    leaders: list[int] = []
+    heads: list[tuple[int, ...]] = []
+    wholes: list[tuple[int, ...]] = []
     found: list[int] = []
-    for index, (head, whole) in enumerate(texts):
+    for index, (title, guideline) in enumerate(lessons):
+        head, whole = numbered(title), numbered(f"{title} {guideline}")
         head_prefix, whole_prefix = prefix(head), prefix(whole)
-        candidates = sorted(
-            {c for word in head_prefix for c in by_title.get(word, ())}
-            | {c for word in whole_prefix for c in by_whole.get(word, ())}
-        )
-        leader = next(
-            (
-                leaders[c][0]
-                for c in candidates
-                if (
-                    _jaccard(head, leaders[c][1]) >= threshold
-                    and _jaccard(whole, leaders[c][2]) >= weakest
-                )
-                or _jaccard(whole, leaders[c][2]) >= threshold
-            ),
-            None,
-        )
+        titled = {c for word in head_prefix for c in by_title.get(word, ())}
+        leader = None
+        for c in sorted(titled.union(*(by_whole.get(word, ()) for word in whole_prefix))):
+            # Alike in the whole texts; else alike enough in them and alike in the titles
+            # (only a leader sharing a word of the title's prefix can be).
+            alike = _jaccard_of(whole, wholes[c])
+            if alike >= threshold or (
+                alike >= weakest and c in titled and _jaccard_of(head, heads[c]) >= threshold
+            ):
+                leader = leaders[c]
+                break
         if leader is None:
             for word in head_prefix:
                 by_title.setdefault(word, []).append(len(leaders))
             for word in whole_prefix:
                 by_whole.setdefault(word, []).append(len(leaders))
-            leaders.append((index, head, whole))
+            leaders.append(index)
+            heads.append(tuple(head))
+            wholes.append(tuple(whole))
             leader = index
         found.append(leader)
     return tuple(found)
+
+
+def _jaccard_of(mine: frozenset[int], theirs: tuple[int, ...]) -> float:
+    """`_jaccard` of a set and a leader's words (a tuple of distinct words): the same float,
+    from one intersection."""
+    if not mine or not theirs:
+        return 0.0
+    shared = len(mine.intersection(theirs))
+    return shared / (len(mine) + len(theirs) - shared)
 
 
 Grouping = Callable[[Sequence[tuple[str, str]]], list[int]]
@@ -188,25 +208,34 @@ def with_mined(
     leaders = list(range(len(lessons)))
     for position, index in enumerate(plain):
         leaders[index] = plain[found[position]]
-    texts = {i: words(f"{lessons[i][0]} {lessons[i][1]}") for i in plain}
+    del found
+    # The mined contrasts still looking for their model lesson, by (task type, outcome): one
+    # pass over the model's lessons, in order, each one's words made only when it may match.
+    looking: dict[tuple[str | None, str], list[tuple[int, frozenset[str]]]] = {}
     for index, item in enumerate(mined):
         if item is None or item.pattern == "diverge":
             continue
         subject = item.words()
-        if not subject:
+        if subject:
+            looking.setdefault((item.task_type, item.goes_with), []).append((index, subject))
+    for i in plain:
+        if not looking:
+            break
+        key = (task_types[i], outcomes[i])
+        waiting = looking.get(key)
+        if waiting is None:
             continue
-        match = next(
-            (
-                i
-                for i in plain
-                if task_types[i] == item.task_type
-                and outcomes[i] == item.goes_with
-                and subject <= _stems(texts[i])
-            ),
-            None,
-        )
-        if match is not None:
-            leaders[index] = leaders[match]
+        stems = _stems(words(f"{lessons[i][0]} {lessons[i][1]}"))
+        still = []
+        for index, subject in waiting:
+            if subject <= stems:
+                leaders[index] = leaders[i]
+            else:
+                still.append((index, subject))
+        if still:
+            looking[key] = still
+        else:
+            del looking[key]
     return leaders
 
 
