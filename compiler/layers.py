@@ -11,7 +11,7 @@ from wikitrace.corpus_schema import Layout, id_width, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
-from wikitrace.corpus_schema.spill import RunRows
+from wikitrace.corpus_schema.spill import InsightRows, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.versions import FrozenVersion, finish_version
 
@@ -40,8 +40,11 @@ def write_layers(
     """Everything of the version but its raw layer (written as the runs were read). `rows`
     are the new runs' rows, in step order."""
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
-    with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
-        insight_rows: list[render.InsightRow] = list(base.insight_rows) if base else []
+    folder = writer.root.parent
+    with (
+        RunRows(folder, base.rows if base else ()) as all_rows,
+        InsightRows(folder, base.insight_rows if base else ()) as insight_rows,
+    ):
         first_new = len(insight_rows) + 1
         first_row = len(all_rows)
         summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
@@ -54,7 +57,7 @@ def write_layers(
                 row.insights = summary.insights
                 summary = next(summaries, None)
             all_rows.append(row)
-        insight_rows += compiled.insight_rows  # numbered as the runs were compiled
+        insight_rows.extend(compiled.insight_rows)  # numbered as the runs were compiled
         number = compiled.number
         mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
         number += sum(page.new for page in mined)
@@ -69,7 +72,10 @@ def write_layers(
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
             miner.release()
-        position = {item.number: index for index, item in enumerate(insight_rows)}
+        # A parent's mined lesson, recounted, replaces its row (a parent's rows come first).
+        position = (
+            {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
+        )
         for page in mined:
             header, guideline = page.content()
             header.id = layout.insight(page.number)

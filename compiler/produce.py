@@ -13,6 +13,7 @@ import orjson
 
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, read, render
 from wikitrace.corpus_schema.records import Outcome, is_judged
+from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
 
 from .batch import Deferred
@@ -97,8 +98,8 @@ class Compiled:
         """Quotes not found in their runs, over every compilation."""
         self.number = first_number - 1
         """The last insight numbered."""
-        self.insight_rows: list[render.InsightRow] = []
-        """The index rows of the model's insights numbered so far."""
+        self.insight_rows = InsightRows(writer.root.parent)
+        """The index rows of the model's insights numbered so far, on disk."""
         self._first_number = first_number
         self._total = total
         self._width: int | None = layout.insight_width if fixed_width else None
@@ -268,6 +269,7 @@ class Compiled:
         """Remove the spill files (they are no files of the corpus)."""
         self._spill.close()
         self._summaries.close()
+        self.insight_rows.close()
 
 
 class Producer:

@@ -774,12 +774,14 @@ def insight_index(
     ]
     if not rows:
         head += ["No insights were drawn.", ""]
-    by_type: dict[str, list[InsightRow]] = {}
+    # Positions by task type, and the near-duplicates of each group's first: the rows
+    # themselves are read again a part at a time (they may be on disk).
+    by_type: dict[str, array[int]] = {}
     copies: dict[int, int] = {}
-    for row in rows:
-        by_type.setdefault(row.task_type or "(no task type)", []).append(row)
-        lead = row.number if row.alike is None else row.alike
-        copies[lead] = copies.get(lead, 0) + 1
+    for position, row in enumerate(rows):
+        by_type.setdefault(row.task_type or "(no task type)", array("q")).append(position)
+        if row.alike is not None:
+            copies[row.alike] = copies.get(row.alike, 1) + 1
     table = (
         "| insight | title | source | source outcome | status | same lesson as |\n"
         "|---|---|---|---|---|---|"
@@ -808,7 +810,7 @@ def insight_index(
         return layout.insight(row.number), at
 
     sections: list[tuple[str | None, str, Sequence[Row]]] = [
-        (f"## {inline(task_type)}", table, _Rows(by_type[task_type], line))
+        (f"## {inline(task_type)}", table, _Rows(_Picked(rows, by_type[task_type]), line))
         for task_type in sorted(by_type)
     ]
     return _paged(layout, INSIGHT_DIR, head, sections, page_rows)

@@ -3,33 +3,34 @@ million runs is built in the memory of a few thousand."""
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Any, Self, TypeVar, overload
 
 import orjson
 
-from .render import RunRow
+from .render import InsightRow, RunRow
 from .store import spill_file
 
 READ_AHEAD = 512
 """Rows read from the file at once when they are read in order."""
 
 
-class RunRows(Sequence[RunRow]):
-    """The rows of a version's runs, in step order, one JSON line each in an unnamed temporary
-    file in `folder` (gone with the process, even when killed). Only the offset of each line
-    stays in memory (8 bytes a run). A row read back is a new object: change it, then append
-    it to another RunRows."""
+T = TypeVar("T")
 
-    def __init__(self, folder: Path, rows: Iterable[RunRow] = ()) -> None:
-        self._file = spill_file(folder, "rows")
+
+class _Spilled(Sequence[T]):
+    """Rows kept one JSON line each in an unnamed temporary file in `folder` (gone with the
+    process, even when killed). Only the offset of each line stays in memory (8 bytes a row).
+    A row read back is a new object."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self._file = spill_file(folder, name)
         self._ends = array("q", [0])
-        self._last_step = 0
-        self.extend(rows)
 
-    def __enter__(self) -> RunRows:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -38,30 +39,19 @@ class RunRows(Sequence[RunRow]):
     def close(self) -> None:
         self._file.close()
 
-    def append(self, row: RunRow) -> None:
-        if row.step <= self._last_step:
-            raise ValueError(f"internal error: row of step {row.step} after {self._last_step}")
-        self._last_step = row.step
-        line = orjson.dumps(
-            [
-                row.step,
-                row.task_id,
-                row.task_type,
-                row.outcome,
-                row.turns,
-                row.task,
-                row.judged,
-                row.compiled,
-                row.title,
-                row.unverified_quotes,
-                row.insights,
-            ]
-        )
+    def _values(self, row: T) -> list[Any]:
+        raise NotImplementedError
+
+    def _row(self, values: list[Any]) -> T:
+        raise NotImplementedError
+
+    def append(self, row: T) -> None:
+        line = orjson.dumps(self._values(row))
         self._file.seek(self._ends[-1])
         self._file.write(line + b"\n")
         self._ends.append(self._ends[-1] + len(line) + 1)
 
-    def extend(self, rows: Iterable[RunRow]) -> None:
+    def extend(self, rows: Iterable[T]) -> None:
         for row in rows:
             self.append(row)
 
@@ -69,12 +59,12 @@ class RunRows(Sequence[RunRow]):
         return len(self._ends) - 1
 
     @overload
-    def __getitem__(self, index: int) -> RunRow: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[RunRow]: ...
+    def __getitem__(self, index: slice) -> list[T]: ...
 
-    def __getitem__(self, index: int | slice) -> RunRow | list[RunRow]:
+    def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
             start, stop, stride = index.indices(len(self))
             if stride != 1:
@@ -86,13 +76,53 @@ class RunRows(Sequence[RunRow]):
             raise IndexError(index)
         return self._read(index, index + 1)[0]
 
-    def __iter__(self) -> Iterator[RunRow]:
+    def __iter__(self) -> Iterator[T]:
         return self.iter_from(0)
 
-    def iter_from(self, first: int) -> Iterator[RunRow]:
+    def iter_from(self, first: int) -> Iterator[T]:
         """The rows from position `first` on, in order, read a few hundred at a time."""
         for start in range(first, len(self), READ_AHEAD):
             yield from self._read(start, min(start + READ_AHEAD, len(self)))
+
+    def _read(self, start: int, stop: int) -> list[T]:
+        self._file.flush()
+        self._file.seek(self._ends[start])
+        data = self._file.read(self._ends[stop] - self._ends[start])
+        return [self._row(orjson.loads(line)) for line in data.splitlines()]
+
+
+class RunRows(_Spilled[RunRow]):
+    """The rows of a version's runs, in step order: change a row read back, then append it to
+    another RunRows."""
+
+    def __init__(self, folder: Path, rows: Iterable[RunRow] = ()) -> None:
+        super().__init__(folder, "rows")
+        self._last_step = 0
+        self.extend(rows)
+
+    def append(self, row: RunRow) -> None:
+        if row.step <= self._last_step:
+            raise ValueError(f"internal error: row of step {row.step} after {self._last_step}")
+        self._last_step = row.step
+        super().append(row)
+
+    def _values(self, row: RunRow) -> list[Any]:
+        return [
+            row.step,
+            row.task_id,
+            row.task_type,
+            row.outcome,
+            row.turns,
+            row.task,
+            row.judged,
+            row.compiled,
+            row.title,
+            row.unverified_quotes,
+            row.insights,
+        ]
+
+    def _row(self, values: list[Any]) -> RunRow:
+        return RunRow(*values)
 
     def by_step(self, step: int) -> RunRow:
         """The row of run `step` (steps count from 1 with no gap in a version; a search
@@ -110,8 +140,33 @@ class RunRows(Sequence[RunRow]):
             low, high = (middle + 1, high) if row.step < step else (low, middle)
         raise KeyError(step)
 
-    def _read(self, start: int, stop: int) -> list[RunRow]:
-        self._file.flush()
-        self._file.seek(self._ends[start])
-        data = self._file.read(self._ends[stop] - self._ends[start])
-        return [RunRow(*orjson.loads(line)) for line in data.splitlines()]
+
+_INSIGHT_FIELDS = [field.name for field in dataclasses.fields(InsightRow)]
+
+
+class InsightRows(_Spilled[InsightRow]):
+    """The index rows of a version's insights, in number order. A row replaced (a parent's
+    mined lesson, recounted) is kept in memory: there are few."""
+
+    def __init__(self, folder: Path, rows: Iterable[InsightRow] = ()) -> None:
+        super().__init__(folder, "insight-rows")
+        self._replaced: dict[int, InsightRow] = {}
+        self.extend(rows)
+
+    def __setitem__(self, index: int, row: InsightRow) -> None:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        self._replaced[index] = row
+
+    def _values(self, row: InsightRow) -> list[Any]:
+        return [getattr(row, name) for name in _INSIGHT_FIELDS]
+
+    def _row(self, values: list[Any]) -> InsightRow:
+        return InsightRow(*values)
+
+    def _read(self, start: int, stop: int) -> list[InsightRow]:
+        rows = super()._read(start, stop)
+        for index in range(start, stop) if self._replaced else ():
+            if index in self._replaced:
+                rows[index - start] = dataclasses.replace(self._replaced[index])
+        return rows

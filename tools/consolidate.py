@@ -10,13 +10,14 @@ model (`wikitrace prompt --group-model`).
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import math
 import re
+from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.render import insight_row
@@ -46,13 +47,27 @@ def overlap(first: str, second: str) -> float:
 
 
 def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> list[int]:
-    """`_group`, remembered for the last lessons given: a version is grouped for its index,
-    then for its catalog, and both are the same lessons unless some are withheld."""
-    return list(_group(tuple((title, guideline) for title, guideline in lessons), threshold))
+    """`_group`, remembered for the last lessons given (by a digest of their texts): a version
+    is grouped for its index, then for its catalog, and both are the same lessons unless some
+    are withheld. `lessons` is read twice, in order, and never held: it may be on disk."""
+    frequency: Counter[str] = Counter()
+    digest = hashlib.blake2b(str(threshold).encode(), digest_size=16)
+    for title, guideline in lessons:
+        frequency.update(words(f"{title} {guideline}"))
+        digest.update(f"{len(title)}:{title}{len(guideline)}:{guideline}".encode())
+    key = digest.digest()
+    if _last[0] != key:
+        _last[:] = [key, _group(lessons, frequency, threshold)]
+    return list(_last[1])
 
 
-@functools.lru_cache(maxsize=1)
-def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int, ...]:
+_last: list[Any] = [b"", ()]
+"""The digest of the lessons last grouped, and their groups."""
+
+
+def _group(
+    lessons: Iterable[tuple[str, str]], frequency: Counter[str], threshold: float
+) -> tuple[int, ...]:
     """For each (title, guideline), the index of the first lesson of its group (itself when it
     leads one). Alike: the titles' words overlap by `threshold` and the whole texts' by half
     of it, or the whole texts' by `threshold`.
@@ -66,12 +81,10 @@ def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int,
     lessons are rather than with their number squared, even when every word is common.
 
     Words are numbered by that order, so a prefix is the smallest numbers. A lesson's word
-    sets are made while it is grouped and kept only when it leads a group, as tuples of the
-    numbers (8 bytes a word, where a set of strings took about 100): every other lesson is
-    let go once its group is found."""
-    frequency: Counter[str] = Counter()
-    for title, guideline in lessons:
-        frequency.update(words(f"{title} {guideline}"))
+    sets are made while it is grouped and kept only when it leads a group, as arrays of the
+    numbers (4 bytes a word, where a set of strings took about 100), and so are the lists of
+    leaders by word: every other lesson is let go once its group is found. `frequency`: how
+    many lessons have each word."""
     ordered = sorted(frequency, key=lambda word: (frequency[word], word))
     rank = {word: n for n, word in enumerate(ordered)}
     del ordered
@@ -83,13 +96,13 @@ def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int,
     def prefix(found: frozenset[int]) -> list[int]:
         return sorted(found)[: len(found) - math.ceil(threshold * len(found)) + 1]
 
-    by_title: dict[int, list[int]] = {}
-    by_whole: dict[int, list[int]] = {}
+    by_title: dict[int, array[int]] = {}
+    by_whole: dict[int, array[int]] = {}
     """A word -> the leaders (by position in `leaders`) with it in their title's (whole
     text's) prefix."""
     leaders: list[int] = []
-    heads: list[tuple[int, ...]] = []
-    wholes: list[tuple[int, ...]] = []
+    heads: list[array[int]] = []
+    wholes: list[array[int]] = []
     found: list[int] = []
     for index, (title, guideline) in enumerate(lessons):
         head, whole = numbered(title), numbered(f"{title} {guideline}")
@@ -106,21 +119,22 @@ def _group(lessons: tuple[tuple[str, str], ...], threshold: float) -> tuple[int,
                 leader = leaders[c]
                 break
         if leader is None:
+            position = len(leaders)
             for word in head_prefix:
-                by_title.setdefault(word, []).append(len(leaders))
+                by_title.setdefault(word, array("i")).append(position)
             for word in whole_prefix:
-                by_whole.setdefault(word, []).append(len(leaders))
+                by_whole.setdefault(word, array("i")).append(position)
             leaders.append(index)
-            heads.append(tuple(head))
-            wholes.append(tuple(whole))
+            heads.append(array("i", head))
+            wholes.append(array("i", whole))
             leader = index
         found.append(leader)
     return tuple(found)
 
 
-def _jaccard_of(mine: frozenset[int], theirs: tuple[int, ...]) -> float:
-    """`_jaccard` of a set and a leader's words (a tuple of distinct words): the same float,
-    from one intersection."""
+def _jaccard_of(mine: frozenset[int], theirs: array[int]) -> float:
+    """`_jaccard` of a set and a leader's words (distinct word numbers): the same float, from
+    one intersection."""
     if not mine or not theirs:
         return 0.0
     shared = len(mine.intersection(theirs))
@@ -189,56 +203,6 @@ class Mined:
         return frozenset(_SUBJECTS.get(self.pattern, ()))
 
 
-def with_mined(
-    lessons: Sequence[tuple[str, str]],
-    mined: Sequence[Mined | None],
-    outcomes: Sequence[str],
-    task_types: Sequence[str | None],
-    grouping: Grouping = group,
-) -> list[int]:
-    """`grouping` for a list that holds mined lessons too. The model's lessons (mined None) are
-    grouped by `grouping`; mined ones are never grouped with each other (their titles are
-    templated alike). A mined contrast joins the group of the first model lesson of its task
-    type that names what it counts (every word of the tool or pattern, `repeat` and `error`
-    for a repeated failed action) and was drawn from a run with the outcome the pattern goes
-    with (a failed run for a pattern that goes with failure): the same lesson, once counted
-    and once read from a run."""
-    plain = [i for i, item in enumerate(mined) if item is None]
-    found = grouping([lessons[i] for i in plain])
-    leaders = list(range(len(lessons)))
-    for position, index in enumerate(plain):
-        leaders[index] = plain[found[position]]
-    del found
-    # The mined contrasts still looking for their model lesson, by (task type, outcome): one
-    # pass over the model's lessons, in order, each one's words made only when it may match.
-    looking: dict[tuple[str | None, str], list[tuple[int, frozenset[str]]]] = {}
-    for index, item in enumerate(mined):
-        if item is None or item.pattern == "diverge":
-            continue
-        subject = item.words()
-        if subject:
-            looking.setdefault((item.task_type, item.goes_with), []).append((index, subject))
-    for i in plain:
-        if not looking:
-            break
-        key = (task_types[i], outcomes[i])
-        waiting = looking.get(key)
-        if waiting is None:
-            continue
-        stems = _stems(words(f"{lessons[i][0]} {lessons[i][1]}"))
-        still = []
-        for index, subject in waiting:
-            if subject <= stems:
-                leaders[index] = leaders[i]
-            else:
-                still.append((index, subject))
-        if still:
-            looking[key] = still
-        else:
-            del looking[key]
-    return leaders
-
-
 def _stems(found: frozenset[str]) -> frozenset[str]:
     """The words and their forms without a plural or verb ending: repeated -> repeat."""
     stems = set(found)
@@ -267,17 +231,120 @@ class Lesson(Protocol):
 
 
 def of_lessons(lessons: Sequence[Lesson], grouping: Grouping = group) -> list[int]:
-    """`with_mined` for lessons that say whether they were mined (`pattern`)."""
-    return with_mined(
-        [(item.title, item.guideline) for item in lessons],
+    """For each lesson, the index of the first lesson of its group (itself when it leads one).
+    The model's lessons (no `pattern`) are grouped by `grouping`; mined ones are never grouped
+    with each other (their titles are templated alike). A mined contrast joins the group of
+    the first model lesson of its task type that names what it counts (every word of the tool
+    or pattern, `repeat` and `error` for a repeated failed action) and was drawn from a run
+    with the outcome the pattern goes with (a failed run for a pattern that goes with
+    failure): the same lesson, once counted and once read from a run.
+
+    `lessons` is read in order a few times and never held (it may be on disk, as a build's
+    index rows are): memory keeps the groups and the contrasts still looking for a lesson."""
+    plain = array("q")
+    looking: dict[tuple[str | None, str], list[tuple[int, frozenset[str]]]] = {}
+    """The mined contrasts still looking for their model lesson, by (task type, outcome)."""
+    for index, item in enumerate(lessons):
+        if item.pattern is None:
+            plain.append(index)
+        elif item.pattern != "diverge":
+            goes_with = item.goes_with or "success"
+            subject = Mined(item.task_type, item.pattern, goes_with).words()
+            if subject:
+                looking.setdefault((item.task_type, goes_with), []).append((index, subject))
+    found = grouping(_Texts(lessons, plain))
+    leaders = list(range(len(lessons)))
+    for position, index in enumerate(plain):
+        leaders[index] = plain[found[position]]
+    del found
+    # One pass over the model's lessons, in order; each one's words made only when it may match.
+    for index, item in enumerate(lessons):
+        if not looking:
+            break
+        if item.pattern is not None:
+            continue
+        key = (item.task_type, item.source_outcome)
+        waiting = looking.get(key)
+        if waiting is None:
+            continue
+        stems = _stems(words(f"{item.title} {item.guideline}"))
+        still = []
+        for mined, subject in waiting:
+            if subject <= stems:
+                leaders[mined] = leaders[index]
+            else:
+                still.append((mined, subject))
+        if still:
+            looking[key] = still
+        else:
+            del looking[key]
+    return leaders
+
+
+class _Texts(Sequence[tuple[str, str]]):
+    """(title, guideline) of the model's lessons among `lessons` (at positions `plain`), read
+    when asked: iterating reads `lessons` in order."""
+
+    def __init__(self, lessons: Sequence[Lesson], plain: array[int]) -> None:
+        self._lessons = lessons
+        self._plain = plain
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item = self._lessons[self._plain[index]]
+        return item.title, item.guideline
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for item in self._lessons:
+            if item.pattern is None:
+                yield item.title, item.guideline
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """A lesson given as separate lists (with_mined)."""
+
+    title: str
+    guideline: str
+    task_type: str | None
+    source_outcome: str
+    pattern: str | None
+    goes_with: str | None
+
+
+def with_mined(
+    lessons: Sequence[tuple[str, str]],
+    mined: Sequence[Mined | None],
+    outcomes: Sequence[str],
+    task_types: Sequence[str | None],
+    grouping: Grouping = group,
+) -> list[int]:
+    """`of_lessons` for lessons given as lists: (title, guideline), what each mined one counts
+    (None for a model's lesson), each source run's outcome and each task type."""
+    return of_lessons(
         [
-            None
-            if item.pattern is None
-            else Mined(item.task_type, item.pattern, item.goes_with or "success")
-            for item in lessons
+            _Given(
+                title,
+                guideline,
+                task_type,
+                outcome,
+                found.pattern if found else None,
+                found.goes_with if found else None,
+            )
+            for (title, guideline), found, outcome, task_type in zip(
+                lessons, mined, outcomes, task_types, strict=True
+            )
         ],
-        [item.source_outcome for item in lessons],
-        [item.task_type for item in lessons],
         grouping,
     )
 

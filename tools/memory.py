@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal, overload
 
 import orjson
 
@@ -295,13 +295,16 @@ def catalog_of(
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with spill_file(root.parent, "catalog") as lines:
         held: list[tuple[_Held, list[int], bool, bool]] = []
+        ends = array("q", [0])
         withheld = 0
         for item in _each_insight(root, taken):
             if isinstance(item, int):
                 withheld += item
                 continue
             entry, claims, divergence, needs = item
-            lines.write(orjson.dumps(entry) + b"\n")  # a dataclass, as asdict would give it
+            line = orjson.dumps(entry) + b"\n"  # a dataclass, as asdict would give it
+            lines.write(line)
+            ends.append(ends[-1] + len(line))
             held.append((_Held.of(entry), claims, divergence, needs))
         yield orjson.dumps(
             {
@@ -316,10 +319,9 @@ def catalog_of(
         for run in _runs(root, held, taken):
             yield orjson.dumps(["run", *(getattr(run, name) for name in _RUN_FIELDS)]) + b"\n"
         lessons = [lesson for lesson, *_ in held]
+        leaders = consolidate.of_lessons(_Lessons(lessons, lines, ends))
         lines.seek(0)
-        for lesson, line, leader in zip(
-            lessons, lines, consolidate.of_lessons(lessons), strict=True
-        ):
+        for lesson, line, leader in zip(lessons, lines, leaders, strict=True):
             written = orjson.loads(line)
             # What the runs said of it (its source's task; whether its claims are backed).
             written.update(
@@ -333,11 +335,8 @@ def catalog_of(
 @dataclass(slots=True)
 class _Held:
     """What writing a catalog keeps of an insight whose line waits on disk: what grouping
-    reads, and what its source run tells it. A mined lesson's title and guideline are not
-    kept: grouping reads them of a model's lessons only (consolidate.with_mined)."""
+    reads but the texts (read from the line: see _Lessons), and what its source run tells it."""
 
-    title: str
-    guideline: str
     task_type: str | None
     source_outcome: str
     pattern: str | None
@@ -349,10 +348,7 @@ class _Held:
 
     @classmethod
     def of(cls, entry: InsightEntry) -> _Held:
-        mined = entry.pattern is not None
         return cls(
-            "" if mined else entry.title,
-            "" if mined else entry.guideline,
             entry.task_type,
             entry.source_outcome,
             entry.pattern,
@@ -362,6 +358,68 @@ class _Held:
             entry.only_task,
             entry.verified,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Lesson:
+    """An insight as grouping reads it (consolidate.Lesson): its texts from its line."""
+
+    title: str
+    guideline: str
+    held: _Held
+
+    @property
+    def task_type(self) -> str | None:
+        return self.held.task_type
+
+    @property
+    def source_outcome(self) -> str:
+        return self.held.source_outcome
+
+    @property
+    def pattern(self) -> str | None:
+        return self.held.pattern
+
+    @property
+    def goes_with(self) -> str | None:
+        return self.held.goes_with
+
+
+class _Lessons(Sequence[_Lesson]):
+    """The insights of a catalog being written, as grouping reads them: what is held of each,
+    with its title and guideline read from its line in `lines` (which ends at `ends`)."""
+
+    def __init__(self, held: list[_Held], lines: IO[bytes], ends: array[int]) -> None:
+        self._held = held
+        self._lines = lines
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def _lesson(self, index: int, line: bytes) -> _Lesson:
+        text = orjson.loads(line)
+        return _Lesson(text["title"], text["guideline"], self._held[index])
+
+    @overload
+    def __getitem__(self, index: int) -> _Lesson: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[_Lesson]: ...
+
+    def __getitem__(self, index: int | slice) -> _Lesson | list[_Lesson]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self))[index]
+        self._lines.seek(self._ends[index])
+        return self._lesson(index, self._lines.read(self._ends[index + 1] - self._ends[index]))
+
+    def __iter__(self) -> Iterator[_Lesson]:
+        self._lines.seek(0)
+        for index, line in enumerate(self._lines):
+            if index == len(self._held):
+                break
+            yield self._lesson(index, line)
 
 
 ShownEntry = tuple[InsightEntry, list[int], bool, bool]

@@ -4,9 +4,10 @@ indexes, manifest), then freezing it."""
 from __future__ import annotations
 
 import contextlib
+from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from wikitrace.corpus_schema import Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
@@ -56,11 +57,43 @@ def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion 
         writer.write(rel, chunks)
 
 
+class _WithAlike(Sequence[render.InsightRow]):
+    """Index rows with the insight each is a near-duplicate of (`alike`: -1 for none), read
+    when asked."""
+
+    def __init__(self, rows: Sequence[render.InsightRow], alike: array[int]) -> None:
+        self._rows = rows
+        self._alike = alike
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _with(self, index: int, row: render.InsightRow) -> render.InsightRow:
+        row.alike = None if self._alike[index] < 0 else self._alike[index]
+        return row
+
+    @overload
+    def __getitem__(self, index: int) -> render.InsightRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[render.InsightRow]: ...
+
+    def __getitem__(self, index: int | slice) -> render.InsightRow | list[render.InsightRow]:
+        if isinstance(index, slice):
+            start = index.indices(len(self))[0]
+            return [self._with(start + i, row) for i, row in enumerate(self._rows[index])]
+        return self._with(index % len(self), self._rows[index])
+
+    def __iter__(self) -> Iterator[render.InsightRow]:
+        for index, row in enumerate(self._rows):
+            yield self._with(index, row)
+
+
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
     rows: Sequence[render.RunRow],
-    insight_rows: list[render.InsightRow],
+    insight_rows: Sequence[render.InsightRow],
     *,
     compiled_by: CompiledBy,
     model: str,
@@ -73,9 +106,12 @@ def finish_version(
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps) and the manifest (last)."""
+    # Near-duplicates: the index says of which (the rows may be on disk: they are read as
+    # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
-    for index, row in enumerate(insight_rows):  # near-duplicates: the index says of which
-        row.alike = None if leaders[index] == index else insight_rows[leaders[index]].number
+    numbers = array("q", (row.number for row in insight_rows))
+    alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
+    del leaders, numbers
     tool_source = Path(drilldown.__file__).read_bytes()
     for name in TOOL_NAMES:
         writer.write(layout.tool_rel(name), tool_source, executable=True)
@@ -83,7 +119,7 @@ def finish_version(
     for pages in (
         render.raw_index(layout, rows, compiled_by),
         render.compilation_index(layout, rows, compiled_by),
-        render.insight_index(layout, insight_rows, compiled_by),
+        render.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
     ):
         for rel, text in pages:
             writer.write(rel, text)
