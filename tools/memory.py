@@ -806,9 +806,13 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     words = np.frombuffer(ids.words, dtype=np.int32)
     counts = np.frombuffer(ids.counts, dtype=np.int32)
     ends = np.frombuffer(ids.ends, dtype=np.int64)
-    counted = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=counted[1:])
-    lengths = counted[ends] - counted[np.concatenate(([0], ends[:-1]))]  # each text's words
+    # Each text's words, summed a text at a time (no running sum the length of all pairs); a
+    # text with none has no pairs, so the sums start at the texts that have some.
+    starts = np.concatenate(([0], ends[:-1]))
+    some = ends > starts
+    lengths = np.zeros(len(ends), dtype=np.int64)
+    if some.any():
+        lengths[some] = np.add.reduceat(counts, starts[some], dtype=np.int64)
     average = lengths.mean()
     frequencies = np.bincount(words, minlength=vocabulary)  # a word's texts
     idf = scoring._build_idf_array(
