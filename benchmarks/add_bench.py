@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_bench import synthetic_runs
+from build_bench import remove_work, synthetic_runs
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import manifest as manifest_io
@@ -87,10 +86,7 @@ def main() -> None:
             f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
         )
     finally:
-        for path in work.rglob("*"):
-            if path.is_dir():
-                path.chmod(0o755)
-        shutil.rmtree(work)
+        remove_work(work)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,22 @@ def synthetic_runs(count: int, turns: int, seed: int = 7) -> list[dict[str, Any]
     return runs
 
 
+def write_runs(path: Path, count: int, turns: int) -> None:
+    """`synthetic_runs` as a JSON Lines file."""
+    with path.open("w") as handle:
+        for run in synthetic_runs(count, turns):
+            handle.write(json.dumps(run) + "\n")
+
+
+def remove_work(work: Path) -> None:
+    """A benchmark's scratch folder, frozen corpora in it included (their folders are made
+    writable again first)."""
+    for path in [work, *work.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    shutil.rmtree(work, ignore_errors=True)
+
+
 # --- a local OpenAI-compatible stub ------------------------------------------------------
 
 _TURN = re.compile(
@@ -224,9 +240,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="wikitrace-bench-"))
     try:
         runs_file = work / "runs.jsonl"
-        with runs_file.open("w") as handle:
-            for run in synthetic_runs(args.runs, args.turns):
-                handle.write(json.dumps(run) + "\n")
+        write_runs(runs_file, args.runs, args.turns)
         size_mb = runs_file.stat().st_size / 1e6
         print(f"input: {args.runs} runs x {args.turns} turns, {size_mb:.1f} MB")
 
@@ -336,12 +350,7 @@ def main() -> None:
             )
         stub.close()
     finally:
-        for path in work.iterdir():
-            if path.is_dir():
-                for sub in [path, *path.rglob("*")]:
-                    if sub.is_dir():
-                        sub.chmod(0o755)
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_bench import synthetic_runs
+from build_bench import remove_work, write_runs
 
 CHILD = r"""
 import json, random, re, sys, threading, time
@@ -149,9 +148,7 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="wikitrace-model-memory-"))
         try:
             runs_file = work / "runs.jsonl"
-            with runs_file.open("w") as handle:
-                for run in synthetic_runs(count, args.turns):
-                    handle.write(json.dumps(run) + "\n")
+            write_runs(runs_file, count, args.turns)
             corpus = work / "corpus"
             done = subprocess.run(
                 [
@@ -179,10 +176,7 @@ def main() -> None:
                 flush=True,
             )
         finally:
-            for path in work.rglob("*"):
-                if path.is_dir() and not path.is_symlink():
-                    path.chmod(0o755)
-            shutil.rmtree(work)
+            remove_work(work)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ write, close: no hashing, no rendering) and print both times and their ratio. As
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_bench import plain_write, synthetic_runs
+from build_bench import plain_write, remove_work, write_runs
 
 CHILD = """
 import sys, time
@@ -47,9 +45,7 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="wikitrace-scale-"))
         try:
             runs_file = work / "runs.jsonl"
-            with runs_file.open("w") as handle:
-                for run in synthetic_runs(count, args.turns):
-                    handle.write(json.dumps(run) + "\n")
+            write_runs(runs_file, count, args.turns)
             size = runs_file.stat().st_size / 1e6
             corpus = work / "corpus"
             done = subprocess.run(
@@ -79,10 +75,7 @@ def main() -> None:
                 flush=True,
             )
         finally:
-            for path in work.rglob("*"):
-                if path.is_dir() and not path.is_symlink():
-                    path.chmod(0o755)
-            shutil.rmtree(work)
+            remove_work(work)
 
 
 if __name__ == "__main__":

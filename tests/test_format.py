@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import stat
 from pathlib import Path
@@ -323,4 +324,55 @@ def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
             assert chosen[1:-1] == [rows[i] for i in picked][1:-1]
         with pytest.raises(ValueError, match="after"):
             kept.append(render.RunRow(step, "t", None, "success", 1, ""))
+    assert not list(folder.iterdir())
+
+
+insight_rows = st.lists(
+    st.builds(
+        render.InsightRow,
+        number=st.integers(1, 10**6),
+        title=st.text(max_size=20),
+        task_type=st.none() | st.text(max_size=8),
+        source_step=st.integers(1, 10**6),
+        source_outcome=st.sampled_from(["success", "failure"]),
+        source_judged=st.booleans(),
+        status=st.sampled_from(["ungated", "committed", "rejected", "retired"]),
+        verified=st.booleans(),
+        guideline=st.text(max_size=40),
+        alike=st.none() | st.integers(1, 10**6),
+        pattern=st.none() | st.sampled_from(["diverge", "uses:x", "repeat"]),
+        goes_with=st.none() | st.sampled_from(["success", "failure"]),
+        holds=st.booleans(),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=insight_rows, data=st.data())
+def test_insight_rows_kept_on_disk_read_back_as_a_list_with_rows_replaced(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[render.InsightRow], data: st.DataObject
+) -> None:
+    """Every field comes back; a row replaced (a parent's mined lesson, recounted) is read
+    back as the new row, alone, in a slice and in order, and changing a row read back
+    changes nothing kept."""
+    folder = tmp_path_factory.mktemp("insight-rows")
+    expected = [dataclasses.replace(row) for row in rows]
+    with spill.InsightRows(folder, rows[: len(rows) // 2]) as kept:
+        kept.extend(rows[len(rows) // 2 :])
+        if rows:
+            for index in data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=5)):
+                new = dataclasses.replace(rows[index], title=f"recounted {index}", holds=False)
+                kept[index] = new
+                expected[index] = dataclasses.replace(new)
+            kept[0].title = "changed after reading"
+            with pytest.raises(IndexError):
+                kept[len(rows)] = rows[0]
+        assert len(kept) == len(rows) and list(kept) == expected
+        start = data.draw(st.integers(-70, 70))
+        stop = data.draw(st.integers(-70, 70) | st.none())
+        assert kept[start:stop] == expected[start:stop]
+        if rows:
+            index = data.draw(st.integers(-len(rows), len(rows) - 1))
+            assert kept[index] == expected[index]
     assert not list(folder.iterdir())
