@@ -100,10 +100,14 @@ def _group(
     by_whole: dict[int, array[int]] = {}
     """A word -> the leaders (by position in `leaders`) with it in their title's (whole
     text's) prefix."""
-    leaders: list[int] = []
-    heads: list[array[int]] = []
-    wholes: list[array[int]] = []
-    found: list[int] = []
+    leaders = array("q")
+    """The index of each group's first lesson."""
+    kept = array("i")
+    bounds = array("q", [0])
+    """Each leader's title words, then its whole text's, one after another in `kept`: leader
+    c's title is kept[bounds[2c]:bounds[2c+1]] and its whole text the rest up to
+    bounds[2c+2]."""
+    found = array("q")
     for index, (title, guideline) in enumerate(lessons):
         head, whole = numbered(title), numbered(f"{title} {guideline}")
         head_prefix, whole_prefix = prefix(head), prefix(whole)
@@ -112,9 +116,11 @@ def _group(
         for c in sorted(titled.union(*(by_whole.get(word, ()) for word in whole_prefix))):
             # Alike in the whole texts; else alike enough in them and alike in the titles
             # (only a leader sharing a word of the title's prefix can be).
-            alike = _jaccard_of(whole, wholes[c])
+            alike = _jaccard_of(whole, kept[bounds[2 * c + 1] : bounds[2 * c + 2]])
             if alike >= threshold or (
-                alike >= weakest and c in titled and _jaccard_of(head, heads[c]) >= threshold
+                alike >= weakest
+                and c in titled
+                and _jaccard_of(head, kept[bounds[2 * c] : bounds[2 * c + 1]]) >= threshold
             ):
                 leader = leaders[c]
                 break
@@ -125,8 +131,10 @@ def _group(
             for word in whole_prefix:
                 by_whole.setdefault(word, array("i")).append(position)
             leaders.append(index)
-            heads.append(array("i", head))
-            wholes.append(array("i", whole))
+            kept.extend(head)
+            bounds.append(len(kept))
+            kept.extend(whole)
+            bounds.append(len(kept))
             leader = index
         found.append(leader)
     return tuple(found)
