@@ -70,10 +70,11 @@ def write_new(path: str | Path, chunks: Iterable[bytes]) -> str:
     return tagged(hashed)
 
 
-def spill_file(folder: Path, what: str) -> IO[bytes]:
-    """An unnamed temporary file in `folder` for what a build keeps off the heap (`what`
-    names it while it is open). Made beside the staging folder, it is on the corpus's disk;
-    having no name, it is gone with the process, even when killed. The caller closes it."""
+def spill_file(folder: Path | None, what: str) -> IO[bytes]:
+    """An unnamed temporary file in `folder` (the system's temporary folder when None) for
+    what a build keeps off the heap (`what` names it while it is open). Made beside the
+    staging folder, it is on the corpus's disk; having no name, it is gone with the process,
+    even when killed. The caller closes it."""
     return tempfile.TemporaryFile(dir=folder, prefix=f".wikitrace-{what}-")
 
 

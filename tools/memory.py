@@ -682,20 +682,30 @@ class Ranker:
         """The folder it was loaded from, if it was."""
 
     @classmethod
-    def of(cls, texts: Iterable[str], chunk: int = 4096, block: int = 1 << 18) -> Ranker:
+    def of(
+        cls,
+        texts: Iterable[str],
+        chunk: int = 4096,
+        block: int = 1 << 18,
+        folder: Path | None = None,
+    ) -> Ranker:
         """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
-        text's distinct words kept as an id and a count in arrays (8 bytes each), not as a
-        list a text: the same words, numbered the same, as tokenizing them all at once. Its
-        scores are computed about `block` (text, word) pairs at a time (`_scores`)."""
-        tokens = _Tokens()
-        texts = iter(texts)
-        while part := list(itertools.islice(texts, chunk)):
-            tokens.extend(_tokenize(part))
-        if not tokens.vocab:  # no text holds a word to index: they rank in order
-            return cls(len(tokens.ids), None)
-        index = _index_class()(block)
-        index.index(tokens, show_progress=False)
-        return cls(len(tokens.ids), index)
+        text's distinct words kept as an id and a count (8 bytes a word of a text) in files in
+        `folder` (a temporary folder when None), not as a list a text: the same words,
+        numbered the same, as tokenizing them all at once. Its scores are computed about
+        `block` (text, word) pairs at a time (`_scores`)."""
+        tokens = _Tokens(folder)
+        try:
+            texts = iter(texts)
+            while part := list(itertools.islice(texts, chunk)):
+                tokens.extend(_tokenize(part))
+            if not tokens.vocab:  # no text holds a word to index: they rank in order
+                return cls(len(tokens.ids), None)
+            index = _index_class()(block)
+            index.index(tokens, show_progress=False)
+            return cls(len(tokens.ids), index)
+        finally:
+            tokens.ids.close()
 
     def save(self, folder: Path) -> None:
         """Into an empty `folder`: how many texts it ranks, and bm25s's files of its index."""
@@ -753,19 +763,43 @@ class Ranker:
 
 
 class _TokenIds:
-    """Each text's distinct word ids and how often it uses each, in arrays (`_scores` reads
-    them): `words` and `counts` a pair each, and where each text's pairs end."""
+    """Each text's distinct word ids and how often it uses each, a (text, word) pair at a
+    time, in two unnamed files in `folder` (a temporary folder when None): 8 bytes a pair on
+    disk, not in memory, where `_scores` reads them back a block at a time. Each text's end
+    (in pairs) and length (in words) stay in memory."""
 
-    def __init__(self) -> None:
-        self.words = array("i")
-        self.counts = array("i")
+    def __init__(self, folder: Path | None = None) -> None:
+        self._words = spill_file(folder, "ranker-words")
+        self._counts = spill_file(folder, "ranker-counts")
+        self.pairs = 0
         self.ends = array("q")
+        self.lengths = array("q")
 
     def append(self, text: list[int]) -> None:
         counted = Counter(text)
-        self.words.extend(counted)
-        self.counts.extend(counted.values())
-        self.ends.append(len(self.words))
+        self._words.write(array("i", counted).tobytes())
+        self._counts.write(array("i", counted.values()).tobytes())
+        self.pairs += len(counted)
+        self.ends.append(self.pairs)
+        self.lengths.append(len(text))
+
+    def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
+        """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
+        text order, as numpy arrays."""
+        import numpy as np
+
+        for handle in (self._words, self._counts):
+            handle.flush()
+            handle.seek(0)
+        for first in range(0, self.pairs, size):
+            count = min(size, self.pairs - first)
+            words = np.frombuffer(self._words.read(4 * count), dtype=np.int32)
+            counts = np.frombuffer(self._counts.read(4 * count), dtype=np.int32)
+            yield first, words, counts
+
+    def close(self) -> None:
+        self._words.close()
+        self._counts.close()
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -796,25 +830,20 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     of the texts in `ids`, as bm25s's own `build_index_from_ids` makes it with its numpy
     backend, to the byte (a property test checks it), in a fraction of its memory: bm25s
     holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
-    a pair; this holds the two results (8 bytes a pair) besides `ids`, and fills them a few
-    words at a time, about `index.block` pairs each."""
+    a pair; this holds the two results (8 bytes a pair), and fills them from the pairs on
+    disk, about `index.block` pairs at a time: each pair goes to the next free place of its
+    word's column, so a column holds its texts in order."""
     import numpy as np
     from bm25s import scoring
 
     if index.method in index.methods_requiring_nonoccurrence:
         raise ValueError(f"BM25 variant {index.method} is not built here")
-    words = np.frombuffer(ids.words, dtype=np.int32)
-    counts = np.frombuffer(ids.counts, dtype=np.int32)
     ends = np.frombuffer(ids.ends, dtype=np.int64)
-    # Each text's words, summed a text at a time (no running sum the length of all pairs); a
-    # text with none has no pairs, so the sums start at the texts that have some.
-    starts = np.concatenate(([0], ends[:-1]))
-    some = ends > starts
-    lengths = np.zeros(len(ends), dtype=np.int64)
-    if some.any():
-        lengths[some] = np.add.reduceat(counts, starts[some], dtype=np.int64)
+    lengths = np.frombuffer(ids.lengths, dtype=np.int64)  # each text's words
     average = lengths.mean()
-    frequencies = np.bincount(words, minlength=vocabulary)  # a word's texts
+    frequencies = np.zeros(vocabulary, dtype=np.int64)  # a word's texts
+    for _, words, _ in ids.blocks(index.block):
+        frequencies += np.bincount(words, minlength=vocabulary)
     idf = scoring._build_idf_array(
         dict(enumerate(frequencies.tolist())),
         len(ends),
@@ -824,36 +853,37 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     tfc = scoring._select_tfc_scorer(index.method)
     indptr = np.zeros(vocabulary + 1, dtype=np.int64)
     np.cumsum(frequencies, out=indptr[1:])
-    data = np.empty(len(words), dtype=index.dtype)
-    indices = np.empty(len(words), dtype=index.int_dtype)
-    first = 0
-    while first < vocabulary:
-        # The next words whose pairs fit in a block (at least one word).
-        fits = int(np.searchsorted(indptr, indptr[first] + index.block, "right")) - 1
-        last = min(max(first + 1, fits), vocabulary)
-        found = np.flatnonzero((words >= first) & (words < last))  # in text order
-        found = found[np.argsort(words[found], kind="stable")]  # by word, then text
-        texts = np.searchsorted(ends, found, side="right")
-        frequency = counts[found].astype(index.dtype)
-        scores = idf[words[found]] * tfc(
-            tf_array=frequency,
+    del frequencies
+    data = np.empty(int(indptr[-1]), dtype=index.dtype)
+    indices = np.empty(int(indptr[-1]), dtype=index.int_dtype)
+    free = indptr[:-1].copy()
+    """The next place of each word's column."""
+    for first, words, counts in ids.blocks(index.block):
+        order = np.argsort(words, kind="stable")  # by word, then text
+        texts = np.searchsorted(ends, first + order, side="right")
+        by_word = words[order]
+        starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
+        runs = np.diff(np.append(starts, len(by_word)))
+        places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
+        free[by_word[starts]] += runs
+        data[places] = idf[by_word] * tfc(
+            tf_array=counts[order].astype(index.dtype),
             l_d=lengths[texts],
             l_avg=average,
             k1=index.k1,
             b=index.b,
             delta=index.delta,
         )
-        data[indptr[first] : indptr[last]] = scores
-        indices[indptr[first] : indptr[last]] = texts
-        first = last
+        indices[places] = texts
     return {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ends)}
 
 
 class _Tokens:
-    """Texts tokenized a part at a time, as bm25s indexes them: `ids` and `vocab`."""
+    """Texts tokenized a part at a time, as bm25s indexes them: `ids` (on disk, in `folder`)
+    and `vocab`."""
 
-    def __init__(self) -> None:
-        self.ids = _TokenIds()
+    def __init__(self, folder: Path | None = None) -> None:
+        self.ids = _TokenIds(folder)
         self.vocab: dict[str, int] = {}
 
     def extend(self, part: Any) -> None:
@@ -881,7 +911,7 @@ def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
         for name in SAVED_SEARCHES:
             folder = Path(scratch) / name
-            Ranker.of(search_texts(name, runs, insights)).save(folder)
+            Ranker.of(search_texts(name, runs, insights), folder=Path(scratch)).save(folder)
             for path in sorted(folder.iterdir()):
                 yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
 
