@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +109,28 @@ def test_prefix_filtering_groups_as_comparing_with_every_leader(
     lessons: list[tuple[str, str]], threshold: float
 ) -> None:
     assert consolidate.group(lessons, threshold) == _every_leader(lessons, threshold)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_counting_shared_prefix_words_groups_as_comparing_with_every_leader(seed: int) -> None:
+    """Lessons of up to 40 words from 300, each a few words away from one of 40 others: a
+    leader is compared only when it shares two words of a lesson's prefix (one for small
+    sets), and the groups are still those of comparing with every leader, at thresholds where
+    near-duplicates are many and where they are few."""
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(300)]
+
+    def some(low: int, high: int) -> list[str]:
+        return [rng.choice(vocabulary) for _ in range(rng.randint(low, high))]
+
+    bases = [(some(1, 9), some(0, 30)) for _ in range(40)]
+    lessons = []
+    for _ in range(400):
+        title, guideline = (list(part) for part in rng.choice(bases))
+        for _ in range(rng.randint(0, 6)):
+            part = title if title and rng.random() < 0.5 else guideline
+            if part:
+                part[rng.randrange(len(part))] = rng.choice(vocabulary)
+        lessons.append((" ".join(title), " ".join(guideline)))
+    for threshold in (0.6, 0.3, 0.8):
+        assert consolidate.group(lessons, threshold) == _every_leader(lessons, threshold)

@@ -11,6 +11,7 @@ model (`wikitrace prompt --group-model`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from array import array
@@ -72,13 +73,15 @@ def _group(
     leads one). Alike: the titles' words overlap by `threshold` and the whole texts' by half
     of it, or the whole texts' by `threshold`.
 
-    Prefix filtering: two word sets that overlap by t share a word among each one's first
-    |set| - ceil(t * |set|) + 1 words, in any one order of all words (rarest first here). The
-    first way needs the titles to overlap by `threshold`, the second the whole texts: so a
-    leader can be alike only when it shares a word of the lesson's title prefix, or of its
-    whole text's prefix, and only those leaders are compared. The same groups as comparing
-    with every leader (a property test checks it), in time that grows with how alike the
-    lessons are rather than with their number squared, even when every word is common.
+    Prefix filtering: two word sets that overlap by t (Jaccard) share at least k words among
+    each one's first |set| - ceil(t * |set|) + k words, in any one order of all words
+    (rarest first here), for any k up to ceil(t * the larger size). The first way needs the
+    titles to overlap by `threshold`, the second the whole texts: so a leader can be alike
+    only when it shares enough words of the lesson's title prefix, or of its whole text's
+    prefix (see _EXTRA), and only those leaders are compared. The same groups as comparing
+    with every leader (a property test checks it). Its time grows with how many leaders share
+    a word of a prefix: with the lessons squared when their words are common, with a small
+    constant (the sharing is counted in C, and only a leader sharing two words is compared).
 
     Words are numbered by that order, so a prefix is the smallest numbers. A lesson's word
     sets are made while it is grouped and kept only when it leads a group, as arrays of the
@@ -94,7 +97,21 @@ def _group(
         return frozenset([rank[word] for word in words(text)])
 
     def prefix(found: frozenset[int]) -> list[int]:
-        return sorted(found)[: len(found) - math.ceil(threshold * len(found)) + 1]
+        return sorted(found)[: len(found) - math.ceil(threshold * len(found)) + _EXTRA + 1]
+
+    def sharing(
+        postings: dict[int, array[int]], mine: list[int], size: int, sizes: Callable[[int], int]
+    ) -> set[int]:
+        """The leaders whose prefix shares enough words with `mine`, the prefix of a set of
+        `size` words (see _EXTRA); `sizes` gives a leader's set's size."""
+        hits = Counter(itertools.chain.from_iterable(postings.get(word, ()) for word in mine))
+        if math.ceil(threshold * size) - 1 >= _SHARED:  # true of most sets: one word is too few
+            return {c for c, shared in hits.items() if shared >= _SHARED}
+        return {
+            c
+            for c, shared in hits.items()
+            if shared >= min(_SHARED, math.ceil(threshold * max(size, sizes(c))) - 1)
+        }
 
     by_title: dict[int, array[int]] = {}
     by_whole: dict[int, array[int]] = {}
@@ -108,12 +125,19 @@ def _group(
     c's title is kept[bounds[2c]:bounds[2c+1]] and its whole text the rest up to
     bounds[2c+2]."""
     found = array("q")
+
+    def head_size(c: int) -> int:
+        return bounds[2 * c + 1] - bounds[2 * c]
+
+    def whole_size(c: int) -> int:
+        return bounds[2 * c + 2] - bounds[2 * c + 1]
+
     for index, (title, guideline) in enumerate(lessons):
         head, whole = numbered(title), numbered(f"{title} {guideline}")
         head_prefix, whole_prefix = prefix(head), prefix(whole)
-        titled = {c for word in head_prefix for c in by_title.get(word, ())}
+        titled = sharing(by_title, head_prefix, len(head), head_size)
         leader = None
-        for c in sorted(titled.union(*(by_whole.get(word, ()) for word in whole_prefix))):
+        for c in sorted(titled | sharing(by_whole, whole_prefix, len(whole), whole_size)):
             # Alike in the whole texts; else alike enough in them and alike in the titles
             # (only a leader sharing a word of the title's prefix can be).
             alike = _jaccard_of(whole, kept[bounds[2 * c + 1] : bounds[2 * c + 2]])
@@ -138,6 +162,15 @@ def _group(
             leader = index
         found.append(leader)
     return tuple(found)
+
+
+_SHARED = 2
+"""Prefix words a leader must share with a lesson to be compared with it (fewer only when
+the sets are so small that their overlap may be smaller)."""
+_EXTRA = _SHARED
+"""Words a prefix holds past the one shared word plain prefix filtering needs: one for each
+word more to be shared, and one more because ceil(t * n) computed in floating point may be
+one past the overlap it bounds (so the bound used is one less)."""
 
 
 def _jaccard_of(mine: frozenset[int], theirs: array[int]) -> float:
