@@ -18,7 +18,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, overload
+from typing import Protocol, overload
 
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.render import insight_row
@@ -57,12 +57,14 @@ def group(lessons: Sequence[tuple[str, str]], threshold: float = THRESHOLD) -> l
         frequency.update(words(f"{title} {guideline}"))
         digest.update(f"{len(title)}:{title}{len(guideline)}:{guideline}".encode())
     key = digest.digest()
-    if _last[0] != key:
-        _last[:] = [key, _group(lessons, frequency, threshold)]
-    return list(_last[1])
+    last_key, groups = _last[0]  # one read: another thread may group meanwhile
+    if last_key != key:
+        groups = _group(lessons, frequency, threshold)
+        _last[0] = (key, groups)
+    return list(groups)
 
 
-_last: list[Any] = [b"", ()]
+_last: list[tuple[bytes, tuple[int, ...]]] = [(b"", ())]
 """The digest of the lessons last grouped, and their groups."""
 
 
