@@ -80,9 +80,9 @@ class _WithAlike(Sequence[render.InsightRow]):
 
     def __getitem__(self, index: int | slice) -> render.InsightRow | list[render.InsightRow]:
         if isinstance(index, slice):
-            start = index.indices(len(self))[0]
-            return [self._with(start + i, row) for i, row in enumerate(self._rows[index])]
-        return self._with(index % len(self), self._rows[index])
+            positions = range(*index.indices(len(self)))
+            return [self._with(i, row) for i, row in zip(positions, self._rows[index], strict=True)]
+        return self._with(range(len(self))[index], self._rows[index])
 
     def __iter__(self) -> Iterator[render.InsightRow]:
         for index, row in enumerate(self._rows):
