@@ -368,7 +368,7 @@ def _make_version(
                 writer,
                 layout,
                 first_step=len(base.rows) + 1 if base else 1,
-                first_number=len(base.insight_rows) + 1 if base else 1,
+                parent_rows=base.insight_rows if base else (),
                 total=total,
                 fixed_width=base is not None,
             )

@@ -11,7 +11,7 @@ from wikitrace.corpus_schema import Layout, id_width, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
-from wikitrace.corpus_schema.spill import InsightRows, RunRows
+from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.versions import FrozenVersion, finish_version
 
@@ -40,12 +40,9 @@ def write_layers(
     """Everything of the version but its raw layer (written as the runs were read). `rows`
     are the new runs' rows, in step order."""
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
-    folder = writer.root.parent
-    with (
-        RunRows(folder, base.rows if base else ()) as all_rows,
-        InsightRows(folder, base.insight_rows if base else ()) as insight_rows,
-    ):
-        first_new = len(insight_rows) + 1
+    with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
+        insight_rows = compiled.insight_rows  # the parent's, then the model's, numbered
+        first_new = compiled.first_number
         first_row = len(all_rows)
         summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
         summary = next(summaries, None)
@@ -57,7 +54,6 @@ def write_layers(
                 row.insights = summary.insights
                 summary = next(summaries, None)
             all_rows.append(row)
-        insight_rows.extend(compiled.insight_rows)  # numbered as the runs were compiled
         number = compiled.number
         mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
         number += sum(page.new for page in mined)
@@ -87,7 +83,6 @@ def write_layers(
                 insight_rows[position[page.number]] = mined_row
         del mined  # each page's lesson was made as it was written: none is held from here
         compiled_by: CompiledBy = "offline" if templates is None else "llm"
-        compiled.close()
         fill_report(report, compiled, stats, redactor, insights=number - first_new + 1)
         new_rows = all_rows.iter_from(first_row)
         steps: list[str] = []
@@ -119,6 +114,7 @@ def write_layers(
             version=version,
             parent=base,
         )
+        compiled.close()
 
 
 def _mine(

@@ -86,7 +86,7 @@ class Compiled:
         layout: Layout,
         *,
         first_step: int = 1,
-        first_number: int = 1,
+        parent_rows: Iterable[render.InsightRow] = (),
         total: int = 0,
         fixed_width: bool = False,
     ) -> None:
@@ -96,11 +96,13 @@ class Compiled:
         """Runs compiled."""
         self.unverified_quotes = 0
         """Quotes not found in their runs, over every compilation."""
-        self.number = first_number - 1
+        self.insight_rows = InsightRows(writer.root.parent, parent_rows)
+        """The index rows of the parent's insights, then of the model's numbered so far, on
+        disk: the version's insight rows, once its mined lessons are added."""
+        self.first_number = len(self.insight_rows) + 1
+        """The first insight of this version."""
+        self.number = self.first_number - 1
         """The last insight numbered."""
-        self.insight_rows = InsightRows(writer.root.parent)
-        """The index rows of the model's insights numbered so far, on disk."""
-        self._first_number = first_number
         self._total = total
         self._width: int | None = layout.insight_width if fixed_width else None
         """The width the numbered insights' pages are written with; None: not chosen yet."""
@@ -196,7 +198,7 @@ class Compiled:
             ]
             self._summaries.write(orjson.dumps(line) + b"\n")
         if self._width is None and self._done >= min(DECIDE_AFTER, self._total) > 0:
-            self._width = guess_width(self.number - self._first_number + 1, self._done, self._total)
+            self._width = guess_width(self.number - self.first_number + 1, self._done, self._total)
             self._write_unwritten(self._width)
 
     def _write_unwritten(self, width: int) -> None:
