@@ -39,10 +39,12 @@ class _Spilled(Sequence[T]):
     def close(self) -> None:
         self._file.close()
 
-    def _values(self, row: T) -> list[Any]:
+    def _values(self, row: T) -> Any:
+        """What is written of `row` (orjson dumps it)."""
         raise NotImplementedError
 
-    def _row(self, values: list[Any]) -> T:
+    def _row(self, values: Any) -> T:
+        """A row from what orjson read back of its line."""
         raise NotImplementedError
 
     def append(self, row: T) -> None:
@@ -91,6 +93,20 @@ class _Spilled(Sequence[T]):
         return [self._row(orjson.loads(line)) for line in data.splitlines()]
 
 
+class JsonLines(_Spilled[Any]):
+    """Values kept one JSON line each, as orjson writes them (a dataclass as a dict), and
+    read back as it reads them; `name` names the file while it is open."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        super().__init__(folder, name)
+
+    def _values(self, row: Any) -> Any:
+        return row
+
+    def _row(self, values: Any) -> Any:
+        return values
+
+
 class RunRows(_Spilled[RunRow]):
     """The rows of a version's runs, in step order: change a row read back, then append it to
     another RunRows."""
@@ -121,7 +137,7 @@ class RunRows(_Spilled[RunRow]):
             row.insights,
         ]
 
-    def _row(self, values: list[Any]) -> RunRow:
+    def _row(self, values: Any) -> RunRow:
         return RunRow(*values)
 
     def by_step(self, step: int) -> RunRow:
@@ -161,7 +177,7 @@ class InsightRows(_Spilled[InsightRow]):
     def _values(self, row: InsightRow) -> list[Any]:
         return [getattr(row, name) for name in _INSIGHT_FIELDS]
 
-    def _row(self, values: list[Any]) -> InsightRow:
+    def _row(self, values: Any) -> InsightRow:
         return InsightRow(*values)
 
     def _read(self, start: int, stop: int) -> list[InsightRow]:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import orjson
 
@@ -41,6 +41,7 @@ from wikitrace.corpus_schema.records import (
     is_judged,
 )
 from wikitrace.corpus_schema.render import inline, shortened
+from wikitrace.corpus_schema.spill import JsonLines
 from wikitrace.corpus_schema.store import spill_file
 
 from . import consolidate
@@ -293,18 +294,15 @@ def catalog_of(
     taken = _Parent.of(parent, parent_files, hashes)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
-    with spill_file(root.parent, "catalog") as lines:
+    with JsonLines(root.parent, "catalog") as lines:
         held: list[tuple[_Held, list[int], bool, bool]] = []
-        ends = array("q", [0])
         withheld = 0
         for item in _each_insight(root, taken):
             if isinstance(item, int):
                 withheld += item
                 continue
             entry, claims, divergence, needs = item
-            line = orjson.dumps(entry) + b"\n"  # a dataclass, as asdict would give it
-            lines.write(line)
-            ends.append(ends[-1] + len(line))
+            lines.append(entry)  # a dataclass, written as asdict would give it
             held.append((_Held.of(entry), claims, divergence, needs))
         yield orjson.dumps(
             {
@@ -319,10 +317,8 @@ def catalog_of(
         for run in _runs(root, held, taken):
             yield orjson.dumps(["run", *(getattr(run, name) for name in _RUN_FIELDS)]) + b"\n"
         lessons = [lesson for lesson, *_ in held]
-        leaders = consolidate.of_lessons(_Lessons(lessons, lines, ends))
-        lines.seek(0)
-        for lesson, line, leader in zip(lessons, lines, leaders, strict=True):
-            written = orjson.loads(line)
+        leaders = consolidate.of_lessons(_Lessons(lessons, lines))
+        for lesson, written, leader in zip(lessons, lines, leaders, strict=True):
             # What the runs said of it (its source's task; whether its claims are backed).
             written.update(
                 source_task_id=lesson.source_task_id,
@@ -387,19 +383,14 @@ class _Lesson:
 
 class _Lessons(Sequence[_Lesson]):
     """The insights of a catalog being written, as grouping reads them: what is held of each,
-    with its title and guideline read from its line in `lines` (which ends at `ends`)."""
+    with its title and guideline read from its line in `lines`."""
 
-    def __init__(self, held: list[_Held], lines: IO[bytes], ends: array[int]) -> None:
+    def __init__(self, held: list[_Held], lines: JsonLines) -> None:
         self._held = held
         self._lines = lines
-        self._ends = ends
 
     def __len__(self) -> int:
         return len(self._held)
-
-    def _lesson(self, index: int, line: bytes) -> _Lesson:
-        text = orjson.loads(line)
-        return _Lesson(text["title"], text["guideline"], self._held[index])
 
     @overload
     def __getitem__(self, index: int) -> _Lesson: ...
@@ -410,16 +401,12 @@ class _Lessons(Sequence[_Lesson]):
     def __getitem__(self, index: int | slice) -> _Lesson | list[_Lesson]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        index = range(len(self))[index]
-        self._lines.seek(self._ends[index])
-        return self._lesson(index, self._lines.read(self._ends[index + 1] - self._ends[index]))
+        line = self._lines[index]
+        return _Lesson(line["title"], line["guideline"], self._held[index])
 
     def __iter__(self) -> Iterator[_Lesson]:
-        self._lines.seek(0)
-        for index, line in enumerate(self._lines):
-            if index == len(self._held):
-                break
-            yield self._lesson(index, line)
+        for held, line in zip(self._held, self._lines, strict=True):
+            yield _Lesson(line["title"], line["guideline"], held)
 
 
 ShownEntry = tuple[InsightEntry, list[int], bool, bool]
