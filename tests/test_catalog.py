@@ -294,13 +294,15 @@ WORDS = ["mug", "Mug", "the", "a", "of", "drawer", "key", "ключ", "x", "42",
     texts=st.lists(st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join), max_size=14),
     chunk=st.integers(1, 5),
     block=st.integers(1, 6),
+    columns=st.sampled_from([None, 1, 2, 3, 5, 8, 1 << 22]),
 )
 def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
-    texts: list[str], chunk: int, block: int
+    texts: list[str], chunk: int, block: int, columns: int | None
 ) -> None:
     """Its saved files are byte for byte those of bm25s's index of all the texts at once
     (texts empty, of stop words only, or repeating words included), its scores computed
-    `block` (text, word) pairs at a time or all at once."""
+    `block` (text, word) pairs at a time or all at once, and held whole or written to their
+    files `columns` pairs at a time (a word's column longer than that on its own)."""
     import tempfile
 
     import bm25s
@@ -309,7 +311,10 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
 
     with tempfile.TemporaryDirectory() as scratch:
         ours = Path(scratch) / "ours"
-        Ranker.of(iter(texts), chunk=chunk, block=block).save(ours)
+        made = Ranker.of(
+            iter(texts), chunk=chunk, block=block, folder=Path(scratch), columns=columns
+        )
+        made.save(ours)
         tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         theirs = Path(scratch) / "theirs"
         theirs.mkdir()
@@ -323,6 +328,13 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
             if name != "texts.json":
                 assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
         assert Ranker.load(ours, len(texts)).size == len(texts)
+        # Nothing is left behind but what was saved, and the ranker made ranks as bm25s's.
+        assert sorted(p.name for p in Path(scratch).iterdir()) == ["ours", "theirs"]
+        if tokens.vocab:
+            query = " ".join(texts[:2]) or "mug"
+            assert made.rank(query, range(len(texts))) == Ranker(len(texts), index).rank(
+                query, range(len(texts))
+            )
 
 
 def _boilerplate_as_it_was(texts: list[str], share: float = 0.3) -> list[str]:

@@ -641,6 +641,9 @@ SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights")
 """The rankers a version saves: those its first message needs. The compilations' (for
 `search`) is built when first asked for: at 200,000 runs it would take a build 150 MB more."""
 _SEARCH_COUNT = "texts.json"
+SCORE_COLUMNS = 1 << 20
+"""(text, word) pairs of a saved ranker's scores held at once while it is made (8 bytes
+each): a range of words' columns (`_scores`)."""
 
 
 def search_texts(
@@ -672,15 +675,18 @@ class Ranker:
     def of(
         cls,
         texts: Iterable[str],
-        chunk: int = 4096,
-        block: int = 1 << 18,
+        chunk: int = 1024,
+        block: int = 1 << 16,
         folder: Path | None = None,
+        columns: int | None = None,
     ) -> Ranker:
         """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
         text's distinct words kept as an id and a count (8 bytes a word of a text) in files in
         `folder` (a temporary folder when None), not as a list a text: the same words,
         numbered the same, as tokenizing them all at once. Its scores are computed about
-        `block` (text, word) pairs at a time (`_scores`)."""
+        `block` (text, word) pairs at a time (`_scores`). With `columns` (and a `folder`),
+        the scores go to files in `folder`, as `save` writes them, about `columns` pairs at a
+        time, and are mapped from there: a ranker made to be saved is never held whole."""
         tokens = _Tokens(folder)
         try:
             texts = iter(texts)
@@ -688,7 +694,7 @@ class Ranker:
                 tokens.extend(_tokenize(part))
             if not tokens.vocab:  # no text holds a word to index: they rank in order
                 return cls(len(tokens.ids), None)
-            index = _index_class()(block)
+            index = _index_class()(block, folder if columns else None, columns)
             index.index(tokens, show_progress=False)
             return cls(len(tokens.ids), index)
         finally:
@@ -798,9 +804,14 @@ def _index_class() -> Any:
     import bm25s
 
     class Streamed(bm25s.BM25):  # type: ignore[misc]
-        def __init__(self, block: int) -> None:
+        def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
             super().__init__()
             self.block = block
+            self.folder = folder
+            """Where the scores' two long arrays are written, when not held (`columns`)."""
+            self.columns = columns
+            self.files: dict[str, str] = {}
+            """The files of those arrays not saved yet, by the name `save` gives them."""
 
         def build_index_from_ids(
             self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
@@ -809,7 +820,27 @@ def _index_class() -> Any:
             self.nonoccurrence_array = None  # lucene, its default, has none
             return _scores(self, len(unique_token_ids), corpus_token_ids)
 
+        def save(self, save_dir: Any, **kwargs: Any) -> None:
+            """bm25s's save, but for the arrays already in files, which are moved in."""
+            if not self.files:
+                return super().save(save_dir, **kwargs)  # type: ignore[no-any-return]
+            held = self.scores
+            # bm25s writes them empty (np.save would read the whole map through), then ours
+            # take their place.
+            self.scores = {**held, "data": held["data"][:0], "indices": held["indices"][:0]}
+            try:
+                super().save(save_dir, **kwargs)
+            finally:
+                self.scores = held
+            for name, path in self.files.items():
+                os.replace(path, Path(save_dir) / name)
+            self.files = {}
+
     return Streamed
+
+
+_SCORE_FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy"}
+"""The names bm25s's save gives the score matrix's two arrays a (text, word) pair long."""
 
 
 def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
@@ -817,9 +848,11 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     of the texts in `ids`, as bm25s's own `build_index_from_ids` makes it with its numpy
     backend, to the byte (a property test checks it), in a fraction of its memory: bm25s
     holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
-    a pair; this holds the two results (8 bytes a pair), and fills them from the pairs on
-    disk, about `index.block` pairs at a time: each pair goes to the next free place of its
-    word's column, so a column holds its texts in order."""
+    a pair; this fills the two results from the pairs on disk, about `index.block` pairs at
+    a time: each pair goes to the next free place of its word's column, so a column holds its
+    texts in order. It holds the two results (8 bytes a pair), or, given `index.columns`,
+    about that many pairs of them at once: a range of words' columns is filled, written to
+    the end of its file in `index.folder`, and let go; the pairs are read once a range."""
     import numpy as np
     from bm25s import scoring
 
@@ -841,28 +874,79 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     indptr = np.zeros(vocabulary + 1, dtype=np.int64)
     np.cumsum(frequencies, out=indptr[1:])
     del frequencies
-    data = np.empty(int(indptr[-1]), dtype=index.dtype)
-    indices = np.empty(int(indptr[-1]), dtype=index.int_dtype)
-    free = indptr[:-1].copy()
-    """The next place of each word's column."""
-    for first, words, counts in ids.blocks(index.block):
-        order = np.argsort(words, kind="stable")  # by word, then text
-        texts = np.searchsorted(ends, first + order, side="right")
-        by_word = words[order]
-        starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
-        runs = np.diff(np.append(starts, len(by_word)))
-        places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
-        free[by_word[starts]] += runs
-        data[places] = idf[by_word] * tfc(
-            tf_array=counts[order].astype(index.dtype),
-            l_d=lengths[texts],
-            l_avg=average,
-            k1=index.k1,
-            b=index.b,
-            delta=index.delta,
-        )
-        indices[places] = texts
-    return {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ends)}
+    pairs = int(indptr[-1])
+
+    def fill(low: int, high: int, data: Any, indices: Any) -> None:
+        """The columns of words `low` to `high` into `data` and `indices` (theirs alone)."""
+        start = int(indptr[low])
+        free = indptr[low:high] - start
+        """The next place of each word's column."""
+        for first, words, counts in ids.blocks(index.block):
+            positions = None
+            if high - low < vocabulary:  # only this range's words
+                positions = np.flatnonzero((words >= low) & (words < high))
+                words, counts = words[positions], counts[positions]
+                if not len(words):
+                    continue
+            order = np.argsort(words, kind="stable")  # by word, then text
+            texts = np.searchsorted(
+                ends, first + (order if positions is None else positions[order]), side="right"
+            )
+            by_word = words[order] - low
+            starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
+            runs = np.diff(np.append(starts, len(by_word)))
+            places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
+            free[by_word[starts]] += runs
+            data[places] = idf[by_word + low] * tfc(
+                tf_array=counts[order].astype(index.dtype),
+                l_d=lengths[texts],
+                l_avg=average,
+                k1=index.k1,
+                b=index.b,
+                delta=index.delta,
+            )
+            indices[places] = texts
+
+    if index.folder is None or not pairs:
+        data = np.empty(pairs, dtype=index.dtype)
+        indices = np.empty(pairs, dtype=index.int_dtype)
+        fill(0, vocabulary, data, indices)
+        return {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ends)}
+    dtypes = {"data": np.dtype(index.dtype), "indices": np.dtype(index.int_dtype)}
+    with contextlib.ExitStack() as stack:
+        files = {
+            name: stack.enter_context(
+                tempfile.NamedTemporaryFile(dir=index.folder, prefix=".scores-", delete=False)
+            )
+            for name in _SCORE_FILES
+        }
+        index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
+        for name, handle in files.items():  # the header np.save writes for the whole array
+            header = {"descr": np.lib.format.dtype_to_descr(dtypes[name])}
+            header.update(fortran_order=False, shape=(pairs,))
+            np.lib.format.write_array_header_1_0(handle, header)
+        for low, high in _column_ranges(indptr, index.columns):
+            size = int(indptr[high] - indptr[low])
+            part = {name: np.empty(size, dtype=dtype) for name, dtype in dtypes.items()}
+            fill(low, high, part["data"], part["indices"])
+            for name, handle in files.items():
+                handle.write(part[name].tobytes())
+            del part
+    maps = {name: np.load(handle.name, mmap_mode="r") for name, handle in files.items()}
+    return {**maps, "indptr": indptr, "num_docs": len(ends)}
+
+
+def _column_ranges(indptr: Any, columns: int) -> Iterator[tuple[int, int]]:
+    """Ranges of words (low, high) whose columns hold about `columns` pairs in all, at least
+    one word each."""
+    import numpy as np
+
+    low, words = 0, len(indptr) - 1
+    while low < words:
+        high = int(np.searchsorted(indptr, indptr[low] + columns, side="right")) - 1
+        high = min(max(high, low + 1), words)
+        yield low, high
+        low = high
 
 
 class _Tokens:
@@ -898,7 +982,8 @@ def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
         for name in SAVED_SEARCHES:
             folder = Path(scratch) / name
-            Ranker.of(search_texts(name, runs, insights), folder=Path(scratch)).save(folder)
+            texts = search_texts(name, runs, insights)
+            Ranker.of(texts, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
             for path in sorted(folder.iterdir()):
                 yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
 
