@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
 import orjson
 
@@ -241,7 +241,7 @@ def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     insights are withheld: rejected, retired, or no longer holding)."""
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     shown, withheld = _shown_insights(root, None)
-    runs = list(_runs(root, shown, None))
+    runs = list(_runs(root, _Entries(shown), None))
     return runs, [entry for entry, *_ in shown], withheld
 
 
@@ -295,7 +295,7 @@ def catalog_of(
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with JsonLines(root.parent, "catalog") as lines:
-        held: list[tuple[_Held, list[int], bool, bool]] = []
+        held = _Waiting()
         withheld = 0
         for item in _each_insight(root, taken):
             if isinstance(item, int):
@@ -303,7 +303,7 @@ def catalog_of(
                 continue
             entry, claims, divergence, needs = item
             lines.append(entry)  # a dataclass, written as asdict would give it
-            held.append((_Held.of(entry), claims, divergence, needs))
+            held.append(entry, claims, divergence, needs)
         yield orjson.dumps(
             {
                 "catalog": CATALOG_VERSION,
@@ -316,44 +316,136 @@ def catalog_of(
         yield b"\n"
         for run in _runs(root, held, taken):
             yield orjson.dumps(["run", *(getattr(run, name) for name in _RUN_FIELDS)]) + b"\n"
-        lessons = [lesson for lesson, *_ in held]
-        leaders = consolidate.of_lessons(_Lessons(lessons, lines))
-        for lesson, written, leader in zip(lessons, lines, leaders, strict=True):
+        leaders = consolidate.of_lessons(_Lessons(held, lines))
+        for index, (written, leader) in enumerate(zip(lines, leaders, strict=True)):
             # What the runs said of it (its source's task; whether its claims are backed).
-            written.update(
-                source_task_id=lesson.source_task_id,
-                only_task=lesson.only_task,
-                verified=lesson.verified,
-            )
+            written.update(held.learnt(index))
             yield orjson.dumps(["insight", leader, *(written[n] for n in _INSIGHT_FIELDS)]) + b"\n"
 
 
-@dataclass(slots=True)
-class _Held:
-    """What writing a catalog keeps of an insight whose line waits on disk: what grouping
-    reads but the texts (read from the line: see _Lessons), and what its source run tells it."""
+class _Shown(Protocol):
+    """The insights a catalog's runs tell something: their source's task id, a divergence's
+    task, whether a model lesson's claims are backed."""
 
-    task_type: str | None
-    source_outcome: str
-    pattern: str | None
-    goes_with: str | None
-    source_step: str
-    source_task_id: str
-    only_task: str | None
-    verified: bool
+    def by_step(self) -> dict[str, list[int]]:
+        """The step of each run -> the insights drawn from it that need to learn it."""
+        ...
 
-    @classmethod
-    def of(cls, entry: InsightEntry) -> _Held:
-        return cls(
-            entry.task_type,
-            entry.source_outcome,
-            entry.pattern,
-            entry.goes_with,
-            entry.source_step,
-            entry.source_task_id,
-            entry.only_task,
-            entry.verified,
+    def divergence(self, index: int) -> bool: ...
+
+    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None: ...
+
+
+class _Entries:
+    """Insights read whole, each learning what its run says (`_Shown`)."""
+
+    def __init__(self, shown: list[ShownEntry]) -> None:
+        self.shown = shown
+
+    def by_step(self) -> dict[str, list[int]]:
+        drawn: dict[str, list[int]] = {}
+        for index, (entry, _, _, needs) in enumerate(self.shown):
+            if needs:
+                drawn.setdefault(entry.source_step, []).append(index)
+        return drawn
+
+    def divergence(self, index: int) -> bool:
+        return self.shown[index][2]
+
+    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None:
+        entry, claims, divergence, _ = self.shown[index]
+        entry.source_task_id = run.task_id
+        if divergence:  # shown for its own task alone
+            entry.only_task = run.task
+        elif entry.pattern is None:
+            entry.verified = _backed(compiled, claims)
+
+
+_NO_NAME = -1
+
+
+class _Waiting:
+    """What writing a catalog keeps of the insights whose lines wait on disk, a column each:
+    what grouping reads but the texts (read from the lines: see _Lessons), and what each one's
+    run tells it (`_Shown`). Each value a number (its names, such as task types, steps and task
+    ids, listed once), about 40 bytes an insight where an object each took about 400; a
+    divergence keeps its task's text."""
+
+    _NAMED = ("task_type", "source_outcome", "pattern", "goes_with", "source_step", "task_id")
+
+    def __init__(self) -> None:
+        self._number: dict[str, int] = {}
+        self._names: list[str] = []
+        self._columns = {name: array("i") for name in self._NAMED}
+        self._claims = array("i")
+        self._claim_ends = array("q")
+        self._flags = bytearray()
+        """Per insight: 1 a divergence, 2 needs its run, 4 verified."""
+        self._only: dict[int, str] = {}
+        """A divergence's task (shown for it alone), by the insight's position."""
+
+    _DIVERGENCE, _NEEDS, _VERIFIED = 1, 2, 4
+
+    def append(self, entry: InsightEntry, claims: list[int], divergence: bool, needs: bool) -> None:
+        for name in self._NAMED:
+            self._columns[name].append(
+                self._name(getattr(entry, "source_task_id" if name == "task_id" else name))
+            )
+        self._claims.extend(claims)
+        self._claim_ends.append(len(self._claims))
+        self._flags.append(
+            self._DIVERGENCE * divergence + self._NEEDS * needs + self._VERIFIED * entry.verified
         )
+        if entry.only_task is not None:
+            self._only[len(self._flags) - 1] = entry.only_task
+
+    def _name(self, value: str | None) -> int:
+        if value is None:
+            return _NO_NAME
+        number = self._number.get(value)
+        if number is None:
+            number = self._number[value] = len(self._names)
+            self._names.append(value)
+        return number
+
+    def value(self, name: str, index: int) -> str | None:
+        number = self._columns[name][index]
+        return None if number == _NO_NAME else self._names[number]
+
+    def __len__(self) -> int:
+        return len(self._flags)
+
+    def by_step(self) -> dict[str, list[int]]:
+        drawn: dict[str, list[int]] = {}
+        for index, flags in enumerate(self._flags):
+            if flags & self._NEEDS:
+                step = self.value("source_step", index)
+                assert step is not None
+                drawn.setdefault(step, []).append(index)
+        return drawn
+
+    def divergence(self, index: int) -> bool:
+        return bool(self._flags[index] & self._DIVERGENCE)
+
+    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None:
+        self._columns["task_id"][index] = self._name(run.task_id)
+        if self.divergence(index):  # shown for its own task alone
+            self._only[index] = run.task
+        elif self.value("pattern", index) is None:
+            start = self._claim_ends[index - 1] if index else 0
+            claims = list(self._claims[start : self._claim_ends[index]])
+            if _backed(compiled, claims):
+                self._flags[index] |= self._VERIFIED
+            else:
+                self._flags[index] &= ~self._VERIFIED
+
+    def learnt(self, index: int) -> dict[str, Any]:
+        """What its run told the insight at `index`, as its line's fields."""
+        return {
+            "source_task_id": self.value("task_id", index),
+            "only_task": self._only.get(index),
+            "verified": bool(self._flags[index] & self._VERIFIED),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,30 +454,17 @@ class _Lesson:
 
     title: str
     guideline: str
-    held: _Held
-
-    @property
-    def task_type(self) -> str | None:
-        return self.held.task_type
-
-    @property
-    def source_outcome(self) -> str:
-        return self.held.source_outcome
-
-    @property
-    def pattern(self) -> str | None:
-        return self.held.pattern
-
-    @property
-    def goes_with(self) -> str | None:
-        return self.held.goes_with
+    task_type: str | None
+    source_outcome: str
+    pattern: str | None
+    goes_with: str | None
 
 
 class _Lessons(Sequence[_Lesson]):
     """The insights of a catalog being written, as grouping reads them: what is held of each,
     with its title and guideline read from its line in `lines`."""
 
-    def __init__(self, held: list[_Held], lines: JsonLines) -> None:
+    def __init__(self, held: _Waiting, lines: JsonLines) -> None:
         self._held = held
         self._lines = lines
 
@@ -401,20 +480,29 @@ class _Lessons(Sequence[_Lesson]):
     def __getitem__(self, index: int | slice) -> _Lesson | list[_Lesson]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        line = self._lines[index]
-        return _Lesson(line["title"], line["guideline"], self._held[index])
+        return self._made(index, self._lines[index])
 
     def __iter__(self) -> Iterator[_Lesson]:
-        for held, line in zip(self._held, self._lines, strict=True):
-            yield _Lesson(line["title"], line["guideline"], held)
+        for index, line in enumerate(self._lines):
+            yield self._made(index, line)
+
+    def _made(self, index: int, line: dict[str, Any]) -> _Lesson:
+        value = self._held.value
+        outcome = value("source_outcome", index)
+        assert outcome is not None
+        return _Lesson(
+            line["title"],
+            line["guideline"],
+            value("task_type", index),
+            outcome,
+            value("pattern", index),
+            value("goes_with", index),
+        )
 
 
 ShownEntry = tuple[InsightEntry, list[int], bool, bool]
 """An insight that may be shown, with the claims it names, whether it is a divergence, and
 whether it still needs what its source run says (its task; whether its claims are backed)."""
-
-Shown = Sequence[tuple[InsightEntry | _Held, list[int], bool, bool]]
-"""Insights as a catalog's runs see them: whole, or held while their lines wait on disk."""
 
 
 def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry], int]:
@@ -482,14 +570,11 @@ def _by_step(rel: str) -> tuple[int, int]:
     return int(digits), -len(digits)
 
 
-def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
+def _runs(root: Path, shown: _Shown, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
     backed). `root` is resolved."""
-    drawn: dict[str, list[tuple[InsightEntry | _Held, list[int], bool, bool]]] = {}
-    for item in shown:
-        if item[3]:
-            drawn.setdefault(item[0].source_step, []).append(item)
+    drawn = shown.by_step()
     # Both layers list their pages by step: a run has a compilation when the next one is its.
     compilations = read.numbered(root, COMPILATION_DIR)
     next_compiled = next(compilations, None)
@@ -509,7 +594,7 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
         compiled: CompilationHeader | None = None
         if kept and taken is not None:
             run = taken.runs[step]
-            if has_compilation and any(not divergence for _, _, divergence, _ in needs):
+            if has_compilation and not all(map(shown.divergence, needs)):
                 compiled = read.read_page(
                     root, compiled_rel, CompilationHeader, resolved=True
                 ).header
@@ -529,12 +614,8 @@ def _runs(root: Path, shown: Shown, taken: _Parent | None) -> Iterator[PastRun]:
                 judged=is_judged(page.header.metadata),
                 explanation=_explanation(compiled),
             )
-        for entry, claims, divergence, _ in needs:
-            entry.source_task_id = run.task_id
-            if divergence:  # shown for its own task alone
-                entry.only_task = run.task
-            elif entry.pattern is None:
-                entry.verified = _backed(compiled, claims)
+        for index in needs:
+            shown.learn(index, run, compiled)
         yield run
 
 
