@@ -78,7 +78,7 @@ def spill_file(folder: Path | None, what: str) -> IO[bytes]:
     return tempfile.TemporaryFile(dir=folder, prefix=f".wikitrace-{what}-")
 
 
-SORT_CHUNK_LINES = 200_000
+SORT_CHUNK_LINES = 1 << 16
 """Lines sorted in memory at once when the file list is sorted: past that, sorted runs go to
 temporary files and are merged."""
 
