@@ -893,6 +893,8 @@ def _index_class() -> Any:
             self.columns = columns
             self.files: dict[str, str] = {}
             """The files of those arrays not saved yet, by the name `save` gives them."""
+            self.scores: dict[str, Any] = {}
+            """The score matrix (`index` sets it)."""
 
         def build_index_from_ids(
             self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
@@ -1003,7 +1005,7 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
         }
         index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
         for name, handle in files.items():  # the header np.save writes for the whole array
-            header = {"descr": np.lib.format.dtype_to_descr(dtypes[name])}
+            header: dict[str, Any] = {"descr": np.lib.format.dtype_to_descr(dtypes[name])}
             header.update(fortran_order=False, shape=(pairs,))
             np.lib.format.write_array_header_1_0(handle, header)
         for low, high in _column_ranges(indptr, index.columns):
