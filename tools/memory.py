@@ -368,8 +368,8 @@ class _Waiting:
     """What writing a catalog keeps of the insights whose lines wait on disk, a column each:
     what grouping reads but the texts (read from the lines: see _Lessons), and what each one's
     run tells it (`_Shown`). Each value a number (its names, such as task types, steps and task
-    ids, listed once), about 40 bytes an insight where an object each took about 400; a
-    divergence keeps its task's text."""
+    ids, listed once): 9.4 MB traced for 97,259 insights of 30,000 runs, names included, where
+    an object each took 36.5 MB. A divergence keeps its task's text."""
 
     _NAMED = ("task_type", "source_outcome", "pattern", "goes_with", "source_step", "task_id")
 
