@@ -97,9 +97,6 @@ class JsonLines(_Spilled[Any]):
     """Values kept one JSON line each, as orjson writes them (a dataclass as a dict), and
     read back as it reads them; `name` names the file while it is open."""
 
-    def __init__(self, folder: Path, name: str) -> None:
-        super().__init__(folder, name)
-
     def _values(self, row: Any) -> Any:
         return row
 

@@ -1005,15 +1005,15 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
         }
         index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
         for name, handle in files.items():  # the header np.save writes for the whole array
-            header: dict[str, Any] = {"descr": np.lib.format.dtype_to_descr(dtypes[name])}
-            header.update(fortran_order=False, shape=(pairs,))
+            descr = np.lib.format.dtype_to_descr(dtypes[name])
+            header = {"descr": descr, "fortran_order": False, "shape": (pairs,)}
             np.lib.format.write_array_header_1_0(handle, header)
         for low, high in _column_ranges(indptr, index.columns):
             size = int(indptr[high] - indptr[low])
             part = {name: np.empty(size, dtype=dtype) for name, dtype in dtypes.items()}
             fill(low, high, part["data"], part["indices"])
             for name, handle in files.items():
-                handle.write(part[name].tobytes())
+                handle.write(part[name].data)  # its buffer, not a copy
             del part
     maps = {name: np.load(handle.name, mmap_mode="r") for name, handle in files.items()}
     return {**maps, "indptr": indptr, "num_docs": len(ends)}
