@@ -163,6 +163,7 @@ def build_corpus(
                 progress,
                 judge_llm=judge_llm,
                 say=say,
+                seal=store.seal_path(name),
             )
             publish_build(store, staging, name)
         except BaseException:
@@ -237,6 +238,7 @@ def add_version(
         base,
         judge_llm=judge_llm,
         say=say,
+        seal=store.seal_path(name),
     )
     if made:
         reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
@@ -341,11 +343,12 @@ def _make_version(
     *,
     judge_llm: LLM | None = None,
     say: Say | None = None,
+    seal: Path | None = None,
 ) -> bool:
-    """Check the inputs, then write a frozen version in `staging_dir`; False when nothing is
-    new. With --batch, the version is built in rounds (compiler/batch.py): a round whose calls
-    the cache cannot all answer is abandoned, its requests batched, and the build begun again
-    once the batches are answered."""
+    """Check the inputs, then write a frozen version in `staging_dir` (and its `seal`: see
+    `manifest.read_seal`); False when nothing is new. With --batch, the version is built in
+    rounds (compiler/batch.py): a round whose calls the cache cannot all answer is abandoned,
+    its requests batched, and the build begun again once the batches are answered."""
     started = time.monotonic()
     watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
@@ -407,6 +410,7 @@ def _make_version(
                     base=base,
                     model_settings=options.model_settings(),
                     miner=miner,
+                    seal=seal,
                 )
 
     # What a batch round's counts start from, when it must be built again.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, id_width, render
@@ -36,6 +37,7 @@ def write_layers(
     base: FrozenVersion | None,
     model_settings: dict[str, Any] | None = None,
     miner: Miner | None = None,
+    seal: Path | None = None,
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read). `rows`
     are the new runs' rows, in step order."""
@@ -60,8 +62,8 @@ def write_layers(
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
         if base:
             rewritten = {layout.insight_rel(page.number) for page in mined if not page.new}
-            for rel, file_hash in base.kept_files({MINED_PATTERNS, *rewritten}):
-                writer.link(rel, base.root / rel, file_hash)
+            for rel, file_hash, key in base.kept_files({MINED_PATTERNS, *rewritten}):
+                writer.link(rel, base.root / rel, file_hash, key)
         else:
             layout = dataclasses.replace(layout, insight_width=id_width(number))
         compiled.finish(layout.insight_width)  # the model's insights' pages, all written
@@ -113,6 +115,7 @@ def write_layers(
             model_settings=model_settings,
             version=version,
             parent=base,
+            seal=seal,
         )
         compiled.close()
 

@@ -10,6 +10,8 @@ The store itself (the pointer, the versions beside it, building and deploying) i
     mem.versions/updates/            one record per update decision
     mem.versions/update-state.json   what the update controller remembers between updates
     mem.versions/probes/             probe memories while a gate runs
+    mem.versions/.v0001.seal         which files of v0001 are known unchanged since they were
+                                     written or hashed (corpus_schema.manifest.read_seal)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ UPDATE_STATE = "update-state.json"
 MONITOR_STATE = "monitor-state.json"
 """Monitoring's running record: every report counted so far, and each insight's totals."""
 PROBES_DIR = "probes"
+SEAL_SUFFIX = ".seal"
 
 VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")

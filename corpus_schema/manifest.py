@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import struct
+import time
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -17,7 +21,7 @@ from .errors import CorpusError, first_problem
 from .history import VersionInfo
 from .layout import FORMAT_VERSION, MANIFEST
 from .records import CompiledBy
-from .store import digest, file_digest, tagged
+from .store import atomic_write, digest, file_digest, stat_key, tagged
 
 
 def builder_version() -> str:
@@ -156,6 +160,50 @@ def load(root: Path) -> Manifest:
         raise CorpusError(f"{path}: field '{where}': {message}") from None
 
 
+# --- the seal: which files are known to hold the bytes the manifest lists ------------------
+#
+# A version's files never change once written, so hashing all of them again each time runs are
+# added to it would cost what the corpus holds. The seal is a file beside the version (in its
+# store, never in the corpus itself): for each of the manifest's files, in its order, the
+# `stat_key` the file had when its bytes were written or last hashed and found right, 0 when
+# there is none. It ends with the manifest's own key and the count, so a seal is used only
+# for the manifest it was made with. A file whose inode, size and time of change are still the
+# sealed ones is taken as unchanged, as make, rsync and git take it; any write gives a new
+# time, so it is hashed again. `wikitrace verify` never reads a seal: it hashes every file.
+
+_SEAL_END = struct.Struct("<qq8s")
+_SEAL_MAGIC = b"wtseal01"
+RACY_NS = 2_000_000_000
+"""A file is sealed after hashing only when its last change is older than this before the
+hash began: a write in the same tick of the file clock as the change it had could otherwise
+leave its key as it was."""
+
+
+def read_seal(seal: Path, root: Path, count: int) -> array[int] | None:
+    """The keys `seal` vouches for, one per file of the manifest at `root` in its order; None
+    when there is no seal, or it was made for another manifest."""
+    try:
+        data = seal.read_bytes()
+        manifest_key = stat_key(os.lstat(root / MANIFEST))
+    except OSError:
+        return None
+    if len(data) != 8 * count + _SEAL_END.size:
+        return None
+    sealed_manifest, sealed_count, magic = _SEAL_END.unpack_from(data, 8 * count)
+    if (magic, sealed_manifest, sealed_count) != (_SEAL_MAGIC, manifest_key, count):
+        return None
+    keys = array("q")
+    keys.frombytes(data[: 8 * count])
+    return keys
+
+
+def write_seal(seal: Path, root: Path, keys: Iterable[int]) -> None:
+    """Seal the version at `root` (its manifest written): `keys` in the manifest's order."""
+    listed = array("q", keys)
+    manifest_key = stat_key(os.lstat(root / MANIFEST))
+    atomic_write(seal, (listed.tobytes(), _SEAL_END.pack(manifest_key, len(listed), _SEAL_MAGIC)))
+
+
 @dataclass
 class VerifyReport:
     """What `verify` found: listed files gone or changed, and files the manifest doesn't list."""
@@ -167,6 +215,9 @@ class VerifyReport:
     extra: list[str] = field(default_factory=list)
     manifest: str | None = None
     """Why manifest.json itself cannot be trusted, or None."""
+    keys: array[int] = field(default_factory=lambda: array("q"), repr=False)
+    """Each listed file's `stat_key` as found, in the manifest's order (0 where it was not
+    found right): what a version linking these files can seal them with."""
 
     @property
     def ok(self) -> bool:
@@ -184,28 +235,70 @@ class VerifyReport:
         }
 
 
-def verify(root: Path) -> VerifyReport:
-    """Recompute every file's hash and compare with the manifest."""
+def verify(root: Path, seal: Path | None = None) -> VerifyReport:
+    """Recompute every file's hash and compare with the manifest.
+
+    With `seal` (see `read_seal`), a file whose key the seal holds is not hashed again, and
+    the seal is brought up to date with the files found right."""
     manifest = load(root)
     report = VerifyReport(root=str(root), manifest=manifest_problem(root))
-    present: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(dirpath)
-        # A link to a folder is listed with dirnames but never walked into: count it as extra.
-        for name in [*filenames, *(d for d in dirnames if (base / d).is_symlink())]:
-            path = base / name
-            rel = path.relative_to(root).as_posix()
-            if rel != MANIFEST:
-                present[rel] = path
-    for rel, expected in sorted(manifest.files.items()):
+    present = _present(os.fspath(root))
+    sealed = read_seal(seal, root, len(manifest.files)) if seal is not None else None
+    keys = report.keys
+    for index, (rel, expected) in enumerate(manifest.files.items()):
         found = present.pop(rel, None)
         if found is None:
             report.missing.append(rel)
+            keys.append(0)
             continue
         report.checked += 1
-        # Never follow a link: it could point anywhere outside the corpus.
-        if found.is_symlink() or not found.is_file() or file_digest(found) != expected:
+        key = _hashed_key(found, expected, sealed[index] if sealed is not None else 0)
+        if key is None:
             report.changed.append(rel)
+            key = 0
+        keys.append(key)
+    report.missing.sort()
+    report.changed.sort()
     report.extra = sorted(present)
+    if seal is not None and report.ok and keys != sealed:
+        write_seal(seal, root, keys)
     return report
+
+
+def _present(root: str) -> dict[str, str]:
+    """Every file and link under `root` but the manifest: path relative to it -> path."""
+    present: dict[str, str] = {}
+    prefix = len(root) + 1
+    folders = [root]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                # A link is never followed (a link to a folder is listed, as extra).
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                else:
+                    present[entry.path[prefix:]] = entry.path
+    present.pop(MANIFEST, None)
+    return present
+
+
+def _hashed_key(path: str, expected: str, sealed: int) -> int | None:
+    """`path`'s key when it holds the bytes hashed `expected` (0 when right but too recently
+    changed to seal), None when it does not, or is no plain file. Hashed unless `sealed` is its
+    key."""
+    try:
+        # Never follow a link: it could point anywhere outside the corpus.
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        key = stat_key(info)
+        if key == sealed:
+            return key
+        started = time.time_ns()
+        if file_digest(path) != expected:
+            return None
+        if info.st_mtime_ns >= started - RACY_NS or stat_key(os.lstat(path)) != key:
+            return 0
+    except OSError:
+        return None
+    return key

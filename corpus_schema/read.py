@@ -147,13 +147,15 @@ def numbered(root: Path, layer: str) -> Iterator[str]:
 
 def runs(root: Path) -> Iterator[Page[RawHeader]]:
     """Every raw run's metadata, in step order."""
-    for rel in numbered(root, RAW_DIR):
-        yield read_page(root, rel, RawHeader)
+    base = Path(os.path.realpath(root))  # once, not for every page (see `contained`)
+    for rel in numbered(base, RAW_DIR):
+        yield read_page(base, rel, RawHeader, resolved=True)
 
 
 def compilations(root: Path) -> Iterator[Page[CompilationHeader]]:
-    for rel in numbered(root, COMPILATION_DIR):
-        yield read_page(root, rel, CompilationHeader)
+    base = Path(os.path.realpath(root))
+    for rel in numbered(base, COMPILATION_DIR):
+        yield read_page(base, rel, CompilationHeader, resolved=True)
 
 
 def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
@@ -186,8 +188,9 @@ def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
 
 
 def insights(root: Path) -> Iterator[Page[InsightHeader]]:
-    for rel in numbered(root, INSIGHT_DIR):
-        yield read_page(root, rel, InsightHeader)
+    base = Path(os.path.realpath(root))
+    for rel in numbered(base, INSIGHT_DIR):
+        yield read_page(base, rel, InsightHeader, resolved=True)
 
 
 def insight(root: Path, ident: str) -> Page[InsightHeader]:

@@ -33,9 +33,16 @@ def digest(data: bytes) -> str:
     return tagged(hashlib.sha256(data))
 
 
-def file_digest(path: Path) -> str:
-    with path.open("rb") as handle:
+def file_digest(path: str | Path) -> str:
+    with open(path, "rb") as handle:
         return tagged(hashlib.file_digest(handle, HASH_ALGORITHM))
+
+
+def stat_key(info: os.stat_result) -> int:
+    """A file's bytes as long as nobody writes to it: its device, inode, size and time of last
+    change (what make, rsync and git trust too), as one signed 64-bit number, never 0 (what
+    a seal keeps for a file it does not vouch for). See `manifest.verify`'s seal."""
+    return hash((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)) or 1
 
 
 def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
@@ -117,15 +124,19 @@ class CorpusWriter:
         path = self._new_path(rel)
         if isinstance(data, str):
             data = data.encode("utf-8")
-        self._list(rel, write_new(path, (data,) if isinstance(data, bytes) else data))
+        file_hash = write_new(path, (data,) if isinstance(data, bytes) else data)
+        # The file as written, in the folder only this build writes to: what its seal keeps.
+        self._list(rel, file_hash, stat_key(os.lstat(path)))
         if executable:
             os.chmod(path, 0o755)
 
-    def link(self, rel: str, source: Path, file_hash: str) -> None:
+    def link(self, rel: str, source: Path, file_hash: str, key: int = 0) -> None:
         """Take a file of a frozen version as it is: a hard link (a copy across devices).
 
         Frozen files never change, so versions can share them; `file_hash` is the hash the
-        source version's manifest lists, checked by `verify` like any other.
+        source version's manifest lists, checked by `verify` like any other. `key` is the
+        source's `stat_key` when it was found to hold those bytes (0 when unknown): the new
+        version's seal vouches for the file only if the link is still that file.
         """
         path = self._new_path(rel)
         try:
@@ -134,26 +145,31 @@ class CorpusWriter:
             raise CorpusError(f"internal error: {rel} written twice") from None
         except OSError:
             shutil.copy2(source, path)
-        self._list(rel, file_hash)
+        self._list(rel, file_hash, key if key and stat_key(os.lstat(path)) == key else 0)
 
     def remove(self, rel: str) -> None:
         """Take back a file written before (to write it again, or another in its place)."""
         path = os.path.join(self._root, rel)
-        file_hash = file_digest(Path(path))
+        file_hash = file_digest(path)
         os.unlink(path)
         self._listed.seek(0, os.SEEK_END)
         # `-` sorts before the hash's tag: a path's removals come before what it lists.
-        self._listed.write(f"{rel}\t-{file_hash}\n".encode())
+        self._listed.write(f"{rel}\t-{file_hash}\t0\n".encode())
         self.count -= 1
 
     def files(self) -> Iterator[tuple[str, str]]:
         """Every file written or linked with its hash, sorted by path, read from disk."""
+        for rel, file_hash, _ in self.entries():
+            yield rel, file_hash
+
+    def entries(self) -> Iterator[tuple[str, str, int]]:
+        """`files()`, each with its `stat_key` as written or linked (0 when unknown)."""
         self._listed.flush()
         self._listed.seek(0)
         current = ""
         removed: list[str] = []  # hashes of the current path's removed files
         for line in sorted_lines(self._listed, self.root.parent):
-            rel, file_hash = line.decode("utf-8").rstrip("\n").split("\t")
+            rel, file_hash, key = line.decode("utf-8").rstrip("\n").split("\t")
             if rel != current:
                 current, removed = rel, []
             if file_hash.startswith("-"):
@@ -161,16 +177,16 @@ class CorpusWriter:
             elif file_hash in removed:
                 removed.remove(file_hash)
             else:
-                yield rel, file_hash
+                yield rel, file_hash, int(key)
 
     def hashes(self) -> dict[str, str]:
         """Path -> hash of every file so far, as one dict (for a version made from a parent,
         whose catalog is compared page by page)."""
         return dict(self.files())
 
-    def _list(self, rel: str, file_hash: str) -> None:
+    def _list(self, rel: str, file_hash: str, key: int) -> None:
         self._listed.seek(0, os.SEEK_END)
-        self._listed.write(f"{rel}\t{file_hash}\n".encode())
+        self._listed.write(f"{rel}\t{file_hash}\t{key}\n".encode())
         self.count += 1
 
     def _new_path(self, rel: str) -> str:

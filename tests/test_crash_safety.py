@@ -74,7 +74,8 @@ def _current_runs(corpus: Path) -> int:
 def _store_is_clean(corpus: Path) -> None:
     store = Store(corpus)
     left = sorted(p.name for p in store.dir.iterdir())
-    assert left == sorted([store.current(), "history.jsonl"]), left
+    current = store.current()
+    assert left == sorted([current, f".{current}.seal", "history.jsonl"]), left
 
 
 def _kill_points(work: Callable[[], object], setup: Callable[[], None]) -> range:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
+from wikitrace.corpus_schema import manifest as manifest_module
+from wikitrace.corpus_schema.manifest import load, read_seal
 from wikitrace.versions import Store, list_versions
 
 from helpers import FakeLLM, broken_links, good_answer, make_run, run, write_runs
@@ -117,6 +121,8 @@ def test_nothing_new_makes_no_version(grown: tuple[Path, FakeLLM], tmp_path: Pat
     assert report.version is None and report.duplicates == 3
     assert Store(corpus).versions() == ["v0001", "v0002"]
     assert sorted(p.name for p in Store(corpus).dir.iterdir()) == [
+        ".v0001.seal",
+        ".v0002.seal",
         "history.jsonl",
         "v0001",
         "v0002",
@@ -264,3 +270,87 @@ def test_an_attempt_with_the_same_turns_as_another_is_a_run_of_its_own(tmp_path:
     assert (report.runs, report.duplicates) == (2, 0)
     again = add_runs(options([a, b], corpus))
     assert (again.runs, again.duplicates, again.version) == (0, 4, None)
+
+
+def _hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files `verify` hashes from here on."""
+    hashed: list[str] = []
+    real = manifest_module.file_digest
+
+    def counting(path: str | Path) -> str:
+        hashed.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(manifest_module, "file_digest", counting)
+    return hashed
+
+
+def _age(root: Path, seconds: int) -> None:
+    """Every file of `root` last changed `seconds` ago (as a version looks a while after its
+    build): a file changed within manifest.RACY_NS of being hashed is never sealed."""
+    when = time.time_ns() - seconds * 10**9
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.utime(path, ns=(when, when))
+
+
+def test_an_add_hashes_only_the_files_no_seal_vouches_for(
+    runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    store = Store(corpus)
+    v1 = store.version_path("v0001")
+    files = len(load(v1).files)
+    sealed = read_seal(store.seal_path("v0001"), v1, files)
+    assert sealed is not None and len(sealed) == files and 0 not in sealed
+    hashed = _hashed(monkeypatch)
+    add_runs(options([write_runs(tmp_path / "a.jsonl", [make_run("t8")])], corpus))
+    assert hashed == []  # every file of v0001 was sealed as it was written
+    v2 = store.version_path("v0002")
+    assert 0 not in (read_seal(store.seal_path("v0002"), v2, len(load(v2).files)) or [0])
+    # A page changed after the build, to as many bytes: hashed, and the add refused.
+    page = v2 / "compilation/step-0001.md"
+    text = page.read_bytes()
+    before = page.stat().st_mtime_ns
+    page.chmod(0o644)
+    page.write_bytes(text[:-1] + (b"x" if text[-1:] != b"x" else b"y"))
+    os.utime(page, ns=(before + 10**9, before + 10**9))
+    assert page.stat().st_size == len(text)
+    more = write_runs(tmp_path / "b.jsonl", [make_run("t9")])
+    with pytest.raises(CorpusError, match=r"v0002 .* does not match its manifest"):
+        add_runs(options([more], corpus))
+    assert hashed == [str(page)]
+    # `wikitrace verify` never takes a seal's word: it hashes every file.
+    hashed.clear()
+    page.write_bytes(text)
+    os.utime(page, ns=(before, before))
+    assert verify(v2).ok and len(hashed) == len(load(v2).files)
+
+
+def test_a_version_without_a_seal_is_sealed_by_the_first_check(
+    runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    store = Store(corpus)
+    root, seal = store.version_path("v0001"), store.seal_path("v0001")
+    seal.unlink()
+    files = len(load(root).files)
+    hashed = _hashed(monkeypatch)
+    # Files changed just now are hashed, and not sealed: they are hashed again next time.
+    assert verify(root, seal).ok and len(hashed) == files
+    assert read_seal(seal, root, files) == array("q", [0] * files)
+    assert verify(root, seal).ok and len(hashed) == 2 * files
+    _age(root, 60)
+    assert verify(root, seal).ok and len(hashed) == 3 * files
+    assert verify(root, seal).ok and len(hashed) == 3 * files  # sealed now
+    # A seal is for the manifest it was made with: a manifest written again drops it.
+    manifest = root / "manifest.json"
+    data = manifest.read_bytes()
+    root.chmod(0o755)
+    manifest.unlink()
+    manifest.write_bytes(data)
+    assert read_seal(seal, root, files) is None
+    assert read_seal(seal, root, files + 1) is None
+    assert verify(root, seal).ok and len(hashed) == 4 * files

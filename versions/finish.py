@@ -103,9 +103,11 @@ def finish_version(
     redactions: dict[str, int],
     version: VersionInfo,
     parent: FrozenVersion | None = None,
+    seal: Path | None = None,
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
-    taken from the `parent` version's, for the pages it keeps) and the manifest (last)."""
+    taken from the `parent` version's, for the pages it keeps) and the manifest (last); then
+    its `seal`, when given (see `manifest.read_seal`)."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
@@ -163,4 +165,13 @@ def finish_version(
         version=version,
         files={},
     )
-    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, writer.files()))
+    keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
+
+    def listed() -> Iterator[tuple[str, str]]:
+        for rel, file_hash, key in writer.entries():
+            keys.append(key)
+            yield rel, file_hash
+
+    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
+    if seal is not None:
+        manifest_io.write_seal(seal, writer.root, keys)

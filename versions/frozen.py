@@ -3,6 +3,7 @@ keeps of it, and the identity of its runs."""
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -45,17 +46,20 @@ class FrozenVersion:
     """Every insight page, by id."""
     fingerprints: set[str]
     attempts: Counter[str]
+    keys: array[int]
+    """Each file's `stat_key` as found right, in the manifest's order (0 where unknown)."""
 
     @classmethod
     def current(cls, store: Store) -> FrozenVersion:
         """The version the store's pointer names (the caller holds the store's lock)."""
         name = store.current()
-        return cls.load(name, store.version_path(name))
+        return cls.load(name, store.version_path(name), seal=store.seal_path(name))
 
     @classmethod
-    def load(cls, name: str, root: Path) -> FrozenVersion:
-        """Read a version back; refuse one whose files no longer match its manifest."""
-        check = manifest_io.verify(root)
+    def load(cls, name: str, root: Path, seal: Path | None = None) -> FrozenVersion:
+        """Read a version back; refuse one whose files no longer match its manifest (a file its
+        `seal` vouches for is not hashed again: see `manifest.read_seal`)."""
+        check = manifest_io.verify(root, seal)
         if not check.ok:
             problems = check.missing + check.changed + check.extra
             raise CorpusError(
@@ -112,6 +116,7 @@ class FrozenVersion:
             insights=insights,
             fingerprints=fingerprints,
             attempts=attempts,
+            keys=check.keys,
         )
 
     def layout(self, root: Path | None = None) -> Layout:
@@ -123,15 +128,16 @@ class FrozenVersion:
             self.manifest.insight_id_width,
         )
 
-    def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
-        """Files a new version takes as they are: all but the indexes, the catalog and its
-        rankers, tools, manifest and `rewritten_also` (files the new version writes anew)."""
+    def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str, int]]:
+        """Files a new version takes as they are, each with its hash and its key as found
+        (for `CorpusWriter.link`): all but the indexes, the catalog and its rankers, tools,
+        manifest and `rewritten_also` (files the new version writes anew)."""
         rewritten = set(rewritten_also)
-        for rel, file_hash in self.manifest.files.items():
+        for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
             if (
                 rel not in rewritten
                 and not with_catalog(rel)
                 and not Layout.is_index(rel)
                 and not rel.startswith(f"{TOOLS_DIR}/")
             ):
-                yield rel, file_hash
+                yield rel, file_hash, key

@@ -22,6 +22,7 @@ from wikitrace.corpus_schema.history import (
     MONITOR_STATE,
     PROBES_DIR,
     RUNS,
+    SEAL_SUFFIX,
     STORE_SUFFIX,
     UPDATE_STATE,
     UPDATES_DIR,
@@ -51,6 +52,10 @@ class Store:
 
     def staging(self, name: str) -> Path:
         return self.dir / f".{name}.partial"
+
+    def seal_path(self, name: str) -> Path:
+        """Which files of version `name` are known unchanged (`manifest.read_seal`)."""
+        return self.dir / f".{name}{SEAL_SUFFIX}"
 
     @property
     def history_path(self) -> Path:
@@ -188,7 +193,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 _STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, MONITOR_STATE, PROBES_DIR})
-_HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.partial|removing-.+|.+\.tmp-\d+)$")
+_HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.(?:partial|seal)|removing-.+|.+\.tmp-\d+)$")
 
 
 def foreign_entries(store: Store) -> list[str]:
@@ -279,6 +284,7 @@ def abandon_build(store: Store, staging: Path, name: str) -> None:
     it was moved in but never made current, and so does a store that the build itself
     started (nothing was ever current in it)."""
     remove_tree(staging)
+    store.seal_path(name).unlink(missing_ok=True)
     if not store.dir.is_dir():
         return
     if not committed(store):
@@ -323,10 +329,13 @@ def _clear(store: Store, keep: str | None = None) -> None:
     """Remove every version but `keep` and the store's records (history stays when kept)."""
     for path in list(store.dir.iterdir()):
         name = path.name
-        if name == keep or (keep is not None and name == HISTORY):
+        if keep is not None and name in (keep, HISTORY, f".{keep}{SEAL_SUFFIX}"):
             continue
-        if name.startswith(".removing-"):
-            remove_tree(path)
+        if name.startswith(".removing-"):  # left by a kill: a version, or a file
+            if path.is_dir() and not path.is_symlink():
+                remove_tree(path)
+            else:
+                path.unlink()
             continue
         if name in _STORE_FILES or VERSION_RE.match(name) or _HIDDEN_RE.match(name):
             aside = store.dir / f".removing-{name}"

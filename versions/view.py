@@ -82,9 +82,9 @@ def leave_out(base: FrozenVersion, dest: Path, tasks: Sequence[str], *, force: b
     )
     partial = dest.with_name(f".{dest.name}.partial")
     with staging(partial) as root, CorpusWriter(root) as writer:
-        for rel, file_hash in base.kept_files():
+        for rel, file_hash, key in base.kept_files():
             if rel not in gone_files:
-                writer.link(rel, base.root / rel, file_hash)
+                writer.link(rel, base.root / rel, file_hash, key)
         if MINED_PATTERNS in base.manifest.files:
             writer.write(MINED_PATTERNS, _patterns_without(base, gone_steps))
         manifest = base.manifest
