@@ -1,8 +1,10 @@
 """Benchmark `wikitrace add`: what growing a large corpus by a few runs costs, against a rebuild.
 
 Prints its figures; asserts nothing. Offline (no model), so it measures wikitrace's own work:
-checking the parent version against its manifest, reading its headers back, linking its files
-into the new version and writing the indexes.
+checking the parent version against its manifest (through its seal: only files the seal does
+not vouch for are hashed), reading its headers back, linking its files into the new version and
+writing the indexes. A last add, with the parent's seal removed, shows what hashing every file
+of the parent costs.
 
     python benchmarks/add_bench.py [--runs 5000] [--add 10] [--turns 20]
 """
@@ -26,6 +28,7 @@ from build_bench import remove_work, synthetic_runs
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.versions import Store
 
 
 def write_jsonl(path: Path, runs: list[dict[str, object]]) -> Path:
@@ -43,10 +46,11 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wikitrace-add-bench-"))
     try:
-        runs = synthetic_runs(args.runs + args.add, args.turns)
+        runs = synthetic_runs(args.runs + 2 * args.add, args.turns)
         first = write_jsonl(work / "first.jsonl", runs[: args.runs])
-        more = write_jsonl(work / "more.jsonl", runs[args.runs :])
-        both = write_jsonl(work / "both.jsonl", runs)
+        more = write_jsonl(work / "more.jsonl", runs[args.runs : args.runs + args.add])
+        both = write_jsonl(work / "both.jsonl", runs[: args.runs + args.add])
+        last = write_jsonl(work / "last.jsonl", runs[args.runs + args.add :])
         corpus = work / "corpus"
 
         started = time.perf_counter()
@@ -60,16 +64,22 @@ def main() -> None:
         started = time.perf_counter()
         report = add_runs(BuildOptions(inputs=[more], output=corpus))
         added = time.perf_counter() - started
+        files = len(manifest_io.load(corpus).files)
 
         started = time.perf_counter()
         again = add_runs(BuildOptions(inputs=[both], output=corpus))
         nothing = time.perf_counter() - started
 
+        store = Store(corpus)
+        store.seal_path(store.current()).unlink()
+        started = time.perf_counter()
+        add_runs(BuildOptions(inputs=[last], output=corpus))
+        unsealed = time.perf_counter() - started
+
         started = time.perf_counter()
         build_corpus(BuildOptions(inputs=[both], output=work / "rebuilt"))
         rebuilt = time.perf_counter() - started
 
-        files = len(manifest_io.load(corpus).files)
         size = sum(p.stat().st_size for p in (work / "corpus.versions").rglob("*") if p.is_file())
         print(f"corpus of {args.runs} runs x {args.turns} turns: built in {built:.1f} s")
         print(f"  verify of the parent alone: {verified:.1f} s")
@@ -81,8 +91,9 @@ def main() -> None:
             f"add the whole log again ({again.duplicates} runs already there, nothing new): "
             f"{nothing:.1f} s"
         )
+        print(f"add {args.add} more runs to a parent without its seal: {unsealed:.1f} s")
         print(
-            f"disk for both versions (hard links counted once per name): {size / 2**20:.1f} MiB; "
+            f"disk for the versions (hard links counted once per name): {size / 2**20:.1f} MiB; "
             f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
         )
     finally:

@@ -21,6 +21,7 @@ from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.store import CorpusWriter, build_lock
 from wikitrace.versions import (
     FrozenVersion,
+    Store,
     abandon_build,
     begin_build,
     check_new_pointer,
@@ -163,7 +164,7 @@ def build_corpus(
                 progress,
                 judge_llm=judge_llm,
                 say=say,
-                seal=store.seal_path(name),
+                store=store,
             )
             publish_build(store, staging, name)
         except BaseException:
@@ -238,7 +239,7 @@ def add_version(
         base,
         judge_llm=judge_llm,
         say=say,
-        seal=store.seal_path(name),
+        store=store,
     )
     if made:
         reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
@@ -343,12 +344,13 @@ def _make_version(
     *,
     judge_llm: LLM | None = None,
     say: Say | None = None,
-    seal: Path | None = None,
+    store: Store | None = None,
 ) -> bool:
-    """Check the inputs, then write a frozen version in `staging_dir` (and its `seal`: see
-    `manifest.read_seal`); False when nothing is new. With --batch, the version is built in
-    rounds (compiler/batch.py): a round whose calls the cache cannot all answer is abandoned,
-    its requests batched, and the build begun again once the batches are answered."""
+    """Check the inputs, then write a frozen version in `staging_dir` (and what the `store`
+    keeps beside it: see `finish_version`); False when nothing is new. With --batch, the
+    version is built in rounds (compiler/batch.py): a round whose calls the cache cannot all
+    answer is abandoned, its requests batched, and the build begun again once the batches are
+    answered."""
     started = time.monotonic()
     watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
@@ -410,7 +412,7 @@ def _make_version(
                     base=base,
                     model_settings=options.model_settings(),
                     miner=miner,
-                    seal=seal,
+                    store=store,
                 )
 
     # What a batch round's counts start from, when it must be built again.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, id_width, render
@@ -14,7 +13,7 @@ from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
-from wikitrace.versions import FrozenVersion, finish_version
+from wikitrace.versions import FrozenVersion, Store, finish_version
 
 from .compile import CompileStats, Templates
 from .mine import MinedPage, Miner, mine_version, patterns_file
@@ -37,7 +36,7 @@ def write_layers(
     base: FrozenVersion | None,
     model_settings: dict[str, Any] | None = None,
     miner: Miner | None = None,
-    seal: Path | None = None,
+    store: Store | None = None,
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read). `rows`
     are the new runs' rows, in step order."""
@@ -115,7 +114,7 @@ def write_layers(
             model_settings=model_settings,
             version=version,
             parent=base,
-            seal=seal,
+            store=store,
         )
         compiled.close()
 
@@ -135,9 +134,10 @@ def _mine(
     parent: dict[int, tuple[InsightHeader, str]] = {}
     if base is not None:
         for row in base.insight_rows:
-            page = base.insights[base.layout().insight(row.number)]
-            if page.header.mined is not None:
-                parent[row.number] = (page.header, row.guideline)
+            if row.pattern is not None:  # a mined lesson: only its page is read
+                page = base.insights[base.layout().insight(row.number)]
+                if page.header.mined is not None:
+                    parent[row.number] = (page.header, row.guideline)
     pages, mining = mine_version(
         miner,
         layout,

@@ -15,7 +15,7 @@ from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.tools import drilldown
-from wikitrace.versions import FrozenVersion, fingerprint
+from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 
 from .importers import InputPlan
 from .inputs import SourceRun, tally
@@ -87,7 +87,12 @@ class RawLayer:
             log_bytes, offsets = render.turn_log(data["turns"])
             # A run the parent holds, or one this input holds twice (the same file given
             # twice, a log copied into two folders), is written once.
-            key = fingerprint(record.task_id, record.outcome, digest(log_bytes), record.metadata)
+            key = fingerprint(
+                record.task_id,
+                record.outcome,
+                digest(log_bytes),
+                given_attempt(record.metadata),
+            )
             # This build's runs are known by a 16-byte digest of it, not its 100-odd characters.
             short = hashlib.blake2b(key.encode(), digest_size=16).digest()
             if short in seen or (self.base and key in self.base.fingerprints):
@@ -150,6 +155,7 @@ class RawLayer:
                 turns=len(record.turns),
                 task=render.task_preview(record.task),
                 judged=is_judged(record.metadata),
+                attempt=given_attempt(record.metadata),
             )
         )
         self.report.runs += 1

@@ -206,7 +206,7 @@ class _Gate:
         )
         self.asker = None if llm is None else Asker(llm, options.prompts_dir)
         self.progress = progress
-        self.pages = base.insights
+        self.pages = dict(base.insights.items())  # read once: the gate looks at them often
         self.first_number = count_decisions(base) + 1
         self.number = self.first_number
         self.views = store.dir / PROBES_DIR / decision_id("gate", self.first_number)
@@ -221,7 +221,8 @@ class _Gate:
         self._narrowed_probes: list[Probe] = []
         tasks: dict[str, PoolTask] = {}
         for row in base.rows:
-            tasks.setdefault(row.task_id, PoolTask(row.task_id, row.task, row.task_type))
+            if row.task_id not in tasks:  # its first run's whole task
+                tasks[row.task_id] = PoolTask(row.task_id, base.task_text(row.step), row.task_type)
         if options.pool is None:
             self.pool = list(tasks.values())
         else:
@@ -293,7 +294,7 @@ class _Gate:
         lesson = Lesson(
             text=" ".join([candidate.header.title, candidate.guideline, candidate.precondition]),
             task_type=candidate.header.task_type,
-            source_task=source.task if source else "",
+            source_task=self.base.task_text(source.step) if source else "",
             source_task_id=source.task_id if source else "",
             precondition=candidate.precondition,
         )

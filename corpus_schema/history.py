@@ -12,6 +12,8 @@ The store itself (the pointer, the versions beside it, building and deploying) i
     mem.versions/probes/             probe memories while a gate runs
     mem.versions/.v0001.seal         which files of v0001 are known unchanged since they were
                                      written or hashed (corpus_schema.manifest.read_seal)
+    mem.versions/.v0001.rows         v0001's index rows, what a version made from it reads
+                                     (corpus_schema.spill.read_version_rows)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ MONITOR_STATE = "monitor-state.json"
 """Monitoring's running record: every report counted so far, and each insight's totals."""
 PROBES_DIR = "probes"
 SEAL_SUFFIX = ".seal"
+ROWS_SUFFIX = ".rows"
 
 VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")

@@ -537,6 +537,9 @@ class RunRow:
     title: str | None = None
     unverified_quotes: int = 0
     insights: list[int] = field(default_factory=list)
+    attempt: str = ""
+    """Not shown: the attempt number its log gives, if any (versions.frozen.given_attempt),
+    which with its task, outcome and turns tells it from other runs across versions."""
 
 
 @dataclass(slots=True)  # a build holds one for every insight

@@ -12,7 +12,7 @@ from typing import Any, Self, TypeVar, overload
 import orjson
 
 from .render import InsightRow, RunRow
-from .store import spill_file
+from .store import atomic_write, spill_file
 
 READ_AHEAD = 512
 """Rows read from the file at once when they are read in order."""
@@ -132,6 +132,7 @@ class RunRows(_Spilled[RunRow]):
             row.title,
             row.unverified_quotes,
             row.insights,
+            row.attempt,
         ]
 
     def _row(self, values: Any) -> RunRow:
@@ -183,3 +184,68 @@ class InsightRows(_Spilled[InsightRow]):
             if index in self._replaced:
                 rows[index - start] = dataclasses.replace(self._replaced[index])
         return rows
+
+
+# --- a version's rows, kept beside it in its store ------------------------------------------
+#
+# What a version made from another needs of it (its runs' and insights' index rows) is written
+# when it is made, so that `add`, the gate and `update` read one file instead of every page's
+# header. It sits in the store (`history.ROWS_SUFFIX`), never in the corpus, and names the
+# manifest it was made with (its `store.stat_key`): a version copied elsewhere, or one from
+# before this file, is read from its pages instead.
+
+_RUN_FIELDS = [field.name for field in dataclasses.fields(RunRow)]
+ROWS_FORMAT = 1
+
+
+def _rows_head(bound: int) -> dict[str, Any]:
+    return {
+        "rows": ROWS_FORMAT,
+        "manifest": bound,
+        "run": _RUN_FIELDS,
+        "insight": _INSIGHT_FIELDS,
+    }
+
+
+def write_version_rows(
+    path: Path, bound: int, runs: Iterable[RunRow], insights: Iterable[InsightRow]
+) -> None:
+    """Keep a version's rows at `path`; `bound` is its manifest's `stat_key`."""
+
+    def chunks() -> Iterator[bytes]:
+        pending = [orjson.dumps(_rows_head(bound)), b"\n"]
+        for kind, rows, names in (
+            ("run", runs, _RUN_FIELDS),
+            ("insight", insights, _INSIGHT_FIELDS),
+        ):
+            for row in rows:
+                pending.append(orjson.dumps([kind, *(getattr(row, name) for name in names)]))
+                pending.append(b"\n")
+                if len(pending) >= 8192:
+                    yield b"".join(pending)
+                    pending = []
+        yield b"".join(pending)
+
+    atomic_write(path, chunks())
+
+
+def read_version_rows(path: Path, bound: int) -> tuple[list[RunRow], list[InsightRow]] | None:
+    """The rows `write_version_rows` kept at `path` for the manifest whose key is `bound`;
+    None when there are none, they were kept for another manifest, or cannot be read."""
+    runs: list[RunRow] = []
+    insights: list[InsightRow] = []
+    try:
+        with open(path, "rb") as handle:
+            if orjson.loads(handle.readline()) != _rows_head(bound):
+                return None
+            for line in handle:
+                kind, *values = orjson.loads(line)
+                if kind == "run" and not insights:
+                    runs.append(RunRow(*values))
+                elif kind == "insight":
+                    insights.append(InsightRow(*values))
+                else:
+                    return None
+    except (OSError, ValueError, TypeError):
+        return None
+    return runs, insights

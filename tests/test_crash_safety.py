@@ -75,7 +75,7 @@ def _store_is_clean(corpus: Path) -> None:
     store = Store(corpus)
     left = sorted(p.name for p in store.dir.iterdir())
     current = store.current()
-    assert left == sorted([current, f".{current}.seal", "history.jsonl"]), left
+    assert left == sorted([current, f".{current}.rows", f".{current}.seal", "history.jsonl"]), left
 
 
 def _kill_points(work: Callable[[], object], setup: Callable[[], None]) -> range:

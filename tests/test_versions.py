@@ -16,8 +16,22 @@ import pytest
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import manifest as manifest_module
+from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.manifest import load, read_seal
-from wikitrace.versions import Store, list_versions
+from wikitrace.corpus_schema.read import read_page
+from wikitrace.corpus_schema.records import RawHeader
+from wikitrace.corpus_schema.spill import read_version_rows
+from wikitrace.corpus_schema.store import build_lock
+from wikitrace.versions import (
+    Derivation,
+    FrozenVersion,
+    Store,
+    derive_version,
+    list_versions,
+)
+from wikitrace.versions import (
+    frozen as frozen_module,
+)
 
 from helpers import FakeLLM, broken_links, good_answer, make_run, run, write_runs
 
@@ -121,7 +135,9 @@ def test_nothing_new_makes_no_version(grown: tuple[Path, FakeLLM], tmp_path: Pat
     assert report.version is None and report.duplicates == 3
     assert Store(corpus).versions() == ["v0001", "v0002"]
     assert sorted(p.name for p in Store(corpus).dir.iterdir()) == [
+        ".v0001.rows",
         ".v0001.seal",
+        ".v0002.rows",
         ".v0002.seal",
         "history.jsonl",
         "v0001",
@@ -354,3 +370,82 @@ def test_a_version_without_a_seal_is_sealed_by_the_first_check(
     assert read_seal(seal, root, files) is None
     assert read_seal(seal, root, files + 1) is None
     assert verify(root, seal).ok and len(hashed) == 4 * files
+
+
+def _read_both(store: Store, name: str) -> tuple[FrozenVersion, FrozenVersion]:
+    """Version `name` read from the rows kept beside it, and from its pages."""
+    kept = FrozenVersion.load(name, store.version_path(name), rows=store.rows_path(name))
+    return kept, FrozenVersion.load(name, store.version_path(name))
+
+
+def _same(kept: FrozenVersion, paged: FrozenVersion) -> None:
+    assert kept.rows == paged.rows
+    assert kept.insight_rows == paged.insight_rows
+    assert kept.fingerprints == paged.fingerprints and kept.attempts == paged.attempts
+    assert list(kept.insights) == list(paged.insights)
+
+
+def test_the_rows_kept_beside_a_version_are_what_its_pages_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built offline with mined lessons and runs with attempt numbers, then added to by a
+    model, then an insight rejected by a gate's derivation (a withheld insight)."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "tau-bench-airline.jsonl"
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[example], output=corpus))
+    store = Store(corpus)
+    llm = FakeLLM(answer=lambda m: good_answer(m[0]["content"], insights=2))
+    runs = [
+        make_run("t1", metadata={"attempt": 1}),
+        make_run("t1", metadata={"attempt": 2}),
+        make_run("t2", success=True),
+    ]
+    add_runs(options([write_runs(tmp_path / "a.jsonl", runs)], corpus, model="fake"), llm=llm)
+    base = FrozenVersion.current(store)
+    rejected = base.insights[list(base.insights)[-1]]
+    change = Derivation(reason="test")
+    change.insights[rejected.header.id] = (
+        rejected.header.model_copy(update={"status": "rejected"}),
+        corpus_read.guideline(rejected),
+    )
+    with build_lock(corpus):
+        derive_version(store, base, change, deploy=True)
+    assert store.versions() == ["v0001", "v0002", "v0003"]
+    for name in store.versions():
+        kept, paged = _read_both(store, name)
+        _same(kept, paged)
+    kept, _ = _read_both(store, "v0003")
+    assert {row.attempt for row in kept.rows} == {"", "1", "2"}
+    assert any(row.pattern for row in kept.insight_rows)
+    assert any(row.status == "rejected" for row in kept.insight_rows)
+    assert (
+        kept.task_text(1)
+        == read_page(kept.root, "raw/step-0001/metadata.md", RawHeader)
+        .body.split("```text\n")[1]
+        .split("\n```")[0]
+    )
+    # Read from the kept rows: no page header is read for them.
+    monkeypatch.setattr(frozen_module, "_from_pages", _never)
+    assert FrozenVersion.current(store).rows == kept.rows
+
+
+def _never(root: Path) -> Any:
+    raise AssertionError(f"{root}: read from its pages")
+
+
+def test_rows_kept_for_another_manifest_or_damaged_are_not_used(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    add_runs(options([write_runs(tmp_path / "a.jsonl", [make_run("t8")])], corpus))
+    store = Store(corpus)
+    v1, v2 = store.rows_path("v0001"), store.rows_path("v0002")
+    bound = frozen_module._bound(store.version_path("v0002"))
+    assert read_version_rows(v2, bound) is not None
+    assert read_version_rows(v1, bound) is None  # v0001's rows name v0001's manifest
+    shutil.copyfile(v1, v2)
+    _same(*_read_both(store, "v0002"))
+    v2.write_bytes(b'{"rows": 1}\nnot json\n')
+    assert read_version_rows(v2, bound) is None
+    _same(*_read_both(store, "v0002"))

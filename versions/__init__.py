@@ -7,7 +7,7 @@ make versions (`compiler` compiles runs into them, `control` gates and monitors 
 
 from .derive import Derivation, count_decisions, derive_version, resolve_insight, write_view
 from .finish import finish_version, staging
-from .frozen import FrozenVersion, fingerprint
+from .frozen import FrozenVersion, fingerprint, given_attempt
 from .store import (
     Store,
     abandon_build,
@@ -33,6 +33,7 @@ __all__ = [
     "derive_version",
     "fingerprint",
     "finish_version",
+    "given_attempt",
     "leave_out",
     "list_versions",
     "open_store",

@@ -122,7 +122,7 @@ def derive_version(
                 ),
             ),
             parent=base,
-            seal=store.seal_path(name),
+            store=store,
         )
     store.place(
         store.staging(name),

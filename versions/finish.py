@@ -4,6 +4,7 @@ indexes, manifest), then freezing it."""
 from __future__ import annotations
 
 import contextlib
+import os
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,10 +20,18 @@ from wikitrace.corpus_schema.layout import (
     TOOLS_LAYOUT,
 )
 from wikitrace.corpus_schema.records import CompiledBy
-from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
+from wikitrace.corpus_schema.spill import write_version_rows
+from wikitrace.corpus_schema.store import (
+    CorpusWriter,
+    atomic_write,
+    freeze,
+    remove_tree,
+    stat_key,
+)
 from wikitrace.tools import consolidate, drilldown, memory
 
 from .frozen import FrozenVersion
+from .store import Store
 
 
 @contextlib.contextmanager
@@ -103,11 +112,12 @@ def finish_version(
     redactions: dict[str, int],
     version: VersionInfo,
     parent: FrozenVersion | None = None,
-    seal: Path | None = None,
+    store: Store | None = None,
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
-    taken from the `parent` version's, for the pages it keeps) and the manifest (last); then
-    its `seal`, when given (see `manifest.read_seal`)."""
+    taken from the `parent` version's, for the pages it keeps) and the manifest (last); then,
+    for a version of a `store`, what the store keeps beside it: its seal
+    (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
@@ -173,5 +183,8 @@ def finish_version(
             yield rel, file_hash
 
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
-    if seal is not None:
+    if store is not None:
+        seal, kept_rows = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
+        bound = stat_key(os.lstat(writer.root / MANIFEST))
+        write_version_rows(kept_rows, bound, rows, insight_rows)

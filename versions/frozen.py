@@ -3,9 +3,10 @@ keeps of it, and the identity of its runs."""
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,23 +15,52 @@ from wikitrace.corpus_schema import CorpusError, Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
+    INSIGHT_DIR,
+    MANIFEST,
     TOOLS_DIR,
     parse_insight,
     parse_step,
     with_catalog,
 )
-from wikitrace.corpus_schema.records import InsightHeader, is_judged
+from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged
+from wikitrace.corpus_schema.spill import read_version_rows
+from wikitrace.corpus_schema.store import stat_key
 
 from .store import Store
 
 
-def fingerprint(task_id: str, outcome: str, turn_log_digest: str, metadata: dict[str, Any]) -> str:
-    """A run's identity across versions: its task, outcome, the attempt number its log gives
-    (two trials of a deterministic agent can log the very same turns), and its turns exactly
-    as the corpus holds them."""
+def given_attempt(metadata: dict[str, Any]) -> str:
+    """The attempt number a run's log gives, as its identity counts it ("" when none)."""
     given = metadata.get("attempt")
-    attempt = str(given) if isinstance(given, int) and not isinstance(given, bool) else ""
+    return str(given) if isinstance(given, int) and not isinstance(given, bool) else ""
+
+
+def fingerprint(task_id: str, outcome: str, turn_log_digest: str, attempt: str) -> str:
+    """A run's identity across versions: its task, outcome, the attempt number its log gives
+    (`given_attempt`: two trials of a deterministic agent can log the very same turns), and
+    its turns exactly as the corpus holds them."""
     return f"{task_id}\0{outcome}\0{attempt}\0{turn_log_digest}"
+
+
+class InsightPages(Mapping[str, corpus_read.Page[InsightHeader]]):
+    """A version's insight pages by id, each read when it is asked for (a version of a million
+    runs has hundreds of thousands)."""
+
+    def __init__(self, root: Path, ids: list[str]) -> None:
+        self.root = root
+        self.ids = ids
+        self._known = set(ids)
+
+    def __getitem__(self, ident: str) -> corpus_read.Page[InsightHeader]:
+        if ident not in self._known:
+            raise KeyError(ident)
+        return corpus_read.read_page(self.root, f"{INSIGHT_DIR}/{ident}.md", InsightHeader)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 @dataclass
@@ -41,8 +71,9 @@ class FrozenVersion:
     root: Path
     manifest: manifest_io.Manifest
     rows: list[render.RunRow]
+    """Each run's index row, its task cut as a build's rows keep it (`task_text` has it all)."""
     insight_rows: list[render.InsightRow]
-    insights: dict[str, corpus_read.Page[InsightHeader]]
+    insights: InsightPages
     """Every insight page, by id."""
     fingerprints: set[str]
     attempts: Counter[str]
@@ -53,12 +84,17 @@ class FrozenVersion:
     def current(cls, store: Store) -> FrozenVersion:
         """The version the store's pointer names (the caller holds the store's lock)."""
         name = store.current()
-        return cls.load(name, store.version_path(name), seal=store.seal_path(name))
+        seal, rows = store.sidecars(name)
+        return cls.load(name, store.version_path(name), seal=seal, rows=rows)
 
     @classmethod
-    def load(cls, name: str, root: Path, seal: Path | None = None) -> FrozenVersion:
+    def load(
+        cls, name: str, root: Path, seal: Path | None = None, rows: Path | None = None
+    ) -> FrozenVersion:
         """Read a version back; refuse one whose files no longer match its manifest (a file its
-        `seal` vouches for is not hashed again: see `manifest.read_seal`)."""
+        `seal` vouches for is not hashed again: see `manifest.read_seal`). Its rows are read
+        from `rows` when they were kept there for this manifest (`spill.read_version_rows`),
+        else from its pages."""
         check = manifest_io.verify(root, seal)
         if not check.ok:
             problems = check.missing + check.changed + check.extra
@@ -68,56 +104,40 @@ class FrozenVersion:
             )
         manifest = manifest_io.load(root)
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
-        rows: dict[int, render.RunRow] = {}
-        fingerprints: set[str] = set()
-        attempts: Counter[str] = Counter()
-        for page in corpus_read.runs(root):
-            head = page.header
-            step = parse_step(head.step)
-            rows[step] = render.RunRow(
-                step=step,
-                task_id=head.task_id,
-                task_type=head.task_type,
-                outcome=head.outcome,
-                turns=head.turns,
-                task=corpus_read.task_text(page),
-                judged=is_judged(head.metadata),
+        kept = None if rows is None else read_version_rows(rows, _bound(root))
+        if kept is None or [len(kept[0]), len(kept[1])] != [
+            manifest.counts.get("runs"),
+            manifest.counts.get("insights"),
+        ]:
+            kept = _from_pages(root)
+        run_rows, insight_rows = kept
+        if [row.step for row in run_rows] != list(range(1, len(run_rows) + 1)):
+            raise CorpusError(f"{root}: raw steps are not numbered 1..{len(run_rows)}")
+        fingerprints = {
+            fingerprint(
+                row.task_id,
+                row.outcome,
+                manifest.files[layout.raw_turns_rel(row.step)],
+                row.attempt,
             )
-            fingerprints.add(
-                fingerprint(
-                    head.task_id,
-                    head.outcome,
-                    manifest.files[layout.raw_turns_rel(step)],
-                    head.metadata,
-                )
-            )
-            attempts[head.task_id] += 1
-        if sorted(rows) != list(range(1, len(rows) + 1)):
-            raise CorpusError(f"{root}: raw steps are not numbered 1..{len(rows)}")
-        for compiled in corpus_read.compilation_summaries(root):
-            row = rows[parse_step(compiled.header.step)]
-            row.compiled = True
-            row.title = compiled.header.title
-            row.unverified_quotes = compiled.header.unverified_quotes
-            row.insights = [parse_insight(i) for i in compiled.header.insights]
-        insights = {page.header.id: page for page in corpus_read.insights(root)}
-        insight_rows = [
-            render.insight_row(
-                parse_insight(page.header.id), page.header, corpus_read.guideline(page)
-            )
-            for page in insights.values()
-        ]
+            for row in run_rows
+        }
         return cls(
             name=name,
             root=root,
             manifest=manifest,
-            rows=[rows[step] for step in sorted(rows)],
+            rows=run_rows,
             insight_rows=insight_rows,
-            insights=insights,
+            insights=InsightPages(root, [layout.insight(row.number) for row in insight_rows]),
             fingerprints=fingerprints,
-            attempts=attempts,
+            attempts=Counter(row.task_id for row in run_rows),
             keys=check.keys,
         )
+
+    def task_text(self, step: int) -> str:
+        """Run `step`'s whole task, from its page."""
+        rel = self.layout().raw_metadata_rel(step)
+        return corpus_read.task_text(corpus_read.read_page(self.root, rel, RawHeader))
 
     def layout(self, root: Path | None = None) -> Layout:
         """Where this version's files are, at its own root or at `root` (a version or view
@@ -141,3 +161,43 @@ class FrozenVersion:
                 and not rel.startswith(f"{TOOLS_DIR}/")
             ):
                 yield rel, file_hash, key
+
+
+def _bound(root: Path) -> int:
+    """The key of the version's manifest, which its kept rows name."""
+    try:
+        return stat_key(os.lstat(root / MANIFEST))
+    except OSError:
+        return 0
+
+
+def _from_pages(root: Path) -> tuple[list[render.RunRow], list[render.InsightRow]]:
+    """A version's rows, read from every page's header (a version kept without its rows)."""
+    rows: list[render.RunRow] = []
+    for page in corpus_read.runs(root):
+        head = page.header
+        rows.append(
+            render.RunRow(
+                step=parse_step(head.step),
+                task_id=head.task_id,
+                task_type=head.task_type,
+                outcome=head.outcome,
+                turns=head.turns,
+                task=render.task_preview(corpus_read.task_text(page)),
+                judged=is_judged(head.metadata),
+                attempt=given_attempt(head.metadata),
+            )
+        )
+    rows.sort(key=lambda row: row.step)
+    by_step = {row.step: row for row in rows}
+    for compiled in corpus_read.compilation_summaries(root):
+        row = by_step[parse_step(compiled.header.step)]
+        row.compiled = True
+        row.title = compiled.header.title
+        row.unverified_quotes = compiled.header.unverified_quotes
+        row.insights = [parse_insight(i) for i in compiled.header.insights]
+    insight_rows = [
+        render.insight_row(parse_insight(page.header.id), page.header, corpus_read.guideline(page))
+        for page in corpus_read.insights(root)
+    ]
+    return rows, insight_rows

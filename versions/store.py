@@ -21,6 +21,7 @@ from wikitrace.corpus_schema.history import (
     HISTORY,
     MONITOR_STATE,
     PROBES_DIR,
+    ROWS_SUFFIX,
     RUNS,
     SEAL_SUFFIX,
     STORE_SUFFIX,
@@ -56,6 +57,14 @@ class Store:
     def seal_path(self, name: str) -> Path:
         """Which files of version `name` are known unchanged (`manifest.read_seal`)."""
         return self.dir / f".{name}{SEAL_SUFFIX}"
+
+    def rows_path(self, name: str) -> Path:
+        """Version `name`'s index rows (`spill.read_version_rows`)."""
+        return self.dir / f".{name}{ROWS_SUFFIX}"
+
+    def sidecars(self, name: str) -> tuple[Path, Path]:
+        """What the store keeps beside version `name`: its seal and its rows."""
+        return self.seal_path(name), self.rows_path(name)
 
     @property
     def history_path(self) -> Path:
@@ -193,7 +202,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 _STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, MONITOR_STATE, PROBES_DIR})
-_HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.(?:partial|seal)|removing-.+|.+\.tmp-\d+)$")
+_HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.(?:partial|seal|rows)|removing-.+|.+\.tmp-\d+)$")
 
 
 def foreign_entries(store: Store) -> list[str]:
@@ -284,7 +293,8 @@ def abandon_build(store: Store, staging: Path, name: str) -> None:
     it was moved in but never made current, and so does a store that the build itself
     started (nothing was ever current in it)."""
     remove_tree(staging)
-    store.seal_path(name).unlink(missing_ok=True)
+    for sidecar in store.sidecars(name):
+        sidecar.unlink(missing_ok=True)
     if not store.dir.is_dir():
         return
     if not committed(store):
@@ -325,11 +335,15 @@ def publish_build(store: Store, staging: Path, name: str) -> None:
     _clear(store, keep=name)
 
 
+def _names(paths: tuple[Path, ...]) -> tuple[str, ...]:
+    return tuple(path.name for path in paths)
+
+
 def _clear(store: Store, keep: str | None = None) -> None:
     """Remove every version but `keep` and the store's records (history stays when kept)."""
     for path in list(store.dir.iterdir()):
         name = path.name
-        if keep is not None and name in (keep, HISTORY, f".{keep}{SEAL_SUFFIX}"):
+        if keep is not None and (name in (keep, HISTORY) or name in _names(store.sidecars(keep))):
             continue
         if name.startswith(".removing-"):  # left by a kill: a version, or a file
             if path.is_dir() and not path.is_symlink():
