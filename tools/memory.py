@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Literal, overload
 
 import orjson
 
@@ -241,8 +241,14 @@ def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     insights are withheld: rejected, retired, or no longer holding)."""
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     shown, withheld = _shown_insights(root, None)
-    runs = list(_runs(root, _Entries(shown), None))
-    return runs, [entry for entry, *_ in shown], withheld
+    held = _Waiting()
+    for item in shown:
+        held.append(*item)
+    runs = list(_runs(root, held, None))
+    entries = []
+    for index, (entry, *_) in enumerate(shown):
+        entries.append(replace(entry, **held.learnt(index)))
+    return runs, entries, withheld
 
 
 @dataclass
@@ -323,55 +329,25 @@ def catalog_of(
             yield orjson.dumps(["insight", leader, *(written[n] for n in _INSIGHT_FIELDS)]) + b"\n"
 
 
-class _Shown(Protocol):
-    """The insights a catalog's runs tell something: their source's task id, a divergence's
-    task, whether a model lesson's claims are backed."""
-
-    def by_step(self) -> dict[str, list[int]]:
-        """The step of each run -> the insights drawn from it that need to learn it."""
-        ...
-
-    def divergence(self, index: int) -> bool: ...
-
-    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None: ...
-
-
-class _Entries:
-    """Insights read whole, each learning what its run says (`_Shown`)."""
-
-    def __init__(self, shown: list[ShownEntry]) -> None:
-        self.shown = shown
-
-    def by_step(self) -> dict[str, list[int]]:
-        drawn: dict[str, list[int]] = {}
-        for index, (entry, _, _, needs) in enumerate(self.shown):
-            if needs:
-                drawn.setdefault(entry.source_step, []).append(index)
-        return drawn
-
-    def divergence(self, index: int) -> bool:
-        return self.shown[index][2]
-
-    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None:
-        entry, claims, divergence, _ = self.shown[index]
-        entry.source_task_id = run.task_id
-        if divergence:  # shown for its own task alone
-            entry.only_task = run.task
-        elif entry.pattern is None:
-            entry.verified = _backed(compiled, claims)
-
-
 _NO_NAME = -1
 
 
 class _Waiting:
-    """What writing a catalog keeps of the insights whose lines wait on disk, a column each:
-    what grouping reads but the texts (read from the lines: see _Lessons), and what each one's
-    run tells it (`_Shown`). Each value a number (its names, such as task types, steps and task
-    ids, listed once): 9.4 MB traced for 97,259 insights of 30,000 runs, names included, where
-    an object each took 36.5 MB. A divergence keeps its task's text."""
+    """What reading a catalog's insights keeps of them while their runs are read, a column
+    each: what grouping reads but the texts (read from the lines: see _Lessons), and what each
+    one's run tells it (its source's task id, a divergence's task, whether a model lesson's
+    claims are backed: `learn`, `learnt`). Each value a number (its names, such as task types,
+    steps and task ids, listed once): 9.4 MB traced for 97,259 insights of 30,000 runs, names
+    included, where an object each took 36.5 MB. A divergence keeps its task's text."""
 
-    _NAMED = ("task_type", "source_outcome", "pattern", "goes_with", "source_step", "task_id")
+    _NAMED = (
+        "task_type",
+        "source_outcome",
+        "pattern",
+        "goes_with",
+        "source_step",
+        "source_task_id",
+    )
 
     def __init__(self) -> None:
         self._number: dict[str, int] = {}
@@ -388,9 +364,7 @@ class _Waiting:
 
     def append(self, entry: InsightEntry, claims: list[int], divergence: bool, needs: bool) -> None:
         for name in self._NAMED:
-            self._columns[name].append(
-                self._name(getattr(entry, "source_task_id" if name == "task_id" else name))
-            )
+            self._columns[name].append(self._name(getattr(entry, name)))
         self._claims.extend(claims)
         self._claim_ends.append(len(self._claims))
         self._flags.append(
@@ -428,7 +402,7 @@ class _Waiting:
         return bool(self._flags[index] & self._DIVERGENCE)
 
     def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None:
-        self._columns["task_id"][index] = self._name(run.task_id)
+        self._columns["source_task_id"][index] = self._name(run.task_id)
         if self.divergence(index):  # shown for its own task alone
             self._only[index] = run.task
         elif self.value("pattern", index) is None:
@@ -442,7 +416,7 @@ class _Waiting:
     def learnt(self, index: int) -> dict[str, Any]:
         """What its run told the insight at `index`, as its line's fields."""
         return {
-            "source_task_id": self.value("task_id", index),
+            "source_task_id": self.value("source_task_id", index),
             "only_task": self._only.get(index),
             "verified": bool(self._flags[index] & self._VERIFIED),
         }
@@ -570,7 +544,7 @@ def _by_step(rel: str) -> tuple[int, int]:
     return int(digits), -len(digits)
 
 
-def _runs(root: Path, shown: _Shown, taken: _Parent | None) -> Iterator[PastRun]:
+def _runs(root: Path, shown: _Waiting, taken: _Parent | None) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
     backed). `root` is resolved."""
