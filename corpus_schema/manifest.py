@@ -180,18 +180,26 @@ hash began: a write in the same tick of the file clock as the change it had coul
 leave its key as it was."""
 
 
+def manifest_key(root: Path) -> int:
+    """The `stat_key` of the manifest at `root` (0 when it cannot be read): what the seal and
+    the rows kept beside a version name, so that they serve this manifest only."""
+    try:
+        return stat_key(os.lstat(root / MANIFEST))
+    except OSError:
+        return 0
+
+
 def read_seal(seal: Path, root: Path, count: int) -> array[int] | None:
     """The keys `seal` vouches for, one per file of the manifest at `root` in its order; None
     when there is no seal, or it was made for another manifest."""
     try:
         data = seal.read_bytes()
-        manifest_key = stat_key(os.lstat(root / MANIFEST))
     except OSError:
         return None
     if len(data) != 8 * count + _SEAL_END.size:
         return None
     sealed_manifest, sealed_count, magic = _SEAL_END.unpack_from(data, 8 * count)
-    if (magic, sealed_manifest, sealed_count) != (_SEAL_MAGIC, manifest_key, count):
+    if (magic, sealed_manifest, sealed_count) != (_SEAL_MAGIC, manifest_key(root), count):
         return None
     keys = array("q")
     keys.frombytes(data[: 8 * count])
@@ -201,8 +209,8 @@ def read_seal(seal: Path, root: Path, count: int) -> array[int] | None:
 def write_seal(seal: Path, root: Path, keys: Iterable[int]) -> None:
     """Seal the version at `root` (its manifest written): `keys` in the manifest's order."""
     listed = array("q", keys)
-    manifest_key = stat_key(os.lstat(root / MANIFEST))
-    atomic_write(seal, (listed.tobytes(), _SEAL_END.pack(manifest_key, len(listed), _SEAL_MAGIC)))
+    bound = manifest_key(root)
+    atomic_write(seal, (listed.tobytes(), _SEAL_END.pack(bound, len(listed), _SEAL_MAGIC)))
 
 
 @dataclass

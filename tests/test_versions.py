@@ -17,7 +17,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import manifest as manifest_module
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.manifest import load, read_seal
+from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
 from wikitrace.corpus_schema.read import read_page
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.spill import read_version_rows
@@ -441,7 +441,7 @@ def test_rows_kept_for_another_manifest_or_damaged_are_not_used(
     add_runs(options([write_runs(tmp_path / "a.jsonl", [make_run("t8")])], corpus))
     store = Store(corpus)
     v1, v2 = store.rows_path("v0001"), store.rows_path("v0002")
-    bound = frozen_module._bound(store.version_path("v0002"))
+    bound = manifest_key(store.version_path("v0002"))
     assert read_version_rows(v2, bound) is not None
     assert read_version_rows(v1, bound) is None  # v0001's rows name v0001's manifest
     shutil.copyfile(v1, v2)

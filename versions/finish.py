@@ -4,7 +4,6 @@ indexes, manifest), then freezing it."""
 from __future__ import annotations
 
 import contextlib
-import os
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,13 +20,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
-from wikitrace.corpus_schema.store import (
-    CorpusWriter,
-    atomic_write,
-    freeze,
-    remove_tree,
-    stat_key,
-)
+from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
 from wikitrace.tools import consolidate, drilldown, memory
 
 from .frozen import FrozenVersion
@@ -186,5 +179,4 @@ def finish_version(
     if store is not None:
         seal, kept_rows = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
-        bound = stat_key(os.lstat(writer.root / MANIFEST))
-        write_version_rows(kept_rows, bound, rows, insight_rows)
+        write_version_rows(kept_rows, manifest_io.manifest_key(writer.root), rows, insight_rows)

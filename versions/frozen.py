@@ -3,7 +3,6 @@ keeps of it, and the identity of its runs."""
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -16,7 +15,6 @@ from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
     INSIGHT_DIR,
-    MANIFEST,
     TOOLS_DIR,
     parse_insight,
     parse_step,
@@ -24,7 +22,6 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged
 from wikitrace.corpus_schema.spill import read_version_rows
-from wikitrace.corpus_schema.store import stat_key
 
 from .store import Store
 
@@ -104,7 +101,7 @@ class FrozenVersion:
             )
         manifest = manifest_io.load(root)
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
-        kept = None if rows is None else read_version_rows(rows, _bound(root))
+        kept = None if rows is None else read_version_rows(rows, manifest_io.manifest_key(root))
         if kept is None or [len(kept[0]), len(kept[1])] != [
             manifest.counts.get("runs"),
             manifest.counts.get("insights"),
@@ -161,14 +158,6 @@ class FrozenVersion:
                 and not rel.startswith(f"{TOOLS_DIR}/")
             ):
                 yield rel, file_hash, key
-
-
-def _bound(root: Path) -> int:
-    """The key of the version's manifest, which its kept rows name."""
-    try:
-        return stat_key(os.lstat(root / MANIFEST))
-    except OSError:
-        return 0
 
 
 def _from_pages(root: Path) -> tuple[list[render.RunRow], list[render.InsightRow]]:

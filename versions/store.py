@@ -335,29 +335,29 @@ def publish_build(store: Store, staging: Path, name: str) -> None:
     _clear(store, keep=name)
 
 
-def _names(paths: tuple[Path, ...]) -> tuple[str, ...]:
-    return tuple(path.name for path in paths)
-
-
 def _clear(store: Store, keep: str | None = None) -> None:
-    """Remove every version but `keep` and the store's records (history stays when kept)."""
+    """Remove every version but `keep` and the store's records (history, and what the store
+    keeps beside `keep`, stay when kept)."""
+    kept = set() if keep is None else {keep, HISTORY, *(p.name for p in store.sidecars(keep))}
     for path in list(store.dir.iterdir()):
         name = path.name
-        if keep is not None and (name in (keep, HISTORY) or name in _names(store.sidecars(keep))):
+        if name in kept:
             continue
         if name.startswith(".removing-"):  # left by a kill: a version, or a file
-            if path.is_dir() and not path.is_symlink():
-                remove_tree(path)
-            else:
-                path.unlink()
+            _remove(path)
             continue
         if name in _STORE_FILES or VERSION_RE.match(name) or _HIDDEN_RE.match(name):
             aside = store.dir / f".removing-{name}"
             os.replace(path, aside)
-            if aside.is_dir():
-                remove_tree(aside)
-            else:
-                aside.unlink()
+            _remove(aside)
+
+
+def _remove(path: Path) -> None:
+    """A version (or other folder) of the store, or one of its files."""
+    if path.is_dir() and not path.is_symlink():
+        remove_tree(path)
+    else:
+        path.unlink()
 
 
 def open_store(pointer: Path) -> Store:
