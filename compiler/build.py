@@ -403,6 +403,7 @@ def _make_version(
                     writer,
                     layout,
                     raw.rows,
+                    raw.tasks,
                     producer.results,
                     report,
                     version,

@@ -4,7 +4,7 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, id_width, render
@@ -13,11 +13,12 @@ from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
+from wikitrace.tools.memory import PastRun, WrittenRun
 from wikitrace.versions import FrozenVersion, Store, finish_version
 
 from .compile import CompileStats, Templates
 from .mine import MinedPage, Miner, mine_version, patterns_file
-from .produce import Compiled
+from .produce import Compiled, Summary
 from .redact import Redactor
 from .report import BuildReport
 
@@ -26,6 +27,7 @@ def write_layers(
     writer: CorpusWriter,
     layout: Layout,
     rows: Sequence[render.RunRow],
+    tasks: Iterable[str],
     compiled: Compiled,
     report: BuildReport,
     version: VersionInfo,
@@ -39,7 +41,7 @@ def write_layers(
     store: Store | None = None,
 ) -> None:
     """Everything of the version but its raw layer (written as the runs were read). `rows`
-    are the new runs' rows, in step order."""
+    are the new runs' rows, in step order, and `tasks` their tasks as their pages hold them."""
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
     with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
         insight_rows = compiled.insight_rows  # the parent's, then the model's, numbered
@@ -115,8 +117,36 @@ def write_layers(
             version=version,
             parent=base,
             store=store,
+            written=_written(layout, rows, tasks, compiled.in_order()),
         )
         compiled.close()
+
+
+def _written(
+    layout: Layout,
+    rows: Iterable[render.RunRow],
+    tasks: Iterable[str],
+    summaries: Iterator[Summary],
+) -> Iterator[WrittenRun]:
+    """The new runs as their pages say, in step order, for the catalog (memory.catalog_of):
+    from their rows and tasks and their compilations' summaries (one for each compiled run,
+    in the same order)."""
+    summary = next(summaries, None)
+    for row, task in zip(rows, tasks, strict=True):
+        compiled = summary if summary is not None and summary.step == row.step else None
+        if compiled is not None:
+            summary = next(summaries, None)
+        run = PastRun(
+            step=layout.step(row.step),
+            task_id=row.task_id,
+            task_type=row.task_type,
+            outcome=row.outcome,
+            task=task,
+            title=compiled.title if compiled else None,
+            judged=row.judged,
+            explanation=compiled.explanation if compiled else "",
+        )
+        yield WrittenRun(run, compiled.backing if compiled else None)
 
 
 def _mine(

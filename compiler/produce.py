@@ -15,6 +15,7 @@ from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, re
 from wikitrace.corpus_schema.records import Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
+from wikitrace.tools.memory import explanation
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -41,6 +42,10 @@ class Summary:
     task_type: str | None
     spilled: tuple[int, int] | None
     """(offset, length) of the compilation in the spill file, when it has insights."""
+    explanation: str
+    """Its title and claims, as search reads them (memory.explanation)."""
+    backing: list[bool]
+    """Whether a verified quote backs each claim (read.claim_backing)."""
 
 
 @dataclass(slots=True)
@@ -145,6 +150,8 @@ class Compiled:
             record.task_id,
             record.task_type,
             spilled,
+            explanation(result.title, (claim.statement for claim in result.claims)),
+            read.claim_backing(result.claims),
         )
         kept = result if step == self._next and spilled else None
         self._finished[step] = _Finished(summary, record.outcome, is_judged(record.metadata), kept)
@@ -187,15 +194,7 @@ class Compiled:
                     self._unwritten.append(summary)
                 else:
                     self._write_pages(summary, self._width, result)
-            line = [
-                summary.step,
-                summary.title,
-                summary.unverified_quotes,
-                summary.insights,
-                summary.task_id,
-                summary.task_type,
-                summary.spilled,
-            ]
+            line = [getattr(summary, name) for name in Summary.__slots__]
             self._summaries.write(orjson.dumps(line) + b"\n")
         if self._width is None and self._done >= min(DECIDE_AFTER, self._total) > 0:
             self._width = guess_width(self.number - self.first_number + 1, self._done, self._total)
@@ -251,16 +250,10 @@ class Compiled:
         self._summaries.flush()
         self._summaries.seek(0)
         for line in self._summaries:
-            step, title, unverified, numbers, task_id, task_type, spilled = orjson.loads(line)
-            yield Summary(
-                step,
-                title,
-                unverified,
-                numbers,
-                task_id,
-                task_type,
-                tuple(spilled) if spilled else None,
-            )
+            summary = Summary(*orjson.loads(line))
+            if summary.spilled is not None:
+                summary.spilled = (summary.spilled[0], summary.spilled[1])  # a list in JSON
+            yield summary
 
     def read(self, spilled: tuple[int, int]) -> Compilation:
         """A compilation that waits in the spill file, at (offset, length)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError, Layout, RunRecord, render
 from wikitrace.corpus_schema.records import RawHeader, is_judged
-from wikitrace.corpus_schema.spill import RunRows
+from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.tools import drilldown
 from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
@@ -61,11 +61,14 @@ class RawLayer:
         self.base = base
         self.rows = RunRows(writer.root.parent)
         """The new runs' rows, on disk: close() removes them."""
+        self.tasks = JsonLines(writer.root.parent, "tasks")
+        """The new runs' tasks as their pages hold them, whole (a row's is cut), on disk."""
         self.redactor = Redactor(options.redact_patterns) if options.redact else None
         self.attempts: Counter[str] = Counter(base.attempts) if base else Counter()
 
     def close(self) -> None:
         self.rows.close()
+        self.tasks.close()
 
     def runs(self) -> Iterator[tuple[int, RunRecord]]:
         """Pass two: each valid run, numbered, after its raw layer is written."""
@@ -158,6 +161,7 @@ class RawLayer:
                 attempt=given_attempt(record.metadata),
             )
         )
+        self.tasks.append(render.page_task(record.task))
         self.report.runs += 1
         tally(self.report.formats, item.format, "runs")
         tally(self.report.formats, item.format, "successes" if record.success else "failures")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -242,7 +242,18 @@ _GUIDELINE = "**Guideline.** "
 _APPLIES = "\n\n**Applies when.** "
 
 
-def backed(claims: list[Claim], numbers: list[int]) -> bool:
+def backed(claims: Sequence[Claim], numbers: list[int]) -> bool:
     """Whether a verified quote backs the claims an insight rests on (all, if it names none)."""
-    chosen = [claims[n - 1] for n in numbers if 1 <= n <= len(claims)]
-    return any(e.verified for claim in chosen or claims for e in claim.evidence)
+    return backed_by(claim_backing(claims), numbers)
+
+
+def claim_backing(claims: Sequence[Claim]) -> list[bool]:
+    """For each claim of a compilation, whether a verified quote backs it: all `backed`
+    needs of the compilation."""
+    return [any(evidence.verified for evidence in claim.evidence) for claim in claims]
+
+
+def backed_by(backing: Sequence[bool], numbers: list[int]) -> bool:
+    """`backed`, from the compilation's `claim_backing`."""
+    chosen = [backing[n - 1] for n in numbers if 1 <= n <= len(backing)]
+    return any(chosen or backing)

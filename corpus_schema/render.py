@@ -218,6 +218,12 @@ def outcome_text(outcome: str, judged: bool) -> str:
     return f"{outcome} (judged by a model)" if judged else outcome
 
 
+def page_task(task: str) -> str:
+    """A run's task as its raw page holds it (and read.task_text gives it back): its line
+    ends as a text file is read (universal newlines), without the trailing blanks."""
+    return task.replace("\r\n", "\n").replace("\r", "\n").rstrip()
+
+
 def raw_metadata(header: RawHeader, task: str) -> str:
     judged = is_judged(header.metadata)
     judge = header.metadata.get("judge") if judged else None
@@ -232,7 +238,7 @@ def raw_metadata(header: RawHeader, task: str) -> str:
         f"# {header.step}: task {inline(header.task_id)} "
         f"({outcome_text(header.outcome, judged)})\n\n"
         f"{verdict}"
-        f"## Task\n\n{verbatim(task.rstrip())}\n\n"
+        f"## Task\n\n{verbatim(page_task(task))}\n\n"
         f"## Turns\n\n{header.turns} turns in `{header.turns_file}`, one JSON object per line "
         f"as logged: line N is turn N.\n"
     )

@@ -369,3 +369,70 @@ def test_boilerplate_counted_by_hashes_is_the_boilerplate_counted_by_text(texts:
     from wikitrace.tools.memory import without_boilerplate
 
     assert list(without_boilerplate(lambda: iter(texts))) == _boilerplate_as_it_was(texts)
+
+
+def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Path) -> None:
+    """A build and an add take their new runs' catalog lines from what they wrote, reading
+    none of those pages back; the lines are what the pages say, for tasks and ids that a
+    page's header and body must carry as they are, for a run whose compilation failed, for
+    judged runs, and for a model's lesson whose quotes were not found."""
+    from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+    from wikitrace.corpus_schema import read
+
+    from helpers import FakeLLM, good_answer, make_run, write_runs
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        if "lamp" in prompt:
+            return "not an answer"  # never valid: the run is not compiled
+        return good_answer(prompt, insights=2, wrong_quote="kettle" in prompt)
+
+    tasks = [
+        "  indented first line\n\ttab, trailing spaces   \n\n",
+        "```text\na fence inside\n```\n````",
+        "line\r\nwith CRLF\rand CR",
+        "unicode: é 中文 🙂 \u2028 separator",
+        "--- not a header ---\n## Turns\n## Task\n",
+        "x",
+    ]
+    ids = ["yes", "1e3", "null", "007", "a: b", "#hash"]
+    runs = []
+    for number, (task, task_id) in enumerate(zip(tasks, ids, strict=True)):
+        item = make_run(task_id, success=number % 2 == 0)
+        item["task"] = task
+        runs.append(item)
+    runs[1]["metadata"] = {"outcome_source": "judged"}
+    runs.append(make_run("lamp"))
+    runs.append(make_run("kettle", success=True))
+    first = write_runs(tmp_path / "a.jsonl", runs[:5])
+    more = write_runs(tmp_path / "b.jsonl", runs[5:])
+    llm = FakeLLM(answer=answer)
+    corpus = tmp_path / "corpus"
+    seen: list[str] = []
+    real = read.read_page
+
+    def spy(root_: Path, rel: str, model: type, **options: bool) -> object:
+        seen.append(rel)
+        return real(root_, rel, model, **options)
+
+    read.read_page = spy  # type: ignore[assignment]
+    try:
+        options = BuildOptions(inputs=[first], output=corpus, model=llm.model, use_cache=False)
+        build_corpus(options, llm=llm)
+        v1 = corpus.resolve()
+        add_runs(
+            BuildOptions(inputs=[more], output=corpus, model=llm.model, use_cache=False), llm=llm
+        )
+    finally:
+        read.read_page = real  # type: ignore[assignment]
+    assert not [rel for rel in seen if rel.startswith(("raw/", "compilation/"))], seen
+    for root in (v1, corpus.resolve()):
+        runs_read, insights, *_ = read_catalog(root)
+        pages = _from_pages(root)
+        assert runs_read == pages.runs and insights == pages.insights
+    shown = [t.replace("\r\n", "\n").replace("\r", "\n").rstrip() for t in tasks]
+    assert [r.task for r in pages.runs][:6] == shown
+    assert [r.task_id for r in pages.runs][:6] == ids
+    assert [r.judged for r in pages.runs][:2] == [False, True]
+    assert [r.title is None for r in pages.runs] == [False] * 6 + [True, False]
+    assert [i.verified for i in pages.insights].count(False) == 2  # the kettle's two lessons

@@ -150,8 +150,20 @@ class FirstMessage:
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
-def _backed(compilation: CompilationHeader | None, claims: list[int]) -> bool:
-    return compilation is not None and read.backed(compilation.claims, claims)
+@dataclass(slots=True)
+class WrittenRun:
+    """A run whose pages the version being made has just written, as its catalog line would
+    read them: taken as it is (see catalog_of), so a build does not read back what it wrote."""
+
+    run: PastRun
+    backing: list[bool] | None
+    """Its compilation's read.claim_backing (what an insight drawn from it needs to know
+    whether its claims are backed); None when it has no compilation."""
+
+
+def explanation(title: str, statements: Iterable[str]) -> str:
+    """What search reads of a run's compilation (PastRun.explanation): its title and claims."""
+    return "\n".join([title, *statements])
 
 
 TASK_PREVIEW = 300
@@ -205,12 +217,6 @@ def _mined_line(finding: MinedFinding) -> str:
         f"counted over {runs} runs{judged}; Fisher's exact test, q = {finding.q_value:.2g} "
         f"after correction for {finding.patterns_tried} patterns tried"
     )
-
-
-def _explanation(header: CompilationHeader | None) -> str:
-    if header is None:
-        return ""
-    return "\n".join([header.title, *(claim.statement for claim in header.claims)])
 
 
 def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
@@ -291,12 +297,14 @@ def catalog_of(
     parent: Path | None = None,
     parent_files: dict[str, str] | None = None,
     hashes: dict[str, str] | None = None,
+    written: Iterable[WrittenRun] = (),
 ) -> Iterator[bytes]:
     """The catalog of the version at `root`, a line at a time (see read_catalog): read from
     its pages, except that what a `parent` version's catalog says of a page this version keeps
     unchanged (its hash in `hashes` is the one `parent_files`, the parent's manifest, lists)
-    is taken as it is, so a version made by
-    adding runs reads only the pages it adds. Memory grows with the insights only."""
+    is taken as it is, and so are the runs `written` (in step order) by the build making the
+    version: a version made by adding runs reads none of its runs' pages. Memory grows with
+    the insights only."""
     taken = _Parent.of(parent, parent_files, hashes)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
@@ -320,13 +328,13 @@ def catalog_of(
             }
         )
         yield b"\n"
-        for run in _runs(root, held, taken):
+        for run in _runs(root, held, taken, written):
             yield orjson.dumps(["run", *(getattr(run, name) for name in _RUN_FIELDS)]) + b"\n"
         leaders = consolidate.of_lessons(_Lessons(held, lines))
-        for index, (written, leader) in enumerate(zip(lines, leaders, strict=True)):
+        for index, (line, leader) in enumerate(zip(lines, leaders, strict=True)):
             # What the runs said of it (its source's task; whether its claims are backed).
-            written.update(held.learnt(index))
-            yield orjson.dumps(["insight", leader, *(written[n] for n in _INSIGHT_FIELDS)]) + b"\n"
+            line.update(held.learnt(index))
+            yield orjson.dumps(["insight", leader, *(line[n] for n in _INSIGHT_FIELDS)]) + b"\n"
 
 
 _NO_NAME = -1
@@ -401,14 +409,16 @@ class _Waiting:
     def divergence(self, index: int) -> bool:
         return bool(self._flags[index] & self._DIVERGENCE)
 
-    def learn(self, index: int, run: PastRun, compiled: CompilationHeader | None) -> None:
+    def learn(self, index: int, run: PastRun, backing: list[bool] | None) -> None:
+        """What the insight at `index` learns from its source run, whose compilation's
+        claims are backed as `backing` says (None: it has no compilation)."""
         self._columns["source_task_id"][index] = self._name(run.task_id)
         if self.divergence(index):  # shown for its own task alone
             self._only[index] = run.task
         elif self.value("pattern", index) is None:
             start = self._claim_ends[index - 1] if index else 0
             claims = list(self._claims[start : self._claim_ends[index]])
-            if _backed(compiled, claims):
+            if backing is not None and read.backed_by(backing, claims):
                 self._flags[index] |= self._VERIFIED
             else:
                 self._flags[index] &= ~self._VERIFIED
@@ -544,14 +554,21 @@ def _by_step(rel: str) -> tuple[int, int]:
     return int(digits), -len(digits)
 
 
-def _runs(root: Path, shown: _Waiting, taken: _Parent | None) -> Iterator[PastRun]:
+def _runs(
+    root: Path,
+    shown: _Waiting,
+    taken: _Parent | None,
+    written: Iterable[WrittenRun] = (),
+) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, in step order; each insight drawn
     from it that needs to learns its task (and, for a model's lesson, whether its claims are
-    backed). `root` is resolved."""
+    backed). `root` is resolved. The runs `written` (in step order) are taken as they are."""
     drawn = shown.by_step()
     # Both layers list their pages by step: a run has a compilation when the next one is its.
     compilations = read.numbered(root, COMPILATION_DIR)
     next_compiled = next(compilations, None)
+    fresh = iter(written)
+    next_fresh = next(fresh, None)
     for rel in read.numbered(root, RAW_DIR):
         step = rel.split("/")[1]
         compiled_rel = f"{COMPILATION_DIR}/{step}.md"
@@ -565,32 +582,40 @@ def _runs(root: Path, shown: _Waiting, taken: _Parent | None) -> Iterator[PastRu
             and taken.kept(rel)
             and (taken.kept(compiled_rel) if has_compilation else compiled_rel not in taken.hashes)
         )
-        compiled: CompilationHeader | None = None
-        if kept and taken is not None:
+        backing: list[bool] | None = None
+        if next_fresh is not None and next_fresh.run.step == step:
+            if (next_fresh.backing is not None) != has_compilation:
+                raise CorpusError(f"internal error: {step}'s compilation is not as written")
+            run, backing = next_fresh.run, next_fresh.backing
+            next_fresh = next(fresh, None)
+        elif kept and taken is not None:
             run = taken.runs[step]
             if has_compilation and not all(map(shown.divergence, needs)):
-                compiled = read.read_page(
-                    root, compiled_rel, CompilationHeader, resolved=True
-                ).header
+                compiled = read.read_page(root, compiled_rel, CompilationHeader, resolved=True)
+                backing = read.claim_backing(compiled.header.claims)
         else:
             page = read.read_page(root, rel, RawHeader, resolved=True)
+            header = None
             if has_compilation:
-                compiled = read.read_page(
-                    root, compiled_rel, CompilationHeader, resolved=True
-                ).header
+                header = read.read_page(root, compiled_rel, CompilationHeader, resolved=True).header
+                backing = read.claim_backing(header.claims)
             run = PastRun(
                 step=step,
                 task_id=page.header.task_id,
                 task_type=page.header.task_type,
                 outcome=page.header.outcome,
                 task=read.task_text(page),
-                title=compiled.title if compiled is not None else None,
+                title=header.title if header is not None else None,
                 judged=is_judged(page.header.metadata),
-                explanation=_explanation(compiled),
+                explanation=""
+                if header is None
+                else explanation(header.title, (claim.statement for claim in header.claims)),
             )
         for index in needs:
-            shown.learn(index, run, compiled)
+            shown.learn(index, run, backing)
         yield run
+    if next_fresh is not None:
+        raise CorpusError(f"internal error: {next_fresh.run.step} written, but not in {RAW_DIR}")
 
 
 def _damaged(path: Path, error: Exception) -> CorpusError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -41,9 +41,16 @@ def staging(path: Path) -> Iterator[Path]:
         raise
 
 
-def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion | None) -> None:
+def write_catalog(
+    writer: CorpusWriter,
+    *,
+    offline: bool,
+    parent: FrozenVersion | None,
+    written: Iterable[memory.WrittenRun] = (),
+) -> None:
     """The version's catalog, from its pages as written (what the `parent` version's catalog
-    says of the pages it keeps unchanged is taken from there), and the rankers saved with it."""
+    says of the pages it keeps unchanged is taken from there, and the runs `written` as they
+    were written), and the rankers saved with it."""
     writer.write(
         CATALOG,
         memory.catalog_of(
@@ -52,6 +59,7 @@ def write_catalog(writer: CorpusWriter, *, offline: bool, parent: FrozenVersion 
             parent=parent.root if parent else None,
             parent_files=parent.manifest.files if parent else None,
             hashes=writer.hashes() if parent else None,
+            written=written,
         ),
     )
     # Made from the catalog just written: test time loads the rankers instead of building them.
@@ -106,9 +114,11 @@ def finish_version(
     version: VersionInfo,
     parent: FrozenVersion | None = None,
     store: Store | None = None,
+    written: Iterable[memory.WrittenRun] = (),
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
-    taken from the `parent` version's, for the pages it keeps) and the manifest (last); then,
+    taken from the `parent` version's, for the pages it keeps, and the runs just `written`)
+    and the manifest (last); then,
     for a version of a `store`, what the store keeps beside it: its seal
     (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
@@ -129,7 +139,7 @@ def finish_version(
         for rel, text in pages:
             writer.write(rel, text)
     # Last of the pages: what test-time readers load instead of every page's header.
-    write_catalog(writer, offline=compiled_by == "offline", parent=parent)
+    write_catalog(writer, offline=compiled_by == "offline", parent=parent, written=written)
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
