@@ -14,11 +14,23 @@ MAX_ERROR_TURNS = 25
 FINAL_ACTIONS = 3
 QUOTE_LIMIT = 240
 
-_ERROR_SIGNAL = re.compile(
-    r"(?i)\b(error|exception|traceback|failed|failure|not found|invalid|denied|forbidden|"
+_ERROR_WORDS = (
+    r"\b(error|exception|traceback|failed|failure|not found|invalid|denied|forbidden|"
     r"cannot|can't|unable to|no such file|command not found|timed out|timeout|"
     r"nothing happens)\b|<returncode>\s*[1-9]"
 )
+_ERROR_SIGNAL = re.compile("(?i)" + _ERROR_WORDS)
+_ERROR_SIGNAL_LOWER = re.compile(_ERROR_WORDS)
+
+
+def error_signal(text: str) -> re.Match[str] | None:
+    """The first word of `text` that says something went wrong (_ERROR_SIGNAL, case
+    ignored). ASCII text is searched in lower case, at the same positions: about twice as
+    fast as ignoring case (every observation of every run is searched, by the offline
+    compiler and by mining)."""
+    if text.isascii():
+        return _ERROR_SIGNAL_LOWER.search(text.lower())
+    return _ERROR_SIGNAL.search(text)
 _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation", "env"}
 _ACTING_ROLES = {"assistant", "agent", "ai", "model"}
 
@@ -49,7 +61,7 @@ def _error_quote(turn: Turn) -> str | None:
             if lines:
                 return lines[0][:QUOTE_LIMIT]
     for text in _observations(turn):
-        match = _ERROR_SIGNAL.search(text)
+        match = error_signal(text)
         if match:
             return _excerpt(text, match.start(), match.end())
     return None

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import frontmatter
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import CorpusError, InputError, verify
@@ -297,3 +299,45 @@ def test_an_index_past_a_page_is_in_parts_that_link_every_row(
     add_runs(BuildOptions(inputs=[more], output=corpus))
     assert "step-0011" in (corpus / "raw" / "_index" / "0003.md").read_text()
     assert verify(corpus).ok and not broken_links(corpus.resolve())
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "ERROR",
+                "Error",
+                "error",
+                "errors",
+                "Traceback",
+                "can't",
+                "CAN'T",
+                "Unable To",
+                "no such FILE",
+                "timed  out",
+                "<returncode> 2",
+                "<RETURNCODE>0",
+                "_error",
+                "x",
+                " ",
+                "\n",
+                "é",
+                "İ",
+                "\u017f",
+                "\u212a",
+                "failed.",
+                "nothing happens",
+                "42",
+            ]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+@settings(max_examples=400, deadline=None)
+def test_the_error_signal_is_found_where_ignoring_case_finds_it(text: str) -> None:
+    """Searched in lower case for speed, it finds what the case-blind pattern finds, at the
+    same place, non-ASCII text included."""
+    from wikitrace.compiler.offline import _ERROR_SIGNAL, error_signal
+
+    fast, slow = error_signal(text), _ERROR_SIGNAL.search(text)
+    assert (fast and fast.span()) == (slow and slow.span())
