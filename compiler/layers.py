@@ -82,6 +82,7 @@ def write_layers(
             mined_row = render.insight_row(page.number, header, guideline)
             if page.new:
                 insight_rows.append(mined_row)
+                compiled.written_insights.add(page.number, header, guideline)
             else:  # a parent's mined lesson, recounted
                 insight_rows[position[page.number]] = mined_row
         del mined  # each page's lesson was made as it was written: none is held from here
@@ -118,6 +119,7 @@ def write_layers(
             parent=base,
             store=store,
             written=_written(layout, rows, tasks, compiled.in_order()),
+            written_insights=compiled.written_insights,
         )
         compiled.close()
 

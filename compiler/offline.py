@@ -31,6 +31,8 @@ def error_signal(text: str) -> re.Match[str] | None:
     if text.isascii():
         return _ERROR_SIGNAL_LOWER.search(text.lower())
     return _ERROR_SIGNAL.search(text)
+
+
 _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation", "env"}
 _ACTING_ROLES = {"assistant", "agent", "ai", "model"}
 

@@ -15,7 +15,7 @@ from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, re
 from wikitrace.corpus_schema.records import Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
-from wikitrace.tools.memory import explanation
+from wikitrace.tools.memory import WrittenInsights, explanation
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -120,6 +120,9 @@ class Compiled:
         self._spill = spill_file(self._folder, "compiled")
         self._summaries = spill_file(self._folder, "summaries")
         self._size = 0
+        self.written_insights = WrittenInsights(self._folder)
+        """The insights written, as the catalog takes them: the model's, then (added by
+        the caller) the new mined lessons."""
 
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
         spilled = None
@@ -205,9 +208,17 @@ class Compiled:
             self._write_pages(summary, width)
         self._unwritten.clear()
 
-    def _write_pages(self, summary: Summary, width: int, result: Compilation | None = None) -> None:
+    def _write_pages(
+        self,
+        summary: Summary,
+        width: int,
+        result: Compilation | None = None,
+        *,
+        again: bool = False,
+    ) -> None:
         """The pages of a compilation with insights, their ids `width` digits wide; the
-        compilation is read back from the spill file unless given."""
+        compilation is read back from the spill file unless given. `again`: written before,
+        with another width."""
         assert summary.spilled is not None
         layout = dataclasses.replace(self.layout, insight_width=width)
         result = result or self.read(summary.spilled)
@@ -222,10 +233,14 @@ class Compiled:
             ),
         )
         for number, draft in zip(summary.insights, result.insights, strict=True):
-            self.writer.write(
-                layout.insight_rel(number),
-                render.insight(layout, number, draft, source=result, task_type=summary.task_type),
+            header = render.insight_header(
+                layout, number, draft, source=result, task_type=summary.task_type
             )
+            self.writer.write(
+                layout.insight_rel(number), render.insight_page(header, draft.guideline)
+            )
+            if not again:
+                self.written_insights.add(number, header, draft.guideline)
 
     def finish(self, width: int) -> None:
         """Every compilation with insights written with ids `width` digits wide (the pages
@@ -242,7 +257,7 @@ class Compiled:
                     self.writer.remove(guessed.compilation_rel(summary.step))
                     for number in summary.insights:
                         self.writer.remove(guessed.insight_rel(number))
-                    self._write_pages(summary, width)
+                    self._write_pages(summary, width, again=True)
         self._width = width
 
     def in_order(self) -> Iterator[Summary]:
@@ -265,6 +280,7 @@ class Compiled:
         self._spill.close()
         self._summaries.close()
         self.insight_rows.close()
+        self.written_insights.close()
 
 
 class Producer:

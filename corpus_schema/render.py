@@ -170,6 +170,12 @@ def unescape(text: str) -> str:
     return _UNESCAPE.sub(r"\1", text)
 
 
+def page_line(text: str) -> str:
+    """`text` as a reader takes it back from the line `inline` makes of it (whitespace
+    folded)."""
+    return unescape(inline(text))
+
+
 def verbatim(text: str, indent: str = "") -> str:
     """A fenced code block holding `text` exactly: nothing in it is Markdown. The fence is
     longer than any run of backticks in the text, so the text cannot close it."""
@@ -337,15 +343,16 @@ def compilation(
 # --- insight layer ------------------------------------------------------------------------
 
 
-def insight(
+def insight_header(
     layout: Layout,
     number: int,
     draft: InsightDraft,
     *,
     source: Compilation,
     task_type: str | None,
-) -> str:
-    header = InsightHeader(
+) -> InsightHeader:
+    """The header of the page of a model's insight (insight_page, with its guideline)."""
+    return InsightHeader(
         id=layout.insight(number),
         title=draft.title,
         task_type=task_type,
@@ -363,7 +370,6 @@ def insight(
         ]
         or list(source.claims),
     )
-    return insight_page(header, draft.guideline)
 
 
 STATUS_NOTES = {

@@ -372,10 +372,13 @@ def test_boilerplate_counted_by_hashes_is_the_boilerplate_counted_by_text(texts:
 
 
 def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Path) -> None:
-    """A build and an add take their new runs' catalog lines from what they wrote, reading
-    none of those pages back; the lines are what the pages say, for tasks and ids that a
-    page's header and body must carry as they are, for a run whose compilation failed, for
-    judged runs, and for a model's lesson whose quotes were not found."""
+    """A build and an add take their new runs' and insights' catalog lines from what they
+    wrote, reading none of those pages back; the lines are what the pages say, for tasks,
+    ids and guidelines that a page's header and body must carry as they are, for a run whose
+    compilation failed, for judged runs, and for a model's lesson whose quotes were not
+    found."""
+    import json
+
     from wikitrace.compiler import BuildOptions, add_runs, build_corpus
     from wikitrace.corpus_schema import read
 
@@ -385,7 +388,11 @@ def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Pat
         prompt = messages[0]["content"]
         if "lamp" in prompt:
             return "not an answer"  # never valid: the run is not compiled
-        return good_answer(prompt, insights=2, wrong_quote="kettle" in prompt)
+        answer = json.loads(good_answer(prompt, insights=2, wrong_quote="kettle" in prompt))
+        for insight in answer["insights"]:  # what a page folds and escapes, read back
+            insight["guideline"] = "Check   the *cabinet*\n# first, `then` [act](x) \\ done  "
+            insight["title"] = 'yes: #1 -- "quoted" \u00e9'
+        return json.dumps(answer)
 
     tasks = [
         "  indented first line\n\ttab, trailing spaces   \n\n",
@@ -425,7 +432,7 @@ def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Pat
         )
     finally:
         read.read_page = real  # type: ignore[assignment]
-    assert not [rel for rel in seen if rel.startswith(("raw/", "compilation/"))], seen
+    assert not [rel for rel in seen if rel.startswith(("raw/", "compilation/", "insight/"))], seen
     for root in (v1, corpus.resolve()):
         runs_read, insights, *_ = read_catalog(root)
         pages = _from_pages(root)

@@ -23,7 +23,7 @@ from typing import Any, Literal, overload
 
 import orjson
 
-from wikitrace.corpus_schema import CorpusError, InputError, read
+from wikitrace.corpus_schema import CorpusError, InputError, read, render
 from wikitrace.corpus_schema.layout import (
     CATALOG,
     COMPILATION_DIR,
@@ -31,6 +31,7 @@ from wikitrace.corpus_schema.layout import (
     RAW_DIR,
     RAW_METADATA_NAME,
     SEARCH_DIR,
+    parse_insight,
 )
 from wikitrace.corpus_schema.records import (
     CompilationHeader,
@@ -298,20 +299,21 @@ def catalog_of(
     parent_files: dict[str, str] | None = None,
     hashes: dict[str, str] | None = None,
     written: Iterable[WrittenRun] = (),
+    written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
 ) -> Iterator[bytes]:
     """The catalog of the version at `root`, a line at a time (see read_catalog): read from
     its pages, except that what a `parent` version's catalog says of a page this version keeps
     unchanged (its hash in `hashes` is the one `parent_files`, the parent's manifest, lists)
-    is taken as it is, and so are the runs `written` (in step order) by the build making the
-    version: a version made by adding runs reads none of its runs' pages. Memory grows with
-    the insights only."""
+    is taken as it is, and so are the runs `written` (in step order) and `written_insights`
+    (WrittenInsights) by the build making the version: a version made by adding runs reads
+    none of its runs' pages, nor its new insights'. Memory grows with the insights only."""
     taken = _Parent.of(parent, parent_files, hashes)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with JsonLines(root.parent, "catalog") as lines:
         held = _Waiting()
         withheld = 0
-        for item in _each_insight(root, taken):
+        for item in _each_insight(root, taken, written_insights):
             if isinstance(item, int):
                 withheld += item
                 continue
@@ -501,9 +503,25 @@ def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry]
     return shown, withheld
 
 
-def _each_insight(root: Path, taken: _Parent | None) -> Iterator[ShownEntry | int]:
-    """Each insight that may be shown, in order; 1 for each one withheld. `root` is resolved."""
+def _each_insight(
+    root: Path,
+    taken: _Parent | None,
+    written: Iterable[tuple[int, ShownEntry | None]] = (),
+) -> Iterator[ShownEntry | int]:
+    """Each insight that may be shown, in order; 1 for each one withheld. `root` is resolved.
+    The insights `written` (WrittenInsights, in number order) are taken as they are."""
+    fresh = iter(written)
+    next_fresh = next(fresh, None)
     for rel in read.numbered(root, INSIGHT_DIR):
+        if next_fresh is not None and next_fresh[0] == parse_insight(Path(rel).stem):
+            shown = next_fresh[1]
+            next_fresh = next(fresh, None)
+            if shown is None:
+                yield 1
+            else:
+                shown[0].id = Path(rel).stem  # its id as written (a guessed width may change)
+                yield shown
+            continue
         if taken is not None and taken.kept(rel):
             entry = taken.insights.get(Path(rel).stem)
             if entry is None:
@@ -512,39 +530,71 @@ def _each_insight(root: Path, taken: _Parent | None) -> Iterator[ShownEntry | in
                 yield replace(entry), [], False, False
             continue
         page = read.read_page(root, rel, InsightHeader, resolved=True)
-        header: InsightHeader = page.header
-        if header.status in ("rejected", "retired"):
-            yield 1
-            continue
-        finding = header.mined
-        if finding is not None and not finding.holds:
-            yield 1  # a later version's runs no longer support it
-            continue
-        entry = InsightEntry(
-            id=header.id,
-            title=header.title,
-            task_type=header.task_type,
-            guideline=read.guideline(page),
-            applicability=header.applicability,
-            precondition=header.hypothesis.precondition
-            if header.hypothesis
-            and " ".join(header.hypothesis.precondition.split())
-            != " ".join(header.applicability.split())
-            else None,
-            source_step=header.source_step,
-            source_outcome=header.source_outcome,
-            source_task_id="",
-            source_judged=header.source_judged,
-            status=header.status,
-            verified=header.verified if finding is not None else False,
-            mined=_mined_line(finding) if finding is not None else "",
-            pattern=finding.pattern if finding is not None else None,
-            goes_with=finding.goes_with if finding is not None else None,
-            cited_steps=list(finding.runs) if finding is not None else [],
-            only_task=None,
-        )
-        divergence = finding is not None and finding.kind == "divergence"
-        yield entry, header.source_claims, divergence, True
+        shown = shown_entry(page.header, read.guideline(page))
+        yield 1 if shown is None else shown
+    if next_fresh is not None:
+        raise CorpusError(f"internal error: insight {next_fresh[0]} written, but not in its layer")
+
+
+def shown_entry(header: InsightHeader, guideline: str) -> ShownEntry | None:
+    """What the catalog takes of an insight page with this header and guideline (as
+    read.guideline gives it back); None when it is withheld (rejected, retired, or mined and
+    no longer holding)."""
+    if header.status in ("rejected", "retired"):
+        return None
+    finding = header.mined
+    if finding is not None and not finding.holds:
+        return None  # a later version's runs no longer support it
+    entry = InsightEntry(
+        id=header.id,
+        title=header.title,
+        task_type=header.task_type,
+        guideline=guideline,
+        applicability=header.applicability,
+        precondition=header.hypothesis.precondition
+        if header.hypothesis
+        and " ".join(header.hypothesis.precondition.split())
+        != " ".join(header.applicability.split())
+        else None,
+        source_step=header.source_step,
+        source_outcome=header.source_outcome,
+        source_task_id="",
+        source_judged=header.source_judged,
+        status=header.status,
+        verified=header.verified if finding is not None else False,
+        mined=_mined_line(finding) if finding is not None else "",
+        pattern=finding.pattern if finding is not None else None,
+        goes_with=finding.goes_with if finding is not None else None,
+        cited_steps=list(finding.runs) if finding is not None else [],
+        only_task=None,
+    )
+    divergence = finding is not None and finding.kind == "divergence"
+    return entry, header.source_claims, divergence, True
+
+
+class WrittenInsights(JsonLines):
+    """The insights the version being made has written, in number order, as the catalog
+    takes them (shown_entry), kept on disk until it is written (see catalog_of)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder, "written-insights")
+        self._last = 0
+
+    def add(self, number: int, header: InsightHeader, guideline: str) -> None:
+        """Insight `number`, written with this header and guideline."""
+        if number <= self._last:
+            raise ValueError(f"internal error: insight {number} written after {self._last}")
+        self._last = number
+        shown = shown_entry(header, render.page_line(guideline))
+        self.append([number, None if shown is None else [asdict(shown[0]), *shown[1:]]])
+
+    def __iter__(self) -> Iterator[tuple[int, ShownEntry | None]]:
+        for number, shown in super().__iter__():
+            if shown is None:
+                yield number, None
+            else:
+                values, claims, divergence, needs = shown
+                yield number, (InsightEntry(**values), claims, divergence, needs)
 
 
 def _by_step(rel: str) -> tuple[int, int]:

@@ -47,10 +47,11 @@ def write_catalog(
     offline: bool,
     parent: FrozenVersion | None,
     written: Iterable[memory.WrittenRun] = (),
+    written_insights: Iterable[tuple[int, memory.ShownEntry | None]] = (),
 ) -> None:
     """The version's catalog, from its pages as written (what the `parent` version's catalog
-    says of the pages it keeps unchanged is taken from there, and the runs `written` as they
-    were written), and the rankers saved with it."""
+    says of the pages it keeps unchanged is taken from there, and the runs and insights
+    just `written` as they were written), and the rankers saved with it."""
     writer.write(
         CATALOG,
         memory.catalog_of(
@@ -60,6 +61,7 @@ def write_catalog(
             parent_files=parent.manifest.files if parent else None,
             hashes=writer.hashes() if parent else None,
             written=written,
+            written_insights=written_insights,
         ),
     )
     # Made from the catalog just written: test time loads the rankers instead of building them.
@@ -115,9 +117,11 @@ def finish_version(
     parent: FrozenVersion | None = None,
     store: Store | None = None,
     written: Iterable[memory.WrittenRun] = (),
+    written_insights: Iterable[tuple[int, memory.ShownEntry | None]] = (),
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
-    taken from the `parent` version's, for the pages it keeps, and the runs just `written`)
+    taken from the `parent` version's, for the pages it keeps, and the runs and insights just
+    `written`)
     and the manifest (last); then,
     for a version of a `store`, what the store keeps beside it: its seal
     (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
@@ -139,7 +143,13 @@ def finish_version(
         for rel, text in pages:
             writer.write(rel, text)
     # Last of the pages: what test-time readers load instead of every page's header.
-    write_catalog(writer, offline=compiled_by == "offline", parent=parent, written=written)
+    write_catalog(
+        writer,
+        offline=compiled_by == "offline",
+        parent=parent,
+        written=written,
+        written_insights=written_insights,
+    )
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
