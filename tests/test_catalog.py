@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,25 @@ from wikitrace.tools import consolidate
 from wikitrace.tools.memory import Memory, from_pages, read_catalog
 
 from helpers import run
+
+
+@contextlib.contextmanager
+def _pages_read() -> Iterator[list[str]]:
+    """The pages read (read.read_page) while inside, by path."""
+    from wikitrace.corpus_schema import read
+
+    seen: list[str] = []
+    real = read.read_page
+
+    def spy(root_: Path, rel: str, model: type, **options: bool) -> object:
+        seen.append(rel)
+        return real(root_, rel, model, **options)
+
+    read.read_page = spy  # type: ignore[assignment]
+    try:
+        yield seen
+    finally:
+        read.read_page = real  # type: ignore[assignment]
 
 
 def _from_pages(root: Path) -> Memory:
@@ -109,18 +130,10 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
     assert [i.verified for i in insights].count(False) >= 1  # the kettle's wrong quotes
     assert len(runs) == 5 and json.loads((root / CATALOG).read_text().splitlines()[0])
     # What the catalog of v0002 reads: the pages of the runs it adds, nothing of the parent's.
-    from wikitrace.corpus_schema import manifest, read
+    from wikitrace.corpus_schema import manifest
     from wikitrace.tools import memory
 
-    seen: list[str] = []
-    real = read.read_page
-
-    def spy(root_: Path, rel: str, model: type, **options: bool) -> object:
-        seen.append(rel)
-        return real(root_, rel, model, **options)
-
-    read.read_page = spy  # type: ignore[assignment]
-    try:
+    with _pages_read() as seen:
         lines = b"".join(
             memory.catalog_of(
                 root,
@@ -130,8 +143,6 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
                 hashes=manifest.load(root).files,
             )
         )
-    finally:
-        read.read_page = real  # type: ignore[assignment]
     assert lines == (root / CATALOG).read_bytes()
     assert not any("step-0001" in rel or "step-0002" in rel for rel in seen), seen
     assert any("step-0004" in rel for rel in seen)
@@ -380,7 +391,6 @@ def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Pat
     import json
 
     from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-    from wikitrace.corpus_schema import read
 
     from helpers import FakeLLM, good_answer, make_run, write_runs
 
@@ -415,23 +425,13 @@ def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Pat
     more = write_runs(tmp_path / "b.jsonl", runs[5:])
     llm = FakeLLM(answer=answer)
     corpus = tmp_path / "corpus"
-    seen: list[str] = []
-    real = read.read_page
-
-    def spy(root_: Path, rel: str, model: type, **options: bool) -> object:
-        seen.append(rel)
-        return real(root_, rel, model, **options)
-
-    read.read_page = spy  # type: ignore[assignment]
-    try:
+    with _pages_read() as seen:
         options = BuildOptions(inputs=[first], output=corpus, model=llm.model, use_cache=False)
         build_corpus(options, llm=llm)
         v1 = corpus.resolve()
         add_runs(
             BuildOptions(inputs=[more], output=corpus, model=llm.model, use_cache=False), llm=llm
         )
-    finally:
-        read.read_page = real  # type: ignore[assignment]
     assert not [rel for rel in seen if rel.startswith(("raw/", "compilation/", "insight/"))], seen
     for root in (v1, corpus.resolve()):
         runs_read, insights, *_ = read_catalog(root)
