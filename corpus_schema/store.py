@@ -179,11 +179,6 @@ class CorpusWriter:
             else:
                 yield rel, file_hash, int(key)
 
-    def hashes(self) -> dict[str, str]:
-        """Path -> hash of every file so far, as one dict (for a version made from a parent,
-        whose catalog is compared page by page)."""
-        return dict(self.files())
-
     def _list(self, rel: str, file_hash: str, key: int) -> None:
         self._listed.seek(0, os.SEEK_END)
         self._listed.write(f"{rel}\t{file_hash}\t{key}\n".encode())

@@ -140,7 +140,7 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
                 offline=False,
                 parent=root.parent / "v0001",
                 parent_files=manifest.load(root.parent / "v0001").files,
-                hashes=manifest.load(root).files,
+                files=manifest.load(root).files.items(),
             )
         )
     assert lines == (root / CATALOG).read_bytes()

@@ -268,26 +268,34 @@ class _Parent:
     listed (the parent's are in the same order), not held: a run's record is 3.2 KB, its
     task and claims included, in a catalog of 10,000 made-up runs."""
 
-    def __init__(self, catalog: Path, hashes: dict[str, str], parent_hashes: dict[str, str]):
+    def __init__(
+        self,
+        catalog: Path,
+        files: Iterable[tuple[str, str]],
+        parent_hashes: dict[str, str],
+    ) -> None:
         self.catalog = catalog
-        self.hashes = hashes
         self.parent_hashes = parent_hashes
+        self.changed = {rel for rel, file_hash in files if parent_hashes.get(rel) != file_hash}
+        """The version's files the parent does not hold as they are: only what it adds or
+        writes again, where a dict of every file would grow with the corpus."""
 
     def kept(self, rel: str) -> bool:
-        return self.hashes.get(rel) == self.parent_hashes.get(rel)
+        """Whether the version's file `rel` is the parent's, unchanged."""
+        return rel in self.parent_hashes and rel not in self.changed
 
     @classmethod
     def of(
         cls,
         parent: Path | None,
         parent_files: dict[str, str] | None,
-        hashes: dict[str, str] | None,
+        files: Iterable[tuple[str, str]] | None,
     ) -> _Parent | None:
-        if parent is None or parent_files is None or hashes is None:
+        if parent is None or parent_files is None or files is None:
             return None
         if not (parent / CATALOG).is_file():
             return None
-        return cls(parent / CATALOG, hashes, parent_files)
+        return cls(parent / CATALOG, files, parent_files)
 
     def runs(self) -> _InOrder[PastRun]:
         """The parent's runs, by step."""
@@ -338,17 +346,18 @@ def catalog_of(
     offline: bool,
     parent: Path | None = None,
     parent_files: dict[str, str] | None = None,
-    hashes: dict[str, str] | None = None,
+    files: Iterable[tuple[str, str]] | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
 ) -> Iterator[bytes]:
     """The catalog of the version at `root`, a line at a time (see read_catalog): read from
     its pages, except that what a `parent` version's catalog says of a page this version keeps
-    unchanged (its hash in `hashes` is the one `parent_files`, the parent's manifest, lists)
-    is taken as it is, and so are the runs `written` (in step order) and `written_insights`
-    (WrittenInsights) by the build making the version: a version made by adding runs reads
-    none of its runs' pages, nor its new insights'. Memory grows with the insights only."""
-    taken = _Parent.of(parent, parent_files, hashes)
+    unchanged (its hash in `files`, this version's (path, hash) pairs, is the one
+    `parent_files`, the parent's manifest, lists) is taken as it is, and so are the runs
+    `written` (in step order) and `written_insights` (WrittenInsights) by the build making
+    the version: a version made by adding runs reads none of its runs' pages, nor its new
+    insights'. Memory grows with the insights and with what the version changes."""
+    taken = _Parent.of(parent, parent_files, files)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with JsonLines(root.parent, "catalog") as lines:
@@ -674,7 +683,11 @@ def _runs(
             taken is not None
             and parent_run is not None
             and taken.kept(rel)
-            and (taken.kept(compiled_rel) if has_compilation else compiled_rel not in taken.hashes)
+            and (
+                taken.kept(compiled_rel)
+                if has_compilation
+                else compiled_rel not in taken.parent_hashes  # none in the parent either
+            )
         )
         backing: list[bool] | None = None
         if next_fresh is not None and next_fresh.run.step == step:

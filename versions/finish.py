@@ -59,7 +59,7 @@ def write_catalog(
             offline=offline,
             parent=parent.root if parent else None,
             parent_files=parent.manifest.files if parent else None,
-            hashes=writer.hashes() if parent else None,
+            files=writer.files() if parent else None,
             written=written,
             written_insights=written_insights,
         ),
