@@ -13,7 +13,7 @@ from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
-from wikitrace.tools.memory import PastRun, WrittenRun
+from wikitrace.tools.memory import PastRun, WrittenRun, explanation
 from wikitrace.versions import FrozenVersion, Store, finish_version
 
 from .compile import CompileStats, Templates
@@ -146,7 +146,7 @@ def _written(
             task=task,
             title=compiled.title if compiled else None,
             judged=row.judged,
-            explanation=compiled.explanation if compiled else "",
+            explanation=explanation(compiled.title, compiled.statements) if compiled else "",
         )
         yield WrittenRun(run, compiled.backing if compiled else None)
 

@@ -15,7 +15,7 @@ from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, re
 from wikitrace.corpus_schema.records import Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
-from wikitrace.tools.memory import WrittenInsights, explanation
+from wikitrace.tools.memory import WrittenInsights
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
@@ -42,8 +42,8 @@ class Summary:
     task_type: str | None
     spilled: tuple[int, int] | None
     """(offset, length) of the compilation in the spill file, when it has insights."""
-    explanation: str
-    """Its title and claims, as search reads them (memory.explanation)."""
+    statements: list[str]
+    """Its claims' statements (search reads them with its title: memory.explanation)."""
     backing: list[bool]
     """Whether a verified quote backs each claim (read.claim_backing)."""
 
@@ -153,7 +153,7 @@ class Compiled:
             record.task_id,
             record.task_type,
             spilled,
-            explanation(result.title, (claim.statement for claim in result.claims)),
+            [claim.statement for claim in result.claims],
             read.claim_backing(result.claims),
         )
         kept = result if step == self._next and spilled else None
@@ -189,7 +189,7 @@ class Compiled:
                             source_step=summary.step,
                             source_outcome=done.outcome,
                             source_judged=done.judged,
-                            verified=read.backed(result.claims, draft.supporting_claims),
+                            verified=read.backed_by(summary.backing, draft.supporting_claims),
                             guideline=draft.guideline,
                         )
                     )

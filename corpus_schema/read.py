@@ -145,17 +145,20 @@ def numbered(root: Path, layer: str) -> Iterator[str]:
         yield f"{layer}/{name}"
 
 
+def _layer(root: Path, layer: str, model: type[Header]) -> Iterator[Page[Header]]:
+    """Every page of a layer, in its order."""
+    base = Path(os.path.realpath(root))  # once, not for every page (see `contained`)
+    for rel in numbered(base, layer):
+        yield read_page(base, rel, model, resolved=True)
+
+
 def runs(root: Path) -> Iterator[Page[RawHeader]]:
     """Every raw run's metadata, in step order."""
-    base = Path(os.path.realpath(root))  # once, not for every page (see `contained`)
-    for rel in numbered(base, RAW_DIR):
-        yield read_page(base, rel, RawHeader, resolved=True)
+    return _layer(root, RAW_DIR, RawHeader)
 
 
 def compilations(root: Path) -> Iterator[Page[CompilationHeader]]:
-    base = Path(os.path.realpath(root))
-    for rel in numbered(base, COMPILATION_DIR):
-        yield read_page(base, rel, CompilationHeader, resolved=True)
+    return _layer(root, COMPILATION_DIR, CompilationHeader)
 
 
 def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
@@ -188,9 +191,7 @@ def compilation_summaries(root: Path) -> Iterator[Page[CompilationSummary]]:
 
 
 def insights(root: Path) -> Iterator[Page[InsightHeader]]:
-    base = Path(os.path.realpath(root))
-    for rel in numbered(base, INSIGHT_DIR):
-        yield read_page(base, rel, InsightHeader, resolved=True)
+    return _layer(root, INSIGHT_DIR, InsightHeader)
 
 
 def insight(root: Path, ident: str) -> Page[InsightHeader]:

@@ -104,6 +104,10 @@ class JsonLines(_Spilled[Any]):
         return values
 
 
+_RUN_FIELDS = [field.name for field in dataclasses.fields(RunRow)]
+_INSIGHT_FIELDS = [field.name for field in dataclasses.fields(InsightRow)]
+
+
 class RunRows(_Spilled[RunRow]):
     """The rows of a version's runs, in step order: change a row read back, then append it to
     another RunRows."""
@@ -120,20 +124,7 @@ class RunRows(_Spilled[RunRow]):
         super().append(row)
 
     def _values(self, row: RunRow) -> list[Any]:
-        return [
-            row.step,
-            row.task_id,
-            row.task_type,
-            row.outcome,
-            row.turns,
-            row.task,
-            row.judged,
-            row.compiled,
-            row.title,
-            row.unverified_quotes,
-            row.insights,
-            row.attempt,
-        ]
+        return [getattr(row, name) for name in _RUN_FIELDS]
 
     def _row(self, values: Any) -> RunRow:
         return RunRow(*values)
@@ -153,9 +144,6 @@ class RunRows(_Spilled[RunRow]):
                 return row
             low, high = (middle + 1, high) if row.step < step else (low, middle)
         raise KeyError(step)
-
-
-_INSIGHT_FIELDS = [field.name for field in dataclasses.fields(InsightRow)]
 
 
 class InsightRows(_Spilled[InsightRow]):
@@ -194,7 +182,6 @@ class InsightRows(_Spilled[InsightRow]):
 # manifest it was made with (its `store.stat_key`): a version copied elsewhere, or one from
 # before this file, is read from its pages instead.
 
-_RUN_FIELDS = [field.name for field in dataclasses.fields(RunRow)]
 ROWS_FORMAT = 1
 
 

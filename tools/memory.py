@@ -315,10 +315,11 @@ class _Parent:
 
     def _records(self, *, insights: bool) -> Iterator[PastRun | tuple[int, InsightEntry]]:
         try:
-            with self.catalog.open("rb") as lines:
-                head = orjson.loads(next(lines))
+            with self.catalog.open("rb") as handle:
+                head = orjson.loads(next(handle))
+                lines: Iterable[bytes] = handle
                 if insights and head.get("catalog") == CATALOG_VERSION:
-                    lines = (line for line in lines if not line.startswith(b'["run"'))  # type: ignore[assignment]
+                    lines = (line for line in handle if not line.startswith(b'["run"'))
                 yield from _records(head, lines)
         except (OSError, StopIteration, IndexError, KeyError, TypeError, ValueError) as error:
             raise _damaged(self.catalog, error) from None
@@ -625,7 +626,8 @@ def shown_entry(header: InsightHeader, guideline: str) -> ShownEntry | None:
 
 class WrittenInsights(JsonLines):
     """The insights the version being made has written, in number order, as the catalog
-    takes them (shown_entry), kept on disk until it is written (see catalog_of)."""
+    takes them (shown_entry: None for one withheld), kept on disk until it is written (see
+    catalog_of)."""
 
     def __init__(self, folder: Path) -> None:
         super().__init__(folder, "written-insights")
@@ -636,16 +638,17 @@ class WrittenInsights(JsonLines):
         if number <= self._last:
             raise ValueError(f"internal error: insight {number} written after {self._last}")
         self._last = number
-        shown = shown_entry(header, render.page_line(guideline))
-        self.append([number, None if shown is None else [asdict(shown[0]), *shown[1:]]])
+        self.append((number, shown_entry(header, render.page_line(guideline))))
 
-    def __iter__(self) -> Iterator[tuple[int, ShownEntry | None]]:
-        for number, shown in super().__iter__():
-            if shown is None:
-                yield number, None
-            else:
-                values, claims, divergence, needs = shown
-                yield number, (InsightEntry(**values), claims, divergence, needs)
+    def _values(self, row: tuple[int, ShownEntry | None]) -> Any:
+        return row  # orjson writes the entry, a dataclass, as asdict would
+
+    def _row(self, values: Any) -> tuple[int, ShownEntry | None]:
+        number, shown = values
+        if shown is None:
+            return number, None
+        entry, claims, divergence, needs = shown
+        return number, (InsightEntry(**entry), claims, divergence, needs)
 
 
 def _by_number(name: str) -> tuple[int, int]:

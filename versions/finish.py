@@ -121,10 +121,8 @@ def finish_version(
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
-    `written`)
-    and the manifest (last); then,
-    for a version of a `store`, what the store keeps beside it: its seal
-    (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
+    `written`) and the manifest (last); then, for a version of a `store`, what the store keeps
+    beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
