@@ -9,6 +9,7 @@ litellm's real code path, so no key and no network are needed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing
 import os
@@ -127,9 +128,12 @@ def answer_for(prompt: str) -> str:
     )
 
 
-def serve(latency: float, ready: Any) -> None:
-    """The stub server; runs in its own process so it does not share the builder's GIL."""
+def serve(latency: float, ready: Any, record: str | None = None) -> None:
+    """The stub server; runs in its own process so it does not share the builder's GIL.
+    `record`: a file to which each request's body is appended, a line each (for replaying
+    the same requests with other clients)."""
     requests = 0
+    recording = open(record, "ab") if record else None  # noqa: SIM115 (open while it serves)
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -151,9 +155,13 @@ def serve(latency: float, ready: Any) -> None:
         def do_POST(self) -> None:
             nonlocal requests
             started = time.monotonic()
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            raw = self.rfile.read(int(self.headers["content-length"]))
+            body = json.loads(raw)
             with lock:
                 requests += 1
+                if recording is not None:
+                    recording.write(json.dumps(body).encode() + b"\n")
+                    recording.flush()
             message = {"role": "assistant", "content": answer_for(body["messages"][0]["content"])}
             # The latency counts from the request's arrival, the stub's own work included.
             time.sleep(max(0.0, latency - (time.monotonic() - started)))
@@ -188,9 +196,11 @@ def serve(latency: float, ready: Any) -> None:
 class Stub:
     """A local OpenAI-compatible server in a child process."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, record: Path | None = None) -> None:
         queue: multiprocessing.Queue[int] = multiprocessing.Queue()
-        self.process = multiprocessing.Process(target=serve, args=(latency, queue), daemon=True)
+        self.process = multiprocessing.Process(
+            target=serve, args=(latency, queue, str(record) if record else None), daemon=True
+        )
         self.process.start()
         port = queue.get(timeout=30)
         self.url = f"http://127.0.0.1:{port}/v1"
@@ -214,6 +224,63 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds so far: this process's, and its children's that were waited for (a build's
+    call worker, waited for when the build ends; not the stub's until it is closed)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def replay(url: str, bodies: list[bytes], concurrency: int) -> dict[str, float]:
+    """This process's CPU seconds to make the requests `bodies` (JSON, as the stub received
+    them), `concurrency` at a time, and read each answer's text: by a bare httpx client
+    posting the same bytes, then by the build's own litellm client (`LiteLLMClient`, as the
+    call worker runs it; litellm imported and one call made before the clock starts)."""
+    import httpx
+
+    from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
+
+    async def bare() -> None:
+        limits = httpx.Limits(max_connections=concurrency)
+        headers = {"content-type": "application/json", "authorization": "Bearer no-key"}
+        async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+
+            async def one(body: bytes) -> None:
+                response = await client.post(
+                    f"{url}/chat/completions", content=body, headers=headers
+                )
+                response.raise_for_status()
+                json.loads(response.content)["choices"][0]["message"]["content"]
+
+            await each(one)
+
+    client = LiteLLMClient(LLMSettings(model="openai/stub", api_base=url))
+
+    async def through_litellm() -> None:
+        async def one(body: bytes) -> None:
+            await client.complete(json.loads(body)["messages"])
+
+        await each(one)
+
+    async def each(one: Any) -> None:
+        slots = asyncio.Semaphore(concurrency)
+
+        async def limited(body: bytes) -> None:
+            async with slots:
+                await one(body)
+
+        await asyncio.gather(*(limited(body) for body in bodies))
+
+    asyncio.run(client.complete(json.loads(bodies[0])["messages"]))  # litellm imported
+    spent = {}
+    for name, run in (("a bare httpx client", bare), ("litellm (LiteLLMClient)", through_litellm)):
+        started = time.process_time()
+        asyncio.run(run())
+        spent[name] = time.process_time() - started
+    return spent
+
+
 def plain_write(files: dict[str, bytes], root: Path) -> None:
     """The floor: the same bytes written with open/write, no parsing, rendering or hashing."""
     made: set[Path] = set()
@@ -235,6 +302,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0, help="stub latency in seconds")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency-runs", type=int, default=320, help="runs for the latency build")
+    parser.add_argument(
+        "--call-workers",
+        type=int,
+        nargs="+",
+        default=[1, 0],
+        help="the latency build once with each count of call workers (0: in the build process)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="wikitrace-bench-"))
@@ -268,7 +342,8 @@ def main() -> None:
         )
 
         # 2. LLM build through litellm against a zero-latency stub, then a rebuild.
-        stub = Stub(latency=0.0)
+        requests_file = work / "requests.jsonl"
+        stub = Stub(latency=0.0, record=requests_file)
         cache = work / "cache"
 
         def llm_build(output: Path, **options: Any) -> Any:
@@ -284,23 +359,16 @@ def main() -> None:
                 )
             )
 
-        def cpu_seconds() -> float:
-            # The build's and its call worker's (a child waited for when the build ends; the
-            # stub, a child too, is not waited for until it is closed).
-            own = resource.getrusage(resource.RUSAGE_SELF)
-            children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-        cpu_before = cpu_seconds()
+        before = cpu_seconds()
         seconds, report = timed(lambda: llm_build(work / "llm-1"))
-        cpu = cpu_seconds() - cpu_before
+        own, worker = (after - then for after, then in zip(cpu_seconds(), before, strict=True))
         first_calls = stub.requests
         print(
-            f"LLM build, zero latency: {seconds:.2f} s ({args.runs / seconds:.0f} runs/s, "
-            f"{cpu / args.runs * 1e3:.1f} ms of CPU per run, the call worker's and its "
-            f"litellm import included), "
-            f"{first_calls} calls for {args.runs} runs (target: exactly one per run); "
-            f"{report.unverified_quotes} unverified quotes"
+            f"LLM build, zero latency: {seconds:.2f} s ({args.runs / seconds:.0f} runs/s); "
+            f"CPU per run: {own / args.runs * 1e3:.2f} ms in the build's process, "
+            f"{worker / args.runs * 1e3:.2f} ms in its call worker (litellm's import "
+            f"included); {first_calls} calls for {args.runs} runs (target: exactly one per "
+            f"run); {report.unverified_quotes} unverified quotes"
         )
         seconds, report = timed(lambda: llm_build(work / "llm-2"))
         print(
@@ -318,14 +386,15 @@ def main() -> None:
         stub.close()
         stub = Stub(latency=args.latency)
         ideal = args.concurrency / args.latency
-        for worker in (True, False):
+        for workers in args.call_workers:
             answered: list[float] = []  # when each run was done, for the calls' own rate
 
             def done(count: int, total: int, answered: list[float] = answered) -> None:
                 answered.append(time.perf_counter())
 
+            before = cpu_seconds()
             seconds, _ = timed(
-                lambda w=worker, d=done: build_corpus(
+                lambda w=workers, d=done: build_corpus(
                     BuildOptions(
                         inputs=[slow_runs],
                         output=work / f"llm-slow-{w}",
@@ -333,20 +402,35 @@ def main() -> None:
                         api_base=stub.url,
                         use_cache=False,
                         concurrency=args.concurrency,
-                        call_worker=w,
+                        call_workers=w,
                     ),
                     progress=d,
                 )
             )
+            own, worker = (after - then for after, then in zip(cpu_seconds(), before, strict=True))
             actual = slow_count / seconds
             # From the first answer to the last, plus the first call's own latency.
             flowing = slow_count / (answered[-1] - answered[0] + args.latency)
+            where = f"in {workers} worker process(es)" if workers else "in the build process"
             print(
                 f"latency {args.latency:.2f} s, concurrency {args.concurrency}, {slow_count} "
-                f"runs, calls {'in a worker process' if worker else 'in the build process'}: "
+                f"runs, calls {where}: "
                 f"{actual:.1f} runs/s against an ideal {ideal:.1f}: {actual / ideal:.0%} of "
                 f"ideal (target >= 90%); while the calls flow {flowing / ideal:.0%}"
-                + (" (the worker's litellm import included)" if worker else "")
+                + (" (the workers' litellm import included)" if workers else "")
+                + f"; CPU per run {own / slow_count * 1e3:.2f} ms in the build's process"
+                + (f", {worker / slow_count * 1e3:.2f} ms in its call workers" if workers else "")
+            )
+        stub.close()
+
+        # 4. The same requests by a bare client: what litellm costs a call.
+        bodies = requests_file.read_bytes().splitlines()
+        stub = Stub(latency=0.0)
+        for client, cpu in replay(stub.url, bodies, args.concurrency).items():
+            print(
+                f"the zero-latency build's {len(bodies)} requests replayed, "
+                f"{args.concurrency} in flight: {cpu / len(bodies) * 1e3:.2f} ms of CPU a call "
+                f"with {client}"
             )
         stub.close()
     finally:

@@ -180,6 +180,7 @@ class CompileSettings:
     batch: bool
     batch_poll: float
     call_worker: bool
+    call_workers: int
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -187,6 +188,11 @@ class CompileSettings:
         """The compiler's BuildOptions for these settings."""
         from wikitrace.compiler import BuildOptions, CompileLimits
 
+        if not self.call_worker and self.call_workers != 1:
+            raise click.UsageError(
+                "--no-call-worker makes the calls in the build's process: leave out "
+                "--call-workers, or --no-call-worker"
+            )
         return BuildOptions(
             inputs=list(inputs),
             output=output,
@@ -221,7 +227,7 @@ class CompileSettings:
             reasoning_effort=self.reasoning_effort,
             batch=self.batch,
             batch_poll_seconds=self.batch_poll,
-            call_worker=self.call_worker,
+            call_workers=self.call_workers if self.call_worker else 0,
         )
 
 
@@ -402,9 +408,20 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             default=True,
             show_default=True,
             help="Make the model calls in a second process, which imports litellm, so that "
-            "litellm's work on each call (about 3 ms of CPU) runs on another core than the "
+            "litellm's work on each call (3 to 8 ms of CPU) runs on another core than the "
             "build's own: with many calls in flight their answers queue less. With "
             "--no-call-worker, the calls are made in the build's process.",
+        ),
+        click.option(
+            "--call-workers",
+            type=click.IntRange(1, 64),
+            default=1,
+            show_default=True,
+            metavar="N",
+            help="Processes that make the model calls, each importing litellm (about 225 MB "
+            "each). One is enough unless it is the limit: a fast model server (a local vLLM, "
+            "say) with hundreds of calls in flight, on a machine with cores to spare. Each "
+            "call goes to the worker with the fewest calls waiting.",
         ),
     ]
 

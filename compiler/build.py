@@ -105,7 +105,7 @@ def _make_llm(
             ),
             cache,
             # A batch build sends files, not calls; the judge calls one at a time.
-            worker=options.call_worker and not options.batch and model is None,
+            workers=0 if options.batch or model is not None else options.call_workers,
         )
     return CachedLLM(llm, ResponseCache(cache)) if cache else llm
 

@@ -20,6 +20,9 @@ A second socket pair counts tokens (`{"count": text}`, answered `{"tokens": n}`)
 time and waited for: a count is asked in the middle of fitting a prompt, which does not wait
 on the event loop. So litellm is imported by the worker only. The worker ends when the first
 socket closes: when the builder closes it, or dies, even killed.
+
+`WorkerPool` runs several workers, for when one worker's core is the limit (litellm spends 3
+to 10 ms of CPU a call): each call goes to the worker with the fewest calls waiting.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ class WorkerLLM:
         self._counts: socket.socket | None = None
         self._refused: LLMCallError | None = None
         self._connection: _Connection | None = None
+        self._ready = False
         self._ids = itertools.count(1)
 
     def cache_identity(self) -> dict[str, Any]:
@@ -103,6 +107,12 @@ class WorkerLLM:
     def preflight(self) -> None:
         """Start the worker, which checks the model before anything is sent; raises what it
         finds (an unknown provider, a missing key), for this and every later call."""
+        self.start()
+        self.wait_ready()
+
+    def start(self) -> None:
+        """Start the worker process and send it the settings, without waiting for it to be
+        ready (so that several workers import litellm at once); `wait_ready` waits."""
         if self._refused is not None:
             raise self._refused
         if self._process is not None:
@@ -127,6 +137,16 @@ class WorkerLLM:
             counts[1].close()
         self._socket, self._counts = calls[0], counts[0]
         self._socket.sendall(_frame(dataclasses.asdict(self.settings)))
+        self._ready = False
+
+    def wait_ready(self) -> None:
+        """Wait until the started worker has imported litellm and checked the model; raise
+        what it refused, as `preflight` does."""
+        if self._refused is not None:
+            raise self._refused
+        if self._ready:
+            return
+        assert self._socket is not None, "start() first"
         try:
             answer = _receive(self._socket)
             refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
@@ -136,6 +156,7 @@ class WorkerLLM:
             self._refused = refused
             self.close()
             raise refused
+        self._ready = True
 
     def count_tokens(self, text: str) -> int:
         self.preflight()
@@ -148,6 +169,13 @@ class WorkerLLM:
         if "error" in answer:
             raise LLMCallError(answer["error"])
         return int(answer["tokens"])
+
+    def waiting(self) -> int:
+        """Calls sent on this event loop and not answered yet (0 before the first)."""
+        connection = self._connection
+        if connection is None or connection.loop is not asyncio.get_running_loop():
+            return 0
+        return len(connection.waiting)
 
     async def complete(self, messages: list[Message]) -> LLMReply:
         connection = self._connected()
@@ -186,6 +214,54 @@ class WorkerLLM:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+
+
+class WorkerPool:
+    """The LLM protocol over several worker processes, for when one worker's core is what
+    caps the calls (a fast model server and many calls in flight: litellm's CPU a call is
+    what each worker spends). A call goes to the worker with the fewest calls waiting; token
+    counts go to the first. The workers start together on the first call or count, each
+    importing litellm (and each holding its memory, about 225 MB)."""
+
+    def __init__(self, settings: LLMSettings, count: int) -> None:
+        if count < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.settings = settings
+        self.model = settings.model
+        self.workers = [WorkerLLM(settings) for _ in range(count)]
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.workers[0].cache_identity()
+
+    def preflight(self) -> None:
+        try:
+            for worker in self.workers:
+                worker.start()
+        except LLMCallError:
+            self.close()
+            raise
+        # Every worker is waited for, so that none is stopped in the middle of its import.
+        refused = None
+        for worker in self.workers:
+            try:
+                worker.wait_ready()
+            except LLMCallError as error:
+                refused = refused or error
+        if refused is not None:
+            self.close()
+            raise refused
+
+    def count_tokens(self, text: str) -> int:
+        return self.workers[0].count_tokens(text)
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        self.preflight()
+        worker = min(self.workers, key=WorkerLLM.waiting)
+        return await worker.complete(messages)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
 
 
 class _Connection:

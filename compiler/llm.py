@@ -24,7 +24,7 @@ from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import atomic_write
 
 if TYPE_CHECKING:
-    from .call_worker import WorkerLLM
+    from .call_worker import WorkerLLM, WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -426,18 +426,23 @@ class CachedLLM:
         return reply
 
 
-def connect(settings: LLMSettings, cache_dir: Path | None = None, *, worker: bool = False) -> LLM:
+def connect(settings: LLMSettings, cache_dir: Path | None = None, *, workers: int = 0) -> LLM:
     """The model `settings` name, reachable and with its credentials checked before anything
     is sent (an unreachable --api-base, an unknown provider or a missing key is an error now,
-    not after the first run); its replies cached in `cache_dir` unless None. With `worker`,
-    the calls are made by a worker process (compiler/call_worker.py): stop it with `close`."""
+    not after the first run); its replies cached in `cache_dir` unless None. With `workers`,
+    the calls are made by that many worker processes (compiler/call_worker.py), none in this
+    process: stop them with `close`."""
     if settings.api_base:
         check_reachable(settings.api_base)
-    client: LiteLLMClient | WorkerLLM
-    if worker:
+    client: LiteLLMClient | WorkerLLM | WorkerPool
+    if workers == 1:
         from .call_worker import WorkerLLM
 
         client = WorkerLLM(settings)
+    elif workers > 1:
+        from .call_worker import WorkerPool
+
+        client = WorkerPool(settings, workers)
     else:
         client = LiteLLMClient(settings)
     if cache_dir is None:

@@ -49,9 +49,10 @@ class BuildOptions:
     """Send the compile calls through the provider's batch API (compiler/batch.py)."""
     batch_poll_seconds: float = 60.0
     """How often a batch build asks whether its batches are done."""
-    call_worker: bool = True
-    """Make the compile calls in a worker process (compiler/call_worker.py), so that
-    litellm's work on each runs on another core than the build's own."""
+    call_workers: int = 1
+    """Worker processes that make the compile calls (compiler/call_worker.py), so that
+    litellm's work on each runs on other cores than the build's own; 0: in the build's
+    process."""
 
     @property
     def offline(self) -> bool:

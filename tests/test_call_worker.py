@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import LLMCallError
-from wikitrace.compiler.call_worker import WorkerLLM
+from wikitrace.compiler.call_worker import WorkerLLM, WorkerPool
 from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
 
 from helpers import Stub, build_with_stub
@@ -41,10 +41,13 @@ def test_a_worker_makes_the_corpus_the_build_makes_in_its_own_process(
         report = build(runs_file, tmp_path / "worker", openai_stub, concurrency=1)
     assert report.complete and report.http_attempts == 4 and len(openai_stub.requests) == 4
     assert any("RateLimitError, retrying in" in r.getMessage() for r in caplog.records)
-    alone = build(runs_file, tmp_path / "alone", openai_stub, call_worker=False)
+    alone = build(runs_file, tmp_path / "alone", openai_stub, call_workers=0)
     assert alone.complete and alone.http_attempts == 3
     assert pages(tmp_path / "worker") == pages(tmp_path / "alone")
     assert len(pages(tmp_path / "alone")) > 10
+    pool = build(runs_file, tmp_path / "pool", openai_stub, call_workers=2)
+    assert pool.complete and pool.http_attempts == 3
+    assert pages(tmp_path / "pool") == pages(tmp_path / "alone")
 
 
 def _worker(stub: Stub) -> WorkerLLM:
@@ -72,6 +75,43 @@ def test_calls_made_on_two_event_loops_share_one_worker(openai_stub: Stub) -> No
         assert len(openai_stub.requests) == 12
     finally:
         llm.close()
+
+
+def test_a_pool_of_workers_shares_the_calls_and_gives_each_its_answer(
+    openai_stub: Stub,
+) -> None:
+    openai_stub.script += [(200, f"answer {n}") for n in range(16)]
+    settings = LLMSettings(model="openai/stub-model", api_base=openai_stub.url, max_retries=0)
+    pool = WorkerPool(settings, 2)
+    try:
+        message = [{"role": "user", "content": "hello"}]
+
+        async def calls(count: int) -> list[Any]:
+            return await asyncio.gather(*(pool.complete(message) for _ in range(count)))
+
+        replies = asyncio.run(calls(16))
+        assert sorted(reply.text for reply in replies) == sorted(f"answer {n}" for n in range(16))
+        # The calls that started together went to both workers, half each.
+        assert [next(worker._ids) - 1 for worker in pool.workers] == [8, 8]
+        processes = [worker._process for worker in pool.workers]
+        assert all(p is not None and p.poll() is None for p in processes)
+        assert len({p.pid for p in processes if p is not None}) == 2
+        assert pool.count_tokens("one two three") == LiteLLMClient(settings).count_tokens(
+            "one two three"
+        )
+    finally:
+        pool.close()
+    assert all(p is not None and p.returncode == 0 for p in processes)
+
+
+def test_a_model_a_pool_refuses_starts_no_worker_and_stops_every_call(openai_stub: Stub) -> None:
+    pool = WorkerPool(LLMSettings(model="anthropic/claude-x"), 3)
+    with pytest.raises(LLMCallError, match="needs ANTHROPIC_API_KEY") as refused:
+        pool.preflight()
+    assert refused.value.fatal and all(worker._process is None for worker in pool.workers)
+    with pytest.raises(LLMCallError, match="needs ANTHROPIC_API_KEY"):
+        asyncio.run(pool.complete([{"role": "user", "content": "hello"}]))
+    assert not openai_stub.requests
 
 
 def test_token_counts_are_the_worker_clients(openai_stub: Stub) -> None:
