@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -443,3 +447,41 @@ def test_a_build_s_catalog_is_what_it_wrote_and_what_its_pages_say(tmp_path: Pat
     assert [r.judged for r in pages.runs][:2] == [False, True]
     assert [r.title is None for r in pages.runs] == [False] * 6 + [True, False]
     assert [i.verified for i in pages.insights].count(False) == 2  # the kettle's two lessons
+
+
+@pytest.mark.parametrize("scipy_first", [False, True])
+def test_bm25s_is_imported_without_scipy_numba_or_jax_and_they_are_put_back(
+    tmp_path: Path, scipy_first: bool
+) -> None:
+    """Whatever else is installed (scipy is, for the tests; a jax that bm25s would import and
+    run is made here), ranking imports bm25s alone, and leaves a module imported before as
+    it was."""
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "lax.py").write_text("def top_k(scores, k):\n    return scores[:k], list(range(k))\n")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        if {scipy_first}:
+            import scipy.sparse
+        before = sys.modules.get("scipy.sparse")
+        from wikitrace.tools.memory import Ranker, _bm25s
+        bm25s = _bm25s()
+        assert not bm25s.SCIPY_AVAILABLE and not bm25s.NUMBA_AVAILABLE
+        assert not bm25s.selection.JAX_IS_AVAILABLE
+        assert sys.modules.get("scipy.sparse") is before and "jax" not in sys.modules
+        assert ("scipy" in sys.modules) is {scipy_first}
+        ranker = Ranker.of(iter(["open the drawer", "take the mug", "open the safe"]))
+        print(ranker.rank("open the drawer", range(3)))
+        import jax.lax  # the fake, still importable
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "[0, 2, 1]"

@@ -13,6 +13,7 @@ import gc
 import itertools
 import os
 import re
+import sys
 import tempfile
 from array import array
 from collections import Counter
@@ -821,10 +822,40 @@ def _records(
             raise ValueError(f"a line of kind {kind!r}")
 
 
-def _tokenize(texts: Sequence[str]) -> Any:
-    import bm25s
+_OPTIONAL = ("scipy", "numba", "jax")
+"""What bm25s imports when it is installed, to build or rank another way than wikitrace does."""
 
-    return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+
+@functools.cache
+def _bm25s() -> Any:
+    """bm25s, imported as if scipy, numba and jax were not installed (they are hidden while it
+    is imported, and put back after).
+
+    bm25s imports each of them when it can: scipy to build an index (which wikitrace builds
+    itself, as bm25s's numpy backend does), numba to compile its scoring, and jax, whose
+    import sets up XLA and which then picks the top texts (its own way of ordering ties). An
+    environment that has them would start seconds slower, and could rank a corpus
+    differently. Hidden, the import costs the same everywhere, tests included (they install
+    scipy); and `Ranker` asks for numpy's backends by name, in case bm25s was imported
+    before. Another thread importing one of these during those few lines would get an
+    ImportError."""
+    hidden = {
+        name: module
+        for name, module in list(sys.modules.items())
+        if name.partition(".")[0] in _OPTIONAL
+    }
+    sys.modules.update(dict.fromkeys([*_OPTIONAL, *hidden]))  # None: importing it fails
+    try:
+        import bm25s
+    finally:
+        for name in [*_OPTIONAL, *hidden]:
+            sys.modules.pop(name, None)
+        sys.modules.update(hidden)
+    return bm25s
+
+
+def _tokenize(texts: Sequence[str]) -> Any:
+    return _bm25s().tokenize(list(texts), stopwords="en", show_progress=False)
 
 
 SearchName = Literal["tasks", "insights", "compilations"]
@@ -904,8 +935,7 @@ class Ranker:
     def load(cls, folder: Path, size: int) -> Ranker:
         """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
         query needs it); CorpusError when it is damaged or does not rank `size` texts."""
-        import bm25s
-
+        bm25s = _bm25s()
         try:
             saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
             if saved["texts"] != size:
@@ -930,7 +960,7 @@ class Ranker:
         if self._index is not None and query_tokens.vocab:
             try:
                 documents, scores = self._index.retrieve(
-                    query_tokens, k=self.size, show_progress=False
+                    query_tokens, k=self.size, show_progress=False, backend_selection="numpy"
                 )
             except (IndexError, ValueError) as error:
                 if self._source is None:
@@ -992,7 +1022,7 @@ class _TokenIds:
 @functools.cache
 def _index_class() -> Any:
     """bm25s.BM25 whose index is built by `_scores` (bm25s imported when first needed)."""
-    import bm25s
+    bm25s = _bm25s()
 
     class Streamed(bm25s.BM25):  # type: ignore[misc]
         def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
@@ -1047,7 +1077,8 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     about that many pairs of them at once: a range of words' columns is filled, written to
     the end of its file in `index.folder`, and let go; the pairs are read once a range."""
     import numpy as np
-    from bm25s import scoring
+
+    scoring = _bm25s().scoring
 
     if index.method in index.methods_requiring_nonoccurrence:
         raise ValueError(f"BM25 variant {index.method} is not built here")
