@@ -844,7 +844,8 @@ def _bm25s() -> Any:
         for name, module in list(sys.modules.items())
         if name.partition(".")[0] in _OPTIONAL
     }
-    sys.modules.update(dict.fromkeys([*_OPTIONAL, *hidden]))  # None: importing it fails
+    for name in [*_OPTIONAL, *hidden]:
+        sys.modules[name] = None  # type: ignore[assignment]  # None: importing it fails
     try:
         import bm25s
     finally:
@@ -1022,9 +1023,9 @@ class _TokenIds:
 @functools.cache
 def _index_class() -> Any:
     """bm25s.BM25 whose index is built by `_scores` (bm25s imported when first needed)."""
-    bm25s = _bm25s()
+    base: Any = _bm25s().BM25
 
-    class Streamed(bm25s.BM25):  # type: ignore[misc]
+    class Streamed(base):  # type: ignore[misc]
         def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
             super().__init__()
             self.block = block
