@@ -155,8 +155,7 @@ def serve(latency: float, ready: Any, record: str | None = None) -> None:
         def do_POST(self) -> None:
             nonlocal requests
             started = time.monotonic()
-            raw = self.rfile.read(int(self.headers["content-length"]))
-            body = json.loads(raw)
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             with lock:
                 requests += 1
                 if recording is not None:
@@ -230,6 +229,12 @@ def cpu_seconds() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def cpu_since(before: tuple[float, float]) -> tuple[float, float]:
+    """`cpu_seconds` spent since `before` (an earlier `cpu_seconds`)."""
+    own, children = cpu_seconds()
+    return own - before[0], children - before[1]
 
 
 def replay(url: str, bodies: list[bytes], concurrency: int) -> dict[str, float]:
@@ -361,7 +366,7 @@ def main() -> None:
 
         before = cpu_seconds()
         seconds, report = timed(lambda: llm_build(work / "llm-1"))
-        own, worker = (after - then for after, then in zip(cpu_seconds(), before, strict=True))
+        own, worker = cpu_since(before)
         first_calls = stub.requests
         print(
             f"LLM build, zero latency: {seconds:.2f} s ({args.runs / seconds:.0f} runs/s); "
@@ -407,7 +412,7 @@ def main() -> None:
                     progress=d,
                 )
             )
-            own, worker = (after - then for after, then in zip(cpu_seconds(), before, strict=True))
+            own, worker = cpu_since(before)
             actual = slow_count / seconds
             # From the first answer to the last, plus the first call's own latency.
             flowing = slow_count / (answered[-1] - answered[0] + args.latency)
