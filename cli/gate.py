@@ -115,12 +115,44 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 )
 @click.option(
     "--rule",
-    type=click.Choice(["bounds", "estimates"]),
-    default="bounds",
+    type=click.Choice(["sequential", "bounds", "estimates"]),
+    default="sequential",
     show_default=True,
-    help="bounds: commit when each figure's exact one-sided bound passes (at --confidence); "
-    "estimates: when the figures themselves pass, as the method was published (cheaper to "
-    "pass, easier to pass by luck: see the README).",
+    help="sequential: probe pairs in rounds until anytime-valid tests decide, with the error "
+    "rates --alpha and --alpha-miss; bounds: each figure's exact one-sided bound (at "
+    "--confidence) on fixed probes; estimates: the figures themselves, as the method was "
+    "published (easier to pass by luck: see the README).",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="sequential: chance, at most, that a lesson with D_reg >= --beta or P_fail >= --delta, "
+    "or one that does not help its targets, is committed (across one call's lessons: the "
+    "expected share of such among those committed, by e-BH).",
+)
+@click.option(
+    "--alpha-miss",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="sequential: chance, at most, that a lesson worth committing (gain >= --eta, harm at "
+    "most half the limits) is stopped early.",
+)
+@click.option(
+    "--max-runs",
+    type=click.IntRange(2),
+    default=128,
+    show_default=True,
+    help="sequential: agent runs a lesson may take, both sides of every pair; then it is "
+    "rejected unless shown to pass.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Run nothing: print what the sequential gate can detect with these settings (by "
+    "simulation) and the agent runs it takes.",
 )
 @click.option(
     "--p-fail",
@@ -160,6 +192,10 @@ def gate_command(
     beta: float,
     p_fail: str,
     rule: str,
+    alpha: float,
+    alpha_miss: float,
+    max_runs: int,
+    dry_run: bool,
     no_narrow: bool,
     api_base: str | None,
     prompts_dir: Path | None,
@@ -174,17 +210,24 @@ def gate_command(
     (tasks it claims to help), falsification probes (boundary tasks, look-alikes that violate
     its precondition, decoys) and regression probes (tasks the agent solved before).
 
-    G (transfer gain on targets), P_fail (falsification probes made worse) and D_reg (solved
-    tasks broken, over every probe) each get an exact one-sided binomial bound at --confidence.
-    An insight is committed when G >= --eta, P_fail <= --delta and D_reg <= --beta, all as
-    bounds. When the gain is real but the failures fall on tasks it never helped, the corpus's
-    model narrows its precondition once and the same probes run again; otherwise it is rejected.
+    Every probe runs without and with the insight on the same seed (a pair). By default
+    (--rule sequential) pairs are drawn in rounds, tasks at random from each kind's probes,
+    and three anytime-valid tests decide as they come: it helps its targets (more pairs
+    better than worse), its regression damage D_reg is below --beta and its falsification
+    failure rate P_fail (cited where it should not apply) below --delta. It is committed once
+    all three are shown, each at --alpha; rejected early once it is shown not worth it
+    (--alpha-miss), or when --max-runs are spent first. --dry-run prints what that can detect.
+
+    When it helped targets but failed elsewhere, on tasks it never helped, the corpus's model
+    narrows its precondition once, and the narrowed lesson is tested on held-out probes (half
+    the pool, which the narrowing never saw) at a quarter of --alpha. Otherwise it is rejected.
 
     One new version holds every decision: the insights' status (committed, or rejected: kept
-    on record, never shown to an agent), gate/gate-NNNN.md (figures, probes, why) and
-    gate/gate-NNNN.runs.jsonl (every probe run). Cost per insight: trials x (probe tasks) runs
-    with it, plus the same without it (shared by the insights of one call), plus trials x
-    (probe tasks) again when narrowed: at most 2 x 24 + 24 = 72 runs with the defaults.
+    on record, never shown to an agent), gate/gate-NNNN.md (figures, tests, probes, why) and
+    gate/gate-NNNN.runs.jsonl (every probe run). Cost per insight: at most --max-runs, twice
+    that when narrowed (runs without it are shared by the insights of one call). --rule bounds
+    and estimates test a fixed set of probes instead (--targets, --falsify, --regress,
+    --trials).
 
     A probe run that errors (after --runner-retries) is never a failure: when errors leave too
     little to commit, the insight is undecided and stays ungated, with its decision on record.
@@ -200,9 +243,14 @@ def gate_command(
 
     from wikitrace.control.gate import GateOptions, gate_insights
     from wikitrace.control.pool import read_pool
+    from wikitrace.control.sequential import Rates, Schedule, dry_run_text
     from wikitrace.versions import Store
 
     quiet = is_quiet()
+    if dry_run:
+        rates = Rates(eta=eta, delta=delta, beta=beta, alpha=alpha, alpha_miss=alpha_miss)
+        click.echo(dry_run_text(rates, Schedule(max_runs=max_runs)))
+        return
     given = {
         kind: [task.task_id for task in read_pool(path)]
         for kind, path in (
@@ -225,7 +273,10 @@ def gate_command(
         eta=eta,
         delta=delta,
         beta=beta,
-        rule="estimates" if rule == "estimates" else "bounds",
+        rule="estimates" if rule == "estimates" else "bounds" if rule == "bounds" else "sequential",
+        alpha=alpha,
+        alpha_miss=alpha_miss,
+        max_runs=max_runs,
         p_fail="outcomes" if p_fail == "outcomes" else "citations",
         narrow=not no_narrow,
         prompts_dir=prompts_dir,
@@ -288,17 +339,18 @@ def gate_command(
 )
 @click.option(
     "--max-violation-rate",
-    type=click.FloatRange(0, 1),
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
     default=0.3,
     show_default=True,
-    help="Retire an insight whose violation rate is, as a lower bound, above this.",
+    help="Retire an insight once its violation rate is shown to be above this.",
 )
 @click.option(
     "--confidence",
     type=click.FloatRange(0.5, 1, max_open=True),
-    default=0.9,
+    default=0.95,
     show_default=True,
-    help="Of the lower bound (exact binomial).",
+    help="1 - the chance, at most, that an insight violated no more often than "
+    "--max-violation-rate is ever retired, however often monitoring runs.",
 )
 @no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
@@ -317,11 +369,12 @@ def monitor_command(
     reads): {"used": {"insights": [...]}, "success": true|false, "task_id": ..., "checks":
     {"insight-0007": {"precondition_met": true, "effect_observed": false}}}. An episode violates
     an insight when it used it, its precondition held (unsaid: yes, it was used) and its
-    expected effect was absent (unsaid: the episode failed). Give every report since the
-    insights were committed: each call counts what it is given.
+    expected effect was absent (unsaid: the episode failed, allowing for how often the corpus's
+    runs of that task failed anyway). Reports already counted are not counted again.
 
-    An insight is retired when at least --min-judged episodes judged it and the lower bound of
-    its violation rate is above --max-violation-rate. Retiring makes a new version: the insight
+    An insight is retired when at least --min-judged episodes judged it and an anytime-valid
+    test shows its violation rate above --max-violation-rate (so checking after every episode
+    does not retire sound insights more often). Retiring makes a new version: the insight
     is marked retired (kept on record, never shown to an agent again), with
     gate/monitor-NNNN.md and the report lines behind it. Prints each committed insight's record
     on stderr, and the new version's folder on stdout when one was made (the records with
@@ -355,8 +408,8 @@ def monitor_command(
             verdict = "RETIRED" if record.retire else "kept"
             click.echo(
                 f"{record.insight}: cited {record.cited}, judged {record.judged}, violations "
-                f"{record.violations} (rate {record.rate:.3f}, at least {record.rate_lower:.3f}): "
-                f"{verdict}",
+                f"{record.violations} (rate {record.rate:.3f}, at least {record.rate_lower:.3f}; "
+                f"evidence {record.evidence:.3g}): {verdict}",
                 err=True,
             )
     if as_json:

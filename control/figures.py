@@ -27,9 +27,10 @@ Pairs = Mapping[tuple[str, int], Pair | None]
 """(task, seed) -> its pair; None where a run of it is missing."""
 
 
-Rule = Literal["bounds", "estimates"]
-"""bounds: each figure's exact one-sided bound must pass (ours: a pass is unlikely to be luck);
-estimates: the figures themselves must pass (the method as published)."""
+Rule = Literal["sequential", "bounds", "estimates"]
+"""sequential: anytime-valid tests decide as the pairs come, with stated error rates (ours,
+the default: control.sequential); bounds: each figure's exact one-sided bound must pass on a
+fixed set of probes; estimates: the figures themselves must pass (the method as published)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,12 @@ def gate_figures(
     # Regression damage: every pair solved without the lesson, whatever kind it was.
     solved = [(b, w) for b, w, success in values.values() if success]
     damaged = sum(w < b for b, w in solved)
+    by_kind = {}
+    for kind in ("target", "falsify", "regress"):
+        kind_solved = [(b, w) for b, w, success in of(kind) if success]
+        if kind_solved:
+            broken = sum(w < b for b, w in kind_solved)
+            by_kind[kind] = round(broken / len(kind_solved), 6)
     n_target, n_falsify, n_regress = len(target), len(falsify), len(solved)
     gain_rate_lower = stats.lower(gains, n_target, confidence)
     gain_lower = gain_rate_lower - stats.upper(losses, n_target, confidence)
@@ -110,6 +117,7 @@ def gate_figures(
         d_reg=round(damaged / n_regress, 6) if n_regress else 0.0,
         d_reg_upper=round(d_reg_upper, 6),
         errors=errors,
+        d_reg_by_kind=by_kind,
         passes=gain_lower >= thresholds.eta
         and p_fail_upper <= thresholds.delta
         and d_reg_upper <= thresholds.beta
@@ -144,6 +152,8 @@ def gain_is_real(figures: GateFigures, thresholds: Thresholds) -> bool:
     reaches eta."""
     if thresholds.rule == "bounds":
         return figures.gain_rate_lower >= thresholds.eta
+    if thresholds.rule == "sequential":  # it helped more target pairs than it hurt
+        return figures.gains > figures.losses
     return bool(figures.n_target) and figures.gains / figures.n_target >= thresholds.eta
 
 
@@ -163,6 +173,11 @@ def why_not_narrowed(figures: GateFigures, thresholds: Thresholds, *, narrow: bo
     if not narrow:
         return "narrowing is off (--no-narrow)"
     if not gain_is_real(figures, thresholds):
+        if thresholds.rule == "sequential":
+            return (
+                f"not narrowed: it helped no more target pairs ({figures.gains}) than it hurt "
+                f"({figures.losses})"
+            )
         if thresholds.rule == "estimates":
             rate = figures.gains / figures.n_target if figures.n_target else 0.0
             return f"not narrowed: the gain is not real (gain rate {rate:.3f}, below eta {eta:g})"
@@ -170,11 +185,25 @@ def why_not_narrowed(figures: GateFigures, thresholds: Thresholds, *, narrow: bo
             f"not narrowed: the gain is not real (gain rate >= {figures.gain_rate_lower:.3f}, "
             f"below eta {eta:g})"
         )
-    return "not narrowed: some task both gained and lost with it, so no precondition separates them"
+    return (
+        "not narrowed: a task it helped was also hurt by it (on another seed), so no "
+        "precondition can keep the one and cut away the other"
+    )
 
 
 def summary(figures: GateFigures, thresholds: Thresholds) -> str:
     p_fail = "P_fail" if figures.p_fail_basis == "outcomes" else "P_fail (cited)"
+    if figures.tests:
+        t = figures.tests
+        return (
+            f"G {figures.gain:.3f} ({figures.gains} better, {figures.losses} worse of "
+            f"{figures.n_target} target pairs; evidence it helps {t['help']:.3g}), "
+            f"{p_fail} {figures.p_fail:.3f} ({figures.failures} of {figures.n_falsify}; "
+            f"evidence below {thresholds.delta:g} {t['failure']:.3g}), "
+            f"D_reg {figures.d_reg:.3f} ({figures.damaged} of {figures.n_regress} solved pairs "
+            f"broken; evidence below {thresholds.beta:g} {t['damage']:.3g}); "
+            f"{figures.runs} agent runs; evidence needed {t['needed']:.3g}"
+        )
     if thresholds.rule == "estimates":
         return (
             f"G {figures.gain:.3f} (needs >= {thresholds.eta:g}), "

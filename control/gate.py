@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +77,10 @@ from .figures import (
 )
 from .figures import marks as figure_marks
 from .pool import PoolTask
-from .probes import Budget, Lesson, Probe, choose_probes, given_probes
+from .probes import Budget, Lesson, Probe, by_kind, choose_probes, given_probes, split_pool
 from .runner import RunLog, Runner, RunnerSpec, RunRequest
+from .sequential import Pair as SeqPair
+from .sequential import Rates, Schedule, Sequential, decide, e_bh
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +98,27 @@ class GateOptions:
     trials: int = 1
     seed: int = 0
     confidence: float = 0.9
+    """Of the bounds rule's exact binomial bounds."""
+    alpha: float = 0.1
+    """Sequential rule: chance, at most, that a lesson with D_reg >= beta, P_fail >= delta
+    or no help on its targets is committed (over one call's lessons, the expected share of
+    such lessons among those committed: e-BH)."""
+    alpha_miss: float = 0.1
+    """Sequential rule: chance, at most, that a lesson worth committing is stopped early."""
+    max_runs: int = 128
+    """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
+    rejected if not shown to pass."""
+    per_round: int = 2
+    """Sequential rule: pairs of each kind still needed, run together in one round."""
     eta: float = 0.1
     """Least transfer gain G (its lower bound) to commit."""
     delta: float = 0.3
     """Most falsification failure rate P_fail (its upper bound) to commit."""
     beta: float = 0.3
     """Most regression damage D_reg (its upper bound) to commit."""
-    rule: Rule = "bounds"
-    """How the figures decide: their exact bounds (ours) or the estimates (the method's)."""
+    rule: Rule = "sequential"
+    """How the figures decide: sequential tests (ours), exact bounds on fixed probes, or the
+    estimates (the method's)."""
     p_fail: Literal["citations", "outcomes"] = "citations"
     """citations: a falsification probe fails when the run with the lesson cited it (used it
     where it should not apply), for runs whose agent returned a citation report, outcome
@@ -160,6 +176,8 @@ def gate_insights(
         try:
             for candidate in candidates:
                 report.decisions.append(gate.decide(candidate))
+            if gate.sequential:
+                gate.multiplicity(report.decisions)
             gate.together(candidates, report.decisions)
         finally:
             remove_tree(gate.views)
@@ -204,7 +222,17 @@ class _Gate:
         self.thresholds = Thresholds(
             options.eta, options.delta, options.beta, options.confidence, options.rule
         )
+        self.rates = Rates(
+            eta=options.eta,
+            delta=options.delta,
+            beta=options.beta,
+            alpha=options.alpha,
+            alpha_miss=options.alpha_miss,
+        )
+        self.schedule = Schedule(per_round=options.per_round, max_runs=options.max_runs)
         self.asker = None if llm is None else Asker(llm, options.prompts_dir)
+        self.tests: dict[str, _Stream] = {}
+        """Candidate -> its sequential tests and probe stream, kept to go on (e-BH)."""
         self.progress = progress
         self.pages = dict(base.insights.items())  # read once: the gate looks at them often
         self.first_number = count_decisions(base) + 1
@@ -232,6 +260,16 @@ class _Gate:
                 for task in options.pool
             ]
         self.solved = list(dict.fromkeys(r.task_id for r in base.rows if r.outcome == "success"))
+        # A narrowed lesson is judged on probes its narrowing never saw: the pool is split
+        # before the first round, the first test drawing from one half, the narrowed
+        # lesson's from the other.
+        self.first_pool, self.held_out = self.pool, self.pool
+        if self.sequential and options.narrow and llm is not None and not options.given:
+            self.first_pool, self.held_out = split_pool(self.pool, options.seed)
+
+    @property
+    def sequential(self) -> bool:
+        return self.options.rule == "sequential"
 
     # --- candidates ------------------------------------------------------------------------
 
@@ -278,10 +316,11 @@ class _Gate:
 
     # --- probes --------------------------------------------------------------------------
 
-    def choose(self, candidate: _Candidate) -> list[Probe]:
+    def choose(self, candidate: _Candidate, *, held_out: bool = False) -> list[Probe]:
         options = self.options
         if options.given:
             return given_probes(options.given, self.pool, pool_given=options.pool is not None)
+        pool = self.held_out if held_out else self.first_pool
         width = self.base.manifest.step_id_width
         source = next(
             (
@@ -299,7 +338,7 @@ class _Gate:
             precondition=candidate.precondition,
         )
         budget = Budget(options.targets, options.falsify, options.regress)
-        return choose_probes(lesson, self.pool, self.solved, budget)
+        return choose_probes(lesson, pool, self.solved, budget)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -358,6 +397,8 @@ class _Gate:
         self.base_results.update(self.run(name, self._base_view, missing, purpose, fresh=fresh))
 
     def decide(self, candidate: _Candidate) -> GateDecision:
+        if self.sequential:
+            return self.decide_sequential(candidate)
         options = self.options
         ident = decision_id("gate", self.number)
         self.number += 1
@@ -447,6 +488,297 @@ class _Gate:
         ids |= {i for check in decision.together for i in check.runs}
         return [self.runs[i] for i in sorted(ids)]
 
+    # --- the sequential rule --------------------------------------------------------------
+
+    def decide_sequential(self, candidate: _Candidate) -> GateDecision:
+        """Probe pairs in rounds until the anytime-valid tests decide (control.sequential)."""
+        ident = decision_id("gate", self.number)
+        self.number += 1
+        probes = self.choose(candidate)
+        if not probes:
+            raise InputError(
+                f"no probe tasks for {candidate.ident}: the task pool is empty",
+                hint="give --task-pool FILE",
+            )
+        view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
+        stream = _Stream(
+            name=f"{self.base.name}+{candidate.ident}",
+            view=view,
+            probes=by_kind(probes),
+            tests=Sequential(self.rates, citations=self.options.p_fail == "citations"),
+            rng=random.Random(f"{self.options.seed}:{candidate.ident}"),
+            ident=candidate.ident,
+            base=self.base_results,
+        )
+        self.tests[candidate.ident] = stream
+        decision = GateDecision(
+            id=ident,
+            insight=candidate.ident,
+            tested_on=self.base.name,
+            time=now(),
+            verdict="rejected",
+            reason="",
+            confidence=1 - self.options.alpha,
+            thresholds=self._thresholds(),
+            precondition=candidate.precondition,
+            evidence=f"{ident}.runs.jsonl",
+        )
+        outcome = self._go_on(stream, ident)
+        decision.verdict = "committed" if outcome == "committed" else "rejected"
+        self._settle(decision, stream)
+        if decision.verdict == "rejected" and self.options.narrow:
+            assert decision.figures is not None
+            if separable(stream.figure_pairs(), decision.figures, self.thresholds):
+                self._narrow_sequential(candidate, decision, stream)
+            else:
+                decision.reason += "; " + why_not_narrowed(
+                    decision.figures, self.thresholds, narrow=True
+                )
+        elif decision.verdict == "rejected":
+            decision.reason += "; narrowing is off (--no-narrow)"
+        last = self.tests.get(candidate.ident + "-narrowed", stream)
+        if decision.verdict == "rejected" and last.errors:
+            decision.verdict = "undecided"
+            decision.reason = (
+                f"Undecided: {last.errors} probe pairs ended as errors after their retries, and "
+                "the rest did not suffice to commit; it stays ungated. " + decision.reason
+            )
+        decision.agent_runs = len(self.runs_of(decision))
+        return decision
+
+    def _thresholds(self) -> dict[str, float]:
+        o = self.options
+        found = {"eta": o.eta, "delta": o.delta, "beta": o.beta}
+        if self.sequential:
+            found.update(alpha=o.alpha, alpha_miss=o.alpha_miss, max_runs=float(o.max_runs))
+        return found
+
+    def _go_on(self, stream: _Stream, purpose: str) -> str:
+        """Run the stream's rounds until its tests decide or its budget is spent."""
+        needs = stream.tests.needs()
+        if not stream.probes["regress"]:  # falsification pairs count for D_reg too
+            needs["regress"] = needs["regress"] and not stream.probes["falsify"]
+        missing = [k for k, needed in needs.items() if needed and not stream.probes[k]]
+        if missing:
+            stream.tests.reason = (
+                f"no {' or '.join(missing)} probe in the task pool, so what they test cannot be "
+                "shown"
+            )
+            return "rejected"
+        outcome = decide(
+            stream.tests,
+            lambda wanted: self._sample(stream, wanted, purpose),
+            self.schedule,
+            spent=stream.runs,
+        )
+        stream.runs = outcome.runs
+        return outcome.verdict
+
+    def _sample(self, stream: _Stream, wanted: dict[str, int], purpose: str) -> list[SeqPair]:
+        """Draw `wanted` pairs of each kind (tasks at random from the kind's probes, each
+        task's next seed), run what is not run yet on both sides, and return the pairs."""
+        drawn: list[tuple[Probe, int]] = []
+        for kind, count in wanted.items():
+            for _ in range(count):
+                # Without regression probes, D_reg is shown on falsification pairs alone.
+                probe = stream.draw(kind) or (stream.draw("falsify") if kind == "regress" else None)
+                if probe is None:
+                    break
+                seed = self.options.seed + stream.used.get(probe.task_id, 0)
+                stream.used[probe.task_id] = stream.used.get(probe.task_id, 0) + 1
+                drawn.append((probe, seed))
+        if self._base_view is None:
+            self._base_view = self._view("base", hidden=self._hidden)
+        base_name = f"{self.base.name}-without-candidates"
+        requests = [
+            RunRequest(p.task_id, base_name, self._base_view, seed)
+            for p, seed in drawn
+            if (p.task_id, seed) not in self.base_results
+        ]
+        requests += [RunRequest(p.task_id, stream.name, stream.view, seed) for p, seed in drawn]
+        runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=purpose)
+        done = 0
+
+        def tick(_: AgentRun) -> None:
+            nonlocal done
+            done += 1
+            if self.progress is not None:
+                self.progress(done, len(requests))
+
+        results = runner.run(requests, tick)
+        self.agent_runs += len(results)
+        for request, run in zip(requests, results, strict=True):
+            self.runs[run.id] = run
+            if request.memory == base_name:
+                self.base_results[(run.task_id, run.seed)] = run
+            else:
+                stream.results[(run.task_id, run.seed)] = run
+        pairs = []
+        for probe, seed in drawn:
+            key = (probe.task_id, seed)
+            stream.kinds[key] = probe
+            without, with_lesson = self.base_results[key], stream.results[key]
+            if without.success is None or with_lesson.success is None:
+                stream.errors += 1
+                continue
+            used = with_lesson.output.get("used")
+            insights = used.get("insights") if isinstance(used, dict) else None
+            cited = stream.ident in insights if isinstance(insights, list) else None
+            pairs.append(SeqPair(probe.kind, without.success, with_lesson.success, cited))
+        return pairs
+
+    def _settle(self, decision: GateDecision, stream: _Stream, *, narrowed: bool = False) -> None:
+        """The decision's figures, probes and reason from the stream as it stands."""
+        tests = stream.tests
+        probes = [p for kind in stream.probes.values() for p in kind]
+        cited = stream.cited() if self.options.p_fail == "citations" else {}
+        figures = gate_figures(probes, stream.figure_pairs(), self.thresholds, cited)
+        figures = figures.model_copy(
+            update={
+                "passes": tests.verdict() == "committed",
+                "runs": stream.runs,
+                "tests": {
+                    "help": round(tests.help.wealth, 6),
+                    "damage": round(tests.damage.wealth, 6),
+                    "failure": round(tests.failure.wealth, 6),
+                    "needed": round(1 / (self.rates.alpha * tests.scale), 6),
+                },
+            }
+        )
+        keys = sorted(stream.kinds)
+        results = [
+            ProbeResult(
+                task_id=p.task_id,
+                kind=p.kind,
+                why=p.why,
+                base_runs=[self.base_results[k].id for k in keys if k[0] == p.task_id],
+                lesson_runs=[stream.results[k].id for k in keys if k[0] == p.task_id],
+            )
+            for p in dict.fromkeys(stream.kinds.values())
+        ]
+        seeds = sorted({seed for _, seed in stream.kinds})
+        verdict = tests.verdict()
+        words = (
+            "It passed: "
+            if verdict == "committed"
+            else f"Rejected ({tests.reason}): "
+            if not narrowed
+            else f"Still rejected ({tests.reason}): "
+        )
+        text = words + summary(figures, self.thresholds)
+        if narrowed:
+            decision.narrowed_figures = figures
+            decision.narrowed_probes = results
+            decision.narrowed_seeds = seeds
+            decision.reason += ". After narrowing, on held-out probes: " + text
+        else:
+            decision.figures = figures
+            decision.probes = results
+            decision.seeds = seeds
+            decision.reason = text
+
+    def _narrow_sequential(
+        self, candidate: _Candidate, decision: GateDecision, stream: _Stream
+    ) -> None:
+        if self.asker is None:
+            decision.reason += (
+                "; it could be narrowed (it helped and hurt on separate tasks) but there is no "
+                "model to do it (an offline corpus)"
+            )
+            return
+        marks = figure_marks(stream.figure_pairs())
+        texts = {t.task_id: t.task or t.task_id for t in self.pool}
+        seen = list(dict.fromkeys(p.task_id for p in stream.kinds.values()))
+        listed = [
+            {
+                "mark": "HURT"
+                if "HURT" in marks.get(t, set())
+                else "HELPED"
+                if "HELPED" in marks.get(t, set())
+                else "SAME",
+                "task_id": t,
+                "task": texts.get(t, t),
+            }
+            for t in seen
+        ]
+        try:
+            precondition, applicability = narrow_precondition(self.asker, candidate, listed)
+        except (ValueError, CorpusError) as error:
+            decision.reason += f"; narrowing failed: {error}"
+            return
+        narrowed = _narrowed_header(candidate.header, precondition, applicability)
+        self.narrowed[candidate.ident] = narrowed
+        view = self._view(
+            f"{candidate.ident}-narrowed",
+            hidden=self._hidden - {candidate.ident},
+            replaced={candidate.ident: (narrowed, candidate.guideline)},
+        )
+        probes = self.choose(
+            _Candidate(candidate.ident, narrowed, candidate.guideline, candidate.alike),
+            held_out=True,
+        )
+        # Its own share of alpha: a lesson that fails, is narrowed and is tested again gets
+        # two chances to pass, so the second test asks for four times the evidence.
+        second = _Stream(
+            name=f"{self.base.name}+{candidate.ident}-narrowed",
+            view=view,
+            probes=by_kind(probes),
+            tests=Sequential(
+                self.rates, citations=self.options.p_fail == "citations", scale=NARROWED_SHARE
+            ),
+            rng=random.Random(f"{self.options.seed}:{candidate.ident}:narrowed"),
+            ident=candidate.ident,
+            base=self.base_results,
+        )
+        self.tests[candidate.ident + "-narrowed"] = second
+        decision.narrowed_precondition = precondition
+        outcome = self._go_on(second, decision.id) if probes else "rejected"
+        if not probes:
+            second.tests.reason = "no held-out probe task"
+        self._settle(decision, second, narrowed=True)
+        if outcome == "committed":
+            decision.verdict = "committed"
+            decision.reason = "Narrowed, then committed. First test: " + decision.reason
+
+    def multiplicity(self, decisions: Sequence[GateDecision]) -> None:
+        """Across one call's lessons: commit only a set e-BH admits, so that the expected share
+        of harmful or useless lessons among those committed is at most alpha. A committed
+        lesson e-BH does not admit yet goes on (its tests ask for m / (alpha k) evidence, k the
+        lessons committed, m those tested) until it does or its budget is spent."""
+        streams = [self._final_stream(d.insight) for d in decisions]
+        m = len(decisions)
+        if m < 2:
+            return
+        while True:
+            committed = [i for i, d in enumerate(decisions) if d.verdict == "committed"]
+            admitted = e_bh([s.tests.e_value() if s else 0.0 for s in streams], self.rates.alpha)
+            short = [i for i in committed if i not in admitted]
+            if not short:
+                return
+            for i in short:
+                stream, decision = streams[i], decisions[i]
+                assert stream is not None
+                stream.tests.scale = min(stream.tests.scale, len(committed) / m)
+                outcome = self._go_on(stream, decision.id)
+                narrowed = stream.name.endswith("-narrowed")
+                if outcome != "committed":
+                    decision.verdict = "rejected"
+                    self.narrowed.pop(decision.insight, None)
+                note = (
+                    f". With {m} lessons in this call, e-BH asked it for evidence "
+                    f"{1 / (self.rates.alpha * stream.tests.scale):.3g}"
+                    + (": reached." if outcome == "committed" else ": not reached, rejected.")
+                )
+                if narrowed:
+                    self._settle(decision, stream, narrowed=True)
+                else:
+                    self._settle(decision, stream)
+                decision.reason += note
+                decision.agent_runs = len(self.runs_of(decision))
+
+    def _final_stream(self, ident: str) -> _Stream | None:
+        return self.tests.get(ident + "-narrowed") or self.tests.get(ident)
+
     # --- lessons together ----------------------------------------------------------------
 
     def together(self, candidates: Sequence[_Candidate], decisions: Sequence[GateDecision]) -> None:
@@ -487,14 +819,53 @@ class _Gate:
                 decision.agent_runs = len(self.runs_of(decision))
             if passes:
                 return
-            last, _ = committed.pop()
-            last.verdict = "rejected"
-            last.reason = (
-                f"Committed alone, then rejected: run with {', '.join(ids[:-1])}, the set broke "
+            index, why = self._breaker(committed, results)
+            out, _ = committed.pop(index)
+            out.verdict = "rejected"
+            self.narrowed.pop(out.insight, None)
+            out.reason = (
+                f"Committed alone, then rejected: run with {', '.join(ids)}, the set broke "
                 f"{figures.damaged} of the {figures.n_regress} pairs the agent solved without "
-                f"them (D_reg {figures.d_reg:.3f}, needs <= {self.thresholds.beta:g}); as the "
-                "last of the set, it is left out. Alone: " + last.reason
+                f"them (D_reg {figures.d_reg:.3f}, needs <= {self.thresholds.beta:g}); it is "
+                f"left out, {why}. Alone: " + out.reason
             )
+
+    def _breaker(
+        self,
+        committed: Sequence[tuple[GateDecision, _Candidate]],
+        results: dict[tuple[str, int], AgentRun],
+    ) -> tuple[int, str]:
+        """Which lesson of a set that broke solved pairs to leave out: the one the agent cited
+        most in the pairs the set broke, when its runs report citations; else the one whose
+        own test showed the most regression damage."""
+        broken = [
+            run
+            for key, run in results.items()
+            if (base := self.base_results.get(key)) is not None
+            and base.success
+            and run.success is False
+        ]
+        counts = [0] * len(committed)
+        for run in broken:
+            used = run.output.get("used")
+            insights = used.get("insights") if isinstance(used, dict) else None
+            if isinstance(insights, list):
+                for index, (decision, _) in enumerate(committed):
+                    counts[index] += decision.insight in insights
+        if any(counts):
+            index = max(range(len(committed)), key=lambda i: (counts[i], i))
+            return index, f"cited in {counts[index]} of the {len(broken)} pairs the set broke"
+
+        def own_damage(i: int) -> float:
+            d = committed[i][0]
+            figures = d.narrowed_figures or d.figures
+            return figures.d_reg if figures is not None else 0.0
+
+        index = max(range(len(committed)), key=lambda i: (own_damage(i), i))
+        return index, (
+            f"its own test showed the most regression damage (D_reg {own_damage(index):.3f}); "
+            "the set's runs report no citations"
+        )
 
     # --- figures -------------------------------------------------------------------------
 
@@ -629,6 +1000,73 @@ class _Gate:
                 + summary(second, self.thresholds)
             )
         return decision
+
+
+NARROWED_SHARE = 0.25
+"""The share of alpha a narrowed lesson's second test uses."""
+
+
+@dataclass
+class _Stream:
+    """One lesson's sequential tests, where its probe pairs come from, and what they gave."""
+
+    name: str
+    """The memory's name in the runs' log."""
+    view: Path
+    probes: dict[str, list[Probe]]
+    tests: Sequential
+    rng: random.Random
+    ident: str = ""
+    used: dict[str, int] = field(default_factory=dict)
+    """Task -> times drawn (its next seed is --seed plus that)."""
+    results: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    kinds: dict[tuple[str, int], Probe] = field(default_factory=dict)
+    """(task, seed) -> the probe it was drawn as."""
+    runs: int = 0
+    errors: int = 0
+    base: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    turn: int = 0
+
+    def draw(self, kind: str) -> Probe | None:
+        """A probe of `kind` at random; falsification probes from their groups in turn."""
+        probes = self.probes.get(kind, [])
+        if not probes:
+            return None
+        if kind == "falsify":
+            groups: dict[str, list[Probe]] = {}
+            for probe in probes:
+                groups.setdefault(probe.why.split(":")[0], []).append(probe)
+            group = list(groups.values())[self.turn % len(groups)]
+            self.turn += 1
+            return self.rng.choice(group)
+        return self.rng.choice(probes)
+
+    def figure_pairs(self) -> dict[tuple[str, int], Pair | None]:
+        return {key: _pair(self.base.get(key), self.results.get(key)) for key in self.kinds}
+
+    def cited(self) -> dict[tuple[str, int], bool]:
+        found = {}
+        for key, run in self.results.items():
+            used = run.output.get("used")
+            insights = used.get("insights") if isinstance(used, dict) else None
+            if isinstance(insights, list):
+                found[key] = self.ident in insights
+        return found
+
+
+def _pair(without: AgentRun | None, with_lesson: AgentRun | None) -> Pair | None:
+    if without is None or with_lesson is None:
+        return None
+    return (without.value, with_lesson.value, bool(without.success))
+
+
+def _narrowed_header(header: InsightHeader, precondition: str, applicability: str) -> InsightHeader:
+    hypothesis = (
+        header.hypothesis.model_copy(update={"precondition": precondition})
+        if header.hypothesis
+        else None
+    )
+    return header.model_copy(update={"applicability": applicability, "hypothesis": hypothesis})
 
 
 class NarrowAnswer(BaseModel):

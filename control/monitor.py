@@ -10,9 +10,12 @@ that names its `episode`, by its content wherever it is given; one that does not
 and line), so giving a report file again, or every report since the start, counts each episode
 once. Unless a report says otherwise (its `checks`), citing an insight means its
 precondition held (the agent chose to use it) and the effect is judged by the episode's success
-(the default verifier). An insight is retired when at least `min_judged` episodes judged it
-and the exact lower bound of its violation rate is above `max_violation_rate`: it fails more
-often than that, with the stated confidence. Retirement makes a new version: the insight is
+(the default verifier), allowing for how often the agent fails that task anyway (the corpus's
+runs of the task: a failure on a task that fails half the time says less against the lesson
+than one on a task always solved; a task the corpus has no run of counts in full). An insight is retired
+when an anytime-valid test (control.sequential.Watch) shows its violation rate above
+`max_violation_rate`: checked after every report, a lesson violated no more often than that
+is retired with chance at most `alpha`. Retirement makes a new version: the insight is
 marked retired (kept on record, never shown again) with a decision page, and every report line
 behind it (this call's and earlier ones') copied in.
 """
@@ -20,6 +23,7 @@ behind it (this call's and earlier ones') copied in.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,7 @@ from wikitrace.versions import (
 )
 
 from . import stats
+from .sequential import Watch
 
 WATCHED_STATUSES = ("committed", "ungated")
 """What an agent is shown, so what monitoring watches."""
@@ -52,8 +57,10 @@ class MonitorOptions:
     min_judged: int = 5
     """Fewest judged episodes before an insight can be retired."""
     max_violation_rate: float = 0.3
-    """Retire when the violation rate is confidently above this."""
-    confidence: float = 0.9
+    """Retire when the violation rate is shown to be above this."""
+    confidence: float = 0.95
+    """1 - alpha: a lesson violated no more often than the limit is retired with chance at
+    most alpha, however often it is checked."""
 
 
 @dataclass
@@ -66,6 +73,8 @@ class InsightRecord:
     violations: int = 0
     rate: float = 0.0
     rate_lower: float = 0.0
+    evidence: float = 1.0
+    """The anytime test's e-value that the violation rate is above the limit."""
     retire: bool = False
     episodes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -77,6 +86,7 @@ class InsightRecord:
             "violations": self.violations,
             "rate": self.rate,
             "rate_lower": self.rate_lower,
+            "evidence": self.evidence,
             "retire": self.retire,
         }
 
@@ -91,12 +101,31 @@ class MonitorReport:
     """Reports this call counted for the first time (the others were counted before)."""
 
 
-def judge(ident: str, report: CitationReport) -> tuple[bool, bool | None]:
-    """(precondition met, effect observed) of one cited insight in one episode."""
+def judge(ident: str, report: CitationReport) -> tuple[bool, bool | None, bool]:
+    """(precondition met, effect observed, judged by the report's own check) of one cited
+    insight in one episode."""
     check = report.checks.get(ident)
     met = check.precondition_met if check and check.precondition_met is not None else True
     effect = check.effect_observed if check and check.effect_observed is not None else None
-    return met, effect if effect is not None else report.success
+    if effect is not None:
+        return met, effect, True
+    return met, report.success, False
+
+
+def base_failures(base: FrozenVersion) -> Callable[[str | None], float]:
+    """Task id -> how often the corpus's runs of it failed; 0 for a task it has no run of (its
+    failure then counts in full: nothing says the agent fails it anyway)."""
+    tasks: dict[str, list[int]] = {}
+    for row in base.rows:
+        counts = tasks.setdefault(row.task_id, [0, 0])
+        counts[0] += row.outcome == "failure"
+        counts[1] += 1
+
+    def rate(task_id: str | None) -> float:
+        counts = tasks.get(task_id or "")
+        return counts[0] / counts[1] if counts else 0.0
+
+    return rate
 
 
 def monitor_corpus(
@@ -111,6 +140,9 @@ def monitor_corpus(
         )
         watched = [ident for ident, page in pages.items() if page.header.status in WATCHED_STATUSES]
         records = {ident: InsightRecord(ident) for ident in watched}
+        watches = {
+            ident: Watch(options.max_violation_rate, 1.0 - options.confidence) for ident in watched
+        }
         for ident, kept in records.items():
             tally = state.tallies.get(ident)
             if tally is not None:
@@ -119,6 +151,8 @@ def monitor_corpus(
                     tally.judged,
                     tally.violations,
                 )
+                watches[ident].test.log_wealth = tally.log_evidence
+        failure_rate = base_failures(base)
         new_reports = 0
         for path, line, report in read_reports(reports):
             text = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
@@ -135,11 +169,13 @@ def monitor_corpus(
                 if record is None:
                     continue
                 record.cited += 1
-                met, effect = judge(ident, report)
+                met, effect, checked = judge(ident, report)
                 violation = met and effect is False
                 if met and effect is not None:
                     record.judged += 1
                     record.violations += violation
+                    base_failure = 0.0 if checked else failure_rate(report.task_id)
+                    watches[ident].observe(violation, min(base_failure, 0.95))
                 record.episodes.append(
                     {
                         "report": f"{path}:{line}",
@@ -156,13 +192,14 @@ def monitor_corpus(
                 record.rate_lower = round(
                     stats.lower(record.violations, record.judged, options.confidence), 6
                 )
-            record.retire = (
-                record.judged >= options.min_judged
-                and record.rate_lower > options.max_violation_rate
-            )
+            record.evidence = round(watches[record.insight].evidence, 6)
+            record.retire = record.judged >= options.min_judged and watches[record.insight].retire()
         for ident, record in records.items():
             state.tallies[ident] = Tally(
-                cited=record.cited, judged=record.judged, violations=record.violations
+                cited=record.cited,
+                judged=record.judged,
+                violations=record.violations,
+                log_evidence=watches[ident].test.log_wealth,
             )
         result = MonitorReport(
             records=list(records.values()), monitored=current, new_reports=new_reports
@@ -190,7 +227,10 @@ def monitor_corpus(
                 reason=(
                     f"Retired: {record.violations} of {record.judged} episodes that used it with "
                     f"its precondition met did not show its effect (rate {record.rate:.3f}, at "
-                    f"least {record.rate_lower:.3f}, above {options.max_violation_rate:g})."
+                    f"least {record.rate_lower:.3f}); allowing for how often the agent fails "
+                    "those tasks anyway, the evidence that its violation rate is above "
+                    f"{options.max_violation_rate:g} is {record.evidence:.3g}, past "
+                    f"{1 / (1 - options.confidence):.3g} (anytime-valid)."
                 ),
                 confidence=options.confidence,
                 thresholds={

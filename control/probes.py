@@ -1,18 +1,22 @@
 """Which tasks probe a candidate lesson: pure choice over the task pool, no runs.
 
-- target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
-  and the task of the run it came from, that task itself left out (a lesson replayed on its own
-  source task almost always passes, which proves nothing);
+- target: tasks it claims to help: those of the candidate's task type that its precondition
+  covers (their text has each of the precondition's words that sets some tasks of the type
+  apart from others), most similar (BM25) to the lesson and its source run's task first; that
+  task itself is left out (a lesson replayed on its own source task almost always passes,
+  which proves nothing). When no task of the type has those words, the most similar tasks;
 - falsify, taken in turn from three groups, as the method describes its falsification probes:
-  boundary tasks (its type, the next most similar after the targets: near the edge of where it
-  applies), precondition violations (its type, least like its precondition: where the
-  precondition most likely does not hold) and decoys (another type, most similar to the lesson
-  and its source task: they look alike but need another behaviour);
+  boundary tasks (its type, not covered, most similar to the lesson: near the edge of where it
+  applies), precondition violations (its type, not covered, most alike to the precondition:
+  they look as if it should apply and it should not) and decoys (another type, most similar
+  to the lesson and its source task: they look alike but need another behaviour);
 - regress: tasks the agent solved before (successful runs in the corpus).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,6 +73,30 @@ def given_probes(
     return probes
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP_WORDS = """a an and any are as at be by for from has have in is it its of on or that the
+this to when where which with you your their they there then than not no only each every all
+task tasks agent user"""
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+def _words(text: str) -> set[str]:
+    found = set()
+    for word in _WORD.findall(text.lower()):
+        if len(word) > 2 and word not in _STOP:
+            found.add(word[:-1] if word.endswith("s") and len(word) > 3 else word)
+    return found
+
+
+def covered(precondition: str, tasks: Sequence[PoolTask]) -> list[PoolTask]:
+    """The tasks a precondition covers, read from words: each of its words that some of the
+    tasks have and others do not must be in the task's text. When none of its words sets any
+    task apart, it covers them all; when no task has them all, none."""
+    words = [_words(t.task or t.task_id) for t in tasks]
+    telling = {w for w in _words(precondition) if 0 < sum(w in ws for ws in words) < len(tasks)}
+    return [t for t, ws in zip(tasks, words, strict=True) if telling <= ws]
+
+
 def choose_probes(
     lesson: Lesson, pool: Sequence[PoolTask], solved: Sequence[str], budget: Budget
 ) -> list[Probe]:
@@ -82,11 +110,17 @@ def choose_probes(
     kind_of = lesson.task_type if any(t.task_type for t in pool) else None
     same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
     other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
-    same_ids = {t.task_id for t in same}
+    precondition = lesson.precondition
+    inside = {t.task_id for t in covered(precondition, same)} if precondition else set()
+    target_why = "its precondition covers it (same task type), most similar to the lesson"
+    if not inside:
+        inside = {t.task_id for t in same[: budget.targets]}
+        target_why = "same task type, most similar to the lesson (no task has its precondition's "
+        target_why += "words)"
     by_precondition = [
         pool[i]
         for i in ranker.rank(lesson.precondition or lesson.text, candidates)
-        if pool[i].task_id in same_ids
+        if pool[i].task_id not in inside and (kind_of is None or pool[i].task_type == kind_of)
     ]
     probes: list[Probe] = []
     taken: set[str] = set()
@@ -95,13 +129,16 @@ def choose_probes(
         probes.append(Probe(task_id, kind, why))
         taken.add(task_id)
 
-    for task in same[: budget.targets]:
-        take(task.task_id, "target", "same task type, most similar to the lesson")
+    for task in [t for t in same if t.task_id in inside][: budget.targets]:
+        take(task.task_id, "target", target_why)
     groups = [
-        ([t for t in same if t.task_id not in taken], "boundary: same task type, less similar"),
         (
-            list(reversed(by_precondition)),
-            "precondition violation: same task type, least like its precondition",
+            [t for t in same if t.task_id not in taken and t.task_id not in inside],
+            "boundary: same task type, outside its precondition, most similar to the lesson",
+        ),
+        (
+            by_precondition,
+            "precondition violation: same task type, outside its precondition, most alike to it",
         ),
         (list(other), "decoy: another task type, similar words"),
     ]
@@ -121,3 +158,33 @@ def choose_probes(
     for task_id in regress[: budget.regress]:
         take(task_id, "regress", "solved in the corpus before")
     return probes
+
+
+def split_pool(pool: Sequence[PoolTask], seed: int) -> tuple[list[PoolTask], list[PoolTask]]:
+    """Two halves of the pool, each task type split evenly (by a hash of its id and the
+    seed): the first test draws its probes from one, a narrowed lesson's test from the other,
+    so the narrowing never sees the probes that judge it."""
+    first: list[PoolTask] = []
+    held_out: list[PoolTask] = []
+    by_type: dict[str | None, list[PoolTask]] = {}
+    for task in pool:
+        by_type.setdefault(task.task_type, []).append(task)
+    for tasks in by_type.values():
+        ordered = sorted(
+            tasks, key=lambda t: hashlib.sha256(f"{seed}:{t.task_id}".encode()).hexdigest()
+        )
+        first.extend(ordered[0::2])
+        held_out.extend(ordered[1::2])
+    order = {t.task_id: i for i, t in enumerate(pool)}
+    first.sort(key=lambda t: order[t.task_id])
+    held_out.sort(key=lambda t: order[t.task_id])
+    return first, held_out
+
+
+def by_kind(probes: Sequence[Probe]) -> dict[str, list[Probe]]:
+    """Probes grouped by kind, in order; falsification probes with their three groups taken
+    in turn, as chosen."""
+    found: dict[str, list[Probe]] = {kind: [] for kind in KINDS}
+    for probe in probes:
+        found[probe.kind].append(probe)
+    return found

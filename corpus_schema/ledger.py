@@ -210,6 +210,8 @@ class Tally(_Strict):
     cited: int = 0
     judged: int = 0
     violations: int = 0
+    log_evidence: float = 0.0
+    """The log of the anytime test's e-value so far (its bets go on across calls)."""
 
 
 class MonitorState(_Strict):
@@ -290,7 +292,16 @@ class GateFigures(_Strict):
     """Pairs left out because a run of theirs ended as an error."""
     passes: bool
     """Under the bounds rule: gain_lower >= eta, p_fail_upper <= delta and d_reg_upper <=
-    beta; under estimates: the same of gain, p_fail and d_reg."""
+    beta; under estimates: the same of gain, p_fail and d_reg; under sequential: each test's
+    evidence reached `tests["needed"]`."""
+    d_reg_by_kind: dict[str, float] = Field(default_factory=dict)
+    """D_reg among the solved pairs of each probe kind (D_reg pools them)."""
+    tests: dict[str, float] = Field(default_factory=dict)
+    """Under the sequential rule: each anytime-valid test's evidence (its e-value: help, that
+    it helps its targets; damage, that D_reg is below beta; failure, that P_fail is below
+    delta) and the evidence `needed` to commit (1 / alpha, more when e-BH asks)."""
+    runs: int = 0
+    """Agent runs behind these figures, both sides of every pair."""
 
 
 class TogetherCheck(_Strict):

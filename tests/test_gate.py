@@ -69,6 +69,7 @@ def gate(
     """The gate on the toy. 5 targets: its lessons' types have 6 locked containers each, and a
     lesson's own source task is never a target."""
     options.setdefault("targets", 5)
+    options.setdefault("rule", "bounds")  # the fixed-probe rule; sequential: its own tests
     spec = RunnerSpec(AGENT, concurrency=2, timeout_seconds=60, retries=0)
     pool = read_pool(TOY / "tasks.jsonl")
     return gate_insights(corpus, ids or [], GateOptions(runner=spec, pool=pool, **options), llm=llm)
@@ -304,8 +305,10 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
     result = monitor_corpus(corpus, [before, later], MonitorOptions())
     doormat, force = result.records
     assert (doormat.cited, doormat.judged, doormat.violations) == (10, 10, 8)
-    assert doormat.rate_lower == pytest.approx(stats.lower(8, 10, 0.9), abs=1e-6)
-    assert doormat.retire and not force.retire
+    assert doormat.rate_lower == pytest.approx(stats.lower(8, 10, 0.95), abs=1e-6)
+    # Retired by the anytime test: its evidence passed 1 / 0.05 (the attic's tasks are not in
+    # the corpus, so each failure counts in full).
+    assert doormat.evidence >= 20 and doormat.retire and not force.retire
     assert result.version == "v0003" and store.current() == "v0003" and verify(corpus).ok
     retired = page(corpus, "insight/insight-0001.md")
     assert retired["status"] == "retired"
@@ -476,8 +479,9 @@ def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -
     report = gate_insights(corpus, ["1"], GateOptions(runner=spec, pool=pool), llm=llm)
     (decision,) = report.decisions
     assert decision.verdict == "undecided" and decision.figures is not None
-    assert (decision.figures.errors, decision.figures.n_target) == (19, 0)  # every pair errored
-    assert decision.reason.startswith("Undecided: 19 probe pairs ended as errors")
+    # The sequential gate's first round (2 pairs of each kind) errored whole: it stops there.
+    assert (decision.figures.errors, decision.figures.n_target) == (6, 0)
+    assert decision.reason.startswith("Undecided: 6 probe pairs ended as errors")
     assert page(corpus, "insight/insight-0001.md")["status"] == "ungated"
     assert page(corpus, "insight/insight-0001.md")["decisions"] == ["gate/gate-0001.md"]
 

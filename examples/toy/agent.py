@@ -14,12 +14,16 @@ locked or not) and follows the lesson wherever that reading fits. A guideline th
 under the doormat makes it do so; one that says to force containers open makes it force them.
 `--memory none` gives no lessons.
 `--strategy` plays a fixed strategy instead (how the example runs in runs/ were made).
+`--noise P` flips the episode's outcome with chance P, drawn from the task, seed and memory
+(so the same run gives the same outcome, and the two sides of a gate's pair are independent):
+an agent that samples, whose outcome the lessons change only in part.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 from dataclasses import dataclass
@@ -92,7 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", required=True, choices=sorted(TASKS))
     parser.add_argument("--memory", required=True, help="a corpus version folder, or none")
-    parser.add_argument("--seed", type=int, default=0, help="unused: the toy is deterministic")
+    parser.add_argument("--seed", type=int, default=0, help="draws the noise (if any)")
+    parser.add_argument(
+        "--noise", type=float, default=0.0, help="chance the outcome is flipped (default 0)"
+    )
     parser.add_argument("--strategy", choices=["plain", "mat", "force"])
     parser.add_argument("--out", default=None, help="folder for trajectories (default: none)")
     args = parser.parse_args()
@@ -103,6 +110,12 @@ def main() -> None:
     else:
         strategy, used = choose(task, lessons(args.memory))
     turns, success = episode(task, strategy)
+    if (
+        args.noise
+        and random.Random(f"{task.task_id}:{args.seed}:{args.memory}").random() < args.noise
+    ):
+        success = not success
+        turns.append({"role": "assistant", "content": "(the outcome was flipped by --noise)"})
     # The result, and a citation report of the lessons it acted on (see `wikitrace cite`).
     result: dict[str, object] = {"success": success, "used": {"insights": used}}
     if args.out:
