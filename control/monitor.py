@@ -12,8 +12,8 @@ once. Unless a report says otherwise (its `checks`), citing an insight means its
 precondition held (the agent chose to use it) and the effect is judged by the episode's success
 (the default verifier), allowing for how often the agent fails that task anyway (the corpus's
 runs of the task: a failure on a task that fails half the time says less against the lesson
-than one on a task always solved; a task the corpus has no run of counts in full). An insight is retired
-when an anytime-valid test (control.sequential.Watch) shows its violation rate above
+than one on a task always solved; a task the corpus has no run of counts in full). An insight
+is retired when an anytime-valid test (control.sequential.Watch) shows its violation rate above
 `max_violation_rate`: checked after every report, a lesson violated no more often than that
 is retired with chance at most `alpha`. Retirement makes a new version: the insight is
 marked retired (kept on record, never shown again) with a decision page, and every report line

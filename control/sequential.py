@@ -161,7 +161,7 @@ class Sequential:
             tally["reported"] += 1
             tally["cited"] += pair.cited
         if pair.kind == "falsify":
-            tally["failed"] += pair.cited if cited else pair.worse - pair.better
+            tally["failed"] += bool(pair.cited) if cited else pair.worse - pair.better
         # A test that has rejected its null stops betting (its wealth, an e-value, stays
         # where it crossed); betting nothing for a while, then again, keeps it a test
         # supermartingale, so `scale` may be lowered later (e-BH) and the test go on.
@@ -176,7 +176,7 @@ class Sequential:
             self.damage.observe(net - r.beta * float(pair.without), stakes["damage"])
         self.damage_high.observe(net - r.beta / 2 * float(pair.without), stakes["damage_high"])
         if pair.kind == "falsify":
-            failed = float(pair.cited) if cited else net
+            failed = float(bool(pair.cited)) if cited else net
             if not self.falsification_holds:
                 self.failure.observe(failed - r.delta, stakes["failure"])
             self.failure_high.observe(failed - r.delta / 2, stakes["failure_high"])

@@ -438,9 +438,7 @@ def test_the_readme_gate_walk_through(
     )
     assert (code, out) == (0, "toy\n"), err
     pool = ["--task-pool", str(TOY / "tasks.jsonl")]
-    code, out, err = run(
-        ["-q", "gate", "toy", "--runner", AGENT, *pool, "--targets", "5", *base, "--json"]
-    )
+    code, out, err = run(["-q", "gate", "toy", "--runner", AGENT, *pool, *base, "--json"])
     assert code == 0, err
     verdicts = [(d["insight"], d["verdict"], d["narrowed_precondition"]) for d in json.loads(out)]
     assert verdicts == [
