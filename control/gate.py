@@ -5,23 +5,26 @@ with the current memory without the candidate (`base`: the committed insights al
 other untested insight masks or causes the effect) and with it (`lesson`), on three kinds of
 probe tasks from the task pool:
 
-- target: tasks it claims to help: the candidate's task type, most similar (BM25) to the lesson
-  and the task of the run it came from, that task left out (source replay proves nothing);
-- falsify: boundary tasks (same type, less similar), precondition violations (same type,
-  least like its precondition) and decoys (another type, similar words), taken in turn;
+- target: tasks of its type that its precondition covers (control.probes), its source task
+  left out (source replay proves nothing);
+- falsify: boundary tasks (same type, outside the precondition, like the lesson),
+  precondition violations (same type, outside it, most alike to it) and decoys (another type,
+  similar words), taken in turn;
 - regress: tasks the agent solved before (successful runs in the corpus).
 
-From the (task, seed) pairs: G = (pairs better with the lesson - pairs worse) / target pairs;
-P_fail = falsification pairs worse with it / falsification pairs; D_reg = pairs (of any kind)
-solved without it and not with it / pairs solved without it. Each gets an exact one-sided
-binomial bound at --confidence (control.stats); G's lower bound is the gain rate's lower bound
-minus the loss rate's upper bound. The candidate is committed when G's bound >= eta,
-P_fail's <= delta and D_reg's <= beta.
+Each probe runs on both sides with the same seed (a pair). Under the default rule, sequential,
+pairs are drawn in rounds and anytime-valid tests (control.sequential) decide as they come: it
+is committed once shown to help its targets, with D_reg below beta and P_fail below delta,
+each at alpha; rejected once shown not worth it (alpha_miss) or when its run budget is spent.
+Across one call's lessons e-BH decides which of those that passed are committed. Under
+`bounds` and `estimates`, a fixed set of probes is run and the figures (control.figures)
+decide: their exact one-sided bounds, or the estimates as the method published them.
 
-Otherwise, when the gain is real (the gain rate's lower bound >= eta) and no task both gained and
-lost, the failures lie in a sub-range a precondition can cut away: one model call narrows the
-precondition, the lesson runs again on the same probes, and the same test decides. Anything else
-is rejected. Decisions, figures and every probe run go into a new version (gate/); a rejected
+When it fails but helped targets, and no task was both helped and hurt, the failures lie in a
+sub-range a precondition can cut away: one model call narrows the precondition, and the
+narrowed lesson is tested on probes the narrowing never saw (the other half of the pool under
+sequential, at a quarter of alpha; new probes on fresh seeds otherwise). Anything else is
+rejected. Decisions, figures and every probe run go into a new version (gate/); a rejected
 insight stays there, marked, and is never shown to an agent.
 """
 
