@@ -38,7 +38,7 @@ PAPER = {
     ("prompt", "all_insights"): True,
 }
 OURS = {
-    ("gate", "rule"): "bounds",
+    ("gate", "rule"): "sequential",
     ("gate", "targets"): 8,
     ("gate", "falsify"): 8,
     ("gate", "regress"): 8,
