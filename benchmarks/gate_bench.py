@@ -18,17 +18,13 @@ decision took (median and 90th percentile), then whether each target of issue 38
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
+from wikitrace.control import stats
 from wikitrace.control.figures import Thresholds, gate_figures
 from wikitrace.control.gate import NARROWED_SHARE
 from wikitrace.control.probes import Probe
@@ -101,14 +97,8 @@ def published(rng: random.Random, s: Scenario, noise: float) -> tuple[bool, int]
 
 
 def interval(k: int, n: int) -> tuple[float, float]:
-    """Wilson 95% interval."""
-    if n == 0:
-        return 0.0, 1.0
-    z = 1.96
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    """Exact (Clopper-Pearson) 95% interval, from the gate's own binomial bounds."""
+    return stats.lower(k, n, 0.975), stats.upper(k, n, 0.975)
 
 
 def met(goal: str, rate: float, alpha: float) -> bool:

@@ -81,7 +81,7 @@ from .figures import (
 from .figures import marks as figure_marks
 from .pool import PoolTask
 from .probes import Budget, Lesson, Probe, by_kind, choose_probes, given_probes, split_pool
-from .runner import RunLog, Runner, RunnerSpec, RunRequest
+from .runner import RunLog, Runner, RunnerSpec, RunRequest, cited_insights
 from .sequential import Pair as SeqPair
 from .sequential import Rates, Schedule, Sequential, decide, e_bh
 
@@ -234,8 +234,9 @@ class _Gate:
         )
         self.schedule = Schedule(per_round=options.per_round, max_runs=options.max_runs)
         self.asker = None if llm is None else Asker(llm, options.prompts_dir)
-        self.tests: dict[str, _Stream] = {}
-        """Candidate -> its sequential tests and probe stream, kept to go on (e-BH)."""
+        self.streams: dict[str, _Stream] = {}
+        """Candidate -> its last sequential stream (the narrowed lesson's, once narrowed),
+        kept to go on (e-BH)."""
         self.progress = progress
         self.pages = dict(base.insights.items())  # read once: the gate looks at them often
         self.first_number = count_decisions(base) + 1
@@ -374,6 +375,11 @@ class _Gate:
             for task_id in tasks
             for seed in seeds
         ]
+        results = self._run_requests(requests, purpose)
+        return {(run.task_id, run.seed): run for run in results}
+
+    def _run_requests(self, requests: Sequence[RunRequest], purpose: str) -> list[AgentRun]:
+        """Run them through the user's runner, with progress; every run is kept by id."""
         runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=purpose)
         done = 0
 
@@ -387,7 +393,7 @@ class _Gate:
         self.agent_runs += len(results)
         for run in results:
             self.runs[run.id] = run
-        return {(run.task_id, run.seed): run for run in results}
+        return results
 
     def run_base(self, tasks: Sequence[str], purpose: str, *, fresh: bool = False) -> None:
         """Run the tasks that have no run yet with the base memory (the committed insights
@@ -419,7 +425,7 @@ class _Gate:
         with_view = self._view(candidate.ident, hidden=self._hidden - {candidate.ident})
         lesson = self.run(f"{tested_on}+{candidate.ident}", with_view, tasks, ident)
         figures = gate_figures(
-            probes, self.pairs(probes, lesson), self.thresholds, self.cited(candidate, lesson)
+            probes, self.pairs(probes, lesson), self.thresholds, self.cited(candidate.ident, lesson)
         )
         decision = GateDecision(
             id=ident,
@@ -513,7 +519,7 @@ class _Gate:
             ident=candidate.ident,
             base=self.base_results,
         )
-        self.tests[candidate.ident] = stream
+        self.streams[candidate.ident] = stream
         decision = GateDecision(
             id=ident,
             insight=candidate.ident,
@@ -539,7 +545,7 @@ class _Gate:
                 )
         elif decision.verdict == "rejected":
             decision.reason += "; narrowing is off (--no-narrow)"
-        last = self.tests.get(candidate.ident + "-narrowed", stream)
+        last = self.streams[candidate.ident]
         if decision.verdict == "rejected" and last.errors:
             decision.verdict = "undecided"
             decision.reason = (
@@ -599,19 +605,8 @@ class _Gate:
             if (p.task_id, seed) not in self.base_results
         ]
         requests += [RunRequest(p.task_id, stream.name, stream.view, seed) for p, seed in drawn]
-        runner = Runner(self.options.runner, RunLog(self.store.runs_path), purpose=purpose)
-        done = 0
-
-        def tick(_: AgentRun) -> None:
-            nonlocal done
-            done += 1
-            if self.progress is not None:
-                self.progress(done, len(requests))
-
-        results = runner.run(requests, tick)
-        self.agent_runs += len(results)
+        results = self._run_requests(requests, purpose)
         for request, run in zip(requests, results, strict=True):
-            self.runs[run.id] = run
             if request.memory == base_name:
                 self.base_results[(run.task_id, run.seed)] = run
             else:
@@ -624,9 +619,8 @@ class _Gate:
             if without.success is None or with_lesson.success is None:
                 stream.errors += 1
                 continue
-            used = with_lesson.output.get("used")
-            insights = used.get("insights") if isinstance(used, dict) else None
-            cited = stream.ident in insights if isinstance(insights, list) else None
+            insights = cited_insights(with_lesson)
+            cited = None if insights is None else stream.ident in insights
             pairs.append(SeqPair(probe.kind, without.success, with_lesson.success, cited))
         return pairs
 
@@ -634,7 +628,7 @@ class _Gate:
         """The decision's figures, probes and reason from the stream as it stands."""
         tests = stream.tests
         probes = [p for kind in stream.probes.values() for p in kind]
-        cited = stream.cited() if self.options.p_fail == "citations" else {}
+        cited = self.cited(stream.ident, stream.results)
         figures = gate_figures(probes, stream.figure_pairs(), self.thresholds, cited)
         figures = figures.model_copy(
             update={
@@ -660,14 +654,10 @@ class _Gate:
             for p in dict.fromkeys(stream.kinds.values())
         ]
         seeds = sorted({seed for _, seed in stream.kinds})
-        verdict = tests.verdict()
-        words = (
-            "It passed: "
-            if verdict == "committed"
-            else f"Rejected ({tests.reason}): "
-            if not narrowed
-            else f"Still rejected ({tests.reason}): "
-        )
+        if figures.passes:
+            words = "It passed: "
+        else:
+            words = f"{'Still rejected' if narrowed else 'Rejected'} ({tests.reason}): "
         text = words + summary(figures, self.thresholds)
         if narrowed:
             decision.narrowed_figures = figures
@@ -689,33 +679,12 @@ class _Gate:
                 "model to do it (an offline corpus)"
             )
             return
-        marks = figure_marks(stream.figure_pairs())
-        texts = {t.task_id: t.task or t.task_id for t in self.pool}
         seen = list(dict.fromkeys(p.task_id for p in stream.kinds.values()))
-        listed = [
-            {
-                "mark": "HURT"
-                if "HURT" in marks.get(t, set())
-                else "HELPED"
-                if "HELPED" in marks.get(t, set())
-                else "SAME",
-                "task_id": t,
-                "task": texts.get(t, t),
-            }
-            for t in seen
-        ]
         try:
-            precondition, applicability = narrow_precondition(self.asker, candidate, listed)
+            precondition, narrowed, view = self._narrowing(candidate, seen, stream.figure_pairs())
         except (ValueError, CorpusError) as error:
             decision.reason += f"; narrowing failed: {error}"
             return
-        narrowed = _narrowed_header(candidate.header, precondition, applicability)
-        self.narrowed[candidate.ident] = narrowed
-        view = self._view(
-            f"{candidate.ident}-narrowed",
-            hidden=self._hidden - {candidate.ident},
-            replaced={candidate.ident: (narrowed, candidate.guideline)},
-        )
         probes = self.choose(
             _Candidate(candidate.ident, narrowed, candidate.guideline, candidate.alike),
             held_out=True,
@@ -732,8 +701,9 @@ class _Gate:
             rng=random.Random(f"{self.options.seed}:{candidate.ident}:narrowed"),
             ident=candidate.ident,
             base=self.base_results,
+            narrowed=True,
         )
-        self.tests[candidate.ident + "-narrowed"] = second
+        self.streams[candidate.ident] = second
         decision.narrowed_precondition = precondition
         outcome = self._go_on(second, decision.id) if probes else "rejected"
         if not probes:
@@ -748,7 +718,7 @@ class _Gate:
         of harmful or useless lessons among those committed is at most alpha. A committed
         lesson e-BH does not admit yet goes on (its tests ask for m / (alpha k) evidence, k the
         lessons committed, m those tested) until it does or its budget is spent."""
-        streams = [self._final_stream(d.insight) for d in decisions]
+        streams = [self.streams.get(d.insight) for d in decisions]
         m = len(decisions)
         if m < 2:
             return
@@ -763,7 +733,6 @@ class _Gate:
                 assert stream is not None
                 stream.tests.scale = min(stream.tests.scale, len(committed) / m)
                 outcome = self._go_on(stream, decision.id)
-                narrowed = stream.name.endswith("-narrowed")
                 if outcome != "committed":
                     decision.verdict = "rejected"
                     self.narrowed.pop(decision.insight, None)
@@ -772,15 +741,9 @@ class _Gate:
                     f"{1 / (self.rates.alpha * stream.tests.scale):.3g}"
                     + (": reached." if outcome == "committed" else ": not reached, rejected.")
                 )
-                if narrowed:
-                    self._settle(decision, stream, narrowed=True)
-                else:
-                    self._settle(decision, stream)
+                self._settle(decision, stream, narrowed=stream.narrowed)
                 decision.reason += note
                 decision.agent_runs = len(self.runs_of(decision))
-
-    def _final_stream(self, ident: str) -> _Stream | None:
-        return self.tests.get(ident + "-narrowed") or self.tests.get(ident)
 
     # --- lessons together ----------------------------------------------------------------
 
@@ -850,11 +813,9 @@ class _Gate:
         ]
         counts = [0] * len(committed)
         for run in broken:
-            used = run.output.get("used")
-            insights = used.get("insights") if isinstance(used, dict) else None
-            if isinstance(insights, list):
-                for index, (decision, _) in enumerate(committed):
-                    counts[index] += decision.insight in insights
+            insights = cited_insights(run) or []
+            for index, (decision, _) in enumerate(committed):
+                counts[index] += decision.insight in insights
         if any(counts):
             index = max(range(len(committed)), key=lambda i: (counts[i], i))
             return index, f"cited in {counts[index]} of the {len(broken)} pairs the set broke"
@@ -884,16 +845,11 @@ class _Gate:
         for probe in probes:
             for seed in self.seeds(fresh):
                 key = (probe.task_id, seed)
-                without, with_lesson = self.base_results.get(key), results.get(key)
-                found[key] = (
-                    None
-                    if without is None or with_lesson is None
-                    else (without.value, with_lesson.value, bool(without.success))
-                )
+                found[key] = _pair(self.base_results.get(key), results.get(key))
         return found
 
     def cited(
-        self, candidate: _Candidate, results: dict[tuple[str, int], AgentRun]
+        self, ident: str, results: dict[tuple[str, int], AgentRun]
     ) -> dict[tuple[str, int], bool]:
         """(task, seed) -> whether its run with the lesson cited it, for the runs whose agent
         returned a citation report (`"used": {"insights": [...]}`)."""
@@ -901,13 +857,51 @@ class _Gate:
             return {}
         found = {}
         for key, run in results.items():
-            used = run.output.get("used")
-            insights = used.get("insights") if isinstance(used, dict) else None
-            if isinstance(insights, list):
-                found[key] = candidate.ident in insights
+            insights = cited_insights(run)
+            if insights is not None:
+                found[key] = ident in insights
         return found
 
     # --- narrowing -----------------------------------------------------------------------
+
+    def _narrowing(
+        self, candidate: _Candidate, tasks: Sequence[str], pairs: Pairs
+    ) -> tuple[str, InsightHeader, Path]:
+        """One model call narrows the precondition from what the lesson did to each task
+        (HELPED, HURT or SAME); the narrowed precondition, header and memory view. Raises
+        ValueError or CorpusError when the answer cannot be used."""
+        assert self.asker is not None
+        marks = figure_marks(pairs)
+        texts = {t.task_id: t.task or t.task_id for t in self.pool}
+        listed = [
+            {
+                "mark": "HURT"
+                if "HURT" in marks.get(t, set())
+                else "HELPED"
+                if "HELPED" in marks.get(t, set())
+                else "SAME",
+                "task_id": t,
+                "task": texts.get(t, t),
+            }
+            for t in tasks
+        ]
+        precondition, applicability = narrow_precondition(self.asker, candidate, listed)
+        header = candidate.header
+        hypothesis = (
+            header.hypothesis.model_copy(update={"precondition": precondition})
+            if header.hypothesis
+            else None
+        )
+        narrowed = header.model_copy(
+            update={"applicability": applicability, "hypothesis": hypothesis}
+        )
+        self.narrowed[candidate.ident] = narrowed
+        view = self._view(
+            f"{candidate.ident}-narrowed",
+            hidden=self._hidden - {candidate.ident},
+            replaced={candidate.ident: (narrowed, candidate.guideline)},
+        )
+        return precondition, narrowed, view
 
     def _narrow(
         self,
@@ -927,42 +921,15 @@ class _Gate:
                 "and hurt on separate tasks) but there is no model to do it (an offline corpus)"
             )
             return decision
-        marks = figure_marks(self.pairs(probes, lesson))
-        texts = {t.task_id: t.task or t.task_id for t in self.pool}
-        listed = [
-            {
-                "mark": "HURT"
-                if "HURT" in marks.get(t, set())
-                else "HELPED"
-                if "HELPED" in marks.get(t, set())
-                else "SAME",
-                "task_id": t,
-                "task": texts.get(t, t),
-            }
-            for t in tasks
-        ]
         try:
-            precondition, applicability = narrow_precondition(self.asker, candidate, listed)
+            precondition, narrowed, view = self._narrowing(
+                candidate, tasks, self.pairs(probes, lesson)
+            )
         except (ValueError, CorpusError) as error:
             decision.reason = (
                 "Rejected: " + summary(first, self.thresholds) + f"; narrowing failed: {error}"
             )
             return decision
-        header = candidate.header
-        hypothesis = (
-            header.hypothesis.model_copy(update={"precondition": precondition})
-            if header.hypothesis
-            else None
-        )
-        narrowed = header.model_copy(
-            update={"applicability": applicability, "hypothesis": hypothesis}
-        )
-        self.narrowed[candidate.ident] = narrowed
-        view = self._view(
-            f"{candidate.ident}-narrowed",
-            hidden=self._hidden - {candidate.ident},
-            replaced={candidate.ident: (narrowed, candidate.guideline)},
-        )
         # Not on the runs that shaped it: probes chosen anew for the narrowed precondition (or
         # the given ones), every one run again, without and with it, on fresh seeds.
         fresh_probes = self.choose(
@@ -983,7 +950,7 @@ class _Gate:
             fresh_probes,
             self.pairs(fresh_probes, results, fresh=True),
             self.thresholds,
-            self.cited(candidate, results),
+            self.cited(candidate.ident, results),
         )
         decision.narrowed_precondition = precondition
         decision.narrowed_figures = second
@@ -1028,7 +995,11 @@ class _Stream:
     runs: int = 0
     errors: int = 0
     base: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    """The gate's runs without the lesson, shared by every stream of one call."""
+    narrowed: bool = False
+    """The narrowed lesson's stream (its test asks for NARROWED_SHARE of alpha)."""
     turn: int = 0
+    """Falsification draws so far: their groups are taken in turn."""
 
     def draw(self, kind: str) -> Probe | None:
         """A probe of `kind` at random; falsification probes from their groups in turn."""
@@ -1047,29 +1018,11 @@ class _Stream:
     def figure_pairs(self) -> dict[tuple[str, int], Pair | None]:
         return {key: _pair(self.base.get(key), self.results.get(key)) for key in self.kinds}
 
-    def cited(self) -> dict[tuple[str, int], bool]:
-        found = {}
-        for key, run in self.results.items():
-            used = run.output.get("used")
-            insights = used.get("insights") if isinstance(used, dict) else None
-            if isinstance(insights, list):
-                found[key] = self.ident in insights
-        return found
-
 
 def _pair(without: AgentRun | None, with_lesson: AgentRun | None) -> Pair | None:
     if without is None or with_lesson is None:
         return None
     return (without.value, with_lesson.value, bool(without.success))
-
-
-def _narrowed_header(header: InsightHeader, precondition: str, applicability: str) -> InsightHeader:
-    hypothesis = (
-        header.hypothesis.model_copy(update={"precondition": precondition})
-        if header.hypothesis
-        else None
-    )
-    return header.model_copy(update={"applicability": applicability, "hypothesis": hypothesis})
 
 
 class NarrowAnswer(BaseModel):

@@ -16,12 +16,12 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.ledger import ProbeKind
+from wikitrace.tools import consolidate
 from wikitrace.tools.memory import Ranker
 
 from .pool import PoolTask
@@ -73,19 +73,22 @@ def given_probes(
     return probes
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP_WORDS = """a an and any are as at be by for from has have in is it its of on or that the
-this to when where which with you your their they there then than not no only each every all
-task tasks agent user"""
-_STOP = frozenset(_STOP_WORDS.split())
+_GENERIC = frozenset(
+    [
+        *("has", "have", "where", "which", "you", "your", "their", "they", "there", "only"),
+        *("each", "every", "task", "tasks", "agent", "user"),
+    ]
+)
+"""Words a precondition uses that say nothing of which tasks it covers, beyond the stop words
+of `consolidate.words`."""
 
 
 def _words(text: str) -> set[str]:
-    found = set()
-    for word in _WORD.findall(text.lower()):
-        if len(word) > 2 and word not in _STOP:
-            found.add(word[:-1] if word.endswith("s") and len(word) > 3 else word)
-    return found
+    """The words of a text that can tell tasks apart, a plural taken as its singular."""
+    return {
+        word[:-1] if word.endswith("s") and len(word) > 3 else word
+        for word in consolidate.words(text) - _GENERIC
+    }
 
 
 def covered(precondition: str, tasks: Sequence[PoolTask]) -> list[PoolTask]:
@@ -115,8 +118,9 @@ def choose_probes(
     target_why = "its precondition covers it (same task type), most similar to the lesson"
     if not inside:
         inside = {t.task_id for t in same[: budget.targets]}
-        target_why = "same task type, most similar to the lesson (no task has its precondition's "
-        target_why += "words)"
+        target_why = (
+            "same task type, most similar to the lesson (no task has its precondition's words)"
+        )
     by_precondition = [
         pool[i]
         for i in ranker.rank(lesson.precondition or lesson.text, candidates)
@@ -182,8 +186,7 @@ def split_pool(pool: Sequence[PoolTask], seed: int) -> tuple[list[PoolTask], lis
 
 
 def by_kind(probes: Sequence[Probe]) -> dict[str, list[Probe]]:
-    """Probes grouped by kind, in order; falsification probes with their three groups taken
-    in turn, as chosen."""
+    """Probes grouped by kind, each in the order chosen."""
     found: dict[str, list[Probe]] = {kind: [] for kind in KINDS}
     for probe in probes:
         found[probe.kind].append(probe)

@@ -63,6 +63,14 @@ class RunRequest:
     seed: int
 
 
+def cited_insights(run: AgentRun) -> list[str] | None:
+    """The insights a run's citation report says it used (`"used": {"insights": [...]}` in
+    the JSON the agent printed), or None when it returned no report."""
+    used = run.output.get("used")
+    insights = used.get("insights") if isinstance(used, dict) else None
+    return insights if isinstance(insights, list) else None
+
+
 @dataclass
 class RunnerSpec:
     """How to run the agent."""

@@ -8,9 +8,9 @@ and whenever one chooses to stop (Ramdas, Grunwald, Vovk, Shafer: "Game-theoreti
 and safe anytime-valid inference", 2023). Wealth at a stopping time is an e-value, so several
 can be combined (e-BH across the lessons of one gate call).
 
-Wealth is a mixture over a few fixed bets (each bet's wealth is a test martingale, and so is an
-average of them), weighted towards the bets a lesson worth testing calls for; no bet is fitted
-to the data, so nothing is looked at twice.
+Each test bets a fixed stake, the one under which its wealth is the likelihood ratio of a
+design alternative against the null (a sequential probability ratio test, as a bet); no stake
+is fitted to the data, so nothing is looked at twice.
 
 The figures each test reads (one probe pair: outcome without and with the lesson, same seed):
 
@@ -27,7 +27,7 @@ The figures each test reads (one probe pair: outcome without and with the lesson
 
 For each, the opposite test (futility) ends a lesson early: wealth betting on the null's side
 shows, at `alpha_miss`, that the gain is below eta, or that the damage or failure rate is above
-its threshold.
+half its threshold.
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ class EProcess:
     it by 1 - stake * V. A stake above 0 bets that E[V] < 0 (it needs V <= 1 / stake), one
     below 0 that E[V] > 0 (against the null E[V] <= 0; it needs V >= 1 / stake)."""
 
-    stake: float
+    stake: float = 0.0
     log_wealth: float = 0.0
-    n: int = 0
 
     def observe(self, value: float, stake: float | None = None) -> None:
         """One outcome; `stake`, if given, is this outcome's own (set before it was seen)."""
@@ -63,7 +62,6 @@ class EProcess:
         if factor < 0:
             raise ValueError(f"outcome {value} out of the range a stake of {stake} allows")
         self.log_wealth += math.log(factor) if factor > 0 else -math.inf
-        self.n += 1
 
     @property
     def wealth(self) -> float:
@@ -132,71 +130,48 @@ class Sequential:
     damage_high: EProcess = field(init=False)
     failure: EProcess = field(init=False)
     failure_high: EProcess = field(init=False)
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
     reason: str = ""
     scale: float = 1.0
     """The share of alpha this lesson's tests use: below 1 when several
     lessons are decided together (e-BH asks each for more evidence)."""
 
     def __post_init__(self) -> None:
-        self.help = EProcess(0.0)
-        self.below_eta = EProcess(0.0)
-        self.damage = EProcess(0.0)
-        self.damage_high = EProcess(0.0)
-        self.failure = EProcess(0.0)
-        self.failure_high = EProcess(0.0)
+        # Each stake is the likelihood ratio of a design alternative against its null. Commit:
+        # help, that 9 in 10 target pairs that differ are gains; harm, a rate a third of its
+        # limit. Futility: a gain a third of eta; a harm at its limit, against half of it.
+        # Capped where an outcome could make wealth negative. (Stakes fitted to the outcomes
+        # so far adapt to noise but, on gate_bench's scenarios, commit helpful lessons less
+        # often within the budget.)
+        r = self.rates
+        self.help = EProcess(-0.8)  # 1 + 0.8 * X, X in {-1, 0, 1}
+        self.below_eta = EProcess(min(lr_bet(r.eta, r.eta / 3), 0.9 / (1 - r.eta)))
+        self.damage = EProcess(min(lr_bet(r.beta, r.beta / 3), 0.9 / (1 - r.beta)))
+        self.damage_high = EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9))
+        self.failure = EProcess(min(lr_bet(r.delta, r.delta / 3), 0.9 / (1 - r.delta)))
+        self.failure_high = EProcess(max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)))
 
     def observe(self, pair: Pair) -> None:
-        """One pair: every test it bears on bets on it."""
+        """One pair: every test it bears on bets on it. A test that has rejected its null
+        stops betting (its wealth, an e-value, stays where it crossed); betting nothing for a
+        while, then again, keeps it a test supermartingale, so `scale` may be lowered later
+        (e-BH) and the test go on."""
         r = self.rates
-        stakes = self._stakes()
-        tally = self.counts.setdefault(pair.kind, dict.fromkeys(_COUNTED, 0))
-        tally["pairs"] += 1
-        tally["better"] += pair.better
-        tally["worse"] += pair.worse
-        tally["solved_without"] += pair.without
-        tally["net_worse"] += pair.worse - pair.better
-        cited = self.citations and pair.cited is not None
-        if pair.cited is not None:
-            tally["reported"] += 1
-            tally["cited"] += pair.cited
-        if pair.kind == "falsify":
-            tally["failed"] += bool(pair.cited) if cited else pair.worse - pair.better
-        # A test that has rejected its null stops betting (its wealth, an e-value, stays
-        # where it crossed); betting nothing for a while, then again, keeps it a test
-        # supermartingale, so `scale` may be lowered later (e-BH) and the test go on.
         if pair.kind == "target":
             x = float(pair.better) - float(pair.worse)
             if not self.helps:
-                self.help.observe(x, stakes["help"])
-            self.below_eta.observe(x - r.eta, stakes["below_eta"])
+                self.help.observe(x)
+            self.below_eta.observe(x - r.eta)
             return
         net = float(pair.worse) - float(pair.better)
         if not self.safe:
-            self.damage.observe(net - r.beta * float(pair.without), stakes["damage"])
-        self.damage_high.observe(net - r.beta / 2 * float(pair.without), stakes["damage_high"])
+            self.damage.observe(net - r.beta * float(pair.without))
+        self.damage_high.observe(net - r.beta / 2 * float(pair.without))
         if pair.kind == "falsify":
+            cited = self.citations and pair.cited is not None
             failed = float(bool(pair.cited)) if cited else net
             if not self.falsification_holds:
-                self.failure.observe(failed - r.delta, stakes["failure"])
-            self.failure_high.observe(failed - r.delta / 2, stakes["failure_high"])
-
-    def _stakes(self) -> dict[str, float]:
-        """Each test's stake: the likelihood ratio of a design alternative against its null
-        (a sequential probability ratio test, as a bet). Commit: help, that 9 in 10 target
-        pairs that differ are gains; harm, a rate a third of its limit. Futility: a gain a
-        third of eta; a harm at its limit, against half of it. Capped where an outcome could
-        make wealth negative. (Stakes fitted to the outcomes so far adapt to noise but, on
-        gate_bench's scenarios, commit helpful lessons less often within the budget.)"""
-        r = self.rates
-        return {
-            "help": -0.8,  # 1 + 0.8 * X, X in {-1, 0, 1}
-            "below_eta": min(lr_bet(r.eta, r.eta / 3), 0.9 / (1 - r.eta)),
-            "damage": min(lr_bet(r.beta, r.beta / 3), 0.9 / (1 - r.beta)),
-            "damage_high": max(lr_bet(r.beta / 2, r.beta), -0.9),
-            "failure": min(lr_bet(r.delta, r.delta / 3), 0.9 / (1 - r.delta)),
-            "failure_high": max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)),
-        }
+                self.failure.observe(failed - r.delta)
+            self.failure_high.observe(failed - r.delta / 2)
 
     # --- what is shown so far -----------------------------------------------------------
 
@@ -255,22 +230,6 @@ class Sequential:
         return min(self.help.wealth, self.damage.wealth, self.failure.wealth)
 
 
-_COUNTED = (
-    "pairs",
-    "better",
-    "worse",
-    "solved_without",
-    "net_worse",
-    "reported",
-    "cited",
-    "failed",
-)
-
-
-def _clip(value: float, low: float, high: float) -> float:
-    return min(max(value, low), high)
-
-
 def e_bh(e_values: Sequence[float], alpha: float) -> set[int]:
     """The e-Benjamini-Hochberg procedure (Wang and Ramdas, 2022): the indices whose nulls are
     rejected so that the expected share of true nulls among them is at most alpha, under any
@@ -301,8 +260,6 @@ class Outcome:
     reason: str
     runs: int
     """Agent runs spent: two a pair (without and with the lesson)."""
-    pairs: list[Pair]
-    tests: Sequential
 
 
 def decide(
@@ -316,7 +273,6 @@ def decide(
     decide or the budget is spent. Each pair is looked at in the order given and the tests may
     stop after any of them: a round's order is fixed before its outcomes are seen, so stopping
     inside it keeps every test valid."""
-    pairs: list[Pair] = []
     runs = spent
     verdict = tests.verdict()
     while verdict == "continue":
@@ -333,7 +289,6 @@ def decide(
             break
         runs += 2 * len(got)
         for pair in got:
-            pairs.append(pair)
             tests.observe(pair)
             verdict = tests.verdict()
             if verdict != "continue":
@@ -344,7 +299,7 @@ def decide(
             f"not shown to pass within {schedule.max_runs} agent runs "
             f"({'; '.join(tests.missing())})"
         )
-    return Outcome(verdict, tests.reason, runs, pairs, tests)
+    return Outcome(verdict, tests.reason, runs)
 
 
 @dataclass
@@ -362,12 +317,8 @@ class Watch:
     max_violation_rate: float = 0.3
     alpha: float = 0.05
     """Chance, at most, that a lesson violated no more often than the limit is ever retired."""
-    test: EProcess = field(init=False)
-    judged: int = 0
-    violations: int = 0
-
-    def __post_init__(self) -> None:
-        self.test = EProcess(0.0)
+    test: EProcess = field(default_factory=EProcess)
+    """Its stake is set for each episode, from that episode's limit."""
 
     def observe(self, violated: bool, base_failure: float = 0.0) -> None:
         """One judged episode. `base_failure`: chance the episode fails without the lesson
@@ -376,8 +327,6 @@ class Watch:
         # The likelihood ratio of a rate 30% of the way from the limit to 1, against it.
         stake = max(lr_bet(limit, limit + 0.3 * (1.0 - limit)), -0.9 / limit)
         self.test.observe(float(violated) - limit, stake)
-        self.judged += 1
-        self.violations += violated
 
     def retire(self) -> bool:
         return self.test.rejects(self.alpha)
