@@ -56,21 +56,23 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     type=click.IntRange(0),
     default=8,
     show_default=True,
-    help="Target probes: tasks of the insight's type most similar to it (BM25).",
+    help="Target probe tasks, at most: those of the insight's type its precondition covers, "
+    "most similar first (BM25); under sequential, pairs are drawn from them.",
 )
 @click.option(
     "--falsify",
     type=click.IntRange(0),
     default=8,
     show_default=True,
-    help="Falsification probes: boundary tasks, precondition violations, decoys of other types.",
+    help="Falsification probe tasks, at most: boundary tasks, precondition violations (most "
+    "alike to it), decoys of other types.",
 )
 @click.option(
     "--regress",
     type=click.IntRange(0),
     default=8,
     show_default=True,
-    help="Regression probes: tasks the corpus shows the agent solved.",
+    help="Regression probe tasks, at most: tasks the corpus shows the agent solved.",
 )
 @click.option("--target-tasks", type=TASKS, help="Use these target probes (ids, one a line).")
 @click.option("--falsify-tasks", type=TASKS, help="Use these falsification probes.")
@@ -97,21 +99,24 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     type=float,
     default=0.1,
     show_default=True,
-    help="Commit only if the lower bound of the transfer gain G is at least this.",
+    help="Least transfer gain G worth having: sequential stops a lesson shown to gain less; "
+    "bounds and estimates commit only at this G or more (its lower bound, or itself).",
 )
 @click.option(
     "--delta",
     type=click.FloatRange(0, 1),
     default=0.3,
     show_default=True,
-    help="... and the upper bound of the falsification failure rate is at most this.",
+    help="Most falsification failure rate P_fail to commit (sequential: shown below it; "
+    "bounds: its upper bound at most this).",
 )
 @click.option(
     "--beta",
     type=click.FloatRange(0, 1),
     default=0.3,
     show_default=True,
-    help="... and the upper bound of the regression damage is at most this.",
+    help="Most regression damage D_reg to commit (sequential: shown below it; bounds: its "
+    "upper bound at most this).",
 )
 @click.option(
     "--rule",
