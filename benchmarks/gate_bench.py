@@ -114,7 +114,9 @@ def gate_table(reps: int, noise: float, seed: int) -> tuple[bool, list[int]]:
     print(
         f"sequential: alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, "
         f"eta {rates.eta:g}, delta {rates.delta:g}, beta {rates.beta:g}, "
-        f"{schedule.per_round} pairs a kind a round, at most {schedule.max_runs} runs"
+        f"{schedule.per_round} target and falsification pairs a round "
+        f"({schedule.round_of({'regress': True})['regress']} regression), "
+        f"at most {schedule.max_runs} runs"
     )
     header = (
         f"{'scenario':32} {'G':>5} {'P_fail':>6} {'D_reg':>5} | {'committed':>22} "

@@ -20,9 +20,10 @@ from wikitrace.corpus_schema.ledger import GateFigures
 from . import stats
 from .probes import Probe
 
-Pair = tuple[float | None, float | None, bool]
+Pair = tuple[float | None, float | None, bool | None]
 """One (task, seed): the outcome without the lesson, with it (None: the run ended as an error),
-and whether it was solved without it."""
+and whether it was solved without it (None: not run without it, a falsification probe whose
+citation was all the sequential gate still needed; it counts for P_fail alone)."""
 Pairs = Mapping[tuple[str, int], Pair | None]
 """(task, seed) -> its pair; None where a run of it is missing."""
 
@@ -61,12 +62,16 @@ def gate_figures(
     for probe in probes:
         kinds.setdefault(probe.task_id, set()).add(probe.kind)
     values: dict[tuple[str, int], tuple[float, float, bool]] = {}
+    cited_only = []
     errors = 0
     for key, pair in pairs.items():
         if pair is None or key[0] not in kinds:
             continue
         without, with_lesson, solved_without = pair
-        if without is None or with_lesson is None:
+        if solved_without is None and with_lesson is not None:
+            cited_only.append(key)
+            continue
+        if without is None or with_lesson is None or solved_without is None:
             errors += 1
             continue
         values[key] = (without, with_lesson, solved_without)
@@ -78,14 +83,16 @@ def gate_figures(
     gains = sum(w > b for b, w, _ in target)
     losses = sum(w < b for b, w, _ in target)
     falsify_keys = [key for key in values if "falsify" in kinds.get(key[0], ())]
+    falsify_keys += [key for key in cited_only if "falsify" in kinds.get(key[0], ())]
     reported = [key for key in falsify_keys if cited is not None and key in cited]
     basis: Literal["outcomes", "citations"] = "citations" if reported else "outcomes"
     if basis == "citations":
         assert cited is not None
         failures = sum(cited[key] for key in reported)
-        falsify = [values[key] for key in reported]
+        n_falsify = len(reported)
     else:
         failures = sum(w < b for b, w, _ in falsify)
+        n_falsify = len(falsify)
     # Regression damage: every pair solved without the lesson, whatever kind it was.
     solved = [(b, w) for b, w, success in values.values() if success]
     damaged = sum(w < b for b, w in solved)
@@ -95,7 +102,7 @@ def gate_figures(
         if kind_solved:
             broken = sum(w < b for b, w in kind_solved)
             by_kind[kind] = round(broken / len(kind_solved), 6)
-    n_target, n_falsify, n_regress = len(target), len(falsify), len(solved)
+    n_target, n_regress = len(target), len(solved)
     gain_rate_lower = stats.lower(gains, n_target, confidence)
     gain_lower = gain_rate_lower - stats.upper(losses, n_target, confidence)
     p_fail_upper = stats.upper(failures, n_falsify, confidence)

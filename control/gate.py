@@ -112,7 +112,8 @@ class GateOptions:
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
     per_round: int = 2
-    """Sequential rule: pairs of each kind still needed, run together in one round."""
+    """Sequential rule: target and falsification pairs still needed, run together in one round
+    (regression pairs half as many, at least one)."""
     eta: float = 0.1
     """Least transfer gain G (its lower bound) to commit."""
     delta: float = 0.3
@@ -585,7 +586,9 @@ class _Gate:
 
     def _sample(self, stream: _Stream, wanted: dict[str, int], purpose: str) -> list[SeqPair]:
         """Draw `wanted` pairs of each kind (tasks at random from the kind's probes, each
-        task's next seed), run what is not run yet on both sides, and return the pairs."""
+        task's next seed), run what is not run yet on both sides (without the lesson only
+        where the tests still need that side), and return the pairs."""
+        base_needed = {kind: stream.tests.needs_base(kind) for kind in ("falsify", "regress")}
         drawn: list[tuple[Probe, int]] = []
         for kind, count in wanted.items():
             for _ in range(count):
@@ -602,7 +605,7 @@ class _Gate:
         requests = [
             RunRequest(p.task_id, base_name, self._base_view, seed)
             for p, seed in drawn
-            if (p.task_id, seed) not in self.base_results
+            if (p.task_id, seed) not in self.base_results and base_needed.get(p.kind, True)
         ]
         requests += [RunRequest(p.task_id, stream.name, stream.view, seed) for p, seed in drawn]
         results = self._run_requests(requests, purpose)
@@ -615,13 +618,14 @@ class _Gate:
         for probe, seed in drawn:
             key = (probe.task_id, seed)
             stream.kinds[key] = probe
-            without, with_lesson = self.base_results[key], stream.results[key]
-            if without.success is None or with_lesson.success is None:
+            without, with_lesson = self.base_results.get(key), stream.results[key]
+            if with_lesson.success is None or (without is not None and without.success is None):
                 stream.errors += 1
                 continue
             insights = cited_insights(with_lesson)
             cited = None if insights is None else stream.ident in insights
-            pairs.append(SeqPair(probe.kind, without.success, with_lesson.success, cited))
+            solved = None if without is None else without.success
+            pairs.append(SeqPair(probe.kind, solved, with_lesson.success, cited))
         return pairs
 
     def _settle(self, decision: GateDecision, stream: _Stream, *, narrowed: bool = False) -> None:
@@ -648,7 +652,11 @@ class _Gate:
                 task_id=p.task_id,
                 kind=p.kind,
                 why=p.why,
-                base_runs=[self.base_results[k].id for k in keys if k[0] == p.task_id],
+                base_runs=[
+                    self.base_results[k].id
+                    for k in keys
+                    if k[0] == p.task_id and k in self.base_results
+                ],
                 lesson_runs=[stream.results[k].id for k in keys if k[0] == p.task_id],
             )
             for p in dict.fromkeys(stream.kinds.values())
@@ -1020,8 +1028,10 @@ class _Stream:
 
 
 def _pair(without: AgentRun | None, with_lesson: AgentRun | None) -> Pair | None:
-    if without is None or with_lesson is None:
+    if with_lesson is None:
         return None
+    if without is None:  # only its citation was needed (Sequential.needs_base)
+        return (None, with_lesson.value, None)
     return (without.value, with_lesson.value, bool(without.success))
 
 

@@ -32,6 +32,7 @@ half its threshold.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -79,18 +80,20 @@ class Pair:
 
     kind: str
     """target, falsify or regress."""
-    without: bool
+    without: bool | None
+    """None: not run without the lesson (a falsification probe that only needed its citation,
+    see `Sequential.needs_base`)."""
     with_lesson: bool
     cited: bool | None = None
     """Whether the run with the lesson cited it (None: its agent returned no report)."""
 
     @property
     def better(self) -> bool:
-        return self.with_lesson and not self.without
+        return self.with_lesson and self.without is False
 
     @property
     def worse(self) -> bool:
-        return self.without and not self.with_lesson
+        return bool(self.without) and not self.with_lesson
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,10 @@ class Sequential:
     failure: EProcess = field(init=False)
     failure_high: EProcess = field(init=False)
     reason: str = ""
+    reports: int = 0
+    """Falsification pairs whose run with the lesson returned a citation report."""
+    unreported: int = 0
+    """... and those whose run returned none."""
     scale: float = 1.0
     """The share of alpha this lesson's tests use: below 1 when several
     lessons are decided together (e-BH asks each for more evidence)."""
@@ -156,6 +163,11 @@ class Sequential:
         while, then again, keeps it a test supermartingale, so `scale` may be lowered later
         (e-BH) and the test go on."""
         r = self.rates
+        if pair.kind == "falsify":
+            if pair.cited is None:
+                self.unreported += 1
+            else:
+                self.reports += 1
         if pair.kind == "target":
             x = float(pair.better) - float(pair.worse)
             if not self.helps:
@@ -163,11 +175,14 @@ class Sequential:
             self.below_eta.observe(x - r.eta)
             return
         net = float(pair.worse) - float(pair.better)
-        if not self.safe:
-            self.damage.observe(net - r.beta * float(pair.without))
-        self.damage_high.observe(net - r.beta / 2 * float(pair.without))
+        if pair.without is not None:
+            if not self.safe:
+                self.damage.observe(net - r.beta * float(pair.without))
+            self.damage_high.observe(net - r.beta / 2 * float(pair.without))
         if pair.kind == "falsify":
             cited = self.citations and pair.cited is not None
+            if not cited and pair.without is None:
+                return  # neither a citation nor an outcome to compare: it tells nothing
             failed = float(bool(pair.cited)) if cited else net
             if not self.falsification_holds:
                 self.failure.observe(failed - r.delta)
@@ -196,6 +211,16 @@ class Sequential:
             "falsify": not self.falsification_holds,
             "regress": not self.safe,
         }
+
+    def needs_base(self, kind: str) -> bool:
+        """Whether a pair of `kind` drawn now must also run without the lesson. Targets and
+        regression probes always do (their tests compare the two sides). A falsification
+        probe does not once D_reg is shown and P_fail is read from citation reports that
+        every falsification run so far has returned: its citation is all it still tells.
+        Decided before the pair is run, so skipping the base run keeps every test valid."""
+        if kind != "falsify":
+            return True
+        return not (self.citations and self.safe and self.reports and not self.unreported)
 
     def verdict(self) -> Verdict:
         r = self.rates
@@ -248,10 +273,16 @@ class Schedule:
     """How the sequential gate spends agent runs on one lesson."""
 
     per_round: int = 2
-    """Pairs of each kind still needed, run together in one round."""
+    """Target and falsification pairs still needed, run together in one round; regression
+    pairs half as many (at least one), since falsification pairs count for D_reg too."""
     max_runs: int = 128
     """Agent runs (both sides of each pair) at most; then a lesson not yet shown to pass is
     rejected."""
+
+    def round_of(self, needs: dict[str, bool]) -> dict[str, int]:
+        """Kind -> pairs to draw this round, for the kinds whose tests still need them."""
+        share = {"regress": max(1, self.per_round // 2)}
+        return {kind: share.get(kind, self.per_round) for kind, needed in needs.items() if needed}
 
 
 @dataclass
@@ -276,7 +307,7 @@ def decide(
     runs = spent
     verdict = tests.verdict()
     while verdict == "continue":
-        wanted = {kind: schedule.per_round for kind, needed in tests.needs().items() if needed}
+        wanted = schedule.round_of(tests.needs())
         room = (schedule.max_runs - runs) // 2
         if room <= 0 or not wanted:
             break
@@ -287,7 +318,7 @@ def decide(
         got = list(sample({k: n for k, n in wanted.items() if n}))
         if not got:
             break
-        runs += 2 * len(got)
+        runs += sum(1 + (pair.without is not None) for pair in got)
         for pair in got:
             tests.observe(pair)
             verdict = tests.verdict()
@@ -374,14 +405,18 @@ def simulate(
 ) -> Outcome:
     """One lesson with true (gain, p_fail, d_reg) through `decide`, the loop the gate runs."""
 
-    def sample(wanted: dict[str, int]) -> list[Pair]:
-        return [
-            simulated_pair(rng, kind, *truth, noise=noise)
-            for kind, count in wanted.items()
-            for _ in range(count)
-        ]
+    tests = Sequential(rates, scale=scale)
 
-    return decide(Sequential(rates, scale=scale), sample, schedule)
+    def sample(wanted: dict[str, int]) -> list[Pair]:
+        pairs = []
+        for kind, count in wanted.items():
+            base = tests.needs_base(kind)
+            for _ in range(count):
+                pair = simulated_pair(rng, kind, *truth, noise=noise)
+                pairs.append(pair if base else dataclasses.replace(pair, without=None))
+        return pairs
+
+    return decide(tests, sample, schedule)
 
 
 def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
@@ -402,9 +437,10 @@ def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
     lines = [
         f"sequential gate: alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, eta "
         f"{rates.eta:g}, delta {rates.delta:g}, beta {rates.beta:g}, at most "
-        f"{schedule.max_runs} agent runs a lesson ({schedule.per_round} pairs of each kind a "
-        f"round); simulated, {reps} lessons a line (probes solved without the lesson: targets "
-        f"{SOLVED['target']:g}, falsification {SOLVED['falsify']:g}, regression "
+        f"{schedule.max_runs} agent runs a lesson ({schedule.per_round} target and "
+        f"falsification pairs and {schedule.round_of({'regress': True})['regress']} regression "
+        f"pair a round); simulated, {reps} lessons a line (probes solved without the lesson: "
+        f"targets {SOLVED['target']:g}, falsification {SOLVED['falsify']:g}, regression "
         f"{SOLVED['regress']:g}; no outcome noise)",
         "",
         f"{'true G':>7} {'P_fail':>6} {'D_reg':>5}  {'committed':>9}  {'median runs':>11}",

@@ -13,6 +13,7 @@ from wikitrace.control.sequential import (
     Schedule,
     Sequential,
     Watch,
+    decide,
     e_bh,
     lr_bet,
     simulate,
@@ -103,3 +104,32 @@ def test_monitoring_allows_for_how_often_a_task_fails_anyway() -> None:
         retired_plain += plain.retire()
         retired_allowed += allowed.retire()
     assert retired_allowed <= 15 < retired_plain  # 5% of 300
+
+
+def test_falsification_probes_skip_the_base_run_once_only_their_citation_tells() -> None:
+    tests = Sequential(Rates())
+    assert tests.needs_base("falsify") and tests.needs_base("regress")
+    while not tests.safe:  # solved without the lesson and with it: nothing broken
+        tests.observe(Pair("regress", True, True))
+    assert tests.needs_base("falsify")  # no citation report seen yet
+    tests.observe(Pair("falsify", True, True, cited=False))
+    assert not tests.needs_base("falsify") and tests.needs_base("target")
+    before = tests.failure.log_wealth
+    tests.observe(Pair("falsify", None, True, cited=False))  # counts for P_fail alone
+    assert tests.failure.log_wealth > before
+    tests.observe(Pair("falsify", None, False, cited=None))  # no report: it tells nothing
+    assert tests.failure.log_wealth > before and tests.needs_base("falsify")
+    # Without citations P_fail reads outcomes, which need the base run.
+    assert Sequential(Rates(), citations=False).needs_base("falsify")
+
+
+def test_a_round_runs_fewer_regression_pairs_and_counts_one_run_for_a_half_pair() -> None:
+    assert Schedule().round_of({"target": True, "falsify": True, "regress": True}) == {
+        "target": 2,
+        "falsify": 2,
+        "regress": 1,
+    }
+    tests = Sequential(Rates())
+    rounds = iter([[Pair("falsify", None, True, cited=True), Pair("target", False, False)]])
+    outcome = decide(tests, lambda wanted: next(rounds, []), Schedule())
+    assert outcome.runs == 3 and outcome.verdict == "rejected"
