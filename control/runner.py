@@ -5,11 +5,11 @@ The user gives a command template such as
 fills it in (after splitting it like a shell would, so a value is always one argument and never
 shell syntax), and sets the same values as environment variables (`ENVIRONMENT`). A template
 that would put a value inside code another program parses (the script of `sh -c`, `cmd /c`,
-`python -c`, a command `ssh` hands to the remote shell) is refused: a task id such as
-`; rm -rf ~` would run. Runs go with bounded concurrency and a timeout; wikitrace reads the last
-line of each one's stdout that is a JSON object: `success` (true/false) or `score` (a number;
-at or above the threshold is a success), and optionally `trajectory` (the path of the log it
-wrote). Anything else the agent prints on stdout or stderr is kept only as a short tail for
+`python -c`, a command `ssh` or `ray job submit` hands to a remote shell) is refused: a task id
+such as `; rm -rf ~` would run. Runs go with bounded concurrency and a timeout; wikitrace reads
+the last line of each one's stdout that is a JSON object: `success` (true/false) or `score` (a
+number; at or above the threshold is a success), and optionally `trajectory` (the path of the
+log it wrote). Anything else the agent prints on stdout or stderr is kept only as a short tail for
 diagnosis.
 
 A run that exits non-zero, times out or prints no valid result is an error: it is retried up to
@@ -249,6 +249,13 @@ def _code_at(argv: list[str], at: int) -> tuple[str, list[int]]:
             index += 1
         # After the destination, every argument is joined into one command for the remote shell.
         return "ssh", list(range(index + 1, len(argv)))
+    if program == "ray" and argv[at + 1 : at + 3] == ["job", "submit"]:
+        # The entrypoint (after `--`, else every argument that is not an option) is run by a
+        # shell on the cluster.
+        rest = range(at + 3, len(argv))
+        if "--" in argv[at + 3 :]:
+            return "ray job submit", list(range(argv.index("--", at + 3) + 1, len(argv)))
+        return "ray job submit", [i for i in rest if argv[i][:1] != "-"]
     inline = _INLINE.get(program)
     if inline is None:
         return "", []
@@ -295,7 +302,14 @@ def check_not_code(argv: list[str], named_in: list[set[str]]) -> None:
                 continue
             name = sorted(named_in[index])[0]
             variable = ENVIRONMENT[name]
-            if how == "ssh":
+            if how == "ray job submit":
+                safe = (
+                    "ray runs the entrypoint through a shell on the cluster: call a local "
+                    "script that passes the values as the job's environment variables "
+                    f"(runtime_env env_vars, e.g. {variable}) with a fixed entrypoint; see "
+                    "docs/scale.md"
+                )
+            elif how == "ssh":
                 safe = (
                     "ssh joins its arguments into one command line for the remote shell: call a "
                     f"local script that reads ${variable} (set for every run) and quotes it for "

@@ -293,6 +293,8 @@ def test_every_run_gets_its_values_in_the_environment(tmp_path: Path) -> None:
         ("python3 -c 'import agent; agent.run(\"{task_id}\")' {memory}", "python -c"),
         ("node -e 'run(\"{task_id}\")' {memory}", "node -e"),
         ("ssh worker run-agent {task_id} {memory}", "ssh"),
+        ("ray job submit -- python agent.py --task {task_id} --memory {memory}", "ray job submit"),
+        ("ray job submit --no-wait python agent.py {task_id} {memory}", "ray job submit"),
         ("su agent -c 'run {task_id}' {memory}", "su -c"),
     ],
 )
@@ -326,6 +328,7 @@ def test_the_refusal_gives_the_safe_spelling_for_a_shell() -> None:
         "python -m agent --task {task_id} --memory {memory}",
         "python -c 'import sys; run(sys.argv[1:])' {task_id} {memory}",
         "pwsh -File run.ps1 {task_id} {memory}",
+        "python ray_runner.py --task {task_id} --memory {memory}",
         'sh -c \'run "$WIKITRACE_TASK_ID" "$WIKITRACE_MEMORY"\'',
     ],
 )
