@@ -32,9 +32,16 @@ class ResultRow(BaseModel):
     score: float | None = None
     trajectory: str | None = None
     """The episode's log (any format `wikitrace build` reads), relative to the results file:
-    what `wikitrace attribute` reads."""
+    what `wikitrace attribute` reads. In a log of many runs, `#` and the run's place in it
+    follow: `logs/x.eval#samples/3_epoch_1.json`."""
     used: dict[str, list[str]] | None = None
     """The agent's citation report (`used`): the memory entries it said shaped its actions."""
+    tokens: int | None = Field(default=None, ge=0)
+    """The episode's model tokens, all calls (`wikitrace lift` reports the mean per method)."""
+    seconds: float | None = Field(default=None, ge=0)
+    """The episode's wall time in seconds."""
+    drilldowns: int | None = Field(default=None, ge=0)
+    """How many times the agent read the memory past its first message (0: it stayed)."""
 
     def succeeded(self, threshold: float = SUCCESS_THRESHOLD) -> bool:
         """`success`, or else whether `score` reaches `threshold`."""
@@ -71,14 +78,14 @@ def _csv_value(key: str, value: str) -> Any:
         if lowered in _FALSE:
             return False
         return value  # rejected by validation, with the row named
-    if key == "trial":
+    if key in ("trial", "tokens", "drilldowns"):
         return int(value) if value.lstrip("-").isdigit() else value
     if key == "used":  # the citation report's JSON in one cell
         try:
             return orjson.loads(value)
         except orjson.JSONDecodeError:
             return value  # rejected by validation, with the row named
-    if key == "score":
+    if key in ("score", "seconds"):
         try:
             return float(value)
         except ValueError:

@@ -1,0 +1,293 @@
+"""`wikitrace lift` (what memory did, per suite) and `wikitrace run-inspect` (an inspect_ai task
+run with and without memory, written as the rows `lift` reads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
+    """`key=value` pairs; a value is read as YAML (numbers, booleans, lists), as inspect does."""
+    import yaml
+
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected key=value", param_hint=option)
+        values[key] = yaml.safe_load(value)
+    return values
+
+
+@click.command("lift")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
+@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
+@click.option(
+    "--rerun",
+    default="no-memory-rerun",
+    show_default=True,
+    help="A second set of no-memory runs: its Gain and Regression are the noise band.",
+)
+@click.option(
+    "--success-threshold",
+    type=float,
+    hidden=True,
+    default=1.0,
+    show_default=True,
+    help="A row with a score and no success succeeds when score >= this.",
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(100),
+    hidden=True,
+    default=10_000,
+    show_default=True,
+    help="Bootstrap resamples behind each confidence interval.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    hidden=True,
+    help="Seed of the bootstrap resampling.",
+)
+@click.option(
+    "--judge",
+    metavar="MODEL",
+    help="Also attribute each Regression episode A-E with this judge (any model litellm "
+    "reaches), as `wikitrace attribute` does; needs --corpus.",
+)
+@click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server.")
+@click.option(
+    "--corpus",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The corpus the memory methods ran with (for --judge).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    hidden=True,
+    help="Where the judge's answers are cached (default: the user cache folder).",
+)
+@click.option(
+    "--mount",
+    default="/work/corpus",
+    show_default=True,
+    help='Where the memory episodes read the corpus: a row without "drilldowns" that '
+    "names its log counts the turns whose actions name this folder.",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
+)
+def lift_command(
+    results: tuple[Path, ...],
+    baseline: str,
+    rerun: str,
+    success_threshold: float,
+    resamples: int,
+    seed: int,
+    judge: str | None,
+    judge_api_base: str | None,
+    corpus: Path | None,
+    cache_dir: Path | None,
+    mount: str,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """What memory did, per suite: success with and without it, Gain and Regression against
+    the rerun band (95% task-level bootstrap intervals), with --judge the Regression episodes'
+    causes A-E, Stay/Descent (memory episodes that stayed at the first message or read the
+    memory past it, and how each kind ended), and tokens and seconds per episode.
+
+    RESULTS are the rows `wikitrace eval` reads (JSON Lines or CSV), folders holding a
+    results.jsonl (what `wikitrace run-inspect` writes), or Harbor job folders (`harbor run`'s
+    jobs/JOB: one row a trial with a reward; the plain agent's trials of the first such job are
+    the baseline, of the second the rerun; a trial run with the memory,
+    wikitrace.integrations.harbor, is of its method). Tokens, seconds and Stay/Descent come
+    from the rows' optional "tokens", "seconds" and "drilldowns" (or, for a memory episode
+    without "drilldowns", from its log: the turns that read --mount).
+
+    \b
+    Example:
+      wikitrace lift runs/ --json
+      wikitrace lift jobs/baseline jobs/rerun jobs/with-memory
+      wikitrace lift runs/ --judge openai/gpt-4o-mini --corpus corpus
+    """
+    from wikitrace.evaluation import EvalOptions, output
+    from wikitrace.evaluation import lift as lift_report
+
+    if judge and corpus is None:
+        raise click.UsageError("--judge needs --corpus (the corpus the memory methods ran with)")
+    rows = _read_results(results, baseline, rerun, mount)
+    options = EvalOptions(
+        baseline=baseline,
+        rerun=rerun,
+        success_threshold=success_threshold,
+        resamples=resamples,
+        seed=seed,
+    )
+    attribution = None
+    if judge and corpus is not None:
+        from wikitrace import prompts
+        from wikitrace.compiler.attribute import Attributor, attribute
+        from wikitrace.compiler.compile import Templates
+
+        from .options import JudgeSettings
+
+        settings = JudgeSettings(
+            model=judge,
+            api_base=judge_api_base,
+            baseline=baseline,
+            rerun=rerun,
+            cache_dir=cache_dir,
+        )
+        templates = Templates.load(also=(prompts.ATTRIBUTE,))
+        attributor = Attributor(corpus=corpus, llm=settings.llm(), templates=templates)
+        attribution = attribute(rows, attributor, baseline, rerun)
+        for item in attribution.episodes:
+            if item.problem:
+                click.echo(
+                    f"not counted: {item.suite}/{item.method}/{item.task_id}#{item.trial} "
+                    f"({item.where}): {item.problem}",
+                    err=True,
+                )
+    report = lift_report.lift(rows, options, attribution)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(lift_report.as_json(report) if as_json else lift_report.markdown(report), nl=False)
+    if as_json:
+        click.echo()
+    if plot is not None:
+        output.plot(report.eval_report, plot)
+        click.echo(f"wrote {plot}", err=True)
+
+
+def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: str) -> list[Any]:
+    """The rows of every results file, run-inspect folder and Harbor job folder; a memory
+    episode's row without drill-downs is given those its log shows."""
+    from wikitrace.compiler.attribute import fill_drilldowns
+    from wikitrace.evaluation import read_rows
+    from wikitrace.integrations.harbor_runs import is_job, read_jobs
+
+    jobs = [path for path in results if not (path / "results.jsonl").is_file() and is_job(path)]
+    files = [
+        path / "results.jsonl" if path.is_dir() else path for path in results if path not in jobs
+    ]
+    rows = read_rows(files)
+    if jobs:
+        harbor = read_jobs(jobs, baseline, rerun)
+        for note in harbor.left_out:
+            click.echo(f"not counted (no reward): {note}", err=True)
+        for problem in harbor.problems:
+            click.echo(f"warning: {problem}", err=True)
+        rows += harbor.rows
+    for problem in fill_drilldowns(rows, baseline, rerun, mount):
+        click.echo(f"warning: no Stay/Descent for {problem}", err=True)
+    return rows
+
+
+@click.command("run-inspect")
+@click.argument("task")
+@click.option(
+    "--corpus",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The corpus the memory methods use.",
+)
+@click.option("--model", required=True, help="The agent's model, as inspect names it.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the logs (a folder a method) and results.jsonl go.",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Trials of each sample per method (odd: the baseline's majority never ties).",
+)
+@click.option(
+    "--method",
+    "methods",
+    multiple=True,
+    type=click.Choice(["no-memory", "no-memory-rerun", "insights-only", "wikitrace"]),
+    help="Run only these methods (repeat; default: all four).",
+)
+@click.option("-T", "task_args", multiple=True, help="A task argument, key=value (repeat).")
+@click.option("-M", "model_args", multiple=True, help="A model argument, key=value (repeat).")
+@click.option("--limit", type=click.IntRange(1), help="Run only the first N samples.")
+@click.option(
+    "--no-leave-one-out",
+    is_flag=True,
+    help="Show lessons drawn from the sample's own task too (by default they are left out).",
+)
+@click.option(
+    "--sandbox/--no-sandbox",
+    "use_sandbox",
+    default=None,
+    help="Copy the corpus into the sample's sandbox (default: when the task has one); "
+    "without, the agent gets the MCP server's tools.",
+)
+def run_inspect_command(
+    task: str,
+    corpus: Path,
+    model: str,
+    output: Path,
+    epochs: int,
+    methods: tuple[str, ...],
+    task_args: tuple[str, ...],
+    model_args: tuple[str, ...],
+    limit: int | None,
+    no_leave_one_out: bool,
+    use_sandbox: bool | None,
+) -> None:
+    """Run an inspect_ai TASK with and without a wikitrace memory (needs wikitrace[inspect]).
+
+    TASK is file.py@task_name (or package.module@task_name). It runs four times, each an
+    inspect eval logged under OUTPUT/METHOD/: no-memory and no-memory-rerun (the task as it
+    is: the baseline and the noise band), insights-only (the first message's insights, no
+    drill-down) and wikitrace (the first message, and the corpus read-only at /work/corpus
+    in the sample's sandbox, or the MCP server's tools without one). Each sample's own task
+    is left out of the memory. OUTPUT/results.jsonl holds one row an episode, for `wikitrace
+    lift`, `eval`, `attribute` and `drilldowns`.
+
+    \b
+    Example:
+      wikitrace run-inspect tasks.py@my_task --corpus corpus --model openai/gpt-4o -o runs
+      wikitrace lift runs
+    """
+    try:
+        from wikitrace.integrations.inspect_runs import METHODS, RESULTS, run_methods
+    except ImportError as error:
+        raise click.ClickException(
+            f"run-inspect needs inspect_ai ({error}): pip install 'wikitrace[inspect]'"
+        ) from None
+    from inspect_ai.model import get_model
+
+    agent = get_model(model, **_key_values(model_args, "-M"))
+    eval_options: dict[str, Any] = {"limit": limit} if limit else {}
+    runs = run_methods(
+        task,
+        corpus,
+        agent,
+        output,
+        epochs=epochs,
+        task_args=_key_values(task_args, "-T"),
+        methods=methods or tuple(METHODS),
+        memory_options={"leave_one_out": not no_leave_one_out, "use_sandbox": use_sandbox},
+        eval_options=eval_options,
+    )
+    for run in runs:
+        logs = ", ".join(str(path) for path in run.logs)
+        click.echo(f"{run.method}: {len(run.rows)} episodes ({logs})", err=True)
+    click.echo(str(output / RESULTS))

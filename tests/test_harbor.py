@@ -1,0 +1,270 @@
+"""wikitrace inside Harbor: the agent wrapper against a fake agent class and environment (Harbor
+itself needs Python 3.12 and is not installed here), and Harbor job folders read back through
+`wikitrace lift`. The job folders are tests/data/harbor_jobs (see its README: the layout of
+Harbor 0.25.0's `TrialPaths` and `TrialResult`, checked against a real job folder)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import InputError
+from wikitrace.integrations.harbor import MemorySettings, attach_memory, own_tasks, with_memory
+from wikitrace.integrations.harbor_runs import read_jobs
+
+from helpers import FakeLLM, good_answer, make_run, run, write_runs
+
+JOBS = Path(__file__).parent / "data" / "harbor_jobs"
+BASELINE, RERUN, MEMORY = (
+    JOBS / name for name in sorted(p.name for p in JOBS.iterdir() if p.is_dir())
+)
+OWN = "OWN-TASK-LESSON: the lost commit is 7a3c2f1."
+OTHER = "Write files with printf, not echo -e: it keeps the newline as asked."
+
+
+def _compiled(messages: list[dict[str, Any]]) -> str:
+    prompt = messages[0]["content"]
+    answer = json.loads(good_answer(prompt))
+    if "insights" in answer:
+        own = "lost my last commit" in prompt
+        answer["insights"] = [
+            {
+                "title": "The lost commit" if own else "printf for exact file contents",
+                "guideline": OWN if own else OTHER,
+                "applicability": "Terminal tasks.",
+                "supporting_claims": [1],
+            }
+        ]
+    return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Past runs of two Terminal-Bench tasks as Harbor names them: fix-git (the trial's own
+    task below) and hello-world; each failed and left a lesson."""
+    root = tmp_path_factory.mktemp("harbor")
+
+    def past(task_id: str, task: str, action: str) -> dict[str, Any]:
+        return make_run(
+            task_id,
+            task=task,
+            task_type="terminal-bench",
+            turns=[
+                {"role": "user", "content": task},
+                {"role": "assistant", "action": action, "observation": "Wrong result."},
+            ],
+        )
+
+    runs = write_runs(
+        root / "runs.jsonl",
+        [
+            past("terminal-bench/hello-world", "Create hello.txt in /app.", "echo -e hi > a"),
+            past("terminal-bench/fix-git", "I lost my last commit in /app/repo.", "git log"),
+        ],
+    )
+    llm = FakeLLM(answer=_compiled)
+    options = BuildOptions(
+        inputs=[runs], output=root / "corpus", model=llm.model, cache_dir=root / "cache", mine=False
+    )
+    build_corpus(options, llm=llm)
+    return root / "corpus"
+
+
+class Result:
+    def __init__(self, code: int, stderr: str) -> None:
+        self.return_code, self.stdout, self.stderr = code, "", stderr
+
+
+class FakeEnvironment:
+    """A Harbor environment's upload_dir and exec, on this machine (the mount is a folder here)."""
+
+    def __init__(self, environment_name: str) -> None:
+        self.environment_name = environment_name
+        self.commands: list[tuple[str, Any]] = []
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        subprocess.run(["cp", "-R", f"{source_dir}/.", target_dir], check=True)
+
+    async def exec(self, command: str, user: str | int | None = None, **_: Any) -> Result:
+        self.commands.append((command, user))
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+        return Result(done.returncode, done.stderr)
+
+
+def _hidden(corpus: Path) -> list[str]:
+    """What leave-one-task-out must hide from a fix-git trial: its run and its lesson."""
+    own = [p.stem for p in (corpus / "insight").glob("insight-*.md") if OWN in p.read_text()]
+    step = [
+        p.parent.name
+        for p in (corpus / "raw").glob("step-*/metadata.md")
+        if "lost my last commit" in p.read_text()
+    ]
+    assert len(own) == len(step) == 1
+    return [own[0], step[0], OWN, "lost my last commit"]
+
+
+def test_the_memory_uploads_the_view_without_the_own_task_and_replaces_the_instruction(
+    corpus: Path, tmp_path: Path
+) -> None:
+    mount = tmp_path / "box" / "work" / "corpus"
+    settings = MemorySettings.take({"wikitrace_corpus": str(corpus), "wikitrace_mount": str(mount)})
+    environment = FakeEnvironment("fix-git")
+    instruction = "I lost my last commit after a checkout in /app/repo. Merge it into master."
+    text = anyio.run(attach_memory, settings, instruction, "fix-git", environment, tmp_path)
+
+    assert text.startswith("# Your task\n\n" + instruction)
+    assert f"`{mount}`" in text and OTHER in text
+    assert all(user == "root" for _, user in environment.commands)
+    uploaded = sorted(p.relative_to(mount).as_posix() for p in mount.rglob("*") if p.is_file())
+    assert "raw/_index.md" in uploaded and "catalog.jsonl" in uploaded
+    texts = {rel: (mount / rel).read_bytes().decode("utf-8", "replace") for rel in uploaded}
+    for hidden in _hidden(corpus):
+        assert not [rel for rel, t in texts.items() if hidden in t or hidden in rel], hidden
+        assert hidden == "lost my last commit" or hidden not in text
+    assert all(not p.stat().st_mode & 0o222 for p in mount.rglob("*"))
+    assert (mount / "tools" / "turn").stat().st_mode & 0o111
+    record = json.loads((tmp_path / "wikitrace.json").read_text())
+    assert record["excluded_tasks"] == ["terminal-bench/fix-git"]
+    assert record["files_uploaded"] == len(uploaded) and record["mode"] == "full"
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=True)
+
+
+class FakeAgent:
+    """The part of harbor.agents.base.BaseAgent the wrapper relies on: options checked against
+    a closed set (Harbor's options_model forbids extra keys), `run` given the instruction."""
+
+    OPTIONS: ClassVar[set[str]] = {"max_turns"}
+
+    def __init__(self, logs_dir: Path, model_name: str | None = None, **kwargs: Any) -> None:
+        self.logs_dir = logs_dir
+        self.options = type(self).parse_options(kwargs)
+        self.given: list[str] = []
+
+    @classmethod
+    def parse_options(cls, kwargs: dict[str, Any] | None = None, env: Any = None) -> Any:
+        unknown = set(kwargs or {}) - cls.OPTIONS
+        if unknown:
+            raise ValueError(f"Unknown option {sorted(unknown)}")
+        return dict(kwargs or {})
+
+    @classmethod
+    def preflight(cls, kwargs: dict[str, Any] | None = None, env: Any = None) -> None:
+        cls.parse_options(kwargs, env)
+
+    async def run(self, instruction: str, environment: Any, context: Any) -> None:
+        self.given.append(instruction)
+
+
+def test_with_memory_wraps_an_agent_class_and_keeps_its_options_its_own(
+    corpus: Path, tmp_path: Path
+) -> None:
+    wrapped = with_memory(FakeAgent)
+    assert issubclass(wrapped, FakeAgent) and wrapped.__name__ == "FakeAgentWithMemory"
+    kwargs = {"max_turns": 5, "wikitrace_corpus": str(corpus), "wikitrace_mode": "insights-only"}
+    wrapped.preflight(dict(kwargs))
+    with pytest.raises(InputError, match="no such corpus folder"):
+        wrapped.preflight({"wikitrace_corpus": str(tmp_path / "nope")})
+    with pytest.raises(InputError, match="no agent kwarg wikitrace_mout"):
+        wrapped.preflight({"wikitrace_corpus": str(corpus), "wikitrace_mout": "/x"})
+
+    trial = tmp_path / "hello-world__Ab3dE7q"
+    agent = wrapped(logs_dir=trial / "agent", model_name="anthropic/x", **kwargs)
+    assert agent.options == {"max_turns": 5}
+    environment = FakeEnvironment("hello-world")
+    anyio.run(agent.run, "Create hello.txt in /app with Hello, world!", environment, None)
+    [given] = agent.given
+    assert given.startswith("# Your task\n\nCreate hello.txt in /app with Hello, world!")
+    assert OWN in given and OTHER not in given  # hello-world's own lesson is left out
+    assert "/work/corpus" not in given and environment.commands == []  # insights only
+    record = json.loads((trial / "wikitrace.json").read_text())
+    assert record["excluded_tasks"] == ["terminal-bench/hello-world"]
+    assert record["task_name"] == "hello-world" and record["files_uploaded"] == 0
+    assert own_tasks(corpus, "terminal-bench/hello-world") == ["terminal-bench/hello-world"]
+    assert own_tasks(corpus, "build-linux-kernel") == []
+
+
+def test_harbor_jobs_read_as_rows() -> None:
+    read = read_jobs([BASELINE, RERUN, MEMORY])
+    rows = {(r.row.method, r.row.task_id.split("/")[1], r.row.trial): r.row for r in read.rows}
+    assert sorted(rows) == [
+        (method, task, 1)
+        for method in ("insights-only", "no-memory", "no-memory-rerun", "wikitrace")
+        for task in ("fix-git", "hello-world")
+    ]
+    assert read.left_out == [
+        f"{RERUN}/fix-git__eeeeeee: AgentTimeoutError: Agent execution timed out after 900.0 "
+        "seconds"
+    ]
+    assert read.problems == []
+    drilled = rows[("wikitrace", "fix-git", 1)]
+    assert (drilled.score, drilled.drilldowns, drilled.suite) == (1.0, 1, "terminal-bench")
+    assert drilled.used == {"raw": [], "compilations": [], "insights": ["insight-0001"]}
+    assert (drilled.tokens, drilled.seconds) == (3150, 30.0)
+    assert rows[("wikitrace", "hello-world", 1)].drilldowns == 0
+    assert rows[("no-memory", "fix-git", 1)].used is None
+    assert rows[("no-memory", "fix-git", 1)].drilldowns is None
+
+
+def test_lift_reads_harbor_job_folders(tmp_path: Path) -> None:
+    code, out, err = run(["lift", str(BASELINE), str(RERUN), str(MEMORY), "--json"])
+    assert code == 0, err
+    assert err == f"not counted (no reward): {RERUN}/fix-git__eeeeeee: AgentTimeoutError: " + (
+        "Agent execution timed out after 900.0 seconds\n"
+    )
+    got = {r["method"]: r for r in json.loads(out)["results"]}
+    wikitrace, insights = got["wikitrace"], got["insights-only"]
+    assert (
+        wikitrace["success_rate"]["value"] == 1.0
+        and got["no-memory"]["success_rate"]["value"] == 0.5
+    )
+    assert wikitrace["gain"]["value"] == 1.0 and wikitrace["regression"]["value"] == 0.0
+    assert insights["regression"]["value"] == 1.0
+    assert wikitrace["stay_descent"] == {
+        "stayed": 1,
+        "stayed_succeeded": 1,
+        "descended": 1,
+        "descended_succeeded": 1,
+    }
+
+    # Three jobs of the plain agent: which is the baseline is not guessed.
+    code, out, err = run(["lift", str(BASELINE), str(RERUN), str(BASELINE / ".." / BASELINE.name)])
+    assert (code, out) == (2, "")
+    assert "3 jobs have trials without the memory" in err
+    empty = tmp_path / "job"
+    (empty / "trial").mkdir(parents=True)
+    (empty / "config.json").write_text("{}")
+    code, out, err = run(["lift", str(empty)])
+    assert code == 2 and "results.jsonl: no such file" in err
+
+
+def test_stay_descent_from_the_log_when_a_row_does_not_say(tmp_path: Path) -> None:
+    """Rows without "drilldowns" that name their logs: lift counts the turns that read the
+    mount, as `wikitrace drilldowns` finds them."""
+    read = read_jobs([BASELINE, RERUN, MEMORY])
+    lines = []
+    for item in read.rows:
+        data = item.row.model_dump(exclude_none=True)
+        data.pop("drilldowns", None)
+        data["trajectory"] = str(Path(item.where.rsplit(":", 1)[0]).parent / data["trajectory"])
+        lines.append(json.dumps(data))
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(lines) + "\n")
+    code, out, err = run(["lift", str(results), "--json", "--resamples", "200"])
+    assert code == 0, err
+    got = {r["method"]: r["stay_descent"] for r in json.loads(out)["results"]}
+    assert got["wikitrace"] == {
+        "stayed": 1,
+        "stayed_succeeded": 1,
+        "descended": 1,
+        "descended_succeeded": 1,
+    }
+    assert got["insights-only"]["stayed"] == 2 and got["no-memory"] is None
+    code, out, err = run(["lift", str(results), "--json", "--mount", "/elsewhere"])
+    got = {r["method"]: r["stay_descent"] for r in json.loads(out)["results"]}
+    assert (got["wikitrace"]["stayed"], got["wikitrace"]["descended"]) == (2, 0)

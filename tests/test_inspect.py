@@ -1,0 +1,359 @@
+"""wikitrace inside inspect_ai: a small task (tests/data/inspect_task/door_codes.py) run four
+ways with inspect's mock model scripted as an agent that follows the lesson it is shown, then
+`wikitrace lift` and `attribute` on the logs; no key, no network."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.log import read_eval_log
+from inspect_ai.model import ChatMessage, ChatMessageTool, ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import match
+from inspect_ai.solver import generate
+from inspect_ai.tool import ToolDef, ToolError, ToolInfo
+
+from wikitrace import prompts
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.compiler.attribute import Attributor, attribute
+from wikitrace.compiler.compile import Templates
+from wikitrace.evaluation import EvalOptions, read_rows
+from wikitrace.evaluation.lift import lift, markdown
+from wikitrace.integrations.inspect import METADATA_KEY, memory_tools, with_memory
+from wikitrace.integrations.inspect_runs import RESULTS, run_methods
+from wikitrace.tools.mcp_server import Corpus, build_server
+
+from helpers import FakeLLM, attribution_answer, good_answer, make_run, run, write_runs
+
+pytestmark = [
+    # inspect_ai's own call of tenacity's wait (inspect_ai 0.3.285 with tenacity 9)
+    pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning"),
+    # inspect_ai leaves an anyio stream a sample for the garbage collector to close.
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <function MemoryObjectReceiveStream.__del__"
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+TASK = Path(__file__).parent / "data" / "inspect_task" / "door_codes.py"
+LESSON = "The door code is the room number written backwards: room 27 opens with 72."
+OWN = "OWN-TASK-LESSON: room 34 opens with 43."
+
+
+def _compiled(messages: list[dict[str, Any]]) -> str:
+    """The compiler's answer, its lesson the door-code rule (or, for room 34's own run, a
+    lesson that names the answer: leave-one-task-out must hide it)."""
+    prompt = messages[0]["content"]
+    answer = json.loads(good_answer(prompt))
+    if "insights" in answer:
+        own = "room 34" in prompt
+        answer["insights"] = [
+            {
+                "title": "Room 34's own run" if own else "Door codes are the room number backwards",
+                "guideline": OWN if own else LESSON,
+                "applicability": "Questions about a room's door code.",
+                "supporting_claims": [1],
+            }
+        ]
+    return json.dumps(answer)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two past runs of the task type: room 27 (task door_codes/9) and room 34, the eval's own
+    sample 1 (door_codes/1); each failed, and each left a lesson."""
+    root = tmp_path_factory.mktemp("inspect")
+
+    def past(task_id: str, room: int, code: int) -> dict[str, Any]:
+        question = f"What is the door code of room {room}?"
+        return make_run(
+            task_id,
+            task=question,
+            task_type="door_codes",
+            turns=[
+                {"role": "user", "content": question},
+                {
+                    "role": "assistant",
+                    "action": f"enter code {room}",
+                    "observation": f"Wrong code. The right one was {code}.",
+                },
+            ],
+        )
+
+    runs = write_runs(
+        root / "runs.jsonl", [past("door_codes/9", 27, 72), past("door_codes/1", 34, 43)]
+    )
+    llm = FakeLLM(answer=_compiled)
+    options = BuildOptions(
+        inputs=[runs], output=root / "corpus", model=llm.model, cache_dir=root / "cache", mine=False
+    )
+    build_corpus(options, llm=llm)
+    return root / "corpus"
+
+
+def _text(message: ChatMessage) -> str:
+    return message.text
+
+
+def agent(
+    messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: Any
+) -> ModelOutput:
+    """The scripted agent: it follows the door-code lesson when its first message (or a page
+    it read) holds it, reads the lesson's page first when it can and the room is 34, and
+    reports the insights its first message listed."""
+    output = _act(messages, tools)
+    size = sum(len(_text(m)) for m in messages) // 4
+    output.usage = ModelUsage(input_tokens=size, output_tokens=10, total_tokens=size + 10)
+    return output
+
+
+def _act(messages: list[ChatMessage], tools: list[ToolInfo]) -> ModelOutput:
+    first, last = _text(messages[0]), _text(messages[-1])
+    if "The episode is over" in last:
+        used = sorted(set(re.findall(r"\*\*(insight-\d{4}): ", first)))
+        report = {"used": {"insights": used}}
+        return ModelOutput.from_content("mockllm", f"```json\n{json.dumps(report)}\n```")
+    task = first.split("# Your task", 1)[-1].strip().splitlines()[0]
+    room = re.findall(r"room (\d+)\?", task)[0]
+    read = [m for m in messages if isinstance(m, ChatMessageTool)]
+    if "read_page" in {t.name for t in tools} and room == "34" and not read:
+        ident = re.findall(r"\*\*(insight-\d{4}): Door codes", first)[0]
+        return ModelOutput.for_tool_call("mockllm", "read_page", {"path": f"insight/{ident}.md"})
+    knows = "written backwards" in first or any("written backwards" in _text(m) for m in read)
+    return ModelOutput.from_content("mockllm", f"The code is {room[::-1] if knows else room}.")
+
+
+@pytest.fixture(scope="module")
+def runs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    model = get_model("mockllm/model", custom_outputs=agent)
+    run_methods(f"{TASK}@door_codes", corpus, model, out, epochs=3)
+    return out
+
+
+def _rows(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
+
+
+def test_four_methods_each_sample_three_times_with_its_memory_in_the_metadata(
+    runs: Path, corpus: Path
+) -> None:
+    rows = _rows(runs)
+    by = {(r["method"], r["task_id"], r["trial"]): r for r in rows}
+    assert len(rows) == len(by) == 4 * 3 * 3
+    outcome = {
+        method: {task: [by[(method, task, t)]["score"] for t in (1, 2, 3)] for task in "123"}
+        for method in ("no-memory", "no-memory-rerun", "insights-only", "wikitrace")
+    }
+    # Without memory room 34 fails; with the lesson it is solved, and the annex's room 58,
+    # which the lesson does not fit, is broken (a Regression).
+    assert (
+        outcome["no-memory"]
+        == outcome["no-memory-rerun"]
+        == {"1": [0.0] * 3, "2": [1.0] * 3, "3": [1.0] * 3}
+    )
+    assert (
+        outcome["insights-only"]
+        == outcome["wikitrace"]
+        == {"1": [1.0] * 3, "2": [1.0] * 3, "3": [0.0] * 3}
+    )
+    for row in rows:
+        assert row["suite"] == "door_codes" and row["tokens"] > 0 and row["seconds"] > 0
+        if row["method"].startswith("no-memory"):
+            assert "used" not in row and "drilldowns" not in row
+        else:  # the insights its first message listed, checked against the corpus
+            assert row["used"]["insights"] and row["used"]["raw"] == []
+    drilled = {(r["task_id"], r["drilldowns"]) for r in rows if r["method"] == "wikitrace"}
+    assert drilled == {("1", 1), ("2", 0), ("3", 0)}
+    assert {r["drilldowns"] for r in rows if r["method"] == "insights-only"} == {0}
+
+    # Leave-one-task-out: sample 1 (door_codes/1) is never shown its own run's lesson.
+    own = [p.stem for p in (corpus / "insight").glob("insight-*.md") if OWN in p.read_text()]
+    assert len(own) == 1
+    log_path, member = by[("wikitrace", "1", 1)]["trajectory"].split("#")
+    log = read_eval_log(str(runs / log_path))
+    assert log.samples is not None
+    for sample in log.samples:
+        record = sample.metadata[METADATA_KEY]
+        assert record["access"] == "tools" and record["task_type"] == "door_codes"
+        assert (own[0] in record["insights_shown"]) == (sample.id != "1")
+        assert record["excluded_tasks"] == [f"door_codes/{sample.id}", str(sample.id)]
+        # The scorer read the agent's answer, not the citation report after it.
+        assert sample.output.completion.startswith("The code is")
+    with zipfile.ZipFile(runs / log_path) as archive:
+        assert member in archive.namelist()
+
+
+def test_lift_prints_the_table_and_json(runs: Path) -> None:
+    code, out, err = run(["lift", str(runs), "--resamples", "200", "--json"])
+    assert code == 0, err
+    assert err == ""
+    data = json.loads(out)
+    got = {r["method"]: r for r in data["results"]}
+    assert set(got) == {"no-memory", "no-memory-rerun", "insights-only", "wikitrace"}
+    wikitrace = got["wikitrace"]
+    assert wikitrace["success_rate"]["value"] == pytest.approx(2 / 3)
+    assert got["no-memory"]["success_rate"]["value"] == pytest.approx(2 / 3)
+    assert wikitrace["gain"]["value"] == 1.0 and wikitrace["gain_trials"] == 3
+    assert wikitrace["regression"]["value"] == 0.5 and wikitrace["regression_trials"] == 6
+    assert got["no-memory-rerun"]["regression"]["value"] == 0.0
+    assert wikitrace["stay_descent"] == {
+        "stayed": 6,
+        "stayed_succeeded": 3,
+        "descended": 3,
+        "descended_succeeded": 3,
+    }
+    assert got["insights-only"]["stay_descent"]["descended"] == 0
+    assert got["no-memory"]["stay_descent"] is None
+    assert wikitrace["regression_causes"] is None  # no judge
+    usage, plain = wikitrace["usage"], got["no-memory"]["usage"]
+    assert usage["episodes"] == usage["tokens_episodes"] == 9
+    assert usage["tokens"] > got["insights-only"]["usage"]["tokens"] > plain["tokens"] > 0
+
+    code, table, err = run(["lift", str(runs / RESULTS), "--resamples", "200"])
+    assert code == 0, err
+    lines = table.splitlines()
+    assert lines[0].startswith("| suite | method | trials | success (95% CI) | Gain (95% CI) |")
+    assert lines[0].endswith("| Stay / Descent | tokens / episode | seconds / episode |")
+    line = next(x for x in lines if "| wikitrace |" in x)
+    assert "stay 6 (50% ok) / descent 3 (100% ok)" in line
+    assert "| 1.000 [1.000, 1.000] | 0.500 [" in line
+
+
+def test_attribution_reads_each_episode_from_its_eval_log(runs: Path, corpus: Path) -> None:
+    rows = read_rows([runs / RESULTS])
+    llm = FakeLLM(answer=lambda messages: attribution_answer(messages[0]["content"]))
+    attributor = Attributor(
+        corpus=corpus, llm=llm, templates=Templates.load(also=(prompts.ATTRIBUTE,))
+    )
+    report = attribute(rows, attributor, "no-memory", "no-memory-rerun")
+    assert report.regressions == 6  # room 58, three trials each of the two memory methods
+    assert all(e.problem is None and e.cause == "A" for e in report.episodes), report.episodes
+    assert {e.task_id for e in report.episodes} == {"3"}
+    # The judge saw room 58's episode: the annex question, from its own sample in the log.
+    assert all("annex room 58" in call[0]["content"] for call in llm.calls)
+
+    table = lift(rows, EvalOptions(resamples=200), report)
+    line = next(x for x in markdown(table).splitlines() if "| wikitrace |" in x)
+    assert "| A 3 |" in line
+    by_method = {x.result.method: x for x in table.lines}
+    assert by_method["no-memory"].causes is None
+    assert by_method["insights-only"].causes == {"A": 3, "B": 0, "C": 0, "D": 0, "E": 0}
+
+
+def _own_entries(corpus: Path) -> list[str]:
+    """What leave-one-task-out must hide from sample 1 (room 34): its run and its lesson."""
+    own = [p.stem for p in (corpus / "insight").glob("insight-*.md") if OWN in p.read_text()]
+    assert len(own) == 1
+    return ["step-0002", own[0], "room 34", OWN]
+
+
+def test_memory_tools_are_the_mcp_server_s_and_leave_the_own_task_out(corpus: Path) -> None:
+    server = build_server(Corpus(corpus))
+    pages = ["_index.md", "raw/_index.md", "compilation/_index.md", "insight/_index.md"]
+
+    async def main() -> tuple[list[Any], list[Any], dict[str, str]]:
+        listed = await server.list_tools()
+        tools = await memory_tools(corpus, ["door_codes/1", "1"])
+        answers: dict[str, str] = {}
+        defs = {ToolDef(t).name: t for t in tools}
+        answers["search"] = await defs["search"](query="door code room 34")
+        answers["actions"] = await defs["actions"](step="1")
+        answers["audit"] = await defs["audit"](entry="step-0001")
+        for page in [*pages, "catalog.jsonl"]:
+            answers[page] = await defs["read_page"](path=page)
+        for name, args in (
+            ("actions", {"step": "step-0002"}),
+            ("read_page", {"path": "raw/step-0002/metadata.md"}),
+        ):
+            try:
+                await defs[name](**args)
+            except ToolError as error:
+                answers[f"{name} refused"] = str(error)
+        return listed, [ToolDef(t) for t in tools], answers
+
+    listed, defs, answers = anyio.run(main)
+    mcp = {t.name: t for t in listed}
+    assert [d.name for d in defs] == ["search", "read_page", "actions", "turn", "audit"]
+    for d in defs:
+        assert d.description == mcp[d.name].description
+        assert "exclude_tasks" not in d.parameters.properties
+    assert "room 27" in answers["search"]
+    assert answers["actions"].startswith("step-0001:")
+    assert "step-0001" in answers["raw/_index.md"] and "room 27" in answers["catalog.jsonl"]
+    # Room 34's own run and lesson are in no page, index, catalog line or answer (a refusal
+    # repeats the id it was asked for, nothing more).
+    read = {name: text for name, text in answers.items() if not name.endswith("refused")}
+    for hidden in _own_entries(corpus):
+        assert not [name for name, text in read.items() if hidden in text], hidden
+    assert answers["actions refused"] == "step-0002 is not in this corpus (see raw/_index.md)"
+    assert answers["read_page refused"].startswith("'raw/step-0002/metadata.md' is not a page")
+
+
+def test_with_a_sandbox_the_corpus_is_copied_read_only_without_the_own_task(
+    corpus: Path, tmp_path: Path
+) -> None:
+    mount = tmp_path / "box" / "corpus"
+    task = Task(
+        dataset=[Sample(id=1, input="What is the door code of room 34?", target="43")],
+        solver=with_memory(generate(), corpus, task_name="door_codes", mount=str(mount)),
+        scorer=match(location="any"),
+        sandbox="local",
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=agent)
+    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and log.samples
+    record = log.samples[0].metadata[METADATA_KEY]
+    assert record["access"] == "sandbox" and record["mount"] == str(mount)
+    first = log.samples[0].messages[0].text
+    assert f"`{mount}`" in first and "read_page" not in first
+    copied = sorted(p.relative_to(mount).as_posix() for p in mount.rglob("*") if p.is_file())
+    assert record["files_copied"] == len(copied)
+    assert "tools/turn" in copied and "raw/step-0001/metadata.md" in copied
+    assert "raw/_index.md" in copied and "catalog.jsonl" in copied
+    # Room 34's own run and lesson: in no file name, page, index, catalog or search index,
+    # nor in the first message (which quotes the task, room 34 itself).
+    texts = {rel: (mount / rel).read_bytes().decode("utf-8", "replace") for rel in copied}
+    for hidden in _own_entries(corpus):
+        assert not [rel for rel, text in texts.items() if hidden in text or hidden in rel], hidden
+        assert hidden == "room 34" or hidden not in first
+    assert all(not p.stat().st_mode & 0o222 for p in mount.rglob("*"))
+    assert (mount / "tools" / "turn").stat().st_mode & 0o111
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=True)
+
+
+def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
+    code, out, err = run(
+        [
+            "run-inspect",
+            str(tmp_path / "nope.py"),
+            "--corpus",
+            str(corpus),
+            "--model",
+            "mockllm/model",
+            "-o",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert (code, out) == (2, "")
+    assert (
+        err == f"error: {tmp_path / 'nope.py'}: no such file (name a task as file.py@task_name)\n"
+    )
+    code, out, err = run(["lift", str(tmp_path), "--judge", "openai/x"])
+    assert (code, out) == (2, "")
+    assert "--judge needs --corpus" in err
+
+
+def test_the_cli_starts_without_inspect_ai() -> None:
+    probe = "import sys, wikitrace.cli.main; print('inspect_ai' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.stdout == "False\n", result.stderr
