@@ -20,7 +20,7 @@ from helpers import FakeLLM, good_answer, make_run, run, write_runs
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_ENV = "WIKITRACE_SITE_SCREENSHOT"
-"""Where the browser walk saves its screenshot (the README's is made with it)."""
+"""Where the browser walk saves its screenshot (docs/images/site.png is made with it)."""
 HOSTILE = '<script>alert("log")</script><img src=x onerror=alert(1)>'
 
 
@@ -86,7 +86,7 @@ def _elements(page: Path) -> list[tuple[str, dict[str, str | None]]]:
 
 def test_text_from_logs_and_models_is_shown_as_text_never_as_markup(hostile_site: Path) -> None:
     pages = sorted(hostile_site.rglob("*.html"))
-    assert len(pages) == 2 + 2 + 2  # index, runs, 2 insights, 2 runs
+    assert len(pages) == 2 + 2 + 2 + 1  # index, runs, 2 insights, 2 runs, their task
     for page in pages:
         tags = _elements(page)
         scripts = [attrs.get("src") for tag, attrs in tags if tag == "script"]
@@ -234,6 +234,38 @@ def test_in_a_browser_insight_to_claim_to_highlighted_turn(
     assert dialogs == []
 
 
+def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
+    tasks_site: Path, browser: object
+) -> None:
+    page = browser.new_page(viewport={"width": 1100, "height": 760})  # type: ignore[attr-defined]
+    page.goto((tasks_site / "runs.html").as_uri())
+    assert page.locator("tr.row").count() == 4
+    page.fill("#filter", "Task 5")  # before: a substring, also Task 51 and Task 15
+    assert page.inner_text("#filter-count") == "1 of 4 shown"
+    assert "Task 5: open" in page.locator("tr.row:not(.hidden)").inner_text()
+    page.fill("#filter", "BOX")
+    assert page.inner_text("#filter-count") == "3 of 4 shown"
+    page.fill("#filter", "bo")  # not a word of theirs
+    assert page.inner_text("#filter-count") == "0 of 4 shown"
+    # A long run: every turn folded; its anchor opens one, and a link to it does too.
+    page.goto((tasks_site / "run" / "step-0004.html").as_uri() + "#turn-30")
+    assert page.locator("details.turn[open]").count() == 1
+    opened = page.locator("#turn-30 pre")
+    assert opened.is_visible() and "step 29 of the long run" in opened.inner_text()
+    box = opened.bounding_box()
+    assert box is not None and 0 <= box["y"] < 760
+    assert not page.locator("#turn-12 pre").is_visible()
+    page.click("#turn-12 summary .action")  # on demand
+    assert page.locator("#turn-12 pre").is_visible()
+    page.click("#unfold")
+    assert page.locator("details.turn[open]").count() == 40
+    # The search box on every page searches the lessons' guidelines.
+    page.fill("header input[name=q]", "Open THE box")
+    page.press("header input[name=q]", "Enter")
+    assert page.url.split("/")[-1].startswith("index.html?q=")
+    assert page.input_value("#filter") == "Open THE box"
+
+
 def test_in_a_browser_a_hostile_log_runs_no_script(hostile_site: Path, browser: object) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     dialogs: list[str] = []
@@ -244,3 +276,49 @@ def test_in_a_browser_a_hostile_log_runs_no_script(hostile_site: Path, browser: 
     assert dialogs == []
     page.goto((hostile_site / "run" / "step-0001.html").as_uri())
     assert HOSTILE in page.inner_text("pre.task")
+
+
+def test_a_task_page_lists_its_runs_and_divergences(example_site: Path) -> None:
+    runs = (example_site / "runs.html").read_text(encoding="utf-8")
+    link = re.search(r'<a href="(task/[^"]+)">5</a>', runs)
+    assert link is not None
+    page = (example_site / link.group(1)).read_text(encoding="utf-8")
+    steps = re.findall(r'href="../run/(step-\d+)\.html"', page)
+    assert steps == ["step-0004", "step-0010"]  # task 5's two runs, one failed, one not
+    assert "outcome-failure" in page and "outcome-success" in page
+    divergences = re.findall(r'href="../insight/(insight-\d+)\.html"', page)
+    assert len(divergences) == 1
+    lesson = (example_site / "insight" / f"{divergences[0]}.html").read_text(encoding="utf-8")
+    assert "task 5" in lesson.lower() and "step-0010" in lesson
+    assert len(list((example_site / "task").glob("*.html"))) == 6  # a page a task
+
+
+@pytest.fixture(scope="module")
+def tasks_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tasks whose texts differ by a digit, and one run of 40 turns."""
+    base = tmp_path_factory.mktemp("tasks")
+    runs = []
+    for number in ("5", "51", "15"):
+        made = make_run(number, success=number == "5")
+        runs.append({**made, "task": f"Task {number}: open the box"})
+    long = make_run("long")
+    long["turns"] = long["turns"][:1] + [
+        {"role": "assistant" if n % 2 else "tool", "content": f"step {n} of the long run"}
+        for n in range(1, 40)
+    ]
+    runs.append({**long, "task": "A long job"})
+    path = write_runs(base / "runs.jsonl", runs)
+    corpus = base / "corpus"
+    assert run(["-q", "build", str(path), "-o", str(corpus)])[0] == 0
+    site = base / "site"
+    build_site(corpus, site)
+    return site
+
+
+def test_a_long_run_is_folded_to_its_action_lines(tasks_site: Path, example_site: Path) -> None:
+    long = (tasks_site / "run" / "step-0004.html").read_text(encoding="utf-8")
+    assert long.count('<details class="turn') == 40 and " open>" not in long
+    assert '<span class="action">step 39 of the long run</span>' in long
+    short = (tasks_site / "run" / "step-0001.html").read_text(encoding="utf-8")
+    turns = short.count('<details class="turn')
+    assert 0 < turns <= 20 and short.count(" open>") == turns

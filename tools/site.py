@@ -1,14 +1,18 @@
 """`wikitrace site`: a corpus as static HTML a reviewer clicks through, from any browser.
 
-index.html (insights by task type: status, source run, support; a filter), runs.html (every
-run), insight/insight-NNNN.html (a lesson, its claims, each quote linked to the words it cites)
-and run/step-NNNN.html (the compilation's claims, then every turn as logged, each quoted span
-highlighted where it stands). No server and no framework: relative links, one small script for
-the filter, so it opens from file://. Every text from a log or a model is escaped.
+index.html (insights by task type: status, source run, support; a filter that searches their
+guidelines too, reached from every page's search box), runs.html (every run),
+task/TASK.html (a task's runs and its divergences), insight/insight-NNNN.html (a lesson, its
+claims, each quote linked to the words it cites) and run/step-NNNN.html (the compilation's
+claims, then every turn as logged, each quoted span highlighted where it stands; a long run's
+turns folded to their action lines, each opened on demand or by its #anchor). No server and no
+framework: relative links, one small script, so it opens from file://. Every text from a log
+or a model is escaped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import shutil
@@ -27,11 +31,20 @@ from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
 
 from . import consolidate
 from .audit import counted, passage
-from .drilldown import format_turn
+from .drilldown import format_turn, summarize
 
 FILES = Path(__file__).parent / "site_files"
 STATIC = ("style.css", "filter.js")
 ACTING = frozenset(("assistant", "agent", "ai", "model"))
+FOLD_TURNS = 20
+"""A run of more turns shows them folded: its action lines, each turn opened on demand."""
+
+
+def task_page(task_id: str) -> str:
+    """The file name of a task's page: its id made safe for a path, and a short hash of the id
+    (two ids that read alike once made safe stay apart)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id).strip("-.")[:60] or "task"
+    return f"{safe}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}.html"
 
 
 @dataclass
@@ -225,6 +238,7 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
             if header.mined is not None and header.mined.kind == "contrast"
             else "",
             "mined": header.mined is not None,
+            "divergence": header.mined is not None and header.mined.kind == "divergence",
             "verified": header.verified,
             "missing": missing,
         }
@@ -234,6 +248,7 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
     with staged_export(dest, "site", force=force) as stage:
         (stage / "insight").mkdir()
         (stage / "run").mkdir()
+        (stage / "task").mkdir()
 
         def write(rel: str, template: str, **values: Any) -> None:
             up = "../" * rel.count("/")
@@ -265,10 +280,37 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
                     "outcome": r.outcome,
                     "turns": r.turns,
                     "title": compiled[r.step].title if r.step in compiled else None,
+                    "task_page": task_page(r.task_id),
                 }
                 for r in runs
             ],
         )
+        task_of = {r.step: r.task_id for r in runs}
+        by_task: dict[str, list[RawHeader]] = {}
+        for r in runs:
+            by_task.setdefault(r.task_id, []).append(r)
+        for task_id, task_runs in by_task.items():
+            write(
+                f"task/{task_page(task_id)}",
+                "task.html.j2",
+                title=f"task {task_id}",
+                task_id=task_id,
+                task=tasks[task_runs[0].step],
+                runs=[
+                    {
+                        "step": r.step,
+                        "outcome": r.outcome,
+                        "turns": r.turns,
+                        "title": compiled[r.step].title if r.step in compiled else None,
+                    }
+                    for r in task_runs
+                ],
+                divergences=[
+                    view
+                    for view, _ in insight_views
+                    if view["divergence"] and task_of.get(view["source_step"]) == task_id
+                ],
+            )
         lessons: dict[str, list[dict[str, Any]]] = {}
         for view, _ in insight_views:
             lessons.setdefault(view["source_step"], []).append(view)
@@ -286,7 +328,9 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
                     **raw.model_dump(),
                     "task": tasks[raw.step],
                     "judged": is_judged(raw.metadata),
+                    "task_page": task_page(raw.task_id),
                 },
+                folded=len(turns) > FOLD_TURNS,
                 compilation=None
                 if compilation is None
                 else {
@@ -325,7 +369,11 @@ def _turn_views(root: Path, raw: RawHeader, marks: _Marks) -> tuple[list[dict[st
         placed |= anchors
         role = str(turn.get("role") or "")
         css = "acting" if role in ACTING else re.sub(r"\W", "", role) or "none"
-        views.append({"number": number, "role": role, "role_class": css, "html": text})
+        _, action, came_back = summarize(turn)
+        line = (action or "-") + (f"  => {came_back}" if came_back else "")
+        views.append(
+            {"number": number, "role": role, "role_class": css, "html": text, "line": line}
+        )
     return views, placed
 
 

@@ -1,0 +1,120 @@
+"""Search that understands words: stems, the parts of snake_case, camelCase and dotted names,
+over lessons, compilations and tasks; `wikitrace search` gives what the MCP tool gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+import search_queries
+from mcp import Client
+
+from wikitrace.tools.mcp_server import Corpus, build_server
+from wikitrace.tools.memory import Memory, Ranker
+
+from helpers import run
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return search_queries.build(tmp_path_factory.mktemp("search") / "corpus")
+
+
+def test_plain_language_queries_find_their_lesson_in_the_top_5(corpus: Path) -> None:
+    """24 queries written from the sample logs (benchmarks/search_bench.py prints each one's
+    place): each finds its lesson or compilation among the first 5 hits. Without stems and
+    name parts, 4 of them find nothing there ("transfer to human", "cancelled reservations
+    refunded", "one stop flights compared by fare", ...)."""
+    memory = Memory.load(corpus)
+    places = search_queries.ranks(memory)
+    missed = [q.text for q, place in zip(search_queries.QUERIES, places, strict=True) if not place]
+    assert missed == []
+    assert search_queries.recall(memory) == 1.0
+
+
+def test_words_match_their_other_forms_and_names_their_parts() -> None:
+    texts = [
+        "Call transfer_to_human_agents after two refusals.",
+        "Import os.path.join to build the paths.",
+        "Use getUserDetails before booking.",
+        "The user cancelled and was refunded.",
+    ]
+    ranker = Ranker.of(texts)
+    for query, expected in [
+        ("human agent", 0),
+        ("transfer_to_human_agents", 0),
+        ("path join", 1),
+        ("os.path.join", 1),
+        ("user details", 2),
+        ("cancel refund", 3),
+        ("cancelling refunds", 3),
+    ]:
+        assert ranker.rank(query, range(len(texts)), matched_only=True)[0] == expected, query
+
+
+def test_an_index_saved_before_stems_is_asked_in_words(corpus: Path, tmp_path: Path) -> None:
+    saved = corpus / "search" / "insights"
+    assert orjson.loads((saved / "texts.json").read_bytes())["words"] == "stems"
+    assert Ranker.load(saved, len(Memory.load(corpus).insights)).stemmed
+    old = tmp_path / "old"
+    old.mkdir()
+    for path in saved.iterdir():
+        (old / path.name).write_bytes(path.read_bytes())
+    head = orjson.loads((old / "texts.json").read_bytes())
+    del head["words"]
+    (old / "texts.json").write_bytes(orjson.dumps(head))
+    assert not Ranker.load(old, head["texts"]).stemmed
+
+
+def test_the_cli_searches_as_the_mcp_tool_does(corpus: Path) -> None:
+    query = "transfer to human agent"
+    code, out, err = run(["search", str(corpus), query, "--limit", "2"])
+    assert code == 0 and err == ""
+
+    async def main() -> str:
+        async with Client(build_server(Corpus(corpus))) as client:
+            result = await client.call_tool("search", {"query": query, "limit": 2})
+            return "".join(block.text for block in result.content)
+
+    assert out == anyio.run(main) + "\n"
+    assert len(out.splitlines()) == 6  # 2 of each kind
+    code, out, err = run(["search", str(corpus), query, "--kind", "insights", "--json"])
+    assert code == 0 and err == ""
+    hits = json.loads(out)
+    assert set(hits[0]) == {
+        "kind",
+        "id",
+        "path",
+        "title",
+        "task_id",
+        "task_type",
+        "outcome",
+    }
+    assert all(hit["kind"] == "insights" for hit in hits) and len(hits) <= 10
+    assert "transfer_to_human_agents" in hits[0]["title"]
+    assert (corpus / hits[0]["path"]).is_file()
+    code, out, err = run(["search", str(corpus), "zebra quokka"])
+    assert (code, out, err) == (0, "", "no match\n")
+    code, out, err = run(["search", str(corpus), "zebra", "--json"])
+    assert (code, json.loads(out)) == (0, [])
+    code, _, err = run(["search", str(corpus), "x", "--limit", "0"])
+    assert code == 2 and "--limit" in err
+    code, _, err = run(["search", str(corpus), "q" * 3000])
+    assert code == 2 and "the query is 3000 characters" in err
+
+
+def test_a_lesson_resting_on_an_excluded_tasks_runs_is_not_found(corpus: Path) -> None:
+    """Leave-one-task-out over MCP's search: a lesson whose evidence includes a run of an
+    excluded task (a mined pattern over several tasks) is left out, not only one drawn from
+    it."""
+    memory = Memory.load(corpus)
+    lesson = memory.insights[0]
+    other = next(run for run in memory.runs if run.task_id != lesson.source_task_id)
+    query = lesson.title
+    assert lesson.id in [h.id for h in memory.search(query, ["insights"], limit=100)]
+    lesson.cited_steps = [*lesson.cited_steps, other.step]
+    found = memory.search(query, ["insights"], limit=100, exclude_tasks=[other.task_id])
+    assert lesson.id not in [h.id for h in found]
