@@ -36,7 +36,7 @@ import json, sys
 from pathlib import Path
 from wikitrace.compiler.compile import Templates, render_prompt
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun
+from wikitrace.compiler.importers.runs import SourceRun
 from wikitrace.corpus_schema import RunRecord
 
 class Counter:

@@ -29,7 +29,7 @@ from typing import Any
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
-from wikitrace.compiler.inputs import SourceRun
+from wikitrace.compiler.importers.runs import SourceRun
 from wikitrace.compiler.mine import (
     FDR,
     Contrast,

@@ -26,7 +26,7 @@ from typing import Any
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun, Unlabelled
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.compiler.redact import Redactor
 from wikitrace.corpus_schema import InputError
 

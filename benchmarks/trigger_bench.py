@@ -23,7 +23,7 @@ import orjson
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
-from wikitrace.compiler.inputs import SourceRun
+from wikitrace.compiler.importers.runs import SourceRun
 from wikitrace.control.embed import HashingEmbedder, cosine, memory_texts, update_direction
 from wikitrace.versions import Store
 

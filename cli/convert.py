@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .build import announce, where_of
+from .common import DetailedOption
 from .options import InputSettings, input_options, is_quiet, plural
 
 
@@ -19,26 +20,30 @@ from .options import InputSettings, input_options, is_quiet, plural
     type=click.Choice(["stop", "skip"]),
     default="stop",
     show_default=True,
-    help="Bad input record: stop before writing anything, or skip it and list it on stderr.",
+    help="Bad input record: stop before writing, or skip it and list it on stderr.",
 )
 @click.option(
     "--unlabelled",
     type=click.Choice(["skip", "keep"]),
     default="skip",
     show_default=True,
-    help="Runs nothing labels: list them on stderr, or also write them with success null "
-    "(fill it in, then build; a build lists and leaves out runs still null).",
+    cls=DetailedOption,
+    help="Runs nothing labels: list them on stderr, or also write them with success null.",
+    more="Fill it in, then build; a build lists and leaves out runs still null.",
 )
 def convert_command(
     inputs: tuple[Path, ...], on_error: str, unlabelled: str, reading: InputSettings
 ) -> None:
-    """Convert agent logs to wikitrace's native JSON Lines, on stdout.
+    """Convert agent logs (files or folders) to wikitrace's native JSON Lines, on stdout.
 
-    For inspection and editing: `wikitrace build` reads these formats directly. INPUTS are
-    files or folders; each file's format is detected from its content (say --format to
-    choose). Every attempt of a task is its own run, with task_id and metadata.attempt;
-    fields with no place in a native turn go into its metadata, verbatim.
+    For inspection and editing: `wikitrace build` reads these formats directly, each file's
+    detected from its content (or say --format; --help-all lists the formats). The summary
+    goes to stderr.
 
+    \b
+    Example:
+      wikitrace convert trajs/ --labels reports/ --format mini-swe-agent > runs.jsonl
+    \f
     \b
     Formats:
       native          wikitrace's JSON Lines (task_id, task, success, turns)
@@ -66,15 +71,12 @@ def convert_command(
       opencode        OpenCode storage folder (session, message, part files); no outcome
       aider           aider .aider.chat.history.md (a run per session); no outcome
       openhands-events  OpenHands trajectory saved as a JSON list of events; no outcome
+
     A log with no outcome is unlabelled: label it with --labels, or `build --judge MODEL`.
-
-    The summary (per format: runs, successes, failures, unlabelled) goes to stderr.
-    Exit 2 for bad input (nothing written with --on-error stop).
-
-    \b
-    Example:
-      wikitrace convert results.json > runs.jsonl
-      wikitrace convert trajs/ --labels reports/ --format mini-swe-agent > runs.jsonl
+    Every attempt of a task is its own run, with task_id and metadata.attempt; fields with no
+    place in a native turn go into its metadata, verbatim. The summary on stderr gives per
+    format the runs, successes, failures and unlabelled runs. Exit 2 for bad input (nothing
+    written with --on-error stop).
     """
     from wikitrace.compiler.importers import plan_inputs
     from wikitrace.compiler.importers.convert import convert

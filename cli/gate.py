@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from .common import DetailedOption
 from .options import (
     POINTER,
+    Command,
     is_quiet,
     no_deploy_option,
+    option_group,
     plural,
     print_json,
     prompts_dir_option,
@@ -41,138 +46,263 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     return connect(settings)
 
 
+@dataclass(frozen=True)
+class GateSettings:
+    """Which probes test a lesson, and what decides it (gate's tuning options)."""
+
+    task_pool: Path | None
+    targets: int
+    falsify: int
+    regress: int
+    target_tasks: Path | None
+    falsify_tasks: Path | None
+    regress_tasks: Path | None
+    trials: int
+    seed: int
+    confidence: float
+    eta: float
+    delta: float
+    beta: float
+    rule: str
+    alpha: float
+    alpha_miss: float
+    max_runs: int
+    p_fail: str
+    no_narrow: bool
+
+    def rates(self) -> Any:
+        """The error rates and limits the sequential tests keep to."""
+        from wikitrace.control.sequential import Rates
+
+        return Rates(
+            eta=self.eta,
+            delta=self.delta,
+            beta=self.beta,
+            alpha=self.alpha,
+            alpha_miss=self.alpha_miss,
+        )
+
+    def gate_options(self, runner: Any, prompts_dir: Path | None) -> Any:
+        """The gate's GateOptions: these settings, the probe files read."""
+        from wikitrace.control.gate import GateOptions
+        from wikitrace.control.pool import read_pool
+
+        given = {
+            kind: [task.task_id for task in read_pool(path)]
+            for kind, path in (
+                ("target", self.target_tasks),
+                ("falsify", self.falsify_tasks),
+                ("regress", self.regress_tasks),
+            )
+            if path is not None
+        }
+        rule = self.rule
+        return GateOptions(
+            runner=runner,
+            pool=read_pool(self.task_pool) if self.task_pool else None,
+            targets=self.targets,
+            falsify=self.falsify,
+            regress=self.regress,
+            given=given,
+            trials=self.trials,
+            seed=self.seed,
+            confidence=self.confidence,
+            eta=self.eta,
+            delta=self.delta,
+            beta=self.beta,
+            rule="estimates"
+            if rule == "estimates"
+            else "bounds"
+            if rule == "bounds"
+            else "sequential",
+            alpha=self.alpha,
+            alpha_miss=self.alpha_miss,
+            max_runs=self.max_runs,
+            p_fail="outcomes" if self.p_fail == "outcomes" else "citations",
+            narrow=not self.no_narrow,
+            prompts_dir=prompts_dir,
+        )
+
+
+def gate_options(function: Command) -> Command:
+    """The probes and the decision rule, as `gate: GateSettings`."""
+    return option_group(_gate_option_list(), "gate", lambda values: GateSettings(**values))(
+        function
+    )
+
+
+def _gate_option_list() -> list[Callable[[Any], Any]]:
+    return [
+        click.option(
+            "--task-pool",
+            type=TASKS,
+            cls=DetailedOption,
+            help="The tasks your runner can run, one a line (default: the corpus's tasks).",
+            more="Each is JSON with task_id, task (its text) and task_type, or a bare id (its "
+            "text then comes from the corpus).",
+        ),
+        click.option(
+            "--rule",
+            type=click.Choice(["sequential", "bounds", "estimates"]),
+            default="sequential",
+            show_default=True,
+            cls=DetailedOption,
+            help="What decides: sequential tests, bounds or the published estimates.",
+            more="sequential: probe pairs in rounds until anytime-valid tests decide; bounds: "
+            "each figure's exact one-sided bound (at --confidence) on fixed probes; estimates: "
+            "the figures themselves, as published (easier to pass by luck).",
+        ),
+        click.option(
+            "--max-runs",
+            type=click.IntRange(2),
+            default=128,
+            show_default=True,
+            help="sequential: agent runs a lesson may take (both sides of every pair).",
+        ),
+        click.option(
+            "--targets",
+            type=click.IntRange(0),
+            default=8,
+            show_default=True,
+            hidden=True,
+            help="Target probe tasks, at most: those of the insight's type its precondition "
+            "covers, most similar first (BM25); under sequential, pairs are drawn from them.",
+        ),
+        click.option(
+            "--falsify",
+            type=click.IntRange(0),
+            default=8,
+            show_default=True,
+            hidden=True,
+            help="Falsification probe tasks, at most: boundary tasks, precondition violations "
+            "(most alike to it), decoys of other types.",
+        ),
+        click.option(
+            "--regress",
+            type=click.IntRange(0),
+            default=8,
+            show_default=True,
+            hidden=True,
+            help="Regression probe tasks, at most: tasks the corpus shows the agent solved.",
+        ),
+        click.option(
+            "--target-tasks",
+            type=TASKS,
+            hidden=True,
+            help="Use these target probes (ids, one a line).",
+        ),
+        click.option(
+            "--falsify-tasks", type=TASKS, hidden=True, help="Use these falsification probes."
+        ),
+        click.option(
+            "--regress-tasks", type=TASKS, hidden=True, help="Use these regression probes."
+        ),
+        click.option(
+            "--trials",
+            type=click.IntRange(1),
+            default=1,
+            show_default=True,
+            hidden=True,
+            help="Runs of each probe task on each side (seeds SEED, SEED+1, ...).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            hidden=True,
+            help="The first seed (SEED, SEED+1, ...).",
+        ),
+        click.option(
+            "--confidence",
+            type=click.FloatRange(0.5, 1, max_open=True),
+            default=0.9,
+            show_default=True,
+            hidden=True,
+            help="Of each one-sided bound (exact binomial).",
+        ),
+        click.option(
+            "--eta",
+            type=float,
+            default=0.1,
+            show_default=True,
+            hidden=True,
+            help="Least transfer gain G worth having: sequential stops a lesson shown to gain "
+            "less; bounds and estimates commit only at this G or more (its lower bound, or "
+            "itself).",
+        ),
+        click.option(
+            "--delta",
+            type=click.FloatRange(0, 1),
+            default=0.3,
+            show_default=True,
+            hidden=True,
+            help="Most falsification failure rate P_fail to commit (sequential: shown below it; "
+            "bounds: its upper bound at most this).",
+        ),
+        click.option(
+            "--beta",
+            type=click.FloatRange(0, 1),
+            default=0.3,
+            show_default=True,
+            hidden=True,
+            help="Most regression damage D_reg to commit (sequential: shown below it; bounds: "
+            "its upper bound at most this).",
+        ),
+        click.option(
+            "--alpha",
+            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            default=0.1,
+            show_default=True,
+            hidden=True,
+            help="sequential: chance, at most, that a lesson with D_reg >= --beta or P_fail >= "
+            "--delta, or one that does not help its targets, is committed (across one call's "
+            "lessons: the expected share of such among those committed, by e-BH).",
+        ),
+        click.option(
+            "--alpha-miss",
+            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            default=0.1,
+            show_default=True,
+            hidden=True,
+            help="sequential: chance, at most, that a lesson worth committing (gain >= --eta, "
+            "harm at most half the limits) is stopped early.",
+        ),
+        click.option(
+            "--p-fail",
+            "p_fail",
+            type=click.Choice(["citations", "outcomes"]),
+            default="citations",
+            show_default=True,
+            hidden=True,
+            help="citations: a falsification probe fails when the agent's citation report says "
+            "it used the lesson there (the method's wrong activation), for runs that return "
+            "one, and when the outcome got worse otherwise; outcomes: when the outcome got "
+            "worse, always.",
+        ),
+        click.option(
+            "--no-narrow",
+            is_flag=True,
+            hidden=True,
+            help="Reject instead of narrowing a precondition.",
+        ),
+    ]
+
+
 @click.command("gate")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
 @runner_options
-@click.option(
-    "--task-pool",
-    type=TASKS,
-    help="The tasks your runner can run, one a line: JSON with task_id, task (its text) and "
-    "task_type, or a bare id (its text then comes from the corpus). Default: the corpus's tasks.",
-)
-@click.option(
-    "--targets",
-    type=click.IntRange(0),
-    default=8,
-    show_default=True,
-    help="Target probe tasks, at most: those of the insight's type its precondition covers, "
-    "most similar first (BM25); under sequential, pairs are drawn from them.",
-)
-@click.option(
-    "--falsify",
-    type=click.IntRange(0),
-    default=8,
-    show_default=True,
-    help="Falsification probe tasks, at most: boundary tasks, precondition violations (most "
-    "alike to it), decoys of other types.",
-)
-@click.option(
-    "--regress",
-    type=click.IntRange(0),
-    default=8,
-    show_default=True,
-    help="Regression probe tasks, at most: tasks the corpus shows the agent solved.",
-)
-@click.option("--target-tasks", type=TASKS, help="Use these target probes (ids, one a line).")
-@click.option("--falsify-tasks", type=TASKS, help="Use these falsification probes.")
-@click.option("--regress-tasks", type=TASKS, help="Use these regression probes.")
-@click.option(
-    "--trials",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="Runs of each probe task on each side (seeds SEED, SEED+1, ...).",
-)
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="The first seed (SEED, SEED+1, ...)."
-)
-@click.option(
-    "--confidence",
-    type=click.FloatRange(0.5, 1, max_open=True),
-    default=0.9,
-    show_default=True,
-    help="Of each one-sided bound (exact binomial).",
-)
-@click.option(
-    "--eta",
-    type=float,
-    default=0.1,
-    show_default=True,
-    help="Least transfer gain G worth having: sequential stops a lesson shown to gain less; "
-    "bounds and estimates commit only at this G or more (its lower bound, or itself).",
-)
-@click.option(
-    "--delta",
-    type=click.FloatRange(0, 1),
-    default=0.3,
-    show_default=True,
-    help="Most falsification failure rate P_fail to commit (sequential: shown below it; "
-    "bounds: its upper bound at most this).",
-)
-@click.option(
-    "--beta",
-    type=click.FloatRange(0, 1),
-    default=0.3,
-    show_default=True,
-    help="Most regression damage D_reg to commit (sequential: shown below it; bounds: its "
-    "upper bound at most this).",
-)
-@click.option(
-    "--rule",
-    type=click.Choice(["sequential", "bounds", "estimates"]),
-    default="sequential",
-    show_default=True,
-    help="sequential: probe pairs in rounds until anytime-valid tests decide, with the error "
-    "rates --alpha and --alpha-miss; bounds: each figure's exact one-sided bound (at "
-    "--confidence) on fixed probes; estimates: the figures themselves, as the method was "
-    "published (easier to pass by luck: see the README).",
-)
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.1,
-    show_default=True,
-    help="sequential: chance, at most, that a lesson with D_reg >= --beta or P_fail >= --delta, "
-    "or one that does not help its targets, is committed (across one call's lessons: the "
-    "expected share of such among those committed, by e-BH).",
-)
-@click.option(
-    "--alpha-miss",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.1,
-    show_default=True,
-    help="sequential: chance, at most, that a lesson worth committing (gain >= --eta, harm at "
-    "most half the limits) is stopped early.",
-)
-@click.option(
-    "--max-runs",
-    type=click.IntRange(2),
-    default=128,
-    show_default=True,
-    help="sequential: agent runs a lesson may take, both sides of every pair; then it is "
-    "rejected unless shown to pass.",
-)
+@gate_options
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Run nothing: print what the sequential gate can detect with these settings (by "
-    "simulation) and the agent runs it takes.",
+    help="Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
 )
-@click.option(
-    "--p-fail",
-    "p_fail",
-    type=click.Choice(["citations", "outcomes"]),
-    default="citations",
-    show_default=True,
-    help="citations: a falsification probe fails when the agent's citation report says it "
-    "used the lesson there (the method's wrong activation), for runs that return one, and "
-    "when the outcome got worse otherwise; outcomes: when the outcome got worse, always.",
-)
-@click.option("--no-narrow", is_flag=True, help="Reject instead of narrowing a precondition.")
 @profile_option("gate")
 @click.option(
     "--api-base",
+    hidden=True,
     help="Base URL of the corpus's model server, for narrowing (default: the one it was built "
     "with).",
 )
@@ -182,53 +312,43 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 def gate_command(
     corpus: Path,
     insights: tuple[str, ...],
-    task_pool: Path | None,
-    targets: int,
-    falsify: int,
-    regress: int,
-    target_tasks: Path | None,
-    falsify_tasks: Path | None,
-    regress_tasks: Path | None,
-    trials: int,
-    seed: int,
-    confidence: float,
-    eta: float,
-    delta: float,
-    beta: float,
-    p_fail: str,
-    rule: str,
-    alpha: float,
-    alpha_miss: float,
-    max_runs: int,
     dry_run: bool,
-    no_narrow: bool,
     api_base: str | None,
     prompts_dir: Path | None,
     no_deploy: bool,
     as_json: bool,
     runner: Any,
+    gate: GateSettings,
 ) -> None:
     """Test INSIGHTS (default: every ungated one) before letting them into CORPUS.
 
-    Each insight is tried as a hypothesis that could be wrong: your agent runs, through
-    --runner, with the committed insights alone and with the insight added, on target probes
-    (tasks it claims to help), falsification probes (boundary tasks, look-alikes that violate
-    its precondition, decoys) and regression probes (tasks the agent solved before).
+    Your agent runs (--runner) without and with each insight on the same seeds, on tasks it
+    claims to help, look-alikes outside its precondition and tasks it solved before, until
+    anytime-valid tests show it helps and stays within the harm limits, or that it does not.
+    One new version holds every decision; prints its folder (the decisions with --json).
+    Exit 0 when every insight was decided, 1 when some are undecided, 2 for bad input.
 
-    Every probe runs without and with the insight on the same seed (a pair). By default
-    (--rule sequential) pairs are drawn in rounds, tasks at random from each kind's probes,
-    and three anytime-valid tests decide as they come: it helps its targets (more pairs
-    better than worse), its regression damage D_reg is below --beta and its falsification
-    failure rate P_fail (cited where it should not apply) below --delta. It is committed once
-    all three are shown, each at --alpha; rejected early once it is shown not worth it
-    (--alpha-miss), or when --max-runs are spent first. --dry-run prints what that can detect.
+    \b
+    Example:
+      wikitrace gate corpus --runner 'python run.py --task {task_id} --memory {memory}' \\
+        --task-pool tasks.jsonl
+    \f
+    The probes: target probes (tasks it claims to help), falsification probes (boundary
+    tasks, look-alikes that violate its precondition, decoys) and regression probes (tasks
+    the agent solved before). Every probe runs without and with the insight on the same seed
+    (a pair). By default (--rule sequential) pairs are drawn in rounds, tasks at random
+    from each kind's probes, and three anytime-valid tests decide as they come: it helps
+    its targets (more pairs better than worse), its regression damage D_reg is below --beta
+    and its falsification failure rate P_fail (cited where it should not apply) below
+    --delta. It is committed once all three are shown, each at --alpha; rejected early once
+    it is shown not worth it (--alpha-miss), or when --max-runs are spent first.
 
     When it helped targets but failed elsewhere, on tasks it never helped, the corpus's model
     narrows its precondition once, and the narrowed lesson is tested on held-out probes (half
     the pool, which the narrowing never saw) at a quarter of --alpha. Otherwise it is rejected.
 
-    One new version holds every decision: the insights' status (committed, or rejected: kept
-    on record, never shown to an agent), gate/gate-NNNN.md (figures, tests, probes, why) and
+    The new version holds the insights' status (committed, or rejected: kept on record, never
+    shown to an agent), gate/gate-NNNN.md (figures, tests, probes, why) and
     gate/gate-NNNN.runs.jsonl (every probe run). Cost per insight: at most --max-runs, twice
     that when narrowed (runs without it are shared by the insights of one call). --rule bounds
     and estimates test a fixed set of probes instead (--targets, --falsify, --regress,
@@ -236,57 +356,18 @@ def gate_command(
 
     A probe run that errors (after --runner-retries) is never a failure: when errors leave too
     little to commit, the insight is undecided and stays ungated, with its decision on record.
-
-    Prints the new version's folder (the decisions with --json). Exit 0 when every insight was
-    decided, 1 when some are undecided, 2 for bad input.
-
-    \b
-    Example:
-      wikitrace gate corpus --runner 'python run.py --task {task_id} --memory {memory}' \\
-        --task-pool tasks.jsonl
     """
 
-    from wikitrace.control.gate import GateOptions, gate_insights
-    from wikitrace.control.pool import read_pool
-    from wikitrace.control.sequential import Rates, Schedule, dry_run_text
+    from wikitrace.control.gate import gate_insights
+    from wikitrace.control.sequential import Schedule, dry_run_text
     from wikitrace.versions import Store
 
     quiet = is_quiet()
     if dry_run:
-        rates = Rates(eta=eta, delta=delta, beta=beta, alpha=alpha, alpha_miss=alpha_miss)
-        click.echo(dry_run_text(rates, Schedule(max_runs=max_runs)))
+        click.echo(dry_run_text(gate.rates(), Schedule(max_runs=gate.max_runs)))
         return
-    given = {
-        kind: [task.task_id for task in read_pool(path)]
-        for kind, path in (
-            ("target", target_tasks),
-            ("falsify", falsify_tasks),
-            ("regress", regress_tasks),
-        )
-        if path is not None
-    }
-    options = GateOptions(
-        runner=runner,
-        pool=read_pool(task_pool) if task_pool else None,
-        targets=targets,
-        falsify=falsify,
-        regress=regress,
-        given=given,
-        trials=trials,
-        seed=seed,
-        confidence=confidence,
-        eta=eta,
-        delta=delta,
-        beta=beta,
-        rule="estimates" if rule == "estimates" else "bounds" if rule == "bounds" else "sequential",
-        alpha=alpha,
-        alpha_miss=alpha_miss,
-        max_runs=max_runs,
-        p_fail="outcomes" if p_fail == "outcomes" else "citations",
-        narrow=not no_narrow,
-        prompts_dir=prompts_dir,
-    )
-    llm = None if no_narrow else _model_for(corpus, api_base)
+    options = gate.gate_options(runner, prompts_dir)
+    llm = None if gate.no_narrow else _model_for(corpus, api_base)
     try:
         report = gate_insights(
             corpus,

@@ -2,8 +2,9 @@
 
 `paper` sets each choice the three method descriptions (`../shared/method/`) state to the
 method's value; `default` is ours. A value given on the command line always wins over the
-profile's. The README's table "Reproducing the method as published" is this table, and a test
-keeps the two the same.
+profile's, and so does a value from a settings file (see settings.py). The table of
+docs/paper.md, "Reproducing the method as published", is this table, and a test keeps the
+two the same.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+
+from .common import DetailedOption
 
 PROFILES = ("default", "paper")
 
@@ -144,19 +147,20 @@ def defaults(profile: str, command: str) -> dict[str, Any]:
 
 def profile_option(command: str) -> Callable[[Any], Any]:
     """`--profile NAME` for `command`: it sets the other options' defaults before they are
-    read (an eager option), so that any option given still wins."""
+    read (an eager option), so that any option given, or set in a settings file, still wins."""
 
     def apply(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
         if value:
-            ctx.default_map = {**(ctx.default_map or {}), **defaults(value, command)}
+            # Under what the settings file says (already this context's default_map): the
+            # command line wins over the file, the file over the profile.
+            ctx.default_map = {**defaults(value, command), **(ctx.default_map or {})}
         return value
 
     names = ", ".join(
         f"{c.flag} {_shown(c.paper)}".strip() for c in CHOICES if command in c.commands
     )
     said = (
-        f"'paper' sets each choice the published method states ({names}); 'default' is ours. "
-        "Options given still win."
+        "'paper': the choices the published method states; 'default': ours."
         if names
         else f"'paper' or 'default': `{command}` already does what the published method states."
     )
@@ -166,7 +170,10 @@ def profile_option(command: str) -> Callable[[Any], Any]:
         is_eager=True,
         expose_value=False,
         callback=apply,
-        help=f"{said} See the README's table.",
+        cls=DetailedOption,
+        help=said,
+        more=(f"'paper' sets {names}. " if names else "")
+        + "Options given, or set in a settings file, still win. See docs/paper.md.",
     )
 
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
+from .common import DetailedOption
 from .options import (
     POINTER,
+    Command,
     CompileSettings,
     compile_options,
     is_quiet,
     json_option,
     nl_option,
     no_deploy_option,
+    option_group,
     print_json,
     print_rows,
     runner_options,
@@ -34,13 +39,15 @@ HOOK_LOG_ENV = "WIKITRACE_HOOK_LOG"
 @click.option(
     "--from-hook",
     is_flag=True,
-    help="Run as an agent's session-end hook: add the session its JSON names (Claude Code's "
-    "SessionEnd or Stop hook input on stdin; Codex's notify argument as the one input). "
-    "Exits 0 at once and adds in the background; problems go to --hook-log.",
+    cls=DetailedOption,
+    help="Run as an agent's session-end hook: add the session its JSON names, in the background.",
+    more="Claude Code's SessionEnd or Stop hook input on stdin; Codex's notify argument as the "
+    "one input. Exits 0 at once; problems go to --hook-log.",
 )
 @click.option(
     "--wait",
     is_flag=True,
+    hidden=True,
     help="With --from-hook: add in the foreground and exit as add does (1, 2 on a problem), "
     "to try a hook by hand. Not in an agent's hook (Claude Code reads exit 2 as 'go on').",
 )
@@ -48,6 +55,7 @@ HOOK_LOG_ENV = "WIKITRACE_HOOK_LOG"
     "--hook-log",
     type=click.Path(path_type=Path, dir_okay=False),
     envvar=HOOK_LOG_ENV,
+    hidden=True,
     help="With --from-hook: the log of what each capture did "
     f"(default: ~/.cache/wikitrace/hook.log). Env: {HOOK_LOG_ENV}.",
 )
@@ -66,28 +74,30 @@ def add_command(
 ) -> None:
     """Add runs to CORPUS as a new version, compiling only the runs it does not hold.
 
-    The new version (CORPUS.versions/vNNNN) keeps every step, compilation and insight of the
-    current one under the same ids, appends the new runs after the last step and their insights
-    after the last insight, and names its parent and what it adds in its manifest. Runs the
-    current version already holds (same task, same turns) are left out and counted. The model
-    is the one CORPUS was compiled with (its manifest's `model`), so cached replies are reused;
-    give --api-base again for a local server.
-
-    CORPUS then points at the new version, unless --no-deploy. Older versions stay as they
-    were: a sandbox that mounted one keeps it. Prints the new version's folder on stdout (the
-    report with --json); with nothing new, says so and exits 0 without making a version.
-
-    With --from-hook, adds the session an agent's hook names as it ends (see README.md, "Capturing
-    sessions as they end"): the turns CORPUS does not hold yet, as a run of their own when it
-    holds the session's earlier ones (`<session>/part-2`, ...). A session nothing labels
-    (--labels, --judge) is kept in CORPUS.unlabelled/ instead. It waits up to 10 minutes for
-    another add into CORPUS, and never fails the agent: exit 0, problems in --hook-log.
+    The new version keeps every step, compilation and insight of the current one under the
+    same ids and appends the new runs and their insights; runs it already holds are left out
+    and counted. CORPUS then points at it, unless --no-deploy. Prints the new version's folder
+    (the report with --json); with nothing new, says so and exits 0 without making a version.
 
     \b
     Example:
       wikitrace add corpus new-runs.jsonl
       wikitrace add corpus logs/ --no-deploy        # a candidate: see `wikitrace versions`
       wikitrace add ~/corpus --from-hook --labels ~/labels.json    # in a SessionEnd hook
+    \f
+    The new version (CORPUS.versions/vNNNN) appends the new runs after the last step and their
+    insights after the last insight, and names its parent and what it adds in its manifest.
+    Runs the current version already holds (same task, same turns) are left out and counted.
+    The model is the one CORPUS was compiled with (its manifest's `model`), so cached replies
+    are reused; give --api-base again for a local server. Older versions stay as they were: a
+    sandbox that mounted one keeps it.
+
+    With --from-hook, adds the session an agent's hook names as it ends (see docs/growing.md,
+    "Capturing sessions as they end"): the turns CORPUS does not hold yet, as a run of their
+    own when it holds the session's earlier ones (`<session>/part-2`, ...). A session nothing
+    labels (--labels, --judge) is kept in CORPUS.unlabelled/ instead. It waits up to 10
+    minutes for another add into CORPUS, and never fails the agent: exit 0, problems in
+    --hook-log.
     """
     if from_hook:
         from .hook import hook_add
@@ -229,114 +239,187 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
     click.echo(str(path))
 
 
+@dataclass(frozen=True)
+class UpdateSettings:
+    """When an update is compared, on which tasks, and how its direction is measured."""
+
+    momentum: float
+    threshold: float
+    always_compare: bool
+    rerun_band: bool
+    coverage: int
+    boundary: int
+    fresh: int
+    trials: int
+    seed: int
+    task_pool: Path | None
+    embedding_model: str
+    embedding_api_base: str | None
+    encode: str
+
+    def update_options(self, runner: Any) -> Any:
+        """The update controller's UpdateOptions: these settings, the task pool read."""
+        from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
+        from wikitrace.control.pool import read_pool
+        from wikitrace.control.update import UpdateOptions
+
+        return UpdateOptions(
+            runner=runner,
+            momentum=self.momentum,
+            threshold=self.threshold,
+            coverage=self.coverage,
+            boundary=self.boundary,
+            fresh=self.fresh,
+            trials=self.trials,
+            seed=self.seed,
+            always_compare=self.always_compare,
+            rerun_band=self.rerun_band,
+            task_pool=[task.task_id for task in read_pool(self.task_pool)]
+            if self.task_pool
+            else None,
+            embedder=HashingEmbedder()
+            if self.embedding_model == "local"
+            else LiteLLMEmbedder(self.embedding_model, self.embedding_api_base),
+            encoded="insights" if self.encode == "insights" else "corpus",
+        )
+
+
+def update_options(function: Command) -> Command:
+    """The update controller's options, as `update: UpdateSettings`."""
+    return option_group(_update_option_list(), "update", lambda values: UpdateSettings(**values))(
+        function
+    )
+
+
+def _update_option_list() -> list[Callable[[Any], Any]]:
+    return [
+        click.option(
+            "--momentum",
+            type=click.FloatRange(0, 1, max_open=True),
+            default=0.9,
+            show_default=True,
+            hidden=True,
+            help="Weight of the past in the moving average of update directions.",
+        ),
+        click.option(
+            "--threshold",
+            type=click.FloatRange(-1, 1),
+            default=0.5,
+            show_default=True,
+            hidden=True,
+            help="Compare when the cosine between this update's direction and the average is "
+            "below it.",
+        ),
+        click.option("--always-compare", is_flag=True, help="Compare on every update."),
+        click.option(
+            "--rerun-band/--no-rerun-band",
+            default=True,
+            show_default=True,
+            hidden=True,
+            help="Run the current memory once more per task and trial (other seeds) and deploy "
+            "only when the candidate's gain is beyond that noise (a candidate that changes "
+            "nothing passes about 5% of the time); without it, any higher mean deploys.",
+        ),
+        click.option(
+            "--coverage",
+            type=click.IntRange(0),
+            default=8,
+            show_default=True,
+            hidden=True,
+            help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
+        ),
+        click.option(
+            "--boundary",
+            type=click.IntRange(0),
+            default=4,
+            show_default=True,
+            hidden=True,
+            help="Tasks whose outcome changed with memory in earlier comparisons.",
+        ),
+        click.option(
+            "--fresh",
+            type=click.IntRange(0),
+            default=4,
+            show_default=True,
+            hidden=True,
+            help="Tasks of the runs added since the last comparison (newest first).",
+        ),
+        click.option(
+            "--trials",
+            type=click.IntRange(1),
+            default=1,
+            show_default=True,
+            hidden=True,
+            help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, hidden=True, help="The first seed."
+        ),
+        click.option(
+            "--task-pool",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            cls=DetailedOption,
+            help="The tasks your runner can run, one a line (others are never chosen).",
+            more="Each is an id, or JSON with task_id (and task, task_type).",
+        ),
+        click.option(
+            "--embedding-model",
+            default="local",
+            show_default=True,
+            hidden=True,
+            help="What embeds the insights: local (hashed words, offline, no download) or an "
+            "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
+        ),
+        click.option(
+            "--embedding-api-base", hidden=True, help="Base URL of a local embedding server."
+        ),
+        click.option(
+            "--encode",
+            type=click.Choice(["corpus", "insights"]),
+            default="corpus",
+            show_default=True,
+            hidden=True,
+            help="What an update's direction encodes: the corpus (the insights and every run: "
+            "what an agent reads; an update that only adds runs moves it too), or the insight "
+            "set alone.",
+        ),
+    ]
+
+
 @click.command("update")
 @click.argument("corpus", type=POINTER)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @runner_options
-@click.option(
-    "--momentum",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=0.9,
-    show_default=True,
-    help="Weight of the past in the moving average of update directions.",
-)
-@click.option(
-    "--threshold",
-    type=click.FloatRange(-1, 1),
-    default=0.5,
-    show_default=True,
-    help="Compare when the cosine between this update's direction and the average is below it.",
-)
-@click.option("--always-compare", is_flag=True, help="Compare on every update.")
-@click.option(
-    "--rerun-band/--no-rerun-band",
-    default=True,
-    show_default=True,
-    help="Run the current memory once more per task and trial (other seeds) and deploy only "
-    "when the candidate's gain is beyond that noise (a candidate that changes nothing passes "
-    "about 5% of the time); without it, any higher mean deploys.",
-)
-@click.option(
-    "--coverage",
-    type=click.IntRange(0),
-    default=8,
-    show_default=True,
-    help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
-)
-@click.option(
-    "--boundary",
-    type=click.IntRange(0),
-    default=4,
-    show_default=True,
-    help="Tasks whose outcome changed with memory in earlier comparisons.",
-)
-@click.option(
-    "--fresh",
-    type=click.IntRange(0),
-    default=4,
-    show_default=True,
-    help="Tasks of the runs added since the last comparison (newest first).",
-)
-@click.option(
-    "--trials",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="The first seed.")
-@click.option(
-    "--task-pool",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="The tasks your runner can run, one a line: an id, or JSON with task_id (and task, "
-    "task_type); others are never chosen.",
-)
-@click.option(
-    "--embedding-model",
-    default="local",
-    show_default=True,
-    help="What embeds the insights: local (hashed words, offline, no download) or an "
-    "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
-)
-@click.option("--embedding-api-base", help="Base URL of a local embedding server.")
-@click.option(
-    "--encode",
-    type=click.Choice(["corpus", "insights"]),
-    default="corpus",
-    show_default=True,
-    help="What an update's direction encodes: the corpus (the insights and every run: what an "
-    "agent reads; an update that only adds runs moves it too), or the insight set alone.",
-)
+@update_options
 @compile_options
 @profile_option("update")
 @json_option("the update record")
 def update_command(
     corpus: Path,
     inputs: tuple[Path, ...],
-    momentum: float,
-    threshold: float,
-    always_compare: bool,
-    rerun_band: bool,
-    coverage: int,
-    boundary: int,
-    fresh: int,
-    trials: int,
-    seed: int,
-    task_pool: Path | None,
-    embedding_model: str,
-    embedding_api_base: str | None,
-    encode: str,
     as_json: bool,
     compile: CompileSettings,
     runner: Any,
+    update: UpdateSettings,
 ) -> None:
     """Add runs to CORPUS as a candidate version and deploy it only if it does better.
 
-    The runs are compiled as `wikitrace add --no-deploy` would. Then a momentum trigger
-    decides whether to compare: the candidate's new insights are embedded, and an update that
-    points the way deployed updates have (cosine with their moving average >= --threshold) is
-    accepted as is. One that turns away, the first one, or any with --always-compare is
-    compared: your agent runs, through --runner, with the current and with the candidate
+    The runs are compiled as `wikitrace add --no-deploy` would. An update that points the way
+    deployed ones have is accepted as is; otherwise your agent runs (--runner) with the
+    current and the candidate memory on a mixed set of tasks, and the candidate is deployed
+    only when its gain is beyond the noise of a rerun. Prints the deployed version's folder
+    (the record with --json). Exit 0 on a decision, 1 when no task gave results on both sides
+    (the current version is kept), 2 for bad input.
+
+    \b
+    Example:
+      wikitrace update corpus new-runs.jsonl \\
+        --runner 'python run_agent.py --task {task_id} --memory {memory} --seed {seed}'
+    \f
+    A momentum trigger decides whether to compare: the candidate's new insights are embedded,
+    and an update that points the way deployed updates have (cosine with their moving average
+    >= --threshold) is accepted as is. One that turns away, the first one, or any with
+    --always-compare is compared: your agent runs with the current and with the candidate
     memory on a mixed set of tasks (--fresh, --boundary, --coverage), --trials times each with
     the same seeds, and the current memory once more on other seeds (the rerun band: how much
     outcomes move when nothing changes). The candidate is deployed when its gain (new minus
@@ -344,45 +427,19 @@ def update_command(
 
     A comparison costs 3 x trials x (tasks chosen) agent runs, at most
     3 x trials x (fresh + boundary + coverage): 48 with the defaults (32 with
-    --no-rerun-band). Runs that crash, time
-    out or print no valid JSON are retried, then recorded as errors and left out of the scores.
+    --no-rerun-band). Runs that crash, time out or print no valid JSON are retried, then
+    recorded as errors and left out of the scores.
 
     Every agent run is appended to CORPUS.versions/runs.jsonl, the decision (trigger figures,
     tasks and why each was chosen, seeds, run ids, scores) to
     CORPUS.versions/updates/update-NNNN.json, and the history says deployed or refused.
-    Prints the deployed version's folder on stdout (the record with --json). Exit 0 when a
-    decision was made (deployed or not), 1 when no task gave results on both sides (the
-    current version is kept), 2 for bad input.
-
-    \b
-    Example:
-      wikitrace update corpus new-runs.jsonl \\
-        --runner 'python run_agent.py --task {task_id} --memory {memory} --seed {seed}'
     """
 
-    from wikitrace.control.embed import HashingEmbedder, LiteLLMEmbedder
-    from wikitrace.control.pool import read_pool
-    from wikitrace.control.update import UpdateOptions, update_corpus
+    from wikitrace.control.update import update_corpus
     from wikitrace.versions import Store
 
     quiet = is_quiet()
-    options = UpdateOptions(
-        runner=runner,
-        momentum=momentum,
-        threshold=threshold,
-        coverage=coverage,
-        boundary=boundary,
-        fresh=fresh,
-        trials=trials,
-        seed=seed,
-        always_compare=always_compare,
-        rerun_band=rerun_band,
-        task_pool=[task.task_id for task in read_pool(task_pool)] if task_pool else None,
-        embedder=HashingEmbedder()
-        if embedding_model == "local"
-        else LiteLLMEmbedder(embedding_model, embedding_api_base),
-        encoded="insights" if encode == "insights" else "corpus",
-    )
+    options = update.update_options(runner)
     build = compile.build_options(inputs, corpus, "offline")
     result = compile_with_progress(
         lambda opts, progress, notice, say: update_corpus(

@@ -1,10 +1,37 @@
-"""Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation."""
+"""Turns trajectories into corpus files: input reading, redaction, offline and LLM compilation.
 
-from .build import add_runs, add_version, build_corpus
-from .compile import CompileError, CompileLimits
-from .llm import LLM, LLMCallError, LLMReply, LLMSettings
-from .offline import OFFLINE_MODEL
-from .report import BuildOptions, BuildReport
+The names below are this package's public face. Each is loaded from its module when first
+used, so that a command needing one part (`wikitrace convert` reads logs with `importers`)
+does not load the rest: the build stages, the prompt templates, the model client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from wikitrace.corpus_schema.lazy import exports
+
+if TYPE_CHECKING:
+    from .build import add_runs, add_version, build_corpus
+    from .compile import CompileError, CompileLimits
+    from .llm import LLM, LLMCallError, LLMReply, LLMSettings
+    from .offline import OFFLINE_MODEL
+    from .report import BuildOptions, BuildReport
+
+_HOMES = {
+    "add_runs": "build",
+    "add_version": "build",
+    "build_corpus": "build",
+    "CompileError": "compile",
+    "CompileLimits": "compile",
+    "LLM": "llm",
+    "LLMCallError": "llm",
+    "LLMReply": "llm",
+    "LLMSettings": "llm",
+    "OFFLINE_MODEL": "offline",
+    "BuildOptions": "report",
+    "BuildReport": "report",
+}
 
 __all__ = [
     "LLM",
@@ -20,3 +47,6 @@ __all__ = [
     "add_version",
     "build_corpus",
 ]
+
+
+__getattr__ = exports(__name__, _HOMES)

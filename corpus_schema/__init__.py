@@ -1,23 +1,57 @@
 """The on-disk format of a wikitrace corpus: records, paths, rendering, manifest and verify.
 
-This package owns the format and imports nothing from the rest of wikitrace.
+This package owns the format and imports nothing from the rest of wikitrace. Each name below
+is loaded from its module when first used, so that reading one part (an error class, a
+path) does not load the typed records (pydantic) or the rendering.
 """
 
-from .errors import CorpusError, InputError, WikitraceError
-from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step
-from .manifest import Manifest, VerifyReport, verify
-from .records import (
-    JUDGED,
-    Claim,
-    Compilation,
-    Evidence,
-    InsightDraft,
-    PromptRef,
-    RunRecord,
-    ToolCall,
-    Turn,
-    is_judged,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lazy import exports
+
+if TYPE_CHECKING:
+    from .errors import CorpusError, InputError, WikitraceError
+    from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step
+    from .manifest import Manifest, VerifyReport, verify
+    from .records import (
+        JUDGED,
+        Claim,
+        Compilation,
+        Evidence,
+        InsightDraft,
+        PromptRef,
+        RunRecord,
+        ToolCall,
+        Turn,
+        is_judged,
+    )
+
+_HOMES = {
+    "CorpusError": "errors",
+    "InputError": "errors",
+    "WikitraceError": "errors",
+    "FORMAT_NAME": "layout",
+    "FORMAT_VERSION": "layout",
+    "Layout": "layout",
+    "id_width": "layout",
+    "parse_insight": "layout",
+    "parse_step": "layout",
+    "Manifest": "manifest",
+    "VerifyReport": "manifest",
+    "verify": "manifest",
+    "JUDGED": "records",
+    "Claim": "records",
+    "Compilation": "records",
+    "Evidence": "records",
+    "InsightDraft": "records",
+    "PromptRef": "records",
+    "RunRecord": "records",
+    "ToolCall": "records",
+    "Turn": "records",
+    "is_judged": "records",
+}
 
 __all__ = [
     "FORMAT_NAME",
@@ -43,3 +77,5 @@ __all__ = [
     "parse_step",
     "verify",
 ]
+
+__getattr__ = exports(__name__, _HOMES)

@@ -31,7 +31,7 @@ SESSION = "55550000-0000-4000-8000-000000000001"
 OTHER = "66660000-0000-4000-8000-000000000002"
 THREAD = "22222222-2222-4222-8222-222222222222"
 SHOWCASE = DATA / "sessions/claude-code/minimal_showcase"
-README = Path(__file__).resolve().parent.parent / "README.md"
+GROWING = Path(__file__).resolve().parent.parent / "docs" / "growing.md"
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -379,13 +379,13 @@ def test_the_lock_is_waited_for_then_given_up(tmp_path: Path) -> None:
     thread.join()
 
 
-# --- the README's configurations ----------------------------------------------------------------
+# --- the docs' configurations -------------------------------------------------------------------
 
 
-def test_the_readme_hook_configurations_capture(
+def test_the_documented_hook_configurations_capture(
     corpus: Path, transcript: Path, labels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = README.read_text().split("### Capturing sessions as they end", 1)[1].split("\n#", 1)[0]
+    text = GROWING.read_text().split("## Capturing sessions as they end", 1)[1].split("\n#", 1)[0]
     blocks = dict(re.findall(r"```(json|toml)\n(.*?)```", text, re.S))
     (entry,) = json.loads(blocks["json"])["hooks"]["SessionEnd"]
     (claude_code,) = entry["hooks"]

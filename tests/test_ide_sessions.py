@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun, Unlabelled
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError
 
 from helpers import DATA

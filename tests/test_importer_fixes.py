@@ -9,7 +9,7 @@ from typing import Any
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun, Unlabelled
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError
 
 from helpers import DATA, run

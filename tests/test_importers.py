@@ -14,7 +14,7 @@ from wikitrace.cli.formats import FORMAT_NAMES
 from wikitrace.cli.main import cli
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import READABLE, plan_inputs
-from wikitrace.compiler.inputs import SourceRun, Unlabelled
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError
 
 from helpers import DATA, read_jsonl
@@ -44,14 +44,14 @@ def test_the_cli_lists_every_format_the_importers_read() -> None:
 
     from wikitrace.cli.main import cli
 
-    shown = CliRunner().invoke(cli, ["convert", "--help"]).output
+    shown = CliRunner().invoke(cli, ["convert", "--help-all"]).output
     listed = {
         line.split()[0] for line in shown.splitlines() if line.startswith("  ") and line.split()
     }
-    assert set(READABLE) <= listed, set(READABLE) - listed  # convert --help names each one
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert set(READABLE) <= listed, set(READABLE) - listed  # convert --help-all names each one
+    formats = (Path(__file__).parent.parent / "docs" / "formats.md").read_text()
     for name in READABLE:
-        assert f"`{name}`" in readme, name  # and the README's table
+        assert f"`{name}`" in formats, name  # and the docs' table of formats
 
 
 @pytest.mark.parametrize(

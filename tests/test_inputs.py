@@ -40,7 +40,7 @@ def test_blank_lines_are_skipped_and_lines_still_counted(tmp_path: Path) -> None
     [
         (
             lambda run: run.pop("success"),
-            "field 'success': Field required (see 'Native input format' in README.md)",
+            "field 'success': Field required (see 'Native input format' in docs/formats.md)",
         ),
         (
             lambda run: run.update(success="maybe"),

@@ -13,7 +13,7 @@ import pytest
 
 from wikitrace.compiler.importers import plan_inputs
 from wikitrace.compiler.importers.aider import command
-from wikitrace.compiler.inputs import Unlabelled
+from wikitrace.compiler.importers.runs import Unlabelled
 from wikitrace.corpus_schema import InputError
 
 from helpers import DATA

@@ -1,5 +1,5 @@
 """`--profile paper`: every choice the method descriptions state, pinned, on every command that
-takes it; our defaults without it; an option given always wins; the README's table says the same."""
+takes it; our defaults without it; an option given always wins; the docs' table says the same."""
 
 from __future__ import annotations
 
@@ -116,10 +116,9 @@ def test_every_choice_is_pinned_and_every_command_takes_the_profile(
         assert any(p.name == "profile" for p in cli.commands[command].params), command
 
 
-def test_the_readme_table_is_the_profile() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    start = readme.index("## Reproducing the method as published")
-    section = readme[start : readme.index("\n## ", start + 10)]
+def test_the_docs_table_is_the_profile() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "paper.md").read_text()
+    section = text[: text.index("The rest already follows the method")]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) == len(CHOICES)
     for row, choice in zip(rows, CHOICES, strict=True):

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun
+from wikitrace.compiler.importers.runs import SourceRun
 
 from helpers import DATA, run
 

@@ -16,7 +16,7 @@ import pytest
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import plan_inputs
 from wikitrace.compiler.importers.claude_code import read_with
-from wikitrace.compiler.inputs import SourceRun, Unlabelled
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError, verify
 
 from helpers import DATA, FakeLLM, judge_answer, read_jsonl, run

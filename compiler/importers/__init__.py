@@ -18,7 +18,6 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from ..inputs import SourceRun, Unlabelled, check_json, validate
 from . import (
     aider,
     atif,
@@ -41,6 +40,7 @@ from . import (
 )
 from .base import Candidate, Found, LeftOut, Probe, jsonl_objects, probe
 from .labels import Labels, read_labels_file
+from .runs import SourceRun, Unlabelled, check_json, validate
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from wikitrace.corpus_schema import InputError, render
 from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import fingerprint, given_attempt
 
-from ..inputs import FormatCounts, SeenRuns, SourceRun, Unlabelled, refuse_bad_records, tally
 from . import InputPlan
+from .runs import FormatCounts, SeenRuns, SourceRun, Unlabelled, refuse_bad_records, tally
 
 
 @dataclass

@@ -110,7 +110,7 @@ def _validation_error(
     if first["type"] == "extra_forbidden":
         hint = EXTRA_FIELD_HINT
     elif first["type"] == "missing":
-        hint = "see 'Native input format' in README.md"
+        hint = "see 'Native input format' in docs/formats.md"
     if len(loc) >= 2 and loc[0] == "turns" and isinstance(loc[1], int):
         turn = f"turn {loc[1] + 1}"
         hint = f"{turn}; {hint}" if hint else turn

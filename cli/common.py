@@ -1,0 +1,141 @@
+"""What every command takes besides its own options: -v/-q after the command name too, and
+--help-all, which shows the tuning options and the long description that --help leaves out.
+
+`main.py` attaches these to each command as it is registered, so a new command has them
+without asking. A command's help text may end its first screen with a line holding only
+`\\f` (click's mark): what follows is shown by --help-all and in docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import sys
+from typing import Any
+
+import click
+
+COMMON = ("verbose", "quiet", "help_all")
+"""The parameter names this module adds to every command."""
+
+
+def set_verbosity(verbose: int, quiet: bool) -> None:
+    """One stderr handler on wikitrace's logger, at the level -v (-vv) or -q asks for."""
+    level = (
+        logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    root = logging.getLogger("wikitrace")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def _verbosity(ctx: click.Context, param: click.Parameter, value: int | bool) -> None:
+    """-v or -q after the command: the same as before it (`wikitrace -v convert -v` is -vv)."""
+    if not value or ctx.resilient_parsing:
+        return
+    root = ctx.find_root().params
+    if param.name == "quiet":
+        root["quiet"] = True
+    else:
+        root["verbose"] = int(root.get("verbose") or 0) + int(value)
+    set_verbosity(int(root.get("verbose") or 0), bool(root.get("quiet")))
+
+
+class DetailedOption(click.Option):
+    """An option whose help has more than --help shows: `more` follows it with --help-all."""
+
+    def __init__(self, *args: Any, more: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.more = more
+
+
+def renamed_option(old: str, new: str) -> Any:
+    """An option's old spelling, kept so that scripts using it still work: hidden from
+    --help, it warns on stderr when used, and reaches the command under its old name (the
+    option group that takes it gives its value to `new`)."""
+
+    def warn(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        source = ctx.get_parameter_source(param.name or "")
+        if value is not None and source is not click.core.ParameterSource.DEFAULT:
+            click.echo(f"warning: {old} is deprecated: it is now {new}", err=True)
+        return value
+
+    return click.option(old, hidden=True, callback=warn, help=f"Deprecated spelling of {new}.")
+
+
+def full_help(command: click.Command, ctx: click.Context) -> str:
+    """The help with every option, hidden (tuning) ones included, and the whole description:
+    what --help-all prints, and what a reference page should show."""
+    shown = copy.copy(command)
+    shown.help = (command.help or "").replace("\f", "", 1)
+    params = []
+    for param in command.params:
+        if getattr(param, "hidden", False) or isinstance(param, DetailedOption):
+            param = copy.copy(param)
+            param.hidden = False  # type: ignore[attr-defined]
+            if isinstance(param, DetailedOption) and param.more:
+                param.help = f"{param.help} {param.more}"
+        params.append(param)
+    shown.params = params
+    return shown.get_help(ctx)
+
+
+def hidden_options(command: click.Command) -> list[click.Option]:
+    """The options --help leaves out (the tuning ones, and deprecated spellings)."""
+    return [p for p in command.params if isinstance(p, click.Option) and p.hidden]
+
+
+def _help_all(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(full_help(ctx.command, ctx), color=ctx.color)
+    ctx.exit()
+
+
+def attach(command: click.Command) -> click.Command:
+    """Give `command` (and each command of a group) -v, -q and, when it hides something,
+    --help-all. Returns it."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            attach(sub)
+        return command
+    have = {p.name for p in command.params}
+    if "verbose" not in have:
+        command.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_verbosity,
+                help="More detail on stderr (-vv: debug).",
+            )
+        )
+    if "quiet" not in have:
+        command.params.append(
+            click.Option(
+                ["-q", "--quiet"],
+                is_flag=True,
+                expose_value=False,
+                callback=_verbosity,
+                help="Only errors on stderr.",
+            )
+        )
+    hidden = len(hidden_options(command))
+    more = "\f" in (command.help or "") or any(
+        isinstance(p, DetailedOption) and p.more for p in command.params
+    )
+    if (hidden or more) and "help_all" not in have:
+        command.params.append(
+            click.Option(
+                ["--help-all"],
+                is_flag=True,
+                is_eager=True,
+                expose_value=False,
+                callback=_help_all,
+                help="Show every option and the full descriptions, and exit.",
+            )
+        )
+    return command

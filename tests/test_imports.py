@@ -1,0 +1,210 @@
+"""The import graph: no cycle among wikitrace's modules or its packages, and the commands that
+must start fast (`convert`, the drill-down tools) load only what they use."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+from helpers import make_run, run, write_runs
+
+ROOT = Path(__file__).parent.parent
+HEAVY = ("litellm", "jinja2", "bm25s", "numpy", "matplotlib", "mcp", "detect_secrets")
+"""Third-party modules that take long to import; the model client, templates and search."""
+
+
+def _modules() -> dict[str, Path]:
+    """Every wikitrace module, by its dotted name, from the package map in pyproject.toml."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    found: dict[str, Path] = {}
+    for package, folder in config["tool"]["setuptools"]["package-dir"].items():
+        for path in (ROOT / folder).glob("*.py"):
+            found[package if path.name == "__init__.py" else f"{package}.{path.stem}"] = path
+    return found
+
+
+MODULES = _modules()
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _ancestors(name: str) -> list[str]:
+    """The packages importing `name` runs first: wikitrace.compiler for wikitrace.compiler.llm."""
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(2, len(parts))]
+
+
+def _statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run: at module level, in a function, in a branch; not
+    those under `if TYPE_CHECKING:`, which only the type checker reads."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for branch in node.orelse:
+                yield from _statements(ast.Module(body=[branch], type_ignores=[]))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        else:
+            yield from _statements(node)
+
+
+def _imports(name: str) -> dict[str, int]:
+    """The wikitrace modules `name` imports (a submodule's parent packages included), each
+    with the line of the first statement that does."""
+    base = name if name in PACKAGES else name.rpartition(".")[0]
+    own = set(_ancestors(name)) | ({name} if name in PACKAGES else set())
+    found: dict[str, int] = {}
+    for node in _statements(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            if node.level:
+                parts = base.split(".")[: len(base.split(".")) - node.level + 1]
+                source = ".".join([*parts, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            # `from P import m` imports the submodule P.m when there is one; else it reads a
+            # name from P itself, which counts even when P is the importer's own package.
+            targets = [
+                f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else source
+                for alias in node.names
+            ]
+        for target in targets:
+            for module in [target, *(a for a in _ancestors(target) if a not in own)]:
+                if module in MODULES and module != name:
+                    found.setdefault(module, node.lineno)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _package(name: str) -> str:
+    return name if name in PACKAGES else name.rpartition(".")[0]
+
+
+def test_the_analysis_sees_function_level_and_relative_imports() -> None:
+    # A check that finds nothing because it reads nothing would pass forever.
+    assert GRAPH["wikitrace.cli.convert"].keys() >= {
+        "wikitrace.cli.build",  # from .build import ...
+        "wikitrace.compiler.importers",  # inside the command's function
+        "wikitrace.compiler",  # the package importing that submodule runs first
+    }
+    assert "wikitrace.compiler.call_worker" in GRAPH["wikitrace.compiler.build"]
+    demo = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(demo) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    cycles = _cycles({name: set(targets) for name, targets in GRAPH.items()})
+    # Each cycle's imports, as file lines to look at.
+    said = [[f"{m}:{GRAPH[m][n]} -> {n}" for m in c for n in c if n in GRAPH[m]] for c in cycles]
+    assert not cycles, said
+
+
+def test_no_package_imports_itself_through_others() -> None:
+    # compiler.importers reading compiler.inputs while compiler imported compiler.importers
+    # was one: a subpackage may use its siblings, not the package that holds it.
+    graph: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    why: dict[tuple[str, str], str] = {}
+    for name, targets in GRAPH.items():
+        for target, line in targets.items():
+            if _package(name) != _package(target):
+                graph[_package(name)].add(_package(target))
+                why.setdefault((_package(name), _package(target)), f"{name}:{line} -> {target}")
+    cycles = _cycles(graph)
+    assert not cycles, [[why[(a, b)] for a in c for b in c if (a, b) in why] for c in cycles]
+
+
+def _loaded(code: str, tmp_path: Path) -> list[str]:
+    """The modules a fresh interpreter holds after running `code` (whose output is dropped)."""
+    listing = tmp_path / "modules.txt"
+    script = f"{code}\nimport sys\nopen({str(listing)!r}, 'w').write(' '.join(sys.modules))\n"
+    subprocess.run([sys.executable, "-c", script], capture_output=True, check=True, cwd=tmp_path)
+    return listing.read_text().split()
+
+
+def _cli(*argv: str) -> str:
+    """Code running the command line as `wikitrace` would, bar the exit."""
+    return textwrap.dedent(
+        f"""
+        from wikitrace.cli.main import main
+        try:
+            main({list(argv)!r})
+        except SystemExit as stop:
+            assert not stop.code, stop.code
+        """
+    )
+
+
+def test_importing_the_convert_command_loads_nothing_heavy(tmp_path: Path) -> None:
+    loaded = _loaded("import wikitrace.cli.convert", tmp_path)
+    assert [name for name in (*HEAVY, "pydantic") if name in loaded] == []
+    assert [name for name in loaded if name.startswith("wikitrace.compiler")] == []
+
+
+def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None:
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    loaded = _loaded(_cli("convert", str(runs)), tmp_path)
+    assert "wikitrace.compiler.importers.tau" in loaded  # it did read logs
+    assert [name for name in HEAVY if name in loaded] == []
+    unused = ("build", "compile", "llm", "call_worker", "produce", "mine", "offline", "judge")
+    assert [m for m in unused if f"wikitrace.compiler.{m}" in loaded] == []
+    assert "wikitrace.prompts" not in loaded and "wikitrace.versions.finish" not in loaded
+
+
+def test_the_drill_down_commands_load_only_the_drill_down_tools(tmp_path: Path) -> None:
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
+    for command in (["actions", "corpus", "1"], ["turn", "corpus", "1", "1"]):
+        loaded = _loaded(_cli(*command), tmp_path)
+        assert "wikitrace.tools.drilldown" in loaded
+        assert [name for name in (*HEAVY, "pydantic", "frontmatter") if name in loaded] == []
+        assert [
+            n for n in loaded if n.startswith(("wikitrace.compiler", "wikitrace.versions"))
+        ] == []
