@@ -926,9 +926,9 @@ class LessonWriter:
             turns = [run.patterns[f"uses:{first}"], run.patterns[f"uses:{second}"]]
         else:
             turns = [run.patterns[pattern]]
+        # The pattern is the page's: each claim says which run and turns, its quotes the rest.
         return Claim(
-            statement=f"{step_id} ({outcome}) {describe(pattern)}, turn "
-            + " then turn ".join(str(t) for t in turns),
+            statement=f"{step_id} ({outcome}), turn " + " then turn ".join(str(t) for t in turns),
             evidence=[self.quotes.evidence(run.step, turn, step_id) for turn in turns],
         )
 
@@ -938,35 +938,24 @@ class LessonWriter:
 
         def did(action: Action | None, last: Action | None) -> str:
             if action is not None:
-                return f'did "{shortened(action.signature, 80)}" (turn {action.turn})'
-            if last is not None:
-                return f'stopped after "{shortened(last.signature, 80)}"'
-            return "took no action at all"
+                return gist(action)
+            return "stopped there" if last is not None else "took no action at all"
 
-        def briefly(action: Action | None, last: Action | None) -> str:
-            if action is not None:
-                return f'did "{shortened(action.signature, 60)}"'
-            return "stopped" if last is not None else "took no action"
-
-        shared = (
-            "took the same first action, then"
-            if found.shared == 1
-            else f"took the same first {found.shared} actions, then"
+        after = (
+            f"after {found.shared} action{'s' if found.shared != 1 else ''} alike, "
             if found.shared
-            else "differed from the first action:"
-        )
-        guideline = (
-            f"Two runs of this task {shared} the successful one ({win}) "
-            f"{did(found.success_action, found.last_success)} where the failed one ({loss}) "
-            f"{did(found.failure_action, found.last_failure)}. Of its {found.runs} runs, "
-            f"{found.successes} succeeded. At that point, weigh the successful run's choice; "
-            f"read both from there with the corpus's drill-down tool: actions {win}, "
-            f"actions {loss}."
+            else ""
         )
         title = (
-            f"Task {shortened(found.task_id, 40)}: the successful run "
-            f"{briefly(found.success_action, found.last_success)} where the failed run "
-            f"{briefly(found.failure_action, found.last_failure)}"
+            f"On task {shortened(found.task_id, 40)}, {after}the successful run "
+            f"{did(found.success_action, found.last_success)}; the failed one "
+            f"{did(found.failure_action, found.last_failure)}"
+        )
+        guideline = (
+            "When this task comes again, at the point where these two runs parted, weigh the "
+            f"successful run's choice over the failed one's; read both from there ({win} "
+            f"succeeded, {loss} failed) with the corpus's drill-down tool: actions {win}, "
+            f"actions {loss}."
         )
         finding = MinedFinding(
             kind="divergence",
@@ -1013,13 +1002,51 @@ class LessonWriter:
         return MinedLesson(header, guideline, f"divergence {found.task_id}")
 
 
+GIST_VALUES = 2
+"""Argument values a divergence's title names of a tool call."""
+
+
+def gist(action: Action) -> str:
+    """An action in a few words for a title: the tool it called and the gist of its arguments
+    (`called get_reservation_details (X7BYG1)`), or the start of its text (`did "go to
+    drawer 1"`); never a cut-off JSON object."""
+    name, _, rest = action.signature.partition(" ")
+    try:
+        arguments = orjson.loads(rest) if rest.startswith("{") else None
+    except orjson.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return f'did "{shortened(action.signature, 48)}"'
+    values = [_value_gist(value) for value in arguments.values()]
+    shown = [value for value in values if value][:GIST_VALUES]
+    return f"called {shortened(name, 40)}" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def _value_gist(value: Any) -> str:
+    """A short argument value as it is; a long text as its first words, quoted; a list or an
+    object as nothing."""
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        return ""
+    text = " ".join(str(value).split())
+    if len(text) <= 24:
+        return text
+    words = text.split()[:4]
+    return f'"{shortened(" ".join(words), 28).removesuffix("…")}…"'
+
+
 def _outcome(success: bool) -> Outcome:
     return "success" if success else "failure"
 
 
 def action_hashes(actions: Sequence[Action]) -> array[int]:
     """Each action's signature as a hash: two runs' actions are compared by these."""
-    return array("q", (hash(action.signature) for action in actions))
+    return signature_hashes([action.signature for action in actions])
+
+
+def signature_hashes(signatures: Sequence[str]) -> array[int]:
+    """`action_hashes` of actions with these signatures. Python's hash of a text differs
+    from one process to the next: every run's are taken in the build's own process."""
+    return array("q", (hash(signature) for signature in signatures))
 
 
 class ActionHashes:
@@ -1035,12 +1062,16 @@ class ActionHashes:
         self._size = 0
 
     def add(self, step: int, actions: Sequence[Action]) -> None:
+        self.add_hashes(step, action_hashes(actions))
+
+    def add_hashes(self, step: int, hashes: array[int]) -> None:
+        """The next run's actions, as `action_hashes` gives them."""
         if not self._ends:
             self._first = step
         elif step != self._first + len(self._ends):
             last = self._first + len(self._ends) - 1
             raise ValueError(f"internal error: run {step} observed after run {last}")
-        data = action_hashes(actions).tobytes()
+        data = hashes.tobytes()
         self._file.seek(self._size)
         self._file.write(data)
         self._size += len(data)
@@ -1058,6 +1089,20 @@ class ActionHashes:
         self._file.close()
 
 
+def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPatterns, list[Action]]:
+    """What mining keeps of a run, and the actions they were found in."""
+    actions = actions_of(record.turns)
+    run = RunPatterns(
+        step=step,
+        task_id=record.task_id,
+        task_type=record.task_type,  # interned by the raw layer
+        success=record.success,
+        judged=judged,
+        patterns=patterns(actions),
+    )
+    return run, actions
+
+
 class Miner:
     """Reduces each run of a build to its patterns as it streams past (and, given a folder
     for them, keeps its actions' hashes on disk for the divergences)."""
@@ -1068,20 +1113,15 @@ class Miner:
         self.actions = ActionHashes(folder) if folder is not None else None
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
-        actions = actions_of(record.turns)
+        run, actions = run_patterns(step, record, judged)
+        self.add(run, action_hashes(actions))
+
+    def add(self, run: RunPatterns, hashes: array[int]) -> None:
+        """A run observed (`run_patterns`), in step order, with its actions' hashes."""
         if self.actions is not None:
-            self.actions.add(step, actions)
-        self.runs.append(
-            RunPatterns(
-                step=step,
-                task_id=record.task_id,
-                task_type=record.task_type,  # interned by the raw layer
-                success=record.success,
-                judged=judged,
-                patterns=patterns(actions),
-            )
-        )
-        self.new_tasks.add(record.task_id)
+            self.actions.add_hashes(run.step, hashes)
+        self.runs.append(run)
+        self.new_tasks.add(run.task_id)
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns

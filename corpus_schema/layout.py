@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT_NAME = "wikitrace-corpus"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: an insight's or compilation's header holds short fields and names its `data` file (its
+claims, evidence, counts, hypothesis and applicability, as JSON), which the page's body shows
+once, as lines; 1: the header held them too, as JSON lines. Both are read (`read.read_page`);
+a version made from one of format 1 keeps the pages it does not rewrite as they were."""
+READ_FORMAT_VERSIONS = (1, 2)
+"""The format versions this wikitrace reads."""
 MIN_ID_WIDTH = 4
 MAX_ID_WIDTH = 9
 """Ids have at most nine digits (`parse_step`): a manifest or tools/layout.json naming a wider
@@ -19,6 +25,10 @@ RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
 INSIGHT_DIR = "insight"
 GATE_DIR = "gate"
+DATA_DIR = "data"
+"""What the tools read of a page but a person need not: `data/insight/insight-NNNN.json` and
+`data/compilation/step-NNNN.json` (the page's header names it as `data`), kept out of the
+layers' folders so that grepping them finds each fact once, on the page."""
 """Decisions of the admission gate and of monitoring, and the runs or reports behind them."""
 INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
 """The layers with an index of their own (`LAYER/_index.md`)."""
@@ -123,6 +133,12 @@ class Layout:
     def insight_rel(self, number: int) -> str:
         return f"{INSIGHT_DIR}/{self.insight(number)}.md"
 
+    def insight_data_rel(self, number: int) -> str:
+        return data_rel(self.insight_rel(number))
+
+    def compilation_data_rel(self, step: int) -> str:
+        return data_rel(self.compilation_rel(step))
+
     @staticmethod
     def index_rel(layer: str | None = None) -> str:
         return INDEX_NAME if layer is None else f"{layer}/{INDEX_NAME}"
@@ -143,6 +159,11 @@ class Layout:
 
     def path(self, rel: str) -> Path:
         return self.root / rel
+
+
+def data_rel(page_rel: str) -> str:
+    """The data file of a page: `insight/insight-0001.md` -> `data/insight/insight-0001.json`."""
+    return f"{DATA_DIR}/{page_rel.removesuffix('.md')}.json"
 
 
 def link(target_rel: str, from_rel: str, text: str | None = None) -> str:

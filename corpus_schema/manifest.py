@@ -20,7 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import CorpusError, first_problem
 from .history import VersionInfo
-from .layout import FORMAT_VERSION, MANIFEST, MAX_ID_WIDTH, MIN_ID_WIDTH
+from .layout import (
+    FORMAT_VERSION,
+    MANIFEST,
+    MAX_ID_WIDTH,
+    MIN_ID_WIDTH,
+    READ_FORMAT_VERSIONS,
+)
 from .records import CompiledBy
 from .store import atomic_write, digest, file_digest, stat_key, tagged
 
@@ -149,10 +155,11 @@ def load(root: Path) -> Manifest:
         ) from None
     except orjson.JSONDecodeError as error:
         raise CorpusError(f"{path}: not valid JSON ({error})") from None
-    if isinstance(data, dict) and data.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+    given = data.get("format_version", FORMAT_VERSION) if isinstance(data, dict) else None
+    if given is not None and given not in READ_FORMAT_VERSIONS:
         raise CorpusError(
-            f"{path}: corpus format version {data.get('format_version')} is not supported "
-            f"(this wikitrace reads version {FORMAT_VERSION})"
+            f"{path}: corpus format version {given} is not supported (this wikitrace reads "
+            f"versions {', '.join(map(str, READ_FORMAT_VERSIONS))})"
         )
     try:
         return Manifest.model_validate(data)

@@ -103,12 +103,32 @@ def read_page(root: Path, rel: str, model: type[Header], *, resolved: bool = Fal
         raise CorpusError(f"{path}: cannot read its header ({error})") from None
     if not metadata:
         raise CorpusError(f"{path}: no frontmatter header (is this a wikitrace corpus file?)")
+    data = metadata.get("data")
+    if isinstance(data, str):  # format 2: the fields the header leaves to its data file
+        metadata = {**_data_fields(root, data, path, resolved), **metadata}
     try:
         header = model.model_validate(metadata)
     except ValidationError as error:
         where, message = first_problem(error)
         raise CorpusError(f"{path}: header field '{where}': {message}") from None
     return Page(rel=rel, header=header, body=content)
+
+
+def _data_fields(root: Path, rel: str, page: Path, resolved: bool) -> dict[str, Any]:
+    """The fields a page's data file holds (layout.data_rel), for its header."""
+    path = contained(root, rel, resolved=resolved)
+    try:
+        fields = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CorpusError(
+            f"{page}: header field 'data' names {rel}, which is missing from the corpus at "
+            f"{root}; run `wikitrace verify` on it"
+        ) from None
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise CorpusError(f"{path}: cannot read it as JSON ({error})") from None
+    if not isinstance(fields, dict):
+        raise CorpusError(f"{path}: expected a JSON object (the data of {page.name})")
+    return fields
 
 
 def _numbered(folder: Path, prefix: str, suffix: str) -> Iterator[str]:
@@ -236,7 +256,8 @@ def guideline(page: Page[InsightHeader]) -> str:
     end = body.find(_APPLIES, start)
     if start == -1 or end == -1:
         raise CorpusError(f"{page.rel}: no '**Guideline.**' paragraph")
-    return unescape(body[start + len(_GUIDELINE) : end].strip())
+    # Format 2 wraps the paragraph: each line escaped on its own (render.wrapped).
+    return " ".join(unescape(body[start + len(_GUIDELINE) : end]).split())
 
 
 _GUIDELINE = "**Guideline.** "

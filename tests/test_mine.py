@@ -83,7 +83,19 @@ def build(tmp_path: Path, runs: list[dict[str, Any]], name: str = "corpus", **op
 
 
 def insight_pages(corpus: Path) -> list[frontmatter.Post]:
-    return [frontmatter.load(p) for p in sorted((corpus / "insight").glob("insight-*.md"))]
+    """Each insight page, its header (short fields only) joined with its data file, as
+    read.read_page reads it."""
+    pages = []
+    for path in sorted((corpus / "insight").glob("insight-*.md")):
+        post = frontmatter.load(path)
+        assert not {"evidence", "mined", "hypothesis", "applicability"} & set(post.metadata)
+        post.metadata.update(json.loads((corpus / str(post["data"])).read_text()))
+        pages.append(post)
+    return pages
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 # --- the statistics -----------------------------------------------------------------------------
@@ -153,8 +165,8 @@ def test_a_planted_pattern_is_found_with_its_counts(tmp_path: Path) -> None:
     assert finding["q_value"] <= FDR and finding["tasks"] == 6
     assert page["compiled_by"] == "mined" and page["status"] == "ungated"
     assert page["title"] == 'shop runs that called "issue_refund" failed more often'
-    assert "failed 10 of 12 times; runs that did not, 5 of 28" in page.content
-    assert "a correlation in past runs, counted, not a cause" in page.content
+    assert "failed 10 of 12 times; runs that did not, 5 of 28" in flat(page.content)
+    assert "a correlation in past runs, counted, not a cause" in flat(page.content)
     # Its evidence: the refund call itself, quoted from failed runs of distinct tasks.
     quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
     assert len(quotes) == 4 and all(e["verified"] for e in quotes)
@@ -255,8 +267,14 @@ def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) 
     assert page["mined"]["kind"] == "divergence" and page["mined"]["task_id"] == "letter"
     assert page["mined"]["shared_actions"] == 1 and page["mined"]["task_outcomes"] == [1, 2]
     assert page["source_step"] == "step-0002" and page["source_outcome"] == "success"
-    assert 'the successful one (step-0002) did "open {"what":"drawer"}" (turn 3)' in page.content
-    assert 'the failed one (step-0001) did "force {"what":"drawer"}" (turn 3)' in page.content
+    # Titled in words, from the actions that differ: tool names and their arguments' gist.
+    assert page["title"] == (
+        "On task letter, after 1 action alike, the successful run called open (drawer); "
+        "the failed one called force (drawer)"
+    )
+    assert "step-0002 succeeded, step-0001 failed" in flat(page.content)
+    assert "- step-0002 turn 3 (verified;" in page.content
+    assert '  open: {"what":"drawer"}' in page.content
     assert [e["step"] for c in page["evidence"] for e in c["evidence"]] == [
         "step-0002",
         "step-0001",
@@ -320,14 +338,14 @@ def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
     assert first["mined"]["with_pattern"] == [10, 10]
     more = write_runs(tmp_path / "more.jsonl", runs[10:12])
     add_runs(BuildOptions(inputs=[more], output=corpus))
-    again = frontmatter.load(corpus / "insight" / f"{first['id']}.md")
+    (again,) = [p for p in insight_pages(corpus) if p["id"] == first["id"]]
     assert again["mined"]["with_pattern"] == [10, 12] and again["mined"]["version"] == "v0002"
     assert len([p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]) == 1
     assert len((corpus / MINED_PATTERNS).read_bytes().splitlines()) == 40
     # Runs that break the pattern: successful refunds. It no longer holds, and is not shown.
     fixes = [shop_run(100 + n, 1, True, refund=True) for n in range(30)]
     add_runs(BuildOptions(inputs=[write_runs(tmp_path / "fixes.jsonl", fixes)], output=corpus))
-    gone = frontmatter.load(corpus / "insight" / f"{first['id']}.md")
+    (gone,) = [p for p in insight_pages(corpus) if p["id"] == first["id"]]
     assert gone["mined"]["holds"] is False and "**NO LONGER HOLDS.**" in gone.content
     assert "mined, NO LONGER HOLDS" in (corpus / "insight" / "_index.md").read_text()
     message = Memory.load(corpus).first_message("Order 3 arrived broken.")

@@ -115,9 +115,8 @@ def test_add_keeps_ids_and_compiles_only_new_runs(grown: tuple[Path, FakeLLM]) -
     assert frontmatter.load(new / "raw/step-0004/metadata.md")["attempt"] == 2
     index = (new / "insight/_index.md").read_text()
     assert "insight-0001" in index and "insight-0008" in index
-    assert (
-        "4 runs (2 succeeded, 2 failed), 4 compilations, 8 insights"
-        in (new / "_index.md").read_text()
+    assert "4 runs (2 succeeded, 2 failed), 4 compilations, 8 lessons" in " ".join(
+        (new / "_index.md").read_text().split()
     )
 
 
@@ -208,8 +207,8 @@ def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> Non
     code, out, err = run(["verify", str(corpus), "--all"])
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "v0001: ok: 28 files match the manifest",
-        "v0002: ok: 32 files match the manifest",
+        "v0001: ok: 31 files match the manifest",
+        "v0002: ok: 36 files match the manifest",
     ]
     code, out, err = run(["-q", "add", str(corpus), str(more)])
     assert (code, out) == (0, "")

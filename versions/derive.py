@@ -84,7 +84,14 @@ def derive_version(
     name = store.next_name()
     with staging(store.staging(name)) as root, CorpusWriter(root) as writer:
         layout = base.layout(root)
-        replaced = {layout.insight_rel(parse_insight(ident)) for ident in change.insights}
+        replaced = {
+            rel
+            for ident in change.insights
+            for rel in (
+                layout.insight_rel(parse_insight(ident)),
+                layout.insight_data_rel(parse_insight(ident)),
+            )
+        }
         for rel in change.files:
             if rel in base.manifest.files:
                 raise CorpusError(f"internal error: {rel} is already in {base.name}")
@@ -97,7 +104,7 @@ def derive_version(
             if number not in rows:
                 raise CorpusError(f"internal error: no {ident} in {base.name}")
             rows[number].status = header.status
-            writer.write(layout.insight_rel(number), render.insight_page(header, guideline))
+            writer.write_files(render.insight_files(header, guideline))
         for rel, data in sorted(change.files.items()):
             writer.write(rel, data)
         manifest = base.manifest
@@ -153,7 +160,14 @@ def write_view(
     dest.mkdir(parents=True)
     layout = base.layout(dest)
     with CorpusWriter(dest) as writer:
-        skipped = {layout.insight_rel(parse_insight(ident)) for ident in hidden | set(replaced)}
+        skipped = {
+            rel
+            for ident in hidden | set(replaced)
+            for rel in (
+                layout.insight_rel(parse_insight(ident)),
+                layout.insight_data_rel(parse_insight(ident)),
+            )
+        }
         for rel, file_hash in base.manifest.files.items():
             if (
                 rel not in skipped
@@ -169,7 +183,7 @@ def write_view(
                 continue
             if ident in replaced:
                 header, guideline = replaced[ident]
-                writer.write(layout.insight_rel(row.number), render.insight_page(header, guideline))
+                writer.write_files(render.insight_files(header, guideline))
                 row = dataclasses.replace(row, status=header.status)
             rows.append(row)
         for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):

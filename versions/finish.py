@@ -162,6 +162,7 @@ def finish_version(
                 compilations=compilations,
                 insights=len(insight_rows),
                 failed_steps=[row.step for row in rows if not row.compiled],
+                divergences=sum(row.pattern == render.DIVERGENCE for row in insight_rows),
             ),
         ),
     )

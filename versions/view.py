@@ -18,9 +18,10 @@ from pathlib import Path
 
 import orjson
 
-from wikitrace.corpus_schema import CorpusError, InputError, Layout
+from wikitrace.corpus_schema import CorpusError, InputError, Layout, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
+from wikitrace.corpus_schema.records import CompilationHeader
 from wikitrace.corpus_schema.render import InsightRow
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
@@ -84,8 +85,28 @@ def leave_out(
     for step in gone_steps:
         prefix = layout.raw_dir_rel(step) + "/"
         gone_files |= {rel for rel in base.manifest.files if rel.startswith(prefix)}
-        gone_files.add(layout.compilation_rel(step))
-    gone_files |= {layout.insight_rel(parse_insight(ident)) for ident in gone_insights}
+        gone_files |= {layout.compilation_rel(step), layout.compilation_data_rel(step)}
+    gone_files |= {
+        rel
+        for ident in gone_insights
+        for rel in (
+            layout.insight_rel(parse_insight(ident)),
+            layout.insight_data_rel(parse_insight(ident)),
+        )
+    }
+    # A run left in that a left-out mined lesson rests on: its compilation names it no more.
+    naming = {
+        parse_step(step)
+        for ident in gone_insights
+        for step in base.insights[ident].header.rests_on
+        if base.insights[ident].header.mined is not None
+    } - gone_steps
+    renamed = {step for step in naming if layout.compilation_rel(step) in base.manifest.files}
+    gone_files |= {
+        rel
+        for step in renamed
+        for rel in (layout.compilation_rel(step), layout.compilation_data_rel(step))
+    }
     records = _records_naming(base, excluded | set(gone_insights))
     gone_files |= records
     report = ViewReport(
@@ -103,6 +124,11 @@ def leave_out(
         for rel, file_hash, _ in base.kept_files():
             if rel not in gone_files:
                 writer.copy(rel, base.root / rel, file_hash)
+        for step in sorted(renamed):
+            page = read.read_page(base.root, layout.compilation_rel(step), CompilationHeader)
+            writer.write_files(
+                render.with_mined(layout, page.header, page.body, dropped=set(gone_insights))
+            )
         if MINED_PATTERNS in base.manifest.files:
             writer.write(MINED_PATTERNS, _patterns_without(base, gone_steps))
         manifest = base.manifest

@@ -33,9 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from toyenv import TASKS, Task, episode
 
-_GUIDELINE = re.compile(r"^\*\*Guideline\.\*\* (.*)$", re.M)
-_APPLIES = re.compile(r"^\*\*Applies when\.\*\* (.*)$", re.M)
-_PRECONDITION = re.compile(r"^- precondition: (.*)$", re.M)
+# A paragraph runs on over wrapped lines (a list item's indented) to a blank line or an item.
+_GUIDELINE = re.compile(r"^\*\*Guideline\.\*\* (.*(?:\n(?!- )\S.*)*)", re.M)
+_APPLIES = re.compile(r"^\*\*Applies when\.\*\* (.*(?:\n(?!- )\S.*)*)", re.M)
+_PRECONDITION = re.compile(r"^- precondition: (.*(?:\n  \S.*)*)", re.M)
 _STATUS = re.compile(r"^status: (\w+)$", re.M)
 
 
@@ -77,7 +78,11 @@ def lessons(memory: str) -> list[Lesson]:
             continue
         precondition = _PRECONDITION.search(text) or _APPLIES.search(text)
         found.append(
-            Lesson(page.stem, guideline.group(1), precondition.group(1) if precondition else "")
+            Lesson(
+                page.stem,
+                " ".join(guideline.group(1).split()),
+                " ".join(precondition.group(1).split()) if precondition else "",
+            )
         )
     return found
 
