@@ -17,12 +17,14 @@ is retired when an anytime-valid test (control.sequential.Watch) shows its viola
 `max_violation_rate`: checked after every report, a lesson violated no more often than that
 is retired with chance at most `alpha`. Retirement makes a new version: the insight is
 marked retired (kept on record, never shown again) with a decision page, and every report line
-behind it (this call's and earlier ones') copied in.
+behind it (this call's and earlier ones') copied in. A call killed once that version was made is
+finished by running it again, which never retires the same insight a second time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from wikitrace.corpus_schema import manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
@@ -44,9 +47,12 @@ from wikitrace.versions import (
     open_store,
     write_json,
 )
+from wikitrace.versions.store import Store, left_unrecorded, record_left
 
 from . import stats
 from .sequential import Watch
+
+log = logging.getLogger(__name__)
 
 WATCHED_STATUSES = ("committed", "ungated")
 """What an agent is shown, so what monitoring watches."""
@@ -95,7 +101,8 @@ class InsightRecord:
 class MonitorReport:
     records: list[InsightRecord] = field(default_factory=list)
     version: str | None = None
-    """The version that retires insights; None when none is retired."""
+    """The version that retires insights (or that an interrupted call made, and this one
+    finished); None when none is retired."""
     monitored: str | None = None
     new_reports: int = 0
     """Reports this call counted for the first time (the others were counted before)."""
@@ -128,12 +135,36 @@ def base_failures(base: FrozenVersion) -> Callable[[str | None], float]:
     return rate
 
 
+def _finish_interrupted(store: Store, *, deploy: bool) -> FrozenVersion | None:
+    """A monitoring call killed once its version was made, before the history said so (and
+    before its record of the reports was written): that version is placed as it would have
+    been (`left_unrecorded`, as `add` does), and this call counts on from it, so its insights
+    are not retired a second time in another version. None when there is none."""
+    name = left_unrecorded(store, decided_by="monitor")
+    if name is None:
+        return None
+    root = store.version_path(name)
+    found = manifest.load(root)
+    reason = found.version.changes.reason if found.version else "monitoring"
+    record_left(
+        store,
+        name,
+        deploy=deploy,
+        reason=f"{reason} (an interrupted monitoring call, finished)",
+        event="monitored",
+    )
+    log.warning("%s was made by a monitoring call that was interrupted: finished it", name)
+    seal, rows = store.sidecars(name)
+    return FrozenVersion.load(name, root, seal=seal, rows=rows)
+
+
 def monitor_corpus(
     pointer: Path, reports: list[Path], options: MonitorOptions, *, deploy: bool = True
 ) -> MonitorReport:
     with build_lock(pointer):
         store = open_store(pointer)
-        base = FrozenVersion.current(store)
+        finished = _finish_interrupted(store, deploy=deploy)
+        base = finished or FrozenVersion.current(store)
         current, pages = base.name, base.insights
         state: MonitorState = load_model(
             store.monitor_state_path, MonitorState, default=MonitorState()
@@ -202,7 +233,10 @@ def monitor_corpus(
                 log_evidence=watches[ident].test.log_wealth,
             )
         result = MonitorReport(
-            records=list(records.values()), monitored=current, new_reports=new_reports
+            records=list(records.values()),
+            version=finished.name if finished else None,
+            monitored=current,
+            new_reports=new_reports,
         )
         retiring = [r for r in result.records if r.retire]
         if not retiring:

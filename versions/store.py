@@ -368,13 +368,17 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def left_unrecorded(store: Store, sources: list[str]) -> str | None:
+def left_unrecorded(
+    store: Store, sources: list[str] | None = None, *, decided_by: str | None = None
+) -> str | None:
     """The version a killed `add` of the same inputs (`sources`, as its build report names
-    them) left behind: moved into the store on top of the current version, or already made
-    current, but never recorded in the history (the kill came before the pointer moved, or
-    before the history said so). Running the add again finishes it (`record_left`) instead
-    of making the same version a second time. None when there is none, or when the history
-    cannot be read (then nothing can be told apart, and the add goes on as usual)."""
+    them), or a killed gate or monitoring call (`decided_by`: "gate" or "monitor", the key of
+    its decisions in the version's report), left behind: moved into the store on top of the
+    current version, or already made current, but never recorded in the history (the kill
+    came before the pointer moved, or before the history said so). Running the command again
+    finishes it (`record_left`) instead of making the same version a second time. None when
+    there is none, or when the history cannot be read (then nothing can be told apart, and
+    the command goes on as usual)."""
     try:
         recorded = {entry.version for entry in store.history()}
     except CorpusError:
@@ -389,7 +393,12 @@ def left_unrecorded(store: Store, sources: list[str]) -> str | None:
         except CorpusError:
             continue
         info = found.version
-        if info is None or info.changes.runs == 0 or found.build.get("sources") != sources:
+        if info is None:
+            continue
+        if decided_by is not None:
+            if info.changes.runs or decided_by not in found.build:
+                continue  # not made by such a decision
+        elif info.changes.runs == 0 or found.build.get("sources") != sources:
             continue  # not made by an add of these inputs
         if name == current:
             return name
@@ -398,16 +407,18 @@ def left_unrecorded(store: Store, sources: list[str]) -> str | None:
     return None
 
 
-def record_left(store: Store, name: str, *, deploy: bool, reason: str) -> None:
+def record_left(
+    store: Store, name: str, *, deploy: bool, reason: str, event: Event = "added"
+) -> None:
     """Finish placing version `name`, which `left_unrecorded` found: deploy it (or record that
     it is current, when the pointer had moved) or record it as a candidate, as `place` would
-    have done."""
+    have done; `event` is what the history says of a deployed one (added, gated, monitored)."""
     found = manifest.load(store.version_path(name))
     parent = found.version.parent if found.version else None
     if deploy and store.current() != name:
-        store.deploy(name, event="added", reason=reason)
+        store.deploy(name, event=event, reason=reason)
         return
-    event: Event = "added" if store.current() == name else "candidate"
+    event = event if store.current() == name else "candidate"
     store.record(
         HistoryEntry(time=now(), event=event, version=name, previous=parent, reason=reason)
     )
