@@ -1,38 +1,75 @@
-"""Benchmark an offline build as the corpus grows: time against a plain write of the same
-files, and peak memory, each size in a fresh process.
+"""Benchmark an offline build as the corpus grows: time against a plain write and a `cp -r`
+of the same files, and peak memory, each size in a fresh process.
 
 For each --runs size: write synthetic runs (benchmarks/build_bench.py's), build them offline
-in a child process (its peak RSS is the build's), then write the same files plainly (open,
-write, close: no hashing, no rendering) and print both times and their ratio. Asserts nothing.
+in a child process once for each --workers count (its peak RSS is the build's process's; its
+CPU time counts its worker processes'), then copy the corpus with `cp -r` and write the same
+files plainly (open, write, close: no hashing, no rendering) and print the times and ratios.
+Asserts nothing. The scratch folder is the system's temporary folder unless --dir.
 
     python benchmarks/scale_bench.py [--runs 1000 10000 50000 200000] [--turns 12]
+        [--workers 1 2] [--dir /dev/shm]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_bench import plain_write, remove_work, write_runs
 
+
+def _spin(seconds: float) -> int:
+    """Pure Python work for about `seconds` of CPU; the loops it made."""
+    loops = 0
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        total = 0
+        for number in range(10_000):
+            total += number * number
+        loops += 1
+    return loops
+
+
+def parallel_capacity(seconds: float = 1.0) -> float:
+    """How much more pure Python work two processes get done at once than one, now: about
+    2 on two idle cores, less while other processes use them (what bounds --workers)."""
+    started = time.perf_counter()
+    alone = _spin(seconds) / (time.perf_counter() - started)
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
+        list(pool.map(_spin, [0.01, 0.01]))  # started
+        started = time.perf_counter()
+        together = sum(pool.map(_spin, [seconds, seconds])) / (time.perf_counter() - started)
+    return together / alone
+
+
 CHILD = """
-import sys, time
+import sys, time, resource
+from multiprocessing import forkserver
 from pathlib import Path
 from wikitrace.compiler import BuildOptions, build_corpus
 started = time.perf_counter()
-build_corpus(BuildOptions(inputs=[Path(sys.argv[1])], output=Path(sys.argv[2])))
+options = BuildOptions(inputs=[Path(sys.argv[1])], output=Path(sys.argv[2]))
+options.workers = int(sys.argv[3])
+build_corpus(options)
 seconds = time.perf_counter() - started
 # VmHWM, not ru_maxrss: a forked child's ru_maxrss starts at its parent's size.
 peak = next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]
-print(seconds, peak)
+# The workers are the fork server's children: stopping it (it waits for them) counts their CPU.
+forkserver._forkserver._stop()
+own = resource.getrusage(resource.RUSAGE_SELF)
+others = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(seconds, peak, own.ru_utime + own.ru_stime, others.ru_utime + others.ru_stime)
 """
 
 
@@ -40,23 +77,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10_000, 50_000, 200_000])
     parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="build each size once with each count of worker processes (build --workers)",
+    )
+    parser.add_argument("--dir", type=Path, help="the scratch folder's parent (a tmpfs, say)")
     args = parser.parse_args()
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; two processes do {parallel_capacity():.2f}x the "
+        "work of one (2 on two idle cores)",
+        flush=True,
+    )
     for count in args.runs:
-        work = Path(tempfile.mkdtemp(prefix="wikitrace-scale-"))
+        work = Path(tempfile.mkdtemp(prefix="wikitrace-scale-", dir=args.dir))
         try:
             runs_file = work / "runs.jsonl"
             write_runs(runs_file, count, args.turns)
             size = runs_file.stat().st_size / 1e6
-            corpus = work / "corpus"
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(runs_file), str(corpus)],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-            )
-            build_s, peak_kb = done.stdout.split()
+            builds = []
+            for attempt, workers in enumerate(args.workers):
+                corpus = work / f"corpus-{attempt}"
+                done = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(runs_file), str(corpus), str(workers)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+                )
+                build_s, peak_kb, own_cpu, worker_cpu = map(float, done.stdout.split())
+                builds.append((workers, build_s, peak_kb, own_cpu, worker_cpu))
             root = corpus.resolve()
+            started = time.perf_counter()
+            subprocess.run(["cp", "-r", str(root), str(work / "copy")], check=True)
+            copy_s = time.perf_counter() - started
             # The files are read a part at a time (about 256 MB), and only their writing is
             # timed: at 200,000 runs all of them at once were 5 GB of this process.
             written = plain_s = 0.0
@@ -74,12 +130,20 @@ def main() -> None:
                     written += held / 1e6
                     part, held = {}, 0
             print(
-                f"{count} runs ({size:.0f} MB in, {written:.0f} MB written): offline build "
-                f"{float(build_s):.2f} s, plain write of the same files {plain_s:.2f} s, ratio "
-                f"{float(build_s) / plain_s:.1f}x (target <= 2x); peak memory of the build "
-                f"{int(peak_kb) / 1024:.0f} MB (target <= 300 MB)",
+                f"{count} runs ({size:.0f} MB in, {written:.0f} MB written): cp -r of the "
+                f"corpus {copy_s:.2f} s, plain write of the same files {plain_s:.2f} s",
                 flush=True,
             )
+            for workers, build_s, peak_kb, own_cpu, worker_cpu in builds:
+                print(
+                    f"  --workers {workers}: offline build {build_s:.2f} s "
+                    f"({build_s / copy_s:.2f}x cp -r, {build_s / plain_s:.1f}x the plain "
+                    f"write; target <= 2x), CPU {own_cpu:.2f} s in the build's process + "
+                    f"{worker_cpu:.2f} s in its workers ({(own_cpu + worker_cpu) / count * 1e3:.2f}"
+                    f" ms a run); peak memory of the build's process {peak_kb / 1024:.0f} MB "
+                    "(target <= 300 MB)",
+                    flush=True,
+                )
         finally:
             remove_work(work)
 

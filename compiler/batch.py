@@ -34,6 +34,7 @@ import orjson
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.store import atomic_write
 
+from .fast_path import FastClient
 from .llm import CachedLLM, LiteLLMClient, LLMCallError, LLMReply, Message, ResponseCache
 
 log = logging.getLogger(__name__)
@@ -482,9 +483,13 @@ def _error_text(error: Any) -> str:
 
 
 def batch_model(cached: CachedLLM, settings: BatchSettings, *, say: Say | None = None) -> BatchLLM:
-    """`cached` (a cached litellm client) answering through batches."""
-    if not isinstance(cached.inner, LiteLLMClient):
+    """`cached` (a cached litellm client, or the fast path's: litellm batches for the same
+    settings) answering through batches."""
+    inner = cached.inner
+    if isinstance(inner, FastClient):
+        inner = LiteLLMClient(inner.settings)
+    if not isinstance(inner, LiteLLMClient):
         raise WikitraceError("--batch needs a model reached through litellm")
-    api = BatchAPI(cached.inner)
+    api = BatchAPI(inner)
     api.check()
     return BatchLLM(cached, api, settings, say=say)

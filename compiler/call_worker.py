@@ -1,16 +1,19 @@
-"""Model calls made by a worker process, so that litellm's work on each call (building the
-request, parsing and pricing the answer: about 3 ms of CPU a call) runs on another core than
-the build's own (rendering prompts, checking answers, writing pages).
+"""Model calls made by a worker process, so that the client's work on each call (building the
+request, parsing the answer: litellm spends 3 to 10 ms of CPU a call, the fast path's one
+shared HTTP client about 1 ms) runs on another core than the build's own (rendering prompts,
+checking answers, writing pages).
 
 With many calls in flight the answers arrive together and queue for one event loop; with the
 calls in a worker, the two halves of that work no longer wait for each other. The worker is a
 child process (`python -m wikitrace.compiler.call_worker FD FD`, its ends of the two socket
-pairs below) that imports litellm and runs
-`LiteLLMClient` (backoff, errors and all) on its own event loop. The two talk over a socket
-pair in frames of JSON (a 4-byte length, then the bytes):
+pairs below) that runs `clients.make_client`'s client (backoff, errors and all) on its own event
+loop: compiler/fast_path.py's for a plain OpenAI-compatible endpoint (litellm not imported),
+else `LiteLLMClient`. The two talk over a socket pair in frames of JSON (a 4-byte length,
+then the bytes):
 
-- builder to worker: the settings first; the worker answers `{"ready": null}` once litellm
-  is imported and the model checked (a known provider, its key set), or `{"refused": "..."}`;
+- builder to worker: the settings first; the worker answers `{"ready": null}` once its client
+  is made and the model checked (litellm imported, a known provider, its key set), or
+  `{"refused": "..."}`;
 - then `{"id": n, "messages": [...]}` a call, answered by `{"id": n, "reply": {...}}` or
   `{"id": n, "error": "...", "fatal": b}`, in the order the answers come;
 - `{"log": [level, logger, message]}` for what the worker's client logs (a retry, say), which
@@ -18,8 +21,8 @@ pair in frames of JSON (a 4-byte length, then the bytes):
 
 A second socket pair counts tokens (`{"count": text}`, answered `{"tokens": n}`), one at a
 time and waited for: a count is asked in the middle of fitting a prompt, which does not wait
-on the event loop. So litellm is imported by the worker only. The worker ends when the first
-socket closes: when the builder closes it, or dies, even killed.
+on the event loop. So litellm is imported by the worker only, if at all. The worker ends when
+the first socket closes: when the builder closes it, or dies, even killed.
 
 `WorkerPool` runs several workers, for when one worker's core is the limit (litellm spends 3
 to 10 ms of CPU a call): each call goes to the worker with the fewest calls waiting.
@@ -40,11 +43,16 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .llm import LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
+from .clients import make_client
+from .fast_path import takes_fast_path
+from .llm import Client, LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
+
+if TYPE_CHECKING:
+    from .report import BuildOptions
 
 _LENGTH = struct.Struct(">I")
 
@@ -117,25 +125,7 @@ class WorkerLLM:
             raise self._refused
         if self._process is not None:
             return
-        calls, counts = socket.socketpair(), socket.socketpair()
-        theirs = [calls[1].fileno(), counts[1].fileno()]
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", __name__, *map(str, theirs)],
-                pass_fds=theirs,
-                stdin=subprocess.DEVNULL,
-            )
-        except OSError as error:
-            calls[0].close()
-            counts[0].close()
-            raise LLMCallError(
-                f"{self.model}: cannot start the process that makes the model calls ({error})",
-                fatal=True,
-            ) from None
-        finally:
-            calls[1].close()
-            counts[1].close()
-        self._socket, self._counts = calls[0], counts[0]
+        self._process, self._socket, self._counts = _take_spare() or _spawn(self.model)
         self._socket.sendall(_frame(dataclasses.asdict(self.settings)))
         self._ready = False
 
@@ -201,7 +191,9 @@ class WorkerLLM:
         return self._connection
 
     def close(self) -> None:
-        """Stop the worker: closing the socket ends it; it is killed if it has not gone in 5 s."""
+        """Stop the worker: closing the socket ends it; it is killed if it has not gone in 5 s.
+        Spares no worker took go too: the build that started them is over."""
+        _end_spares()
         self._connection = None
         for sock in (self._socket, self._counts):
             if sock is not None:
@@ -214,6 +206,75 @@ class WorkerLLM:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+
+
+def _spawn(model: str) -> tuple[subprocess.Popen[bytes], socket.socket, socket.socket]:
+    """A worker process, waiting for its settings: it and the builder's ends of its sockets."""
+    calls, counts = socket.socketpair(), socket.socketpair()
+    theirs = [calls[1].fileno(), counts[1].fileno()]
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", __name__, *map(str, theirs)],
+            pass_fds=theirs,
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as error:
+        calls[0].close()
+        counts[0].close()
+        raise LLMCallError(
+            f"{model}: cannot start the process that makes the model calls ({error})",
+            fatal=True,
+        ) from None
+    finally:
+        calls[1].close()
+        counts[1].close()
+    return process, calls[0], counts[0]
+
+
+_spares: list[tuple[subprocess.Popen[bytes], socket.socket, socket.socket]] = []
+"""Workers started before their model was made (`start_spares`), for `WorkerLLM.start`."""
+
+
+def start_spares(options: BuildOptions, llm: Any = None) -> None:
+    """Start the call workers a build will use while it reads its inputs, so that the first
+    call does not wait for one to start (Python and our modules: about 0.3 s). Only where a
+    worker is cheap, on the fast path: a litellm worker imports litellm (8 s, 225 MB), which a
+    rebuild answered by the cache must not pay, so it starts on the first call. A spare not
+    taken ends with the build's model (`WorkerLLM.close`), or with this process."""
+    if llm is not None or options.offline or options.batch or options.call_workers < 1:
+        return
+    model = LLMSettings(model=options.model, api_base=options.api_base)
+    if not takes_fast_path(dataclasses.replace(model, fast_path=options.fast_path)):
+        return
+    with contextlib.suppress(LLMCallError):  # then the first call says why
+        while len(_spares) < options.call_workers:
+            _spares.append(_spawn(options.model))
+
+
+def _take_spare() -> tuple[subprocess.Popen[bytes], socket.socket, socket.socket] | None:
+    while _spares:
+        spare = _spares.pop()
+        if spare[0].poll() is None:
+            return spare
+        _end(*spare)
+    return None
+
+
+@atexit.register
+def _end_spares() -> None:
+    while _spares:
+        _end(*_spares.pop())
+
+
+def _end(process: subprocess.Popen[bytes], *sockets: socket.socket) -> None:
+    """A worker waiting for its settings ends once its socket closes."""
+    for sock in sockets:
+        sock.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class WorkerPool:
@@ -262,6 +323,17 @@ class WorkerPool:
     def close(self) -> None:
         for worker in self.workers:
             worker.close()
+
+
+def worker_client(settings: LLMSettings, workers: int) -> WorkerLLM | WorkerPool | None:
+    """What makes the calls for `clients.connect`: one worker process, a pool of `workers`, or
+    None (0: the calls are made in the caller's process). Nothing starts before the first
+    call or count."""
+    if workers == 1:
+        return WorkerLLM(settings)
+    if workers > 1:
+        return WorkerPool(settings, workers)
+    return None
 
 
 class _Connection:
@@ -343,7 +415,7 @@ class _Forward(logging.Handler):
             self.handleError(record)
 
 
-def _count(client: LiteLLMClient, sock: socket.socket) -> None:
+def _count(client: Client, sock: socket.socket) -> None:
     """Answer token counts, one at a time, until the builder closes the socket."""
     while True:
         try:
@@ -358,8 +430,14 @@ def _count(client: LiteLLMClient, sock: socket.socket) -> None:
 
 
 async def _serve(sock: socket.socket, counts: socket.socket) -> None:
+    import httpx  # noqa: F401  (either client's; imported while a spare waits for its settings)
+
     reader, writer = await asyncio.open_connection(sock=sock)
-    client = LiteLLMClient(LLMSettings(**await _read(reader)))
+    try:
+        settings = LLMSettings(**await _read(reader))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return  # a spare no model took
+    client = make_client(settings)
     try:
         client.preflight()
     except LLMCallError as error:

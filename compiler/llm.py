@@ -1,6 +1,7 @@
-"""Our LLM boundary: a small protocol, the litellm client behind it, and a response cache.
+"""Our LLM boundary: a small protocol, the litellm client behind it (or the fast path's own
+HTTP client, for a plain OpenAI-compatible server: compiler/fast_path.py), and a response cache.
 
-litellm is imported only when a client is made: it takes seconds to import.
+litellm is imported only when a client calls or counts with it: it takes seconds to import.
 """
 
 from __future__ import annotations
@@ -15,16 +16,13 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.render import shortened
-from wikitrace.corpus_schema.store import atomic_write
-
-if TYPE_CHECKING:
-    from .call_worker import WorkerLLM, WorkerPool
+from wikitrace.corpus_schema.store import atomic_write, check_output
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +66,14 @@ class LLM(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
 
+class Client(LLM, Protocol):
+    """A model not yet called, which can check it is reachable before the first call: this
+    module's LiteLLMClient, fast_path's FastClient, or call_worker's WorkerLLM and WorkerPool
+    (a process of their own)."""
+
+    def preflight(self) -> None: ...
+
+
 @dataclass
 class LLMSettings:
     model: str
@@ -83,6 +89,52 @@ class LLMSettings:
     reasoning_effort: str | None = None
     """low, medium or high, for a reasoning model (litellm's `reasoning_effort`; dropped for a
     model that has none)."""
+    fast_path: bool = True
+    """Call a plain OpenAI-compatible endpoint with our own HTTP client (compiler/fast_path.py)
+    rather than through litellm, where it is sure to send and read the same. Not part of the
+    cache key: the requests and replies are the same."""
+
+
+class Transient(Exception):
+    """One attempt of a call failed in a way worth retrying: a rate limit, a time-out, a server
+    error, a lost connection. `kind` names it as litellm's exceptions do (RateLimitError, ...)."""
+
+    def __init__(self, kind: str, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.retry_after = retry_after
+        """What the server's Retry-After header asks for, in seconds; None without one."""
+
+
+async def with_backoff(
+    settings: LLMSettings,
+    attempt: Callable[[], Awaitable[Any]],
+    sleep: Callable[[float], Awaitable[None]],
+) -> tuple[Any, int]:
+    """`attempt()`'s result and the attempts made: a Transient is retried after the delay its
+    server asked for, else after exponential backoff with jitter, up to `max_retries` times;
+    then the call fails for good. Any other error goes through at once."""
+    number = 0
+    while True:
+        number += 1
+        try:
+            return await attempt(), number
+        except Transient as error:
+            if number > settings.max_retries:
+                raise LLMCallError(
+                    f"{settings.model}: gave up after {number} attempts: {error.kind}: "
+                    f"{error.detail}"
+                ) from None
+            delay = error.retry_after
+            if delay is None:
+                # Exponential with jitter, so that N concurrent calls do not retry in step.
+                delay = min(
+                    settings.backoff_cap_seconds, settings.backoff_seconds * 2 ** (number - 1)
+                )
+                delay *= 0.5 + random.random() / 2
+            log.info("%s: %s, retrying in %.1fs", settings.model, error.kind, delay)
+            await sleep(delay)
 
 
 def _import_litellm() -> Any:
@@ -220,25 +272,14 @@ class LiteLLMClient:
             kwargs["response_format"] = {"type": "json_object"}
         if s.reasoning_effort:
             kwargs["reasoning_effort"] = s.reasoning_effort
-        attempt = 0
-        while True:
-            attempt += 1
+
+        async def attempt() -> Any:
             try:
-                response = await self._litellm.acompletion(**kwargs)
-                break
+                return await self._litellm.acompletion(**kwargs)
             except self._transient as error:
-                if attempt > s.max_retries:
-                    raise LLMCallError(
-                        f"{s.model}: gave up after {attempt} attempts: {type(error).__name__}: "
-                        f"{_short(error)}"
-                    ) from None
-                delay = self._retry_after(error)
-                if delay is None:
-                    # Exponential with jitter, so that N concurrent calls do not retry in step.
-                    delay = min(s.backoff_cap_seconds, s.backoff_seconds * 2 ** (attempt - 1))
-                    delay *= 0.5 + random.random() / 2
-                log.info("%s: %s, retrying in %.1fs", s.model, type(error).__name__, delay)
-                await self._sleep(delay)
+                raise Transient(
+                    type(error).__name__, _short(error), self._retry_after(error)
+                ) from None
             except self._fatal as error:
                 raise LLMCallError(
                     f"{s.model}: {type(error).__name__}: {_short(error)}", fatal=True
@@ -246,6 +287,8 @@ class LiteLLMClient:
             except Exception as error:
                 # litellm raises its own errors for bad model names and provider setup.
                 raise LLMCallError(f"{s.model}: {type(error).__name__}: {_short(error)}") from None
+
+        response, attempts = await with_backoff(s, attempt, self._sleep)
         choice = response.choices[0]
         text = choice.message.content or ""
         usage = getattr(response, "usage", None)
@@ -256,7 +299,7 @@ class LiteLLMClient:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost_usd=float(cost) if cost is not None else None,
-            attempts=attempt,
+            attempts=attempts,
         )
 
 
@@ -375,6 +418,10 @@ class ResponseCache:
     """Replies that could not be saved (disk full, no permission): used all the same."""
     _made: set[Path] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        # Never inside a corpus or its store of versions: they are frozen.
+        check_output(self.root, "--cache-dir")
+
     @staticmethod
     def key(identity: dict[str, Any], messages: list[Message]) -> str:
         blob = orjson.dumps(
@@ -488,34 +535,6 @@ class CachedLLM:
                     error.strerror or error,
                 )
         return reply
-
-
-def connect(settings: LLMSettings, cache_dir: Path | None = None, *, workers: int = 0) -> LLM:
-    """The model `settings` name, reachable and with its credentials checked before anything
-    is sent (an unreachable --api-base, an unknown provider or a missing key is an error now,
-    not after the first run); its replies cached in `cache_dir` unless None. With `workers`,
-    the calls are made by that many worker processes (compiler/call_worker.py), none in this
-    process: stop them with `close`."""
-    check_key(settings.model, settings.api_base)
-    if settings.api_base:
-        check_reachable(settings.api_base)
-    client: LiteLLMClient | WorkerLLM | WorkerPool
-    if workers == 1:
-        from .call_worker import WorkerLLM
-
-        client = WorkerLLM(settings)
-    elif workers > 1:
-        from .call_worker import WorkerPool
-
-        client = WorkerPool(settings, workers)
-    else:
-        client = LiteLLMClient(settings)
-    if cache_dir is None:
-        client.preflight()
-        return client
-    # Checked before the first call or token count the cache cannot answer: a rebuild whose
-    # every answer is cached never imports litellm.
-    return CachedLLM(client, ResponseCache(cache_dir))
 
 
 def close(llm: LLM | None) -> None:

@@ -250,7 +250,8 @@ def test_a_rebuild_from_the_cache_never_imports_litellm(
 ) -> None:
     """Every reply and every token count is cached after the first build: the second, in a
     fresh process, neither calls the model nor imports litellm (8 s, 190 MiB), in its own
-    process or in a worker's (it starts none)."""
+    process or in a worker's (it starts none). Through litellm: the fast path imports it for
+    neither build (tests/test_fast_path.py)."""
     import subprocess
     import sys
 
@@ -266,7 +267,7 @@ def test_a_rebuild_from_the_cache_never_imports_litellm(
             "from wikitrace.cli.main import main\n"
             f"main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / name)!r}, "
             f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
-            f"'--cache-dir', {str(tmp_path / 'cache')!r}, "
+            f"'--cache-dir', {str(tmp_path / 'cache')!r}, '--no-fast-path', "
             f"{'--call-worker' if worker else '--no-call-worker'!r}])\n"
             "print('litellm' in sys.modules, any('call_worker' in a for a in started))\n"
         )

@@ -1,0 +1,237 @@
+"""`build --workers N`: an offline build's per-run work in worker processes (compiler/pool.py)
+makes the very corpus the build's own process makes, and a stopped build leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler.pool import worker_count
+from wikitrace.corpus_schema import verify
+from wikitrace.versions import Store
+
+from helpers import make_run, write_runs
+
+WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's published example key: redacted as an AWS key
+VOLATILE = {"created", "checksum"}
+"""What two builds of the same runs differ in: when each was made (and so the checksum)."""
+
+
+def varied_runs(count: int, seed: int) -> list[dict[str, Any]]:
+    """Runs unlike each other in the ways a build treats differently: tasks with both
+    outcomes (mined divergences), tools that fail, secrets to redact (the task id's too), an
+    attempt the log gives, a weak signal, and some runs given twice."""
+    rng = random.Random(seed)
+    runs: list[dict[str, Any]] = []
+    for _ in range(count):
+        task = f"task-{rng.randrange(count // 4)}"
+        turns: list[dict[str, Any]] = [{"role": "user", "content": f"Solve {task}."}]
+        for turn in range(rng.randrange(1, 7)):
+            if rng.random() < 0.5:
+                failed = rng.random() < 0.3
+                turns.append(
+                    {
+                        "role": "assistant",
+                        "content": "running it",
+                        "tool_calls": [
+                            {
+                                "name": rng.choice(["bash", "edit_file", "search"]),
+                                "arguments": {"command": f"pytest -q tests/t{turn}.py"},
+                                "metadata": {"is_error": failed},
+                            }
+                        ],
+                        "observation": "1 failed" if failed else "3 passed",
+                    }
+                )
+            else:
+                action = rng.choice(["go to shelf 1", "open drawer 2", "take mug", "look"])
+                seen = rng.choice(["You see a mug.", "Nothing happens.", "Error: no such item"])
+                if rng.random() < 0.1:
+                    seen += f" export AWS_ACCESS_KEY_ID={AWS_KEY}"
+                turns.append({"role": "assistant", "action": action, "observation": seen})
+        run = make_run(
+            f"{task}-{AWS_KEY}" if rng.random() < 0.02 else task,
+            success=rng.random() < 0.45,
+            turns=turns,
+            task_type=rng.choice(["pick", "clean", "heat", None]),
+        )
+        if rng.random() < 0.2:
+            run["metadata"] = {"attempt": rng.randrange(1, 4)}
+        elif rng.random() < 0.1:
+            run["metadata"] = {"weak_signals": {"error_words": rng.randrange(3)}}
+        runs.append(run)
+        if rng.random() < 0.05:
+            runs.append(json.loads(json.dumps(run)))  # the same run again: written once
+    return runs
+
+
+def corpus_files(corpus: Path) -> dict[str, bytes]:
+    """Every file of the version the pointer names, and the store's rows beside it; the
+    manifest as JSON less what differs between two builds of the same runs."""
+    root = corpus.resolve()
+    files = {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+    found = json.loads(files.pop("manifest.json"))
+    for key in VOLATILE:
+        found.pop(key)
+    found["build"].pop("seconds")
+    found["build"].pop("output")
+    files["manifest.json (less its times)"] = json.dumps(found, indent=1).encode()
+    # The rows the store keeps beside it, less the key of the manifest file as written.
+    head, rest = Store(corpus).rows_path(root.name).read_bytes().split(b"\n", 1)
+    files["rows"] = json.dumps({**json.loads(head), "manifest": None}).encode() + rest
+    return files
+
+
+def differences(one: dict[str, bytes], other: dict[str, bytes]) -> list[str]:
+    return sorted(name for name in one.keys() | other.keys() if one.get(name) != other.get(name))
+
+
+def worker_processes(mark: str) -> list[int]:
+    """The processes whose environment holds `mark` (what a build and its workers inherit)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone, or not ours to read
+                continue
+    return found
+
+
+def test_workers_build_the_same_bytes_as_the_build_s_own_process(tmp_path: Path) -> None:
+    runs = varied_runs(300, seed=3)
+    first = write_runs(tmp_path / "first.jsonl", runs)
+    # A second file holding some of the same runs: each is written once.
+    second = write_runs(tmp_path / "second.jsonl", runs[::7])
+    built = {}
+    for workers in (1, 2):
+        corpus = tmp_path / f"corpus-{workers}"
+        report = build_corpus(BuildOptions(inputs=[first, second], output=corpus, workers=workers))
+        assert verify(corpus).ok
+        built[workers] = corpus_files(corpus)
+    assert report.duplicates > len(runs[::7]) and report.redactions, report
+    assert report.mined and report.compiled == report.runs
+    assert len(built[1]) > 4 * report.runs
+    assert differences(built[1], built[2]) == []
+
+
+def test_an_add_with_workers_is_the_add_made_in_the_build_s_own_process(
+    tmp_path: Path,
+) -> None:
+    runs = varied_runs(160, seed=5)
+    old = write_runs(tmp_path / "old.jsonl", runs[:60])
+    new = write_runs(tmp_path / "new.jsonl", runs[40:])  # 20 runs the parent holds
+    added = {}
+    for workers in (1, 2):
+        corpus = tmp_path / f"corpus-{workers}"
+        build_corpus(BuildOptions(inputs=[old], output=corpus, workers=1))
+        report = add_runs(BuildOptions(inputs=[new], output=corpus, workers=workers))
+        assert report.version == "v0002" and report.duplicates >= 20
+        added[workers] = corpus_files(corpus)
+    assert differences(added[1], added[2]) == []
+
+
+def test_without_workers_given_a_small_build_stays_in_its_own_process() -> None:
+    assert worker_count(None, 999) == 1
+    assert worker_count(None, 1000) == worker_count(None, 10**6) >= 1
+    assert worker_count(3, 10) == 3 and worker_count(1, 10**6) == 1
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_an_interrupted_build_leaves_nothing_and_stops_its_workers(tmp_path: Path) -> None:
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(400, seed=7))
+    corpus = tmp_path / "corpus"
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 150:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_corpus(BuildOptions(inputs=[runs_file], output=corpus, workers=2), progress=interrupt)
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    assert server is not None  # the workers were started from it
+    assert children_of(server) == [], "a worker outlived its build"
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:  # gone
+            continue
+        if parent == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
+    """`wikitrace build --workers 2` in a process group of its own, as a terminal's Ctrl-C
+    reaches it, once its workers write pages; `mark` in the environment of all its
+    processes."""
+    build = subprocess.Popen(
+        [WIKITRACE, "build", str(runs_file), "-o", str(corpus), "--workers", "2"],
+        env={**os.environ, mark: "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    staging = Store(corpus).staging("v0001")
+    deadline = time.monotonic() + 60
+    while not (staging / "compilation").is_dir() and build.poll() is None:
+        assert time.monotonic() < deadline, "the build never started writing"
+        time.sleep(0.05)
+    assert len(worker_processes(mark)) >= 4  # the build, the fork server, its two workers
+    return build
+
+
+def none_left(mark: str) -> None:
+    """No process of the build's is left, within a few seconds."""
+    deadline = time.monotonic() + 10
+    while worker_processes(mark):  # the fork server ends once its workers have
+        assert time.monotonic() < deadline, "a worker outlived its build"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_ctrl_c_stops_the_build_and_its_workers_and_leaves_nothing(tmp_path: Path) -> None:
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(1500, seed=11))
+    mark = f"WIKITRACE_TEST_{uuid.uuid4().hex}"
+    build = building(runs_file, tmp_path / "corpus", mark)
+    os.killpg(build.pid, signal.SIGINT)
+    _, err = build.communicate(timeout=60)
+    assert build.returncode == 130, err
+    assert "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    none_left(mark)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_the_workers_of_a_killed_build_end(tmp_path: Path) -> None:
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(1500, seed=13))
+    mark = f"WIKITRACE_TEST_{uuid.uuid4().hex}"
+    build = building(runs_file, tmp_path / "corpus", mark)
+    build.kill()  # the build alone, with no time to stop anything
+    build.communicate(timeout=60)
+    none_left(mark)  # its staging folder is the next build's to clear (test_crash_safety)
