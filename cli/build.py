@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from .common import DetailedOption
 from .options import CompileSettings, compile_options, is_quiet, json_option, plural, print_json
 from .profiles import profile_option
 from .progress import Progress
@@ -78,12 +79,18 @@ def _summary(report: Any) -> str:
         f"left out, secrets redacted: {redacted}, "
         f"{report.seconds:.1f} s",
     ]
+    if report.read_only_insights:
+        lines.append(
+            f"  {plural(report.read_only_insights, 'insight')} resting on read content only "
+            "(text the agent read, not what it did): flagged on its page and in the first message"
+        )
     if report.mining is not None:
         mining = report.mining
         lines.append(
             f"  mined: {plural(mining['contrasts'], 'contrast lesson')} from "
             f"{plural(mining['patterns_tried'], 'pattern')} tried, "
-            f"{plural(mining['divergences'], 'divergence lesson')} (tasks with both outcomes)"
+            f"{plural(mining['divergences'], 'divergence')} between runs of one task (not "
+            "lessons: each is shown for its own task alone)"
             + (f", {plural(report.mined, 'page')} written" if report.mined else "")
         )
     if report.judged or report.abstained or report.judge_calls or report.judge_cache_hits:
@@ -221,23 +228,28 @@ def _points_at(pointer: Path) -> str | None:
     "--output",
     required=True,
     type=click.Path(path_type=Path, file_okay=False),
-    help="The corpus to create: a link to its first version, OUTPUT.versions/v0001 beside it "
-    "(the store of its versions). It appears only once the build is complete.",
+    cls=DetailedOption,
+    help="The corpus to create (it appears when complete).",
+    more="A link to its first version, OUTPUT.versions/v0001 beside it (the store of its "
+    "versions).",
 )
 @click.option(
     "--model",
     envvar=MODEL_ENV,
     default="offline",
     show_default=True,
-    help="Any model name litellm accepts (openai/gpt-4o-mini, anthropic/..., ollama/...), or "
-    f"'offline' for a mechanical compilation with no LLM (its only insights are mined ones). "
+    cls=DetailedOption,
+    help="A litellm model (openai/gpt-4o-mini, ...) or 'offline'.",
+    more="Offline, the compilation is mechanical and the only insights are mined ones. "
     f"Env: {MODEL_ENV}.",
 )
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace an existing corpus (all its versions). The old one stays current until the "
-    "new one is complete; a folder that is not a wikitrace corpus is never replaced.",
+    cls=DetailedOption,
+    help="Replace an existing corpus once the new one is complete.",
+    more="The old one stays current until then; a folder that is not a wikitrace corpus is "
+    "never replaced.",
 )
 @compile_options
 @profile_option("build")
@@ -252,32 +264,37 @@ def build_command(
 ) -> None:
     """Build a frozen evidence corpus from agent logs (files or folders).
 
-    INPUTS are trajectory files or folders of them, in any format `wikitrace convert --help`
-    lists (detected from content), or the native JSON Lines format. A run whose outcome is
-    nowhere (no label in the log, no --labels entry, no reward) is listed and left out.
-
-    Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation
-    (why it succeeded or failed, each claim quoting numbered turns) and up to 3 insights.
-    With --model offline (the default) no LLM is called: the compilation is mechanical.
-    With or without a model, lessons are also mined from contrasts between runs (--no-mine
-    turns it off): patterns of action that separate failed from successful runs of a task
-    type (Fisher's exact test, Benjamini-Hochberg corrected), and where a task's failed and
-    successful runs first diverged.
-
-    The corpus is version v0001: OUTPUT is a link to OUTPUT.versions/v0001, and `wikitrace add`
-    grows it into new versions beside it.
-
-    Prints the corpus folder on stdout (the report with --json) and the build report on
-    stderr. Exit 0 when every run compiled, 1 when some failed (the corpus is written and
-    lists them; rerun with --force to retry them, paying only for what is not cached),
-    2 for bad input (nothing written).
+    INPUTS are log files or folders, in any format `wikitrace convert --help` lists. Each run
+    gets its raw turns, a compilation (why it succeeded or failed, quoting numbered turns) and
+    up to 3 insights; --model offline (the default) calls no LLM. Prints the corpus folder
+    (the report with --json). Exit 0 when every run compiled, 1 when some failed, 2 for bad
+    input.
 
     \b
     Example:
       wikitrace build runs.jsonl -o corpus
-      wikitrace build results/gpt-4o-airline.json -o corpus          # tau-bench, detected
       wikitrace build trajs/ --labels reports/ -o corpus              # mini-swe-agent + SWE-bench
       wikitrace build runs.jsonl -o corpus --model openai/gpt-4o-mini
+    \f
+    A run whose outcome is nowhere (no label in the log, no --labels entry, no reward) is
+    listed and left out; the native JSON Lines format is read too.
+
+    Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation and
+    up to 3 insights. With --model offline the compilation is mechanical. With or without a
+    model, lessons are also mined from contrasts between runs (--no-mine turns it off):
+    patterns of action that separate failed from successful runs of a task type (Fisher's
+    exact test, Benjamini-Hochberg corrected), and where a task's failed and successful runs
+    first diverged.
+
+    The corpus is version v0001: OUTPUT is a link to OUTPUT.versions/v0001, and `wikitrace add`
+    grows it into new versions beside it.
+
+    When some runs failed to compile, the corpus is written and lists them; rerun with --force
+    to retry them, paying only for what is not cached. Bad input writes nothing.
+
+    \b
+    More examples:
+      wikitrace build results/gpt-4o-airline.json -o corpus          # tau-bench, detected
       wikitrace build runs.jsonl -o corpus --model openai/qwen --api-base http://localhost:8000/v1
     """
     from wikitrace.compiler import build_corpus

@@ -29,7 +29,8 @@ TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
 def _model_for(corpus: Path, api_base: str | None) -> Any:
     """The corpus's own model, for the one call that narrows a precondition (None offline)."""
-    from wikitrace.compiler.llm import LLMSettings, connect
+    from wikitrace.compiler.clients import connect
+    from wikitrace.compiler.llm import LLMSettings
     from wikitrace.compiler.offline import OFFLINE_MODEL
     from wikitrace.corpus_schema import manifest
 

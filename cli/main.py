@@ -5,17 +5,21 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import click
 
 from .build import build_command
+from .common import attach, set_verbosity
 from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
-from .options import set_verbosity
+from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
+from .search import search_command
+from .settings import FILE_NAME, default_map
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
@@ -25,16 +29,20 @@ TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Build a corpus from logs", ("build", "convert", "verify")),
-    ("Use it at test time", ("prompt", "view", "actions", "turn", "cite", "audit")),
+    ("Use it at test time", ("prompt", "view", "search", "actions", "turn", "cite", "audit")),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
     ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
-    ("Measure what memory does", ("eval", "attribute", "drilldowns")),
+    ("Measure what memory does", ("run-inspect", "lift", "eval", "attribute", "drilldowns")),
     ("Reach it without a shell", ("mcp", "export", "site")),
 )
 
 
 class _Sections(click.Group):
-    """`wikitrace --help` lists the commands by workflow, each summary whole."""
+    """`wikitrace --help` lists the commands by workflow, each summary whole; every command
+    added takes -v, -q and --help-all (see common.py)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(attach(cmd), name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for _, names in SECTIONS for name in names if name in self.commands]
@@ -57,7 +65,14 @@ class _Sections(click.Group):
 @click.version_option(package_name="wikitrace")
 @click.option("-v", "--verbose", count=True, help="More detail on stderr (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
-def cli(verbose: int, quiet: bool) -> None:
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help=f"Read option settings from this file instead of ./{FILE_NAME} or the "
+    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table).",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> None:
     """wikitrace: a memory for LLM agents that keeps every lesson linked to its evidence.
 
     Build a frozen, read-only corpus from past agent runs (raw turns, compilations that cite
@@ -65,8 +80,14 @@ def cli(verbose: int, quiet: bool) -> None:
 
     Errors go to stderr with exit code 2 for bad input or usage, 1 for a failure at run time
     and 130 on Ctrl-C. Set WIKITRACE_TRACEBACK=1 to see the full traceback of an error.
+
+    Options can be kept in ./wikitrace.toml (or [tool.wikitrace] in ./pyproject.toml): a
+    top-level key for every command that has the option, a table such as [build] for one.
+    The command line wins over the file, the file over --profile, --profile over the
+    defaults. `wikitrace COMMAND --help-all` shows a command's tuning options too.
     """
     set_verbosity(verbose, quiet)
+    ctx.default_map = default_map(cli, config, Path.cwd())
 
 
 cli.add_command(build_command)
@@ -82,12 +103,15 @@ cli.add_command(verify_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)
 cli.add_command(prompt_command)
+cli.add_command(search_command)
 cli.add_command(cite_command)
 cli.add_command(audit_command)
 cli.add_command(view_command)
 cli.add_command(eval_command)
 cli.add_command(attribute_command)
 cli.add_command(drilldowns_command)
+cli.add_command(lift_command)
+cli.add_command(run_inspect_command)
 cli.add_command(mcp_command)
 cli.add_command(export_group)
 cli.add_command(site_command)

@@ -9,14 +9,14 @@ its options by string key.
 from __future__ import annotations
 
 import functools
-import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from .common import DetailedOption
 
 POINTER = click.Path(path_type=Path, file_okay=False)
 """A corpus: the link `wikitrace build -o` makes (or one version's folder, where reading)."""
@@ -26,36 +26,6 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 
 def is_quiet() -> bool:
     return bool(click.get_current_context().find_root().params.get("quiet"))
-
-
-def set_verbosity(verbose: int, quiet: bool) -> None:
-    """One stderr handler on wikitrace's logger, at the level -v (-vv) or -q asks for."""
-    level = (
-        logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    )
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-    root = logging.getLogger("wikitrace")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-def _more_detail(ctx: click.Context, param: click.Parameter, count: int) -> None:
-    if count:  # added to `wikitrace -v`'s count: `wikitrace -v convert -v` is -vv
-        root = ctx.find_root().params
-        set_verbosity(int(root.get("verbose") or 0) + count, bool(root.get("quiet")))
-
-
-verbose_option = click.option(
-    "-v",
-    "--verbose",
-    count=True,
-    expose_value=False,
-    callback=_more_detail,
-    help="More detail on stderr (-vv for debug), as `wikitrace -v` gives.",
-)
-"""-v on a command that says "-v lists them", so that `wikitrace convert -v` works too."""
 
 
 def plural(count: int, word: str) -> str:
@@ -97,7 +67,7 @@ no_deploy_option = click.option(
 )
 
 
-def _group(
+def option_group(
     options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
 ) -> Callable[[Command], Command]:
     """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
@@ -141,7 +111,8 @@ def _input_option_list() -> list[Callable[[Any], Any]]:
             type=click.Choice(["auto", *FORMAT_NAMES]),
             default="auto",
             show_default=True,
-            help="The logs' format; auto detects each file's from its content and says which.",
+            metavar="NAME",
+            help="The logs' format (`wikitrace convert --help-all`); auto: detect each file's.",
         ),
         click.option(
             "--labels",
@@ -149,8 +120,9 @@ def _input_option_list() -> list[Callable[[Any], Any]]:
             multiple=True,
             type=click.Path(path_type=Path, exists=True),
             metavar="FILE",
-            help="Outcomes kept outside the logs (repeatable; a folder reads every file in "
-            "it): JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
+            cls=DetailedOption,
+            help="Outcomes kept outside the logs (repeatable; a folder: every file).",
+            more="JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
             "or SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
         ),
         click.option(
@@ -158,6 +130,7 @@ def _input_option_list() -> list[Callable[[Any], Any]]:
             type=float,
             default=1.0,
             show_default=True,
+            hidden=True,
             help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
             "rewards, inspect scores; C=1, P=0.5, I=0).",
         ),
@@ -165,10 +138,8 @@ def _input_option_list() -> list[Callable[[Any], Any]]:
 
 
 def input_options(function: Command) -> Command:
-    """--format, --labels and --success-threshold, as `reading: InputSettings` (and -v)."""
-    return _group(_input_option_list(), "reading", lambda v: InputSettings(**v))(
-        verbose_option(function)
-    )
+    """--format, --labels and --success-threshold, as `reading: InputSettings`."""
+    return option_group(_input_option_list(), "reading", lambda v: InputSettings(**v))(function)
 
 
 # --- how runs are compiled -----------------------------------------------------------------
@@ -219,6 +190,8 @@ class CompileSettings:
     batch_poll: float
     call_worker: bool
     call_workers: int
+    workers: int | None
+    fast_path: bool
 
     def build_options(
         self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
@@ -280,16 +253,19 @@ class CompileSettings:
             batch=self.batch,
             batch_poll_seconds=self.batch_poll,
             call_workers=self.call_workers if self.call_worker else 0,
+            workers=self.workers,
+            fast_path=self.fast_path,
         )
 
 
 api_base_option = click.option(
     "--api-base",
-    help="Base URL of a local or self-hosted server (vLLM, llama.cpp, Ollama).",
+    help="Base URL of a local model server (vLLM, llama.cpp, Ollama).",
 )
 prompts_dir_option = click.option(
     "--prompts-dir",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
+    hidden=True,
     help="Folder of templates that override the bundled ones of the same name.",
 )
 
@@ -309,6 +285,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(4000),
             default=32_768,
             show_default=True,
+            hidden=True,
             help="The model's context window. Every call for a run fits in it: the prompt, "
             "the answer (--max-output-tokens) and one repair round. A run of any length is "
             "shown to fit (long fields cut, then the run's skeleton with the turns that matter "
@@ -318,12 +295,14 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             "--max-prompt-tokens",
             type=click.IntRange(1000),
             default=None,
+            hidden=True,
             help="The prompt's budget, instead of what --context-tokens leaves "
             "(context - 2 x max-output-tokens - 1500).",
         ),
         click.option(
             "--outcome-details",
             is_flag=True,
+            hidden=True,
             help="Show the model the grader's details when the log has them (tau's "
             "reward_info, test results), labelled as the grader's. Off by default: graders "
             "often hold the expected answer, which then leaks into lessons.",
@@ -333,25 +312,28 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.Choice(["stop", "skip"]),
             default="stop",
             show_default=True,
-            help="Bad input record: stop before writing anything, or skip it and list it in "
-            "the report.",
+            help="Bad input record: stop before writing, or skip it and report it.",
         ),
         click.option(
             "--cache-dir",
             type=click.Path(path_type=Path, file_okay=False),
+            hidden=True,
             help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the "
             "same input, or a resumed build, makes no call twice.",
         ),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache."),
+        click.option(
+            "--no-cache", is_flag=True, hidden=True, help="Neither read nor write the reply cache."
+        ),
         click.option(
             "--redact",
             "redact_patterns",
             multiple=True,
             callback=_check_redact,
             metavar="REGEX",
-            help="Also redact text matching REGEX (repeatable). Known secret formats (API keys, "
-            "tokens, private keys, URL passwords, password assignments) are always redacted "
-            "unless --no-redact.",
+            cls=DetailedOption,
+            help="Also redact text matching REGEX (repeatable).",
+            more="Known secret formats (API keys, tokens, private keys, URL passwords, password "
+            "assignments) are always redacted unless --no-redact.",
         ),
         click.option(
             "--redact-keep",
@@ -359,6 +341,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             multiple=True,
             callback=_check_redact,
             metavar="REGEX",
+            hidden=True,
             help="Keep what REGEX matches in full although a secret rule found it (repeatable): "
             "a test fixture's fake key, a documented example token.",
         ),
@@ -371,6 +354,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=float,
             default=0.0,
             show_default=True,
+            hidden=True,
             help="Sampling temperature of the model's calls.",
         ),
         click.option(
@@ -378,6 +362,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(256),
             default=4096,
             show_default=True,
+            hidden=True,
             help="The longest answer one call may write.",
         ),
         click.option(
@@ -385,6 +370,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.FloatRange(1),
             default=300.0,
             show_default=True,
+            hidden=True,
             help="Seconds before one model call times out (and is retried).",
         ),
         click.option(
@@ -392,11 +378,13 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(0, 20),
             default=6,
             show_default=True,
+            hidden=True,
             help="Backoff retries of a call on rate limits, time-outs and server errors.",
         ),
         click.option(
             "--hypotheses",
             is_flag=True,
+            hidden=True,
             help="Ask the model to state each insight as a falsifiable hypothesis too "
             "(precondition, behaviour, expected effect, verifier), as `wikitrace gate` tests.",
         ),
@@ -405,6 +393,7 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(0, 10),
             default=2,
             show_default=True,
+            hidden=True,
             help="Times an answer that is not valid JSON of the right shape is sent back.",
         ),
         click.option(
@@ -412,14 +401,17 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(0, 10),
             default=1,
             show_default=True,
+            hidden=True,
             help="Times quotes not found in their turn are sent back for repair; "
             "those still not found are marked UNVERIFIED.",
         ),
         click.option(
             "--judge",
             metavar="MODEL",
-            help="Label the runs nothing else labels (session logs, traces) with one call of "
-            "MODEL (any litellm model; --api-base applies) each: success, failure or "
+            cls=DetailedOption,
+            help="Label runs nothing else labels (sessions, traces) with MODEL.",
+            more="One call of MODEL (any litellm model; --api-base applies) each: success, "
+            "failure or "
             "cannot_tell, why, and verbatim quotes checked against the log (sent back once "
             "when none is found). The label is marked as judged wherever the outcome is shown; "
             "a run the judge cannot tell, or whose quotes are not found, stays unlabelled. "
@@ -429,18 +421,21 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
         click.option(
             "--reasoning-effort",
             type=click.Choice(["low", "medium", "high"]),
+            hidden=True,
             help="For a reasoning model: how hard it thinks (litellm's reasoning_effort; "
             "ignored by a model without one). Part of the cache key.",
         ),
         click.option(
             "--unfiltered-insights",
             is_flag=True,
+            hidden=True,
             help="Leave out the prompt's \"write no insight rather than a vague or over-broad "
             'one": the method as published keeps up to three insights per run, unfiltered.',
         ),
         click.option(
             "--no-mine",
             is_flag=True,
+            hidden=True,
             help="Do not mine lessons from contrasts between runs. By default, with or without "
             "a model, each task type's runs are searched for patterns of action (a tool used, "
             "one tool before another, an action repeated after it failed, ...) that separate "
@@ -451,9 +446,10 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
         click.option(
             "--batch",
             is_flag=True,
-            help="Send the compile calls through the provider's batch API (OpenAI-compatible "
-            "and Azure models): about half the price, answered within 24 hours instead of at "
-            "once. The build waits, checking every --batch-poll seconds; stopped while it waits "
+            cls=DetailedOption,
+            help="Send compile calls as a batch: half the price, answered within 24 h.",
+            more="Through the provider's batch API (OpenAI-compatible and Azure models). The "
+            "build waits, checking every --batch-poll seconds; stopped while it waits "
             "(Ctrl-C), the same command again waits for the same batches without submitting "
             "anything twice. Corrections and quote repairs go in further batches. Needs the "
             "reply cache.",
@@ -464,12 +460,14 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             default=60.0,
             show_default=True,
             metavar="SECONDS",
+            hidden=True,
             help="With --batch: how often to ask whether the batches are done.",
         ),
         click.option(
             "--call-worker/--no-call-worker",
             default=True,
             show_default=True,
+            hidden=True,
             help="Make the model calls in a second process, which imports litellm, so that "
             "litellm's work on each call (3 to 8 ms of CPU) runs on another core than the "
             "build's own: with many calls in flight their answers queue less. With "
@@ -481,25 +479,48 @@ def _compile_option_list() -> list[Callable[[Any], Any]]:
             default=1,
             show_default=True,
             metavar="N",
+            hidden=True,
             help="Processes that make the model calls, each importing litellm (about 225 MB "
             "each). One is enough unless it is the limit: a fast model server (a local vLLM, "
             "say) with hundreds of calls in flight, on a machine with cores to spare. Each "
             "call goes to the worker with the fewest calls waiting.",
         ),
+        click.option(
+            "--workers",
+            type=click.IntRange(1, 256),
+            default=None,
+            metavar="N",
+            hidden=True,
+            help="Processes that read, redact, compile and render the runs of an offline "
+            "build (--model offline), on as many cores. Default: one for each core this "
+            "process may use, for a build of 1,000 runs or more (fewer are built in the "
+            "build's own process, as with 1). The corpus is the same, byte for byte, "
+            "whatever N.",
+        ),
+        click.option(
+            "--fast-path/--no-fast-path",
+            default=True,
+            show_default=True,
+            hidden=True,
+            help="Call a plain OpenAI-compatible server (--model openai/NAME with --api-base, "
+            "a name litellm neither rewrites nor prices) with one shared HTTP client instead "
+            "of litellm: the same requests, replies and errors, about 1 ms of CPU a call "
+            "instead of 3 to 10, and no litellm import (8 s) at the start. --no-fast-path "
+            "sends every call through litellm.",
+        ),
     ]
 
 
 def compile_options(function: Command) -> Command:
-    """How runs are compiled (and which logs are read), as `compile: CompileSettings` (and
-    -v)."""
+    """How runs are compiled (and which logs are read), as `compile: CompileSettings`."""
 
     def with_inputs(values: dict[str, Any]) -> CompileSettings:
         names = ("input_format", "labels", "success_threshold")
         reading = InputSettings(**{name: values.pop(name) for name in names})
         return CompileSettings(reading=reading, **values)
 
-    return _group(_compile_option_list() + _input_option_list(), "compile", with_inputs)(
-        verbose_option(function)
+    return option_group(_compile_option_list() + _input_option_list(), "compile", with_inputs)(
+        function
     )
 
 
@@ -511,20 +532,22 @@ def _runner_option_list() -> list[Callable[[Any], Any]]:
         click.option(
             "--runner",
             "runner_template",
+            cls=DetailedOption,
             required=True,
             envvar="WIKITRACE_RUNNER",
             metavar="COMMAND",
-            help="How to run your agent on one task: a command with {task_id} and {memory} "
-            "(the corpus version's folder), optionally {seed}, {run_id}, {attempt}. It must "
-            'print a JSON object such as {"success": true} or {"score": 0.8} as its last JSON '
-            "line on stdout. Each value is one argument, never shell text; each run also gets "
-            "$WIKITRACE_TASK_ID, $WIKITRACE_MEMORY, $WIKITRACE_SEED, $WIKITRACE_RUN_ID and "
-            "$WIKITRACE_ATTEMPT, so a script under sh -c reads those (quoted) instead of a "
-            "placeholder in its text, which is refused. Env: WIKITRACE_RUNNER.",
+            help="How to run your agent on one task: a command with {task_id} and {memory} that "
+            'prints {"success": true} or {"score": 0.8} as its last JSON line.',
+            more="{memory} is the corpus version's folder; {seed}, {run_id}, {attempt} may be "
+            "used too (env: WIKITRACE_RUNNER). Each value is one argument, never "
+            "shell text; each run also gets $WIKITRACE_TASK_ID, $WIKITRACE_MEMORY, "
+            "$WIKITRACE_SEED, $WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a script under sh -c "
+            "reads those (quoted) instead of a placeholder in its text, which is refused.",
         ),
         click.option(
             "--runner-concurrency",
             type=click.IntRange(1, 256),
+            metavar="N",
             default=4,
             show_default=True,
             help="Agent runs at once.",
@@ -534,6 +557,7 @@ def _runner_option_list() -> list[Callable[[Any], Any]]:
             type=click.FloatRange(0.1),
             default=600.0,
             show_default=True,
+            hidden=True,
             help="Seconds before an agent run is killed (and counted as an error).",
         ),
         click.option(
@@ -541,6 +565,7 @@ def _runner_option_list() -> list[Callable[[Any], Any]]:
             type=click.IntRange(0, 10),
             default=2,
             show_default=True,
+            hidden=True,
             help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
         ),
         click.option(
@@ -548,6 +573,7 @@ def _runner_option_list() -> list[Callable[[Any], Any]]:
             type=float,
             default=1.0,
             show_default=True,
+            hidden=True,
             help="An agent run that prints a score succeeds when the score is at least this.",
         ),
     ]
@@ -567,7 +593,7 @@ def _runner_spec(values: dict[str, Any]) -> Any:
 
 def runner_options(function: Command) -> Command:
     """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
-    return _group(_runner_option_list(), "runner", _runner_spec)(function)
+    return option_group(_runner_option_list(), "runner", _runner_spec)(function)
 
 
 # --- a judge of episodes (attribute, drilldowns) -------------------------------------------
@@ -586,7 +612,8 @@ class JudgeSettings:
     def llm(self) -> Any:
         """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
         from wikitrace.compiler.attribute import OUTPUT_TOKENS
-        from wikitrace.compiler.llm import LLMSettings, connect, default_cache_dir
+        from wikitrace.compiler.clients import connect
+        from wikitrace.compiler.llm import LLMSettings, default_cache_dir
 
         settings = LLMSettings(
             model=self.model, api_base=self.api_base, max_output_tokens=OUTPUT_TOKENS
@@ -596,7 +623,7 @@ class JudgeSettings:
 
 def judge_options(function: Command) -> Command:
     """--model and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
-    return _group(
+    return option_group(
         [
             click.option("--model", required=True, help="The judge: any model litellm reaches."),
             click.option("--api-base", help="Base URL of a local or self-hosted server."),

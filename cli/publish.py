@@ -44,8 +44,10 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
     starts it); --http PORT binds 127.0.0.1 only.
 
     \b
-    Example (an mcpServers entry of Claude Desktop, Claude Code or Codex):
-      {"mcpServers": {"memory": {"command": "wikitrace", "args": ["mcp", "/abs/corpus"]}}}
+    Example (an mcpServers entry of Claude Desktop or Claude Code; the command is an absolute
+    path, `command -v wikitrace` prints it, as a client may not have the virtualenv on its PATH):
+      {"mcpServers": {"memory": {"command": "/v/.venv/bin/wikitrace", "args": ["mcp", "/corpus"]}}}
+      claude mcp add memory -- "$(command -v wikitrace)" mcp /corpus
     """
     from wikitrace.tools import mcp_server
 

@@ -2,16 +2,195 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
-from .options import is_quiet, plural, print_json
+from wikitrace.corpus_schema.work import KINDS
+
+from .common import DetailedOption, renamed_option
+from .options import Command, is_quiet, option_group, plural, print_json
 from .profiles import profile_option
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """What the first message shows, and how (prompt's options)."""
+
+    task_type: str | None
+    project: str | None
+    kind: str | None
+    exclude_tasks: tuple[str, ...]
+    mount: str
+    insights_only: bool
+    report_at: str
+    all_types: bool
+    similar: int
+    max_tokens: int
+    all_insights: bool
+    flag_conflicts: bool
+    prompts_dir: Path | None
+    embedding_model: str | None
+    embedding_api_base: str | None
+
+    def grouping(self) -> Any:
+        """How near-duplicate lessons are told apart: by words, by an embedding model's
+        vectors, or not at all (--all-insights)."""
+        from wikitrace.tools import consolidate
+
+        if self.all_insights:
+
+            def each_alone(lessons: Sequence[tuple[str, str]]) -> list[int]:
+                return list(range(len(lessons)))
+
+            return each_alone
+        if self.embedding_model in (None, "local"):
+            return consolidate.group
+        from wikitrace.control.embed import LiteLLMEmbedder
+
+        embedder = LiteLLMEmbedder(self.embedding_model, self.embedding_api_base)
+
+        def by_model(lessons: Sequence[tuple[str, str]]) -> list[int]:
+            vectors = embedder.embed([f"{title}\n{guideline}" for title, guideline in lessons])
+            return consolidate.by_vectors([list(map(float, v)) for v in vectors])
+
+        return by_model
+
+
+def _prompt_settings(values: dict[str, Any]) -> PromptSettings:
+    for old, new in (("group_model", "embedding_model"), ("group_api_base", "embedding_api_base")):
+        given = values.pop(old)
+        if given is not None:
+            if values[new] is not None:
+                said = old.replace("_", "-"), new.replace("_", "-")
+                raise click.UsageError(f"--{said[0]} is --{said[1]}: give one of them")
+            values[new] = given
+    return PromptSettings(**values)
+
+
+def prompt_options(function: Command) -> Command:
+    """What the first message shows, as `shown: PromptSettings`."""
+    return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
+
+
+def _prompt_option_list() -> list[Callable[[Any], Any]]:
+    return [
+        click.option(
+            "--task-type",
+            cls=DetailedOption,
+            help="Only insights and past runs of this task type.",
+            more="An unknown one is an error that lists the corpus's types. Without it, a "
+            "corpus of several types keeps to the type of the task's most similar past runs, "
+            "when most of them agree.",
+        ),
+        click.option(
+            "--project",
+            cls=DetailedOption,
+            help="The code project the task is in ('.': the current folder's); its lessons first.",
+            more="A folder (its git remote, else its name), a remote URL or a folder's name. Its "
+            "lessons and runs come first, then the same task type's from elsewhere; without "
+            "--task-type, its runs' type is the task's.",
+        ),
+        click.option(
+            "--kind",
+            type=click.Choice(list(KINDS), case_sensitive=False),
+            cls=DetailedOption,
+            help="The task's kind of work, for a corpus of coding sessions.",
+            more="Each session's kind is inferred from its task and the files it changed. The "
+            "project's lessons and runs come first, then this kind's from other projects, and "
+            "no other kind's. Without it, the kind is inferred from the task's words; when it "
+            "cannot be, every kind's lessons are listed and a warning says so.",
+        ),
+        click.option(
+            "--exclude-task",
+            "exclude_tasks",
+            multiple=True,
+            metavar="ID",
+            help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
+            "holds them: mount a `wikitrace view` without them in an evaluation.",
+        ),
+        click.option(
+            "--mount",
+            default="/work/corpus",
+            show_default=True,
+            help="Where the agent sees the corpus; the message's paths and commands use it.",
+        ),
+        click.option(
+            "--insights-only",
+            is_flag=True,
+            help="The method's Insights Only control: the same insights, but no mounted corpus, no "
+            "similar runs and no drill-down instructions.",
+        ),
+        click.option(
+            "--report-at",
+            type=click.Choice(["first", "end"]),
+            default="first",
+            show_default=True,
+            help="Ask for the citation report in the first message, or leave it for the harness to "
+            "ask when the episode ends (the text: --report-request).",
+        ),
+        click.option(
+            "--all-types",
+            is_flag=True,
+            hidden=True,
+            help="List every task type's insights and runs instead of keeping to the task's type.",
+        ),
+        click.option(
+            "--similar",
+            type=click.IntRange(0, 50),
+            default=3,
+            show_default=True,
+            hidden=True,
+            help="How many similar past runs to list (BM25 over task texts).",
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(0),
+            default=6000,
+            show_default=True,
+            hidden=True,
+            help="Budget for the message (estimated as characters / 4). When not every insight "
+            "fits, the most relevant ones are listed and the message points to insight/_index.md. "
+            "0: no budget, every insight.",
+        ),
+        click.option(
+            "--all-insights",
+            is_flag=True,
+            hidden=True,
+            help="List every insight, near-duplicates too (by default one of each group of lessons "
+            "drawn alike from several runs is listed, with how many runs back it).",
+        ),
+        click.option(
+            "--flag-conflicts",
+            is_flag=True,
+            hidden=True,
+            help="Name the listed lessons whose applicability overlaps and whose source runs "
+            "ended differently (one succeeded, one failed), as pairs to drill into before relying "
+            "on either.",
+        ),
+        click.option(
+            "--prompts-dir",
+            type=click.Path(path_type=Path, file_okay=False, exists=True),
+            hidden=True,
+            help="Folder with a first-message.j2 that overrides the bundled one.",
+        ),
+        click.option(
+            "--embedding-model",
+            hidden=True,
+            help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
+            "near-duplicate lessons apart by meaning; local (the default): by their words.",
+        ),
+        click.option(
+            "--embedding-api-base", hidden=True, help="Base URL of a local embedding server."
+        ),
+        renamed_option("--group-model", "--embedding-model"),
+        renamed_option("--group-api-base", "--embedding-api-base"),
+    ]
 
 
 @click.command("prompt")
@@ -20,118 +199,22 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 @click.option(
     "--task-file", type=click.File("r"), help="Read the task from a file ('-' for stdin)."
 )
-@click.option(
-    "--task-type",
-    help="Only insights and past runs of this task type (an unknown one is an error that "
-    "lists the corpus's types). Without it, a corpus of several types keeps to the type of the "
-    "task's most similar past runs, when most of them agree.",
-)
-@click.option(
-    "--all-types",
-    is_flag=True,
-    help="List every task type's insights and runs instead of keeping to the task's type.",
-)
-@click.option(
-    "--project",
-    help="The code project the task is in: a folder (its git remote, else its name: '.' for "
-    "the current one), a remote URL or a folder's name. Its lessons and runs come first, then "
-    "the same task type's from elsewhere; without --task-type, its runs' type is the task's.",
-)
-@click.option(
-    "--exclude-task",
-    "exclude_tasks",
-    multiple=True,
-    metavar="ID",
-    help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
-    "holds them: mount a `wikitrace view` without them in an evaluation.",
-)
-@click.option(
-    "--similar",
-    type=click.IntRange(0, 50),
-    default=3,
-    show_default=True,
-    help="How many similar past runs to list (BM25 over task texts).",
-)
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(0),
-    default=6000,
-    show_default=True,
-    help="Budget for the message (estimated as characters / 4). When not every insight fits, "
-    "the most relevant ones are listed and the message points to insight/_index.md. 0: no "
-    "budget, every insight.",
-)
-@click.option(
-    "--all-insights",
-    is_flag=True,
-    help="List every insight, near-duplicates too (by default one of each group of lessons "
-    "drawn alike from several runs is listed, with how many runs back it).",
-)
-@click.option(
-    "--insights-only",
-    is_flag=True,
-    help="The method's Insights Only control: the same insights, but no mounted corpus, no "
-    "similar runs and no drill-down instructions.",
-)
-@click.option(
-    "--report-at",
-    type=click.Choice(["first", "end"]),
-    default="first",
-    show_default=True,
-    help="Ask for the citation report in the first message, or leave it for the harness to "
-    "ask when the episode ends (the text: --report-request).",
-)
+@prompt_options
 @click.option(
     "--report-request",
     is_flag=True,
     help="Print only what to send the agent when the episode ends, to get its citation "
     "report (no TASK needed).",
 )
-@click.option(
-    "--flag-conflicts",
-    is_flag=True,
-    help="Name the listed lessons whose applicability overlaps and whose source runs ended "
-    "differently (one succeeded, one failed), as pairs to drill into before relying on either.",
-)
 @profile_option("prompt")
-@click.option(
-    "--mount",
-    default="/work/corpus",
-    show_default=True,
-    help="Where the agent sees the corpus; the message's paths and commands use it.",
-)
-@click.option(
-    "--prompts-dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Folder with a first-message.j2 that overrides the bundled one.",
-)
-@click.option(
-    "--group-model",
-    help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
-    "near-duplicate lessons apart by meaning instead of by words.",
-)
-@click.option("--group-api-base", help="Base URL of a local embedding server.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
 def prompt_command(
     corpus: Path,
     task: str | None,
     task_file: TextIO | None,
-    task_type: str | None,
-    all_types: bool,
-    project: str | None,
-    exclude_tasks: tuple[str, ...],
-    similar: int,
-    max_tokens: int,
-    all_insights: bool,
-    insights_only: bool,
-    report_at: str,
     report_request: bool,
-    flag_conflicts: bool,
-    mount: str,
-    prompts_dir: Path | None,
-    group_model: str | None,
-    group_api_base: str | None,
     as_json: bool,
+    shown: PromptSettings,
 ) -> None:
     """The first message for an agent about to solve TASK with CORPUS mounted at --mount.
 
@@ -146,7 +229,10 @@ def prompt_command(
     if report_request:
         from wikitrace.tools.memory import report_request as request_text
 
-        click.echo(request_text(insights_only=insights_only, prompts_dir=prompts_dir), nl=False)
+        click.echo(
+            request_text(insights_only=shown.insights_only, prompts_dir=shown.prompts_dir),
+            nl=False,
+        )
         return
     if (task is None) == (task_file is None):
         raise click.UsageError("give the task as an argument or with --task-file, not both")
@@ -155,41 +241,31 @@ def prompt_command(
         raise click.UsageError("the task is empty")
 
     from wikitrace.corpus_schema.projects import project_named
-    from wikitrace.tools import consolidate
     from wikitrace.tools.memory import Memory
 
-    grouping: consolidate.Grouping = consolidate.group
-    if group_model:
-        from wikitrace.control.embed import LiteLLMEmbedder
-
-        embedder = LiteLLMEmbedder(group_model, group_api_base)
-
-        def by_model(lessons: Sequence[tuple[str, str]]) -> list[int]:
-            vectors = embedder.embed([f"{title}\n{guideline}" for title, guideline in lessons])
-            return consolidate.by_vectors([list(map(float, v)) for v in vectors])
-
-        grouping = by_model
-    if all_insights:
-
-        def each_alone(lessons: Sequence[tuple[str, str]]) -> list[int]:
-            return list(range(len(lessons)))
-
-        grouping = each_alone
-
-    message = Memory.load(corpus, grouping).first_message(
+    message = Memory.load(corpus, shown.grouping()).first_message(
         text,
-        task_type=task_type,
-        exclude_tasks=exclude_tasks,
-        similar=similar,
-        max_tokens=max_tokens or None,
-        mount=mount,
-        prompts_dir=prompts_dir,
-        infer_type=not all_types,
-        insights_only=insights_only,
-        report_at="end" if report_at == "end" else "first",
-        flag_conflicts=flag_conflicts,
-        project=project_named(project) if project else None,
+        task_type=shown.task_type,
+        exclude_tasks=shown.exclude_tasks,
+        similar=shown.similar,
+        max_tokens=shown.max_tokens or None,
+        mount=shown.mount,
+        prompts_dir=shown.prompts_dir,
+        infer_type=not shown.all_types,
+        insights_only=shown.insights_only,
+        report_at="end" if shown.report_at == "end" else "first",
+        flag_conflicts=shown.flag_conflicts,
+        project=project_named(shown.project) if shown.project else None,
+        kind=shown.kind,
     )
+    if message.kind_unsure is not None and not is_quiet():
+        cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())
+        why = f"its words name several kinds as often: {cues}" if cues else "no word names one"
+        click.echo(
+            f"warning: the task's kind of work could not be inferred ({why}): every kind's "
+            "lessons are listed; say it with --kind",
+            err=True,
+        )
     if message.type_unsure is not None and not is_quiet():
         votes = ", ".join(f"{n} {name}" for name, n in message.type_unsure.items())
         why = f"the most similar past runs: {votes}" if votes else "no past run shares a word"
@@ -275,7 +351,8 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
 
     An insight id (insight-0007 or 7): the insight, the compilation claims behind it, and each
     cited raw turn around the quoted passage, which stands between >>> and <<<. A step id
-    (step-0003): the lessons drawn from that run. Several ids: each in turn. None: insights
+    (step-0003): every insight drawn from that run (its source) and every one that quotes it
+    as evidence, each under its heading. Several ids: each in turn. None: insights
     drawn from failed runs, compilations with unverified quotes, insights whose evidence is
     missing, and runs that produced no insight, with titles.
 

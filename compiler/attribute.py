@@ -36,7 +36,7 @@ from wikitrace.tools.memory import Memory
 
 from .compile import CompileError, QuoteOut, Templates, record_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
-from .inputs import SourceRun, Unlabelled, validate
+from .importers.runs import SourceRun, Unlabelled, validate
 from .judge import ask_about_run
 from .llm import LLM, LLMCallError
 
@@ -193,7 +193,7 @@ class _EpisodeJudge:
     def _read(self, item: Row, result: Attributed | DrillEpisode) -> RunRecord | None:
         """The episode's run; None (with result.problem) when its log cannot be read."""
         try:
-            return _episode(_trajectory(item))
+            return read_episode(*_trajectory(item))
         except (InputError, CorpusError, OSError) as error:
             result.problem = f"its log cannot be read: {error}"
             return None
@@ -296,18 +296,21 @@ class Attributor(_EpisodeJudge):
         return cited, shown
 
 
-def _episode(path: Path) -> RunRecord:
-    """The first run of an episode's log, in any format `wikitrace build` reads (its label,
-    if any, is not used: the row says it failed)."""
+def read_episode(path: Path, at: str | None = None) -> RunRecord:
+    """The first run of an episode's log, in any format `wikitrace build` reads, or the run
+    `at` a place in a log of many (a zip member, as a build names it). Its label, if any, is
+    not used: the row says it failed."""
     plan = plan_inputs([path], AUTO, [], DEFAULT_THRESHOLD)
     for item in plan.items():
+        if at is not None and getattr(item, "at", None) != at:
+            continue
         if isinstance(item, SourceRun):
             return item.record
         if isinstance(item, Unlabelled):
             data = {**item.data, "success": False}
             return validate(data, item.path, line=item.line, at=item.at, format=item.format).record
         raise item
-    raise InputError("no run in it", path=path)
+    raise InputError("no run in it" if at is None else f"no run at {at!r} in it", path=path)
 
 
 def attribute(
@@ -337,10 +340,15 @@ Effect = Literal["revised", "detail", "new_fact", "none"]
 DEFAULT_MOUNT = "/work/corpus"
 
 
+def mount_pattern(mount: str) -> re.Pattern[str]:
+    """Matches a text that names the corpus's mount (the folder itself or a path under it)."""
+    return re.compile(re.escape(mount.rstrip("/")) + r"""(?=$|[/\s"'`;|&)])""")
+
+
 def find_drilldowns(record: RunRecord, mount: str = DEFAULT_MOUNT) -> list[dict[str, Any]]:
     """The turns whose actions read the corpus mounted at `mount`, and what each read: an
     insight page, a compilation, a raw run (its files or the drill-down tools), or a search."""
-    names = re.compile(re.escape(mount.rstrip("/")) + r"""(?=$|[/\s"'`;|&)])""")
+    names = mount_pattern(mount)
     found = []
     for number, turn in enumerate(record.turns, start=1):
         texts = [turn.action or ""]
@@ -357,6 +365,27 @@ def find_drilldowns(record: RunRecord, mount: str = DEFAULT_MOUNT) -> list[dict[
             targets.append("raw run")
         found.append({"turn": number, "target": ", ".join(targets) or "search"})
     return found
+
+
+def fill_drilldowns(
+    rows: list[Row], baseline: str, rerun: str | None, mount: str = DEFAULT_MOUNT
+) -> list[str]:
+    """Give each memory episode whose row says no `drilldowns` but names its log the number
+    of turns that read the corpus at `mount` (`find_drilldowns`), so that Stay/Descent counts
+    it. Returns why the logs that could not be read were not counted."""
+    problems = []
+    for item in rows:
+        if item.row.method in (baseline, rerun) or item.row.drilldowns is not None:
+            continue
+        if not item.row.trajectory:
+            continue
+        try:
+            record = read_episode(*_trajectory(item))
+        except (InputError, CorpusError, OSError) as error:
+            problems.append(f"{item.where}: its log cannot be read: {error}")
+            continue
+        item.row.drilldowns = len(find_drilldowns(record, mount))
+    return problems
 
 
 class DrillLabel(BaseModel):
@@ -456,11 +485,16 @@ class DrillLabeller(_EpisodeJudge):
         return result
 
 
-def _trajectory(item: Row) -> Path:
+def _trajectory(item: Row) -> tuple[Path, str | None]:
+    """The episode's log, relative to the results file, and the place of its run in the log
+    when the row names one (`run.eval#samples/3_epoch_1.json`)."""
     if not item.row.trajectory:
         raise InputError("the row names no trajectory (the episode's log)")
-    path = Path(item.row.trajectory)
-    return path if path.is_absolute() else Path(item.where.rsplit(":", 1)[0]).parent / path
+    name, _, at = item.row.trajectory.partition("#")
+    path = Path(name)
+    if not path.is_absolute():
+        path = Path(item.where.rsplit(":", 1)[0]).parent / path
+    return path, at or None
 
 
 def label_drilldowns(

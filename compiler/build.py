@@ -9,6 +9,7 @@ import contextlib
 import copy
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import is_judged
-from wikitrace.corpus_schema.store import CorpusWriter, build_lock
+from wikitrace.corpus_schema.store import CorpusWriter, build_lock, check_output
 from wikitrace.versions import (
     FrozenVersion,
     Store,
@@ -34,13 +35,16 @@ from wikitrace.versions import (
 )
 
 from .batch import BatchLLM, BatchSettings, Say, batch_model
+from .call_worker import start_spares, worker_client
+from .clients import connect
 from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
-from .inputs import Unlabelled, refuse_bad_records, tally
+from .importers.runs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import write_layers
-from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, close, connect, default_cache_dir
+from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, close, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
+from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer, input_state
 from .redact import Redactor
@@ -104,21 +108,21 @@ def _make_llm(
     cached unless told not to (a given `llm`, a test's fake, is cached too)."""
     cache = (options.cache_dir or default_cache_dir()) if options.use_cache else None
     if llm is None:
-        return connect(
-            LLMSettings(
-                model=model or options.model,
-                api_base=options.api_base,
-                temperature=options.temperature,
-                max_output_tokens=output_tokens or options.limits.max_output_tokens,
-                timeout_seconds=options.timeout_seconds,
-                max_retries=options.max_retries,
-                backoff_seconds=options.backoff_seconds,
-                reasoning_effort=options.reasoning_effort,
-            ),
-            cache,
-            # A batch build sends files, not calls; the judge calls one at a time.
-            workers=0 if options.batch or model is not None else options.call_workers,
+        settings = LLMSettings(
+            model=model or options.model,
+            api_base=options.api_base,
+            temperature=options.temperature,
+            max_output_tokens=output_tokens or options.limits.max_output_tokens,
+            timeout_seconds=options.timeout_seconds,
+            max_retries=options.max_retries,
+            backoff_seconds=options.backoff_seconds,
+            reasoning_effort=options.reasoning_effort,
+            fast_path=options.fast_path,
         )
+        # A batch build sends files, not calls; the judge calls one at a time.
+        in_process = options.batch or model is not None
+        workers = None if in_process else worker_client(settings, options.call_workers)
+        return connect(settings, cache, client=workers)
     return CachedLLM(llm, ResponseCache(cache)) if cache else llm
 
 
@@ -161,6 +165,7 @@ def build_corpus(
         log.warning("%s is an incomplete build of the same inputs: building it again", output)
         options = dataclasses.replace(options, force=True)
     check_new_pointer(output, force=options.force)
+    check_cache_dir(options)
     plan, report = _plan(options, notice)
     with build_lock(output):
         check_new_pointer(output, force=options.force)  # as it is now that we hold the lock
@@ -192,6 +197,24 @@ def build_corpus(
     # The manifest holds the time up to its own writing; the report, all of it.
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def check_cache_dir(options: BuildOptions) -> None:
+    """Refuse a --cache-dir inside a corpus or its store of versions (check_output, as for
+    -o), the corpus this command writes included, though it may not exist yet: the replies
+    written there would be files its manifest does not list."""
+    if options.cache_dir is None or not options.use_cache:
+        return
+    check_output(options.cache_dir, "--cache-dir")
+    cache = Path(os.path.realpath(options.cache_dir))
+    for folder in (options.output, Store(options.output).dir):
+        if cache.is_relative_to(os.path.realpath(folder)):
+            raise InputError(
+                f"{options.cache_dir} is inside {folder}, which this command writes; keep "
+                f"the cache outside the corpus and its versions, e.g. --cache-dir "
+                f"{Path(os.path.abspath(options.output)).parent / 'wikitrace-cache'}",
+                field="--cache-dir",
+            )
 
 
 class BuildFailed(WikitraceError):
@@ -243,6 +266,7 @@ def add_version(
     started = time.monotonic()
     pointer = options.output
     store = open_store(pointer)
+    check_cache_dir(options)
     left = left_unrecorded(store, sources(options.inputs))
     if left is not None:
         return _finish_left(store, left, deploy=deploy, started=started)
@@ -406,6 +430,7 @@ def _make_version(
     watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
     plan.labeller = judge
+    start_spares(options, llm)  # the call workers start while the inputs are read
     total = _check_inputs(options, plan, report)
     if judge is not None:  # its calls were all made in this first pass
         report.judged = judge.judged
@@ -439,7 +464,10 @@ def _make_version(
                 if miner is not None:
                     spills.enter_context(contextlib.closing(miner))
                 runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-                if model is None or templates is None:
+                workers = worker_count(options.workers, total) if model is None else 1
+                if workers > 1:  # the same work (and corpus) on other cores
+                    build_in_workers(options, raw, producer, miner, workers)
+                elif model is None or templates is None:
                     producer.offline(runs)
                 else:
                     asyncio.run(

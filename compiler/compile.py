@@ -27,6 +27,7 @@ from wikitrace.corpus_schema import (
 from wikitrace.corpus_schema.records import Hypothesis
 
 from .evidence import QuoteChecker, longest_field
+from .injection import Addressed, addressing_model
 from .llm import LLM, LLMReply, Message
 from .view import MIN_FIELD_CAP, Budget, Entry, View, fit_view
 
@@ -197,6 +198,9 @@ class Prompt:
     text: str
     view: View
     """What the prompt shows of each turn."""
+    addressed: Addressed | None = None
+    """Where the run's text addresses the model reading it (compiler/injection.py): the
+    prompt names it as data, not instructions."""
 
     @property
     def cut_to(self) -> int | None:
@@ -242,11 +246,15 @@ def render_prompt(
 ) -> Prompt:
     """The prompt for one run, within `max_prompt_tokens` whatever the run's length (see
     compiler/view.py for what is shown of long runs); `template` in place of the compile
-    template the outcome picks (the judge's), rendered with `extra` too."""
+    template the outcome picks (the judge's), rendered with `extra` too. Text in the run that
+    addresses the model reading it (compiler/injection.py) is named in the prompt
+    (`addressed`, which `extra` may set)."""
     name = template or (prompts.COMPILE_SUCCESS if record.success else prompts.COMPILE_FAILURE)
     fence = record_fence(record)
     source = record.metadata.get("task_source")
     grader = grader_details(record) if outcome_details else None
+    addressed = addressing_model(record)
+    named = {"addressed": addressed.describe() if addressed else None, **(extra or {})}
 
     def render(entries: list[Entry], mode: str = "whole") -> str:
         return templates.render(
@@ -264,7 +272,7 @@ def render_prompt(
             mode=mode,
             hypotheses=hypotheses,
             unfiltered=unfiltered,
-            **(extra or {}),
+            **named,
         )
 
     bare = render([])
@@ -300,7 +308,7 @@ def render_prompt(
         raise CompileError(f"{error} (--max-prompt-tokens {max_prompt_tokens})") from None
     same = last.get("entries") is view.entries and last.get("mode") == view.mode
     text = last["text"] if same else render(view.entries, view.mode)
-    return Prompt(template=name, text=text, view=view)
+    return Prompt(template=name, text=text, view=view, addressed=addressed)
 
 
 # --- the compile loop ---------------------------------------------------------------------
@@ -331,7 +339,7 @@ class CompileLimits:
     hypotheses: bool = False
     """Ask for each insight as a falsifiable hypothesis too (and refuse answers without)."""
     outcome_details: bool = False
-    """Show the grader's verdict and details when the log has them (off: see README)."""
+    """Show the grader's verdict and details when the log has them (off: see docs/building.md)."""
     unfiltered_insights: bool = False
     """Leave out the prompt's "write no insight rather than a vague one" (the method as
     published keeps up to three insights per run, unfiltered)."""
@@ -355,6 +363,9 @@ class CompileStats:
     invalid_retries: int = 0
     quote_repairs: int = 0
     cut_prompts: int = 0
+    addressed: list[dict[str, Any]] = field(default_factory=list)
+    """Runs whose text addresses the model reading them, named in their compile prompt:
+    step, task_id, `task` and `turns`, and the patterns found (compiler/injection.py)."""
 
     def count(self, reply: LLMReply) -> None:
         """Count one call's reply: the call, whether the cache answered, its tokens and cost."""
@@ -396,7 +407,11 @@ def _check(output: CompilerOutput, checker: QuoteChecker) -> _Checked:
                 )
             evidence.append(
                 Evidence(
-                    turn=found.turn, quote=quote.quote, verified=found.verified, note=found.note
+                    turn=found.turn,
+                    quote=quote.quote,
+                    verified=found.verified,
+                    note=found.note,
+                    source=found.source,
                 )
             )
         claims.append(Claim(statement=claim.statement, evidence=evidence, basis=claim.basis))
@@ -422,6 +437,10 @@ async def compile_with_llm(
     )
     if prompt.view.mode != "whole":
         stats.cut_prompts += 1
+    if prompt.addressed is not None:
+        stats.addressed.append(
+            {"step": step, "task_id": record.task_id, **prompt.addressed.as_dict()}
+        )
     checker = QuoteChecker(record.turns, list(prompt.view.shown))
     first: Message = {"role": "user", "content": prompt.text}
     messages: list[Message] = [first]
@@ -461,6 +480,12 @@ async def compile_with_llm(
             f"the model's answer stayed invalid after {invalid + 1} tries: {last_error}"
         )
     notes = list(prompt.view.notes)
+    if prompt.addressed is not None:
+        notes.append(
+            f"Text in {prompt.addressed.describe()} of the run addresses the model reading it "
+            f"({', '.join(prompt.addressed.patterns)}): the prompt named it as data, not "
+            "instructions."
+        )
     if prompt.view.mode != "whole":
         notes.append(
             f"The run was shown to fit {limits.prompt_tokens} prompt tokens "

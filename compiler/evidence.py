@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wikitrace.corpus_schema import Turn
-from wikitrace.tools.drilldown import as_text, format_turn
+from wikitrace.corpus_schema.records import QuoteSource
+from wikitrace.tools.drilldown import ACTING_ROLES, as_text, format_turn
 
 _WHITESPACE = re.compile(r"\s+")
 # What a model changes when it copies text: typographic quotes and dashes, odd spaces.
@@ -72,6 +73,181 @@ def longest_field(turn: Turn) -> int:
     return max(lengths)
 
 
+# --- where a quote comes from: the agent's doing, or content it read ---------------------------
+
+SUPPLIED_ROLES = ("user", "human", "system", "developer")
+"""Roles whose text the agent was given (a request, instructions, a document pasted in)."""
+ENVIRONMENT_ROLES = ("environment",)
+"""Roles whose text is the environment's answer to the agent's last action."""
+# fmt: off
+READING_WORDS = frozenset({
+    "read", "cat", "head", "tail", "less", "more", "view", "fetch", "get", "download", "curl",
+    "wget", "browse", "browser", "web", "http", "https", "url", "search", "grep", "rg", "ag",
+    "find", "glob", "ls", "tree", "list", "lookup", "query", "retrieve", "recall", "scrape",
+    "crawl", "visit", "navigate", "goto", "email", "mail", "inbox", "document", "documents",
+    "docs",
+})
+# fmt: on
+"""Words of a tool's name, or commands, whose result is content read from elsewhere (a file, a
+web page, search results, a record or a message someone wrote), not the outcome of an act."""
+_COMMAND_KEYS = ("command", "cmd", "action", "script")
+_SEGMENTS = re.compile(r"&&|\|\||[;|\n]")
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _words(text: str) -> set[str]:
+    """The words of a name: `WebFetch`, `get_user_details`, `mcp__fetch__fetch`."""
+    return {word.lower() for word in _NAME_WORDS.findall(text)}
+
+
+def _verb(text: str) -> str:
+    """The first word of a command or text action (`search[x]`, `cat a.txt`), lower case."""
+    found = _NAME_WORDS.search(text.strip().split(" ", 1)[0] if text.strip() else "")
+    return found.group().lower() if found else ""
+
+
+def reads(name: str, arguments: Any = None) -> bool:
+    """Whether a tool call returns content read from elsewhere: a word of the tool's name
+    (`WebFetch`, `get_user_details`, `Read`), or the first word of any command in its arguments
+    (`cat`, `curl`, `grep`: a shell tool's `command`), is one of READING_WORDS."""
+    words = _words(name)
+    command = arguments if isinstance(arguments, str) else None
+    if isinstance(arguments, dict):
+        command = next(
+            (arguments[k] for k in _COMMAND_KEYS if isinstance(arguments.get(k), str)), None
+        )
+    if command:
+        words |= {_verb(segment) for segment in _SEGMENTS.split(command)}
+    return bool(words & READING_WORDS)
+
+
+def action_reads(action: str) -> bool:
+    """Whether a text action returns content read from elsewhere: its first word is one of
+    READING_WORDS (`search[x]`, `cat a.txt`; not `go to desk 1` or `take book`)."""
+    return _verb(action) in READING_WORDS
+
+
+Span = tuple[QuoteSource | None, str]
+"""A piece of a turn's text as `render_turn` shows it, and where it comes from (None: a label
+such as `tool result: `, which is wikitrace's)."""
+
+
+def _answered(turns: list[Turn], index: int) -> tuple[str, Any] | None:
+    """(name, arguments) of the call a tool turn of its own answers, when the log says which:
+    a call id in its metadata that an earlier turn's call has, or a `name` there."""
+    metadata = turns[index].metadata
+    ids = {str(v) for k, v in metadata.items() if k.endswith("id") and v is not None}
+    for turn in reversed(turns[:index]):
+        for call in turn.tool_calls or []:
+            if call.id is not None and call.id in ids:
+                return call.name, call.arguments
+    name = metadata.get("name")
+    return (name, None) if isinstance(name, str) else None
+
+
+def turn_spans(turns: list[Turn], index: int) -> list[Span]:
+    """Turn `index` (0-based) as `render_turn` shows it whole, in pieces that say where each
+    comes from. The rule, from the log's structure (a turn's role, and the tool of a call):
+
+    - action: what the agent itself wrote or did: the text of a turn of an acting role
+      (assistant, agent, ai, model: its content, reasoning, action), the name and arguments of
+      a tool call it made, and a sub-agent's request (the "user" turn of a sub-agent is the
+      main agent's).
+    - result: what came back from an act: the result of a tool call, or the observation of an
+      action, whose tool or command does not read (`reads`): a command's output, "Reservation
+      cancelled", "The drawer is locked"; the text of an environment turn; a tool turn of its
+      own that answers such a call.
+    - read: content the agent read, which someone else may have written: the result of a call
+      or action that reads (file reads, web fetches, search results, records looked up), the
+      text of a user, system or developer turn (requests, documents given), a tool turn whose
+      call is unknown, and metadata. Text whose origin the log does not say counts as read.
+    """
+    turn = turns[index]
+    fields = turn_fields(turn)
+    role = (turn.role or "").lower()
+    subagent_request = bool(turn.metadata.get("subagent")) and role == "user"
+    supplied = (role in SUPPLIED_ROLES or not role) and not subagent_request
+    own: QuoteSource
+    if role in ACTING_ROLES or subagent_request:
+        own = "action"
+    elif supplied:
+        own = "read"
+    elif role in ENVIRONMENT_ROLES:
+        own = "result"
+    else:  # a tool's turn of its own: it is what its call returned
+        call = _answered(turns, index)
+        own = "read" if call is None or reads(*call) else "result"
+    # Calls in a user's turn are the user's (tau2's simulated user has tools); in a tool's
+    # turn of its own (a trace's tool span), they are the agent's.
+    calls_by: QuoteSource = "read" if supplied else "action"
+    spans: list[Span] = []
+
+    def line(label: str, source: QuoteSource | None, text: str) -> None:
+        spans.extend([(None, "\n" if spans else ""), (None, label), (source, text)])
+
+    if fields.get("role"):
+        line("role: ", None, str(fields["role"]))
+    for name in ("reasoning", "content", "action"):
+        if fields.get(name):
+            line(name + ": ", own, as_text(fields[name]))
+    called_reads = False
+    for call in fields.get("tool_calls") or []:
+        ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
+        arguments = call.get("arguments")
+        shown = "" if arguments is None else as_text(arguments)
+        line("tool call" + ident + " ", calls_by, str(call.get("name")) + ": " + shown)
+        reading = supplied or reads(str(call.get("name")), arguments)
+        called_reads |= reading
+        if call.get("result") is not None:
+            line(
+                "tool result" + ident + ": ",
+                "read" if reading else "result",
+                as_text(call["result"]),
+            )
+        if call.get("metadata"):
+            line("tool call metadata: ", "read", as_text(call["metadata"]))
+    if fields.get("observation"):
+        action = fields.get("action")
+        if own == "action":
+            reading = action_reads(as_text(action)) if action else called_reads
+            source: QuoteSource = "read" if reading else "result"
+        else:
+            source = own
+        line("observation: ", source, as_text(fields["observation"]))
+    if fields.get("metadata"):
+        line("metadata: ", "read", as_text(fields["metadata"]))
+    return spans
+
+
+def quote_source(turns: list[Turn], number: int, quote: str) -> QuoteSource:
+    """Where a quote found in turn `number` (1-based) comes from (turn_spans): the source of
+    most of its text, read before result before action on a tie. A quote of a shortened view
+    that is not in the whole turn takes the source of the piece sharing most of it; read when
+    none shares MIN_QUOTE_CHARS."""
+    spans = [(source, _loose(text)) for source, text in turn_spans(turns, number - 1)]
+    wanted = _loose(quote)
+    start = "".join(text for _, text in spans).find(wanted) if wanted else -1
+    shares: dict[QuoteSource, int] = {}
+    if start >= 0:
+        end, offset = start + len(wanted), 0
+        for source, text in spans:
+            overlap = min(end, offset + len(text)) - max(start, offset)
+            if source is not None and overlap > 0:
+                shares[source] = shares.get(source, 0) + overlap
+            offset += len(text)
+    else:
+        for source, text in spans:
+            if source is not None and text:
+                matcher = difflib.SequenceMatcher(None, text, wanted, autojunk=False)
+                size = matcher.find_longest_match(0, len(text), 0, len(wanted)).size
+                if size >= MIN_QUOTE_CHARS and size > max(shares.values(), default=0):
+                    shares = {source: size}
+    if not shares:
+        return "read"
+    order: tuple[QuoteSource, ...] = ("read", "result", "action")
+    return max(order, key=lambda source: (shares.get(source, 0), -order.index(source)))
+
+
 @dataclass(frozen=True)
 class Check:
     """What checking one quote found."""
@@ -80,6 +256,8 @@ class Check:
     turn: int
     """The turn it was found in: the cited one, or the one it was moved to."""
     note: str | None = None
+    source: QuoteSource | None = None
+    """Where a found quote comes from in that turn (quote_source)."""
 
 
 class QuoteChecker:
@@ -127,12 +305,13 @@ class QuoteChecker:
             level = self._level(turn, quote)
             if level is not None:
                 note = "typography and spacing normalised" if level == "loose" else None
-                return Check(True, turn, note)
+                return Check(True, turn, note, quote_source(self._turns, turn, quote))
         # Cited under the wrong turn? The nearest turn that holds it.
         others = sorted(range(1, len(self._turns) + 1), key=lambda n: (abs(n - turn), n))
         for other in others:
             if other != turn and self._level(other, quote) is not None:
-                return Check(True, other, f"cited as turn {turn}; found in turn {other}")
+                note = f"cited as turn {turn}; found in turn {other}"
+                return Check(True, other, note, quote_source(self._turns, other, quote))
         return Check(False, turn, "not found in the turn")
 
     def found(self, turn: int, quote: str) -> bool:

@@ -47,8 +47,8 @@ from .compile import (
     reply_json,
 )
 from .evidence import QuoteChecker
-from .injection import Addressed, addressing_judge
-from .inputs import SourceRun, Unlabelled, validate
+from .importers.runs import SourceRun, Unlabelled, validate
+from .injection import Addressed, addressing_model
 from .llm import LLM, LLMCallError
 from .redact import Redactor
 
@@ -126,7 +126,7 @@ class Judge:
         shaped = validate(
             {**data, "success": False}, item.path, line=item.line, at=item.at, format=item.format
         )
-        addressed = addressing_judge(shaped.record)
+        addressed = addressing_model(shaped.record)
         if addressed is not None:
             where = {key: value for key, value in item.as_dict().items() if key != "reason"}
             self.addressed.append({**where, **addressed.as_dict()})

@@ -4,14 +4,15 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from wikitrace.corpus_schema import Layout, id_width, render
+from wikitrace.corpus_schema import Layout, id_width, parse_step, read, render
 from wikitrace.corpus_schema.history import Changes, VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS
-from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
+from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
+from wikitrace.corpus_schema.records import CompilationHeader, CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.tools.memory import PastRun, WrittenRun, explanation
@@ -65,11 +66,7 @@ def write_layers(
         mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
         number += sum(page.new for page in mined)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
-        if base:
-            rewritten = {layout.insight_rel(page.number) for page in mined if not page.new}
-            for rel, file_hash, key in base.kept_files({MINED_PATTERNS, *rewritten}):
-                writer.link(rel, base.root / rel, file_hash, key)
-        else:
+        if not base:
             layout = dataclasses.replace(layout, insight_width=id_width(number))
         compiled.finish(layout.insight_width)  # the model's insights' pages, all written
         if miner is not None:
@@ -79,17 +76,26 @@ def write_layers(
         position = (
             {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
         )
+        rewritten = {MINED_PATTERNS}
+        cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
         for page in mined:
             header, guideline = page.content()
             header.id = layout.insight(page.number)
-            writer.write(layout.insight_rel(page.number), render.insight_page(header, guideline))
+            writer.write_files(render.insight_files(header, guideline))
             mined_row = render.insight_row(page.number, header, guideline)
             if page.new:
+                at = len(insight_rows)
                 insight_rows.append(mined_row)
                 compiled.written_insights.add(page.number, header, guideline)
             else:  # a parent's mined lesson, recounted
-                insight_rows[position[page.number]] = mined_row
+                at = position[page.number]
+                insight_rows[at] = mined_row
+                rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
+            cites += [(step, at, step == header.source_step) for step in header.rests_on]
         del mined  # each page's lesson was made as it was written: none is held from here
+        rewritten |= _name_mined(writer, layout, base, cites, insight_rows)
+        if base:
+            writer.link_all(base.root, base.kept_files(rewritten))
         compiled_by: CompiledBy = "offline" if templates is None else "llm"
         fill_report(
             report,
@@ -136,6 +142,42 @@ def write_layers(
         compiled.close()
 
 
+def _name_mined(
+    writer: CorpusWriter,
+    layout: Layout,
+    base: FrozenVersion | None,
+    cites: list[tuple[str, int, bool]],
+    insight_rows: Sequence[render.InsightRow],
+) -> set[str]:
+    """Each compilation page of a run a mined lesson rests on, written anew to name it
+    (render.with_mined); the parent's pages so written, which the version does not keep."""
+    replaced: set[str] = set()
+    parent_steps = len(base.rows) if base else 0
+    cites.sort()
+    for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
+        step = parse_step(step_id)
+        rel = layout.compilation_rel(step)
+        if base is not None and step <= parent_steps:
+            if rel not in base.manifest.files:
+                continue  # its compilation failed
+            page = read.read_page(base.root, rel, CompilationHeader)
+            replaced |= {rel, data_rel(rel)}
+        else:
+            if not (writer.root / rel).exists():
+                continue
+            page = read.read_page(writer.root, rel, CompilationHeader)
+            writer.remove(rel)
+            if page.header.data:
+                writer.remove(page.header.data)
+        source_of: list[tuple[int, str]] = []
+        cited_by: list[tuple[int, str]] = []
+        for _, at, source in group:
+            row = insight_rows[at]
+            (source_of if source else cited_by).append((row.number, row.title))
+        writer.write_files(render.with_mined(layout, page.header, page.body, source_of, cited_by))
+    return replaced
+
+
 def _written(
     layout: Layout,
     rows: Iterable[render.RunRow],
@@ -160,6 +202,7 @@ def _written(
             judged=row.judged,
             explanation=explanation(compiled.title, compiled.statements) if compiled else "",
             project=row.project,
+            kind=row.kind,
         )
         yield WrittenRun(run, compiled.backing if compiled else None)
 
@@ -213,6 +256,7 @@ def fill_report(
     report.compiled = compiled.count
     report.insights = insights
     report.unverified_quotes = compiled.unverified_quotes
+    report.read_only_insights = compiled.read_only_insights
     every = [stats] if judge_stats is None else [stats, judge_stats]
     report.llm_calls = sum(each.calls - each.cache_hits for each in every)
     report.cache_hits = sum(each.cache_hits for each in every)
@@ -229,6 +273,7 @@ def fill_report(
     report.invalid_retries = stats.invalid_retries
     report.quote_repairs = stats.quote_repairs
     report.cut_prompts = stats.cut_prompts
+    report.addresses_compiler = sorted(stats.addressed, key=lambda found: int(found["step"]))
     # A judged run reaches the raw layer redacted already: its secrets are the judge's count.
     redacted: Counter[str] = Counter()
     places: Counter[tuple[str, str]] = Counter()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import orjson
 
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, read, render
-from wikitrace.corpus_schema.records import Outcome, is_judged
+from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
 from wikitrace.tools.memory import WrittenInsights
@@ -70,6 +70,31 @@ def guess_width(drawn: int, done: int, total: int) -> int:
     return id_width(drawn * total // done + total // 4)
 
 
+def summarize(
+    step: int, record: RunRecord, result: Compilation, spilled: tuple[int, int] | None = None
+) -> Summary:
+    """What the indexes need of a compiled run (its insights not numbered yet)."""
+    return Summary(
+        step,
+        result.title,
+        result.unverified_quotes,
+        [],
+        record.task_id,
+        record.task_type,
+        spilled,
+        [claim.statement for claim in result.claims],
+        read.claim_backing(result.claims),
+    )
+
+
+def plain_compilation(layout: Layout, record: RunRecord, result: Compilation) -> render.PageFiles:
+    """The page (and data file) of a compilation with no insight drafted: it links to nothing
+    unnumbered, so it is written as soon as it is compiled."""
+    return render.compilation(
+        layout, result, task_id=record.task_id, task_type=record.task_type, insight_numbers=[]
+    )
+
+
 class Compiled:
     """The compilations of a version, kept off the heap, and its model's insights numbered in
     step order while later runs still compile.
@@ -101,6 +126,8 @@ class Compiled:
         """Runs compiled."""
         self.unverified_quotes = 0
         """Quotes not found in their runs, over every compilation."""
+        self.read_only_insights = 0
+        """The model's lessons whose only support is content the agent read (records.READ_ONLY)."""
         self.insight_rows = InsightRows(writer.root.parent, parent_rows)
         """The index rows of the parent's insights, then of the model's numbered so far, on
         disk: the version's insight rows, once its mined lessons are added."""
@@ -127,37 +154,29 @@ class Compiled:
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
         spilled = None
         if not result.insights:
-            self.writer.write(
-                self.layout.compilation_rel(step),
-                render.compilation(
-                    self.layout,
-                    result,
-                    task_id=record.task_id,
-                    task_type=record.task_type,
-                    insight_numbers=[],
-                ),
-            )
+            self.writer.write_files(plain_compilation(self.layout, record, result))
         else:
             data = orjson.dumps(result.model_dump(mode="json"))
             self._spill.seek(self._size)
             self._spill.write(data)
             spilled = (self._size, len(data))
             self._size += len(data)
-        self.count += 1
-        self.unverified_quotes += result.unverified_quotes
-        summary = Summary(
-            step,
-            result.title,
-            result.unverified_quotes,
-            [],
-            record.task_id,
-            record.task_type,
-            spilled,
-            [claim.statement for claim in result.claims],
-            read.claim_backing(result.claims),
-        )
+        summary = summarize(step, record, result, spilled)
         kept = result if step == self._next and spilled else None
-        self._finished[step] = _Finished(summary, record.outcome, is_judged(record.metadata), kept)
+        self._done_with(summary, record.outcome, is_judged(record.metadata), kept)
+
+    def written(self, summary: Summary, outcome: Outcome, judged: bool) -> None:
+        """A run compiled with no insight drafted, its pages rendered (`plain_compilation`)
+        and written by the caller: an offline build's worker processes render them."""
+        assert summary.spilled is None, "a compilation with insights is added with add()"
+        self._done_with(summary, outcome, judged, None)
+
+    def _done_with(
+        self, summary: Summary, outcome: Outcome, judged: bool, kept: Compilation | None
+    ) -> None:
+        self.count += 1
+        self.unverified_quotes += summary.unverified_quotes
+        self._finished[summary.step] = _Finished(summary, outcome, judged, kept)
         self._number_ready()
 
     def failed(self, step: int) -> None:
@@ -222,8 +241,7 @@ class Compiled:
         assert summary.spilled is not None
         layout = dataclasses.replace(self.layout, insight_width=width)
         result = result or self.read(summary.spilled)
-        self.writer.write(
-            layout.compilation_rel(summary.step),
+        self.writer.write_files(
             render.compilation(
                 layout,
                 result,
@@ -236,11 +254,10 @@ class Compiled:
             header = render.insight_header(
                 layout, number, draft, source=result, task_type=summary.task_type
             )
-            self.writer.write(
-                layout.insight_rel(number), render.insight_page(header, draft.guideline)
-            )
+            self.writer.write_files(render.insight_files(header, draft.guideline))
             if not again:
                 self.written_insights.add(number, header, draft.guideline)
+                self.read_only_insights += header.support == READ_ONLY
 
     def finish(self, width: int) -> None:
         """Every compilation with insights written with ids `width` digits wide (the pages
@@ -255,8 +272,10 @@ class Compiled:
             for summary in self.in_order():
                 if summary.insights:
                     self.writer.remove(guessed.compilation_rel(summary.step))
+                    self.writer.remove(guessed.compilation_data_rel(summary.step))
                     for number in summary.insights:
                         self.writer.remove(guessed.insight_rel(number))
+                        self.writer.remove(guessed.insight_data_rel(number))
                     self._write_pages(summary, width, again=True)
         self._width = width
 
@@ -312,18 +331,18 @@ class Producer:
             self.progress(self.done, self.total)
 
     def _record_failure(self, step: int, record: RunRecord, error: Exception) -> None:
+        # The model could not be reached or gave no reply (call), or replied with an answer
+        # that could not be used (answer): only the first says it is down.
+        kind = "call" if isinstance(error, LLMCallError) else "answer"
+        self.record_failure(step, record.task_id, str(error), kind)
+
+    def record_failure(self, step: int, task_id: str, error: str, kind: str = "answer") -> None:
+        """A run not compiled (`error` says why), listed in the report."""
         self.results.failed(step)
         self.report.failed.append(
-            {
-                "step": self.layout.step(step),
-                "task_id": record.task_id,
-                "error": str(error),
-                # The model could not be reached or gave no reply (call), or replied with an
-                # answer that could not be used (answer): only the first says it is down.
-                "kind": "call" if isinstance(error, LLMCallError) else "answer",
-            }
+            {"step": self.layout.step(step), "task_id": task_id, "error": error, "kind": kind}
         )
-        log.warning("%s (task %s): %s", self.layout.step(step), record.task_id, error)
+        log.warning("%s (task %s): %s", self.layout.step(step), task_id, error)
 
     def offline(self, runs: Iterable[tuple[int, RunRecord]]) -> None:
         # No event loop: Ctrl-C interrupts at once, wherever the build is.

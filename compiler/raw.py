@@ -17,7 +17,7 @@ from wikitrace.tools import drilldown
 from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 
 from .importers import InputPlan
-from .inputs import SeenRuns, SourceRun, tally
+from .importers.runs import SeenRuns, SourceRun, tally
 from .redact import Redactor
 from .report import BuildOptions, BuildReport, corpus_path
 
@@ -66,6 +66,9 @@ class RawLayer:
             Redactor(options.redact_patterns, options.redact_keep) if options.redact else None
         )
         self.attempts: Counter[str] = Counter(base.attempts) if base else Counter()
+        self._step = 0
+        """The last step numbered (`number`)."""
+        self._seen = SeenRuns()
 
     def close(self) -> None:
         self.rows.close()
@@ -73,53 +76,51 @@ class RawLayer:
 
     def runs(self) -> Iterator[tuple[int, RunRecord]]:
         """Pass two: each valid run, numbered, after its raw layer is written."""
-        if input_state(self.plan.watched) != self.input_state:
-            raise InputError(
-                "an input file changed after it was checked; build again once it is complete",
-                path=", ".join(str(p) for p in self.options.inputs),
-            )
-        step = len(self.base.rows) if self.base else 0
-        seen = SeenRuns()
-        for item in self.plan.items():
-            if not isinstance(item, SourceRun):
-                continue  # reported by the first pass
-            data, record = self._redacted(item)
+        for item in self.sources():
+            data, record = redacted(self.redactor, item.data, item.record)
             # Interned: mining holds both for every run, and runs share them.
             record.task_id = sys.intern(record.task_id)
             if record.task_type:
                 record.task_type = sys.intern(record.task_type)
             log_bytes, offsets = render.turn_log(data["turns"])
-            # A run the parent holds, or one this input holds twice (the same file given
-            # twice, a log copied into two folders), is written once.
-            key = fingerprint(
-                record.task_id,
-                record.outcome,
-                digest(log_bytes),
-                given_attempt(record.metadata),
+            step = self.number(run_key(record, log_bytes))
+            if step is not None:
+                yield step, self.write(step, item, data, record, log_bytes, offsets)
+
+    def sources(self) -> Iterator[SourceRun]:
+        """Pass two's runs as read, before redaction; `number` numbers them in this order."""
+        if input_state(self.plan.watched) != self.input_state:
+            raise InputError(
+                "an input file changed after it was checked; build again once it is complete",
+                path=", ".join(str(p) for p in self.options.inputs),
             )
-            if seen.again(key) or (self.base and key in self.base.fingerprints):
-                self.report.duplicates += 1
-                self.advance()
-                continue
-            step += 1
-            yield step, self.write(step, item, data, record, log_bytes, offsets)
+        self._step = len(self.base.rows) if self.base else 0
+        self._seen = SeenRuns()
+        for item in self.plan.items():
+            if isinstance(item, SourceRun):  # the rest was reported by the first pass
+                yield item
 
-    def _source(self, item: SourceRun) -> str:
-        """Where the run came from, as the corpus names it (report.corpus_path)."""
-        where = corpus_path(item.path, self.options.inputs)
-        if item.line is not None:
-            where += f":{item.line}"
-        if item.at is not None:
-            where += f":{item.at}"
-        return where
+    def number(self, key: str) -> int | None:
+        """The step of the next run read, known by its fingerprint `key` (`run_key`); None
+        for a run the parent holds or one this input holds twice (the same file given
+        twice, a log copied into two folders), which is written once: it is counted, and
+        done."""
+        if self._seen.again(key) or (self.base and key in self.base.fingerprints):
+            self.report.duplicates += 1
+            self.advance()
+            return None
+        self._step += 1
+        return self._step
 
-    def _redacted(self, item: SourceRun) -> tuple[dict[str, Any], RunRecord]:
-        if self.redactor is None:
-            return item.data, item.record
-        data = self.redactor.value(item.data)
-        if data is item.data:  # nothing to redact
-            return data, item.record
-        return data, RunRecord.model_validate(data)
+    def attempt(self, task_id: str, given: Any) -> int:
+        """The attempt number of a new run of `task_id`, in step order: the one its log gives
+        (`given`, its metadata's `attempt`), else its count among the task's runs."""
+        self.attempts[task_id] += 1
+        return (
+            given
+            if isinstance(given, int) and not isinstance(given, bool)
+            else (self.attempts[task_id])
+        )
 
     def write(
         self,
@@ -130,52 +131,104 @@ class RawLayer:
         log_bytes: bytes,
         offsets: list[int],
     ) -> RunRecord:
-        self.attempts[record.task_id] += 1
-        given = record.metadata.get("attempt")
-        attempt = (
-            given
-            if isinstance(given, int) and not isinstance(given, bool)
-            else (self.attempts[record.task_id])
+        attempt = self.attempt(record.task_id, record.metadata.get("attempt"))
+        source = source_name(item.path, item.line, item.at, self.options.inputs)
+        self.writer.write_files(
+            raw_files(self.layout, step, attempt, source, data, record, log_bytes, offsets)
         )
-        header = RawHeader(
-            step=self.layout.step(step),
-            task_id=record.task_id,
-            task_type=record.task_type,
-            attempt=attempt,
-            outcome=record.outcome,
-            turns=len(record.turns),
-            project=record.project,
-            source=self._source(item),
-            turns_file=self.layout.raw_turns_rel(step),
-            metadata=record.metadata,
-        )
-        self.writer.write(
-            self.layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)
-        )
-        self.writer.write(self.layout.raw_turns_rel(step), log_bytes)
-        summaries = [drilldown.summarize(turn) for turn in data["turns"]]
-        self.writer.write(
-            self.layout.raw_turn_index_rel(step), render.turn_index(offsets, summaries)
-        )
-        self.rows.append(
-            render.RunRow(
-                step=step,
-                task_id=record.task_id,
-                task_type=record.task_type,
-                outcome=record.outcome,
-                turns=len(record.turns),
-                task=render.task_preview(record.task),
-                judged=is_judged(record.metadata),
-                attempt=given_attempt(record.metadata),
-                project=record.project,
-            )
-        )
-        self.tasks.append(render.page_task(record.task))
+        self.add(run_row(step, record), render.page_task(record.task), item.format, record.success)
+        return record
+
+    def add(self, row: render.RunRow, task: str, input_format: str, success: bool) -> None:
+        """A new run whose raw files are written: its row, its task as its page holds it
+        (render.page_task), and the report's counts."""
+        self.rows.append(row)
+        self.tasks.append(task)
         self.report.runs += 1
-        tally(self.report.formats, item.format, "runs")
-        tally(self.report.formats, item.format, "successes" if record.success else "failures")
-        if record.success:
+        tally(self.report.formats, input_format, "runs")
+        tally(self.report.formats, input_format, "successes" if success else "failures")
+        if success:
             self.report.successes += 1
         else:
             self.report.failures += 1
-        return record
+
+
+def redacted(
+    redactor: Redactor | None, data: dict[str, Any], record: RunRecord
+) -> tuple[dict[str, Any], RunRecord]:
+    """A run as the corpus keeps it: its JSON with its secrets replaced, and its record (the
+    one given when nothing was redacted)."""
+    if redactor is None:
+        return data, record
+    clean = redactor.value(data)
+    if clean is data:  # nothing to redact
+        return data, record
+    return clean, RunRecord.model_validate(clean)
+
+
+def run_key(record: RunRecord, log_bytes: bytes) -> str:
+    """A run's identity across versions (versions.fingerprint), from its redacted record and
+    its turn log as written (render.turn_log)."""
+    return fingerprint(
+        record.task_id, record.outcome, digest(log_bytes), given_attempt(record.metadata)
+    )
+
+
+def source_name(path: str, line: int | None, at: str | None, inputs: list[Path]) -> str:
+    """Where a run came from, as the corpus names it (report.corpus_path)."""
+    where = corpus_path(path, inputs)
+    if line is not None:
+        where += f":{line}"
+    if at is not None:
+        where += f":{at}"
+    return where
+
+
+def raw_files(
+    layout: Layout,
+    step: int,
+    attempt: int,
+    source: str,
+    data: dict[str, Any],
+    record: RunRecord,
+    log_bytes: bytes,
+    offsets: list[int],
+) -> list[tuple[str, str | bytes]]:
+    """A new run's raw files: its metadata page, its turns as logged (`log_bytes` and the
+    `offsets` render.turn_log gives) and their index."""
+    header = RawHeader(
+        step=layout.step(step),
+        task_id=record.task_id,
+        task_type=record.task_type,
+        attempt=attempt,
+        outcome=record.outcome,
+        turns=len(record.turns),
+        project=record.project,
+        kind=record.kind,
+        kind_basis=record.kind_basis,
+        source=source,
+        turns_file=layout.raw_turns_rel(step),
+        metadata=record.metadata,
+    )
+    summaries = [drilldown.summarize(turn) for turn in data["turns"]]
+    return [
+        (layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)),
+        (layout.raw_turns_rel(step), log_bytes),
+        (layout.raw_turn_index_rel(step), render.turn_index(offsets, summaries)),
+    ]
+
+
+def run_row(step: int, record: RunRecord) -> render.RunRow:
+    """A new run's row in the indexes (its task cut short: render.task_preview)."""
+    return render.RunRow(
+        step=step,
+        task_id=record.task_id,
+        task_type=record.task_type,
+        outcome=record.outcome,
+        turns=len(record.turns),
+        task=render.task_preview(record.task),
+        judged=is_judged(record.metadata),
+        attempt=given_attempt(record.metadata),
+        project=record.project,
+        kind=record.kind,
+    )

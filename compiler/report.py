@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from .compile import CompileLimits
 from .importers import AUTO, DEFAULT_THRESHOLD
-from .inputs import FormatCounts
+from .importers.runs import FormatCounts
 from .offline import OFFLINE_MODEL
 
 
@@ -57,6 +57,13 @@ class BuildOptions:
     """Worker processes that make the compile calls (compiler/call_worker.py), so that
     litellm's work on each runs on other cores than the build's own; 0: in the build's
     process."""
+    fast_path: bool = True
+    """Call a plain OpenAI-compatible endpoint (`openai/NAME` at --api-base) with one shared
+    HTTP client instead of litellm (compiler/fast_path.py); False: litellm for every call."""
+    workers: int | None = None
+    """Processes that read, redact, compile and render the runs of an offline build
+    (compiler/pool.py); None: one for each core available, for a build of 1,000 runs or
+    more; 1: all in the build's own process."""
 
     @property
     def offline(self) -> bool:
@@ -111,6 +118,9 @@ class BuildReport:
     compiled: int = 0
     insights: int = 0
     unverified_quotes: int = 0
+    read_only_insights: int = 0
+    """The model's lessons whose only support is content the agent read (a tool result, a
+    page, a file): each is flagged on its page and in the first message (records.READ_ONLY)."""
     llm_calls: int = 0
     cache_hits: int = 0
     http_attempts: int = 0
@@ -120,6 +130,10 @@ class BuildReport:
     invalid_retries: int = 0
     quote_repairs: int = 0
     cut_prompts: int = 0
+    addresses_compiler: list[dict[str, Any]] = field(default_factory=list)
+    """Runs whose text addresses the model reading them (compiler/injection.py), named as such
+    in their compile prompt and in their compilation's notes: step, task_id, `task` and
+    `turns`, and the patterns found."""
     failed: list[dict[str, Any]] = field(default_factory=list)
     """Runs whose compilation failed: step, task_id, error."""
     skipped: list[dict[str, Any]] = field(default_factory=list)

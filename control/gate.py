@@ -26,6 +26,11 @@ narrowed lesson is tested on probes the narrowing never saw (the other half of t
 sequential, at a quarter of alpha; new probes on fresh seeds otherwise). Anything else is
 rejected. Decisions, figures and every probe run go into a new version (gate/); a rejected
 insight stays there, marked, and is never shown to an agent.
+
+A lesson whose only support is content the agent read (records.READ_ONLY: where an injected
+instruction would come from) is tested on probes of its own, never as a near-duplicate of
+another, and committed only when they show it helps (refuse_unshown). A gate killed after its
+version was made is finished by running it again, not run a second time.
 """
 
 from __future__ import annotations
@@ -43,17 +48,17 @@ from pydantic import BaseModel, Field
 
 from wikitrace.compiler.ask import Asker
 from wikitrace.compiler.llm import LLM
-from wikitrace.corpus_schema import CorpusError, InputError
+from wikitrace.corpus_schema import CorpusError, InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import PROBES_DIR, now
-from wikitrace.corpus_schema.layout import decision_id, step_id
+from wikitrace.corpus_schema.layout import GATE_DIR, decision_id, step_id
 from wikitrace.corpus_schema.ledger import (
     AgentRun,
     GateDecision,
     ProbeResult,
     TogetherCheck,
 )
-from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.records import READ_ONLY, InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
 from wikitrace.tools import consolidate
 from wikitrace.versions import (
@@ -66,6 +71,7 @@ from wikitrace.versions import (
     resolve_insight,
     write_view,
 )
+from wikitrace.versions.store import left_unrecorded, record_left
 
 from .figures import (
     Pair,
@@ -170,6 +176,9 @@ def gate_insights(
     """Test each candidate, then write one new version with every decision."""
     with build_lock(pointer):
         store = open_store(pointer)
+        finished = _finish_interrupted(store, deploy=deploy)
+        if finished is not None and _decides(finished, insight_ids):
+            return finished
         base = FrozenVersion.current(store)
         current = base.name
         gate = _Gate(store, base, options, llm, progress)
@@ -179,7 +188,9 @@ def gate_insights(
             return report
         try:
             for candidate in candidates:
-                report.decisions.append(gate.decide(candidate))
+                decision = gate.decide(candidate)
+                refuse_unshown(candidate.header, decision)
+                report.decisions.append(decision)
             if gate.sequential:
                 gate.multiplicity(report.decisions)
             gate.together(candidates, report.decisions)
@@ -209,6 +220,49 @@ def gate_insights(
                 change.follow(decision, page.header, corpus_read.guideline(page))
         report.version = derive_version(store, base, change, deploy=deploy)
         return report
+
+
+def _finish_interrupted(store: Store, *, deploy: bool) -> GateReport | None:
+    """A gate call killed once its version was made, before the history said so: that
+    version is placed as it would have been (`left_unrecorded`, as `add` does) and its
+    decisions are the report, rather than the same lessons tested again into a second
+    version. None when there is none."""
+    name = left_unrecorded(store, decided_by="gate")
+    if name is None:
+        return None
+    root = store.version_path(name)
+    made = manifest.load(root).build
+    decisions = [
+        corpus_read.read_page(root, f"{GATE_DIR}/{ident}.md", GateDecision).header
+        for ident in made.get("gate", [])
+    ]
+    reason = "gate: " + ", ".join(f"{d.insight} {d.verdict}" for d in decisions)
+    record_left(
+        store,
+        name,
+        deploy=deploy,
+        reason=f"{reason} (an interrupted gate, finished)",
+        event="gated",
+    )
+    log.warning("%s was made by a gate call that was interrupted: finished it", name)
+    return GateReport(
+        decisions=decisions,
+        tested_on=made.get("tested_on"),
+        version=name,
+        agent_runs=int(made.get("agent_runs", 0)),
+    )
+
+
+def _decides(report: GateReport, insight_ids: Sequence[str]) -> bool:
+    """Whether the decisions of a finished gate call answer a call for `insight_ids` (every
+    ungated insight when none is named)."""
+    decided = [decision.insight for decision in report.decisions]
+    for given in insight_ids:
+        try:
+            resolve_insight(given, decided)
+        except InputError:
+            return False
+    return True
 
 
 class _Gate:
@@ -300,6 +354,9 @@ class _Gate:
             first_ungated: dict[int, str] = {}
             for index, ident in enumerate(idents):
                 if self.pages[ident].header.status != "ungated":
+                    continue
+                if self.pages[ident].header.support == READ_ONLY:
+                    chosen.append(ident)  # never committed on another lesson's probes
                     continue
                 lead = first_ungated.setdefault(leaders[index], ident)
                 if lead == ident:
@@ -978,6 +1035,35 @@ class _Gate:
                 + summary(second, self.thresholds)
             )
         return decision
+
+
+def refuse_unshown(header: InsightHeader, decision: GateDecision) -> None:
+    """A lesson whose only support is content the agent read (records.READ_ONLY: a tool
+    result, a page, a file, where an injected instruction would be) is committed only when a
+    probe shows it: a target pair its lesson made better, more such pairs than worse, in the
+    figures that decided (the narrowed lesson's, when narrowed). Its evidence alone, or a rule
+    that passes it without a gain (`--rule estimates` with `--eta 0`), never commits it: it is
+    rejected, saying why."""
+    if header.support != READ_ONLY or decision.verdict != "committed":
+        return
+    figures = decision.narrowed_figures or decision.figures
+    if figures is not None and figures.gains > figures.losses:
+        decision.reason += (
+            f" Its only support is content the agent read; probes showed it helps "
+            f"({figures.gains} of {figures.n_target} target pairs better with it)."
+        )
+        return
+    shown = (
+        f"{figures.gains} of {figures.n_target} target pairs better with it, {figures.losses} worse"
+        if figures is not None
+        else "no figures"
+    )
+    decision.verdict = "rejected"
+    decision.reason = (
+        "Rejected: its only support is content the agent read (a tool result, a page, a file), "
+        f"which may be an injected instruction, and no probe showed it helps ({shown}); such a "
+        "lesson is never committed on its evidence alone. The test said: " + decision.reason
+    )
 
 
 NARROWED_SHARE = 0.25

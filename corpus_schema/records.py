@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .work import kind_named
 
 Outcome = Literal["success", "failure"]
 CompiledBy = Literal["llm", "offline"]
@@ -70,6 +73,13 @@ class RunRecord(_Strict):
     """The code project the run worked in, for a coding agent's session: its repository
     (`github.com/owner/repo`) when the log names its remote, else its working folder's name.
     The first message lists a project's own lessons first (`prompt --project`)."""
+    kind: str | None = None
+    """The kind of work a coding session did: fix-bug, add-feature, refactor, tests, docs,
+    build-ci-deps or investigate (corpus_schema/work.py), inferred from its task and the files
+    it changed; None when unknown or unsure. The first message lists the same kind of work's
+    lessons after the project's own (`prompt --kind`)."""
+    kind_basis: str | None = None
+    """How `kind` was inferred, or why it could not be ("unsure: ..."); None when given."""
     success: bool = Field(strict=True)
     """Whether the run solved the task (true or false; not a string or a number)."""
     turns: list[Turn]
@@ -92,12 +102,24 @@ class RunRecord(_Strict):
             raise ValueError("must not be empty")
         return value
 
+    @field_validator("kind")
+    @classmethod
+    def _kind_known(cls, value: str | None) -> str | None:
+        return None if value is None else kind_named(value)
+
     @property
     def outcome(self) -> Outcome:
         return "success" if self.success else "failure"
 
 
 # --- compilation ----------------------------------------------------------------------
+
+
+QuoteSource = Literal["action", "result", "read"]
+Support = Literal["acted", "read-content-only"]
+READ_ONLY: Support = "read-content-only"
+"""The support of a lesson whose every found quote is content the agent read: never committed
+by the gate without a probe that shows it helps (control/gate.py)."""
 
 
 class Evidence(_Strict):
@@ -116,6 +138,11 @@ class Evidence(_Strict):
     """How the check went when not plainly: "typography and spacing normalised", "cited as
     turn 5; found in turn 7" (the turn was corrected), "too short to prove anything",
     "not found in the turn"."""
+    source: QuoteSource | None = None
+    """Where the quoted text is in its turn (compiler.evidence.quote_source): action, what the
+    agent wrote or did; result, what came back from one of its actions; read, content it read
+    (a file, a web page, search results, a document or message it was given). None when the
+    quote was not found, or the corpus was made before sources were told apart."""
 
 
 class Claim(_Strict):
@@ -125,6 +152,21 @@ class Claim(_Strict):
     evidence: list[Evidence]
     basis: Literal["observed", "inferred"] = "observed"
     """observed: the log shows it; inferred: the compiler's reading of what the log shows."""
+
+    @property
+    def support(self) -> Support | None:
+        """What its found quotes rest on (support_of)."""
+        return support_of([self])
+
+
+def support_of(claims: Iterable[Claim]) -> Support | None:
+    """acted when a found quote of the claims is the agent's action or what came back from
+    one; read-content-only when every found quote is content the agent read (how injected
+    instructions become memory); None when no found quote says where it is from."""
+    sources = {e.source for claim in claims for e in claim.evidence if e.verified and e.source}
+    if sources & {"action", "result"}:
+        return "acted"
+    return READ_ONLY if sources else None
 
 
 class Hypothesis(_Strict):
@@ -211,6 +253,10 @@ class RawHeader(_Strict):
     turns: int
     project: str | None = None
     """The code project it worked in (RunRecord.project), if known."""
+    kind: str | None = None
+    """The kind of work it did (RunRecord.kind), if known."""
+    kind_basis: str | None = None
+    """How its kind was inferred, or why it could not be (RunRecord.kind_basis)."""
     source: str
     """Input file and line the run was read from."""
     turns_file: str
@@ -232,14 +278,25 @@ class CompilationSummary(_Strict):
     raw: str
     judged: bool = False
     """The outcome is a model's verdict on the log, not a verifier's."""
+    cited_by: list[str] = Field(default_factory=list)
+    """The mined insights that rest on this run: as their source, or as one of the runs they
+    quote (`insights` names those a model drew from it). Its body says which."""
+    data: str | None = None
+    """Its data file (layout.data_rel), which holds its claims; None in a page of format 1,
+    whose header holds them."""
 
 
 class CompilationHeader(CompilationSummary):
-    """Frontmatter of compilation/step-NNNN.md."""
+    """What compilation/step-NNNN.md says of itself: its header, and its claims from its
+    data file (read.read_page joins them)."""
 
     claims: list[Claim]
     """The claims of the body, machine-readable: each with its turns, quotes and whether
     every quote was found in its turn."""
+
+
+COMPILATION_DATA_FIELDS = ("claims",)
+"""The fields of a CompilationHeader kept in its data file, not on its page's header."""
 
 
 MinedKind = Literal["contrast", "divergence"]
@@ -314,11 +371,18 @@ class InsightHeader(_Strict):
     mined: MinedFinding | None = None
     """The counts a mined lesson rests on."""
     status: InsightStatus = "ungated"
+    support: Support | None = None
+    """What the quotes behind it rest on (records.support_of): read-content-only when its only
+    support is text the agent read, which may be an injected instruction; None for a mined
+    lesson, one with no quote found, or a page made before this was told."""
     decisions: list[str] = Field(default_factory=list)
     """The gate and monitoring decisions about it, oldest first (gate/gate-NNNN.md)."""
     evidence: list[Claim] = Field(default_factory=list)
     """The claims it rests on, with their quotes, copied from its compilation so that the page
     shows its evidence (numbered as `source_claims` names them)."""
+    data: str | None = None
+    """Its data file (layout.data_rel), which holds the fields INSIGHT_DATA_FIELDS names; None
+    in a page of format 1, whose header holds them."""
 
     @property
     def verified(self) -> bool:
@@ -327,6 +391,19 @@ class InsightHeader(_Strict):
         return not self.evidence or any(e.verified for c in self.evidence for e in c.evidence)
 
     @property
+    def rests_on(self) -> list[str]:
+        """Every run it rests on (steps): its source first, then each other run a mined lesson
+        compares or quotes (a model's lesson quotes its source alone)."""
+        steps = [self.source_step, *(self.mined.runs if self.mined else ())]
+        steps += [e.step for claim in self.evidence for e in claim.evidence if e.step]
+        return list(dict.fromkeys(steps))
+
+    @property
     def precondition(self) -> str:
         """When it applies: its hypothesis's precondition, or else its applicability."""
         return self.hypothesis.precondition if self.hypothesis else self.applicability
+
+
+INSIGHT_DATA_FIELDS = ("applicability", "hypothesis", "mined", "evidence")
+"""The fields of an InsightHeader kept in its data file, not on its page's header: the page's
+body shows each of them once, as lines."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -16,6 +18,7 @@ from pydantic import BaseModel
 from .layout import (
     CATALOG,
     COMPILATION_DIR,
+    DATA_DIR,
     FORMAT_NAME,
     FORMAT_VERSION,
     GATE_DIR,
@@ -25,13 +28,18 @@ from .layout import (
     RAW_TURN_INDEX_NAME,
     RAW_TURNS_NAME,
     Layout,
+    data_rel,
     link,
     parse_step,
 )
 from .ledger import GateDecision
 from .records import (
+    COMPILATION_DATA_FIELDS,
+    INSIGHT_DATA_FIELDS,
+    READ_ONLY,
     Compilation,
     CompilationHeader,
+    Evidence,
     InsightDraft,
     InsightHeader,
     InsightStatus,
@@ -39,6 +47,7 @@ from .records import (
     Outcome,
     RawHeader,
     is_judged,
+    support_of,
 )
 
 TRUST_NOTE = (
@@ -105,10 +114,41 @@ class _HeaderHandler(YAMLHandler):
 _HEADER_HANDLER = _HeaderHandler()
 
 
+_UNSET_LEFT_OUT = ("project", "kind", "kind_basis", "support")
+"""Optional header fields written only when set: a run with no project, kind or taint mark
+carries no `project: null` line (read back, an absent field is None)."""
+
+
+def _header_fields(header: BaseModel) -> dict[str, Any]:
+    fields = header.model_dump(mode="json")
+    for name in _UNSET_LEFT_OUT:
+        if name in fields and fields[name] is None:
+            del fields[name]
+    return fields
+
+
 def with_frontmatter(header: BaseModel, body: str) -> str:
     """A markdown file with a YAML header, scalar fields first, ending in a newline."""
-    post = frontmatter.Post(body.rstrip("\n"), **header.model_dump(mode="json"))
+    return _page(_header_fields(header), body)
+
+
+def _page(fields: dict[str, Any], body: str) -> str:
+    post = frontmatter.Post(body.rstrip("\n"), **fields)
     return frontmatter.dumps(post, handler=_HEADER_HANDLER) + "\n"
+
+
+PageFiles = list[tuple[str, str]]
+"""A page and its data file, each as (path under the corpus root, text): write both."""
+
+
+def _with_data(rel: str, header: BaseModel, body: str, kept: Sequence[str]) -> PageFiles:
+    """The page at `rel` with a header of short fields that names its data file (`data`),
+    which holds the fields `kept` as JSON for the tools: the body shows them once."""
+    fields = _header_fields(header)
+    data = {name: fields.pop(name) for name in kept}
+    fields["data"] = data_rel(rel)
+    text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return [(rel, _page(fields, body)), (fields["data"], text)]
 
 
 def turn_log(turns: Iterable[Mapping[str, Any]]) -> tuple[bytes, list[int]]:
@@ -170,10 +210,58 @@ def unescape(text: str) -> str:
     return _UNESCAPE.sub(r"\1", text)
 
 
+LINE_LIMIT = 200
+"""No line of an insight page, a compilation page or an index is longer (but a header line
+of a page from format 1, or a word a fenced quote cannot break): grep shows whole lines."""
+WRAP = 150
+"""Where prose is wrapped on a page: most paragraphs stay one line, whole in a grep's hit."""
+
+
+def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> str:
+    """`first` then `text` as `inline` shows it, wrapped at `width` on lines that start with
+    `indent` (each line escaped on its own, so that none starts a list or a heading); a word
+    too long for a line is cut. `page_line` gives the text back as a reader takes it."""
+    lines: list[str] = []
+    line: list[str] = []
+    size = len(first)
+    limit = max(width, len(indent) + 20)
+    for word in _words(text, LINE_LIMIT - len(indent) - 4):
+        shown = len(inline(word))
+        if line and size + 1 + shown > limit:
+            lines.append(inline(" ".join(line)))
+            line, size = [], len(indent)
+        line.append(word)
+        size += shown + (len(line) > 1)
+    lines.append(inline(" ".join(line)))
+    return first + f"\n{indent}".join(lines)
+
+
+def _words(text: str, longest: int) -> Iterator[str]:
+    for word in text.split():
+        if len(inline(word)) <= longest:
+            yield word
+            continue
+        # Escaping at most doubles a word: cut it so that each piece fits a line escaped.
+        step = max(longest // 2, 1)
+        yield from (word[i : i + step] for i in range(0, len(word), step))
+
+
+def _fit(prefix: str, text: str, suffix: str = "", cell: bool = False) -> str:
+    """`prefix`, `text` shortened as far as it must be for the line to fit LINE_LIMIT (a table
+    cell when `cell`), then `suffix`."""
+    shown = _cell if cell else lambda t, n: inline(shortened(t, n))
+    limit = max(len(text), 1)
+    line = f"{prefix}{shown(text, limit)}{suffix}"
+    while len(line) > LINE_LIMIT and limit > 16:
+        limit = max(16, limit - (len(line) - LINE_LIMIT))
+        line = f"{prefix}{shown(text, limit)}{suffix}"
+    return line
+
+
 def page_line(text: str) -> str:
-    """`text` as a reader takes it back from the line `inline` makes of it (whitespace
+    """`text` as a reader takes it back from the lines `wrapped` makes of it (whitespace
     folded)."""
-    return unescape(inline(text))
+    return " ".join(unescape(wrapped(text)).split())
 
 
 def verbatim(text: str, indent: str = "") -> str:
@@ -187,8 +275,40 @@ def verbatim(text: str, indent: str = "") -> str:
     return "\n".join(lines)
 
 
+def folded_quote(text: str, indent: str = "  ", width: int = LINE_LIMIT - 20) -> tuple[str, bool]:
+    """A quote as a page shows it (`verbatim`), its lines longer than `width` broken (at a
+    space where there is one); and whether any was. The data file keeps it whole."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        while len(line) > width:
+            cut = line.rfind(" ", width // 2, width)
+            cut = cut + 1 if cut != -1 else width
+            lines.append(line[:cut].rstrip(" "))
+            line = line[cut:]
+        lines.append(line)
+    folded = "\n".join(lines)
+    return verbatim(folded, indent), folded != text
+
+
+def _heading(prefix: str, text: str) -> list[str]:
+    """A heading `prefix` + `text`, or when it would be too long a line, `prefix` as the
+    heading and the text wrapped under it."""
+    line = f"{prefix}{inline(text)}"
+    if len(line) <= LINE_LIMIT:
+        return [line, ""]
+    return [prefix.rstrip(": "), "", wrapped(text), ""]
+
+
 def _quote_block(text: str, indent: str = "") -> str:
-    return "\n".join(f"{indent}> {line}" if line else f"{indent}>" for line in text.splitlines())
+    """A block quote of our own text (a note; no Markdown but code spans), wrapped."""
+    lines = [
+        wrap or [""]
+        for line in text.splitlines()
+        for wrap in [textwrap.wrap(line, WRAP, break_long_words=False, break_on_hyphens=False)]
+    ]
+    return "\n".join(
+        f"{indent}> {part}" if part else f"{indent}>" for group in lines for part in group
+    )
 
 
 TASK_PREVIEW = 400
@@ -267,7 +387,7 @@ def compilation(
     task_id: str,
     task_type: str | None,
     insight_numbers: Sequence[int],
-) -> str:
+) -> PageFiles:
     rel = layout.compilation_rel(record.step)
     step = layout.step(record.step)
     header = CompilationHeader(
@@ -289,18 +409,20 @@ def compilation(
         template = record.prompt.template if record.prompt else "?"
         provenance = f"Compiled by `{record.model}` with prompt `{template}`. {TRUST_NOTE}"
     lines = [
-        f"# {step}: {inline(record.title)}",
-        "",
+        *_heading(f"# {step}: ", record.title),
         _quote_block(provenance),
         "",
-        f"- outcome: **{outcome_text(record.outcome, record.judged)}**; task {inline(task_id)}"
-        + (f", type {inline(task_type)}" if task_type else ""),
+        _fit(
+            f"- outcome: **{outcome_text(record.outcome, record.judged)}**; task ",
+            task_id,
+            f", type {inline(task_type)}" if task_type else "",
+        ),
         f"- run: {link(layout.raw_metadata_rel(record.step), rel)}",
         f"- turns: {link(layout.raw_turns_rel(record.step), rel)} (line N is turn N)",
         "",
         "## What happened",
         "",
-        inline(record.description),
+        wrapped(record.description),
         "",
         _claims_heading(record),
         "",
@@ -308,9 +430,10 @@ def compilation(
     if not record.claims:
         lines += ["(none found)", ""]
     for number, claim in enumerate(record.claims, start=1):
-        inferred = " (inferred: the compiler's reading, not shown as such in the log)"
-        basis = inferred if claim.basis == "inferred" else ""
-        lines += [f"### {number}. {inline(claim.statement)}{basis}", ""]
+        inferred = "(inferred: the compiler's reading, not shown as such in the log)"
+        lines += _heading(f"### {number}. ", claim.statement)
+        if claim.basis == "inferred":
+            lines += [inferred, ""]
         for evidence in claim.evidence:
             status = (
                 "verified"
@@ -319,25 +442,91 @@ def compilation(
                     "UNVERIFIED: this text was not found in the raw turn; do not treat it as fact"
                 )
             )
+            quote, folded = folded_quote(evidence.quote)
             if evidence.note:
                 status += f"; {evidence.note}"
-            lines += [
-                f"- turn {evidence.turn} ({status}):",
-                "",
-                verbatim(evidence.quote, "  "),
-                "",
-            ]
-    lines += ["## Insights drawn from this run", ""]
-    if record.compiled_by == "offline":
-        lines.append("None: offline compilation draws no insights.")
-    elif not insight_numbers:
-        lines.append("None.")
-    for number, draft in zip(insight_numbers, record.insights, strict=True):
-        lines.append(f"- {link(layout.insight_rel(number), rel)}: {inline(draft.title)}")
-    lines.append("")
+            if folded:
+                status += f"; long lines broken here, `tools/turn {step} {evidence.turn}` shows it"
+            lines += [_bullet(f"turn {evidence.turn} ({status}):"), "", quote, ""]
+    drawn = [
+        _fit(f"- {link(layout.insight_rel(number), rel)}: ", draft.title)
+        for number, draft in zip(insight_numbers, record.insights, strict=True)
+    ]
+    lines += _insight_sections(drawn, record.compiled_by == "offline", [])
     if record.notes:
-        lines += ["## Notes", ""] + [f"- {note}" for note in record.notes] + [""]
-    return with_frontmatter(header, "\n".join(lines))
+        lines += ["## Notes", ""] + [wrapped(note, "- ", "  ") for note in record.notes] + [""]
+    return _with_data(rel, header, "\n".join(lines), COMPILATION_DATA_FIELDS)
+
+
+_DRAWN = "## Insights drawn from this run"
+_CITING = "## Insights that quote this run as evidence"
+
+
+def _insight_sections(drawn: list[str], offline: bool, citing: list[str]) -> list[str]:
+    """The sections of a compilation page that name the insights drawn from its run (by a
+    model, or mined with it as their source: `drawn`) and those that quote it as evidence
+    (`citing`), each a rendered list line."""
+    lines = [_DRAWN, ""]
+    if not drawn:
+        lines.append(
+            "None: offline compilation draws no insights, and no mined lesson has this run as "
+            "its source."
+            if offline
+            else "None."
+        )
+    lines += [*drawn, ""]
+    if citing:
+        lines += [_CITING, "", *citing, ""]
+    return lines
+
+
+def with_mined(
+    layout: Layout,
+    header: CompilationHeader,
+    body: str,
+    source_of: Sequence[tuple[int, str]] = (),
+    cited_by: Sequence[tuple[int, str]] = (),
+    dropped: AbstractSet[str] = frozenset(),
+) -> PageFiles:
+    """A compilation page written anew to name the mined insights that have its run as their
+    source (`source_of`) or quote it as evidence (`cited_by`), each (number, title): they are
+    counted once every run is compiled, after its page was written. The insights `dropped`
+    (ids) are named no more (a view leaves them out). A page of format 1 comes out in format
+    2."""
+    rel = layout.compilation_rel(parse_step(header.step))
+    named = {layout.insight(n) for n, _ in [*source_of, *cited_by]}
+    start = body.find(f"\n{_DRAWN}\n")
+    if start == -1:
+        raise ValueError(f"internal error: {rel} has no '{_DRAWN}' section")
+    middle = body.find(f"\n{_CITING}\n", start)
+    end = body.find("\n## ", (start if middle == -1 else middle) + 4)
+    end = len(body) if end == -1 else end
+    middle = end if middle == -1 else middle
+    gone = named | dropped
+
+    def kept(part: str) -> list[str]:
+        return [
+            line
+            for line in part.split("\n")
+            if line.startswith("- [") and not any(f"{INSIGHT_DIR}/{i}.md]" in line for i in gone)
+        ]
+
+    def lines(items: Sequence[tuple[int, str]], suffix: str) -> list[str]:
+        return [_fit(f"- {link(layout.insight_rel(n), rel)}: ", t, suffix) for n, t in items]
+
+    header = header.model_copy(
+        update={
+            "insights": [i for i in header.insights if i not in dropped],
+            "cited_by": sorted(({*header.cited_by} | named) - dropped),
+        }
+    )
+    sections = _insight_sections(
+        kept(body[start:middle]) + lines(source_of, " (mined: this run is its source)"),
+        header.compiled_by == "offline",
+        kept(body[middle:end]) + lines(cited_by, " (mined)"),
+    )
+    text = body[:start].rstrip("\n") + "\n\n" + "\n".join(sections) + body[end:]
+    return _with_data(rel, header, text, COMPILATION_DATA_FIELDS)
 
 
 # --- insight layer ------------------------------------------------------------------------
@@ -352,6 +541,9 @@ def insight_header(
     task_type: str | None,
 ) -> InsightHeader:
     """The header of the page of a model's insight (insight_page, with its guideline)."""
+    evidence = [
+        source.claims[n - 1] for n in draft.supporting_claims if 1 <= n <= len(source.claims)
+    ] or list(source.claims)
     return InsightHeader(
         id=layout.insight(number),
         title=draft.title,
@@ -365,13 +557,15 @@ def insight_header(
         compilation=layout.compilation_rel(source.step),
         raw=layout.raw_dir_rel(source.step) + "/",
         hypothesis=draft.hypothesis,
-        evidence=[
-            source.claims[n - 1] for n in draft.supporting_claims if 1 <= n <= len(source.claims)
-        ]
-        or list(source.claims),
+        support=support_of(evidence),
+        evidence=evidence,
     )
 
 
+READ_ONLY_NOTE = (
+    "**READ CONTENT ONLY.** Its only support is text the agent read (a tool result, a page, a "
+    "file), which may be an injected instruction; the gate commits it only on probes."
+)
 STATUS_NOTES = {
     "ungated": "not tested by the admission gate",
     "committed": "passed the admission gate",
@@ -380,8 +574,9 @@ STATUS_NOTES = {
 }
 
 
-def insight_page(header: InsightHeader, guideline: str) -> str:
-    """insight/insight-NNNN.md from its header and guideline (a new page or a re-rendered one)."""
+def insight_files(header: InsightHeader, guideline: str) -> PageFiles:
+    """insight/insight-NNNN.md from its header and guideline (a new page or a re-rendered one),
+    and its data file: the header keeps short fields, the body shows the rest once."""
     rel = f"{INSIGHT_DIR}/{header.id}.md"
     claims = ", ".join(str(n) for n in header.source_claims) or "none named"
     origin = (
@@ -392,11 +587,10 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
     if header.source_judged:
         origin += " (its outcome was judged by a model from the log, not by a verifier)"
     lines = [
-        f"# {header.id}: {inline(header.title)}",
+        *_heading(f"# {header.id}: ", header.title),
+        wrapped(guideline, "**Guideline.** "),
         "",
-        f"**Guideline.** {inline(guideline)}",
-        "",
-        f"**Applies when.** {inline(header.applicability)}",
+        wrapped(header.applicability, "**Applies when.** "),
         "",
     ]
     if header.hypothesis is not None:
@@ -404,10 +598,10 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         lines += [
             "## As a hypothesis",
             "",
-            f"- precondition: {inline(hypothesis.precondition)}",
-            f"- behaviour: {inline(hypothesis.behaviour)}",
-            f"- expected effect: {inline(hypothesis.expected_effect)}",
-            f"- verifier: {inline(hypothesis.verifier)}",
+            wrapped(hypothesis.precondition, "- precondition: ", "  "),
+            wrapped(hypothesis.behaviour, "- behaviour: ", "  "),
+            wrapped(hypothesis.expected_effect, "- expected effect: ", "  "),
+            wrapped(hypothesis.verifier, "- verifier: ", "  "),
             "",
         ]
     lines += [f"**Status.** {header.status}: {STATUS_NOTES[header.status]}."]
@@ -415,13 +609,16 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
         lines.append(f"- decision: {link(decision, rel)}")
     if not header.verified:
         lines += ["", "**UNVERIFIED.** No quote behind this lesson was found in its run."]
+    if header.support == READ_ONLY:
+        lines += ["", _prose(READ_ONLY_NOTE)]
     if header.mined is not None:
-        return with_frontmatter(header, "\n".join(lines + _mined_body(header, header.mined, rel)))
+        lines += _mined_body(header, header.mined, rel)
+        return _with_data(rel, header, "\n".join(lines), INSIGHT_DATA_FIELDS)
     lines += [
         "",
         "## Evidence",
         "",
-        f"- drawn by `{header.model}` from {header.source_step}, {origin}",
+        _bullet(f"drawn by `{header.model}` from {header.source_step}, {origin}"),
         f"- compilation: {link(header.compilation, rel)} (claims {claims})",
         f"- raw run: {link(header.raw + RAW_METADATA_NAME, rel)}",
         f"- raw turns: {link(header.raw + RAW_TURNS_NAME, rel)}",
@@ -429,44 +626,46 @@ def insight_page(header: InsightHeader, guideline: str) -> str:
     ]
     numbers = header.source_claims or list(range(1, len(header.evidence) + 1))
     for number, claim in zip(numbers, header.evidence, strict=False):
-        lines += [f"### Claim {number}: {inline(claim.statement)}", ""]
-        for evidence in claim.evidence:
-            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
-            command = f"tools/turn {header.source_step} {evidence.turn}"
-            lines += [
-                f"- turn {evidence.turn} ({status}; `{command}` shows it whole):",
-                "",
-                verbatim(evidence.quote, "  "),
-                "",
-            ]
+        lines += _heading(f"### Claim {number}: ", claim.statement)
+        lines += _quotes(claim.evidence, header.source_step, named=False)
     lines += [_quote_block(TRUST_NOTE), ""]
-    return with_frontmatter(header, "\n".join(lines))
+    return _with_data(rel, header, "\n".join(lines), INSIGHT_DATA_FIELDS)
+
+
+def _quotes(quotes: Sequence[Evidence], source_step: str, named: bool) -> list[str]:
+    """Each quote of a claim on an insight page, with the command that shows its turn whole;
+    `named`: each line names its run (a mined lesson quotes several)."""
+    lines: list[str] = []
+    for evidence in quotes:
+        step = evidence.step or source_step
+        status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+        quote, folded = folded_quote(evidence.quote)
+        shows = "shows it whole" + (", its long lines unbroken" if folded else "")
+        where = f"{step} turn {evidence.turn}" if named else f"turn {evidence.turn}"
+        command = f"tools/turn {step} {evidence.turn}"
+        lines += [_bullet(f"{where} ({status}; `{command}` {shows}):"), "", quote, ""]
+    return lines
 
 
 def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[str]:
     lines = [""]
     if not finding.holds:
         lines += [
-            f"**NO LONGER HOLDS.** With the runs of {finding.version}, this pattern no longer "
-            "passes the test it passed when it was mined; kept on record, never shown to an "
-            "agent.",
+            wrapped(
+                f"With the runs of {finding.version}, this pattern no longer passes the test it "
+                "passed when it was mined; kept on record, never shown to an agent.",
+                "**NO LONGER HOLDS.** ",
+            ),
             "",
         ]
     lines += ["## The numbers", ""]
     if finding.kind == "contrast":
-        (with_failed, with_total), (without_failed, without_total) = (
-            finding.with_pattern,
-            finding.without_pattern,
-        )
+        # The rates are the guideline's: each figure is on the page once.
         lines += [
-            f"- pattern: runs that {inline(finding.description)} (`{inline(finding.pattern)}`)",
-            f"- runs that show it: {with_failed} of {with_total} failed "
-            f"({_percent(with_failed, with_total)}), from {finding.tasks} tasks",
-            f"- runs that do not: {without_failed} of {without_total} failed "
-            f"({_percent(without_failed, without_total)})",
+            f"- pattern: `{inline(finding.pattern)}`, shown by runs of {finding.tasks} tasks",
             f"- Fisher's exact test, two-sided: p = {finding.p_value:.3g}; adjusted for the "
-            f"{finding.patterns_tried} patterns tried in the build (Benjamini-Hochberg): "
-            f"q = {finding.q_value:.3g}",
+            f"{finding.patterns_tried} patterns tried in the build",
+            f"  (Benjamini-Hochberg): q = {finding.q_value:.3g}",
         ]
         if finding.judged_runs:
             lines.append(
@@ -475,16 +674,22 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
             )
     else:
         failed, total = finding.task_outcomes or [0, 0]
+        shared = finding.shared_actions or 0
+        pair = " and ".join(
+            f"{step} ({'succeeded' if n == 0 else 'failed'})" for n, step in enumerate(finding.runs)
+        )
         lines += [
             f"- task {inline(finding.task_id or '')}: {total - failed} of its {total} runs "
             "succeeded",
-            f"- the successful and the failed run compared ({', '.join(finding.runs)}) took "
-            + (
-                f"the same first {finding.shared_actions} action"
-                + ("s" if finding.shared_actions != 1 else "")
-                + ", then diverged"
-                if finding.shared_actions
-                else "different first actions"
+            wrapped(
+                f"runs compared: {pair}, the pair of its runs that agree longest; "
+                + (
+                    f"they took the same first {shared} action" + ("s" if shared != 1 else "")
+                    if shared
+                    else "they differed from the first action"
+                ),
+                "- ",
+                "  ",
             ),
         ]
     counted = f"counted in {finding.version}" if finding.version else "counted at build time"
@@ -492,17 +697,8 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
     lines += ["## Evidence", "", f"- source run: {header.source_step} ({header.source_outcome})"]
     lines += [f"- compilation: {link(header.compilation, rel)}", ""]
     for claim in header.evidence:
-        lines += [f"### {inline(claim.statement)}", ""]
-        for evidence in claim.evidence:
-            step = evidence.step or header.source_step
-            status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
-            lines += [
-                f"- {step} turn {evidence.turn} ({status}; `tools/turn {step} {evidence.turn}` "
-                "shows it whole):",
-                "",
-                verbatim(evidence.quote, "  "),
-                "",
-            ]
+        lines += _heading("### ", claim.statement)
+        lines += _quotes(claim.evidence, header.source_step, named=True)
     lines += [_quote_block(TRUST_NOTE), ""]
     return lines
 
@@ -553,6 +749,8 @@ class RunRow:
     """Not shown: the attempt number its log gives, if any (versions.frozen.given_attempt),
     which with its task, outcome and turns tells it from other runs across versions."""
     project: str | None = None
+    kind: str | None = None
+    """The kind of work it did (RunRecord.kind): the index shows it beside its type."""
 
 
 @dataclass(slots=True)  # a build holds one for every insight
@@ -589,6 +787,8 @@ class CorpusSummary:
     compilations: int
     insights: int
     failed_steps: list[int]
+    divergences: int = 0
+    """Of the insights, how many are divergences between runs of one task (not lessons)."""
 
 
 INDEX_PAGE_ROWS = 5000
@@ -686,7 +886,7 @@ def _paged(
             name = f"{number:03d}-{part:04d}" if len(sections) > 1 else f"{part:04d}"
             part_rel = layout.index_part_rel(layer, name)
             chunk = rows[start : start + page_rows]
-            title = f"{heading.lstrip('# ')}: " if heading else ""
+            title = f"{heading.split(chr(10), 1)[0].lstrip('# ')}: " if heading else ""
             yield (
                 part_rel,
                 "\n".join(
@@ -725,11 +925,17 @@ def raw_index(
 
     def line(row: RunRow) -> Row:
         def at(rel: str) -> str:
-            compiled = link(layout.compilation_rel(row.step), rel) if row.compiled else "failed"
-            return (
-                f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} "
-                f"| {_cell(row.task_id)}: {_cell(row.task, 120)} | {_cell(row.task_type)} "
-                f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |"
+            compiled = (
+                link(layout.compilation_rel(row.step), rel, layout.step(row.step))
+                if row.compiled
+                else "failed"
+            )
+            return _fit(
+                f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} | ",
+                f"{row.task_id}: {row.task}",
+                f" | {_cell(row.task_type)}{f': {_cell(row.kind)}' if row.kind else ''} "
+                f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |",
+                cell=True,
             )
 
         return layout.step(row.step), at
@@ -755,10 +961,12 @@ def compilation_index(
             insights = ", ".join(
                 link(layout.insight_rel(n), rel, layout.insight(n)) for n in row.insights
             )
-            return (
+            return _fit(
                 f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
-                f"| {outcome_text(row.outcome, row.judged)} | {_cell(row.title, 120)} "
-                f"| {row.unverified_quotes} | {insights} |"
+                f"| {outcome_text(row.outcome, row.judged)} | ",
+                row.title or "",
+                f" | {row.unverified_quotes} | {insights} |",
+                cell=True,
             )
 
         return layout.step(row.step), at
@@ -781,21 +989,28 @@ def insight_index(
             return iter([(rel, "\n".join([*head, "This corpus has no insights.", ""]))])
     head += [_quote_block(TRUST_NOTE), ""]
     head += [
-        "Status: ungated (never tested), committed (passed the admission gate), rejected and "
-        "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate of "
-        "an insight drawn from another run (the first message lists the first of each). "
-        "Mined: counted from how many runs with and without a pattern ended, without a model "
-        "(a correlation, not a cause); the source is its most typical run.",
+        _prose(
+            "Status: ungated (never tested), committed (passed the admission gate), rejected and "
+            "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate "
+            "of an insight drawn from another run (the first message lists the first of each). "
+            "Mined: counted from how many runs with and without a pattern ended, without a model "
+            "(a correlation, not a cause); the source is its most typical run."
+        ),
         "",
     ]
     if not rows:
         head += ["No insights were drawn.", ""]
     # Positions by task type, and the near-duplicates of each group's first: the rows
-    # themselves are read again a part at a time (they may be on disk).
+    # themselves are read again a part at a time (they may be on disk). A divergence is a
+    # fact about one task, not a lesson of its type: they have a section of their own.
     by_type: dict[str, array[int]] = {}
+    diverged = array("q")
     copies: dict[int, int] = {}
     for position, row in enumerate(rows):
-        by_type.setdefault(row.task_type or "(no task type)", array("q")).append(position)
+        if row.pattern == DIVERGENCE:
+            diverged.append(position)
+        else:
+            by_type.setdefault(row.task_type or "(no task type)", array("q")).append(position)
         if row.alike is not None:
             copies[row.alike] = copies.get(row.alike, 1) + 1
     table = (
@@ -818,9 +1033,12 @@ def insight_index(
                 if copies.get(row.number, 1) > 1
                 else ""
             )
-            return (
-                f"| {insight_link} | {_cell(row.title, 120)} | {source_link} "
-                f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |"
+            return _fit(
+                f"| {insight_link} | ",
+                row.title,
+                f" | {source_link} "
+                f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |",
+                cell=True,
             )
 
         return layout.insight(row.number), at
@@ -829,7 +1047,37 @@ def insight_index(
         (f"## {inline(task_type)}", table, _Rows(_Picked(rows, by_type[task_type]), line))
         for task_type in sorted(by_type)
     ]
+    if diverged:
+        heading = f"## {DIVERGENCES_HEADING}\n\n" + _prose(DIVERGENCES_NOTE)
+        sections.append((heading, table, _Rows(_Picked(rows, diverged), line)))
     return _paged(layout, INSIGHT_DIR, head, sections, page_rows)
+
+
+DIVERGENCE = "diverge"
+"""The `pattern` of a mined divergence (records.MinedFinding)."""
+DIVERGENCES_HEADING = "Divergences between runs of one task"
+DIVERGENCES_NOTE = (
+    "Where a successful and a failed run of the same task first took different actions: a fact "
+    "about that task, not a lesson for others (an agent is shown one only for its own task). "
+    "They are not counted among the lessons."
+)
+
+
+def _bullet(text: str) -> str:
+    """A list item of our own text (no Markdown but code spans and links), wrapped."""
+    return textwrap.fill(
+        text,
+        WRAP,
+        initial_indent="- ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _prose(text: str) -> str:
+    """A paragraph of our own text (no Markdown but code spans), wrapped."""
+    return "\n".join(textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False))
 
 
 def root_index(layout: Layout, summary: CorpusSummary) -> str:
@@ -837,9 +1085,17 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
     lines = [
         "# wikitrace corpus",
         "",
-        f"{summary.runs} runs ({summary.successes} succeeded, {failures} failed), "
-        f"{summary.compilations} compilations, {summary.insights} insights. "
-        f"Compiled by `{summary.model}`.",
+        _prose(
+            f"{summary.runs} runs ({summary.successes} succeeded, {failures} failed), "
+            f"{summary.compilations} compilations, "
+            f"{summary.insights - summary.divergences} lessons"
+            + (
+                f" and {summary.divergences} divergences between runs of one task"
+                if summary.divergences
+                else ""
+            )
+            + f". Compiled by `{summary.model}`."
+        ),
         "",
     ]
     if summary.compiled_by == "offline":
@@ -850,31 +1106,49 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
     lines += [
         "## Layout",
         "",
-        f"- {link(layout.index_rel(INSIGHT_DIR), ROOT_REL)}: lessons by task type. "
-        "`insight/insight-NNNN.md` names its `source_step`.",
-        f"- {link(layout.index_rel(COMPILATION_DIR), ROOT_REL)}: why each run succeeded or "
-        "failed, each claim with quotes from numbered turns. `compilation/step-NNNN.md`.",
-        f"- {link(layout.index_rel(RAW_DIR), ROOT_REL)}: every run as logged. "
-        "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is turn N).",
-        "- `gate/` (once the admission gate or monitoring has run): each decision about an "
-        "insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or reports behind "
-        "it. An insight's header says its `status` and links its `decisions`.",
-        "- `manifest.json`: format version, how it was built, and the sha256 of every file.",
-        f"- `{CATALOG}`: a JSON line per run and per insight an agent may be shown, written from "
-        "the pages for `wikitrace prompt` and `wikitrace mcp` to read at once (the pages are the "
-        "record), and `search/`: the BM25 indexes over its tasks and insights (bm25s's saved "
-        "format), loaded at test time instead of built.",
+        *map(
+            _bullet,
+            [
+                f"{link(layout.index_rel(INSIGHT_DIR), ROOT_REL)}: lessons by task type, then "
+                "the divergences between runs of one task. `insight/insight-NNNN.md` names its "
+                "`source_step`.",
+                f"{link(layout.index_rel(COMPILATION_DIR), ROOT_REL)}: why each run succeeded or"
+                " failed, each claim with quotes from numbered turns. "
+                "`compilation/step-NNNN.md`.",
+                f"{link(layout.index_rel(RAW_DIR), ROOT_REL)}: every run as logged. "
+                "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is "
+                "turn N).",
+                "`gate/` (once the admission gate or monitoring has run): each decision about "
+                "an insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or "
+                "reports behind it. An insight's header says its `status` and links its "
+                "`decisions`.",
+                "`manifest.json`: format version, how it was built, and the sha256 of every file.",
+                f"`{CATALOG}`: a JSON line per run and per insight an agent may be shown, "
+                "written from the pages for `wikitrace prompt` and `wikitrace mcp` to read at "
+                "once (the pages are the record), and `search/`: the BM25 indexes over its "
+                "tasks and insights (bm25s's saved format), loaded at test time instead of "
+                "built.",
+                f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
+                "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
+                "header names it as `data`, and its body shows the same once, as lines.",
+            ],
+        ),
         "",
         "## Trust gradient",
         "",
-        "insight (a guess drawn from one run) < compilation (an interpretation of the run) "
-        "< raw turns (the facts as logged). Quotes marked UNVERIFIED were not found in the "
-        "turn they cite.",
+        _prose(
+            "insight (a guess drawn from one run) < compilation (an interpretation of the run) "
+            "< raw turns (the facts as logged). Quotes marked UNVERIFIED were not found in the "
+            "turn they cite."
+        ),
         "",
         "## Drilling down",
         "",
-        "Paths are relative to this folder; reading costs no environment step. From an "
-        "insight, open its compilation (`source_step` in its header), then the turns it cites:",
+        _prose(
+            "Paths are relative to this folder; reading costs no environment step. From an "
+            "insight, open its compilation (`source_step` in its header), then the turns it "
+            "cites; `wikitrace audit step-0001` lists every insight drawn from a run or quoting it:"
+        ),
         "",
         "```sh",
         "grep -l 'source_step: step-0001' insight/*.md   # insights drawn from one run",

@@ -24,8 +24,9 @@ REGENERATE = "python docs/gen_cli.py"
 HEADER = f"""# Command reference
 
 Every `wikitrace` command with its help and all its options, as `wikitrace COMMAND --help-all`
-prints them; the tuning options `--help` leaves out are listed apart, under "Hidden options". Generated from the code by `docs/gen_cli.py`; do not
-edit by hand: run `{REGENERATE}` (a test fails while this page is out of date).
+prints them; the tuning options `--help` leaves out are listed apart, under "Hidden options".
+Generated from the code by `docs/gen_cli.py`; do not edit by hand: run `{REGENERATE}` (a test
+fails while this page is out of date).
 """
 
 
@@ -75,7 +76,12 @@ def _help(command: click.Command, ctx: click.Context) -> str:
 
 def render() -> str:
     """The whole page."""
-    root = click.Context(cli, info_name="wikitrace", max_content_width=WIDTH)
+    # The group's own settings (-h as well as --help), as when the command runs: click keeps
+    # each command's help option once made, so a context without them would make the page
+    # depend on what ran before it in the same process.
+    root = click.Context(
+        cli, info_name="wikitrace", **{**cli.context_settings, "max_content_width": WIDTH}
+    )
     commands = [(("wikitrace",), cli, root)] + [
         (("wikitrace", *path), command, ctx) for path, command, ctx in _commands(cli, root, ())
     ]

@@ -31,14 +31,28 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
     return _real_connect(self, address)
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _guard(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     """Fail any connection that leaves this machine; keep caches out of the home folder."""
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WIKITRACE_MODEL", "WIKITRACE_CORPUS"):
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_network_for_shared_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The guard below, for the fixtures shared by a module or a session too: they are made
+    before any test's own fixtures, and their cache is this process's (an xdist worker's)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _guard(monkeypatch, tmp_path_factory.mktemp("xdg-cache"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fail any connection that leaves this machine; keep caches out of the home folder."""
+    _guard(monkeypatch, tmp_path / "xdg-cache")
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
 import re
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +240,24 @@ def broken_links(root: Path) -> list[str]:
 
 def read_jsonl(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 free now, for a server that another process starts a moment later
+    (one that cannot take port 0 and say which it got): from below the kernel's ephemeral
+    range, which no bind to port 0 (of another test or xdist worker) is given, and drawn at
+    random, so that two such servers starting at once pick different ones."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    draw = random.SystemRandom()
+    while True:
+        port = draw.randrange(10_000, max(low, 10_001))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 @dataclass

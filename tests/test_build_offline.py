@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.corpus_schema import CorpusError, InputError, verify
+from wikitrace.corpus_schema import CorpusError, InputError, read, verify
 from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
 from wikitrace.corpus_schema.store import build_lock, lock_path
 from wikitrace.versions import Store
@@ -47,6 +47,9 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "compilation/step-0001.md",
         "compilation/step-0002.md",
         "compilation/step-0003.md",
+        "data/compilation/step-0001.json",
+        "data/compilation/step-0002.json",
+        "data/compilation/step-0003.json",
         "insight/_index.md",
         "manifest.json",
         "raw/_index.md",
@@ -94,8 +97,14 @@ def test_headers_parse_into_their_models(runs_file: Path, tmp_path: Path) -> Non
     )
     assert raw.source == f"{runs_file.name}:3"  # as the corpus names it, not the absolute path
     post = frontmatter.load(corpus / "compilation/step-0001.md")
-    header = CompilationHeader.model_validate(post.metadata)
+    # The page's header keeps short fields and names its data file, which holds the claims.
+    assert "claims" not in post.metadata
+    assert post.metadata["data"] == "data/compilation/step-0001.json"
+    data = json.loads((corpus / post.metadata["data"]).read_text())
+    header = CompilationHeader.model_validate({**post.metadata, **data})
+    assert header == read.read_page(corpus, "compilation/step-0001.md", CompilationHeader).header
     assert header.compiled_by == "offline" and header.insights == []
+    assert header.claims[0].evidence[0].quote == "Nothing happens."
     assert "Compiled offline" in post.content
     # The mechanical compilation quotes the failed action, verified against the raw turn.
     assert "- turn 3 (verified):\n\n  ```text\n  Nothing happens.\n  ```" in post.content
@@ -153,7 +162,7 @@ def test_bad_input_stops_before_writing_anything(tmp_path: Path) -> None:
         build([path], corpus)
     assert str(caught.value) == (
         f"{path}:2: field 'task': Field required (and 2 more problems in this record) "
-        "(see 'Native input format' in README.md; nothing was written; 1 more bad record; "
+        "(see 'Native input format' in docs/formats.md; nothing was written; 1 more bad record; "
         "fix the input, or use --on-error skip)"
     )
     assert not corpus.exists() and not Store(corpus).dir.exists()
@@ -172,7 +181,7 @@ def test_skip_builds_the_rest_and_lists_what_it_skipped(tmp_path: Path) -> None:
             "at": None,
             "field": "task",
             "message": "Field required (and 2 more problems in this record)",
-            "hint": "see 'Native input format' in README.md",
+            "hint": "see 'Native input format' in docs/formats.md",
         }
     ]
     manifest = json.loads((corpus / "manifest.json").read_text())

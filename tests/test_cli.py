@@ -145,15 +145,16 @@ def test_an_unreachable_model_server_stops_the_build_at_once(
     import socket
     import time
 
-    with socket.socket() as probe:  # a port nothing listens on once it is closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    corpus = tmp_path / "corpus"
-    api_base = f"http://127.0.0.1:{port}/v1"
-    started = time.monotonic()
-    code, out, err = run(
-        ["build", str(runs_file), "-o", str(corpus), "--model", "openai/x", "--api-base", api_base]
-    )
+    # A port held, never listened on: connections are refused, and no other test (or xdist
+    # worker) can be given it meanwhile.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        corpus = tmp_path / "corpus"
+        api_base = f"http://127.0.0.1:{port}/v1"
+        started = time.monotonic()
+        model = ["--model", "openai/x", "--api-base", api_base]
+        code, out, err = run(["build", str(runs_file), "-o", str(corpus), *model])
     assert time.monotonic() - started < 5
     assert (code, out) == (1, "")
     assert (

@@ -30,7 +30,7 @@ def test_it_lists_every_command_and_option_hidden_ones_too() -> None:
     page = gen.render()
     from wikitrace.cli.main import cli
 
-    root = click.Context(cli, info_name="wikitrace")
+    root = click.Context(cli, info_name="wikitrace", **cli.context_settings)
     for path, command, ctx in gen._commands(cli, root, ()):
         assert f"\n## wikitrace {' '.join(path)}\n" in page, path
         for param in command.get_params(ctx):

@@ -58,7 +58,7 @@ def test_help_all_shows_every_hidden_option_and_the_rest_of_the_text() -> None:
     assert "held-out probes" in full and "held-out probes" not in short  # the text after \f
     assert "{attempt}" in full and "{attempt}" not in short  # the rest of --runner's help
     # What a reference page calls to show the same.
-    root = click.Context(cli, info_name="cli", terminal_width=WIDTH)
+    root = click.Context(cli, info_name="cli", terminal_width=WIDTH, **cli.context_settings)
     ctx = click.Context(cli.commands["gate"], info_name="gate", parent=root)
     assert full_help(cli.commands["gate"], ctx) == full.rstrip("\n")
 

@@ -134,3 +134,41 @@ def test_counting_shared_prefix_words_groups_as_comparing_with_every_leader(seed
         lessons.append((" ".join(title), " ".join(guideline)))
     for threshold in (0.6, 0.3, 0.8):
         assert consolidate.group(lessons, threshold) == _every_leader(lessons, threshold)
+
+
+# Two runs of one project (real sessions of marot/spotter: `mix phx.server doesnt seem to
+# start` and `start phoenix in background`) drew the same lesson, each naming its own commands.
+PHOENIX = "Start the Phoenix server in the background with its log redirected"
+SAME_PROJECT = [
+    (
+        PHOENIX,
+        "Run `mix phx.server > /tmp/phx.log 2>&1 &` and read /tmp/phx.log before assuming it "
+        "failed; port 4000 may already be taken by a stale beam process.",
+    ),
+    (
+        PHOENIX,
+        "Background it with `nohup iex -S mix phx.server &> log/dev.log &`, then poll "
+        "http://localhost:4000 until it answers instead of sleeping a fixed time.",
+    ),
+]
+
+
+def test_one_project_s_runs_drawing_the_same_titled_lesson_are_grouped() -> None:
+    lessons = [*SAME_PROJECT, OTHER[1]]
+    titles = [title for title, _ in lessons]
+    leaders = group(lessons)
+    assert leaders == [0, 1, 2]  # their whole texts overlap too little for the lexical rule
+    projects = {"step-0010": "spotter", "step-0012": "spotter", "step-0013": "spotter"}
+    steps = ["step-0010", "step-0012", "step-0013"]
+    assert consolidate.within_projects(leaders, titles, steps, projects.get) == [0, 0, 2]
+    # Other projects, no project, or one run's two lessons: left apart.
+    elsewhere = {"step-0010": "spotter", "step-0012": "shop"}
+    assert consolidate.within_projects(leaders, titles, steps, elsewhere.get) == [0, 1, 2]
+    assert consolidate.within_projects(leaders, titles, steps, {}.get) == [0, 1, 2]
+    one_run = ["step-0010", "step-0010", "step-0013"]
+    assert consolidate.within_projects(leaders, titles, one_run, projects.get) == [0, 1, 2]
+    # A group already holding a lesson keeps it when its first joins another group.
+    with_copy = [*SAME_PROJECT, SAME_PROJECT[1]]
+    assert consolidate.within_projects(
+        [0, 1, 1], [PHOENIX] * 3, ["a", "b", "c"], lambda step: "spotter"
+    ) == [0, 0, 0] and group(with_copy) == [0, 1, 1]

@@ -243,3 +243,46 @@ def test_a_long_turn_is_read_a_window_at_a_time(corpus: Path) -> None:
     assert code == 2 and "not both" in err
     result = CliRunner().invoke(cli, ["turn", str(corpus), "1", "1", "--lines", "3-5"])
     assert result.exit_code == 0 and result.output.split("\n")[1:4] == shown
+
+
+def test_a_quote_of_a_one_line_turn_is_found_in_the_raw_turn() -> None:
+    """A long run's prompt shows some turns as one line (`Tool({args}) => result`); a quote
+    copied from there verifies, and `audit` finds the same call in the raw turn, which spells
+    it `tool call [id] Tool: {args}`."""
+    from wikitrace.compiler.evidence import QuoteChecker, render_turn, turn_fields
+    from wikitrace.compiler.view import skeleton_line
+    from wikitrace.corpus_schema import Turn
+    from wikitrace.tools.audit import passage
+
+    turn = Turn.model_validate(
+        {
+            "role": "assistant",
+            "content": "Let me run the failing test again.",
+            "tool_calls": [
+                {
+                    "id": "toolu_01",
+                    "name": "Bash",
+                    "arguments": {"command": "mix test test/spotter_web | tail -5"},
+                    "result": "3 tests, 1 failure",
+                }
+            ],
+        }
+    )
+    line = skeleton_line(turn_fields(turn))
+    assert line == (
+        '[one line] assistant: Let me run the failing test again. | Bash({"command":"mix test '
+        'test/spotter_web | tail -5"}) => 3 tests, 1 failure'
+    )
+    raw = render_turn(turn)
+    call = 'Bash({"command":"mix test test/spotter_web | tail -5"})'
+    for quote, spans in (
+        (call, 'Bash: {"command":"mix test test/spotter_web | tail -5"}'),
+        (line, raw.split("content: ", 1)[1]),  # the whole line: the agent's text to the result
+        (f"{call} => 3 tests, 1 failure", raw.split("tool call [toolu_01] ", 1)[1]),
+    ):
+        assert QuoteChecker([turn], [line]).check(1, quote).verified
+        found = passage(raw, quote)
+        assert found is not None, quote
+        assert raw[found[0] : found[1]] == spans
+    assert passage(raw, 'Bash({"command":"mix test test/other"})') is None
+    assert passage(raw, "not in the turn at all") is None

@@ -224,6 +224,58 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md", "staging"]
 
 
+def test_linking_files_together_is_linking_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`link_all` makes the same links and the same list (hashes, and keys kept only for a
+    link that is still the file the key was taken from) as `link` called for each file; a
+    file that cannot be linked (another device) is copied, and its key dropped."""
+    monkeypatch.setattr(store.CorpusWriter, "LINK_BATCH", 3)  # listed in several batches
+    source = tmp_path / "v1"
+    rels = [f"raw/step-{n:02d}/{name}.md" for n in range(4) for name in ("metadata", "turns")]
+    files = []
+    for index, rel in enumerate(rels):
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(rel)
+        key = store.stat_key((source / rel).stat()) if index != 3 else 0
+        files.append((rel, f"sha256:{index}", key + 1 if index == 5 else key))  # 5: stale
+    made = {}
+    for way in ("each", "all"):
+        root = tmp_path / way
+        root.mkdir()
+        with store.CorpusWriter(root) as writer:
+            writer.write("a.md", "a")
+            if way == "each":
+                for rel, file_hash, key in files:
+                    writer.link(rel, source / rel, file_hash, key)
+            else:
+                writer.link_all(source, iter(files))
+            # The file written here is a file of each writer's own (its key differs).
+            made[way] = ([e for e in writer.entries() if e[0] != "a.md"], writer.count)
+            with pytest.raises(CorpusError, match="written twice"):
+                writer.link_all(source, [files[0]])
+            assert writer.count == made[way][1]
+        for rel in rels:
+            assert (root / rel).stat().st_ino == (source / rel).stat().st_ino
+    entries, count = made["all"]
+    assert made["each"] == made["all"] and count == len(rels) + 1
+    assert [key for _, _, key in entries] == [
+        0 if index in (3, 5) else key for index, (_, _, key) in enumerate(files)
+    ]
+
+    def cross_device(src: str, dst: str) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(store.os, "link", cross_device)
+    root = tmp_path / "other-device"
+    root.mkdir()
+    with store.CorpusWriter(root) as writer:
+        writer.link_all(source, files[:1])
+        assert list(writer.entries()) == [(rels[0], "sha256:0", 0)]
+    assert (root / rels[0]).read_text() == rels[0]
+    assert (root / rels[0]).stat().st_ino != (source / rels[0]).stat().st_ino
+
+
 def test_a_file_taken_back_is_no_longer_listed(tmp_path: Path) -> None:
     """A file written again after `remove` is listed once, with its new hash; one removed and
     not written again is not listed, nor on disk."""

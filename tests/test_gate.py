@@ -76,7 +76,11 @@ def gate(
 
 
 def page(corpus: Path, rel: str) -> frontmatter.Post:
-    return frontmatter.load(corpus / rel)
+    """A page, its header joined with its data file (what read.read_page reads)."""
+    post = frontmatter.load(corpus / rel)
+    if "data" in post.metadata:
+        post.metadata.update(json.loads((corpus / str(post["data"])).read_text()))
+    return post
 
 
 @pytest.mark.parametrize(("k", "n"), [(0, 8), (1, 8), (6, 8), (8, 8), (3, 20), (17, 40), (0, 1)])
@@ -123,7 +127,10 @@ def test_the_compiler_states_hypotheses_when_asked(tmp_path: Path, llm: FakeLLM)
 
 
 def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> None:
+    from wikitrace.control.embed import insight_texts
+
     corpus = build_toy(tmp_path, llm)
+    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002", "insight-0003"]
     calls = len(llm.calls)
     report = gate(corpus, llm)
     good, broad, harmful = report.decisions
@@ -209,6 +216,9 @@ def test_the_gate_commits_narrows_and_rejects(tmp_path: Path, llm: FakeLLM) -> N
     assert "insight-0003" in (corpus / "insight/_index.md").read_text()  # on record
     prompts = json.loads((corpus / "manifest.json").read_text())["prompts"]
     assert set(prompts) >= {"compile-success.j2", "narrow.j2"}  # the template that narrowed
+
+    # Withheld insights are not in the memory an update embeds either.
+    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002"]
 
     # At test time: the rejected lesson is not shown, the others say they passed.
     message = Memory.load(corpus).first_message("Fetch the map from the locked drawer.")
@@ -455,17 +465,6 @@ def test_the_readme_gate_walk_through(
     code, out, err = run(["monitor", "toy", str(later)])
     assert code == 0 and out == f"{tmp_path}/toy.versions/v0003\n"
     assert "insight-0001: cited 8, judged 8, violations 8" in err and "RETIRED" in err
-
-
-def test_withheld_insights_are_not_in_the_memory_an_update_embeds(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
-    from wikitrace.control.embed import insight_texts
-
-    corpus = build_toy(tmp_path, llm)
-    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002", "insight-0003"]
-    gate(corpus, llm)
-    assert sorted(insight_texts(corpus)) == ["insight-0001", "insight-0002"]
 
 
 def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -> None:

@@ -422,3 +422,23 @@ def test_one_project_s_same_lesson_from_two_runs_is_listed_once(tmp_path: Path) 
         "insight-0001": ["insight-0002"]
     }
     assert "the same lesson: insight-0002" in message.text
+
+
+def test_mcp_s_first_message_takes_the_kind_and_refuses_an_unknown_one(corpus: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    from wikitrace.tools.mcp_server import Corpus, build_server
+
+    async def main() -> list[tuple[bool, str]]:
+        async with Client(build_server(Corpus(corpus))) as client:
+            found = []
+            for kind in ("docs", "poetry"):
+                arguments = {"task": "Anything at all", "kind": kind}
+                result = await client.call_tool("first_message", arguments)
+                found.append((result.is_error, result.content[0].text))  # type: ignore[union-attr]
+            return found
+
+    (docs_error, docs), (bad_error, bad) = anyio.run(main)
+    assert not docs_error and listed(docs) == [LESSONS["s2"][2], LESSONS["w2"][2]]
+    assert bad_error and "no kind of work 'poetry'" in bad

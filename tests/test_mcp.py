@@ -17,8 +17,9 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
 from wikitrace.tools.mcp_server import URI_ROOT, Corpus, build_server
+from wikitrace.tools.memory import Memory
 
-from helpers import make_run, run, write_runs
+from helpers import free_port, make_run, run, write_runs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
 WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
@@ -77,10 +78,17 @@ def test_over_stdio_every_tool_answers_as_the_cli_does(example: Path) -> None:
         assert len(tool.description) > 80 and "\n        " not in tool.description
         assert tool.annotations.read_only_hint is True
     assert "version v0001" in seen["instructions"] and "drill down" in seen["instructions"]
-    # The same texts as the CLI's.
+    # The same texts as the CLI's; the first message names this server's tools, not a shell's.
     task = "Cancel my reservation and refund it"
+    over_mcp = Memory.load(example).first_message(task, access="mcp").text
+    assert seen["first_message"].rstrip("\n") == over_mcp.rstrip("\n")
     cli = run(["prompt", str(example), task])[1]
-    assert seen["first_message"].rstrip("\n") == cli.rstrip("\n")
+    assert "cat /work/corpus/insight/insight-NNNN.md" in cli and "read_page(" not in cli
+    for shell in ("cat ", "grep ", "/work/corpus", "tools/turn"):
+        assert shell not in seen["first_message"], shell
+    for name in ("read_page(", "audit(", "actions(", "turn(", "search("):
+        assert name in seen["first_message"], name
+    assert seen["first_message"].split("## Insights for")[0] == over_mcp.split("## Insights")[0]
     assert seen["actions"] == run(["actions", str(example), "step-0002"])[1].rstrip("\n")
     assert seen["turn"] == run(["turn", str(example), "2", "3-4"])[1].rstrip("\n")
     assert seen["audit"] == run(["audit", str(example), "insight-0001"])[1]
@@ -262,6 +270,74 @@ print("litellm" in sys.modules)
     assert done.stdout.strip() == "False"
 
 
+def test_a_client_with_a_shell_is_told_shell_commands(example: Path) -> None:
+    """Given the mount it sees the corpus at, an agent with a shell gets `wikitrace prompt`'s
+    text, word for word."""
+    task = "Cancel my reservation and refund it"
+
+    async def body(client: Client) -> str:
+        arguments = {"task": task, "mount": "/mnt/memory"}
+        return text_of(await client.call_tool("first_message", arguments))
+
+    cli = run(["prompt", str(example), task, "--mount", "/mnt/memory"])[1]
+    assert call(example, body).rstrip("\n") == cli.rstrip("\n")
+    assert "cat /mnt/memory/insight/insight-NNNN.md" in cli
+
+
+CLAUDE_ADD = 'claude mcp add memory -- "$(command -v wikitrace)" mcp /abs/path/corpus'
+"""The README's Claude Code line: the shell that runs it puts the venv's absolute path in."""
+CONFIGS = {
+    "wikitrace": '{"mcpServers": {"memory": {"command": "/abs/path/.venv/bin/wikitrace", '
+    '"args": ["mcp", "/abs/path/corpus"]}}}',
+    "python -m": '{"mcpServers": {"memory": {"command": "/abs/path/.venv/bin/python", '
+    '"args": ["-m", "wikitrace.cli", "mcp", "/abs/path/corpus"]}}}',
+}
+"""The README's mcpServers entries (Claude Desktop, a project's .mcp.json)."""
+CLIENT_PATH = "/usr/bin:/bin"
+"""A client's PATH: the virtualenv is not on it (Claude Desktop, an IDE started from a dock)."""
+
+
+def _tools_of(command: list[str]) -> list[str]:
+    """The tools a client lists from a server it starts as `command`, without the venv on
+    its PATH."""
+
+    async def main() -> list[str]:
+        params = StdioServerParameters(
+            command=command[0], args=command[1:], env={"PATH": CLIENT_PATH}
+        )
+        async with Client(params) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    return list(anyio.run(main))
+
+
+def test_the_readme_s_client_snippets_start_the_server_from_a_venv(example: Path) -> None:
+    """`claude mcp add memory -- wikitrace mcp ...` stored a bare `wikitrace`, which a client
+    whose PATH lacks the venv cannot start; the snippets as the README shows them can."""
+    import shlex
+    import shutil
+
+    venv = str(Path(sys.executable).parent)
+    assert shutil.which("wikitrace", path=CLIENT_PATH) is None  # the bare name: not found
+    # What `claude mcp add` stores: the words after `--`, as an activated venv's shell
+    # expands them.
+    words = CLAUDE_ADD.replace("/abs/path/corpus", shlex.quote(str(example))).split(" -- ", 1)[1]
+    expanded = subprocess.run(
+        ["sh", "-c", f"printf '%s\\n' {words}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": f"{venv}:{CLIENT_PATH}"},
+    ).stdout.splitlines()
+    assert expanded == [f"{venv}/wikitrace", "mcp", str(example)]
+    assert _tools_of(expanded) == TOOLS
+    for snippet in CONFIGS.values():
+        entry = json.loads(
+            snippet.replace("/abs/path/.venv/bin", venv).replace("/abs/path/corpus", str(example))
+        )["mcpServers"]["memory"]
+        assert _tools_of([entry["command"], *entry["args"]]) == TOOLS
+
+
 def test_list_prints_what_a_client_sees(example: Path) -> None:
     code, out, err = run(["mcp", str(example), "--list"])
     assert code == 0, err
@@ -278,15 +354,9 @@ def test_not_a_corpus_is_a_one_line_error(tmp_path: Path) -> None:
 # --- streamable HTTP on 127.0.0.1 ----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(example: Path, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     with (
         log.open("wb") as stderr,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.compiler.compile import Prompt, Templates, render_prompt
 from wikitrace.compiler.importers import plan_inputs
-from wikitrace.compiler.inputs import SourceRun
+from wikitrace.compiler.importers.runs import SourceRun
 from wikitrace.compiler.offline import compile_offline
 from wikitrace.compiler.signals import (
     _TOOL_SAYS_FAILED,

@@ -155,15 +155,15 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
     shutil.copytree(corpus.resolve(), old)
     lines = (old / CATALOG).read_bytes().splitlines()
     head = orjson.loads(lines[0])
-    assert head["run"][-1] == "project"
-    head["run"] = head["run"][:-1]
+    assert head["run"][-2:] == ["project", "kind"]
+    head["run"] = head["run"][:-2]  # neither a project nor a kind of work
     rewritten = [orjson.dumps(head)]
     for line in lines[1:]:
         kind, *values = orjson.loads(line)
-        rewritten.append(orjson.dumps([kind, *(values[:-1] if kind == "run" else values)]))
+        rewritten.append(orjson.dumps([kind, *(values[:-2] if kind == "run" else values)]))
     (old / CATALOG).write_bytes(b"\n".join(rewritten) + b"\n")
     runs, _, _, _, _ = __import__("wikitrace.tools.memory", fromlist=["x"]).read_catalog(old)
-    assert len(runs) == 4 and all(run.project is None for run in runs)
+    assert len(runs) == 4 and all(run.project is None and run.kind is None for run in runs)
 
 
 def test_plain_words_find_a_tool_s_snake_case_name(tmp_path: Path) -> None:

@@ -219,6 +219,7 @@ def test_in_a_browser_insight_to_claim_to_highlighted_turn(
     quote = page.locator("blockquote").first.inner_text()
     page.click("a.cite >> nth=0")
     assert re.search(r"/run/step-\d+\.html#insight-0002-1-1$", page.url)
+    page.wait_for_selector("mark:target")  # the click has navigated; the page may still load
     target = page.locator("mark:target")
     assert target.count() == 1 and target.inner_text() == quote
     box = target.bounding_box()
@@ -230,6 +231,7 @@ def test_in_a_browser_insight_to_claim_to_highlighted_turn(
     page.click("a[href='../runs.html']")
     page.click("a[href='run/step-0001.html']")
     page.click("ol.claims a.cite >> nth=0")
+    page.wait_for_selector("mark:target")
     assert page.locator("mark:target").count() == 1
     assert dialogs == []
 
@@ -262,6 +264,7 @@ def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
     # The search box on every page searches the lessons' guidelines.
     page.fill("header input[name=q]", "Open THE box")
     page.press("header input[name=q]", "Enter")
+    page.wait_for_load_state()  # its script fills the filter in from the address
     assert page.url.split("/")[-1].startswith("index.html?q=")
     assert page.input_value("#filter") == "Open THE box"
 

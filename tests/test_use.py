@@ -217,7 +217,10 @@ def test_audit_shows_the_passage_deep_in_a_long_turn(tmp_path: Path) -> None:
 def test_audit_of_runs_and_several_ids(corpus: Path) -> None:
     code, out, err = run_cli(["audit", str(corpus), "step-0001", "insight-0003"])
     assert code == 0, err
-    assert out.startswith("# step-0001: task mug (failure), 4 turns\n\n- insight-0001: ")
+    assert out.startswith(
+        "# step-0001: task mug (failure), 4 turns\n\n"
+        "## Insights with this run as their source\n\n- insight-0001: "
+    )
     assert "# insight-0003: Use a lamp" in out
     code, out, _ = run_cli(["audit", str(corpus)])
     assert "- insight-0001: Open the cabinet first" in out

@@ -17,6 +17,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import manifest as manifest_module
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
 from wikitrace.corpus_schema.read import read_page
 from wikitrace.corpus_schema.records import RawHeader
@@ -341,6 +342,32 @@ def test_an_add_hashes_only_the_files_no_seal_vouches_for(
     page.write_bytes(text)
     os.utime(page, ns=(before, before))
     assert verify(v2).ok and len(hashed) == len(load(v2).files)
+
+
+def test_an_add_keeps_each_file_of_its_parent_as_a_link_listed_as_before(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    """Every file of the parent the add does not write anew (runs, compilations, insights)
+    is the parent's own file (one inode), listed with the parent's hash and sealed; only
+    the indexes, catalog, rankers, tools and mined lessons are written anew."""
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    store = Store(corpus)
+    v1 = store.version_path("v0001")
+    _age(v1, 60)
+    parent = FrozenVersion.current(store)
+    kept = {rel: file_hash for rel, file_hash, _ in parent.kept_files()}
+    add_runs(options([write_runs(tmp_path / "a.jsonl", [make_run("t8")])], corpus))
+    v2 = store.version_path("v0002")
+    listed = load(v2).files
+    linked = {rel for rel in kept if (v2 / rel).stat().st_ino == (v1 / rel).stat().st_ino}
+    assert any(rel.startswith("raw/") for rel in linked)
+    assert {rel: listed[rel] for rel in linked} == {rel: kept[rel] for rel in linked}
+    for rel in set(kept) - linked:  # written anew: a mined lesson recounted, or its pages
+        assert rel == MINED_PATTERNS or rel.startswith(("insight/", "compilation/")), rel
+    keys = read_seal(store.seal_path("v0002"), v2, len(listed))
+    assert keys is not None and 0 not in keys
+    assert verify(v2).ok
 
 
 def test_a_version_without_a_seal_is_sealed_by_the_first_check(

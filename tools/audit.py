@@ -20,8 +20,29 @@ the rest."""
 
 def passage(turn_text: str, quote: str) -> tuple[int, int] | None:
     """Where `quote` is in the turn: verbatim, else with any run of whitespace (and the
-    typography a model changes) matched loosely; None when it is not there."""
-    start = turn_text.find(quote)
+    typography a model changes) matched loosely; else, for a quote copied from the turn's
+    one-line form (`Tool({args}) => result`, drilldown.raw_pieces), from its first piece to
+    its last, found in order as the raw turn spells them (`Tool: {args}`); None when it is
+    not there."""
+    found = _loosely(turn_text, quote)
+    if found is not None:
+        return found
+    pieces = drilldown.raw_pieces(quote)
+    if pieces is None:
+        return None
+    start = end = -1
+    for piece in pieces:
+        span = _loosely(turn_text, piece, max(end, 0))
+        if span is None:
+            return None
+        start, end = (span[0] if start == -1 else start), span[1]
+    return start, end
+
+
+def _loosely(turn_text: str, quote: str, at: int = 0) -> tuple[int, int] | None:
+    """Where `quote` is in the turn from `at` on: verbatim, else with any run of whitespace
+    (and the typography a model changes) matched loosely."""
+    start = turn_text.find(quote, at)
     if start != -1:
         return start, start + len(quote)
     parts = [re.escape(part) for part in re.split(r"\s+", quote.strip()) if part]
@@ -30,7 +51,7 @@ def passage(turn_text: str, quote: str) -> tuple[int, int] | None:
     loose = r"\s+".join(parts)
     for wrong, right in (("\u2019", "'"), ("\u2018", "'"), ("\u201c", '"'), ("\u201d", '"')):
         loose = loose.replace(re.escape(wrong), "[" + re.escape(right) + re.escape(wrong) + "]")
-    found = re.search(loose, turn_text)
+    found = re.compile(loose).search(turn_text, at)
     return found.span() if found else None
 
 
@@ -146,23 +167,32 @@ def _audit_mined(root: Path, header: InsightHeader, lines: list[str]) -> str:
 
 
 def audit_step(root: Path, ident: str) -> str:
-    """The lessons drawn from one run (step-NNNN), with their titles and status."""
+    """Every insight that rests on one run (step-NNNN): drawn from it (its source), or quoting
+    it as evidence; with their titles and status."""
     try:
         number = parse_step(ident)
     except ValueError as error:
         raise InputError(str(error)) from None
-    pages = [page for page in read.insights(root) if parse_step(page.header.source_step) == number]
     runs = [page for page in read.runs(root) if parse_step(page.header.step) == number]
     if not runs:
         raise InputError(f"no run {ident} in {root} (see raw/_index.md)")
     run = runs[0].header
-    lines = [f"# {run.step}: task {run.task_id} ({run.outcome}), {run.turns} turns", ""]
-    if not pages:
-        lines.append("No lesson was drawn from this run.")
-    for page in pages:
+    source: list[str] = []
+    evidence: list[str] = []
+    for page in read.insights(root):
         header = page.header
         unverified = "" if header.verified else ", UNVERIFIED"
-        lines.append(f"- {header.id}: {header.title} ({header.status}{unverified})")
+        mined = f", mined {header.mined.kind}" if header.mined else ""
+        line = f"- {header.id}: {header.title} ({header.status}{mined}{unverified})"
+        if header.source_step == run.step:
+            source.append(line)
+        elif run.step in header.rests_on:
+            evidence.append(line)
+    lines = [f"# {run.step}: task {run.task_id} ({run.outcome}), {run.turns} turns", ""]
+    lines += ["## Insights with this run as their source", ""]
+    lines += source or ["None: no lesson was drawn from this run."]
+    lines += ["", "## Insights that quote this run as evidence", ""]
+    lines += evidence or ["None."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,8 @@
 """Near-duplicate lessons: insights drawn from different runs that say the same thing.
 
 Lexical by default: two insights are alike when the words of their titles and guidelines
-overlap enough (Jaccard similarity of word sets). Each joins the first group whose first
+overlap enough (Jaccard similarity of word sets); two drawn from runs of one project, when
+their titles alone do (`within_projects`). Each joins the first group whose first
 member it is alike to, in corpus order, so grouping is deterministic. Nothing is merged or
 deleted: every insight keeps its page and its source run, and a group says how many runs back
 the lesson. `by_vectors` groups by embeddings instead, for a caller that has an embedding
@@ -182,6 +183,60 @@ def _jaccard_of(mine: frozenset[int], theirs: array[int]) -> float:
         return 0.0
     shared = len(mine.intersection(theirs))
     return shared / (len(mine) + len(theirs) - shared)
+
+
+PROJECT_SHARED = 2
+"""Title words two lessons of one project must share, besides overlapping by THRESHOLD."""
+
+
+def within_projects(
+    leaders: Sequence[int],
+    titles: Sequence[str],
+    steps: Sequence[str],
+    project_of: Callable[[str], str | None],
+    threshold: float = THRESHOLD,
+) -> list[int]:
+    """`leaders` (each lesson's group's first, as `of_lessons` gives them) with the groups of
+    one project joined: two groups whose first lessons were drawn from different runs of the
+    same project (`project_of` a source step; None: no project) join when the words of their
+    titles overlap by `threshold` (Jaccard, `words`) and share at least PROJECT_SHARED words,
+    whatever their guidelines say. One project's runs draw the same lesson again in other
+    words, naming other files, commands and turns, so that the whole texts overlap less than
+    `group` asks, while the title stays the same. A group joins the first (in corpus order)
+    it is alike to; lessons of no project, or of different projects, are never joined here."""
+    joined = list(leaders)
+    firsts: dict[str, list[int]] = {}
+    """A project -> the first lessons of its groups, joined or not, in corpus order."""
+    for index, leader in enumerate(leaders):
+        if leader == index:
+            project = project_of(steps[index])
+            if project is not None:
+                firsts.setdefault(project, []).append(index)
+    for members in firsts.values():
+        kept: list[tuple[int, frozenset[str]]] = []
+        """The groups still leading, with their titles' words."""
+        by_word: dict[str, list[int]] = {}
+        """A title word -> positions in `kept` of the leading groups whose titles have it."""
+        for index in members:
+            mine = words(titles[index])
+            shared = Counter(itertools.chain.from_iterable(by_word.get(word, ()) for word in mine))
+            alike = next(
+                (
+                    kept[position][0]
+                    for position in sorted(shared)
+                    if shared[position] >= PROJECT_SHARED
+                    and steps[kept[position][0]] != steps[index]
+                    and _jaccard(mine, kept[position][1]) >= threshold
+                ),
+                None,
+            )
+            if alike is not None:
+                joined[index] = alike
+                continue
+            for word in mine:
+                by_word.setdefault(word, []).append(len(kept))
+            kept.append((index, mine))
+    return [joined[leader] for leader in leaders]
 
 
 Grouping = Callable[[Sequence[tuple[str, str]]], list[int]]

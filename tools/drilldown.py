@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 TYPE_CHECKING = False  # typing costs more to import than this whole tool: mypy only
@@ -99,6 +100,50 @@ def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
+
+
+ONE_LINE_MARK = "[one line] "
+"""How the compiler starts a turn it shows as one line (compiler/view.py's skeleton)."""
+_ONE_LINE_PARTS = (" => ", " | ", "; ")
+"""What joins a one-line turn's parts: what came back, the agent's text beside its action,
+one tool call and the next."""
+_CALL = re.compile(r"([A-Za-z_][\w.:-]*)\((.*)", re.DOTALL)
+_MARKED = re.compile(r"^(?:\[[^\]]*\] )*(?:[\w:-]+: )?")
+"""What starts a one-line turn before its action: marks (`[sub-agent X]`) and the role."""
+
+
+def raw_pieces(quote: str) -> list[str] | None:
+    """The pieces of a quote copied from a turn's one-line form (`summarize`; the compiler's
+    `[one line] role: Tool({args}) => result`) as `format_turn`, and so `turn STEP N`, spells
+    them: each tool call `Tool: {args}`, the preview's `…` and the joins between parts
+    dropped; found in this order in the raw turn, they span the quoted passage. None when the
+    quote holds no call in the one-line form (it is then looked for as it is)."""
+    text = quote.strip()
+    one_line = text.startswith(ONE_LINE_MARK)
+    if one_line:
+        text = _MARKED.sub("", text[len(ONE_LINE_MARK) :], count=1)
+    action, arrow, came_back = text.partition(" => ")
+    parts = [action]
+    for join in _ONE_LINE_PARTS[1:]:
+        parts = [piece for part in parts for piece in part.split(join)]
+    pieces: list[str] = []
+    calls = 0
+    in_call = False  # a call's arguments may hold a join (`ls | head`): it ends at its ")"
+    for part in parts:
+        found = None if in_call else _CALL.fullmatch(part.strip())
+        if found:
+            calls += 1
+            in_call = True
+            part = f"{found.group(1)}: {found.group(2)}"
+        part = part.strip()
+        if in_call and part.endswith(("…", ")")):
+            part, in_call = part[:-1], False
+        part = part.strip("…").strip()
+        if part and part != "-":
+            pieces.append(part)
+    if arrow and came_back.strip("…").strip():
+        pieces.append(came_back.strip("…").strip())
+    return pieces if (calls or one_line) and pieces else None
 
 
 def summarize(turn: dict[str, Any]) -> list[str]:

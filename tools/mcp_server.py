@@ -26,6 +26,7 @@ from pydantic import Field
 from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest, read
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
 from wikitrace.corpus_schema.projects import normal_project
+from wikitrace.corpus_schema.work import KINDS, kind_named
 
 from . import drilldown
 
@@ -40,7 +41,6 @@ SKIP_CHUNK = 1 << 20
 """Characters skipped at a time on the way to `offset`, so that a far offset costs no memory."""
 TOKEN_LIMIT = 10_000_000
 """The largest `max_tokens` first_message takes."""
-QUERY_LIMIT = 2_000
 INDEXES = (
     ("", "The corpus: its layers, counts and how to drill down."),
     (layout.RAW_DIR, "Every past run: task, outcome, turns."),
@@ -224,8 +224,12 @@ def build_server(corpus: Corpus) -> Any:
             ),
         ] = 6000,
         mount: Annotated[
-            str, Field(description="Where the corpus is mounted, if the agent has a shell.")
-        ] = "/work/corpus",
+            str | None,
+            Field(
+                description="Where the corpus is mounted, if the agent also has a shell: the "
+                "message then names shell commands there instead of this server's tools."
+            ),
+        ] = None,
         project: Annotated[
             str | None,
             Field(
@@ -233,11 +237,22 @@ def build_server(corpus: Corpus) -> Any:
                 "name (its lessons come first)."
             ),
         ] = None,
+        kind: Annotated[
+            str | None,
+            Field(
+                description="The task's kind of work in a corpus of coding sessions: "
+                + ", ".join(KINDS)
+                + " (default: inferred from the task's words)."
+            ),
+        ] = None,
     ) -> str:
         """The memory's first message for a task: the lessons for its task type (each with its
         source run and that run's outcome), the most similar past runs, when to drill down, and
         how to report which entries you used. Call it once, before acting on the task. The
-        same text as `wikitrace prompt`."""
+        same text as `wikitrace prompt`, naming this server's tools where it names shell
+        commands (unless `mount` is given)."""
+        from .memory import DEFAULT_MOUNT
+
         if not task.strip():
             raise ValueError("the task is empty")
         message = corpus.memory().first_message(
@@ -246,9 +261,11 @@ def build_server(corpus: Corpus) -> Any:
             exclude_tasks=exclude_tasks or (),
             similar=similar,
             max_tokens=max_tokens or None,
-            mount=mount,
+            mount=mount or DEFAULT_MOUNT,
+            access="shell" if mount else "mcp",
             infer_type=not all_types,
             project=normal_project(project) if project else None,
+            kind=kind_named(kind) if kind else None,
         )
         return str(message.text)
 
@@ -267,23 +284,15 @@ def build_server(corpus: Corpus) -> Any:
         ] = None,
     ) -> str:
         """Search the corpus by words (BM25): insights by title, guideline and applicability;
-        compilations by title and claims; past runs by task text. Use it to find lessons or
-        runs the first message did not list. Each hit gives the page to read_page."""
+        compilations by title and claims; past runs by task text. Plain words find their
+        other forms (refund, refunded) and the parts of a name (transfer to human finds
+        transfer_to_human_agents). Use it to find lessons or runs the first message did not
+        list. Each hit gives the page to read_page. The same as `wikitrace search`."""
         from .memory import SEARCH_KINDS
 
-        if len(query) > QUERY_LIMIT:
-            raise ValueError(f"the query is {len(query)} characters; at most {QUERY_LIMIT}")
         kinds = SEARCH_KINDS if kind == "all" else (kind,)
         hits = corpus.memory().search(query, kinds, limit=limit, exclude_tasks=exclude_tasks or ())
-        if not hits:
-            return "no match"
-        lines = []
-        for hit in hits:
-            kind_of = hit.kind.rstrip("s")
-            task = f"task {hit.task_id}" + (f", {hit.task_type}" if hit.task_type else "")
-            title = " ".join(hit.title.split())
-            lines.append(f"{kind_of} {hit.id} ({task}, {hit.outcome}): {title}  [{hit.path}]")
-        return "\n".join(lines)
+        return "\n".join(hit.line() for hit in hits) or "no match"
 
     @tool
     def read_page(

@@ -35,6 +35,7 @@ from wikitrace.corpus_schema.layout import (
     parse_insight,
 )
 from wikitrace.corpus_schema.records import (
+    READ_ONLY,
     CompilationHeader,
     InsightHeader,
     MinedFinding,
@@ -45,6 +46,7 @@ from wikitrace.corpus_schema.records import (
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.spill import JsonLines
 from wikitrace.corpus_schema.store import spill_file
+from wikitrace.corpus_schema.work import infer_kind, kind_named
 
 from . import consolidate
 
@@ -71,6 +73,8 @@ class PastRun:
     """Its compilation's title and claims, for search."""
     project: str | None = None
     """The code project it worked in (a coding agent's session), if known."""
+    kind: str | None = None
+    """The kind of work it did (a coding agent's session: corpus_schema/work.py), if known."""
 
 
 @dataclass(slots=True)  # and one for every insight
@@ -104,6 +108,8 @@ class InsightEntry:
     precondition: str | None = None
     """Its hypothesis's precondition, when it has one that says more than `applicability`:
     what the gate tested, shown to the agent too."""
+    read_only: bool = False
+    """Its only support is content the agent read (records.READ_ONLY): shown marked."""
 
 
 _RUN_FIELDS = [item.name for item in fields(PastRun)]
@@ -128,6 +134,19 @@ class Hit:
     outcome: Outcome
     """The outcome of the run it is (a task or compilation) or was drawn from (an insight)."""
 
+    def line(self) -> str:
+        """The hit in one line, as `search` shows it: kind, id, task, outcome, title, page."""
+        task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
+        title = " ".join(self.title.split())
+        return f"{self.kind.rstrip('s')} {self.id} ({task}, {self.outcome}): {title}  [{self.path}]"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+QUERY_LIMIT = 2_000
+"""The longest query `search` takes, in characters."""
+
 
 @dataclass
 class FirstMessage:
@@ -151,6 +170,16 @@ class FirstMessage:
     types of the most similar past runs, counted (the message then lists every type's)."""
     project: str | None = None
     """The project whose lessons and runs come first, when given."""
+    kind: str | None = None
+    """The task's kind of work (corpus_schema/work.py), given or inferred: the project's
+    lessons come first, then this kind's from other projects, and no other kind's."""
+    kind_inferred: bool = False
+    kind_unsure: dict[str, int] | None = None
+    """When the runs have kinds of work and the task's could not be inferred: its cue words
+    counted by kind (empty: none); every kind's lessons are then listed."""
+    other_kinds: int = 0
+    """Lessons (groups of near-duplicates) of other kinds of work from other projects, left
+    out."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +231,9 @@ def _support(group: list[InsightEntry]) -> str:
 ReportAt = Literal["first", "end"]
 """Where the citation report is asked for: in the first message (ours), or after the episode
 (the method as published)."""
+Access = Literal["shell", "mcp"]
+"""How the agent reads the corpus: a shell where it is mounted (cat, grep, tools/turn), or the
+tools of `wikitrace mcp` (read_page, search, turn, ...)."""
 
 
 def report_request(*, insights_only: bool = False, prompts_dir: Path | None = None) -> str:
@@ -627,6 +659,7 @@ def shown_entry(header: InsightHeader, guideline: str) -> ShownEntry | None:
         goes_with=finding.goes_with if finding is not None else None,
         cited_steps=list(finding.runs) if finding is not None else [],
         only_task=None,
+        read_only=header.support == READ_ONLY,
     )
     divergence = finding is not None and finding.kind == "divergence"
     return entry, header.source_claims, divergence, True
@@ -729,6 +762,7 @@ def _runs(
                 if header is None
                 else explanation(header.title, (claim.statement for claim in header.claims)),
                 project=page.header.project,
+                kind=page.header.kind,
             )
         for index in needs:
             shown.learn(index, run, backing)
@@ -813,13 +847,14 @@ def _records(
         return
     if head.get("catalog") != CATALOG_VERSION:
         raise ValueError(f"catalog version {head.get('catalog')!r}")
-    # A catalog an earlier wikitrace wrote may hold fewer of a run's values: those it names
-    # are the first of ours, and the rest take their defaults.
-    run_fields = head["run"]
-    if run_fields != _RUN_FIELDS[: len(run_fields)] or head["insight"] != [
-        "leader",
-        *_INSIGHT_FIELDS,
-    ]:
+    # A catalog an earlier wikitrace wrote may hold fewer of a run's or an insight's values:
+    # those it names are the first of ours, and the rest take their defaults.
+    run_fields, insight_fields = head["run"], head["insight"][1:]
+    if (
+        run_fields != _RUN_FIELDS[: len(run_fields)]
+        or head["insight"][:1] != ["leader"]
+        or insight_fields != _INSIGHT_FIELDS[: len(insight_fields)]
+    ):
         raise ValueError("its lines hold other values than this wikitrace reads")
     # By position: a third of the time of building each record from a JSON object.
     for line in lines:
@@ -829,7 +864,7 @@ def _records(
                 raise ValueError(f"a run's line holds {len(values)} values")
             yield PastRun(*values)
         elif kind == "insight":
-            if len(values) != len(_INSIGHT_FIELDS) + 1:
+            if len(values) != len(insight_fields) + 1:
                 raise ValueError(f"an insight's line holds {len(values)} values")
             yield int(values[0]), InsightEntry(*values[1:])
         else:
@@ -884,10 +919,36 @@ def with_parts(text: str) -> str:
     )
 
 
-def _tokenize(texts: Sequence[str]) -> Any:
-    return _bm25s().tokenize(
+@functools.cache
+def _stemmer() -> Any:
+    """Snowball's English stemmer (PyStemmer): refunded, refunds and refund are one word."""
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+STEMMED = "stems"
+"""What a saved ranker's texts.json says under "words" when it indexed the words' stems; one
+saved without it (an earlier build's) indexed the words as written, and is asked in them."""
+
+
+def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Any:
+    """bm25s's words of each text (split as with_parts does, less English stop words), each
+    word its stem unless `stem` is False. Stems are numbered in the order they are first met,
+    as bm25s numbers words (its own stemming numbers them in a set's order, which changes from
+    one process to the next, and with it a saved index's bytes)."""
+    tokens = _bm25s().tokenize(
         [with_parts(text) for text in texts], stopwords="en", show_progress=False
     )
+    if not stem or not tokens.vocab:
+        return tokens
+    numbered: dict[str, int] = {}
+    # bm25s numbers its words in the order of its vocab's keys.
+    stem_of = [
+        numbered.setdefault(word, len(numbered))
+        for word in _stemmer().stemWords(list(tokens.vocab))
+    ]
+    return type(tokens)(ids=[[stem_of[i] for i in text] for text in tokens.ids], vocab=numbered)
 
 
 SearchName = Literal["tasks", "insights", "compilations"]
@@ -918,12 +979,16 @@ def search_texts(
 class Ranker:
     """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
 
-    def __init__(self, size: int, index: Any, source: Path | None = None) -> None:
+    def __init__(
+        self, size: int, index: Any, source: Path | None = None, stemmed: bool = True
+    ) -> None:
         self.size = size
         self._index = index
         """bm25s's index, or None when no text holds a word to index (they rank in order)."""
         self._source = source
         """The folder it was loaded from, if it was."""
+        self.stemmed = stemmed
+        """It indexed the words' stems (an index saved by an earlier build: the words)."""
 
     @classmethod
     def of(
@@ -959,9 +1024,13 @@ class Ranker:
         folder.mkdir(parents=True)
         if self._index is not None:
             self._index.save(folder, show_progress=False)
-        (folder / _SEARCH_COUNT).write_bytes(
-            orjson.dumps({"texts": self.size, "indexed": self._index is not None})
-        )
+        saved: dict[str, int | bool | str] = {
+            "texts": self.size,
+            "indexed": self._index is not None,
+        }
+        if self.stemmed:
+            saved["words"] = STEMMED
+        (folder / _SEARCH_COUNT).write_bytes(orjson.dumps(saved))
 
     @classmethod
     def load(cls, folder: Path, size: int) -> Ranker:
@@ -979,7 +1048,7 @@ class Ranker:
             )
         except (OSError, KeyError, TypeError, ValueError) as error:
             raise _damaged(folder, error) from None
-        return cls(size, index, folder)
+        return cls(size, index, folder, stemmed=saved.get("words") == STEMMED)
 
     def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
         """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
@@ -988,7 +1057,7 @@ class Ranker:
         if not allowed or not self.size:
             return []
         ranked: list[int] = []
-        query_tokens = _tokenize([query])
+        query_tokens = _tokenize([query], stem=self.stemmed)
         if self._index is not None and query_tokens.vocab:
             try:
                 documents, scores = self._index.retrieve(
@@ -1280,10 +1349,27 @@ class Memory:
         self._leader = (
             leaders if leaders is not None else consolidate.of_lessons(insights, grouping)
         )
+        self._lexical = grouping is consolidate.group
+        """Whether lessons are grouped by their words (the default), which one project's
+        runs' lessons are also grouped by (`_groups`)."""
         self._task_of = {run.step: run.task_id for run in runs}
-        self._projects: dict[str, str | None] | None = None
-        """Run step -> its project, made when a message is scoped by project."""
+        self._by_step: dict[str, PastRun] | None = None
+        """Run step -> its run, made when a message is scoped by project or kind."""
         self._from_catalog = from_catalog
+
+    @functools.cached_property
+    def _groups(self) -> list[int]:
+        """Each insight's group's first: the near-duplicates (`_leader`), with the groups of
+        one project's runs whose titles say the same joined (consolidate.within_projects)."""
+        if not self._lexical or not any(run.project for run in self.runs):
+            return self._leader
+        by_step = {run.step: run.project for run in self.runs}
+        return consolidate.within_projects(
+            self._leader,
+            [item.title for item in self.insights],
+            [item.source_step for item in self.insights],
+            by_step.get,
+        )
 
     # The rankers are loaded, or built, when first needed: a message that fits its budget
     # needs none.
@@ -1341,6 +1427,8 @@ class Memory:
         report_at: ReportAt = "first",
         flag_conflicts: bool = False,
         project: str | None = None,
+        access: Access = "shell",
+        kind: str | None = None,
     ) -> FirstMessage:
         """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
@@ -1353,7 +1441,15 @@ class Memory:
         runs ended differently: a drill-down trigger the agent need not notice by itself.
         `project` (a coding task's repository or folder, as `project_of` names it) lists that
         project's lessons and runs first, then the same type's from elsewhere; without a type,
-        its runs' type is the task's.
+        its runs' type is the task's. `access="mcp"` names the MCP server's tools where the
+        message would name shell commands and paths under `mount`.
+
+        When the runs kept have kinds of work (coding sessions: corpus_schema/work.py), the
+        task's `kind` (given, or inferred from its words) scopes the lessons and runs: the
+        project's own first, then the same kind's from other projects, and no other; when its
+        kind cannot be inferred, the message says so and lists every kind's, the project's
+        first. A `kind` that is none of the kinds, or given to a corpus whose runs have none,
+        is an InputError.
         """
         from wikitrace import prompts
 
@@ -1371,6 +1467,11 @@ class Memory:
             own = {r.task_type for r in self.runs if r.project == project and r.task_type}
             if len(own) == 1:
                 task_type, inferred = own.pop(), True
+        if task_type is None and kind is not None and len(known_types) > 1:
+            # A kind of work is a coding session's: the task is of the type such runs have.
+            with_kinds = {r.task_type for r in self.runs if r.kind and r.task_type}
+            if len(with_kinds) == 1:
+                task_type = with_kinds.pop()
         if task_type is None and infer_type and len(known_types) > 1:
             task_type, votes = self._infer_type(task, excluded)
             inferred = task_type is not None
@@ -1380,6 +1481,14 @@ class Memory:
             for i, run in enumerate(self.runs)
             if run.task_id not in excluded and (task_type is None or run.task_type == task_type)
         ]
+        kind, kind_inferred, kind_unsure = self._task_kind(task, kind, run_ok)
+
+        def tier(run: PastRun | None) -> int:
+            """0: the project's own; 1: the same kind of work elsewhere; 2: any other."""
+            if run is not None and project is not None and run.project == project:
+                return 0
+            return 1 if run is not None and kind is not None and run.kind == kind else 2
+
         # A mined contrast counts every run of its task type: with one of them left out, it
         # would still rest on that task's outcomes, so it is left out too.
         excluded_types = {run.task_type for run in self.runs if run.task_id in excluded}
@@ -1390,20 +1499,28 @@ class Memory:
             and (task_type is None or item.task_type == task_type)
             and self._mined_applies(item, task, excluded, excluded_types)
         ]
-        if project is not None:  # the project's own first, each side in order
-            visible.sort(key=lambda i: self._project_of(i) != project)
+        other_kinds = 0
+        if kind is not None:  # the project's and the same kind's; no other kind's
+            kept = [i for i in visible if tier(self._run_of(i)) < 2]
+            other_kinds = len({self._groups[i] for i in visible}) - len(
+                {self._groups[i] for i in kept}
+            )
+            visible = kept
+            run_ok = [i for i in run_ok if tier(self.runs[i]) < 2]
+        # The project's own first, then the same kind's, each tier in order.
+        visible.sort(key=lambda i: tier(self._run_of(i)))
         # One entry per group of near-duplicates: its first visible member, with the others.
         members: dict[int, list[int]] = {}
         for i in visible:
-            members.setdefault(self._leader[i], []).append(i)
+            members.setdefault(self._groups[i], []).append(i)
         alike_of = {group[0]: group for group in members.values()}
         insight_ok = sorted(alike_of)
         # One run per task: three attempts of one task say less than three tasks.
         similar_runs: list[PastRun] = []
         seen_tasks: set[str] = set()
         ranked_runs = self._run_ranker.rank(task, run_ok)
-        if project is not None:  # the project's own runs first, each side by similarity
-            ranked_runs.sort(key=lambda i: self.runs[i].project != project)
+        # The project's own runs first, then the same kind's, each tier by similarity.
+        ranked_runs.sort(key=lambda i: tier(self.runs[i]))
         for i in ranked_runs:
             if len(similar_runs) == similar:
                 break
@@ -1437,7 +1554,7 @@ class Memory:
 
         def render_template(chosen: list[int]) -> str:
             # Text from logs and models goes in so that it cannot restructure the message.
-            groups: dict[str, list[InsightEntry]] = {}
+            groups: dict[tuple[int, str], list[InsightEntry]] = {}
             for i in sorted(chosen):
                 item = self.insights[i]
                 shown = replace(
@@ -1450,10 +1567,12 @@ class Memory:
                     support=_support([self.insights[m] for m in alike_of[i]]),
                 )
                 heading = inline(item.task_type or "any task")
+                rank = tier(self._run_of(i))
+                if rank == 1:
+                    heading += f": {kind}"
                 if project is not None:
-                    own = self._project_of(i) == project
-                    heading += f" in {inline(project)}" if own else ", other projects"
-                groups.setdefault(heading, []).append(shown)
+                    heading += f" in {inline(project)}" if rank == 0 else ", other projects"
+                groups.setdefault((rank, heading), []).append(shown)
             return template.render(
                 task=task.strip(),
                 kept_type=inline(task_type) if task_type and len(known_types) > 1 else None,
@@ -1464,7 +1583,16 @@ class Memory:
                     else ", ".join(f"{count} {inline(name)}" for name, count in unsure.items())
                 ),
                 project=inline(project) if project is not None else None,
+                kind=kind,
+                kind_inferred=kind_inferred,
+                kind_unsure=(
+                    None
+                    if kind_unsure is None
+                    else ", ".join(f"{count} {name}" for name, count in kind_unsure.items())
+                ),
+                other_kinds=other_kinds,
                 corpus=mount.rstrip("/"),
+                mcp=access == "mcp",
                 offline=self.offline,
                 insights_only=insights_only,
                 report_at=report_at,
@@ -1473,7 +1601,7 @@ class Memory:
                 any_mined=any(self.insights[i].pattern is not None for i in chosen),
                 withheld=self.withheld,
                 gated=gated,
-                insight_groups=sorted(groups.items()),
+                insight_groups=[(heading, items) for (_, heading), items in sorted(groups.items())],
                 truncated=len(chosen) < len(insight_ok),
                 shown=len(chosen),
                 total=len(insight_ok),
@@ -1505,8 +1633,8 @@ class Memory:
             # the count is found by doubling it while it fits, then halving the gap: renders
             # that grow with log(insights shown), none of more than twice those shown.
             ranked = self._insight_ranker.rank(task, insight_ok)
-            if project is not None:  # the project's own lessons are kept first
-                ranked.sort(key=lambda i: self._project_of(i) != project)
+            # The project's own lessons are kept first, then the same kind's.
+            ranked.sort(key=lambda i: tier(self._run_of(i)))
 
             def fits(count: int) -> str | None:
                 candidate = render(ranked[:count])
@@ -1543,13 +1671,44 @@ class Memory:
             task_type_inferred=inferred,
             type_unsure=unsure,
             project=project,
+            kind=kind,
+            kind_inferred=kind_inferred,
+            kind_unsure=kind_unsure,
+            other_kinds=other_kinds,
         )
 
-    def _project_of(self, insight: int) -> str | None:
-        """The project of the run an insight was drawn from."""
-        if self._projects is None:
-            self._projects = {run.step: run.project for run in self.runs}
-        return self._projects.get(self.insights[insight].source_step)
+    def _run_of(self, insight: int) -> PastRun | None:
+        """The run an insight was drawn from."""
+        if self._by_step is None:
+            self._by_step = {run.step: run for run in self.runs}
+        return self._by_step.get(self.insights[insight].source_step)
+
+    def _task_kind(
+        self, task: str, kind: str | None, run_ok: list[int]
+    ) -> tuple[str | None, bool, dict[str, int] | None]:
+        """The task's kind of work (given or inferred from its words), whether it was inferred,
+        and, when it could not be, the cue words counted by kind; (None, False, None) when
+        the runs kept have no kinds (not coding sessions, or converted before kinds were) or
+        are of several task types (a task whose type is unsure is not scoped by kind)."""
+        one_type = len({self.runs[i].task_type for i in run_ok}) == 1
+        has_kinds = one_type and any(self.runs[i].kind for i in run_ok)
+        if kind is not None:
+            try:
+                kind = kind_named(kind)
+            except ValueError as error:
+                raise InputError(str(error), field="--kind") from None
+            if not has_kinds:
+                raise InputError(
+                    "no run of this corpus that the task may be shown has a kind of work (they "
+                    "are not coding sessions, or were converted before kinds were inferred): "
+                    "leave --kind out, or convert the sessions again",
+                    field="--kind",
+                )
+            return kind, False, None
+        if not has_kinds:
+            return None, False, None
+        guess = infer_kind(task)
+        return guess.kind, guess.kind is not None, None if guess.kind else guess.votes
 
     def search(
         self,
@@ -1561,12 +1720,20 @@ class Memory:
     ) -> list[Hit]:
         """BM25 over insights (title, guideline, applicability), compilations (title and
         claims) and past tasks: up to `limit` hits of each kind asked for, best first, only
-        those sharing a word with the query; nothing drawn from `exclude_tasks`."""
+        those sharing a word with the query; nothing drawn from `exclude_tasks`. Words are
+        matched by their stems, and a snake_case, camelCase or dotted name by its parts too."""
+        if len(query) > QUERY_LIMIT:
+            raise InputError(
+                f"the query is {len(query)} characters; at most {QUERY_LIMIT}", field="query"
+            )
         excluded = set(exclude_tasks)
         hits: list[Hit] = []
         if "insights" in kinds:
             allowed = [
-                i for i, item in enumerate(self.insights) if item.source_task_id not in excluded
+                i
+                for i, item in enumerate(self.insights)
+                if item.source_task_id not in excluded
+                and not any(self._task_of.get(step) in excluded for step in item.cited_steps)
             ]
             for i in self._insight_ranker.rank(query, allowed, matched_only=True)[:limit]:
                 item = self.insights[i]

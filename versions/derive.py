@@ -95,9 +95,7 @@ def derive_version(
         for rel in change.files:
             if rel in base.manifest.files:
                 raise CorpusError(f"internal error: {rel} is already in {base.name}")
-        for rel, file_hash, key in base.kept_files():
-            if rel not in replaced:
-                writer.link(rel, base.root / rel, file_hash, key)
+        writer.link_all(base.root, base.kept_files(replaced))
         rows = {row.number: row for row in base.insight_rows}
         for ident, (header, guideline) in sorted(change.insights.items()):
             number = parse_insight(ident)

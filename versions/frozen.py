@@ -176,6 +176,7 @@ def _from_pages(root: Path) -> tuple[list[render.RunRow], list[render.InsightRow
                 judged=is_judged(head.metadata),
                 attempt=given_attempt(head.metadata),
                 project=head.project,
+                kind=head.kind,
             )
         )
     rows.sort(key=lambda row: row.step)

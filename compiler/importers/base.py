@@ -17,6 +17,7 @@ import orjson
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.projects import normal_project
+from wikitrace.corpus_schema.work import infer_kind
 
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""
@@ -410,8 +411,10 @@ def session_run(
     project: str | None = None,
 ) -> Candidate:
     """A coding agent's session (one file, one run): task type `coding`, its project (given,
-    or found in its metadata: `project_of`), no outcome of its own, its id the session's, and
-    named in a labels file by that id or by the file's name."""
+    or found in its metadata: `project_of`), its kind of work (from the task and the files its
+    tool calls changed: corpus_schema/work.py), no outcome of its own, its id the session's,
+    and named in a labels file by that id or by the file's name."""
+    guess = infer_kind(task, changed_files(turns, _folder_of(metadata)))
     return Candidate(
         path=str(path),
         run_id=session,
@@ -422,6 +425,8 @@ def session_run(
             "task": task,
             "task_type": CODING,
             "project": project or project_of(metadata),
+            "kind": guess.kind,
+            "kind_basis": guess.basis,
             "success": None,
             "turns": turns,
             "metadata": metadata,
@@ -431,6 +436,63 @@ def session_run(
 
 _REMOTE_KEYS = ("repository_url", "remote_url", "remote", "gitRemote", "git_remote")
 _FOLDER_KEYS = ("cwd", "directory", "workspace", "workspaceFolder", "worktree", "root")
+
+_PATH_KEYS = ("file_path", "filePath", "path", "notebook_path", "target_file", "filename")
+_CHANGING = re.compile(
+    r"edit|write|replace|patch|create|insert|delete|remove|rename|move|str_replace", re.IGNORECASE
+)
+"""A tool whose name says it changes files (Edit, MultiEdit, Write, NotebookEdit, apply_patch,
+write_file, replace, edit_file, create_file, str_replace_based_edit_tool, ...)."""
+_PATCHED = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$", re.MULTILINE)
+"""A file named in an apply_patch envelope (Codex), wherever the patch is (its own tool's
+input, or a shell command's argument)."""
+_READ_ONLY_COMMANDS = frozenset(["view", "read"])
+"""An editor tool's commands that change nothing (str_replace_based_edit_tool's `view`)."""
+
+
+def changed_files(turns: list[dict[str, Any]], folder: str | None = None) -> list[str]:
+    """The files a session's tool calls changed, in the order first changed: the path of each
+    call of a tool whose name says it changes files, and every file an apply_patch envelope
+    names; relative to the working `folder` when under it. Shell commands that write files
+    (`sed -i`, `>`) are not read: what they touch cannot be told reliably."""
+    found: list[str] = []
+    prefix = folder.rstrip("/\\") + "/" if folder else None
+    for turn in turns:
+        for call in turn.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            arguments = call.get("arguments")
+            text = arguments if isinstance(arguments, str) else None
+            if isinstance(arguments, dict):
+                command = arguments.get("command")
+                if isinstance(command, list):
+                    text = "\n".join(str(part) for part in command)
+                elif isinstance(command, str):
+                    text = command
+                if _CHANGING.search(str(call.get("name") or "")) and not (
+                    isinstance(command, str) and command in _READ_ONLY_COMMANDS
+                ):
+                    found += [
+                        arguments[key]
+                        for key in _PATH_KEYS
+                        if isinstance(arguments.get(key), str) and arguments[key].strip()
+                    ][:1]
+            if text:
+                found += _PATCHED.findall(text)
+    relative = [
+        path[len(prefix) :] if prefix and path.startswith(prefix) else path for path in found
+    ]
+    return list(dict.fromkeys(relative))
+
+
+def _folder_of(metadata: dict[str, Any]) -> str | None:
+    """A session's working folder, as its metadata names it (see project_of)."""
+    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
+    for place in places:
+        for key in _FOLDER_KEYS:
+            if isinstance(place.get(key), str) and place[key].strip():
+                return str(place[key])
+    return None
 
 
 def project_of(metadata: dict[str, Any]) -> str | None:
