@@ -9,36 +9,13 @@ from typing import Any
 
 import click
 
-from .options import JudgeSettings, judge_options, print_json
+from .options import JudgeSettings, judge_options, print_json, row_options
 from .profiles import profile_option
 
 
 @click.command("eval")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
-@click.option(
-    "--rerun",
-    default="no-memory-rerun",
-    show_default=True,
-    help="A second set of no-memory runs: its Gain and Regression are the noise band.",
-)
-@click.option(
-    "--success-threshold",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="A row with a score and no success succeeds when score >= this.",
-)
-@click.option(
-    "--resamples",
-    type=click.IntRange(100),
-    default=10_000,
-    show_default=True,
-    help="Bootstrap resamples behind each confidence interval.",
-)
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resampling."
-)
+@row_options()
 @click.option(
     "--strict", is_flag=True, help="Warnings (duplicate trials, tasks with no baseline) are errors."
 )

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from .options import row_options
+
 
 def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
     """`key=value` pairs; a value is read as YAML (numbers, booleans, lists), as inspect does."""
@@ -24,37 +26,7 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
 
 @click.command("lift")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
-@click.option("--baseline", default="no-memory", show_default=True, help="The no-memory method.")
-@click.option(
-    "--rerun",
-    default="no-memory-rerun",
-    show_default=True,
-    help="A second set of no-memory runs: its Gain and Regression are the noise band.",
-)
-@click.option(
-    "--success-threshold",
-    type=float,
-    hidden=True,
-    default=1.0,
-    show_default=True,
-    help="A row with a score and no success succeeds when score >= this.",
-)
-@click.option(
-    "--resamples",
-    type=click.IntRange(100),
-    hidden=True,
-    default=10_000,
-    show_default=True,
-    help="Bootstrap resamples behind each confidence interval.",
-)
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    hidden=True,
-    help="Seed of the bootstrap resampling.",
-)
+@row_options(tuning_hidden=True)
 @click.option(
     "--judge",
     metavar="MODEL",

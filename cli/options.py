@@ -621,6 +621,54 @@ class JudgeSettings:
         return connect(settings, self.cache_dir or default_cache_dir())
 
 
+def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
+    """The options that read trial rows into Gain and Regression (`eval`, `lift`): the
+    baseline and rerun methods, the success threshold, and the bootstrap's resamples and seed
+    (`tuning_hidden`: those three left out of the first --help screen)."""
+    options = [
+        click.option(
+            "--baseline", default="no-memory", show_default=True, help="The no-memory method."
+        ),
+        click.option(
+            "--rerun",
+            default="no-memory-rerun",
+            show_default=True,
+            help="A second set of no-memory runs: its Gain and Regression are the noise band.",
+        ),
+        click.option(
+            "--success-threshold",
+            type=float,
+            default=1.0,
+            show_default=True,
+            hidden=tuning_hidden,
+            help="A row with a score and no success succeeds when score >= this.",
+        ),
+        click.option(
+            "--resamples",
+            type=click.IntRange(100),
+            default=10_000,
+            show_default=True,
+            hidden=tuning_hidden,
+            help="Bootstrap resamples behind each confidence interval.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            hidden=tuning_hidden,
+            help="Seed of the bootstrap resampling.",
+        ),
+    ]
+
+    def apply(function: Command) -> Command:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
+
+
 def judge_options(function: Command) -> Command:
     """--model and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
     return option_group(
