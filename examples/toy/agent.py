@@ -14,14 +14,16 @@ locked or not) and follows the lesson wherever that reading fits. A guideline th
 under the doormat makes it do so; one that says to force containers open makes it force them.
 `--memory none` gives no lessons.
 `--strategy` plays a fixed strategy instead (how the example runs in runs/ were made).
-`--noise P` flips the episode's outcome with chance P, drawn from the task, seed and memory
-(so the same run gives the same outcome, and the two sides of a gate's pair are independent):
-an agent that samples, whose outcome the lessons change only in part.
+`--noise P` flips the episode's outcome with chance P, drawn from the task, the seed and the
+lessons the memory holds (their text, not the folder's path: the same run gives the same outcome
+wherever the corpus is copied, and the two sides of a gate's pair are independent): an agent that
+samples, whose outcome the lessons change only in part.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import re
@@ -87,6 +89,14 @@ def lessons(memory: str) -> list[Lesson]:
     return found
 
 
+def noise_key(known: list[Lesson]) -> str:
+    """What the noise is drawn from besides task and seed: the lessons' text, "none" without any."""
+    if not known:
+        return "none"
+    text = json.dumps(sorted((lesson.guideline, lesson.precondition) for lesson in known))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def choose(task: Task, known: list[Lesson]) -> tuple[str, list[str]]:
     """The strategy for a task and the lessons it rests on: forcing wins, then the doormat."""
     applicable = [lesson for lesson in known if lesson.applies_to(task)]
@@ -110,15 +120,14 @@ def main() -> None:
     args = parser.parse_args()
 
     task = TASKS[args.task]
+    known = lessons(args.memory)
     if args.strategy:
         strategy, used = args.strategy, []
     else:
-        strategy, used = choose(task, lessons(args.memory))
+        strategy, used = choose(task, known)
     turns, success = episode(task, strategy)
-    if (
-        args.noise
-        and random.Random(f"{task.task_id}:{args.seed}:{args.memory}").random() < args.noise
-    ):
+    draw = random.Random(f"{task.task_id}:{args.seed}:{noise_key(known)}")
+    if args.noise and draw.random() < args.noise:
         success = not success
         turns.append({"role": "assistant", "content": "(the outcome was flipped by --noise)"})
     # The result, and a citation report of the lessons it acted on (see `wikitrace cite`).
