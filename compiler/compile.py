@@ -418,6 +418,51 @@ def _check(output: CompilerOutput, checker: QuoteChecker) -> _Checked:
     return _Checked(output=output, claims=claims, unverified=len(failures), failures=failures)
 
 
+def _notes(
+    prompt: Prompt, record: RunRecord, limits: CompileLimits, best: _Checked, repairs: int
+) -> list[str]:
+    """What a compilation's reader should know of how it was made: the run shown cut, text
+    in it that addressed the model, quotes moved, repaired or not found."""
+    notes = list(prompt.view.notes)
+    if prompt.addressed is not None:
+        notes.append(
+            f"Text in {prompt.addressed.describe()} of the run addresses the model reading it "
+            f"({', '.join(prompt.addressed.patterns)}): the prompt named it as data, not "
+            "instructions."
+        )
+    if prompt.view.mode != "whole":
+        notes.append(
+            f"The run was shown to fit {limits.prompt_tokens} prompt tokens "
+            f"({_MODES[prompt.view.mode]}): {prompt.view.whole_turns} of {len(record.turns)} "
+            "turns in full. The raw turns are whole."
+        )
+    moved = [e for c in best.claims for e in c.evidence if e.note and e.note.startswith("cited")]
+    if moved:
+        notes.append(f"{len(moved)} quote(s) were found in another turn than cited; corrected.")
+    if repairs:
+        notes.append(f"Unverified quotes were sent back for repair {repairs} time(s).")
+    if best.unverified:
+        notes.append(
+            f"{best.unverified} quote(s) could not be found in the turns they cite; "
+            "they are marked UNVERIFIED."
+        )
+    return notes
+
+
+def _drafts(output: CompilerOutput) -> list[InsightDraft]:
+    """The model's insights as the compilation's drafts."""
+    return [
+        InsightDraft(
+            title=item.title,
+            guideline=item.guideline,
+            applicability=item.applicability,
+            supporting_claims=item.supporting_claims,
+            hypothesis=Hypothesis(**item.hypothesis.model_dump()) if item.hypothesis else None,
+        )
+        for item in output.insights
+    ]
+
+
 async def compile_with_llm(
     step: int,
     record: RunRecord,
@@ -479,29 +524,6 @@ async def compile_with_llm(
         raise CompileError(
             f"the model's answer stayed invalid after {invalid + 1} tries: {last_error}"
         )
-    notes = list(prompt.view.notes)
-    if prompt.addressed is not None:
-        notes.append(
-            f"Text in {prompt.addressed.describe()} of the run addresses the model reading it "
-            f"({', '.join(prompt.addressed.patterns)}): the prompt named it as data, not "
-            "instructions."
-        )
-    if prompt.view.mode != "whole":
-        notes.append(
-            f"The run was shown to fit {limits.prompt_tokens} prompt tokens "
-            f"({_MODES[prompt.view.mode]}): {prompt.view.whole_turns} of {len(record.turns)} "
-            "turns in full. The raw turns are whole."
-        )
-    moved = [e for c in best.claims for e in c.evidence if e.note and e.note.startswith("cited")]
-    if moved:
-        notes.append(f"{len(moved)} quote(s) were found in another turn than cited; corrected.")
-    if repairs:
-        notes.append(f"Unverified quotes were sent back for repair {repairs} time(s).")
-    if best.unverified:
-        notes.append(
-            f"{best.unverified} quote(s) could not be found in the turns they cite; "
-            "they are marked UNVERIFIED."
-        )
     return Compilation(
         step=step,
         outcome=record.outcome,
@@ -512,15 +534,6 @@ async def compile_with_llm(
         title=best.output.title,
         description=best.output.description,
         claims=best.claims,
-        insights=[
-            InsightDraft(
-                title=item.title,
-                guideline=item.guideline,
-                applicability=item.applicability,
-                supporting_claims=item.supporting_claims,
-                hypothesis=Hypothesis(**item.hypothesis.model_dump()) if item.hypothesis else None,
-            )
-            for item in best.output.insights
-        ],
-        notes=notes,
+        insights=_drafts(best.output),
+        notes=_notes(prompt, record, limits, best, repairs),
     )

@@ -403,11 +403,11 @@ def test_redact_keep_on_the_command_line(tmp_path: Path) -> None:
 def test_every_detect_secrets_token_plugin_is_used_or_said_why_not() -> None:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    from wikitrace.compiler import redact
+    from wikitrace.compiler import redact_rules
 
     names = {c.__name__ for c in get_mapping_from_secret_type_to_class().values()}
-    assert names == set(redact._NOT_USED_PLUGINS) | set(redact._PLUGIN_NEEDLES)
-    assert not set(redact._NOT_USED_PLUGINS) & set(redact._PLUGIN_NEEDLES)
+    assert names == set(redact_rules._NOT_USED_PLUGINS) | set(redact_rules._PLUGIN_NEEDLES)
+    assert not set(redact_rules._NOT_USED_PLUGINS) & set(redact_rules._PLUGIN_NEEDLES)
 
 
 def test_a_secret_used_as_a_key_keeps_both_entries() -> None:

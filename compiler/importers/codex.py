@@ -253,64 +253,63 @@ def _source_parent(source: Any) -> str | None:
     return None
 
 
-def read(path: Path, found: Probe) -> Iterator[Found]:
-    rollout = _Rollout()
+@dataclass
+class _Header:
+    """What a rollout says of itself besides its turns."""
+
     meta: dict[str, Any] | None = None
-    models: list[str] = []
-    prompts: list[str] = []
-    damaged: list[int] = []
+    """`session_meta`'s payload, or the legacy format's header."""
     started: str | None = None
-    for item in jsonl_objects(path, unit="record"):
-        if isinstance(item, InputError):
-            damaged.append(item.line or 0)
-            continue
-        _, record = item
-        kind = record.get("type")
-        payload = record.get("payload")
-        stamp = record.get("timestamp")
-        if kind not in ENVELOPES or not isinstance(payload, dict):
-            if meta is None and "id" in record and "type" not in record:  # the legacy header
-                meta = dict(record)
-                continue
-            if isinstance(kind, str) and kind in ("message", "reasoning", *CALLS, *OUTPUTS):
-                _item(rollout, record, stamp, False)
-            else:
-                rollout.left_out[str(kind)] += 1
-            continue
-        if kind == "session_meta":
-            if meta is None:
-                meta = dict(payload)
-                started = str(payload.get("timestamp") or stamp or "") or None
-            continue
-        if kind == "turn_context":
-            model = payload.get("model")
-            if isinstance(model, str) and model not in models:
-                models.append(model)
-            continue
-        if kind == "compacted":
-            rollout.left_out["compacted"] += 1
-            continue
-        inherited = (
-            started is not None
-            and _is_subagent((meta or {}).get("source"))
-            and isinstance(stamp, str)
-            and stamp < started
-        )
-        if kind == "response_item":
-            _item(rollout, payload, stamp, inherited)
+    models: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    """The messages the user typed (`event_msg` `user_message`), in order."""
+    damaged: list[int] = field(default_factory=list)
+
+
+def _line(rollout: _Rollout, header: _Header, record: dict[str, Any]) -> None:
+    """One line of a rollout: its envelope read, and its item or event given to the rollout."""
+    kind = record.get("type")
+    payload = record.get("payload")
+    stamp = record.get("timestamp")
+    if kind not in ENVELOPES or not isinstance(payload, dict):
+        if header.meta is None and "id" in record and "type" not in record:  # the legacy header
+            header.meta = dict(record)
+            return
+        if isinstance(kind, str) and kind in ("message", "reasoning", *CALLS, *OUTPUTS):
+            _item(rollout, record, stamp, False)
         else:
-            message = _event(rollout, payload, stamp, inherited)
-            if message is not None and not inherited:
-                prompts.append(message)
-    said_by_user = {p.strip() for p in prompts}
-    turns = [
-        t
-        for t in rollout.turns
-        if not (
-            t.get("metadata", {}).get("injected")
-            and (t.get("content") or "").strip() in said_by_user
-        )
-    ]
+            rollout.left_out[str(kind)] += 1
+        return
+    if kind == "session_meta":
+        if header.meta is None:
+            header.meta = dict(payload)
+            header.started = str(payload.get("timestamp") or stamp or "") or None
+        return
+    if kind == "turn_context":
+        model = payload.get("model")
+        if isinstance(model, str) and model not in header.models:
+            header.models.append(model)
+        return
+    if kind == "compacted":
+        rollout.left_out["compacted"] += 1
+        return
+    inherited = (
+        header.started is not None
+        and _is_subagent((header.meta or {}).get("source"))
+        and isinstance(stamp, str)
+        and stamp < header.started
+    )
+    if kind == "response_item":
+        _item(rollout, payload, stamp, inherited)
+    else:
+        message = _event(rollout, payload, stamp, inherited)
+        if message is not None and not inherited:
+            header.prompts.append(message)
+
+
+def _task(prompts: list[str], turns: list[dict[str, Any]]) -> str | None:
+    """The first message the user typed; in the legacy format, which has no user_message
+    events, the first user turn neither inherited nor injected context."""
     task = next((p for p in prompts if p.strip()), None)
     if task is None:  # the legacy format has no user_message events
         task = next(
@@ -324,16 +323,14 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
             ),
             None,
         )
-    if not turns or task is None:
-        yield InputError(
-            "no task: no user message in the rollout" if turns else "no turns in the rollout",
-            path=path,
-            hint="a Codex rollout starts with session_meta and the user's message",
-        )
-        return
+    return task
+
+
+def _metadata(header: _Header, rollout: _Rollout) -> dict[str, Any]:
+    meta = header.meta
     metadata: dict[str, Any] = {"session_meta": meta or {}}
-    if models:
-        metadata["models"] = models
+    if header.models:
+        metadata["models"] = header.models
     source = (meta or {}).get("source")
     if isinstance(source, dict) and _is_subagent(source):
         metadata["subagent"] = source["subagent"]
@@ -343,8 +340,37 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
     metadata["counts"] = {"tool_calls": rollout.uses, "tool_results": rollout.results}
     if rollout.left_out:
         metadata["records_left_out"] = dict(sorted(rollout.left_out.items()))
-    if damaged:
-        metadata["damaged_lines_left_out"] = damaged
+    if header.damaged:
+        metadata["damaged_lines_left_out"] = header.damaged
     metadata["weak_signals"] = dict(rollout.signals)
-    session = str((meta or {}).get("id") or path.stem)
+    return metadata
+
+
+def read(path: Path, found: Probe) -> Iterator[Found]:
+    rollout = _Rollout()
+    header = _Header()
+    for item in jsonl_objects(path, unit="record"):
+        if isinstance(item, InputError):
+            header.damaged.append(item.line or 0)
+            continue
+        _line(rollout, header, item[1])
+    said_by_user = {p.strip() for p in header.prompts}
+    turns = [
+        t
+        for t in rollout.turns
+        if not (
+            t.get("metadata", {}).get("injected")
+            and (t.get("content") or "").strip() in said_by_user
+        )
+    ]
+    task = _task(header.prompts, turns)
+    if not turns or task is None:
+        yield InputError(
+            "no task: no user message in the rollout" if turns else "no turns in the rollout",
+            path=path,
+            hint="a Codex rollout starts with session_meta and the user's message",
+        )
+        return
+    metadata = _metadata(header, rollout)
+    session = str((header.meta or {}).get("id") or path.stem)
     yield session_run(path, session, task, turns, metadata)

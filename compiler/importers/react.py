@@ -255,6 +255,35 @@ class _Question:
         else:
             self.reflection = None
 
+    def add_line(self, number: int, line: str) -> None:
+        """A line of the question's block: a blank, a step (a thought, an action or an
+        observation), the answer, more of the last field, or a line not understood."""
+        if not line.strip():
+            self.blank_lines += 1
+            return
+        blank, self.blank_lines = self.blank_lines, 0
+        step = _STEP.match(line)
+        answer = _ANSWER.match(line)
+        if step:
+            if step.group(2) is not None:
+                self.step = int(step.group(2))
+            else:  # unnumbered: a thought or an action after an action opens the next step
+                opened = self.turns.get(self.step, {})
+                if not self.step or (step.group(1) != "Observation" and "action" in opened):
+                    self.step += 1
+            turn = self.turns.setdefault(self.step, {"role": "agent"})
+            field = STEP_FIELD[step.group(1)]
+            turn[field] = step.group(3)
+            self.last = (turn, field)
+        elif answer:
+            self.answer = answer.group(1)
+            self.last = None
+        elif self.last is not None and not line.startswith("#"):
+            turn, field = self.last
+            turn[field] += "\n" * (blank + 1) + line
+        elif not line.startswith("#"):
+            self.extra.append({"line": number, "text": line})
+
     def fingerprint(self) -> str:
         turns = [self.turns[k] for k in sorted(self.turns)]
         body = orjson.dumps([self.question, turns, self.answer], option=orjson.OPT_SORT_KEYS)
@@ -348,31 +377,7 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
             if trial is not None and line.startswith("Trial summary:"):
                 summaries[trial] = line.removeprefix("Trial summary:").strip()
             continue
-        if not line.strip():
-            current.blank_lines += 1
-            continue
-        blank, current.blank_lines = current.blank_lines, 0
-        step = _STEP.match(line)
-        answer = _ANSWER.match(line)
-        if step:
-            if step.group(2) is not None:
-                current.step = int(step.group(2))
-            else:  # unnumbered: a thought or an action after an action opens the next step
-                opened = current.turns.get(current.step, {})
-                if not current.step or (step.group(1) != "Observation" and "action" in opened):
-                    current.step += 1
-            turn = current.turns.setdefault(current.step, {"role": "agent"})
-            field = STEP_FIELD[step.group(1)]
-            turn[field] = step.group(3)
-            current.last = (turn, field)
-        elif answer:
-            current.answer = answer.group(1)
-            current.last = None
-        elif current.last is not None and not line.startswith("#"):
-            turn, field = current.last
-            turn[field] += "\n" * (blank + 1) + line
-        elif not line.startswith("#"):
-            current.extra.append({"line": number, "text": line})
+        current.add_line(number, line)
     if current is not None:
         close(current)
     for attempt in kept:

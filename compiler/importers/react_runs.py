@@ -205,46 +205,49 @@ def _instruction(page: str) -> str:
     return " ".join(found.group(1).split()) if found else " ".join(page.split())
 
 
+def _webshop_candidate(path: Path, at: str | None, episode: dict[str, Any]) -> Candidate:
+    """A WebShop episode as a run: the harness's `reset` as the environment's first turn,
+    the score (if the episode ended) as its reward."""
+    turns: list[dict[str, Any]] = episode["turns"]
+    first = turns[0] if turns else None
+    task = _instruction(first["observation"]) if first and "observation" in first else ""
+    if first is not None and first.get("action") == "reset":  # the harness's, not the agent's
+        turns = [
+            {"role": "environment", "observation": first.get("observation", "")},
+            *turns[1:],
+        ]
+    strip_observations(turns)
+    score = episode.get("score")
+    ended = score is not None or episode.get("tallied", False)
+    reward = score if score is not None else (0.0 if ended else None)
+    metadata: dict[str, Any] = {"session": episode["session"]}
+    if reward is not None:
+        metadata["reward"] = reward
+    if score is None and ended:
+        metadata["stopped_without_buying"] = True
+    return Candidate(
+        path=str(path),
+        line=episode["line"],
+        at=at,
+        run_id=f"fixed_{episode['session']}",
+        reward=reward,
+        note=None if ended else "the episode has no score (the log is cut off here?)",
+        data={
+            "task_id": f"fixed_{episode['session']}",
+            "task": task or f"WebShop session fixed_{episode['session']}",
+            "task_type": "webshop",
+            "success": None,
+            "turns": turns or [{"role": "environment", "observation": task}],
+            "metadata": metadata,
+        },
+    )
+
+
 def read_webshop(path: Path, found: Probe) -> Iterator[Found]:
     at = _at(found)
     episode: dict[str, Any] | None = None
     pending_session: tuple[int, str] | None = None
     after_rule = False
-
-    def close(episode: dict[str, Any]) -> Found:
-        turns: list[dict[str, Any]] = episode["turns"]
-        first = turns[0] if turns else None
-        task = _instruction(first["observation"]) if first and "observation" in first else ""
-        if first is not None and first.get("action") == "reset":  # the harness's, not the agent's
-            turns = [
-                {"role": "environment", "observation": first.get("observation", "")},
-                *turns[1:],
-            ]
-        strip_observations(turns)
-        score = episode.get("score")
-        ended = score is not None or episode.get("tallied", False)
-        reward = score if score is not None else (0.0 if ended else None)
-        metadata: dict[str, Any] = {"session": episode["session"]}
-        if reward is not None:
-            metadata["reward"] = reward
-        if score is None and ended:
-            metadata["stopped_without_buying"] = True
-        return Candidate(
-            path=str(path),
-            line=episode["line"],
-            at=at,
-            run_id=f"fixed_{episode['session']}",
-            reward=reward,
-            note=None if ended else "the episode has no score (the log is cut off here?)",
-            data={
-                "task_id": f"fixed_{episode['session']}",
-                "task": task or f"WebShop session fixed_{episode['session']}",
-                "task_type": "webshop",
-                "success": None,
-                "turns": turns or [{"role": "environment", "observation": task}],
-                "metadata": metadata,
-            },
-        )
 
     last: tuple[dict[str, Any], str] | None = None
     for number, line in _lines(path, found):
@@ -260,7 +263,7 @@ def read_webshop(path: Path, found: Probe) -> Iterator[Found]:
         step = _SHOP_STEP.match(line)
         if step and step.group(1) == "Action" and step.group(2).strip() == "reset":
             if episode is not None:
-                yield close(episode)
+                yield _webshop_candidate(path, at, episode)
             line_no, name = pending_session or (number, str(number))
             episode = {"session": name, "line": line_no, "turns": []}
             pending_session = None
@@ -294,7 +297,7 @@ def read_webshop(path: Path, found: Probe) -> Iterator[Found]:
             turn, field = last
             turn[field] += "\n" + line
     if episode is not None:
-        yield close(episode)
+        yield _webshop_candidate(path, at, episode)
 
 
 def strip_observations(turns: list[dict[str, Any]]) -> None:

@@ -1,0 +1,197 @@
+"""What a run did, as mining sees it: its actions (tool calls and `action` lines, each
+with its kind, signature and a quote) and the action patterns they show (compiler/mine.py)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from wikitrace.corpus_schema import Turn
+from wikitrace.tools.drilldown import as_text
+
+from .signals import failures
+
+QUOTE_LIMIT = 240
+
+_SHELL_TOOLS = frozenset(
+    {
+        *("bash", "shell", "sh", "execute_bash", "run_shell_command", "exec_command"),
+        *("terminal", "run_command", "local_shell", "container.exec", "execute_command"),
+    }
+)
+_COMMAND_KEYS = ("command", "cmd", "code", "script", "commands")
+_CALL_FORM = re.compile(r"([A-Za-z_][\w.-]{0,60})\s*[\[(]")
+_WORD = re.compile(r"[A-Za-z_][\w.+-]{0,60}")
+_ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+_SHELL_SPLIT = re.compile(r"&&|\|\||;|\||\n")
+_UNSAFE = re.compile(r"[^\w.+-]")
+"""Kept out of a kind: it names patterns (`order:A<B`) and shows in pages."""
+_PREFIXES = frozenset({"sudo", "timeout", "time", "env", "nohup", "exec", "command"})
+_SKIPPED_SEGMENTS = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd"})
+
+
+# --- actions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing a run did: a tool call or an `action` line."""
+
+    turn: int
+    kind: str | None
+    """What kind of action (a tool's name, a command's program, `search` for `Search[x]`)."""
+    signature: str
+    """The action whole, spacing collapsed: two equal signatures are the same action."""
+    quote: str
+    """A verbatim passage of the turn that shows the action (checked before it is cited)."""
+    failed: bool
+    """What came back says the turn failed (compiler/signals.py: the log's `is_error`, an exit
+    code, a failed test run, ...)."""
+
+
+def _program(command: str) -> str | None:
+    """The program a shell command runs: `cd x && python -m pytest -q` -> pytest."""
+    for segment in _SHELL_SPLIT.split(command):
+        words = segment.split()
+        while words and (words[0] in _PREFIXES or _ENV_ASSIGNMENT.match(words[0])):
+            words = words[1:]
+            if words and words[0].lstrip("-").isdigit():  # timeout 30 cmd
+                words = words[1:]
+        if not words or words[0] in _SKIPPED_SEGMENTS:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program.startswith(("python", "uv")) and len(words) > 2 and words[1] == "-m":
+            program = words[2]
+        match = _WORD.match(program)
+        return match.group().lower().rstrip(":") if match else None
+    return None
+
+
+def _text_kind(text: str) -> str | None:
+    """`Search[x]` -> search; `go to drawer 1` -> go; `think: ...` -> think; `ls -la` -> ls."""
+    line = text.strip().split("\n", 1)[0]
+    call = _CALL_FORM.match(line)
+    if call:
+        return call.group(1).lower()
+    return _program(line)
+
+
+def _command(given: Any) -> str | None:
+    arguments = given
+    if isinstance(given, str):
+        try:
+            arguments = orjson.loads(given)
+        except orjson.JSONDecodeError:
+            return given
+    if isinstance(arguments, dict):
+        for key in _COMMAND_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, list):  # ["bash", "-lc", "pytest -q"]
+                value = next((v for v in reversed(value) if isinstance(v, str)), None)
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:QUOTE_LIMIT]
+    return ""
+
+
+def actions_of(turns: Sequence[Turn]) -> list[Action]:
+    """Every action of a run, in order."""
+    found: list[Action] = []
+    failed_turns = failures(turns)
+    for number, turn in enumerate(turns, start=1):
+        calls = turn.tool_calls or []
+        if not turn.action and not calls:
+            continue
+        failed = number in failed_turns
+        if turn.action and turn.action.strip():
+            found.append(
+                Action(
+                    number,
+                    _text_kind(turn.action),
+                    " ".join(turn.action.split()),
+                    _first_line(turn.action),
+                    failed,
+                )
+            )
+        for call in calls:
+            arguments = "" if call.arguments is None else as_text(call.arguments)
+            kind: str | None = call.name
+            if call.name.lower() in _SHELL_TOOLS:
+                command = _command(call.arguments)
+                kind = (_program(command) if command else None) or call.name
+            errored = call.metadata.get("is_error") is True or failed
+            found.append(
+                Action(
+                    number,
+                    _UNSAFE.sub("_", kind)[:60] if kind else None,
+                    f"{call.name} {' '.join(arguments.split())}",
+                    f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip(),
+                    errored,
+                )
+            )
+    return found
+
+
+# --- patterns of one run ---------------------------------------------------------------------
+
+REPEAT = "repeat"
+RETRY = "retry_after_error"
+STUCK = "stuck"
+ERRORS = "errors"
+STUCK_AT = 3
+ERRORS_AT = 3
+
+
+def patterns(actions: Sequence[Action]) -> dict[str, int]:
+    """Pattern -> the turn that shows it first. `uses:K` for each kind of action; `repeat` (the
+    same action twice in a row), `retry_after_error` (repeated right after it failed), `stuck`
+    (one action issued 3 times or more), `errors` (3 or more failed actions before the last)."""
+    found: dict[str, int] = {}
+    seen: Counter[str] = Counter()
+    errors = 0
+    previous: Action | None = None
+    for index, action in enumerate(actions):
+        if action.kind:
+            # Interned: a build holds every run's patterns, and runs share most of them.
+            found.setdefault(sys.intern(f"uses:{action.kind}"), action.turn)
+        if previous is not None and action.signature == previous.signature:
+            found.setdefault(REPEAT, action.turn)
+            if previous.failed:
+                found.setdefault(RETRY, action.turn)
+        seen[action.signature] += 1
+        if seen[action.signature] == STUCK_AT:
+            found.setdefault(STUCK, action.turn)
+        # The last action's result is left out: it often is the verdict ("Answer is INCORRECT").
+        if action.failed and index < len(actions) - 1:
+            errors += 1
+            if errors == ERRORS_AT:
+                found.setdefault(ERRORS, action.turn)
+        previous = action
+    return found
+
+
+def describe(pattern: str) -> str:
+    """A pattern in words, to follow "runs that"."""
+    if pattern.startswith("uses:"):
+        return f'called "{pattern[5:]}"'
+    if pattern.startswith("order:"):
+        first, second = pattern[6:].split("<", 1)
+        return f'called "{first}" before "{second}"'
+    return {
+        REPEAT: "issued the same action twice in a row",
+        RETRY: "repeated an action unchanged right after it failed",
+        STUCK: f"issued one action {STUCK_AT} times or more",
+        ERRORS: f"had {ERRORS_AT} or more actions fail (the last action aside)",
+    }[pattern]

@@ -1,0 +1,196 @@
+"""What mining keeps of the runs of a build (compiler/mine.py): each run's patterns, in a
+table of arrays that is also `raw/_patterns.jsonl`, and its actions as hashes of their
+signatures, spilled beside the staging folder for the divergences."""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+import orjson
+
+from wikitrace.corpus_schema.store import spill_file
+
+from .mine_patterns import Action
+
+# --- runs seen by the miner -----------------------------------------------------------------
+
+
+def _interned(text: Any) -> Any:
+    return sys.intern(text) if isinstance(text, str) else text
+
+
+@dataclass(slots=True)
+class RunPatterns:
+    """What mining keeps of one run."""
+
+    step: int
+    task_id: str
+    task_type: str | None
+    success: bool
+    judged: bool
+    patterns: dict[str, int]
+
+    def as_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "step": self.step,
+                "task_id": self.task_id,
+                "task_type": self.task_type,
+                "success": self.success,
+                "judged": self.judged,
+                "patterns": self.patterns,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, line: bytes) -> RunPatterns:
+        data = orjson.loads(line)
+        return cls(
+            step=int(data["step"]),
+            task_id=str(data["task_id"]),
+            task_type=_interned(data.get("task_type")),
+            success=bool(data["success"]),
+            judged=bool(data.get("judged")),
+            patterns={sys.intern(str(k)): int(v) for k, v in data["patterns"].items()},
+        )
+
+
+class PatternTable(Sequence[RunPatterns]):
+    """Every run's patterns, as a build keeps them until its lessons are mined: in arrays,
+    the pattern names numbered once (about 40 bytes a run and 12 a pattern, where a
+    RunPatterns and its dict take about 400). Each run read back is a new RunPatterns, its
+    patterns in the order they were found."""
+
+    def __init__(self, runs: Iterable[RunPatterns] = ()) -> None:
+        self._names: list[str] = []
+        self._numbers: dict[str, int] = {}
+        self._steps = array("q")
+        self._task_ids: list[str] = []
+        self._task_types: list[str | None] = []
+        self._flags = bytearray()  # success, and judged times 2
+        self._patterns = array("i")  # a name's number
+        self._turns = array("q")
+        self._ends = array("q")
+        for run in runs:
+            self.append(run)
+
+    def append(self, run: RunPatterns) -> None:
+        self._steps.append(run.step)
+        self._task_ids.append(sys.intern(run.task_id))
+        self._task_types.append(run.task_type)
+        self._flags.append(run.success | run.judged << 1)
+        for name, turn in run.patterns.items():
+            number = self._numbers.get(name)
+            if number is None:
+                number = self._numbers[name] = len(self._names)
+                self._names.append(name)
+            self._patterns.append(number)
+            self._turns.append(turn)
+        self._ends.append(len(self._patterns))
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @overload
+    def __getitem__(self, index: int) -> RunPatterns: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RunPatterns]: ...
+    def __getitem__(self, index: int | slice) -> RunPatterns | list[RunPatterns]:
+        if isinstance(index, slice):
+            return [self._run(i) for i in range(len(self))[index]]
+        return self._run(range(len(self))[index])  # IndexError past either end
+
+    def __iter__(self) -> Iterator[RunPatterns]:
+        return (self._run(i) for i in range(len(self)))
+
+    def _run(self, i: int) -> RunPatterns:
+        start, end = self._ends[i - 1] if i else 0, self._ends[i]
+        names = self._names
+        return RunPatterns(
+            step=self._steps[i],
+            task_id=self._task_ids[i],
+            task_type=self._task_types[i],
+            success=bool(self._flags[i] & 1),
+            judged=bool(self._flags[i] & 2),
+            patterns={
+                names[number]: turn
+                for number, turn in zip(
+                    self._patterns[start:end], self._turns[start:end], strict=True
+                )
+            },
+        )
+
+
+def read_patterns(path: Path) -> PatternTable:
+    """`raw/_patterns.jsonl` of a version (empty when it has none: built before mining)."""
+    table = PatternTable()
+    try:
+        with path.open("rb") as lines:
+            for line in lines:
+                if line.strip():
+                    table.append(RunPatterns.from_json(line))
+    except FileNotFoundError:
+        pass
+    return table
+
+
+def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
+    """`raw/_patterns.jsonl`, a line at a time."""
+    for run in runs:
+        yield run.as_json() + b"\n"
+
+
+def action_hashes(actions: Sequence[Action]) -> array[int]:
+    """Each action's signature as a hash: two runs' actions are compared by these."""
+    return signature_hashes([action.signature for action in actions])
+
+
+def signature_hashes(signatures: Sequence[str]) -> array[int]:
+    """`action_hashes` of actions with these signatures. Python's hash of a text differs
+    from one process to the next: every run's are taken in the build's own process."""
+    return array("q", (hash(signature) for signature in signatures))
+
+
+class ActionHashes:
+    """The actions of each run that streamed past, as hashes of their signatures (8 bytes an
+    action), in an unnamed file beside the staging folder: a divergence compares the runs of
+    a task without reading their logs back and checking every turn again. Runs come in step
+    order; a run not held (a parent's) is None."""
+
+    def __init__(self, folder: Path) -> None:
+        self._file = spill_file(folder, "actions")
+        self._first = 0
+        self._ends = array("q")  # where each run's hashes end in the file
+        self._size = 0
+
+    def add(self, step: int, actions: Sequence[Action]) -> None:
+        self.add_hashes(step, action_hashes(actions))
+
+    def add_hashes(self, step: int, hashes: array[int]) -> None:
+        """The next run's actions, as `action_hashes` gives them."""
+        if not self._ends:
+            self._first = step
+        elif step != self._first + len(self._ends):
+            last = self._first + len(self._ends) - 1
+            raise ValueError(f"internal error: run {step} observed after run {last}")
+        data = hashes.tobytes()
+        self._file.seek(self._size)
+        self._file.write(data)
+        self._size += len(data)
+        self._ends.append(self._size)
+
+    def get(self, step: int) -> array[int] | None:
+        index = step - self._first
+        if not self._ends or not 0 <= index < len(self._ends):
+            return None
+        start = self._ends[index - 1] if index else 0
+        self._file.seek(start)
+        return array("q", self._file.read(self._ends[index] - start))
+
+    def close(self) -> None:
+        self._file.close()

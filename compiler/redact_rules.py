@@ -1,0 +1,409 @@
+"""The rules that find secrets (compiler/redact.py): our own expressions, gitleaks' rule set,
+detect-secrets' token plugins, the keyword and neutral-key rules, each with the keywords that
+let it run and, where every match starts with a few words, its anchor; and the one
+Aho-Corasick automaton of all those words."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Any
+
+from . import gitleaks
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """One way to find a secret: an expression, the keywords that let it run, and how a match
+    is judged."""
+
+    kind: str
+    source: str
+    """The expression, as Python's `re` reads it."""
+    needles: tuple[str, ...]
+    """Lower-cased text any match must hold: the rule runs only on text holding one of them."""
+    style: str
+    """How a match is judged and which part of it goes:
+    `own`: the group named `secret`, else the whole match; `checked`: the same, and the value
+    must look like a secret (`_plausible`); `entropy`: the group `secret`, if it is random
+    enough (`high_entropy`); `detect-secrets`: the first group after the match's start, else the
+    whole match; `gitleaks`: as gitleaks judges it (entropy, allowlists, its secret group)."""
+    flags: int = 0
+    also: tuple[str, ...] = ()
+    """Text any match must hold besides a needle (one of them): `=` or `:` for an assignment."""
+    origin: gitleaks.GitleaksRule | None = None
+    anchor: tuple[int, tuple[str, ...]] | None = None
+    """For a rule every match of which starts with one of a few words (lower-cased): how far
+    back before the word the match may start, and the words. The expression is then tried only
+    where a word occurs (the automaton finds them), not at every character of the text. A
+    gitleaks rule that starts `(?i)[\\w.-]{0,50}?(?:keyword|...)` loses that prefix
+    (`source` is the rest) and may start 50 word characters before its keyword."""
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
+
+
+_KEY_BLOCK = (
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    # Cut off before its END line: the key's own characters (base64, escaped or real line
+    # breaks, header lines such as Proc-Type) up to the first other text.
+    r"|(?:\\[nr]|[A-Za-z0-9+/=:,\- \t\r\n])*)"
+)
+_LINE_BREAK = r"(?:\\r|\r)?(?:\\n|\n)"
+
+# A group named `secret` is what goes; the rest of the match is context that stays. Order
+# matters: a more specific format comes before a more general one it would also match.
+_OWN: Sequence[tuple[str, str, tuple[str, ...], str]] = (
+    ("private-key", _KEY_BLOCK, ("private key",), "own"),
+    (
+        "putty-private-key",
+        # The private lines and their MAC (the public lines and the comment are no secret).
+        rf"(?P<secret>Private-Lines:[ \t]*\d+(?:{_LINE_BREAK}[A-Za-z0-9+/=]+)+"
+        rf"(?:{_LINE_BREAK}Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?)",
+        ("private-lines",),
+        "own",
+    ),
+    ("anthropic-api-key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",), "own"),
+    ("openai-api-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", ("sk-",), "own"),
+    ("stripe-key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", ("_live_", "_test_"), "own"),
+    ("stripe-webhook-secret", r"\bwhsec_[A-Za-z0-9+/=]{24,}", ("whsec_",), "own"),
+    (
+        "github-token",
+        r"\b(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        "own",
+    ),
+    ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])", ("aiza",), "own"),
+    ("slack-token", r"\bx(?:ox[abposr]|app)-[A-Za-z0-9\-]{10,}", ("xox", "xapp-"), "own"),
+    (
+        "slack-webhook",
+        r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+",
+        ("hooks.slack.com",),
+        "own",
+    ),
+    (
+        "discord-webhook",
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d+/"
+        r"(?P<secret>[A-Za-z0-9_\-]{20,})",
+        ("discord",),
+        "own",
+    ),
+    ("huggingface-token", r"\bhf_[A-Za-z0-9]{34,}\b", ("hf_",), "own"),
+    ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",), "own"),
+    (
+        "jwt",
+        r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
+        ("eyj",),
+        "own",
+    ),
+    (
+        "azure-sas-token",
+        # A shared access signature (Azure storage, Logic Apps and Teams workflow URLs).
+        r"[?&;](?i:sig)=(?P<secret>[A-Za-z0-9%+/=_\-]{16,})",
+        ("sig=",),
+        "own",
+    ),
+    (
+        "docker-auth",
+        # ~/.docker/config.json: base64 of user:password.
+        r"[\"']?\bauth[\"']?\s*:\s*[\"'](?P<secret>[A-Za-z0-9+/]{8,}={0,2})[\"']",
+        ('auth"', "auth'"),
+        "own",
+    ),
+    (
+        "kubeconfig-client-key",
+        r"(?i:client-key-data)[\"']?\s*:\s*[\"']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})",
+        ("client-key-data",),
+        "own",
+    ),
+    (
+        "connection-string-password",
+        # ODBC and ADO.NET (`Pwd={a;b}`, `Password=x;`), JDBC and URL query parameters.
+        r"(?:^|(?<=[;?&\s\"']))(?i:pwd|password|passwd)(?P<op>=)"
+        r"(?P<secret>\{(?:[^}]|\}\})*\}|[^;&\s\"'\\()]{3,})(?=[;&\s\"'\\]|$)",
+        ("pwd", "password", "passwd"),
+        "checked",
+    ),
+    (
+        "connection-string-password",
+        r"\bjdbc:oracle:[a-z]+:[^/:@\s]+/(?P<secret>[^@\s/]+)@",
+        ("jdbc:oracle",),
+        "checked",
+    ),
+    (
+        "authorization-header",
+        r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|basic|token|digest)?\s*"
+        r"(?P<secret>[A-Za-z0-9_\-.=~+/]{8,})",
+        ("authorization",),
+        "checked",
+    ),
+    (
+        "bearer-token",
+        r"\b(?i:bearer)\s+(?P<secret>[A-Za-z0-9_\-.=~+/]{20,})",
+        ("bearer",),
+        "checked",
+    ),
+    (
+        "url-password",
+        # Any user (none too: redis://:pw@), a password with `/` or `+`; not a port before a
+        # path, and not an already masked `***`.
+        # Bounded: a long text of `a://b:c` with no `@` is read in linear time.
+        r"\b[a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^/\s:@]{0,256}:(?!\d*(?:/|$))(?!\*+@)"
+        r"(?P<secret>[^\s@]{1,256})(?=@)",
+        ("://",),
+        "checked",
+    ),
+)
+
+NEUTRAL_KEYS = (
+    "data",
+    "value",
+    "val",
+    "v",
+    "payload",
+    "blob",
+    "body",
+    "raw",
+    "b64",
+    "base64",
+    "encoded",
+)
+"""Keys that say nothing of their value: a random-looking value under one is taken for a secret."""
+
+_NEUTRAL_RULE = (
+    r"(?<![\w\-])(?i:" + "|".join(k for k in NEUTRAL_KEYS if len(k) > 1) + r")[\"']?"
+    r"[ \t]*[:=][ \t]*[\"']?(?P<secret>[A-Za-z0-9+/_\-]{24,}={0,2})(?![A-Za-z0-9+/_\-=])"
+)
+
+_ENCODED_NEEDLES = ("eyj", "ewo", "w3si", "ls0tls1")
+
+
+@cache
+def _keyword_rule() -> str:
+    """`NAME=value`, `"name": "value"`, `name: value` where the name holds a secret keyword
+    (detect-secrets' list, plus tokens and access keys)."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    # The match starts at the keyword (the rest of the name before it stays as context), so
+    # the scan is linear: a leading [\w.-]* would be tried again at every position.
+    words = "|".join([*DENYLIST, "access_?key", "session_?token", "auth_?token", "token"])
+    return (
+        r"(?i:(?:" + words + r")[\w.\-]*)[\"']?\s*(?P<op>:=|=|:)\s*(?P<quote>[\"'])?"
+        r"(?P<secret>(?(quote)[^\"'\r\n]{4,}|[^\s\"'`,;()\[\]{}<>\\]{6,}))"
+    )
+
+
+# detect-secrets' token plugins, with the needles our pre-filter looks for, or the reason
+# one is not used. A plugin it adds in a new release fails tests/test_redact.py until it is
+# named here.
+_PLUGIN_NEEDLES: dict[str, tuple[str, ...]] = {
+    "ArtifactoryDetector": ("akc", "ap"),
+    "AWSKeyDetector": ("akia", "asia", "abia", "acca", "a3t", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": ("://",),
+    "CloudantDetector": ("cloudant", "cl_", "cl-", "clou"),
+    "DiscordBotTokenDetector": ("discord", "bot "),
+    "IbmCloudIamDetector": ("ibm", "iam"),
+    "IbmCosHmacDetector": ("cos", "hmac"),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": ("_authtoken",),
+    "PypiTokenDetector": ("pypi-",),
+    "SoftlayerDetector": ("softlayer", "sl_", "sl-"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "TelegramBotTokenDetector": (":aa",),
+    "TwilioKeyDetector": ("ac", "sk"),
+}
+_CASED_PLUGINS = frozenset({"ArtifactoryDetector", "TwilioKeyDetector"})
+"""Plugins whose needles are upper-case letters in their expressions (`AP`, `SK`), common
+in lower case in any text."""
+_NOT_USED_PLUGINS = {
+    "Base64HighEntropyString": "every hash in a log would go; NEUTRAL_KEYS instead",
+    "HexHighEntropyString": "every hash in a log would go; NEUTRAL_KEYS instead",
+    "IPPublicDetector": "an address is no secret, and logs are full of them",
+    "KeywordDetector": "its keyword list is used by our keyword rule instead",
+    "PrivateKeyDetector": "it finds the BEGIN line only; our rule takes the whole block",
+    "GitHubTokenDetector": "our github-token rule and gitleaks' github-* rules",
+    "GitLabTokenDetector": "gitleaks' gitlab-* rules",
+    "JwtTokenDetector": "our jwt rule and gitleaks' jwt rule",
+    "OpenAIDetector": "our openai-api-key rule and gitleaks' openai-api-key",
+    "SendGridDetector": "gitleaks' sendgrid-api-token",
+    "SlackDetector": "our slack rules and gitleaks' slack-* rules",
+    "StripeDetector": "our stripe-key rule and gitleaks' stripe-access-token",
+}
+
+
+def _kind(plugin: Any) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(plugin.secret_type).lower()).strip("-")
+
+
+_GENERIC_PREFIX = "(?i)[\\w.-]{0,50}?"
+GENERIC = "generic-api-key"
+
+
+def _leading_literals(items: Sequence[Any]) -> set[str] | None:
+    """Every text a parsed expression's matches can start with (lower-cased, as long as it is
+    literal), or None when a match may start with something else."""
+    constants: Any = importlib.import_module("re._constants")
+    prefixes = {""}
+    for op, arg in items:
+        if op in (constants.AT, constants.ASSERT, constants.ASSERT_NOT):
+            continue  # consumes nothing
+        if op is constants.LITERAL:
+            prefixes = {p + chr(arg).lower() for p in prefixes}
+            continue
+        if op is constants.IN:
+            letters = {chr(value).lower() for kind, value in arg if kind is constants.LITERAL}
+            if len(letters) != 1 or any(kind is not constants.LITERAL for kind, _ in arg):
+                return prefixes if all(prefixes) else None
+            prefixes = {p + letters.pop() for p in prefixes}
+            continue
+        if op is constants.BRANCH:
+            branches: set[str] = set()
+            for branch in arg[1]:
+                found = _leading_literals(list(branch))
+                if found is None or not all(found):
+                    return prefixes if all(prefixes) else None
+                branches |= found
+            return {p + b for p in prefixes for b in branches}
+        if op is constants.SUBPATTERN:
+            found = _leading_literals(list(arg[3]))
+            if found is None or not all(found):
+                return prefixes if all(prefixes) else None
+            return {p + f for p in prefixes for f in found}
+        break
+    return prefixes if all(prefixes) else None
+
+
+def _anchor(source: str, flags: int = 0) -> tuple[str, tuple[int, tuple[str, ...]] | None]:
+    """The expression to try, and where to try it (see `Rule.anchor`), or None to search
+    the whole text."""
+    back = 0
+    if source.startswith(_GENERIC_PREFIX):
+        source, back = "(?i)" + source[len(_GENERIC_PREFIX) :], 50
+    parser: Any = importlib.import_module("re._parser")
+    starts = _leading_literals(list(parser.parse(source, flags).data))
+    # Short words would be found everywhere, and anchor nothing.
+    if not starts or min(map(len, starts)) < 2 or len(starts) > 64:
+        return source if back == 0 else _GENERIC_PREFIX + source[4:], None
+    return source, (back, tuple(sorted(starts)))
+
+
+def _rule(kind: str, source: str, needles: tuple[str, ...], style: str, **more: Any) -> Rule:
+    """A rule, anchored where it can be."""
+    flags = int(more.pop("flags", 0))
+    source, anchor = _anchor(source, flags)
+    return Rule(kind, source, needles, style, flags=flags, anchor=anchor, **more)
+
+
+def _gitleaks_rule(rule: gitleaks.GitleaksRule) -> Rule:
+    source = gitleaks.translate(rule.regex)
+    return _rule(rule.id, source, rule.keywords, "gitleaks", flags=re.ASCII, origin=rule)
+
+
+@cache
+def all_rules() -> tuple[Rule, ...]:
+    """Every rule, in the order that names a secret two of them find."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    rules = [_rule(kind, source, needles, style) for kind, source, needles, style in _OWN]
+    config = gitleaks.default_config()
+    # gitleaks' generic-api-key after its named formats: a token both find is named by its format.
+    rules += [_gitleaks_rule(r) for r in config.rules if not r.path and r.id != GENERIC]
+    rules += [_gitleaks_rule(r) for r in config.rules if r.id == GENERIC]
+    plugin_class: Any
+    for plugin_class in get_mapping_from_secret_type_to_class().values():
+        name = plugin_class.__name__
+        if name in _NOT_USED_PLUGINS:
+            continue
+        needles = _PLUGIN_NEEDLES[name]  # KeyError: a new plugin wants its needles
+        plugin = plugin_class()
+        for pattern in plugin.denylist:
+            # Its needles are as case-sensitive as its expression: the cheap test before it.
+            cased = tuple(n.upper() for n in needles) if not pattern.flags & re.I else ()
+            also = cased if name in _CASED_PLUGINS else ()
+            rules.append(
+                _rule(
+                    _kind(plugin),
+                    pattern.pattern,
+                    needles,
+                    "detect-secrets",
+                    flags=pattern.flags,
+                    also=also,
+                )
+            )
+    rules.append(
+        _rule(
+            "secret-assignment",
+            _keyword_rule(),
+            ("pass", "pwd", "secret", "key", "token", "contrase"),
+            "checked",
+            also=("=", ":"),
+        )
+    )
+    rules.append(
+        _rule(
+            "high-entropy-value",
+            _NEUTRAL_RULE,
+            tuple(k for k in NEUTRAL_KEYS if len(k) > 1),
+            "entropy",
+            also=("=", ":"),
+        )
+    )
+    # A rule gitleaks applies to some files only (`*.tf`, `*.yaml`) reads every text here (a
+    # log names no file), last: it names only what no other rule found.
+    rules += [_gitleaks_rule(rule) for rule in config.rules if rule.path]
+    return tuple(rules)
+
+
+@dataclass(frozen=True)
+class _Automaton:
+    """All the rules' needles, and the words anchored rules start with, in one Aho-Corasick
+    automaton: every occurrence of each, in one scan of the text."""
+
+    search: Any
+    """pyahocorasick's Automaton: word -> its index."""
+    words: tuple[str, ...]
+    rules_of: tuple[int, ...]
+    """Per word, a bit mask of the rules (by index) it lets run (0 for an anchor only)."""
+    anchors: tuple[frozenset[int] | None, ...]
+    """Per rule, the indexes of the words it is tried at (None: it reads the whole text)."""
+    decode: int
+    """The bit of the base64 decoding pass (past the rules' bits)."""
+
+
+@cache
+def rule_automaton() -> _Automaton:
+    import ahocorasick
+
+    rules = all_rules()
+    masks: dict[str, int] = {}
+    for index, rule in enumerate(rules):
+        for needle in rule.needles:
+            masks[needle] = masks.get(needle, 0) | (1 << index)
+    decode = 1 << len(rules)
+    for needle in _ENCODED_NEEDLES:
+        masks[needle] = masks.get(needle, 0) | decode
+    for rule in rules:
+        for word in rule.anchor[1] if rule.anchor else ():
+            masks.setdefault(word, 0)
+    words = tuple(masks)
+    position = {word: index for index, word in enumerate(words)}
+    search = ahocorasick.Automaton()
+    for index, word in enumerate(words):
+        search.add_word(word, index)
+    search.make_automaton()
+    return _Automaton(
+        search,
+        words,
+        tuple(masks[w] for w in words),
+        tuple(
+            frozenset(position[w] for w in rule.anchor[1]) if rule.anchor else None
+            for rule in rules
+        ),
+        decode,
+    )
