@@ -19,7 +19,6 @@ MAX_ID_WIDTH = 9
 """Ids have at most nine digits (`parse_step`): a manifest or tools/layout.json naming a wider
 id is damaged or tampered with, and would have the tools pad ids to any length."""
 
-ROOT_INDEX = "_index.md"
 MANIFEST = "manifest.json"
 RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
@@ -33,6 +32,7 @@ layers' folders so that grepping them finds each fact once, on the page."""
 INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
 """The layers with an index of their own (`LAYER/_index.md`)."""
 INDEX_NAME = "_index.md"
+"""The index of the corpus (at its root) and of each layer."""
 INDEX_PARTS = "_index"
 """A layer's folder of index parts, when its index has more rows than one page holds."""
 RAW_METADATA_NAME = "metadata.md"
