@@ -43,10 +43,11 @@ MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
 that `add` mines across the whole corpus without reading every run again."""
 CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
-when a version is made (tools/memory.py), so that they read one file, not every page."""
+when a version is made (catalog_build.py; read back by catalog.py), so that they read one
+file, not every page."""
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
-instead of building them (tools/memory.py): `search/tasks/` and `search/insights/`, each with
+instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
 `texts.json` (how many texts it ranks) and, when they hold a word to index, the files of
 bm25s's saved index."""
 TOOLS_DIR = "tools"
