@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import search_queries
 
-from wikitrace.tools import memory
+from wikitrace.search import rank
 from wikitrace.tools.memory import Memory
 
 
@@ -35,8 +35,8 @@ def main() -> None:
         loaded = Memory.load(root)
         now = search_queries.ranks(loaded)
         with (
-            mock.patch.object(memory, "_stemmer", _AsWritten),
-            mock.patch.object(memory, "with_parts", lambda text: text),
+            mock.patch.object(rank, "_stemmer", _AsWritten),
+            mock.patch.object(rank, "with_parts", lambda text: text),
         ):
             # Rankers built anew from the same records, each word as written.
             plain = Memory(root, loaded.runs, loaded.insights, loaded.offline)

@@ -129,14 +129,19 @@ def attribute_command(
     from wikitrace.compiler.attribute import CAUSES, Attributor, attribute
     from wikitrace.compiler.compile import Templates
     from wikitrace.evaluation import read_rows
+    from wikitrace.tools.memory import insights_shown
 
     rows = read_rows(list(results))
     templates = Templates.load(also=(prompts.ATTRIBUTE,))
-    attributor = Attributor(corpus=corpus, llm=judge.llm(), templates=templates)
+    shown = insights_shown(corpus)
+    attributor = Attributor(corpus=corpus, shown=shown, llm=judge.llm(), templates=templates)
     second = None
     if second_model:
         other = replace(judge, model=second_model, api_base=second_api_base)
-        second = (second_model, Attributor(corpus=corpus, llm=other.llm(), templates=templates))
+        second = (
+            second_model,
+            Attributor(corpus=corpus, shown=shown, llm=other.llm(), templates=templates),
+        )
     report = attribute(rows, attributor, judge.baseline, judge.rerun, second=second)
     if as_json:
         print_json(report.as_dict())

@@ -110,6 +110,7 @@ def lift_command(
         from wikitrace import prompts
         from wikitrace.compiler.attribute import Attributor, attribute
         from wikitrace.compiler.compile import Templates
+        from wikitrace.tools.memory import insights_shown
 
         from .options import JudgeSettings
 
@@ -121,7 +122,9 @@ def lift_command(
             cache_dir=cache_dir,
         )
         templates = Templates.load(also=(prompts.ATTRIBUTE,))
-        attributor = Attributor(corpus=corpus, llm=settings.llm(), templates=templates)
+        attributor = Attributor(
+            corpus=corpus, shown=insights_shown(corpus), llm=settings.llm(), templates=templates
+        )
         attribution = attribute(rows, attributor, baseline, rerun)
         for item in attribution.episodes:
             if item.problem:

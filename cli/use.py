@@ -41,7 +41,7 @@ class PromptSettings:
     def grouping(self) -> Any:
         """How near-duplicate lessons are told apart: by words, by an embedding model's
         vectors, or not at all (--all-insights)."""
-        from wikitrace.tools import consolidate
+        from wikitrace.search import consolidate
 
         if self.all_insights:
 
@@ -227,7 +227,7 @@ def prompt_command(
       wikitrace prompt corpus "Cancel my reservation ABC123" --exclude-task 7
     """
     if report_request:
-        from wikitrace.tools.memory import report_request as request_text
+        from wikitrace.tools.first_message import report_request as request_text
 
         click.echo(
             request_text(insights_only=shown.insights_only, prompts_dir=shown.prompts_dir),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -30,9 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from wikitrace import prompts
 from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.catalog import InsightEntry
 from wikitrace.evaluation.rows import Row
 from wikitrace.tools.drilldown import as_text
-from wikitrace.tools.memory import Memory
 
 from .compile import CompileError, QuoteOut, Templates, record_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
@@ -54,6 +54,9 @@ OUTPUT_TOKENS = 1024
 PROMPT_TOKENS = 24_000
 """What a judge's prompt may hold of an episode (long ones are shown as compile prompts are)."""
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+ShownInsights = Callable[[str], list[InsightEntry]]
+"""A task -> the insights the corpus's first message for it lists, with no budget
+(tools/memory.py, `insights_shown`)."""
 
 
 class AttributionAnswer(BaseModel):
@@ -236,7 +239,7 @@ class _EpisodeJudge:
 @dataclass
 class Attributor(_EpisodeJudge):
     corpus: Path
-    _memory_of_corpus: Memory | None = field(default=None, init=False, repr=False)
+    shown: ShownInsights
 
     def __call__(self, item: Row) -> Attributed:
         row = item.row
@@ -283,15 +286,10 @@ class Attributor(_EpisodeJudge):
             )
         cited += [f"compilation {ident}" for ident in used.get("compilations", [])]
         cited += [f"raw run {ident}" for ident in used.get("raw", [])]
-        if self._memory_of_corpus is None:  # loaded once, for every episode
-            self._memory_of_corpus = Memory.load(self.corpus)
-        memory = self._memory_of_corpus
-        message = memory.first_message(record.task, max_tokens=None)
-        by_id = {entry.id: entry for entry in memory.insights}
         shown = [
-            f"{i}: {by_id[i].title}. Applies when: {by_id[i].applicability}"
-            for i in message.insights
-            if i in by_id and i not in used.get("insights", [])
+            f"{entry.id}: {entry.title}. Applies when: {entry.applicability}"
+            for entry in self.shown(record.task)
+            if entry.id not in used.get("insights", [])
         ][:SHOWN_LIMIT]
         return cited, shown
 

@@ -10,12 +10,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, id_width, parse_step, read, render
+from wikitrace.corpus_schema.catalog import PastRun, explanation
+from wikitrace.corpus_schema.catalog_build import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
-from wikitrace.tools.memory import PastRun, WrittenRun, explanation
 from wikitrace.versions import FrozenVersion, Store, finish_version
 
 from .compile import CompileStats, Templates
@@ -184,7 +185,7 @@ def _written(
     tasks: Iterable[str],
     summaries: Iterator[Summary],
 ) -> Iterator[WrittenRun]:
-    """The new runs as their pages say, in step order, for the catalog (memory.catalog_of):
+    """The new runs as their pages say, in step order, for the catalog (catalog_build.catalog_of):
     from their rows and tasks and their compilations' summaries (one for each compiled run,
     in the same order)."""
     summary = next(summaries, None)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import orjson
 
 from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, read, render
+from wikitrace.corpus_schema.catalog_build import WrittenInsights
 from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
-from wikitrace.tools.memory import WrittenInsights
 
 from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm

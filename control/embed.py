@@ -185,7 +185,7 @@ def insight_texts(root: Path) -> dict[str, str]:
     Only what an agent is shown counts: rejected and retired insights are not in the memory,
     and a near-duplicate of a lesson already there adds nothing.
     """
-    from wikitrace.tools import consolidate
+    from wikitrace.search import consolidate
 
     pages = [
         (page.header, corpus_read.guideline(page))
@@ -193,7 +193,7 @@ def insight_texts(root: Path) -> dict[str, str]:
         if page.header.status not in ("rejected", "retired")
     ]
     # A lesson drawn again from other runs is one lesson: its group's first member stands
-    # for it, so thirteen copies do not weigh thirteen times (tools/consolidate.py).
+    # for it, so thirteen copies do not weigh thirteen times (search/consolidate.py).
     leaders = consolidate.of_pages(pages)
     return {
         header.id: "\n".join([header.title, guideline, header.applicability])

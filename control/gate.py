@@ -60,7 +60,7 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.records import READ_ONLY, InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
-from wikitrace.tools import consolidate
+from wikitrace.search import consolidate
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,

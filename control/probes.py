@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.ledger import ProbeKind
-from wikitrace.tools import consolidate
-from wikitrace.tools.memory import Ranker
+from wikitrace.search import consolidate
+from wikitrace.search.rank import Ranker
 
 from .pool import PoolTask
 

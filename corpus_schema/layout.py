@@ -19,7 +19,6 @@ MAX_ID_WIDTH = 9
 """Ids have at most nine digits (`parse_step`): a manifest or tools/layout.json naming a wider
 id is damaged or tampered with, and would have the tools pad ids to any length."""
 
-ROOT_INDEX = "_index.md"
 MANIFEST = "manifest.json"
 RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
@@ -33,6 +32,7 @@ layers' folders so that grepping them finds each fact once, on the page."""
 INDEXED_LAYERS = (RAW_DIR, COMPILATION_DIR, INSIGHT_DIR)
 """The layers with an index of their own (`LAYER/_index.md`)."""
 INDEX_NAME = "_index.md"
+"""The index of the corpus (at its root) and of each layer."""
 INDEX_PARTS = "_index"
 """A layer's folder of index parts, when its index has more rows than one page holds."""
 RAW_METADATA_NAME = "metadata.md"
@@ -43,10 +43,11 @@ MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
 that `add` mines across the whole corpus without reading every run again."""
 CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
-when a version is made (tools/memory.py), so that they read one file, not every page."""
+when a version is made (catalog_build.py; read back by catalog.py), so that they read one
+file, not every page."""
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
-instead of building them (tools/memory.py): `search/tasks/` and `search/insights/`, each with
+instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
 `texts.json` (how many texts it ranks) and, when they hold a word to index, the files of
 bm25s's saved index."""
 TOOLS_DIR = "tools"

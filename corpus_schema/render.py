@@ -22,6 +22,7 @@ from .layout import (
     FORMAT_NAME,
     FORMAT_VERSION,
     GATE_DIR,
+    INDEX_NAME,
     INSIGHT_DIR,
     RAW_DIR,
     RAW_METADATA_NAME,
@@ -1109,13 +1110,13 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         *map(
             _bullet,
             [
-                f"{link(layout.index_rel(INSIGHT_DIR), ROOT_REL)}: lessons by task type, then "
+                f"{link(layout.index_rel(INSIGHT_DIR), INDEX_NAME)}: lessons by task type, then "
                 "the divergences between runs of one task. `insight/insight-NNNN.md` names its "
                 "`source_step`.",
-                f"{link(layout.index_rel(COMPILATION_DIR), ROOT_REL)}: why each run succeeded or"
+                f"{link(layout.index_rel(COMPILATION_DIR), INDEX_NAME)}: why each run succeeded or"
                 " failed, each claim with quotes from numbered turns. "
                 "`compilation/step-NNNN.md`.",
-                f"{link(layout.index_rel(RAW_DIR), ROOT_REL)}: every run as logged. "
+                f"{link(layout.index_rel(RAW_DIR), INDEX_NAME)}: every run as logged. "
                 "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is "
                 "turn N).",
                 "`gate/` (once the admission gate or monitoring has run): each decision about "
@@ -1160,9 +1161,6 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-ROOT_REL = "_index.md"
 
 
 # --- gate and monitoring decisions ------------------------------------------------------------

@@ -274,7 +274,7 @@ def citation_report() -> Solver:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         from wikitrace.compiler.compile import reply_json
         from wikitrace.tools.cite import check_report
-        from wikitrace.tools.memory import report_request
+        from wikitrace.tools.first_message import report_request
 
         record = state.metadata.get(METADATA_KEY)
         if not isinstance(record, dict):

@@ -15,6 +15,7 @@ from wikitrace.compiler.attribute import Attributor, attribute, regression_rows
 from wikitrace.compiler.compile import Templates
 from wikitrace.compiler.llm import CachedLLM, ResponseCache
 from wikitrace.evaluation import read_rows
+from wikitrace.tools.memory import insights_shown
 
 from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
 
@@ -76,6 +77,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
 def attributor(corpus: Path, llm: Any) -> Attributor:
     return Attributor(
         corpus=corpus,
+        shown=insights_shown(corpus),
         llm=llm,
         templates=Templates.load(also=(prompts.ATTRIBUTE,)),
         max_prompt_tokens=20_000,

@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wikitrace.corpus_schema.catalog import read_catalog
+from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG
-from wikitrace.tools import consolidate
-from wikitrace.tools.memory import Memory, from_pages, read_catalog
+from wikitrace.search import consolidate
+from wikitrace.tools.memory import Memory
 
 from helpers import run
 
@@ -135,13 +137,14 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
     assert len(runs) == 5 and json.loads((root / CATALOG).read_text().splitlines()[0])
     # What the catalog of v0002 reads: the pages of the runs it adds, nothing of the parent's.
     from wikitrace.corpus_schema import manifest
-    from wikitrace.tools import memory
+    from wikitrace.corpus_schema.catalog_build import catalog_of
 
     with _pages_read() as seen:
         lines = b"".join(
-            memory.catalog_of(
+            catalog_of(
                 root,
                 offline=False,
+                leaders_of=consolidate.of_lessons,
                 parent=root.parent / "v0001",
                 parent_files=manifest.load(root.parent / "v0001").files,
                 files=manifest.load(root).files.items(),
@@ -184,8 +187,7 @@ def _queries(memory: Memory) -> list[str]:
 def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
     which: str, toy_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from wikitrace.tools import memory as memory_module
-    from wikitrace.tools.memory import SAVED_SEARCHES, Ranker, search_texts
+    from wikitrace.search.rank import SAVED_SEARCHES, Ranker, search_texts
 
     root = toy_corpus.resolve()
     if which == "view":
@@ -222,7 +224,7 @@ def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
                 ), (name, query)
     # The first message loads them: nothing is built. (A search of the compilations builds
     # their ranker: it is not saved.)
-    monkeypatch.setattr(memory_module.Ranker, "of", None)
+    monkeypatch.setattr(Ranker, "of", None)
     fresh = Memory.load(root)
     task = "Fetch the letter from the drawer"
     assert fresh.first_message(task, max_tokens=300).text
@@ -324,7 +326,7 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
 
     import bm25s
 
-    from wikitrace.tools.memory import Ranker, _tokenize
+    from wikitrace.search.rank import Ranker, _tokenize
 
     with tempfile.TemporaryDirectory() as scratch:
         ours = Path(scratch) / "ours"
@@ -383,7 +385,7 @@ LINES = [
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(LINES), max_size=5).map("\n".join), max_size=12))
 def test_boilerplate_counted_by_hashes_is_the_boilerplate_counted_by_text(texts: list[str]) -> None:
-    from wikitrace.tools.memory import without_boilerplate
+    from wikitrace.search.rank import without_boilerplate
 
     assert list(without_boilerplate(lambda: iter(texts))) == _boilerplate_as_it_was(texts)
 
@@ -468,7 +470,7 @@ def test_bm25s_is_imported_without_scipy_numba_or_jax_and_they_are_put_back(
         if {scipy_first}:
             import scipy.sparse
         before = sys.modules.get("scipy.sparse")
-        from wikitrace.tools.memory import Ranker, _bm25s
+        from wikitrace.search.rank import Ranker, _bm25s
         bm25s = _bm25s()
         assert not bm25s.SCIPY_AVAILABLE and not bm25s.NUMBA_AVAILABLE
         assert not bm25s.selection.JAX_IS_AVAILABLE

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.tools import consolidate
-from wikitrace.tools.consolidate import group
+from wikitrace.search import consolidate
+from wikitrace.search.consolidate import group
 
 REFUND = [
     (

@@ -161,6 +161,52 @@ def test_no_package_imports_itself_through_others() -> None:
     assert not cycles, [[why[(a, b)] for a in c for b in c if (a, b) in why] for c in cycles]
 
 
+FIRST_MESSAGE = (
+    "wikitrace.tools.memory",
+    "wikitrace.tools.first_message",
+    "wikitrace.tools.task_scope",
+)
+"""What renders the agent's first message over a loaded memory: test-time code."""
+WRITERS = ("wikitrace.compiler", "wikitrace.versions", "wikitrace.control", "wikitrace.search")
+"""The packages that write a corpus, or that writing one uses."""
+
+
+def _reached(name: str) -> set[str]:
+    """Every module importing `name` runs, through any chain of imports."""
+    seen: set[str] = set()
+    waiting = [name]
+    while waiting:
+        for target in GRAPH[waiting.pop()]:
+            if target not in seen:
+                seen.add(target)
+                waiting.append(target)
+    return seen
+
+
+def test_writing_a_corpus_never_imports_the_first_message() -> None:
+    # The catalog and search a version is written with live in corpus_schema and search;
+    # the first message reads what they wrote.
+    writers = [name for name in MODULES if name.startswith(WRITERS)]
+    assert "wikitrace.versions.finish" in writers and "wikitrace.search.rank" in writers
+    direct = [f"{n}:{GRAPH[n][t]} -> {t}" for n in writers for t in FIRST_MESSAGE if t in GRAPH[n]]
+    assert direct == []
+    reached = [n for n in writers if "wikitrace.tools.memory" in _reached(n)]
+    assert reached == []
+    # And the check sees such an import where there is one.
+    assert "wikitrace.tools.memory" in GRAPH["wikitrace.cli.use"]
+    assert "wikitrace.tools.first_message" in _reached("wikitrace.cli.use")
+
+
+def test_search_imports_only_corpus_schema() -> None:
+    imported = {
+        _package(target)
+        for name in MODULES
+        if name.startswith("wikitrace.search.")
+        for target in GRAPH[name]
+    }
+    assert imported <= {"wikitrace.search", "wikitrace.corpus_schema"}, imported
+
+
 def _loaded(code: str, tmp_path: Path) -> list[str]:
     """The modules a fresh interpreter holds after running `code` (whose output is dropped)."""
     listing = tmp_path / "modules.txt"

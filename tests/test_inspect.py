@@ -31,6 +31,7 @@ from wikitrace.evaluation.lift import lift, markdown
 from wikitrace.integrations.inspect import METADATA_KEY, memory_tools, with_memory
 from wikitrace.integrations.inspect_runs import RESULTS, run_methods
 from wikitrace.tools.mcp_server import Corpus, build_server
+from wikitrace.tools.memory import insights_shown
 
 from helpers import FakeLLM, attribution_answer, good_answer, make_run, run, write_runs
 
@@ -232,7 +233,10 @@ def test_attribution_reads_each_episode_from_its_eval_log(runs: Path, corpus: Pa
     rows = read_rows([runs / RESULTS])
     llm = FakeLLM(answer=lambda messages: attribution_answer(messages[0]["content"]))
     attributor = Attributor(
-        corpus=corpus, llm=llm, templates=Templates.load(also=(prompts.ATTRIBUTE,))
+        corpus=corpus,
+        shown=insights_shown(corpus),
+        llm=llm,
+        templates=Templates.load(also=(prompts.ATTRIBUTE,)),
     )
     report = attribute(rows, attributor, "no-memory", "no-memory-rerun")
     assert report.regressions == 6  # room 58, three trials each of the two memory methods

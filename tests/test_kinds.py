@@ -15,7 +15,7 @@ from wikitrace.compiler.importers.base import changed_files
 from wikitrace.corpus_schema import RunRecord
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.work import KINDS, file_class, infer_kind
-from wikitrace.tools import consolidate
+from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 
 from helpers import DATA, FakeLLM, good_answer, make_run, run, write_runs
@@ -380,7 +380,7 @@ def test_the_index_shows_each_session_s_kind(corpus: Path) -> None:
 
 
 def test_one_project_s_same_lesson_from_two_runs_is_listed_once(tmp_path: Path) -> None:
-    from wikitrace.tools.memory import InsightEntry, PastRun
+    from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 
     title = "Start the Phoenix server in the background with its log redirected"
     runs = [

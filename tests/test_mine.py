@@ -30,7 +30,7 @@ from wikitrace.compiler.mine import (
 )
 from wikitrace.corpus_schema import Turn, verify
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
-from wikitrace.tools import consolidate
+from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import FrozenVersion, Store, leave_out
 

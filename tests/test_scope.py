@@ -149,6 +149,7 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
 ) -> None:
     import shutil
 
+    from wikitrace.corpus_schema.catalog import read_catalog
     from wikitrace.corpus_schema.layout import CATALOG
 
     old = tmp_path / "old"
@@ -162,14 +163,14 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
         kind, *values = orjson.loads(line)
         rewritten.append(orjson.dumps([kind, *(values[:-2] if kind == "run" else values)]))
     (old / CATALOG).write_bytes(b"\n".join(rewritten) + b"\n")
-    runs, _, _, _, _ = __import__("wikitrace.tools.memory", fromlist=["x"]).read_catalog(old)
+    runs, _, _, _, _ = read_catalog(old)
     assert len(runs) == 4 and all(run.project is None and run.kind is None for run in runs)
 
 
 def test_plain_words_find_a_tool_s_snake_case_name(tmp_path: Path) -> None:
     """`search "transfer to human"` finds the lesson about transfer_to_human_agents, and a
     camelCase name its words; the name itself still finds it."""
-    from wikitrace.tools.memory import with_parts
+    from wikitrace.search.rank import with_parts
 
     guidelines = {
         "h1": "Call transfer_to_human_agents only after the user asks twice.",

@@ -12,8 +12,9 @@ import pytest
 import search_queries
 from mcp import Client
 
+from wikitrace.search.rank import Ranker
 from wikitrace.tools.mcp_server import Corpus, build_server
-from wikitrace.tools.memory import Memory, Ranker
+from wikitrace.tools.memory import Memory
 
 from helpers import run
 

@@ -11,9 +11,10 @@ from click.testing import CliRunner
 from wikitrace.cli.main import cli
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.catalog import InsightEntry
 from wikitrace.tools.audit import audit_corpus, audit_insight
 from wikitrace.tools.cite import summarize
-from wikitrace.tools.memory import InsightEntry, Memory
+from wikitrace.tools.memory import Memory
 
 from helpers import FakeLLM, good_answer, make_run, write_runs
 from helpers import run as run_cli

@@ -14,7 +14,7 @@ from wikitrace.corpus_schema import CorpusError, InputError
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.layout import COMPILATION_DIR, INSIGHT_DIR, RAW_DIR
 
-from .memory import CHARS_PER_TOKEN
+from .first_message import CHARS_PER_TOKEN
 
 
 class Used(BaseModel):

@@ -251,7 +251,7 @@ def build_server(corpus: Corpus) -> Any:
         how to report which entries you used. Call it once, before acting on the task. The
         same text as `wikitrace prompt`, naming this server's tools where it names shell
         commands (unless `mount` is given)."""
-        from .memory import DEFAULT_MOUNT
+        from .first_message import DEFAULT_MOUNT
 
         if not task.strip():
             raise ValueError("the task is empty")

@@ -11,6 +11,7 @@ from typing import Any, overload
 
 from wikitrace.corpus_schema import Layout, render
 from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     CATALOG,
@@ -21,7 +22,9 @@ from wikitrace.corpus_schema.layout import (
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
 from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
-from wikitrace.tools import consolidate, drilldown, memory
+from wikitrace.search import consolidate
+from wikitrace.search.rank import search_files
+from wikitrace.tools import drilldown
 
 from .frozen import FrozenVersion
 from .store import Store
@@ -46,17 +49,18 @@ def write_catalog(
     *,
     offline: bool,
     parent: FrozenVersion | None,
-    written: Iterable[memory.WrittenRun] = (),
-    written_insights: Iterable[tuple[int, memory.ShownEntry | None]] = (),
+    written: Iterable[WrittenRun] = (),
+    written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
 ) -> None:
     """The version's catalog, from its pages as written (what the `parent` version's catalog
     says of the pages it keeps unchanged is taken from there, and the runs and insights
     just `written` as they were written), and the rankers saved with it."""
     writer.write(
         CATALOG,
-        memory.catalog_of(
+        catalog_of(
             writer.root,
             offline=offline,
+            leaders_of=consolidate.of_lessons,
             parent=parent.root if parent else None,
             parent_files=parent.manifest.files if parent else None,
             files=writer.files() if parent else None,
@@ -65,7 +69,7 @@ def write_catalog(
         ),
     )
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in memory.search_files(writer.root):
+    for rel, chunks in search_files(writer.root):
         writer.write(rel, chunks)
 
 
@@ -116,8 +120,8 @@ def finish_version(
     version: VersionInfo,
     parent: FrozenVersion | None = None,
     store: Store | None = None,
-    written: Iterable[memory.WrittenRun] = (),
-    written_insights: Iterable[tuple[int, memory.ShownEntry | None]] = (),
+    written: Iterable[WrittenRun] = (),
+    written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
 ) -> None:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just

@@ -86,85 +86,117 @@ def _group(
     a word of a prefix: with the lessons squared when their words are common, with a small
     constant (the sharing is counted in C, and only a leader sharing two words is compared).
 
-    Words are numbered by that order, so a prefix is the smallest numbers. A lesson's word
-    sets are made while it is grouped and kept only when it leads a group, as arrays of the
-    numbers (4 bytes a word, where a set of strings took about 100), and so are the lists of
-    leaders by word: every other lesson is let go once its group is found. `frequency`: how
+    A lesson's word sets are made while it is grouped and kept only when it leads a group
+    (`_Leaders`): every other lesson is let go once its group is found. `frequency`: how
     many lessons have each word."""
-    ordered = sorted(frequency, key=lambda word: (frequency[word], word))
-    rank = {word: n for n, word in enumerate(ordered)}
-    del ordered
-    weakest = threshold / 2
+    leaders = _Leaders(frequency, threshold)
+    found = array("q")
+    for index, (title, guideline) in enumerate(lessons):
+        lesson = leaders.words_of(title, guideline)
+        leader = leaders.alike(lesson)
+        if leader is None:
+            leaders.add(index, lesson)
+            leader = index
+        found.append(leader)
+    return tuple(found)
 
-    def numbered(text: str) -> frozenset[int]:
-        return frozenset([rank[word] for word in words(text)])
 
-    def prefix(found: frozenset[int]) -> list[int]:
-        return sorted(found)[: len(found) - math.ceil(threshold * len(found)) + _EXTRA + 1]
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A lesson's word sets as `_group` compares them (word numbers), with their prefixes."""
 
-    def sharing(
-        postings: dict[int, array[int]], mine: list[int], size: int, sizes: Callable[[int], int]
+    head: frozenset[int]
+    """Its title's words."""
+    whole: frozenset[int]
+    """Its title's and guideline's words."""
+    head_prefix: list[int]
+    whole_prefix: list[int]
+
+
+class _Leaders:
+    """The groups `_group` has found so far: each group's first lesson, with its word sets.
+
+    Words are numbered by the order prefix filtering uses (rarest first), so a prefix is the
+    smallest numbers. A leader's word sets are kept as arrays of the numbers (4 bytes a word,
+    where a set of strings took about 100), and so are the lists of leaders by word."""
+
+    def __init__(self, frequency: Counter[str], threshold: float) -> None:
+        ordered = sorted(frequency, key=lambda word: (frequency[word], word))
+        self._rank = {word: n for n, word in enumerate(ordered)}
+        self._threshold = threshold
+        self._by_title: dict[int, array[int]] = {}
+        self._by_whole: dict[int, array[int]] = {}
+        """A word -> the leaders (by position in `_leaders`) with it in their title's (whole
+        text's) prefix."""
+        self._leaders = array("q")
+        """The index of each group's first lesson."""
+        self._kept = array("i")
+        self._bounds = array("q", [0])
+        """Each leader's title words, then its whole text's, one after another in `_kept`:
+        leader c's title is _kept[_bounds[2c]:_bounds[2c+1]] and its whole text the rest up
+        to _bounds[2c+2]."""
+
+    def words_of(self, title: str, guideline: str) -> _Words:
+        head = self._numbered(title)
+        whole = self._numbered(f"{title} {guideline}")
+        return _Words(head, whole, self._prefix(head), self._prefix(whole))
+
+    def _numbered(self, text: str) -> frozenset[int]:
+        return frozenset([self._rank[word] for word in words(text)])
+
+    def _prefix(self, found: frozenset[int]) -> list[int]:
+        return sorted(found)[: len(found) - math.ceil(self._threshold * len(found)) + _EXTRA + 1]
+
+    def alike(self, lesson: _Words) -> int | None:
+        """The first lesson of the first group (in corpus order) `lesson` is alike to; None
+        when it is alike to none."""
+        bounds, kept, threshold = self._bounds, self._kept, self._threshold
+        titled = self._sharing(self._by_title, lesson.head_prefix, len(lesson.head), 0)
+        whole_sharing = self._sharing(self._by_whole, lesson.whole_prefix, len(lesson.whole), 1)
+        for c in sorted(titled | whole_sharing):
+            # Alike in the whole texts; else alike enough in them and alike in the titles
+            # (only a leader sharing a word of the title's prefix can be).
+            alike = _jaccard_of(lesson.whole, kept[bounds[2 * c + 1] : bounds[2 * c + 2]])
+            if alike >= threshold or (
+                alike >= threshold / 2
+                and c in titled
+                and _jaccard_of(lesson.head, kept[bounds[2 * c] : bounds[2 * c + 1]]) >= threshold
+            ):
+                return self._leaders[c]
+        return None
+
+    def _sharing(
+        self, postings: dict[int, array[int]], mine: list[int], size: int, part: int
     ) -> set[int]:
         """The leaders whose prefix shares enough words with `mine`, the prefix of a set of
-        `size` words (see _EXTRA); `sizes` gives a leader's set's size."""
+        `size` words (see _EXTRA); `part` says which of a leader's sets to size: 0 its
+        title's, 1 its whole text's."""
+        threshold = self._threshold
         hits = Counter(itertools.chain.from_iterable(postings.get(word, ()) for word in mine))
         if math.ceil(threshold * size) - 1 >= _SHARED:  # true of most sets: one word is too few
             return {c for c, shared in hits.items() if shared >= _SHARED}
         return {
             c
             for c, shared in hits.items()
-            if shared >= min(_SHARED, math.ceil(threshold * max(size, sizes(c))) - 1)
+            if shared >= min(_SHARED, math.ceil(threshold * max(size, self._size(c, part))) - 1)
         }
 
-    by_title: dict[int, array[int]] = {}
-    by_whole: dict[int, array[int]] = {}
-    """A word -> the leaders (by position in `leaders`) with it in their title's (whole
-    text's) prefix."""
-    leaders = array("q")
-    """The index of each group's first lesson."""
-    kept = array("i")
-    bounds = array("q", [0])
-    """Each leader's title words, then its whole text's, one after another in `kept`: leader
-    c's title is kept[bounds[2c]:bounds[2c+1]] and its whole text the rest up to
-    bounds[2c+2]."""
-    found = array("q")
+    def _size(self, c: int, part: int) -> int:
+        """How many words leader `c` has in its title (`part` 0) or its whole text (1)."""
+        return self._bounds[2 * c + part + 1] - self._bounds[2 * c + part]
 
-    def head_size(c: int) -> int:
-        return bounds[2 * c + 1] - bounds[2 * c]
-
-    def whole_size(c: int) -> int:
-        return bounds[2 * c + 2] - bounds[2 * c + 1]
-
-    for index, (title, guideline) in enumerate(lessons):
-        head, whole = numbered(title), numbered(f"{title} {guideline}")
-        head_prefix, whole_prefix = prefix(head), prefix(whole)
-        titled = sharing(by_title, head_prefix, len(head), head_size)
-        leader = None
-        for c in sorted(titled | sharing(by_whole, whole_prefix, len(whole), whole_size)):
-            # Alike in the whole texts; else alike enough in them and alike in the titles
-            # (only a leader sharing a word of the title's prefix can be).
-            alike = _jaccard_of(whole, kept[bounds[2 * c + 1] : bounds[2 * c + 2]])
-            if alike >= threshold or (
-                alike >= weakest
-                and c in titled
-                and _jaccard_of(head, kept[bounds[2 * c] : bounds[2 * c + 1]]) >= threshold
-            ):
-                leader = leaders[c]
-                break
-        if leader is None:
-            position = len(leaders)
-            for word in head_prefix:
-                by_title.setdefault(word, array("i")).append(position)
-            for word in whole_prefix:
-                by_whole.setdefault(word, array("i")).append(position)
-            leaders.append(index)
-            kept.extend(head)
-            bounds.append(len(kept))
-            kept.extend(whole)
-            bounds.append(len(kept))
-            leader = index
-        found.append(leader)
-    return tuple(found)
+    def add(self, index: int, lesson: _Words) -> None:
+        """The lesson at `index` leads a new group."""
+        position = len(self._leaders)
+        for word in lesson.head_prefix:
+            self._by_title.setdefault(word, array("i")).append(position)
+        for word in lesson.whole_prefix:
+            self._by_whole.setdefault(word, array("i")).append(position)
+        self._leaders.append(index)
+        self._kept.extend(lesson.head)
+        self._bounds.append(len(self._kept))
+        self._kept.extend(lesson.whole)
+        self._bounds.append(len(self._kept))
 
 
 _SHARED = 2

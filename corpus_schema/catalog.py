@@ -1,0 +1,193 @@
+"""The catalog (catalog.jsonl): what test-time readers need of every run and shown insight,
+one line each, so that loading a corpus reads one file, not every page's header.
+
+Its records (`PastRun`, `InsightEntry`) and reading it back (`read_catalog`); writing it, from
+a version's pages, is `catalog_build.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import CorpusError
+from .layout import CATALOG
+from .records import Outcome
+
+CATALOG_VERSION = 2
+
+
+@dataclass(slots=True)  # a catalog holds one for every run
+class PastRun:
+    step: str
+    task_id: str
+    task_type: str | None
+    outcome: Outcome
+    task: str
+    title: str | None = None
+    """The title of its compilation, if it has one."""
+    judged: bool = False
+    """The outcome is a model's verdict on the log, not a verifier's."""
+    explanation: str = ""
+    """Its compilation's title and claims, for search."""
+    project: str | None = None
+    """The code project it worked in (a coding agent's session), if known."""
+    kind: str | None = None
+    """The kind of work it did (a coding agent's session: corpus_schema/work.py), if known."""
+
+
+@dataclass(slots=True)  # and one for every insight
+class InsightEntry:
+    id: str
+    title: str
+    task_type: str | None
+    guideline: str
+    applicability: str
+    source_step: str
+    source_outcome: Outcome
+    source_task_id: str
+    source_judged: bool = False
+    status: str = "ungated"
+    """committed (passed the admission gate) or ungated (never tested); rejected and retired
+    insights are never loaded."""
+    verified: bool = True
+    """False when no quote of the claims it rests on was found in its source run."""
+    support: str = ""
+    """For a lesson drawn again from other runs: how many runs back it, and the others' ids."""
+    mined: str = ""
+    """For a mined lesson (compiler/mine.py): its numbers in one line; empty for a model's."""
+    pattern: str | None = None
+    """For a mined lesson: the pattern it counts (`diverge` for a divergence)."""
+    goes_with: str | None = None
+    """For a mined lesson: the outcome the pattern goes with."""
+    cited_steps: list[str] = field(default_factory=list)
+    """For a mined lesson: every run it quotes (its source run first)."""
+    only_task: str | None = None
+    """For a divergence: the task text it is about; it is shown for that task only."""
+    precondition: str | None = None
+    """Its hypothesis's precondition, when it has one that says more than `applicability`:
+    what the gate tested, shown to the agent too."""
+    read_only: bool = False
+    """Its only support is content the agent read (records.READ_ONLY): shown marked."""
+
+
+RUN_FIELDS = [item.name for item in fields(PastRun)]
+INSIGHT_FIELDS = [item.name for item in fields(InsightEntry)]
+"""The order of the values of a catalog's lines."""
+
+
+def explanation(title: str, statements: Iterable[str]) -> str:
+    """What search reads of a run's compilation (PastRun.explanation): its title and claims."""
+    return "\n".join([title, *statements])
+
+
+def damaged(path: Path, error: Exception) -> CorpusError:
+    """A file (or folder) test time reads that is not as its version wrote it."""
+    return CorpusError(
+        f"{path}: damaged ({type(error).__name__}: {error}); run `wikitrace verify` on the corpus"
+    )
+
+
+def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
+    """catalog.jsonl: line 1 says whether the memory was compiled offline, how many insights
+    are withheld, and the names of the values each later line holds; then a line a run
+    (["run", PastRun's values]) and a line a shown insight (["insight", the index of its
+    group's first, InsightEntry's values]). Written with what the pages say when the version
+    was made, so loading reads one file, not every page's header. (Version 1, which earlier
+    builds wrote, has a JSON object a line: {"run": {...}}, {"insight": {...}, "leader": N};
+    it is read too.)"""
+    path = root / CATALOG
+    try:
+        with _collector_paused():
+            return _catalog_lines(path.read_bytes().splitlines())
+    except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+        raise damaged(path, error) from None
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a catalog's records are made, and the records left
+    out of its later passes: it would walk the growing lists again and again while they are
+    made (a third of the load at 136,000 lines), then every record again at each full pass
+    while the message is rendered (half its time at 102,000 insights), and the records hold no
+    cycles to collect. `gc.freeze` moves every object alive now out of the collector's sight;
+    reference counting still frees them when they are dropped."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was:
+            gc.enable()
+
+
+def _catalog_lines(
+    lines: list[bytes],
+) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
+    """The records of a catalog's lines (see read_catalog); ValueError and its kin when a line
+    is not what wikitrace writes."""
+    head = orjson.loads(lines[0])
+    runs: list[PastRun] = []
+    insights: list[InsightEntry] = []
+    leaders: list[int] = []
+    for record in records_of(head, lines[1:]):
+        if isinstance(record, PastRun):
+            runs.append(record)
+        else:
+            leaders.append(record[0])
+            insights.append(record[1])
+    if any(not 0 <= leader <= index for index, leader in enumerate(leaders)):
+        raise ValueError("a group's first insight is out of range")
+    return runs, insights, bool(head["offline"]), int(head["withheld"]), leaders
+
+
+def records_of(
+    head: dict[str, Any], lines: Iterable[bytes]
+) -> Iterator[PastRun | tuple[int, InsightEntry]]:
+    """Each run, and each insight with its group's first, of the `lines` after a catalog's
+    first, `head`; ValueError when a line is not what wikitrace writes."""
+    if head.get("catalog") == 1:
+        for line in lines:
+            item = orjson.loads(line)
+            if "run" in item:
+                yield PastRun(**item["run"])
+            else:
+                yield int(item["leader"]), InsightEntry(**item["insight"])
+        return
+    if head.get("catalog") != CATALOG_VERSION:
+        raise ValueError(f"catalog version {head.get('catalog')!r}")
+    # A catalog an earlier wikitrace wrote may hold fewer of a run's or an insight's values:
+    # those it names are the first of ours, and the rest take their defaults.
+    run_fields, insight_fields = head["run"], head["insight"][1:]
+    if (
+        run_fields != RUN_FIELDS[: len(run_fields)]
+        or head["insight"][:1] != ["leader"]
+        or insight_fields != INSIGHT_FIELDS[: len(insight_fields)]
+    ):
+        raise ValueError("its lines hold other values than this wikitrace reads")
+    # By position: a third of the time of building each record from a JSON object.
+    for line in lines:
+        kind, *values = orjson.loads(line)
+        if kind == "run":
+            if len(values) != len(run_fields):
+                raise ValueError(f"a run's line holds {len(values)} values")
+            yield PastRun(*values)
+        elif kind == "insight":
+            if len(values) != len(insight_fields) + 1:
+                raise ValueError(f"an insight's line holds {len(values)} values")
+            yield int(values[0]), InsightEntry(*values[1:])
+        else:
+            raise ValueError(f"a line of kind {kind!r}")
+
+
+def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
+    """The records of a catalog, read a line at a time."""
+    with path.open("rb") as lines:
+        yield from records_of(orjson.loads(next(lines)), lines)

@@ -1,0 +1,517 @@
+"""BM25 search over a corpus's texts (bm25s): tokenizing and stemming, building a ranker a
+part at a time, saving and loading it, and the rankers a version saves with its catalog."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import re
+import sys
+import tempfile
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged, records_in
+from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+from wikitrace.corpus_schema.store import spill_file
+
+_OPTIONAL = ("scipy", "numba", "jax")
+"""What bm25s imports when it is installed, to build or rank another way than wikitrace does."""
+
+
+@functools.cache
+def _bm25s() -> Any:
+    """bm25s, imported as if scipy, numba and jax were not installed (they are hidden while it
+    is imported, and put back after).
+
+    bm25s imports each of them when it can: scipy to build an index (which wikitrace builds
+    itself, as bm25s's numpy backend does), numba to compile its scoring, and jax, whose
+    import sets up XLA and which then picks the top texts (its own way of ordering ties). An
+    environment that has them would start seconds slower, and could rank a corpus
+    differently. Hidden, the import costs the same everywhere, tests included (they install
+    scipy); and `Ranker` asks for numpy's backends by name, in case bm25s was imported
+    before. Another thread importing one of these during those few lines would get an
+    ImportError."""
+    hidden = {
+        name: module
+        for name, module in list(sys.modules.items())
+        if name.partition(".")[0] in _OPTIONAL
+    }
+    for name in [*_OPTIONAL, *hidden]:
+        sys.modules[name] = None  # type: ignore[assignment]  # None: importing it fails
+    try:
+        import bm25s
+    finally:
+        for name in [*_OPTIONAL, *hidden]:
+            sys.modules.pop(name, None)
+        sys.modules.update(hidden)
+    return bm25s
+
+
+_COMPOUND = re.compile(r"\b\w*(?:_\w|[a-z][A-Z])\w*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def with_parts(text: str) -> str:
+    """`text` with each snake_case or camelCase word followed by its parts, so that plain
+    words find a tool's name ("transfer to human" finds transfer_to_human_agents) and the
+    name still finds itself."""
+    if "_" not in text and not any(c.isupper() for c in text):
+        return text
+    return _COMPOUND.sub(
+        lambda m: m.group(0) + " " + _CAMEL.sub(" ", m.group(0)).replace("_", " "), text
+    )
+
+
+@functools.cache
+def _stemmer() -> Any:
+    """Snowball's English stemmer (PyStemmer): refunded, refunds and refund are one word."""
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+STEMMED = "stems"
+"""What a saved ranker's texts.json says under "words" when it indexed the words' stems; one
+saved without it (an earlier build's) indexed the words as written, and is asked in them."""
+
+
+def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Any:
+    """bm25s's words of each text (split as with_parts does, less English stop words), each
+    word its stem unless `stem` is False. Stems are numbered in the order they are first met,
+    as bm25s numbers words (its own stemming numbers them in a set's order, which changes from
+    one process to the next, and with it a saved index's bytes)."""
+    tokens = _bm25s().tokenize(
+        [with_parts(text) for text in texts], stopwords="en", show_progress=False
+    )
+    if not stem or not tokens.vocab:
+        return tokens
+    numbered: dict[str, int] = {}
+    # bm25s numbers its words in the order of its vocab's keys.
+    stem_of = [
+        numbered.setdefault(word, len(numbered))
+        for word in _stemmer().stemWords(list(tokens.vocab))
+    ]
+    return type(tokens)(ids=[[stem_of[i] for i in text] for text in tokens.ids], vocab=numbered)
+
+
+SearchName = Literal["tasks", "insights", "compilations"]
+SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights")
+"""The rankers a version saves: those its first message needs. The compilations' (for
+`search`) is built when first asked for: at 200,000 runs it would take a build 150 MB more."""
+_SEARCH_COUNT = "texts.json"
+SCORE_COLUMNS = 1 << 20
+"""(text, word) pairs of a saved ranker's scores held at once while it is made (8 bytes
+each): a range of words' columns (`_scores`)."""
+
+
+def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
+    """Each text less the lines that many of the texts hold (a benchmark's generic
+    instructions), so that similarity is judged on what sets a task apart. `texts()` is read
+    twice: once to count, by their hashes, the distinct texts each line of more than 20
+    characters is in, then to leave out those in at least `share` of them (and of two)."""
+    distinct: set[int] = set()
+    counts: Counter[int] = Counter()
+    for text in texts():
+        if (key := hash(text)) in distinct:
+            continue
+        distinct.add(key)
+        counts.update({hash(line) for line in map(str.strip, text.splitlines()) if len(line) > 20})
+    limit = max(2, int(len(distinct) * share))
+    common = {line for line, n in counts.items() if n >= limit}
+    del distinct, counts
+    if not common:
+        yield from texts()
+        return
+    for text in texts():
+        kept = [line for line in text.splitlines() if hash(line.strip()) not in common]
+        yield "\n".join(kept) or text
+
+
+def search_texts(
+    name: SearchName,
+    runs: Callable[[], Iterable[PastRun]],
+    insights: Callable[[], Iterable[InsightEntry]],
+) -> Iterator[str]:
+    """What each ranker ranks, a text at a time: the runs' tasks less the lines most tasks
+    share (the runs are read twice), the insights' title, guideline and applicability, or the
+    compilations' titles and claims."""
+    if name == "tasks":
+        return without_boilerplate(lambda: (run.task for run in runs()))
+    if name == "insights":
+        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights())
+    return (run.explanation for run in runs())
+
+
+class Ranker:
+    """BM25 over a list of texts (bm25s); ranks the indices of the texts for a query."""
+
+    def __init__(
+        self, size: int, index: Any, source: Path | None = None, stemmed: bool = True
+    ) -> None:
+        self.size = size
+        self._index = index
+        """bm25s's index, or None when no text holds a word to index (they rank in order)."""
+        self._source = source
+        """The folder it was loaded from, if it was."""
+        self.stemmed = stemmed
+        """It indexed the words' stems (an index saved by an earlier build: the words)."""
+
+    @classmethod
+    def of(
+        cls,
+        texts: Iterable[str],
+        chunk: int = 1024,
+        block: int = 1 << 16,
+        folder: Path | None = None,
+        columns: int | None = None,
+    ) -> Ranker:
+        """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
+        text's distinct words kept as an id and a count (8 bytes a word of a text) in files in
+        `folder` (a temporary folder when None), not as a list a text: the same words,
+        numbered the same, as tokenizing them all at once. Its scores are computed about
+        `block` (text, word) pairs at a time (`_scores`). With `columns` (and a `folder`),
+        the scores go to files in `folder`, as `save` writes them, about `columns` pairs at a
+        time, and are mapped from there: a ranker made to be saved is never held whole."""
+        tokens = _Tokens(folder)
+        try:
+            texts = iter(texts)
+            while part := list(itertools.islice(texts, chunk)):
+                tokens.extend(_tokenize(part))
+            if not tokens.vocab:  # no text holds a word to index: they rank in order
+                return cls(len(tokens.ids), None)
+            index = _index_class()(block, folder if columns else None, columns)
+            index.index(tokens, show_progress=False)
+            return cls(len(tokens.ids), index)
+        finally:
+            tokens.ids.close()
+
+    def save(self, folder: Path) -> None:
+        """Into an empty `folder`: how many texts it ranks, and bm25s's files of its index."""
+        folder.mkdir(parents=True)
+        if self._index is not None:
+            self._index.save(folder, show_progress=False)
+        saved: dict[str, int | bool | str] = {
+            "texts": self.size,
+            "indexed": self._index is not None,
+        }
+        if self.stemmed:
+            saved["words"] = STEMMED
+        (folder / _SEARCH_COUNT).write_bytes(orjson.dumps(saved))
+
+    @classmethod
+    def load(cls, folder: Path, size: int) -> Ranker:
+        """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
+        query needs it); CorpusError when it is damaged or does not rank `size` texts."""
+        bm25s = _bm25s()
+        try:
+            saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
+            if saved["texts"] != size:
+                raise ValueError(f"it ranks {saved['texts']} texts, the catalog has {size}")
+            index = (
+                bm25s.BM25.load(folder, mmap=True, show_progress=False)
+                if saved["indexed"]
+                else None
+            )
+        except (OSError, KeyError, TypeError, ValueError) as error:
+            raise damaged(folder, error) from None
+        return cls(size, index, folder, stemmed=saved.get("words") == STEMMED)
+
+    def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
+        """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
+        share no word with the query, in their order."""
+        allowed = set(allowed)
+        if not allowed or not self.size:
+            return []
+        ranked: list[int] = []
+        query_tokens = _tokenize([query], stem=self.stemmed)
+        if self._index is not None and query_tokens.vocab:
+            try:
+                documents, scores = self._index.retrieve(
+                    query_tokens, k=self.size, show_progress=False, backend_selection="numpy"
+                )
+            except (IndexError, ValueError) as error:
+                if self._source is None:
+                    raise
+                # Files that load but do not fit together (a word's entries past the texts).
+                raise damaged(self._source, error) from None
+            ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
+        if matched_only:
+            return [i for i in ranked if i in allowed]
+        # Runs with no word in common with the task come last, in corpus order.
+        scored = set(ranked)
+        rest = [i for i in range(self.size) if i not in scored]
+        return [i for i in ranked + rest if i in allowed]
+
+
+class _TokenIds:
+    """Each text's distinct word ids and how often it uses each, a (text, word) pair at a
+    time, in two unnamed files in `folder` (a temporary folder when None): 8 bytes a pair on
+    disk, not in memory, where `_scores` reads them back a block at a time. Each text's end
+    (in pairs) and length (in words) stay in memory."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._words = spill_file(folder, "ranker-words")
+        self._counts = spill_file(folder, "ranker-counts")
+        self.pairs = 0
+        self.ends = array("q")
+        self.lengths = array("q")
+
+    def append(self, text: list[int]) -> None:
+        counted = Counter(text)
+        self._words.write(array("i", counted).tobytes())
+        self._counts.write(array("i", counted.values()).tobytes())
+        self.pairs += len(counted)
+        self.ends.append(self.pairs)
+        self.lengths.append(len(text))
+
+    def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
+        """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
+        text order, as numpy arrays."""
+        import numpy as np
+
+        for handle in (self._words, self._counts):
+            handle.flush()
+            handle.seek(0)
+        for first in range(0, self.pairs, size):
+            count = min(size, self.pairs - first)
+            words = np.frombuffer(self._words.read(4 * count), dtype=np.int32)
+            counts = np.frombuffer(self._counts.read(4 * count), dtype=np.int32)
+            yield first, words, counts
+
+    def close(self) -> None:
+        self._words.close()
+        self._counts.close()
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+
+@functools.cache
+def _index_class() -> Any:
+    """bm25s.BM25 whose index is built by `_scores` (bm25s imported when first needed)."""
+    base: Any = _bm25s().BM25
+
+    class Streamed(base):  # type: ignore[misc]
+        def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
+            super().__init__()
+            self.block = block
+            self.folder = folder
+            """Where the scores' two long arrays are written, when not held (`columns`)."""
+            self.columns = columns
+            self.files: dict[str, str] = {}
+            """The files of those arrays not saved yet, by the name `save` gives them."""
+            self.scores: dict[str, Any] = {}
+            """The score matrix (`index` sets it)."""
+
+        def build_index_from_ids(
+            self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
+        ) -> dict[str, Any]:
+            # bm25s's documented hook for building the index another way.
+            self.nonoccurrence_array = None  # lucene, its default, has none
+            return _scores(self, len(unique_token_ids), corpus_token_ids)
+
+        def save(self, save_dir: Any, **kwargs: Any) -> None:
+            """bm25s's save, but for the arrays already in files, which are moved in."""
+            if not self.files:
+                return super().save(save_dir, **kwargs)  # type: ignore[no-any-return]
+            held = self.scores
+            # bm25s writes them empty (np.save would read the whole map through), then ours
+            # take their place.
+            self.scores = {**held, "data": held["data"][:0], "indices": held["indices"][:0]}
+            try:
+                super().save(save_dir, **kwargs)
+            finally:
+                self.scores = held
+            for name, path in self.files.items():
+                os.replace(path, Path(save_dir) / name)
+            self.files = {}
+
+    return Streamed
+
+
+_SCORE_FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy"}
+"""The names bm25s's save gives the score matrix's two arrays a (text, word) pair long."""
+
+
+def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
+    """bm25s's score matrix (compressed sparse columns: a word's texts and scores together)
+    of the texts in `ids`, as bm25s's own `build_index_from_ids` makes it with its numpy
+    backend, to the byte (a property test checks it), in a fraction of its memory: bm25s
+    holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
+    a pair; this fills the two results from the pairs on disk, about `index.block` pairs at
+    a time: each pair goes to the next free place of its word's column, so a column holds its
+    texts in order. It holds the two results (8 bytes a pair), or, given `index.columns`,
+    about that many pairs of them at once: a range of words' columns is filled, written to
+    the end of its file in `index.folder`, and let go; the pairs are read once a range."""
+    import numpy as np
+
+    if index.method in index.methods_requiring_nonoccurrence:
+        raise ValueError(f"BM25 variant {index.method} is not built here")
+    columns = _Columns(index, vocabulary, ids)
+    pairs = int(columns.indptr[-1])
+    if index.folder is None or not pairs:
+        data = np.empty(pairs, dtype=index.dtype)
+        indices = np.empty(pairs, dtype=index.int_dtype)
+        columns.fill(0, vocabulary, data, indices)
+        maps = {"data": data, "indices": indices}
+    else:
+        maps = _scores_in_files(index, columns, pairs)
+    return {**maps, "indptr": columns.indptr, "num_docs": len(columns.ends)}
+
+
+class _Columns:
+    """What filling a score matrix's columns reads: each text's end (in pairs) and length
+    (in words), each word's idf, and where each word's column starts (`indptr`)."""
+
+    def __init__(self, index: Any, vocabulary: int, ids: _TokenIds) -> None:
+        import numpy as np
+
+        scoring = _bm25s().scoring
+        self.index = index
+        self.vocabulary = vocabulary
+        self.ids = ids
+        self.ends = np.frombuffer(ids.ends, dtype=np.int64)
+        self.lengths = np.frombuffer(ids.lengths, dtype=np.int64)  # each text's words
+        self.average = self.lengths.mean()
+        frequencies = np.zeros(vocabulary, dtype=np.int64)  # a word's texts
+        for _, words, _ in ids.blocks(index.block):
+            frequencies += np.bincount(words, minlength=vocabulary)
+        self.idf = scoring._build_idf_array(
+            dict(enumerate(frequencies.tolist())),
+            len(self.ends),
+            scoring._select_idf_scorer(index.idf_method),
+            dtype=index.dtype,
+        )
+        self.tfc = scoring._select_tfc_scorer(index.method)
+        self.indptr = np.zeros(vocabulary + 1, dtype=np.int64)
+        np.cumsum(frequencies, out=self.indptr[1:])
+
+    def fill(self, low: int, high: int, data: Any, indices: Any) -> None:
+        """The columns of words `low` to `high` into `data` and `indices` (theirs alone)."""
+        import numpy as np
+
+        index, ends, indptr = self.index, self.ends, self.indptr
+        start = int(indptr[low])
+        free = indptr[low:high] - start
+        """The next place of each word's column."""
+        for first, words, counts in self.ids.blocks(index.block):
+            positions = None
+            if high - low < self.vocabulary:  # only this range's words
+                positions = np.flatnonzero((words >= low) & (words < high))
+                words, counts = words[positions], counts[positions]
+                if not len(words):
+                    continue
+            order = np.argsort(words, kind="stable")  # by word, then text
+            texts = np.searchsorted(
+                ends, first + (order if positions is None else positions[order]), side="right"
+            )
+            by_word = words[order] - low
+            starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
+            runs = np.diff(np.append(starts, len(by_word)))
+            places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
+            free[by_word[starts]] += runs
+            data[places] = self.idf[by_word + low] * self.tfc(
+                tf_array=counts[order].astype(index.dtype),
+                l_d=self.lengths[texts],
+                l_avg=self.average,
+                k1=index.k1,
+                b=index.b,
+                delta=index.delta,
+            )
+            indices[places] = texts
+
+
+def _scores_in_files(index: Any, columns: _Columns, pairs: int) -> dict[str, Any]:
+    """The score matrix's two long arrays, filled a range of words' columns at a time (about
+    `index.columns` pairs), each range written to the end of its file in `index.folder` and
+    let go; the files are named in `index.files` and mapped back."""
+    import numpy as np
+
+    dtypes = {"data": np.dtype(index.dtype), "indices": np.dtype(index.int_dtype)}
+    with contextlib.ExitStack() as stack:
+        files = {
+            name: stack.enter_context(
+                tempfile.NamedTemporaryFile(dir=index.folder, prefix=".scores-", delete=False)
+            )
+            for name in _SCORE_FILES
+        }
+        index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
+        for name, handle in files.items():  # the header np.save writes for the whole array
+            descr = np.lib.format.dtype_to_descr(dtypes[name])
+            header = {"descr": descr, "fortran_order": False, "shape": (pairs,)}
+            np.lib.format.write_array_header_1_0(handle, header)
+        indptr = columns.indptr
+        for low, high in _column_ranges(indptr, index.columns):
+            size = int(indptr[high] - indptr[low])
+            part = {name: np.empty(size, dtype=dtype) for name, dtype in dtypes.items()}
+            columns.fill(low, high, part["data"], part["indices"])
+            for name, handle in files.items():
+                handle.write(part[name].data)  # its buffer, not a copy
+            del part
+    return {name: np.load(handle.name, mmap_mode="r") for name, handle in files.items()}
+
+
+def _column_ranges(indptr: Any, columns: int) -> Iterator[tuple[int, int]]:
+    """Ranges of words (low, high) whose columns hold about `columns` pairs in all, at least
+    one word each."""
+    import numpy as np
+
+    low, words = 0, len(indptr) - 1
+    while low < words:
+        high = int(np.searchsorted(indptr, indptr[low] + columns, side="right")) - 1
+        high = min(max(high, low + 1), words)
+        yield low, high
+        low = high
+
+
+class _Tokens:
+    """Texts tokenized a part at a time, as bm25s indexes them: `ids` (on disk, in `folder`)
+    and `vocab`."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.ids = _TokenIds(folder)
+        self.vocab: dict[str, int] = {}
+
+    def extend(self, part: Any) -> None:
+        """Add a part bm25s tokenized: its words numbered on from the parts before, in the
+        order it numbered them (the order it met them in)."""
+        local = sorted(part.vocab.items(), key=lambda item: item[1])
+        ids = [self.vocab.setdefault(word, len(self.vocab)) for word, _ in local]
+        for text in part.ids:
+            self.ids.append([ids[i] for i in text])
+
+
+def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """The saved rankers of the version at `root`, made from its catalog as written: each
+    file's path in the version and its bytes. One ranker is held at a time, each made from the
+    texts read back from the catalog; bm25s writes its files into a scratch folder in `root`,
+    gone when the last is read."""
+    catalog = root / CATALOG
+
+    def runs() -> Iterator[PastRun]:
+        return (item for item in records_in(catalog) if isinstance(item, PastRun))
+
+    def insights() -> Iterator[InsightEntry]:
+        return (item[1] for item in records_in(catalog) if not isinstance(item, PastRun))
+
+    with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
+        for name in SAVED_SEARCHES:
+            folder = Path(scratch) / name
+            texts = search_texts(name, runs, insights)
+            Ranker.of(texts, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
+            for path in sorted(folder.iterdir()):
+                yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
+
+
+def _file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while chunk := handle.read(size):
+            yield chunk

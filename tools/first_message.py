@@ -1,0 +1,464 @@
+"""The agent's first message: the lessons for its task, similar past runs, how to drill down.
+
+Rendered from a loaded memory (tools/memory.py) in steps: the task's scope (its type and kind
+of work, given or inferred: tools/task_scope.py), what may be listed (one lesson per group of
+near-duplicates, one run per task), the page (prompts/first-message.j2), then the most
+relevant lessons that fit a budget.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+from wikitrace.corpus_schema.render import inline, shortened
+from wikitrace.search import consolidate
+
+from .task_scope import Scope, task_scope
+
+if TYPE_CHECKING:
+    from jinja2 import Template
+
+    from .memory import Memory
+
+DEFAULT_MOUNT = "/work/corpus"
+TEMPLATE = "first-message.j2"
+CHARS_PER_TOKEN = 4
+"""A budget in tokens is checked as characters / 4: close for English text, and no tokenizer
+(or model name) is needed to render a message."""
+TASK_PREVIEW = 300
+CONFLICT_OVERLAP = 0.5
+"""Two lessons apply to the same situations when the words of their applicability overlap this
+much (Jaccard, as search/consolidate.py counts words)."""
+ALIKE_SHOWN = 5
+
+ReportAt = Literal["first", "end"]
+"""Where the citation report is asked for: in the first message (ours), or after the episode
+(the method as published)."""
+Access = Literal["shell", "mcp"]
+"""How the agent reads the corpus: a shell where it is mounted (cat, grep, tools/turn), or the
+tools of `wikitrace mcp` (read_page, search, turn, ...)."""
+
+
+@dataclass
+class FirstMessage:
+    text: str
+    insights: list[str]
+    """Ids of the insights the message lists."""
+    similar: list[str]
+    """Steps of the past runs it lists as similar."""
+    truncated: bool
+    """True when some insights were left out to fit the budget."""
+    alike: dict[str, list[str]] = field(default_factory=dict)
+    """A listed insight -> the near-duplicates it stands for (drawn from other runs)."""
+    total_insights: int = 0
+    tokens_estimate: int = 0
+    excluded_tasks: list[str] = field(default_factory=list)
+    task_type: str | None = None
+    """The task type the message keeps to: given, or inferred from the most similar runs."""
+    task_type_inferred: bool = False
+    type_unsure: dict[str, int] | None = None
+    """When the memory holds several task types and none was given or could be inferred: the
+    types of the most similar past runs, counted (the message then lists every type's)."""
+    project: str | None = None
+    """The project whose lessons and runs come first, when given."""
+    kind: str | None = None
+    """The task's kind of work (corpus_schema/work.py), given or inferred: the project's
+    lessons come first, then this kind's from other projects, and no other kind's."""
+    kind_inferred: bool = False
+    kind_unsure: dict[str, int] | None = None
+    """When the runs have kinds of work and the task's could not be inferred: its cue words
+    counted by kind (empty: none); every kind's lessons are then listed."""
+    other_kinds: int = 0
+    """Lessons (groups of near-duplicates) of other kinds of work from other projects, left
+    out."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def report_request(*, insights_only: bool = False, prompts_dir: Path | None = None) -> str:
+    """What to send the agent when the episode ends, to get its citation report."""
+    from wikitrace import prompts
+
+    template = prompts.environment(prompts_dir).get_template("report-request.j2")
+    return template.render(report_at="end", insights_only=insights_only)
+
+
+def render_first_message(
+    memory: Memory,
+    task: str,
+    *,
+    task_type: str | None = None,
+    exclude_tasks: Sequence[str] = (),
+    similar: int = 3,
+    max_tokens: int | None = None,
+    mount: str = DEFAULT_MOUNT,
+    prompts_dir: Path | None = None,
+    infer_type: bool = True,
+    insights_only: bool = False,
+    report_at: ReportAt = "first",
+    flag_conflicts: bool = False,
+    project: str | None = None,
+    access: Access = "shell",
+    kind: str | None = None,
+) -> FirstMessage:
+    """Render the first message for `task`; nothing from `exclude_tasks` is shown.
+
+    Without `task_type`, the type is inferred from the most similar past runs (when they
+    agree), and the message keeps to it; an unknown `task_type` is an InputError.
+    `insights_only` renders the method's Insights Only control: the same insights, no
+    mount, no similar runs, no drill-down instructions. `report_at="end"` leaves the
+    citation report out, for the harness to ask after the episode (`report_request`).
+    `flag_conflicts` names the listed pairs whose applicability overlaps and whose source
+    runs ended differently: a drill-down trigger the agent need not notice by itself.
+    `project` (a coding task's repository or folder, as `project_of` names it) lists that
+    project's lessons and runs first, then the same type's from elsewhere; without a type,
+    its runs' type is the task's. `access="mcp"` names the MCP server's tools where the
+    message would name shell commands and paths under `mount`.
+
+    When the runs kept have kinds of work (coding sessions: corpus_schema/work.py), the
+    task's `kind` (given, or inferred from its words) scopes the lessons and runs: the
+    project's own first, then the same kind's from other projects, and no other; when its
+    kind cannot be inferred, the message says so and lists every kind's, the project's
+    first. A `kind` that is none of the kinds, or given to a corpus whose runs have none,
+    is an InputError.
+    """
+    from wikitrace import prompts
+
+    scope = task_scope(memory, task, set(exclude_tasks), task_type, project, kind, infer_type)
+    listing = _listing(memory, scope, similar, insights_only)
+    page = _Page(
+        memory,
+        scope,
+        listing,
+        prompts.environment(prompts_dir).get_template(TEMPLATE),
+        mount=mount,
+        access=access,
+        insights_only=insights_only,
+        report_at=report_at,
+        flag_conflicts=flag_conflicts,
+    )
+    chosen, text = _fitted(memory, scope, listing, page, max_tokens)
+    alike_of = listing.alike_of
+    return FirstMessage(
+        text=text,
+        insights=[memory.insights[i].id for i in sorted(chosen)],
+        alike={
+            memory.insights[i].id: [memory.insights[m].id for m in alike_of[i][1:]]
+            for i in sorted(chosen)
+            if len(alike_of[i]) > 1
+        },
+        similar=[run.step for run in listing.similar_runs],
+        truncated=len(chosen) < len(listing.insights),
+        total_insights=len(listing.insights),
+        tokens_estimate=len(text) // CHARS_PER_TOKEN,
+        excluded_tasks=sorted(scope.excluded),
+        task_type=scope.task_type,
+        task_type_inferred=scope.type_inferred,
+        type_unsure=scope.type_unsure,
+        project=scope.project,
+        kind=scope.kind,
+        kind_inferred=scope.kind_inferred,
+        kind_unsure=scope.kind_unsure,
+        other_kinds=listing.other_kinds,
+    )
+
+
+# --- what may be listed --------------------------------------------------------------------
+
+
+@dataclass
+class _Listing:
+    """What the message may list, in the order it lists them."""
+
+    alike_of: dict[int, list[int]]
+    """The first visible insight of each group of near-duplicates -> the group's visible
+    members, itself first."""
+    insights: list[int]
+    """The insights it may list: one a group, in corpus order."""
+    similar_runs: list[PastRun]
+    other_kinds: int
+    """Groups of lessons of other kinds of work, left out."""
+
+
+def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) -> _Listing:
+    """The insights the message may list (one per group of near-duplicates) and its similar
+    runs (one per task), the project's own first, then the same kind's."""
+    visible = _visible(memory, scope)
+    run_ok = scope.runs
+    other_kinds = 0
+    if scope.kind is not None:  # the project's and the same kind's; no other kind's
+        kept = [i for i in visible if scope.tier(memory.run_of(i)) < 2]
+        other_kinds = len({memory.groups[i] for i in visible}) - len(
+            {memory.groups[i] for i in kept}
+        )
+        visible = kept
+        run_ok = [i for i in run_ok if scope.tier(memory.runs[i]) < 2]
+    # The project's own first, then the same kind's, each tier in order.
+    visible.sort(key=lambda i: scope.tier(memory.run_of(i)))
+    # One entry per group of near-duplicates: its first visible member, with the others.
+    members: dict[int, list[int]] = {}
+    for i in visible:
+        members.setdefault(memory.groups[i], []).append(i)
+    alike_of = {group[0]: group for group in members.values()}
+    similar_runs = _similar_runs(memory, scope, run_ok, similar)
+    if insights_only:  # the control shows no run and mounts nothing
+        similar_runs = []
+    return _Listing(alike_of, sorted(alike_of), similar_runs, other_kinds)
+
+
+def _visible(memory: Memory, scope: Scope) -> list[int]:
+    """The insights that may be shown for the task: of its type, drawn from no excluded task."""
+    excluded = scope.excluded
+    # A mined contrast counts every run of its task type: with one of them left out, it
+    # would still rest on that task's outcomes, so it is left out too.
+    excluded_types = {run.task_type for run in memory.runs if run.task_id in excluded}
+    return [
+        i
+        for i, item in enumerate(memory.insights)
+        if item.source_task_id not in excluded
+        and (scope.task_type is None or item.task_type == scope.task_type)
+        and _mined_applies(memory, item, scope.task, excluded, excluded_types)
+    ]
+
+
+def _mined_applies(
+    memory: Memory,
+    item: InsightEntry,
+    task: str,
+    excluded: set[str],
+    excluded_types: set[str | None],
+) -> bool:
+    """Whether a mined lesson may be shown for `task` (a model's lesson: always)."""
+    if item.pattern is None:
+        return True
+    if any(memory.task_of.get(step) in excluded for step in item.cited_steps):
+        return False
+    if item.only_task is not None:  # a divergence: about one task, shown for it alone
+        return " ".join(item.only_task.split()) == " ".join(task.split())
+    return item.task_type not in excluded_types
+
+
+def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
+    """Up to `similar` runs most like the task, one per task (three attempts of one task say
+    less than three tasks): the project's own first, then the same kind's, each tier by
+    similarity."""
+    similar_runs: list[PastRun] = []
+    seen_tasks: set[str] = set()
+    ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
+    ranked_runs.sort(key=lambda i: scope.tier(memory.runs[i]))
+    for i in ranked_runs:
+        if len(similar_runs) == similar:
+            break
+        if memory.runs[i].task_id not in seen_tasks:
+            seen_tasks.add(memory.runs[i].task_id)
+            similar_runs.append(memory.runs[i])
+    return similar_runs
+
+
+# --- the page --------------------------------------------------------------------------------
+
+
+class _Page:
+    """The message for a choice of the listed insights, rendered from its template."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        scope: Scope,
+        listing: _Listing,
+        template: Template,
+        *,
+        mount: str,
+        access: Access,
+        insights_only: bool,
+        report_at: ReportAt,
+        flag_conflicts: bool,
+    ) -> None:
+        self._memory = memory
+        self._scope = scope
+        self._listing = listing
+        self._template = template
+        self._mount = mount
+        self._access = access
+        self._insights_only = insights_only
+        self._report_at = report_at
+        self._flag_conflicts = flag_conflicts
+        self._gated = any(item.status == "committed" for item in memory.insights)
+        self._similar = [
+            {
+                **asdict(run),
+                "task": inline(shortened(run.task, TASK_PREVIEW)),
+                "task_id": inline(run.task_id),
+                "title": inline(run.title) if run.title else None,
+            }
+            for run in listing.similar_runs
+        ]
+
+    def __call__(self, chosen: list[int]) -> str:
+        # The template keeps its blocks readable; the message needs no run of blank lines.
+        return _BLANK_LINES.sub("\n\n", self._rendered(chosen))
+
+    def _rendered(self, chosen: list[int]) -> str:
+        # Text from logs and models goes in so that it cannot restructure the message.
+        memory, scope = self._memory, self._scope
+        task_type, unsure, kind_unsure = scope.task_type, scope.type_unsure, scope.kind_unsure
+        return self._template.render(
+            task=scope.task.strip(),
+            kept_type=inline(task_type) if task_type and len(scope.known_types) > 1 else None,
+            type_inferred=scope.type_inferred,
+            type_unsure=(
+                None
+                if unsure is None
+                else ", ".join(f"{count} {inline(name)}" for name, count in unsure.items())
+            ),
+            project=inline(scope.project) if scope.project is not None else None,
+            kind=scope.kind,
+            kind_inferred=scope.kind_inferred,
+            kind_unsure=(
+                None
+                if kind_unsure is None
+                else ", ".join(f"{count} {name}" for name, count in kind_unsure.items())
+            ),
+            other_kinds=self._listing.other_kinds,
+            corpus=self._mount.rstrip("/"),
+            mcp=self._access == "mcp",
+            offline=memory.offline,
+            insights_only=self._insights_only,
+            report_at=self._report_at,
+            conflicts=(
+                self._conflicts(chosen) if self._flag_conflicts and not self._insights_only else []
+            ),
+            any_insights=bool(memory.insights) or memory.withheld > 0,
+            any_mined=any(memory.insights[i].pattern is not None for i in chosen),
+            withheld=memory.withheld,
+            gated=self._gated,
+            insight_groups=self._insight_groups(chosen),
+            truncated=len(chosen) < len(self._listing.insights),
+            shown=len(chosen),
+            total=len(self._listing.insights),
+            similar=self._similar,
+        )
+
+    def _insight_groups(self, chosen: list[int]) -> list[tuple[str, list[InsightEntry]]]:
+        """The chosen insights under their headings (task type; the project's or the same
+        kind's), each made safe to show and with its support counted."""
+        memory, scope = self._memory, self._scope
+        groups: dict[tuple[int, str], list[InsightEntry]] = {}
+        for i in sorted(chosen):
+            item = memory.insights[i]
+            shown = replace(
+                item,
+                title=inline(item.title),
+                guideline=inline(item.guideline),
+                applicability=inline(item.applicability),
+                precondition=inline(item.precondition) if item.precondition else None,
+                mined=inline(item.mined),
+                support=_support([memory.insights[m] for m in self._listing.alike_of[i]]),
+            )
+            heading = inline(item.task_type or "any task")
+            rank = scope.tier(memory.run_of(i))
+            if rank == 1:
+                heading += f": {scope.kind}"
+            if scope.project is not None:
+                heading += f" in {inline(scope.project)}" if rank == 0 else ", other projects"
+            groups.setdefault((rank, heading), []).append(shown)
+        return [(heading, items) for (_, heading), items in sorted(groups.items())]
+
+    def _conflicts(self, chosen: list[int]) -> list[dict[str, str]]:
+        """The chosen pairs whose applicability overlaps and whose source runs ended
+        differently."""
+        insights = self._memory.insights
+        found = []
+        listed = sorted(chosen)
+        for a_pos, a in enumerate(listed):
+            for b in listed[a_pos + 1 :]:
+                first, second = insights[a], insights[b]
+                if first.source_outcome == second.source_outcome:
+                    continue
+                overlap = consolidate.overlap(first.applicability, second.applicability)
+                if overlap >= CONFLICT_OVERLAP:
+                    success, failure = (
+                        (first, second) if first.source_outcome == "success" else (second, first)
+                    )
+                    found.append({"success": success.id, "failure": failure.id})
+        return found
+
+
+def _support(group: list[InsightEntry]) -> str:
+    """`seen in 13 runs: 9 failed, 4 succeeded; also insight-0007, ...` for a lesson drawn
+    from several runs; empty for one drawn once."""
+    if len(group) < 2:
+        return ""
+    runs = {item.source_step: item.source_outcome for item in group}
+    failed = sum(outcome == "failure" for outcome in runs.values())
+    others = [item.id for item in group[1:]]
+    listed = ", ".join(others[:ALIKE_SHOWN]) + (
+        f" and {len(others) - ALIKE_SHOWN} more" if len(others) > ALIKE_SHOWN else ""
+    )
+    return (
+        f"seen in {len(runs)} run{'s' * (len(runs) != 1)}: {failed} failed, "
+        f"{len(runs) - failed} succeeded; the same lesson: {listed}"
+    )
+
+
+# --- the budget ------------------------------------------------------------------------------
+
+
+def _fitted(
+    memory: Memory,
+    scope: Scope,
+    listing: _Listing,
+    page: Callable[[list[int]], str],
+    max_tokens: int | None,
+) -> tuple[list[int], str]:
+    """The insights the message lists and its text: every one it may list, or, when they do
+    not fit `max_tokens`, the most relevant that do."""
+    chosen = list(listing.insights)
+    # Their texts alone: a message that cannot hold them all is not rendered whole.
+    least = sum(len(memory.insights[i].title) + len(memory.insights[i].guideline) for i in chosen)
+    budget = None if max_tokens is None else max_tokens * CHARS_PER_TOKEN
+    text = "" if budget is not None and least > budget else page(chosen)
+    if budget is None or (text and len(text) <= budget):
+        return chosen, text
+    ranked = memory.insight_ranker.rank(scope.task, listing.insights)
+    # The project's own lessons are kept first, then the same kind's.
+    ranked.sort(key=lambda i: scope.tier(memory.run_of(i)))
+    count, text = _most_that_fit(ranked, page, budget)
+    return ranked[:count], text
+
+
+def _most_that_fit(
+    ranked: list[int], page: Callable[[list[int]], str], budget: int
+) -> tuple[int, str]:
+    """How many of the `ranked` insights, most relevant first, the longest message that fits
+    `budget` (in characters) lists, and its text. A message only grows with each insight
+    added, so the count is found by doubling it while it fits, then halving the gap: renders
+    that grow with log(insights shown), none of more than twice those shown."""
+
+    def fits(count: int) -> str | None:
+        candidate = page(ranked[:count])
+        return candidate if len(candidate) <= budget else None
+
+    low, text = 0, page([])
+    high = 1
+    while high <= len(ranked) and (candidate := fits(high)) is not None:
+        low, text = high, candidate
+        high *= 2
+    high = min(high - 1, len(ranked))
+    while low < high:
+        middle = (low + high + 1) // 2
+        candidate = fits(middle)
+        if candidate is None:
+            high = middle - 1
+        else:
+            low, text = middle, candidate
+    return low, text
