@@ -33,6 +33,7 @@ __all__ = [
     "CompileSettings",
     "InputSettings",
     "JudgeSettings",
+    "RowSettings",
     "api_base_option",
     "compile_options",
     "input_options",
@@ -190,10 +191,36 @@ class JudgeSettings:
         return connect(settings, self.cache_dir or default_cache_dir())
 
 
+@dataclass(frozen=True)
+class RowSettings:
+    """How trial rows are read into Gain and Regression: which methods are the baseline and
+    the rerun, when a score is a success, and the bootstrap behind each interval."""
+
+    baseline: str
+    rerun: str
+    success_threshold: float
+    resamples: int
+    seed: int
+
+    def eval_options(self, *, strict: bool = False) -> Any:
+        """The evaluation's EvalOptions for these settings."""
+        from wikitrace.evaluation import EvalOptions
+
+        return EvalOptions(
+            baseline=self.baseline,
+            rerun=self.rerun,
+            success_threshold=self.success_threshold,
+            resamples=self.resamples,
+            seed=self.seed,
+            strict=strict,
+        )
+
+
 def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
-    """The options that read trial rows into Gain and Regression (`eval`, `lift`): the
-    baseline and rerun methods, the success threshold, and the bootstrap's resamples and seed
-    (`tuning_hidden`: those three left out of the first --help screen)."""
+    """The options that read trial rows into Gain and Regression (`eval`, `lift`), as
+    `scoring: RowSettings`: the baseline and rerun methods, the success threshold, and the
+    bootstrap's resamples and seed (`tuning_hidden`: those three left out of the first --help
+    screen)."""
     options = [
         click.option(
             "--baseline", default="no-memory", show_default=True, help="The no-memory method."
@@ -229,13 +256,7 @@ def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
             help="Seed of the bootstrap resampling.",
         ),
     ]
-
-    def apply(function: Command) -> Command:
-        for option in reversed(options):
-            function = option(function)
-        return function
-
-    return apply
+    return option_group(options, "scoring", lambda values: RowSettings(**values))
 
 
 def judge_options(function: Command) -> Command:
