@@ -32,6 +32,11 @@ def set_verbosity(verbose: int, quiet: bool) -> None:
     root.propagate = False
 
 
+def is_quiet() -> bool:
+    """Whether -q was given (before the command name or after it)."""
+    return bool(click.get_current_context().find_root().params.get("quiet"))
+
+
 def _verbosity(ctx: click.Context, param: click.Parameter, value: int | bool) -> None:
     """-v or -q after the command: the same as before it (`wikitrace -v convert -v` is -vv)."""
     if not value or ctx.resilient_parsing:

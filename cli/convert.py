@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -80,7 +81,6 @@ def convert_command(
     """
     from wikitrace.compiler.importers import plan_inputs
     from wikitrace.compiler.importers.convert import convert
-    from wikitrace.compiler.importers.labels import unmatched_message
 
     quiet = is_quiet()
     plan = plan_inputs(
@@ -94,8 +94,15 @@ def convert_command(
         keep_unlabelled=unlabelled == "keep",
     )
     sys.stdout.flush()
-    if quiet:
-        return
+    if not quiet:
+        _print_summary(report, kept_unlabelled=unlabelled == "keep")
+
+
+def _print_summary(report: Any, *, kept_unlabelled: bool) -> None:
+    """On stderr: per format the runs and their outcomes, then each input left out, record
+    skipped and run unlabelled, labels that matched no run, and how many runs were written."""
+    from wikitrace.compiler.importers.labels import unmatched_message
+
     for name, counts in report.formats.items():
         click.echo(
             f"{name}: {plural(counts['runs'], 'run')} ({counts['successes']} succeeded, "
@@ -108,7 +115,7 @@ def convert_command(
         field = f" field '{item['field']}':" if item["field"] else ""
         click.echo(f"skipped {where_of(item)}:{field} {item['message']}", err=True)
     for item in report.unlabelled:
-        kept = " (written with success null)" if unlabelled == "keep" else ""
+        kept = " (written with success null)" if kept_unlabelled else ""
         click.echo(
             f"unlabelled {where_of(item)}: task {item['task_id']}: {item['reason']}{kept}", err=True
         )

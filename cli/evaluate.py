@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .options import JudgeSettings, judge_options, print_json, row_options
+from .options import JudgeSettings, RowSettings, judge_options, print_json, row_options
 from .profiles import profile_option
 
 
@@ -29,15 +29,11 @@ from .profiles import profile_option
 @profile_option("eval")
 def eval_command(
     results: tuple[Path, ...],
-    baseline: str,
-    rerun: str,
-    success_threshold: float,
-    resamples: int,
-    seed: int,
     strict: bool,
     as_json: bool,
     as_csv: bool,
     plot: Path | None,
+    scoring: RowSettings,
 ) -> None:
     """Gain and Regression of each method against the no-memory baseline, per suite.
 
@@ -53,17 +49,9 @@ def eval_command(
     """
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
-    from wikitrace.evaluation import EvalOptions, evaluate, output, read_rows
+    from wikitrace.evaluation import evaluate, output, read_rows
 
-    options = EvalOptions(
-        baseline=baseline,
-        rerun=rerun,
-        success_threshold=success_threshold,
-        resamples=resamples,
-        seed=seed,
-        strict=strict,
-    )
-    report = evaluate(read_rows(list(results)), options)
+    report = evaluate(read_rows(list(results)), scoring.eval_options(strict=strict))
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -77,7 +65,7 @@ def eval_command(
         click.echo(f"wrote {plot}", err=True)
 
 
-def _not_counted(episodes: Sequence[Any]) -> None:
+def not_counted(episodes: Sequence[Any]) -> None:
     """Say on stderr which episodes the judge's answer does not count, and why."""
     for item in episodes:
         if item.problem:
@@ -149,7 +137,7 @@ def attribute_command(
     click.echo(f"{report.regressions} Regression episodes")
     for cause, episodes in report.counts.items():
         click.echo(f"{cause} ({CAUSES[cause]}): {len(episodes)}  {' '.join(episodes)}")
-    _not_counted(report.episodes)
+    not_counted(report.episodes)
     if report.agreement is not None:
         agreed = report.agreement
         kappa = "undefined" if agreed.kappa is None else f"{agreed.kappa:.2f}"
@@ -163,7 +151,7 @@ def attribute_command(
                     f"  {first.suite}/{first.method}/{first.task_id}#{first.trial}: "
                     f"{first.cause} vs {other_answer.cause}"
                 )
-        _not_counted(agreed.second)
+        not_counted(agreed.second)
 
 
 @click.command("drilldowns")
@@ -216,4 +204,4 @@ def drilldowns_command(
         for label, cell in sorted(labels.items()):
             rate = cell["successes"] / cell["drilldowns"]
             click.echo(f"  {label}: {cell['drilldowns']} ({rate:.0%} of their episodes succeeded)")
-    _not_counted(report.episodes)
+    not_counted(report.episodes)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import DetailedOption
+from .gate_options import GateSettings, gate_options
 from .options import (
     POINTER,
     Command,
@@ -24,7 +22,8 @@ from .options import (
 from .profiles import profile_option
 from .progress import agent_runs
 
-TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
+if TYPE_CHECKING:
+    from wikitrace.control.monitor import MonitorOptions
 
 
 def _model_for(corpus: Path, api_base: str | None) -> Any:
@@ -45,249 +44,6 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
             model=built.model, api_base=api_base, temperature=float(kept["temperature"])
         )
     return connect(settings)
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """Which probes test a lesson, and what decides it (gate's tuning options)."""
-
-    task_pool: Path | None
-    targets: int
-    falsify: int
-    regress: int
-    target_tasks: Path | None
-    falsify_tasks: Path | None
-    regress_tasks: Path | None
-    trials: int
-    seed: int
-    confidence: float
-    eta: float
-    delta: float
-    beta: float
-    rule: str
-    alpha: float
-    alpha_miss: float
-    max_runs: int
-    p_fail: str
-    no_narrow: bool
-
-    def rates(self) -> Any:
-        """The error rates and limits the sequential tests keep to."""
-        from wikitrace.control.sequential import Rates
-
-        return Rates(
-            eta=self.eta,
-            delta=self.delta,
-            beta=self.beta,
-            alpha=self.alpha,
-            alpha_miss=self.alpha_miss,
-        )
-
-    def gate_options(self, runner: Any, prompts_dir: Path | None) -> Any:
-        """The gate's GateOptions: these settings, the probe files read."""
-        from wikitrace.control.gate import GateOptions
-        from wikitrace.control.pool import read_pool
-
-        given = {
-            kind: [task.task_id for task in read_pool(path)]
-            for kind, path in (
-                ("target", self.target_tasks),
-                ("falsify", self.falsify_tasks),
-                ("regress", self.regress_tasks),
-            )
-            if path is not None
-        }
-        rule = self.rule
-        return GateOptions(
-            runner=runner,
-            pool=read_pool(self.task_pool) if self.task_pool else None,
-            targets=self.targets,
-            falsify=self.falsify,
-            regress=self.regress,
-            given=given,
-            trials=self.trials,
-            seed=self.seed,
-            confidence=self.confidence,
-            eta=self.eta,
-            delta=self.delta,
-            beta=self.beta,
-            rule="estimates"
-            if rule == "estimates"
-            else "bounds"
-            if rule == "bounds"
-            else "sequential",
-            alpha=self.alpha,
-            alpha_miss=self.alpha_miss,
-            max_runs=self.max_runs,
-            p_fail="outcomes" if self.p_fail == "outcomes" else "citations",
-            narrow=not self.no_narrow,
-            prompts_dir=prompts_dir,
-        )
-
-
-def gate_options(function: Command) -> Command:
-    """The probes and the decision rule, as `gate: GateSettings`."""
-    return option_group(_gate_option_list(), "gate", lambda values: GateSettings(**values))(
-        function
-    )
-
-
-def _gate_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "--task-pool",
-            type=TASKS,
-            cls=DetailedOption,
-            help="The tasks your runner can run, one a line (default: the corpus's tasks).",
-            more="Each is JSON with task_id, task (its text) and task_type, or a bare id (its "
-            "text then comes from the corpus).",
-        ),
-        click.option(
-            "--rule",
-            type=click.Choice(["sequential", "bounds", "estimates"]),
-            default="sequential",
-            show_default=True,
-            cls=DetailedOption,
-            help="What decides: sequential tests, bounds or the published estimates.",
-            more="sequential: probe pairs in rounds until anytime-valid tests decide; bounds: "
-            "each figure's exact one-sided bound (at --confidence) on fixed probes; estimates: "
-            "the figures themselves, as published (easier to pass by luck).",
-        ),
-        click.option(
-            "--max-runs",
-            type=click.IntRange(2),
-            default=128,
-            show_default=True,
-            help="sequential: agent runs a lesson may take (both sides of every pair).",
-        ),
-        click.option(
-            "--targets",
-            type=click.IntRange(0),
-            default=8,
-            show_default=True,
-            hidden=True,
-            help="Target probe tasks, at most: those of the insight's type its precondition "
-            "covers, most similar first (BM25); under sequential, pairs are drawn from them.",
-        ),
-        click.option(
-            "--falsify",
-            type=click.IntRange(0),
-            default=8,
-            show_default=True,
-            hidden=True,
-            help="Falsification probe tasks, at most: boundary tasks, precondition violations "
-            "(most alike to it), decoys of other types.",
-        ),
-        click.option(
-            "--regress",
-            type=click.IntRange(0),
-            default=8,
-            show_default=True,
-            hidden=True,
-            help="Regression probe tasks, at most: tasks the corpus shows the agent solved.",
-        ),
-        click.option(
-            "--target-tasks",
-            type=TASKS,
-            hidden=True,
-            help="Use these target probes (ids, one a line).",
-        ),
-        click.option(
-            "--falsify-tasks", type=TASKS, hidden=True, help="Use these falsification probes."
-        ),
-        click.option(
-            "--regress-tasks", type=TASKS, hidden=True, help="Use these regression probes."
-        ),
-        click.option(
-            "--trials",
-            type=click.IntRange(1),
-            default=1,
-            show_default=True,
-            hidden=True,
-            help="Runs of each probe task on each side (seeds SEED, SEED+1, ...).",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            hidden=True,
-            help="The first seed (SEED, SEED+1, ...).",
-        ),
-        click.option(
-            "--confidence",
-            type=click.FloatRange(0.5, 1, max_open=True),
-            default=0.9,
-            show_default=True,
-            hidden=True,
-            help="Of each one-sided bound (exact binomial).",
-        ),
-        click.option(
-            "--eta",
-            type=float,
-            default=0.1,
-            show_default=True,
-            hidden=True,
-            help="Least transfer gain G worth having: sequential stops a lesson shown to gain "
-            "less; bounds and estimates commit only at this G or more (its lower bound, or "
-            "itself).",
-        ),
-        click.option(
-            "--delta",
-            type=click.FloatRange(0, 1),
-            default=0.3,
-            show_default=True,
-            hidden=True,
-            help="Most falsification failure rate P_fail to commit (sequential: shown below it; "
-            "bounds: its upper bound at most this).",
-        ),
-        click.option(
-            "--beta",
-            type=click.FloatRange(0, 1),
-            default=0.3,
-            show_default=True,
-            hidden=True,
-            help="Most regression damage D_reg to commit (sequential: shown below it; bounds: "
-            "its upper bound at most this).",
-        ),
-        click.option(
-            "--alpha",
-            type=click.FloatRange(0, 1, min_open=True, max_open=True),
-            default=0.1,
-            show_default=True,
-            hidden=True,
-            help="sequential: chance, at most, that a lesson with D_reg >= --beta or P_fail >= "
-            "--delta, or one that does not help its targets, is committed (across one call's "
-            "lessons: the expected share of such among those committed, by e-BH).",
-        ),
-        click.option(
-            "--alpha-miss",
-            type=click.FloatRange(0, 1, min_open=True, max_open=True),
-            default=0.1,
-            show_default=True,
-            hidden=True,
-            help="sequential: chance, at most, that a lesson worth committing (gain >= --eta, "
-            "harm at most half the limits) is stopped early.",
-        ),
-        click.option(
-            "--p-fail",
-            "p_fail",
-            type=click.Choice(["citations", "outcomes"]),
-            default="citations",
-            show_default=True,
-            hidden=True,
-            help="citations: a falsification probe fails when the agent's citation report says "
-            "it used the lesson there (the method's wrong activation), for runs that return "
-            "one, and when the outcome got worse otherwise; outcomes: when the outcome got "
-            "worse, always.",
-        ),
-        click.option(
-            "--no-narrow",
-            is_flag=True,
-            hidden=True,
-            help="Reject instead of narrowing a precondition.",
-        ),
-    ]
 
 
 @click.command("gate")
@@ -359,24 +115,31 @@ def gate_command(
     little to commit, the insight is undecided and stays ungated, with its decision on record.
     """
 
-    from wikitrace.control.gate import gate_insights
     from wikitrace.control.sequential import Schedule, dry_run_text
-    from wikitrace.versions import Store
 
-    quiet = is_quiet()
     if dry_run:
         click.echo(dry_run_text(gate.rates(), Schedule(max_runs=gate.max_runs)))
         return
     options = gate.gate_options(runner, prompts_dir)
     llm = None if gate.no_narrow else _model_for(corpus, api_base)
+    report = _gate(corpus, insights, options, llm, deploy=not no_deploy)
+    _print_decisions(corpus, report, as_json=as_json)
+
+
+def _gate(corpus: Path, insights: tuple[str, ...], options: Any, llm: Any, *, deploy: bool) -> Any:
+    """The gate's report, its agent runs counted on stderr; Ctrl-C says where the runs so far
+    are and exits 130."""
+    from wikitrace.control.gate import gate_insights
+    from wikitrace.versions import Store
+
     try:
-        report = gate_insights(
+        return gate_insights(
             corpus,
             list(insights),
             options,
             llm=llm,
-            deploy=not no_deploy,
-            progress=agent_runs(quiet=quiet),
+            deploy=deploy,
+            progress=agent_runs(quiet=is_quiet()),
         )
     except KeyboardInterrupt:
         click.echo(
@@ -385,12 +148,19 @@ def gate_command(
             err=True,
         )
         raise SystemExit(130) from None
+
+
+def _print_decisions(corpus: Path, report: Any, *, as_json: bool) -> None:
+    """Each decision on stderr, the new version's folder (or the decisions as JSON) on stdout;
+    exit 1 when some insight is undecided."""
+    from wikitrace.versions import Store
+
     if not report.decisions:
         click.echo(f"nothing to gate: {report.tested_on} has no ungated insight", err=True)
         if as_json:
             click.echo("[]")
         return
-    if not quiet:
+    if not is_quiet():
         for decision in report.decisions:
             click.echo(f"{decision.insight} {decision.verdict}: {decision.reason}", err=True)
         click.echo(
@@ -412,43 +182,58 @@ def gate_command(
         raise SystemExit(1)
 
 
+def _monitor_settings(values: dict[str, Any]) -> MonitorOptions:
+    from wikitrace.control.monitor import MonitorOptions
+
+    return MonitorOptions(**values)
+
+
+def monitor_options(function: Command) -> Command:
+    """When monitoring retires an insight, as `limits: MonitorOptions`."""
+    return option_group(
+        [
+            click.option(
+                "--min-judged",
+                type=click.IntRange(1),
+                default=5,
+                show_default=True,
+                help="Fewest episodes that judged an insight before it can be retired.",
+            ),
+            click.option(
+                "--max-violation-rate",
+                type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                default=0.3,
+                show_default=True,
+                help="Retire an insight once its violation rate is shown to be above this.",
+            ),
+            click.option(
+                "--confidence",
+                type=click.FloatRange(0.5, 1, max_open=True),
+                default=0.95,
+                show_default=True,
+                help="1 - the chance, at most, that an insight violated no more often than "
+                "--max-violation-rate is ever retired, however often monitoring runs.",
+            ),
+        ],
+        "limits",
+        _monitor_settings,
+    )(function)
+
+
 @click.command("monitor")
 @click.argument("corpus", type=POINTER)
 @click.argument(
     "reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
 )
-@click.option(
-    "--min-judged",
-    type=click.IntRange(1),
-    default=5,
-    show_default=True,
-    help="Fewest episodes that judged an insight before it can be retired.",
-)
-@click.option(
-    "--max-violation-rate",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.3,
-    show_default=True,
-    help="Retire an insight once its violation rate is shown to be above this.",
-)
-@click.option(
-    "--confidence",
-    type=click.FloatRange(0.5, 1, max_open=True),
-    default=0.95,
-    show_default=True,
-    help="1 - the chance, at most, that an insight violated no more often than "
-    "--max-violation-rate is ever retired, however often monitoring runs.",
-)
+@monitor_options
 @no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
 def monitor_command(
     corpus: Path,
     reports: tuple[Path, ...],
-    min_judged: int,
-    max_violation_rate: float,
-    confidence: float,
     no_deploy: bool,
     as_json: bool,
+    limits: MonitorOptions,
 ) -> None:
     """Track committed insights in the citation REPORTS of later episodes; retire failing ones.
 
@@ -472,17 +257,10 @@ def monitor_command(
       wikitrace monitor corpus reports.jsonl
     """
 
-    from wikitrace.control.monitor import MonitorOptions, monitor_corpus
+    from wikitrace.control.monitor import monitor_corpus
     from wikitrace.versions import Store
 
-    result = monitor_corpus(
-        corpus,
-        list(reports),
-        MonitorOptions(
-            min_judged=min_judged, max_violation_rate=max_violation_rate, confidence=confidence
-        ),
-        deploy=not no_deploy,
-    )
+    result = monitor_corpus(corpus, list(reports), limits, deploy=not no_deploy)
     if not is_quiet():
         if not result.records:
             click.echo(f"{result.monitored} has no insight shown to agents to monitor", err=True)

@@ -3,12 +3,14 @@ run with and without memory, written as the rows `lift` reads)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .options import row_options
+from .evaluate import not_counted
+from .options import Command, JudgeSettings, RowSettings, option_group, row_options
 
 
 def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
@@ -24,27 +26,57 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
     return values
 
 
+@dataclass(frozen=True)
+class AttributionSettings:
+    """`lift --judge` and what it needs: the judge model and its server, the corpus the memory
+    methods ran with, and where the judge's answers are cached."""
+
+    judge: str | None
+    judge_api_base: str | None
+    corpus: Path | None
+    cache_dir: Path | None
+
+
+def _attribution_settings(values: dict[str, Any]) -> AttributionSettings:
+    settings = AttributionSettings(**values)
+    if settings.judge and settings.corpus is None:
+        raise click.UsageError("--judge needs --corpus (the corpus the memory methods ran with)")
+    return settings
+
+
+def attribution_options(function: Command) -> Command:
+    """--judge, --judge-api-base, --corpus and --cache-dir, as `attribution:
+    AttributionSettings`."""
+    return option_group(
+        [
+            click.option(
+                "--judge",
+                metavar="MODEL",
+                help="Also attribute each Regression episode A-E with this judge (any model "
+                "litellm reaches), as `wikitrace attribute` does; needs --corpus.",
+            ),
+            click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server."),
+            click.option(
+                "--corpus",
+                type=click.Path(path_type=Path, file_okay=False, exists=True),
+                help="The corpus the memory methods ran with (for --judge).",
+            ),
+            click.option(
+                "--cache-dir",
+                type=click.Path(path_type=Path, file_okay=False),
+                hidden=True,
+                help="Where the judge's answers are cached (default: the user cache folder).",
+            ),
+        ],
+        "attribution",
+        _attribution_settings,
+    )(function)
+
+
 @click.command("lift")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 @row_options(tuning_hidden=True)
-@click.option(
-    "--judge",
-    metavar="MODEL",
-    help="Also attribute each Regression episode A-E with this judge (any model litellm "
-    "reaches), as `wikitrace attribute` does; needs --corpus.",
-)
-@click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server.")
-@click.option(
-    "--corpus",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The corpus the memory methods ran with (for --judge).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    hidden=True,
-    help="Where the judge's answers are cached (default: the user cache folder).",
-)
+@attribution_options
 @click.option(
     "--mount",
     default="/work/corpus",
@@ -60,18 +92,11 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
 )
 def lift_command(
     results: tuple[Path, ...],
-    baseline: str,
-    rerun: str,
-    success_threshold: float,
-    resamples: int,
-    seed: int,
-    judge: str | None,
-    judge_api_base: str | None,
-    corpus: Path | None,
-    cache_dir: Path | None,
     mount: str,
     as_json: bool,
     plot: Path | None,
+    scoring: RowSettings,
+    attribution: AttributionSettings,
 ) -> None:
     """What memory did, per suite: success with and without it, Gain and Regression against
     the rerun band (95% task-level bootstrap intervals), with --judge the Regression episodes'
@@ -92,48 +117,47 @@ def lift_command(
       wikitrace lift jobs/baseline jobs/rerun jobs/with-memory
       wikitrace lift runs/ --judge openai/gpt-4o-mini --corpus corpus
     """
-    from wikitrace.evaluation import EvalOptions, output
     from wikitrace.evaluation import lift as lift_report
 
-    if judge and corpus is None:
-        raise click.UsageError("--judge needs --corpus (the corpus the memory methods ran with)")
-    rows = _read_results(results, baseline, rerun, mount)
-    options = EvalOptions(
-        baseline=baseline,
-        rerun=rerun,
-        success_threshold=success_threshold,
-        resamples=resamples,
-        seed=seed,
+    rows = _read_results(results, scoring.baseline, scoring.rerun, mount)
+    report = lift_report.lift(rows, scoring.eval_options(), _attribute(rows, attribution, scoring))
+    _print_lift(report, as_json=as_json, plot=plot)
+
+
+def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSettings) -> Any:
+    """With --judge, each Regression episode's cause A-E, those the judge's answer does not
+    count said on stderr; None without."""
+    if not attribution.judge or attribution.corpus is None:
+        return None
+    from wikitrace import prompts
+    from wikitrace.compiler.attribute import Attributor, attribute
+    from wikitrace.compiler.compile import Templates
+    from wikitrace.tools.memory import insights_shown
+
+    settings = JudgeSettings(
+        model=attribution.judge,
+        api_base=attribution.judge_api_base,
+        baseline=scoring.baseline,
+        rerun=scoring.rerun,
+        cache_dir=attribution.cache_dir,
     )
-    attribution = None
-    if judge and corpus is not None:
-        from wikitrace import prompts
-        from wikitrace.compiler.attribute import Attributor, attribute
-        from wikitrace.compiler.compile import Templates
-        from wikitrace.tools.memory import insights_shown
+    templates = Templates.load(also=(prompts.ATTRIBUTE,))
+    attributor = Attributor(
+        corpus=attribution.corpus,
+        shown=insights_shown(attribution.corpus),
+        llm=settings.llm(),
+        templates=templates,
+    )
+    causes = attribute(rows, attributor, scoring.baseline, scoring.rerun)
+    not_counted(causes.episodes)
+    return causes
 
-        from .options import JudgeSettings
 
-        settings = JudgeSettings(
-            model=judge,
-            api_base=judge_api_base,
-            baseline=baseline,
-            rerun=rerun,
-            cache_dir=cache_dir,
-        )
-        templates = Templates.load(also=(prompts.ATTRIBUTE,))
-        attributor = Attributor(
-            corpus=corpus, shown=insights_shown(corpus), llm=settings.llm(), templates=templates
-        )
-        attribution = attribute(rows, attributor, baseline, rerun)
-        for item in attribution.episodes:
-            if item.problem:
-                click.echo(
-                    f"not counted: {item.suite}/{item.method}/{item.task_id}#{item.trial} "
-                    f"({item.where}): {item.problem}",
-                    err=True,
-                )
-    report = lift_report.lift(rows, options, attribution)
+def _print_lift(report: Any, *, as_json: bool, plot: Path | None) -> None:
+    """Warnings on stderr, the report on stdout (Markdown, or JSON), and the plot."""
+    from wikitrace.evaluation import lift as lift_report
+    from wikitrace.evaluation import output
+
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(lift_report.as_json(report) if as_json else lift_report.markdown(report), nl=False)

@@ -3,29 +3,56 @@ argument, the quiet flag, and the one way results are printed as JSON.
 
 A group such as `@compile_options` adds its options to a command and hands the command one
 keyword argument (`compile: CompileSettings`) instead of a dozen loose ones, so no command reads
-its options by string key.
+its options by string key (groups.py does the handing). The compile and input groups live in
+compile_options.py; commands import every group from here.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from .common import DetailedOption
+from .common import DetailedOption, is_quiet
+from .compile_options import (
+    CompileSettings,
+    InputSettings,
+    api_base_option,
+    compile_options,
+    input_options,
+    prompts_dir_option,
+)
+from .groups import Command, option_group
+
+__all__ = [
+    "POINTER",
+    "Command",
+    "CompileSettings",
+    "InputSettings",
+    "JudgeSettings",
+    "RowSettings",
+    "api_base_option",
+    "compile_options",
+    "input_options",
+    "is_quiet",
+    "json_option",
+    "judge_options",
+    "nl_option",
+    "no_deploy_option",
+    "option_group",
+    "plural",
+    "print_json",
+    "print_rows",
+    "prompts_dir_option",
+    "row_options",
+    "runner_options",
+]
 
 POINTER = click.Path(path_type=Path, file_okay=False)
 """A corpus: the link `wikitrace build -o` makes (or one version's folder, where reading)."""
-
-Command = TypeVar("Command", bound=Callable[..., Any])
-
-
-def is_quiet() -> bool:
-    return bool(click.get_current_context().find_root().params.get("quiet"))
 
 
 def plural(count: int, word: str) -> str:
@@ -65,463 +92,6 @@ no_deploy_option = click.option(
     is_flag=True,
     help="Leave the new version as a candidate; CORPUS keeps pointing where it did.",
 )
-
-
-def option_group(
-    options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
-) -> Callable[[Command], Command]:
-    """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
-
-    def decorate(function: Command) -> Command:
-        keys: list[str] = []
-
-        @functools.wraps(function)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            values = {key: kwargs.pop(key) for key in keys}
-            return function(*args, **{name: make(values)}, **kwargs)
-
-        wrapped: Any = command
-        for option in reversed(options):
-            wrapped = option(wrapped)
-        # The parameter names the group added: the newest entries of click's list.
-        keys.extend(p.name for p in wrapped.__click_params__[-len(options) :] if p.name)
-        return wrapped  # type: ignore[no-any-return]
-
-    return decorate
-
-
-# --- what logs to read ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InputSettings:
-    input_format: str
-    labels: tuple[Path, ...]
-    success_threshold: float
-
-
-def _input_option_list() -> list[Callable[[Any], Any]]:
-    from wikitrace.cli.formats import FORMAT_NAMES
-
-    return [
-        click.option(
-            "-f",
-            "--format",
-            "input_format",
-            type=click.Choice(["auto", *FORMAT_NAMES]),
-            default="auto",
-            show_default=True,
-            metavar="NAME",
-            help="The logs' format (`wikitrace convert --help-all`); auto: detect each file's.",
-        ),
-        click.option(
-            "--labels",
-            "labels",
-            multiple=True,
-            type=click.Path(path_type=Path, exists=True),
-            metavar="FILE",
-            cls=DetailedOption,
-            help="Outcomes kept outside the logs (repeatable; a folder: every file).",
-            more="JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
-            "or SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
-        ),
-        click.option(
-            "--success-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=True,
-            help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
-            "rewards, inspect scores; C=1, P=0.5, I=0).",
-        ),
-    ]
-
-
-def input_options(function: Command) -> Command:
-    """--format, --labels and --success-threshold, as `reading: InputSettings`."""
-    return option_group(_input_option_list(), "reading", lambda v: InputSettings(**v))(function)
-
-
-# --- how runs are compiled -----------------------------------------------------------------
-
-
-def _check_redact(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
-    if not value:
-        return value  # nothing to check, so nothing to import: a hook must start fast
-    from wikitrace.compiler.redact import check_keep_pattern, check_pattern
-
-    check = check_keep_pattern if param.name == "redact_keep" else check_pattern
-    for pattern in value:
-        problem = check(pattern)
-        if problem:
-            raise click.BadParameter(f"{pattern!r}: {problem}")
-    return value
-
-
-@dataclass(frozen=True)
-class CompileSettings:
-    """The compile options of build, add and update."""
-
-    reading: InputSettings
-    api_base: str | None
-    concurrency: int
-    max_prompt_tokens: int | None
-    context_tokens: int
-    outcome_details: bool
-    on_error: str
-    cache_dir: Path | None
-    no_cache: bool
-    redact_patterns: tuple[str, ...]
-    redact_keep: tuple[str, ...]
-    no_redact: bool
-    prompts_dir: Path | None
-    temperature: float
-    max_output_tokens: int
-    timeout: float
-    max_retries: int
-    hypotheses: bool
-    invalid_retries: int
-    quote_repairs: int
-    judge: str | None
-    no_mine: bool
-    reasoning_effort: str | None
-    unfiltered_insights: bool
-    batch: bool
-    batch_poll: float
-    call_worker: bool
-    call_workers: int
-    workers: int | None
-    fast_path: bool
-
-    def build_options(
-        self, inputs: tuple[Path, ...], output: Path, model: str, *, force: bool = False
-    ) -> Any:
-        """The compiler's BuildOptions for these settings."""
-        from wikitrace.compiler import BuildOptions, CompileLimits
-
-        if not self.call_worker and self.call_workers != 1:
-            raise click.UsageError(
-                "--no-call-worker makes the calls in the build's process: leave out "
-                "--call-workers, or --no-call-worker"
-            )
-        if model == "offline" and self.hypotheses:
-            raise click.UsageError(
-                "--hypotheses needs a model: with --model offline there is none to state "
-                "hypotheses with (--profile paper asks for them, and for --no-mine: offline, "
-                "that corpus would have no insight at all). Give --model, or leave out "
-                "--hypotheses (--profile default)"
-            )
-        if model == "offline" and self.no_mine and not is_quiet():
-            click.echo(
-                "warning: --no-mine with --model offline: no lesson is mined or written, so "
-                "the corpus has runs and compilations but no insight",
-                err=True,
-            )
-        return BuildOptions(
-            inputs=list(inputs),
-            output=output,
-            input_format=self.reading.input_format,
-            labels=list(self.reading.labels),
-            success_threshold=self.reading.success_threshold,
-            model=model,
-            api_base=self.api_base,
-            concurrency=self.concurrency,
-            on_error="skip" if self.on_error == "skip" else "stop",
-            force=force,
-            cache_dir=self.cache_dir,
-            use_cache=not self.no_cache,
-            redact=not self.no_redact,
-            redact_patterns=self.redact_patterns,
-            redact_keep=self.redact_keep,
-            prompts_dir=self.prompts_dir,
-            limits=CompileLimits(
-                invalid_retries=self.invalid_retries,
-                quote_repairs=self.quote_repairs,
-                max_prompt_tokens=self.max_prompt_tokens,
-                context_tokens=self.context_tokens,
-                max_output_tokens=self.max_output_tokens,
-                outcome_details=self.outcome_details,
-                hypotheses=self.hypotheses,
-                unfiltered_insights=self.unfiltered_insights,
-            ),
-            temperature=self.temperature,
-            timeout_seconds=self.timeout,
-            max_retries=self.max_retries,
-            judge=self.judge,
-            mine=not self.no_mine,
-            reasoning_effort=self.reasoning_effort,
-            batch=self.batch,
-            batch_poll_seconds=self.batch_poll,
-            call_workers=self.call_workers if self.call_worker else 0,
-            workers=self.workers,
-            fast_path=self.fast_path,
-        )
-
-
-api_base_option = click.option(
-    "--api-base",
-    help="Base URL of a local model server (vLLM, llama.cpp, Ollama).",
-)
-prompts_dir_option = click.option(
-    "--prompts-dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    hidden=True,
-    help="Folder of templates that override the bundled ones of the same name.",
-)
-
-
-def _compile_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        api_base_option,
-        click.option(
-            "--concurrency",
-            type=click.IntRange(1, 512),
-            default=8,
-            show_default=True,
-            help="Model calls in flight at once.",
-        ),
-        click.option(
-            "--context-tokens",
-            type=click.IntRange(4000),
-            default=32_768,
-            show_default=True,
-            hidden=True,
-            help="The model's context window. Every call for a run fits in it: the prompt, "
-            "the answer (--max-output-tokens) and one repair round. A run of any length is "
-            "shown to fit (long fields cut, then the run's skeleton with the turns that matter "
-            "in full).",
-        ),
-        click.option(
-            "--max-prompt-tokens",
-            type=click.IntRange(1000),
-            default=None,
-            hidden=True,
-            help="The prompt's budget, instead of what --context-tokens leaves "
-            "(context - 2 x max-output-tokens - 1500).",
-        ),
-        click.option(
-            "--outcome-details",
-            is_flag=True,
-            hidden=True,
-            help="Show the model the grader's details when the log has them (tau's "
-            "reward_info, test results), labelled as the grader's. Off by default: graders "
-            "often hold the expected answer, which then leaks into lessons.",
-        ),
-        click.option(
-            "--on-error",
-            type=click.Choice(["stop", "skip"]),
-            default="stop",
-            show_default=True,
-            help="Bad input record: stop before writing, or skip it and report it.",
-        ),
-        click.option(
-            "--cache-dir",
-            type=click.Path(path_type=Path, file_okay=False),
-            hidden=True,
-            help="Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the "
-            "same input, or a resumed build, makes no call twice.",
-        ),
-        click.option(
-            "--no-cache", is_flag=True, hidden=True, help="Neither read nor write the reply cache."
-        ),
-        click.option(
-            "--redact",
-            "redact_patterns",
-            multiple=True,
-            callback=_check_redact,
-            metavar="REGEX",
-            cls=DetailedOption,
-            help="Also redact text matching REGEX (repeatable).",
-            more="Known secret formats (API keys, tokens, private keys, URL passwords, password "
-            "assignments) are always redacted unless --no-redact.",
-        ),
-        click.option(
-            "--redact-keep",
-            "redact_keep",
-            multiple=True,
-            callback=_check_redact,
-            metavar="REGEX",
-            hidden=True,
-            help="Keep what REGEX matches in full although a secret rule found it (repeatable): "
-            "a test fixture's fake key, a documented example token.",
-        ),
-        click.option(
-            "--no-redact", is_flag=True, help="Send and write the runs exactly as logged."
-        ),
-        prompts_dir_option,
-        click.option(
-            "--temperature",
-            type=float,
-            default=0.0,
-            show_default=True,
-            hidden=True,
-            help="Sampling temperature of the model's calls.",
-        ),
-        click.option(
-            "--max-output-tokens",
-            type=click.IntRange(256),
-            default=4096,
-            show_default=True,
-            hidden=True,
-            help="The longest answer one call may write.",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(1),
-            default=300.0,
-            show_default=True,
-            hidden=True,
-            help="Seconds before one model call times out (and is retried).",
-        ),
-        click.option(
-            "--max-retries",
-            type=click.IntRange(0, 20),
-            default=6,
-            show_default=True,
-            hidden=True,
-            help="Backoff retries of a call on rate limits, time-outs and server errors.",
-        ),
-        click.option(
-            "--hypotheses",
-            is_flag=True,
-            hidden=True,
-            help="Ask the model to state each insight as a falsifiable hypothesis too "
-            "(precondition, behaviour, expected effect, verifier), as `wikitrace gate` tests.",
-        ),
-        click.option(
-            "--invalid-retries",
-            type=click.IntRange(0, 10),
-            default=2,
-            show_default=True,
-            hidden=True,
-            help="Times an answer that is not valid JSON of the right shape is sent back.",
-        ),
-        click.option(
-            "--quote-repairs",
-            type=click.IntRange(0, 10),
-            default=1,
-            show_default=True,
-            hidden=True,
-            help="Times quotes not found in their turn are sent back for repair; "
-            "those still not found are marked UNVERIFIED.",
-        ),
-        click.option(
-            "--judge",
-            metavar="MODEL",
-            cls=DetailedOption,
-            help="Label runs nothing else labels (sessions, traces) with MODEL.",
-            more="One call of MODEL (any litellm model; --api-base applies) each: success, "
-            "failure or "
-            "cannot_tell, why, and verbatim quotes checked against the log (sent back once "
-            "when none is found). The label is marked as judged wherever the outcome is shown; "
-            "a run the judge cannot tell, or whose quotes are not found, stays unlabelled. "
-            "Text in a run that addresses a judge is named to it and listed in the report. "
-            "Cached like compile calls; its calls and tokens are counted in the report.",
-        ),
-        click.option(
-            "--reasoning-effort",
-            type=click.Choice(["low", "medium", "high"]),
-            hidden=True,
-            help="For a reasoning model: how hard it thinks (litellm's reasoning_effort; "
-            "ignored by a model without one). Part of the cache key.",
-        ),
-        click.option(
-            "--unfiltered-insights",
-            is_flag=True,
-            hidden=True,
-            help="Leave out the prompt's \"write no insight rather than a vague or over-broad "
-            'one": the method as published keeps up to three insights per run, unfiltered.',
-        ),
-        click.option(
-            "--no-mine",
-            is_flag=True,
-            hidden=True,
-            help="Do not mine lessons from contrasts between runs. By default, with or without "
-            "a model, each task type's runs are searched for patterns of action (a tool used, "
-            "one tool before another, an action repeated after it failed, ...) that separate "
-            "failed from successful runs (Fisher's exact test, Benjamini-Hochberg corrected), "
-            "and each task with both outcomes for where its runs first diverged; each finding "
-            "becomes an insight with `compiled_by: mined`, its numbers and the runs it rests on.",
-        ),
-        click.option(
-            "--batch",
-            is_flag=True,
-            cls=DetailedOption,
-            help="Send compile calls as a batch: half the price, answered within 24 h.",
-            more="Through the provider's batch API (OpenAI-compatible and Azure models). The "
-            "build waits, checking every --batch-poll seconds; stopped while it waits "
-            "(Ctrl-C), the same command again waits for the same batches without submitting "
-            "anything twice. Corrections and quote repairs go in further batches. Needs the "
-            "reply cache.",
-        ),
-        click.option(
-            "--batch-poll",
-            type=click.FloatRange(0.1),
-            default=60.0,
-            show_default=True,
-            metavar="SECONDS",
-            hidden=True,
-            help="With --batch: how often to ask whether the batches are done.",
-        ),
-        click.option(
-            "--call-worker/--no-call-worker",
-            default=True,
-            show_default=True,
-            hidden=True,
-            help="Make the model calls in a second process, which imports litellm, so that "
-            "litellm's work on each call (3 to 8 ms of CPU) runs on another core than the "
-            "build's own: with many calls in flight their answers queue less. With "
-            "--no-call-worker, the calls are made in the build's process.",
-        ),
-        click.option(
-            "--call-workers",
-            type=click.IntRange(1, 64),
-            default=1,
-            show_default=True,
-            metavar="N",
-            hidden=True,
-            help="Processes that make the model calls, each importing litellm (about 225 MB "
-            "each). One is enough unless it is the limit: a fast model server (a local vLLM, "
-            "say) with hundreds of calls in flight, on a machine with cores to spare. Each "
-            "call goes to the worker with the fewest calls waiting.",
-        ),
-        click.option(
-            "--workers",
-            type=click.IntRange(1, 256),
-            default=None,
-            metavar="N",
-            hidden=True,
-            help="Processes that read, redact, compile and render the runs of an offline "
-            "build (--model offline), on as many cores. Default: one for each core this "
-            "process may use, for a build of 1,000 runs or more (fewer are built in the "
-            "build's own process, as with 1). The corpus is the same, byte for byte, "
-            "whatever N.",
-        ),
-        click.option(
-            "--fast-path/--no-fast-path",
-            default=True,
-            show_default=True,
-            hidden=True,
-            help="Call a plain OpenAI-compatible server (--model openai/NAME with --api-base, "
-            "a name litellm neither rewrites nor prices) with one shared HTTP client instead "
-            "of litellm: the same requests, replies and errors, about 1 ms of CPU a call "
-            "instead of 3 to 10, and no litellm import (8 s) at the start. --no-fast-path "
-            "sends every call through litellm.",
-        ),
-    ]
-
-
-def compile_options(function: Command) -> Command:
-    """How runs are compiled (and which logs are read), as `compile: CompileSettings`."""
-
-    def with_inputs(values: dict[str, Any]) -> CompileSettings:
-        names = ("input_format", "labels", "success_threshold")
-        reading = InputSettings(**{name: values.pop(name) for name in names})
-        return CompileSettings(reading=reading, **values)
-
-    return option_group(_compile_option_list() + _input_option_list(), "compile", with_inputs)(
-        function
-    )
 
 
 # --- the user's agent ----------------------------------------------------------------------
@@ -621,10 +191,36 @@ class JudgeSettings:
         return connect(settings, self.cache_dir or default_cache_dir())
 
 
+@dataclass(frozen=True)
+class RowSettings:
+    """How trial rows are read into Gain and Regression: which methods are the baseline and
+    the rerun, when a score is a success, and the bootstrap behind each interval."""
+
+    baseline: str
+    rerun: str
+    success_threshold: float
+    resamples: int
+    seed: int
+
+    def eval_options(self, *, strict: bool = False) -> Any:
+        """The evaluation's EvalOptions for these settings."""
+        from wikitrace.evaluation import EvalOptions
+
+        return EvalOptions(
+            baseline=self.baseline,
+            rerun=self.rerun,
+            success_threshold=self.success_threshold,
+            resamples=self.resamples,
+            seed=self.seed,
+            strict=strict,
+        )
+
+
 def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
-    """The options that read trial rows into Gain and Regression (`eval`, `lift`): the
-    baseline and rerun methods, the success threshold, and the bootstrap's resamples and seed
-    (`tuning_hidden`: those three left out of the first --help screen)."""
+    """The options that read trial rows into Gain and Regression (`eval`, `lift`), as
+    `scoring: RowSettings`: the baseline and rerun methods, the success threshold, and the
+    bootstrap's resamples and seed (`tuning_hidden`: those three left out of the first --help
+    screen)."""
     options = [
         click.option(
             "--baseline", default="no-memory", show_default=True, help="The no-memory method."
@@ -660,13 +256,7 @@ def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
             help="Seed of the bootstrap resampling.",
         ),
     ]
-
-    def apply(function: Command) -> Command:
-        for option in reversed(options):
-            function = option(function)
-        return function
-
-    return apply
+    return option_group(options, "scoring", lambda values: RowSettings(**values))
 
 
 def judge_options(function: Command) -> Command:

@@ -78,119 +78,136 @@ def prompt_options(function: Command) -> Command:
     return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
 
 
+_SCOPE: list[Callable[[Any], Any]] = [
+    click.option(
+        "--task-type",
+        cls=DetailedOption,
+        help="Only insights and past runs of this task type.",
+        more="An unknown one is an error that lists the corpus's types. Without it, a "
+        "corpus of several types keeps to the type of the task's most similar past runs, "
+        "when most of them agree.",
+    ),
+    click.option(
+        "--project",
+        cls=DetailedOption,
+        help="The code project the task is in ('.': the current folder's); its lessons first.",
+        more="A folder (its git remote, else its name), a remote URL or a folder's name. Its "
+        "lessons and runs come first, then the same task type's from elsewhere; without "
+        "--task-type, its runs' type is the task's.",
+    ),
+    click.option(
+        "--kind",
+        type=click.Choice(list(KINDS), case_sensitive=False),
+        cls=DetailedOption,
+        help="The task's kind of work, for a corpus of coding sessions.",
+        more="Each session's kind is inferred from its task and the files it changed. The "
+        "project's lessons and runs come first, then this kind's from other projects, and "
+        "no other kind's. Without it, the kind is inferred from the task's words; when it "
+        "cannot be, every kind's lessons are listed and a warning says so.",
+    ),
+    click.option(
+        "--exclude-task",
+        "exclude_tasks",
+        multiple=True,
+        metavar="ID",
+        help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
+        "holds them: mount a `wikitrace view` without them in an evaluation.",
+    ),
+]
+"""Whose lessons and runs are shown: the task's type, project and kind, and tasks left out."""
+
+_MESSAGE: list[Callable[[Any], Any]] = [
+    click.option(
+        "--mount",
+        default="/work/corpus",
+        show_default=True,
+        help="Where the agent sees the corpus; the message's paths and commands use it.",
+    ),
+    click.option(
+        "--insights-only",
+        is_flag=True,
+        help="The method's Insights Only control: the same insights, but no mounted corpus, no "
+        "similar runs and no drill-down instructions.",
+    ),
+    click.option(
+        "--report-at",
+        type=click.Choice(["first", "end"]),
+        default="first",
+        show_default=True,
+        help="Ask for the citation report in the first message, or leave it for the harness to "
+        "ask when the episode ends (the text: --report-request).",
+    ),
+]
+"""Where the agent sees the corpus, and what the message asks of it."""
+
+_LISTING: list[Callable[[Any], Any]] = [
+    click.option(
+        "--all-types",
+        is_flag=True,
+        hidden=True,
+        help="List every task type's insights and runs instead of keeping to the task's type.",
+    ),
+    click.option(
+        "--similar",
+        type=click.IntRange(0, 50),
+        default=3,
+        show_default=True,
+        hidden=True,
+        help="How many similar past runs to list (BM25 over task texts).",
+    ),
+    click.option(
+        "--max-tokens",
+        type=click.IntRange(0),
+        default=6000,
+        show_default=True,
+        hidden=True,
+        help="Budget for the message (estimated as characters / 4). When not every insight "
+        "fits, the most relevant ones are listed and the message points to insight/_index.md. "
+        "0: no budget, every insight.",
+    ),
+    click.option(
+        "--all-insights",
+        is_flag=True,
+        hidden=True,
+        help="List every insight, near-duplicates too (by default one of each group of lessons "
+        "drawn alike from several runs is listed, with how many runs back it).",
+    ),
+    click.option(
+        "--flag-conflicts",
+        is_flag=True,
+        hidden=True,
+        help="Name the listed lessons whose applicability overlaps and whose source runs "
+        "ended differently (one succeeded, one failed), as pairs to drill into before relying "
+        "on either.",
+    ),
+]
+"""How much the message lists: every type, similar runs, its budget, near-duplicates, conflicts."""
+
+_template_option = click.option(
+    "--prompts-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    hidden=True,
+    help="Folder with a first-message.j2 that overrides the bundled one.",
+)
+"""The first message's template."""
+
+_NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
+    click.option(
+        "--embedding-model",
+        hidden=True,
+        help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
+        "near-duplicate lessons apart by meaning; local (the default): by their words.",
+    ),
+    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
+    renamed_option("--group-model", "--embedding-model"),
+    renamed_option("--group-api-base", "--embedding-api-base"),
+]
+"""What tells near-duplicate lessons apart (and the options' old spellings)."""
+
+
 def _prompt_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "--task-type",
-            cls=DetailedOption,
-            help="Only insights and past runs of this task type.",
-            more="An unknown one is an error that lists the corpus's types. Without it, a "
-            "corpus of several types keeps to the type of the task's most similar past runs, "
-            "when most of them agree.",
-        ),
-        click.option(
-            "--project",
-            cls=DetailedOption,
-            help="The code project the task is in ('.': the current folder's); its lessons first.",
-            more="A folder (its git remote, else its name), a remote URL or a folder's name. Its "
-            "lessons and runs come first, then the same task type's from elsewhere; without "
-            "--task-type, its runs' type is the task's.",
-        ),
-        click.option(
-            "--kind",
-            type=click.Choice(list(KINDS), case_sensitive=False),
-            cls=DetailedOption,
-            help="The task's kind of work, for a corpus of coding sessions.",
-            more="Each session's kind is inferred from its task and the files it changed. The "
-            "project's lessons and runs come first, then this kind's from other projects, and "
-            "no other kind's. Without it, the kind is inferred from the task's words; when it "
-            "cannot be, every kind's lessons are listed and a warning says so.",
-        ),
-        click.option(
-            "--exclude-task",
-            "exclude_tasks",
-            multiple=True,
-            metavar="ID",
-            help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
-            "holds them: mount a `wikitrace view` without them in an evaluation.",
-        ),
-        click.option(
-            "--mount",
-            default="/work/corpus",
-            show_default=True,
-            help="Where the agent sees the corpus; the message's paths and commands use it.",
-        ),
-        click.option(
-            "--insights-only",
-            is_flag=True,
-            help="The method's Insights Only control: the same insights, but no mounted corpus, no "
-            "similar runs and no drill-down instructions.",
-        ),
-        click.option(
-            "--report-at",
-            type=click.Choice(["first", "end"]),
-            default="first",
-            show_default=True,
-            help="Ask for the citation report in the first message, or leave it for the harness to "
-            "ask when the episode ends (the text: --report-request).",
-        ),
-        click.option(
-            "--all-types",
-            is_flag=True,
-            hidden=True,
-            help="List every task type's insights and runs instead of keeping to the task's type.",
-        ),
-        click.option(
-            "--similar",
-            type=click.IntRange(0, 50),
-            default=3,
-            show_default=True,
-            hidden=True,
-            help="How many similar past runs to list (BM25 over task texts).",
-        ),
-        click.option(
-            "--max-tokens",
-            type=click.IntRange(0),
-            default=6000,
-            show_default=True,
-            hidden=True,
-            help="Budget for the message (estimated as characters / 4). When not every insight "
-            "fits, the most relevant ones are listed and the message points to insight/_index.md. "
-            "0: no budget, every insight.",
-        ),
-        click.option(
-            "--all-insights",
-            is_flag=True,
-            hidden=True,
-            help="List every insight, near-duplicates too (by default one of each group of lessons "
-            "drawn alike from several runs is listed, with how many runs back it).",
-        ),
-        click.option(
-            "--flag-conflicts",
-            is_flag=True,
-            hidden=True,
-            help="Name the listed lessons whose applicability overlaps and whose source runs "
-            "ended differently (one succeeded, one failed), as pairs to drill into before relying "
-            "on either.",
-        ),
-        click.option(
-            "--prompts-dir",
-            type=click.Path(path_type=Path, file_okay=False, exists=True),
-            hidden=True,
-            help="Folder with a first-message.j2 that overrides the bundled one.",
-        ),
-        click.option(
-            "--embedding-model",
-            hidden=True,
-            help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
-            "near-duplicate lessons apart by meaning; local (the default): by their words.",
-        ),
-        click.option(
-            "--embedding-api-base", hidden=True, help="Base URL of a local embedding server."
-        ),
-        renamed_option("--group-model", "--embedding-model"),
-        renamed_option("--group-api-base", "--embedding-api-base"),
-    ]
+    """Every prompt option, group by group, in the order --help lists them."""
+    return [*_SCOPE, *_MESSAGE, *_LISTING, _template_option, *_NEAR_DUPLICATES]
 
 
 @click.command("prompt")

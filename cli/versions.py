@@ -116,19 +116,32 @@ def add_command(
         raise click.UsageError("--wait goes with --from-hook")
     if not inputs:
         raise click.UsageError("Missing argument 'INPUTS...'.")
-    from wikitrace.compiler import add_runs
-    from wikitrace.versions import Store
+    report = _add_runs(corpus, tuple(Path(i) for i in inputs), compile, deploy=not no_deploy)
+    _print_added(corpus, report, as_json=as_json)
 
-    quiet = is_quiet()
+
+def _add_runs(
+    corpus: Path, inputs: tuple[Path, ...], compile: CompileSettings, *, deploy: bool
+) -> Any:
+    """The add's report, the compile's progress on stderr."""
+    from wikitrace.compiler import add_runs
+
     # The model is the corpus's own; add_runs reads it from the manifest.
-    options = compile.build_options(tuple(Path(i) for i in inputs), corpus, "offline")
-    report = compile_with_progress(
-        lambda opts, **kw: add_runs(opts, deploy=not no_deploy, **kw),
+    options = compile.build_options(inputs, corpus, "offline")
+    return compile_with_progress(
+        lambda opts, **kw: add_runs(opts, deploy=deploy, **kw),
         options,
-        quiet=quiet,
+        quiet=is_quiet(),
         written=f"no version was added to {corpus}",
         again="adding again",
     )
+
+
+def _print_added(corpus: Path, report: Any, *, as_json: bool) -> None:
+    """The report on stderr, the new version's folder (or the report as JSON) on stdout; with
+    nothing new, says so."""
+    from wikitrace.versions import Store
+
     if report.version is None:
         click.echo(
             f"nothing to add: all {report.duplicates} runs are already in {report.parent}",
@@ -140,7 +153,7 @@ def add_command(
     store = Store(corpus)
     finish_report(
         report,
-        quiet=quiet,
+        quiet=is_quiet(),
         as_json=as_json,
         stdout=str(store.version_path(report.version)),
         retry=RETRY_ADD,
@@ -291,99 +304,109 @@ def update_options(function: Command) -> Command:
     )
 
 
+_TRIGGER: list[Callable[[Any], Any]] = [
+    click.option(
+        "--momentum",
+        type=click.FloatRange(0, 1, max_open=True),
+        default=0.9,
+        show_default=True,
+        hidden=True,
+        help="Weight of the past in the moving average of update directions.",
+    ),
+    click.option(
+        "--threshold",
+        type=click.FloatRange(-1, 1),
+        default=0.5,
+        show_default=True,
+        hidden=True,
+        help="Compare when the cosine between this update's direction and the average is below it.",
+    ),
+    click.option("--always-compare", is_flag=True, help="Compare on every update."),
+]
+"""When an update is compared: the momentum trigger, or always."""
+
+_COMPARISON: list[Callable[[Any], Any]] = [
+    click.option(
+        "--rerun-band/--no-rerun-band",
+        default=True,
+        show_default=True,
+        hidden=True,
+        help="Run the current memory once more per task and trial (other seeds) and deploy "
+        "only when the candidate's gain is beyond that noise (a candidate that changes "
+        "nothing passes about 5% of the time); without it, any higher mean deploys.",
+    ),
+    click.option(
+        "--coverage",
+        type=click.IntRange(0),
+        default=8,
+        show_default=True,
+        hidden=True,
+        help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
+    ),
+    click.option(
+        "--boundary",
+        type=click.IntRange(0),
+        default=4,
+        show_default=True,
+        hidden=True,
+        help="Tasks whose outcome changed with memory in earlier comparisons.",
+    ),
+    click.option(
+        "--fresh",
+        type=click.IntRange(0),
+        default=4,
+        show_default=True,
+        hidden=True,
+        help="Tasks of the runs added since the last comparison (newest first).",
+    ),
+    click.option(
+        "--trials",
+        type=click.IntRange(1),
+        default=1,
+        show_default=True,
+        hidden=True,
+        help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
+    ),
+    click.option(
+        "--seed", type=int, default=0, show_default=True, hidden=True, help="The first seed."
+    ),
+    click.option(
+        "--task-pool",
+        type=click.Path(path_type=Path, dir_okay=False, exists=True),
+        cls=DetailedOption,
+        help="The tasks your runner can run, one a line (others are never chosen).",
+        more="Each is an id, or JSON with task_id (and task, task_type).",
+    ),
+]
+"""What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""
+
+_DIRECTION: list[Callable[[Any], Any]] = [
+    click.option(
+        "--embedding-model",
+        default="local",
+        show_default=True,
+        hidden=True,
+        help="What embeds the insights: local (hashed words, offline, no download) or an "
+        "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
+    ),
+    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
+    click.option(
+        "--encode",
+        type=click.Choice(["corpus", "insights"]),
+        default="corpus",
+        show_default=True,
+        hidden=True,
+        help="What an update's direction encodes: the corpus (the insights and every run: "
+        "what an agent reads; an update that only adds runs moves it too), or the insight "
+        "set alone.",
+    ),
+]
+"""How an update's direction is measured: what is embedded, and by which model."""
+
+
 def _update_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "--momentum",
-            type=click.FloatRange(0, 1, max_open=True),
-            default=0.9,
-            show_default=True,
-            hidden=True,
-            help="Weight of the past in the moving average of update directions.",
-        ),
-        click.option(
-            "--threshold",
-            type=click.FloatRange(-1, 1),
-            default=0.5,
-            show_default=True,
-            hidden=True,
-            help="Compare when the cosine between this update's direction and the average is "
-            "below it.",
-        ),
-        click.option("--always-compare", is_flag=True, help="Compare on every update."),
-        click.option(
-            "--rerun-band/--no-rerun-band",
-            default=True,
-            show_default=True,
-            hidden=True,
-            help="Run the current memory once more per task and trial (other seeds) and deploy "
-            "only when the candidate's gain is beyond that noise (a candidate that changes "
-            "nothing passes about 5% of the time); without it, any higher mean deploys.",
-        ),
-        click.option(
-            "--coverage",
-            type=click.IntRange(0),
-            default=8,
-            show_default=True,
-            hidden=True,
-            help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
-        ),
-        click.option(
-            "--boundary",
-            type=click.IntRange(0),
-            default=4,
-            show_default=True,
-            hidden=True,
-            help="Tasks whose outcome changed with memory in earlier comparisons.",
-        ),
-        click.option(
-            "--fresh",
-            type=click.IntRange(0),
-            default=4,
-            show_default=True,
-            hidden=True,
-            help="Tasks of the runs added since the last comparison (newest first).",
-        ),
-        click.option(
-            "--trials",
-            type=click.IntRange(1),
-            default=1,
-            show_default=True,
-            hidden=True,
-            help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
-        ),
-        click.option(
-            "--seed", type=int, default=0, show_default=True, hidden=True, help="The first seed."
-        ),
-        click.option(
-            "--task-pool",
-            type=click.Path(path_type=Path, dir_okay=False, exists=True),
-            cls=DetailedOption,
-            help="The tasks your runner can run, one a line (others are never chosen).",
-            more="Each is an id, or JSON with task_id (and task, task_type).",
-        ),
-        click.option(
-            "--embedding-model",
-            default="local",
-            show_default=True,
-            hidden=True,
-            help="What embeds the insights: local (hashed words, offline, no download) or an "
-            "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
-        ),
-        click.option(
-            "--embedding-api-base", hidden=True, help="Base URL of a local embedding server."
-        ),
-        click.option(
-            "--encode",
-            type=click.Choice(["corpus", "insights"]),
-            default="corpus",
-            show_default=True,
-            hidden=True,
-            help="What an update's direction encodes: the corpus (the insights and every run: "
-            "what an agent reads; an update that only adds runs moves it too), or the insight "
-            "set alone.",
-        ),
-    ]
+    """Every update option, group by group, in the order --help lists them."""
+    return [*_TRIGGER, *_COMPARISON, *_DIRECTION]
 
 
 @click.command("update")
@@ -435,13 +458,19 @@ def update_command(
     CORPUS.versions/updates/update-NNNN.json, and the history says deployed or refused.
     """
 
+    options = update.update_options(runner)
+    build = compile.build_options(inputs, corpus, "offline")
+    result = _update(corpus, build, options)
+    _print_update(corpus, result, as_json=as_json)
+
+
+def _update(corpus: Path, build: Any, options: Any) -> Any:
+    """The update's result: the runs compiled and the candidate compared, progress on stderr."""
     from wikitrace.control.update import update_corpus
     from wikitrace.versions import Store
 
     quiet = is_quiet()
-    options = update.update_options(runner)
-    build = compile.build_options(inputs, corpus, "offline")
-    result = compile_with_progress(
+    return compile_with_progress(
         lambda opts, progress, notice, say: update_corpus(
             opts,
             options,
@@ -455,6 +484,13 @@ def update_command(
         written=f"runs recorded so far are in {Store(corpus).runs_path}; {corpus} was not moved",
         again="updating again",
     )
+
+
+def _print_update(corpus: Path, result: Any, *, as_json: bool) -> None:
+    """The decision on stderr, the deployed version's folder (or the record as JSON) on
+    stdout; exit 1 when undecided."""
+    from wikitrace.versions import Store
+
     record = result.record
     if record is None:
         click.echo(
@@ -465,7 +501,7 @@ def update_command(
         if as_json:
             click.echo("null")
         return
-    if not quiet:
+    if not is_quiet():
         # The history's words: a kept current version means the candidate was refused.
         verdict = {"kept": "refused", "accepted": "deployed"}.get(record.decision, record.decision)
         click.echo(f"{verdict}: {record.reason}\n  record: {result.record_path}", err=True)
