@@ -33,12 +33,12 @@ from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.evaluation.rows import Row
 from wikitrace.tools.drilldown import as_text
 from wikitrace.tools.memory import Memory
+from wikitrace.transport.llm import LLM, LLMCallError
 
 from .compile import CompileError, QuoteOut, Templates, record_fence
 from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
 from .importers.runs import SourceRun, Unlabelled, validate
 from .judge import ask_about_run
-from .llm import LLM, LLMCallError
 
 Cause = Literal["A", "B", "C", "D", "E"]
 CAUSES: dict[str, str] = {

@@ -13,8 +13,8 @@ from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.attribute import Attributor, attribute, regression_rows
 from wikitrace.compiler.compile import Templates
-from wikitrace.compiler.llm import CachedLLM, ResponseCache
 from wikitrace.evaluation import read_rows
+from wikitrace.transport.llm import CachedLLM, ResponseCache
 
 from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
 

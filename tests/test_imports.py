@@ -33,7 +33,7 @@ PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"
 
 
 def _ancestors(name: str) -> list[str]:
-    """The packages importing `name` runs first: wikitrace.compiler for wikitrace.compiler.llm."""
+    """The packages importing `name` runs first: wikitrace.compiler for wikitrace.compiler.build."""
     parts = name.split(".")
     return [".".join(parts[:end]) for end in range(2, len(parts))]
 
@@ -135,7 +135,7 @@ def test_the_analysis_sees_function_level_and_relative_imports() -> None:
         "wikitrace.compiler.importers",  # inside the command's function
         "wikitrace.compiler",  # the package importing that submodule runs first
     }
-    assert "wikitrace.compiler.call_worker" in GRAPH["wikitrace.compiler.build"]
+    assert "wikitrace.transport.call_worker" in GRAPH["wikitrace.compiler.build"]
     demo = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(demo) == [["a", "b", "c"]]
 
@@ -193,8 +193,9 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
     loaded = _loaded(_cli("convert", str(runs)), tmp_path)
     assert "wikitrace.compiler.importers.tau" in loaded  # it did read logs
     assert [name for name in HEAVY if name in loaded] == []
-    unused = ("build", "compile", "llm", "call_worker", "produce", "mine", "offline", "judge")
+    unused = ("build", "compile", "produce", "mine", "offline", "judge")
     assert [m for m in unused if f"wikitrace.compiler.{m}" in loaded] == []
+    assert [name for name in loaded if name.startswith("wikitrace.transport")] == []
     assert "wikitrace.prompts" not in loaded and "wikitrace.versions.finish" not in loaded
 
 
