@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from wikitrace import prompts
 from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.turns import as_text
 from wikitrace.evaluation.rows import Row
-from wikitrace.tools.drilldown import as_text
 from wikitrace.tools.memory import Memory
 from wikitrace.transport.llm import LLM, LLMCallError
 

@@ -42,7 +42,7 @@ from wikitrace.corpus_schema import Claim, Evidence, Layout, RunRecord, Turn
 from wikitrace.corpus_schema.records import InsightHeader, MinedFinding, Outcome
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import spill_file
-from wikitrace.tools.drilldown import as_text
+from wikitrace.corpus_schema.turns import as_text
 
 from .evidence import QuoteChecker
 from .signals import failures
