@@ -126,7 +126,7 @@ def attribute_command(
       wikitrace attribute corpus results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import CAUSES, Attributor, attribute
+    from wikitrace.evaluation.attribute import CAUSES, Attributor, attribute
     from wikitrace.compiler.compile import Templates
     from wikitrace.evaluation import read_rows
 
@@ -189,7 +189,7 @@ def drilldowns_command(
       wikitrace drilldowns results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import DrillLabeller, label_drilldowns
+    from wikitrace.evaluation.attribute import DrillLabeller, label_drilldowns
     from wikitrace.compiler.compile import Templates
     from wikitrace.evaluation import read_rows
 

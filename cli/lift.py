@@ -108,7 +108,7 @@ def lift_command(
     attribution = None
     if judge and corpus is not None:
         from wikitrace import prompts
-        from wikitrace.compiler.attribute import Attributor, attribute
+        from wikitrace.evaluation.attribute import Attributor, attribute
         from wikitrace.compiler.compile import Templates
 
         from .options import JudgeSettings
@@ -144,7 +144,7 @@ def lift_command(
 def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: str) -> list[Any]:
     """The rows of every results file, run-inspect folder and Harbor job folder; a memory
     episode's row without drill-downs is given those its log shows."""
-    from wikitrace.compiler.attribute import fill_drilldowns
+    from wikitrace.evaluation.attribute import fill_drilldowns
     from wikitrace.evaluation import read_rows
     from wikitrace.integrations.harbor_runs import is_job, read_jobs
 

@@ -611,7 +611,7 @@ class JudgeSettings:
 
     def llm(self) -> Any:
         """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
-        from wikitrace.compiler.attribute import OUTPUT_TOKENS
+        from wikitrace.evaluation.attribute import OUTPUT_TOKENS
         from wikitrace.transport.clients import connect
         from wikitrace.transport.llm import LLMSettings, default_cache_dir
 

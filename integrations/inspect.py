@@ -250,7 +250,7 @@ def first_message(
 def count_drilldowns(state: TaskState, record: dict[str, Any]) -> int:
     """The agent's tool calls that read the memory: a memory tool, or a command naming the
     mount (as `wikitrace drilldowns` finds them in a log)."""
-    from wikitrace.compiler.attribute import mount_pattern
+    from wikitrace.evaluation.attribute import mount_pattern
 
     names = mount_pattern(record["mount"]) if record.get("mount") else None
     count = 0
