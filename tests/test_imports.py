@@ -161,6 +161,33 @@ def test_no_package_imports_itself_through_others() -> None:
     assert not cycles, [[why[(a, b)] for a in c for b in c if (a, b) in why] for c in cycles]
 
 
+def test_the_model_transport_imports_only_the_format() -> None:
+    # Sending a request and reading the reply knows nothing of compiling or of reading a corpus.
+    outside = [
+        f"{name}:{line} -> {target}"
+        for name, targets in GRAPH.items()
+        if _package(name) == "wikitrace.transport"
+        for target, line in targets.items()
+        if _package(target) not in ("wikitrace.transport", "wikitrace.corpus_schema")
+    ]
+    assert outside == []
+
+
+def test_the_drill_down_tool_needs_only_the_turn_formatter() -> None:
+    # A corpus carries drilldown.py with turns.py written in (versions/finish.py): nothing else
+    # of ours can come along, and no layer below the tools borrows from the tool.
+    tool, formatter = "wikitrace.tools.drilldown", "wikitrace.corpus_schema.turns"
+    assert GRAPH[tool].keys() == {"wikitrace.corpus_schema", formatter}
+    assert GRAPH[formatter].keys() <= {"wikitrace.corpus_schema"}
+    borrowers = {name for name, targets in GRAPH.items() if tool in targets}
+    assert "wikitrace.cli.drill" in borrowers  # inside its commands' functions
+    assert {_package(name) for name in borrowers} <= {
+        "wikitrace.cli",
+        "wikitrace.integrations",
+        "wikitrace.tools",
+    }
+
+
 def _loaded(code: str, tmp_path: Path) -> list[str]:
     """The modules a fresh interpreter holds after running `code` (whose output is dropped)."""
     listing = tmp_path / "modules.txt"
