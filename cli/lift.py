@@ -108,8 +108,8 @@ def lift_command(
     attribution = None
     if judge and corpus is not None:
         from wikitrace import prompts
-        from wikitrace.evaluation.attribute import Attributor, attribute
         from wikitrace.compiler.compile import Templates
+        from wikitrace.evaluation.attribute import Attributor, attribute
 
         from .options import JudgeSettings
 
@@ -144,8 +144,8 @@ def lift_command(
 def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: str) -> list[Any]:
     """The rows of every results file, run-inspect folder and Harbor job folder; a memory
     episode's row without drill-downs is given those its log shows."""
-    from wikitrace.evaluation.attribute import fill_drilldowns
     from wikitrace.evaluation import read_rows
+    from wikitrace.evaluation.attribute import fill_drilldowns
     from wikitrace.integrations.harbor_runs import is_job, read_jobs
 
     jobs = [path for path in results if not (path / "results.jsonl").is_file() and is_job(path)]

@@ -11,9 +11,9 @@ import pytest
 
 from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.evaluation.attribute import Attributor, attribute, regression_rows
 from wikitrace.compiler.compile import Templates
 from wikitrace.evaluation import read_rows
+from wikitrace.evaluation.attribute import Attributor, attribute, regression_rows
 from wikitrace.transport.llm import CachedLLM, ResponseCache
 
 from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
@@ -138,8 +138,8 @@ def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub
 
 
 def test_drilldowns_are_found_by_the_mount_and_labelled_on_three_axes(tmp_path: Path) -> None:
-    from wikitrace.evaluation.attribute import DrillLabeller, find_drilldowns, label_drilldowns
     from wikitrace.corpus_schema import RunRecord
+    from wikitrace.evaluation.attribute import DrillLabeller, find_drilldowns, label_drilldowns
 
     turns = [
         {"role": "user", "content": "Fetch the ledger."},
