@@ -273,8 +273,8 @@ def replay(url: str, bodies: list[bytes], concurrency: int, rounds: int) -> dict
     litellm's (`LiteLLMClient`), as the call worker runs them (litellm imported and one call
     made before the clock starts). The least of `rounds` rounds, the three taking turns, so
     that a busy machine weighs on each alike."""
-    from wikitrace.compiler.fast_path import FastClient
-    from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
+    from wikitrace.transport.fast_path import FastClient
+    from wikitrace.transport.llm import LiteLLMClient, LLMSettings
 
     settings = LLMSettings(model="openai/stub", api_base=url)
     clients = {
@@ -340,7 +340,7 @@ def main() -> None:
     parser.add_argument(
         "--no-fast-path",
         action="store_true",
-        help="every build's calls through litellm, not the fast path (compiler/fast_path.py)",
+        help="every build's calls through litellm, not the fast path (transport/fast_path.py)",
     )
     parser.add_argument(
         "--replay-rounds", type=int, default=3, help="rounds of the CPU replay (the least kept)"

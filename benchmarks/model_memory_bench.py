@@ -32,7 +32,7 @@ CHILD = r"""
 import json, random, re, sys, threading, time
 from pathlib import Path
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.llm import LLMReply
+from wikitrace.transport.llm import LLMReply
 
 runs_file, output = sys.argv[1], sys.argv[2]
 insights, vocabulary = int(sys.argv[3]), int(sys.argv[4])

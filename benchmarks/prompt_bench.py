@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tools_bench import median_seconds
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.llm import LLMReply
+from wikitrace.transport.llm import LLMReply
 
 WORDS = [
     "cabinet",

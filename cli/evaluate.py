@@ -114,9 +114,9 @@ def attribute_command(
       wikitrace attribute corpus results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import CAUSES, Attributor, attribute
     from wikitrace.compiler.compile import Templates
     from wikitrace.evaluation import read_rows
+    from wikitrace.evaluation.attribute import CAUSES, Attributor, attribute
     from wikitrace.tools.memory import insights_shown
 
     rows = read_rows(list(results))
@@ -182,9 +182,9 @@ def drilldowns_command(
       wikitrace drilldowns results.jsonl --model openai/gpt-4o-mini --json
     """
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import DrillLabeller, label_drilldowns
     from wikitrace.compiler.compile import Templates
     from wikitrace.evaluation import read_rows
+    from wikitrace.evaluation.attribute import DrillLabeller, label_drilldowns
 
     rows = read_rows(list(results))
     labeller = DrillLabeller(

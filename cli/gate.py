@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 
 def _model_for(corpus: Path, api_base: str | None) -> Any:
     """The corpus's own model, for the one call that narrows a precondition (None offline)."""
-    from wikitrace.compiler.clients import connect
-    from wikitrace.compiler.llm import LLMSettings
     from wikitrace.compiler.offline import OFFLINE_MODEL
     from wikitrace.corpus_schema import manifest
+    from wikitrace.transport.clients import connect
+    from wikitrace.transport.llm import LLMSettings
 
     built = manifest.load(corpus)
     if built.model == OFFLINE_MODEL:

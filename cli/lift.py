@@ -130,7 +130,7 @@ def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSe
     if not attribution.judge or attribution.corpus is None:
         return None
     from wikitrace import prompts
-    from wikitrace.compiler.attribute import Attributor, attribute
+    from wikitrace.evaluation.attribute import Attributor, attribute
     from wikitrace.compiler.compile import Templates
     from wikitrace.tools.memory import insights_shown
 
@@ -171,8 +171,8 @@ def _print_lift(report: Any, *, as_json: bool, plot: Path | None) -> None:
 def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: str) -> list[Any]:
     """The rows of every results file, run-inspect folder and Harbor job folder; a memory
     episode's row without drill-downs is given those its log shows."""
-    from wikitrace.compiler.attribute import fill_drilldowns
     from wikitrace.evaluation import read_rows
+    from wikitrace.evaluation.attribute import fill_drilldowns
     from wikitrace.integrations.harbor_runs import is_job, read_jobs
 
     jobs = [path for path in results if not (path / "results.jsonl").is_file() and is_job(path)]

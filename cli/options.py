@@ -181,9 +181,9 @@ class JudgeSettings:
 
     def llm(self) -> Any:
         """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
-        from wikitrace.compiler.attribute import OUTPUT_TOKENS
-        from wikitrace.compiler.clients import connect
-        from wikitrace.compiler.llm import LLMSettings, default_cache_dir
+        from wikitrace.evaluation.attribute import OUTPUT_TOKENS
+        from wikitrace.transport.clients import connect
+        from wikitrace.transport.llm import LLMSettings, default_cache_dir
 
         settings = LLMSettings(
             model=self.model, api_base=self.api_base, max_output_tokens=OUTPUT_TOKENS

@@ -2,7 +2,7 @@
 
 The names below are this package's public face. Each is loaded from its module when first
 used, so that a command needing one part (`wikitrace convert` reads logs with `importers`)
-does not load the rest: the build stages, the prompt templates, the model client.
+does not load the rest: the build stages, the prompt templates.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from wikitrace.corpus_schema.lazy import exports
 if TYPE_CHECKING:
     from .build import add_runs, add_version, build_corpus
     from .compile import CompileError, CompileLimits
-    from .llm import LLM, LLMCallError, LLMReply, LLMSettings
     from .offline import OFFLINE_MODEL
     from .report import BuildOptions, BuildReport
 
@@ -24,25 +23,17 @@ _HOMES = {
     "build_corpus": "build",
     "CompileError": "compile",
     "CompileLimits": "compile",
-    "LLM": "llm",
-    "LLMCallError": "llm",
-    "LLMReply": "llm",
-    "LLMSettings": "llm",
     "OFFLINE_MODEL": "offline",
     "BuildOptions": "report",
     "BuildReport": "report",
 }
 
 __all__ = [
-    "LLM",
     "OFFLINE_MODEL",
     "BuildOptions",
     "BuildReport",
     "CompileError",
     "CompileLimits",
-    "LLMCallError",
-    "LLMReply",
-    "LLMSettings",
     "add_runs",
     "add_version",
     "build_corpus",

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ValidationError
 
 from wikitrace import prompts
 from wikitrace.corpus_schema.errors import first_problem
+from wikitrace.transport.llm import LLM
 
 from .compile import CompileError, data_fence, reply_json
-from .llm import LLM
 
 Answer = TypeVar("Answer", bound=BaseModel)
 

@@ -20,6 +20,17 @@ from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.store import CorpusWriter, build_lock, check_output
+from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
+from wikitrace.transport.call_worker import start_spares, worker_client
+from wikitrace.transport.clients import connect
+from wikitrace.transport.llm import (
+    LLM,
+    CachedLLM,
+    LLMSettings,
+    ResponseCache,
+    close,
+    default_cache_dir,
+)
 from wikitrace.versions import (
     FrozenVersion,
     Store,
@@ -34,15 +45,11 @@ from wikitrace.versions import (
     staging,
 )
 
-from .batch import BatchLLM, BatchSettings, Say, batch_model
-from .call_worker import start_spares, worker_client
-from .clients import connect
 from .compile import CompileLimits, Templates
 from .importers import InputPlan, plan_inputs
 from .importers.runs import Unlabelled, refuse_bad_records, tally
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import write_layers
-from .llm import LLM, CachedLLM, LLMSettings, ResponseCache, close, default_cache_dir
 from .mine import Miner, patterns_of_written, read_patterns
 from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
@@ -124,6 +131,14 @@ def _make_llm(
         workers = None if in_process else worker_client(settings, options.call_workers)
         return connect(settings, cache, client=workers)
     return CachedLLM(llm, ResponseCache(cache)) if cache else llm
+
+
+def _start_call_workers(options: BuildOptions, llm: LLM | None) -> None:
+    """Start the call workers the build's model will use (`start_spares`): none for a model
+    given (a test's fake), an offline build or a batch build, which makes no call at once."""
+    if llm is None and not options.offline and not options.batch:
+        settings = LLMSettings(options.model, options.api_base, fast_path=options.fast_path)
+        start_spares(settings, options.call_workers)
 
 
 def _make_judge(options: BuildOptions, judge_llm: LLM | None) -> Judge | None:
@@ -423,14 +438,14 @@ def _make_version(
 ) -> bool:
     """Check the inputs, then write a frozen version in `staging_dir` (and what the `store`
     keeps beside it: see `finish_version`); False when nothing is new. With --batch, the
-    version is built in rounds (compiler/batch.py): a round whose calls the cache cannot all
+    version is built in rounds (transport/batch.py): a round whose calls the cache cannot all
     answer is abandoned, its requests batched, and the build begun again once the batches are
     answered."""
     started = time.monotonic()
     watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
     plan.labeller = judge
-    start_spares(options, llm)  # the call workers start while the inputs are read
+    _start_call_workers(options, llm)  # while the inputs are read
     total = _check_inputs(options, plan, report)
     if judge is not None:  # its calls were all made in this first pass
         report.judged = judge.judged

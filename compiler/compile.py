@@ -25,10 +25,10 @@ from wikitrace.corpus_schema import (
     is_judged,
 )
 from wikitrace.corpus_schema.records import Hypothesis
+from wikitrace.transport.llm import LLM, LLMReply, Message
 
 from .evidence import QuoteChecker, longest_field
 from .injection import Addressed, addressing_model
-from .llm import LLM, LLMReply, Message
 from .view import MIN_FIELD_CAP, Budget, Entry, View, fit_view
 
 MAX_CLAIMS = 6

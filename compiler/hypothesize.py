@@ -15,6 +15,7 @@ from wikitrace import prompts
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.records import CompilationHeader, Hypothesis
 from wikitrace.corpus_schema.store import build_lock
+from wikitrace.transport.llm import LLM
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,
@@ -24,7 +25,6 @@ from wikitrace.versions import (
 )
 
 from .ask import Asker
-from .llm import LLM
 
 
 @dataclass

@@ -36,6 +36,7 @@ from wikitrace import prompts
 from wikitrace.corpus_schema import JUDGED, RunRecord
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.render import shortened
+from wikitrace.transport.llm import LLM, LLMCallError
 
 from .compile import (
     REPAIR_CHARS,
@@ -49,7 +50,6 @@ from .compile import (
 from .evidence import QuoteChecker
 from .importers.runs import SourceRun, Unlabelled, validate
 from .injection import Addressed, addressing_model
-from .llm import LLM, LLMCallError
 from .redact import Redactor
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import Turn
-from wikitrace.tools.drilldown import as_text
+from wikitrace.corpus_schema.turns import as_text
 
 from .signals import failures
 

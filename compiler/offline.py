@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn, is_judged
-from wikitrace.tools.drilldown import as_text
+from wikitrace.corpus_schema.turns import as_text
 
 from .evidence import QuoteChecker
 from .signals import QUOTE_LIMIT, excerpt, failures

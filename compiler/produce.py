@@ -16,10 +16,10 @@ from wikitrace.corpus_schema.catalog_build import WrittenInsights
 from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
+from wikitrace.transport.batch import Deferred
+from wikitrace.transport.llm import LLM, LLMCallError
 
-from .batch import Deferred
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
-from .llm import LLM, LLMCallError
 from .offline import compile_offline
 from .report import BuildReport
 

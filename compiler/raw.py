@@ -13,7 +13,7 @@ from wikitrace.corpus_schema import InputError, Layout, RunRecord, render
 from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
-from wikitrace.tools import drilldown
+from wikitrace.corpus_schema.turns import summarize
 from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 
 from .importers import InputPlan
@@ -210,7 +210,7 @@ def raw_files(
         turns_file=layout.raw_turns_rel(step),
         metadata=record.metadata,
     )
-    summaries = [drilldown.summarize(turn) for turn in data["turns"]]
+    summaries = [summarize(turn) for turn in data["turns"]]
     return [
         (layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)),
         (layout.raw_turns_rel(step), log_bytes),

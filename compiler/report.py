@@ -50,16 +50,16 @@ class BuildOptions:
     mine: bool = True
     """Mine lessons from contrasts between runs (compiler/mine.py), with or without a model."""
     batch: bool = False
-    """Send the compile calls through the provider's batch API (compiler/batch.py)."""
+    """Send the compile calls through the provider's batch API (transport/batch.py)."""
     batch_poll_seconds: float = 60.0
     """How often a batch build asks whether its batches are done."""
     call_workers: int = 1
-    """Worker processes that make the compile calls (compiler/call_worker.py), so that
+    """Worker processes that make the compile calls (transport/call_worker.py), so that
     litellm's work on each runs on other cores than the build's own; 0: in the build's
     process."""
     fast_path: bool = True
     """Call a plain OpenAI-compatible endpoint (`openai/NAME` at --api-base) with one shared
-    HTTP client instead of litellm (compiler/fast_path.py); False: litellm for every call."""
+    HTTP client instead of litellm (transport/fast_path.py); False: litellm for every call."""
     workers: int | None = None
     """Processes that read, redact, compile and render the runs of an offline build
     (compiler/pool.py); None: one for each core available, for a build of 1,000 runs or

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wikitrace.corpus_schema import Turn
-from wikitrace.tools.drilldown import as_text
+from wikitrace.corpus_schema.turns import as_text
 
 QUOTE_LIMIT = 240
 """The longest quote of a failure (the line that shows it)."""

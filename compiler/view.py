@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wikitrace.corpus_schema import RunRecord, Turn
-from wikitrace.tools.drilldown import ACTING_ROLES, PREVIEW, as_text, format_turn, summarize
+from wikitrace.corpus_schema.turns import ACTING_ROLES, PREVIEW, as_text, format_turn, summarize
 
 from .evidence import turn_fields
 from .signals import failures

@@ -47,7 +47,6 @@ import orjson
 from pydantic import BaseModel, Field
 
 from wikitrace.compiler.ask import Asker
-from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import CorpusError, InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import PROBES_DIR, now
@@ -61,6 +60,7 @@ from wikitrace.corpus_schema.ledger import (
 from wikitrace.corpus_schema.records import READ_ONLY, InsightHeader
 from wikitrace.corpus_schema.store import build_lock, remove_tree
 from wikitrace.search import consolidate
+from wikitrace.transport.llm import LLM
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,

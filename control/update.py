@@ -38,7 +38,6 @@ import numpy as np
 
 from wikitrace.compiler import BuildOptions, BuildReport, add_version
 from wikitrace.compiler.importers import InputPlan
-from wikitrace.compiler.llm import LLM
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import PROBES_DIR, HistoryEntry, now
@@ -52,6 +51,7 @@ from wikitrace.corpus_schema.ledger import (
     load_model,
 )
 from wikitrace.corpus_schema.store import build_lock, remove_tree
+from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 
 from .embed import Embedder, Encoded, HashingEmbedder, cosine, memory_texts, update_direction

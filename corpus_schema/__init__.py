@@ -7,10 +7,11 @@ path) does not load the typed records (pydantic) or the rendering.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .lazy import exports
 
+# typing costs more to import than the drill-down tools (tools/drilldown.py imports this
+# package's turns.py): mypy only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .errors import CorpusError, InputError, WikitraceError
     from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step

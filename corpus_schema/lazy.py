@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs more to import than the drill-down tools: mypy only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def exports(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
@@ -15,6 +17,8 @@ def exports(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
     namespace = sys.modules[package].__dict__
 
     def load(name: str) -> Any:
+        import importlib  # here: importing a package need not load it (the drill-down tools)
+
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -298,11 +298,14 @@ def _gains_over_rerun(
         result.gain_over_rerun = Interval(value, float(low), float(high))
 
 
-def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
-    """All metrics for every method of every suite, and their average over suites."""
-    report = EvalReport(results=[], options=options)
-    warn = report.warnings.append
-    trials: dict[tuple[str, str, str], dict[int, tuple[bool, float | None]]] = defaultdict(dict)
+Trials = dict[tuple[str, str, str], dict[int, tuple[bool, float | None]]]
+"""(suite, method, task) -> trial -> (succeeded, score)."""
+Warn = Callable[[str], None]
+
+
+def _trials(rows: Sequence[Row], options: EvalOptions, warn: Warn) -> Trials:
+    """Each row's outcome by suite, method, task and trial; of a trial given twice, the first."""
+    trials: Trials = defaultdict(dict)
     where: dict[tuple[str, str, str, int], str] = {}
     for item in rows:
         row = item.row
@@ -317,6 +320,80 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
         where[(*key, row.trial)] = item.where
         success = row.succeeded(options.success_threshold)
         trials[key][row.trial] = (success, row.score)
+    return trials
+
+
+def _baseline(trials: Trials, suite: str, options: EvalOptions, warn: Warn) -> dict[str, bool]:
+    """B per task of `suite`: whether most of the baseline's trials succeeded (a tie leaves the
+    task out)."""
+    baseline: dict[str, bool] = {}
+    for (s, method, task), by_trial in trials.items():
+        if s != suite or method != options.baseline:
+            continue
+        wins = sum(success for success, _ in by_trial.values())
+        if wins * 2 == len(by_trial):
+            warn(
+                f"{suite}: task {task}: the baseline's trials tie ({wins} of "
+                f"{len(by_trial)}); the task is left out"
+            )
+            continue
+        baseline[task] = wins * 2 > len(by_trial)
+    return baseline
+
+
+def _tasks(
+    trials: Trials,
+    suite: str,
+    method: str,
+    baseline: dict[str, bool],
+    options: EvalOptions,
+    warn: Warn,
+) -> _Tasks | None:
+    """`method`'s trials in `suite` on the tasks B is known for; None when there are none."""
+    tasks = sorted(t for (s, m, t) in trials if s == suite and m == method)
+    missing = [t for t in tasks if t not in baseline]
+    for task in missing:
+        warn(f"{suite}: {method}: task {task} has no {options.baseline} baseline; left out")
+    kept = [t for t in tasks if t in baseline]
+    if not kept:
+        return None
+    outcomes = [list(trials[(suite, method, t)].values()) for t in kept]
+    scored = all(score is not None for trial in outcomes for _, score in trial)
+    return _Tasks(
+        successes=np.array([sum(s for s, _ in o) for o in outcomes], dtype=float),
+        trials=np.array([len(o) for o in outcomes], dtype=float),
+        scores=np.array([sum(sc or 0.0 for _, sc in o) for o in outcomes]) if scored else None,
+        baseline_success=np.array([baseline[t] for t in kept], dtype=bool),
+    )
+
+
+def _averages(
+    report: EvalReport,
+    details: dict[str, list[tuple[MethodResult, dict[str, Any]]]],
+    methods: list[str],
+    suites: int,
+    warn: Warn,
+) -> None:
+    """Each method's average over suites, for a method measured in every one of them."""
+    options = report.options
+    for method in methods:
+        per_suite = details.get(method, [])
+        if len(per_suite) == suites and suites > 1:
+            average = _average(
+                method, [d for _, d in per_suite], [r for r, _ in per_suite], options
+            )
+            if method == options.baseline:
+                _success_only(average)
+            report.results.append(average)
+        elif per_suite and suites > 1:
+            warn(f"{method} is missing from some suites: no average over suites for it")
+
+
+def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
+    """All metrics for every method of every suite, and their average over suites."""
+    report = EvalReport(results=[], options=options)
+    warn = report.warnings.append
+    trials = _trials(rows, options, warn)
     suites = sorted({suite for suite, _, _ in trials})
     # The baseline is listed for its success rate; its Gain and Regression, against the
     # majority of its own trials, would only measure that majority's bias.
@@ -328,52 +405,17 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
         )
     details: dict[str, list[tuple[MethodResult, dict[str, Any]]]] = defaultdict(list)
     for suite in suites:
-        baseline: dict[str, bool] = {}
-        for (s, method, task), by_trial in trials.items():
-            if s != suite or method != options.baseline:
-                continue
-            wins = sum(success for success, _ in by_trial.values())
-            if wins * 2 == len(by_trial):
-                warn(
-                    f"{suite}: task {task}: the baseline's trials tie ({wins} of "
-                    f"{len(by_trial)}); the task is left out"
-                )
-                continue
-            baseline[task] = wins * 2 > len(by_trial)
+        baseline = _baseline(trials, suite, options, warn)
         for method in methods:
-            tasks = sorted(t for (s, m, t) in trials if s == suite and m == method)
-            missing = [t for t in tasks if t not in baseline]
-            for task in missing:
-                warn(f"{suite}: {method}: task {task} has no {options.baseline} baseline; left out")
-            kept = [t for t in tasks if t in baseline]
-            if not kept:
+            data = _tasks(trials, suite, method, baseline, options, warn)
+            if data is None:
                 continue
-            outcomes = [list(trials[(suite, method, t)].values()) for t in kept]
-            scored = all(score is not None for trial in outcomes for _, score in trial)
-            data = _Tasks(
-                successes=np.array([sum(s for s, _ in o) for o in outcomes], dtype=float),
-                trials=np.array([len(o) for o in outcomes], dtype=float),
-                scores=np.array([sum(sc or 0.0 for _, sc in o) for o in outcomes])
-                if scored
-                else None,
-                baseline_success=np.array([baseline[t] for t in kept], dtype=bool),
-            )
             result, detail = _measure(suite, method, data, options)
             if method == options.baseline:
                 _success_only(result)
             report.results.append(result)
             details[method].append((result, detail))
-    for method in methods:
-        per_suite = details.get(method, [])
-        if len(per_suite) == len(suites) and len(suites) > 1:
-            average = _average(
-                method, [d for _, d in per_suite], [r for r, _ in per_suite], options
-            )
-            if method == options.baseline:
-                _success_only(average)
-            report.results.append(average)
-        elif per_suite and len(suites) > 1:
-            warn(f"{method} is missing from some suites: no average over suites for it")
+    _averages(report, details, methods, len(suites), warn)
     bands = {(r.suite, r.method): r for r in report.results if r.method == options.rerun}
     for result in report.results:
         if result.method not in (options.rerun, options.baseline):

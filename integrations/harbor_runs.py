@@ -172,7 +172,7 @@ def citation_report(trajectory: Path) -> dict[str, list[str]] | None:
 
 def drilldowns(trajectory: Path, mount: str) -> int:
     """The turns of the trial whose actions read the corpus at `mount`."""
-    from wikitrace.compiler.attribute import find_drilldowns, read_episode
+    from wikitrace.evaluation.attribute import find_drilldowns, read_episode
 
     return len(find_drilldowns(read_episode(trajectory), mount))
 
@@ -189,7 +189,7 @@ def read_jobs(
     jobs: list[Path], baseline: str = "no-memory", rerun: str = "no-memory-rerun"
 ) -> HarborRows:
     """One row per trial with a reward, of every job in `jobs` (see the module's docstring)."""
-    from wikitrace.compiler.attribute import DEFAULT_MOUNT
+    from wikitrace.evaluation.attribute import DEFAULT_MOUNT
 
     trials: list[_Trial] = []
     for number, job in enumerate(jobs):

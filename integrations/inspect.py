@@ -34,7 +34,7 @@ from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParams
 from inspect_ai.util import sandbox
 
 from wikitrace.corpus_schema import InputError, WikitraceError
-from wikitrace.tools import drilldown
+from wikitrace.corpus_schema.turns import as_text
 from wikitrace.tools.mcp_server import build_server
 
 from .views import loaded, view_for
@@ -250,7 +250,7 @@ def first_message(
 def count_drilldowns(state: TaskState, record: dict[str, Any]) -> int:
     """The agent's tool calls that read the memory: a memory tool, or a command naming the
     mount (as `wikitrace drilldowns` finds them in a log)."""
-    from wikitrace.compiler.attribute import mount_pattern
+    from wikitrace.evaluation.attribute import mount_pattern
 
     names = mount_pattern(record["mount"]) if record.get("mount") else None
     count = 0
@@ -259,7 +259,7 @@ def count_drilldowns(state: TaskState, record: dict[str, Any]) -> int:
             continue
         for call in message.tool_calls or []:
             tool = record.get("access") == "tools" and call.function in MEMORY_TOOLS
-            command = names is not None and names.search(drilldown.as_text(call.arguments))
+            command = names is not None and names.search(as_text(call.arguments))
             count += bool(tool or command)
     return count
 

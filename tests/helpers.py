@@ -16,7 +16,7 @@ import frontmatter
 from click.testing import CliRunner
 
 from wikitrace.cli.main import main
-from wikitrace.compiler.llm import LLMReply, Message
+from wikitrace.transport.llm import LLMReply, Message
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,10 +11,10 @@ import pytest
 
 from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.attribute import Attributor, attribute, regression_rows
 from wikitrace.compiler.compile import Templates
-from wikitrace.compiler.llm import CachedLLM, ResponseCache
 from wikitrace.evaluation import read_rows
+from wikitrace.evaluation.attribute import Attributor, attribute, regression_rows
+from wikitrace.transport.llm import CachedLLM, ResponseCache
 from wikitrace.tools.memory import insights_shown
 
 from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
@@ -140,8 +140,8 @@ def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub
 
 
 def test_drilldowns_are_found_by_the_mount_and_labelled_on_three_axes(tmp_path: Path) -> None:
-    from wikitrace.compiler.attribute import DrillLabeller, find_drilldowns, label_drilldowns
     from wikitrace.corpus_schema import RunRecord
+    from wikitrace.evaluation.attribute import DrillLabeller, find_drilldowns, label_drilldowns
 
     turns = [
         {"role": "user", "content": "Fetch the ledger."},
@@ -231,7 +231,7 @@ def test_memory_text_cannot_close_the_episode_s_data(
 
 
 def test_cohen_kappa_against_hand_worked_values() -> None:
-    from wikitrace.compiler.attribute import cohen_kappa
+    from wikitrace.evaluation.attribute import cohen_kappa
 
     # Observed 3 of 4 alike; chance 0.5 x 0.25 + 0.5 x 0.75 = 0.5: kappa (0.75 - 0.5) / 0.5.
     assert cohen_kappa(list("AABB"), list("ABBB")) == pytest.approx(0.5)

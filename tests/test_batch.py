@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler.batch import BatchLLM, BatchSettings, Deferred
-from wikitrace.compiler.llm import CachedLLM, ResponseCache
 from wikitrace.corpus_schema import verify
+from wikitrace.transport.batch import BatchLLM, BatchSettings, Deferred
+from wikitrace.transport.llm import CachedLLM, ResponseCache
 
 from batch_stub import BatchStub, default_answer, serving
 from helpers import FakeLLM, good_answer, make_run, run, write_runs

@@ -1,4 +1,4 @@
-"""Integration: the compile calls made by a worker process (compiler/call_worker.py), through
+"""Integration: the compile calls made by a worker process (transport/call_worker.py), through
 litellm's real code path against the local OpenAI-compatible stub."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import LLMCallError
-from wikitrace.compiler.call_worker import WorkerLLM, WorkerPool
-from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
+from wikitrace.transport.call_worker import WorkerLLM, WorkerPool
+from wikitrace.transport.llm import LiteLLMClient, LLMCallError, LLMSettings
 
 from helpers import Stub, build_with_stub
 

@@ -11,9 +11,9 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, BuildReport, CompileLimits, build_corpus
 from wikitrace.compiler.compile import CompileError, Templates, render_prompt
-from wikitrace.compiler.llm import Message
 from wikitrace.corpus_schema import CorpusError, RunRecord, read, verify
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.transport.llm import Message
 from wikitrace.versions import Store
 
 from helpers import (
@@ -442,7 +442,7 @@ def test_a_cache_entry_of_the_wrong_shape_is_asked_again(runs_file: Path, tmp_pa
 def test_replies_that_cannot_be_cached_are_used_and_counted(
     runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    from wikitrace.compiler.llm import ResponseCache
+    from wikitrace.transport.llm import ResponseCache
 
     def disk_full(self: ResponseCache, key: str, reply: object) -> None:
         raise OSError(28, "No space left on device")

@@ -368,7 +368,7 @@ def test_a_model_server_that_dies_never_makes_an_empty_corpus_current(tmp_path: 
     """The server answers the first call, then refuses every one (it died): a build made of
     failures writes nothing, and an add of them is kept as a candidate, not deployed."""
     from wikitrace.compiler.build import BuildFailed
-    from wikitrace.compiler.llm import LLMCallError
+    from wikitrace.transport.llm import LLMCallError
 
     from helpers import FakeLLM, good_answer
 

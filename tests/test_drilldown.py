@@ -115,6 +115,18 @@ def test_the_corpus_comes_from_option_env_or_the_tools_location(
     assert tool(corpus, "actions", "1")[0] == 0  # from where it sits
 
 
+def test_the_corpus_tools_run_on_the_standard_library_alone(corpus: Path) -> None:
+    # A sandbox has a Python, not wikitrace: -S leaves out site-packages, and wikitrace with it.
+    for args in (["actions", "1"], ["turn", "2", "3"]):
+        alone = subprocess.run(
+            [sys.executable, "-S", str(corpus / "tools" / args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+        )
+        assert (alone.returncode, alone.stderr) == (0, "")
+        assert alone.stdout == tool(corpus, *args)[1] != ""
+
+
 def test_the_cli_runs_the_same_tools(corpus: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["actions", str(corpus), "1"])

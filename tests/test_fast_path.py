@@ -1,4 +1,4 @@
-"""The fast path (compiler/fast_path.py): a plain OpenAI-compatible endpoint called with one
+"""The fast path (transport/fast_path.py): a plain OpenAI-compatible endpoint called with one
 shared HTTP client instead of litellm, sending, reading, retrying and failing as litellm's
 calls do; checked against litellm's real code path through local stub servers."""
 
@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import LLMCallError
-from wikitrace.compiler.clients import make_client
-from wikitrace.compiler.fast_path import FastClient, may_be_priced, takes_fast_path
-from wikitrace.compiler.llm import LiteLLMClient, LLMSettings
+from wikitrace.transport.clients import make_client
+from wikitrace.transport.fast_path import FastClient, may_be_priced, takes_fast_path
+from wikitrace.transport.llm import LiteLLMClient, LLMCallError, LLMSettings
 
 from helpers import Stub, build_with_stub, chat_completion
 
@@ -55,7 +54,7 @@ def test_litellm_prices_no_name_the_fast_path_would_leave_unpriced() -> None:
     reply: else a reply cached by the fast path would lack the cost litellm's call recorded.
     A sample of the price list's names (every 7th), as written, without their provider and
     with a date appended."""
-    from wikitrace.compiler.llm import _import_litellm
+    from wikitrace.transport.llm import _import_litellm
 
     litellm = _import_litellm()
     names = sorted(litellm.model_cost)[::7]

@@ -33,7 +33,7 @@ PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"
 
 
 def _ancestors(name: str) -> list[str]:
-    """The packages importing `name` runs first: wikitrace.compiler for wikitrace.compiler.llm."""
+    """The packages importing `name` runs first: wikitrace.compiler for wikitrace.compiler.build."""
     parts = name.split(".")
     return [".".join(parts[:end]) for end in range(2, len(parts))]
 
@@ -135,7 +135,7 @@ def test_the_analysis_sees_function_level_and_relative_imports() -> None:
         "wikitrace.compiler.importers",  # inside the command's function
         "wikitrace.compiler",  # the package importing that submodule runs first
     }
-    assert "wikitrace.compiler.call_worker" in GRAPH["wikitrace.compiler.build"]
+    assert "wikitrace.transport.call_worker" in GRAPH["wikitrace.compiler.build"]
     demo = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(demo) == [["a", "b", "c"]]
 
@@ -207,6 +207,33 @@ def test_search_imports_only_corpus_schema() -> None:
     assert imported <= {"wikitrace.search", "wikitrace.corpus_schema"}, imported
 
 
+def test_the_model_transport_imports_only_the_format() -> None:
+    # Sending a request and reading the reply knows nothing of compiling or of reading a corpus.
+    outside = [
+        f"{name}:{line} -> {target}"
+        for name, targets in GRAPH.items()
+        if _package(name) == "wikitrace.transport"
+        for target, line in targets.items()
+        if _package(target) not in ("wikitrace.transport", "wikitrace.corpus_schema")
+    ]
+    assert outside == []
+
+
+def test_the_drill_down_tool_needs_only_the_turn_formatter() -> None:
+    # A corpus carries drilldown.py with turns.py written in (versions/finish.py): nothing else
+    # of ours can come along, and no layer below the tools borrows from the tool.
+    tool, formatter = "wikitrace.tools.drilldown", "wikitrace.corpus_schema.turns"
+    assert GRAPH[tool].keys() == {"wikitrace.corpus_schema", formatter}
+    assert GRAPH[formatter].keys() <= {"wikitrace.corpus_schema"}
+    borrowers = {name for name, targets in GRAPH.items() if tool in targets}
+    assert "wikitrace.cli.drill" in borrowers  # inside its commands' functions
+    assert {_package(name) for name in borrowers} <= {
+        "wikitrace.cli",
+        "wikitrace.integrations",
+        "wikitrace.tools",
+    }
+
+
 def _loaded(code: str, tmp_path: Path) -> list[str]:
     """The modules a fresh interpreter holds after running `code` (whose output is dropped)."""
     listing = tmp_path / "modules.txt"
@@ -239,8 +266,9 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
     loaded = _loaded(_cli("convert", str(runs)), tmp_path)
     assert "wikitrace.compiler.importers.tau" in loaded  # it did read logs
     assert [name for name in HEAVY if name in loaded] == []
-    unused = ("build", "compile", "llm", "call_worker", "produce", "mine", "offline", "judge")
+    unused = ("build", "compile", "produce", "mine", "offline", "judge")
     assert [m for m in unused if f"wikitrace.compiler.{m}" in loaded] == []
+    assert [name for name in loaded if name.startswith("wikitrace.transport")] == []
     assert "wikitrace.prompts" not in loaded and "wikitrace.versions.finish" not in loaded
 
 

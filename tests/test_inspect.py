@@ -24,9 +24,9 @@ from inspect_ai.tool import ToolDef, ToolError, ToolInfo
 
 from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.attribute import Attributor, attribute
 from wikitrace.compiler.compile import Templates
 from wikitrace.evaluation import EvalOptions, read_rows
+from wikitrace.evaluation.attribute import Attributor, attribute
 from wikitrace.evaluation.lift import lift, markdown
 from wikitrace.integrations.inspect import METADATA_KEY, memory_tools, with_memory
 from wikitrace.integrations.inspect_runs import RESULTS, run_methods

@@ -17,8 +17,8 @@ from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.injection import addressing_model
 from wikitrace.compiler.judge import Verdict
-from wikitrace.compiler.llm import Message
 from wikitrace.corpus_schema import RunRecord, verify
+from wikitrace.transport.llm import Message
 
 from helpers import FakeLLM, judge_answer, make_run, turns_in_prompt, write_runs
 

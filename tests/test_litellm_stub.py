@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, CompileLimits, LLMCallError, build_corpus
+from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.corpus_schema import verify
+from wikitrace.transport.llm import LLMCallError
 
 from helpers import Stub, build_with_stub
 

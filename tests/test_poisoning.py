@@ -15,13 +15,13 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, BuildReport, build_corpus
 from wikitrace.compiler.evidence import quote_source, render_turn, turn_spans
-from wikitrace.compiler.llm import Message
 from wikitrace.control.gate import GateOptions, GateReport, gate_insights
 from wikitrace.control.pool import PoolTask
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import RunRecord, Turn, verify
 from wikitrace.corpus_schema.records import Claim, Evidence, support_of
 from wikitrace.tools.memory import Memory
+from wikitrace.transport.llm import Message
 
 from helpers import FakeLLM, make_run, write_runs
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.compiler import llm
-from wikitrace.compiler.llm import LLMCallError, check_key, check_reachable
+from wikitrace.transport import llm
+from wikitrace.transport.llm import LLMCallError, check_key, check_reachable
 
 from helpers import make_run, write_runs
 

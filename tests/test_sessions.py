@@ -108,7 +108,7 @@ def test_sub_agent_turns_follow_the_call_that_started_them(project: Path) -> Non
         )
         assert following["content"] == call["arguments"]["prompt"]  # the sub-agent's task
     # `actions` marks them: sub:user, sub:assistant.
-    from wikitrace.tools.drilldown import summarize
+    from wikitrace.corpus_schema.turns import summarize
 
     index, _ = spawns[0]
     assert summarize(turns[index + 1])[0] == "sub:user"

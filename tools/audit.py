@@ -10,6 +10,7 @@ from typing import Any
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
 from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, MinedFinding
+from wikitrace.corpus_schema.turns import raw_pieces
 
 from . import drilldown
 
@@ -21,13 +22,13 @@ the rest."""
 def passage(turn_text: str, quote: str) -> tuple[int, int] | None:
     """Where `quote` is in the turn: verbatim, else with any run of whitespace (and the
     typography a model changes) matched loosely; else, for a quote copied from the turn's
-    one-line form (`Tool({args}) => result`, drilldown.raw_pieces), from its first piece to
+    one-line form (`Tool({args}) => result`, turns.raw_pieces), from its first piece to
     its last, found in order as the raw turn spells them (`Tool: {args}`); None when it is
     not there."""
     found = _loosely(turn_text, quote)
     if found is not None:
         return found
-    pieces = drilldown.raw_pieces(quote)
+    pieces = raw_pieces(quote)
     if pieces is None:
         return None
     start = end = -1

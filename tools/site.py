@@ -28,10 +28,10 @@ from wikitrace.corpus_schema import CorpusError, manifest, read
 from wikitrace.corpus_schema.records import Claim, InsightHeader, RawHeader, is_judged
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
+from wikitrace.corpus_schema.turns import format_turn, summarize
 from wikitrace.search import consolidate
 
 from .audit import counted, passage
-from .drilldown import format_turn, summarize
 
 FILES = Path(__file__).parent / "site_files"
 STATIC = ("style.css", "filter.js")

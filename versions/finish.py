@@ -3,13 +3,16 @@ indexes, manifest), then freezing it."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
+import importlib.util
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from wikitrace.corpus_schema import Layout, render
+from wikitrace.corpus_schema import Layout, render, turns
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
 from wikitrace.corpus_schema.history import VersionInfo, now
@@ -24,7 +27,6 @@ from wikitrace.corpus_schema.spill import write_version_rows
 from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
 from wikitrace.search import consolidate
 from wikitrace.search.rank import search_files
-from wikitrace.tools import drilldown
 
 from .frozen import FrozenVersion
 from .store import Store
@@ -105,6 +107,36 @@ class _WithAlike(Sequence[render.InsightRow]):
             yield self._with(index, row)
 
 
+@functools.cache
+def drilldown_script() -> bytes:
+    """The drill-down tools as a corpus carries them (tools/actions, tools/turn):
+    tools/drilldown.py with the module it imports the turn formatter from
+    (corpus_schema/turns.py, standard library only) written in place of that import, so that
+    they run on the standard library alone in a sandbox without wikitrace. The tool's source
+    is read, not imported: nothing here runs it."""
+    spec = importlib.util.find_spec("wikitrace.tools.drilldown")
+    if spec is None or spec.origin is None:
+        raise AssertionError("wikitrace.tools.drilldown is not installed")
+    tool = Path(spec.origin).read_text(encoding="utf-8")
+    formatter = Path(turns.__file__).read_text(encoding="utf-8")
+    found = [
+        node
+        for node in ast.parse(tool).body
+        if isinstance(node, ast.ImportFrom) and node.module == turns.__name__
+    ]
+    future = [
+        node
+        for node in ast.parse(formatter).body
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__"
+    ]
+    if len(found) != 1 or len(future) != 1:
+        raise AssertionError("tools/drilldown.py imports corpus_schema/turns.py once")
+    lines = tool.splitlines(keepends=True)
+    body = "".join(formatter.splitlines(keepends=True)[future[0].end_lineno or 0 :]).strip()
+    start, end = found[0].lineno - 1, found[0].end_lineno or found[0].lineno
+    return "".join([*lines[:start], body, "\n", *lines[end:]]).encode("utf-8")
+
+
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
@@ -133,7 +165,7 @@ def finish_version(
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
-    tool_source = Path(drilldown.__file__).read_bytes()
+    tool_source = drilldown_script()
     for name in TOOL_NAMES:
         writer.write(layout.tool_rel(name), tool_source, executable=True)
     writer.write(TOOLS_LAYOUT, render.tools_layout(layout))

@@ -5,9 +5,9 @@ checking answers, writing pages).
 
 With many calls in flight the answers arrive together and queue for one event loop; with the
 calls in a worker, the two halves of that work no longer wait for each other. The worker is a
-child process (`python -m wikitrace.compiler.call_worker FD FD`, its ends of the two socket
+child process (`python -m wikitrace.transport.call_worker FD FD`, its ends of the two socket
 pairs below) that runs `clients.make_client`'s client (backoff, errors and all) on its own event
-loop: compiler/fast_path.py's for a plain OpenAI-compatible endpoint (litellm not imported),
+loop: transport/fast_path.py's for a plain OpenAI-compatible endpoint (litellm not imported),
 else `LiteLLMClient`. The two talk over a socket pair in frames of JSON (a 4-byte length,
 then the bytes):
 
@@ -43,16 +43,13 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from .clients import make_client
 from .fast_path import takes_fast_path
 from .llm import Client, LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
-
-if TYPE_CHECKING:
-    from .report import BuildOptions
 
 _LENGTH = struct.Struct(">I")
 
@@ -235,20 +232,17 @@ _spares: list[tuple[subprocess.Popen[bytes], socket.socket, socket.socket]] = []
 """Workers started before their model was made (`start_spares`), for `WorkerLLM.start`."""
 
 
-def start_spares(options: BuildOptions, llm: Any = None) -> None:
-    """Start the call workers a build will use while it reads its inputs, so that the first
-    call does not wait for one to start (Python and our modules: about 0.3 s). Only where a
-    worker is cheap, on the fast path: a litellm worker imports litellm (8 s, 225 MB), which a
-    rebuild answered by the cache must not pay, so it starts on the first call. A spare not
-    taken ends with the build's model (`WorkerLLM.close`), or with this process."""
-    if llm is not None or options.offline or options.batch or options.call_workers < 1:
-        return
-    model = LLMSettings(model=options.model, api_base=options.api_base)
-    if not takes_fast_path(dataclasses.replace(model, fast_path=options.fast_path)):
+def start_spares(settings: LLMSettings, workers: int) -> None:
+    """Start the `workers` call workers a build will use while it reads its inputs, so that
+    the first call does not wait for one to start (Python and our modules: about 0.3 s). Only
+    where a worker is cheap, on the fast path: a litellm worker imports litellm (8 s, 225 MB),
+    which a rebuild answered by the cache must not pay, so it starts on the first call. A spare
+    not taken ends with the build's model (`WorkerLLM.close`), or with this process."""
+    if workers < 1 or not takes_fast_path(settings):
         return
     with contextlib.suppress(LLMCallError):  # then the first call says why
-        while len(_spares) < options.call_workers:
-            _spares.append(_spawn(options.model))
+        while len(_spares) < workers:
+            _spares.append(_spawn(settings.model))
 
 
 def _take_spare() -> tuple[subprocess.Popen[bytes], socket.socket, socket.socket] | None:

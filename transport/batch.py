@@ -193,10 +193,45 @@ class Round:
 
     awaited: set[str] = field(default_factory=set)
     files: list[tuple[Path, list[str]]] = field(default_factory=list)
+    queued: set[str] = field(default_factory=set)
+    """The keys of the requests written to the batch files."""
+    _handle: Any = None
+    _bytes: int = 0
 
     @property
     def deferred(self) -> bool:
         return bool(self.files or self.awaited)
+
+    def write(self, folder: Path, key: str, line: bytes, settings: BatchSettings) -> None:
+        """Add a request's line to the last batch file, or to a new one in `folder` once that
+        holds as many requests or bytes as one batch may."""
+        if self._handle is not None and (
+            len(self.files[-1][1]) >= settings.max_requests
+            or self._bytes + len(line) + 1 > settings.max_bytes
+        ):
+            self.close_file()
+        if self._handle is None:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"requests-{uuid.uuid4().hex[:12]}.jsonl"
+            self._handle = path.open("wb")
+            self.files.append((path, []))
+            self._bytes = 0
+        self._handle.write(line + b"\n")
+        self._bytes += len(line) + 1
+        self.files[-1][1].append(key)
+        self.queued.add(key)
+
+    def close_file(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def discard(self) -> None:
+        """Close and remove the batch files (not submitted)."""
+        self.close_file()
+        for path, _ in self.files:
+            path.unlink(missing_ok=True)
+        self.files.clear()
 
 
 class BatchLLM:
@@ -227,11 +262,8 @@ class BatchLLM:
         self.submitted: list[dict[str, Any]] = []
         """Every batch waited on: id, requests, status (for the report)."""
         self._round = Round()
-        self._queued: set[str] = set()
         self._forget: list[list[Message]] = []
         self._outstanding: dict[str, str] = {}
-        self._handle: Any = None
-        self._bytes = 0
 
     def cache_identity(self) -> dict[str, Any]:
         return self.cached.cache_identity()
@@ -248,13 +280,12 @@ class BatchLLM:
 
     def start_round(self) -> None:
         self._round = Round()
-        self._queued.clear()
         self._forget.clear()
         self._outstanding = self._load_outstanding()
 
     def finish_round(self) -> bool:
         """True when the round made no request the cache could not answer: it is the build."""
-        self._close_file()
+        self._round.close_file()
         if self._round.deferred:
             return False
         for messages in self._forget:
@@ -276,8 +307,10 @@ class BatchLLM:
         batch = self._outstanding.get(key)
         if batch is not None:
             self._round.awaited.add(batch)
-        elif key not in self._queued:
-            self._queue(key, messages)
+        elif key not in self._round.queued:
+            body = self.api.body(messages)
+            line = orjson.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body})
+            self._round.write(self.folder, key, line, self.settings)
         raise Deferred(key)
 
     def _cost(self, key: str) -> float | None:
@@ -287,37 +320,9 @@ class BatchLLM:
             return None
         return float(cost) if isinstance(cost, int | float) else None
 
-    def _queue(self, key: str, messages: list[Message]) -> None:
-        line = orjson.dumps(
-            {"custom_id": key, "method": "POST", "url": ENDPOINT, "body": self.api.body(messages)}
-        )
-        if self._handle is not None and (
-            len(self._round.files[-1][1]) >= self.settings.max_requests
-            or self._bytes + len(line) + 1 > self.settings.max_bytes
-        ):
-            self._close_file()
-        if self._handle is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / f"requests-{uuid.uuid4().hex[:12]}.jsonl"
-            self._handle = path.open("wb")
-            self._round.files.append((path, []))
-            self._bytes = 0
-        self._handle.write(line + b"\n")
-        self._bytes += len(line) + 1
-        self._round.files[-1][1].append(key)
-        self._queued.add(key)
-
-    def _close_file(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
     def discard(self) -> None:
         """Remove the batch files of a round that was not submitted (interrupted)."""
-        self._close_file()
-        for path, _ in self._round.files:
-            path.unlink(missing_ok=True)
-        self._round.files.clear()
+        self._round.discard()
 
     def _load_outstanding(self) -> dict[str, str]:
         """Request key -> batch, for batches recorded by this or an earlier process."""

@@ -1,5 +1,5 @@
 """What makes a model's calls: the fast path's HTTP client for a plain OpenAI-compatible
-endpoint (compiler/fast_path.py) or litellm (compiler/llm.py), and `connect`, which checks the
+endpoint (transport/fast_path.py) or litellm (transport/llm.py), and `connect`, which checks the
 model is reachable and caches its replies. Apart from both, so that neither imports the other."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .llm import (
 
 def make_client(settings: LLMSettings) -> Client:
     """What calls the model in this process: the fast path's HTTP client for a plain
-    OpenAI-compatible endpoint (compiler/fast_path.py), else litellm."""
+    OpenAI-compatible endpoint (transport/fast_path.py), else litellm."""
     return FastClient(settings) if takes_fast_path(settings) else LiteLLMClient(settings)
 
 

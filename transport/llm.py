@@ -1,5 +1,5 @@
 """Our LLM boundary: a small protocol, the litellm client behind it (or the fast path's own
-HTTP client, for a plain OpenAI-compatible server: compiler/fast_path.py), and a response cache.
+HTTP client, for a plain OpenAI-compatible server: transport/fast_path.py), and a response cache.
 
 litellm is imported only when a client calls or counts with it: it takes seconds to import.
 """
@@ -49,11 +49,11 @@ class LLMReply:
     attempts: int = 1
     """HTTP attempts made, backoff retries included (0 for a cache hit)."""
     batch: str | None = None
-    """The provider batch that answered (compiler/batch.py); None for a call made at once."""
+    """The provider batch that answered (transport/batch.py); None for a call made at once."""
 
 
 class LLM(Protocol):
-    """What the compiler needs from a model."""
+    """What wikitrace needs from a model."""
 
     model: str
 
@@ -90,7 +90,7 @@ class LLMSettings:
     """low, medium or high, for a reasoning model (litellm's `reasoning_effort`; dropped for a
     model that has none)."""
     fast_path: bool = True
-    """Call a plain OpenAI-compatible endpoint with our own HTTP client (compiler/fast_path.py)
+    """Call a plain OpenAI-compatible endpoint with our own HTTP client (transport/fast_path.py)
     rather than through litellm, where it is sure to send and read the same. Not part of the
     cache key: the requests and replies are the same."""
 

@@ -28,17 +28,17 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from wikitrace import prompts
+from wikitrace.compiler.compile import CompileError, QuoteOut, Templates, record_fence
+from wikitrace.compiler.importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
+from wikitrace.compiler.importers.runs import SourceRun, Unlabelled, validate
+from wikitrace.compiler.judge import ask_about_run
 from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.catalog import InsightEntry
-from wikitrace.evaluation.rows import Row
-from wikitrace.tools.drilldown import as_text
+from wikitrace.corpus_schema.turns import as_text
+from wikitrace.transport.llm import LLM, LLMCallError
 
-from .compile import CompileError, QuoteOut, Templates, record_fence
-from .importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
-from .importers.runs import SourceRun, Unlabelled, validate
-from .judge import ask_about_run
-from .llm import LLM, LLMCallError
+from .rows import Row
 
 Cause = Literal["A", "B", "C", "D", "E"]
 CAUSES: dict[str, str] = {
