@@ -130,8 +130,8 @@ def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSe
     if not attribution.judge or attribution.corpus is None:
         return None
     from wikitrace import prompts
-    from wikitrace.evaluation.attribute import Attributor, attribute
     from wikitrace.compiler.compile import Templates
+    from wikitrace.evaluation.attribute import Attributor, attribute
     from wikitrace.tools.memory import insights_shown
 
     settings = JudgeSettings(

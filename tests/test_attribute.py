@@ -14,8 +14,8 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.compile import Templates
 from wikitrace.evaluation import read_rows
 from wikitrace.evaluation.attribute import Attributor, attribute, regression_rows
-from wikitrace.transport.llm import CachedLLM, ResponseCache
 from wikitrace.tools.memory import insights_shown
+from wikitrace.transport.llm import CachedLLM, ResponseCache
 
 from helpers import FakeLLM, Stub, attribution_answer, make_run, run, write_runs
 
