@@ -73,6 +73,8 @@ from .gate_sequential import SequentialRule
 from .gate_together import TogetherTest
 from .sequential import Rates
 
+__all__ = ["GateOptions", "GateReport", "gate_insights", "refuse_unshown"]
+
 log = logging.getLogger(__name__)
 
 
