@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from wikitrace.control import stats
 from wikitrace.control.figures import Thresholds, gate_figures
-from wikitrace.control.gate import NARROWED_SHARE
+from wikitrace.control.gate_sequential import NARROWED_SHARE
 from wikitrace.control.probes import Probe
 from wikitrace.control.sequential import (
     Pair,

@@ -61,38 +61,17 @@ def gate_figures(
     kinds: dict[str, set[str]] = {}
     for probe in probes:
         kinds.setdefault(probe.task_id, set()).add(probe.kind)
-    values: dict[tuple[str, int], tuple[float, float, bool]] = {}
-    cited_only = []
-    errors = 0
-    for key, pair in pairs.items():
-        if pair is None or key[0] not in kinds:
-            continue
-        without, with_lesson, solved_without = pair
-        if solved_without is None and with_lesson is not None:
-            cited_only.append(key)
-            continue
-        if without is None or with_lesson is None or solved_without is None:
-            errors += 1
-            continue
-        values[key] = (without, with_lesson, solved_without)
+    values, cited_only, errors = _complete_pairs(pairs, kinds)
 
     def of(kind: str) -> list[tuple[float, float, bool]]:
         return [v for key, v in values.items() if kind in kinds.get(key[0], ())]
 
-    target, falsify = of("target"), of("falsify")
+    target = of("target")
     gains = sum(w > b for b, w, _ in target)
     losses = sum(w < b for b, w, _ in target)
     falsify_keys = [key for key in values if "falsify" in kinds.get(key[0], ())]
     falsify_keys += [key for key in cited_only if "falsify" in kinds.get(key[0], ())]
-    reported = [key for key in falsify_keys if cited is not None and key in cited]
-    basis: Literal["outcomes", "citations"] = "citations" if reported else "outcomes"
-    if basis == "citations":
-        assert cited is not None
-        failures = sum(cited[key] for key in reported)
-        n_falsify = len(reported)
-    else:
-        failures = sum(w < b for b, w, _ in falsify)
-        n_falsify = len(falsify)
+    basis, failures, n_falsify = _falsification(falsify_keys, of("falsify"), cited)
     # Regression damage: every pair solved without the lesson, whatever kind it was.
     solved = [(b, w) for b, w, success in values.values() if success]
     damaged = sum(w < b for b, w in solved)
@@ -134,6 +113,45 @@ def gate_figures(
         and (failures / n_falsify if n_falsify else 0.0) <= thresholds.delta
         and (damaged / n_regress if n_regress else 0.0) <= thresholds.beta,
     )
+
+
+def _complete_pairs(
+    pairs: Pairs, kinds: Mapping[str, set[str]]
+) -> tuple[dict[tuple[str, int], tuple[float, float, bool]], list[tuple[str, int]], int]:
+    """The pairs of the probes' tasks, sorted: (task, seed) -> both outcomes and whether it was
+    solved without the lesson, for those run on both sides; those run only with it (their
+    citation is all that counts); and how many ended as errors."""
+    values: dict[tuple[str, int], tuple[float, float, bool]] = {}
+    cited_only = []
+    errors = 0
+    for key, pair in pairs.items():
+        if pair is None or key[0] not in kinds:
+            continue
+        without, with_lesson, solved_without = pair
+        if solved_without is None and with_lesson is not None:
+            cited_only.append(key)
+            continue
+        if without is None or with_lesson is None or solved_without is None:
+            errors += 1
+            continue
+        values[key] = (without, with_lesson, solved_without)
+    return values, cited_only, errors
+
+
+def _falsification(
+    keys: Sequence[tuple[str, int]],
+    falsify: Sequence[tuple[float, float, bool]],
+    cited: Cited | None,
+) -> tuple[Literal["outcomes", "citations"], int, int]:
+    """P_fail's basis, failures and pairs: the falsification pairs (`keys`) whose run returned
+    a citation report and cited the lesson, when any returned one; else those (`falsify`, both
+    sides run) worse with it."""
+    reported = [key for key in keys if cited is not None and key in cited]
+    basis: Literal["outcomes", "citations"] = "citations" if reported else "outcomes"
+    if basis == "citations":
+        assert cited is not None
+        return basis, sum(cited[key] for key in reported), len(reported)
+    return basis, sum(w < b for b, w, _ in falsify), len(falsify)
 
 
 def together_passes(figures: GateFigures, thresholds: Thresholds) -> bool:

@@ -170,68 +170,10 @@ def monitor_corpus(
             store.monitor_state_path, MonitorState, default=MonitorState()
         )
         watched = [ident for ident, page in pages.items() if page.header.status in WATCHED_STATUSES]
-        records = {ident: InsightRecord(ident) for ident in watched}
-        watches = {
-            ident: Watch(options.max_violation_rate, 1.0 - options.confidence) for ident in watched
-        }
-        for ident, kept in records.items():
-            tally = state.tallies.get(ident)
-            if tally is not None:
-                kept.cited, kept.judged, kept.violations = (
-                    tally.cited,
-                    tally.judged,
-                    tally.violations,
-                )
-                watches[ident].test.log_wealth = tally.log_evidence
+        records, watches = _resume(watched, state, options)
         failure_rate = base_failures(base)
-        new_reports = 0
-        for path, line, report in read_reports(reports):
-            text = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
-            # A report names its episode, or else it is known by where it is: two episodes may
-            # report the very same thing.
-            where = b"" if report.episode else f"{Path(path).resolve()}:{line}\n".encode()
-            key = hashlib.sha256(where + text).hexdigest()
-            if key in state.reports:
-                continue  # counted by an earlier call (or earlier in this one)
-            state.reports[key] = text.decode()
-            new_reports += 1
-            for ident in dict.fromkeys(report.used.insights):
-                record = records.get(ident)
-                if record is None:
-                    continue
-                record.cited += 1
-                met, effect, checked = judge(ident, report)
-                violation = met and effect is False
-                if met and effect is not None:
-                    record.judged += 1
-                    record.violations += violation
-                    base_failure = 0.0 if checked else failure_rate(report.task_id)
-                    watches[ident].observe(violation, min(base_failure, 0.95))
-                record.episodes.append(
-                    {
-                        "report": f"{path}:{line}",
-                        "episode": report.episode,
-                        "task_id": report.task_id,
-                        "precondition_met": met,
-                        "effect_observed": effect,
-                        "violation": violation,
-                    }
-                )
-        for record in records.values():
-            if record.judged:
-                record.rate = round(record.violations / record.judged, 6)
-                record.rate_lower = round(
-                    stats.lower(record.violations, record.judged, options.confidence), 6
-                )
-            record.evidence = round(watches[record.insight].evidence, 6)
-            record.retire = record.judged >= options.min_judged and watches[record.insight].retire()
-        for ident, record in records.items():
-            state.tallies[ident] = Tally(
-                cited=record.cited,
-                judged=record.judged,
-                violations=record.violations,
-                log_evidence=watches[ident].test.log_wealth,
-            )
+        new_reports = _count_reports(reports, state, records, watches, failure_rate)
+        _conclude(records, watches, state, options)
         result = MonitorReport(
             records=list(records.values()),
             version=finished.name if finished else None,
@@ -242,46 +184,150 @@ def monitor_corpus(
         if not retiring:
             write_json(store.monitor_state_path, state.model_dump(mode="json"))
             return result
-        first = count_decisions(base) + 1
-        change = Derivation(
-            reason="monitoring: " + ", ".join(f"{r.insight} retired" for r in retiring),
-            report={"monitor": [r.as_dict() for r in result.records], "monitored": current},
-        )
-        for number, record in enumerate(retiring, start=first):
-            ident = decision_id("monitor", number)
-            page = pages[record.insight]
-            header = page.header
-            decision = GateDecision(
-                id=ident,
-                insight=record.insight,
-                kind="monitor",
-                tested_on=current,
-                time=now(),
-                verdict="retired",
-                reason=(
-                    f"Retired: {record.violations} of {record.judged} episodes that used it with "
-                    f"its precondition met did not show its effect (rate {record.rate:.3f}, at "
-                    f"least {record.rate_lower:.3f}); allowing for how often the agent fails "
-                    "those tasks anyway, the evidence that its violation rate is above "
-                    f"{options.max_violation_rate:g} is {record.evidence:.3g}, past "
-                    f"{1 / (1 - options.confidence):.3g} (anytime-valid)."
-                ),
-                confidence=options.confidence,
-                thresholds={
-                    "max_violation_rate": options.max_violation_rate,
-                    "min_judged": float(options.min_judged),
-                },
-                precondition=header.precondition,
-                evidence=f"{ident}.reports.jsonl",
-                monitoring={**record.as_dict(), "episodes": record.episodes},
-            )
-            # Every report behind it, this call's and earlier ones'.
-            behind = [
-                text.encode() + b"\n"
-                for text in state.reports.values()
-                if record.insight in orjson.loads(text)["used"]["insights"]
-            ]
-            change.record(decision, header, corpus_read.guideline(page), b"".join(behind))
+        change = _retirements(base, state, result, retiring, options)
         result.version = derive_version(store, base, change, deploy=deploy, event="monitored")
         write_json(store.monitor_state_path, state.model_dump(mode="json"))
         return result
+
+
+def _resume(
+    watched: list[str], state: MonitorState, options: MonitorOptions
+) -> tuple[dict[str, InsightRecord], dict[str, Watch]]:
+    """Each watched insight's record and anytime test, going on from the tallies of earlier
+    calls."""
+    records = {ident: InsightRecord(ident) for ident in watched}
+    watches = {
+        ident: Watch(options.max_violation_rate, 1.0 - options.confidence) for ident in watched
+    }
+    for ident, kept in records.items():
+        tally = state.tallies.get(ident)
+        if tally is not None:
+            kept.cited, kept.judged, kept.violations = (
+                tally.cited,
+                tally.judged,
+                tally.violations,
+            )
+            watches[ident].test.log_wealth = tally.log_evidence
+    return records, watches
+
+
+def _count_reports(
+    reports: list[Path],
+    state: MonitorState,
+    records: dict[str, InsightRecord],
+    watches: dict[str, Watch],
+    failure_rate: Callable[[str | None], float],
+) -> int:
+    """Count the reports not counted before into the records and tests of the insights they
+    cite (each kept in the state by its key); how many were new."""
+    new_reports = 0
+    for path, line, report in read_reports(reports):
+        text = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+        # A report names its episode, or else it is known by where it is: two episodes may
+        # report the very same thing.
+        where = b"" if report.episode else f"{Path(path).resolve()}:{line}\n".encode()
+        key = hashlib.sha256(where + text).hexdigest()
+        if key in state.reports:
+            continue  # counted by an earlier call (or earlier in this one)
+        state.reports[key] = text.decode()
+        new_reports += 1
+        for ident in dict.fromkeys(report.used.insights):
+            record = records.get(ident)
+            if record is None:
+                continue
+            record.cited += 1
+            met, effect, checked = judge(ident, report)
+            violation = met and effect is False
+            if met and effect is not None:
+                record.judged += 1
+                record.violations += violation
+                base_failure = 0.0 if checked else failure_rate(report.task_id)
+                watches[ident].observe(violation, min(base_failure, 0.95))
+            record.episodes.append(
+                {
+                    "report": f"{path}:{line}",
+                    "episode": report.episode,
+                    "task_id": report.task_id,
+                    "precondition_met": met,
+                    "effect_observed": effect,
+                    "violation": violation,
+                }
+            )
+    return new_reports
+
+
+def _conclude(
+    records: dict[str, InsightRecord],
+    watches: dict[str, Watch],
+    state: MonitorState,
+    options: MonitorOptions,
+) -> None:
+    """Each record's rates, evidence and whether to retire it; its tally kept in the state."""
+    for record in records.values():
+        if record.judged:
+            record.rate = round(record.violations / record.judged, 6)
+            record.rate_lower = round(
+                stats.lower(record.violations, record.judged, options.confidence), 6
+            )
+        record.evidence = round(watches[record.insight].evidence, 6)
+        record.retire = record.judged >= options.min_judged and watches[record.insight].retire()
+    for ident, record in records.items():
+        state.tallies[ident] = Tally(
+            cited=record.cited,
+            judged=record.judged,
+            violations=record.violations,
+            log_evidence=watches[ident].test.log_wealth,
+        )
+
+
+def _retirements(
+    base: FrozenVersion,
+    state: MonitorState,
+    result: MonitorReport,
+    retiring: list[InsightRecord],
+    options: MonitorOptions,
+) -> Derivation:
+    """The new version's change: a decision page per insight retired, with every report line
+    behind it."""
+    current, pages = base.name, base.insights
+    first = count_decisions(base) + 1
+    change = Derivation(
+        reason="monitoring: " + ", ".join(f"{r.insight} retired" for r in retiring),
+        report={"monitor": [r.as_dict() for r in result.records], "monitored": current},
+    )
+    for number, record in enumerate(retiring, start=first):
+        ident = decision_id("monitor", number)
+        page = pages[record.insight]
+        header = page.header
+        decision = GateDecision(
+            id=ident,
+            insight=record.insight,
+            kind="monitor",
+            tested_on=current,
+            time=now(),
+            verdict="retired",
+            reason=(
+                f"Retired: {record.violations} of {record.judged} episodes that used it with "
+                f"its precondition met did not show its effect (rate {record.rate:.3f}, at "
+                f"least {record.rate_lower:.3f}); allowing for how often the agent fails "
+                "those tasks anyway, the evidence that its violation rate is above "
+                f"{options.max_violation_rate:g} is {record.evidence:.3g}, past "
+                f"{1 / (1 - options.confidence):.3g} (anytime-valid)."
+            ),
+            confidence=options.confidence,
+            thresholds={
+                "max_violation_rate": options.max_violation_rate,
+                "min_judged": float(options.min_judged),
+            },
+            precondition=header.precondition,
+            evidence=f"{ident}.reports.jsonl",
+            monitoring={**record.as_dict(), "episodes": record.episodes},
+        )
+        # Every report behind it, this call's and earlier ones'.
+        behind = [
+            text.encode() + b"\n"
+            for text in state.reports.values()
+            if record.insight in orjson.loads(text)["used"]["insights"]
+        ]
+        change.record(decision, header, corpus_read.guideline(page), b"".join(behind))
+    return change

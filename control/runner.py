@@ -188,77 +188,112 @@ def _code_at(argv: list[str], at: int) -> tuple[str, list[int]]:
     """Whether argv[at] names a program that runs some of the arguments after it as code:
     (how it is named in a message, the indexes of those arguments)."""
     program = _program(argv[at])
-    rest = range(at + 1, len(argv))
     if program in _SHELLS:
-        script, index = False, at + 1
-        while index < len(argv):
-            token = argv[index]
-            if token == "--":
-                index += 1
-                break
-            if token in _SHELL_VALUED:
-                index += 2
-                continue
-            if token in ("--command", "-command") or token.startswith("--command="):
-                if "=" in token:
-                    return f"{program} --command", [index]
-                script = True
-            elif token[:1] == "-" and token[1:2] != "-" and "c" in token[1:]:
-                script = True
-            elif token[:1] not in ("-", "+") or len(token) == 1:
-                break
-            index += 1
-        return (f"{program} -c", [index]) if script and index < len(argv) else ("", [])
+        return _shell_code(program, argv, at)
     if program == "cmd":
-        for index in rest:
-            if argv[index].lower()[:2] in ("/c", "/k", "/r"):
-                return "cmd /c", list(range(index, len(argv)))
-        return "", []
+        return _cmd_code(argv, at)
     if program in ("powershell", "pwsh"):
-        for index in rest:
-            token = argv[index].lower()
-            if token in ("-file", "-f", "/file"):
-                return "", []
-            if not token.startswith(("-", "/")) or token.lstrip("-/") in (
-                "c",
-                "command",
-                "ec",
-                "e",
-                "encodedcommand",
-            ):
-                return f"{program} -Command", list(range(index, len(argv)))
-        return "", []
-    if program == "su":  # su USER -c CMD: its options may follow the user
-        for index in rest:
-            token = argv[index]
-            if token.startswith("--command="):
-                return "su -c", [index]
-            if token == "--command" or (token[:1] == "-" and token[1:2] != "-" and "c" in token):
-                return ("su -c", [index + 1]) if index + 1 < len(argv) else ("", [])
-        return "", []
+        return _powershell_code(program, argv, at)
+    if program == "su":
+        return _su_code(argv, at)
     if program == "ssh":
-        index = at + 1
-        while index < len(argv) and argv[index][:1] == "-" and argv[index] != "--":
-            letters = argv[index][1:]
-            for place, letter in enumerate(letters):
-                if letter in _SSH_VALUED:
-                    index += place == len(letters) - 1  # its value is the next argument
-                    break
-            index += 1
-        if index < len(argv) and argv[index] == "--":
-            index += 1
-        # After the destination, every argument is joined into one command for the remote shell.
-        return "ssh", list(range(index + 1, len(argv)))
+        return _ssh_code(argv, at)
     if program == "ray" and argv[at + 1 : at + 3] == ["job", "submit"]:
-        # The entrypoint (after `--`, else every argument that is not an option) is run by a
-        # shell on the cluster.
-        rest = range(at + 3, len(argv))
-        if "--" in argv[at + 3 :]:
-            return "ray job submit", list(range(argv.index("--", at + 3) + 1, len(argv)))
-        return "ray job submit", [i for i in rest if argv[i][:1] != "-"]
+        return _ray_code(argv, at)
     inline = _INLINE.get(program)
     if inline is None:
         return "", []
+    return _inline_code(program, inline, argv, at)
+
+
+def _shell_code(program: str, argv: list[str], at: int) -> tuple[str, list[int]]:
+    """`sh -c SCRIPT` (or `-ec`, `--command`): the first operand after the options."""
+    script, index = False, at + 1
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            index += 1
+            break
+        if token in _SHELL_VALUED:
+            index += 2
+            continue
+        if token in ("--command", "-command") or token.startswith("--command="):
+            if "=" in token:
+                return f"{program} --command", [index]
+            script = True
+        elif token[:1] == "-" and token[1:2] != "-" and "c" in token[1:]:
+            script = True
+        elif token[:1] not in ("-", "+") or len(token) == 1:
+            break
+        index += 1
+    return (f"{program} -c", [index]) if script and index < len(argv) else ("", [])
+
+
+def _cmd_code(argv: list[str], at: int) -> tuple[str, list[int]]:
+    """`cmd /c COMMAND` (or /k, /r): everything from the switch on."""
+    for index in range(at + 1, len(argv)):
+        if argv[index].lower()[:2] in ("/c", "/k", "/r"):
+            return "cmd /c", list(range(index, len(argv)))
+    return "", []
+
+
+def _powershell_code(program: str, argv: list[str], at: int) -> tuple[str, list[int]]:
+    """PowerShell runs as a command everything from `-Command` (or the first operand) on,
+    unless it is given `-File`."""
+    for index in range(at + 1, len(argv)):
+        token = argv[index].lower()
+        if token in ("-file", "-f", "/file"):
+            return "", []
+        if not token.startswith(("-", "/")) or token.lstrip("-/") in (
+            "c",
+            "command",
+            "ec",
+            "e",
+            "encodedcommand",
+        ):
+            return f"{program} -Command", list(range(index, len(argv)))
+    return "", []
+
+
+def _su_code(argv: list[str], at: int) -> tuple[str, list[int]]:
+    """su USER -c CMD: its options may follow the user."""
+    for index in range(at + 1, len(argv)):
+        token = argv[index]
+        if token.startswith("--command="):
+            return "su -c", [index]
+        if token == "--command" or (token[:1] == "-" and token[1:2] != "-" and "c" in token):
+            return ("su -c", [index + 1]) if index + 1 < len(argv) else ("", [])
+    return "", []
+
+
+def _ssh_code(argv: list[str], at: int) -> tuple[str, list[int]]:
+    """`ssh [options] DESTINATION COMMAND...`: what follows the destination."""
+    index = at + 1
+    while index < len(argv) and argv[index][:1] == "-" and argv[index] != "--":
+        letters = argv[index][1:]
+        for place, letter in enumerate(letters):
+            if letter in _SSH_VALUED:
+                index += place == len(letters) - 1  # its value is the next argument
+                break
+        index += 1
+    if index < len(argv) and argv[index] == "--":
+        index += 1
+    # After the destination, every argument is joined into one command for the remote shell.
+    return "ssh", list(range(index + 1, len(argv)))
+
+
+def _ray_code(argv: list[str], at: int) -> tuple[str, list[int]]:
+    """`ray job submit`: the entrypoint (after `--`, else every argument that is not an
+    option) is run by a shell on the cluster."""
+    rest = range(at + 3, len(argv))
+    if "--" in argv[at + 3 :]:
+        return "ray job submit", list(range(argv.index("--", at + 3) + 1, len(argv)))
+    return "ray job submit", [i for i in rest if argv[i][:1] != "-"]
+
+
+def _inline_code(program: str, inline: _Inline, argv: list[str], at: int) -> tuple[str, list[int]]:
+    """An interpreter's options whose value is code (`python -c CODE`, `node --eval CODE`),
+    up to the first operand (or the option after which the rest are the program's)."""
     code: list[int] = []
     index = at + 1
     while index < len(argv):

@@ -139,26 +139,14 @@ def update_corpus(
         return UpdateResult(add=added, record=record, record_path=path)
 
 
-class _Controller:
-    def __init__(self, store: Store, options: UpdateOptions, added: BuildReport) -> None:
-        assert added.version is not None and added.parent is not None
-        self.store = store
-        self.options = options
-        self.added = added
-        self.old, self.new = added.parent, added.version
-        self.old_root = store.version_path(self.old)
-        self.new_root = store.version_path(self.new)
-        self.state: UpdateState = load_model(
-            store.update_state_path, UpdateState, default=UpdateState()
-        )
-        self.id = f"update-{count_records(store.updates_dir) + 1:04d}"
-        manifest = manifest_io.load(self.new_root)
-        changes = manifest.version.changes if manifest.version else None
-        self.new_tasks = changes.task_ids if changes else []
-        self.added_summary = changes.model_dump(mode="json") if changes else {}
-        self._versions: dict[str, FrozenVersion] = {}
+class _Momentum:
+    """Owns the momentum trigger: this update's direction (the embedding of what it adds minus
+    what it removes), the average of deployed updates' directions kept in the update state, and
+    whether the update is compared or accepted without a comparison."""
 
-    # --- the trigger ---------------------------------------------------------------------
+    def __init__(self, options: UpdateOptions, state: UpdateState) -> None:
+        self.options = options
+        self.state = state
 
     @property
     def space(self) -> str:
@@ -167,12 +155,12 @@ class _Controller:
         identity = self.options.embedder.identity
         return identity if self.options.encoded == "insights" else f"{identity} (corpus)"
 
-    def trigger(self) -> tuple[Trigger, np.ndarray | None]:
+    def trigger(self, old_root: Path, new_root: Path) -> tuple[Trigger, np.ndarray | None]:
         options, state = self.options, self.state
         embedder = options.embedder
         direction, added, removed = update_direction(
-            memory_texts(self.old_root, options.encoded),
-            memory_texts(self.new_root, options.encoded),
+            memory_texts(old_root, options.encoded),
+            memory_texts(new_root, options.encoded),
             embedder,
         )
         if state.embedder is not None and state.embedder != self.space:
@@ -215,7 +203,8 @@ class _Controller:
         )
         return trigger, direction
 
-    def _remember_direction(self, direction: np.ndarray | None) -> None:
+    def remember(self, direction: np.ndarray | None) -> None:
+        """A deployed update's direction joins the average."""
         if direction is None:
             return
         state, momentum = self.state, self.options.momentum
@@ -226,50 +215,82 @@ class _Controller:
         state.average = [round(float(x), 8) for x in average]
         state.embedder = self.space
 
-    # --- the mixed set --------------------------------------------------------------------
+
+def mixed_set(
+    options: UpdateOptions, state: UpdateState, new_tasks: Sequence[str], coverage: list[str]
+) -> list[tuple[str, Group]]:
+    """The comparison's mixed set: fresh tasks (newest first), boundary tasks, then coverage
+    tasks (`coverage`, in order), each group up to its number, none twice, within the pool."""
+    pool = set(options.task_pool) if options.task_pool is not None else None
+    chosen: dict[str, Group] = {}
+
+    def take(candidates: Sequence[str], group: Group, limit: int) -> None:
+        taken = 0
+        for task_id in candidates:
+            if taken >= limit:
+                break
+            if task_id in chosen or (pool is not None and task_id not in pool):
+                continue
+            chosen[task_id] = group
+            taken += 1
+
+    fresh = list(dict.fromkeys([*state.fresh_tasks, *new_tasks]))
+    take(list(reversed(fresh)), "fresh", options.fresh)  # newest first
+    take(state.boundary_tasks, "boundary", options.boundary)
+    take(coverage, "coverage", options.coverage)
+    return list(chosen.items())
+
+
+def coverage_order(root: Path, seed: str) -> list[str]:
+    """Tasks seen so far (the runs in `root`), by task type in turn, each type's tasks in an
+    order `seed` shuffles."""
+    by_type: dict[str, list[str]] = {}
+    for page in corpus_read.runs(root):
+        tasks = by_type.setdefault(page.header.task_type or "", [])
+        if page.header.task_id not in tasks:
+            tasks.append(page.header.task_id)
+    shuffle = random.Random(seed)
+    for tasks in by_type.values():
+        shuffle.shuffle(tasks)
+    order: list[str] = []
+    for row in range(max((len(t) for t in by_type.values()), default=0)):
+        for task_type in sorted(by_type):
+            if row < len(by_type[task_type]):
+                order.append(by_type[task_type][row])
+    return order
+
+
+class _Controller:
+    """One update's decision: the trigger (_Momentum), the comparison's tasks and memories,
+    its runs, and the record scored from them; the update state it carries on."""
+
+    def __init__(self, store: Store, options: UpdateOptions, added: BuildReport) -> None:
+        assert added.version is not None and added.parent is not None
+        self.store = store
+        self.options = options
+        self.added = added
+        self.old, self.new = added.parent, added.version
+        self.old_root = store.version_path(self.old)
+        self.new_root = store.version_path(self.new)
+        self.state: UpdateState = load_model(
+            store.update_state_path, UpdateState, default=UpdateState()
+        )
+        self.momentum = _Momentum(options, self.state)
+        self.id = f"update-{count_records(store.updates_dir) + 1:04d}"
+        manifest = manifest_io.load(self.new_root)
+        changes = manifest.version.changes if manifest.version else None
+        self.new_tasks = changes.task_ids if changes else []
+        self.added_summary = changes.model_dump(mode="json") if changes else {}
+        self._versions: dict[str, FrozenVersion] = {}
 
     def choose_tasks(self) -> list[tuple[str, Group]]:
-        options, state = self.options, self.state
-        pool = set(options.task_pool) if options.task_pool is not None else None
-        chosen: dict[str, Group] = {}
-
-        def take(candidates: Sequence[str], group: Group, limit: int) -> None:
-            taken = 0
-            for task_id in candidates:
-                if taken >= limit:
-                    break
-                if task_id in chosen or (pool is not None and task_id not in pool):
-                    continue
-                chosen[task_id] = group
-                taken += 1
-
-        fresh = list(dict.fromkeys([*state.fresh_tasks, *self.new_tasks]))
-        take(list(reversed(fresh)), "fresh", options.fresh)  # newest first
-        take(state.boundary_tasks, "boundary", options.boundary)
-        take(self._coverage_order(), "coverage", options.coverage)
-        return list(chosen.items())
-
-    def _coverage_order(self) -> list[str]:
-        """Tasks seen so far, by task type in turn, each type's tasks in a seeded order."""
-        by_type: dict[str, list[str]] = {}
-        for page in corpus_read.runs(self.old_root):
-            tasks = by_type.setdefault(page.header.task_type or "", [])
-            if page.header.task_id not in tasks:
-                tasks.append(page.header.task_id)
-        shuffle = random.Random(f"{self.options.seed}:{self.id}")
-        for tasks in by_type.values():
-            shuffle.shuffle(tasks)
-        order: list[str] = []
-        for row in range(max((len(t) for t in by_type.values()), default=0)):
-            for task_type in sorted(by_type):
-                if row < len(by_type[task_type]):
-                    order.append(by_type[task_type][row])
-        return order
+        coverage = coverage_order(self.old_root, f"{self.options.seed}:{self.id}")
+        return mixed_set(self.options, self.state, self.new_tasks, coverage)
 
     # --- the comparison -------------------------------------------------------------------
 
     def decide(self, progress: RunProgress | None) -> UpdateRecord:
-        trigger, direction = self.trigger()
+        trigger, direction = self.momentum.trigger(self.old_root, self.new_root)
         record = UpdateRecord(
             id=self.id,
             time=now(),
@@ -286,7 +307,7 @@ class _Controller:
         if not trigger.compared:
             record.decision, record.deployed = "accepted", self.new
             record.reason = f"not compared: {trigger.why}"
-            self._remember_direction(direction)
+            self.momentum.remember(direction)
             state.fresh_tasks = list(dict.fromkeys([*state.fresh_tasks, *self.new_tasks]))
             return record
         tasks = self.choose_tasks()
@@ -403,7 +424,7 @@ class _Controller:
             record.decision, record.deployed = "deployed", self.new
             better = "did better beyond noise" if band is not None else "did better"
             record.reason = f"compared because {trigger.why}; {self.new} {better}: {scores}"
-            self._remember_direction(direction)
+            self.momentum.remember(direction)
         else:
             record.decision = "kept"
             if gain > 0:

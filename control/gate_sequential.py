@@ -1,0 +1,363 @@
+"""The gate's `sequential` rule: probe pairs in rounds until anytime-valid tests decide.
+
+A lesson's stream draws pairs round by round (control.sequential decides after each); one that
+fails but could be narrowed is narrowed and tested again on held-out probes at NARROWED_SHARE
+of alpha; across one call's lessons e-BH decides which of those that passed are committed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wikitrace.corpus_schema import CorpusError, InputError
+from wikitrace.corpus_schema.history import now
+from wikitrace.corpus_schema.ledger import AgentRun, GateDecision, ProbeResult
+
+from .figures import Pair, Thresholds, gate_figures, separable, summary, why_not_narrowed
+from .gate_inputs import Candidate, GateOptions
+from .gate_narrowing import Narrower
+from .gate_probes import ProbeChooser
+from .gate_runs import GateRuns, pair_of, undecided_on_errors
+from .probes import Probe, by_kind
+from .runner import RunRequest, cited_insights
+from .sequential import Pair as SeqPair
+from .sequential import Rates, Schedule, Sequential, decide, e_bh
+
+NARROWED_SHARE = 0.25
+"""The share of alpha a narrowed lesson's second test uses."""
+
+
+@dataclass
+class Stream:
+    """One lesson's sequential tests, where its probe pairs come from, and what they gave."""
+
+    name: str
+    """The memory's name in the runs' log."""
+    view: Path
+    probes: dict[str, list[Probe]]
+    tests: Sequential
+    rng: random.Random
+    ident: str = ""
+    used: dict[str, int] = field(default_factory=dict)
+    """Task -> times drawn (its next seed is --seed plus that)."""
+    results: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    kinds: dict[tuple[str, int], Probe] = field(default_factory=dict)
+    """(task, seed) -> the probe it was drawn as."""
+    runs: int = 0
+    errors: int = 0
+    base: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    """The gate's runs without the lesson, shared by every stream of one call."""
+    narrowed: bool = False
+    """The narrowed lesson's stream (its test asks for NARROWED_SHARE of alpha)."""
+    turn: int = 0
+    """Falsification draws so far: their groups are taken in turn."""
+
+    def draw(self, kind: str) -> Probe | None:
+        """A probe of `kind` at random; falsification probes from their groups in turn."""
+        probes = self.probes.get(kind, [])
+        if not probes:
+            return None
+        if kind == "falsify":
+            groups: dict[str, list[Probe]] = {}
+            for probe in probes:
+                groups.setdefault(probe.why.split(":")[0], []).append(probe)
+            group = list(groups.values())[self.turn % len(groups)]
+            self.turn += 1
+            return self.rng.choice(group)
+        return self.rng.choice(probes)
+
+    def figure_pairs(self) -> dict[tuple[str, int], Pair | None]:
+        return {key: pair_of(self.base.get(key), self.results.get(key)) for key in self.kinds}
+
+
+class Rounds:
+    """Owns running a stream's rounds: drawing each round's probe pairs (a task at random from
+    its kind's probes, at that task's next seed), running on both sides what is not run yet,
+    and handing the pairs to the stream's tests until they decide or its budget is spent."""
+
+    def __init__(self, options: GateOptions, schedule: Schedule, runs: GateRuns) -> None:
+        self.options = options
+        self.schedule = schedule
+        self.runs = runs
+
+    def go_on(self, stream: Stream, purpose: str) -> str:
+        """Run the stream's rounds until its tests decide or its budget is spent."""
+        needs = stream.tests.needs()
+        if not stream.probes["regress"]:  # falsification pairs count for D_reg too
+            needs["regress"] = needs["regress"] and not stream.probes["falsify"]
+        missing = [k for k, needed in needs.items() if needed and not stream.probes[k]]
+        if missing:
+            stream.tests.reason = (
+                f"no {' or '.join(missing)} probe in the task pool, so what they test cannot be "
+                "shown"
+            )
+            return "rejected"
+        outcome = decide(
+            stream.tests,
+            lambda wanted: self._sample(stream, wanted, purpose),
+            self.schedule,
+            spent=stream.runs,
+        )
+        stream.runs = outcome.runs
+        return outcome.verdict
+
+    def _draw(self, stream: Stream, wanted: dict[str, int]) -> list[tuple[Probe, int]]:
+        """`wanted` probes of each kind, each at its task's next seed."""
+        drawn: list[tuple[Probe, int]] = []
+        for kind, count in wanted.items():
+            for _ in range(count):
+                # Without regression probes, D_reg is shown on falsification pairs alone.
+                probe = stream.draw(kind) or (stream.draw("falsify") if kind == "regress" else None)
+                if probe is None:
+                    break
+                seed = self.options.seed + stream.used.get(probe.task_id, 0)
+                stream.used[probe.task_id] = stream.used.get(probe.task_id, 0) + 1
+                drawn.append((probe, seed))
+        return drawn
+
+    def _sample(self, stream: Stream, wanted: dict[str, int], purpose: str) -> list[SeqPair]:
+        """Draw `wanted` pairs of each kind (tasks at random from the kind's probes, each
+        task's next seed), run what is not run yet on both sides (without the lesson only
+        where the tests still need that side), and return the pairs."""
+        runs = self.runs
+        base_needed = {kind: stream.tests.needs_base(kind) for kind in ("falsify", "regress")}
+        drawn = self._draw(stream, wanted)
+        base_view = runs.base_view()
+        base_name = runs.base_name
+        requests = [
+            RunRequest(p.task_id, base_name, base_view, seed)
+            for p, seed in drawn
+            if (p.task_id, seed) not in runs.base_results and base_needed.get(p.kind, True)
+        ]
+        requests += [RunRequest(p.task_id, stream.name, stream.view, seed) for p, seed in drawn]
+        results = runs.run_requests(requests, purpose)
+        for request, run in zip(requests, results, strict=True):
+            if request.memory == base_name:
+                runs.base_results[(run.task_id, run.seed)] = run
+            else:
+                stream.results[(run.task_id, run.seed)] = run
+        pairs = []
+        for probe, seed in drawn:
+            key = (probe.task_id, seed)
+            stream.kinds[key] = probe
+            without, with_lesson = runs.base_results.get(key), stream.results[key]
+            if with_lesson.success is None or (without is not None and without.success is None):
+                stream.errors += 1
+                continue
+            insights = cited_insights(with_lesson)
+            cited = None if insights is None else stream.ident in insights
+            solved = None if without is None else without.success
+            pairs.append(SeqPair(probe.kind, solved, with_lesson.success, cited))
+        return pairs
+
+
+class SequentialRule:
+    """Owns the decisions under `sequential`: each lesson's stream (the narrowed lesson's, once
+    narrowed), the decision's figures, probes and reason as a stream stands, narrowing onto
+    held-out probes, and e-BH across the call's lessons."""
+
+    def __init__(
+        self,
+        options: GateOptions,
+        thresholds: Thresholds,
+        rates: Rates,
+        runs: GateRuns,
+        chooser: ProbeChooser,
+        narrower: Narrower,
+    ) -> None:
+        self.options = options
+        self.thresholds = thresholds
+        self.rates = rates
+        self.runs = runs
+        self.chooser = chooser
+        self.narrower = narrower
+        self.rounds = Rounds(
+            options, Schedule(per_round=options.per_round, max_runs=options.max_runs), runs
+        )
+        self.streams: dict[str, Stream] = {}
+        """Candidate -> its last sequential stream (the narrowed lesson's, once narrowed),
+        kept to go on (e-BH)."""
+
+    def decide(self, candidate: Candidate, ident: str) -> GateDecision:
+        """Probe pairs in rounds until the anytime-valid tests decide (control.sequential)."""
+        runs = self.runs
+        probes = self.chooser.choose(candidate)
+        if not probes:
+            raise InputError(
+                f"no probe tasks for {candidate.ident}: the task pool is empty",
+                hint="give --task-pool FILE",
+            )
+        view = runs.view(candidate.ident, hidden=runs.hidden - {candidate.ident})
+        stream = Stream(
+            name=f"{runs.base.name}+{candidate.ident}",
+            view=view,
+            probes=by_kind(probes),
+            tests=Sequential(self.rates, citations=self.options.p_fail == "citations"),
+            rng=random.Random(f"{self.options.seed}:{candidate.ident}"),
+            ident=candidate.ident,
+            base=runs.base_results,
+        )
+        self.streams[candidate.ident] = stream
+        decision = GateDecision(
+            id=ident,
+            insight=candidate.ident,
+            tested_on=runs.base.name,
+            time=now(),
+            verdict="rejected",
+            reason="",
+            confidence=1 - self.options.alpha,
+            thresholds=self._thresholds(),
+            precondition=candidate.precondition,
+            evidence=f"{ident}.runs.jsonl",
+        )
+        outcome = self.rounds.go_on(stream, ident)
+        decision.verdict = "committed" if outcome == "committed" else "rejected"
+        self._settle(decision, stream)
+        if decision.verdict == "rejected" and self.options.narrow:
+            assert decision.figures is not None
+            if separable(stream.figure_pairs(), decision.figures, self.thresholds):
+                self._narrow(candidate, decision, stream)
+            else:
+                decision.reason += "; " + why_not_narrowed(
+                    decision.figures, self.thresholds, narrow=True
+                )
+        elif decision.verdict == "rejected":
+            decision.reason += "; narrowing is off (--no-narrow)"
+        undecided_on_errors(decision, self.streams[candidate.ident].errors)
+        decision.agent_runs = len(runs.runs_of(decision))
+        return decision
+
+    def _thresholds(self) -> dict[str, float]:
+        o = self.options
+        found = {"eta": o.eta, "delta": o.delta, "beta": o.beta}
+        found.update(alpha=o.alpha, alpha_miss=o.alpha_miss, max_runs=float(o.max_runs))
+        return found
+
+    def _settle(self, decision: GateDecision, stream: Stream, *, narrowed: bool = False) -> None:
+        """The decision's figures, probes and reason from the stream as it stands."""
+        runs = self.runs
+        tests = stream.tests
+        probes = [p for kind in stream.probes.values() for p in kind]
+        cited = runs.cited(stream.ident, stream.results)
+        figures = gate_figures(probes, stream.figure_pairs(), self.thresholds, cited)
+        figures = figures.model_copy(
+            update={
+                "passes": tests.verdict() == "committed",
+                "runs": stream.runs,
+                "tests": {
+                    "help": round(tests.help.wealth, 6),
+                    "damage": round(tests.damage.wealth, 6),
+                    "failure": round(tests.failure.wealth, 6),
+                    "needed": round(1 / (self.rates.alpha * tests.scale), 6),
+                },
+            }
+        )
+        keys = sorted(stream.kinds)
+        results = [
+            ProbeResult(
+                task_id=p.task_id,
+                kind=p.kind,
+                why=p.why,
+                base_runs=[
+                    runs.base_results[k].id
+                    for k in keys
+                    if k[0] == p.task_id and k in runs.base_results
+                ],
+                lesson_runs=[stream.results[k].id for k in keys if k[0] == p.task_id],
+            )
+            for p in dict.fromkeys(stream.kinds.values())
+        ]
+        seeds = sorted({seed for _, seed in stream.kinds})
+        if figures.passes:
+            words = "It passed: "
+        else:
+            words = f"{'Still rejected' if narrowed else 'Rejected'} ({tests.reason}): "
+        text = words + summary(figures, self.thresholds)
+        if narrowed:
+            decision.narrowed_figures = figures
+            decision.narrowed_probes = results
+            decision.narrowed_seeds = seeds
+            decision.reason += ". After narrowing, on held-out probes: " + text
+        else:
+            decision.figures = figures
+            decision.probes = results
+            decision.seeds = seeds
+            decision.reason = text
+
+    def _narrow(self, candidate: Candidate, decision: GateDecision, stream: Stream) -> None:
+        if self.narrower.asker is None:
+            decision.reason += (
+                "; it could be narrowed (it helped and hurt on separate tasks) but there is no "
+                "model to do it (an offline corpus)"
+            )
+            return
+        seen = list(dict.fromkeys(p.task_id for p in stream.kinds.values()))
+        try:
+            precondition, narrowed, view = self.narrower.narrow(
+                candidate, seen, stream.figure_pairs()
+            )
+        except (ValueError, CorpusError) as error:
+            decision.reason += f"; narrowing failed: {error}"
+            return
+        probes = self.chooser.choose(
+            Candidate(candidate.ident, narrowed, candidate.guideline, candidate.alike),
+            held_out=True,
+        )
+        # Its own share of alpha: a lesson that fails, is narrowed and is tested again gets
+        # two chances to pass, so the second test asks for four times the evidence.
+        second = Stream(
+            name=f"{self.runs.base.name}+{candidate.ident}-narrowed",
+            view=view,
+            probes=by_kind(probes),
+            tests=Sequential(
+                self.rates, citations=self.options.p_fail == "citations", scale=NARROWED_SHARE
+            ),
+            rng=random.Random(f"{self.options.seed}:{candidate.ident}:narrowed"),
+            ident=candidate.ident,
+            base=self.runs.base_results,
+            narrowed=True,
+        )
+        self.streams[candidate.ident] = second
+        decision.narrowed_precondition = precondition
+        outcome = self.rounds.go_on(second, decision.id) if probes else "rejected"
+        if not probes:
+            second.tests.reason = "no held-out probe task"
+        self._settle(decision, second, narrowed=True)
+        if outcome == "committed":
+            decision.verdict = "committed"
+            decision.reason = "Narrowed, then committed. First test: " + decision.reason
+
+    def multiplicity(self, decisions: Sequence[GateDecision]) -> None:
+        """Across one call's lessons: commit only a set e-BH admits, so that the expected share
+        of harmful or useless lessons among those committed is at most alpha. A committed
+        lesson e-BH does not admit yet goes on (its tests ask for m / (alpha k) evidence, k the
+        lessons committed, m those tested) until it does or its budget is spent."""
+        streams = [self.streams.get(d.insight) for d in decisions]
+        m = len(decisions)
+        if m < 2:
+            return
+        while True:
+            committed = [i for i, d in enumerate(decisions) if d.verdict == "committed"]
+            admitted = e_bh([s.tests.e_value() if s else 0.0 for s in streams], self.rates.alpha)
+            short = [i for i in committed if i not in admitted]
+            if not short:
+                return
+            for i in short:
+                stream, decision = streams[i], decisions[i]
+                assert stream is not None
+                stream.tests.scale = min(stream.tests.scale, len(committed) / m)
+                outcome = self.rounds.go_on(stream, decision.id)
+                if outcome != "committed":
+                    decision.verdict = "rejected"
+                    self.narrower.narrowed.pop(decision.insight, None)
+                note = (
+                    f". With {m} lessons in this call, e-BH asked it for evidence "
+                    f"{1 / (self.rates.alpha * stream.tests.scale):.3g}"
+                    + (": reached." if outcome == "committed" else ": not reached, rejected.")
+                )
+                self._settle(decision, stream, narrowed=stream.narrowed)
+                decision.reason += note
+                decision.agent_runs = len(self.runs.runs_of(decision))
