@@ -18,11 +18,11 @@ from pathlib import Path
 
 import orjson
 
-from wikitrace.corpus_schema import CorpusError, InputError, Layout, read, render
+from wikitrace.corpus_schema import CorpusError, InputError, Layout, compilation_pages, read
 from wikitrace.corpus_schema.history import Changes, VersionInfo
+from wikitrace.corpus_schema.indexes import InsightRow
 from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader
-from wikitrace.corpus_schema.render import InsightRow
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
     check_destination,
@@ -127,7 +127,9 @@ def leave_out(
         for step in sorted(renamed):
             page = read.read_page(base.root, layout.compilation_rel(step), CompilationHeader)
             writer.write_files(
-                render.with_mined(layout, page.header, page.body, dropped=set(gone_insights))
+                compilation_pages.with_mined(
+                    layout, page.header, page.body, dropped=set(gone_insights)
+                )
             )
         if MINED_PATTERNS in base.manifest.files:
             writer.write(MINED_PATTERNS, _patterns_without(base, gone_steps))
