@@ -25,9 +25,9 @@ import orjson
 from markupsafe import Markup
 
 from wikitrace.corpus_schema import CorpusError, manifest, read
+from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
 from wikitrace.corpus_schema.records import Claim, InsightHeader, RawHeader, is_judged
 from wikitrace.corpus_schema.render import shortened
-from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
 
 from . import consolidate
 from .audit import counted, passage
