@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import orjson
 
-from wikitrace.corpus_schema import InputError, render
+from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.store import build_lock, digest
@@ -300,7 +300,7 @@ def _holds_turns(
     """True when step `step`'s turn log is these turns, as a build would write them."""
     shown = list(turns) if redactor is None else redactor.value(list(turns))
     held = base.manifest.files.get(base.layout().raw_turns_rel(step))
-    return held == digest(render.turn_log(shown)[0])
+    return held == digest(raw_pages.turn_log(shown)[0])
 
 
 def _part_record(run: Run, part: _Part, session: Session) -> dict[str, Any]:

@@ -9,7 +9,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from wikitrace.corpus_schema import Layout, id_width, parse_step, read, render
+from wikitrace.corpus_schema import (
+    Layout,
+    compilation_pages,
+    id_width,
+    indexes,
+    insight_pages,
+    parse_step,
+    read,
+)
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_build import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
@@ -29,7 +37,7 @@ from .report import BuildReport
 def write_layers(
     writer: CorpusWriter,
     layout: Layout,
-    rows: Sequence[render.RunRow],
+    rows: Sequence[indexes.RunRow],
     tasks: Iterable[str],
     compiled: Compiled,
     report: BuildReport,
@@ -82,8 +90,8 @@ def write_layers(
         for page in mined:
             header, guideline = page.content()
             header.id = layout.insight(page.number)
-            writer.write_files(render.insight_files(header, guideline))
-            mined_row = render.insight_row(page.number, header, guideline)
+            writer.write_files(insight_pages.insight_files(header, guideline))
+            mined_row = indexes.insight_row(page.number, header, guideline)
             if page.new:
                 at = len(insight_rows)
                 insight_rows.append(mined_row)
@@ -148,10 +156,11 @@ def _name_mined(
     layout: Layout,
     base: FrozenVersion | None,
     cites: list[tuple[str, int, bool]],
-    insight_rows: Sequence[render.InsightRow],
+    insight_rows: Sequence[indexes.InsightRow],
 ) -> set[str]:
     """Each compilation page of a run a mined lesson rests on, written anew to name it
-    (render.with_mined); the parent's pages so written, which the version does not keep."""
+    (compilation_pages.with_mined); the parent's pages so written, which the version does not
+    keep."""
     replaced: set[str] = set()
     parent_steps = len(base.rows) if base else 0
     cites.sort()
@@ -175,13 +184,15 @@ def _name_mined(
         for _, at, source in group:
             row = insight_rows[at]
             (source_of if source else cited_by).append((row.number, row.title))
-        writer.write_files(render.with_mined(layout, page.header, page.body, source_of, cited_by))
+        writer.write_files(
+            compilation_pages.with_mined(layout, page.header, page.body, source_of, cited_by)
+        )
     return replaced
 
 
 def _written(
     layout: Layout,
-    rows: Iterable[render.RunRow],
+    rows: Iterable[indexes.RunRow],
     tasks: Iterable[str],
     summaries: Iterator[Summary],
 ) -> Iterator[WrittenRun]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import Layout, RunRecord, is_judged, render
+from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.records import Outcome
 from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import fingerprint, given_attempt
@@ -147,7 +147,7 @@ def _check(runs: list[_Read]) -> tuple[list[_Checked], dict[str, int], dict[tupl
     for run in runs:
         data = pickle.loads(run.data)
         clean = _redactor.value(data) if _redactor is not None else data
-        log_bytes, _ = render.turn_log(clean["turns"])
+        log_bytes, _ = raw_pages.turn_log(clean["turns"])
         if clean is data:
             key = fingerprint(run.task_id, run.outcome, digest(log_bytes), run.given_attempt)
             checked.append(_Checked(key, run.task_id, run.attempt, None))
@@ -183,7 +183,7 @@ class _Made:
     """A run's files and what the build keeps of it."""
 
     files: list[tuple[str, str | bytes]]
-    row: render.RunRow
+    row: indexes.RunRow
     task: str
     success: bool
     outcome: Outcome
@@ -202,7 +202,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
     for run in runs:
         data = pickle.loads(run.data)
         record = RunRecord.model_validate(data)
-        log_bytes, offsets = render.turn_log(data["turns"])
+        log_bytes, offsets = raw_pages.turn_log(data["turns"])
         source = source_name(run.path, run.line, run.at, _setup.inputs)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
         judged = is_judged(record.metadata)
@@ -222,7 +222,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             _Made(
                 files,
                 run_row(run.step, record),
-                render.page_task(record.task),
+                raw_pages.page_task(record.task),
                 record.success,
                 record.outcome,
                 judged,

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 
 import orjson
 
-from wikitrace.corpus_schema import Compilation, Layout, RunRecord, id_width, read, render
+from wikitrace.corpus_schema import (
+    Compilation,
+    Layout,
+    RunRecord,
+    compilation_pages,
+    id_width,
+    indexes,
+    insight_pages,
+    read,
+    render,
+)
 from wikitrace.corpus_schema.catalog_build import WrittenInsights
 from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
@@ -90,7 +100,7 @@ def summarize(
 def plain_compilation(layout: Layout, record: RunRecord, result: Compilation) -> render.PageFiles:
     """The page (and data file) of a compilation with no insight drafted: it links to nothing
     unnumbered, so it is written as soon as it is compiled."""
-    return render.compilation(
+    return compilation_pages.compilation(
         layout, result, task_id=record.task_id, task_type=record.task_type, insight_numbers=[]
     )
 
@@ -116,7 +126,7 @@ class Compiled:
         layout: Layout,
         *,
         first_step: int = 1,
-        parent_rows: Iterable[render.InsightRow] = (),
+        parent_rows: Iterable[indexes.InsightRow] = (),
         total: int = 0,
         fixed_width: bool = False,
     ) -> None:
@@ -201,7 +211,7 @@ class Compiled:
                     self.number += 1
                     summary.insights.append(self.number)
                     self.insight_rows.append(
-                        render.InsightRow(
+                        indexes.InsightRow(
                             number=self.number,
                             title=draft.title,
                             task_type=summary.task_type,
@@ -242,7 +252,7 @@ class Compiled:
         layout = dataclasses.replace(self.layout, insight_width=width)
         result = result or self.read(summary.spilled)
         self.writer.write_files(
-            render.compilation(
+            compilation_pages.compilation(
                 layout,
                 result,
                 task_id=summary.task_id,
@@ -251,10 +261,10 @@ class Compiled:
             ),
         )
         for number, draft in zip(summary.insights, result.insights, strict=True):
-            header = render.insight_header(
+            header = insight_pages.insight_header(
                 layout, number, draft, source=result, task_type=summary.task_type
             )
-            self.writer.write_files(render.insight_files(header, draft.guideline))
+            self.writer.write_files(insight_pages.insight_files(header, draft.guideline))
             if not again:
                 self.written_insights.add(number, header, draft.guideline)
                 self.read_only_insights += header.support == READ_ONLY

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import InputError, Layout, RunRecord, render
+from wikitrace.corpus_schema import InputError, Layout, RunRecord, indexes, raw_pages, render
 from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
@@ -82,7 +82,7 @@ class RawLayer:
             record.task_id = sys.intern(record.task_id)
             if record.task_type:
                 record.task_type = sys.intern(record.task_type)
-            log_bytes, offsets = render.turn_log(data["turns"])
+            log_bytes, offsets = raw_pages.turn_log(data["turns"])
             step = self.number(run_key(record, log_bytes))
             if step is not None:
                 yield step, self.write(step, item, data, record, log_bytes, offsets)
@@ -136,12 +136,14 @@ class RawLayer:
         self.writer.write_files(
             raw_files(self.layout, step, attempt, source, data, record, log_bytes, offsets)
         )
-        self.add(run_row(step, record), render.page_task(record.task), item.format, record.success)
+        self.add(
+            run_row(step, record), raw_pages.page_task(record.task), item.format, record.success
+        )
         return record
 
-    def add(self, row: render.RunRow, task: str, input_format: str, success: bool) -> None:
+    def add(self, row: indexes.RunRow, task: str, input_format: str, success: bool) -> None:
         """A new run whose raw files are written: its row, its task as its page holds it
-        (render.page_task), and the report's counts."""
+        (raw_pages.page_task), and the report's counts."""
         self.rows.append(row)
         self.tasks.append(task)
         self.report.runs += 1
@@ -168,7 +170,7 @@ def redacted(
 
 def run_key(record: RunRecord, log_bytes: bytes) -> str:
     """A run's identity across versions (versions.fingerprint), from its redacted record and
-    its turn log as written (render.turn_log)."""
+    its turn log as written (raw_pages.turn_log)."""
     return fingerprint(
         record.task_id, record.outcome, digest(log_bytes), given_attempt(record.metadata)
     )
@@ -195,7 +197,7 @@ def raw_files(
     offsets: list[int],
 ) -> list[tuple[str, str | bytes]]:
     """A new run's raw files: its metadata page, its turns as logged (`log_bytes` and the
-    `offsets` render.turn_log gives) and their index."""
+    `offsets` raw_pages.turn_log gives) and their index."""
     header = RawHeader(
         step=layout.step(step),
         task_id=record.task_id,
@@ -212,15 +214,15 @@ def raw_files(
     )
     summaries = [summarize(turn) for turn in data["turns"]]
     return [
-        (layout.raw_metadata_rel(step), render.raw_metadata(header, record.task)),
+        (layout.raw_metadata_rel(step), raw_pages.raw_metadata(header, record.task)),
         (layout.raw_turns_rel(step), log_bytes),
-        (layout.raw_turn_index_rel(step), render.turn_index(offsets, summaries)),
+        (layout.raw_turn_index_rel(step), raw_pages.turn_index(offsets, summaries)),
     ]
 
 
-def run_row(step: int, record: RunRecord) -> render.RunRow:
+def run_row(step: int, record: RunRecord) -> indexes.RunRow:
     """A new run's row in the indexes (its task cut short: render.task_preview)."""
-    return render.RunRow(
+    return indexes.RunRow(
         step=step,
         task_id=record.task_id,
         task_type=record.task_type,

@@ -227,7 +227,7 @@ def insight(root: Path, ident: str) -> Page[InsightHeader]:
 
 
 def task_text(page: Page[RawHeader]) -> str:
-    """The task of a raw run, from the body of its metadata.md (see render.raw_metadata)."""
+    """The task of a raw run, from the body of its metadata.md (see raw_pages.raw_metadata)."""
     body = page.body
     start = body.find(_TASK_HEADING)
     end = body.rfind(_TURNS_HEADING)
@@ -250,7 +250,7 @@ _TURNS_HEADING = "\n## Turns\n"
 
 
 def guideline(page: Page[InsightHeader]) -> str:
-    """The guideline of an insight, from the body of its page (see render.insight)."""
+    """The guideline of an insight, from the body of its page (see insight_pages.insight_files)."""
     body = page.body
     start = body.find(_GUIDELINE)
     end = body.find(_APPLIES, start)

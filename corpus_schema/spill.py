@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar, overload
 
 import orjson
 
-from .render import InsightRow, RunRow
+from .indexes import InsightRow, RunRow
 from .store import atomic_write, spill_file
 
 READ_AHEAD = 512

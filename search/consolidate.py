@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, overload
 
+from wikitrace.corpus_schema.indexes import insight_row
 from wikitrace.corpus_schema.records import InsightHeader
-from wikitrace.corpus_schema.render import insight_row
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema import Claim, CorpusError, Evidence, read, render, spill, store
+from wikitrace.corpus_schema import Claim, CorpusError, Evidence, indexes, read, spill, store
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
@@ -328,7 +328,7 @@ def test_freezing_makes_files_and_folders_read_only_and_follows_no_link(tmp_path
 
 run_rows = st.lists(
     st.builds(
-        render.RunRow,
+        indexes.RunRow,
         step=st.integers(1, 5),  # gaps between steps, made increasing below
         task_id=st.text(max_size=8),
         task_type=st.none() | st.text(max_size=8),
@@ -348,7 +348,7 @@ run_rows = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(rows=run_rows, data=st.data())
 def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
-    tmp_path_factory: pytest.TempPathFactory, rows: list[render.RunRow], data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory, rows: list[indexes.RunRow], data: st.DataObject
 ) -> None:
     step = 0
     for row in rows:  # steps increase, with gaps
@@ -370,17 +370,17 @@ def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
             index = data.draw(st.integers(-len(rows), len(rows) - 1))
             assert kept[index] == rows[index]
             picked = data.draw(st.lists(st.integers(0, len(rows) - 1), unique=True).map(sorted))
-            chosen = render._Picked(kept, picked)
+            chosen = indexes._Picked(kept, picked)
             assert chosen[:] == [rows[i] for i in picked] and len(chosen) == len(picked)
             assert chosen[1:-1] == [rows[i] for i in picked][1:-1]
         with pytest.raises(ValueError, match="after"):
-            kept.append(render.RunRow(step, "t", None, "success", 1, ""))
+            kept.append(indexes.RunRow(step, "t", None, "success", 1, ""))
     assert not list(folder.iterdir())
 
 
 insight_rows = st.lists(
     st.builds(
-        render.InsightRow,
+        indexes.InsightRow,
         number=st.integers(1, 10**6),
         title=st.text(max_size=20),
         task_type=st.none() | st.text(max_size=8),
@@ -402,7 +402,7 @@ insight_rows = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(rows=insight_rows, data=st.data())
 def test_insight_rows_kept_on_disk_read_back_as_a_list_with_rows_replaced(
-    tmp_path_factory: pytest.TempPathFactory, rows: list[render.InsightRow], data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory, rows: list[indexes.InsightRow], data: st.DataObject
 ) -> None:
     """Every field comes back; a row replaced (a parent's mined lesson, recounted) is read
     back as the new row, alone, in a slice and in order, and changing a row read back

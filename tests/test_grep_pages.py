@@ -12,7 +12,7 @@ import frontmatter
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.corpus_schema import read, render, verify
+from wikitrace.corpus_schema import compilation_pages, indexes, insight_pages, read, render, verify
 from wikitrace.corpus_schema.layout import Layout
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.tools.audit import audit_insight, audit_step
@@ -109,7 +109,7 @@ def test_divergences_are_titled_in_words_and_listed_apart(corpus: Path) -> None:
         assert "the successful run " in title and "; the failed one " in title
         assert "{" not in title and '":' not in title  # no raw JSON
     index = (corpus / "insight" / "_index.md").read_text()
-    head, divergence_section = index.split(f"## {render.DIVERGENCES_HEADING}\n", 1)
+    head, divergence_section = index.split(f"## {indexes.DIVERGENCES_HEADING}\n", 1)
     for page in divergences:
         assert f"[{page.header.id}]" in divergence_section and f"[{page.header.id}]" not in head
     for page in lessons:
@@ -163,7 +163,7 @@ def test_a_corpus_of_format_1_is_read(tmp_path: Path) -> None:
         "insight-0001"
     ]
     # A page of format 1 written anew comes out in format 2, saying the same.
-    files = dict(render.insight_files(insight.header, read.guideline(insight)))
+    files = dict(insight_pages.insight_files(insight.header, read.guideline(insight)))
     assert set(files) == {"insight/insight-0001.md", "data/insight/insight-0001.json"}
     new = tmp_path / "new"
     for rel, text in files.items():
@@ -173,7 +173,9 @@ def test_a_corpus_of_format_1_is_read(tmp_path: Path) -> None:
     assert again.header.model_copy(update={"data": None}) == insight.header
     assert read.guideline(again) == read.guideline(insight)
     layout = Layout(new)
-    files = dict(render.with_mined(layout, first.header, first.body, cited_by=[(1, "A lesson")]))
+    files = dict(
+        compilation_pages.with_mined(layout, first.header, first.body, cited_by=[(1, "A lesson")])
+    )
     post = frontmatter.loads(files["compilation/step-0001.md"])
     assert "claims" not in post.metadata and post["cited_by"] == ["insight-0001"]
     assert json.loads(files["data/compilation/step-0001.json"])["claims"] == [

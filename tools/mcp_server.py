@@ -151,9 +151,21 @@ def _tool_errors(function: _Tool) -> _Tool:
 
 def build_server(corpus: Corpus) -> Any:
     """An MCPServer (the official SDK's) with the corpus's tools and pages."""
+    server = _new_server(corpus)
+    tools = _Tools(server)
+    _add_first_message(tools, corpus)
+    _add_lookup_tools(tools, corpus)
+    _add_run_tools(tools, corpus)
+    _add_evidence_tools(tools, corpus)
+    _add_pages(server, corpus)
+    return server
+
+
+def _new_server(corpus: Corpus) -> Any:
+    """The server, yet without tools or pages: its name, instructions and version, and a
+    caller's bad arguments reported in one line."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-    from mcp.types import ToolAnnotations
+    from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import ValidationError
 
     class Server(MCPServer[Any]):
@@ -170,12 +182,6 @@ def build_server(corpus: Corpus) -> Any:
                     raise ToolError(f"bad arguments to {name}: {problems}") from None
                 raise
 
-    def page(path: str) -> str:
-        try:
-            return corpus.page(path)
-        except ValueError as error:
-            raise ResourceNotFoundError(_one_line(error)) from None
-
     counts = corpus.manifest.counts
     server: Any = Server(
         name="wikitrace",
@@ -190,15 +196,33 @@ def build_server(corpus: Corpus) -> Any:
     # imported, and would log every index it builds: the handlers keep to warnings.
     for handler in logging.getLogger().handlers:
         handler.setLevel(logging.WARNING)
-    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-    root = str(corpus.root)
+    return server
 
-    def tool(function: _Tool) -> _Tool:
+
+class _Tools:
+    """Adds tools to a server: each read-only, described by its docstring, its errors a
+    caller can act on one line."""
+
+    def __init__(self, server: Any) -> None:
+        from mcp.types import ToolAnnotations
+
+        self.server = server
+        self.read_only = ToolAnnotations(
+            read_only_hint=True, idempotent_hint=True, open_world_hint=False
+        )
+
+    def add(self, function: _Tool) -> _Tool:
         description = inspect.cleandoc(function.__doc__ or "")
-        server.tool(description=description, annotations=read_only)(_tool_errors(function))
+        self.server.tool(description=description, annotations=self.read_only)(
+            _tool_errors(function)
+        )
         return function
 
-    @tool
+
+def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
+    """`first_message`: what the memory shows an agent at the start of a task."""
+
+    @tools.add
     def first_message(
         task: Annotated[str, Field(description="The task you are about to solve, in full.")],
         task_type: Annotated[
@@ -269,7 +293,11 @@ def build_server(corpus: Corpus) -> Any:
         )
         return str(message.text)
 
-    @tool
+
+def _add_lookup_tools(tools: _Tools, corpus: Corpus) -> None:
+    """`search` and `read_page`: find entries by words, and read any page as written."""
+
+    @tools.add
     def search(
         query: Annotated[str, Field(description="Words to look for.")],
         kind: Annotated[
@@ -294,7 +322,7 @@ def build_server(corpus: Corpus) -> Any:
         hits = corpus.memory().search(query, kinds, limit=limit, exclude_tasks=exclude_tasks or ())
         return "\n".join(hit.line() for hit in hits) or "no match"
 
-    @tool
+    @tools.add
     def read_page(
         path: Annotated[
             str,
@@ -314,7 +342,12 @@ def build_server(corpus: Corpus) -> Any:
         For a run's turns, `actions` and `turn` are easier to read."""
         return corpus.page(path, offset)
 
-    @tool
+
+def _add_run_tools(tools: _Tools, corpus: Corpus) -> None:
+    """`actions` and `turn`: a past run's turns, one line each or in full."""
+    root = str(corpus.root)
+
+    @tools.add
     def actions(
         step: Annotated[str, Field(description="The run: step-0042 or 42.")],
     ) -> str:
@@ -322,7 +355,7 @@ def build_server(corpus: Corpus) -> Any:
         of what came back. Use it to see what a run did before reading turns in full."""
         return drilldown.actions_text(root, step)
 
-    @tool
+    @tools.add
     def turn(
         step: Annotated[str, Field(description="The run: step-0042 or 42.")],
         turns: Annotated[str, Field(description="A turn N, or turns N-M (from 1).")],
@@ -341,7 +374,12 @@ def build_server(corpus: Corpus) -> Any:
             raise ValueError("give lines or grep, not both")
         return drilldown.turns_text(root, step, turns, lines, grep)
 
-    @tool
+
+def _add_evidence_tools(tools: _Tools, corpus: Corpus) -> None:
+    """`audit` and `check_citations`: the evidence behind a lesson, and a report's citations
+    checked."""
+
+    @tools.add
     def audit(
         entry: Annotated[
             str, Field(description="An insight (insight-0007 or 7) or a run (step-0003).")
@@ -358,7 +396,7 @@ def build_server(corpus: Corpus) -> Any:
             return audit_step(corpus.root, entry)
         return audit_insight(corpus.root, entry)
 
-    @tool
+    @tools.add
     def check_citations(
         report: Annotated[
             dict[str, Any],
@@ -379,6 +417,17 @@ def build_server(corpus: Corpus) -> Any:
         entries = "1 entry" if total == 1 else f"{total} entries"
         return f"ok: {entries}, all in the corpus ({corpus.label}); " + "; ".join(parts)
 
+
+def _add_pages(server: Any, corpus: Corpus) -> None:
+    """The pages as resources: the root and each layer's index by name, any page by path."""
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
+    def page(path: str) -> str:
+        try:
+            return corpus.page(path)
+        except ValueError as error:
+            raise ResourceNotFoundError(_one_line(error)) from None
+
     for folder, description in INDEXES:
         rel = f"{folder}/{INDEX_NAME}" if folder else INDEX_NAME
         server.resource(
@@ -394,7 +443,6 @@ def build_server(corpus: Corpus) -> Any:
         description="Any page of the corpus by its path: insight/insight-0001.md, ...",
         mime_type="text/markdown",
     )(page)
-    return server
 
 
 def serve(path: Path, http_port: int | None = None) -> None:

@@ -19,19 +19,28 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from markupsafe import Markup
 
 from wikitrace.corpus_schema import CorpusError, manifest, read
-from wikitrace.corpus_schema.records import Claim, InsightHeader, RawHeader, is_judged
+from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
+from wikitrace.corpus_schema.records import (
+    Claim,
+    CompilationHeader,
+    InsightHeader,
+    RawHeader,
+    is_judged,
+)
 from wikitrace.corpus_schema.render import shortened
-from wikitrace.corpus_schema.store import EXPORT_MARKER, staged_export
 from wikitrace.corpus_schema.turns import format_turn, summarize
 from wikitrace.search import consolidate
 
 from .audit import counted, passage
+
+if TYPE_CHECKING:
+    import jinja2
 
 FILES = Path(__file__).parent / "site_files"
 STATIC = ("style.css", "filter.js")
@@ -163,6 +172,111 @@ def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> s
     return f"{len(group)} runs ({failed} failed)"
 
 
+@dataclass
+class _Shown:
+    """What the site shows of a corpus version, read before any page is written."""
+
+    runs: list[RawHeader]
+    tasks: dict[str, str]
+    """Each run's task, by step."""
+    compiled: dict[str, CompilationHeader]
+    compilation_claims: dict[str, list[ShownClaim]]
+    insights: list[tuple[dict[str, Any], list[ShownClaim]]]
+    """Each insight as its templates show it, and its claims."""
+    marks: dict[str, _Marks]
+    """The quoted spans to highlight in each run, by step."""
+
+
+def _read_shown(root: Path) -> _Shown:
+    """The runs, compilations and insights of the version at `root`, each claim's quotes
+    marked in the run they cite."""
+    run_pages = list(read.runs(root))
+    runs = [page.header for page in run_pages]
+    tasks = {page.header.step: read.task_text(page) for page in run_pages}
+    del run_pages
+    compiled = {page.header.step: page.header for page in read.compilations(root)}
+    insight_pages = [(page.header, read.guideline(page)) for page in read.insights(root)]
+    leaders = consolidate.of_pages(insight_pages)
+    groups: dict[int, list[tuple[InsightHeader, str]]] = {}
+    for index, leader in enumerate(leaders):
+        groups.setdefault(leader, []).append(insight_pages[index])
+    marks: dict[str, _Marks] = {}
+    compilation_claims: dict[str, list[ShownClaim]] = {
+        step: _claims(header.claims, step, "c", marks) for step, header in compiled.items()
+    }
+    insights = []
+    for index, (header, guideline) in enumerate(insight_pages):
+        claims, missing = _insight_claims(header, compilation_claims, marks)
+        support = _support(header, groups.get(leaders[index], []))
+        insights.append((_insight_view(header, guideline, support, missing), claims))
+    return _Shown(runs, tasks, compiled, compilation_claims, insights, marks)
+
+
+def _insight_claims(
+    header: InsightHeader, compilation_claims: dict[str, list[ShownClaim]], marks: dict[str, _Marks]
+) -> tuple[list[ShownClaim], str]:
+    """An insight's claims (a mined one's own; a model's, those of its compilation it names),
+    and what is missing of them."""
+    if header.mined is not None:
+        return _claims(header.evidence, header.source_step, f"{header.id}-", marks), ""
+    source = compilation_claims.get(header.source_step)
+    if source is None:
+        return [], f"EVIDENCE MISSING: no compilation {header.compilation}"
+    numbers = header.source_claims or list(range(1, len(source) + 1))
+    claims = [source[n - 1] for n in numbers if 1 <= n <= len(source)]
+    if len(claims) < len(numbers):
+        return claims, "Some claims it names are missing from the compilation."
+    return claims, ""
+
+
+def _insight_view(
+    header: InsightHeader, guideline: str, support: str, missing: str
+) -> dict[str, Any]:
+    """An insight as the templates show it."""
+    return {
+        "id": header.id,
+        "title": header.title,
+        "task_type": header.task_type,
+        "status": "no longer holds"
+        if header.mined is not None and not header.mined.holds
+        else header.status,
+        "withheld": header.status in ("rejected", "retired")
+        or (header.mined is not None and not header.mined.holds),
+        "source_step": header.source_step,
+        "source_outcome": header.source_outcome,
+        "source_judged": header.source_judged,
+        "drawn_by": "mined without a model (a correlation)" if header.mined else header.model,
+        "guideline": guideline,
+        "applicability": header.applicability,
+        "precondition": header.hypothesis.precondition if header.hypothesis else None,
+        "support": support,
+        "numbers": counted(header.mined)
+        if header.mined is not None and header.mined.kind == "contrast"
+        else "",
+        "mined": header.mined is not None,
+        "divergence": header.mined is not None and header.mined.kind == "divergence",
+        "verified": header.verified,
+        "missing": missing,
+    }
+
+
+@dataclass
+class _Pages:
+    """Writes the pages of one site into its staging folder, counting them."""
+
+    env: jinja2.Environment
+    common: dict[str, Any]
+    """What every template is given: the corpus, its version and counts."""
+    stage: Path
+    report: SiteReport
+
+    def write(self, rel: str, template: str, **values: Any) -> None:
+        up = "../" * rel.count("/")
+        text = self.env.get_template(template).render(**self.common, **values, up=up)
+        (self.stage / rel).write_text(text, encoding="utf-8")
+        self.report.pages += 1
+
+
 def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
     """Write the site of the corpus version `corpus` names into `dest`, whole or not at all."""
     import jinja2
@@ -188,162 +302,17 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
         "offline": frozen.compiled_by == "offline",
         "model": frozen.model,
     }
-    run_pages = list(read.runs(root))
-    runs = [page.header for page in run_pages]
-    tasks = {page.header.step: read.task_text(page) for page in run_pages}
-    del run_pages
-    compiled = {page.header.step: page.header for page in read.compilations(root)}
-    insight_pages = [(page.header, read.guideline(page)) for page in read.insights(root)]
-    leaders = consolidate.of_pages(insight_pages)
-    groups: dict[int, list[tuple[InsightHeader, str]]] = {}
-    for index, leader in enumerate(leaders):
-        groups.setdefault(leader, []).append(insight_pages[index])
-
-    marks: dict[str, _Marks] = {}
-    compilation_claims: dict[str, list[ShownClaim]] = {
-        step: _claims(header.claims, step, "c", marks) for step, header in compiled.items()
-    }
-    insight_views = []
-    for index, (header, guideline) in enumerate(insight_pages):
-        missing = ""
-        if header.mined is not None:
-            claims = _claims(header.evidence, header.source_step, f"{header.id}-", marks)
-        else:
-            source = compilation_claims.get(header.source_step)
-            if source is None:
-                missing, claims = f"EVIDENCE MISSING: no compilation {header.compilation}", []
-            else:
-                numbers = header.source_claims or list(range(1, len(source) + 1))
-                claims = [source[n - 1] for n in numbers if 1 <= n <= len(source)]
-                if len(claims) < len(numbers):
-                    missing = "Some claims it names are missing from the compilation."
-        view: dict[str, Any] = {
-            "id": header.id,
-            "title": header.title,
-            "task_type": header.task_type,
-            "status": "no longer holds"
-            if header.mined is not None and not header.mined.holds
-            else header.status,
-            "withheld": header.status in ("rejected", "retired")
-            or (header.mined is not None and not header.mined.holds),
-            "source_step": header.source_step,
-            "source_outcome": header.source_outcome,
-            "source_judged": header.source_judged,
-            "drawn_by": "mined without a model (a correlation)" if header.mined else header.model,
-            "guideline": guideline,
-            "applicability": header.applicability,
-            "precondition": header.hypothesis.precondition if header.hypothesis else None,
-            "support": _support(header, groups.get(leaders[index], [])),
-            "numbers": counted(header.mined)
-            if header.mined is not None and header.mined.kind == "contrast"
-            else "",
-            "mined": header.mined is not None,
-            "divergence": header.mined is not None and header.mined.kind == "divergence",
-            "verified": header.verified,
-            "missing": missing,
-        }
-        insight_views.append((view, claims))
-
-    report = SiteReport(str(dest), version, len(insight_pages), len(runs), 0, 0)
+    shown = _read_shown(root)
+    report = SiteReport(str(dest), version, len(shown.insights), len(shown.runs), 0, 0)
     with staged_export(dest, "site", force=force) as stage:
-        (stage / "insight").mkdir()
-        (stage / "run").mkdir()
-        (stage / "task").mkdir()
-
-        def write(rel: str, template: str, **values: Any) -> None:
-            up = "../" * rel.count("/")
-            text = env.get_template(template).render(**common, **values, up=up)
-            (stage / rel).write_text(text, encoding="utf-8")
-            report.pages += 1
-
-        by_type: dict[str, list[dict[str, Any]]] = {}
-        for view, _ in insight_views:
-            by_type.setdefault(view["task_type"] or "any task", []).append(view)
-        write(
-            "index.html",
-            "index.html.j2",
-            title="Insights",
-            groups=sorted(by_type.items()),
-            filter=True,
-        )
-        write(
-            "runs.html",
-            "runs.html.j2",
-            title="Runs",
-            filter=True,
-            runs=[
-                {
-                    "step": r.step,
-                    "task_id": r.task_id,
-                    "task": shortened(tasks[r.step], 200),
-                    "task_type": r.task_type,
-                    "outcome": r.outcome,
-                    "turns": r.turns,
-                    "title": compiled[r.step].title if r.step in compiled else None,
-                    "task_page": task_page(r.task_id),
-                }
-                for r in runs
-            ],
-        )
-        task_of = {r.step: r.task_id for r in runs}
-        by_task: dict[str, list[RawHeader]] = {}
-        for r in runs:
-            by_task.setdefault(r.task_id, []).append(r)
-        for task_id, task_runs in by_task.items():
-            write(
-                f"task/{task_page(task_id)}",
-                "task.html.j2",
-                title=f"task {task_id}",
-                task_id=task_id,
-                task=tasks[task_runs[0].step],
-                runs=[
-                    {
-                        "step": r.step,
-                        "outcome": r.outcome,
-                        "turns": r.turns,
-                        "title": compiled[r.step].title if r.step in compiled else None,
-                    }
-                    for r in task_runs
-                ],
-                divergences=[
-                    view
-                    for view, _ in insight_views
-                    if view["divergence"] and task_of.get(view["source_step"]) == task_id
-                ],
-            )
-        lessons: dict[str, list[dict[str, Any]]] = {}
-        for view, _ in insight_views:
-            lessons.setdefault(view["source_step"], []).append(view)
-        found: set[str] = set()
-        for raw in runs:
-            turns, anchors = _turn_views(root, raw, marks.get(raw.step, _Marks()))
-            found |= anchors
-            compilation = compiled.get(raw.step)
-            write(
-                f"run/{raw.step}.html",
-                "run.html.j2",
-                title=raw.step,
-                filter=False,
-                run={
-                    **raw.model_dump(),
-                    "task": tasks[raw.step],
-                    "judged": is_judged(raw.metadata),
-                    "task_page": task_page(raw.task_id),
-                },
-                folded=len(turns) > FOLD_TURNS,
-                compilation=None
-                if compilation is None
-                else {
-                    "title": compilation.title,
-                    "compiled_by": compilation.compiled_by,
-                    "model": compilation.model,
-                    "claims": [_linked(c, found) for c in compilation_claims[raw.step]],
-                },
-                lessons=lessons.get(raw.step, []),
-                turns=turns,
-            )
-        for view, claims in insight_views:
-            write(
+        for folder in ("insight", "run", "task"):
+            (stage / folder).mkdir()
+        pages = _Pages(env, common, stage, report)
+        _write_lists(pages, shown)
+        _write_task_pages(pages, shown)
+        found = _write_run_pages(pages, root, shown)
+        for view, claims in shown.insights:
+            pages.write(
                 f"insight/{view['id']}.html",
                 "insight.html.j2",
                 title=view["id"],
@@ -351,7 +320,9 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
                 claims=[_linked(claim, found) for claim in claims],
                 filter=False,
             )
-        every = [q for mark in marks.values() for quotes in mark.by_turn.values() for q in quotes]
+        every = [
+            q for mark in shown.marks.values() for quotes in mark.by_turn.values() for q in quotes
+        ]
         report.quotes = len({anchor for _, anchor in every} & found)
         report.not_found = len({anchor for _, anchor in every} - found)
         for name in STATIC:
@@ -359,6 +330,108 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
         marker = {"kind": "site", "corpus": str(root), "version": version}
         (stage / EXPORT_MARKER).write_bytes(orjson.dumps(marker))
     return report
+
+
+def _write_lists(pages: _Pages, shown: _Shown) -> None:
+    """index.html (the insights by task type) and runs.html (every run)."""
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for view, _ in shown.insights:
+        by_type.setdefault(view["task_type"] or "any task", []).append(view)
+    pages.write(
+        "index.html",
+        "index.html.j2",
+        title="Insights",
+        groups=sorted(by_type.items()),
+        filter=True,
+    )
+    compiled = shown.compiled
+    pages.write(
+        "runs.html",
+        "runs.html.j2",
+        title="Runs",
+        filter=True,
+        runs=[
+            {
+                "step": r.step,
+                "task_id": r.task_id,
+                "task": shortened(shown.tasks[r.step], 200),
+                "task_type": r.task_type,
+                "outcome": r.outcome,
+                "turns": r.turns,
+                "title": compiled[r.step].title if r.step in compiled else None,
+                "task_page": task_page(r.task_id),
+            }
+            for r in shown.runs
+        ],
+    )
+
+
+def _write_task_pages(pages: _Pages, shown: _Shown) -> None:
+    """task/TASK.html: a task, its runs and the divergences between them."""
+    compiled = shown.compiled
+    task_of = {r.step: r.task_id for r in shown.runs}
+    by_task: dict[str, list[RawHeader]] = {}
+    for r in shown.runs:
+        by_task.setdefault(r.task_id, []).append(r)
+    for task_id, task_runs in by_task.items():
+        pages.write(
+            f"task/{task_page(task_id)}",
+            "task.html.j2",
+            title=f"task {task_id}",
+            task_id=task_id,
+            task=shown.tasks[task_runs[0].step],
+            runs=[
+                {
+                    "step": r.step,
+                    "outcome": r.outcome,
+                    "turns": r.turns,
+                    "title": compiled[r.step].title if r.step in compiled else None,
+                }
+                for r in task_runs
+            ],
+            divergences=[
+                view
+                for view, _ in shown.insights
+                if view["divergence"] and task_of.get(view["source_step"]) == task_id
+            ],
+        )
+
+
+def _write_run_pages(pages: _Pages, root: Path, shown: _Shown) -> set[str]:
+    """run/step-NNNN.html: a run's compilation and every turn, its quoted spans highlighted;
+    returns the anchors placed (the quotes whose words were found)."""
+    lessons: dict[str, list[dict[str, Any]]] = {}
+    for view, _ in shown.insights:
+        lessons.setdefault(view["source_step"], []).append(view)
+    found: set[str] = set()
+    for raw in shown.runs:
+        turns, anchors = _turn_views(root, raw, shown.marks.get(raw.step, _Marks()))
+        found |= anchors
+        compilation = shown.compiled.get(raw.step)
+        pages.write(
+            f"run/{raw.step}.html",
+            "run.html.j2",
+            title=raw.step,
+            filter=False,
+            run={
+                **raw.model_dump(),
+                "task": shown.tasks[raw.step],
+                "judged": is_judged(raw.metadata),
+                "task_page": task_page(raw.task_id),
+            },
+            folded=len(turns) > FOLD_TURNS,
+            compilation=None
+            if compilation is None
+            else {
+                "title": compilation.title,
+                "compiled_by": compilation.compiled_by,
+                "model": compilation.model,
+                "claims": [_linked(c, found) for c in shown.compilation_claims[raw.step]],
+            },
+            lessons=lessons.get(raw.step, []),
+            turns=turns,
+        )
+    return found
 
 
 def _turn_views(root: Path, raw: RawHeader, marks: _Marks) -> tuple[list[dict[str, Any]], set[str]]:

@@ -16,10 +16,11 @@ from pathlib import Path
 import orjson
 
 from wikitrace.corpus_schema import CorpusError, manifest
+from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
 from wikitrace.corpus_schema.layout import MANIFEST, TOOL_NAMES, TOOLS_DIR
 from wikitrace.corpus_schema.read import contained
 from wikitrace.corpus_schema.render import inline
-from wikitrace.corpus_schema.store import EXPORT_MARKER, copy_file, freeze, staged_export
+from wikitrace.corpus_schema.store import copy_file, freeze
 
 from .memory import Memory
 

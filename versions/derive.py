@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import InputError, render
+from wikitrace.corpus_schema import InputError, gate_pages, indexes, insight_pages
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
 from wikitrace.corpus_schema.layout import (
@@ -58,7 +58,7 @@ class Derivation:
         undecided one leaves the status as it was) and links the record, written with the
         runs or reports behind it."""
         self.follow(decision, header, guideline)
-        self.files[f"{GATE_DIR}/{decision.id}.md"] = render.gate_page(decision).encode()
+        self.files[f"{GATE_DIR}/{decision.id}.md"] = gate_pages.gate_page(decision).encode()
         self.files[f"{GATE_DIR}/{decision.evidence}"] = evidence
 
     def follow(self, decision: GateDecision, header: InsightHeader, guideline: str) -> None:
@@ -102,7 +102,7 @@ def derive_version(
             if number not in rows:
                 raise CorpusError(f"internal error: no {ident} in {base.name}")
             rows[number].status = header.status
-            writer.write_files(render.insight_files(header, guideline))
+            writer.write_files(insight_pages.insight_files(header, guideline))
         for rel, data in sorted(change.files.items()):
             writer.write(rel, data)
         manifest = base.manifest
@@ -181,10 +181,10 @@ def write_view(
                 continue
             if ident in replaced:
                 header, guideline = replaced[ident]
-                writer.write_files(render.insight_files(header, guideline))
+                writer.write_files(insight_pages.insight_files(header, guideline))
                 row = dataclasses.replace(row, status=header.status)
             rows.append(row)
-        for rel, text in render.insight_index(layout, rows, base.manifest.compiled_by):
+        for rel, text in indexes.insight_index(layout, rows, base.manifest.compiled_by):
             writer.write(rel, text)
         # What the agent is shown must be this view's insights, not the base's.
         write_catalog(writer, offline=base.manifest.compiled_by == "offline", parent=base)

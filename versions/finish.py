@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from wikitrace.corpus_schema import Layout, render, turns
+from wikitrace.corpus_schema import Layout, indexes, raw_pages, turns
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
 from wikitrace.corpus_schema.history import VersionInfo, now
@@ -75,34 +75,34 @@ def write_catalog(
         writer.write(rel, chunks)
 
 
-class _WithAlike(Sequence[render.InsightRow]):
+class _WithAlike(Sequence[indexes.InsightRow]):
     """Index rows with the insight each is a near-duplicate of (`alike`: -1 for none), read
     when asked."""
 
-    def __init__(self, rows: Sequence[render.InsightRow], alike: array[int]) -> None:
+    def __init__(self, rows: Sequence[indexes.InsightRow], alike: array[int]) -> None:
         self._rows = rows
         self._alike = alike
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def _with(self, index: int, row: render.InsightRow) -> render.InsightRow:
+    def _with(self, index: int, row: indexes.InsightRow) -> indexes.InsightRow:
         row.alike = None if self._alike[index] < 0 else self._alike[index]
         return row
 
     @overload
-    def __getitem__(self, index: int) -> render.InsightRow: ...
+    def __getitem__(self, index: int) -> indexes.InsightRow: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[render.InsightRow]: ...
+    def __getitem__(self, index: slice) -> list[indexes.InsightRow]: ...
 
-    def __getitem__(self, index: int | slice) -> render.InsightRow | list[render.InsightRow]:
+    def __getitem__(self, index: int | slice) -> indexes.InsightRow | list[indexes.InsightRow]:
         if isinstance(index, slice):
             positions = range(*index.indices(len(self)))
             return [self._with(i, row) for i, row in zip(positions, self._rows[index], strict=True)]
         return self._with(range(len(self))[index], self._rows[index])
 
-    def __iter__(self) -> Iterator[render.InsightRow]:
+    def __iter__(self) -> Iterator[indexes.InsightRow]:
         for index, row in enumerate(self._rows):
             yield self._with(index, row)
 
@@ -140,8 +140,8 @@ def drilldown_script() -> bytes:
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
-    rows: Sequence[render.RunRow],
-    insight_rows: Sequence[render.InsightRow],
+    rows: Sequence[indexes.RunRow],
+    insight_rows: Sequence[indexes.InsightRow],
     *,
     compiled_by: CompiledBy,
     model: str,
@@ -168,11 +168,11 @@ def finish_version(
     tool_source = drilldown_script()
     for name in TOOL_NAMES:
         writer.write(layout.tool_rel(name), tool_source, executable=True)
-    writer.write(TOOLS_LAYOUT, render.tools_layout(layout))
+    writer.write(TOOLS_LAYOUT, raw_pages.tools_layout(layout))
     for pages in (
-        render.raw_index(layout, rows, compiled_by),
-        render.compilation_index(layout, rows, compiled_by),
-        render.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
+        indexes.raw_index(layout, rows, compiled_by),
+        indexes.compilation_index(layout, rows, compiled_by),
+        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
     ):
         for rel, text in pages:
             writer.write(rel, text)
@@ -188,9 +188,9 @@ def finish_version(
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
         layout.index_rel(),
-        render.root_index(
+        indexes.root_index(
             layout,
-            render.CorpusSummary(
+            indexes.CorpusSummary(
                 model=model,
                 compiled_by=compiled_by,
                 runs=len(rows),
@@ -198,7 +198,7 @@ def finish_version(
                 compilations=compilations,
                 insights=len(insight_rows),
                 failed_steps=[row.step for row in rows if not row.compiled],
-                divergences=sum(row.pattern == render.DIVERGENCE for row in insight_rows),
+                divergences=sum(row.pattern == indexes.DIVERGENCE for row in insight_rows),
             ),
         ),
     )

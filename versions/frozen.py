@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import CorpusError, Layout, render
+from wikitrace.corpus_schema import CorpusError, Layout, indexes, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import (
@@ -67,9 +67,9 @@ class FrozenVersion:
     name: str
     root: Path
     manifest: manifest_io.Manifest
-    rows: list[render.RunRow]
+    rows: list[indexes.RunRow]
     """Each run's index row, its task cut as a build's rows keep it (`task_text` has it all)."""
-    insight_rows: list[render.InsightRow]
+    insight_rows: list[indexes.InsightRow]
     insights: InsightPages
     """Every insight page, by id."""
     fingerprints: set[str]
@@ -160,13 +160,13 @@ class FrozenVersion:
                 yield rel, file_hash, key
 
 
-def _from_pages(root: Path) -> tuple[list[render.RunRow], list[render.InsightRow]]:
+def _from_pages(root: Path) -> tuple[list[indexes.RunRow], list[indexes.InsightRow]]:
     """A version's rows, read from every page's header (a version kept without its rows)."""
-    rows: list[render.RunRow] = []
+    rows: list[indexes.RunRow] = []
     for page in corpus_read.runs(root):
         head = page.header
         rows.append(
-            render.RunRow(
+            indexes.RunRow(
                 step=parse_step(head.step),
                 task_id=head.task_id,
                 task_type=head.task_type,
@@ -188,7 +188,7 @@ def _from_pages(root: Path) -> tuple[list[render.RunRow], list[render.InsightRow
         row.unverified_quotes = compiled.header.unverified_quotes
         row.insights = [parse_insight(i) for i in compiled.header.insights]
     insight_rows = [
-        render.insight_row(parse_insight(page.header.id), page.header, corpus_read.guideline(page))
+        indexes.insight_row(parse_insight(page.header.id), page.header, corpus_read.guideline(page))
         for page in corpus_read.insights(root)
     ]
     return rows, insight_rows

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import orjson
 
-from wikitrace.corpus_schema import CorpusError, InputError, Layout, read, render
+from wikitrace.corpus_schema import CorpusError, InputError, Layout, compilation_pages, read
 from wikitrace.corpus_schema.history import Changes, VersionInfo
+from wikitrace.corpus_schema.indexes import InsightRow, RunRow
 from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader
-from wikitrace.corpus_schema.render import InsightRow
 from wikitrace.corpus_schema.store import (
     CorpusWriter,
     check_destination,
@@ -58,6 +58,37 @@ def leave_out(
     corpus or its store (`check_output`) unless it is a `probe` memory, which an update
     keeps in the store's probes/ folder while its runs last. Its files are copies, read-only,
     never the version's own: whoever is handed the view cannot change the corpus."""
+    _check_tasks(base, tasks)
+    if not probe:
+        check_output(dest)
+    check_destination(dest, force=force)
+    excluded = set(tasks)
+    layout = base.layout(dest)
+    gone = _left_out(base, layout, excluded)
+    rows = [row for row in base.rows if row.step not in gone.steps]
+    insight_rows = [row for row in base.insight_rows if row.number not in gone.numbers]
+    report = ViewReport(
+        dest=str(dest),
+        version=base.name,
+        tasks=sorted(excluded),
+        runs_left_out=len(gone.steps),
+        insights_left_out=gone.insights,
+        records_left_out=sorted(r for r in gone.records if r.endswith(".md")),
+        runs=len(rows),
+        insights=len(insight_rows),
+    )
+    partial = dest.with_name(f".{dest.name}.partial")
+    with staging(partial) as root, CorpusWriter(root) as writer:
+        _copy_kept(base, layout, writer, gone)
+        _finish_view(base, writer, root, rows, insight_rows, report)
+    if dest.exists() or dest.is_symlink():
+        remove_tree(dest)  # a view replaced with --force (check_destination allowed it)
+    os.replace(partial, dest)
+    return report
+
+
+def _check_tasks(base: FrozenVersion, tasks: Sequence[str]) -> None:
+    """Refuse a task the version has no run of."""
     known = {row.task_id for row in base.rows}
     unknown = [task for task in tasks if task not in known]
     if unknown:
@@ -66,21 +97,64 @@ def leave_out(
             field="--exclude-task",
             hint="task ids are listed in raw/_index.md",
         )
-    if not probe:
-        check_output(dest)
-    check_destination(dest, force=force)
-    excluded = set(tasks)
-    layout = base.layout(dest)
-    gone_steps = {row.step for row in base.rows if row.task_id in excluded}
-    rows = [row for row in base.rows if row.step not in gone_steps]
-    gone_types = {row.task_type for row in base.rows if row.step in gone_steps}
-    gone_numbers = {
+
+
+@dataclass
+class _LeftOut:
+    """What a view leaves out of its version."""
+
+    steps: set[int]
+    """The tasks' runs."""
+    numbers: set[int]
+    """The insights drawn from them, or mined on them."""
+    insights: list[str]
+    """The same insights, as ids, in order."""
+    renamed: set[int]
+    """Runs left in that a left-out mined lesson rests on: their compilations are written
+    anew, naming it no more."""
+    records: set[str]
+    """Decision records (and the runs beside them) that name a task or a left-out insight."""
+    files: set[str]
+    """Every file of the version not copied into the view."""
+
+
+def _left_out(base: FrozenVersion, layout: Layout, excluded: set[str]) -> _LeftOut:
+    steps = {row.step for row in base.rows if row.task_id in excluded}
+    types = {row.task_type for row in base.rows if row.step in steps}
+    numbers = {
         row.number
         for row in base.insight_rows
-        if row.source_step in gone_steps or _mined_on(base, layout, row, gone_steps, gone_types)
+        if row.source_step in steps or _mined_on(base, layout, row, steps, types)
     }
-    insight_rows = [row for row in base.insight_rows if row.number not in gone_numbers]
-    gone_insights = sorted(layout.insight(number) for number in gone_numbers)
+    insights = sorted(layout.insight(number) for number in numbers)
+    renamed = _renamed(base, layout, insights, steps)
+    records = _records_naming(base, excluded | set(insights))
+    files = _files_gone(base, layout, steps, insights, renamed) | records
+    return _LeftOut(steps, numbers, insights, renamed, records, files)
+
+
+def _renamed(
+    base: FrozenVersion, layout: Layout, insights: list[str], gone_steps: set[int]
+) -> set[int]:
+    """The runs left in that a left-out mined lesson rests on, and that have a compilation."""
+    naming = {
+        parse_step(step)
+        for ident in insights
+        for step in base.insights[ident].header.rests_on
+        if base.insights[ident].header.mined is not None
+    } - gone_steps
+    return {step for step in naming if layout.compilation_rel(step) in base.manifest.files}
+
+
+def _files_gone(
+    base: FrozenVersion,
+    layout: Layout,
+    gone_steps: set[int],
+    insights: list[str],
+    renamed: set[int],
+) -> set[str]:
+    """The files of left-out runs and insights, and those written anew (the mined-pattern
+    table, the renamed compilations)."""
     gone_files: set[str] = {MINED_PATTERNS}  # it names every run: written anew without them
     for step in gone_steps:
         prefix = layout.raw_dir_rel(step) + "/"
@@ -88,81 +162,72 @@ def leave_out(
         gone_files |= {layout.compilation_rel(step), layout.compilation_data_rel(step)}
     gone_files |= {
         rel
-        for ident in gone_insights
+        for ident in insights
         for rel in (
             layout.insight_rel(parse_insight(ident)),
             layout.insight_data_rel(parse_insight(ident)),
         )
     }
-    # A run left in that a left-out mined lesson rests on: its compilation names it no more.
-    naming = {
-        parse_step(step)
-        for ident in gone_insights
-        for step in base.insights[ident].header.rests_on
-        if base.insights[ident].header.mined is not None
-    } - gone_steps
-    renamed = {step for step in naming if layout.compilation_rel(step) in base.manifest.files}
     gone_files |= {
         rel
         for step in renamed
         for rel in (layout.compilation_rel(step), layout.compilation_data_rel(step))
     }
-    records = _records_naming(base, excluded | set(gone_insights))
-    gone_files |= records
-    report = ViewReport(
-        dest=str(dest),
-        version=base.name,
-        tasks=sorted(excluded),
-        runs_left_out=len(gone_steps),
-        insights_left_out=gone_insights,
-        records_left_out=sorted(r for r in records if r.endswith(".md")),
-        runs=len(rows),
-        insights=len(insight_rows),
-    )
-    partial = dest.with_name(f".{dest.name}.partial")
-    with staging(partial) as root, CorpusWriter(root) as writer:
-        for rel, file_hash, _ in base.kept_files():
-            if rel not in gone_files:
-                writer.copy(rel, base.root / rel, file_hash)
-        for step in sorted(renamed):
-            page = read.read_page(base.root, layout.compilation_rel(step), CompilationHeader)
-            writer.write_files(
-                render.with_mined(layout, page.header, page.body, dropped=set(gone_insights))
-            )
-        if MINED_PATTERNS in base.manifest.files:
-            writer.write(MINED_PATTERNS, _patterns_without(base, gone_steps))
-        manifest = base.manifest
-        finish_version(
-            writer,
-            base.layout(root),
-            rows,
-            insight_rows,
-            compiled_by=manifest.compiled_by,
-            model=manifest.model,
-            prompts=manifest.prompts,
-            # The tasks are not named: the view holds no trace of them, ids included.
-            report={
-                "view": {
-                    "of": base.name,
-                    "tasks_left_out": len(excluded),
-                    "runs_left_out": report.runs_left_out,
-                    "insights_left_out": len(gone_insights),
-                    "records_left_out": len(report.records_left_out),
-                }
-            },
-            redactions=manifest.redactions,
-            model_settings=manifest.model_settings,
-            version=VersionInfo(
-                name=f"{base.name}-without-{len(excluded)}-tasks",
-                parent=base.name,
-                changes=Changes(reason=f"leave-one-task-out view of {base.name}"),
-            ),
-            parent=base,
+    return gone_files
+
+
+def _copy_kept(base: FrozenVersion, layout: Layout, writer: CorpusWriter, gone: _LeftOut) -> None:
+    """Copy what the view keeps, and write anew the compilations and the mined-pattern table
+    that named what it leaves out."""
+    for rel, file_hash, _ in base.kept_files():
+        if rel not in gone.files:
+            writer.copy(rel, base.root / rel, file_hash)
+    for step in sorted(gone.renamed):
+        page = read.read_page(base.root, layout.compilation_rel(step), CompilationHeader)
+        writer.write_files(
+            compilation_pages.with_mined(layout, page.header, page.body, dropped=set(gone.insights))
         )
-    if dest.exists() or dest.is_symlink():
-        remove_tree(dest)  # a view replaced with --force (check_destination allowed it)
-    os.replace(partial, dest)
-    return report
+    if MINED_PATTERNS in base.manifest.files:
+        writer.write(MINED_PATTERNS, _patterns_without(base, gone.steps))
+
+
+def _finish_view(
+    base: FrozenVersion,
+    writer: CorpusWriter,
+    root: Path,
+    rows: list[RunRow],
+    insight_rows: list[InsightRow],
+    report: ViewReport,
+) -> None:
+    """The view's indexes, tools and manifest, as for any version."""
+    manifest = base.manifest
+    finish_version(
+        writer,
+        base.layout(root),
+        rows,
+        insight_rows,
+        compiled_by=manifest.compiled_by,
+        model=manifest.model,
+        prompts=manifest.prompts,
+        # The tasks are not named: the view holds no trace of them, ids included.
+        report={
+            "view": {
+                "of": base.name,
+                "tasks_left_out": len(report.tasks),
+                "runs_left_out": report.runs_left_out,
+                "insights_left_out": len(report.insights_left_out),
+                "records_left_out": len(report.records_left_out),
+            }
+        },
+        redactions=manifest.redactions,
+        model_settings=manifest.model_settings,
+        version=VersionInfo(
+            name=f"{base.name}-without-{len(report.tasks)}-tasks",
+            parent=base.name,
+            changes=Changes(reason=f"leave-one-task-out view of {base.name}"),
+        ),
+        parent=base,
+    )
 
 
 def _mined_on(

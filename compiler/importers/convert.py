@@ -7,7 +7,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from wikitrace.corpus_schema import InputError, render
+from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import fingerprint, given_attempt
 
@@ -70,7 +70,7 @@ def convert(
 
 def _fingerprint(item: SourceRun | Unlabelled) -> str:
     """The run's identity as a build takes it (raw.py), over the run as written."""
-    log_bytes, _ = render.turn_log(item.data.get("turns") or [])
+    log_bytes, _ = raw_pages.turn_log(item.data.get("turns") or [])
     if isinstance(item, SourceRun):
         record = item.record
         return fingerprint(

@@ -1,0 +1,468 @@
+"""The indexes: each layer's `_index.md` (in parts past INDEX_PAGE_ROWS rows), the rows they
+show, and the root index of the corpus."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from .layout import (
+    CATALOG,
+    COMPILATION_DIR,
+    DATA_DIR,
+    INDEX_NAME,
+    INSIGHT_DIR,
+    RAW_DIR,
+    Layout,
+    link,
+    parse_step,
+)
+from .records import InsightHeader, InsightStatus, Outcome
+from .render import (
+    OFFLINE_NOTE,
+    TRUST_NOTE,
+    bullet,
+    fit_line,
+    inline,
+    outcome_text,
+    prose,
+    quote_block,
+    table_cell,
+)
+
+
+@dataclass(slots=True)
+class RunRow:
+    """What the indexes show of one run."""
+
+    step: int
+    task_id: str
+    task_type: str | None
+    outcome: Outcome
+    turns: int
+    task: str
+    """The task, or (in a build, which holds a row per run to the end) its first
+    TASK_PREVIEW characters with whitespace flattened: all an index or a lesson shows."""
+    judged: bool = False
+    compiled: bool = False
+    title: str | None = None
+    unverified_quotes: int = 0
+    insights: list[int] = field(default_factory=list)
+    attempt: str = ""
+    """Not shown: the attempt number its log gives, if any (versions.frozen.given_attempt),
+    which with its task, outcome and turns tells it from other runs across versions."""
+    project: str | None = None
+    kind: str | None = None
+    """The kind of work it did (RunRecord.kind): the index shows it beside its type."""
+
+
+@dataclass(slots=True)  # a build holds one for every insight
+class InsightRow:
+    number: int
+    title: str
+    task_type: str | None
+    source_step: int
+    source_outcome: Outcome
+    source_judged: bool = False
+    status: InsightStatus = "ungated"
+    verified: bool = True
+    """False when no quote behind it was found in its run (the index says UNVERIFIED)."""
+    guideline: str = ""
+    alike: int | None = None
+    """The insight whose near-duplicate this is (the first of its group), if any."""
+    pattern: str | None = None
+    """For a mined lesson (compiler/mine.py): the pattern it counts (`diverge` for a
+    divergence); None for a lesson a model drew."""
+    goes_with: Outcome | None = None
+    """For a mined lesson: the outcome the pattern goes with."""
+    holds: bool = True
+    """False for a mined lesson a later version's runs no longer support."""
+
+
+@dataclass
+class CorpusSummary:
+    """What the root index says about the whole corpus."""
+
+    model: str
+    compiled_by: str
+    runs: int
+    successes: int
+    compilations: int
+    insights: int
+    failed_steps: list[int]
+    divergences: int = 0
+    """Of the insights, how many are divergences between runs of one task (not lessons)."""
+
+
+INDEX_PAGE_ROWS = 5000
+"""Rows an index page holds: a layer with more has its index in parts (`raw/_index/...`), and
+its `_index.md` lists the parts, so no page grows with the corpus past this."""
+
+Row = tuple[str, Callable[[str], str]]
+"""A table row of an index: the id it starts with, and the row rendered for the page it is on
+(its links are relative to that page)."""
+
+
+class _Rows(Sequence[Row]):
+    """An index's rows made when read, a part at a time: a corpus of a million runs never
+    holds a million row renderers at once."""
+
+    def __init__(self, items: Sequence[Any], line: Callable[[Any], Row]) -> None:
+        self._items = items
+        self._line = line
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self._line(item) for item in self._items[index]]
+        return self._line(self._items[index])
+
+
+T = TypeVar("T")
+
+
+class _Picked(Sequence[T]):
+    """The items of `items` at the given positions (say, the compiled runs), read when asked:
+    `items` may be a sequence kept on disk (spill.RunRows)."""
+
+    def __init__(self, items: Sequence[T], positions: Iterable[int]) -> None:
+        self._items = items
+        self._positions = array("q", positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if not isinstance(index, slice):
+            return self._items[self._positions[index]]
+        positions = self._positions[index]
+        if not positions:
+            return []
+        first, last = min(positions), max(positions)
+        if last - first < 4 * len(positions):  # close together: read the stretch at once
+            stretch = self._items[first : last + 1]
+            return [stretch[i - first] for i in positions]
+        return [self._items[i] for i in positions]
+
+
+def _paged(
+    layout: Layout,
+    layer: str,
+    head: list[str],
+    sections: list[tuple[str | None, str, Sequence[Row]]],
+    page_rows: int,
+) -> Iterator[tuple[str, str]]:
+    """An index: `head`, then each section (a heading or None, its table's header lines, its
+    rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
+    `page_rows`, which `_index.md` lists with the range of ids each holds. Yields (path, text)
+    a page at a time, parts first, so that only one page is held at once."""
+    rel = layout.index_rel(layer)
+    total = sum(len(rows) for _, _, rows in sections)
+    if total <= page_rows:
+        lines = list(head)
+        for heading, table, rows in sections:
+            if heading is not None:
+                lines += [heading, ""]
+            lines += [table, *(render(rel) for _, render in rows), ""]
+        yield rel, "\n".join(lines).rstrip("\n") + "\n"
+        return
+    lines = [*head, f"This index has {total} rows: they are in parts of up to {page_rows}.", ""]
+    for number, (heading, table, rows) in enumerate(sections, start=1):
+        if heading is not None:
+            lines += [heading, ""]
+        parts = range(0, len(rows), page_rows)
+        for part, start in enumerate(parts, start=1):
+            name = f"{number:03d}-{part:04d}" if len(sections) > 1 else f"{part:04d}"
+            part_rel = layout.index_part_rel(layer, name)
+            chunk = rows[start : start + page_rows]
+            title = f"{heading.split(chr(10), 1)[0].lstrip('# ')}: " if heading else ""
+            yield (
+                part_rel,
+                "\n".join(
+                    [
+                        f"# {title}part {part} of {len(parts)}",
+                        "",
+                        f"Part of {link(rel, part_rel)}.",
+                        "",
+                        table,
+                        *(render(part_rel) for _, render in chunk),
+                        "",
+                    ]
+                ),
+            )
+            lines.append(f"- {link(part_rel, rel)}: {chunk[0][0]} to {chunk[-1][0]}")
+        lines.append("")
+    yield rel, "\n".join(lines).rstrip("\n") + "\n"
+
+
+def raw_index(
+    layout: Layout,
+    rows: Sequence[RunRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> Iterator[tuple[str, str]]:
+    head = [
+        "# Raw runs",
+        "",
+        "Every run as logged: `raw/step-NNNN/metadata.md` (task, outcome, source) and "
+        "`raw/step-NNNN/solver.full.jsonl` (line N is turn N). These are the facts.",
+        "",
+    ]
+    if compiled_by == "offline":
+        head += [quote_block(OFFLINE_NOTE), ""]
+    table = "| step | task | type | outcome | turns | compilation |\n|---|---|---|---|---|---|"
+
+    def line(row: RunRow) -> Row:
+        def at(rel: str) -> str:
+            compiled = (
+                link(layout.compilation_rel(row.step), rel, layout.step(row.step))
+                if row.compiled
+                else "failed"
+            )
+            return fit_line(
+                f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} | ",
+                f"{row.task_id}: {row.task}",
+                f" | {table_cell(row.task_type)}{f': {table_cell(row.kind)}' if row.kind else ''} "
+                f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |",
+                cell=True,
+            )
+
+        return layout.step(row.step), at
+
+    return _paged(layout, RAW_DIR, head, [(None, table, _Rows(rows, line))], page_rows)
+
+
+def compilation_index(
+    layout: Layout,
+    rows: Sequence[RunRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> Iterator[tuple[str, str]]:
+    head = ["# Compilations", ""]
+    if compiled_by == "offline":
+        head += [quote_block(OFFLINE_NOTE), ""]
+    else:
+        head += [quote_block(TRUST_NOTE), ""]
+    table = "| step | outcome | title | unverified quotes | insights |\n|---|---|---|---|---|"
+
+    def line(row: RunRow) -> Row:
+        def at(rel: str) -> str:
+            insights = ", ".join(
+                link(layout.insight_rel(n), rel, layout.insight(n)) for n in row.insights
+            )
+            return fit_line(
+                f"| {link(layout.compilation_rel(row.step), rel, layout.step(row.step))} "
+                f"| {outcome_text(row.outcome, row.judged)} | ",
+                row.title or "",
+                f" | {row.unverified_quotes} | {insights} |",
+                cell=True,
+            )
+
+        return layout.step(row.step), at
+
+    compiled = _Rows(_Picked(rows, (i for i, row in enumerate(rows) if row.compiled)), line)
+    return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
+
+
+def insight_index(
+    layout: Layout,
+    rows: Sequence[InsightRow],
+    compiled_by: str,
+    page_rows: int = INDEX_PAGE_ROWS,
+) -> Iterator[tuple[str, str]]:
+    rel = layout.index_rel(INSIGHT_DIR)
+    head = ["# Insights by task type", ""]
+    if compiled_by == "offline":
+        head += [quote_block(OFFLINE_NOTE), ""]
+        if not rows:
+            return iter([(rel, "\n".join([*head, "This corpus has no insights.", ""]))])
+    head += [quote_block(TRUST_NOTE), ""]
+    head += [
+        prose(
+            "Status: ungated (never tested), committed (passed the admission gate), rejected and "
+            "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate "
+            "of an insight drawn from another run (the first message lists the first of each). "
+            "Mined: counted from how many runs with and without a pattern ended, without a model "
+            "(a correlation, not a cause); the source is its most typical run."
+        ),
+        "",
+    ]
+    if not rows:
+        head += ["No insights were drawn.", ""]
+    # Positions by task type, and the near-duplicates of each group's first: the rows
+    # themselves are read again a part at a time (they may be on disk). A divergence is a
+    # fact about one task, not a lesson of its type: they have a section of their own.
+    by_type: dict[str, array[int]] = {}
+    diverged = array("q")
+    copies: dict[int, int] = {}
+    for position, row in enumerate(rows):
+        if row.pattern == DIVERGENCE:
+            diverged.append(position)
+        else:
+            by_type.setdefault(row.task_type or "(no task type)", array("q")).append(position)
+        if row.alike is not None:
+            copies[row.alike] = copies.get(row.alike, 1) + 1
+    table = (
+        "| insight | title | source | source outcome | status | same lesson as |\n"
+        "|---|---|---|---|---|---|"
+    )
+
+    def line(row: InsightRow) -> Row:
+        def at(rel: str) -> str:
+            insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
+            source = layout.step(row.source_step)
+            source_link = link(layout.compilation_rel(row.source_step), rel, source)
+            status = row.status if row.verified else f"{row.status}, UNVERIFIED"
+            if row.pattern is not None:
+                status += ", mined" if row.holds else ", mined, NO LONGER HOLDS"
+            alike = (
+                link(layout.insight_rel(row.alike), rel, layout.insight(row.alike))
+                if row.alike is not None
+                else f"(first of {copies[row.number]})"
+                if copies.get(row.number, 1) > 1
+                else ""
+            )
+            return fit_line(
+                f"| {insight_link} | ",
+                row.title,
+                f" | {source_link} "
+                f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |",
+                cell=True,
+            )
+
+        return layout.insight(row.number), at
+
+    sections: list[tuple[str | None, str, Sequence[Row]]] = [
+        (f"## {inline(task_type)}", table, _Rows(_Picked(rows, by_type[task_type]), line))
+        for task_type in sorted(by_type)
+    ]
+    if diverged:
+        heading = f"## {DIVERGENCES_HEADING}\n\n" + prose(DIVERGENCES_NOTE)
+        sections.append((heading, table, _Rows(_Picked(rows, diverged), line)))
+    return _paged(layout, INSIGHT_DIR, head, sections, page_rows)
+
+
+DIVERGENCE = "diverge"
+"""The `pattern` of a mined divergence (records.MinedFinding)."""
+DIVERGENCES_HEADING = "Divergences between runs of one task"
+DIVERGENCES_NOTE = (
+    "Where a successful and a failed run of the same task first took different actions: a fact "
+    "about that task, not a lesson for others (an agent is shown one only for its own task). "
+    "They are not counted among the lessons."
+)
+
+
+def insight_row(number: int, header: InsightHeader, guideline: str) -> InsightRow:
+    """The index row of an insight page."""
+    return InsightRow(
+        number=number,
+        title=header.title,
+        task_type=header.task_type,
+        source_step=parse_step(header.source_step),
+        source_outcome=header.source_outcome,
+        source_judged=header.source_judged,
+        status=header.status,
+        verified=header.verified,
+        guideline=guideline,
+        pattern=header.mined.pattern if header.mined else None,
+        goes_with=header.mined.goes_with if header.mined else None,
+        holds=header.mined.holds if header.mined else True,
+    )
+
+
+def root_index(layout: Layout, summary: CorpusSummary) -> str:
+    failures = summary.runs - summary.successes
+    lines = [
+        "# wikitrace corpus",
+        "",
+        prose(
+            f"{summary.runs} runs ({summary.successes} succeeded, {failures} failed), "
+            f"{summary.compilations} compilations, "
+            f"{summary.insights - summary.divergences} lessons"
+            + (
+                f" and {summary.divergences} divergences between runs of one task"
+                if summary.divergences
+                else ""
+            )
+            + f". Compiled by `{summary.model}`."
+        ),
+        "",
+    ]
+    if summary.compiled_by == "offline":
+        lines += [quote_block(OFFLINE_NOTE), ""]
+    if summary.failed_steps:
+        failed = ", ".join(layout.step(s) for s in summary.failed_steps)
+        lines += [f"Incomplete: these runs have no compilation (it failed): {failed}.", ""]
+    lines += [
+        "## Layout",
+        "",
+        *map(
+            bullet,
+            [
+                f"{link(layout.index_rel(INSIGHT_DIR), INDEX_NAME)}: lessons by task type, then "
+                "the divergences between runs of one task. `insight/insight-NNNN.md` names its "
+                "`source_step`.",
+                f"{link(layout.index_rel(COMPILATION_DIR), INDEX_NAME)}: why each run succeeded or"
+                " failed, each claim with quotes from numbered turns. "
+                "`compilation/step-NNNN.md`.",
+                f"{link(layout.index_rel(RAW_DIR), INDEX_NAME)}: every run as logged. "
+                "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is "
+                "turn N).",
+                "`gate/` (once the admission gate or monitoring has run): each decision about "
+                "an insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or "
+                "reports behind it. An insight's header says its `status` and links its "
+                "`decisions`.",
+                "`manifest.json`: format version, how it was built, and the sha256 of every file.",
+                f"`{CATALOG}`: a JSON line per run and per insight an agent may be shown, "
+                "written from the pages for `wikitrace prompt` and `wikitrace mcp` to read at "
+                "once (the pages are the record), and `search/`: the BM25 indexes over its "
+                "tasks and insights (bm25s's saved format), loaded at test time instead of "
+                "built.",
+                f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
+                "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
+                "header names it as `data`, and its body shows the same once, as lines.",
+            ],
+        ),
+        "",
+        "## Trust gradient",
+        "",
+        prose(
+            "insight (a guess drawn from one run) < compilation (an interpretation of the run) "
+            "< raw turns (the facts as logged). Quotes marked UNVERIFIED were not found in the "
+            "turn they cite."
+        ),
+        "",
+        "## Drilling down",
+        "",
+        prose(
+            "Paths are relative to this folder; reading costs no environment step. From an "
+            "insight, open its compilation (`source_step` in its header), then the turns it "
+            "cites; `wikitrace audit step-0001` lists every insight drawn from a run or quoting it:"
+        ),
+        "",
+        "```sh",
+        "grep -l 'source_step: step-0001' insight/*.md   # insights drawn from one run",
+        "cat compilation/step-0001.md                    # the claims and the turns they cite",
+        "tools/actions step-0001                         # one line per turn: action => result",
+        "tools/turn step-0001 12                         # turn 12 in full (or 12-14)",
+        "sed -n '12p' raw/step-0001/solver.full.jsonl    # turn 12, exactly as logged",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
