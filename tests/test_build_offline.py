@@ -260,8 +260,7 @@ def test_an_input_that_changes_during_the_build_changes_nothing_built(
     """The input is read once: a run appended once it was read is not in the corpus (what
     was checked is what is built)."""
     import wikitrace.compiler.build as build_module
-
-    original = build_module.read_inputs
+    from wikitrace.compiler.stages import read_inputs as original
 
     def read_then_append(*args: object) -> object:
         read = original(*args)  # type: ignore[arg-type]
