@@ -44,6 +44,35 @@ def _places(counts: dict[str, int]) -> str:
 
 
 def _summary(report: Any) -> str:
+    """The build report as printed on stderr: what was made and what it cost, then what is
+    worth a line of its own (mining, the judge, batches, formats, each record left out)."""
+    lines = _totals(report) + _notes(report) + _judge_lines(report) + _listed(report)
+    from wikitrace.compiler.importers.labels import unmatched_message
+
+    unmatched = unmatched_message(report.unmatched_labels)
+    if unmatched:
+        lines.append(f"  {unmatched}")
+    for item in report.failed:
+        lines.append(f"  FAILED {item['step']} (task {item['task_id']}): {item['error']}")
+    return "\n".join(lines)
+
+
+def _what(report: Any) -> str:
+    """`built OUTPUT`, or `added VERSION to OUTPUT (parent ...)`."""
+    if report.parent:
+        return (
+            f"added {report.version} to {report.output} (parent {report.parent}, "
+            f"{plural(report.duplicates, 'run')} it holds left out)"
+        )
+    return f"built {report.output}" + (
+        f" ({plural(report.duplicates, 'duplicate run')} of the input left out)"
+        if report.duplicates
+        else ""
+    )
+
+
+def _totals(report: Any) -> list[str]:
+    """The four lines every report starts with: runs, calls and cost, answers, input."""
     cost = "unknown" if report.cost_usd is None else f"${report.cost_usd:.4f}"
     redacted = (
         ", ".join(
@@ -53,19 +82,8 @@ def _summary(report: Any) -> str:
         or "none"
     )
     judge = " and the judge model" if report.judge_calls or report.judge_cache_hits else ""
-    what = (
-        f"added {report.version} to {report.output} (parent {report.parent}, "
-        f"{plural(report.duplicates, 'run')} it holds left out)"
-        if report.parent
-        else f"built {report.output}"
-        + (
-            f" ({plural(report.duplicates, 'duplicate run')} of the input left out)"
-            if report.duplicates
-            else ""
-        )
-    )
-    lines = [
-        f"{what}: {plural(report.runs, 'run')} ({report.successes} succeeded, "
+    return [
+        f"{_what(report)}: {plural(report.runs, 'run')} ({report.successes} succeeded, "
         f"{report.failures} failed), {plural(report.compiled, 'compilation')}, "
         f"{plural(report.insights, 'insight')}",
         f"  model {report.model}{judge}: {report.llm_calls} LLM calls, "
@@ -79,6 +97,11 @@ def _summary(report: Any) -> str:
         f"left out, secrets redacted: {redacted}, "
         f"{report.seconds:.1f} s",
     ]
+
+
+def _notes(report: Any) -> list[str]:
+    """Insights on read content only, and what mining found."""
+    lines = []
     if report.read_only_insights:
         lines.append(
             f"  {plural(report.read_only_insights, 'insight')} resting on read content only "
@@ -93,6 +116,12 @@ def _summary(report: Any) -> str:
             "lessons: each is shown for its own task alone)"
             + (f", {plural(report.mined, 'page')} written" if report.mined else "")
         )
+    return lines
+
+
+def _judge_lines(report: Any) -> list[str]:
+    """What the --judge model did, and the runs whose text addresses it."""
+    lines = []
     if report.judged or report.abstained or report.judge_calls or report.judge_cache_hits:
         lines.append(
             f"  {plural(report.judged, 'run')} labelled by the judge model (marked judged), "
@@ -107,6 +136,12 @@ def _summary(report: Any) -> str:
             f"  addresses the judge {where_of(item)}: task {item['task_id']} "
             f"(run {item['run_id']}), {', '.join(where)}; named as such to the judge"
         )
+    return lines
+
+
+def _listed(report: Any) -> list[str]:
+    """A line for each batch, each input format, and each file or record left out."""
+    lines = []
     for item in report.batches:
         lines.append(
             f"  batch {item['batch']}: {plural(item['requests'], 'request')}, {item['status']}"
@@ -127,14 +162,7 @@ def _summary(report: Any) -> str:
             f"  unlabelled {where_of(item)}: task {item['task_id']} (run {item['run_id']}): "
             f"{item['reason']}"
         )
-    from wikitrace.compiler.importers.labels import unmatched_message
-
-    unmatched = unmatched_message(report.unmatched_labels)
-    if unmatched:
-        lines.append(f"  {unmatched}")
-    for item in report.failed:
-        lines.append(f"  FAILED {item['step']} (task {item['task_id']}): {item['error']}")
-    return "\n".join(lines)
+    return lines
 
 
 def compile_with_progress(

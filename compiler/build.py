@@ -1,17 +1,20 @@
 """`wikitrace build` and `wikitrace add`: trajectories in, a frozen version of the
-three-layer evidence corpus out. This module checks the input, then runs the parts in order:
-raw.py (the raw layer), produce.py (compiling), layers.py (compilations, insights, indexes)."""
+three-layer evidence corpus out, as a row of stages each returning the value the next takes
+(compiler/stages.py): plan (the files to read), read (every record checked, read once),
+compile (raw.py writes each run's raw layer, redacted; produce.py compiles it), write layers
+(layers.py: insights, mined lessons) and finish (versions/finish.py: catalog, indexes, rankers,
+manifest, seal). The report is assembled once, from those values (report.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from wikitrace import prompts
@@ -42,70 +45,30 @@ from wikitrace.versions import (
     publish_build,
     record_left,
     resumable,
-    staging,
 )
+from wikitrace.versions.finish import Finished, in_staging
 
 from .compile import CompileLimits, Templates
-from .importers import InputPlan, plan_inputs
-from .importers.runs import Unlabelled, refuse_bad_records, tally
+from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
-from .layers import write_layers
+from .layers import finish_layers, write_layers
 from .mine import Miner, patterns_of_written, read_patterns
 from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
-from .raw import RawLayer, input_state
+from .raw import RawLayer
 from .redact import Redactor
-from .report import BuildOptions, BuildReport, sources
+from .report import BuildOptions, BuildReport, assemble_report, sources
+from .stages import (
+    CompiledRuns,
+    NothingNew,
+    Planned,
+    ReadInputs,
+    Waiting,
+    plan_build,
+    read_inputs,
+)
 
 log = logging.getLogger(__name__)
-
-
-def _check_inputs(options: BuildOptions, plan: InputPlan, report: BuildReport) -> int:
-    """Pass one: check every record before anything is written; returns the number of good runs."""
-    good = 0
-    errors: list[InputError] = []
-    for item in plan.items():
-        if isinstance(item, InputError):
-            errors.append(item)
-        elif isinstance(item, Unlabelled):
-            report.unlabelled.append(item.as_dict())
-            tally(report.formats, item.format, "unlabelled")
-        else:
-            good += 1
-    report.left_out = plan.left_out_list()
-    report.unmatched_labels = plan.labels.unmatched()
-    if options.on_error == "stop":
-        refuse_bad_records(errors)
-    report.skipped = [error.as_dict() for error in errors]
-    if options.redact:  # a message may quote the record it rejects: it goes to the manifest
-        redactor = Redactor(options.redact_patterns, options.redact_keep)
-        for skipped in report.skipped:
-            skipped["message"] = redactor.text(str(skipped["message"]))
-            if skipped.get("hint"):
-                skipped["hint"] = redactor.text(str(skipped["hint"]))
-    if good == 0:
-        unlabelled = len(report.unlabelled)
-        if not unlabelled:
-            refuse_bad_records(errors, "no runs to build: every record is bad{more}")
-        left_out = report.left_out
-        nothing = (
-            f"no runs to build: the {len(left_out)} file{'s' * (len(left_out) != 1)} read "
-            f"hold no run ({left_out[0]['path']}: {left_out[0]['reason']})"
-            if left_out
-            else "no runs to build: the input holds no valid records"
-        )
-        judged = f" (the first: {report.unlabelled[0]['reason']})" if plan.labeller else ""
-        raise InputError(
-            f"no runs to build: none of the {unlabelled} runs found has a label{judged}"
-            if unlabelled
-            else nothing,
-            path=", ".join(str(p) for p in options.inputs),
-            hint="give their outcomes with --labels FILE (run or task id -> success or reward), "
-            "or have a model judge them with --judge MODEL"
-            if unlabelled
-            else None,
-        )
-    return good
 
 
 def _make_llm(
@@ -181,16 +144,14 @@ def build_corpus(
         options = dataclasses.replace(options, force=True)
     check_new_pointer(output, force=options.force)
     check_cache_dir(options)
-    plan, report = _plan(options, notice)
+    planned = _plan(options, notice)
     with build_lock(output):
         check_new_pointer(output, force=options.force)  # as it is now that we hold the lock
         store, name = begin_build(output)
         staging = store.staging(name)
         try:
-            _make_version(
-                options,
-                plan,
-                report,
+            made = _make_version(
+                planned,
                 staging,
                 VersionInfo(name=name),
                 llm,
@@ -199,6 +160,7 @@ def build_corpus(
                 say=say,
                 store=store,
             )
+            report = made.report
             if report.mostly_failed:
                 raise BuildFailed(
                     f"{output}: not built: {report.failed_summary()}. The replies received are "
@@ -208,10 +170,8 @@ def build_corpus(
         except BaseException:
             abandon_build(store, staging, name)
             raise
-        report.version = name
     # The manifest holds the time up to its own writing; the report, all of it.
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
+    return dataclasses.replace(report, version=name, seconds=round(time.monotonic() - started, 3))
 
 
 def check_cache_dir(options: BuildOptions) -> None:
@@ -287,15 +247,11 @@ def add_version(
         return _finish_left(store, left, deploy=deploy, started=started)
     base = FrozenVersion.current(store)
     parent = base.name
-    options = _as_built(options, base)
-    plan, report = _plan(options, notice)
-    report.parent = parent
+    planned = _plan(_as_built(options, base), notice)
     name = store.next_name()
     staging = store.staging(name)
     made = _make_version(
-        options,
-        plan,
-        report,
+        planned,
         staging,
         VersionInfo(name=name, parent=parent),
         llm,
@@ -305,20 +261,23 @@ def add_version(
         say=say,
         store=store,
     )
-    if made:
-        reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
-        if report.mostly_failed and deploy:
-            # A model server that died mid-add: the last good version stays current.
-            reason += (
-                f"; not deployed: {report.failed_summary()}; run the same command again once "
-                "the model answers (replies received are cached)"
-            )
-            deploy = False
-            report.held_back = True
-        store.place(staging, name, parent=parent, deploy=deploy, event="added", reason=reason)
-        report.version = name
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
+    report = made.report
+    if made.finished is None:  # nothing new
+        return dataclasses.replace(report, seconds=round(time.monotonic() - started, 3))
+    reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
+    held_back = report.mostly_failed and deploy
+    if held_back:
+        # A model server that died mid-add: the last good version stays current.
+        reason += (
+            f"; not deployed: {report.failed_summary()}; run the same command again once "
+            "the model answers (replies received are cached)"
+        )
+    store.place(
+        staging, name, parent=parent, deploy=deploy and not held_back, event="added", reason=reason
+    )
+    return dataclasses.replace(
+        report, version=name, held_back=held_back, seconds=round(time.monotonic() - started, 3)
+    )
 
 
 def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> BuildReport:
@@ -327,15 +286,13 @@ def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> Bu
     again."""
     kept = manifest.load(store.version_path(name)).build
     known = {field.name for field in dataclasses.fields(BuildReport)} - {"roots"}
-    report = BuildReport(**{key: value for key, value in kept.items() if key in known})
-    report.output = str(store.pointer)
+    fields = {key: value for key, value in kept.items() if key in known}
+    report = BuildReport(**{**fields, "output": str(store.pointer)})
     runs = f"{report.runs} run{'' if report.runs == 1 else 's'}"
     reason = f"{runs} added to {report.parent} (an interrupted add, finished)"
     record_left(store, name, deploy=deploy, reason=reason)
     log.warning("%s was made by an add of the same inputs that was interrupted: finished it", name)
-    report.version = name
-    report.seconds = round(time.monotonic() - started, 3)
-    return report
+    return dataclasses.replace(report, version=name, seconds=round(time.monotonic() - started, 3))
 
 
 def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
@@ -369,20 +326,12 @@ def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
     )
 
 
-def _plan(
-    options: BuildOptions, notice: Callable[[InputPlan], None] | None
-) -> tuple[InputPlan, BuildReport]:
-    plan = plan_inputs(
-        options.inputs, options.input_format, options.labels, options.success_threshold
-    )
+def _plan(options: BuildOptions, notice: Callable[[InputPlan], None] | None) -> Planned:
+    """Stage one: the files to read; `notice` is told which format each was read as."""
+    planned = plan_build(options)
     if notice is not None:
-        notice(plan)  # which format each input was read as
-    report = BuildReport(output=str(options.output), model=options.model)
-    report.sources = sources(options.inputs)
-    report.roots = list(options.inputs)
-    report.inputs = plan.describe()
-    report.ignored = plan.ignored
-    return plan, report
+        notice(planned.plan)
+    return planned
 
 
 def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
@@ -395,14 +344,6 @@ def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())
     return Miner(known, folder=folder)
-
-
-class _NothingNew(Exception):
-    """Every input run is already in the parent: no version is made."""
-
-
-class _Waiting(Exception):
-    """A batch round deferred some calls (--batch): wait for the batches, then build again."""
 
 
 def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> BatchLLM | None:
@@ -422,10 +363,18 @@ def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> Batc
     return batch_model(model, BatchSettings(poll_seconds=options.batch_poll_seconds), say=say)
 
 
+@dataclass(frozen=True)
+class MadeVersion:
+    """What making a version came to: its report (as its manifest keeps it, with the batches
+    waited for), and what its last stage wrote; None when every run was there already and no
+    version was made."""
+
+    report: BuildReport
+    finished: Finished | None
+
+
 def _make_version(
-    options: BuildOptions,
-    plan: InputPlan,
-    report: BuildReport,
+    planned: Planned,
     staging_dir: Path,
     version: VersionInfo,
     llm: LLM | None,
@@ -435,122 +384,173 @@ def _make_version(
     judge_llm: LLM | None = None,
     say: Say | None = None,
     store: Store | None = None,
-) -> bool:
-    """Check the inputs, then write a frozen version in `staging_dir` (and what the `store`
-    keeps beside it: see `finish_version`); False when nothing is new. With --batch, the
-    version is built in rounds (transport/batch.py): a round whose calls the cache cannot all
-    answer is abandoned, its requests batched, and the build begun again once the batches are
-    answered."""
+) -> MadeVersion:
+    """Read the inputs, then write a frozen version in `staging_dir` (and what the `store`
+    keeps beside it: see `finish_version`). With --batch, the version is built in rounds
+    (transport/batch.py): a round whose calls the cache cannot all answer is abandoned, its
+    requests batched, and the stages after reading run again once the batches are answered."""
+    options = planned.options
     started = time.monotonic()
-    watched = input_state(plan.watched)
     judge = _make_judge(options, judge_llm)
-    plan.labeller = judge
     _start_call_workers(options, llm)  # while the inputs are read
-    total = _check_inputs(options, plan, report)
-    if judge is not None:  # its calls were all made in this first pass
-        report.judged = judge.judged
-        report.abstained = judge.abstained
-        report.addresses_judge = list(judge.addressed)
-    log.info("%d runs to build (%d records skipped)", total, len(report.skipped))
-    templates = None if options.offline else Templates.load(options.prompts_dir)
-    model = None if options.offline else _make_llm(options, llm)
-    batch = _batching(options, model, say)
+    read = read_inputs(options, planned.plan, staging_dir.parent, judge)
+    with contextlib.closing(read.runs):
+        log.info("%d runs to build (%d records skipped)", read.total, len(read.skipped))
+        templates = None if options.offline else Templates.load(options.prompts_dir)
+        model = None if options.offline else _make_llm(options, llm)
+        batch = _batching(options, model, say)
+        model = batch or model
+        try:
+            build_round = _Round(
+                planned, read, version, base, store, templates, model, batch, progress, started
+            )
+            outcome = _in_rounds(
+                lambda: in_staging(staging_dir, build_round, keep=_is_made), batch, say
+            )
+        finally:
+            close(model)
+    if isinstance(outcome, NothingNew):
+        report = assemble_report(planned, read, outcome.counts, parent=version.parent)
+        return MadeVersion(report, None)
     if batch is not None:
-        model = batch
+        return MadeVersion(
+            dataclasses.replace(outcome.report, batches=batch.submitted), outcome.finished
+        )
+    return outcome
 
-    def build_round() -> None:
-        """Write the version in `staging_dir` (raises _Waiting when a batch must answer first)."""
-        with staging(staging_dir) as root, CorpusWriter(root) as writer:
+
+def _is_made(outcome: MadeVersion | NothingNew | Waiting) -> bool:
+    return isinstance(outcome, MadeVersion)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """The stages after reading, run in a staging folder: once, or for a --batch build
+    again in each round, anew."""
+
+    planned: Planned
+    read: ReadInputs
+    version: VersionInfo
+    base: FrozenVersion | None
+    store: Store | None
+    templates: Templates | None
+    model: LLM | None
+    """The compile model; with --batch, `batch`."""
+    batch: BatchLLM | None
+    progress: Progress | None
+    started: float
+
+    def __call__(self, root: Path) -> MadeVersion | NothingNew | Waiting:
+        options, base = self.planned.options, self.base
+        with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
+            # Spill files go when the round ends, even when interrupted.
+            total = self.read.total
             layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
-            compiled = Compiled(
+            compiled = self.compile(writer, layout, spills)
+            if not isinstance(compiled, CompiledRuns):
+                return compiled
+            seconds = round(time.monotonic() - self.started, 3)
+            layers = write_layers(
                 writer,
                 layout,
-                first_step=len(base.rows) + 1 if base else 1,
-                parent_rows=base.insight_rows if base else (),
-                total=total,
-                fixed_width=base is not None,
+                compiled,
+                version=self.version,
+                inputs=self.planned.inputs,
+                templates=self.templates,
+                base=base,
+                miner=compiled.miner,
             )
-            producer = Producer(total, layout, report, progress, compiled)
-            raw = RawLayer(options, plan, watched, writer, layout, report, producer.advance, base)
-            with contextlib.ExitStack() as spills:  # their spill files go, even when interrupted
-                spills.enter_context(contextlib.closing(compiled))
-                spills.enter_context(contextlib.closing(raw))
-                miner = _make_miner(base, root.parent) if options.mine else None
-                if miner is not None:
-                    spills.enter_context(contextlib.closing(miner))
-                runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-                workers = worker_count(options.workers, total) if model is None else 1
-                if workers > 1:  # the same work (and corpus) on other cores
-                    build_in_workers(options, raw, producer, miner, workers)
-                elif model is None or templates is None:
-                    producer.offline(runs)
-                else:
-                    asyncio.run(
-                        producer.with_model(
-                            runs, model, templates, options.limits, options.concurrency
-                        )
-                    )
-                if base is not None and not raw.rows:
-                    raise _NothingNew
-                if batch is not None and not batch.finish_round():
-                    raise _Waiting(producer.deferred)
-                report.seconds = round(time.monotonic() - started, 3)
-                write_layers(
-                    writer,
-                    layout,
-                    raw.rows,
-                    raw.tasks,
-                    producer.results,
-                    report,
-                    version,
-                    stats=producer.stats,
-                    redactor=raw.redactor,
-                    templates=templates,
-                    base=base,
-                    model_settings=options.model_settings(),
-                    miner=miner,
-                    store=store,
-                    judge_stats=judge.stats if judge else None,
-                    judge_redactor=judge.redactor if judge else None,
-                )
+            spills.enter_context(contextlib.closing(layers.all_rows))
+            report = assemble_report(
+                self.planned,
+                self.read,
+                compiled.counts,
+                (compiled, layers),
+                parent=self.version.parent,
+                seconds=seconds,
+            )
+            finished = finish_layers(
+                writer,
+                compiled,
+                layers,
+                report,
+                self.version,
+                model_settings=options.model_settings(),
+                base=base,
+                store=self.store,
+            )
+            return MadeVersion(report, finished)
 
-    # What a batch round's counts start from, when it must be built again.
-    checked = copy.deepcopy(report) if batch is not None else None
-    try:
-        return _in_rounds(build_round, report, batch, checked, say)
-    finally:
-        close(model)
+    def compile(
+        self, writer: CorpusWriter, layout: Layout, spills: contextlib.ExitStack[bool | None]
+    ) -> CompiledRuns | NothingNew | Waiting:
+        """Stage three: each run checked written to the raw layer (redacted, numbered) and
+        compiled, offline, by the model, or in worker processes."""
+        options, base, model, total = self.planned.options, self.base, self.model, self.read.total
+        compiled = Compiled(
+            writer,
+            layout,
+            first_step=len(base.rows) + 1 if base else 1,
+            parent_rows=base.insight_rows if base else (),
+            total=total,
+            fixed_width=base is not None,
+        )
+        spills.enter_context(contextlib.closing(compiled))
+        producer = Producer(total, layout, self.progress, compiled)
+        raw = RawLayer(options, self.read.runs, writer, layout, producer.advance, base)
+        spills.enter_context(contextlib.closing(raw))
+        miner = _make_miner(base, writer.root.parent) if options.mine else None
+        if miner is not None:
+            spills.enter_context(contextlib.closing(miner))
+        runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
+        workers = worker_count(options.workers, total) if model is None else 1
+        if workers > 1:  # the same work (and corpus) on other cores
+            build_in_workers(options, raw, producer, miner, workers)
+        elif model is None or self.templates is None:
+            producer.offline(runs)
+        else:
+            asyncio.run(
+                producer.with_model(
+                    runs, model, self.templates, options.limits, options.concurrency
+                )
+            )
+        if base is not None and not raw.rows:
+            return NothingNew(raw.counts())
+        if self.batch is not None and not self.batch.finish_round():
+            return Waiting(producer.deferred)
+        return CompiledRuns(
+            raw.rows,
+            raw.tasks,
+            compiled,
+            producer.stats,
+            raw.redactor,
+            raw.counts(),
+            producer.failed,
+            miner,
+        )
 
 
 def _in_rounds(
-    build_round: Callable[[], None],
-    report: BuildReport,
+    build_round: Callable[[], MadeVersion | NothingNew | Waiting],
     batch: BatchLLM | None,
-    checked: BuildReport | None,
     say: Say | None,
-) -> bool:
-    """Build the version, in rounds when a batch must answer first; False when nothing is new."""
+) -> MadeVersion | NothingNew:
+    """Build the version, in rounds when a batch must answer first: each a new run of the
+    stages after reading."""
     while True:
         try:
             if batch is not None:
                 batch.start_round()
-            build_round()
-        except _NothingNew:
-            return False
-        except _Waiting as waiting:
-            assert batch is not None and checked is not None
-            (say or log.info)(f"{waiting} runs wait for answers from the provider's batch API")
-            try:
-                asyncio.run(batch.settle())
-            finally:
-                batch.discard()
-            for name, value in vars(checked).items():
-                setattr(report, name, copy.deepcopy(value))
-            continue
+            outcome = build_round()
         except BaseException:
             if batch is not None:
                 batch.discard()
             raise
-        if batch is not None:
-            report.batches = batch.submitted
-        return True
+        if not isinstance(outcome, Waiting):
+            return outcome
+        assert batch is not None
+        (say or log.info)(f"{outcome.deferred} runs wait for answers from the provider's batch API")
+        try:
+            asyncio.run(batch.settle())
+        finally:
+            batch.discard()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -22,58 +21,43 @@ from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_build import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
-from wikitrace.corpus_schema.records import CompilationHeader, CompiledBy, InsightHeader
+from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.versions import FrozenVersion, Store, finish_version
+from wikitrace.versions.finish import Finished
 
-from .compile import CompileStats, Templates
+from .compile import Templates
 from .mine import MinedPage, Miner, mine_version, patterns_file
 from .produce import Compiled, Summary
-from .redact import Redactor
 from .report import BuildReport
+from .stages import CompiledRuns, Layers
 
 
 def write_layers(
     writer: CorpusWriter,
     layout: Layout,
-    rows: Sequence[indexes.RunRow],
-    tasks: Iterable[str],
-    compiled: Compiled,
-    report: BuildReport,
-    version: VersionInfo,
+    runs: CompiledRuns,
     *,
-    stats: CompileStats,
-    redactor: Redactor | None,
+    version: VersionInfo,
+    inputs: list[str],
     templates: Templates | None,
     base: FrozenVersion | None,
-    model_settings: dict[str, Any] | None = None,
     miner: Miner | None = None,
-    store: Store | None = None,
-    judge_stats: CompileStats | None = None,
-    judge_redactor: Redactor | None = None,
-) -> None:
-    """Everything of the version but its raw layer (written as the runs were read). `rows`
-    are the new runs' rows, in step order, and `tasks` their tasks as their pages hold them;
-    `judge_stats` and `judge_redactor` are the --judge model's calls and redactions."""
+) -> Layers:
+    """Everything of the version but its raw layer (written as the runs were read) and what
+    `finish_layers` writes: its mined lessons, the pages of every insight, the parent's files
+    kept; and the rows the indexes are made from. `inputs`: what was read, a line per format."""
+    compiled = runs.compiled
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
-    with RunRows(writer.root.parent, base.rows if base else ()) as all_rows:
-        insight_rows = compiled.insight_rows  # the parent's, then the model's, numbered
-        first_new = compiled.first_number
+    all_rows = RunRows(writer.root.parent, base.rows if base else ())
+    try:
         first_row = len(all_rows)
-        summaries = compiled.in_order()  # in step order, as the rows: one for each compiled row
-        summary = next(summaries, None)
-        for row in rows:
-            if summary is not None and summary.step == row.step:
-                row.compiled = True
-                row.title = summary.title
-                row.unverified_quotes = summary.unverified_quotes
-                row.insights = summary.insights
-                summary = next(summaries, None)
-            all_rows.append(row)
+        _add_rows(all_rows, runs.rows, compiled.in_order())
         number = compiled.number
-        mined = _mine(miner, layout, all_rows, report, version, base, number + 1)
-        number += sum(page.new for page in mined)
+        pages, mining = _mine(miner, layout, all_rows, version, base, number + 1)
+        mined = len(pages)
+        number += sum(page.new for page in pages)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
         if not base:
             layout = dataclasses.replace(layout, insight_width=id_width(number))
@@ -81,74 +65,132 @@ def write_layers(
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
             miner.release()
-        # A parent's mined lesson, recounted, replaces its row (a parent's rows come first).
-        position = (
-            {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
-        )
-        rewritten = {MINED_PATTERNS}
-        cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
-        for page in mined:
-            header, guideline = page.content()
-            header.id = layout.insight(page.number)
-            writer.write_files(insight_pages.insight_files(header, guideline))
-            mined_row = indexes.insight_row(page.number, header, guideline)
-            if page.new:
-                at = len(insight_rows)
-                insight_rows.append(mined_row)
-                compiled.written_insights.add(page.number, header, guideline)
-            else:  # a parent's mined lesson, recounted
-                at = position[page.number]
-                insight_rows[at] = mined_row
-                rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
-            cites += [(step, at, step == header.source_step) for step in header.rests_on]
-        del mined  # each page's lesson was made as it was written: none is held from here
-        rewritten |= _name_mined(writer, layout, base, cites, insight_rows)
+        rewritten = _write_mined(writer, layout, base, compiled, pages)
         if base:
             writer.link_all(base.root, base.kept_files(rewritten))
-        compiled_by: CompiledBy = "offline" if templates is None else "llm"
-        fill_report(
-            report,
-            compiled,
-            stats,
-            redactor,
-            insights=number - first_new + 1,
-            judge_stats=judge_stats,
-            judge_redactor=judge_redactor,
-        )
-        new_rows = all_rows.iter_from(first_row)
-        steps: list[str] = []
-        task_ids: dict[str, None] = {}  # in order, once each
-        for row in new_rows:
-            steps.append(layout.step(row.step))
-            task_ids[row.task_id] = None
-        version.changes = Changes(
-            runs=len(steps),
-            steps=steps,
-            insights=[layout.insight(n) for n in range(first_new, number + 1)],
-            task_ids=list(task_ids),
-            duplicates=report.duplicates,
-            inputs=report.inputs,
-        )
         prompts = dict(base.manifest.prompts) if base else {}
         prompts.update(templates.hashes if templates else {})
-        finish_version(
-            writer,
-            layout,
-            all_rows,
-            insight_rows,
-            compiled_by=compiled_by,
-            model=report.model,
+        return Layers(
+            layout=layout,
+            all_rows=all_rows,
+            insight_rows=compiled.insight_rows,
+            insights=number - compiled.first_number + 1,
+            mined=mined,
+            mining=mining,
+            changes=_changes(
+                layout, all_rows, first_row, compiled.first_number, number, runs, inputs
+            ),
+            compiled_by="offline" if templates is None else "llm",
             prompts=prompts,
-            report=report.as_dict(),
-            redactions=report.redactions,
-            model_settings=model_settings,
-            version=version,
-            parent=base,
-            store=store,
-            written=_written(layout, rows, tasks, compiled.in_order()),
-            written_insights=compiled.written_insights,
         )
-        compiled.close()
+    except BaseException:
+        all_rows.close()
+        raise
+
+
+def _add_rows(
+    all_rows: RunRows, rows: Iterable[indexes.RunRow], summaries: Iterator[Summary]
+) -> None:
+    """The new runs' rows after the parent's, each with what its compilation says (`summaries`:
+    in step order, as the rows, one for each compiled row)."""
+    summary = next(summaries, None)
+    for row in rows:
+        if summary is not None and summary.step == row.step:
+            row.compiled = True
+            row.title = summary.title
+            row.unverified_quotes = summary.unverified_quotes
+            row.insights = summary.insights
+            summary = next(summaries, None)
+        all_rows.append(row)
+
+
+def _write_mined(
+    writer: CorpusWriter,
+    layout: Layout,
+    base: FrozenVersion | None,
+    compiled: Compiled,
+    pages: list[MinedPage],
+) -> set[str]:
+    """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
+    recounted, replaces its row); the compilation pages that cite them written anew. Returns
+    the parent's files the version does not keep."""
+    insight_rows = compiled.insight_rows
+    position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
+    rewritten = {MINED_PATTERNS}
+    cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
+    for page in pages:
+        header, guideline = page.content()
+        header.id = layout.insight(page.number)
+        writer.write_files(insight_pages.insight_files(header, guideline))
+        mined_row = indexes.insight_row(page.number, header, guideline)
+        if page.new:
+            at = len(insight_rows)
+            insight_rows.append(mined_row)
+            compiled.written_insights.add(page.number, header, guideline)
+        else:  # a parent's mined lesson, recounted
+            at = position[page.number]
+            insight_rows[at] = mined_row
+            rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
+        cites += [(step, at, step == header.source_step) for step in header.rests_on]
+    pages.clear()  # each page's lesson was made as it was written: none is held from here
+    return rewritten | _name_mined(writer, layout, base, cites, insight_rows)
+
+
+def _changes(
+    layout: Layout,
+    all_rows: RunRows,
+    first_row: int,
+    first_insight: int,
+    last_insight: int,
+    runs: CompiledRuns,
+    inputs: list[str],
+) -> Changes:
+    """What the version holds that its parent does not."""
+    steps: list[str] = []
+    task_ids: dict[str, None] = {}  # in order, once each
+    for row in all_rows.iter_from(first_row):
+        steps.append(layout.step(row.step))
+        task_ids[row.task_id] = None
+    return Changes(
+        runs=len(steps),
+        steps=steps,
+        insights=[layout.insight(n) for n in range(first_insight, last_insight + 1)],
+        task_ids=list(task_ids),
+        duplicates=runs.counts.duplicates,
+        inputs=inputs,
+    )
+
+
+def finish_layers(
+    writer: CorpusWriter,
+    runs: CompiledRuns,
+    layers: Layers,
+    report: BuildReport,
+    version: VersionInfo,
+    *,
+    model_settings: dict[str, Any],
+    base: FrozenVersion | None,
+    store: Store | None,
+) -> Finished:
+    """The last stage: what every version ends with (versions.finish_version), the `report`
+    in its manifest."""
+    return finish_version(
+        writer,
+        layers.layout,
+        layers.all_rows,
+        layers.insight_rows,
+        compiled_by=layers.compiled_by,
+        model=report.model,
+        prompts=layers.prompts,
+        report=report.as_dict(),
+        redactions=report.redactions,
+        model_settings=model_settings,
+        version=VersionInfo(name=version.name, parent=version.parent, changes=layers.changes),
+        parent=base,
+        store=store,
+        written=_written(layers.layout, runs.rows, runs.tasks, runs.compiled.in_order()),
+        written_insights=runs.compiled.written_insights,
+    )
 
 
 def _name_mined(
@@ -223,14 +265,14 @@ def _mine(
     miner: Miner | None,
     layout: Layout,
     rows: RunRows,
-    report: BuildReport,
     version: VersionInfo,
     base: FrozenVersion | None,
     first_number: int,
-) -> list[MinedPage]:
-    """The mined lessons of the version (compiler/mine.py), numbered after the model's."""
+) -> tuple[list[MinedPage], dict[str, Any] | None]:
+    """The mined lessons of the version (compiler/mine.py), numbered after the model's, and
+    what mining tried and found (None: --no-mine)."""
     if miner is None:
-        return []
+        return [], None
     parent: dict[int, tuple[InsightHeader, str]] = {}
     if base is not None:
         for row in base.insight_rows:
@@ -248,53 +290,4 @@ def _mine(
         parent_root=base.root if base else None,
         parent_steps=len(base.rows) if base else 0,
     )
-    report.mining = mining.as_dict()
-    report.mined = len(pages)
-    return pages
-
-
-def fill_report(
-    report: BuildReport,
-    compiled: Compiled,
-    stats: CompileStats,
-    redactor: Redactor | None,
-    *,
-    insights: int,
-    judge_stats: CompileStats | None = None,
-    judge_redactor: Redactor | None = None,
-) -> None:
-    """The report's counts from the compile calls' and the judge's (which are in the totals
-    too, and apart): calls, tokens, cost; and the secrets both redacted."""
-    report.compiled = compiled.count
-    report.insights = insights
-    report.unverified_quotes = compiled.unverified_quotes
-    report.read_only_insights = compiled.read_only_insights
-    every = [stats] if judge_stats is None else [stats, judge_stats]
-    report.llm_calls = sum(each.calls - each.cache_hits for each in every)
-    report.cache_hits = sum(each.cache_hits for each in every)
-    report.http_attempts = sum(each.http_attempts for each in every)
-    report.prompt_tokens = sum(each.prompt_tokens for each in every)
-    report.completion_tokens = sum(each.completion_tokens for each in every)
-    known = all(each.cost_known for each in every)
-    report.cost_usd = round(sum(each.cost_usd for each in every), 6) if known else None
-    if judge_stats is not None:
-        report.judge_calls = judge_stats.calls - judge_stats.cache_hits
-        report.judge_cache_hits = judge_stats.cache_hits
-        report.judge_prompt_tokens = judge_stats.prompt_tokens
-        report.judge_completion_tokens = judge_stats.completion_tokens
-    report.invalid_retries = stats.invalid_retries
-    report.quote_repairs = stats.quote_repairs
-    report.cut_prompts = stats.cut_prompts
-    report.addresses_compiler = sorted(stats.addressed, key=lambda found: int(found["step"]))
-    # A judged run reaches the raw layer redacted already: its secrets are the judge's count.
-    redacted: Counter[str] = Counter()
-    places: Counter[tuple[str, str]] = Counter()
-    for each_redactor in (redactor, judge_redactor):
-        if each_redactor is not None:
-            redacted.update(each_redactor.counts)
-            places.update(each_redactor.places)
-    report.redactions = dict(sorted(redacted.items()))
-    report.redacted_where = {}
-    for (kind, place), count in sorted(places.items()):
-        report.redacted_where.setdefault(kind, {})[place] = count
-    report.failed.sort(key=lambda item: str(item["step"]))
+    return pages, mining.as_dict()

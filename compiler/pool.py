@@ -1,10 +1,11 @@
 """An offline build's per-run work in worker processes, on every core (`build --workers`).
 
-The build reads the runs (importers) as it always does, a chunk at a time, and hands each
-chunk to a process pool twice. First each run is redacted and fingerprinted; the build, taking
-the chunks back in input order, drops the duplicates and numbers the rest, exactly as it does
-in its own process (raw.RawLayer.number). Then each numbered run is compiled (offline.py) and
-its raw files and compilation page rendered to bytes, with what mining keeps of it. The build
+The build takes the runs it checked (stages.CheckedRuns: the input, read once) a chunk at a
+time, and hands each chunk to a process pool twice. First each run is redacted and
+fingerprinted; the build, taking the chunks back in input order, drops the duplicates and
+numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
+numbered run is compiled (offline.py) and its raw files and compilation page rendered to
+bytes, with what mining keeps of it. The build
 writes those files, in step order, and does the rest (mining, indexes, the manifest) as it
 does alone: the corpus is the same, byte for byte, with any number of workers.
 

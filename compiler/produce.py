@@ -31,7 +31,6 @@ from wikitrace.transport.llm import LLM, LLMCallError
 
 from .compile import CompileLimits, CompileStats, Templates, compile_with_llm
 from .offline import compile_offline
-from .report import BuildReport
 
 log = logging.getLogger(__name__)
 
@@ -319,17 +318,17 @@ class Producer:
         self,
         total: int,
         layout: Layout,
-        report: BuildReport,
         progress: Progress | None,
         compiled: Compiled,
     ) -> None:
         self.total = total
         self.layout = layout
-        self.report = report
         self.progress = progress
         self.done = 0
         self.results = compiled
         self.stats = CompileStats()
+        self.failed: list[dict[str, str]] = []
+        """Runs not compiled: step, task_id, error, kind (`call`: the model gave no reply)."""
         self.deferred = 0
         """Runs whose compilation waits for a provider batch (--batch): built next round."""
         self.fatal: LLMCallError | None = None
@@ -347,9 +346,9 @@ class Producer:
         self.record_failure(step, record.task_id, str(error), kind)
 
     def record_failure(self, step: int, task_id: str, error: str, kind: str = "answer") -> None:
-        """A run not compiled (`error` says why), listed in the report."""
+        """A run not compiled (`error` says why), listed in `failed`."""
         self.results.failed(step)
-        self.report.failed.append(
+        self.failed.append(
             {"step": self.layout.step(step), "task_id": task_id, "error": error, "kind": kind}
         )
         log.warning("%s (task %s): %s", self.layout.step(step), task_id, error)

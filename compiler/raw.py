@@ -1,5 +1,5 @@
-"""The raw layer of a version: each valid run read (a second time), redacted, left out when
-the parent holds it, numbered, and written as logged with its metadata and turn index."""
+"""The raw layer of a version: each valid run checked (stages.CheckedRuns) redacted, left
+out when the parent holds it, numbered, and written as logged with its metadata and turn index."""
 
 from __future__ import annotations
 
@@ -9,30 +9,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import InputError, Layout, RunRecord, indexes, raw_pages, render
+from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, render
 from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.corpus_schema.turns import summarize
 from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 
-from .importers import InputPlan
-from .importers.runs import SeenRuns, SourceRun, tally
+from .importers.runs import FormatCounts, SeenRuns, SourceRun, tally
 from .redact import Redactor
-from .report import BuildOptions, BuildReport, corpus_path
-
-
-def input_state(paths: list[Path]) -> list[tuple[int, int]]:
-    """Size and modification time of each input (a missing one is reported by the reader)."""
-    state = []
-    for path in paths:
-        try:
-            info = path.stat()
-        except OSError:
-            state.append((-1, -1))
-        else:
-            state.append((info.st_size, info.st_mtime_ns))
-    return state
+from .report import BuildOptions, corpus_path
+from .stages import CheckedRuns, RawCounts
 
 
 class RawLayer:
@@ -41,20 +28,16 @@ class RawLayer:
     def __init__(
         self,
         options: BuildOptions,
-        plan: InputPlan,
-        input_state: list[tuple[int, int]],
+        checked: CheckedRuns,
         writer: CorpusWriter,
         layout: Layout,
-        report: BuildReport,
         advance: Callable[[], None],
         base: FrozenVersion | None = None,
     ) -> None:
         self.options = options
-        self.plan = plan
-        self.input_state = input_state
+        self.checked = checked
         self.writer = writer
         self.layout = layout
-        self.report = report
         self.advance = advance
         """Called for a run left out (the parent holds it): it counts as done."""
         self.base = base
@@ -69,13 +52,21 @@ class RawLayer:
         self._step = 0
         """The last step numbered (`number`)."""
         self._seen = SeenRuns()
+        self._runs = self._successes = self._failures = self._duplicates = 0
+        self._formats: FormatCounts = {}
+
+    def counts(self) -> RawCounts:
+        """What was written so far, and left out as held already."""
+        return RawCounts(
+            self._runs, self._successes, self._failures, self._duplicates, self._formats
+        )
 
     def close(self) -> None:
         self.rows.close()
         self.tasks.close()
 
     def runs(self) -> Iterator[tuple[int, RunRecord]]:
-        """Pass two: each valid run, numbered, after its raw layer is written."""
+        """Each run checked, numbered, after its raw layer is written."""
         for item in self.sources():
             data, record = redacted(self.redactor, item.data, item.record)
             # Interned: mining holds both for every run, and runs share them.
@@ -88,17 +79,10 @@ class RawLayer:
                 yield step, self.write(step, item, data, record, log_bytes, offsets)
 
     def sources(self) -> Iterator[SourceRun]:
-        """Pass two's runs as read, before redaction; `number` numbers them in this order."""
-        if input_state(self.plan.watched) != self.input_state:
-            raise InputError(
-                "an input file changed after it was checked; build again once it is complete",
-                path=", ".join(str(p) for p in self.options.inputs),
-            )
+        """The runs checked, before redaction; `number` numbers them in this order."""
         self._step = len(self.base.rows) if self.base else 0
         self._seen = SeenRuns()
-        for item in self.plan.items():
-            if isinstance(item, SourceRun):  # the rest was reported by the first pass
-                yield item
+        yield from self.checked
 
     def number(self, key: str) -> int | None:
         """The step of the next run read, known by its fingerprint `key` (`run_key`); None
@@ -106,7 +90,7 @@ class RawLayer:
         twice, a log copied into two folders), which is written once: it is counted, and
         done."""
         if self._seen.again(key) or (self.base and key in self.base.fingerprints):
-            self.report.duplicates += 1
+            self._duplicates += 1
             self.advance()
             return None
         self._step += 1
@@ -143,16 +127,16 @@ class RawLayer:
 
     def add(self, row: indexes.RunRow, task: str, input_format: str, success: bool) -> None:
         """A new run whose raw files are written: its row, its task as its page holds it
-        (raw_pages.page_task), and the report's counts."""
+        (raw_pages.page_task), and its counts."""
         self.rows.append(row)
         self.tasks.append(task)
-        self.report.runs += 1
-        tally(self.report.formats, input_format, "runs")
-        tally(self.report.formats, input_format, "successes" if success else "failures")
+        self._runs += 1
+        tally(self._formats, input_format, "runs")
+        tally(self._formats, input_format, "successes" if success else "failures")
         if success:
-            self.report.successes += 1
+            self._successes += 1
         else:
-            self.report.failures += 1
+            self._failures += 1
 
 
 def redacted(

@@ -8,9 +8,10 @@ import contextlib
 import functools
 import importlib.util
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from wikitrace.corpus_schema import Layout, indexes, raw_pages, turns
 from wikitrace.corpus_schema import manifest as manifest_io
@@ -44,6 +45,26 @@ def staging(path: Path) -> Iterator[Path]:
     except BaseException:
         remove_tree(path)
         raise
+
+
+Made = TypeVar("Made")
+
+
+def in_staging(path: Path, make: Callable[[Path], Made], keep: Callable[[Made], bool]) -> Made:
+    """What `make` returns, having made it in a fresh staging folder (see `staging`): the
+    folder is frozen when `keep` says the result is a version, else removed."""
+    remove_tree(path)
+    path.mkdir(parents=True)
+    try:
+        made = make(path)
+        if keep(made):
+            freeze(path)
+        else:
+            remove_tree(path)
+    except BaseException:
+        remove_tree(path)
+        raise
+    return made
 
 
 def write_catalog(
@@ -137,6 +158,15 @@ def drilldown_script() -> bytes:
     return "".join([*lines[:start], body, "\n", *lines[end:]]).encode("utf-8")
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What the last stage of a version wrote: the counts its manifest keeps, and how many
+    files the manifest lists."""
+
+    counts: dict[str, int]
+    files: int
+
+
 def finish_version(
     writer: CorpusWriter,
     layout: Layout,
@@ -154,28 +184,13 @@ def finish_version(
     store: Store | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
-) -> None:
+) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
     `written`) and the manifest (last); then, for a version of a `store`, what the store keeps
     beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
-    # Near-duplicates: the index says of which (the rows may be on disk: they are read as
-    # they are needed, and the number of each group's first kept).
-    leaders = consolidate.of_lessons(insight_rows)
-    numbers = array("q", (row.number for row in insight_rows))
-    alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
-    del leaders, numbers
-    tool_source = drilldown_script()
-    for name in TOOL_NAMES:
-        writer.write(layout.tool_rel(name), tool_source, executable=True)
-    writer.write(TOOLS_LAYOUT, raw_pages.tools_layout(layout))
-    for pages in (
-        indexes.raw_index(layout, rows, compiled_by),
-        indexes.compilation_index(layout, rows, compiled_by),
-        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
-    ):
-        for rel, text in pages:
-            writer.write(rel, text)
+    _write_tools(writer, layout)
+    _write_indexes(writer, layout, rows, insight_rows, compiled_by)
     # Last of the pages: what test-time readers load instead of every page's header.
     write_catalog(
         writer,
@@ -184,6 +199,70 @@ def finish_version(
         written=written,
         written_insights=written_insights,
     )
+    counts = _write_root_index(writer, layout, rows, insight_rows, model, compiled_by)
+    manifest = manifest_io.Manifest(
+        builder={"name": "wikitrace", "version": manifest_io.builder_version()},
+        created=now(),
+        model=model,
+        model_settings=model_settings or {},
+        compiled_by=compiled_by,
+        prompts=dict(sorted(prompts.items())),
+        step_id_width=layout.step_width,
+        insight_id_width=layout.insight_width,
+        counts=counts,
+        build=report,
+        redactions=redactions,
+        version=version,
+        files={},
+    )
+    keys = _write_manifest(writer, manifest)
+    if store is not None:
+        seal, kept_rows = store.sidecars(version.name)
+        manifest_io.write_seal(seal, writer.root, keys)
+        write_version_rows(kept_rows, manifest_io.manifest_key(writer.root), rows, insight_rows)
+    return Finished(counts, len(keys))
+
+
+def _write_tools(writer: CorpusWriter, layout: Layout) -> None:
+    """The drill-down tools, and the layout they read."""
+    tool_source = drilldown_script()
+    for name in TOOL_NAMES:
+        writer.write(layout.tool_rel(name), tool_source, executable=True)
+    writer.write(TOOLS_LAYOUT, raw_pages.tools_layout(layout))
+
+
+def _write_indexes(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: Sequence[indexes.RunRow],
+    insight_rows: Sequence[indexes.InsightRow],
+    compiled_by: CompiledBy,
+) -> None:
+    """The index of each layer (in parts past a page's rows)."""
+    # Near-duplicates: the index says of which (the rows may be on disk: they are read as
+    # they are needed, and the number of each group's first kept).
+    leaders = consolidate.of_lessons(insight_rows)
+    numbers = array("q", (row.number for row in insight_rows))
+    alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
+    del leaders, numbers
+    for pages in (
+        indexes.raw_index(layout, rows, compiled_by),
+        indexes.compilation_index(layout, rows, compiled_by),
+        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
+    ):
+        for rel, text in pages:
+            writer.write(rel, text)
+
+
+def _write_root_index(
+    writer: CorpusWriter,
+    layout: Layout,
+    rows: Sequence[indexes.RunRow],
+    insight_rows: Sequence[indexes.InsightRow],
+    model: str,
+    compiled_by: CompiledBy,
+) -> dict[str, int]:
+    """The corpus's own index; returns the counts the manifest keeps."""
     compilations = sum(row.compiled for row in rows)
     successes = sum(row.outcome == "success" for row in rows)
     writer.write(
@@ -202,27 +281,18 @@ def finish_version(
             ),
         ),
     )
-    manifest = manifest_io.Manifest(
-        builder={"name": "wikitrace", "version": manifest_io.builder_version()},
-        created=now(),
-        model=model,
-        model_settings=model_settings or {},
-        compiled_by=compiled_by,
-        prompts=dict(sorted(prompts.items())),
-        step_id_width=layout.step_width,
-        insight_id_width=layout.insight_width,
-        counts={
-            "runs": len(rows),
-            "successes": successes,
-            "failures": len(rows) - successes,
-            "compilations": compilations,
-            "insights": len(insight_rows),
-        },
-        build=report,
-        redactions=redactions,
-        version=version,
-        files={},
-    )
+    return {
+        "runs": len(rows),
+        "successes": successes,
+        "failures": len(rows) - successes,
+        "compilations": compilations,
+        "insights": len(insight_rows),
+    }
+
+
+def _write_manifest(writer: CorpusWriter, manifest: manifest_io.Manifest) -> array[int]:
+    """The manifest, every file written listed in it (last); returns each file's key, in
+    the order listed, for the seal."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
 
     def listed() -> Iterator[tuple[str, str]]:
@@ -231,7 +301,4 @@ def finish_version(
             yield rel, file_hash
 
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
-    if store is not None:
-        seal, kept_rows = store.sidecars(version.name)
-        manifest_io.write_seal(seal, writer.root, keys)
-        write_version_rows(kept_rows, manifest_io.manifest_key(writer.root), rows, insight_rows)
+    return keys

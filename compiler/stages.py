@@ -1,0 +1,268 @@
+"""The values a build's stages hand on (compiler/build.py runs them): what is read (`Planned`),
+the runs checked (`ReadInputs`), the runs compiled (`CompiledRuns`, or `NothingNew` or `Waiting`)
+and the layers written (`Layers`); the report is assembled from them at the end (report.py)."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.corpus_schema import InputError, Layout
+from wikitrace.corpus_schema.history import Changes
+from wikitrace.corpus_schema.records import CompiledBy
+from wikitrace.corpus_schema.spill import InsightRows, JsonLines, RunRows
+from wikitrace.corpus_schema.store import spill_file
+
+from .compile import CompileStats
+from .importers import InputPlan
+from .importers.runs import FormatCounts, SourceRun, Unlabelled, refuse_bad_records, tally
+from .judge import Judge
+from .mine import Miner
+from .produce import Compiled
+from .redact import Redactor
+from .report import BuildOptions, sources
+
+_LENGTH = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """Stage one, plan: the files to read, each with its format, and how they were found."""
+
+    options: BuildOptions
+    plan: InputPlan
+    inputs: list[str]
+    """What is read, a line per format (InputPlan.describe)."""
+    sources: list[str]
+    """Digests of the input paths (report.sources)."""
+
+
+def plan_build(options: BuildOptions) -> Planned:
+    """The inputs resolved into files to read (raises InputError when there are none)."""
+    from .importers import plan_inputs
+
+    plan = plan_inputs(
+        options.inputs, options.input_format, options.labels, options.success_threshold
+    )
+    return Planned(options, plan, plan.describe(), sources(options.inputs))
+
+
+class CheckedRuns:
+    """The valid runs of the input in the order read, each kept whole (JSON and record) in an
+    unnamed temporary file in `folder`: the input is read once, and what was checked is what
+    is built, in every round of a --batch build."""
+
+    def __init__(self, folder: Path) -> None:
+        self._file = spill_file(folder, "runs")
+        self._end = 0
+        self.count = 0
+
+    def append(self, run: SourceRun) -> None:
+        data = pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.seek(self._end)
+        self._file.write(_LENGTH.pack(len(data)) + data)
+        self._end += _LENGTH.size + len(data)
+        self.count += 1
+
+    def __iter__(self) -> Iterator[SourceRun]:
+        at = 0
+        while at < self._end:
+            self._file.seek(at)
+            (length,) = _LENGTH.unpack(self._file.read(_LENGTH.size))
+            run: SourceRun = pickle.loads(self._file.read(length))
+            at += _LENGTH.size + length
+            yield run
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the --judge model did while the input was read (all of its calls)."""
+
+    judged: int
+    abstained: int
+    addressed: list[dict[str, Any]]
+    stats: CompileStats
+    redactor: Redactor | None
+
+    @classmethod
+    def of(cls, judge: Judge | None) -> Judged | None:
+        if judge is None:
+            return None
+        return cls(
+            judge.judged, judge.abstained, list(judge.addressed), judge.stats, judge.redactor
+        )
+
+
+@dataclass(frozen=True)
+class ReadInputs:
+    """Stage two, read: every record of the input read once and checked before anything is
+    written; the valid runs kept (`runs`), the rest listed."""
+
+    runs: CheckedRuns
+    skipped: list[dict[str, Any]]
+    """Bad records left out (--on-error skip), their messages redacted."""
+    unlabelled: list[dict[str, Any]]
+    unlabelled_formats: FormatCounts
+    """Per format, the unlabelled runs left out (the other counts are the raw layer's)."""
+    left_out: list[dict[str, str]]
+    unmatched_labels: list[str]
+    judged: Judged | None
+
+    @property
+    def total(self) -> int:
+        return self.runs.count
+
+
+def read_inputs(
+    options: BuildOptions, plan: InputPlan, folder: Path, judge: Judge | None
+) -> ReadInputs:
+    """Read every record once (the `judge` labelling what nothing else labels), keeping the
+    valid runs in `folder`; raises InputError for a bad record (--on-error stop) or when no
+    run is left to build."""
+    plan.labeller = judge
+    runs = CheckedRuns(folder)
+    try:
+        errors: list[InputError] = []
+        unlabelled: list[dict[str, Any]] = []
+        formats: FormatCounts = {}
+        for item in plan.items():
+            if isinstance(item, InputError):
+                errors.append(item)
+            elif isinstance(item, Unlabelled):
+                unlabelled.append(item.as_dict())
+                tally(formats, item.format, "unlabelled")
+            else:
+                runs.append(item)
+        left_out = plan.left_out_list()
+        if options.on_error == "stop":
+            refuse_bad_records(errors)
+        if runs.count == 0:
+            _refuse_nothing(options, plan, errors, unlabelled, left_out)
+    except BaseException:
+        runs.close()
+        raise
+    return ReadInputs(
+        runs,
+        skipped=_skipped(options, errors),
+        unlabelled=unlabelled,
+        unlabelled_formats=formats,
+        left_out=left_out,
+        unmatched_labels=plan.labels.unmatched(),
+        judged=Judged.of(judge),
+    )
+
+
+def _skipped(options: BuildOptions, errors: list[InputError]) -> list[dict[str, Any]]:
+    """The bad records as the report lists them; a message may quote the record it rejects,
+    and the report goes to the manifest: redacted."""
+    skipped = [error.as_dict() for error in errors]
+    if options.redact:
+        redactor = Redactor(options.redact_patterns, options.redact_keep)
+        for item in skipped:
+            item["message"] = redactor.text(str(item["message"]))
+            if item.get("hint"):
+                item["hint"] = redactor.text(str(item["hint"]))
+    return skipped
+
+
+def _refuse_nothing(
+    options: BuildOptions,
+    plan: InputPlan,
+    errors: list[InputError],
+    unlabelled: list[dict[str, Any]],
+    left_out: list[dict[str, str]],
+) -> None:
+    """Raise the InputError of an input with no run to build, saying why."""
+    if not unlabelled:
+        refuse_bad_records(errors, "no runs to build: every record is bad{more}")
+    nothing = (
+        f"no runs to build: the {len(left_out)} file{'s' * (len(left_out) != 1)} read "
+        f"hold no run ({left_out[0]['path']}: {left_out[0]['reason']})"
+        if left_out
+        else "no runs to build: the input holds no valid records"
+    )
+    judged = f" (the first: {unlabelled[0]['reason']})" if unlabelled and plan.labeller else ""
+    raise InputError(
+        f"no runs to build: none of the {len(unlabelled)} runs found has a label{judged}"
+        if unlabelled
+        else nothing,
+        path=", ".join(str(p) for p in options.inputs),
+        hint="give their outcomes with --labels FILE (run or task id -> success or reward), "
+        "or have a model judge them with --judge MODEL"
+        if unlabelled
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class RawCounts:
+    """The runs the raw layer wrote, and those it left out as held already."""
+
+    runs: int = 0
+    successes: int = 0
+    failures: int = 0
+    duplicates: int = 0
+    """Runs the parent holds, or the input holds twice: written once, or not at all."""
+    formats: FormatCounts = field(default_factory=dict)
+    """Per input format: runs, successes, failures."""
+
+
+@dataclass(frozen=True)
+class CompiledRuns:
+    """Stage three, compile: each new run's raw layer written (redacted) and compiled."""
+
+    rows: RunRows
+    """The new runs' rows, in step order."""
+    tasks: JsonLines
+    """Their tasks, as their pages hold them."""
+    compiled: Compiled
+    stats: CompileStats
+    redactor: Redactor | None
+    counts: RawCounts
+    failed: list[dict[str, str]]
+    """Runs whose compilation failed: step, task_id, error, kind."""
+    miner: Miner | None
+    """What mining observed of the runs (None: --no-mine)."""
+
+
+@dataclass(frozen=True)
+class NothingNew:
+    """Every input run is already in the parent: no version is made."""
+
+    counts: RawCounts
+    """The runs left out as held already."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A --batch round deferred some calls: wait for the batches, then build again."""
+
+    deferred: int
+    """Runs whose compilation waits for a batch."""
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Stage four, write layers: every page of the version but its indexes, catalog and
+    manifest, and the rows those are made from."""
+
+    layout: Layout
+    """The version's layout, its insight ids as wide as they were written."""
+    all_rows: RunRows
+    """The parent's rows, then the new runs'."""
+    insight_rows: InsightRows
+    """The parent's insights, then the model's, then the new mined lessons."""
+    insights: int
+    """Insights the version adds."""
+    mined: int
+    mining: dict[str, Any] | None
+    changes: Changes
+    compiled_by: CompiledBy
+    prompts: dict[str, str]
