@@ -4,6 +4,7 @@ ways with inspect's mock model scripted as an agent that follows the lesson it i
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -44,6 +45,16 @@ pytestmark = [
         ":pytest.PytestUnraisableExceptionWarning"
     ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _collect_inspect_streams() -> Any:
+    """Collect what inspect_ai left while this module's filters apply: otherwise the stream is
+    closed later, inside whichever test the worker runs next, which then errors on it."""
+    yield
+    gc.collect()
+
+
 TASK = Path(__file__).parent / "data" / "inspect_task" / "door_codes.py"
 LESSON = "The door code is the room number written backwards: room 27 opens with 72."
 OWN = "OWN-TASK-LESSON: room 34 opens with 43."
