@@ -18,7 +18,8 @@ from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.compiler.hypothesize import hypothesize
 from wikitrace.control import stats
-from wikitrace.control.gate import GateOptions, GateReport, gate_insights
+from wikitrace.control.gate import GateReport, gate_insights
+from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.monitor import MonitorOptions, monitor_corpus
 from wikitrace.control.pool import read_pool
 from wikitrace.control.runner import RunnerSpec
