@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "examples" / "toy"))
 from lessons import answer  # noqa: E402
 
 from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus  # noqa: E402
-from wikitrace.control.gate import GateOptions, gate_insights  # noqa: E402
+from wikitrace.control.gate import gate_insights  # noqa: E402
+from wikitrace.control.gate_inputs import GateOptions  # noqa: E402
 from wikitrace.control.pool import read_pool  # noqa: E402
 from wikitrace.control.runner import RunnerSpec  # noqa: E402
 

@@ -30,17 +30,9 @@ from typing import Any
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
 from wikitrace.compiler.importers.runs import SourceRun
-from wikitrace.compiler.mine import (
-    FDR,
-    Contrast,
-    MiningReport,
-    RunPatterns,
-    actions_of,
-    contrasts,
-    describe,
-    patterns,
-    split,
-)
+from wikitrace.compiler.mine_contrast import FDR, Contrast, MiningReport, contrasts, split
+from wikitrace.compiler.mine_patterns import actions_of, describe, patterns
+from wikitrace.compiler.mine_table import RunPatterns
 from wikitrace.corpus_schema import is_judged
 
 

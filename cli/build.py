@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
-from .options import CompileSettings, compile_options, is_quiet, json_option, plural, print_json
+from .common import DetailedOption, is_quiet
+from .compile_options import CompileSettings, compile_options
+from .options import json_option, plural, print_json
 from .profiles import profile_option
 from .progress import Progress
 

@@ -1,6 +1,6 @@
 """The options that say how runs are compiled (build, add, update) and which logs are read
 (convert too), in named groups; each command receives them as one typed value, `compile:
-CompileSettings` or `reading: InputSettings`. Commands import them from options.py.
+CompileSettings` or `reading: InputSettings`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from .build import announce, where_of
-from .common import DetailedOption
-from .options import InputSettings, input_options, is_quiet, plural
+from .common import DetailedOption, is_quiet
+from .compile_options import InputSettings, input_options
+from .options import plural
 
 
 @click.command("convert")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .common import DetailedOption
-from .options import Command, option_group
+from .groups import Command, option_group
 
 TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 
@@ -54,7 +54,7 @@ class GateSettings:
 
     def gate_options(self, runner: Any, prompts_dir: Path | None) -> Any:
         """The gate's GateOptions: these settings, the probe files read."""
-        from wikitrace.control.gate import GateOptions
+        from wikitrace.control.gate_inputs import GateOptions
         from wikitrace.control.pool import read_pool
 
         given = {

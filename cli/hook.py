@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wikitrace.corpus_schema.errors import InputError, WikitraceError, first_problem
 
-from .options import CompileSettings, is_quiet
+from .common import is_quiet
+from .compile_options import CompileSettings
 
 log = logging.getLogger(__name__)
 

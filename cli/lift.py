@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from .evaluate import not_counted
-from .options import Command, JudgeSettings, RowSettings, option_group, row_options
+from .groups import Command, option_group
+from .options import JudgeSettings, RowSettings, row_options
 
 
 def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:

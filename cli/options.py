@@ -1,10 +1,11 @@
-"""What the commands share: option groups that arrive as one typed value each, the corpus
-argument, the quiet flag, and the one way results are printed as JSON.
+"""What the commands share: the runner, judge and trial-row option groups, which arrive as one
+typed value each, the corpus argument, --json and --nl, and the one way results are printed as
+JSON.
 
-A group such as `@compile_options` adds its options to a command and hands the command one
-keyword argument (`compile: CompileSettings`) instead of a dozen loose ones, so no command reads
-its options by string key (groups.py does the handing). The compile and input groups live in
-compile_options.py; commands import every group from here.
+A group such as `@row_options` adds its options to a command and hands the command one keyword
+argument (`scoring: RowSettings`) instead of loose ones, so no command reads its options by
+string key (groups.py does the handing). The compile and input groups live in
+compile_options.py, the gate's in gate_options.py; the quiet flag is common.py's `is_quiet`.
 """
 
 from __future__ import annotations
@@ -16,37 +17,20 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption, is_quiet
-from .compile_options import (
-    CompileSettings,
-    InputSettings,
-    api_base_option,
-    compile_options,
-    input_options,
-    prompts_dir_option,
-)
+from .common import DetailedOption
 from .groups import Command, option_group
 
 __all__ = [
     "POINTER",
-    "Command",
-    "CompileSettings",
-    "InputSettings",
     "JudgeSettings",
     "RowSettings",
-    "api_base_option",
-    "compile_options",
-    "input_options",
-    "is_quiet",
     "json_option",
     "judge_options",
     "nl_option",
     "no_deploy_option",
-    "option_group",
     "plural",
     "print_json",
     "print_rows",
-    "prompts_dir_option",
     "row_options",
     "runner_options",
 ]

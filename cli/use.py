@@ -11,8 +11,9 @@ import click
 
 from wikitrace.corpus_schema.work import KINDS
 
-from .common import DetailedOption, renamed_option
-from .options import Command, is_quiet, option_group, plural, print_json
+from .common import DetailedOption, is_quiet, renamed_option
+from .groups import Command, option_group
+from .options import plural, print_json
 from .profiles import profile_option
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)

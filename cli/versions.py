@@ -10,17 +10,14 @@ from typing import Any
 import click
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import DetailedOption
+from .common import DetailedOption, is_quiet
+from .compile_options import CompileSettings, compile_options
+from .groups import Command, option_group
 from .options import (
     POINTER,
-    Command,
-    CompileSettings,
-    compile_options,
-    is_quiet,
     json_option,
     nl_option,
     no_deploy_option,
-    option_group,
     print_json,
     print_rows,
     runner_options,

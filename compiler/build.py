@@ -52,7 +52,8 @@ from .compile import CompileLimits, Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import finish_layers, write_layers
-from .mine import Miner, patterns_of_written, read_patterns
+from .mine import Miner, patterns_of_written
+from .mine_table import read_patterns
 from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer

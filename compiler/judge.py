@@ -19,7 +19,7 @@ every page that shows the outcome can say it was judged.
 The judge's calls and tokens are counted apart (`stats`), and so are the secrets redacted from
 what it reads (`redactor.counts`): the build report shows both, and adds them to its totals.
 Calls go through the build's response cache, so a build run again (or resumed after a crash)
-asks nothing twice, and a build's two passes over its input ask once.
+asks nothing twice.
 """
 
 from __future__ import annotations

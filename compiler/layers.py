@@ -28,7 +28,8 @@ from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
 
 from .compile import Templates
-from .mine import MinedPage, Miner, mine_version, patterns_file
+from .mine import MinedPage, Miner, mine_version
+from .mine_table import patterns_file
 from .produce import Compiled, Summary
 from .report import BuildReport
 from .stages import CompiledRuns, Layers

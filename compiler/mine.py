@@ -32,105 +32,13 @@ from typing import Any
 from wikitrace.corpus_schema import Layout, RunRecord
 from wikitrace.corpus_schema.records import InsightHeader
 
-from .mine_contrast import (
-    FDR,
-    MAX_KINDS_FOR_ORDER,
-    MAX_PER_TYPE,
-    MIN_SUPPORT,
-    MIN_TASKS,
-    NO_TYPE,
-    Candidate,
-    Contrast,
-    MiningReport,
-    benjamini_hochberg,
-    contrasts,
-    fisher_exact,
-    split,
-)
-from .mine_divergence import Divergence, divergences
-from .mine_lessons import (
-    CORRELATION_NOTE,
-    EVIDENCE_RUNS,
-    GIST_VALUES,
-    MINED_MODEL,
-    LessonWriter,
-    MinedLesson,
-    Quotes,
-    gist,
-    typical,
-)
-from .mine_patterns import (
-    ERRORS,
-    ERRORS_AT,
-    QUOTE_LIMIT,
-    REPEAT,
-    RETRY,
-    STUCK,
-    STUCK_AT,
-    Action,
-    actions_of,
-    describe,
-    patterns,
-)
-from .mine_table import (
-    ActionHashes,
-    PatternTable,
-    RunPatterns,
-    action_hashes,
-    patterns_file,
-    read_patterns,
-    signature_hashes,
-)
+from .mine_contrast import MiningReport, contrasts
+from .mine_divergence import divergences
+from .mine_lessons import LessonWriter, MinedLesson, Quotes
+from .mine_patterns import Action, actions_of, patterns
+from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 
-__all__ = [
-    "CORRELATION_NOTE",
-    "ERRORS",
-    "ERRORS_AT",
-    "EVIDENCE_RUNS",
-    "FDR",
-    "GIST_VALUES",
-    "MAX_KINDS_FOR_ORDER",
-    "MAX_PER_TYPE",
-    "MINED_MODEL",
-    "MIN_SUPPORT",
-    "MIN_TASKS",
-    "NO_TYPE",
-    "QUOTE_LIMIT",
-    "REPEAT",
-    "RETRY",
-    "STUCK",
-    "STUCK_AT",
-    "Action",
-    "ActionHashes",
-    "Candidate",
-    "Contrast",
-    "Divergence",
-    "LessonWriter",
-    "MinedLesson",
-    "MinedPage",
-    "Miner",
-    "MiningReport",
-    "PatternTable",
-    "Quotes",
-    "RunPatterns",
-    "action_hashes",
-    "actions_of",
-    "benjamini_hochberg",
-    "contrasts",
-    "describe",
-    "divergences",
-    "fisher_exact",
-    "gist",
-    "mine_version",
-    "patterns",
-    "patterns_file",
-    "patterns_of_written",
-    "read_patterns",
-    "run_patterns",
-    "signature_hashes",
-    "split",
-    "typical",
-]
+__all__ = ["MinedPage", "Miner", "mine_version", "patterns_of_written", "run_patterns"]
 
 
 def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPatterns, list[Action]]:

@@ -24,10 +24,6 @@ MINED_MODEL = "mined"
 """The `model` field of a mined lesson: no model drew it."""
 EVIDENCE_RUNS = 4
 """How many runs a lesson quotes: its source run and up to three more."""
-CORRELATION_NOTE = (
-    "This is a correlation in past runs, counted without a model, not a cause: the runs that "
-    "show the pattern may differ in other ways. Read the runs it cites before acting on it."
-)
 
 
 def typical(runs: Sequence[RunPatterns], limit: int = 200) -> list[RunPatterns]:

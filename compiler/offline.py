@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn, is_judged
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema.turns import ACTING_ROLES, as_text
 
 from .evidence import QuoteChecker
 from .signals import QUOTE_LIMIT, excerpt, failures
@@ -11,7 +11,6 @@ from .signals import QUOTE_LIMIT, excerpt, failures
 OFFLINE_MODEL = "offline"
 MAX_ERROR_TURNS = 25
 FINAL_ACTIONS = 3
-_ACTING_ROLES = {"assistant", "agent", "ai", "model"}
 
 
 def _action_quote(turn: Turn) -> str | None:
@@ -21,7 +20,7 @@ def _action_quote(turn: Turn) -> str | None:
         call = turn.tool_calls[0]
         arguments = "" if call.arguments is None else as_text(call.arguments)
         return f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip()
-    if turn.content and (turn.role or "").lower() in _ACTING_ROLES:
+    if turn.content and (turn.role or "").lower() in ACTING_ROLES:
         return excerpt(turn.content, 0, 0)
     return None
 

@@ -37,7 +37,8 @@ from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import fingerprint, given_attempt
 
 from .importers.runs import SourceRun
-from .mine import Miner, RunPatterns, run_patterns, signature_hashes
+from .mine import Miner, run_patterns
+from .mine_table import RunPatterns, signature_hashes
 from .offline import compile_offline
 from .produce import Producer, Summary, plain_compilation, summarize
 from .raw import RawLayer, raw_files, run_key, run_row, source_name

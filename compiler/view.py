@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wikitrace.corpus_schema import RunRecord, Turn
-from wikitrace.corpus_schema.turns import ACTING_ROLES, PREVIEW, as_text, format_turn, summarize
+from wikitrace.corpus_schema.turns import (
+    ACTING_ROLES,
+    ONE_LINE_MARK,
+    as_text,
+    format_turn,
+    preview,
+    summarize,
+)
 
 from .evidence import turn_fields
 from .signals import failures
@@ -141,20 +148,15 @@ def is_compaction_summary(turn: Turn) -> bool:
     return turn.metadata.get("isCompactSummary") is True
 
 
-def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
-
-
 def skeleton_line(fields: dict[str, Any], mark: str = "") -> str:
     """The turn as one line: role, the start of the agent's text beside its action ("|"), and
     what came back ("=>")."""
     role, action, came_back = summarize(fields)
-    said = _preview(as_text(fields.get("content") or ""))
+    said = preview(as_text(fields.get("content") or ""))
     acting = role.lower() in ACTING_ROLES
     if acting and said and (fields.get("action") or fields.get("tool_calls")):
         action = f"{said} | {action or '-'}"
-    line = f"[one line] {mark + ' ' if mark else ''}{role or '-'}: {action or '-'}"
+    line = f"{ONE_LINE_MARK}{mark + ' ' if mark else ''}{role or '-'}: {action or '-'}"
     return line + (f" => {came_back}" if came_back else "")
 
 

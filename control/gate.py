@@ -73,7 +73,7 @@ from .gate_sequential import SequentialRule
 from .gate_together import TogetherTest
 from .sequential import Rates
 
-__all__ = ["GateOptions", "GateReport", "gate_insights", "refuse_unshown"]
+__all__ = ["GateReport", "gate_insights", "refuse_unshown"]
 
 log = logging.getLogger(__name__)
 

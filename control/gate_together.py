@@ -31,8 +31,10 @@ class TogetherTest:
     def run(self, candidates: Sequence[Candidate], decisions: Sequence[GateDecision]) -> None:
         """Run the lessons this call committed side by side on every probe task of theirs: two
         lessons that each passed alone may break together what the agent solved (D_reg over
-        the pairs solved without them). While the set fails, its last lesson is rejected and
-        the rest are tested again."""
+        the pairs solved without them). While the set fails, the lesson that most likely broke
+        it is rejected (`_breaker`: the one the agent cited most in the pairs the set broke,
+        else the one whose own test showed the most regression damage; of lessons tied, the
+        later) and the rest are tested again."""
         runs = self.runs
         committed = [
             (d, c) for d, c in zip(decisions, candidates, strict=True) if d.verdict == "committed"
@@ -83,7 +85,7 @@ class TogetherTest:
     ) -> tuple[int, str]:
         """Which lesson of a set that broke solved pairs to leave out: the one the agent cited
         most in the pairs the set broke, when its runs report citations; else the one whose
-        own test showed the most regression damage."""
+        own test showed the most regression damage. Of lessons tied, the later one."""
         broken = [
             run
             for key, run in results.items()

@@ -90,7 +90,12 @@ def _together(check: TogetherCheck, rel: str) -> list[str]:
         "- the set: " + ", ".join(link(f"{INSIGHT_DIR}/{i}.md", rel, i) for i in check.insights),
         f"- {figures.n_regress} pairs solved without them; {figures.damaged} broken with "
         f"them all (D_reg {figures.d_reg:.3f}): "
-        + ("passed" if check.passes else "FAILED: the last lesson of the set was left out"),
+        + (
+            "passed"
+            if check.passes
+            else "FAILED: the lesson that most likely broke it was left out (its decision says "
+            "which and why)"
+        ),
         f"- runs with the set: {' '.join(check.runs)}",
         "",
     ]

@@ -65,7 +65,8 @@ def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _preview(text: str) -> str:
+def preview(text: str) -> str:
+    """`text` on one line (white space folded), cut to `PREVIEW` characters with a `…`."""
     flat = " ".join(text.split())
     return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
 
@@ -134,4 +135,4 @@ def summarize(turn: dict[str, Any]) -> list[str]:
     metadata = turn.get("metadata")
     if isinstance(metadata, dict) and metadata.get("subagent"):
         role = "sub:" + role  # a sub-agent's turn, inside the run that spawned it
-    return [role, _preview(as_text(action)), _preview(as_text(came_back))]
+    return [role, preview(as_text(action)), preview(as_text(came_back))]

@@ -247,10 +247,10 @@ def test_a_stale_staging_folder_from_a_killed_build_is_replaced(
     assert not (corpus / "raw" / "junk").exists()
 
 
-def test_an_input_that_cannot_be_read_twice_is_refused(tmp_path: Path) -> None:
+def test_an_input_that_cannot_be_opened_twice_is_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "runs.pipe"
     os.mkfifo(fifo)
-    with pytest.raises(InputError, match="not a regular file: a build reads its input twice"):
+    with pytest.raises(InputError, match="not a regular file: its start is read to tell its"):
         build([fifo], tmp_path / "corpus")
 
 

@@ -18,7 +18,8 @@ from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.compiler.hypothesize import hypothesize
 from wikitrace.control import stats
-from wikitrace.control.gate import GateOptions, GateReport, gate_insights
+from wikitrace.control.gate import GateReport, gate_insights
+from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.monitor import MonitorOptions, monitor_corpus
 from wikitrace.control.pool import read_pool
 from wikitrace.control.runner import RunnerSpec
@@ -618,6 +619,9 @@ def test_lessons_that_pass_alone_are_run_together(tmp_path: Path) -> None:
     assert second.together == [check]
     assert page(corpus, "insight/insight-0002.md")["status"] == "rejected"
     assert page(corpus, "insight/insight-0001.md")["status"] == "committed"
+    shown = (corpus / "gate" / f"{first.id}.md").read_text()
+    said = "FAILED: the lesson that most likely broke it was left out (its decision says which"
+    assert said in shown
     runs_file = corpus / "gate" / "gate-0002.runs.jsonl"
     assert set(check.runs) <= {
         json.loads(line)["id"] for line in runs_file.read_text().splitlines()

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.control.gate import GateOptions, GateReport, gate_insights
+from wikitrace.control.gate import GateReport, gate_insights
+from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.monitor import MonitorOptions, MonitorReport, monitor_corpus
 from wikitrace.control.pool import PoolTask
 from wikitrace.control.runner import RunnerSpec

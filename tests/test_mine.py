@@ -15,19 +15,15 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.compiler.mine import (
+from wikitrace.compiler.mine_contrast import (
     FDR,
-    ActionHashes,
     MiningReport,
-    PatternTable,
-    RunPatterns,
-    action_hashes,
-    actions_of,
     benjamini_hochberg,
     contrasts,
     fisher_exact,
-    patterns,
 )
+from wikitrace.compiler.mine_patterns import actions_of, patterns
+from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.search import consolidate

@@ -15,7 +15,8 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, BuildReport, build_corpus
 from wikitrace.compiler.evidence import quote_source, render_turn, turn_spans
-from wikitrace.control.gate import GateOptions, GateReport, gate_insights
+from wikitrace.control.gate import GateReport, gate_insights
+from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.pool import PoolTask
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import RunRecord, Turn, verify

@@ -2,9 +2,11 @@
 a stream of runs in the native shape, label them (from the log, a side-car, or a reward and a
 threshold), and validate them.
 
-`plan_inputs()` resolves files and folders into an `InputPlan`; its `items()` yields each run
-(`SourceRun`), each run with no label (`Unlabelled`) and each bad record (`InputError`), and can
-be iterated more than once (a build reads its input twice).
+`plan_inputs()` resolves files and folders into an `InputPlan`, each file's format told from its
+start (so a file is opened again to be read); its `items()` yields each run (`SourceRun`), each
+run with no label (`Unlabelled`) and each bad record (`InputError`), and can be iterated more
+than once (`convert` checks every record before it writes one). A build iterates it once and
+builds the runs it checked (compiler/stages.py).
 """
 
 from __future__ import annotations
@@ -268,11 +270,6 @@ class InputPlan:
     left_out: dict[str, str] = field(default_factory=dict)
     """Files read and found to hold no run (path -> why), filled as they are read."""
 
-    @property
-    def watched(self) -> list[Path]:
-        """Every file read, so a change between two passes can be noticed."""
-        return [f.path for f in self.files] + [f.path for f in self.label_files]
-
     def describe(self) -> list[str]:
         """One line per format: how many files, and whether detected or given."""
         counts: dict[tuple[str, bool], int] = {}
@@ -464,8 +461,8 @@ def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
     if not path.is_file():
         if given:
             raise InputError(
-                "not a regular file: a build reads its input twice (once to check every record, "
-                "once to build), so save it to a file first",
+                "not a regular file: its start is read to tell its format before it is read "
+                "whole, so save it to a file first",
                 path=path,
             )
         plan.ignored.append({"path": str(path), "reason": "not a regular file"})
