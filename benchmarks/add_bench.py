@@ -43,6 +43,15 @@ print(usage.ru_maxrss)
 """Runs a command and prints its peak memory in KB (its own: this process is small)."""
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user and system)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def write_jsonl(path: Path, runs: list[dict[str, object]]) -> Path:
     with path.open("w") as handle:
         for run in runs:
@@ -74,9 +83,14 @@ def main() -> None:
         manifest_io.verify(corpus)
         verified = time.perf_counter() - started
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         report = add_runs(BuildOptions(inputs=[more], output=corpus))
-        added = time.perf_counter() - started
+        added, added_cpu = time.perf_counter() - started, cpu_seconds() - cpu
+
+        # The baseline: the same runs built alone, into a corpus of their own.
+        started, cpu = time.perf_counter(), cpu_seconds()
+        build_corpus(BuildOptions(inputs=[more], output=work / "alone"))
+        fresh, fresh_cpu = time.perf_counter() - started, cpu_seconds() - cpu
         files = len(manifest_io.load(corpus).files)
 
         started = time.perf_counter()
@@ -114,6 +128,10 @@ def main() -> None:
         print(
             f"add {report.runs} new runs -> {report.version} ({files} files): {added:.1f} s; "
             f"a rebuild of all {args.runs + args.add} runs: {rebuilt:.1f} s"
+        )
+        print(
+            f"  add {report.runs} runs: {added:.2f} s wall, {added_cpu:.2f} s CPU; a fresh build "
+            f"of those {report.runs} runs alone: {fresh:.2f} s wall, {fresh_cpu:.2f} s CPU"
         )
         print(
             f"add the whole log again ({again.duplicates} runs already there, nothing new): "

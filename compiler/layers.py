@@ -277,10 +277,18 @@ def _mine(
     parent: dict[int, tuple[InsightHeader, str]] = {}
     if base is not None:
         for row in base.insight_rows:
-            if row.pattern is not None:  # a mined lesson: only its page is read
-                page = base.insights[base.layout().insight(row.number)]
-                if page.header.mined is not None:
-                    parent[row.number] = (page.header, row.guideline)
+            if row.pattern is None:
+                continue  # a lesson a model drew
+            if (
+                row.pattern == indexes.DIVERGENCE
+                and base.rows[row.source_step - 1].task_id not in miner.new_tasks
+            ):
+                # Its task (its source run's) has no new run: mining neither finds it again
+                # nor drops it (mine_version), so its page is not read.
+                continue
+            page = base.insights[base.layout().insight(row.number)]  # its page alone
+            if page.header.mined is not None:
+                parent[row.number] = (page.header, row.guideline)
     pages, mining = mine_version(
         miner,
         layout,

@@ -33,26 +33,41 @@ NO_TYPE = "(no task type)"
 # --- statistics --------------------------------------------------------------------------------
 
 
-def _log_choose(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+_LOG_FACTORIALS: list[float] = [0.0]
+"""log(k!) = lgamma(k + 1) at index k, extended as a test needs more (`_log_factorials`)."""
+
+
+def _log_factorials(n: int) -> list[float]:
+    """`_LOG_FACTORIALS`, holding at least log(0!) to log(n!)."""
+    table = _LOG_FACTORIALS
+    if len(table) <= n:
+        table.extend(map(math.lgamma, range(len(table) + 1, n + 2)))
+    return table
 
 
 def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     """Two-sided p-value of Fisher's exact test for the table [[a, b], [c, d]]: the sum of the
-    probabilities (hypergeometric, margins fixed) of every table no more likely than this one."""
+    probabilities (hypergeometric, margins fixed) of every table no more likely than this one.
+    Each log(k!) is lgamma(k + 1) looked up once (`_log_factorials`), the terms summed in the
+    same order: the same float, to the bit, as calling lgamma for each."""
     row1, col1, n = a + b, a + c, a + b + c + d
     low, high = max(0, row1 + col1 - n), min(row1, col1)
-    denominator = _log_choose(n, col1)
+    f = _log_factorials(n)
+    denominator = f[n] - f[col1] - f[n - col1]
+    rest, rest_row = n - row1, f[row1]
+    rest_f = f[rest]
 
     def log_p(x: int) -> float:
-        return _log_choose(row1, x) + _log_choose(n - row1, col1 - x) - denominator
+        chosen = rest_row - f[x] - f[row1 - x]
+        return chosen + (rest_f - f[col1 - x] - f[rest - col1 + x]) - denominator
 
-    observed = log_p(a)
+    observed = log_p(a) + 1e-7  # relative tolerance, as exact tests use
     total = 0.0
+    exp = math.exp
     for x in range(low, high + 1):
         value = log_p(x)
-        if value <= observed + 1e-7:  # relative tolerance, as exact tests use
-            total += math.exp(value)
+        if value <= observed:
+            total += exp(value)
     return min(1.0, total)
 
 
@@ -140,17 +155,24 @@ def _tasks(runs: Sequence[RunPatterns], positions: Iterable[int] | None = None) 
     return len({run.task_id for run in chosen})
 
 
-def _without(population: Sequence[int], present: Sequence[int]) -> array[int]:
-    """The positions of `population` not in `present` (both ascending)."""
-    absent = array("i")
-    shown = iter(present)
-    next_shown = next(shown, None)
-    for index in population:
-        if index == next_shown:
-            next_shown = next(shown, None)
-        else:
-            absent.append(index)
-    return absent
+def _enough_tasks(task_ids: Sequence[str], positions: Iterable[int]) -> bool:
+    """Whether the runs at `positions` come from at least `MIN_TASKS` tasks (`task_ids`: each
+    run's); it stops as soon as they do."""
+    seen: set[str] = set()
+    for index in positions:
+        seen.add(task_ids[index])
+        if len(seen) >= MIN_TASKS:
+            return True
+    return False
+
+
+def _positions(found: Any) -> array[int]:
+    """Positions numpy found, as an array of C ints, as a candidate holds them."""
+    import numpy as np
+
+    held = array("i")
+    held.frombytes(np.ascontiguousarray(found, dtype=np.intc).tobytes())
+    return held
 
 
 Candidate: TypeAlias = "tuple[str, array[int], array[int]]"
@@ -158,28 +180,45 @@ Candidate: TypeAlias = "tuple[str, array[int], array[int]]"
 
 
 def _seen(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
-    """Each pattern but an order, the runs that show it, and all the runs, by index."""
+    """Each pattern but an order, the runs that show it, and all the runs, by index: the
+    runs are read once, each adding its position to each of its patterns'."""
     everyone = array("i", range(len(runs)))
-    kinds = sorted({p for run in runs for p in run.patterns if not p.startswith("order")})
-    for pattern in kinds:
-        yield pattern, array("i", (i for i in everyone if pattern in runs[i].patterns)), everyone
+    showing: dict[str, array[int]] = {}
+    for index, run in enumerate(runs):
+        for pattern in run.patterns:
+            if not pattern.startswith("order"):
+                found = showing.get(pattern)
+                if found is None:
+                    found = showing[pattern] = array("i")
+                found.append(index)
+    for pattern in sorted(showing):
+        yield pattern, showing[pattern], everyone
 
 
 def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
     """`order:A<B`, the runs that used A first and the runs that used both (in order), by
-    index in `runs`: one pair of the commonest kinds at a time."""
+    index in `runs`: one pair of the commonest kinds at a time, from each kind's first turn
+    in every run (read once a kind), compared as arrays (`_first_before` of every run)."""
+    import numpy as np
+
     kinds: Counter[str] = Counter()
     for run in runs:
         kinds.update(p for p in run.patterns if p.startswith("uses:"))
     common = [k for k, _ in kinds.most_common(MAX_KINDS_FOR_ORDER)]
+    turns: dict[str, tuple[Any, Any]] = {}  # a kind's: whether each run used it, and when
+    for kind in common:
+        at = [run.patterns.get(kind) for run in runs]
+        turns[kind] = (
+            np.fromiter((turn is not None for turn in at), dtype=bool, count=len(at)),
+            np.fromiter((turn or 0 for turn in at), dtype=np.int64, count=len(at)),
+        )
     for i, first in enumerate(common):
         for second in common[i + 1 :]:
-            a_first, b_first, both = array("i"), array("i"), array("i")
-            for index, run in enumerate(runs):
-                before = _first_before(run, first, second)
-                if before is not None:
-                    (a_first if before else b_first).append(index)
-                    both.append(index)
+            (used_a, at_a), (used_b, at_b) = turns[first], turns[second]
+            counted = used_a & used_b & (at_a != at_b)
+            a_first = _positions(np.flatnonzero(counted & (at_a < at_b)))
+            b_first = _positions(np.flatnonzero(counted & (at_a > at_b)))
+            both = _positions(np.flatnonzero(counted))
             name_a, name_b = first[5:], second[5:]
             if len(a_first) >= len(b_first):
                 yield f"order:{name_a}<{name_b}", a_first, both
@@ -231,24 +270,7 @@ def contrasts(
             )
             continue
         before = len(tried)
-        candidates = itertools.chain(_seen(members), _orders(members))
-        seen_splits: set[bytes] = set()
-        for pattern, present, population in candidates:
-            absent = _without(population, present)
-            if min(len(present), len(absent)) < MIN_SUPPORT:
-                continue
-            if min(_tasks(members, present), _tasks(members, absent)) < MIN_TASKS:
-                continue
-            # The same runs split the same way: one pattern is enough.
-            key = hashlib.blake2b(present.tobytes() + b"/" + absent.tobytes()).digest()
-            if key in seen_splits:
-                continue
-            seen_splits.add(key)
-            a = sum(not members[i].success for i in present)
-            c = sum(not members[i].success for i in absent)
-            p_value = fisher_exact(a, len(present) - a, c, len(absent) - c)
-            counts = (len(present), a, len(absent), c)
-            tried.append(Contrast(task_type, pattern, members, counts, p_value))
+        tried += _tried(task_type, members)
         if len(tried) == before:
             report.task_types[name] = (
                 f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
@@ -283,6 +305,36 @@ def contrasts(
         kept += chosen
     report.contrasts = len(kept)
     return kept
+
+
+def _tried(task_type: str | None, members: Sequence[RunPatterns]) -> Iterator[Contrast]:
+    """The contrasts tried in a task type's runs: each pattern seen in and missing from
+    enough runs of enough tasks, once for each way of splitting the runs."""
+    import numpy as np
+
+    failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
+    task_ids = [run.task_id for run in members]
+    shown = np.zeros(len(members), dtype=bool)
+    seen_splits: set[bytes] = set()
+    for pattern, present, population in itertools.chain(_seen(members), _orders(members)):
+        at = np.frombuffer(present, dtype=np.intc)
+        everyone = np.frombuffer(population, dtype=np.intc)
+        shown[at] = True
+        absent = everyone[~shown[everyone]]  # the population without the pattern, in order
+        shown[at] = False
+        if min(len(present), len(absent)) < MIN_SUPPORT:
+            continue
+        if not (_enough_tasks(task_ids, present) and _enough_tasks(task_ids, absent.tolist())):
+            continue
+        # The same runs split the same way: one pattern is enough.
+        key = hashlib.blake2b(present.tobytes() + b"/" + absent.tobytes()).digest()
+        if key in seen_splits:
+            continue
+        seen_splits.add(key)
+        a, c = int(failed[at].sum()), int(failed[absent].sum())
+        p_value = fisher_exact(a, len(present) - a, c, len(absent) - c)
+        counts = (len(present), a, len(absent), c)
+        yield Contrast(task_type, pattern, members, counts, p_value)
 
 
 def _overlap(a: AbstractSet[Any], b: AbstractSet[Any]) -> float:
