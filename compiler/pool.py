@@ -4,14 +4,17 @@ The build takes the runs it checked (stages.CheckedRuns: the input, read once) a
 time, and hands each chunk to a process pool twice. First each run is redacted and
 fingerprinted; the build, taking the chunks back in input order, drops the duplicates and
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
-numbered run is compiled (offline.py) and its raw files and compilation page rendered to
-bytes, with what mining keeps of it. The build
-writes those files, in step order, and does the rest (mining, indexes, the manifest) as it
-does alone: the corpus is the same, byte for byte, with any number of workers.
+numbered run is compiled (offline.py), its raw files and compilation page are written into
+the staging folder (their paths are known once it is numbered) and hashed, and the worker
+gives back each file's line in the build's list of files (store.NewFiles) with what mining
+keeps of the run. The build lists those, in step order, and does the rest (mining, indexes,
+the manifest) as it does alone: the corpus is the same, byte for byte, with any number of
+workers.
 
-Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second) and
-removes its staging folder as it does for any failure. They write nothing, and a worker whose
-build is gone, even killed, ends by itself.
+Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
+before it removes its staging folder, as it does for any failure, so nothing they wrote
+survives. A worker whose build is gone, even killed, ends by itself; the staging folder a
+killed build leaves is the next build's to clear, as it is without workers.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.records import Outcome
-from wikitrace.corpus_schema.store import digest
+from wikitrace.corpus_schema.store import NewFiles, digest
 from wikitrace.versions import fingerprint, given_attempt
 
 from .importers.runs import SourceRun
@@ -86,6 +89,8 @@ class _Setup:
     """What every worker holds for the whole build."""
 
     layout: Layout
+    root: str
+    """The staging folder, which the workers write their runs' files into."""
     inputs: list[Path]
     redact: bool
     redact_patterns: tuple[str, ...]
@@ -95,13 +100,15 @@ class _Setup:
 
 _setup: _Setup | None = None
 _redactor: Redactor | None = None
+_files: NewFiles | None = None
 
 
 def _start(setup: _Setup) -> None:
     """A worker's start: its settings, and Ctrl-C left to the build (which stops the pool)."""
-    global _setup, _redactor
+    global _setup, _redactor, _files
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _setup = setup
+    _files = NewFiles(setup.root)
     _redactor = Redactor(setup.redact_patterns, setup.redact_keep) if setup.redact else None
     threading.Thread(target=_end_with_build, daemon=True).start()
 
@@ -181,9 +188,10 @@ class _Numbered:
 
 @dataclass(slots=True)
 class _Made:
-    """A run's files and what the build keeps of it."""
+    """A run whose files are written: their lines in the build's list of files, and what the
+    build keeps of it."""
 
-    files: list[tuple[str, str | bytes]]
+    listed: list[bytes]
     row: indexes.RunRow
     task: str
     success: bool
@@ -196,8 +204,9 @@ class _Made:
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
-    """Pass two: each numbered run's files rendered, compiled, and observed for mining."""
-    assert _setup is not None
+    """Pass two: each numbered run compiled, its files written into the staging folder, and
+    observed for mining."""
+    assert _setup is not None and _files is not None
     layout = _setup.layout
     made = []
     for run in runs:
@@ -221,7 +230,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             mined = (patterns, [action.signature for action in actions])
         made.append(
             _Made(
-                files,
+                _files.write_files(files),
                 run_row(run.step, record),
                 raw_pages.page_task(record.task),
                 record.success,
@@ -252,6 +261,7 @@ def build_in_workers(
     per-run work done by `workers` processes."""
     setup = _Setup(
         layout=raw.layout,
+        root=os.fspath(raw.writer.root),
         inputs=list(options.inputs),
         redact=options.redact,
         redact_patterns=tuple(options.redact_patterns),
@@ -349,7 +359,7 @@ class _Pipeline:
     def _write(self, formats: Iterable[str], future: Future[list[_Made]]) -> None:
         writer = self.raw.writer
         for input_format, made in zip(formats, future.result(), strict=True):
-            writer.write_files(made.files)
+            writer.listed(made.listed)
             self.raw.add(made.row, made.task, input_format, made.success)
             step = made.row.step
             if self.miner is not None and made.mined is not None:

@@ -96,6 +96,50 @@ def spill_file(folder: Path | None, what: str) -> IO[bytes]:
     return tempfile.TemporaryFile(dir=folder, prefix=f".wikitrace-{what}-")
 
 
+class NewFiles:
+    """New files written under a staging root, each hashed as it is written: the line it adds
+    to a CorpusWriter's list of files. A CorpusWriter writes through one; a worker process of
+    a build (compiler/pool.py) writes its runs' files through its own, into the same staging
+    folder, and hands the lines to the build's writer (`CorpusWriter.listed`)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = os.fspath(root)
+        self._made_dirs: set[str] = set()
+
+    def write(self, rel: str, data: str | bytes | Iterable[bytes]) -> bytes:
+        """Write a new file of the version, its bytes given whole or as chunks (hashed as they
+        go); its line in the list of files."""
+        path = self.path(rel)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        file_hash = write_new(path, (data,) if isinstance(data, bytes) else data)
+        # The file as written, in the folder only this build writes to: what its seal keeps.
+        return listed_line(rel, file_hash, stat_key(os.lstat(path)))
+
+    def write_files(self, files: Iterable[tuple[str, str | bytes]]) -> list[bytes]:
+        """`write` each (path, text); their lines."""
+        return [self.write(rel, data) for rel, data in files]
+
+    def path(self, rel: str) -> str:
+        """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
+        of every path it parses, for good."""
+        if "\t" in rel or "\n" in rel:
+            raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
+        path = os.path.join(self.root, rel)
+        folder = os.path.dirname(path)
+        if folder not in self._made_dirs:
+            os.makedirs(folder, exist_ok=True)
+            if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
+                self._made_dirs.clear()
+            self._made_dirs.add(folder)
+        return path
+
+
+def listed_line(rel: str, file_hash: str, key: int) -> bytes:
+    """A file's line in a CorpusWriter's list: its path, its hash and its `stat_key`."""
+    return f"{rel}\t{file_hash}\t{key}\n".encode()
+
+
 SORT_CHUNK_LINES = 1 << 16
 """Lines sorted in memory at once when the file list is sorted: past that, sorted runs go to
 temporary files and are merged."""
@@ -115,7 +159,7 @@ class CorpusWriter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._root = str(root)
-        self._made_dirs: set[str] = set()
+        self._new = NewFiles(root)
         self._listed = spill_file(root.parent, "files")
         self.count = 0
         """Files written or linked so far."""
@@ -135,14 +179,9 @@ class CorpusWriter:
         """Write a file of the version, its bytes given whole or as chunks (hashed as they
         go). Written in place: the whole folder is a staging folder, removed when the build
         fails and moved into place when it is done, so no file needs a rename of its own."""
-        path = self._new_path(rel)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        file_hash = write_new(path, (data,) if isinstance(data, bytes) else data)
-        # The file as written, in the folder only this build writes to: what its seal keeps.
-        self._list(rel, file_hash, stat_key(os.lstat(path)))
+        self._list_lines([self._new.write(rel, data)])
         if executable:
-            os.chmod(path, 0o755)
+            os.chmod(os.path.join(self._root, rel), 0o755)
 
     def write_files(self, files: Iterable[tuple[str, str | bytes]]) -> None:
         """Write each (path, text): a page and its data file (render.PageFiles)."""
@@ -183,11 +222,16 @@ class CorpusWriter:
                     shutil.copy2(from_path, path)
                 if key and stat_key(os.lstat(path)) != key:
                     key = 0
-                lines.append(f"{rel}\t{file_hash}\t{key}\n".encode())
+                lines.append(listed_line(rel, file_hash, key))
                 if len(lines) >= self.LINK_BATCH:
                     self._list_lines(lines)
         finally:  # what was linked is listed, as `link` lists each file as it goes
             self._list_lines(lines)
+
+    def listed(self, lines: list[bytes]) -> None:
+        """List files written under the root by others (`NewFiles`: a build's worker
+        processes), given their lines; `lines` is emptied."""
+        self._list_lines(lines)
 
     def _list_lines(self, lines: list[bytes]) -> None:
         self._listed.seek(0, os.SEEK_END)
@@ -239,22 +283,11 @@ class CorpusWriter:
 
     def _list(self, rel: str, file_hash: str, key: int) -> None:
         self._listed.seek(0, os.SEEK_END)
-        self._listed.write(f"{rel}\t{file_hash}\t{key}\n".encode())
+        self._listed.write(listed_line(rel, file_hash, key))
         self.count += 1
 
     def _new_path(self, rel: str) -> str:
-        """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
-        of every path it parses, for good."""
-        if "\t" in rel or "\n" in rel:
-            raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
-        path = os.path.join(self._root, rel)
-        folder = os.path.dirname(path)
-        if folder not in self._made_dirs:
-            os.makedirs(folder, exist_ok=True)
-            if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
-                self._made_dirs.clear()
-            self._made_dirs.add(folder)
-        return path
+        return self._new.path(rel)
 
 
 _COPY_CHUNK = 1 << 30
