@@ -254,6 +254,33 @@ class CorpusWriter:
         path = os.path.join(self._root, rel)
         file_hash = file_digest(path)
         os.unlink(path)
+        self._unlist(rel, file_hash)
+
+    def rewrite_files(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> None:
+        """What `remove` of each of `written` (files this writer wrote, none of them linked)
+        and then `write_files(files)` do, with each file in both written again in place: on
+        this project's ext4 an unlink and a create cost some 3 ms a file, a truncation 0.1 ms.
+        `written` is emptied. A file linked from a frozen version (more links than one) is
+        never truncated: it is removed, and written anew."""
+        for rel, data in files:
+            path = os.path.join(self._root, rel)
+            if rel not in written or os.lstat(path).st_nlink != 1:
+                if rel in written:
+                    self.remove(rel)
+                    written.discard(rel)
+                self.write(rel, data)
+                continue
+            written.discard(rel)
+            self._unlist(rel, file_digest(path))
+            encoded = data.encode("utf-8") if isinstance(data, str) else data
+            with open(path, "wb") as handle:  # truncated: the staging folder's own file
+                handle.write(encoded)
+            self._list(rel, digest(encoded), stat_key(os.lstat(path)))
+        for rel in written:
+            self.remove(rel)
+        written.clear()
+
+    def _unlist(self, rel: str, file_hash: str) -> None:
         self._listed.seek(0, os.SEEK_END)
         # `-` sorts before the hash's tag: a path's removals come before what it lists.
         self._listed.write(f"{rel}\t-{file_hash}\t0\n".encode())
