@@ -258,10 +258,12 @@ class CorpusWriter:
 
     def rewrite_files(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> None:
         """What `remove` of each of `written` (files this writer wrote, none of them linked)
-        and then `write_files(files)` do, with each file in both written again in place: on
-        this project's ext4 an unlink and a create cost some 3 ms a file, a truncation 0.1 ms.
-        `written` is emptied. A file linked from a frozen version (more links than one) is
-        never truncated: it is removed, and written anew."""
+        and then `write_files(files)` do, with each file in both written over in place, then
+        cut to its new length: no block is freed unless it is shorter. On this project's ext4
+        (mounted with `discard`) freeing a file's blocks costs some 2 ms, in an unlink or a
+        truncation to nothing, and writing over 0.03 ms. `written` is emptied. A file linked
+        from a frozen version (more links than one) is never written over: it is removed, and
+        written anew."""
         for rel, data in files:
             path = os.path.join(self._root, rel)
             if rel not in written or os.lstat(path).st_nlink != 1:
@@ -273,8 +275,9 @@ class CorpusWriter:
             written.discard(rel)
             self._unlist(rel, file_digest(path))
             encoded = data.encode("utf-8") if isinstance(data, str) else data
-            with open(path, "wb") as handle:  # truncated: the staging folder's own file
+            with open(path, "r+b") as handle:  # the staging folder's own file
                 handle.write(encoded)
+                handle.truncate()
             self._list(rel, digest(encoded), stat_key(os.lstat(path)))
         for rel in written:
             self.remove(rel)
