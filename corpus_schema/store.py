@@ -23,7 +23,10 @@ from .history import HISTORY, STORE_SUFFIX, VERSION_RE
 from .layout import FORMAT_NAME, MANIFEST
 
 # The lock, in a module of its own, as it was imported from here.
-from .lock import LOCK_POLL_SECONDS, build_lock, clear_stale, lock_path  # noqa: F401
+from .lock import LOCK_POLL_SECONDS as LOCK_POLL_SECONDS
+from .lock import build_lock as build_lock
+from .lock import clear_stale as clear_stale
+from .lock import lock_path as lock_path
 
 HASH_ALGORITHM = "sha256"
 
