@@ -5,10 +5,12 @@ For each --runs size: write synthetic runs (benchmarks/build_bench.py's), build 
 in a child process once for each --workers count (its peak RSS is the build's process's; its
 CPU time counts its worker processes'), then copy the corpus with `cp -r` and write the same
 files plainly (open, write, close: no hashing, no rendering) and print the times and ratios.
-Asserts nothing. The scratch folder is the system's temporary folder unless --dir.
+With --repeat N, the builds and the copy take turns N times, and the medians are printed
+(with the load average each time: other work on the machine weighs on each alike). Asserts
+nothing. The scratch folder is the system's temporary folder unless --dir.
 
     python benchmarks/scale_bench.py [--runs 1000 10000 50000 200000] [--turns 12]
-        [--workers 1 2] [--dir /dev/shm]
+        [--workers 1 2] [--repeat 3] [--dir /dev/shm]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import multiprocessing
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +76,27 @@ print(seconds, peak, own.ru_utime + own.ru_stime, others.ru_utime + others.ru_st
 """
 
 
+def _build(runs_file: Path, corpus: Path, workers: int) -> tuple[float, float, float, float]:
+    """An offline build in a child process: its seconds, peak memory (KB), its own CPU
+    seconds and its workers'."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(runs_file), str(corpus), str(workers)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    seconds, peak_kb, own_cpu, worker_cpu = map(float, done.stdout.split())
+    return seconds, peak_kb, own_cpu, worker_cpu
+
+
+def _copy(root: Path, copy: Path) -> float:
+    """Seconds `cp -r` takes to copy the corpus at `root` to `copy`."""
+    started = time.perf_counter()
+    subprocess.run(["cp", "-r", str(root), str(copy)], check=True)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[1000, 10_000, 50_000, 200_000])
@@ -83,6 +107,12 @@ def main() -> None:
         nargs="+",
         default=[1],
         help="build each size once with each count of worker processes (build --workers)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="build with each --workers count and copy, in turn, this many times: medians",
     )
     parser.add_argument("--dir", type=Path, help="the scratch folder's parent (a tmpfs, say)")
     args = parser.parse_args()
@@ -97,22 +127,31 @@ def main() -> None:
             runs_file = work / "runs.jsonl"
             write_runs(runs_file, count, args.turns)
             size = runs_file.stat().st_size / 1e6
-            builds = []
-            for attempt, workers in enumerate(args.workers):
-                corpus = work / f"corpus-{attempt}"
-                done = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(runs_file), str(corpus), str(workers)],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-                )
-                build_s, peak_kb, own_cpu, worker_cpu = map(float, done.stdout.split())
-                builds.append((workers, build_s, peak_kb, own_cpu, worker_cpu))
+            # Each build and copy in a folder of its own, all removed at the end: removing
+            # files costs as much as writing them on some disks, and would weigh on the next.
+            builds: list[list[tuple[float, float, float, float]]] = [[] for _ in args.workers]
+            copies: list[float] = []
+            for turn in range(args.repeat):
+                loads = [os.getloadavg()[0]]
+                for attempt, workers in enumerate(args.workers):
+                    corpus = work / f"corpus-{turn}-{attempt}"
+                    builds[attempt].append(_build(runs_file, corpus, workers))
+                    loads.append(os.getloadavg()[0])
+                copies.append(_copy(corpus.resolve(), work / f"copy-{turn}"))
+                loads.append(os.getloadavg()[0])
+                if args.repeat > 1:
+                    print(
+                        f"{count} runs, turn {turn + 1}: "
+                        + ", ".join(
+                            f"--workers {w} {taken[-1][0]:.2f} s"
+                            for w, taken in zip(args.workers, builds, strict=True)
+                        )
+                        + f", cp -r {copies[-1]:.2f} s; load average "
+                        + " to ".join(f"{load:.1f}" for load in (min(loads), max(loads))),
+                        flush=True,
+                    )
             root = corpus.resolve()
-            started = time.perf_counter()
-            subprocess.run(["cp", "-r", str(root), str(work / "copy")], check=True)
-            copy_s = time.perf_counter() - started
+            copy_s = statistics.median(copies)
             # The files are read a part at a time (about 256 MB), and only their writing is
             # timed: at 200,000 runs all of them at once were 5 GB of this process.
             written = plain_s = 0.0
@@ -129,16 +168,22 @@ def main() -> None:
                     plain_s += time.perf_counter() - started
                     written += held / 1e6
                     part, held = {}, 0
+            median = "" if args.repeat == 1 else f"median of {args.repeat}: "
             print(
-                f"{count} runs ({size:.0f} MB in, {written:.0f} MB written): cp -r of the "
+                f"{count} runs ({size:.0f} MB in, {written:.0f} MB written): {median}cp -r of the "
                 f"corpus {copy_s:.2f} s, plain write of the same files {plain_s:.2f} s",
                 flush=True,
             )
-            for workers, build_s, peak_kb, own_cpu, worker_cpu in builds:
+            first = statistics.median(t[0] for t in builds[0])
+            for workers, taken in zip(args.workers, builds, strict=True):
+                build_s, peak_kb, own_cpu, worker_cpu = (
+                    statistics.median(t[i] for t in taken) for i in range(4)
+                )
                 print(
-                    f"  --workers {workers}: offline build {build_s:.2f} s "
+                    f"  --workers {workers}: {median}offline build {build_s:.2f} s "
                     f"({build_s / copy_s:.2f}x cp -r, {build_s / plain_s:.1f}x the plain "
-                    f"write; target <= 2x), CPU {own_cpu:.2f} s in the build's process + "
+                    f"write; target <= 2x; {first / build_s:.2f}x as fast as --workers "
+                    f"{args.workers[0]}), CPU {own_cpu:.2f} s in the build's process + "
                     f"{worker_cpu:.2f} s in its workers ({(own_cpu + worker_cpu) / count * 1e3:.2f}"
                     f" ms a run); peak memory of the build's process {peak_kb / 1024:.0f} MB "
                     "(target <= 300 MB)",

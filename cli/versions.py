@@ -230,7 +230,7 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
       wikitrace deploy corpus v0002
     """
     from wikitrace.corpus_schema import CorpusError
-    from wikitrace.corpus_schema.store import build_lock
+    from wikitrace.corpus_schema.lock import build_lock
     from wikitrace.versions import Store
 
     store = Store(corpus)

@@ -28,8 +28,9 @@ import orjson
 
 from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import RawHeader
-from wikitrace.corpus_schema.store import build_lock, digest
+from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from wikitrace import prompts
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import CompilationHeader, Hypothesis
-from wikitrace.corpus_schema.store import build_lock
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import (
     Derivation,

@@ -205,6 +205,7 @@ def _name_mined(
     (compilation_pages.with_mined); the parent's pages so written, which the version does not
     keep."""
     replaced: set[str] = set()
+    written: set[str] = set()  # this version's own files the page replaces
     parent_steps = len(base.rows) if base else 0
     cites.sort()
     for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
@@ -219,16 +220,15 @@ def _name_mined(
             if not (writer.root / rel).exists():
                 continue
             page = read.read_page(writer.root, rel, CompilationHeader)
-            writer.remove(rel)
-            if page.header.data:
-                writer.remove(page.header.data)
+            written |= {rel, page.header.data} if page.header.data else {rel}
         source_of: list[tuple[int, str]] = []
         cited_by: list[tuple[int, str]] = []
         for _, at, source in group:
             row = insight_rows[at]
             (source_of if source else cited_by).append((row.number, row.title))
-        writer.write_files(
-            compilation_pages.with_mined(layout, page.header, page.body, source_of, cited_by)
+        writer.rewrite_files(
+            compilation_pages.with_mined(layout, page.header, page.body, source_of, cited_by),
+            written,
         )
     return replaced
 

@@ -4,14 +4,17 @@ The build takes the runs it checked (stages.CheckedRuns: the input, read once) a
 time, and hands each chunk to a process pool twice. First each run is redacted and
 fingerprinted; the build, taking the chunks back in input order, drops the duplicates and
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
-numbered run is compiled (offline.py) and its raw files and compilation page rendered to
-bytes, with what mining keeps of it. The build
-writes those files, in step order, and does the rest (mining, indexes, the manifest) as it
-does alone: the corpus is the same, byte for byte, with any number of workers.
+numbered run is compiled (offline.py), its raw files and compilation page are written into
+the staging folder (their paths are known once it is numbered) and hashed, and the worker
+gives back each file's line in the build's list of files (store.NewFiles) with what mining
+keeps of the run. The build lists those, in step order, and does the rest (mining, indexes,
+the manifest) as it does alone: the corpus is the same, byte for byte, with any number of
+workers.
 
-Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second) and
-removes its staging folder as it does for any failure. They write nothing, and a worker whose
-build is gone, even killed, ends by itself.
+Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
+before it removes its staging folder, as it does for any failure, so nothing they wrote
+survives. A worker whose build is gone, even killed, ends by itself; the staging folder a
+killed build leaves is the next build's to clear, as it is without workers.
 """
 
 from __future__ import annotations
@@ -33,8 +36,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.records import Outcome
-from wikitrace.corpus_schema.store import digest
-from wikitrace.versions import fingerprint, given_attempt
+from wikitrace.corpus_schema.store import NewFiles
 
 from .importers.runs import SourceRun
 from .mine import Miner, run_patterns
@@ -87,6 +89,8 @@ class _Setup:
     """What every worker holds for the whole build."""
 
     layout: Layout
+    root: str
+    """The staging folder, which the workers write their runs' files into."""
     inputs: list[Path]
     redact: bool
     redact_patterns: tuple[str, ...]
@@ -96,13 +100,15 @@ class _Setup:
 
 _setup: _Setup | None = None
 _redactor: Redactor | None = None
+_files: NewFiles | None = None
 
 
 def _start(setup: _Setup) -> None:
     """A worker's start: its settings, and Ctrl-C left to the build (which stops the pool)."""
-    global _setup, _redactor
+    global _setup, _redactor, _files
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _setup = setup
+    _files = NewFiles(setup.root)
     _redactor = Redactor(setup.redact_patterns, setup.redact_keep) if setup.redact else None
     threading.Thread(target=_end_with_build, daemon=True).start()
 
@@ -117,47 +123,43 @@ def _end_with_build() -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Read:
-    """A run as the build read it, for the first pass: its JSON, and what its fingerprint
-    needs of its record when redaction changes nothing."""
-
-    data: bytes
-    """The run's JSON as the reader gave it, pickled."""
-    task_id: str
-    outcome: Outcome
-    attempt: Any
-    """Its metadata's `attempt`, as given."""
-    given_attempt: str
-    """versions.given_attempt of its metadata."""
-
-
-@dataclass(frozen=True, slots=True)
 class _Checked:
-    """A run redacted and fingerprinted."""
+    """A run redacted and fingerprinted, and where it came from."""
 
     key: str
     task_id: str
     attempt: Any
+    """Its metadata's `attempt`, as given."""
     redacted: bytes | None
     """Its JSON redacted, pickled; None when redaction changed nothing."""
+    path: str
+    line: int | None
+    at: str | None
+    format: str
 
 
-def _check(runs: list[_Read]) -> tuple[list[_Checked], dict[str, int], dict[tuple[str, str], int]]:
-    """Pass one: each run redacted and fingerprinted; and the secrets redacted, by kind and
-    by place."""
+def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tuple[str, str], int]]:
+    """Pass one: each run (a SourceRun pickled, as stages.CheckedRuns keeps it) redacted and
+    fingerprinted; and the secrets redacted, by kind and by place."""
     checked = []
-    for run in runs:
-        data = pickle.loads(run.data)
+    for blob in runs:
+        item: SourceRun = pickle.loads(blob)
+        data = item.data
         clean = _redactor.value(data) if _redactor is not None else data
         log_bytes, _ = raw_pages.turn_log(clean["turns"])
-        if clean is data:
-            key = fingerprint(run.task_id, run.outcome, digest(log_bytes), run.given_attempt)
-            checked.append(_Checked(key, run.task_id, run.attempt, None))
-        else:
-            record = RunRecord.model_validate(clean)
-            attempt = record.metadata.get("attempt")
-            key = run_key(record, log_bytes)
-            checked.append(_Checked(key, record.task_id, attempt, _pickled(clean)))
+        record = item.record if clean is data else RunRecord.model_validate(clean)
+        checked.append(
+            _Checked(
+                run_key(record, log_bytes),
+                record.task_id,
+                record.metadata.get("attempt"),
+                None if clean is data else _pickled(clean),
+                item.path,
+                item.line,
+                item.at,
+                item.format,
+            )
+        )
     counts: dict[str, int] = {}
     places: dict[tuple[str, str], int] = {}
     if _redactor is not None:
@@ -172,7 +174,8 @@ class _Numbered:
     """A new run, numbered: what pass two needs."""
 
     data: bytes
-    """Its JSON, redacted, pickled."""
+    """Its JSON redacted, pickled; or, when redaction changed nothing, its SourceRun pickled."""
+    redacted: bool
     path: str
     line: int | None
     at: str | None
@@ -182,9 +185,10 @@ class _Numbered:
 
 @dataclass(slots=True)
 class _Made:
-    """A run's files and what the build keeps of it."""
+    """A run whose files are written: their lines in the build's list of files, and what the
+    build keeps of it."""
 
-    files: list[tuple[str, str | bytes]]
+    listed: list[bytes]
     row: indexes.RunRow
     task: str
     success: bool
@@ -197,13 +201,18 @@ class _Made:
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
-    """Pass two: each numbered run's files rendered, compiled, and observed for mining."""
-    assert _setup is not None
+    """Pass two: each numbered run compiled, its files written into the staging folder, and
+    observed for mining."""
+    assert _setup is not None and _files is not None
     layout = _setup.layout
     made = []
     for run in runs:
-        data = pickle.loads(run.data)
-        record = RunRecord.model_validate(data)
+        if run.redacted:
+            data = pickle.loads(run.data)
+            record = RunRecord.model_validate(data)
+        else:  # the run as read, its record with it (as raw.RawLayer.runs takes it)
+            item: SourceRun = pickle.loads(run.data)
+            data, record = item.data, item.record
         log_bytes, offsets = raw_pages.turn_log(data["turns"])
         source = source_name(run.path, run.line, run.at, _setup.inputs)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
@@ -222,7 +231,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             mined = (patterns, [action.signature for action in actions])
         made.append(
             _Made(
-                files,
+                _files.write_files(files),
                 run_row(run.step, record),
                 raw_pages.page_task(record.task),
                 record.success,
@@ -253,6 +262,7 @@ def build_in_workers(
     per-run work done by `workers` processes."""
     setup = _Setup(
         layout=raw.layout,
+        root=os.fspath(raw.writer.root),
         inputs=list(options.inputs),
         redact=options.redact,
         redact_patterns=tuple(options.redact_patterns),
@@ -288,13 +298,13 @@ class _Pipeline:
         self.producer = producer
         self.miner = miner
         self.limit = limit
-        self.checking: deque[tuple[list[SourceRun], list[bytes], Future[Any]]] = deque()
+        self.checking: deque[tuple[list[bytes], Future[Any]]] = deque()
         self.making: deque[tuple[list[str], Future[list[_Made]]]] = deque()
 
     def run(self) -> None:
-        chunk: list[SourceRun] = []
-        for item in self.raw.sources():
-            chunk.append(item)
+        chunk: list[bytes] = []
+        for blob in self.raw.pickled_sources():
+            chunk.append(blob)
             if len(chunk) == CHUNK_RUNS:
                 self._check(chunk)
                 chunk = []
@@ -303,21 +313,10 @@ class _Pipeline:
         while self.checking or self.making:
             self._take_one()
 
-    def _check(self, chunk: list[SourceRun]) -> None:
+    def _check(self, chunk: list[bytes]) -> None:
         while len(self.checking) + len(self.making) >= self.limit:
             self._take_one()
-        blobs = [_pickled(item.data) for item in chunk]
-        runs = [
-            _Read(
-                blob,
-                item.record.task_id,
-                item.record.outcome,
-                item.record.metadata.get("attempt"),
-                given_attempt(item.record.metadata),
-            )
-            for item, blob in zip(chunk, blobs, strict=True)
-        ]
-        self.checking.append((chunk, blobs, self.pool.submit(_check, runs)))
+        self.checking.append((chunk, self.pool.submit(_check, chunk)))
 
     def _take_one(self) -> None:
         """Take back the first chunk of either pass that is done, waiting for one."""
@@ -328,29 +327,37 @@ class _Pipeline:
         else:
             self._write(*self.making.popleft())
 
-    def _number(self, chunk: list[SourceRun], blobs: list[bytes], future: Future[Any]) -> None:
+    def _number(self, chunk: list[bytes], future: Future[Any]) -> None:
         checked, counts, places = future.result()
         redactor = self.raw.redactor
         if redactor is not None:
             redactor.counts.update(counts)
             redactor.places.update(places)
         numbered, formats = [], []
-        for item, blob, run in zip(chunk, blobs, checked, strict=True):
+        for blob, run in zip(chunk, checked, strict=True):
             step = self.raw.number(run.key)
             if step is None:
                 continue
             attempt = self.raw.attempt(sys.intern(run.task_id), run.attempt)
             numbered.append(
-                _Numbered(run.redacted or blob, item.path, item.line, item.at, step, attempt)
+                _Numbered(
+                    run.redacted or blob,
+                    run.redacted is not None,
+                    run.path,
+                    run.line,
+                    run.at,
+                    step,
+                    attempt,
+                )
             )
-            formats.append(item.format)
+            formats.append(run.format)
         if numbered:
             self.making.append((formats, self.pool.submit(_make, numbered)))
 
     def _write(self, formats: Iterable[str], future: Future[list[_Made]]) -> None:
         writer = self.raw.writer
         for input_format, made in zip(formats, future.result(), strict=True):
-            writer.write_files(made.files)
+            writer.listed(made.listed)
             self.raw.add(made.row, made.task, input_format, made.success)
             step = made.row.step
             if self.miner is not None and made.mined is not None:

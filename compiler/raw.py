@@ -80,9 +80,17 @@ class RawLayer:
 
     def sources(self) -> Iterator[SourceRun]:
         """The runs checked, before redaction; `number` numbers them in this order."""
+        self._restart()
+        yield from self.checked
+
+    def pickled_sources(self) -> Iterator[bytes]:
+        """`sources`, each pickled as kept (stages.CheckedRuns.pickled)."""
+        self._restart()
+        yield from self.checked.pickled()
+
+    def _restart(self) -> None:
         self._step = len(self.base.rows) if self.base else 0
         self._seen = SeenRuns()
-        yield from self.checked
 
     def number(self, key: str) -> int | None:
         """The step of the next run read, known by its fingerprint `key` (`run_key`); None

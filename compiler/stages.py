@@ -69,13 +69,20 @@ class CheckedRuns:
         self.count += 1
 
     def __iter__(self) -> Iterator[SourceRun]:
+        for data in self.pickled():
+            run: SourceRun = pickle.loads(data)
+            yield run
+
+    def pickled(self) -> Iterator[bytes]:
+        """Each run as kept, a SourceRun pickled: for a worker process to unpickle
+        (compiler/pool.py)."""
         at = 0
         while at < self._end:
             self._file.seek(at)
             (length,) = _LENGTH.unpack(self._file.read(_LENGTH.size))
-            run: SourceRun = pickle.loads(self._file.read(length))
+            data = self._file.read(length)
             at += _LENGTH.size + length
-            yield run
+            yield data
 
     def close(self) -> None:
         self._file.close()

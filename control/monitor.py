@@ -37,7 +37,7 @@ from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
 from wikitrace.corpus_schema.ledger import GateDecision, MonitorState, Tally, load_model
-from wikitrace.corpus_schema.store import build_lock
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.tools.cite import CitationReport, read_reports
 from wikitrace.versions import (
     Derivation,

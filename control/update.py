@@ -50,7 +50,8 @@ from wikitrace.corpus_schema.ledger import (
     UpdateState,
     load_model,
 )
-from wikitrace.corpus_schema.store import build_lock, remove_tree
+from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.store import remove_tree
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 

@@ -1,28 +1,28 @@
-"""Writing a corpus safely: atomic files, hashes, a staging folder, a lock, freezing."""
+"""Writing a corpus safely: atomic files, hashes, a staging folder, freezing (the lock is
+lock.py's)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import heapq
 import itertools
 import os
-import re
 import shutil
 import stat
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 import orjson
 
 from .errors import CorpusError, InputError
-from .history import HISTORY, STORE_SUFFIX, UPDATES_DIR, VERSION_RE
+from .history import HISTORY, STORE_SUFFIX, VERSION_RE
 from .layout import FORMAT_NAME, MANIFEST
+
+# The lock, in a module of its own, as it was imported from here.
 
 HASH_ALGORITHM = "sha256"
 
@@ -96,6 +96,50 @@ def spill_file(folder: Path | None, what: str) -> IO[bytes]:
     return tempfile.TemporaryFile(dir=folder, prefix=f".wikitrace-{what}-")
 
 
+class NewFiles:
+    """New files written under a staging root, each hashed as it is written: the line it adds
+    to a CorpusWriter's list of files. A CorpusWriter writes through one; a worker process of
+    a build (compiler/pool.py) writes its runs' files through its own, into the same staging
+    folder, and hands the lines to the build's writer (`CorpusWriter.listed`)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = os.fspath(root)
+        self._made_dirs: set[str] = set()
+
+    def write(self, rel: str, data: str | bytes | Iterable[bytes]) -> bytes:
+        """Write a new file of the version, its bytes given whole or as chunks (hashed as they
+        go); its line in the list of files."""
+        path = self.path(rel)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        file_hash = write_new(path, (data,) if isinstance(data, bytes) else data)
+        # The file as written, in the folder only this build writes to: what its seal keeps.
+        return listed_line(rel, file_hash, stat_key(os.lstat(path)))
+
+    def write_files(self, files: Iterable[tuple[str, str | bytes]]) -> list[bytes]:
+        """`write` each (path, text); their lines."""
+        return [self.write(rel, data) for rel, data in files]
+
+    def path(self, rel: str) -> str:
+        """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
+        of every path it parses, for good."""
+        if "\t" in rel or "\n" in rel:
+            raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
+        path = os.path.join(self.root, rel)
+        folder = os.path.dirname(path)
+        if folder not in self._made_dirs:
+            os.makedirs(folder, exist_ok=True)
+            if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
+                self._made_dirs.clear()
+            self._made_dirs.add(folder)
+        return path
+
+
+def listed_line(rel: str, file_hash: str, key: int) -> bytes:
+    """A file's line in a CorpusWriter's list: its path, its hash and its `stat_key`."""
+    return f"{rel}\t{file_hash}\t{key}\n".encode()
+
+
 SORT_CHUNK_LINES = 1 << 16
 """Lines sorted in memory at once when the file list is sorted: past that, sorted runs go to
 temporary files and are merged."""
@@ -115,7 +159,7 @@ class CorpusWriter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._root = str(root)
-        self._made_dirs: set[str] = set()
+        self._new = NewFiles(root)
         self._listed = spill_file(root.parent, "files")
         self.count = 0
         """Files written or linked so far."""
@@ -135,14 +179,9 @@ class CorpusWriter:
         """Write a file of the version, its bytes given whole or as chunks (hashed as they
         go). Written in place: the whole folder is a staging folder, removed when the build
         fails and moved into place when it is done, so no file needs a rename of its own."""
-        path = self._new_path(rel)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        file_hash = write_new(path, (data,) if isinstance(data, bytes) else data)
-        # The file as written, in the folder only this build writes to: what its seal keeps.
-        self._list(rel, file_hash, stat_key(os.lstat(path)))
+        self._list_lines([self._new.write(rel, data)])
         if executable:
-            os.chmod(path, 0o755)
+            os.chmod(os.path.join(self._root, rel), 0o755)
 
     def write_files(self, files: Iterable[tuple[str, str | bytes]]) -> None:
         """Write each (path, text): a page and its data file (render.PageFiles)."""
@@ -183,11 +222,16 @@ class CorpusWriter:
                     shutil.copy2(from_path, path)
                 if key and stat_key(os.lstat(path)) != key:
                     key = 0
-                lines.append(f"{rel}\t{file_hash}\t{key}\n".encode())
+                lines.append(listed_line(rel, file_hash, key))
                 if len(lines) >= self.LINK_BATCH:
                     self._list_lines(lines)
         finally:  # what was linked is listed, as `link` lists each file as it goes
             self._list_lines(lines)
+
+    def listed(self, lines: list[bytes]) -> None:
+        """List files written under the root by others (`NewFiles`: a build's worker
+        processes), given their lines; `lines` is emptied."""
+        self._list_lines(lines)
 
     def _list_lines(self, lines: list[bytes]) -> None:
         self._listed.seek(0, os.SEEK_END)
@@ -210,6 +254,36 @@ class CorpusWriter:
         path = os.path.join(self._root, rel)
         file_hash = file_digest(path)
         os.unlink(path)
+        self._unlist(rel, file_hash)
+
+    def rewrite_files(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> None:
+        """What `remove` of each of `written` (files this writer wrote, none of them linked)
+        and then `write_files(files)` do, with each file in both written over in place, then
+        cut to its new length: no block is freed unless it is shorter. On this project's ext4
+        (mounted with `discard`) freeing a file's blocks costs some 2 ms, in an unlink or a
+        truncation to nothing, and writing over 0.03 ms. `written` is emptied. A file linked
+        from a frozen version (more links than one) is never written over: it is removed, and
+        written anew."""
+        for rel, data in files:
+            path = os.path.join(self._root, rel)
+            if rel not in written or os.lstat(path).st_nlink != 1:
+                if rel in written:
+                    self.remove(rel)
+                    written.discard(rel)
+                self.write(rel, data)
+                continue
+            written.discard(rel)
+            self._unlist(rel, file_digest(path))
+            encoded = data.encode("utf-8") if isinstance(data, str) else data
+            with open(path, "r+b") as handle:  # the staging folder's own file
+                handle.write(encoded)
+                handle.truncate()
+            self._list(rel, digest(encoded), stat_key(os.lstat(path)))
+        for rel in written:
+            self.remove(rel)
+        written.clear()
+
+    def _unlist(self, rel: str, file_hash: str) -> None:
         self._listed.seek(0, os.SEEK_END)
         # `-` sorts before the hash's tag: a path's removals come before what it lists.
         self._listed.write(f"{rel}\t-{file_hash}\t0\n".encode())
@@ -239,22 +313,11 @@ class CorpusWriter:
 
     def _list(self, rel: str, file_hash: str, key: int) -> None:
         self._listed.seek(0, os.SEEK_END)
-        self._listed.write(f"{rel}\t{file_hash}\t{key}\n".encode())
+        self._listed.write(listed_line(rel, file_hash, key))
         self.count += 1
 
     def _new_path(self, rel: str) -> str:
-        """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
-        of every path it parses, for good."""
-        if "\t" in rel or "\n" in rel:
-            raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
-        path = os.path.join(self._root, rel)
-        folder = os.path.dirname(path)
-        if folder not in self._made_dirs:
-            os.makedirs(folder, exist_ok=True)
-            if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
-                self._made_dirs.clear()
-            self._made_dirs.add(folder)
-        return path
+        return self._new.path(rel)
 
 
 _COPY_CHUNK = 1 << 30
@@ -312,123 +375,6 @@ def sorted_lines(
             runs.append(run)
             del lines
         yield from heapq.merge(*runs)
-
-
-LOCK_POLL_SECONDS = 0.1
-"""How often a build that waits for the lock tries again."""
-
-
-def lock_path(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.lock")
-
-
-@contextlib.contextmanager
-def build_lock(
-    dest: Path, wait_seconds: float = 0.0, waiting: Callable[[], None] | None = None
-) -> Iterator[None]:
-    """Hold an exclusive lock on `dest` for the build; a second build into it is refused, or,
-    given `wait_seconds`, waits that long for the first to finish (`waiting` is called once
-    when it starts to wait).
-
-    The lock is an flock on a side file: the kernel drops it when the process dies, so a
-    killed build never leaves a stale lock behind.
-    """
-    path = lock_path(dest)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_seconds
-    told = False
-    while True:
-        handle = path.open("a+")
-        try:
-            if _holds(handle, path):
-                break
-        except BaseException:
-            handle.close()
-            raise
-        handle.close()
-        left = deadline - time.monotonic()
-        if left <= 0:
-            waited = f" (waited {wait_seconds:g} s)" if wait_seconds else ""
-            raise CorpusError(
-                f"another build into {dest} is running (or an add, update or deploy of it; lock "
-                f"{path}){waited}; wait for it to finish or choose another --output"
-            )
-        if waiting is not None and not told:
-            waiting()
-            told = True
-        time.sleep(min(LOCK_POLL_SECONDS, left))
-    with handle:
-        clear_stale(dest)  # only the lock's holder may: no one else writes there meanwhile
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-
-_STALE_BESIDE = r"\.(?:tmp|pointer)-([0-9]{1,12})\Z"
-_STALE_IN_STORE = re.compile(r"^\..+\.tmp-([0-9]{1,12})\Z")
-
-
-def clear_stale(pointer: Path) -> list[Path]:
-    """Remove what a process killed while writing to the corpus `pointer` left (`temp_path`
-    files: a pointer link about to replace the old, a history or state file about to be
-    renamed into place), beside the pointer and in its store; returns what went. A file
-    whose process is still alive is someone's work in progress and stays."""
-    beside = re.compile("^" + re.escape(f".{pointer.name}") + _STALE_BESIDE)
-    store = pointer.with_name(pointer.name + STORE_SUFFIX)
-    removed: list[Path] = []
-    for folder, pattern in (
-        (pointer.parent, beside),
-        (store, _STALE_IN_STORE),
-        (store / UPDATES_DIR, _STALE_IN_STORE),
-    ):
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            found = pattern.match(entry.name)
-            if found is None or _alive(int(found.group(1))):
-                continue
-            with contextlib.suppress(OSError):
-                if entry.is_dir(follow_symlinks=False):
-                    continue  # never ours: temp_path names files and links
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process `pid` exists (ours counts: what it writes now is not stale)."""
-    if pid == os.getpid():
-        return True
-    if pid <= 0:
-        return True  # no process writes such a name: not for us to judge
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OverflowError:
-        return False  # larger than any process id
-    except OSError:
-        return True  # it exists, owned by another user
-    return True
-
-
-def _holds(handle: IO[str], path: Path) -> bool:
-    """Take the lock through `handle`: False when another process holds it."""
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    # The holder before us may have removed the file after we opened it: our lock would then
-    # be on a file nobody else sees. Hold it only if it is still the lock file.
-    try:
-        current = os.stat(path).st_ino
-    except FileNotFoundError:
-        current = None
-    return current == os.fstat(handle.fileno()).st_ino
 
 
 _READ_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH

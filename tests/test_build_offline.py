@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import CorpusError, InputError, read, verify
+from wikitrace.corpus_schema.lock import build_lock, lock_path
 from wikitrace.corpus_schema.records import CompilationHeader, RawHeader
-from wikitrace.corpus_schema.store import build_lock, lock_path
 from wikitrace.versions import Store
 
 from helpers import broken_links, make_run, read_jsonl, write_runs

@@ -337,7 +337,7 @@ def test_ctrl_c_during_build_force_says_the_old_corpus_is_still_current(
 def test_a_derived_version_killed_anywhere_keeps_a_whole_corpus_current(
     tmp_path: Path, inputs: tuple[Path, Path]
 ) -> None:
-    from wikitrace.corpus_schema.store import build_lock
+    from wikitrace.corpus_schema.lock import build_lock
     from wikitrace.versions import Derivation, FrozenVersion, derive_version
 
     old, _ = inputs

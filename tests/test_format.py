@@ -224,6 +224,55 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.md", "staging"]
 
 
+def test_files_written_again_in_place_are_listed_as_removed_and_written(tmp_path: Path) -> None:
+    """`rewrite_files` lists what `remove` then `write_files` list, and leaves the same bytes:
+    a file written over in place, shorter or longer; one of `written` not given again,
+    removed; one given anew, written; a file linked from a frozen version never written
+    over (its source keeps its bytes)."""
+    source = tmp_path / "frozen.md"
+    source.write_bytes(b"the frozen version's bytes")
+    old = {"long.md": b"x" * 5000, "short.md": b"y", "gone.md": b"z"}
+    new = [("long.md", "short now"), ("short.md", "y" * 9000), ("linked.md", "mine"), ("n.md", "n")]
+    lists = []
+    for in_place in (True, False):
+        root = tmp_path / f"staging-{in_place}"
+        root.mkdir()
+        with store.CorpusWriter(root) as writer:
+            for rel, data in old.items():
+                writer.write(rel, data)
+            writer.link("linked.md", source, "sha256:given")
+            written = {*old, "linked.md"}
+            if in_place:
+                writer.rewrite_files(new, written)
+                assert written == set()
+            else:
+                for rel in sorted(written):
+                    writer.remove(rel)
+                writer.write_files(new)
+            lists.append((list(writer.files()), writer.count))
+            assert {p.name: p.read_text() for p in root.iterdir()} == dict(new)
+    assert lists[0] == lists[1]
+    assert source.read_bytes() == b"the frozen version's bytes"
+
+
+def test_files_a_worker_writes_are_listed_as_the_writer_lists_its_own(tmp_path: Path) -> None:
+    """A build's worker writes through `NewFiles` into the staging folder; its lines, handed
+    to the writer (`listed`), list what the writer's own `write` lists."""
+    files = [("raw/step-1/metadata.md", "page"), ("raw/step-1/turns.jsonl", b"{}\n")]
+    lists = []
+    for by_worker in (True, False):
+        root = tmp_path / f"staging-{by_worker}"
+        with store.CorpusWriter(root) as writer:
+            if by_worker:
+                writer.listed(store.NewFiles(root).write_files(files))
+            else:
+                writer.write_files(files)
+            lists.append((list(writer.files()), writer.count))
+        with pytest.raises(CorpusError, match="written twice"):
+            store.NewFiles(root).write(*files[0])
+    assert lists[0] == lists[1]
+
+
 def test_linking_files_together_is_linking_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from wikitrace.cli.main import main
 from wikitrace.corpus_schema import CorpusError
-from wikitrace.corpus_schema.store import build_lock
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.versions import Store
 
 from helpers import DATA, make_run, run, write_runs

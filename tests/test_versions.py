@@ -18,11 +18,11 @@ from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import manifest as manifest_module
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
 from wikitrace.corpus_schema.read import read_page
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.spill import read_version_rows
-from wikitrace.corpus_schema.store import build_lock
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,
@@ -244,7 +244,7 @@ def test_a_title_that_looks_like_the_claims_key_is_read_whole(tmp_path: Path) ->
 
 
 def test_one_writer_at_a_time(runs_file: Path, tmp_path: Path) -> None:
-    from wikitrace.corpus_schema.store import build_lock
+    from wikitrace.corpus_schema.lock import build_lock
 
     corpus = tmp_path / "mem"
     build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
