@@ -14,17 +14,17 @@ from collections.abc import Iterator, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.compiler.mine import (
+from wikitrace.compiler.mine_contrast import (
     MAX_KINDS_FOR_ORDER,
     MIN_SUPPORT,
     MIN_TASKS,
     MiningReport,
-    RunPatterns,
+    _tried,
     benjamini_hochberg,
     contrasts,
     fisher_exact,
 )
-from wikitrace.compiler.mine_contrast import _tried
+from wikitrace.compiler.mine_table import RunPatterns
 
 # --- the counting as it was: every pattern over every run ----------------------------------
 
