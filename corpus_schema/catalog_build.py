@@ -302,9 +302,9 @@ class _Waiting:
 
 
 @dataclass(frozen=True, slots=True)
-class _Lesson:
-    """An insight as grouping reads it (search/consolidate.py's Lesson): its texts from its
-    line."""
+class LessonTexts:
+    """An insight as near-duplicate grouping reads it (search/consolidate.py's `Lesson`): what
+    its catalog line holds, or what `consolidate.with_mined` is given as separate lists."""
 
     title: str
     guideline: str
@@ -314,7 +314,7 @@ class _Lesson:
     goes_with: str | None
 
 
-class _Lessons(Sequence[_Lesson]):
+class _Lessons(Sequence[LessonTexts]):
     """The insights of a catalog being written, as grouping reads them: what is held of each,
     with its title and guideline read from its line in `lines`."""
 
@@ -326,25 +326,25 @@ class _Lessons(Sequence[_Lesson]):
         return len(self._held)
 
     @overload
-    def __getitem__(self, index: int) -> _Lesson: ...
+    def __getitem__(self, index: int) -> LessonTexts: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[_Lesson]: ...
+    def __getitem__(self, index: slice) -> list[LessonTexts]: ...
 
-    def __getitem__(self, index: int | slice) -> _Lesson | list[_Lesson]:
+    def __getitem__(self, index: int | slice) -> LessonTexts | list[LessonTexts]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return self._made(index, self._lines[index])
 
-    def __iter__(self) -> Iterator[_Lesson]:
+    def __iter__(self) -> Iterator[LessonTexts]:
         for index, line in enumerate(self._lines):
             yield self._made(index, line)
 
-    def _made(self, index: int, line: dict[str, Any]) -> _Lesson:
+    def _made(self, index: int, line: dict[str, Any]) -> LessonTexts:
         value = self._held.value
         outcome = value("source_outcome", index)
         assert outcome is not None
-        return _Lesson(
+        return LessonTexts(
             line["title"],
             line["guideline"],
             value("task_type", index),
@@ -354,7 +354,7 @@ class _Lessons(Sequence[_Lesson]):
         )
 
 
-LeadersOf = Callable[[Sequence[_Lesson]], list[int]]
+LeadersOf = Callable[[Sequence[LessonTexts]], list[int]]
 """Each insight of a catalog being written -> the index of its group's first (itself when it
 leads one)."""
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, overload
 
+from wikitrace.corpus_schema.catalog_build import LessonTexts
 from wikitrace.corpus_schema.indexes import insight_row
 from wikitrace.corpus_schema.records import InsightHeader
 
@@ -440,18 +441,6 @@ class _Texts(Sequence[tuple[str, str]]):
                 yield item.title, item.guideline
 
 
-@dataclass(frozen=True, slots=True)
-class _Given:
-    """A lesson given as separate lists (with_mined)."""
-
-    title: str
-    guideline: str
-    task_type: str | None
-    source_outcome: str
-    pattern: str | None
-    goes_with: str | None
-
-
 def with_mined(
     lessons: Sequence[tuple[str, str]],
     mined: Sequence[Mined | None],
@@ -463,7 +452,7 @@ def with_mined(
     (None for a model's lesson), each source run's outcome and each task type."""
     return of_lessons(
         [
-            _Given(
+            LessonTexts(
                 title,
                 guideline,
                 task_type,
