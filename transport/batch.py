@@ -106,18 +106,7 @@ class BatchAPI:
 
     def body(self, messages: list[Message]) -> dict[str, Any]:
         """The request a batch line carries: what `complete` would send."""
-        s = self.settings
-        body: dict[str, Any] = {
-            "model": self._resolved[0],
-            "messages": messages,
-            "temperature": s.temperature,
-            "max_tokens": s.max_output_tokens,
-        }
-        if s.json_mode:
-            body["response_format"] = {"type": "json_object"}
-        if s.reasoning_effort:
-            body["reasoning_effort"] = s.reasoning_effort
-        return body
+        return self.settings.chat_body(self._resolved[0], messages)
 
     async def submit(self, path: Path) -> tuple[str, str]:
         """Upload a batch file and start its batch: (batch id, input file id)."""

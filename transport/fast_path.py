@@ -184,18 +184,7 @@ class FastClient:
 
     def _body(self, messages: list[Message]) -> bytes:
         """What litellm 1.110 sends for an `openai/` model it does not know, key for key."""
-        s = self.settings
-        body: dict[str, Any] = {
-            "model": self._name,
-            "messages": messages,
-            "temperature": s.temperature,
-            "max_tokens": s.max_output_tokens,
-        }
-        if s.json_mode:
-            body["response_format"] = {"type": "json_object"}
-        if s.reasoning_effort:
-            body["reasoning_effort"] = s.reasoning_effort
-        return orjson.dumps(body)
+        return orjson.dumps(self.settings.chat_body(self._name, messages))
 
     async def _http(self) -> Any:
         """This event loop's client, made on its first call (a build runs a loop a round)."""

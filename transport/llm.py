@@ -94,6 +94,22 @@ class LLMSettings:
     rather than through litellm, where it is sure to send and read the same. Not part of the
     cache key: the requests and replies are the same."""
 
+    def chat_body(self, model: str, messages: list[Message]) -> dict[str, Any]:
+        """An OpenAI chat-completions request for `model` (the name the server knows), as
+        litellm 1.110 sends it for an `openai/` model it does not know, key for key: the fast
+        path posts it and a batch line carries it."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_output_tokens,
+        }
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        if self.reasoning_effort:
+            body["reasoning_effort"] = self.reasoning_effort
+        return body
+
 
 class Transient(Exception):
     """One attempt of a call failed in a way worth retrying: a rate limit, a time-out, a server
