@@ -200,15 +200,19 @@ class RowSettings:
         )
 
 
+_BASELINE = click.option(
+    "--baseline", default="no-memory", show_default=True, help="The no-memory method."
+)
+"""The no-memory method's name in the rows (eval, lift, attribute, drilldowns)."""
+
+
 def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
     """The options that read trial rows into Gain and Regression (`eval`, `lift`), as
     `scoring: RowSettings`: the baseline and rerun methods, the success threshold, and the
     bootstrap's resamples and seed (`tuning_hidden`: those three left out of the first --help
     screen)."""
     options = [
-        click.option(
-            "--baseline", default="no-memory", show_default=True, help="The no-memory method."
-        ),
+        _BASELINE,
         click.option(
             "--rerun",
             default="no-memory-rerun",
@@ -249,9 +253,7 @@ def judge_options(function: Command) -> Command:
         [
             click.option("--model", required=True, help="The judge: any model litellm reaches."),
             click.option("--api-base", help="Base URL of a local or self-hosted server."),
-            click.option(
-                "--baseline", default="no-memory", show_default=True, help="The no-memory method."
-            ),
+            _BASELINE,
             click.option(
                 "--rerun",
                 default="no-memory-rerun",

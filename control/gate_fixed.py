@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wikitrace.corpus_schema import CorpusError, InputError
+from wikitrace.corpus_schema import CorpusError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import GateDecision, ProbeResult
 
@@ -37,12 +37,7 @@ class FixedProbeRule:
 
     def decide(self, candidate: Candidate, ident: str) -> GateDecision:
         options, runs = self.options, self.runs
-        probes = self.chooser.choose(candidate)
-        if not probes:
-            raise InputError(
-                f"no probe tasks for {candidate.ident}: the task pool is empty",
-                hint="give --task-pool FILE",
-            )
+        probes = self.chooser.first_probes(candidate)
         tasks = list(dict.fromkeys(p.task_id for p in probes))
         tested_on = runs.base.name
         runs.run_base(tasks, ident)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.layout import step_id
 from wikitrace.versions import FrozenVersion
 
@@ -37,6 +38,17 @@ class ProbeChooser:
         self.first_pool, self.held_out = self.pool, self.pool
         if split:
             self.first_pool, self.held_out = split_pool(self.pool, options.seed)
+
+    def first_probes(self, candidate: Candidate) -> list[Probe]:
+        """The probes a lesson is first tested on; an empty pool is the user's to fix (a
+        narrowed lesson's probes, chosen again, may be none)."""
+        probes = self.choose(candidate)
+        if not probes:
+            raise InputError(
+                f"no probe tasks for {candidate.ident}: the task pool is empty",
+                hint="give --task-pool FILE",
+            )
+        return probes
 
     def choose(self, candidate: Candidate, *, held_out: bool = False) -> list[Probe]:
         options = self.options

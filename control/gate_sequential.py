@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitrace.corpus_schema import CorpusError, InputError
+from wikitrace.corpus_schema import CorpusError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import AgentRun, GateDecision, ProbeResult
 
@@ -184,12 +184,7 @@ class SequentialRule:
     def decide(self, candidate: Candidate, ident: str) -> GateDecision:
         """Probe pairs in rounds until the anytime-valid tests decide (control.sequential)."""
         runs = self.runs
-        probes = self.chooser.choose(candidate)
-        if not probes:
-            raise InputError(
-                f"no probe tasks for {candidate.ident}: the task pool is empty",
-                hint="give --task-pool FILE",
-            )
+        probes = self.chooser.first_probes(candidate)
         view = runs.view(candidate.ident, hidden=runs.hidden - {candidate.ident})
         stream = Stream(
             name=f"{runs.base.name}+{candidate.ident}",

@@ -80,16 +80,23 @@ def reference_candidates(runs: Sequence[RunPatterns]) -> Iterator[tuple[str, lis
                 yield f"order:{second[5:]}<{first[5:]}", b_first, both
 
 
-def reference_tried(runs: Sequence[RunPatterns]) -> list[tuple[object, ...]]:
-    """(task type, pattern, counts, p-value) of every contrast tried, in order."""
+def minable_types(
+    runs: Sequence[RunPatterns],
+) -> Iterator[tuple[str | None, list[RunPatterns]]]:
+    """Each task type with enough successes and failures to mine, in mining's order."""
     by_type: dict[str | None, list[RunPatterns]] = defaultdict(list)
     for run in runs:
         by_type[run.task_type].append(run)
-    tried: list[tuple[object, ...]] = []
     for task_type, members in sorted(by_type.items(), key=lambda kv: kv[0] or ""):
         failed = sum(not run.success for run in members)
-        if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
-            continue
+        if failed >= MIN_SUPPORT and len(members) - failed >= MIN_SUPPORT:
+            yield task_type, members
+
+
+def reference_tried(runs: Sequence[RunPatterns]) -> list[tuple[object, ...]]:
+    """(task type, pattern, counts, p-value) of every contrast tried, in order."""
+    tried: list[tuple[object, ...]] = []
+    for task_type, members in minable_types(runs):
         splits: set[bytes] = set()
         for pattern, present, population in reference_candidates(members):
             shown = set(present)
@@ -134,14 +141,8 @@ def made_runs(seed: int, count: int) -> list[RunPatterns]:
 
 
 def tried_now(runs: Sequence[RunPatterns]) -> list[tuple[object, ...]]:
-    by_type: dict[str | None, list[RunPatterns]] = defaultdict(list)
-    for run in runs:
-        by_type[run.task_type].append(run)
     tried: list[tuple[object, ...]] = []
-    for task_type, members in sorted(by_type.items(), key=lambda kv: kv[0] or ""):
-        failed = sum(not run.success for run in members)
-        if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
-            continue
+    for task_type, members in minable_types(runs):
         tried += [(c.task_type, c.pattern, c.counts, c.p_value) for c in _tried(task_type, members)]
     return tried
 
