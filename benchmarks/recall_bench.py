@@ -1,0 +1,585 @@
+"""Recall on real corpora: does the first message show the right lessons and runs for the task
+at hand, and does search find what the corpus holds (issue 51)?
+
+Converts every log family under DATA (default ../shared/data: trajectories and sessions) with
+`wikitrace convert`, labels the sessions (they carry no outcome; see `label_session`), tags
+each run with the truth this script knows from where the log lies (its family, domain and
+repository: metadata `recall_bench`, never read by wikitrace), and builds one corpus with an
+instant, deterministic stand-in for a model (`TaskWordsModel`: one claim quoting a line of
+a turn and one lesson in the task's own words a run; mining on). Then, through the public
+entry points only (`Memory.load`, `first_message`, `search`, the catalog and the pages):
+
+(a) items (lessons and similar runs) from another domain, or another project, in the first
+    message for each run's task, asked with its task left out (`exclude_tasks`, the
+    leave-one-task-out view `wikitrace view` writes): with the run's project given, and
+    without it;
+(b) for tasks with several runs, leaving one RUN out (the other runs of its task stay): runs
+    of the same task (same family and id) among the 3 similar runs, and runs of a task of
+    another family that shares the id;
+(c) the right kind of work (runs whose kind is known) and the right task type;
+(d) search recall@5 for quotes of compilations (the whole quote, and a substring of it), and
+    the share of unrelated questions answered with no hit ("no match"), scores when search
+    gives them;
+plus the scope each message used, divergences that compare runs of two different tasks, and
+the distinct projects per repository. Counts come with their denominators; `--json` prints
+them as one object. Asserts nothing (tests/test_recall_bench.py runs a bounded slice).
+
+    python benchmarks/recall_bench.py [DATA] [--per-family N] [--max-tokens 6000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import read
+from wikitrace.corpus_schema.catalog import PastRun
+from wikitrace.tools.memory import Memory
+from wikitrace.transport.llm import LLMReply
+
+WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
+TRUTH = "recall_bench"
+"""The metadata key of the truth this script adds to each run (family, domain, repository)."""
+
+
+# --- the corpora: what each family of logs is -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """One log family: where it lies, and what its runs are about."""
+
+    name: str
+    """The source its tasks belong to: two families never share a task."""
+    path: str
+    """A file or folder, relative to the data folder."""
+    domain: str
+    """What its tasks are about: runs of two domains never help each other."""
+    repo: str | None = None
+    """The repository its sessions worked in, when known from where the log came from."""
+    session: bool = False
+    """Its runs carry no outcome; `label_session` labels them."""
+
+
+def _sessions(tool: str, origin: str, domain: str = "coding", repo: str | None = None) -> Family:
+    return Family(f"{tool}/{origin}", f"sessions/{tool}/{origin}", domain, repo, session=True)
+
+
+SHARED = [
+    Family("tau-bench", "trajectories/tau-bench", "airline customer service"),
+    Family("tau2-bench", "trajectories/tau2-bench", "telecom customer service"),
+    Family("mini-swe-agent", "trajectories/mini-swe-agent", "coding"),
+    Family("atif-harbor", "trajectories/atif-harbor", "coding"),
+    Family("alfworld", "trajectories/alfworld-react", "household"),
+    Family("hotpotqa", "trajectories/hotpotqa-react", "question answering"),
+    Family("inspect-ai", "trajectories/inspect-ai", "question answering"),
+    Family("openhands", "trajectories/openhands", "logic puzzles"),
+    _sessions("claude-code", "marot-spotter", repo="github.com/marot/spotter"),
+    _sessions("claude-code", "daaain-claude-code-log"),
+    _sessions("claude-code", "jazzyalex-agent-sessions"),
+    _sessions("claude-code", "simonw-claude-code-transcripts"),
+    _sessions("codex", "lanegrid-agtrace"),
+    _sessions("codex", "jazzyalex-agent-sessions"),
+    _sessions("codex", "daaain-claude-code-log"),
+    _sessions("gemini-cli", "Mai0313-VibeCodingTracker"),
+    _sessions("gemini-cli", "jazzyalex-agent-sessions"),
+    _sessions("langfuse", "langfuse-framework-traces", "agent framework demos"),
+    _sessions("otel-genai", "mozilla-ai-any-agent", "agent framework demos"),
+    _sessions("openai-agents", "openai-agents-python-run_state", "agent framework demos"),
+]
+"""Every family of ../shared/data (its READMEs say where each came from)."""
+
+
+def label_session(record: dict[str, Any]) -> bool:
+    """A session's outcome, which its log does not give: a success unless one of the tool
+    calls of its last 5 turns failed (a result marked as an error), the weak signal a user
+    would look at first. Stated, not learned; the figures below do not depend on outcomes
+    except through which lessons are mined."""
+    for turn in record["turns"][-5:]:
+        for call in turn.get("tool_calls") or []:
+            meta = call.get("metadata") or {}
+            if meta.get("is_error") or meta.get("status") in ("error", "failed", "failure"):
+                return False
+    return True
+
+
+def convert(family: Family, data: Path, out: Path) -> int:
+    """`wikitrace convert` the family into one native file at `out`, labelled and tagged with
+    its truth; the number of runs written (0 when the family is missing or unreadable)."""
+    source = data / family.path
+    if not source.exists():
+        return 0
+    done = subprocess.run(
+        [WIKITRACE, "-q", "convert", str(source), "--unlabelled", "keep", "--on-error", "skip"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    count = 0
+    with out.open("w", encoding="utf-8") as handle:
+        for line in done.stdout.splitlines():
+            record = json.loads(line)
+            if record.get("success") is None:
+                record["success"] = label_session(record) if family.session else False
+            truth = {"family": family.name, "domain": family.domain, "repo": family.repo}
+            record.setdefault("metadata", {})[TRUTH] = truth
+            handle.write(json.dumps(record) + "\n")
+            count += 1
+    return count
+
+
+# --- a stand-in for the model ---------------------------------------------------------------
+
+TURN_BLOCK = re.compile(
+    r"--- WIKITRACE-DATA-\w+ TURN (\d+) ---\n(.*?)"
+    r"(?=\n--- WIKITRACE-DATA-\w+ TURN|\nWIKITRACE-DATA-)",
+    re.S,
+)
+TASK_BLOCK = re.compile(r"\nTASK:\n(.*?)\n(?:THE GRADER|--- WIKITRACE-DATA-)", re.S)
+WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+
+
+class TaskWordsModel:
+    """A compile answer at once, made from the run itself: one claim quoting 8 words of a
+    line of a turn (its statement does not repeat them), and one lesson in the task's own
+    words, as a model's lesson speaks of the task's subject."""
+
+    model = "fake/recall-bench"
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    async def complete(self, messages: list[dict[str, str]]) -> LLMReply:
+        prompt = messages[0]["content"]
+        found = TASK_BLOCK.search(prompt)
+        words = WORD.findall(found.group(1) if found else "")[:12] or ["the", "task"]
+        turn, quote = _quotable(prompt)
+        subject = " ".join(words)
+        answer = {
+            "title": f"Run on: {' '.join(words[:6])}",
+            "description": f"The agent worked on {subject}.",
+            "claims": [
+                {
+                    "statement": "The agent's decisive step is quoted.",
+                    "evidence": [{"turn": turn, "quote": quote}],
+                }
+            ],
+            "insights": [
+                {
+                    "title": f"For {' '.join(words[:5])}: check first",
+                    "guideline": f"When the task is about {subject}, check the facts first.",
+                    "applicability": f"Tasks about {' '.join(words[:8])}.",
+                    "supporting_claims": [1],
+                }
+            ],
+        }
+        return LLMReply(text=json.dumps(answer), prompt_tokens=100, completion_tokens=50)
+
+
+def _quotable(prompt: str) -> tuple[int, str]:
+    """A turn and 8 words of its longest line (the one a reader would quote); a run whose
+    turns hold no such line gets its one word (an answer still of the required shape)."""
+    turns = {int(m.group(1)): m.group(2) for m in TURN_BLOCK.finditer(prompt)}
+    best = (min(turns, default=1), "")
+    for number in sorted(turns):
+        for line in turns[number].splitlines():
+            if line.startswith("[") or "..." in line:
+                continue  # a one-line summary or a cut: not verbatim
+            text = line.split(": ", 1)[-1] if line[:12].count(":") else line
+            if len(text.split()) > len(best[1].split()):
+                best = (number, text)
+    return best[0], " ".join(best[1].split()[:8]) or "the"
+
+
+# --- the measurements -------------------------------------------------------------------------
+
+
+@dataclass
+class Rate:
+    """A count of `hits` out of `of`."""
+
+    hits: int = 0
+    of: int = 0
+
+    def add(self, hit: bool) -> None:
+        self.hits += bool(hit)
+        self.of += 1
+
+    def __str__(self) -> str:
+        share = f" ({self.hits / self.of:.0%})" if self.of else ""
+        return f"{self.hits} of {self.of}{share}"
+
+
+@dataclass
+class Truth:
+    """What this script knows of each run, from where its log lies."""
+
+    family: dict[str, str] = field(default_factory=dict)
+    domain: dict[str, str] = field(default_factory=dict)
+    repo: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, corpus: Path) -> Truth:
+        truth = cls()
+        for page in read.runs(corpus):
+            tag = page.header.metadata.get(TRUTH) or {}
+            step = page.header.step
+            truth.family[step] = tag.get("family", "?")
+            truth.domain[step] = tag.get("domain", "?")
+            truth.repo[step] = tag.get("repo")
+        return truth
+
+    def task(self, run: PastRun) -> tuple[str, str]:
+        """The task's identity as this script knows it: (family, id)."""
+        return self.family[run.step], run.task_id
+
+    def project(self, run: PastRun) -> str | None:
+        """The repository when known from the log's place, else the project wikitrace gave."""
+        return self.repo.get(run.step) or run.project
+
+
+def sample(runs: list[PastRun], truth: Truth, per_family: int | None, seed: int) -> list[PastRun]:
+    """Up to `per_family` runs of each family (all with None), drawn with a fixed seed."""
+    by_family: dict[str, list[PastRun]] = defaultdict(list)
+    for run in runs:
+        by_family[truth.family[run.step]].append(run)
+    rng = random.Random(seed)
+    chosen: list[PastRun] = []
+    for name in sorted(by_family):
+        group = by_family[name]
+        chosen += (
+            group
+            if per_family is None or len(group) <= per_family
+            else rng.sample(group, per_family)
+        )
+    return chosen
+
+
+def scope_of(message: Any) -> str:
+    """The scope a first message used, in a few words (its type, project and kind fields;
+    a `scope` field too, once the message has one)."""
+    if message.type_unsure is not None:
+        kept = "type unsure"
+    elif message.task_type is None:
+        kept = "no type"
+    else:
+        kept = "type inferred" if message.task_type_inferred else "type given or only one"
+    parts = [kept, "project given" if message.project else "no project"]
+    if message.kind_unsure is not None:
+        parts.append("kind unsure")
+    elif message.kind is not None:
+        parts.append("kind inferred" if message.kind_inferred else "kind given")
+    said = getattr(message, "scope", None)
+    if said:
+        parts.append(str(said))
+    return ", ".join(parts)
+
+
+@dataclass
+class Shown:
+    """What the first messages of one variant (project given or not) showed."""
+
+    messages: int = 0
+    wrong_domain_lessons: Rate = field(default_factory=Rate)
+    wrong_domain_runs: Rate = field(default_factory=Rate)
+    other_project_lessons: Rate = field(default_factory=Rate)
+    """Lessons of another project, while the task's project has runs in the view."""
+    other_project_runs: Rate = field(default_factory=Rate)
+    messages_with_wrong_domain: Rate = field(default_factory=Rate)
+    scopes: Counter[str] = field(default_factory=Counter)
+
+    def count(
+        self, memory: Memory, truth: Truth, run: PastRun, message: Any, own_project: bool
+    ) -> None:
+        """Tally one message for `run`'s task; `own_project`: the project has runs in view."""
+        by_step = {r.step: r for r in memory.runs}
+        by_id = {item.id: item for item in memory.insights}
+        sources = [by_step[by_id[i].source_step] for i in message.insights]
+        similar = [by_step[step] for step in message.similar]
+        domain, project = truth.domain[run.step], truth.project(run)
+        wrong = 0
+        for shown, (domain_rate, project_rate) in (
+            (sources, (self.wrong_domain_lessons, self.other_project_lessons)),
+            (similar, (self.wrong_domain_runs, self.other_project_runs)),
+        ):
+            for other in shown:
+                domain_rate.add(truth.domain[other.step] != domain)
+                wrong += truth.domain[other.step] != domain
+                if message.project and own_project:
+                    project_rate.add(truth.project(other) != project)
+        self.messages += 1
+        self.messages_with_wrong_domain.add(wrong > 0)
+        self.scopes[scope_of(message)] += 1
+
+
+@dataclass
+class Figures:
+    """Everything the script prints."""
+
+    runs: int = 0
+    queries: int = 0
+    families: dict[str, int] = field(default_factory=dict)
+    project_known: Shown = field(default_factory=Shown)
+    project_not_given: Shown = field(default_factory=Shown)
+    same_task_top3: Rate = field(default_factory=Rate)
+    other_source_twin_top3: Rate = field(default_factory=Rate)
+    """Messages whose similar runs hold a run of another family's task with the same id."""
+    right_kind: Rate = field(default_factory=Rate)
+    right_type: Rate = field(default_factory=Rate)
+    quote_recall: Rate = field(default_factory=Rate)
+    substring_recall: Rate = field(default_factory=Rate)
+    no_match: Rate | None = None
+    top_scores_unrelated: list[float] = field(default_factory=list)
+    divergences_across_tasks: Rate = field(default_factory=Rate)
+    projects_per_repo: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def first_messages(
+    memory: Memory, truth: Truth, queries: list[PastRun], figures: Figures, max_tokens: int | None
+) -> None:
+    """(a) and (c): each run's task asked with its task left out, with and without its project."""
+    projects = Counter(truth.project(run) for run in memory.runs if run.project)
+    for run in queries:
+        left_out = [run.task_id]
+        plain = memory.first_message(run.task, exclude_tasks=left_out, max_tokens=max_tokens)
+        figures.project_not_given.count(memory, truth, run, plain, own_project=False)
+        if run.task_type:
+            figures.right_type.add(plain.task_type == run.task_type)
+        message = plain
+        if run.project:
+            message = memory.first_message(
+                run.task, exclude_tasks=left_out, max_tokens=max_tokens, project=run.project
+            )
+            own = projects[truth.project(run)] > sum(
+                truth.task(other) == truth.task(run) for other in memory.runs
+            )
+            figures.project_known.count(memory, truth, run, message, own_project=own)
+        if run.kind:
+            figures.right_kind.add(message.kind == run.kind)
+
+
+def similar_runs(memory: Memory, truth: Truth, queries: list[PastRun], figures: Figures) -> None:
+    """(b): for each run of a task with several runs, that run left out (the others stay)."""
+    runs_of = Counter(truth.task(run) for run in memory.runs)
+    for run in queries:
+        if runs_of[truth.task(run)] < 2:
+            continue
+        kept = [other for other in memory.runs if other.step != run.step]
+        # The runs alone: which lessons a view without this run holds does not change them.
+        view = Memory(memory.root, kept, [], memory.offline)
+        message = view.first_message(run.task, project=run.project)
+        by_step = {other.step: other for other in kept}
+        tasks = [truth.task(by_step[step]) for step in message.similar]
+        figures.same_task_top3.add(truth.task(run) in tasks)
+        figures.other_source_twin_top3.add(
+            any(task[1] == run.task_id and task != truth.task(run) for task in tasks)
+        )
+
+
+UNRELATED = [
+    "How long should I boil an egg for a soft yolk?",
+    "Which houseplants tolerate low light in a north facing room?",
+    "What was the population of Lisbon in 1755?",
+    "Recommend a beginner watercolour brush set",
+    "How do I tune a ukulele by ear?",
+    "What is the offside rule in ice hockey?",
+    "Translate good morning into Icelandic",
+    "Best time of year to see the northern lights in Finland",
+]
+"""Questions no log here is about: search should say "no match"."""
+
+
+def quotes(corpus: Path, chosen: set[str]) -> Iterator[tuple[str, str]]:
+    """(step, quote): the first verified quote of at least 5 words of each chosen compilation."""
+    for page in read.compilations(corpus):
+        if page.header.step not in chosen:
+            continue
+        for claim in page.header.claims:
+            found = [e.quote for e in claim.evidence if e.verified and len(e.quote.split()) >= 5]
+            if found:
+                yield page.header.step, found[0]
+                break
+
+
+def _found(hits: Iterable[Any], step: str) -> bool:
+    """Whether the hits name the run's compilation (as a compilation, a claim or a quote)."""
+    return any(
+        hit.kind != "tasks" and (hit.id == step or f"/{step}." in f"/{hit.path}") for hit in hits
+    )
+
+
+def search_figures(memory: Memory, corpus: Path, queries: list[PastRun], figures: Figures) -> None:
+    """(d): recall@5 of compilation quotes, and "no match" for unrelated questions."""
+    for step, quote in quotes(corpus, {run.step for run in queries}):
+        figures.quote_recall.add(_found(memory.search(quote, limit=5)[:5], step))
+        words = quote.split()
+        part = " ".join(words[1:-1] if len(words) >= 7 else words[1:])
+        figures.substring_recall.add(_found(memory.search(part, limit=5)[:5], step))
+    no_match = Rate()
+    for question in UNRELATED:
+        hits = memory.search(question, limit=5)
+        said = getattr(hits, "no_match", None)
+        no_match.add(said if said is not None else not hits)
+        scores = [s for s in (getattr(hit, "score", None) for hit in hits) if s is not None]
+        if scores:
+            figures.top_scores_unrelated.append(round(max(scores), 3))
+    figures.no_match = no_match
+    if not figures.top_scores_unrelated:
+        figures.notes.append("search scores: n/a (needs search with scores, wt-search)")
+
+
+def identity_figures(memory: Memory, truth: Truth, figures: Figures) -> None:
+    """Divergences across two tasks, and projects per repository."""
+    by_step = {run.step: run for run in memory.runs}
+    for item in memory.insights:
+        if item.pattern != "diverge":
+            continue
+        tasks = {truth.task(by_step[s]) for s in item.cited_steps if s in by_step}
+        figures.divergences_across_tasks.add(len(tasks) > 1)
+    named: dict[str, set[str]] = defaultdict(set)
+    for run in memory.runs:
+        repo = truth.repo.get(run.step)
+        if repo:
+            named[repo].add(run.project or "(none)")
+    figures.projects_per_repo = {repo: sorted(names) for repo, names in sorted(named.items())}
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def build(families: list[Family], data: Path, work: Path) -> tuple[Path, dict[str, int]]:
+    """Convert every family (a native file each, so each keeps its own source) and build one
+    corpus from them with the stand-in model."""
+    inputs, counts = [], {}
+    for index, family in enumerate(families):
+        out = work / f"runs-{index:02d}.jsonl"
+        counts[family.name] = convert(family, data, out)
+        if counts[family.name]:
+            inputs.append(out)
+    corpus = work / "corpus"
+    llm = TaskWordsModel()
+    options = BuildOptions(inputs=inputs, output=corpus, model=llm.model, use_cache=False)
+    build_corpus(options, llm=llm)  # type: ignore[arg-type]
+    return corpus, counts
+
+
+def measure(
+    families: list[Family],
+    data: Path,
+    work: Path,
+    *,
+    per_family: int | None = None,
+    max_tokens: int | None = 6000,
+    seed: int = 1,
+) -> Figures:
+    """Every figure, for the families under `data`, built in `work`."""
+    corpus, counts = build(families, data, work)
+    memory = Memory.load(corpus)
+    truth = Truth.of(corpus)
+    queries = sample(memory.runs, truth, per_family, seed)
+    figures = Figures(runs=len(memory.runs), queries=len(queries), families=counts)
+    first_messages(memory, truth, queries, figures, max_tokens)
+    similar_runs(memory, truth, queries, figures)
+    search_figures(memory, corpus, queries, figures)
+    identity_figures(memory, truth, figures)
+    return figures
+
+
+def as_json(figures: Figures) -> dict[str, Any]:
+    def plain(value: Any) -> Any:
+        if isinstance(value, Rate):
+            return {"hits": value.hits, "of": value.of}
+        if isinstance(value, Shown | Figures):
+            return {name: plain(item) for name, item in vars(value).items()}
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    return plain(figures)  # type: ignore[no-any-return]
+
+
+def report(figures: Figures, settings: str) -> Iterator[str]:
+    """The figures as lines."""
+    yield f"recall_bench ({settings}): {figures.runs} runs in the corpus, {figures.queries} asked"
+    yield "  runs per family: " + ", ".join(f"{k} {v}" for k, v in figures.families.items())
+    for title, shown in (
+        ("(a) project known (--project as the corpus names it)", figures.project_known),
+        ("(a) project not given", figures.project_not_given),
+    ):
+        yield f"{title}: {shown.messages} first messages"
+        yield f"  messages showing another domain's items: {shown.messages_with_wrong_domain}"
+        yield f"  lessons from another domain: {shown.wrong_domain_lessons} lessons shown"
+        yield f"  similar runs from another domain: {shown.wrong_domain_runs} runs shown"
+        if shown is figures.project_known:
+            yield (
+                "  lessons of another project (its project has runs): "
+                f"{shown.other_project_lessons}; similar runs: {shown.other_project_runs}"
+            )
+        for scope, count in shown.scopes.most_common():
+            yield f"  scope {count:4d}x  {scope}"
+    yield (
+        "(b) same-task runs in the top 3 similar runs (one RUN left out, the task's other runs "
+        f"in the corpus): {figures.same_task_top3}; a twin of another source (same id): "
+        f"{figures.other_source_twin_top3}"
+    )
+    yield f"(c) right kind of work (runs with a kind): {figures.right_kind}"
+    yield f"    right task type (no project given, runs with a type): {figures.right_type}"
+    yield f"(d) search recall@5, a compilation's quote by its own words: {figures.quote_recall}"
+    yield f"    ... by a substring of it: {figures.substring_recall}"
+    yield f"    unrelated questions answered with no hit (no match): {figures.no_match}"
+    if figures.top_scores_unrelated:
+        yield f"    their best scores: {figures.top_scores_unrelated}"
+    yield f"divergences comparing two different tasks: {figures.divergences_across_tasks}"
+    for repo, names in figures.projects_per_repo.items():
+        yield f"projects for repository {repo}: {len(names)} ({', '.join(names)})"
+    for note in figures.notes:
+        yield f"note: {note}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = Path(__file__).resolve().parent.parent
+    parser.add_argument("data", nargs="?", type=Path, default=here.parent / "shared/data")
+    parser.add_argument("--per-family", type=int, default=None, help="runs asked per family")
+    parser.add_argument("--max-tokens", type=int, default=6000, help="0: no budget")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="build in this folder (kept)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as temporary:
+        work = args.keep or Path(temporary)
+        work.mkdir(parents=True, exist_ok=True)
+        figures = measure(
+            SHARED,
+            args.data,
+            work,
+            per_family=args.per_family,
+            max_tokens=args.max_tokens or None,
+            seed=args.seed,
+        )
+    if args.json:
+        print(json.dumps(as_json(figures), indent=1))
+        return
+    settings = f"per family {args.per_family or 'all'}, max tokens {args.max_tokens}"
+    print("\n".join(report(figures, settings)))
+
+
+if __name__ == "__main__":
+    main()
