@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,6 +346,8 @@ class Figures:
     top_scores_unrelated: list[float] = field(default_factory=list)
     divergences_across_tasks: Rate = field(default_factory=Rate)
     projects_per_repo: dict[str, list[str]] = field(default_factory=dict)
+    named: dict[str, Named] = field(default_factory=dict)
+    """(e) Each way of naming the project -> what `wikitrace prompt` showed."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -459,6 +461,88 @@ def identity_figures(memory: Memory, truth: Truth, figures: Figures) -> None:
     figures.projects_per_repo = {repo: sorted(names) for repo, names in sorted(named.items())}
 
 
+@dataclass
+class Named:
+    """What `wikitrace prompt` showed for tasks of a repository with other runs, the
+    project named one way."""
+
+    messages: int = 0
+    own_lessons: Rate = field(default_factory=Rate)
+    """Lessons of the task's own repository, of the lessons shown."""
+    with_own: Rate = field(default_factory=Rate)
+    """Messages showing at least one of its own repository's lessons."""
+    wrong_domain: Rate = field(default_factory=Rate)
+    """Items (lessons and similar runs) from another domain, of the items shown."""
+
+
+def clone(repo: str, work: Path) -> Path:
+    """A git repository whose remote `origin` is `repo` (host/owner/name): where a user who
+    cloned it runs `wikitrace prompt`."""
+    folder = work / "clones" / repo.rsplit("/", 1)[-1]
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        url = f"https://{repo}.git"
+        subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", url], check=True)
+    return folder
+
+
+def namings(repo: str, run: PastRun, place: Path) -> dict[str, tuple[list[str], Path | None]]:
+    """The ways a user names the project of `run`'s task: `--project` arguments, and the
+    folder `wikitrace prompt` runs in (None: anywhere outside it)."""
+    return {
+        "the run's folder name": (["--project", run.project or ""], None),
+        "the repository's name": (["--project", repo.rsplit("/", 1)[-1]], None),
+        "its remote": (["--project", f"git@{repo.replace('/', ':', 1)}.git"], None),
+        "its path": (["--project", str(place)], None),
+        "'.' inside it": (["--project", "."], place),
+        "nothing, inside it": ([], place),
+    }
+
+
+def naming_figures(
+    corpus: Path,
+    memory: Memory,
+    truth: Truth,
+    queries: list[PastRun],
+    figures: Figures,
+    ways: Collection[str] | None = None,
+) -> None:
+    """(e): for each run of a known repository that has other runs, `wikitrace prompt` (the
+    CLI itself, so that its defaults count) with the run's task left out, the project named
+    each way (those in `ways`; None: all): how many of its own repository's lessons it shows."""
+    by_step = {run.step: run for run in memory.runs}
+    by_id = {item.id: item for item in memory.insights}
+    repos = Counter(truth.repo.get(run.step) for run in memory.runs)
+    work = corpus.parent
+    for run in queries:
+        repo = truth.repo.get(run.step)
+        if not repo or repos[repo] < 2:
+            continue
+        task_file = work / "task.txt"
+        task_file.write_text(run.task, encoding="utf-8")
+        for name, (given, cwd) in namings(repo, run, clone(repo, work)).items():
+            if ways is not None and name not in ways:
+                continue
+            command = [WIKITRACE, "-q", "prompt", str(corpus.resolve()), "--json"]
+            command += ["--task-file", str(task_file), "--exclude-task", run.task_id, *given]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+            tally = figures.named.setdefault(name, Named())
+            if done.returncode != 0:
+                figures.notes.append(f"prompt, {name}: exit {done.returncode}: {done.stderr[:200]}")
+                continue
+            message = json.loads(done.stdout)
+            sources = [by_step[by_id[i].source_step] for i in message["insights"]]
+            similar = [by_step[step] for step in message["similar"]]
+            own = [truth.repo.get(source.step) == repo for source in sources]
+            tally.messages += 1
+            tally.with_own.add(any(own))
+            for hit in own:
+                tally.own_lessons.add(hit)
+            for other in sources + similar:
+                tally.wrong_domain.add(truth.domain[other.step] != truth.domain[run.step])
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -486,8 +570,10 @@ def measure(
     per_family: int | None = None,
     max_tokens: int | None = 6000,
     seed: int = 1,
+    ways: Collection[str] | None = None,
 ) -> Figures:
-    """Every figure, for the families under `data`, built in `work`."""
+    """Every figure, for the families under `data`, built in `work`; `ways`: the ways of
+    naming a project (e) to ask (None: all, see `namings`)."""
     corpus, counts = build(families, data, work)
     memory = Memory.load(corpus)
     truth = Truth.of(corpus)
@@ -497,6 +583,7 @@ def measure(
     similar_runs(memory, truth, queries, figures)
     search_figures(memory, corpus, queries, figures)
     identity_figures(memory, truth, figures)
+    naming_figures(corpus, memory, truth, queries, figures, ways)
     return figures
 
 
@@ -504,7 +591,7 @@ def as_json(figures: Figures) -> dict[str, Any]:
     def plain(value: Any) -> Any:
         if isinstance(value, Rate):
             return {"hits": value.hits, "of": value.of}
-        if isinstance(value, Shown | Figures):
+        if isinstance(value, Shown | Figures | Named):
             return {name: plain(item) for name, item in vars(value).items()}
         if isinstance(value, dict):
             return {key: plain(item) for key, item in value.items()}
@@ -549,6 +636,12 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
     yield f"divergences comparing two different tasks: {figures.divergences_across_tasks}"
     for repo, names in figures.projects_per_repo.items():
         yield f"projects for repository {repo}: {len(names)} ({', '.join(names)})"
+    for name, named in figures.named.items():
+        yield (
+            f"(e) `prompt` given {name}: {named.messages} messages; showing the repository's "
+            f"own lessons: {named.with_own}; own lessons {named.own_lessons} lessons shown; "
+            f"another domain's items: {named.wrong_domain}"
+        )
     for note in figures.notes:
         yield f"note: {note}"
 

@@ -21,6 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests/data"
 SPOTTER = "github.com/marot/spotter"
+WAYS = ["the repository's name", "its remote", "nothing, inside it"]
+"""The ways of naming the project the slice asks `wikitrace prompt` with (each a process)."""
+NEEDS_PROJECT = pytest.mark.xfail(
+    strict=True, reason="issue 51: needs project identity and prompt's default (wt-project)"
+)
 
 
 def _bench() -> ModuleType:
@@ -60,7 +65,8 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> Any:
         family("hotpotqa", str(DATA / "importers/hotpotqa-trial1-excerpt.txt"), "qa"),
         family("spotter", str(claude), "coding", SPOTTER, session=True),
     ]
-    return bench.measure(families, data, tmp_path_factory.mktemp("work"), max_tokens=6000)
+    work = tmp_path_factory.mktemp("work")
+    return bench.measure(families, data, work, max_tokens=6000, ways=WAYS)
 
 
 def test_every_family_is_read_and_asked(figures: Any) -> None:
@@ -97,7 +103,7 @@ def test_no_divergence_compares_two_tasks(figures: Any) -> None:
     assert figures.divergences_across_tasks.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 51: needs project identity (wt-project)")
+@NEEDS_PROJECT
 def test_a_repository_with_worktrees_is_one_project(figures: Any) -> None:
     assert len(figures.projects_per_repo[SPOTTER]) == 1, figures.projects_per_repo
 
@@ -121,3 +127,22 @@ def test_the_report_prints_every_figure_with_its_denominator(figures: Any) -> No
         "hits": figures.same_task_top3.hits,
         "of": figures.same_task_top3.of,
     }
+
+
+@pytest.mark.parametrize(
+    "way",
+    [
+        "the repository's name",
+        pytest.param("its remote", marks=NEEDS_PROJECT),
+        pytest.param("nothing, inside it", marks=NEEDS_PROJECT),
+    ],
+)
+def test_a_coding_task_gets_its_projects_lessons_however_the_project_is_named(
+    figures: Any, way: str
+) -> None:
+    named = figures.named[way]
+    assert named.messages == 3
+    assert named.with_own.hits == named.messages
+    assert named.wrong_domain.of > 0
+    assert named.wrong_domain.hits == 0
+    assert named.own_lessons.hits == named.own_lessons.of
