@@ -345,6 +345,9 @@ class Figures:
     no_match: Rate | None = None
     top_scores_unrelated: list[float] = field(default_factory=list)
     divergences_across_tasks: Rate = field(default_factory=Rate)
+    tasks_across_families: Rate = field(default_factory=Rate)
+    """The corpus's tasks (its task identity: the id, with the source when runs carry one)
+    that hold runs of two families."""
     projects_per_repo: dict[str, list[str]] = field(default_factory=dict)
     named: dict[str, Named] = field(default_factory=dict)
     """(e) Each way of naming the project -> what `wikitrace prompt` showed."""
@@ -445,8 +448,20 @@ def search_figures(memory: Memory, corpus: Path, queries: list[PastRun], figures
         figures.notes.append("search scores: n/a (needs search with scores, wt-search)")
 
 
+def corpus_task(run: PastRun) -> tuple[str | None, str]:
+    """A run's task as the corpus tells tasks apart: its id, with its source once runs carry
+    one (issue 51's task identity, (source, id))."""
+    source = getattr(run, "task_source", None) or getattr(run, "source", None)
+    return (str(source) if source else None, run.task_id)
+
+
 def identity_figures(memory: Memory, truth: Truth, figures: Figures) -> None:
-    """Divergences across two tasks, and projects per repository."""
+    """Tasks and divergences across two families' tasks, and projects per repository."""
+    families: dict[tuple[str | None, str], set[str]] = defaultdict(set)
+    for run in memory.runs:
+        families[corpus_task(run)].add(truth.family[run.step])
+    for found in families.values():
+        figures.tasks_across_families.add(len(found) > 1)
     by_step = {run.step: run for run in memory.runs}
     for item in memory.insights:
         if item.pattern != "diverge":
@@ -633,6 +648,10 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
     yield f"    unrelated questions answered with no hit (no match): {figures.no_match}"
     if figures.top_scores_unrelated:
         yield f"    their best scores: {figures.top_scores_unrelated}"
+    yield (
+        "tasks of the corpus holding runs of two families' tasks (a shared id): "
+        f"{figures.tasks_across_families}"
+    )
     yield f"divergences comparing two different tasks: {figures.divergences_across_tasks}"
     for repo, names in figures.projects_per_repo.items():
         yield f"projects for repository {repo}: {len(names)} ({', '.join(names)})"

@@ -101,6 +101,8 @@ def test_the_identical_task_is_among_the_similar_runs(figures: Any) -> None:
 def test_no_divergence_compares_two_tasks(figures: Any) -> None:
     assert figures.divergences_across_tasks.of > 0  # τ-bench tasks 1 and 2 diverge
     assert figures.divergences_across_tasks.hits == 0
+    assert figures.tasks_across_families.of > 10
+    assert figures.tasks_across_families.hits == 0
 
 
 @NEEDS_PROJECT
