@@ -428,17 +428,23 @@ def _found(hits: Iterable[Any], step: str) -> bool:
     )
 
 
+def searched(memory: Memory, query: str) -> tuple[list[Any], bool | None]:
+    """The first 5 hits of `search`, and its "no match" when it says one (a list of hits
+    today; a result with `hits` and `no_match` is read too)."""
+    result: Any = memory.search(query, limit=5)
+    return list(getattr(result, "hits", result))[:5], getattr(result, "no_match", None)
+
+
 def search_figures(memory: Memory, corpus: Path, queries: list[PastRun], figures: Figures) -> None:
     """(d): recall@5 of compilation quotes, and "no match" for unrelated questions."""
     for step, quote in quotes(corpus, {run.step for run in queries}):
-        figures.quote_recall.add(_found(memory.search(quote, limit=5)[:5], step))
+        figures.quote_recall.add(_found(searched(memory, quote)[0], step))
         words = quote.split()
         part = " ".join(words[1:-1] if len(words) >= 7 else words[1:])
-        figures.substring_recall.add(_found(memory.search(part, limit=5)[:5], step))
+        figures.substring_recall.add(_found(searched(memory, part)[0], step))
     no_match = Rate()
     for question in UNRELATED:
-        hits = memory.search(question, limit=5)
-        said = getattr(hits, "no_match", None)
+        hits, said = searched(memory, question)
         no_match.add(said if said is not None else not hits)
         scores = [s for s in (getattr(hit, "score", None) for hit in hits) if s is not None]
         if scores:
