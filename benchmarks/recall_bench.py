@@ -24,7 +24,8 @@ plus the scope each message used, divergences that compare runs of two different
 the distinct projects per repository. Counts come with their denominators; `--json` prints
 them as one object. Asserts nothing (tests/test_recall_bench.py runs a bounded slice).
 
-    python benchmarks/recall_bench.py [DATA] [--per-family N] [--max-tokens 6000] [--json]
+    python benchmarks/recall_bench.py [DATA] [--per-family N] [--max-tokens 6000] [--keep DIR]
+                                      [--json]
 """
 
 from __future__ import annotations
@@ -301,6 +302,8 @@ class Shown:
     other_project_runs: Rate = field(default_factory=Rate)
     messages_with_wrong_domain: Rate = field(default_factory=Rate)
     scopes: Counter[str] = field(default_factory=Counter)
+    wrong_by_family: dict[str, Rate] = field(default_factory=dict)
+    """Messages showing another domain's items, per family of the task's run."""
 
     def count(
         self, memory: Memory, truth: Truth, run: PastRun, message: Any, own_project: bool
@@ -323,6 +326,7 @@ class Shown:
                     project_rate.add(truth.project(other) != project)
         self.messages += 1
         self.messages_with_wrong_domain.add(wrong > 0)
+        self.wrong_by_family.setdefault(truth.family[run.step], Rate()).add(wrong > 0)
         self.scopes[scope_of(message)] += 1
 
 
@@ -338,8 +342,10 @@ class Figures:
     same_task_top3: Rate = field(default_factory=Rate)
     other_source_twin_top3: Rate = field(default_factory=Rate)
     """Messages whose similar runs hold a run of another family's task with the same id."""
+    same_task_by_family: dict[str, Rate] = field(default_factory=dict)
     right_kind: Rate = field(default_factory=Rate)
     right_type: Rate = field(default_factory=Rate)
+    right_type_by_family: dict[str, Rate] = field(default_factory=dict)
     quote_recall: Rate = field(default_factory=Rate)
     substring_recall: Rate = field(default_factory=Rate)
     no_match: Rate | None = None
@@ -359,12 +365,20 @@ def first_messages(
 ) -> None:
     """(a) and (c): each run's task asked with its task left out, with and without its project."""
     projects = Counter(truth.project(run) for run in memory.runs if run.project)
+    tasks_of_type: dict[str | None, set[tuple[str, str]]] = defaultdict(set)
+    for run in memory.runs:
+        tasks_of_type[run.task_type].add(truth.task(run))
     for run in queries:
         left_out = [run.task_id]
         plain = memory.first_message(run.task, exclude_tasks=left_out, max_tokens=max_tokens)
         figures.project_not_given.count(memory, truth, run, plain, own_project=False)
-        if run.task_type:
+        if run.task_type and tasks_of_type[run.task_type] - {truth.task(run)}:
+            # A type no other task has cannot be told from the view without this task.
             figures.right_type.add(plain.task_type == run.task_type)
+            family = truth.family[run.step]
+            figures.right_type_by_family.setdefault(family, Rate()).add(
+                plain.task_type == run.task_type
+            )
         message = plain
         if run.project:
             message = memory.first_message(
@@ -391,6 +405,8 @@ def similar_runs(memory: Memory, truth: Truth, queries: list[PastRun], figures: 
         by_step = {other.step: other for other in kept}
         tasks = [truth.task(by_step[step]) for step in message.similar]
         figures.same_task_top3.add(truth.task(run) in tasks)
+        family = figures.same_task_by_family.setdefault(truth.family[run.step], Rate())
+        family.add(truth.task(run) in tasks)
         figures.other_source_twin_top3.add(
             any(task[1] == run.task_id and task != truth.task(run) for task in tasks)
         )
@@ -569,17 +585,21 @@ def naming_figures(
 
 def build(families: list[Family], data: Path, work: Path) -> tuple[Path, dict[str, int]]:
     """Convert every family (a native file each, so each keeps its own source) and build one
-    corpus from them with the stand-in model."""
+    corpus from them with the stand-in model; or, when `work` holds both already (`--keep`
+    of an earlier run), take them as they are."""
+    corpus, counted = work / "corpus", work / "families.json"
+    if corpus.exists() and counted.is_file():
+        return corpus, dict(json.loads(counted.read_text(encoding="utf-8")))
     inputs, counts = [], {}
     for index, family in enumerate(families):
         out = work / f"runs-{index:02d}.jsonl"
         counts[family.name] = convert(family, data, out)
         if counts[family.name]:
             inputs.append(out)
-    corpus = work / "corpus"
     llm = TaskWordsModel()
     options = BuildOptions(inputs=inputs, output=corpus, model=llm.model, use_cache=False)
     build_corpus(options, llm=llm)  # type: ignore[arg-type]
+    counted.write_text(json.dumps(counts), encoding="utf-8")
     return corpus, counts
 
 
@@ -648,7 +668,10 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
         f"{figures.other_source_twin_top3}"
     )
     yield f"(c) right kind of work (runs with a kind): {figures.right_kind}"
-    yield f"    right task type (no project given, runs with a type): {figures.right_type}"
+    yield (
+        "    right task type (no project given; runs whose type other tasks have): "
+        f"{figures.right_type}"
+    )
     yield f"(d) search recall@5, a compilation's quote by its own words: {figures.quote_recall}"
     yield f"    ... by a substring of it: {figures.substring_recall}"
     yield f"    unrelated questions answered with no hit (no match): {figures.no_match}"
@@ -661,6 +684,15 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
     yield f"divergences comparing two different tasks: {figures.divergences_across_tasks}"
     for repo, names in figures.projects_per_repo.items():
         yield f"projects for repository {repo}: {len(names)} ({', '.join(names)})"
+    yield "per family: (a) messages showing another domain's items, no project | (b) | type"
+    for name in figures.families:
+        cells = (
+            figures.project_not_given.wrong_by_family.get(name),
+            figures.same_task_by_family.get(name),
+            figures.right_type_by_family.get(name),
+        )
+        if any(cells):
+            yield f"  {name}: " + " | ".join(str(cell) if cell else "-" for cell in cells)
     for name, named in figures.named.items():
         yield (
             f"(e) `prompt` given {name}: {named.messages} messages; showing the repository's "
@@ -678,7 +710,9 @@ def main() -> None:
     parser.add_argument("--per-family", type=int, default=None, help="runs asked per family")
     parser.add_argument("--max-tokens", type=int, default=6000, help="0: no budget")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", type=Path, help="build in this folder (kept)")
+    parser.add_argument(
+        "--keep", type=Path, help="build in this folder and keep it; a folder kept before is reused"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as temporary:
