@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Iterator
@@ -43,15 +43,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+from click.testing import CliRunner
+
+from wikitrace.cli.main import main as wikitrace_main
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import read
 from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.tools.memory import Memory
 from wikitrace.transport.llm import LLMReply
 
-WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
 TRUTH = "recall_bench"
 """The metadata key of the truth this script adds to each run (family, domain, repository)."""
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def _entry(context: click.Context) -> None:
+    wikitrace_main(list(context.args))
+
+
+def wikitrace(args: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """`wikitrace ARGS` run in `cwd` as the console script runs it, in this process (a
+    process each would cost more than the command): its exit code, stdout and stderr."""
+    before = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        done = CliRunner().invoke(_entry, args)
+    finally:
+        os.chdir(before)
+    return done.exit_code, done.stdout, done.stderr
 
 
 # --- the corpora: what each family of logs is -------------------------------------------------
@@ -121,15 +143,12 @@ def convert(family: Family, data: Path, out: Path) -> int:
     source = data / family.path
     if not source.exists():
         return 0
-    done = subprocess.run(
-        [WIKITRACE, "-q", "convert", str(source), "--unlabelled", "keep", "--on-error", "skip"],
-        capture_output=True,
-        text=True,
-        check=False,
+    _, converted, _ = wikitrace(
+        ["-q", "convert", str(source), "--unlabelled", "keep", "--on-error", "skip"]
     )
     count = 0
     with out.open("w", encoding="utf-8") as handle:
-        for line in done.stdout.splitlines():
+        for line in converted.splitlines():
             record = json.loads(line)
             if record.get("success") is None:
                 record["success"] = label_session(record) if family.session else False
@@ -561,14 +580,14 @@ def naming_figures(
         for name, (given, cwd) in namings(repo, run, clone(repo, work)).items():
             if ways is not None and name not in ways:
                 continue
-            command = [WIKITRACE, "-q", "prompt", str(corpus.resolve()), "--json"]
+            command = ["-q", "prompt", str(corpus.resolve()), "--json"]
             command += ["--task-file", str(task_file), "--exclude-task", run.task_id, *given]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+            code, printed, error = wikitrace(command, cwd)
             tally = figures.named.setdefault(name, Named())
-            if done.returncode != 0:
-                figures.notes.append(f"prompt, {name}: exit {done.returncode}: {done.stderr[:200]}")
+            if code != 0:
+                figures.notes.append(f"prompt, {name}: exit {code}: {error[:200]}")
                 continue
-            message = json.loads(done.stdout)
+            message = json.loads(printed)
             sources = [by_step[by_id[i].source_step] for i in message["insights"]]
             similar = [by_step[step] for step in message["similar"]]
             own = [truth.repo.get(source.step) == repo for source in sources]
