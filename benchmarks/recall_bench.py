@@ -361,6 +361,11 @@ class Figures:
     same_task_top3: Rate = field(default_factory=Rate)
     other_source_twin_top3: Rate = field(default_factory=Rate)
     """Messages whose similar runs hold a run of another family's task with the same id."""
+    same_task_first: Rate = field(default_factory=Rate)
+    """... and first of the similar runs."""
+    same_text_top3: Rate = field(default_factory=Rate)
+    """Runs whose task text, word for word, other tasks' runs have (another id): one of those
+    among the top 3."""
     same_task_by_family: dict[str, Rate] = field(default_factory=dict)
     right_kind: Rate = field(default_factory=Rate)
     right_type: Rate = field(default_factory=Rate)
@@ -412,10 +417,15 @@ def first_messages(
 
 
 def similar_runs(memory: Memory, truth: Truth, queries: list[PastRun], figures: Figures) -> None:
-    """(b): for each run of a task with several runs, that run left out (the others stay)."""
+    """(b): for each run of a task with several runs, or whose task text other tasks' runs
+    have word for word, that run left out (the others stay)."""
     runs_of = Counter(truth.task(run) for run in memory.runs)
+    texts: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for run in memory.runs:
+        texts[" ".join(run.task.split())].add(truth.task(run))
     for run in queries:
-        if runs_of[truth.task(run)] < 2:
+        twins = texts[" ".join(run.task.split())] - {truth.task(run)}
+        if runs_of[truth.task(run)] < 2 and not twins:
             continue
         kept = [other for other in memory.runs if other.step != run.step]
         # The runs alone: which lessons a view without this run holds does not change them.
@@ -423,7 +433,12 @@ def similar_runs(memory: Memory, truth: Truth, queries: list[PastRun], figures: 
         message = view.first_message(run.task, project=run.project)
         by_step = {other.step: other for other in kept}
         tasks = [truth.task(by_step[step]) for step in message.similar]
+        if twins:
+            figures.same_text_top3.add(bool(twins & set(tasks)))
+        if runs_of[truth.task(run)] < 2:
+            continue
         figures.same_task_top3.add(truth.task(run) in tasks)
+        figures.same_task_first.add(tasks[:1] == [truth.task(run)])
         family = figures.same_task_by_family.setdefault(truth.family[run.step], Rate())
         family.add(truth.task(run) in tasks)
         figures.other_source_twin_top3.add(
@@ -685,6 +700,11 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
         "(b) same-task runs in the top 3 similar runs (one RUN left out, the task's other runs "
         f"in the corpus): {figures.same_task_top3}; a twin of another source (same id): "
         f"{figures.other_source_twin_top3}"
+    )
+    yield f"    ... the same task's run first: {figures.same_task_first}"
+    yield (
+        "    the same task text under another id (one run left out) in the top 3: "
+        f"{figures.same_text_top3}"
     )
     yield f"(c) right kind of work (runs with a kind): {figures.right_kind}"
     yield (
