@@ -95,6 +95,7 @@ def test_the_identical_task_is_among_the_similar_runs(figures: Any) -> None:
     # Every τ-bench task here has two runs: with one left out, the other is in the top 3.
     assert figures.same_task_top3.of >= 12
     assert figures.same_task_top3.hits == figures.same_task_top3.of
+    assert figures.same_task_first.hits == figures.same_task_first.of
     assert figures.other_source_twin_top3.hits == 0
 
 
