@@ -7,22 +7,29 @@ each run with the truth this script knows from where the log lies (its family, d
 repository: metadata `recall_bench`, never read by wikitrace), and builds one corpus with an
 instant, deterministic stand-in for a model (`TaskWordsModel`: one claim quoting a line of
 a turn and one lesson in the task's own words a run; mining on). Then, through the public
-entry points only (`Memory.load`, `first_message`, `search`, the catalog and the pages):
+entry points only (`wikitrace convert` and `prompt`, `Memory.load`, `first_message`, `search`,
+the catalog and the pages):
 
 (a) items (lessons and similar runs) from another domain, or another project, in the first
     message for each run's task, asked with its task left out (`exclude_tasks`, the
     leave-one-task-out view `wikitrace view` writes): with the run's project given, and
     without it;
 (b) for tasks with several runs, leaving one RUN out (the other runs of its task stay): runs
-    of the same task (same family and id) among the 3 similar runs, and runs of a task of
-    another family that shares the id;
+    of the same task (same family and id) among the 3 similar runs, and first, and runs of a
+    task of another family that shares the id (a `Memory` of the catalog's runs less that
+    one: `wikitrace view` leaves out whole tasks only);
 (c) the right kind of work (runs whose kind is known) and the right task type;
 (d) search recall@5 for quotes of compilations (the whole quote, and a substring of it), and
     the share of unrelated questions answered with no hit ("no match"), scores when search
     gives them;
-plus the scope each message used, divergences that compare runs of two different tasks, and
-the distinct projects per repository. Counts come with their denominators; `--json` prints
-them as one object. Asserts nothing (tests/test_recall_bench.py runs a bounded slice).
+(e) `wikitrace prompt` for the sessions of a known repository, the project named six ways
+    (folder name, repository name, remote, path, `.` and nothing from inside a clone): its
+    own lessons shown, and other domains' items;
+plus the scope each message used, the corpus's tasks and divergences that hold runs of two
+families' tasks, the distinct projects per repository, and figures per family. Counts come
+with their denominators; `--json` prints them as one object; `--keep DIR` keeps the corpus
+built (and reuses it when run again). Asserts nothing (tests/test_recall_bench.py runs a
+bounded slice).
 
     python benchmarks/recall_bench.py [DATA] [--per-family N] [--max-tokens 6000] [--keep DIR]
                                       [--json]
