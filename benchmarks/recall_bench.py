@@ -661,6 +661,9 @@ def measure(
     truth = Truth.of(corpus)
     queries = sample(memory.runs, truth, per_family, seed)
     figures = Figures(runs=len(memory.runs), queries=len(queries), families=counts)
+    for name, count in counts.items():
+        if not count:
+            figures.notes.append(f"{name}: no run read (`wikitrace convert` found none)")
     first_messages(memory, truth, queries, figures, max_tokens)
     similar_runs(memory, truth, queries, figures)
     search_figures(memory, corpus, queries, figures)
