@@ -43,7 +43,7 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
     claims = [
         Claim.model_construct(
             statement=f"Turn {turn}: {failure.why}.",
-            evidence=[evidence(turn, failure.quote)],
+            evidence=[evidence(turn, quote) for quote in failure.quotes],
         )
         for turn, failure in errors[:MAX_ERROR_TURNS]
     ]

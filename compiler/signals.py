@@ -28,11 +28,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wikitrace.corpus_schema import Turn
+from wikitrace.corpus_schema import ToolCall, Turn
 from wikitrace.corpus_schema.turns import as_text
 
-QUOTE_LIMIT = 240
-"""The longest quote of a failure (the line that shows it)."""
+from .failure_quotes import QUOTE_LIMIT, best_quotes
 
 _EXIT_KEYS = ("exit_code", "exitCode", "exitCodeV2", "returncode", "return_code")
 _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation", "env"}
@@ -133,14 +132,20 @@ def error_signal(text: str) -> re.Match[str] | None:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a turn counts as failed, and the passage of the turn that shows it."""
+    """Why a turn counts as failed, and the passages of the turn that show it."""
 
     why: str
     """What the log shows, in a few words ("the log marks a tool call failed")."""
-    quote: str
-    """A passage of the turn as `turn STEP N` renders it (whitespace aside)."""
+    quotes: tuple[str, ...]
+    """Passages of the turn as `turn STEP N` renders it (whitespace aside), the telling one
+    first: what failed (compiler/failure_quotes.py), then the command when the turn shows it."""
     marked: bool
     """True when the log's structure says so (steps 1 and 2), False for an error word (3)."""
+
+    @property
+    def quote(self) -> str:
+        """The passage that says most of what failed."""
+        return self.quotes[0]
 
 
 def _exit_code(value: Any) -> tuple[str, int] | None:
@@ -236,17 +241,65 @@ def excerpt(text: str, start: int, end: int, in_json: bool = False) -> str:
     return json.dumps(line, ensure_ascii=False)[1:-1] if in_json else line
 
 
-def _first_lines(value: Any) -> str:
-    """The first line of a failed call's result; with the next one when it only gives the exit
-    code (`Exit code 128` then `fatal: ...`)."""
-    text = as_text(value)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    quote = lines[0]
-    if len(lines) > 1 and isinstance(value, str) and _ONLY_EXIT_CODE.fullmatch(quote):
-        quote += " " + lines[1]
-    return quote[:QUOTE_LIMIT]
+_COMMAND_KEYS = ("command", "cmd", "script")
+_SEARCHES = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep"})
+_SEGMENT = re.compile(r"&&|\|\||[;|\n]")
+_CODE = re.compile(r"(?i)(?:<returncode>\s*|exit code:? |exited with code )(-?\d+)")
+
+
+def _command(call: ToolCall | None, turn: Turn) -> tuple[str, str] | None:
+    """The command a call (or, with none, the turn's text action) ran, and its passage as the
+    turn renders it: `"command":"..."` inside the call's arguments, or the action's first line."""
+    if call is not None:
+        arguments = call.arguments
+        if isinstance(arguments, dict):
+            for key in _COMMAND_KEYS:
+                value = arguments.get(key)
+                if isinstance(value, str) and value.strip():
+                    shown = f'"{key}":' + json.dumps(value, ensure_ascii=False)
+                    return value, shown[:QUOTE_LIMIT]
+        elif isinstance(arguments, str) and arguments.strip():
+            return arguments, arguments.strip().split("\n", 1)[0][:QUOTE_LIMIT]
+        return None
+    if turn.action and turn.action.strip():
+        return turn.action, turn.action.strip().split("\n", 1)[0][:QUOTE_LIMIT]
+    return None
+
+
+def _found_nothing(command: str | None, code: int | None, output: str) -> bool:
+    """A search that found nothing: grep (rg, ag, ...) as the command's last step, exit code 1,
+    and no line that says more (`grep: a.txt: No such file` exits 2)."""
+    if code != 1 or not command:
+        return False
+    last = [part for part in _SEGMENT.split(command) if part.strip()]
+    words = last[-1].split() if last else []
+    while words and "=" in words[0]:  # LC_ALL=C grep ...
+        words.pop(0)
+    verb = words[1] if words[:1] == ["git"] and len(words) > 1 else (words[0] if words else "")
+    if verb.rsplit("/", 1)[-1] not in _SEARCHES:
+        return False
+    return not any(
+        line.strip() and not _ONLY_MARKS.fullmatch(line.strip()) for line in output.splitlines()
+    )
+
+
+_ONLY_MARKS = re.compile(
+    r"(?i)</?returncode>\s*-?\d*\s*(?:</returncode>)?|</?output>|(?:error: )?exit code:? -?\d+"
+)
+
+
+def _quotes(value: Any, command: tuple[str, str] | None, fallback: str) -> tuple[str, ...]:
+    """What failed, quoted from a call's result or a turn's text (the text whose lines say
+    most: compiler/failure_quotes.py), then the command that ran when it failed by its code."""
+    quotes = best_quotes(list(_texts(value))) if value is not None else []
+    if command is not None:
+        quotes.append(command[1])
+    return tuple(dict.fromkeys(quotes)) or (fallback,)
+
+
+def _code_in(text: str) -> int | None:
+    found = _CODE.search(text)
+    return int(found.group(1)) if found else None
 
 
 def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
@@ -255,34 +308,52 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     calls = turn.tool_calls or []
     for call in calls:
         if call.metadata.get("is_error") is True:
-            quote = _first_lines(call.result) if call.result is not None else ""
-            return Failure("the log marks a tool call failed", quote or _MARK, True)
+            text = "" if call.result is None else as_text(call.result)
+            command = _command(call, turn)
+            if _found_nothing(command and command[0], _code_in(text[:200]), text):
+                continue
+            ran = command if _ONLY_EXIT_CODE.match(text.strip()) else None
+            return Failure(
+                "the log marks a tool call failed", _quotes(call.result, ran, _MARK), True
+            )
     if turn.metadata.get("is_error") is True:
-        quote = _first_lines(turn.content or turn.observation or "")
-        return Failure("the log marks the turn failed", quote or _MARK, True)
+        quotes = _quotes(turn.content or turn.observation or "", None, _MARK)
+        return Failure("the log marks the turn failed", quotes, True)
     for call in calls:
         for source in (call.metadata, call.metadata.get("tool_use_result"), call.result):
             found = _exit_code(source)
             if found is not None:
                 key, code = found
-                quote = _first_lines(call.result) if isinstance(call.result, str) else ""
+                result = call.result if isinstance(call.result, str) else ""
+                command = _command(call, turn)
+                if _found_nothing(command and command[0], code, result):
+                    break
                 why = f"a command exited with code {code}"
-                return Failure(why, quote or f'"{key}":{code}', True)
+                return Failure(why, _quotes(result, command, f'"{key}":{code}'), True)
     texts = list(_came_back(turn))
     for text, in_json in texts:
         match = _tool_says_failed(text) or _RETURNCODE.search(text)
         if match is not None:
             why = _TOOL_SAYS[match.lastgroup or "exit"]
-            return Failure(why, excerpt(text, match.start(), match.end(), in_json), True)
+            command = _command(calls[0] if len(calls) == 1 else None, turn)
+            if why == _TOOL_SAYS["exit"]:
+                code = _code_in(text[match.start() : match.start() + 60])
+                if _found_nothing(command and command[0], code, text):
+                    continue
+            else:
+                command = None
+            quotes = best_quotes([(text, in_json)])
+            quotes += [command[1]] if command else []
+            return Failure(why, tuple(dict.fromkeys(quotes)), True)
         if not in_json and _STARTS_WITH_ERROR.match(text):
-            return Failure("the reply is an error", _first_lines(text), True)
+            return Failure("the reply is an error", _quotes(text, None, text[:QUOTE_LIMIT]), True)
     if keywords:
         for text, in_json in texts:
             match = error_signal(text)
             if match is not None:
                 return Failure(
                     "what came back has an error word",
-                    excerpt(text, match.start(), match.end(), in_json),
+                    (excerpt(text, match.start(), match.end(), in_json),),
                     False,
                 )
     return None

@@ -230,6 +230,11 @@ def audit_corpus(root: Path) -> Findings:
             findings.insights_from_failed_runs.append(header.id)
         compilation = compilations.get(header.source_step)
         if header.mined is not None:  # quotes from several runs, no claim of a compilation
+            # A mined insight rests on every run it quotes, not only the one it names first.
+            sources.update(
+                evidence.step for claim in header.evidence for evidence in claim.evidence
+                if evidence.step
+            )
             if not header.verified:
                 findings.insights_missing_evidence[header.id] = "no quote it cites was found"
             continue
@@ -269,6 +274,12 @@ def findings_text(findings: Findings) -> str:
             for ident, why in findings.insights_missing_evidence.items()
         ],
     )
-    note = " (an offline corpus draws none)" if findings.compiled_by == "offline" else ""
-    lines += section(f"Runs that produced no insight{note}", findings.runs_without_insight)
+    note = (
+        " (an offline corpus draws no lesson from one run; mined ones name the runs they quote)"
+        if findings.compiled_by == "offline"
+        else ""
+    )
+    lines += section(
+        f"Runs no insight is drawn from or quotes{note}", findings.runs_without_insight
+    )
     return "\n".join(lines)
