@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wikitrace.corpus_schema import ToolCall, Turn
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema.turns import TURN_FAILED, as_text
 
 from .failure_quotes import QUOTE_LIMIT, best_quotes
 
@@ -252,6 +252,14 @@ def _command(call: ToolCall | None, turn: Turn) -> tuple[str, str] | None:
     turn renders it: `"command":"..."` inside the call's arguments, or the action's first line."""
     if call is not None:
         arguments = call.arguments
+        if isinstance(arguments, str) and arguments.startswith("{"):
+            try:  # arguments logged as JSON text: quoted from it as it is
+                parsed = json.loads(arguments)
+            except ValueError:
+                parsed = None
+            found = _command(call.model_copy(update={"arguments": parsed}), turn)
+            if isinstance(parsed, dict) and found is not None and found[1] in arguments:
+                return found
         if isinstance(arguments, dict):
             for key in _COMMAND_KEYS:
                 value = arguments.get(key)
@@ -367,4 +375,31 @@ def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
         failure = turn_failure(turn, keywords=keywords)
         if failure is not None:
             found[number] = failure
+    return found
+
+
+def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
+    """Per turn, what failed in it, as its one line shows it (corpus_schema.turns.summarize):
+    each call that failed by `turn_failure`'s rule, by its index, with the passage that shows
+    it; TURN_FAILED when the turn failed but none of its calls alone did. Empty for a turn that
+    did not fail."""
+    keywords = not marks_failures(turns)
+    found: list[dict[int, str]] = []
+    for turn in turns:
+        failure = turn_failure(turn, keywords=keywords)
+        marks: dict[int, str] = {}
+        calls = turn.tool_calls or []
+        if failure is not None and len(calls) == 1:
+            marks[0] = failure.quote
+        elif failure is not None and calls:
+            for index, call in enumerate(calls):
+                alone = turn.model_copy(
+                    update={"tool_calls": [call], "observation": None, "metadata": {}}
+                )
+                one = turn_failure(alone, keywords=keywords)
+                if one is not None:
+                    marks[index] = one.quote
+        if failure is not None and not marks:
+            marks[TURN_FAILED] = failure.quote
+        found.append(marks)
     return found
