@@ -45,7 +45,7 @@ _MARKS = re.compile(
 )
 _HEADER = re.compile(r"\s*Traceback \(most recent call last\):\s*")
 _BARE = re.compile(
-    r'\s*(?:<returncode>\s*-?\d+\s*</returncode>|(?i:(?:error: )?exit code:? -?\d+)|'
+    r"\s*(?:<returncode>\s*-?\d+\s*</returncode>|(?i:(?:error: )?exit code:? -?\d+)|"
     r'"(?:exit_code|exitCode|returncode|return_code)":-?\d+|"is_error":true)\s*'
 )
 _WARMUP = re.compile(r"\bWarmup\b|ready to help", re.IGNORECASE)
@@ -111,16 +111,62 @@ def measure(name: str, folder: Path, show: int) -> None:
             print(f"    [informative] {quote}")
 
 
+class _Counter:
+    """Tokens as characters / 4, as benchmarks/compile_bench.py counts them."""
+
+    model = "bench"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    def cache_identity(self) -> dict[str, str]:
+        return {}
+
+
+def cut_runs(folder: Path, budget: int, min_turns: int) -> None:
+    """What a model is shown of each failure in the long runs of `folder`: the prompt's mode
+    and how many of the passages that say what failed it holds whole."""
+    from wikitrace.compiler.compile import Templates, render_prompt
+    from wikitrace.compiler.signals import failures
+
+    templates = Templates.load()
+    for record in records(folder):
+        if len(record.turns) < min_turns:
+            continue
+        prompt = render_prompt(templates, record, _Counter(), budget)  # type: ignore[arg-type]
+        view = prompt.view
+        failed = failures(record.turns)
+        shown = sum(
+            all(
+                quote in (view.shown[n - 1] if view else prompt.text)
+                for quote in getattr(f, "quotes", (f.quote,))  # an older wikitrace: one
+            )
+            for n, f in failed.items()
+        )
+        mode = view.mode if view else "whole"
+        print(
+            f"  {record.task_id[:40]}: {len(record.turns)} turns, {len(failed)} failed; "
+            f"prompt {mode}, {len(prompt.text) // 4} tokens; every passage that says what "
+            f"failed shown whole for {shown} of {len(failed)}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--shared", type=Path, default=Path("../shared/data"))
     parser.add_argument("--show", type=int, default=3, help="example quotes of each kind")
+    parser.add_argument("--budget", type=int, default=24000, help="prompt tokens (cut runs)")
+    parser.add_argument("--min-turns", type=int, default=150, help="what counts as long")
     args = parser.parse_args()
     for name, folder in SETS.items():
         if (args.shared / folder).exists():
             measure(name, args.shared / folder, args.show)
         else:
             print(f"{name}: {args.shared / folder} not found, skipped")
+    sessions = args.shared / SETS["sessions"]
+    if sessions.exists():
+        print(f"long sessions (>= {args.min_turns} turns) in a prompt of {args.budget} tokens:")
+        cut_runs(sessions, args.budget, args.min_turns)
 
 
 if __name__ == "__main__":

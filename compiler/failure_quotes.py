@@ -152,13 +152,12 @@ def _span(text: str, lines: list[tuple[int, int]], number: int) -> tuple[int, in
 
 def _cut(text: str, start: int, end: int, in_json: bool) -> str:
     """text[start:end], stripped, at most QUOTE_LIMIT characters (from its start), as the turn
-    renders it."""
+    renders it: so it is found verbatim in the turn's field, and a cut one keeps it whole
+    (compiler/view.py)."""
     passage = text[start:end].strip()
     if len(passage) > QUOTE_LIMIT:
         passage = passage[:QUOTE_LIMIT].rstrip()
-    if in_json:
-        return json.dumps(passage, ensure_ascii=False)[1:-1]
-    return " ".join(passage.split("\n")) if "\n" in passage else passage
+    return json.dumps(passage, ensure_ascii=False)[1:-1] if in_json else passage
 
 
 def _pick(text: str) -> tuple[int, list[tuple[int, int]]]:

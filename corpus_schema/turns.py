@@ -15,6 +15,7 @@ import re
 
 TYPE_CHECKING = False  # typing costs more to import than the drill-down tools: mypy only
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 PREVIEW = 80
@@ -25,13 +26,29 @@ CUT_MARKER = (
 )
 
 
-def cut_middle(text: str, cap: int | None = None) -> str:
-    """Keep the head and tail of a long text with a visible marker for what was left out."""
+def cut_middle(text: str, cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """Keep the head and tail of a long text with a visible marker for what was left out, and
+    each passage of `keep` found in it whole (the lines that say what failed: a cut never
+    drops them)."""
     if cap is None or len(text) <= cap:
         return text
-    keep = max(cap // 2, 1)
-    cut = len(text) - 2 * keep
-    return text[:keep] + "\n" + CUT_MARKER.format(count=cut) + "\n" + text[-keep:]
+    half = max(cap // 2, 1)
+    spans = [(0, half)]
+    for passage in keep:
+        start = text.find(passage) if passage else -1
+        if start >= 0:
+            spans.append((start, start + len(passage)))
+    spans.append((len(text) - half, len(text)))
+    spans.sort()
+    pieces: list[str] = []
+    end = 0
+    for start, stop in spans:
+        if start > end:
+            pieces.append("\n" + CUT_MARKER.format(count=start - end) + "\n")
+        if stop > end:
+            pieces.append(text[max(start, end) : stop])
+            end = stop
+    return "".join(pieces)
 
 
 def as_text(value: Any) -> str:
@@ -40,26 +57,28 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
-    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles."""
+def format_turn(turn: dict[str, Any], cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles,
+    keeping each passage of `keep` whole (cut_middle)."""
     lines: list[str] = []
     if turn.get("role"):
         lines.append("role: " + str(turn["role"]))
     for name in ("reasoning", "content", "action"):
         value = turn.get(name)
         if value:
-            lines.append(name + ": " + cut_middle(as_text(value), cap))
+            lines.append(name + ": " + cut_middle(as_text(value), cap, keep))
     for call in turn.get("tool_calls") or []:
         ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
         arguments = call.get("arguments")
-        shown = "" if arguments is None else cut_middle(as_text(arguments), cap)
+        shown = "" if arguments is None else cut_middle(as_text(arguments), cap, keep)
         lines.append("tool call" + ident + " " + str(call.get("name")) + ": " + shown)
         if call.get("result") is not None:
-            lines.append("tool result" + ident + ": " + cut_middle(as_text(call["result"]), cap))
+            result = cut_middle(as_text(call["result"]), cap, keep)
+            lines.append("tool result" + ident + ": " + result)
         if call.get("metadata"):
             lines.append("tool call metadata: " + cut_middle(as_text(call["metadata"]), cap))
     if turn.get("observation"):
-        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap))
+        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap, keep))
     if turn.get("metadata"):
         lines.append("metadata: " + cut_middle(as_text(turn["metadata"]), cap))
     return "\n".join(lines)
