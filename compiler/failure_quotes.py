@@ -8,15 +8,18 @@ A line is worth quoting, best first, when it is:
    are chained;
 2. a failing test named by its runner (pytest's `FAILED a.py::test_b - ...` and `E   assert`
    lines, unittest's `FAIL: test_x (...)`, go's `--- FAIL:`, jest's `●`, ExUnit's `1) test`,
-   a Rust panic), or an exception named on its own line;
+   a Rust panic), or an exception named on its own line (`KeyError: 'a'`, Elixir's
+   `** (FunctionClauseError) ...`);
 3. a linter's or compiler's finding: a location (`lib/a.ex:57:13: ...`, `a.ts(3,5): error`),
-   Credo's `┃ [F] ...`, `error[E0308]: ...`, `error: ...`;
+   Credo's `┃ [F] ...`, `error[E0308]: ...`, `error: ...`; then the code an ExUnit test failed
+   on (`code:`, `left:`, `right:`);
 4. a line with an error word (`not found`, `denied`, `fatal`, `cannot`, ...) that is not a
    mere count (`Total errors: 2`);
 5. else the last line of the output that is not a mark (`<returncode>1</returncode>`,
    `Exit code 1`, `</output>`).
 
-A location line whose message is a bare code (Dialyzer's `a.ex:57:13:pattern_match`) is quoted
+The frames under a `stacktrace:` line say where, not what, and are never quoted. A location
+line whose message is a bare code (Dialyzer's `a.ex:57:13:pattern_match`) is quoted
 with the line after it. Every quote is a passage of the text as the turn renders it (escaped as
 in JSON when the text sits inside a JSON value), so it is found again in the turn.
 """
@@ -54,9 +57,13 @@ _TEST = re.compile(
     r")"
 )
 _EXCEPTION = re.compile(
-    r"^[ \t]{0,16}(?:[A-Za-z_][\w]{0,60}\.){0,8}[A-Z]\w{0,60}"
+    r"^[ \t]{0,16}(?:(?:[A-Za-z_][\w]{0,60}\.){0,8}[A-Z]\w{0,60}"
     r"(?:Error|Exception|Exit|Interrupt|Failure|NotFound|DoesNotExist)\b(?::|$)"
+    r"|\*\* \([\w.]{1,120}\) )"  # Elixir: "** (FunctionClauseError) no function clause ..."
 )
+_FAILED_CODE = re.compile(r"^[ \t]{0,16}(?:code|left|right): \S")
+"""ExUnit's lines under a failing test: the code that failed, the two sides compared."""
+_STACK = re.compile(r"^[ \t]*(?:stacktrace:|Stacktrace:|Backtrace:)[ \t]*$")
 _FINDING = re.compile(
     r"^[ \t]{0,16}(?:"
     r"┃ \[\w\] "  # Credo
@@ -129,6 +136,8 @@ def _score(line: str) -> int:
         return 80
     if _FINDING.match(line):
         return 70
+    if _FAILED_CODE.match(line):
+        return 60
     if _MARK_LINE.match(line) or not line.strip():
         return 0
     if _ERROR_WORD.search(line) and not _COUNT_ONLY.match(line):
@@ -165,7 +174,13 @@ def _pick(text: str) -> tuple[int, list[tuple[int, int]]]:
     left, -1 when not even that) and the spans to quote, best first."""
     lines = _lines(text)
     scored: dict[int, int] = {number: 100 for number in _traceback_ends(text, lines)}
+    stack = -1  # the indent of the stack trace being read: its frames say where, not what
     for number, (start, end) in enumerate(lines):
+        line = text[start:end]
+        indent = len(line) - len(line.lstrip())
+        if stack >= 0 and line.strip() and indent > stack:
+            continue
+        stack = indent if _STACK.match(line) else -1
         if number not in scored and end > start:
             score = _score(text[start:end])
             if score:

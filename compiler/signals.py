@@ -332,24 +332,21 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
             found = _exit_code(source)
             if found is not None:
                 key, code = found
-                result = call.result if isinstance(call.result, str) else ""
+                output = "" if call.result is None else as_text(call.result)
                 command = _command(call, turn)
-                if _found_nothing(command and command[0], code, result):
+                if _found_nothing(command and command[0], code, output):
                     break
                 why = f"a command exited with code {code}"
-                return Failure(why, _quotes(result, command, f'"{key}":{code}'), True)
+                return Failure(why, _quotes(call.result, command, f'"{key}":{code}'), True)
     texts = list(_came_back(turn))
     for text, in_json in texts:
         match = _tool_says_failed(text) or _RETURNCODE.search(text)
         if match is not None:
             why = _TOOL_SAYS[match.lastgroup or "exit"]
             command = _command(calls[0] if len(calls) == 1 else None, turn)
-            if why == _TOOL_SAYS["exit"]:
-                code = _code_in(text[match.start() : match.start() + 60])
-                if _found_nothing(command and command[0], code, text):
-                    continue
-            else:
-                command = None
+            code = _code_in(text[match.start() : match.start() + 60])
+            if why == _TOOL_SAYS["exit"] and _found_nothing(command and command[0], code, text):
+                continue
             quotes = best_quotes([(text, in_json)])
             quotes += [command[1]] if command else []
             return Failure(why, tuple(dict.fromkeys(quotes)), True)
