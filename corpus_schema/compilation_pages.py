@@ -171,7 +171,7 @@ def with_mined(
             "insights": list(
                 dict.fromkeys(
                     [
-                        *(i for i in header.insights if i not in dropped),
+                        *(i for i in header.insights if i not in gone),
                         *(layout.insight(n) for n, _ in source_of),
                     ]
                 )

@@ -457,8 +457,7 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         prose(
             "Paths are relative to this folder; reading costs no environment step. From an "
             "insight, open its compilation (`source_step` in its header), then the turns it "
-            "cites; `wikitrace audit . step-0001`, run in this folder, lists every insight drawn "
-            "from a run or quoting it:"
+            "cites; `wikitrace audit . step-0001` (here) lists every insight from or citing a run:"
         ),
         "",
         "```sh",

@@ -18,7 +18,9 @@ from wikitrace.compiler.importers.runs import Unlabelled
 from wikitrace.compiler.offline import compile_offline
 from wikitrace.compiler.signals import failed_calls, failures
 from wikitrace.compiler.view import Budget, fit_view
-from wikitrace.corpus_schema import RunRecord, Turn
+from wikitrace.corpus_schema import RunRecord, Turn, read
+from wikitrace.corpus_schema.records import CompilationHeader
+from wikitrace.corpus_schema.render import LINE_LIMIT
 from wikitrace.corpus_schema.turns import (
     CUT_MARKER,
     FAILED_MARK,
@@ -27,9 +29,11 @@ from wikitrace.corpus_schema.turns import (
     raw_pieces,
     summarize,
 )
+from wikitrace.tools.audit import audit_corpus
 from wikitrace.tools.drilldown import actions_text
+from wikitrace.versions.frozen import FrozenVersion
 
-from helpers import DATA
+from helpers import DATA, make_run, run, write_runs
 
 PAGES = DATA / "pages"
 OUTPUTS = json.loads((PAGES / "failure-outputs.json").read_text())
@@ -241,3 +245,61 @@ def test_a_one_record_warm_up_file_beside_its_session_is_left_out(tmp_path: Path
     assert "ready to help" not in json.dumps(run.data["turns"])
     compiled = compile_offline(1, RunRecord.model_validate({**run.data, "success": False}))
     assert "ready to help" not in compiled.model_dump_json()
+
+
+# --- the small items ------------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples/tau-bench-airline.jsonl"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    corpus = tmp_path_factory.mktemp("example") / "corpus"
+    assert run(["build", str(EXAMPLE), "-o", str(corpus)])[0] == 0
+    return corpus.resolve()
+
+
+def test_a_compilation_header_names_the_mined_insight_its_body_names(example: Path) -> None:
+    pages = read.insights(example)
+    assert pages
+    for page in pages:
+        source = page.header.source_step
+        compiled = read.read_page(example, f"compilation/{source}.md", CompilationHeader)
+        drawn = compiled.body.split("## Insights drawn from this run")[1].split("\n## ")[0]
+        assert f"insight/{page.header.id}.md" in drawn
+        assert page.header.id in compiled.header.insights
+    # The index lists a run's own insights, in a build and read back alike.
+    assert all(not row.insights for row in FrozenVersion.load("v0001", example).rows)
+
+
+def test_the_audit_names_no_run_an_insight_rests_on_as_without_one(example: Path) -> None:
+    findings = audit_corpus(example)
+    insights = list(read.insights(example))
+    rests_on = {step for page in insights for step in page.header.rests_on}
+    assert len(rests_on) > len(insights)  # mined: more runs than insights
+    assert not rests_on & set(findings.runs_without_insight)
+    assert len(findings.runs_without_insight) == 12 - len(rests_on)
+
+
+def test_the_audit_command_the_index_suggests_runs_there(
+    example: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = (example / "_index.md").read_text()
+    command = next(line for line in index.splitlines() if "wikitrace audit" in line)
+    args = command.split("`wikitrace ", 1)[1].split("`", 1)[0].split()
+    monkeypatch.chdir(example)
+    code, out, err = run(args)
+    assert code == 0, err
+    assert out.startswith("# step-0001")
+
+
+def test_raw_index_rows_fit_the_line_limit_whatever_the_task_type(tmp_path: Path) -> None:
+    long = "/home/me/projects/" + "a-very-long-project-folder-name/" * 4
+    runs = [make_run("t1", task_type=long, success=True), make_run("t2", task_type=long)]
+    runs[1]["kind"] = "add-feature"
+    corpus = tmp_path / "corpus"
+    assert run(["build", str(write_runs(tmp_path / "r.jsonl", runs)), "-o", str(corpus)])[0] == 0
+    rows = [
+        line for line in (corpus / "raw/_index.md").read_text().splitlines() if "| [step-" in line
+    ]
+    assert len(rows) == 2 and all(len(row) <= LINE_LIMIT for row in rows), rows

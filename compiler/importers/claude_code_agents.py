@@ -169,9 +169,7 @@ def _is_warmup(records: list[dict[str, Any]]) -> bool:
         return (
             0 < len(messages) <= WARMUP_MAX_RECORDS
             and all(r.get("isSidechain") is True for r in messages)
-            and all(
-                isinstance(b, dict) and _is_text(b) for r in messages for b in _blocks(r)
-            )
+            and all(isinstance(b, dict) and _is_text(b) for r in messages for b in _blocks(r))
         )
     texts = [b["text"] for b in _blocks(first) if isinstance(b, dict) and _is_text(b)]
     return "".join(texts).strip() == "Warmup"
