@@ -6,7 +6,8 @@ from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Tur
 from wikitrace.corpus_schema.turns import ACTING_ROLES, as_text
 
 from .evidence import QuoteChecker
-from .signals import QUOTE_LIMIT, excerpt, failures
+from .failure_quotes import QUOTE_LIMIT
+from .signals import excerpt, failures
 
 OFFLINE_MODEL = "offline"
 MAX_ERROR_TURNS = 25

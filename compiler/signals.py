@@ -344,12 +344,12 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
         if match is not None:
             why = _TOOL_SAYS[match.lastgroup or "exit"]
             command = _command(calls[0] if len(calls) == 1 else None, turn)
-            code = _code_in(text[match.start() : match.start() + 60])
-            if why == _TOOL_SAYS["exit"] and _found_nothing(command and command[0], code, text):
+            said = _code_in(text[match.start() : match.start() + 60])
+            if why == _TOOL_SAYS["exit"] and _found_nothing(command and command[0], said, text):
                 continue
-            quotes = best_quotes([(text, in_json)])
-            quotes += [command[1]] if command else []
-            return Failure(why, tuple(dict.fromkeys(quotes)), True)
+            found_quotes = best_quotes([(text, in_json)])
+            found_quotes += [command[1]] if command else []
+            return Failure(why, tuple(dict.fromkeys(found_quotes)), True)
         if not in_json and _STARTS_WITH_ERROR.match(text):
             return Failure("the reply is an error", _quotes(text, None, text[:QUOTE_LIMIT]), True)
     if keywords:

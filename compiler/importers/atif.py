@@ -302,11 +302,12 @@ def _warmups(steps: list[dict[str, Any]]) -> int:
     They are no work, and are left out."""
     count = 0
     for step in steps:
-        extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
+        extra = step.get("extra")
         if (
             step.get("source") != "agent"
             or step.get("tool_calls")
             or not _is_sidechain(step)
+            or not isinstance(extra, dict)
             or extra.get("stop_reason") != "end_turn"
         ):
             break
