@@ -15,9 +15,10 @@ what failed; any after it are a second finding or the command that ran) is sorte
 - `informative`: the rest (an exception and its message, a failing test, a finding).
 
 The target (issue 54) is at most 10% of them in the first three groups. It also prints how many
-quotes of all claims are not found in their turn (the corpus marks those UNVERIFIED), and, for
-the session logs, how many texts of the compilations hold a Claude Code warm-up ("Warmup",
-"I'm ready to help").
+quotes of all claims are not found in their turn (the corpus marks those UNVERIFIED), how many
+texts of the compilations hold a Claude Code warm-up ("Warmup", "I'm ready to help"), and, for
+the long sessions (--min-turns), whether the prompt a model is shown (--budget tokens) holds
+every passage quoted of each failure.
 
     python benchmarks/quote_bench.py [--shared ../shared/data] [--show 5]
 """
@@ -100,8 +101,7 @@ def measure(name: str, folder: Path, show: int) -> None:
         print(f"  {sort:17} {kinds[sort]:5}")
     print(f"  say nothing of what failed: {empty}/{total} = {share:.1%} (target <= 10%)")
     print(f"  quotes not found in their turn: {unverified} of {quotes}")
-    if name == "sessions":
-        print(f"  warm-up text in compilations: {warm}")
+    print(f"  warm-up text in compilations: {warm}")
     for sort, quotes in examples.items():
         if sort != "informative":
             for quote in quotes[:show]:
