@@ -364,15 +364,24 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     return None
 
 
+_last: tuple[Sequence[Turn], dict[int, Failure]] | None = None
+"""The last run's failures: a build reads them three times a run (its raw layer's index, its
+offline compilation, mining), one run after the other."""
+
+
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
     """The failed turns of a run (1-based number -> why), by `turn_failure`."""
+    global _last
+    if _last is not None and _last[0] is turns:
+        return dict(_last[1])
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
         failure = turn_failure(turn, keywords=keywords)
         if failure is not None:
             found[number] = failure
-    return found
+    _last = (turns, found)
+    return dict(found)
 
 
 def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
@@ -380,10 +389,11 @@ def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
     each call that failed by `turn_failure`'s rule, by its index, with the passage that shows
     it; TURN_FAILED when the turn failed but none of its calls alone did. Empty for a turn that
     did not fail."""
-    keywords = not marks_failures(turns)
+    failed = failures(turns)
+    keywords = not marks_failures(turns) if failed else False
     found: list[dict[int, str]] = []
-    for turn in turns:
-        failure = turn_failure(turn, keywords=keywords)
+    for number, turn in enumerate(turns, start=1):
+        failure = failed.get(number)
         marks: dict[int, str] = {}
         calls = turn.tool_calls or []
         if failure is not None and len(calls) == 1:
