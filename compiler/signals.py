@@ -347,6 +347,8 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
             said = _code_in(text[match.start() : match.start() + 60])
             if why == _TOOL_SAYS["exit"] and _found_nothing(command and command[0], said, text):
                 continue
+            if why == _TOOL_SAYS["exit"] and said is not None:
+                why = f"a command exited with code {said}"
             found_quotes = best_quotes([(text, in_json)])
             found_quotes += [command[1]] if command else []
             return Failure(why, tuple(dict.fromkeys(found_quotes)), True)
