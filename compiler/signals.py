@@ -263,6 +263,10 @@ def _command(call: ToolCall | None, turn: Turn) -> tuple[str, str] | None:
         if isinstance(arguments, dict):
             for key in _COMMAND_KEYS:
                 value = arguments.get(key)
+                if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                    value = " ".join(value) if value[:2] != ["bash", "-lc"] else value[-1]
+                    shown = f'"{key}":' + as_text(arguments[key])
+                    return value, shown[:QUOTE_LIMIT]
                 if isinstance(value, str) and value.strip():
                     shown = f'"{key}":' + json.dumps(value, ensure_ascii=False)
                     return value, shown[:QUOTE_LIMIT]
@@ -300,9 +304,26 @@ def _quotes(value: Any, command: tuple[str, str] | None, fallback: str) -> tuple
     """What failed, quoted from a call's result or a turn's text (the text whose lines say
     most: compiler/failure_quotes.py), then the command that ran when it failed by its code."""
     quotes = best_quotes(list(_texts(value))) if value is not None else []
+    if isinstance(value, str) and value.startswith(("{", "[")):
+        try:  # JSON logged as text (Codex): quoted from its values, where found as they are
+            inner = best_quotes(list(_texts(json.loads(value))))
+        except ValueError:
+            inner = []
+        if inner and all(quote in value for quote in inner):
+            quotes = inner
     if command is not None:
         quotes.append(command[1])
     return tuple(dict.fromkeys(quotes)) or (fallback,)
+
+
+def _printed(value: Any) -> str:
+    """The text a call's result holds, its JSON (logged as text or not) read for its strings."""
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return "\n".join(text for text, _ in _texts(value)) if value is not None else ""
 
 
 def _code_in(text: str) -> int | None:
@@ -316,7 +337,7 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     calls = turn.tool_calls or []
     for call in calls:
         if call.metadata.get("is_error") is True:
-            text = "" if call.result is None else as_text(call.result)
+            text = _printed(call.result)
             command = _command(call, turn)
             if _found_nothing(command and command[0], _code_in(text[:200]), text):
                 continue
@@ -332,9 +353,8 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
             found = _exit_code(source)
             if found is not None:
                 key, code = found
-                output = "" if call.result is None else as_text(call.result)
                 command = _command(call, turn)
-                if _found_nothing(command and command[0], code, output):
+                if _found_nothing(command and command[0], code, _printed(call.result)):
                     break
                 why = f"a command exited with code {code}"
                 return Failure(why, _quotes(call.result, command, f'"{key}":{code}'), True)

@@ -88,6 +88,20 @@ def test_a_result_logged_as_json_is_quoted_as_the_turn_renders_it() -> None:
     assert all(checker.found(1, quote) for quote in failure.quotes)
 
 
+def test_json_logged_as_text_is_quoted_from_its_values() -> None:
+    logged = '{"output":"fatal: pathspec \'lib/a.ex\' did not match any files","metadata":'
+    logged += '{"exit_code":128,"duration_seconds":0.1}}'
+    call = {"name": "shell", "arguments": {"command": ["git", "add", "lib/a.ex"]}, "result": logged}
+    turns = [Turn.model_validate({"role": "assistant", "tool_calls": [call]})]
+    (failure,) = failures(turns).values()
+    assert failure.why == "a command exited with code 128"
+    assert failure.quotes == (
+        "fatal: pathspec 'lib/a.ex' did not match any files",
+        '"command":["git","add","lib/a.ex"]',
+    )
+    assert all(QuoteChecker(turns).found(1, quote) for quote in failure.quotes)
+
+
 def test_a_bare_code_is_quoted_only_when_nothing_else_came_back() -> None:
     alone = {"role": "assistant", "action": "false", "observation": "<returncode>1</returncode>"}
     (failure,) = failures([Turn.model_validate(alone)]).values()
@@ -119,7 +133,10 @@ def test_a_search_that_found_nothing_is_no_failure(
     text_action = {"role": "assistant", "action": command, "observation": observation}
     claude = bash(command, f"Exit code {code}\n{output}".strip(), is_error=True)
     codex = bash(command, output, exit_code=code)
-    for turn in (text_action, claude, codex):
+    logged = json.dumps({"output": output, "metadata": {"exit_code": code}})
+    shell = {"name": "shell", "arguments": {"command": ["bash", "-lc", command]}, "result": logged}
+    codex_text = {"role": "assistant", "tool_calls": [shell]}  # Codex 0.66: JSON as text
+    for turn in (text_action, claude, codex, codex_text):
         assert bool(failures([Turn.model_validate(turn)])) is failed, turn
 
 
