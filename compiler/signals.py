@@ -320,9 +320,10 @@ def _printed(value: Any) -> str:
     """The text a call's result holds, its JSON (logged as text or not) read for its strings."""
     if isinstance(value, str) and value.startswith("{"):
         try:
-            value = json.loads(value)
+            parsed: Any = json.loads(value)
         except ValueError:
             return value
+        value = parsed
     return "\n".join(text for text, _ in _texts(value)) if value is not None else ""
 
 
