@@ -121,11 +121,13 @@ def raw_pieces(quote: str) -> list[str] | None:
         parts = [piece for part in parts for piece in part.split(join)]
     pieces: list[str] = []
     calls = 0
+    starts: list[int] = []  # where each call's pieces start
     in_call = False  # a call's arguments may hold a join (`ls | head`): it ends at its ")"
     for part in parts:
         found = None if in_call else _CALL.fullmatch(part.strip())
         if found:
             calls += 1
+            starts.append(len(pieces))
             in_call = True
             part = f"{found.group(1)}: {found.group(2)}"
         part = part.strip()
@@ -135,10 +137,17 @@ def raw_pieces(quote: str) -> list[str] | None:
         if part and part != "-":
             pieces.append(part)
     failed = FAILED_MARK.strip() + " "
-    for result in came_back.split("; ") if arrow else []:
-        result = result.strip().removeprefix(failed).strip("…").strip()
-        if result:
-            pieces.append(result)
+    results = [r.strip().removeprefix(failed).strip("…").strip() for r in came_back.split("; ")]
+    results = [result for result in results if result] if arrow else []
+    if calls > 1 and len(results) == calls:  # each call's result follows it in the raw turn
+        ends = [*starts[1:], len(pieces)]
+        pieces = pieces[: starts[0]] + [
+            piece
+            for start, end, result in zip(starts, ends, results, strict=True)
+            for piece in [*pieces[start:end], result]
+        ]
+    else:
+        pieces += results
     return pieces if (calls or one_line) and pieces else None
 
 

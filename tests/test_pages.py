@@ -26,10 +26,11 @@ from wikitrace.corpus_schema.turns import (
     FAILED_MARK,
     TURN_FAILED,
     cut_middle,
+    format_turn,
     raw_pieces,
     summarize,
 )
-from wikitrace.tools.audit import audit_corpus
+from wikitrace.tools.audit import audit_corpus, passage
 from wikitrace.tools.drilldown import actions_text
 from wikitrace.versions.frozen import FrozenVersion
 
@@ -176,12 +177,14 @@ def test_a_failed_line_reads_back_to_its_turn() -> None:
     assert action == 'TodoWrite({"todos":["a"]}); Bash({"command":"pytest"}) [failed]'
     assert came_back == "Todos have been set; [failed] E assert 2 == 1"  # on one line
     pieces = raw_pieces(f"[one line] {role}: {action} => {came_back}")
-    assert pieces == [
+    assert pieces == [  # each call's result after it, as the raw turn has them
         'TodoWrite: {"todos":["a"]}',
-        'Bash: {"command":"pytest"}',
         "Todos have been set",
+        'Bash: {"command":"pytest"}',
         "E assert 2 == 1",
     ]
+    raw = format_turn(turn)
+    assert passage(raw, f"[one line] {role}: {action} => {came_back}") is not None
     # A turn with no call that failed: its action is marked.
     text = summarize({"role": "assistant", "action": "ls x"}, {TURN_FAILED: "ls: x: missing"})
     assert text[1:] == ["ls x" + FAILED_MARK, "ls: x: missing"]
