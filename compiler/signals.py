@@ -395,8 +395,9 @@ offline compilation, mining), one run after the other."""
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
     """The failed turns of a run (1-based number -> why), by `turn_failure`."""
     global _last
-    if _last is not None and _last[0] is turns:
-        return dict(_last[1])
+    last = _last  # read once: another thread may set it meanwhile
+    if last is not None and last[0] is turns:
+        return dict(last[1])
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
