@@ -160,12 +160,14 @@ def _span(text: str, lines: list[tuple[int, int]], number: int) -> tuple[int, in
 
 
 def _cut(text: str, start: int, end: int, in_json: bool) -> str:
-    """text[start:end], stripped, at most QUOTE_LIMIT characters (from its start), as the turn
-    renders it: so it is found verbatim in the turn's field, and a cut one keeps it whole
-    (compiler/view.py)."""
+    """text[start:end], stripped, at most QUOTE_LIMIT characters (from its start, or around its
+    first error word when that lies further), as the turn renders it: so it is found verbatim
+    in the turn's field, and a cut one keeps it whole (compiler/view.py)."""
     passage = text[start:end].strip()
     if len(passage) > QUOTE_LIMIT:
-        passage = passage[:QUOTE_LIMIT].rstrip()
+        word = _ERROR_WORD.search(passage)  # a long line: quoted around what it says
+        at = 0 if word is None or word.end() <= QUOTE_LIMIT else word.start() - QUOTE_LIMIT // 2
+        passage = passage[at : at + QUOTE_LIMIT].strip()
     return json.dumps(passage, ensure_ascii=False)[1:-1] if in_json else passage
 
 
