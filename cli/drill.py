@@ -23,7 +23,9 @@ def _show(produce: object) -> None:
 @click.argument("step")
 def actions_command(corpus: str, step: str) -> None:
     """One line per turn of run STEP (step-0042 or 42) of CORPUS: turn number, role, the action
-    taken and the start of what came back. The same as CORPUS/tools/actions STEP.
+    taken and the start of what came back, every tool call of the turn named and each that
+    failed marked [failed] with the line that says what failed. The same as
+    CORPUS/tools/actions STEP.
 
     \b
     Example:

@@ -372,7 +372,7 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
     (step-0003): every insight drawn from that run (its source) and every one that quotes it
     as evidence, each under its heading. Several ids: each in turn. None: insights
     drawn from failed runs, compilations with unverified quotes, insights whose evidence is
-    missing, and runs that produced no insight, with titles.
+    missing, and runs no insight rests on (drawn from or quoting them), with titles.
 
     \b
     Example:

@@ -6,7 +6,8 @@ from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Tur
 from wikitrace.corpus_schema.turns import ACTING_ROLES, as_text
 
 from .evidence import QuoteChecker
-from .signals import QUOTE_LIMIT, excerpt, failures
+from .failure_quotes import QUOTE_LIMIT
+from .signals import excerpt, failures
 
 OFFLINE_MODEL = "offline"
 MAX_ERROR_TURNS = 25
@@ -43,7 +44,7 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
     claims = [
         Claim.model_construct(
             statement=f"Turn {turn}: {failure.why}.",
-            evidence=[evidence(turn, failure.quote)],
+            evidence=[evidence(turn, quote) for quote in failure.quotes],
         )
         for turn, failure in errors[:MAX_ERROR_TURNS]
     ]

@@ -19,6 +19,7 @@ from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 from .importers.runs import FormatCounts, SeenRuns, SourceRun, tally
 from .redact import Redactor
 from .report import BuildOptions, corpus_path
+from .signals import failed_calls
 from .stages import CheckedRuns, RawCounts
 
 
@@ -204,7 +205,8 @@ def raw_files(
         turns_file=layout.raw_turns_rel(step),
         metadata=record.metadata,
     )
-    summaries = [summarize(turn) for turn in data["turns"]]
+    marks = failed_calls(record.turns)
+    summaries = [summarize(turn, failed) for turn, failed in zip(data["turns"], marks, strict=True)]
     return [
         (layout.raw_metadata_rel(step), raw_pages.raw_metadata(header, record.task)),
         (layout.raw_turns_rel(step), log_bytes),

@@ -28,11 +28,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wikitrace.corpus_schema import Turn
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema import ToolCall, Turn
+from wikitrace.corpus_schema.turns import TURN_FAILED, as_text
 
-QUOTE_LIMIT = 240
-"""The longest quote of a failure (the line that shows it)."""
+from .failure_quotes import QUOTE_LIMIT, best_quotes
 
 _EXIT_KEYS = ("exit_code", "exitCode", "exitCodeV2", "returncode", "return_code")
 _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation", "env"}
@@ -133,14 +132,20 @@ def error_signal(text: str) -> re.Match[str] | None:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a turn counts as failed, and the passage of the turn that shows it."""
+    """Why a turn counts as failed, and the passages of the turn that show it."""
 
     why: str
     """What the log shows, in a few words ("the log marks a tool call failed")."""
-    quote: str
-    """A passage of the turn as `turn STEP N` renders it (whitespace aside)."""
+    quotes: tuple[str, ...]
+    """Passages of the turn as `turn STEP N` renders it (whitespace aside), the telling one
+    first: what failed (compiler/failure_quotes.py), then the command when the turn shows it."""
     marked: bool
     """True when the log's structure says so (steps 1 and 2), False for an error word (3)."""
+
+    @property
+    def quote(self) -> str:
+        """The passage that says most of what failed."""
+        return self.quotes[0]
 
 
 def _exit_code(value: Any) -> tuple[str, int] | None:
@@ -236,17 +241,95 @@ def excerpt(text: str, start: int, end: int, in_json: bool = False) -> str:
     return json.dumps(line, ensure_ascii=False)[1:-1] if in_json else line
 
 
-def _first_lines(value: Any) -> str:
-    """The first line of a failed call's result; with the next one when it only gives the exit
-    code (`Exit code 128` then `fatal: ...`)."""
-    text = as_text(value)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    quote = lines[0]
-    if len(lines) > 1 and isinstance(value, str) and _ONLY_EXIT_CODE.fullmatch(quote):
-        quote += " " + lines[1]
-    return quote[:QUOTE_LIMIT]
+_COMMAND_KEYS = ("command", "cmd", "script")
+_SEARCHES = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep"})
+_SEGMENT = re.compile(r"&&|\|\||[;|\n]")
+_CODE = re.compile(r"(?i)(?:<returncode>\s*|exit code:? |exited with code )(-?\d+)")
+
+
+def _command(call: ToolCall | None, turn: Turn) -> tuple[str, str] | None:
+    """The command a call (or, with none, the turn's text action) ran, and its passage as the
+    turn renders it: `"command":"..."` inside the call's arguments, or the action's first line."""
+    if call is not None:
+        arguments = call.arguments
+        if isinstance(arguments, str) and arguments.startswith("{"):
+            try:  # arguments logged as JSON text: quoted from it as it is
+                parsed = json.loads(arguments)
+            except ValueError:
+                parsed = None
+            found = _command(call.model_copy(update={"arguments": parsed}), turn)
+            if isinstance(parsed, dict) and found is not None and found[1] in arguments:
+                return found
+        if isinstance(arguments, dict):
+            for key in _COMMAND_KEYS:
+                value = arguments.get(key)
+                if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                    value = " ".join(value) if value[:2] != ["bash", "-lc"] else value[-1]
+                    shown = f'"{key}":' + as_text(arguments[key])
+                    return value, shown[:QUOTE_LIMIT]
+                if isinstance(value, str) and value.strip():
+                    shown = f'"{key}":' + json.dumps(value, ensure_ascii=False)
+                    return value, shown[:QUOTE_LIMIT]
+        elif isinstance(arguments, str) and arguments.strip():
+            return arguments, arguments.strip().split("\n", 1)[0][:QUOTE_LIMIT]
+        return None
+    if turn.action and turn.action.strip():
+        return turn.action, turn.action.strip().split("\n", 1)[0][:QUOTE_LIMIT]
+    return None
+
+
+def _found_nothing(command: str | None, code: int | None, output: str) -> bool:
+    """A search that found nothing: grep (rg, ag, ...) as the command's last step, exit code 1,
+    and no line that says more (`grep: a.txt: No such file` exits 2)."""
+    if code != 1 or not command:
+        return False
+    last = [part for part in _SEGMENT.split(command) if part.strip()]
+    words = last[-1].split() if last else []
+    while words and "=" in words[0]:  # LC_ALL=C grep ...
+        words.pop(0)
+    verb = words[1] if words[:1] == ["git"] and len(words) > 1 else (words[0] if words else "")
+    if verb.rsplit("/", 1)[-1] not in _SEARCHES:
+        return False
+    return not any(
+        line.strip() and not _ONLY_MARKS.fullmatch(line.strip()) for line in output.splitlines()
+    )
+
+
+_ONLY_MARKS = re.compile(
+    r"(?i)</?returncode>\s*-?\d*\s*(?:</returncode>)?|</?output>|(?:error: )?exit code:? -?\d+"
+)
+
+
+def _quotes(value: Any, command: tuple[str, str] | None, fallback: str) -> tuple[str, ...]:
+    """What failed, quoted from a call's result or a turn's text (the text whose lines say
+    most: compiler/failure_quotes.py), then the command that ran when it failed by its code."""
+    quotes = best_quotes(list(_texts(value))) if value is not None else []
+    if isinstance(value, str) and value.startswith(("{", "[")):
+        try:  # JSON logged as text (Codex): quoted from its values, where found as they are
+            inner = best_quotes(list(_texts(json.loads(value))))
+        except ValueError:
+            inner = []
+        if inner and all(quote in value for quote in inner):
+            quotes = inner
+    if command is not None:
+        quotes.append(command[1])
+    return tuple(dict.fromkeys(quotes)) or (fallback,)
+
+
+def _printed(value: Any) -> str:
+    """The text a call's result holds, its JSON (logged as text or not) read for its strings."""
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            parsed: Any = json.loads(value)
+        except ValueError:
+            return value
+        value = parsed
+    return "\n".join(text for text, _ in _texts(value)) if value is not None else ""
+
+
+def _code_in(text: str) -> int | None:
+    found = _CODE.search(text)
+    return int(found.group(1)) if found else None
 
 
 def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
@@ -255,45 +338,99 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     calls = turn.tool_calls or []
     for call in calls:
         if call.metadata.get("is_error") is True:
-            quote = _first_lines(call.result) if call.result is not None else ""
-            return Failure("the log marks a tool call failed", quote or _MARK, True)
+            text = _printed(call.result)
+            command = _command(call, turn)
+            if _found_nothing(command and command[0], _code_in(text[:200]), text):
+                continue
+            ran = command if _ONLY_EXIT_CODE.match(text.strip()) else None
+            return Failure(
+                "the log marks a tool call failed", _quotes(call.result, ran, _MARK), True
+            )
     if turn.metadata.get("is_error") is True:
-        quote = _first_lines(turn.content or turn.observation or "")
-        return Failure("the log marks the turn failed", quote or _MARK, True)
+        quotes = _quotes(turn.content or turn.observation or "", None, _MARK)
+        return Failure("the log marks the turn failed", quotes, True)
     for call in calls:
         for source in (call.metadata, call.metadata.get("tool_use_result"), call.result):
             found = _exit_code(source)
             if found is not None:
                 key, code = found
-                quote = _first_lines(call.result) if isinstance(call.result, str) else ""
+                command = _command(call, turn)
+                if _found_nothing(command and command[0], code, _printed(call.result)):
+                    break
                 why = f"a command exited with code {code}"
-                return Failure(why, quote or f'"{key}":{code}', True)
+                return Failure(why, _quotes(call.result, command, f'"{key}":{code}'), True)
     texts = list(_came_back(turn))
     for text, in_json in texts:
         match = _tool_says_failed(text) or _RETURNCODE.search(text)
         if match is not None:
             why = _TOOL_SAYS[match.lastgroup or "exit"]
-            return Failure(why, excerpt(text, match.start(), match.end(), in_json), True)
+            command = _command(calls[0] if len(calls) == 1 else None, turn)
+            said = _code_in(text[match.start() : match.start() + 60])
+            if why == _TOOL_SAYS["exit"] and _found_nothing(command and command[0], said, text):
+                continue
+            if why == _TOOL_SAYS["exit"] and said is not None:
+                why = f"a command exited with code {said}"
+            found_quotes = best_quotes([(text, in_json)])
+            found_quotes += [command[1]] if command else []
+            return Failure(why, tuple(dict.fromkeys(found_quotes)), True)
         if not in_json and _STARTS_WITH_ERROR.match(text):
-            return Failure("the reply is an error", _first_lines(text), True)
+            return Failure("the reply is an error", _quotes(text, None, text[:QUOTE_LIMIT]), True)
     if keywords:
         for text, in_json in texts:
             match = error_signal(text)
             if match is not None:
                 return Failure(
                     "what came back has an error word",
-                    excerpt(text, match.start(), match.end(), in_json),
+                    (excerpt(text, match.start(), match.end(), in_json),),
                     False,
                 )
     return None
 
 
+_last: tuple[Sequence[Turn], dict[int, Failure]] | None = None
+"""The last run's failures: a build reads them three times a run (its raw layer's index, its
+offline compilation, mining), one run after the other."""
+
+
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
     """The failed turns of a run (1-based number -> why), by `turn_failure`."""
+    global _last
+    last = _last  # read once: another thread may set it meanwhile
+    if last is not None and last[0] is turns:
+        return dict(last[1])
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
         failure = turn_failure(turn, keywords=keywords)
         if failure is not None:
             found[number] = failure
+    _last = (turns, found)
+    return dict(found)
+
+
+def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
+    """Per turn, what failed in it, as its one line shows it (corpus_schema.turns.summarize):
+    each call that failed by `turn_failure`'s rule, by its index, with the passage that shows
+    it; TURN_FAILED when the turn failed but none of its calls alone did. Empty for a turn that
+    did not fail."""
+    failed = failures(turns)
+    keywords = not marks_failures(turns) if failed else False
+    found: list[dict[int, str]] = []
+    for number, turn in enumerate(turns, start=1):
+        failure = failed.get(number)
+        marks: dict[int, str] = {}
+        calls = turn.tool_calls or []
+        if failure is not None and len(calls) == 1:
+            marks[0] = failure.quote
+        elif failure is not None and calls:
+            for index, call in enumerate(calls):
+                alone = turn.model_copy(
+                    update={"tool_calls": [call], "observation": None, "metadata": {}}
+                )
+                one = turn_failure(alone, keywords=keywords)
+                if one is not None:
+                    marks[index] = one.quote
+        if failure is not None and not marks:
+            marks[TURN_FAILED] = failure.quote
+        found.append(marks)
     return found

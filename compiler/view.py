@@ -13,10 +13,12 @@ user's, and its report is not the main agent's; a compaction summary starts with
    a failed turn (compiler/signals.py) and the one before it keep FAILED_CAP_FACTOR times as
    much;
 3. the run's skeleton: every turn as one line (role, the start of the agent's text, of its
-   action and of what came back), and, as far as the budget goes, turns in full:
-   a. the turns that matter, long fields cut to the largest cap up to FOCUS_CAP at which they
-      all fit: the first, compaction summaries, each failed turn (compiler/signals.py) and the
-      one before it (the latest first), and the last LAST_TURNS;
+   action and of what came back; each call that failed marked, with the line that says what
+   failed), and, as far as the budget goes, turns in full:
+   a. the turns that matter, long fields cut to the largest of SKELETON_CAPS (FOCUS_CAP, then
+      600) at which they all fit, else as many as fit at FOCUS_CAP, in this order: the first,
+      compaction summaries, each failed turn (compiler/signals.py) and the one before it (the
+      latest first), and the last LAST_TURNS;
    b. the same turns whole, in the same order, then the other turns whole, back from the last;
       a turn longer than 1/TURN_SHARE of the budget is shown with its long fields cut in the
       middle (marked), as long as they fit;
@@ -24,7 +26,10 @@ user's, and its report is not the main agent's; a compaction summary starts with
    around them, the middle of the rest left out in ranges that say how many turns and which
    actions they held.
 
-A quote may cite only what was shown: the quote checker reads these texts.
+No cut drops the passages that say what failed in a turn (compiler/failure_quotes.py: the
+exception, the failing test, the linter's finding, the command): they are kept whole between
+the head and tail of the field they are in. A quote may cite only what was shown: the quote
+checker reads these texts.
 """
 
 from __future__ import annotations
@@ -45,11 +50,15 @@ from wikitrace.corpus_schema.turns import (
 )
 
 from .evidence import turn_fields
-from .signals import failures
+from .signals import failed_calls, failures
 
 MIN_FIELD_CAP = 200
+"""The least a field of a turn in focus keeps when ranges of the run are left out (step 4)."""
 FOCUS_CAP = 1200
 """What a field of a turn that matters keeps before the budget goes to showing it whole."""
+SKELETON_CAPS = (FOCUS_CAP, 600)
+"""The caps tried for the turns that matter in the skeleton (step 3a); when not all fit at
+the smallest, as many as fit at the largest, the others one line each."""
 FAILED_CAP_FACTOR = 4
 """When long fields are cut (step 2), a failed turn and the one before it keep this many times
 as much."""
@@ -148,10 +157,13 @@ def is_compaction_summary(turn: Turn) -> bool:
     return turn.metadata.get("isCompactSummary") is True
 
 
-def skeleton_line(fields: dict[str, Any], mark: str = "") -> str:
+def skeleton_line(
+    fields: dict[str, Any], mark: str = "", failed: dict[int, str] | None = None
+) -> str:
     """The turn as one line: role, the start of the agent's text beside its action ("|"), and
-    what came back ("=>")."""
-    role, action, came_back = summarize(fields)
+    what came back ("=>"); each call that failed marked, with what shows it (`failed`:
+    signals.failed_calls)."""
+    role, action, came_back = summarize(fields, failed)
     said = preview(as_text(fields.get("content") or ""))
     acting = role.lower() in ACTING_ROLES
     if acting and said and (fields.get("action") or fields.get("tool_calls")):
@@ -196,15 +208,26 @@ class _Turns:
     def __init__(self, record: RunRecord) -> None:
         self.fields = [view_fields(turn, record.task) for turn in record.turns]
         self.marks = [turn_mark(turn) for turn in record.turns]
-        self.lines = [skeleton_line(f, m) for f, m in zip(self.fields, self.marks, strict=True)]
+        failed = failed_calls(record.turns)
+        self.lines = [
+            skeleton_line(f, m, x) for f, m, x in zip(self.fields, self.marks, failed, strict=True)
+        ]
+        self.failed = failures(record.turns)
+        """The failed turns (1-based), each with why."""
+        self.keep = [
+            list(dict.fromkeys([*x.values(), *(self.failed[n].quotes if n in self.failed else ())]))
+            for n, x in enumerate(failed, start=1)
+        ]
+        """Per turn, the passages that say what failed in it: no cut drops them."""
         self._texts: dict[tuple[int, int | None], str] = {}
 
     def full(self, index: int, cap: int | None = None) -> str:
-        """Turn `index` whole (cap None) or with fields longer than `cap` cut in the middle."""
+        """Turn `index` whole (cap None) or with fields longer than `cap` cut in the middle,
+        the passages that say what failed in it kept whole."""
         key = (index, cap)
         if key not in self._texts:
             mark = self.marks[index]
-            text = format_turn(self.fields[index], cap)
+            text = format_turn(self.fields[index], cap, self.keep[index])
             self._texts[key] = f"{mark}\n{text}" if mark else text
         return self._texts[key]
 
@@ -258,11 +281,16 @@ def _fill(turns: _Turns, focus: list[int], budget: Budget) -> list[Entry] | None
                     left -= cost
                     return
 
-        # a: every turn that matters, long fields cut to the largest cap at which all fit
-        # (else as many as fit, in order, at the smallest).
-        for cap in (FOCUS_CAP, 600, MIN_FIELD_CAP):
+        # a: every turn that matters, long fields cut to the largest of SKELETON_CAPS at
+        # which all fit; else as many as fit, in order, at the largest (the others stay one
+        # line, which names what failed in them). A cut keeps what failed whole.
+        for cap in (*SKELETON_CAPS, None):
+            if cap is None:
+                for index in focus:
+                    upgrade(index, [turns.full(index, SKELETON_CAPS[0])])
+                break
             cost = sum(max(0, _size(turns.full(i, cap)) - _size(shown[i])) for i in focus)
-            if cost <= left or cap == MIN_FIELD_CAP:
+            if cost <= left:
                 for index in focus:
                     upgrade(index, [turns.full(index, cap)])
                 break
@@ -330,7 +358,7 @@ def _elided(turns: _Turns, focus_order: list[int], budget: Budget) -> list[Entry
     ends = {0, count - 1}
     while True:
         fallback: list[Entry] | None = None
-        for cap in (FOCUS_CAP, 600, MIN_FIELD_CAP):
+        for cap in (*SKELETON_CAPS, MIN_FIELD_CAP):
             low, high, keep_best = 0, count, None
             while low <= high:
                 middle = (low + high) // 2
@@ -364,7 +392,7 @@ def fit_view(record: RunRecord, budget: Budget, max_field: int) -> View:
     if budget.fits(whole, "whole"):
         return View(whole, [e.text for e in whole], "whole", count)
 
-    failed = list(failures(record.turns))
+    failed = list(turns.failed)
     around = {i for n in failed for i in (n - 1, n - 2) if i >= 0}
 
     def cut(cap: int) -> list[Entry]:

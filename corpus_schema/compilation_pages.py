@@ -166,7 +166,16 @@ def with_mined(
 
     header = header.model_copy(
         update={
-            "insights": [i for i in header.insights if i not in dropped],
+            # Drawn from this run: by a model, or mined with it as their source (as the body's
+            # section says).
+            "insights": list(
+                dict.fromkeys(
+                    [
+                        *(i for i in header.insights if i not in gone),
+                        *(layout.insight(n) for n, _ in source_of),
+                    ]
+                )
+            ),
             "cited_by": sorted(({*header.cited_by} | named) - dropped),
         }
     )

@@ -99,6 +99,9 @@ class CorpusSummary:
 INDEX_PAGE_ROWS = 5000
 """Rows an index page holds: a layer with more has its index in parts (`raw/_index/...`), and
 its `_index.md` lists the parts, so no page grows with the corpus past this."""
+TYPE_CELL = 40
+"""The most characters of a task type a raw index row shows (its kind half as many): with the
+task cut to its shortest, a longer one would push the row past LINE_LIMIT."""
 
 Row = tuple[str, Callable[[str], str]]
 """A table row of an index: the id it starts with, and the row rendered for the page it is on
@@ -238,7 +241,8 @@ def raw_index(
             return fit_line(
                 f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} | ",
                 f"{row.task_id}: {row.task}",
-                f" | {table_cell(row.task_type)}{f': {table_cell(row.kind)}' if row.kind else ''} "
+                f" | {table_cell(row.task_type, TYPE_CELL)}"
+                f"{f': {table_cell(row.kind, TYPE_CELL // 2)}' if row.kind else ''} "
                 f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |",
                 cell=True,
             )
@@ -453,7 +457,7 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         prose(
             "Paths are relative to this folder; reading costs no environment step. From an "
             "insight, open its compilation (`source_step` in its header), then the turns it "
-            "cites; `wikitrace audit step-0001` lists every insight drawn from a run or quoting it:"
+            "cites; `wikitrace audit . step-0001` (here) lists every insight from or citing a run:"
         ),
         "",
         "```sh",

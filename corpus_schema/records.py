@@ -271,6 +271,7 @@ class CompilationSummary(_Strict):
     outcome: Outcome
     title: str
     insights: list[str]
+    """The insights drawn from this run: by a model, or mined with it as their source."""
     compiled_by: CompiledBy
     model: str
     prompt: PromptRef | None
@@ -280,7 +281,7 @@ class CompilationSummary(_Strict):
     """The outcome is a model's verdict on the log, not a verifier's."""
     cited_by: list[str] = Field(default_factory=list)
     """The mined insights that rest on this run: as their source, or as one of the runs they
-    quote (`insights` names those a model drew from it). Its body says which."""
+    quote (`insights` names those drawn from it). Its body says which."""
     data: str | None = None
     """Its data file (layout.data_rel), which holds its claims; None in a page of format 1,
     whose header holds them."""

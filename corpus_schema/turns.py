@@ -15,6 +15,7 @@ import re
 
 TYPE_CHECKING = False  # typing costs more to import than the drill-down tools: mypy only
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 PREVIEW = 80
@@ -25,13 +26,29 @@ CUT_MARKER = (
 )
 
 
-def cut_middle(text: str, cap: int | None = None) -> str:
-    """Keep the head and tail of a long text with a visible marker for what was left out."""
+def cut_middle(text: str, cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """Keep the head and tail of a long text with a visible marker for what was left out, and
+    each passage of `keep` found in it whole (the lines that say what failed: a cut never
+    drops them)."""
     if cap is None or len(text) <= cap:
         return text
-    keep = max(cap // 2, 1)
-    cut = len(text) - 2 * keep
-    return text[:keep] + "\n" + CUT_MARKER.format(count=cut) + "\n" + text[-keep:]
+    half = max(cap // 2, 1)
+    spans = [(0, half)]
+    for passage in keep:
+        start = text.find(passage) if passage else -1
+        if start >= 0:
+            spans.append((start, start + len(passage)))
+    spans.append((len(text) - half, len(text)))
+    spans.sort()
+    pieces: list[str] = []
+    end = 0
+    for start, stop in spans:
+        if start > end:
+            pieces.append("\n" + CUT_MARKER.format(count=start - end) + "\n")
+        if stop > end:
+            pieces.append(text[max(start, end) : stop])
+            end = stop
+    return "".join(pieces)
 
 
 def as_text(value: Any) -> str:
@@ -40,26 +57,28 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
-    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles."""
+def format_turn(turn: dict[str, Any], cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles,
+    keeping each passage of `keep` whole (cut_middle)."""
     lines: list[str] = []
     if turn.get("role"):
         lines.append("role: " + str(turn["role"]))
     for name in ("reasoning", "content", "action"):
         value = turn.get(name)
         if value:
-            lines.append(name + ": " + cut_middle(as_text(value), cap))
+            lines.append(name + ": " + cut_middle(as_text(value), cap, keep))
     for call in turn.get("tool_calls") or []:
         ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
         arguments = call.get("arguments")
-        shown = "" if arguments is None else cut_middle(as_text(arguments), cap)
+        shown = "" if arguments is None else cut_middle(as_text(arguments), cap, keep)
         lines.append("tool call" + ident + " " + str(call.get("name")) + ": " + shown)
         if call.get("result") is not None:
-            lines.append("tool result" + ident + ": " + cut_middle(as_text(call["result"]), cap))
+            result = cut_middle(as_text(call["result"]), cap, keep)
+            lines.append("tool result" + ident + ": " + result)
         if call.get("metadata"):
             lines.append("tool call metadata: " + cut_middle(as_text(call["metadata"]), cap))
     if turn.get("observation"):
-        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap))
+        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap, keep))
     if turn.get("metadata"):
         lines.append("metadata: " + cut_middle(as_text(turn["metadata"]), cap))
     return "\n".join(lines)
@@ -67,10 +86,14 @@ def format_turn(turn: dict[str, Any], cap: int | None = None) -> str:
 
 def preview(text: str) -> str:
     """`text` on one line (white space folded), cut to `PREVIEW` characters with a `…`."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
+    return _part(text, PREVIEW)
 
 
+FAILED_MARK = " [failed]"
+"""What follows a call (or a turn's action) that failed, on the turn's one line."""
+TURN_FAILED = -1
+"""The key of `summarize`'s `failed` for a turn that failed but none of whose calls did (a text
+action, an observation)."""
 ONE_LINE_MARK = "[one line] "
 """How the compiler starts a turn it shows as one line (compiler/view.py's skeleton)."""
 _ONE_LINE_PARTS = (" => ", " | ", "; ")
@@ -92,16 +115,19 @@ def raw_pieces(quote: str) -> list[str] | None:
     if one_line:
         text = _MARKED.sub("", text[len(ONE_LINE_MARK) :], count=1)
     action, arrow, came_back = text.partition(" => ")
+    action = action.replace(FAILED_MARK, "")
     parts = [action]
     for join in _ONE_LINE_PARTS[1:]:
         parts = [piece for part in parts for piece in part.split(join)]
     pieces: list[str] = []
     calls = 0
+    starts: list[int] = []  # where each call's pieces start
     in_call = False  # a call's arguments may hold a join (`ls | head`): it ends at its ")"
     for part in parts:
         found = None if in_call else _CALL.fullmatch(part.strip())
         if found:
             calls += 1
+            starts.append(len(pieces))
             in_call = True
             part = f"{found.group(1)}: {found.group(2)}"
         part = part.strip()
@@ -110,29 +136,77 @@ def raw_pieces(quote: str) -> list[str] | None:
         part = part.strip("…").strip()
         if part and part != "-":
             pieces.append(part)
-    if arrow and came_back.strip("…").strip():
-        pieces.append(came_back.strip("…").strip())
+    failed = FAILED_MARK.strip() + " "
+    results = [r.strip().removeprefix(failed).strip("…").strip() for r in came_back.split("; ")]
+    results = [result for result in results if result] if arrow else []
+    if calls > 1 and len(results) == calls:  # each call's result follows it in the raw turn
+        ends = [*starts[1:], len(pieces)]
+        pieces = pieces[: starts[0]] + [
+            piece
+            for start, end, result in zip(starts, ends, results, strict=True)
+            for piece in [*pieces[start:end], result]
+        ]
+    else:
+        pieces += results
     return pieces if (calls or one_line) and pieces else None
 
 
-def summarize(turn: dict[str, Any]) -> list[str]:
-    """(role, action, what came back) of a turn, each cut to one short line."""
+_MIN_PART = 24
+"""The fewest characters one call keeps on a line that names several."""
+
+
+def _part(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with a `…`."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(width - 1, 0)] + "…"
+
+
+def summarize(turn: dict[str, Any], failed: dict[int, str] | None = None) -> list[str]:
+    """(role, action, what came back) of a turn, each cut to one short line. Every tool call
+    is named, each with the start of its arguments and, after `=>`, of its result (a line of
+    several calls is shared out among them). `failed` maps the index of each call that failed
+    (TURN_FAILED: the turn, when no call did) to what shows it (the passage the offline
+    compilation quotes): the call is marked FAILED_MARK, and that passage is shown in place of
+    the start of its result (marked too when the turn has several calls)."""
+    failed = failed or {}
     role = str(turn.get("role") or "")
     acting = role.lower() in ACTING_ROLES
     action = turn.get("action") or ""
     calls = turn.get("tool_calls") or []
-    if not action and calls:
-        action = "; ".join(
-            str(c.get("name")) + "(" + as_text(c.get("arguments") or "") + ")" for c in calls
-        )
-    if not action and acting and turn.get("content"):
-        action = as_text(turn["content"])
-    came_back = turn.get("observation") or ""
-    if not came_back and calls:
-        came_back = "; ".join(as_text(c["result"]) for c in calls if c.get("result") is not None)
-    if not came_back and not acting and turn.get("content"):
-        came_back = as_text(turn["content"])
+    came_back = ""
+    if not action and calls and (len(calls) > 1 or failed):
+        width = max(_MIN_PART, PREVIEW // len(calls))
+        named, results = [], []
+        for index, call in enumerate(calls):
+            name = _part(str(call.get("name")), 40)
+            arguments = _part(as_text(call.get("arguments") or ""), max(width - len(name), 8))
+            named.append(name + "(" + arguments + ")" + (FAILED_MARK if index in failed else ""))
+            mark = FAILED_MARK.strip() + " " if len(calls) > 1 else ""
+            if index in failed:
+                results.append(mark + _part(failed[index], max(width, PREVIEW // 2)))
+            elif call.get("result") is not None:
+                results.append(_part(as_text(call["result"]), width))
+        action, came_back = "; ".join(named), "; ".join(results)
+    else:
+        if not action and calls:
+            action = "; ".join(
+                str(c.get("name")) + "(" + as_text(c.get("arguments") or "") + ")" for c in calls
+            )
+        if not action and acting and turn.get("content"):
+            action = as_text(turn["content"])
+        action = preview(as_text(action))
+        came_back = as_text(turn.get("observation") or "")
+        if not came_back and calls:
+            came_back = "; ".join(
+                as_text(c["result"]) for c in calls if c.get("result") is not None
+            )
+        if not came_back and not acting and turn.get("content"):
+            came_back = as_text(turn["content"])
+        came_back = preview(came_back)
+    if TURN_FAILED in failed and not any(index in failed for index in range(len(calls))):
+        action = (action or "-") + FAILED_MARK
+        came_back = _part(failed[TURN_FAILED], PREVIEW)
     metadata = turn.get("metadata")
     if isinstance(metadata, dict) and metadata.get("subagent"):
         role = "sub:" + role  # a sub-agent's turn, inside the run that spawned it
-    return [role, preview(as_text(action)), preview(as_text(came_back))]
+    return [role, action, came_back]

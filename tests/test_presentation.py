@@ -181,7 +181,7 @@ def test_error_words_count_only_in_a_log_that_marks_nothing() -> None:
 
 def test_the_quote_of_a_failure_is_the_line_that_shows_it() -> None:
     (failure,) = failures([Turn.model_validate(FAILURES["a non-zero exit the log marks"])]).values()
-    assert failure.quote == "Exit code 2 Checking 3 source files ..." and failure.marked
+    assert failure.quote == "Exit code 2\nChecking 3 source files ..." and failure.marked
     push = failures([Turn.model_validate(FAILURES["a push with no upstream"])])[1]
     assert push.quote == "fatal: The current branch feature has no upstream branch."
     assert push.why == "git or a commit hook refused"

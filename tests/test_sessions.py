@@ -17,7 +17,8 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import plan_inputs
 from wikitrace.compiler.importers.claude_code import read_with
 from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
-from wikitrace.corpus_schema import InputError, verify
+from wikitrace.corpus_schema import InputError, read, verify
+from wikitrace.corpus_schema.records import CompilationHeader
 
 from helpers import DATA, FakeLLM, judge_answer, read_jsonl, run
 
@@ -531,7 +532,12 @@ def test_the_offline_compilation_quotes_calls_the_log_marks_failed(tmp_path: Pat
         )
     )
     page = frontmatter.load(corpus / "compilation/step-0001.md").content
-    assert page.count("Exit code: 1") == 2  # the two failed calls, quoted from their turns
+    # The two failed calls, quoted from their turns: the line that says what failed (not
+    # "Exit code: 1"), and the command that ran.
+    assert page.count("error: target shim binary not found") == 2
+    header = read.read_page(corpus, "compilation/step-0001.md", CompilationHeader).header
+    quotes = [[e.quote for e in claim.evidence] for claim in header.claims[:2]]
+    assert [q[1][:26] for q in quotes] == ['"command":"python hoge.py"'] * 2
     assert "The log's own signals (not its label): tool errors 2." in page
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from wikitrace.corpus_schema import manifest
 from wikitrace.tools import skill as skill_module
+from wikitrace.tools.memory import Memory
 
-from helpers import make_run, run, write_runs
+from helpers import DATA, make_run, run, write_runs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tau-bench-airline.jsonl"
 
@@ -147,6 +148,19 @@ def test_a_skill_of_a_corpus_with_a_model_s_insights(toy_corpus: Path, tmp_path:
     assert code == 0, err
     body = (dest / "SKILL.md").read_text(encoding="utf-8")
     assert "with openai/toy" in body and "| task type | runs | succeeded | insights |" in body
-    insights = len(list((toy_corpus / "insight").glob("insight-*.md")))
-    assert f"and {insights} lessons drawn from them" in body
+    insights = Memory.load(toy_corpus).insights
+    lessons = [i for i in insights if i.pattern != "diverge"]  # a divergence is no lesson
+    assert f"and {len(lessons)} lessons drawn from them" in body
     assert run(["verify", str(dest / "corpus")])[0] == 0
+
+
+def test_a_skill_of_a_corpus_with_no_lessons_says_it_holds_runs(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    assert run(["build", str(DATA / "tau-bench-airline-3runs.jsonl"), "-o", str(corpus)])[0] == 0
+    assert not [i for i in Memory.load(corpus).insights if i.pattern != "diverge"]
+    dest = tmp_path / "skills" / "airline-memory"
+    assert run(["export", "skill", str(corpus), "-o", str(dest)])[0] == 0
+    header = frontmatter.load(dest / "SKILL.md")
+    assert str(header["description"]).startswith("The logs of 3 past runs of an agent")
+    assert "Lessons from" not in str(header["description"])
+    assert "and 0 lessons drawn from them" in header.content

@@ -230,6 +230,7 @@ def audit_corpus(root: Path) -> Findings:
             findings.insights_from_failed_runs.append(header.id)
         compilation = compilations.get(header.source_step)
         if header.mined is not None:  # quotes from several runs, no claim of a compilation
+            sources.update(header.rests_on)  # every run it compares or quotes
             if not header.verified:
                 findings.insights_missing_evidence[header.id] = "no quote it cites was found"
             continue
@@ -269,6 +270,7 @@ def findings_text(findings: Findings) -> str:
             for ident, why in findings.insights_missing_evidence.items()
         ],
     )
-    note = " (an offline corpus draws none)" if findings.compiled_by == "offline" else ""
-    lines += section(f"Runs that produced no insight{note}", findings.runs_without_insight)
+    offline = findings.compiled_by == "offline"
+    note = " (an offline corpus has mined insights only)" if offline else ""
+    lines += section(f"Runs no insight rests on{note}", findings.runs_without_insight)
     return "\n".join(lines)

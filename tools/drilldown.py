@@ -33,8 +33,9 @@ file is standalone). A layout naming more is damaged: ids would be padded to any
 LAYOUT_NAMES = ("raw_dir", "index_file", "turns_file")
 USAGE = {
     "actions": "usage: actions STEP [--corpus DIR]\n"
-    "  One line per turn of a run: turn number, role, the action taken, and the start of\n"
-    "  what came back (after =>). STEP is step-0042 or 42.",
+    "  One line per turn of a run: turn number, role, the action taken (every tool call of\n"
+    "  the turn; each that failed marked [failed]), and the start of what came back (after\n"
+    "  =>; for a failed call, the line that says what failed). STEP is step-0042 or 42.",
     "turn": "usage: turn STEP N[-M] [--lines A-B] [--grep WORDS] [--corpus DIR]\n"
     "  The full turn(s) N (to M) of a run, as logged: reasoning, action, observation.\n"
     "  STEP is step-0042 or 42; turns are numbered from 1. A long turn: --lines 40-80 shows\n"

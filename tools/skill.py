@@ -17,6 +17,7 @@ import orjson
 
 from wikitrace.corpus_schema import CorpusError, manifest
 from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
+from wikitrace.corpus_schema.indexes import DIVERGENCE
 from wikitrace.corpus_schema.layout import MANIFEST, TOOL_NAMES, TOOLS_DIR
 from wikitrace.corpus_schema.read import contained
 from wikitrace.corpus_schema.render import inline
@@ -59,15 +60,28 @@ def check_name(name: str) -> None:
         )
 
 
+def lesson_count(memory: Memory) -> int:
+    """The insights that are lessons: a divergence is a fact about one task, not a lesson."""
+    return sum(insight.pattern != DIVERGENCE for insight in memory.insights)
+
+
 def _description(memory: Memory, types: list[TypeRow]) -> str:
     kinds = ", ".join(row.type for row in types[:8]) + (", ..." if len(types) > 8 else "")
     about = f" on {kinds} tasks" if kinds else ""
-    text = (
-        f"Lessons from {len(memory.runs)} past runs of an agent{about}, each linked to the "
-        "turns it rests on. Use before starting such a task: read the lessons for its type, "
-        "check the ones you rely on against the past run they came from, and report which "
-        "you used."
-    )
+    runs = f"{len(memory.runs)} past run{'s' if len(memory.runs) != 1 else ''} of an agent"
+    if lesson_count(memory):
+        text = (
+            f"Lessons from {runs}{about}, each linked to the turns it rests on. Use before "
+            "starting such a task: read the lessons for its type, check the ones you rely on "
+            "against the past run they came from, and report which you used."
+        )
+    else:  # say what is there: runs to read, not lessons
+        text = (
+            f"The logs of {runs}{about}, each with why it succeeded or failed quoted from its "
+            "turns (no lessons drawn yet). Use before starting such a task: read how past runs "
+            "of its type went, check what you rely on against their turns, and report which "
+            "you used."
+        )
     return inline(text)[:DESCRIPTION_MAX]
 
 
@@ -96,7 +110,7 @@ def export_skill(corpus: Path, dest: Path, *, force: bool = False) -> SkillRepor
     successes = sum(run.outcome == "success" for run in memory.runs)
     summary = (
         f"{len(memory.runs)} past runs of an agent ({successes} succeeded, "
-        f"{len(memory.runs) - successes} did not) and {len(memory.insights)} lessons drawn "
+        f"{len(memory.runs) - successes} did not) and {lesson_count(memory)} lessons drawn "
         f"from them: {'version ' + version + ' of ' if version else ''}a wikitrace corpus "
         f"built {frozen.created[:10]}"
         + (" without a model" if frozen.compiled_by == "offline" else f" with {frozen.model}")

@@ -186,7 +186,10 @@ def _from_pages(root: Path) -> tuple[list[indexes.RunRow], list[indexes.InsightR
         row.compiled = True
         row.title = compiled.header.title
         row.unverified_quotes = compiled.header.unverified_quotes
-        row.insights = [parse_insight(i) for i in compiled.header.insights]
+        # The index lists a model's insights; a mined one is named in the header (`insights`
+        # when the run is its source, and `cited_by`) but not counted as the run's own here.
+        mined = set(compiled.header.cited_by)
+        row.insights = [parse_insight(i) for i in compiled.header.insights if i not in mined]
     insight_rows = [
         indexes.insight_row(parse_insight(page.header.id), page.header, corpus_read.guideline(page))
         for page in corpus_read.insights(root)

@@ -295,6 +295,26 @@ def _is_sidechain(step: dict[str, Any]) -> bool:
     return isinstance(extra, dict) and extra.get("is_sidechain") is True
 
 
+def _warmups(steps: list[dict[str, Any]]) -> int:
+    """How many steps open the trajectory as a sub-agent's reply to no request: Claude Code's
+    warm-up calls ("I'm ready to help! ..."), which Harbor puts first: side-chain steps of the
+    agent that call no tool and end its turn (`stop_reason` end_turn), before any other step.
+    They are no work, and are left out."""
+    count = 0
+    for step in steps:
+        extra = step.get("extra")
+        if (
+            step.get("source") != "agent"
+            or step.get("tool_calls")
+            or not _is_sidechain(step)
+            or not isinstance(extra, dict)
+            or extra.get("stop_reason") != "end_turn"
+        ):
+            break
+        count += 1
+    return count
+
+
 def _task(steps: list[dict[str, Any]], path: Path) -> str | None:
     users = [s for s in steps if s.get("source") == "user" and isinstance(s.get("message"), str)]
     main = [s for s in users if not _is_sidechain(s)]
@@ -350,7 +370,8 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
                 raise InputError("expected a JSON object", path=path, field=f"steps[{number}]")
         reading = _Reading(root=str(path.resolve()))
         reading.embed(trajectory)
-        turns = _turns(steps, path.parent, reading)
+        warmups = _warmups(steps)
+        turns = _turns(steps[warmups:], path.parent, reading)
         task = _task(steps, path)
         if task is None:
             raise InputError(
@@ -368,6 +389,8 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
             embedded = [sub for sub in embedded if not reading.has_joined(sub)]
         if embedded:
             metadata["subagent_trajectories"] = embedded
+        if warmups:
+            metadata["warmup_steps_left_out"] = warmups
         reward = _reward(result)
         if result is not None:
             metadata["trial_result"] = result

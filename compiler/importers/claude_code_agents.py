@@ -150,16 +150,27 @@ def _link(agents: list[_Agent], records: list[dict[str, Any]], calls: dict[str, 
 
 
 WARMUP_LEFT_OUT = (
-    'a Claude Code warm-up call (its prompt is "Warmup" and no call of a session here '
-    "started it): no work"
+    'a Claude Code warm-up call (its prompt is "Warmup", or it is a side-chain reply to no '
+    "prompt, and no call of a session here started it): no work"
 )
 
 
+WARMUP_MAX_RECORDS = 2
+"""The most records a side-chain file of replies alone may hold and be a warm-up."""
+
+
 def _is_warmup(records: list[dict[str, Any]]) -> bool:
-    """Records of a warm-up call: the client sends "Warmup" to warm its cache."""
+    """Records of a warm-up call: the client sends "Warmup" to warm its cache. Some 2.0.x files
+    hold only the reply ("Hello! I'm ready to help..."): side-chain assistant text, with no
+    prompt and no tool call, is one too."""
     first = next((r for r in records if r.get("type") == "user"), None)
     if first is None:
-        return False
+        messages = [r for r in records if r.get("type") in ("user", "assistant")]
+        return (
+            0 < len(messages) <= WARMUP_MAX_RECORDS
+            and all(r.get("isSidechain") is True for r in messages)
+            and all(isinstance(b, dict) and _is_text(b) for r in messages for b in _blocks(r))
+        )
     texts = [b["text"] for b in _blocks(first) if isinstance(b, dict) and _is_text(b)]
     return "".join(texts).strip() == "Warmup"
 
