@@ -205,9 +205,11 @@ class LessonWriter:
             turns = [run.patterns[f"uses:{first}"], run.patterns[f"uses:{second}"]]
         else:
             turns = [run.patterns[pattern]]
-        # The pattern is the page's: each claim says which run and turns, its quotes the rest.
+        # The pattern is the page's: each claim says which run (of which task) and turns, its
+        # quotes the rest.
         return Claim(
-            statement=f"{step_id} ({outcome}), turn " + " then turn ".join(str(t) for t in turns),
+            statement=f"{step_id} ({run.task}, {outcome}), turn "
+            + " then turn ".join(str(t) for t in turns),
             evidence=[self.quotes.evidence(run.step, turn, step_id) for turn in turns],
         )
 
