@@ -216,3 +216,16 @@ def test_a_corpus_made_before_sources_reads_by_task_id(tmp_path: Path) -> None:
     assert all(memory.drawn_from(item, {"1"}) for item in memory.insights)
     view = leave_out(FrozenVersion.load("old", corpus), tmp_path / "view", ["1"], force=False)
     assert view.runs == 0
+
+
+def test_the_site_has_a_page_for_each_task_of_each_source(tmp_path: Path) -> None:
+    from wikitrace.tools.site import build_site, task_page
+
+    corpus = build([MIXED], tmp_path / "corpus")
+    build_site(corpus, tmp_path / "site")
+    pages = {path.name for path in (tmp_path / "site" / "task").glob("*.html")}
+    names = ["tau-bench/airline:1", "tau-bench/airline:6", "tau2-bench/telecom:6"]
+    assert pages == {task_page(name) for name in names}
+    page = (tmp_path / "site" / "task" / task_page("tau2-bench/telecom:6")).read_text()
+    assert "tau2-bench/telecom:6" in page
+    assert "None: a divergence needs a successful and a failed run of the task" in page

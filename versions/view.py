@@ -128,7 +128,10 @@ def _left_out(base: FrozenVersion, layout: Layout, excluded: set[str]) -> _LeftO
     }
     insights = sorted(layout.insight(number) for number in numbers)
     renamed = _renamed(base, layout, insights, steps)
-    records = _records_naming(base, excluded | set(insights))
+    # A decision record names a task by its id (a gate's pool has no sources): one that names
+    # a left-out task's id goes too, whichever source's task of that id it meant.
+    ids = {row.task_id for row in base.rows if row.step in steps}
+    records = _records_naming(base, excluded | ids | set(insights))
     files = _files_gone(base, layout, steps, insights, renamed) | records
     return _LeftOut(steps, numbers, insights, renamed, records, files)
 
