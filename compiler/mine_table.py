@@ -94,7 +94,7 @@ class PatternTable(Sequence[RunPatterns]):
         self._steps.append(run.step)
         self._task_ids.append(sys.intern(run.task_id))
         self._task_types.append(run.task_type)
-        self._origins.append(run.origin)
+        self._origins.append(_interned(run.origin))
         self._flags.append(run.success | run.judged << 1)
         for name, turn in run.patterns.items():
             number = self._numbers.get(name)

@@ -70,10 +70,12 @@ class RawLayer:
         """Each run checked, numbered, after its raw layer is written."""
         for item in self.sources():
             data, record = redacted(self.redactor, item.data, item.record)
-            # Interned: mining holds both for every run, and runs share them.
+            # Interned: mining holds these for every run, and runs share them.
             record.task_id = sys.intern(record.task_id)
             if record.task_type:
                 record.task_type = sys.intern(record.task_type)
+            if record.origin:
+                record.origin = sys.intern(record.origin)
             log_bytes, offsets = raw_pages.turn_log(data["turns"])
             step = self.number(run_key(record, log_bytes))
             if step is not None:
