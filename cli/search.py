@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .common import TASK_NAMED
 from .options import print_json
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -33,7 +34,7 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     "exclude_tasks",
     multiple=True,
     metavar="ID",
-    help="Leave out every entry drawn from runs of this task (repeatable).",
+    help="Leave out every entry drawn from runs of this task (repeatable)." + TASK_NAMED,
 )
 @click.option(
     "--json",

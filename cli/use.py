@@ -11,7 +11,7 @@ import click
 
 from wikitrace.corpus_schema.work import KINDS
 
-from .common import DetailedOption, is_quiet, renamed_option
+from .common import TASK_NAMED, DetailedOption, is_quiet, renamed_option
 from .groups import Command, option_group
 from .options import plural, print_json
 from .profiles import profile_option
@@ -112,7 +112,7 @@ _SCOPE: list[Callable[[Any], Any]] = [
         multiple=True,
         metavar="ID",
         help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
-        "holds them: mount a `wikitrace view` without them in an evaluation.",
+        "holds them: mount a `wikitrace view` without them in an evaluation." + TASK_NAMED,
     ),
 ]
 """Whose lessons and runs are shown: the task's type, project and kind, and tasks left out."""
@@ -406,7 +406,7 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
     multiple=True,
     required=True,
     metavar="ID",
-    help="A task to leave out of every layer (repeatable).",
+    help="A task to leave out of every layer (repeatable)." + TASK_NAMED,
 )
 @click.option(
     "-o",

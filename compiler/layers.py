@@ -258,6 +258,7 @@ def _written(
             explanation=explanation(compiled.title, compiled.statements) if compiled else "",
             project=row.project,
             kind=row.kind,
+            origin=row.origin,
         )
         yield WrittenRun(run, compiled.backing if compiled else None)
 
@@ -281,7 +282,7 @@ def _mine(
                 continue  # a lesson a model drew
             if (
                 row.pattern == indexes.DIVERGENCE
-                and base.rows[row.source_step - 1].task_id not in miner.new_tasks
+                and base.rows[row.source_step - 1].task_key not in miner.new_tasks
             ):
                 # Its task (its source run's) has no new run: mining neither finds it again
                 # nor drops it (mine_version), so its page is not read.

@@ -31,9 +31,10 @@ from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .mine_contrast import MiningReport, contrasts
-from .mine_divergence import divergences
+from .mine_divergence import divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, actions_of, patterns
 from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
@@ -51,6 +52,7 @@ def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPattern
         success=record.success,
         judged=judged,
         patterns=patterns(actions),
+        origin=record.origin,
     )
     return run, actions
 
@@ -61,7 +63,7 @@ class Miner:
 
     def __init__(self, base: Iterable[RunPatterns] = (), folder: Path | None = None) -> None:
         self.runs = base if isinstance(base, PatternTable) else PatternTable(base)
-        self.new_tasks: set[str] = set()
+        self.new_tasks: set[TaskKey] = set()
         self.actions = ActionHashes(folder) if folder is not None else None
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
@@ -73,7 +75,7 @@ class Miner:
         if self.actions is not None:
             self.actions.add_hashes(run.step, hashes)
         self.runs.append(run)
-        self.new_tasks.add(run.task_id)
+        self.new_tasks.add(run.task)
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns
@@ -125,8 +127,8 @@ def _key(header: InsightHeader) -> str | None:
     finding = header.mined
     if finding is None:
         return None
-    if finding.kind == "divergence":
-        return f"divergence {finding.task_id}"
+    if finding.kind == "divergence" and finding.task is not None:
+        return divergence_key(finding.task)
     return f"contrast {header.task_type} {finding.pattern}"
 
 
@@ -176,7 +178,7 @@ def mine_version(
     for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
         # Its task's text is read when its page is made, not held until then.
         make = functools.partial(writer.divergence, divergence, task_text)
-        lessons.append((f"divergence {divergence.task_id}", make))
+        lessons.append((divergence_key(divergence.task), make))
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()
@@ -209,7 +211,7 @@ def mine_version(
         finding = old_header.mined
         if key in matched or finding is None or not finding.holds:
             continue
-        if finding.kind == "divergence" and finding.task_id not in miner.new_tasks:
+        if finding.kind == "divergence" and finding.task not in miner.new_tasks:
             continue
         gone = old_header.model_copy(
             update={"mined": finding.model_copy(update={"holds": False, "version": version})}
@@ -231,6 +233,7 @@ def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> PatternTable:
                 success=row.outcome == "success",
                 judged=row.judged,
                 patterns=patterns(quotes.actions(row.step)),
+                origin=row.origin,
             )
         )
     return found

@@ -15,6 +15,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from wikitrace.corpus_schema.tasks import TaskKey
+
 from .mine_table import RunPatterns
 
 FDR = 0.05
@@ -152,13 +154,13 @@ class MiningReport:
 def _tasks(runs: Sequence[RunPatterns], positions: Iterable[int] | None = None) -> int:
     """How many tasks `runs` (those at `positions`, if given) are of."""
     chosen = runs if positions is None else (runs[i] for i in positions)
-    return len({run.task_id for run in chosen})
+    return len({run.task for run in chosen})
 
 
-def _enough_tasks(task_ids: Sequence[str], positions: Iterable[int]) -> bool:
+def _enough_tasks(task_ids: Sequence[TaskKey], positions: Iterable[int]) -> bool:
     """Whether the runs at `positions` come from at least `MIN_TASKS` tasks (`task_ids`: each
-    run's); it stops as soon as they do."""
-    seen: set[str] = set()
+    run's task, RunPatterns.task); it stops as soon as they do."""
+    seen: set[TaskKey] = set()
     for index in positions:
         seen.add(task_ids[index])
         if len(seen) >= MIN_TASKS:
@@ -313,7 +315,7 @@ def _tried(task_type: str | None, members: Sequence[RunPatterns]) -> Iterator[Co
     import numpy as np
 
     failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
-    task_ids = [run.task_id for run in members]
+    task_ids = [run.task for run in members]
     shown = np.zeros(len(members), dtype=bool)
     seen_splits: set[bytes] = set()
     for pattern, present, population in itertools.chain(_seen(members), _orders(members)):

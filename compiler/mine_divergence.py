@@ -7,6 +7,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from wikitrace.corpus_schema.tasks import TaskKey, task_key
+
 from .mine_contrast import MiningReport
 from .mine_patterns import Action
 from .mine_table import ActionHashes, RunPatterns, action_hashes
@@ -28,6 +30,13 @@ class Divergence:
     """A run's actions, by step."""
     runs: int = 0
     successes: int = 0
+    origin: str | None = None
+    """The task's source (RunRecord.origin), if known."""
+
+    @property
+    def task(self) -> TaskKey:
+        """The one task (source and id) both runs are of."""
+        return task_key(self.origin, self.task_id)
 
     def _action(self, run: RunPatterns, last: bool = False) -> Action | None:
         actions = self.load(run.step)
@@ -54,11 +63,17 @@ class Divergence:
         return self._action(self.failure, last=True)
 
 
+def divergence_key(task: TaskKey) -> str:
+    """What identifies a divergence across versions: its task (its id alone when the task has
+    no source, as in a corpus made before sources were kept)."""
+    return f"divergence {task.name}"
+
+
 def divergences(
     runs: Sequence[RunPatterns],
     load: Callable[[int], Sequence[Action]],
     report: MiningReport,
-    only_tasks: set[str] | None = None,
+    only_tasks: set[TaskKey] | None = None,
     kept: ActionHashes | None = None,
 ) -> list[Divergence]:
     """For each task with both outcomes, where the failed and successful runs that agree
@@ -69,12 +84,13 @@ def divergences(
         held = kept.get(step) if kept is not None else None
         return held if held is not None else action_hashes(load(step))
 
-    by_task: dict[str, list[RunPatterns]] = defaultdict(list)
+    # Runs of one task of one source: τ-bench's task 3 and τ²-bench's are two tasks.
+    by_task: dict[TaskKey, list[RunPatterns]] = defaultdict(list)
     for run in runs:
-        by_task[run.task_id].append(run)
+        by_task[run.task].append(run)
     found: list[Divergence] = []
-    for task_id, members in by_task.items():
-        if only_tasks is not None and task_id not in only_tasks:
+    for task, members in by_task.items():
+        if only_tasks is not None and task not in only_tasks:
             continue
         wins = [run for run in members if run.success]
         losses = [run for run in members if not run.success]
@@ -96,7 +112,7 @@ def divergences(
         shared, win_step, loss_step = -best[0], best[1], best[2]
         found.append(
             Divergence(
-                task_id=task_id,
+                task_id=task.id,
                 task_type=members[0].task_type,
                 # Its runs less their patterns, which it never reads: a build may hold a
                 # divergence for every fourth run while its pages wait to be written.
@@ -106,6 +122,7 @@ def divergences(
                 load=load,
                 runs=len(members),
                 successes=len(wins),
+                origin=task.origin,
             )
         )
     report.divergences = len(found)

@@ -13,10 +13,11 @@ import orjson
 from wikitrace.corpus_schema import Claim, Evidence, Layout, Turn
 from wikitrace.corpus_schema.records import InsightHeader, MinedFinding, Outcome
 from wikitrace.corpus_schema.render import shortened
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .evidence import QuoteChecker
 from .mine_contrast import Contrast, _overlap, _tasks
-from .mine_divergence import Divergence
+from .mine_divergence import Divergence, divergence_key
 from .mine_patterns import Action, actions_of, describe
 from .mine_table import RunPatterns
 
@@ -42,10 +43,10 @@ def typical(runs: Sequence[RunPatterns], limit: int = 200) -> list[RunPatterns]:
 def _distinct_tasks(runs: Sequence[RunPatterns], count: int) -> list[RunPatterns]:
     """Up to `count` of `runs` in order, one per task first."""
     chosen: list[RunPatterns] = []
-    tasks: set[str] = set()
+    tasks: set[TaskKey] = set()
     for run in runs:
-        if run.task_id not in tasks:
-            tasks.add(run.task_id)
+        if run.task not in tasks:
+            tasks.add(run.task)
             chosen.append(run)
         if len(chosen) == count:
             return chosen
@@ -204,9 +205,11 @@ class LessonWriter:
             turns = [run.patterns[f"uses:{first}"], run.patterns[f"uses:{second}"]]
         else:
             turns = [run.patterns[pattern]]
-        # The pattern is the page's: each claim says which run and turns, its quotes the rest.
+        # The pattern is the page's: each claim says which run (of which task) and turns, its
+        # quotes the rest.
         return Claim(
-            statement=f"{step_id} ({outcome}), turn " + " then turn ".join(str(t) for t in turns),
+            statement=f"{step_id} ({run.task}, {outcome}), turn "
+            + " then turn ".join(str(t) for t in turns),
             evidence=[self.quotes.evidence(run.step, turn, step_id) for turn in turns],
         )
 
@@ -225,7 +228,7 @@ class LessonWriter:
             else ""
         )
         title = (
-            f"On task {shortened(found.task_id, 40)}, {after}the successful run "
+            f"On {shortened(str(found.task), 60)}, {after}the successful run "
             f"{did(found.success_action, found.last_success)}; the failed one "
             f"{did(found.failure_action, found.last_failure)}"
         )
@@ -238,11 +241,12 @@ class LessonWriter:
         finding = MinedFinding(
             kind="divergence",
             pattern="diverge",
-            description=f"where runs of task {found.task_id} first took different actions",
+            description=f"where runs of {found.task} first took different actions",
             runs=[win, loss],
             task_outcomes=[found.runs - found.successes, found.runs],
             shared_actions=found.shared,
             task_id=found.task_id,
+            task_origin=found.origin,
             version=self.version,
         )
         claims = []
@@ -271,13 +275,13 @@ class LessonWriter:
             **self._common(
                 found.success,
                 title,
-                f'the task {found.task_id} ("{shortened(task_text(found.success.step), 120)}"), '
+                f'the {found.task} ("{shortened(task_text(found.success.step), 120)}"), '
                 "when it comes again",
                 finding,
             ),
             evidence=claims,
         )
-        return MinedLesson(header, guideline, f"divergence {found.task_id}")
+        return MinedLesson(header, guideline, divergence_key(found.task))
 
 
 GIST_VALUES = 2

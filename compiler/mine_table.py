@@ -14,6 +14,7 @@ from typing import Any, overload
 import orjson
 
 from wikitrace.corpus_schema.store import spill_file
+from wikitrace.corpus_schema.tasks import TaskKey, task_key
 
 from .mine_patterns import Action
 
@@ -34,18 +35,26 @@ class RunPatterns:
     success: bool
     judged: bool
     patterns: dict[str, int]
+    origin: str | None = None
+    """Its task's source (RunRecord.origin), if known."""
+
+    @property
+    def task(self) -> TaskKey:
+        """Its task (source and id): the runs of a divergence are of one."""
+        return task_key(self.origin, self.task_id)
 
     def as_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "step": self.step,
-                "task_id": self.task_id,
-                "task_type": self.task_type,
-                "success": self.success,
-                "judged": self.judged,
-                "patterns": self.patterns,
-            }
-        )
+        data = {
+            "step": self.step,
+            "task_id": self.task_id,
+            "task_type": self.task_type,
+            "success": self.success,
+            "judged": self.judged,
+            "patterns": self.patterns,
+        }
+        if self.origin is not None:  # a run of no known source keeps the line it had
+            data["origin"] = self.origin
+        return orjson.dumps(data)
 
     @classmethod
     def from_json(cls, line: bytes) -> RunPatterns:
@@ -57,6 +66,7 @@ class RunPatterns:
             success=bool(data["success"]),
             judged=bool(data.get("judged")),
             patterns={sys.intern(str(k)): int(v) for k, v in data["patterns"].items()},
+            origin=_interned(data.get("origin")),
         )
 
 
@@ -72,6 +82,7 @@ class PatternTable(Sequence[RunPatterns]):
         self._steps = array("q")
         self._task_ids: list[str] = []
         self._task_types: list[str | None] = []
+        self._origins: list[str | None] = []
         self._flags = bytearray()  # success, and judged times 2
         self._patterns = array("i")  # a name's number
         self._turns = array("q")
@@ -83,6 +94,7 @@ class PatternTable(Sequence[RunPatterns]):
         self._steps.append(run.step)
         self._task_ids.append(sys.intern(run.task_id))
         self._task_types.append(run.task_type)
+        self._origins.append(_interned(run.origin))
         self._flags.append(run.success | run.judged << 1)
         for name, turn in run.patterns.items():
             number = self._numbers.get(name)
@@ -123,6 +135,7 @@ class PatternTable(Sequence[RunPatterns]):
                     self._patterns[start:end], self._turns[start:end], strict=True
                 )
             },
+            origin=self._origins[i],
         )
 
 

@@ -82,7 +82,7 @@ def compile_offline(step: int, record: RunRecord) -> Compilation:
         judged=is_judged(record.metadata),
         compiled_by="offline",
         model=OFFLINE_MODEL,
-        title=f"task {record.task_id} {'succeeded' if record.success else 'failed'} in "
+        title=f"{record.task_key} {'succeeded' if record.success else 'failed'} in "
         f"{len(record.turns)} turns ({len(errors)} with an error signal)",
         description=description,
         claims=claims,

@@ -37,6 +37,7 @@ from typing import Any
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.records import Outcome
 from wikitrace.corpus_schema.store import NewFiles
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .importers.runs import SourceRun
 from .mine import Miner, run_patterns
@@ -127,7 +128,8 @@ class _Checked:
     """A run redacted and fingerprinted, and where it came from."""
 
     key: str
-    task_id: str
+    task: TaskKey
+    """Its task (source and id): attempts are counted per task."""
     attempt: Any
     """Its metadata's `attempt`, as given."""
     redacted: bytes | None
@@ -151,7 +153,7 @@ def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tupl
         checked.append(
             _Checked(
                 run_key(record, log_bytes),
-                record.task_id,
+                record.task_key,
                 record.metadata.get("attempt"),
                 None if clean is data else _pickled(clean),
                 item.path,
@@ -338,7 +340,7 @@ class _Pipeline:
             step = self.raw.number(run.key)
             if step is None:
                 continue
-            attempt = self.raw.attempt(sys.intern(run.task_id), run.attempt)
+            attempt = self.raw.attempt(run.task, run.attempt)
             numbered.append(
                 _Numbered(
                     run.redacted or blob,

@@ -13,6 +13,7 @@ from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, rende
 from wikitrace.corpus_schema.records import RawHeader, is_judged
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.turns import summarize
 from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
 
@@ -49,7 +50,7 @@ class RawLayer:
         self.redactor = (
             Redactor(options.redact_patterns, options.redact_keep) if options.redact else None
         )
-        self.attempts: Counter[str] = Counter(base.attempts) if base else Counter()
+        self.attempts: Counter[TaskKey] = Counter(base.attempts) if base else Counter()
         self._step = 0
         """The last step numbered (`number`)."""
         self._seen = SeenRuns()
@@ -70,10 +71,12 @@ class RawLayer:
         """Each run checked, numbered, after its raw layer is written."""
         for item in self.sources():
             data, record = redacted(self.redactor, item.data, item.record)
-            # Interned: mining holds both for every run, and runs share them.
+            # Interned: mining holds these for every run, and runs share them.
             record.task_id = sys.intern(record.task_id)
             if record.task_type:
                 record.task_type = sys.intern(record.task_type)
+            if record.origin:
+                record.origin = sys.intern(record.origin)
             log_bytes, offsets = raw_pages.turn_log(data["turns"])
             step = self.number(run_key(record, log_bytes))
             if step is not None:
@@ -105,14 +108,12 @@ class RawLayer:
         self._step += 1
         return self._step
 
-    def attempt(self, task_id: str, given: Any) -> int:
-        """The attempt number of a new run of `task_id`, in step order: the one its log gives
+    def attempt(self, task: TaskKey, given: Any) -> int:
+        """The attempt number of a new run of `task`, in step order: the one its log gives
         (`given`, its metadata's `attempt`), else its count among the task's runs."""
-        self.attempts[task_id] += 1
+        self.attempts[task] += 1
         return (
-            given
-            if isinstance(given, int) and not isinstance(given, bool)
-            else (self.attempts[task_id])
+            given if isinstance(given, int) and not isinstance(given, bool) else self.attempts[task]
         )
 
     def write(
@@ -124,7 +125,7 @@ class RawLayer:
         log_bytes: bytes,
         offsets: list[int],
     ) -> RunRecord:
-        attempt = self.attempt(record.task_id, record.metadata.get("attempt"))
+        attempt = self.attempt(record.task_key, record.metadata.get("attempt"))
         source = source_name(item.path, item.line, item.at, self.options.inputs)
         self.writer.write_files(
             raw_files(self.layout, step, attempt, source, data, record, log_bytes, offsets)
@@ -198,6 +199,7 @@ def raw_files(
         attempt=attempt,
         outcome=record.outcome,
         turns=len(record.turns),
+        origin=record.origin,
         project=record.project,
         kind=record.kind,
         kind_basis=record.kind_basis,
@@ -227,4 +229,5 @@ def run_row(step: int, record: RunRecord) -> indexes.RunRow:
         attempt=given_attempt(record.metadata),
         project=record.project,
         kind=record.kind,
+        origin=record.origin,
     )

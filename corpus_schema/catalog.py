@@ -19,6 +19,7 @@ import orjson
 from .errors import CorpusError
 from .layout import CATALOG
 from .records import Outcome
+from .tasks import TaskKey, task_key
 
 CATALOG_VERSION = 2
 
@@ -40,6 +41,13 @@ class PastRun:
     """The code project it worked in (a coding agent's session), if known."""
     kind: str | None = None
     """The kind of work it did (a coding agent's session: corpus_schema/work.py), if known."""
+    origin: str | None = None
+    """Its task's source (RunRecord.origin), if known; None in a catalog made before."""
+
+    @property
+    def task_key(self) -> TaskKey:
+        """Its task: its source and its id."""
+        return task_key(self.origin, self.task_id)
 
 
 @dataclass(slots=True)  # and one for every insight
@@ -75,6 +83,13 @@ class InsightEntry:
     what the gate tested, shown to the agent too."""
     read_only: bool = False
     """Its only support is content the agent read (records.READ_ONLY): shown marked."""
+    source_origin: str | None = None
+    """Its source run's task's source (RunRecord.origin), if known."""
+
+    @property
+    def source_task(self) -> TaskKey:
+        """Its source run's task: the runs of a task are left out together."""
+        return task_key(self.source_origin, self.source_task_id)
 
 
 RUN_FIELDS = [item.name for item in fields(PastRun)]

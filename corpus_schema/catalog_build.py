@@ -224,6 +224,7 @@ class _Waiting:
         "goes_with",
         "source_step",
         "source_task_id",
+        "source_origin",
     )
 
     def __init__(self) -> None:
@@ -282,6 +283,7 @@ class _Waiting:
         """What the insight at `index` learns from its source run, whose compilation's
         claims are backed as `backing` says (None: it has no compilation)."""
         self._columns["source_task_id"][index] = self._name(run.task_id)
+        self._columns["source_origin"][index] = self._name(run.origin)
         if self.divergence(index):  # shown for its own task alone
             self._only[index] = run.task
         elif self.value("pattern", index) is None:
@@ -296,6 +298,7 @@ class _Waiting:
         """What its run told the insight at `index`, as its line's fields."""
         return {
             "source_task_id": self.value("source_task_id", index),
+            "source_origin": self.value("source_origin", index),
             "only_task": self._only.get(index),
             "verified": bool(self._flags[index] & self._VERIFIED),
         }
@@ -544,6 +547,7 @@ def _runs(
                 else explanation(header.title, (claim.statement for claim in header.claims)),
                 project=page.header.project,
                 kind=page.header.kind,
+                origin=page.header.origin,
             )
         for index in needs:
             shown.learn(index, run, backing)

@@ -31,6 +31,7 @@ from .render import (
     quote_block,
     table_cell,
 )
+from .tasks import TaskKey, task_key
 
 
 @dataclass(slots=True)
@@ -56,6 +57,13 @@ class RunRow:
     project: str | None = None
     kind: str | None = None
     """The kind of work it did (RunRecord.kind): the index shows it beside its type."""
+    origin: str | None = None
+    """Its task's source (RunRecord.origin), if known: the index shows it before its id."""
+
+    @property
+    def task_key(self) -> TaskKey:
+        """Its task: its source and its id."""
+        return task_key(self.origin, self.task_id)
 
 
 @dataclass(slots=True)  # a build holds one for every insight
@@ -240,7 +248,7 @@ def raw_index(
             )
             return fit_line(
                 f"| {link(layout.raw_metadata_rel(row.step), rel, layout.step(row.step))} | ",
-                f"{row.task_id}: {row.task}",
+                f"{row.task_key.name}: {row.task}",
                 f" | {table_cell(row.task_type, TYPE_CELL)}"
                 f"{f': {table_cell(row.kind, TYPE_CELL // 2)}' if row.kind else ''} "
                 f"| {outcome_text(row.outcome, row.judged)} | {row.turns} | {compiled} |",

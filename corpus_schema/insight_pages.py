@@ -178,12 +178,13 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
     else:
         failed, total = finding.task_outcomes or [0, 0]
         shared = finding.shared_actions or 0
+        task = inline(str(finding.task or ""))
         pair = " and ".join(
-            f"{step} ({'succeeded' if n == 0 else 'failed'})" for n, step in enumerate(finding.runs)
+            f"{step} ({task}, {'succeeded' if n == 0 else 'failed'})"
+            for n, step in enumerate(finding.runs)
         )
         lines += [
-            f"- task {inline(finding.task_id or '')}: {total - failed} of its {total} runs "
-            "succeeded",
+            f"- {task}: {total - failed} of its {total} runs succeeded",
             wrapped(
                 f"runs compared: {pair}, the pair of its runs that agree longest; "
                 + (

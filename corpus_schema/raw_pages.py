@@ -37,7 +37,7 @@ def raw_metadata(header: RawHeader, task: str) -> str:
             "The quotes behind the verdict are in the frontmatter (metadata.judge.evidence).\n\n"
         )
     body = (
-        f"# {header.step}: task {inline(header.task_id)} "
+        f"# {header.step}: {inline(str(header.task_key))} "
         f"({outcome_text(header.outcome, judged)})\n\n"
         f"{verdict}"
         f"## Task\n\n{verbatim(page_task(task))}\n\n"

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .tasks import TaskKey, task_key
 from .work import kind_named
 
 Outcome = Literal["success", "failure"]
@@ -66,6 +67,11 @@ class RunRecord(_Strict):
     """The task's id; several runs (attempts) may share it."""
     task: str
     """The task as the agent was given it."""
+    origin: str | None = None
+    """The task's source: the log family and dataset the run came from (`tau-bench/airline`,
+    `tau2-bench/airline`, `swe-bench`, `inspect/<task>`, `claude-code`, ...). A task is its
+    source and its id (corpus_schema/tasks.py): runs of two sources never share a task, even
+    when their ids are the same. Optional: without it a task is known by its id alone."""
     task_type: str | None = None
     """A task family (ALFWorld type, tau domain, benchmark name, coding for a coding agent's
     session, ...)."""
@@ -102,6 +108,13 @@ class RunRecord(_Strict):
             raise ValueError("must not be empty")
         return value
 
+    @field_validator("origin")
+    @classmethod
+    def _origin_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty (leave it out when the source is not known)")
+        return value
+
     @field_validator("kind")
     @classmethod
     def _kind_known(cls, value: str | None) -> str | None:
@@ -110,6 +123,11 @@ class RunRecord(_Strict):
     @property
     def outcome(self) -> Outcome:
         return "success" if self.success else "failure"
+
+    @property
+    def task_key(self) -> TaskKey:
+        """Its task: its source and its id."""
+        return task_key(self.origin, self.task_id)
 
 
 # --- compilation ----------------------------------------------------------------------
@@ -251,6 +269,9 @@ class RawHeader(_Strict):
     among the runs of its task in the input."""
     outcome: Outcome
     turns: int
+    origin: str | None = None
+    """The task's source (RunRecord.origin); absent when the log named none, and in pages
+    made before sources were kept: the task is then known by its id alone."""
     project: str | None = None
     """The code project it worked in (RunRecord.project), if known."""
     kind: str | None = None
@@ -262,6 +283,11 @@ class RawHeader(_Strict):
     turns_file: str
     """Path of the turn log, relative to the corpus root."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def task_key(self) -> TaskKey:
+        """Its task: its source and its id."""
+        return task_key(self.origin, self.task_id)
 
 
 class CompilationSummary(_Strict):
@@ -331,6 +357,8 @@ class MinedFinding(_Strict):
     """Every run the finding counts (steps), the source run first."""
     task_id: str | None = None
     """The one task a divergence is about (the lesson applies to it alone)."""
+    task_origin: str | None = None
+    """The source of that task (RunRecord.origin), when its runs named one."""
     task_outcomes: list[int] = Field(default_factory=list)
     """For a divergence: [failed, total] among the task's runs."""
     shared_actions: int | None = None
@@ -339,6 +367,11 @@ class MinedFinding(_Strict):
     """The version whose runs were counted."""
     holds: bool = True
     """False once a later version's runs no longer support it: kept on record, never shown."""
+
+    @property
+    def task(self) -> TaskKey | None:
+        """The one task a divergence is about, with its source."""
+        return None if self.task_id is None else task_key(self.task_origin, self.task_id)
 
     @property
     def goes_with(self) -> Outcome:

@@ -75,8 +75,8 @@ class _HeaderHandler(YAMLHandler):
 _HEADER_HANDLER = _HeaderHandler()
 
 
-_UNSET_LEFT_OUT = ("project", "kind", "kind_basis", "support")
-"""Optional header fields written only when set: a run with no project, kind or taint mark
+_UNSET_LEFT_OUT = ("origin", "project", "kind", "kind_basis", "support")
+"""Optional header fields written only when set: a run with no source, project, kind or taint mark
 carries no `project: null` line (read back, an absent field is None)."""
 
 

@@ -35,9 +35,10 @@ def loaded(path: str) -> Corpus:
 
 
 def known_tasks(corpus: str | Path, tasks: Sequence[str]) -> list[str]:
-    """Those of `tasks` the corpus has runs of, sorted."""
+    """Those of `tasks` the corpus has runs of (each named by its id, or its source and id:
+    TaskKey.named_in), sorted."""
     runs = loaded(str(Path(corpus).resolve())).memory().runs
-    return sorted({run.task_id for run in runs} & set(tasks))
+    return sorted({name for run in runs for name in (run.task_id, run.task_key.name)} & set(tasks))
 
 
 @functools.cache

@@ -156,15 +156,17 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
     shutil.copytree(corpus.resolve(), old)
     lines = (old / CATALOG).read_bytes().splitlines()
     head = orjson.loads(lines[0])
-    assert head["run"][-2:] == ["project", "kind"]
-    head["run"] = head["run"][:-2]  # neither a project nor a kind of work
+    cut = head["run"].index("project")
+    assert head["run"][cut:] == ["project", "kind", "origin"]
+    head["run"] = head["run"][:cut]  # neither a project nor a kind of work (nor a source)
     rewritten = [orjson.dumps(head)]
     for line in lines[1:]:
         kind, *values = orjson.loads(line)
-        rewritten.append(orjson.dumps([kind, *(values[:-2] if kind == "run" else values)]))
+        rewritten.append(orjson.dumps([kind, *(values[:cut] if kind == "run" else values)]))
     (old / CATALOG).write_bytes(b"\n".join(rewritten) + b"\n")
     runs, _, _, _, _ = read_catalog(old)
     assert len(runs) == 4 and all(run.project is None and run.kind is None for run in runs)
+    assert all(run.task_key.origin is None for run in runs)  # a task is its id alone
 
 
 def test_plain_words_find_a_tool_s_snake_case_name(tmp_path: Path) -> None:

@@ -8,8 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
-from wikitrace.corpus_schema.layout import RAW_DIR, parse_step
-from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader, MinedFinding
+from wikitrace.corpus_schema.layout import RAW_DIR, RAW_METADATA_NAME, parse_step
+from wikitrace.corpus_schema.records import (
+    CompilationHeader,
+    InsightHeader,
+    MinedFinding,
+    RawHeader,
+)
 from wikitrace.corpus_schema.turns import raw_pieces
 
 from . import drilldown
@@ -103,6 +108,16 @@ def _quote(text: str) -> str:
     return "\n".join(f"    > {line}" for line in text.splitlines())
 
 
+def run_task(root: Path, step: str) -> str:
+    """The task of run `step` (`task 3 of tau-bench/airline`), from its raw page's header: a
+    page that compares runs names each one's task, so that a reader sees they are of one."""
+    try:
+        page = read.read_page(root, f"{RAW_DIR}/{step}/{RAW_METADATA_NAME}", RawHeader)
+    except CorpusError:
+        return "task unknown: its raw page cannot be read"
+    return str(page.header.task_key)
+
+
 def audit_insight(root: Path, ident: str) -> str:
     """The insight, the compilation claims behind it, and the raw turns they cite, quoted."""
     page = read.insight(root, ident)
@@ -112,7 +127,8 @@ def audit_insight(root: Path, ident: str) -> str:
         "",
         page.body.split("## Evidence", 1)[0].split("\n", 2)[-1].strip(),
         "",
-        f"Source: {header.source_step} ({header.source_outcome}), drawn by {header.model}.",
+        f"Source: {header.source_step} ({run_task(root, header.source_step)}, "
+        f"{header.source_outcome}), drawn by {header.model}.",
     ]
     if header.mined is not None:
         return _audit_mined(root, header, lines)
@@ -153,6 +169,8 @@ def _audit_mined(root: Path, header: InsightHeader, lines: list[str]) -> str:
     lines[-1] = f"Mined without a model ({finding.kind}{state}), source run {header.source_step}."
     if finding.kind == "contrast":
         lines += ["", f"Counted: {counted(finding)} A correlation, not a cause."]
+    lines += ["", "## The runs it compares, each with its task", ""]
+    lines += [f"- {step}: {run_task(root, step)}" for step in header.rests_on]
     lines += ["", "## The actions it quotes"]
     for claim in header.evidence:
         lines += ["", f"### {claim.statement}"]
@@ -189,7 +207,7 @@ def audit_step(root: Path, ident: str) -> str:
             source.append(line)
         elif run.step in header.rests_on:
             evidence.append(line)
-    lines = [f"# {run.step}: task {run.task_id} ({run.outcome}), {run.turns} turns", ""]
+    lines = [f"# {run.step}: {run.task_key} ({run.outcome}), {run.turns} turns", ""]
     lines += ["## Insights with this run as their source", ""]
     lines += source or ["None: no lesson was drawn from this run."]
     lines += ["", "## Insights that quote this run as evidence", ""]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.render import inline, shortened
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
 from .task_scope import Scope, task_scope
@@ -220,11 +221,11 @@ def _visible(memory: Memory, scope: Scope) -> list[int]:
     excluded = scope.excluded
     # A mined contrast counts every run of its task type: with one of them left out, it
     # would still rest on that task's outcomes, so it is left out too.
-    excluded_types = {run.task_type for run in memory.runs if run.task_id in excluded}
+    excluded_types = {run.task_type for run in memory.runs if run.task_key.named_in(excluded)}
     return [
         i
         for i, item in enumerate(memory.insights)
-        if item.source_task_id not in excluded
+        if not item.source_task.named_in(excluded)
         and (scope.task_type is None or item.task_type == scope.task_type)
         and _mined_applies(memory, item, scope.task, excluded, excluded_types)
     ]
@@ -240,7 +241,7 @@ def _mined_applies(
     """Whether a mined lesson may be shown for `task` (a model's lesson: always)."""
     if item.pattern is None:
         return True
-    if any(memory.task_of.get(step) in excluded for step in item.cited_steps):
+    if memory.drawn_from(item, excluded):
         return False
     if item.only_task is not None:  # a divergence: about one task, shown for it alone
         return " ".join(item.only_task.split()) == " ".join(task.split())
@@ -252,14 +253,14 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     less than three tasks): the project's own first, then the same kind's, each tier by
     similarity."""
     similar_runs: list[PastRun] = []
-    seen_tasks: set[str] = set()
+    seen_tasks: set[TaskKey] = set()
     ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
     ranked_runs.sort(key=lambda i: scope.tier(memory.runs[i]))
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
-        if memory.runs[i].task_id not in seen_tasks:
-            seen_tasks.add(memory.runs[i].task_id)
+        if memory.runs[i].task_key not in seen_tasks:
+            seen_tasks.add(memory.runs[i].task_key)
             similar_runs.append(memory.runs[i])
     return similar_runs
 
@@ -297,7 +298,7 @@ class _Page:
             {
                 **asdict(run),
                 "task": inline(shortened(run.task, TASK_PREVIEW)),
-                "task_id": inline(run.task_id),
+                "task_id": inline(run.task_key.name),  # with its source: `tau-bench/airline:3`
                 "title": inline(run.title) if run.title else None,
             }
             for run in listing.similar_runs

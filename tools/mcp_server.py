@@ -233,7 +233,10 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
         ] = False,
         exclude_tasks: Annotated[
             list[str] | None,
-            Field(description="Task ids to leave out (leave-one-out evaluations)."),
+            Field(
+                description="Tasks to leave out (leave-one-out evaluations), each named by "
+                "its id (every source's task of that id) or SOURCE:ID (that source's alone)."
+            ),
         ] = None,
         similar: Annotated[
             int, Field(strict=True, ge=0, le=50, description="Similar past runs to list.")
@@ -308,7 +311,8 @@ def _add_lookup_tools(tools: _Tools, corpus: Corpus) -> None:
             int, Field(strict=True, ge=1, le=100, description="Hits per kind, at most.")
         ] = 10,
         exclude_tasks: Annotated[
-            list[str] | None, Field(description="Task ids whose entries to leave out.")
+            list[str] | None,
+            Field(description="Tasks whose entries to leave out: an id, or SOURCE:ID."),
         ] = None,
     ) -> str:
         """Search the corpus by words (BM25): insights by title, guideline and applicability;

@@ -8,7 +8,7 @@ print(message.text)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -90,10 +90,21 @@ class Memory:
         self._lexical = grouping is consolidate.group
         """Whether lessons are grouped by their words (the default), which one project's
         runs' lessons are also grouped by (`groups`)."""
-        self.task_of = {run.step: run.task_id for run in runs}
+        self.task_of = {run.step: run.task_key for run in runs}
+        """Run step -> its task (source and id)."""
         self._by_step: dict[str, PastRun] | None = None
         """Run step -> its run, made when a message is scoped by project or kind."""
         self._from_catalog = from_catalog
+
+    def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
+        """Whether `item` rests on a run of a task `excluded` names (TaskKey.named_in): its
+        source run's, or one a mined lesson quotes."""
+        if item.source_task.named_in(excluded):
+            return True
+        return any(
+            (task := self.task_of.get(step)) is not None and task.named_in(excluded)
+            for step in item.cited_steps
+        )
 
     @functools.cached_property
     def groups(self) -> list[int]:
@@ -179,10 +190,7 @@ class Memory:
         hits: list[Hit] = []
         if "insights" in kinds:
             allowed = [
-                i
-                for i, item in enumerate(self.insights)
-                if item.source_task_id not in excluded
-                and not any(self.task_of.get(step) in excluded for step in item.cited_steps)
+                i for i, item in enumerate(self.insights) if not self.drawn_from(item, excluded)
             ]
             for i in self.insight_ranker.rank(query, allowed, matched_only=True)[:limit]:
                 item = self.insights[i]
@@ -197,7 +205,7 @@ class Memory:
                         item.source_outcome,
                     )
                 )
-        allowed = [i for i, run in enumerate(self.runs) if run.task_id not in excluded]
+        allowed = [i for i, run in enumerate(self.runs) if not run.task_key.named_in(excluded)]
         if "compilations" in kinds:
             compiled = [i for i in allowed if self.runs[i].explanation]
             for i in self.compilation_ranker.rank(query, compiled, matched_only=True)[:limit]:

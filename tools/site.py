@@ -34,6 +34,7 @@ from wikitrace.corpus_schema.records import (
     is_judged,
 )
 from wikitrace.corpus_schema.render import shortened
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.turns import format_turn, summarize
 from wikitrace.search import consolidate
 
@@ -353,13 +354,13 @@ def _write_lists(pages: _Pages, shown: _Shown) -> None:
         runs=[
             {
                 "step": r.step,
-                "task_id": r.task_id,
+                "task_id": r.task_key.name,
                 "task": shortened(shown.tasks[r.step], 200),
                 "task_type": r.task_type,
                 "outcome": r.outcome,
                 "turns": r.turns,
                 "title": compiled[r.step].title if r.step in compiled else None,
-                "task_page": task_page(r.task_id),
+                "task_page": task_page(r.task_key.name),
             }
             for r in shown.runs
         ],
@@ -369,16 +370,16 @@ def _write_lists(pages: _Pages, shown: _Shown) -> None:
 def _write_task_pages(pages: _Pages, shown: _Shown) -> None:
     """task/TASK.html: a task, its runs and the divergences between them."""
     compiled = shown.compiled
-    task_of = {r.step: r.task_id for r in shown.runs}
-    by_task: dict[str, list[RawHeader]] = {}
+    task_of = {r.step: r.task_key for r in shown.runs}
+    by_task: dict[TaskKey, list[RawHeader]] = {}
     for r in shown.runs:
-        by_task.setdefault(r.task_id, []).append(r)
-    for task_id, task_runs in by_task.items():
+        by_task.setdefault(r.task_key, []).append(r)  # one task of one source
+    for key, task_runs in by_task.items():
         pages.write(
-            f"task/{task_page(task_id)}",
+            f"task/{task_page(key.name)}",
             "task.html.j2",
-            title=f"task {task_id}",
-            task_id=task_id,
+            title=str(key),
+            task_id=key.name,
             task=shown.tasks[task_runs[0].step],
             runs=[
                 {
@@ -392,7 +393,7 @@ def _write_task_pages(pages: _Pages, shown: _Shown) -> None:
             divergences=[
                 view
                 for view, _ in shown.insights
-                if view["divergence"] and task_of.get(view["source_step"]) == task_id
+                if view["divergence"] and task_of.get(view["source_step"]) == key
             ],
         )
 
@@ -417,7 +418,8 @@ def _write_run_pages(pages: _Pages, root: Path, shown: _Shown) -> set[str]:
                 **raw.model_dump(),
                 "task": shown.tasks[raw.step],
                 "judged": is_judged(raw.metadata),
-                "task_page": task_page(raw.task_id),
+                "task_id": raw.task_key.name,
+                "task_page": task_page(raw.task_key.name),
             },
             folded=len(turns) > FOLD_TURNS,
             compilation=None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.catalog import PastRun
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.work import infer_kind, kind_named
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def task_scope(
     run_ok = [
         i
         for i, run in enumerate(memory.runs)
-        if run.task_id not in excluded and (task_type is None or run.task_type == task_type)
+        if not run.task_key.named_in(excluded) and (task_type is None or run.task_type == task_type)
     ]
     kind, kind_inferred, kind_unsure = _task_kind(memory, task, kind, run_ok)
     return Scope(
@@ -119,14 +120,14 @@ def _infer_type(
     runs that share a word with the task); and their types, counted (an untyped run as
     "untyped"). One run alone decides when it is the only one that shares a word: a
     coding task that matches one coding session and no airline task is a coding task."""
-    allowed = [i for i, run in enumerate(memory.runs) if run.task_id not in excluded]
+    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
     types: list[str | None] = []  # an untyped run (a session) is a vote against any type
-    seen: set[str] = set()
+    seen: set[TaskKey] = set()
     for i in memory.run_ranker.rank(task, allowed, matched_only=True):
         run = memory.runs[i]
-        if run.task_id in seen:
+        if run.task_key in seen:
             continue
-        seen.add(run.task_id)
+        seen.add(run.task_key)
         types.append(run.task_type or None)
         if len(seen) == nearest:
             break

@@ -22,6 +22,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged
 from wikitrace.corpus_schema.spill import read_version_rows
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .store import Store
 
@@ -73,7 +74,7 @@ class FrozenVersion:
     insights: InsightPages
     """Every insight page, by id."""
     fingerprints: set[str]
-    attempts: Counter[str]
+    attempts: Counter[TaskKey]
     keys: array[int]
     """Each file's `stat_key` as found right, in the manifest's order (0 where unknown)."""
 
@@ -127,7 +128,7 @@ class FrozenVersion:
             insight_rows=insight_rows,
             insights=InsightPages(root, [layout.insight(row.number) for row in insight_rows]),
             fingerprints=fingerprints,
-            attempts=Counter(row.task_id for row in run_rows),
+            attempts=Counter(row.task_key for row in run_rows),
             keys=check.keys,
         )
 
@@ -177,6 +178,7 @@ def _from_pages(root: Path) -> tuple[list[indexes.RunRow], list[indexes.InsightR
                 attempt=given_attempt(head.metadata),
                 project=head.project,
                 kind=head.kind,
+                origin=head.origin,
             )
         )
     rows.sort(key=lambda row: row.step)

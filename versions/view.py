@@ -88,8 +88,8 @@ def leave_out(
 
 
 def _check_tasks(base: FrozenVersion, tasks: Sequence[str]) -> None:
-    """Refuse a task the version has no run of."""
-    known = {row.task_id for row in base.rows}
+    """Refuse a task the version has no run of (named by its id, or its source and id)."""
+    known = {name for row in base.rows for name in (row.task_id, row.task_key.name)}
     unknown = [task for task in tasks if task not in known]
     if unknown:
         raise InputError(
@@ -119,7 +119,7 @@ class _LeftOut:
 
 
 def _left_out(base: FrozenVersion, layout: Layout, excluded: set[str]) -> _LeftOut:
-    steps = {row.step for row in base.rows if row.task_id in excluded}
+    steps = {row.step for row in base.rows if row.task_key.named_in(excluded)}
     types = {row.task_type for row in base.rows if row.step in steps}
     numbers = {
         row.number
@@ -128,7 +128,10 @@ def _left_out(base: FrozenVersion, layout: Layout, excluded: set[str]) -> _LeftO
     }
     insights = sorted(layout.insight(number) for number in numbers)
     renamed = _renamed(base, layout, insights, steps)
-    records = _records_naming(base, excluded | set(insights))
+    # A decision record names a task by its id (a gate's pool has no sources): one that names
+    # a left-out task's id goes too, whichever source's task of that id it meant.
+    ids = {row.task_id for row in base.rows if row.step in steps}
+    records = _records_naming(base, excluded | ids | set(insights))
     files = _files_gone(base, layout, steps, insights, renamed) | records
     return _LeftOut(steps, numbers, insights, renamed, records, files)
 

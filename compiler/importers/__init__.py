@@ -363,6 +363,10 @@ def finish(
     """Apply a label (side-car first, then the log's own, then reward >= threshold); validate."""
     data = candidate.data
     check_json(data, candidate.path, line=candidate.line, at=candidate.at)
+    if fmt != "native" and not data.get("origin"):
+        # The log family at least (a session store: claude-code, codex, ...); the importers
+        # of benchmarks name the dataset and split too, from what their log says.
+        data["origin"] = fmt
     metadata = data.setdefault("metadata", {}) if isinstance(data.get("metadata", {}), dict) else {}
     task_id = str(data.get("task_id"))
     label = labels.lookup(candidate.run_id, task_id, *candidate.aliases) if len(labels) else None

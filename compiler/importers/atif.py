@@ -351,6 +351,21 @@ def _reward(result: dict[str, Any] | None) -> float | None:
     return None
 
 
+def _origin(result: dict[str, Any] | None) -> str:
+    """The source of a trial's task: its dataset, as the trial's result names it (`source`,
+    or the folder of `task_id.path`, `datasets/<name>/<task>`), else Harbor or ATIF alone."""
+    if result is None:
+        return "atif"
+    if isinstance(result.get("source"), str) and result["source"].strip():
+        return f"harbor/{result['source'].strip()}"
+    task = result.get("task_id")
+    path = task.get("path") if isinstance(task, dict) else None
+    parts = path.split("/") if isinstance(path, str) else []
+    if len(parts) >= 3 and parts[0] == "datasets" and parts[1]:
+        return f"harbor/{parts[1]}"
+    return "harbor"
+
+
 def read(path: Path, found: Probe) -> Iterator[Found]:
     try:
         trajectory = load_json(path)
@@ -409,6 +424,7 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
             data={
                 "task_id": task_id,
                 "task": task,
+                "origin": _origin(result),
                 "task_type": (result or {}).get("source") or None,
                 "success": None,
                 "turns": turns,

@@ -145,7 +145,9 @@ def sniff(found: Probe) -> bool:
     return found.kind == "json" and found.top == "array" and found.has("item", "role")
 
 
-RUN_FIELDS = frozenset({"messages", "task_id", "id", "task", "task_type", "success", "reward"})
+RUN_FIELDS = frozenset(
+    {"messages", "task_id", "id", "task", "origin", "task_type", "success", "reward"}
+)
 
 
 def _run(
@@ -188,6 +190,7 @@ def _run(
         data={
             "task_id": run_task_id,
             "task": task,
+            "origin": obj.get("origin") if isinstance(obj.get("origin"), str) else None,
             "task_type": obj.get("task_type"),
             "success": success if isinstance(success, bool) else None,
             "turns": turns,

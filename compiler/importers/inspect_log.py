@@ -109,6 +109,7 @@ def _run(sample: Any, eval_info: dict[str, Any], path: Path, *, at: str) -> Cand
         data={
             "task_id": task_id,
             "task": task,
+            "origin": f"inspect/{task_name}",
             "task_type": task_name,
             "success": None,
             "turns": turns,

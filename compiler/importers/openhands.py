@@ -151,7 +151,8 @@ def _run(obj: dict[str, Any], path: Path, *, line: int | None) -> Candidate:
         data={
             "task_id": str(task_id),
             "task": task,
-            "task_type": _task_type(obj),
+            "origin": f"openhands/{dataset}" if (dataset := _task_type(obj)) else "openhands",
+            "task_type": dataset,
             "success": success,
             "turns": turns,
             "metadata": rest(obj, {"history", "instruction"}),

@@ -35,6 +35,9 @@ def _swe_run(
         data={
             "task_id": instance,
             "task": task,
+            # An instance id is the same task in every split (Verified and Lite are subsets
+            # of one test set), and the log does not say which split it ran.
+            "origin": SWE_BENCH,
             "task_type": SWE_BENCH,
             "success": None,
             "turns": turns,

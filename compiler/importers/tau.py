@@ -13,6 +13,9 @@ from wikitrace.corpus_schema import InputError
 from .base import Candidate, Found, Probe, json_items, json_value, need, rest
 from .chat import chat_turns, first_user_text
 
+TAU, TAU2 = "tau-bench", "tau2-bench"
+"""The two benchmarks' names, as the sources of their tasks (`tau-bench/airline`): their
+domains share names, and their task ids too, yet no task of one is a task of the other."""
 _POLICY_TITLE = re.compile(r"^\s*#\s*([A-Za-z][\w -]*?)\s+agent policy", re.IGNORECASE)
 
 
@@ -36,7 +39,7 @@ def _domain(turns: list[dict[str, Any]]) -> str:
             match = _POLICY_TITLE.match(turn["content"])
             if match:
                 return match.group(1).strip().lower()
-    return "tau-bench"
+    return TAU
 
 
 def _tau_run(path: Path, index: int, result: Any) -> Candidate:
@@ -59,6 +62,7 @@ def _tau_run(path: Path, index: int, result: Any) -> Candidate:
     if isinstance(trial, int) and not isinstance(trial, bool):
         metadata["attempt"] = trial + 1
     reward = _number(result.get("reward"))
+    domain = _domain(turns)
     return Candidate(
         path=str(path),
         at=at,
@@ -67,7 +71,9 @@ def _tau_run(path: Path, index: int, result: Any) -> Candidate:
         data={
             "task_id": task_id,
             "task": task,
-            "task_type": _domain(turns),
+            # τ-bench numbers each domain's tasks from 0, as τ²-bench does its own.
+            "origin": TAU if domain == TAU else f"{TAU}/{domain}",
+            "task_type": domain,
             "success": None,
             "turns": turns,
             "metadata": metadata,
@@ -121,7 +127,7 @@ def _task_domain(task: dict[str, Any], info: Any) -> str:
     environment = info.get("environment_info") if isinstance(info, dict) else None
     if isinstance(environment, dict) and isinstance(environment.get("domain_name"), str):
         return str(environment["domain_name"])
-    return "tau2-bench"
+    return TAU2
 
 
 def read_tau2(path: Path, found: Probe) -> Iterator[Found]:
@@ -169,6 +175,7 @@ def read_tau2(path: Path, found: Probe) -> Iterator[Found]:
             reward = _number(reward_info.get("reward")) if isinstance(reward_info, dict) else None
             if reward is not None:
                 metadata["reward"] = reward
+            domain = _task_domain(task, info)
             yield Candidate(
                 path=str(path),
                 at=at,
@@ -177,7 +184,8 @@ def read_tau2(path: Path, found: Probe) -> Iterator[Found]:
                 data={
                     "task_id": task_id,
                     "task": task_text,
-                    "task_type": _task_domain(task, info),
+                    "origin": TAU2 if domain == TAU2 else f"{TAU2}/{domain}",
+                    "task_type": domain,
                     "success": None,
                     "turns": turns,
                     "metadata": metadata,
