@@ -108,7 +108,8 @@ def gate_command(
     little to commit, the insight is undecided and stays ungated, with its decision on record.
     """
 
-    from wikitrace.control.sequential import Schedule, dry_run_text
+    from wikitrace.control.gate_sim import dry_run_text
+    from wikitrace.control.sequential import Schedule
 
     if dry_run:
         click.echo(dry_run_text(gate.rates(), Schedule(max_runs=gate.max_runs)))

@@ -126,7 +126,7 @@ _RULE_AND_BUDGET: list[Callable[[Any], Any]] = [
     click.option(
         "--max-runs",
         type=click.IntRange(2),
-        default=128,
+        default=320,
         show_default=True,
         help="sequential: agent runs a lesson may take (both sides of every pair).",
     ),

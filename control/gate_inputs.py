@@ -34,7 +34,7 @@ class GateOptions:
     such lessons among those committed: e-BH)."""
     alpha_miss: float = 0.1
     """Sequential rule: chance, at most, that a lesson worth committing is stopped early."""
-    max_runs: int = 128
+    max_runs: int = 320
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
     per_round: int = 2
