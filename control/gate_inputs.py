@@ -38,8 +38,7 @@ class GateOptions:
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
     per_round: int = 2
-    """Sequential rule: target and falsification pairs still needed, run together in one round
-    (regression pairs half as many, at least one)."""
+    """Sequential rule: pairs of each kind still needed, run together in one round."""
     eta: float = 0.1
     """Least transfer gain G (its lower bound) to commit."""
     delta: float = 0.3

@@ -228,6 +228,8 @@ class SequentialRule:
         self.rounds = Rounds(
             options, Schedule(per_round=options.per_round, max_runs=options.max_runs), runs
         )
+        self.lessons = 1
+        """The lessons this call tests (e-BH may ask each for up to lessons / alpha evidence)."""
         self.streams: dict[str, Stream] = {}
         """Candidate -> its last sequential stream (the narrowed lesson's, once narrowed),
         kept to go on (e-BH)."""
@@ -259,7 +261,7 @@ class SequentialRule:
             precondition=candidate.precondition,
             evidence=f"{ident}.runs.jsonl",
         )
-        outcome = self.rounds.go_on(stream, ident)
+        outcome = self.rounds.go_on(stream, ident, self.budget())
         decision.verdict = "committed" if outcome == "committed" else "rejected"
         self._settle(decision, stream)
         if decision.verdict == "rejected" and self.options.narrow:
@@ -277,6 +279,11 @@ class SequentialRule:
         undecided_on_errors(decision, self.streams[candidate.ident].errors)
         decision.agent_runs = len(runs.runs_of(decision))
         return decision
+
+    def budget(self) -> Schedule:
+        """Each lesson's budget in this call: what reaching the most evidence e-BH may ask of
+        it (lessons / alpha) takes, `Schedule.for_evidence`; --max-runs for a lesson alone."""
+        return self.rounds.schedule.for_evidence(1 / self.lessons, self.rates.alpha)
 
     def _thresholds(self) -> dict[str, float]:
         o = self.options
@@ -372,7 +379,7 @@ class SequentialRule:
         )
         self.streams[candidate.ident] = second
         decision.narrowed_precondition = precondition
-        outcome = self.rounds.go_on(second, decision.id) if probes else "rejected"
+        outcome = self.rounds.go_on(second, decision.id, self.budget()) if probes else "rejected"
         if not probes:
             second.tests.reason = "no held-out probe task"
         self._settle(decision, second, narrowed=True)
@@ -392,7 +399,7 @@ class SequentialRule:
         def go_on(i: int) -> bool:
             stream, decision = streams[i], decisions[i]
             assert stream is not None
-            budget = self.rounds.schedule.for_evidence(stream.tests.scale, self.rates.alpha)
+            budget = self.budget()
             outcome = self.rounds.go_on(stream, decision.id, budget)
             if outcome != "committed":
                 decision.verdict = "rejected"

@@ -186,16 +186,16 @@ def simulate_call(
     schedule: Schedule,
     world: World = World(),
 ) -> list[tuple[bool, int]]:
-    """Several lessons in one gate call: each decided alone, then e-BH across them
-    (`together`), a lesson it asks for more evidence going on with the budget
-    `Schedule.for_evidence` gives. (committed, agent runs) for each."""
+    """Several lessons in one gate call, as the gate runs them: each decided alone, then e-BH
+    across them (`together`), a lesson it asks for more evidence going on; each with the
+    budget `Schedule.for_evidence` gives for the most evidence e-BH may ask (m / alpha).
+    (committed, agent runs) for each."""
+    budget = schedule.for_evidence(1 / len(truths), rates.alpha)
     lessons = [lesson(rng, truth, rates, world) for truth in truths]
-    committed = [one.go_on(schedule).verdict == "committed" for one in lessons]
+    committed = [one.go_on(budget).verdict == "committed" for one in lessons]
 
     def go_on(i: int) -> bool:
-        one = lessons[i]
-        budget = schedule.for_evidence(one.tests.scale, rates.alpha)
-        return one.go_on(budget).verdict == "committed"
+        return lessons[i].go_on(budget).verdict == "committed"
 
     together([one.tests for one in lessons], committed, go_on, rates.alpha)
     return [(c, one.runs) for c, one in zip(committed, lessons, strict=True)]
@@ -221,9 +221,8 @@ def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
     lines = [
         f"sequential gate: alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, eta "
         f"{rates.eta:g}, delta {rates.delta:g}, beta {rates.beta:g}, at most "
-        f"{schedule.max_runs} agent runs a lesson ({schedule.per_round} target and "
-        f"falsification pairs and {schedule.round_of({'regress': True})['regress']} regression "
-        f"pair a round); simulated, {reps} lessons a line, each meeting {world.tasks} tasks a "
+        f"{schedule.max_runs} agent runs a lesson ({schedule.per_round} pairs of each kind a "
+        f"round); simulated, {reps} lessons a line, each meeting {world.tasks} tasks a "
         f"kind whose effects are fixed per task (solved without the lesson: targets "
         f"{SOLVED['target']:g}, falsification {SOLVED['falsify']:g}, regression "
         f"{SOLVED['regress']:g}; no outcome noise)",

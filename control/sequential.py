@@ -8,26 +8,33 @@ and whenever one chooses to stop (Ramdas, Grunwald, Vovk, Shafer: "Game-theoreti
 and safe anytime-valid inference", 2023). Wealth at a stopping time is an e-value, so several
 can be combined (e-BH across the lessons of one gate call).
 
-Each test bets a fixed stake, the one under which its wealth is the likelihood ratio of a
-design alternative against the null (a sequential probability ratio test, as a bet); no stake
-is fitted to the data, so nothing is looked at twice.
+Each test bets a fixed stake, chosen before any outcome (for the harm tests, the one under
+which its wealth is the likelihood ratio of a design alternative against the null: a sequential
+probability ratio test, as a bet); no stake is fitted to the data, so nothing is looked at twice.
+
+The unit is the task: the gate draws every probe task of a kind once before any again
+(`probes.TaskDraws`), so while tasks remain each outcome is a new task drawn at random from the
+kind's probe tasks, and each null below is about the share of those tasks (the population the
+probe tasks stand for, when the pool is a sample of the tasks the lesson will meet).
 
 The figures each test reads (one probe pair: outcome without and with the lesson, same seed):
 
-- help (target pairs): X = [better with it] - [worse with it]. Null "G <= 0": it helps no more
-  often than it hurts its targets (McNemar's sign test, sequentially).
-- regression damage D_reg (falsification and regression pairs): Z = [solved without it, failed
-  with it] - [failed without it, solved with it] - beta * [solved without it]. Null "E[Z] >=
-  0": it breaks at least beta of what the agent solves, net of what chance undoes as often (run
-  to run noise flips outcomes both ways; a lesson that does nothing breaks as many pairs as it
-  fixes).
-- falsification failure P_fail (falsification pairs): F = [cited there] - delta (the agent's
-  citation report: it used the lesson where it should not apply), or without reports
-  [worse with it] - [better with it] - delta. Null "E[F] >= 0".
+- help (target pairs): X = [better with it] - [worse with it]. Null "G <= eta": its net gain
+  on its targets (tasks helped minus tasks hurt) is at most eta, so a lesson that helps as
+  often as it hurts, or by less than eta, is not committed.
+- regression damage D_reg, on falsification pairs and on regression pairs, each its own test:
+  Z = [solved without it, failed with it] - [failed without it, solved with it] - beta *
+  [solved without it]. Null "E[Z] >= 0": it breaks at least beta of what the agent solves on
+  those probes, net of what chance undoes as often (run-to-run noise flips outcomes both ways;
+  a lesson that does nothing breaks as many pairs as it fixes).
+- falsification failure P_fail (falsification runs with the lesson): F = [cited there] - delta
+  (the agent's citation report: it used the lesson where it should not apply), or without
+  reports [worse with it] - [better with it] - delta. Null "E[F] >= 0". Read first, from runs
+  with the lesson alone (`Sequential.needs`).
 
 For each, the opposite test (futility) ends a lesson early: wealth betting on the null's side
-shows, at `alpha_miss`, that the gain is below eta, or that the damage or failure rate is above
-half its threshold.
+shows, at `alpha_miss`, that the gain is below WORTH * eta, or that a damage or failure rate is
+above half its threshold.
 """
 
 from __future__ import annotations
@@ -340,16 +347,14 @@ class Schedule:
     """How the sequential gate spends agent runs on one lesson."""
 
     per_round: int = 2
-    """Target and falsification pairs still needed, run together in one round; regression
-    pairs half as many (at least one)."""
+    """Pairs of each kind still needed, run together in one round."""
     max_runs: int = 320
     """Agent runs (both sides of each pair) at most; then a lesson not yet shown to pass is
     rejected."""
 
     def round_of(self, needs: dict[str, bool]) -> dict[str, int]:
         """Kind -> pairs to draw this round, for the kinds whose tests still need them."""
-        share = {"regress": max(1, self.per_round // 2)}
-        return {kind: share.get(kind, self.per_round) for kind, needed in needs.items() if needed}
+        return {kind: self.per_round for kind, needed in needs.items() if needed}
 
     def for_evidence(self, scale: float, alpha: float) -> Schedule:
         """The budget of a lesson asked for 1 / (alpha * scale) evidence (e-BH across a call's
