@@ -21,7 +21,7 @@ from .gate_inputs import Candidate, GateOptions
 from .gate_narrowing import Narrower
 from .gate_probes import ProbeChooser
 from .gate_runs import GateRuns, pair_of, undecided_on_errors
-from .probes import KINDS, Probe, TaskDraws, by_kind
+from .probes import KINDS, Probe, TaskDraws, by_kind, task_key
 from .runner import RunRequest, cited_insights
 from .sequential import NARROWED_SHARE, Rates, Schedule, Sequential, decide, together
 from .sequential import Pair as SeqPair
@@ -68,7 +68,7 @@ class Stream:
             key = f"falsify:{groups[self.turn % len(groups)]}"
             self.turn += 1
             probes = [p for p in probes if p.why.split(":")[0] == key[8:]]
-        by_task = {p.task_id: p for p in probes}
+        by_task = {task_key(p): p for p in probes}
         if key not in self.draws:
             self.draws[key] = TaskDraws(list(by_task), self.rng)
         task, times = self.draws[key].next()
@@ -200,7 +200,7 @@ class Rounds:
             cited = None if insights is None else stream.ident in insights
             solved = None if without is None else without.success
             pairs.append(
-                SeqPair(probe.kind, solved, with_lesson.success, cited, probe.task_id, completed)
+                SeqPair(probe.kind, solved, with_lesson.success, cited, task_key(probe), completed)
             )
         return pairs
 

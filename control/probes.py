@@ -37,6 +37,12 @@ class Probe:
     why: str
 
 
+def task_key(probe: Probe) -> str:
+    """The gate's notion of "a task", the unit its tests count and draw: one place, so a task
+    key of (source, id) can take the id's place."""
+    return probe.task_id
+
+
 @dataclass(frozen=True)
 class Lesson:
     """What of a candidate the choice reads: its words, its type, its source run's task."""

@@ -457,6 +457,11 @@ def test_the_readme_gate_walk_through(
         ("insight-0002", "committed", "A locked safe."),
         ("insight-0003", "rejected", None),
     ]
+    # The task is the unit: its half of the toy's pool has 3 locked drawers, run on new seeds
+    # once each was drawn; with 3 lessons in the call, a budget grown for e-BH's evidence.
+    doormat = json.loads(out)[0]["reason"]
+    assert "tests read 3 target tasks (6 pairs)" in doormat
+    assert "e-BH asked it for evidence 15 within 473 agent runs: reached" in doormat
     later = _episodes(
         Path("toy.versions/v0002"),
         [f"drawer-{n}" for n in range(13, 17)],
