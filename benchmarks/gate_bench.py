@@ -45,8 +45,8 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("helpful-strong", Truth(0.34, 0.05, 0.02), "commit>=0.95"),
-    Scenario("helpful-modest", Truth(0.20, 0.10, 0.05), "commit>=0.80"),
+    Scenario("helpful-strong", Truth(0.34, 0.05, 0.02), "commit>=0.95", narrowed=False),
+    Scenario("helpful-modest", Truth(0.20, 0.10, 0.05), "commit>=0.80", narrowed=False),
     Scenario("harmful D_reg .40", Truth(0.34, 0.05, 0.40), "admit<=0.02"),
     Scenario("harmful D_reg .50", Truth(0.34, 0.05, 0.50), "admit<=0.02"),
     Scenario("harmful P_fail .40", Truth(0.34, 0.40, 0.02), "admit<=0.02"),
