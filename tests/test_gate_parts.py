@@ -171,3 +171,16 @@ def test_the_sequential_budget_takes_every_covered_task_but_few_by_similarity() 
     vague = Lesson("Look under the doormat", "drawer", precondition="A locked pen.")  # no task
     probes = choose_probes(vague, many, [], wide)
     assert sum(p.kind == "target" for p in probes) == 8
+
+
+def test_a_sequential_decision_of_an_earlier_version_still_reads() -> None:
+    """Decisions written before D_reg was tested per probe kind keep one damage figure."""
+    probes = [Probe("t", "target", ""), Probe("r", "regress", "")]
+    pairs = {("t", 0): (0.0, 1.0, False), ("r", 0): (1.0, 1.0, True)}
+    figures = gate_figures(probes, pairs, Thresholds(rule="sequential"))
+    old = {"help": 4.0, "damage": 2.0, "failure": 3.0, "needed": 10.0}
+    text = summary(figures.model_copy(update={"tests": old}), Thresholds(rule="sequential"))
+    assert "evidence it helps 4" in text and "evidence below 0.3 2)" in text
+    new = {**old, "damage_falsify": 5.0, "damage_regress": 6.0}
+    text = summary(figures.model_copy(update={"tests": new}), Thresholds(rule="sequential"))
+    assert "net gain above 0.1 4" in text and "on regression probes 6" in text
