@@ -1,23 +1,27 @@
-"""How often the gate's real decision code commits lessons whose true effects are known.
+"""How often the gate's real decision code commits lessons whose true effects are known, task
+by task.
 
-Each scenario is a lesson with a true transfer gain G on its targets (net share of target pairs
-it improves), a true falsification failure rate P_fail (it is cited where it should not apply)
-and a true regression damage D_reg (share of solved pairs it breaks). Probe pairs are drawn
-from those rates (with run-to-run outcome noise on each side, independently, when asked) and
-fed to `wikitrace.control.sequential.decide`, the loop `wikitrace gate` runs, or to the
-published rule (`control.figures.gate_figures`, estimates on 8 / 16 / 16 probes) for contrast.
-Monitoring's anytime test is simulated the same way.
+Each scenario is a lesson whose effects belong to the task (`control.gate_sim.Truth`): on a
+share of its targets it turns a failure into a success (on some it may break a success), it is
+cited on a share of its falsification tasks, and it breaks a share of the solved falsification
+and regression tasks; every task keeps its nature on every seed, and each run's outcome may be
+flipped by noise. Each lesson meets its own probe tasks (`--tasks` a kind, drawn from the
+population), and its pairs go through the gate's code: `TaskDraws` (distinct tasks first),
+`Sequential`, `decide`, and for several lessons in one call `together` (e-BH) with
+`Schedule.for_evidence`. Monitoring's anytime test is simulated the same way.
 
     python benchmarks/gate_bench.py              # 2,000 lessons a scenario
     python benchmarks/gate_bench.py --reps 300   # quicker
 
-It prints, for each scenario, the share committed with its 95% interval and the agent runs a
-decision took (median and 90th percentile), then whether each target of issue 38 is met.
+For each scenario it prints the share committed (95% interval), the median agent runs per
+decision (a narrowed lesson's two tests are two decisions) and per lesson, Wald's bound for
+the scenario (see `wald_bound`) and whether each target of issue 52 is met.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import time
@@ -26,74 +30,139 @@ from dataclasses import dataclass
 
 from wikitrace.control import stats
 from wikitrace.control.figures import Thresholds, gate_figures
-from wikitrace.control.gate_sequential import NARROWED_SHARE
+from wikitrace.control.gate_sim import Truth, World, lesson, simulate_call
 from wikitrace.control.probes import Probe
-from wikitrace.control.sequential import (
-    Pair,
-    Rates,
-    Schedule,
-    Watch,
-    simulate,
-    simulated_pair,
-)
+from wikitrace.control.sequential import NARROWED_SHARE, WORTH, Rates, Schedule, Watch
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    gain: float
-    p_fail: float
-    d_reg: float
+    truth: Truth
     goal: str
-    """commit>=X or admit<=X."""
-    narrowed: bool = False
-    """Gets a second, unchanged try (as after narrowing that changed nothing)."""
+    """commit>=X or admit<=X (X may be alpha)."""
+    narrowed: bool = True
+    """A lesson that fails gets a second, unchanged try on new tasks (as after a narrowing
+    that changed nothing) at a quarter of alpha."""
 
 
 SCENARIOS = (
-    Scenario("helpful-strong", 0.34, 0.05, 0.02, "commit>=0.95"),
-    Scenario("helpful-modest", 0.20, 0.10, 0.05, "commit>=0.80"),
-    Scenario("harmful D_reg .40", 0.34, 0.05, 0.40, "admit<=0.02"),
-    Scenario("harmful D_reg .50", 0.34, 0.05, 0.50, "admit<=0.02"),
-    Scenario("harmful P_fail .40", 0.34, 0.40, 0.02, "admit<=0.02"),
-    Scenario("harmful P_fail .50", 0.34, 0.50, 0.02, "admit<=0.02"),
-    Scenario("harmful D_reg .40, narrowed", 0.34, 0.05, 0.40, "admit<=0.02", narrowed=True),
-    Scenario("harmful P_fail .40, narrowed", 0.34, 0.40, 0.02, "admit<=0.02", narrowed=True),
-    Scenario("useless", 0.0, 0.05, 0.02, "admit<=0"),
-    Scenario("at the limits (D_reg .30)", 0.34, 0.05, 0.30, "admit<=alpha"),
-    Scenario("at the limits (P_fail .30)", 0.34, 0.30, 0.02, "admit<=alpha"),
+    Scenario("helpful-strong", Truth(0.34, 0.05, 0.02), "commit>=0.95", narrowed=False),
+    Scenario("helpful-modest", Truth(0.20, 0.10, 0.05), "commit>=0.80", narrowed=False),
+    Scenario("harmful D_reg .40", Truth(0.34, 0.05, 0.40), "admit<=0.02"),
+    Scenario("harmful D_reg .50", Truth(0.34, 0.05, 0.50), "admit<=0.02"),
+    Scenario("harmful P_fail .40", Truth(0.34, 0.40, 0.02), "admit<=0.02"),
+    Scenario("harmful P_fail .50", Truth(0.34, 0.50, 0.02), "admit<=0.02"),
+    Scenario("breaks .50 of solved (regress only)", Truth(0.34, 0.05, 0.5, 0.0), "admit<=0.02"),
+    Scenario("breaks .40 on falsify only", Truth(0.34, 0.05, 0.02, 0.40), "admit<=0.02"),
+    Scenario(
+        "net zero: helps 1/5, hurts 1/5",
+        Truth(0.0, 0.05, 0.02, hurt=0.5, target_solved=0.4),
+        "admit<=0.05",
+    ),
+    Scenario("below eta: gain 0.057", Truth(0.057, 0.05, 0.02), "admit<=0.05"),
+    Scenario("no gain", Truth(0.0, 0.05, 0.02), "admit<=0.05"),
+    Scenario("at the limit D_reg .30", Truth(0.34, 0.05, 0.30), "admit<=alpha", narrowed=False),
+    Scenario("at the limit P_fail .30", Truth(0.34, 0.30, 0.02), "admit<=alpha", narrowed=False),
+    Scenario("at eta: gain 0.10", Truth(0.10, 0.05, 0.02), "admit<=alpha", narrowed=False),
 )
 
 
-def draw(rng: random.Random, s: Scenario, kind: str, noise: float) -> Pair:
-    return simulated_pair(rng, kind, s.gain, s.p_fail, s.d_reg, noise)
+# --- Wald's bound: the expected runs of the best sequential test of each kind ---------------
 
 
-def sequential(rng: random.Random, s: Scenario, rates: Rates, schedule: Schedule, noise: float):
-    truth = (s.gain, s.p_fail, s.d_reg)
-    first = simulate(rng, truth, rates, schedule, noise=noise)
-    if first.verdict == "committed" or not s.narrowed:
-        return first.verdict == "committed", first.runs
-    # As the gate does after narrowing: a second test at a quarter of alpha.
-    second = simulate(rng, truth, rates, schedule, noise=noise, scale=NARROWED_SHARE)
-    return second.verdict == "committed", first.runs + second.runs
+def _flip(outcome: int, noise: float) -> list[tuple[int, float]]:
+    return [(outcome, 1 - noise), (1 - outcome, noise)] if noise else [(outcome, 1.0)]
 
 
-def published(rng: random.Random, s: Scenario, noise: float) -> tuple[bool, int]:
-    """The method's rule: estimates on 8 target, 16 falsification, 16 regression probes."""
-    counts = {"target": 8, "falsify": 16, "regress": 16}
-    probes: list[Probe] = []
-    pairs = {}
-    cited = {}
-    for kind, n in counts.items():
-        for i in range(n):
-            pair = draw(rng, s, kind, noise)
-            probes.append(Probe(f"{kind}{i}", kind, ""))  # type: ignore[arg-type]
-            pairs[(f"{kind}{i}", 0)] = (float(pair.without), float(pair.with_lesson), pair.without)
-            if pair.cited is not None:
-                cited[(f"{kind}{i}", 0)] = pair.cited
-    figures = gate_figures(probes, pairs, Thresholds(rule="estimates"), cited)
-    return figures.passes, 2 * sum(counts.values())
+def pair_law(truth: Truth, kind: str, noise: float) -> dict[tuple[int, int], float]:
+    """(solved without, solved with) as observed -> probability, over tasks and noise."""
+    s, b = truth.solved(kind), truth.breaks(kind)
+    f = truth.fixes() if kind == "target" else 0.0
+    law: dict[tuple[int, int], float] = {}
+    for (base, with_it), p in (
+        ((1, 0), s * b),
+        ((1, 1), s * (1 - b)),
+        ((0, 1), (1 - s) * f),
+        ((0, 0), (1 - s) * (1 - f)),
+    ):
+        for seen_base, q in _flip(base, noise):
+            for seen_with, r in _flip(with_it, noise):
+                key = (seen_base, seen_with)
+                law[key] = law.get(key, 0.0) + p * q * r
+    return law
+
+
+def growth(values: Sequence[tuple[float, float]]) -> float:
+    """The best growth rate of wealth betting that E[Y] > 0: the largest E log(1 + lam * Y)
+    over the stakes the outcomes allow (Kelly; for a 0-or-1 outcome, the KL divergence)."""
+    low = min(y for y, p in values if p > 0)
+    top = 1 / -low if low < 0 else 50.0
+    best = 0.0
+    for i in range(1, 400):
+        lam = top * i / 400
+        best = max(best, sum(p * math.log1p(lam * y) for y, p in values if p > 0))
+    return best
+
+
+def tests_of(truth: Truth, rates: Rates, noise: float) -> dict[str, tuple[float, float, int]]:
+    """Test -> (growth to commit, growth to stop it for futility, agent runs an outcome)."""
+    r = rates
+    target = pair_law(truth, "target", noise)
+    x = [(float(w - b), p) for (b, w), p in target.items()]
+    found = {
+        "help": (
+            growth([(v - r.eta, p) for v, p in x]),
+            growth([(WORTH * r.eta - v, p) for v, p in x]),
+            2,
+        )
+    }
+    cited = [(1.0, truth.p_fail), (0.0, 1 - truth.p_fail)]
+    found["P_fail"] = (
+        growth([(r.delta - c, p) for c, p in cited]),
+        growth([(c - r.delta / 2, p) for c, p in cited]),
+        1,
+    )
+    for kind in ("falsify", "regress"):
+        law = pair_law(truth, kind, noise)
+        net = [(float(b > w) - float(w > b), b, p) for (b, w), p in law.items()]
+        found[f"D_reg {kind}"] = (
+            growth([(r.beta * b - z, p) for z, b, p in net]),
+            growth([(z - r.beta / 2 * b, p) for z, b, p in net]),
+            # with P_fail read first, a falsification pair adds only its run without the lesson
+            1 if kind == "falsify" else 2,
+        )
+    return found
+
+
+def wald_bound(truth: Truth, rates: Rates, noise: float, commit: bool) -> float:
+    """Wald's approximate expected sample size, log(1 / alpha) over the best growth, in agent
+    runs. A lesson to commit must pass every test: the sum over the tests (at alpha). A lesson
+    to reject needs only its most telling futility test (at alpha_miss): the least over them."""
+    tests = tests_of(truth, rates, noise)
+    if commit:
+        total = 0.0
+        for up, _, cost in tests.values():
+            total += math.log(1 / rates.alpha) / up * cost if up > 0 else math.inf
+        return total
+    return min(
+        (math.log(1 / rates.alpha_miss) / down * cost if down > 0 else math.inf)
+        for _, down, cost in tests.values()
+    )
+
+
+# --- the tables -----------------------------------------------------------------------------
+
+
+def decide_lesson(
+    rng: random.Random, s: Scenario, rates: Rates, schedule: Schedule, world: World
+) -> tuple[bool, list[int]]:
+    """One lesson as the gate decides it: (committed, the runs of each of its tests)."""
+    first = lesson(rng, s.truth, rates, world)
+    if first.go_on(schedule).verdict == "committed" or not s.narrowed:
+        return first.tests.verdict() == "committed", [first.runs]
+    second = lesson(rng, s.truth, rates, world, NARROWED_SHARE)
+    return second.go_on(schedule).verdict == "committed", [first.runs, second.runs]
 
 
 def interval(k: int, n: int) -> tuple[float, float]:
@@ -108,50 +177,129 @@ def met(goal: str, rate: float, alpha: float) -> bool:
     return rate <= (alpha if limit == "alpha" else float(limit))
 
 
-def gate_table(reps: int, noise: float, seed: int) -> tuple[bool, list[int]]:
-    rates, schedule = Rates(), Schedule()
+def gate_table(reps: int, noise: float, seed: int, tasks: int, schedule: Schedule) -> bool:
+    rates = Rates()
+    world = World(noise=noise, tasks=tasks)
     print(f"\n## The gate, {reps} lessons a scenario, outcome noise {noise:g} on each side")
     print(
-        f"sequential: alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, "
-        f"eta {rates.eta:g}, delta {rates.delta:g}, beta {rates.beta:g}, "
-        f"{schedule.per_round} target and falsification pairs a round "
-        f"({schedule.round_of({'regress': True})['regress']} regression), "
-        f"at most {schedule.max_runs} runs"
+        f"alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, eta {rates.eta:g}, delta "
+        f"{rates.delta:g}, beta {rates.beta:g}; at most {schedule.max_runs} runs a test; "
+        f"{tasks} probe tasks a kind, effects fixed per task; harmful, net-zero and below-eta "
+        "lessons get narrowing's second try"
     )
-    header = (
-        f"{'scenario':32} {'G':>5} {'P_fail':>6} {'D_reg':>5} | {'committed':>22} "
-        f"{'runs med':>8} {'p90':>4} | {'published':>9} | goal"
+    print(
+        f"{'scenario':36} | {'committed':22} | {'runs/decision':>13} {'per lesson':>10} "
+        f"{'Wald':>5} {'x':>5} | goal"
     )
-    print(header)
     ok = True
-    all_runs: list[int] = []
     for s in SCENARIOS:
         rng = random.Random(f"{seed}:{s.name}:{noise}")
-        results = [sequential(rng, s, rates, schedule, noise) for _ in range(reps)]
+        results = [decide_lesson(rng, s, rates, schedule, world) for _ in range(reps)]
         commits = sum(c for c, _ in results)
-        runs = sorted(r for _, r in results)
-        all_runs.extend(runs)
+        per_test = [r for _, runs in results for r in runs]
+        per_lesson = [sum(runs) for _, runs in results]
         rate = commits / reps
         low, high = interval(commits, reps)
-        paper = [published(rng, s, noise) for _ in range(min(reps, 2000))]
-        paper_first = sum(c for c, _ in paper) / len(paper)
-        if s.narrowed:  # a second, unchanged try under the published rule too
-            again = [published(rng, s, noise)[0] for _ in range(len(paper))]
-            paper_first = sum(a or b for (a, _), b in zip(paper, again, strict=True)) / len(paper)
         good = met(s.goal, rate, rates.alpha)
-        ok &= good
-        p90 = runs[int(0.9 * (len(runs) - 1))]
+        bound = wald_bound(s.truth, rates, noise, s.goal.startswith("commit"))
+        median = statistics.median(per_test)
+        ratio = median / bound if bound and math.isfinite(bound) else math.inf
+        if noise == 0 and s.goal != "admit<=alpha":
+            ok &= good and ratio <= 1.5
         print(
-            f"{s.name:32} {s.gain:5.2f} {s.p_fail:6.2f} {s.d_reg:5.2f} | "
-            f"{rate:6.3f} [{low:.3f}, {high:.3f}] {statistics.median(runs):8.0f} {p90:4d} | "
-            f"{paper_first:9.3f} | {s.goal} {'met' if good else 'NOT MET'}"
+            f"{s.name:36} | {rate:6.3f} [{low:.3f}, {high:.3f}] | {median:13.0f} "
+            f"{statistics.median(per_lesson):10.0f} {bound:5.0f} {ratio:5.2f} | {s.goal} "
+            f"{'met' if good else 'NOT MET'}; runs <= 1.5x Wald "
+            f"{'met' if ratio <= 1.5 else 'NOT MET'}"
         )
-    median = statistics.median(all_runs)
+    return ok
+
+
+def pfail_runs(reps: int, seed: int, tasks: int, schedule: Schedule) -> bool:
+    rng = random.Random(f"{seed}:pfail")
+    runs = [
+        lesson(rng, Truth(0.34, 0.40, 0.02), Rates(), World(tasks=tasks)).go_on(schedule).runs
+        for _ in range(reps)
+    ]
+    median = statistics.median(runs)
     print(
-        f"median agent runs a decided lesson, all scenarios: {median:.0f} (goal <= 48: "
-        f"{'met' if median <= 48 else 'NOT MET'})"
+        f"\nP_fail 0.40, first test alone: median {median:.0f} runs to reject (goal <= 30: "
+        f"{'met' if median <= 30 else 'NOT MET'})"
     )
-    return ok and median <= 48, all_runs
+    return median <= 30
+
+
+def tasks_table(reps: int, seed: int, schedule: Schedule) -> None:
+    """The task is the unit: a lesson cited on 40% of falsification tasks, admitted with
+    narrowing's second try, against how many distinct tasks a kind its tests may draw."""
+    print("\n## Distinct probe tasks a kind (P_fail .40 and D_reg .40, narrowing's second try)")
+    for n in (8, 16, 32, 64, 160):
+        line = []
+        for name in ("harmful P_fail .40", "harmful D_reg .40"):
+            s = next(s for s in SCENARIOS if s.name == name)
+            rng = random.Random(f"{seed}:{name}:{n}")
+            done = [decide_lesson(rng, s, Rates(), schedule, World(tasks=n)) for _ in range(reps)]
+            line.append(f"{name} admitted {sum(c for c, _ in done) / reps:.3f}")
+        print(f"{n:4d} tasks: " + "; ".join(line))
+
+
+def published(rng: random.Random, truth: Truth, world: World) -> bool:
+    """The method's rule (`--rule estimates`): estimates on 8 target, 16 falsification and 16
+    regression probe tasks, each run once on both sides, through `control.figures`."""
+    one = lesson(rng, truth, Rates(), world)
+    probes: list[Probe] = []
+    pairs: dict[tuple[str, int], tuple[float, float, bool]] = {}
+    cited: dict[tuple[str, int], bool] = {}
+    for kind, n in (("target", 8), ("falsify", 16), ("regress", 16)):
+        for _ in range(n):
+            pair = one.pair(kind, True)
+            probes.append(Probe(pair.task, kind, ""))  # type: ignore[arg-type]
+            assert pair.without is not None
+            pairs[(pair.task, 0)] = (float(pair.without), float(pair.with_lesson), pair.without)
+            if pair.cited is not None:
+                cited[(pair.task, 0)] = pair.cited
+    return gate_figures(probes, pairs, Thresholds(rule="estimates"), cited).passes
+
+
+def published_table(reps: int, seed: int, tasks: int) -> None:
+    print(f"\n## The method's rule (estimates on 8 / 16 / 16 probe tasks), {reps} lessons")
+    for s in SCENARIOS[2:5]:
+        rng = random.Random(f"{seed}:published:{s.name}")
+        world = World(tasks=tasks)
+        once = [published(rng, s.truth, world) for _ in range(reps)]
+        twice = [a or published(rng, s.truth, world) for a in once]
+        print(
+            f"{s.name:36} committed {sum(once) / reps:.3f}, with a second try "
+            f"{sum(twice) / reps:.3f}"
+        )
+
+
+def call_table(reps: int, seed: int, tasks: int, schedule: Schedule) -> bool:
+    """Several lessons in one gate call: e-BH across them, each with the grown budget."""
+    modest = SCENARIOS[1].truth
+    harmful = SCENARIOS[4].truth
+    print(f"\n## Lessons in one call ({reps} calls; e-BH at alpha {Rates().alpha:g})")
+    ok = True
+    for m_modest, m_harmful, goal in ((1, 0, None), (1, 2, 0.75), (4, 4, None)):
+        rng = random.Random(f"{seed}:call:{m_modest}:{m_harmful}")
+        truths = [modest] * m_modest + [harmful] * m_harmful
+        calls = [
+            simulate_call(rng, truths, Rates(), schedule, World(tasks=tasks)) for _ in range(reps)
+        ]
+        rate = sum(c for call in calls for c, _ in call[:m_modest]) / (reps * m_modest)
+        bad = sum(c for call in calls for c, _ in call[m_modest:])
+        runs = statistics.median(r for call in calls for _, r in call[:m_modest])
+        budget = schedule.for_evidence(1 / len(truths), Rates().alpha).max_runs
+        text = ""
+        if goal is not None:
+            ok &= rate >= goal
+            text = f" | goal >= {goal:g}: {'met' if rate >= goal else 'NOT MET'}"
+        print(
+            f"{m_modest} modest + {m_harmful} harmful (P_fail .40): modest committed "
+            f"{rate:.3f} (median {runs:.0f} runs, budget {budget}), harmful admitted "
+            f"{bad} of {reps * m_harmful}{text}"
+        )
+    return ok
 
 
 def monitor_table(reps: int, seed: int) -> bool:
@@ -190,14 +338,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-runs", type=int, default=Schedule().max_runs)
+    parser.add_argument(
+        "--tasks", type=int, default=0, help="probe tasks a kind (default: max-runs / 2)"
+    )
+    parser.add_argument("--noise", type=float, nargs="*", default=[0.0, 0.15, 0.30])
+    parser.add_argument("--skip", nargs="*", default=[], help="tasks, published, calls, monitor")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    ok, _ = gate_table(args.reps, 0.0, args.seed)
-    noisy, _ = gate_table(args.reps, 0.15, args.seed)
-    watched = monitor_table(args.reps, args.seed)
+    schedule = Schedule(max_runs=args.max_runs)
+    tasks = args.tasks or args.max_runs // 2
+    ok = True
+    for noise in args.noise:
+        good = gate_table(args.reps, noise, args.seed, tasks, schedule)
+        ok &= good if noise == 0 else True
+    ok &= pfail_runs(args.reps, args.seed, tasks, schedule)
+    if "tasks" not in args.skip:
+        tasks_table(max(100, args.reps // 4), args.seed, schedule)
+    if "published" not in args.skip:
+        published_table(max(100, args.reps // 4), args.seed, tasks)
+    if "calls" not in args.skip:
+        ok &= call_table(max(100, args.reps // 4), args.seed, tasks, schedule)
+    watched = True if "monitor" in args.skip else monitor_table(args.reps, args.seed)
     print(
-        f"\n{time.perf_counter() - start:.1f} s; every target met without noise: "
-        f"{'yes' if ok else 'no'}; with 0.15 noise: {'yes' if noisy else 'no'}; monitoring: "
+        f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - start:.1f} s); every gate "
+        f"target met without noise: {('yes' if ok else 'no') if 0.0 in args.noise else 'not run'}; "
+        "monitoring: "
         f"{'yes' if watched else 'no'}"
     )
     return 0

@@ -86,12 +86,15 @@ def gate_command(
     The probes: target probes (tasks it claims to help), falsification probes (boundary
     tasks, look-alikes that violate its precondition, decoys) and regression probes (tasks
     the agent solved before). Every probe runs without and with the insight on the same seed
-    (a pair). By default (--rule sequential) pairs are drawn in rounds, tasks at random
-    from each kind's probes, and three anytime-valid tests decide as they come: it helps
-    its targets (more pairs better than worse), its regression damage D_reg is below --beta
-    and its falsification failure rate P_fail (cited where it should not apply) below
-    --delta. It is committed once all three are shown, each at --alpha; rejected early once
-    it is shown not worth it (--alpha-miss), or when --max-runs are spent first.
+    (a pair). By default (--rule sequential) pairs are drawn in rounds, every probe task of
+    a kind once before any again (the task is the unit), and anytime-valid tests decide as
+    they come: its falsification failure rate P_fail (cited where it should not apply) is
+    below --delta, read first from runs with the lesson alone; its regression damage D_reg
+    is below --beta on the falsification probes and on the regression probes, each its own
+    test; and its net gain on its targets (pairs better minus pairs worse) is above --eta.
+    It is committed once all are shown, each at --alpha; rejected as soon as one shows harm
+    or no worthwhile gain (--alpha-miss), or when --max-runs are spent first (with several
+    lessons, a budget grown for the evidence e-BH may ask).
 
     When it helped targets but failed elsewhere, on tasks it never helped, the corpus's model
     narrows its precondition once, and the narrowed lesson is tested on held-out probes (half
@@ -108,7 +111,8 @@ def gate_command(
     little to commit, the insight is undecided and stays ungated, with its decision on record.
     """
 
-    from wikitrace.control.sequential import Schedule, dry_run_text
+    from wikitrace.control.gate_sim import dry_run_text
+    from wikitrace.control.sequential import Schedule
 
     if dry_run:
         click.echo(dry_run_text(gate.rates(), Schedule(max_runs=gate.max_runs)))

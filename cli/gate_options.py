@@ -126,7 +126,7 @@ _RULE_AND_BUDGET: list[Callable[[Any], Any]] = [
     click.option(
         "--max-runs",
         type=click.IntRange(2),
-        default=128,
+        default=320,
         show_default=True,
         help="sequential: agent runs a lesson may take (both sides of every pair).",
     ),
@@ -212,9 +212,9 @@ _RATES: list[Callable[[Any], Any]] = [
         default=0.1,
         show_default=True,
         hidden=True,
-        help="Least transfer gain G worth having: sequential stops a lesson shown to gain "
-        "less; bounds and estimates commit only at this G or more (its lower bound, or "
-        "itself).",
+        help="Least transfer gain G worth having: sequential commits a lesson only once its net "
+        "gain is shown above it (and stops one shown below 1.5 times it); bounds and estimates "
+        "commit only at this G or more (its lower bound, or itself).",
     ),
     click.option(
         "--delta",
@@ -240,9 +240,10 @@ _RATES: list[Callable[[Any], Any]] = [
         default=0.1,
         show_default=True,
         hidden=True,
-        help="sequential: chance, at most, that a lesson with D_reg >= --beta or P_fail >= "
-        "--delta, or one that does not help its targets, is committed (across one call's "
-        "lessons: the expected share of such among those committed, by e-BH).",
+        help="sequential: chance, at most, that a lesson with D_reg >= --beta (on its "
+        "falsification or its regression probes) or P_fail >= --delta, or one whose net gain "
+        "is at most --eta, is committed (across one call's lessons: the expected share of such "
+        "among those committed, by e-BH).",
     ),
     click.option(
         "--alpha-miss",

@@ -177,8 +177,8 @@ def gain_is_real(figures: GateFigures, thresholds: Thresholds) -> bool:
     reaches eta."""
     if thresholds.rule == "bounds":
         return figures.gain_rate_lower >= thresholds.eta
-    if thresholds.rule == "sequential":  # it helped more target pairs than it hurt
-        return figures.gains > figures.losses
+    if thresholds.rule == "sequential":  # it helped some target (a narrowing may keep those)
+        return figures.gains > 0
     return bool(figures.n_target) and figures.gains / figures.n_target >= thresholds.eta
 
 
@@ -199,10 +199,7 @@ def why_not_narrowed(figures: GateFigures, thresholds: Thresholds, *, narrow: bo
         return "narrowing is off (--no-narrow)"
     if not gain_is_real(figures, thresholds):
         if thresholds.rule == "sequential":
-            return (
-                f"not narrowed: it helped no more target pairs ({figures.gains}) than it hurt "
-                f"({figures.losses})"
-            )
+            return f"not narrowed: it helped no target pair ({figures.losses} hurt)"
         if thresholds.rule == "estimates":
             rate = figures.gains / figures.n_target if figures.n_target else 0.0
             return f"not narrowed: the gain is not real (gain rate {rate:.3f}, below eta {eta:g})"
@@ -220,13 +217,22 @@ def summary(figures: GateFigures, thresholds: Thresholds) -> str:
     p_fail = "P_fail" if figures.p_fail_basis == "outcomes" else "P_fail (cited)"
     if figures.tests:
         t = figures.tests
+        if "damage_falsify" in t:  # D_reg tested on each kind of probe, help beyond eta
+            helps = f"evidence of a net gain above {thresholds.eta:g} {t['help']:.3g}"
+            damage = (
+                f"evidence below {thresholds.beta:g} on falsification probes "
+                f"{t['damage_falsify']:.3g}, on regression probes {t['damage_regress']:.3g}"
+            )
+        else:  # a decision of an earlier version: one D_reg test, help beyond nothing
+            helps = f"evidence it helps {t['help']:.3g}"
+            damage = f"evidence below {thresholds.beta:g} {t['damage']:.3g}"
         return (
             f"G {figures.gain:.3f} ({figures.gains} better, {figures.losses} worse of "
-            f"{figures.n_target} target pairs; evidence it helps {t['help']:.3g}), "
+            f"{figures.n_target} target pairs; {helps}), "
             f"{p_fail} {figures.p_fail:.3f} ({figures.failures} of {figures.n_falsify}; "
             f"evidence below {thresholds.delta:g} {t['failure']:.3g}), "
             f"D_reg {figures.d_reg:.3f} ({figures.damaged} of {figures.n_regress} solved pairs "
-            f"broken; evidence below {thresholds.beta:g} {t['damage']:.3g}); "
+            f"broken; {damage}); "
             f"{figures.runs} agent runs; evidence needed {t['needed']:.3g}"
         )
     if thresholds.rule == "estimates":

@@ -110,6 +110,8 @@ def gate_insights(
         report = GateReport(tested_on=current)
         if not candidates:
             return report
+        if isinstance(gate.rule, SequentialRule):
+            gate.rule.lessons = len(candidates)
         try:
             for candidate in candidates:
                 decision = gate.decide(candidate)

@@ -34,12 +34,11 @@ class GateOptions:
     such lessons among those committed: e-BH)."""
     alpha_miss: float = 0.1
     """Sequential rule: chance, at most, that a lesson worth committing is stopped early."""
-    max_runs: int = 128
+    max_runs: int = 320
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
     per_round: int = 2
-    """Sequential rule: target and falsification pairs still needed, run together in one round
-    (regression pairs half as many, at least one)."""
+    """Sequential rule: pairs of each kind still needed, run together in one round."""
     eta: float = 0.1
     """Least transfer gain G (its lower bound) to commit."""
     delta: float = 0.3

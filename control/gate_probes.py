@@ -72,4 +72,9 @@ class ProbeChooser:
             precondition=candidate.precondition,
         )
         budget = Budget(options.targets, options.falsify, options.regress)
+        if options.rule == "sequential":
+            # The task is the unit of its tests: as many distinct tasks as the budget can
+            # run, so pairs are new tasks before any task runs again on a new seed.
+            most = max(options.targets, options.falsify, options.regress, options.max_runs // 2)
+            budget = Budget(most, most, most, similar=options.targets)
         return choose_probes(lesson, pool, self.solved, budget)

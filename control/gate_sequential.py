@@ -21,13 +21,10 @@ from .gate_inputs import Candidate, GateOptions
 from .gate_narrowing import Narrower
 from .gate_probes import ProbeChooser
 from .gate_runs import GateRuns, pair_of, undecided_on_errors
-from .probes import Probe, by_kind
+from .probes import KINDS, Probe, TaskDraws, by_kind, task_key
 from .runner import RunRequest, cited_insights
+from .sequential import NARROWED_SHARE, Rates, Schedule, Sequential, decide, together
 from .sequential import Pair as SeqPair
-from .sequential import Rates, Schedule, Sequential, decide, e_bh
-
-NARROWED_SHARE = 0.25
-"""The share of alpha a narrowed lesson's second test uses."""
 
 
 @dataclass
@@ -41,11 +38,15 @@ class Stream:
     tests: Sequential
     rng: random.Random
     ident: str = ""
-    used: dict[str, int] = field(default_factory=dict)
-    """Task -> times drawn (its next seed is --seed plus that)."""
+    draws: dict[str, TaskDraws] = field(default_factory=dict)
+    """Kind (falsification: each group) -> its tasks, each drawn once before any again; a
+    task's n-th draw runs at seed --seed plus n."""
     results: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
     kinds: dict[tuple[str, int], Probe] = field(default_factory=dict)
     """(task, seed) -> the probe it was drawn as."""
+    singles: list[tuple[str, int]] = field(default_factory=list)
+    """Falsification runs with the lesson alone (P_fail read from their citations), not yet
+    run without it: D_reg on falsification probes completes them first."""
     runs: int = 0
     errors: int = 0
     base: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
@@ -55,27 +56,41 @@ class Stream:
     turn: int = 0
     """Falsification draws so far: their groups are taken in turn."""
 
-    def draw(self, kind: str) -> Probe | None:
-        """A probe of `kind` at random; falsification probes from their groups in turn."""
+    def draw(self, kind: str) -> tuple[Probe, int] | None:
+        """A probe of `kind` and its seed offset: every task of the kind (falsification: of
+        its groups, taken in turn) once before any again."""
         probes = self.probes.get(kind, [])
         if not probes:
             return None
+        key = kind
         if kind == "falsify":
-            groups: dict[str, list[Probe]] = {}
-            for probe in probes:
-                groups.setdefault(probe.why.split(":")[0], []).append(probe)
-            group = list(groups.values())[self.turn % len(groups)]
+            groups = list(dict.fromkeys(p.why.split(":")[0] for p in probes))
+            key = f"falsify:{groups[self.turn % len(groups)]}"
             self.turn += 1
-            return self.rng.choice(group)
-        return self.rng.choice(probes)
+            probes = [p for p in probes if p.why.split(":")[0] == key[8:]]
+        by_task = {task_key(p): p for p in probes}
+        if key not in self.draws:
+            self.draws[key] = TaskDraws(list(by_task), self.rng)
+        task, times = self.draws[key].next()
+        return by_task[task], times
 
     def figure_pairs(self) -> dict[tuple[str, int], Pair | None]:
         return {key: pair_of(self.base.get(key), self.results.get(key)) for key in self.kinds}
 
 
+def tasks_text(tests: Sequential) -> str:
+    """How many distinct tasks and pairs of each kind the tests read (the unit is the task)."""
+    parts = []
+    for kind in ("target", "falsify", "regress"):
+        if tests.pairs.get(kind):
+            tasks = len(tests.tasks.get(kind, ()))
+            parts.append(f"{tasks} {kind} tasks ({tests.pairs[kind]} pairs)")
+    return ", ".join(parts) or "no pair"
+
+
 class Rounds:
-    """Owns running a stream's rounds: drawing each round's probe pairs (a task at random from
-    its kind's probes, at that task's next seed), running on both sides what is not run yet,
+    """Owns running a stream's rounds: drawing each round's probe pairs (every task of a kind
+    before any again, at that task's next seed), running on both sides what is not run yet,
     and handing the pairs to the stream's tests until they decide or its budget is spent."""
 
     def __init__(self, options: GateOptions, schedule: Schedule, runs: GateRuns) -> None:
@@ -83,56 +98,88 @@ class Rounds:
         self.schedule = schedule
         self.runs = runs
 
-    def go_on(self, stream: Stream, purpose: str) -> str:
+    def go_on(self, stream: Stream, purpose: str, schedule: Schedule | None = None) -> str:
         """Run the stream's rounds until its tests decide or its budget is spent."""
-        needs = stream.tests.needs()
-        if not stream.probes["regress"]:  # falsification pairs count for D_reg too
-            needs["regress"] = needs["regress"] and not stream.probes["falsify"]
+        tests = stream.tests
+        tests.regress_probes = bool(stream.probes["regress"])
+        needs = {
+            "target": not tests.helps,
+            "falsify": True,
+            "regress": not tests.safe_on("regress"),
+        }
         missing = [k for k, needed in needs.items() if needed and not stream.probes[k]]
         if missing:
-            stream.tests.reason = (
+            tests.reason = (
                 f"no {' or '.join(missing)} probe in the task pool, so what they test cannot be "
                 "shown"
             )
             return "rejected"
         outcome = decide(
-            stream.tests,
+            tests,
             lambda wanted: self._sample(stream, wanted, purpose),
-            self.schedule,
+            schedule or self.schedule,
             spent=stream.runs,
         )
         stream.runs = outcome.runs
         return outcome.verdict
 
-    def _draw(self, stream: Stream, wanted: dict[str, int]) -> list[tuple[Probe, int]]:
-        """`wanted` probes of each kind, each at its task's next seed."""
-        drawn: list[tuple[Probe, int]] = []
+    def look(self, stream: Stream, purpose: str) -> None:
+        """A lesson rejected before any target ran (P_fail or D_reg shown too high first) is
+        given a look for narrowing: a few target pairs, and its falsification runs with the
+        lesson alone completed by their runs without it, so that where it helped and where it
+        hurt can be told apart. Its decision stands whatever they show."""
+        tests = stream.tests
+        if tests.pairs.get("target") or not stream.probes["target"] or not tests.pairs:
+            return  # targets seen, none to see, or nothing ran (agent errors)
+        n = 2 * self.schedule.per_round
+        pairs = self._sample(
+            stream, {"target": n, "falsify": min(n, len(stream.singles))}, purpose, complete=True
+        )
+        stream.runs += sum(pair.runs for pair in pairs)
+        for pair in pairs:
+            stream.tests.observe(pair)
+
+    def _draw(
+        self, stream: Stream, wanted: dict[str, int], complete: bool = False
+    ) -> list[tuple[Probe, int, bool]]:
+        """`wanted` probes of each kind, each at its task's next seed (a falsification probe
+        run with the lesson alone before is completed first); whether each is a completion."""
+        drawn: list[tuple[Probe, int, bool]] = []
+        base = complete or stream.tests.needs_base("falsify")
         for kind, count in wanted.items():
             for _ in range(count):
-                # Without regression probes, D_reg is shown on falsification pairs alone.
-                probe = stream.draw(kind) or (stream.draw("falsify") if kind == "regress" else None)
-                if probe is None:
+                if kind == "falsify" and base and stream.singles:
+                    key = stream.singles.pop(0)
+                    drawn.append((stream.kinds[key], key[1], True))
+                    continue
+                found = stream.draw(kind)
+                if found is None:
                     break
-                seed = self.options.seed + stream.used.get(probe.task_id, 0)
-                stream.used[probe.task_id] = stream.used.get(probe.task_id, 0) + 1
-                drawn.append((probe, seed))
+                probe, times = found
+                drawn.append((probe, self.options.seed + times, False))
         return drawn
 
-    def _sample(self, stream: Stream, wanted: dict[str, int], purpose: str) -> list[SeqPair]:
-        """Draw `wanted` pairs of each kind (tasks at random from the kind's probes, each
-        task's next seed), run what is not run yet on both sides (without the lesson only
-        where the tests still need that side), and return the pairs."""
+    def _sample(
+        self, stream: Stream, wanted: dict[str, int], purpose: str, *, complete: bool = False
+    ) -> list[SeqPair]:
+        """Draw `wanted` pairs of each kind, run what is not run yet on both sides (without
+        the lesson only where the tests still need that side, or everywhere: `complete`), and
+        return the pairs."""
         runs = self.runs
-        base_needed = {kind: stream.tests.needs_base(kind) for kind in ("falsify", "regress")}
-        drawn = self._draw(stream, wanted)
+        base_needed = {kind: complete or stream.tests.needs_base(kind) for kind in KINDS}
+        drawn = self._draw(stream, wanted, complete)
         base_view = runs.base_view()
         base_name = runs.base_name
         requests = [
             RunRequest(p.task_id, base_name, base_view, seed)
-            for p, seed in drawn
+            for p, seed, _ in drawn
             if (p.task_id, seed) not in runs.base_results and base_needed.get(p.kind, True)
         ]
-        requests += [RunRequest(p.task_id, stream.name, stream.view, seed) for p, seed in drawn]
+        requests += [
+            RunRequest(p.task_id, stream.name, stream.view, seed)
+            for p, seed, completed in drawn
+            if not completed
+        ]
         results = runs.run_requests(requests, purpose)
         for request, run in zip(requests, results, strict=True):
             if request.memory == base_name:
@@ -140,17 +187,21 @@ class Rounds:
             else:
                 stream.results[(run.task_id, run.seed)] = run
         pairs = []
-        for probe, seed in drawn:
+        for probe, seed, completed in drawn:
             key = (probe.task_id, seed)
             stream.kinds[key] = probe
             without, with_lesson = runs.base_results.get(key), stream.results[key]
             if with_lesson.success is None or (without is not None and without.success is None):
                 stream.errors += 1
                 continue
+            if probe.kind == "falsify" and without is None:
+                stream.singles.append(key)
             insights = cited_insights(with_lesson)
             cited = None if insights is None else stream.ident in insights
             solved = None if without is None else without.success
-            pairs.append(SeqPair(probe.kind, solved, with_lesson.success, cited))
+            pairs.append(
+                SeqPair(probe.kind, solved, with_lesson.success, cited, task_key(probe), completed)
+            )
         return pairs
 
 
@@ -177,6 +228,8 @@ class SequentialRule:
         self.rounds = Rounds(
             options, Schedule(per_round=options.per_round, max_runs=options.max_runs), runs
         )
+        self.lessons = 1
+        """The lessons this call tests (e-BH may ask each for up to lessons / alpha evidence)."""
         self.streams: dict[str, Stream] = {}
         """Candidate -> its last sequential stream (the narrowed lesson's, once narrowed),
         kept to go on (e-BH)."""
@@ -208,10 +261,12 @@ class SequentialRule:
             precondition=candidate.precondition,
             evidence=f"{ident}.runs.jsonl",
         )
-        outcome = self.rounds.go_on(stream, ident)
+        outcome = self.rounds.go_on(stream, ident, self.budget())
         decision.verdict = "committed" if outcome == "committed" else "rejected"
         self._settle(decision, stream)
         if decision.verdict == "rejected" and self.options.narrow:
+            self.rounds.look(stream, ident)
+            self._settle(decision, stream)
             assert decision.figures is not None
             if separable(stream.figure_pairs(), decision.figures, self.thresholds):
                 self._narrow(candidate, decision, stream)
@@ -224,6 +279,11 @@ class SequentialRule:
         undecided_on_errors(decision, self.streams[candidate.ident].errors)
         decision.agent_runs = len(runs.runs_of(decision))
         return decision
+
+    def budget(self) -> Schedule:
+        """Each lesson's budget in this call: what reaching the most evidence e-BH may ask of
+        it (lessons / alpha) takes, `Schedule.for_evidence`; --max-runs for a lesson alone."""
+        return self.rounds.schedule.for_evidence(1 / self.lessons, self.rates.alpha)
 
     def _thresholds(self) -> dict[str, float]:
         o = self.options
@@ -244,7 +304,9 @@ class SequentialRule:
                 "runs": stream.runs,
                 "tests": {
                     "help": round(tests.help.wealth, 6),
-                    "damage": round(tests.damage.wealth, 6),
+                    "damage": round(min(t.wealth for t in tests.damage.values()), 6),
+                    "damage_falsify": round(tests.damage["falsify"].wealth, 6),
+                    "damage_regress": round(tests.damage["regress"].wealth, 6),
                     "failure": round(tests.failure.wealth, 6),
                     "needed": round(1 / (self.rates.alpha * tests.scale), 6),
                 },
@@ -270,7 +332,7 @@ class SequentialRule:
             words = "It passed: "
         else:
             words = f"{'Still rejected' if narrowed else 'Rejected'} ({tests.reason}): "
-        text = words + summary(figures, self.thresholds)
+        text = f"{words}{summary(figures, self.thresholds)}; tests read {tasks_text(tests)}"
         if narrowed:
             decision.narrowed_figures = figures
             decision.narrowed_probes = results
@@ -317,7 +379,7 @@ class SequentialRule:
         )
         self.streams[candidate.ident] = second
         decision.narrowed_precondition = precondition
-        outcome = self.rounds.go_on(second, decision.id) if probes else "rejected"
+        outcome = self.rounds.go_on(second, decision.id, self.budget()) if probes else "rejected"
         if not probes:
             second.tests.reason = "no held-out probe task"
         self._settle(decision, second, narrowed=True)
@@ -326,33 +388,31 @@ class SequentialRule:
             decision.reason = "Narrowed, then committed. First test: " + decision.reason
 
     def multiplicity(self, decisions: Sequence[GateDecision]) -> None:
-        """Across one call's lessons: commit only a set e-BH admits, so that the expected share
-        of harmful or useless lessons among those committed is at most alpha. A committed
-        lesson e-BH does not admit yet goes on (its tests ask for m / (alpha k) evidence, k the
-        lessons committed, m those tested) until it does or its budget is spent."""
+        """Across one call's lessons: commit only a set e-BH admits (`together`), so that the
+        expected share of harmful or not-helping lessons among those committed is at most
+        alpha. A committed lesson e-BH does not admit yet goes on, its tests asking for m /
+        (alpha k) evidence (k the lessons committed, m those tested) with the larger budget
+        `Schedule.for_evidence` gives, until it reaches it or is rejected."""
         streams = [self.streams.get(d.insight) for d in decisions]
-        m = len(decisions)
-        if m < 2:
-            return
-        while True:
-            committed = [i for i, d in enumerate(decisions) if d.verdict == "committed"]
-            admitted = e_bh([s.tests.e_value() if s else 0.0 for s in streams], self.rates.alpha)
-            short = [i for i in committed if i not in admitted]
-            if not short:
-                return
-            for i in short:
-                stream, decision = streams[i], decisions[i]
-                assert stream is not None
-                stream.tests.scale = min(stream.tests.scale, len(committed) / m)
-                outcome = self.rounds.go_on(stream, decision.id)
-                if outcome != "committed":
-                    decision.verdict = "rejected"
-                    self.narrower.narrowed.pop(decision.insight, None)
-                note = (
-                    f". With {m} lessons in this call, e-BH asked it for evidence "
-                    f"{1 / (self.rates.alpha * stream.tests.scale):.3g}"
-                    + (": reached." if outcome == "committed" else ": not reached, rejected.")
-                )
-                self._settle(decision, stream, narrowed=stream.narrowed)
-                decision.reason += note
-                decision.agent_runs = len(self.runs.runs_of(decision))
+        committed = [d.verdict == "committed" for d in decisions]
+
+        def go_on(i: int) -> bool:
+            stream, decision = streams[i], decisions[i]
+            assert stream is not None
+            budget = self.budget()
+            outcome = self.rounds.go_on(stream, decision.id, budget)
+            if outcome != "committed":
+                decision.verdict = "rejected"
+                self.narrower.narrowed.pop(decision.insight, None)
+            note = (
+                f". With {len(decisions)} lessons in this call, e-BH asked it for evidence "
+                f"{1 / (self.rates.alpha * stream.tests.scale):.3g} within {budget.max_runs} "
+                "agent runs"
+                + (": reached." if outcome == "committed" else ": not reached, rejected.")
+            )
+            self._settle(decision, stream, narrowed=stream.narrowed)
+            decision.reason += note
+            decision.agent_runs = len(self.runs.runs_of(decision))
+            return outcome == "committed"
+
+        together([s.tests if s else None for s in streams], committed, go_on, self.rates.alpha)

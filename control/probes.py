@@ -16,8 +16,9 @@
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.ledger import ProbeKind
@@ -34,6 +35,12 @@ class Probe:
     task_id: str
     kind: ProbeKind
     why: str
+
+
+def task_key(probe: Probe) -> str:
+    """The gate's notion of "a task", the unit its tests count and draw: one place, so a task
+    key of (source, id) can take the id's place."""
+    return probe.task_id
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,29 @@ class Budget:
     targets: int = 8
     falsify: int = 8
     regress: int = 8
+    similar: int = 8
+    """Targets taken by similarity alone, when no task has the precondition's words."""
+
+
+@dataclass
+class TaskDraws:
+    """Tasks drawn at random, each once before any is drawn again: distinct tasks first,
+    seeds second (`next` says how many times the task was drawn before: its seed offset). The
+    task is the unit of the gate's tests, so while tasks remain each pair is a new one."""
+
+    tasks: Sequence[str]
+    rng: random.Random
+    left: list[str] = field(default_factory=list)
+    drawn: dict[str, int] = field(default_factory=dict)
+
+    def next(self) -> tuple[str, int]:
+        if not self.left:
+            self.left = list(dict.fromkeys(self.tasks))
+            self.rng.shuffle(self.left)
+        task = self.left.pop()
+        times = self.drawn.get(task, 0)
+        self.drawn[task] = times + 1
+        return task, times
 
 
 def given_probes(
@@ -118,7 +148,7 @@ def choose_probes(
     inside = {t.task_id for t in covered(precondition, same)} if precondition else set()
     target_why = "its precondition covers it (same task type), most similar to the lesson"
     if not inside:
-        inside = {t.task_id for t in same[: budget.targets]}
+        inside = {t.task_id for t in same[: min(budget.similar, budget.targets)]}
         target_why = (
             "same task type, most similar to the lesson (no task has its precondition's words)"
         )

@@ -8,33 +8,39 @@ and whenever one chooses to stop (Ramdas, Grunwald, Vovk, Shafer: "Game-theoreti
 and safe anytime-valid inference", 2023). Wealth at a stopping time is an e-value, so several
 can be combined (e-BH across the lessons of one gate call).
 
-Each test bets a fixed stake, the one under which its wealth is the likelihood ratio of a
-design alternative against the null (a sequential probability ratio test, as a bet); no stake
-is fitted to the data, so nothing is looked at twice.
+Each test bets a fixed stake, chosen before any outcome (for the harm tests, the one under
+which its wealth is the likelihood ratio of a design alternative against the null: a sequential
+probability ratio test, as a bet); no stake is fitted to the data, so nothing is looked at twice.
+
+The unit is the task: the gate draws every probe task of a kind once before any again
+(`probes.TaskDraws`), so while tasks remain each outcome is a new task drawn at random from the
+kind's probe tasks, and each null below is about the share of those tasks (the population the
+probe tasks stand for, when the pool is a sample of the tasks the lesson will meet).
 
 The figures each test reads (one probe pair: outcome without and with the lesson, same seed):
 
-- help (target pairs): X = [better with it] - [worse with it]. Null "G <= 0": it helps no more
-  often than it hurts its targets (McNemar's sign test, sequentially).
-- regression damage D_reg (falsification and regression pairs): Z = [solved without it, failed
-  with it] - [failed without it, solved with it] - beta * [solved without it]. Null "E[Z] >=
-  0": it breaks at least beta of what the agent solves, net of what chance undoes as often (run
-  to run noise flips outcomes both ways; a lesson that does nothing breaks as many pairs as it
-  fixes).
-- falsification failure P_fail (falsification pairs): F = [cited there] - delta (the agent's
-  citation report: it used the lesson where it should not apply), or without reports
-  [worse with it] - [better with it] - delta. Null "E[F] >= 0".
+- help (target pairs): X = [better with it] - [worse with it]. Null "G <= eta": its net gain
+  on its targets (tasks helped minus tasks hurt) is at most eta, so a lesson that helps as
+  often as it hurts, or by less than eta, is not committed.
+- regression damage D_reg, on falsification pairs and on regression pairs, each its own test:
+  Z = [solved without it, failed with it] - [failed without it, solved with it] - beta *
+  [solved without it]. Null "E[Z] >= 0": it breaks at least beta of what the agent solves on
+  those probes, net of what chance undoes as often (run-to-run noise flips outcomes both ways;
+  a lesson that does nothing breaks as many pairs as it fixes).
+- falsification failure P_fail (falsification runs with the lesson): F = [cited there] - delta
+  (the agent's citation report: it used the lesson where it should not apply), or without
+  reports [worse with it] - [better with it] - delta. Null "E[F] >= 0". Read first, from runs
+  with the lesson alone (`Sequential.needs`).
 
 For each, the opposite test (futility) ends a lesson early: wealth betting on the null's side
-shows, at `alpha_miss`, that the gain is below eta, or that the damage or failure rate is above
-half its threshold.
+shows, at `alpha_miss`, that the gain is below WORTH * eta, or that a damage or failure rate is
+above half its threshold.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -86,6 +92,16 @@ class Pair:
     with_lesson: bool
     cited: bool | None = None
     """Whether the run with the lesson cited it (None: its agent returned no report)."""
+    task: str = ""
+    """The task it ran (the unit the tests count: `Sequential.tasks`)."""
+    completed: bool = False
+    """A falsification run with the lesson alone, observed before for P_fail, now with its
+    run without the lesson (same task and seed) for D_reg: one more agent run."""
+
+    @property
+    def runs(self) -> int:
+        """Agent runs it took when it came."""
+        return (self.without is not None) + (not self.completed)
 
     @property
     def better(self) -> bool:
@@ -101,22 +117,40 @@ class Rates:
     """What the sequential gate controls, and what it tests against."""
 
     eta: float = 0.1
-    """Futility: a lesson whose gain on its targets is confidently below this stops early."""
+    """The margin help must beat: a lesson is committed only once its net gain on its targets
+    (pairs better with it minus pairs worse) is shown above eta; one whose gain is shown below
+    WORTH times eta stops early."""
     delta: float = 0.3
     """Most falsification failure rate P_fail."""
     beta: float = 0.3
-    """Most regression damage D_reg."""
+    """Most regression damage D_reg, on each kind of probe."""
     alpha: float = 0.1
-    """Chance, at most, that a harmful lesson (D_reg >= beta or P_fail >= delta) or a useless
-    one (it helps its targets no more often than it hurts them) is committed."""
+    """Chance, at most, that a harmful lesson (D_reg >= beta on its falsification or on its
+    regression probes, or P_fail >= delta) or one whose net gain is at most eta is committed."""
     alpha_miss: float = 0.1
-    """Chance, at most, that a lesson worth committing (gain at least eta, each harm rate at
-    most half its limit) is stopped early and rejected; one can still be rejected when the
-    budget runs out before the evidence is clear (`gate --dry-run` prints how often)."""
+    """Chance, at most, that a lesson worth committing (gain at least WORTH times eta, each harm
+    rate at most half its limit) is stopped early and rejected; one can still be rejected when
+    the budget runs out before the evidence is clear (`gate --dry-run` prints how often)."""
 
+
+NARROWED_SHARE = 0.25
+"""The share of alpha a narrowed lesson's second test uses: a lesson that fails, is narrowed
+and is tested again gets two chances to pass, so the second asks for four times the evidence."""
+
+WORTH = 1.5
+"""A lesson whose gain is shown below WORTH * eta is not worth testing further."""
+
+DAMAGE_KINDS = ("falsify", "regress")
+"""D_reg is tested on each of these kinds of probe on its own."""
 
 Verdict = str
 """committed, rejected or continue."""
+
+
+def _damage_tests(r: Rates) -> tuple[dict[str, EProcess], dict[str, EProcess]]:
+    low = {k: EProcess(min(lr_bet(r.beta, r.beta / 3), 0.9 / (1 - r.beta))) for k in DAMAGE_KINDS}
+    high = {k: EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9)) for k in DAMAGE_KINDS}
+    return low, high
 
 
 @dataclass
@@ -126,35 +160,47 @@ class Sequential:
     rates: Rates = field(default_factory=Rates)
     citations: bool = True
     """P_fail from citation reports when the pair has one (the method's wrong activation)."""
+    regress_probes: bool = True
+    """False when the task pool has no task the agent solved before: D_reg is then tested on
+    the falsification probes alone."""
+    harm_first: bool = True
+    """Harm is tested before help: a harmful lesson is stopped before its targets run."""
     help: EProcess = field(init=False)
-    """Betting that the lesson helps its targets (null: G <= 0)."""
-    below_eta: EProcess = field(init=False)
-    damage: EProcess = field(init=False)
-    damage_high: EProcess = field(init=False)
+    """Betting that the lesson's net gain on its targets is above eta (null: G <= eta)."""
+    below_worth: EProcess = field(init=False)
+    damage: dict[str, EProcess] = field(init=False)
+    """Kind of probe -> betting that D_reg on those probes is below beta."""
+    damage_high: dict[str, EProcess] = field(init=False)
     failure: EProcess = field(init=False)
     failure_high: EProcess = field(init=False)
     reason: str = ""
     reports: int = 0
-    """Falsification pairs whose run with the lesson returned a citation report."""
+    """Falsification runs with the lesson that returned a citation report."""
     unreported: int = 0
-    """... and those whose run returned none."""
+    """... and those that returned none."""
     scale: float = 1.0
     """The share of alpha this lesson's tests use: below 1 when several
     lessons are decided together (e-BH asks each for more evidence)."""
+    tasks: dict[str, set[str]] = field(default_factory=dict)
+    """Kind -> the distinct tasks its pairs ran."""
+    pairs: dict[str, int] = field(default_factory=dict)
+    """Kind -> pairs observed (a falsification run with the lesson alone counts as one)."""
 
     def __post_init__(self) -> None:
-        # Each stake is the likelihood ratio of a design alternative against its null. Commit:
-        # help, that 9 in 10 target pairs that differ are gains; harm, a rate a third of its
-        # limit. Futility: a gain a third of eta; a harm at its limit, against half of it.
-        # Capped where an outcome could make wealth negative. (Stakes fitted to the outcomes
-        # so far adapt to noise but, on gate_bench's scenarios, commit helpful lessons less
-        # often within the budget.)
+        # Each stake is fixed before any outcome. Help: 0.7 of the most a pair's loss allows,
+        # near the best growth for a gain of 0.2 and 0.34 alike. Harm: the likelihood ratio of
+        # a rate a third of its limit against it (P_fail: half, which commits a lesson cited on
+        # 40% of falsification tasks 0.4% of the time against 1.5%, for 2 more runs on
+        # helpful ones). Futility: a harm at its limit against half of
+        # it; help, half of what a gain of nothing allows. (Stakes fitted to the outcomes so
+        # far adapt to noise but, on gate_bench's scenarios, commit helpful lessons less often
+        # within the budget.)
         r = self.rates
-        self.help = EProcess(-0.8)  # 1 + 0.8 * X, X in {-1, 0, 1}
-        self.below_eta = EProcess(min(lr_bet(r.eta, r.eta / 3), 0.9 / (1 - r.eta)))
-        self.damage = EProcess(min(lr_bet(r.beta, r.beta / 3), 0.9 / (1 - r.beta)))
-        self.damage_high = EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9))
-        self.failure = EProcess(min(lr_bet(r.delta, r.delta / 3), 0.9 / (1 - r.delta)))
+        worth = WORTH * r.eta
+        self.help = EProcess(-0.7 / (1 + r.eta))  # 1 + s * (X - eta), X in {-1, 0, 1}
+        self.below_worth = EProcess(0.5 / (1 - worth))
+        self.damage, self.damage_high = _damage_tests(r)
+        self.failure = EProcess(min(lr_bet(r.delta, r.delta / 2), 0.9 / (1 - r.delta)))
         self.failure_high = EProcess(max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)))
 
     def observe(self, pair: Pair) -> None:
@@ -163,23 +209,28 @@ class Sequential:
         while, then again, keeps it a test supermartingale, so `scale` may be lowered later
         (e-BH) and the test go on."""
         r = self.rates
-        if pair.kind == "falsify":
+        kind = pair.kind
+        if not pair.completed:
+            self.pairs[kind] = self.pairs.get(kind, 0) + 1
+        if pair.task:
+            self.tasks.setdefault(kind, set()).add(pair.task)
+        if kind == "falsify" and not pair.completed:
             if pair.cited is None:
                 self.unreported += 1
             else:
                 self.reports += 1
-        if pair.kind == "target":
+        if kind == "target":
             x = float(pair.better) - float(pair.worse)
             if not self.helps:
-                self.help.observe(x)
-            self.below_eta.observe(x - r.eta)
+                self.help.observe(x - r.eta)
+            self.below_worth.observe(x - WORTH * r.eta)
             return
         net = float(pair.worse) - float(pair.better)
-        if pair.without is not None:
-            if not self.safe:
-                self.damage.observe(net - r.beta * float(pair.without))
-            self.damage_high.observe(net - r.beta / 2 * float(pair.without))
-        if pair.kind == "falsify":
+        if pair.without is not None and kind in self.damage:
+            if not self.safe_on(kind):
+                self.damage[kind].observe(net - r.beta * float(pair.without))
+            self.damage_high[kind].observe(net - r.beta / 2 * float(pair.without))
+        if kind == "falsify" and not pair.completed:
             cited = self.citations and pair.cited is not None
             if not cited and pair.without is None:
                 return  # neither a citation nor an outcome to compare: it tells nothing
@@ -191,50 +242,72 @@ class Sequential:
     # --- what is shown so far -----------------------------------------------------------
 
     @property
+    def level(self) -> float:
+        return self.rates.alpha * self.scale
+
+    @property
     def helps(self) -> bool:
-        return self.help.rejects(self.rates.alpha * self.scale)
+        return self.help.rejects(self.level)
+
+    def safe_on(self, kind: str) -> bool:
+        if kind == "regress" and not self.regress_probes:
+            return True
+        return self.damage[kind].rejects(self.level)
 
     @property
     def safe(self) -> bool:
-        return self.damage.rejects(self.rates.alpha * self.scale)
+        return all(self.safe_on(kind) for kind in DAMAGE_KINDS)
 
     @property
     def falsification_holds(self) -> bool:
-        return self.failure.rejects(self.rates.alpha * self.scale)
+        return self.failure.rejects(self.level)
+
+    def reading_citations(self) -> bool:
+        """P_fail is read from citation reports: every falsification run so far returned one."""
+        return self.citations and not self.unreported
 
     def needs(self) -> dict[str, bool]:
-        """Which kinds of probe still tell something: targets until help is shown,
-        falsification probes until P_fail is (they also count for D_reg), regression probes
-        until D_reg is."""
-        return {
-            "target": not self.helps,
-            "falsify": not self.falsification_holds,
-            "regress": not self.safe,
+        """Which kinds of probe still tell something. While P_fail is read from citations and
+        not shown, falsification runs alone (it is the cheapest test, and the one a misfiring
+        lesson fails first); then targets until help is shown, falsification and regression
+        probes until D_reg on each is."""
+        if self.reading_citations() and not self.falsification_holds:
+            return {"target": False, "falsify": True, "regress": False}
+        harm = {
+            "falsify": not self.falsification_holds or not self.safe_on("falsify"),
+            "regress": not self.safe_on("regress"),
         }
+        if self.harm_first and any(harm.values()):
+            return {"target": False, **harm}
+        return {"target": not self.helps, **harm}
 
     def needs_base(self, kind: str) -> bool:
         """Whether a pair of `kind` drawn now must also run without the lesson. Targets and
         regression probes always do (their tests compare the two sides). A falsification
-        probe does not once D_reg is shown and P_fail is read from citation reports that
-        every falsification run so far has returned: its citation is all it still tells.
-        Decided before the pair is run, so skipping the base run keeps every test valid."""
+        probe does not while P_fail, read from citation reports that every falsification run
+        so far has returned, is not shown: its citation is all it tells then. Decided before
+        the pair is run, so skipping the base run keeps every test valid."""
         if kind != "falsify":
             return True
-        return not (self.citations and self.safe and self.reports and not self.unreported)
+        return not (self.reading_citations() and not self.falsification_holds)
 
     def verdict(self) -> Verdict:
         r = self.rates
         if self.helps and self.safe and self.falsification_holds:
             self.reason = "shown to help, and shown not to break or misfire beyond the limits"
             return "committed"
-        if self.below_eta.rejects(r.alpha_miss):
-            self.reason = f"its gain on its targets is shown to be below eta {r.eta:g}"
-            return "rejected"
-        if self.damage_high.rejects(r.alpha_miss):
-            self.reason = f"its regression damage is shown to be above {r.beta / 2:g}"
-            return "rejected"
         if self.failure_high.rejects(r.alpha_miss):
             self.reason = f"its falsification failure rate is shown to be above {r.delta / 2:g}"
+            return "rejected"
+        for kind in DAMAGE_KINDS:
+            if self.damage_high[kind].rejects(r.alpha_miss):
+                self.reason = (
+                    f"its regression damage is shown to be above {r.beta / 2:g} on its "
+                    f"{'falsification' if kind == 'falsify' else 'regression'} probes"
+                )
+                return "rejected"
+        if self.below_worth.rejects(r.alpha_miss):
+            self.reason = f"its net gain on its targets is shown to be below {WORTH * r.eta:g}"
             return "rejected"
         return "continue"
 
@@ -242,17 +315,20 @@ class Sequential:
         """What is not shown yet, in words."""
         found = []
         if not self.helps:
-            found.append("help on its targets not shown")
-        if not self.safe:
-            found.append(f"regression damage below {self.rates.beta:g} not shown")
+            found.append(f"net gain above {self.rates.eta:g} on its targets not shown")
+        for kind in DAMAGE_KINDS:
+            if not self.safe_on(kind):
+                found.append(f"regression damage below {self.rates.beta:g} on {kind} not shown")
         if not self.falsification_holds:
             found.append(f"falsification failures below {self.rates.delta:g} not shown")
         return found
 
     def e_value(self) -> float:
-        """The evidence against "harmful or useless" (the least wealth of the three tests):
-        an e-value for that union of nulls, to combine across lessons (e-BH)."""
-        return min(self.help.wealth, self.damage.wealth, self.failure.wealth)
+        """The evidence against "harmful or not helping beyond eta" (the least wealth of the
+        tests): an e-value for that union of nulls, to combine across lessons (e-BH)."""
+        kinds = [k for k in DAMAGE_KINDS if k != "regress" or self.regress_probes]
+        damage = [self.damage[k].wealth for k in kinds]
+        return min(self.help.wealth, self.failure.wealth, *damage)
 
 
 def e_bh(e_values: Sequence[float], alpha: float) -> set[int]:
@@ -273,16 +349,23 @@ class Schedule:
     """How the sequential gate spends agent runs on one lesson."""
 
     per_round: int = 2
-    """Target and falsification pairs still needed, run together in one round; regression
-    pairs half as many (at least one), since falsification pairs count for D_reg too."""
-    max_runs: int = 128
+    """Pairs of each kind still needed, run together in one round."""
+    max_runs: int = 320
     """Agent runs (both sides of each pair) at most; then a lesson not yet shown to pass is
     rejected."""
 
     def round_of(self, needs: dict[str, bool]) -> dict[str, int]:
         """Kind -> pairs to draw this round, for the kinds whose tests still need them."""
-        share = {"regress": max(1, self.per_round // 2)}
-        return {kind: share.get(kind, self.per_round) for kind, needed in needs.items() if needed}
+        return {kind: self.per_round for kind, needed in needs.items() if needed}
+
+    def for_evidence(self, scale: float, alpha: float) -> Schedule:
+        """The budget of a lesson asked for 1 / (alpha * scale) evidence (e-BH across a call's
+        lessons): max_runs times log(1 / (alpha * scale)) / log(1 / alpha), what the tests'
+        growth needs to reach it at the rate that reaches 1 / alpha within max_runs."""
+        if scale >= 1.0:
+            return self
+        grown = self.max_runs * math.log(1 / (alpha * scale)) / math.log(1 / alpha)
+        return dataclasses.replace(self, max_runs=math.ceil(grown))
 
 
 @dataclass
@@ -308,17 +391,18 @@ def decide(
     verdict = tests.verdict()
     while verdict == "continue":
         wanted = schedule.round_of(tests.needs())
-        room = (schedule.max_runs - runs) // 2
-        if room <= 0 or not wanted:
-            break
-        for kind in list(wanted):
-            take = min(wanted[kind], room)
-            room -= take
+        room = schedule.max_runs - runs
+        for kind in list(wanted):  # a pair costs two runs, a run with the lesson alone one
+            cost = 1 + tests.needs_base(kind)
+            take = min(wanted[kind], room // cost)
+            room -= take * cost
             wanted[kind] = take
+        if not any(wanted.values()):
+            break
         got = list(sample({k: n for k, n in wanted.items() if n}))
         if not got:
             break
-        runs += sum(1 + (pair.without is not None) for pair in got)
+        runs += sum(pair.runs for pair in got)
         for pair in got:
             tests.observe(pair)
             verdict = tests.verdict()
@@ -331,6 +415,35 @@ def decide(
             f"({'; '.join(tests.missing())})"
         )
     return Outcome(verdict, tests.reason, runs)
+
+
+def together(
+    tests: Sequence[Sequential | None],
+    committed: list[bool],
+    go_on: Callable[[int], bool],
+    alpha: float,
+) -> list[int]:
+    """Across one call's lessons: commit only a set e-BH admits, so that the expected share of
+    harmful or not-helping lessons among those committed is at most alpha. A committed lesson
+    e-BH does not admit yet goes on (`go_on(i)`, its tests asking for m / (alpha k) evidence, k
+    the lessons committed, m those tested) until it does, or is rejected. `committed` is
+    updated in place; returns the lessons that went on, in order."""
+    m = len(tests)
+    went: list[int] = []
+    if m < 2:
+        return went
+    while True:
+        chosen = [i for i in range(m) if committed[i]]
+        admitted = e_bh([t.e_value() if t else 0.0 for t in tests], alpha)
+        short = [i for i in chosen if i not in admitted]
+        if not short:
+            return went
+        for i in short:
+            test = tests[i]
+            assert test is not None
+            test.scale = min(test.scale, len(chosen) / m)
+            committed[i] = go_on(i)
+            went.append(i)
 
 
 @dataclass
@@ -366,112 +479,3 @@ class Watch:
     def evidence(self) -> float:
         """The test's wealth: 1 / alpha or more retires."""
         return self.test.wealth
-
-
-# --- simulation: what the gate commits when the truth is known ---------------------------
-
-SOLVED = {"target": 0.2, "falsify": 0.7, "regress": 0.85}
-"""Chance the agent solves a probe without the lesson, by kind, in the simulations."""
-
-
-def simulated_pair(
-    rng: random.Random, kind: str, gain: float, p_fail: float, d_reg: float, noise: float = 0.0
-) -> Pair:
-    """One probe pair of a lesson with a known net gain on its targets, falsification
-    failure rate (cited where it should not apply) and regression damage (share of solved
-    pairs it breaks); `noise` flips each side's outcome independently."""
-    solved = rng.random() < SOLVED[kind]
-    if kind == "target":
-        loss = SOLVED[kind] * d_reg
-        fixed = min(1.0, (gain + loss) / (1 - SOLVED[kind]))
-        with_lesson = rng.random() >= d_reg if solved else rng.random() < fixed
-    else:
-        with_lesson = solved and rng.random() >= d_reg
-    if noise:
-        solved = solved != (rng.random() < noise)
-        with_lesson = with_lesson != (rng.random() < noise)
-    cited = rng.random() < p_fail if kind == "falsify" else None
-    return Pair(kind, solved, with_lesson, cited)
-
-
-def simulate(
-    rng: random.Random,
-    truth: tuple[float, float, float],
-    rates: Rates,
-    schedule: Schedule,
-    *,
-    noise: float = 0.0,
-    scale: float = 1.0,
-) -> Outcome:
-    """One lesson with true (gain, p_fail, d_reg) through `decide`, the loop the gate runs."""
-
-    tests = Sequential(rates, scale=scale)
-
-    def sample(wanted: dict[str, int]) -> list[Pair]:
-        pairs = []
-        for kind, count in wanted.items():
-            base = tests.needs_base(kind)
-            for _ in range(count):
-                pair = simulated_pair(rng, kind, *truth, noise=noise)
-                pairs.append(pair if base else dataclasses.replace(pair, without=None))
-        return pairs
-
-    return decide(tests, sample, schedule)
-
-
-def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
-    """What the sequential gate does with these settings, by simulation (`gate --dry-run`)."""
-    rng = random.Random(0)
-
-    def run(truth: tuple[float, float, float]) -> str:
-        outcomes = [simulate(rng, truth, rates, schedule) for _ in range(reps)]
-        runs = sorted(o.runs for o in outcomes)
-        share = sum(o.verdict == "committed" for o in outcomes) / reps
-        shares.append(share)
-        gain, p_fail, d_reg = truth
-        return f"{gain:7.2f} {p_fail:6.2f} {d_reg:5.2f}  {share:9.3f}  {runs[len(runs) // 2]:11d}"
-
-    shares: list[float] = []
-
-    low_harm = (rates.delta / 3, rates.beta / 3)
-    lines = [
-        f"sequential gate: alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, eta "
-        f"{rates.eta:g}, delta {rates.delta:g}, beta {rates.beta:g}, at most "
-        f"{schedule.max_runs} agent runs a lesson ({schedule.per_round} target and "
-        f"falsification pairs and {schedule.round_of({'regress': True})['regress']} regression "
-        f"pair a round); simulated, {reps} lessons a line (probes solved without the lesson: "
-        f"targets {SOLVED['target']:g}, falsification {SOLVED['falsify']:g}, regression "
-        f"{SOLVED['regress']:g}; no outcome noise)",
-        "",
-        f"{'true G':>7} {'P_fail':>6} {'D_reg':>5}  {'committed':>9}  {'median runs':>11}",
-    ]
-    smallest = None
-    for step in range(1, 13):
-        gain = step * 0.05
-        lines.append(run((gain, *low_harm)))
-        if shares[-1] >= 0.8 and smallest is None:
-            smallest = gain
-        if shares[-1] >= 0.95:
-            break
-    for truth in (
-        (0.34, rates.delta, low_harm[1]),
-        (0.34, low_harm[0], rates.beta),
-        (0.34, rates.delta + 0.1, low_harm[1]),
-        (0.34, low_harm[0], rates.beta + 0.1),
-        (0.0, *low_harm),
-    ):
-        lines.append(run(truth))
-    lines.append("")
-    if smallest is None:
-        lines.append("no gain up to 0.60 is committed 80% of the time: raise --max-runs")
-    else:
-        lines.append(
-            f"smallest true G committed at least 80% of the time (P_fail and D_reg a third of "
-            f"their limits): {smallest:.2f}"
-        )
-    lines.append(
-        f"guaranteed whatever the agent: P_fail >= {rates.delta:g}, D_reg >= {rates.beta:g} or "
-        f"no help committed at most {rates.alpha:g} of the time (a quarter of that again when "
-        "narrowed)"
-    )
-    return "\n".join(lines)

@@ -457,6 +457,11 @@ def test_the_readme_gate_walk_through(
         ("insight-0002", "committed", "A locked safe."),
         ("insight-0003", "rejected", None),
     ]
+    # The task is the unit: its half of the toy's pool has 3 locked drawers, run on new seeds
+    # once each was drawn; with 3 lessons in the call, a budget grown for e-BH's evidence.
+    doormat = json.loads(out)[0]["reason"]
+    assert "tests read 3 target tasks (6 pairs)" in doormat
+    assert "e-BH asked it for evidence 15 within 473 agent runs: reached" in doormat
     later = _episodes(
         Path("toy.versions/v0002"),
         [f"drawer-{n}" for n in range(13, 17)],
@@ -477,10 +482,10 @@ def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -
     report = gate_insights(corpus, ["1"], GateOptions(runner=spec, pool=pool), llm=llm)
     (decision,) = report.decisions
     assert decision.verdict == "undecided" and decision.figures is not None
-    # The sequential gate's first round (2 target, 2 falsification, 1 regression pair) errored
-    # whole: it stops there.
-    assert (decision.figures.errors, decision.figures.n_target) == (5, 0)
-    assert decision.reason.startswith("Undecided: 5 probe pairs ended as errors")
+    # The sequential gate's first round (P_fail first: 2 falsification runs with the lesson
+    # alone) errored whole: it stops there, and no target runs for a look at narrowing.
+    assert (decision.figures.errors, decision.figures.n_target) == (2, 0)
+    assert decision.reason.startswith("Undecided: 2 probe pairs ended as errors")
     assert page(corpus, "insight/insight-0001.md")["status"] == "ungated"
     assert page(corpus, "insight/insight-0001.md")["decisions"] == ["gate/gate-0001.md"]
 

@@ -156,3 +156,31 @@ def test_the_published_rule_decides_on_the_estimates() -> None:
     assert gate_figures(probes, pairs, Thresholds(rule="estimates")).passes
     pairs[("f2", 0)] = (1.0, 0.0, True)
     assert not gate_figures(probes, pairs, Thresholds(rule="estimates")).passes
+
+
+def test_the_sequential_budget_takes_every_covered_task_but_few_by_similarity() -> None:
+    """Sequential probes are as many distinct tasks as the budget allows; a lesson whose
+    precondition no task has still takes only `similar` targets by similarity."""
+    many = [PoolTask(f"d{i}", f"open the locked drawer number {i}", "drawer") for i in range(30)]
+    many += [PoolTask(f"p{i}", f"find pen {i} on the desk", "drawer") for i in range(30)]
+    wide = Budget(targets=64, falsify=64, regress=64, similar=8)
+    lesson = Lesson("Look under the doormat", "drawer", precondition="A locked drawer.")
+    probes = choose_probes(lesson, many, [], wide)
+    assert sum(p.kind == "target" for p in probes) == 30
+    assert sum(p.kind == "falsify" for p in probes) == 30
+    vague = Lesson("Look under the doormat", "drawer", precondition="A locked pen.")  # no task
+    probes = choose_probes(vague, many, [], wide)
+    assert sum(p.kind == "target" for p in probes) == 8
+
+
+def test_a_sequential_decision_of_an_earlier_version_still_reads() -> None:
+    """Decisions written before D_reg was tested per probe kind keep one damage figure."""
+    probes = [Probe("t", "target", ""), Probe("r", "regress", "")]
+    pairs = {("t", 0): (0.0, 1.0, False), ("r", 0): (1.0, 1.0, True)}
+    figures = gate_figures(probes, pairs, Thresholds(rule="sequential"))
+    old = {"help": 4.0, "damage": 2.0, "failure": 3.0, "needed": 10.0}
+    text = summary(figures.model_copy(update={"tests": old}), Thresholds(rule="sequential"))
+    assert "evidence it helps 4" in text and "evidence below 0.3 2)" in text
+    new = {**old, "damage_falsify": 5.0, "damage_regress": 6.0}
+    text = summary(figures.model_copy(update={"tests": new}), Thresholds(rule="sequential"))
+    assert "net gain above 0.1 4" in text and "on regression probes 6" in text
