@@ -54,7 +54,10 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
     if list_only:
         print_json(mcp_server.describe(mcp_server.Corpus(corpus)))
         return
-    mcp_server.serve(corpus, http_port)
+    from .settings import user_projects
+
+    # A client starts a stdio server in its working folder: its project is the default.
+    mcp_server.serve(corpus, http_port, folder=Path.cwd(), project_aliases=user_projects())
 
 
 @click.group("export")

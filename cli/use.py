@@ -91,10 +91,13 @@ _SCOPE: list[Callable[[Any], Any]] = [
     click.option(
         "--project",
         cls=DetailedOption,
-        help="The code project the task is in ('.': the current folder's); its lessons first.",
-        more="A folder (its git remote, else its name), a remote URL or a folder's name. Its "
-        "lessons and runs come first, then the same task type's from elsewhere; without "
-        "--task-type, its runs' type is the task's.",
+        help="The code project the task is in: its name, remote or folder (default: the "
+        "repository the current folder is in).",
+        more="A folder stands for its repository (a worktree for its main one; its git remote, "
+        "else the main folder's name); a remote URL and a name match the runs' keys (a name "
+        "matches any remote of that name). A project with runs here gets only its own lessons "
+        "and runs; one with none, the same kind of work's from other coding projects. The "
+        "`[projects]` table of the user's settings file joins other names to a project.",
     ),
     click.option(
         "--kind",
@@ -258,8 +261,10 @@ def prompt_command(
     if not text.strip():
         raise click.UsageError("the task is empty")
 
-    from wikitrace.corpus_schema.projects import project_named
+    from wikitrace.corpus_schema.projects import project_named, repository_at
     from wikitrace.tools.memory import Memory
+
+    from .settings import user_projects
 
     message = Memory.load(corpus, shown.grouping()).first_message(
         text,
@@ -273,10 +278,12 @@ def prompt_command(
         insights_only=shown.insights_only,
         report_at="end" if shown.report_at == "end" else "first",
         flag_conflicts=shown.flag_conflicts,
-        project=project_named(shown.project) if shown.project else None,
+        project=project_named(shown.project) if shown.project else repository_at(Path.cwd()),
         kind=shown.kind,
+        project_aliases=user_projects(),
+        project_found=not shown.project,
     )
-    if message.kind_unsure is not None and not is_quiet():
+    if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():
         cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())
         why = f"its words name several kinds as often: {cues}" if cues else "no word names one"
         click.echo(
@@ -288,8 +295,8 @@ def prompt_command(
         votes = ", ".join(f"{n} {name}" for name, n in message.type_unsure.items())
         why = f"the most similar past runs: {votes}" if votes else "no past run shares a word"
         click.echo(
-            f"warning: the task's type could not be inferred ({why}): every type's lessons "
-            "are listed; say it with --task-type or --project",
+            f"warning: the task's domain could not be told ({why}): no lesson is listed; "
+            "say it with --task-type or --project",
             err=True,
         )
     if as_json:
