@@ -210,7 +210,7 @@ def user_projects() -> dict[str, str]:
         return {}
     table = _read(path, str(path)).get(PROJECTS, {})
     if not isinstance(table, dict):
-        raise SettingsError(f"{path}: [{PROJECTS}] must be a table of name = \"project\"")
+        raise SettingsError(f'{path}: [{PROJECTS}] must be a table of name = "project"')
     for name, project in table.items():
         if not isinstance(project, str) or not project.strip():
             raise SettingsError(

@@ -171,8 +171,8 @@ def claude_folder_project(name: str) -> str | None:
 
 
 def _existing_folder(name: str, limit: int = 2_000) -> Path | None:
-    """The deepest existing folder whose Claude Code name is `name`, tried from the root one
-    name at a time (a `-` is a `/`, a `.` or a `-` of a name): at most `limit` folders read."""
+    """The existing folder whose Claude Code name is `name`, tried from the root one name at
+    a time (a `-` is a `/`, or a `-`, `.` or `_` of a name): at most `limit` folders read."""
     pieces = name[1:].split("-")
     tried = 0
     stack: list[tuple[Path, int]] = [(Path("/"), 0)]
@@ -181,7 +181,7 @@ def _existing_folder(name: str, limit: int = 2_000) -> Path | None:
         if used == len(pieces):
             return folder
         for end in range(len(pieces), used, -1):
-            for joiner in ("-", "."):
+            for joiner in ("-", ".", "_"):
                 tried += 1
                 child = folder / joiner.join(pieces[used:end])
                 if child.is_dir():
@@ -218,9 +218,8 @@ def matching_projects(
     found = set()
     for key in known:
         have = canonical(key)
-        if have == want:
-            found.add(key)
-        elif ("/" not in have or "/" not in want) and short_name(have) == short_name(want):
+        either_bare = "/" not in have or "/" not in want
+        if have == want or (either_bare and short_name(have) == short_name(want)):
             found.add(key)
     return frozenset(found)
 
@@ -235,4 +234,3 @@ def _canonical(aliases: Mapping[str, str]) -> Callable[[str], str]:
         return key
 
     return canonical
-

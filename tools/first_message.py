@@ -116,40 +116,23 @@ def render_first_message(
 ) -> FirstMessage:
     """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
-    Without `task_type`, the type is inferred from the most similar past runs (when they
-    agree), and the message keeps to it; an unknown `task_type` is an InputError.
-    `insights_only` renders the method's Insights Only control: the same insights, no
-    mount, no similar runs, no drill-down instructions. `report_at="end"` leaves the
-    citation report out, for the harness to ask after the episode (`report_request`).
-    `flag_conflicts` names the listed pairs whose applicability overlaps and whose source
-    runs ended differently: a drill-down trigger the agent need not notice by itself.
-    `project` (a coding task's repository, a key as corpus_schema/projects.py makes them;
-    `project_aliases` joins other keys to it) scopes the message (tools/task_scope.py): a
-    project with runs shows its own lessons and runs only, whatever their kind; one with
-    none, the same kind of work's in other coding projects. Without a project or a type, the
-    task's domain is that of the most similar past runs when most agree; when they do not,
-    the message says so and lists no lesson. A `project_found` from the working folder, not
-    named, counts only when it has runs here. `access="mcp"` names the MCP server's tools
-    where the message would name shell commands and paths under `mount`.
-
-    When the runs kept have kinds of work (coding sessions: corpus_schema/work.py) and the
-    project has no runs, the task's `kind` (given, or inferred from its words) scopes the
-    lessons and runs to that kind's; when its kind cannot be inferred, the message says so
-    and lists every kind's. A `kind` that is none of the kinds, or given to a corpus whose
-    runs have none, is an InputError.
+    Its scope (tools/task_scope.py) is the task's `project` (a key as
+    corpus_schema/projects.py makes them, `project_aliases` joining others to it; one
+    `project_found` from the working folder counts only when it has runs here), its
+    `task_type` (an unknown one is an InputError) and its `kind` of work: a project with runs
+    gets its own lessons and runs alone; one with none, the same kind's in other coding
+    projects; else the domain of the most similar past runs when most agree, or no lesson,
+    said. `insights_only` renders the method's Insights Only control (no mount, no runs, no
+    drill-down); `report_at="end"` leaves the citation report for the harness to ask after
+    the episode (`report_request`); `flag_conflicts` names the listed pairs whose
+    applicability overlaps and whose source runs ended differently; `access="mcp"` names the
+    MCP server's tools where the message would name shell commands and paths under `mount`.
     """
     from wikitrace import prompts
 
+    excluded = set(exclude_tasks)
     scope = task_scope(
-        memory,
-        task,
-        set(exclude_tasks),
-        task_type,
-        project,
-        kind,
-        infer_type,
-        project_aliases,
-        project_found,
+        memory, task, excluded, task_type, project, kind, infer_type, project_aliases, project_found
     )
     listing = _listing(memory, scope, similar, insights_only)
     page = _Page(

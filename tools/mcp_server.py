@@ -83,6 +83,10 @@ class Corpus:
         self.files = set(self.manifest.files) | {MANIFEST}
         self._memory: Any = None
 
+    def folder_project(self) -> str | None:
+        """The repository the client's working folder is in, if any."""
+        return repository_at(self.folder) if self.folder is not None else None
+
     @property
     def label(self) -> str:
         version = f"version {self.version}" if self.version else "an unversioned corpus"
@@ -299,13 +303,7 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
             mount=mount or DEFAULT_MOUNT,
             access="shell" if mount else "mcp",
             infer_type=not all_types,
-            project=(
-                project_named(project)
-                if project
-                else repository_at(corpus.folder)
-                if corpus.folder
-                else None
-            ),
+            project=project_named(project) if project else corpus.folder_project(),
             project_aliases=corpus.project_aliases,
             project_found=not project,
             kind=kind_named(kind) if kind else None,

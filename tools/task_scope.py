@@ -5,9 +5,9 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
   kind included);
 - a project with none (a coding task): the same kind of work in other projects of the coding
   domain;
-- no project: the domain of the most similar past runs when more than half of them agree
-  (said to be theirs, never "this project's"); when they do not, the message says so and
-  lists no lesson of any domain.
+- no project: the domain of the most similar past runs when it has more than half of their
+  votes, the nearer the more (said to be theirs, never "this project's"); when no domain
+  has, the message says so and lists no lesson of any domain.
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ def task_scope(
     if project_found and not own:
         project = None
     types: frozenset[str] | None
+    basis: TypeBasis
     unsure: dict[str, int] | None = None
     if task_type is not None:
         types, basis = frozenset([task_type]), "given"
@@ -192,10 +193,12 @@ def _types(
 def _by_similar(
     memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
-    """The domain more than half of the nearest past runs are of (one run per task, only
-    runs that share a word with the task), narrowed to one type when more than half of
-    them are of it; else nothing, and their domains counted (an untyped run as
-    "untyped"). One run alone decides when it is the only one that shares a word."""
+    """The domain of the nearest past runs (one run per task, only runs that share a word
+    with the task), when it has more than half of their votes, the k-th nearest voting 1/k
+    (a near run says more than a far one), and two runs at least (one alone decides only
+    when it is the only run that shares a word); narrowed to one type when that type has
+    more than half of the domain's votes. Else nothing, and the nearest runs' domains counted
+    (an untyped run as "untyped")."""
     allowed = [i for i, run in enumerate(memory.runs) if run.task_id not in excluded]
     nearest_types: list[str | None] = []
     seen: set[str] = set()
@@ -207,16 +210,23 @@ def _by_similar(
         nearest_types.append(run.task_type or None)
         if len(seen) == nearest:
             break
-    domains = [domain_of(t) for t in nearest_types]
-    counted = Counter(d or "untyped" for d in domains)
+    counted = Counter(domain_of(t) or "untyped" for t in nearest_types)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
-    best = next(iter(votes), None)
-    if best is None or best == "untyped" or votes[best] * 2 <= len(domains):
+    weight: dict[str, float] = {}
+    of_type: dict[str, float] = {}
+    for place, name in enumerate(nearest_types, 1):
+        domain = domain_of(name) or "untyped"
+        weight[domain] = weight.get(domain, 0.0) + 1 / place
+    best = max(weight, key=lambda domain: weight[domain], default="untyped")
+    agreed = counted[best] >= 2 or len(nearest_types) == 1
+    if not agreed or best == "untyped" or weight[best] * 2 <= sum(weight.values()):
         return frozenset(), "similar", votes
-    types = Counter(t for t in nearest_types if domain_of(t) == best)
-    top, count = types.most_common(1)[0]
-    if count * 2 > len(nearest_types):
-        return frozenset([str(top)]), "similar", None
+    for place, name in enumerate(nearest_types, 1):
+        if name is not None and domain_of(name) == best:
+            of_type[name] = of_type.get(name, 0.0) + 1 / place
+    top = max(of_type, key=lambda name: of_type[name])
+    if of_type[top] * 2 > weight[best]:
+        return frozenset([top]), "similar", None
     return frozenset(t for t in known if domain_of(t) == best), "similar", None
 
 
