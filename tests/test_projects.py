@@ -269,3 +269,27 @@ def test_similar_runs_put_the_identical_task_first(corpus: Path) -> None:
     bead = memory.first_message("Work on bead spotter-4te: bd show spotter-4te", project="spotter")
     first = next(r for r in memory.runs if r.step == bead.similar[0])
     assert "spotter-4te" in first.task
+
+
+def test_the_mcp_server_s_first_message_is_for_the_client_s_folder(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """A stdio server starts in its client's working folder: a call that names no project
+    gets that repository's (here a worktree of it); one that names it gets the same."""
+    import anyio
+    from mcp import Client
+
+    from wikitrace.tools.mcp_server import Corpus, build_server
+
+    _, tree = _checkout(tmp_path)
+
+    async def ask(folder: Path | None, arguments: dict[str, str]) -> str:
+        async with Client(build_server(Corpus(corpus, folder))) as client:
+            result = await client.call_tool("first_message", {"task": CODING_TASK, **arguments})
+            return "".join(block.text for block in result.content)
+
+    from_folder = anyio.run(ask, tree, {})
+    named = anyio.run(ask, None, {"project": "spotter"})
+    assert "This task is in the project **github.com/marot/spotter**" in from_folder
+    assert from_folder.replace("github.com/marot/spotter", "spotter") == named
+    assert "This task is in the project" not in anyio.run(ask, tmp_path, {})
