@@ -85,8 +85,8 @@ _SCOPE: list[Callable[[Any], Any]] = [
         cls=DetailedOption,
         help="Only insights and past runs of this task type.",
         more="An unknown one is an error that lists the corpus's types. Without it, a "
-        "corpus of several types keeps to the type of the task's most similar past runs, "
-        "when most of them agree.",
+        "corpus of several types keeps to the project's types, else to the domain of the "
+        "task's most similar past runs when most of them agree, else lists no lesson.",
     ),
     click.option(
         "--project",

@@ -228,7 +228,7 @@ def _canonical(aliases: Mapping[str, str]) -> Callable[[str], str]:
     table = {normal_project(k).lower(): normal_project(v) for k, v in aliases.items()}
 
     def canonical(key: str) -> str:
-        seen = 0
+        key, seen = normal_project(key), 0
         while key.lower() in table and seen < 8:  # a chain of aliases, not a loop
             key, seen = table[key.lower()], seen + 1
         return key

@@ -109,6 +109,10 @@ def test_a_name_a_remote_and_an_alias_find_the_same_project() -> None:
         "github.com/marot/spotter",
     }
     assert matching_projects("nothing", known) == set()
+    assert matching_projects("https://github.com/marot/spotter.git", known) == {
+        "spotter",
+        "github.com/marot/spotter",
+    }
     aliases = {"tmp1": "web", "https://github.com/marot/spotter.git": "spotter-app"}
     assert matching_projects("web", known, aliases) == {"web", "tmp1"}
     assert "github.com/marot/spotter" in matching_projects("spotter-app", known, aliases)
