@@ -322,15 +322,17 @@ def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus
     steps = {run.task_id: run.step for run in memory.runs}
     assert sorted(message.similar) == sorted([steps["s1"], steps["s2"]])
     # A project with no runs here: fix-bug work in other projects, and no other kind's.
-    new = memory.first_message("Fix the crash when the cart is empty", project="acme/new")
+    new = memory.first_message(
+        "Fix the crash when the cart is empty", project="github.com/acme/new"
+    )
     assert not new.project_has_runs and new.kind == "fix-bug"
     assert listed(new.text) == [LESSONS["s1"][2], LESSONS["w1"][2]]
     assert new.other_kinds == 3  # the docs lessons and web's unsure one
     assert "## Insights for coding: fix-bug, other projects" in new.text
     assert (
-        "This task is **fix-bug** work (as its words say): this project (**acme/new**) has no "
-        "past runs here, so this message lists the lessons and runs of fix-bug work in other "
-        "projects, not the 3 lessons of other kinds of work"
+        "This task is **fix-bug** work (as its words say): this project "
+        "(**github.com/acme/new**) has no past runs here, so this message lists the lessons "
+        "and runs of fix-bug work in other projects, not the 3 lessons of other kinds of work"
     ) in new.text
     assert steps["w2"] not in new.similar and steps["w3"] not in new.similar
     # Given, the kind is not inferred; without a project, only that kind's are listed.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.catalog import PastRun
-from wikitrace.corpus_schema.projects import matching_projects
+from wikitrace.corpus_schema.projects import matching_projects, normal_project
 from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_named
 
 if TYPE_CHECKING:
@@ -112,6 +112,8 @@ def task_scope(
             + (", ".join(known_types) or "none (its runs have no task type)"),
             field="--task-type",
         )
+    if project is not None:  # a remote as a key, however it was spelled
+        project = normal_project(project)
     known_projects = {run.project for run in memory.runs if run.project}
     projects = (
         matching_projects(project, known_projects, aliases) if project is not None else frozenset()
