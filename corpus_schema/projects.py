@@ -103,6 +103,10 @@ def _normal(path: Path) -> str:
 
 
 def _small_text(path: Path) -> str:
+    """The start of a small file; OSError for anything but a regular file (a log names the
+    folder: a FIFO or a device there must not block or flood the build)."""
+    if not path.is_file():
+        raise OSError(f"{path}: not a regular file")
     with path.open("rb") as handle:
         return handle.read(_CONFIG_BYTES).decode(errors="replace")
 

@@ -1,7 +1,7 @@
 """The kind of work a coding session did (RunRecord.kind): a small fixed vocabulary, inferred
 from the task's words and the files the session changed, one key for every log format and for
-what a user types (`prompt --kind`). The first message lists a project's own lessons, then
-the same kind of work's from other projects, and never another domain's.
+what a user types (`prompt --kind`). A task of a project with no runs is shown the same kind
+of work's lessons from other projects, and never another domain's (domain_of, below).
 
 How a session's kind is inferred (`infer_kind`), in order:
 

@@ -297,3 +297,21 @@ def test_the_mcp_server_s_first_message_is_for_the_client_s_folder(
     assert "This task is in the project **github.com/marot/spotter**" in from_folder
     assert from_folder.replace("github.com/marot/spotter", "spotter") == named
     assert "This task is in the project" not in anyio.run(ask, tmp_path, {})
+
+
+def test_a_hostile_folder_neither_blocks_nor_misleads(tmp_path: Path) -> None:
+    """A log names any folder: a FIFO where git's config would be, a `.git` file pointing
+    nowhere, a loop of links; each is read as no remote, and nothing blocks."""
+    import os
+
+    fifo = tmp_path / "fifo-repo"
+    (fifo / ".git").mkdir(parents=True)
+    os.mkfifo(fifo / ".git/config")
+    assert repository_at(fifo) == "fifo-repo"
+    dangling = tmp_path / "dangling"
+    dangling.mkdir()
+    (dangling / ".git").write_text("gitdir: /nowhere/.git/worktrees/x\n")
+    assert repository_at(dangling) == "nowhere"  # the main folder it names, gone or not
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert project_of_folder(str(loop / "deeper")) is None  # under /tmp, and no repository
