@@ -104,10 +104,11 @@ _SCOPE: list[Callable[[Any], Any]] = [
         type=click.Choice(list(KINDS), case_sensitive=False),
         cls=DetailedOption,
         help="The task's kind of work, for a corpus of coding sessions.",
-        more="Each session's kind is inferred from its task and the files it changed. The "
-        "project's lessons and runs come first, then this kind's from other projects, and "
-        "no other kind's. Without it, the kind is inferred from the task's words; when it "
-        "cannot be, every kind's lessons are listed and a warning says so.",
+        more="Each session's kind is inferred from its task and the files it changed. A task "
+        "of a project with no runs here gets this kind's lessons and runs from other "
+        "projects, and no other kind's (a project with runs gets its own, of every kind). "
+        "Without it, the kind is inferred from the task's words; when it cannot be, every "
+        "kind's lessons are listed and a warning says so.",
     ),
     click.option(
         "--exclude-task",
