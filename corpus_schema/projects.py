@@ -127,38 +127,43 @@ def _remote_in(config: Path) -> str | None:
 
 
 def project_of_folder(path: str) -> str | None:
-    """The project of a working folder a log names: its repository when the folder is on
-    this machine; else the main folder of a worktree in a common layout (`app-worktrees/x`,
-    `app/.worktrees/x`, `app/.claude/worktrees/x`, `.codex/worktrees/ID/app`); None for a
-    temporary folder; else the folder's last name."""
+    """The project of a working folder a log names: its repository when the folder, or the
+    main checkout of a worktree in a common layout (`app-worktrees/x`, `app/.worktrees/x`,
+    `app/.claude/worktrees/x`, `.codex/worktrees/ID/app`), is on this machine; else None for
+    a temporary folder; else that main folder's name; else the folder's last name."""
     text = path.strip().rstrip("/\\")
-    if not text:
-        return None
-    if Path(text).is_absolute() and Path(text).is_dir():
-        found = repository_at(Path(text))
-        if found is not None:
-            return found
     parts = [part for part in re.split(r"[/\\]", text) if part]
-    if not parts or _TEMP_ROOTS.search(text) or any(_TEMP_NAME.match(p) for p in parts):
+    if not parts:
         return None
-    return _layout_repository(parts) or parts[-1]
+    layout = _layout_repository(parts)
+    if text.startswith("/"):
+        # A worktree removed since may still have its main checkout here.
+        here = [Path(text)] + ([Path("/", *layout[1])] if layout and layout[1] else [])
+        for folder in here:
+            found = repository_at(folder) if folder.is_dir() else None
+            if found is not None:
+                return found
+    if _TEMP_ROOTS.search(text) or any(_TEMP_NAME.match(part) for part in parts):
+        return None
+    return layout[0] if layout is not None else parts[-1]
 
 
-def _layout_repository(parts: list[str]) -> str | None:
-    """The main repository's folder name of a worktree path in a common layout, if it is one."""
+def _layout_repository(parts: list[str]) -> tuple[str, list[str] | None] | None:
+    """The main repository of a worktree path in a common layout, if it is one: its folder's
+    name, and its path's parts when the layout says where it is."""
     for at, part in enumerate(parts):
         if part.lower() in _WORKTREES and at + 1 < len(parts) and at > 0:
             before = parts[at - 1]
             if before == ".codex" and at + 2 < len(parts):  # ~/.codex/worktrees/<id>/<repo>
-                return parts[at + 2]
+                return parts[at + 2], None
             if before in _TOOL_HOMES:
-                return parts[at - 2] if at > 1 else None
-            return before
+                return (parts[at - 2], parts[: at - 1]) if at > 1 else None
+            return before, parts[:at]
         sibling = _WORKTREES_OF.match(part)
         if sibling and at + 1 < len(parts):
-            return sibling.group(1)
+            return sibling.group(1), [*parts[:at], sibling.group(1)]
         if part.lower() == "workspaces" and at > 0 and parts[at - 1].lower() == "conductor":
-            return parts[at + 1] if at + 1 < len(parts) else None
+            return (parts[at + 1], None) if at + 1 < len(parts) else None
     return None
 
 

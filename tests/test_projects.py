@@ -92,6 +92,9 @@ def test_a_worktree_belongs_to_its_main_repository(tmp_path: Path) -> None:
     assert repository_at(tree) == "github.com/marot/spotter"
     assert project_named(str(tree)) == project_named(str(main)) == "github.com/marot/spotter"
     assert repository_at(tmp_path) is None  # no repository above it
+    # A worktree removed since (as an old log names it): its main checkout's remote.
+    assert project_of_folder(str(tmp_path / "spotter-worktrees/gone")) == "github.com/marot/spotter"
+    assert project_of_folder(str(main / ".claude/worktrees/gone")) == "github.com/marot/spotter"
     bare = tmp_path / "bare"
     main, tree = _checkout(bare, remote=None)
     assert repository_at(tree) == repository_at(main) == "spotter"  # the main folder's name
