@@ -262,11 +262,16 @@ def prompt_command(
     if not text.strip():
         raise click.UsageError("the task is empty")
 
-    from wikitrace.corpus_schema.projects import project_named, repository_at
+    from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
     from wikitrace.tools.memory import Memory
 
     from .settings import user_projects
 
+    project = project_named(shown.project) if shown.project else repository_at(Path.cwd())
+    folder = Path(shown.project or ".").expanduser()
+    aliases = user_projects()
+    if project is not None and folder.is_dir():  # Gemini CLI's runs know it by its folder
+        aliases = folder_aliases(folder, project) | aliases
     message = Memory.load(corpus, shown.grouping()).first_message(
         text,
         task_type=shown.task_type,
@@ -279,9 +284,9 @@ def prompt_command(
         insights_only=shown.insights_only,
         report_at="end" if shown.report_at == "end" else "first",
         flag_conflicts=shown.flag_conflicts,
-        project=project_named(shown.project) if shown.project else repository_at(Path.cwd()),
+        project=project,
         kind=shown.kind,
-        project_aliases=user_projects(),
+        project_aliases=aliases,
         project_found=not shown.project,
     )
     if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():

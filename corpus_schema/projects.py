@@ -12,6 +12,7 @@ alias map (`[projects]` in the user's settings file) joins the rest.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -198,6 +199,30 @@ def _existing_folder(name: str, limit: int = 2_000) -> Path | None:
                 if end - used == 1:
                     break
     return None
+
+
+def gemini_key(folder: Path) -> str:
+    """How runs of Gemini CLI are keyed when their log names no folder: its project hash,
+    the sha256 of the folder it ran in (`project_of`)."""
+    return "gemini:" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+
+
+def folder_aliases(folder: Path, project: str) -> dict[str, str]:
+    """Keys that are `project` when working in `folder`: the Gemini CLI hashes of the folder
+    and of each folder above it up to its repository's root (Gemini CLI names a project by
+    the folder it was started in)."""
+    try:
+        folder = folder.resolve()
+    except (OSError, RuntimeError):
+        return {}
+    found: dict[str, str] = {}
+    for place in (folder, *folder.parents):
+        found[gemini_key(place)] = project
+        if (place / ".git").exists():
+            break
+    else:
+        return {gemini_key(folder): project}
+    return found
 
 
 def normal_project(given: str) -> str:

@@ -14,6 +14,8 @@ import pytest
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema.projects import (
     claude_folder_project,
+    folder_aliases,
+    gemini_key,
     matching_projects,
     project_named,
     project_of_folder,
@@ -318,3 +320,15 @@ def test_a_hostile_folder_neither_blocks_nor_misleads(tmp_path: Path) -> None:
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
     assert project_of_folder(str(loop / "deeper")) is None  # under /tmp, and no repository
+
+
+def test_gemini_cli_runs_are_found_by_the_folder_they_ran_in(tmp_path: Path) -> None:
+    """Gemini CLI keys a project by the sha256 of its folder: working in the repository (or
+    a folder in it), its runs are the repository's."""
+    main, _ = _checkout(tmp_path)
+    aliases = folder_aliases(main / "lib", "github.com/marot/spotter")
+    assert set(aliases) == {gemini_key(main / "lib"), gemini_key(main)}  # up to the root
+    known = {gemini_key(main), gemini_key(tmp_path), "web"}
+    assert matching_projects("github.com/marot/spotter", known, aliases) == {gemini_key(main)}
+    # sha256("/home/me/app"), as Gemini CLI's getProjectHash makes it
+    assert gemini_key(Path("/home/me/app")) == "gemini:fd865ce82eb8"

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest, read
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
-from wikitrace.corpus_schema.projects import project_named, repository_at
+from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
 from wikitrace.corpus_schema.work import KINDS, kind_named
 
 from . import drilldown
@@ -86,6 +86,12 @@ class Corpus:
     def folder_project(self) -> str | None:
         """The repository the client's working folder is in, if any."""
         return repository_at(self.folder) if self.folder is not None else None
+
+    def aliases(self, folder_project: str | None) -> dict[str, str]:
+        """The user's aliases, and the keys Gemini CLI's runs give the client's folder."""
+        if folder_project is None or self.folder is None:
+            return self.project_aliases
+        return folder_aliases(self.folder, folder_project) | self.project_aliases
 
     @property
     def label(self) -> str:
@@ -304,7 +310,7 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
             access="shell" if mount else "mcp",
             infer_type=not all_types,
             project=project_named(project) if project else corpus.folder_project(),
-            project_aliases=corpus.project_aliases,
+            project_aliases=corpus.aliases(None if project else corpus.folder_project()),
             project_found=not project,
             kind=kind_named(kind) if kind else None,
         )
