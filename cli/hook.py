@@ -87,6 +87,8 @@ class HookCall:
     event: str
     session_id: str
     transcript: Path
+    folder: Path | None = None
+    """The agent's working folder (the payload's cwd): its repository is the run's project."""
 
     def __str__(self) -> str:
         return f"{self.event} {self.session_id}"
@@ -138,7 +140,7 @@ def _claude_code(payload: ClaudeCodeHook) -> HookCall | None:
                 "transcript_path, and no Codex rollout has that id"
             )
         transcript = found
-    return HookCall(payload.hook_event_name, payload.session_id, transcript)
+    return HookCall(payload.hook_event_name, payload.session_id, transcript, _folder(payload.cwd))
 
 
 def _codex(payload: CodexNotify) -> HookCall | None:
@@ -152,7 +154,14 @@ def _codex(payload: CodexNotify) -> HookCall | None:
             f"{codex_home() / 'sessions'}",
             hint=f"set {CODEX_HOME_ENV} when Codex keeps its sessions elsewhere",
         )
-    return HookCall(payload.type, payload.thread_id, found)
+    return HookCall(payload.type, payload.thread_id, found, _folder(payload.cwd))
+
+
+def _folder(cwd: str | None) -> Path | None:
+    """The payload's working folder, when it names an absolute one."""
+    if not cwd or not Path(cwd).is_absolute():
+        return None
+    return Path(cwd)
 
 
 def codex_home() -> Path:
@@ -273,7 +282,7 @@ def _capture(
     options = settings.build_options((call.transcript,), corpus, "offline")
     captured = capture_session(
         options,
-        Session(call.event, call.session_id, call.transcript),
+        Session(call.event, call.session_id, call.transcript, call.folder),
         waiting=lambda: log.info("%s: waiting for another add into %s to finish", call, corpus),
     )
     waited = (

@@ -41,7 +41,9 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
 
     The server resolves CORPUS's pointer once, at start, and serves that version until it
     stops; it reads only files the corpus's manifest lists. Stdio by default (the client
-    starts it); --http PORT binds 127.0.0.1 only.
+    starts it); --http PORT binds 127.0.0.1 only. A first message is for the project the
+    call names, else for the repository of the folder the server was started in (a client
+    starts a stdio server in its working folder).
 
     \b
     Example (an mcpServers entry of Claude Desktop or Claude Code; the command is an absolute
@@ -54,7 +56,10 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
     if list_only:
         print_json(mcp_server.describe(mcp_server.Corpus(corpus)))
         return
-    mcp_server.serve(corpus, http_port)
+    from .settings import user_projects
+
+    # A client starts a stdio server in its working folder: its project is the default.
+    mcp_server.serve(corpus, http_port, folder=Path.cwd(), project_aliases=user_projects())
 
 
 @click.group("export")

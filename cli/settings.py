@@ -16,6 +16,7 @@ them as the defaults.
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ from .common import COMMON
 
 FILE_NAME = "wikitrace.toml"
 PYPROJECT = "pyproject.toml"
+PROJECTS = "projects"
+"""The table of the user's settings file that joins names to projects (`user_projects`)."""
+USER_FILE_ENV = "WIKITRACE_USER_SETTINGS"
+"""Where the user's settings file is, when not $XDG_CONFIG_HOME/wikitrace/wikitrace.toml."""
 
 
 class SettingsError(click.ClickException):
@@ -109,6 +114,12 @@ def _group_map(
 ) -> dict[str, Any]:
     tables = {k: v for k, v in table.items() if isinstance(v, dict)}
     for name in tables:
+        if name == PROJECTS and not path:
+            raise SettingsError(
+                f"{where}: [{PROJECTS}] is read only from the user's settings file "
+                f"({user_file()}): a file in the working folder is not trusted to say which "
+                "project is which"
+            )
         if name not in group.commands:
             label = f"[{'.'.join((*path, name))}]"
             raise SettingsError(
@@ -177,3 +188,33 @@ def _key(key: str) -> str:
 def _near(key: str, names: set[str]) -> str:
     close = difflib.get_close_matches(key, sorted(names), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def user_file() -> Path:
+    """The user's own settings file: $WIKITRACE_USER_SETTINGS, else
+    $XDG_CONFIG_HOME/wikitrace/wikitrace.toml (~/.config/wikitrace/wikitrace.toml)."""
+    given = os.environ.get(USER_FILE_ENV)
+    if given:
+        return Path(given).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "wikitrace" / FILE_NAME
+
+
+def user_projects() -> dict[str, str]:
+    """The `[projects]` table of the user's settings file: a name, remote or folder -> the
+    project it is (`"spotter-a0y" = "spotter"`); empty when there is no such file or table.
+    Only the user's file is read: one in the working folder could make another project's
+    lessons pass for this one's."""
+    path = user_file()
+    if not path.is_file():
+        return {}
+    table = _read(path, str(path)).get(PROJECTS, {})
+    if not isinstance(table, dict):
+        raise SettingsError(f'{path}: [{PROJECTS}] must be a table of name = "project"')
+    for name, project in table.items():
+        if not isinstance(project, str) or not project.strip():
+            raise SettingsError(
+                f"{path}: [{PROJECTS}] {name}: give the project it is, as a string "
+                '(`"spotter-a0y" = "spotter"`)'
+            )
+    return {str(name): str(project) for name, project in table.items()}

@@ -85,26 +85,30 @@ _SCOPE: list[Callable[[Any], Any]] = [
         cls=DetailedOption,
         help="Only insights and past runs of this task type.",
         more="An unknown one is an error that lists the corpus's types. Without it, a "
-        "corpus of several types keeps to the type of the task's most similar past runs, "
-        "when most of them agree.",
+        "corpus of several types keeps to the project's types, else to the domain of the "
+        "task's most similar past runs when most of them agree, else lists no lesson.",
     ),
     click.option(
         "--project",
         cls=DetailedOption,
-        help="The code project the task is in ('.': the current folder's); its lessons first.",
-        more="A folder (its git remote, else its name), a remote URL or a folder's name. Its "
-        "lessons and runs come first, then the same task type's from elsewhere; without "
-        "--task-type, its runs' type is the task's.",
+        help="The code project the task is in: its name, remote or folder (default: the "
+        "repository the current folder is in).",
+        more="A folder stands for its repository (a worktree for its main one; its git remote, "
+        "else the main folder's name); a remote URL and a name match the runs' keys (a name "
+        "matches any remote of that name). A project with runs here gets only its own lessons "
+        "and runs; one with none, the same kind of work's from other coding projects. The "
+        "`[projects]` table of the user's settings file joins other names to a project.",
     ),
     click.option(
         "--kind",
         type=click.Choice(list(KINDS), case_sensitive=False),
         cls=DetailedOption,
         help="The task's kind of work, for a corpus of coding sessions.",
-        more="Each session's kind is inferred from its task and the files it changed. The "
-        "project's lessons and runs come first, then this kind's from other projects, and "
-        "no other kind's. Without it, the kind is inferred from the task's words; when it "
-        "cannot be, every kind's lessons are listed and a warning says so.",
+        more="Each session's kind is inferred from its task and the files it changed. A task "
+        "of a project with no runs here gets this kind's lessons and runs from other "
+        "projects, and no other kind's (a project with runs gets its own, of every kind). "
+        "Without it, the kind is inferred from the task's words; when it cannot be, every "
+        "kind's lessons are listed and a warning says so.",
     ),
     click.option(
         "--exclude-task",
@@ -258,9 +262,16 @@ def prompt_command(
     if not text.strip():
         raise click.UsageError("the task is empty")
 
-    from wikitrace.corpus_schema.projects import project_named
+    from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
     from wikitrace.tools.memory import Memory
 
+    from .settings import user_projects
+
+    project = project_named(shown.project) if shown.project else repository_at(Path.cwd())
+    folder = Path(shown.project or ".").expanduser()
+    aliases = user_projects()
+    if project is not None and folder.is_dir():  # Gemini CLI's runs know it by its folder
+        aliases = folder_aliases(folder, project) | aliases
     message = Memory.load(corpus, shown.grouping()).first_message(
         text,
         task_type=shown.task_type,
@@ -273,10 +284,12 @@ def prompt_command(
         insights_only=shown.insights_only,
         report_at="end" if shown.report_at == "end" else "first",
         flag_conflicts=shown.flag_conflicts,
-        project=project_named(shown.project) if shown.project else None,
+        project=project,
         kind=shown.kind,
+        project_aliases=aliases,
+        project_found=not shown.project,
     )
-    if message.kind_unsure is not None and not is_quiet():
+    if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():
         cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())
         why = f"its words name several kinds as often: {cues}" if cues else "no word names one"
         click.echo(
@@ -288,8 +301,8 @@ def prompt_command(
         votes = ", ".join(f"{n} {name}" for name, n in message.type_unsure.items())
         why = f"the most similar past runs: {votes}" if votes else "no past run shares a word"
         click.echo(
-            f"warning: the task's type could not be inferred ({why}): every type's lessons "
-            "are listed; say it with --task-type or --project",
+            f"warning: the task's domain could not be told ({why}): no lesson is listed; "
+            "say it with --task-type or --project",
             err=True,
         )
     if as_json:

@@ -29,6 +29,7 @@ import orjson
 from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.store import digest
 from wikitrace.versions import FrozenVersion, open_store
@@ -59,6 +60,9 @@ class Session:
     """The agent's id for it (Claude Code's session_id, Codex's thread-id)."""
     transcript: Path
     """Its log: a Claude Code session file, a Codex rollout."""
+    folder: Path | None = None
+    """The agent's working folder, as the hook says: when it is in a repository on this
+    machine, that repository is the run's project (a worktree's, its main one's)."""
 
 
 @dataclass
@@ -181,7 +185,11 @@ def _read_session(options: BuildOptions, session: Session) -> Run:
     if not runs:
         raise errors[0] if errors else InputError("no session in it", path=session.transcript)
     # A log of one session holds one run; the one with the hook's id, should there be more.
-    return next((run for run in runs if _key(run) == session.session_id), runs[0])
+    run = next((run for run in runs if _key(run) == session.session_id), runs[0])
+    project = repository_at(session.folder) if session.folder is not None else None
+    if project is not None:
+        run.data["project"] = project
+    return run
 
 
 def _unlabelled(

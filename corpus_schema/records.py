@@ -77,13 +77,15 @@ class RunRecord(_Strict):
     session, ...)."""
     project: str | None = None
     """The code project the run worked in, for a coding agent's session: its repository
-    (`github.com/owner/repo`) when the log names its remote, else its working folder's name.
-    The first message lists a project's own lessons first (`prompt --project`)."""
+    (corpus_schema/projects.py): `github.com/owner/repo` when the log (or the folder's
+    repository on the machine that built) names its remote, else the repository's main
+    folder's name (a worktree's main one); None for a temporary folder. A task of a project
+    with runs is shown that project's lessons alone (`prompt --project`)."""
     kind: str | None = None
     """The kind of work a coding session did: fix-bug, add-feature, refactor, tests, docs,
     build-ci-deps or investigate (corpus_schema/work.py), inferred from its task and the files
-    it changed; None when unknown or unsure. The first message lists the same kind of work's
-    lessons after the project's own (`prompt --kind`)."""
+    it changed; None when unknown or unsure. A task of a project with no runs is shown the
+    same kind of work's lessons from other projects (`prompt --kind`)."""
     kind_basis: str | None = None
     """How `kind` was inferred, or why it could not be ("unsure: ..."); None when given."""
     success: bool = Field(strict=True)

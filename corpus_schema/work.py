@@ -1,7 +1,7 @@
 """The kind of work a coding session did (RunRecord.kind): a small fixed vocabulary, inferred
 from the task's words and the files the session changed, one key for every log format and for
-what a user types (`prompt --kind`). The first message lists a project's own lessons, then
-the same kind of work's from other projects, and never another domain's.
+what a user types (`prompt --kind`). A task of a project with no runs is shown the same kind
+of work's lessons from other projects, and never another domain's (domain_of, below).
 
 How a session's kind is inferred (`infer_kind`), in order:
 
@@ -245,3 +245,31 @@ def kind_named(given: str) -> str:
     if name not in KINDS:
         raise ValueError(f"no kind of work {given!r}; the kinds are: {', '.join(KINDS)}")
     return name
+
+
+# --- domains ----------------------------------------------------------------------------------
+
+CODING = "coding"
+"""The task type of a coding agent's session: another domain's lessons are never listed for
+a coding task, nor a coding session's for another domain's task."""
+
+ALFWORLD_TYPES = (
+    "pick_and_place",
+    "pick_clean_then_place",
+    "pick_heat_then_place",
+    "pick_cool_then_place",
+    "look_at_obj",
+    "pick_two_obj",
+)
+"""ALFWorld's six task types, the prefixes of its game ids: one domain, household tasks."""
+
+_DOMAIN_OF: dict[str, str] = {name: "household" for name in ALFWORLD_TYPES}
+
+
+def domain_of(task_type: str | None) -> str | None:
+    """The domain a task type belongs to, whose lessons a task of another domain is never
+    shown: ALFWorld's six types are one (`household`); any other type is its own (`coding`
+    for coding sessions, `airline`, `swe-bench`, ...); an untyped run has none."""
+    if task_type is None:
+        return None
+    return _DOMAIN_OF.get(task_type, task_type)

@@ -418,3 +418,26 @@ def test_the_documented_hook_configurations_capture(
     logged = _wait_for(tmp_path / "xdg-cache" / "wikitrace" / "hook.log", ": added v000", 2)
     assert "ERROR" not in logged
     assert {page["task_id"] for page in raw_pages(corpus)} == {"t1", SESSION, THREAD}
+
+
+def test_the_hook_s_working_folder_names_the_run_s_project(
+    corpus: Path, transcript: Path, labels: Path, hook_log: Path, tmp_path: Path
+) -> None:
+    """The payload's cwd is read on this machine: a worktree of a repository is that
+    repository's project (its remote), whatever folder the log names."""
+    main = tmp_path / "app"
+    (main / ".git/worktrees/feature").mkdir(parents=True)
+    (main / ".git/config").write_text('[remote "origin"]\n\turl = git@github.com:me/app.git\n')
+    (main / ".git/worktrees/feature/commondir").write_text("../..\n")
+    tree = tmp_path / "app-worktrees/feature"
+    tree.mkdir(parents=True)
+    (tree / ".git").write_text(f"gitdir: {main}/.git/worktrees/feature\n")
+    payload = json.loads(session_end(transcript))
+    code, _, err = hook(add_args(corpus, labels, hook_log, "--wait"), json.dumps(payload))
+    assert code == 0, err
+    assert raw_pages(corpus)[-1]["project"] == "example-app"  # the log's folder, as named
+    other = _project_copy(tmp_path / "again", OTHER)
+    payload = json.loads(session_end(other, OTHER)) | {"cwd": str(tree)}
+    code, _, err = hook(add_args(corpus, labels, hook_log, "--wait"), json.dumps(payload))
+    assert code == 0, err
+    assert raw_pages(corpus)[-1]["project"] == "github.com/me/app"

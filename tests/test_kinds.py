@@ -304,28 +304,37 @@ def listed(text: str) -> list[str]:
     ]
 
 
-def test_a_project_s_lessons_then_the_same_kind_s_and_no_other_kind_s(corpus: Path) -> None:
+def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus: Path) -> None:
     memory = Memory.load(corpus)
     message = memory.first_message(
         "Fix the crash when the cart is empty", project="github.com/acme/shop"
     )
     assert (message.task_type, message.kind, message.kind_inferred) == ("coding", "fix-bug", True)
-    assert listed(message.text) == [
-        LESSONS["s1"][2],  # the project's own, whatever their kind
-        LESSONS["s2"][2],
-        LESSONS["w1"][2],  # then fix-bug work in other projects
-    ]
-    assert message.other_kinds == 2  # web's docs lesson and its unsure one
+    # The project has runs: its own lessons, whatever their kind, and no other project's.
+    assert listed(message.text) == [LESSONS["s1"][2], LESSONS["s2"][2]]
+    assert message.other_kinds == 0 and message.project_has_runs
     assert "## Insights for coding in github.com/acme/shop" in message.text
-    assert "## Insights for coding: fix-bug, other projects" in message.text
+    assert "other projects" not in message.text
     assert (
-        "This task is **fix-bug** work (as its words say): this message lists the lessons and "
-        "runs of this project (**github.com/acme/shop**) first, then those of fix-bug work in "
-        "other projects, not the 2 lessons of other kinds of work from other projects"
+        "This task is in the project **github.com/acme/shop**: this message lists only the "
+        "lessons and runs of its past runs (its words say **fix-bug** work"
     ) in message.text
     steps = {run.task_id: run.step for run in memory.runs}
-    assert message.similar[:2] == sorted([steps["s1"], steps["s2"]], key=message.similar.index)
-    assert steps["w2"] not in message.similar and steps["w3"] not in message.similar
+    assert sorted(message.similar) == sorted([steps["s1"], steps["s2"]])
+    # A project with no runs here: fix-bug work in other projects, and no other kind's.
+    new = memory.first_message(
+        "Fix the crash when the cart is empty", project="github.com/acme/new"
+    )
+    assert not new.project_has_runs and new.kind == "fix-bug"
+    assert listed(new.text) == [LESSONS["s1"][2], LESSONS["w1"][2]]
+    assert new.other_kinds == 3  # the docs lessons and web's unsure one
+    assert "## Insights for coding: fix-bug, other projects" in new.text
+    assert (
+        "This task is **fix-bug** work (as its words say): this project "
+        "(**github.com/acme/new**) has no past runs here, so this message lists the lessons "
+        "and runs of fix-bug work in other projects, not the 3 lessons of other kinds of work"
+    ) in new.text
+    assert steps["w2"] not in new.similar and steps["w3"] not in new.similar
     # Given, the kind is not inferred; without a project, only that kind's are listed.
     docs = memory.first_message("Anything at all", kind="docs")
     assert listed(docs.text) == [LESSONS["s2"][2], LESSONS["w2"][2]]
@@ -334,9 +343,12 @@ def test_a_project_s_lessons_then_the_same_kind_s_and_no_other_kind_s(corpus: Pa
 
 def test_an_unsure_kind_lists_every_kind_and_says_so(corpus: Path) -> None:
     memory = Memory.load(corpus)
-    message = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/web")
+    # In a project with runs the kind does not matter: its three lessons, and nothing said.
+    own = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/web")
+    assert listed(own.text) == [LESSONS["w1"][2], LESSONS["w2"][2], LESSONS["w3"][2]]
+    assert "could not be inferred" not in own.text
+    message = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/new")
     assert message.kind is None and message.kind_unsure == {"fix-bug": 1, "refactor": 1, "tests": 1}
-    assert listed(message.text)[:3] == [LESSONS["w1"][2], LESSONS["w2"][2], LESSONS["w3"][2]]
     assert len(listed(message.text)) == 5 and LESSONS["a1"][2] not in message.text
     assert "could not be inferred from its words (they name several kinds as often" in (
         message.text
@@ -347,7 +359,7 @@ def test_an_unsure_kind_lists_every_kind_and_says_so(corpus: Path) -> None:
             str(corpus),
             "The flaky test needs a tidy up",
             "--project",
-            "github.com/acme/web",
+            "github.com/acme/new",
         ]
     )
     assert code == 0 and out == message.text

@@ -74,18 +74,24 @@ def titles(message: Any) -> list[str]:
     return [line for line in message.text.splitlines() if line.startswith("- **insight-")]
 
 
-def test_a_project_s_lessons_come_first_and_another_domain_s_never(corpus: Path) -> None:
+def test_a_project_with_runs_gets_its_own_lessons_alone_and_another_domain_s_never(
+    corpus: Path,
+) -> None:
     memory = Memory.load(corpus)
     message = memory.first_message("Fix the flaky test", project="github.com/acme/web")
     assert (message.task_type, message.task_type_inferred) == ("coding", True)
+    assert message.project_has_runs
     listed = titles(message)
-    assert len(listed) == 3 and TITLES["w1"] in listed[0]  # its own project first
-    assert not any(TITLES["a1"] in line for line in listed)  # never the airline lesson
+    assert len(listed) == 1 and TITLES["w1"] in listed[0]  # its own project's alone
     assert "## Insights for coding in github.com/acme/web" in message.text
-    assert "## Insights for coding, other projects" in message.text
-    own = message.text.index("## Insights for coding in github.com/acme/web")
-    assert own < message.text.index("## Insights for coding, other projects")
-    assert message.similar[0] == "step-0003"  # the project's own run first
+    assert "other projects" not in message.text
+    assert "(the type of this project's past runs)" in message.text
+    assert message.similar == ["step-0003"]  # the project's own run alone
+    # A project with no runs here: the coding domain's lessons, never the airline one.
+    new = memory.first_message("Fix the flaky test", project="github.com/acme/new")
+    assert not new.project_has_runs and new.task_type == "coding"
+    assert "(a project's task is coding work)" in new.text
+    assert len(titles(new)) == 3 and not any(TITLES["a1"] in line for line in titles(new))
     # Without a project, a coding task's type is inferred from its most similar runs.
     plain = memory.first_message("Fix the failing unit test in the parser module")
     assert plain.task_type == "coding" and len(titles(plain)) == 3
@@ -97,10 +103,11 @@ def test_an_unsure_inference_says_so(corpus: Path) -> None:
     message = memory.first_message("Open the web page of the flight")
     assert message.task_type is None and message.type_unsure == {"airline": 1, "coding": 1}
     assert "do not agree on this task's (1 airline, 1 coding)" in message.text
-    assert len(titles(message)) == 4
+    assert "lists no lessons and no past runs, rather than another domain's" in message.text
+    assert titles(message) == [] and message.similar == []  # abstains: no domain's lessons
     code, out, err = run(["prompt", str(corpus), "Open the web page of the flight"])
     assert code == 0 and out == message.text
-    assert "could not be inferred (the most similar past runs: 1 airline, 1 coding)" in err
+    assert "could not be told (the most similar past runs: 1 airline, 1 coding)" in err
     # A task with no word in common with any run: no vote at all, said too.
     nothing = memory.first_message("zzz qqq")
     assert nothing.task_type is None and nothing.type_unsure == {}
@@ -140,7 +147,9 @@ def test_project_named_reads_a_folder_s_git_remote(tmp_path: Path) -> None:
     )
     assert project_at(repo / "src") == "github.com/acme/parser"
     assert project_named(str(repo)) == "github.com/acme/parser"
-    assert project_named(str(tmp_path)) == tmp_path.name  # no repository: the folder's name
+    plain = tmp_path.parent.parent.parent / "not-in-tmp"  # pytest's are all under /tmp
+    assert project_named(str(tmp_path)) is None  # no repository, in /tmp: no project
+    assert project_named(str(plain)) == "not-in-tmp"  # a name (no such folder here)
     assert project_named("github.com/acme/parser") == "github.com/acme/parser"
 
 

@@ -560,9 +560,10 @@ def test_sub_agent_files_and_harbor_sessions_are_read_once(project: Path, tmp_pa
     assert read_with(SESSIONS / "claude-code/edge_cases.jsonl") is None
 
 
-def test_the_first_message_lists_sessions_beside_typed_runs(tmp_path: Path) -> None:
+def test_the_first_message_abstains_when_sessions_and_typed_runs_split(tmp_path: Path) -> None:
     """Untyped runs (sessions) among a task's nearest runs vote against inferring a type that
-    would leave them out: 2 sessions, 2 swe-bench runs and 1 browser run are no majority."""
+    would leave them out: 2 sessions, 2 swe-bench runs and 1 browser run are no majority, and
+    the message abstains rather than show one domain's runs for another's task."""
     from wikitrace.tools.memory import Memory
 
     from helpers import make_run, write_runs
@@ -583,7 +584,8 @@ def test_the_first_message_lists_sessions_beside_typed_runs(tmp_path: Path) -> N
         "Work on bead spotter-b12: run bd show spotter-b12 for the issue"
     )
     assert message.task_type is None and not message.task_type_inferred
-    assert message.similar[:2] == ["step-0001", "step-0002"]  # the two sessions
+    assert message.type_unsure == {"swe-bench": 2, "untyped": 2, "browser": 1}
+    assert message.similar == [] and message.insights == []
 
 
 def test_actions_keeps_its_columns_with_sub_agent_roles(tmp_path: Path) -> None:

@@ -56,7 +56,9 @@ def test_an_insight_with_no_verified_quote_is_marked_in_the_first_message(corpus
 
 
 def test_first_message_lists_insights_by_type_and_similar_runs(corpus: Path) -> None:
-    message = Memory.load(corpus).first_message("Put a mug in the cabinet", mount="/mnt/memory")
+    message = Memory.load(corpus).first_message(
+        "Put a mug in the cabinet", mount="/mnt/memory", infer_type=False
+    )
     # The two mug runs drew the same lesson: listed once, with its support.
     assert message.insights == ["insight-0001", "insight-0003", "insight-0004"]
     assert message.alike == {"insight-0001": ["insight-0002"]}
@@ -286,7 +288,8 @@ def test_the_first_message_keeps_to_the_tasks_type(tmp_path: Path) -> None:
     assert (message.task_type, message.task_type_inferred) == ("airline", True)
     shown = {run.step: run.task_type for run in memory.runs if run.step in message.similar}
     assert shown and set(shown.values()) == {"airline"}
-    assert "lists only **airline** ones (the type of the most similar past runs)" in message.text
+    said = "lists only **airline** ones (the domain of the most similar past runs, most of"
+    assert said in message.text
     assert airline.step in message.similar
     code, _, err = run_cli(["prompt", str(corpus), "a task", "--task-type", "airlines"])
     assert code == 2

@@ -9,7 +9,7 @@ relevant lessons that fit a budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,7 +19,7 @@ from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
-from .task_scope import Scope, task_scope
+from .task_scope import Scope, identical_task, task_scope
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -63,10 +63,12 @@ class FirstMessage:
     """The task type the message keeps to: given, or inferred from the most similar runs."""
     task_type_inferred: bool = False
     type_unsure: dict[str, int] | None = None
-    """When the memory holds several task types and none was given or could be inferred: the
-    types of the most similar past runs, counted (the message then lists every type's)."""
+    """When the memory holds several domains and the task's was neither given nor found: the
+    domains of the most similar past runs, counted (the message then lists no lesson)."""
     project: str | None = None
-    """The project whose lessons and runs come first, when given."""
+    """The task's project, when given (or found from the working folder)."""
+    project_has_runs: bool = False
+    """Whether the project has runs here: the message then lists its lessons and runs only."""
     kind: str | None = None
     """The task's kind of work (corpus_schema/work.py), given or inferred: the project's
     lessons come first, then this kind's from other projects, and no other kind's."""
@@ -110,31 +112,29 @@ def render_first_message(
     project: str | None = None,
     access: Access = "shell",
     kind: str | None = None,
+    project_aliases: Mapping[str, str] | None = None,
+    project_found: bool = False,
 ) -> FirstMessage:
     """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
-    Without `task_type`, the type is inferred from the most similar past runs (when they
-    agree), and the message keeps to it; an unknown `task_type` is an InputError.
-    `insights_only` renders the method's Insights Only control: the same insights, no
-    mount, no similar runs, no drill-down instructions. `report_at="end"` leaves the
-    citation report out, for the harness to ask after the episode (`report_request`).
-    `flag_conflicts` names the listed pairs whose applicability overlaps and whose source
-    runs ended differently: a drill-down trigger the agent need not notice by itself.
-    `project` (a coding task's repository or folder, as `project_of` names it) lists that
-    project's lessons and runs first, then the same type's from elsewhere; without a type,
-    its runs' type is the task's. `access="mcp"` names the MCP server's tools where the
-    message would name shell commands and paths under `mount`.
-
-    When the runs kept have kinds of work (coding sessions: corpus_schema/work.py), the
-    task's `kind` (given, or inferred from its words) scopes the lessons and runs: the
-    project's own first, then the same kind's from other projects, and no other; when its
-    kind cannot be inferred, the message says so and lists every kind's, the project's
-    first. A `kind` that is none of the kinds, or given to a corpus whose runs have none,
-    is an InputError.
+    Its scope (tools/task_scope.py) is the task's `project` (a key as
+    corpus_schema/projects.py makes them, `project_aliases` joining others to it; one
+    `project_found` from the working folder counts only when it has runs here), its
+    `task_type` (an unknown one is an InputError) and its `kind` of work: a project with runs
+    gets its own lessons and runs alone; one with none, the same kind's in other coding
+    projects; else the domain of the most similar past runs when most agree, or no lesson,
+    said. `insights_only` renders the method's Insights Only control (no mount, no runs, no
+    drill-down); `report_at="end"` leaves the citation report for the harness to ask after
+    the episode (`report_request`); `flag_conflicts` names the listed pairs whose
+    applicability overlaps and whose source runs ended differently; `access="mcp"` names the
+    MCP server's tools where the message would name shell commands and paths under `mount`.
     """
     from wikitrace import prompts
 
-    scope = task_scope(memory, task, set(exclude_tasks), task_type, project, kind, infer_type)
+    excluded = set(exclude_tasks)
+    scope = task_scope(
+        memory, task, excluded, task_type, project, kind, infer_type, project_aliases, project_found
+    )
     listing = _listing(memory, scope, similar, insights_only)
     page = _Page(
         memory,
@@ -166,6 +166,7 @@ def render_first_message(
         task_type_inferred=scope.type_inferred,
         type_unsure=scope.type_unsure,
         project=scope.project,
+        project_has_runs=scope.project_has_runs,
         kind=scope.kind,
         kind_inferred=scope.kind_inferred,
         kind_unsure=scope.kind_unsure,
@@ -194,23 +195,20 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     """The insights the message may list (one per group of near-duplicates) and its similar
     runs (one per task), the project's own first, then the same kind's."""
     visible = _visible(memory, scope)
-    run_ok = scope.runs
+    # The project's alone when it has runs; else the same kind's; no other kind's.
+    kept = [i for i in visible if scope.shows(memory.run_of(i))]
     other_kinds = 0
-    if scope.kind is not None:  # the project's and the same kind's; no other kind's
-        kept = [i for i in visible if scope.tier(memory.run_of(i)) < 2]
+    if scope.kind is not None and not scope.project_has_runs:
         other_kinds = len({memory.groups[i] for i in visible}) - len(
             {memory.groups[i] for i in kept}
         )
-        visible = kept
-        run_ok = [i for i in run_ok if scope.tier(memory.runs[i]) < 2]
-    # The project's own first, then the same kind's, each tier in order.
-    visible.sort(key=lambda i: scope.tier(memory.run_of(i)))
+    visible = kept
     # One entry per group of near-duplicates: its first visible member, with the others.
     members: dict[int, list[int]] = {}
     for i in visible:
         members.setdefault(memory.groups[i], []).append(i)
     alike_of = {group[0]: group for group in members.values()}
-    similar_runs = _similar_runs(memory, scope, run_ok, similar)
+    similar_runs = _similar_runs(memory, scope, scope.runs, similar)
     if insights_only:  # the control shows no run and mounts nothing
         similar_runs = []
     return _Listing(alike_of, sorted(alike_of), similar_runs, other_kinds)
@@ -226,7 +224,7 @@ def _visible(memory: Memory, scope: Scope) -> list[int]:
         i
         for i, item in enumerate(memory.insights)
         if not item.source_task.named_in(excluded)
-        and (scope.task_type is None or item.task_type == scope.task_type)
+        and (scope.types is None or item.task_type in scope.types)
         and _mined_applies(memory, item, scope.task, excluded, excluded_types)
     ]
 
@@ -244,18 +242,18 @@ def _mined_applies(
     if memory.drawn_from(item, excluded):
         return False
     if item.only_task is not None:  # a divergence: about one task, shown for it alone
-        return " ".join(item.only_task.split()) == " ".join(task.split())
+        return identical_task(item.only_task, task)
     return item.task_type not in excluded_types
 
 
 def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
-    """Up to `similar` runs most like the task, one per task (three attempts of one task say
-    less than three tasks): the project's own first, then the same kind's, each tier by
-    similarity."""
+    """Up to `similar` runs most like the task among those in scope, one per task (three
+    attempts of one task say less than three tasks): runs of the identical task first, then
+    by the similarity of their tasks, whatever their project."""
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
-    ranked_runs.sort(key=lambda i: scope.tier(memory.runs[i]))
+    ranked_runs.sort(key=lambda i: not identical_task(memory.runs[i].task, scope.task))
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
@@ -311,11 +309,16 @@ class _Page:
     def _rendered(self, chosen: list[int]) -> str:
         # Text from logs and models goes in so that it cannot restructure the message.
         memory, scope = self._memory, self._scope
-        task_type, unsure, kind_unsure = scope.task_type, scope.type_unsure, scope.kind_unsure
+        types, unsure, kind_unsure = scope.types, scope.type_unsure, scope.kind_unsure
         return self._template.render(
             task=scope.task.strip(),
-            kept_type=inline(task_type) if task_type and len(scope.known_types) > 1 else None,
-            type_inferred=scope.type_inferred,
+            kept_type=(
+                ", ".join(inline(name) for name in sorted(types))
+                if types and len(scope.known_types) > 1
+                else None
+            ),
+            type_basis=scope.basis,
+            project_has_runs=scope.project_has_runs,
             type_unsure=(
                 None
                 if unsure is None

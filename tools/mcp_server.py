@@ -17,7 +17,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -25,7 +25,7 @@ from pydantic import Field
 
 from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest, read
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
-from wikitrace.corpus_schema.projects import normal_project
+from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
 from wikitrace.corpus_schema.work import KINDS, kind_named
 
 from . import drilldown
@@ -66,12 +66,32 @@ _Tool = TypeVar("_Tool", bound=Callable[..., str])
 class Corpus:
     """The frozen version a server serves: its root, manifest and (loaded once) memory."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self,
+        path: Path,
+        folder: Path | None = None,
+        project_aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = path.resolve()
+        self.folder = folder
+        """The client's working folder (where it started the server): the project a first
+        message is for, when the call names none."""
+        self.project_aliases = dict(project_aliases or {})
+        """The user's `[projects]` table: names joined to projects."""
         self.manifest = manifest.load(self.root)
         self.version = self.manifest.version.name if self.manifest.version else None
         self.files = set(self.manifest.files) | {MANIFEST}
         self._memory: Any = None
+
+    def folder_project(self) -> str | None:
+        """The repository the client's working folder is in, if any."""
+        return repository_at(self.folder) if self.folder is not None else None
+
+    def aliases(self, folder_project: str | None) -> dict[str, str]:
+        """The user's aliases, and the keys Gemini CLI's runs give the client's folder."""
+        if folder_project is None or self.folder is None:
+            return self.project_aliases
+        return folder_aliases(self.folder, folder_project) | self.project_aliases
 
     @property
     def label(self) -> str:
@@ -260,8 +280,9 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
         project: Annotated[
             str | None,
             Field(
-                description="The code project you work in: its git remote URL or its folder's "
-                "name (its lessons come first)."
+                description="The code project you work in: its name, git remote URL or "
+                "folder (default: the repository of the folder the server was started in). A "
+                "project with past runs gets only its own lessons and runs."
             ),
         ] = None,
         kind: Annotated[
@@ -291,7 +312,9 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
             mount=mount or DEFAULT_MOUNT,
             access="shell" if mount else "mcp",
             infer_type=not all_types,
-            project=normal_project(project) if project else None,
+            project=project_named(project) if project else corpus.folder_project(),
+            project_aliases=corpus.aliases(None if project else corpus.folder_project()),
+            project_found=not project,
             kind=kind_named(kind) if kind else None,
         )
         return str(message.text)
@@ -449,9 +472,15 @@ def _add_pages(server: Any, corpus: Corpus) -> None:
     )(page)
 
 
-def serve(path: Path, http_port: int | None = None) -> None:
-    """Serve the corpus at `path` over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
-    corpus = Corpus(path)
+def serve(
+    path: Path,
+    http_port: int | None = None,
+    folder: Path | None = None,
+    project_aliases: Mapping[str, str] | None = None,
+) -> None:
+    """Serve the corpus at `path` over stdio, or streamable HTTP on 127.0.0.1:`http_port`;
+    `folder` is the client's working folder (first messages are for its project)."""
+    corpus = Corpus(path, folder, project_aliases)
     if not os.path.isfile(corpus.root / layout.TOOLS_LAYOUT):
         raise CorpusError(f"{path}: no {layout.TOOLS_LAYOUT}; is it a wikitrace corpus?")
     server = build_server(corpus)

@@ -1,46 +1,95 @@
-"""The scope of a first message: the task's type and kind of work, given or inferred from the
-most similar past runs and from the task's words, and the runs it may show."""
+"""The scope of a first message: the task's project, domain (task types) and kind of work,
+given or found, and the runs it may show. A scope abstains rather than guess across domains:
+
+- a project with runs: its runs and lessons only, whatever their kind (a session with no
+  kind included);
+- a project with none (a coding task): the same kind of work in other projects of the coding
+  domain;
+- no project: the domain of the most similar past runs when it has more than half of their
+  votes, the nearer the more (said to be theirs, never "this project's"); when no domain
+  has, the message says so and lists no lesson of any domain.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.catalog import PastRun
+from wikitrace.corpus_schema.projects import matching_projects, normal_project
 from wikitrace.corpus_schema.tasks import TaskKey
-from wikitrace.corpus_schema.work import infer_kind, kind_named
+from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_named
 
 if TYPE_CHECKING:
     from .memory import Memory
 
+TypeBasis = Literal["given", "project", "coding", "kind", "similar", "all"]
+"""How the task's types were found: given (--task-type), its project's runs' types, the
+coding domain (a project with no runs), the runs with kinds of work (--kind), the most
+similar past runs' domain, or every type (a corpus of one type, or --all-types)."""
+
 
 @dataclass
 class Scope:
-    """What the message keeps to: the task's type and kind of work, given or inferred, and
-    the runs it may show."""
+    """What the message keeps to: the task's project, types and kind of work, given or
+    found, and the runs it may show."""
 
     task: str
     excluded: set[str]
     """The tasks nothing is shown from."""
     known_types: list[str]
     """The memory's task types."""
-    task_type: str | None
-    type_inferred: bool
+    types: frozenset[str] | None
+    """The task types whose lessons and runs may be shown; None: every type's."""
+    basis: TypeBasis
     type_unsure: dict[str, int] | None
+    """When the domain could not be told: the most similar runs' domains, counted (the
+    message then lists no lesson)."""
     project: str | None
+    """The project as the user named it (a key: corpus_schema/projects.py)."""
     kind: str | None
     kind_inferred: bool
     kind_unsure: dict[str, int] | None
     runs: list[int]
-    """The runs of the task's type from tasks not excluded."""
+    """The runs that may be shown: of the types kept, from tasks not excluded, and of the
+    project when it has runs."""
+    projects: frozenset[str] = field(default_factory=frozenset)
+    """The runs' project keys that are the task's project (its remote, its folder's name,
+    aliases)."""
+    project_has_runs: bool = False
+    """Whether the project has runs that may be shown: then only they and their lessons are."""
+
+    @property
+    def task_type(self) -> str | None:
+        """The one task type kept, when one is."""
+        return next(iter(self.types)) if self.types is not None and len(self.types) == 1 else None
+
+    @property
+    def type_inferred(self) -> bool:
+        return self.basis in ("project", "coding", "similar") and bool(self.types)
 
     def tier(self, run: PastRun | None) -> int:
         """0: the project's own; 1: the same kind of work elsewhere; 2: any other."""
-        if run is not None and self.project is not None and run.project == self.project:
+        if run is not None and run.project is not None and run.project in self.projects:
             return 0
         return 1 if run is not None and self.kind is not None and run.kind == self.kind else 2
+
+    def shows(self, run: PastRun | None) -> bool:
+        """Whether a run (a lesson's source run) is in scope by project and kind: the
+        project's alone when it has runs; else, with a kind, that kind's."""
+        if self.project_has_runs:
+            return self.tier(run) == 0
+        return self.kind is None or self.tier(run) < 2
+
+
+def identical_task(past: str, task: str) -> bool:
+    """Whether a past run's (or a divergence's) task is the very task given: the same words,
+    whitespace aside. The one place that says so (a task's identity may come to be its
+    source and id)."""
+    return " ".join(past.split()) == " ".join(task.split())
 
 
 def task_scope(
@@ -51,8 +100,12 @@ def task_scope(
     project: str | None,
     kind: str | None,
     infer_type: bool,
+    aliases: Mapping[str, str] | None = None,
+    project_found: bool = False,
 ) -> Scope:
-    """The task's scope: its type (given, or inferred), then its kind of work."""
+    """The task's scope: its project's runs, its types (given, or found), its kind of work.
+    A project found from the working folder (`project_found`), not named, counts only when
+    it has runs here: a task run from inside some repository may be no coding task."""
     known_types = sorted({run.task_type for run in memory.runs if run.task_type})
     if task_type is not None and task_type not in known_types:
         raise InputError(
@@ -60,96 +113,138 @@ def task_scope(
             + (", ".join(known_types) or "none (its runs have no task type)"),
             field="--task-type",
         )
-    inferred = False
+    if project is not None:  # a remote as a key, however it was spelled
+        project = normal_project(project)
+    known_projects = {run.project for run in memory.runs if run.project}
+    projects = (
+        matching_projects(project, known_projects, aliases) if project is not None else frozenset()
+    )
+    own = [
+        i
+        for i, run in enumerate(memory.runs)
+        if run.project in projects and not run.task_key.named_in(excluded)
+    ]
+    if project_found and not own:
+        project = None
+    types: frozenset[str] | None
+    basis: TypeBasis
     unsure: dict[str, int] | None = None
-    if task_type is None and len(known_types) > 1:
-        task_type, inferred, unsure = _task_type(memory, task, excluded, project, kind, infer_type)
+    if task_type is not None:
+        types, basis = frozenset([task_type]), "given"
+    elif len(known_types) <= 1 or (not infer_type and not own):
+        types, basis = None, "all"
+    else:
+        types, basis, unsure = _types(memory, task, excluded, own, project, kind, infer_type)
     run_ok = [
         i
         for i, run in enumerate(memory.runs)
-        if not run.task_key.named_in(excluded) and (task_type is None or run.task_type == task_type)
+        if not run.task_key.named_in(excluded) and (types is None or run.task_type in types)
     ]
+    has_runs = any(i in set(run_ok) for i in own)
+    if has_runs:
+        run_ok = [i for i in run_ok if memory.runs[i].project in projects]
     kind, kind_inferred, kind_unsure = _task_kind(memory, task, kind, run_ok)
-    return Scope(
+    scope = Scope(
         task,
         excluded,
         known_types,
-        task_type,
-        inferred,
+        types,
+        basis,
         unsure,
         project,
         kind,
         kind_inferred,
         kind_unsure,
         run_ok,
+        projects,
+        has_runs,
     )
+    scope.runs = [i for i in run_ok if scope.shows(memory.runs[i])]
+    return scope
 
 
-def _task_type(
+def _types(
     memory: Memory,
     task: str,
     excluded: set[str],
+    own: list[int],
     project: str | None,
     kind: str | None,
     infer_type: bool,
-) -> tuple[str | None, bool, dict[str, int] | None]:
-    """The type of a task given none, in a memory of several types: that of the project's
-    runs (when they have one), of the runs with kinds of work (when `kind` is given and they
-    have one), or of the most similar runs (when `infer_type` and they agree); whether it was
-    inferred; and, when it could not be, the types of the most similar runs, counted."""
-    if project is not None:
-        own = {r.task_type for r in memory.runs if r.project == project and r.task_type}
-        if len(own) == 1:
-            return own.pop(), True, None
+) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
+    """The types of a task given none, in a memory of several: those of its project's runs;
+    the coding domain's for a project with no runs (when the memory has coding sessions);
+    that of the runs with kinds of work (when `kind` is given); or the domain of the most
+    similar runs when more than half of them agree. When none of these says, no type (the
+    message lists no lesson) and the similar runs' domains, counted."""
+    own_types = frozenset(t for i in own if (t := memory.runs[i].task_type))
+    if own_types:
+        return own_types, "project", None
+    known = {run.task_type for run in memory.runs if run.task_type}
+    if project is not None and CODING in known:
+        return frozenset([CODING]), "coding", None
     if kind is not None:
         # A kind of work is a coding session's: the task is of the type such runs have.
         with_kinds = {r.task_type for r in memory.runs if r.kind and r.task_type}
         if len(with_kinds) == 1:
-            return with_kinds.pop(), False, None
+            return frozenset(with_kinds), "kind", None
     if not infer_type:
-        return None, False, None
-    task_type, votes = _infer_type(memory, task, excluded)
-    inferred = task_type is not None
-    return task_type, inferred, None if inferred else votes
+        return frozenset(known), "all", None
+    return _by_similar(memory, task, excluded, known)
 
 
-def _infer_type(
-    memory: Memory, task: str, excluded: set[str], nearest: int = 5
-) -> tuple[str | None, dict[str, int]]:
-    """The task type more than half of the nearest past runs have (one run per task, only
-    runs that share a word with the task); and their types, counted (an untyped run as
-    "untyped"). One run alone decides when it is the only one that shares a word: a
-    coding task that matches one coding session and no airline task is a coding task."""
+def _by_similar(
+    memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
+) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
+    """The domain of the nearest past runs (one run per task, only runs that share a word
+    with the task), when it has more than half of their votes, the k-th nearest voting 1/k
+    (a near run says more than a far one), and two runs at least (one alone decides only
+    when it is the only run that shares a word); narrowed to one type when that type has
+    more than half of the domain's votes. Else nothing, and the nearest runs' domains counted
+    (an untyped run as "untyped")."""
     allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
-    types: list[str | None] = []  # an untyped run (a session) is a vote against any type
+    nearest_types: list[str | None] = []
     seen: set[TaskKey] = set()
     for i in memory.run_ranker.rank(task, allowed, matched_only=True):
         run = memory.runs[i]
         if run.task_key in seen:
             continue
         seen.add(run.task_key)
-        types.append(run.task_type or None)
+        nearest_types.append(run.task_type or None)
         if len(seen) == nearest:
             break
-    counted = Counter(t or "untyped" for t in types)
+    counted = Counter(domain_of(t) or "untyped" for t in nearest_types)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
-    typed = [t for t in types if t is not None]
-    if not typed:
-        return None, votes
-    best = max(set(typed), key=typed.count)
-    agree = types.count(best)
-    return (best if agree * 2 > len(types) else None), votes
+    weight: dict[str, float] = {}
+    of_type: dict[str, float] = {}
+    for place, name in enumerate(nearest_types, 1):
+        domain = domain_of(name) or "untyped"
+        weight[domain] = weight.get(domain, 0.0) + 1 / place
+    best = max(weight, key=lambda domain: weight[domain], default="untyped")
+    agreed = counted[best] >= 2 or len(nearest_types) == 1
+    if not agreed or best == "untyped" or weight[best] * 2 <= sum(weight.values()):
+        return frozenset(), "similar", votes
+    for place, name in enumerate(nearest_types, 1):
+        if name is not None and domain_of(name) == best:
+            of_type[name] = of_type.get(name, 0.0) + 1 / place
+    top = max(of_type, key=lambda name: of_type[name])
+    if of_type[top] * 2 > weight[best]:
+        return frozenset([top]), "similar", None
+    return frozenset(t for t in known if domain_of(t) == best), "similar", None
 
 
 def _task_kind(
-    memory: Memory, task: str, kind: str | None, run_ok: list[int]
+    memory: Memory,
+    task: str,
+    kind: str | None,
+    run_ok: list[int],
 ) -> tuple[str | None, bool, dict[str, int] | None]:
     """The task's kind of work (given or inferred from its words), whether it was inferred,
     and, when it could not be, the cue words counted by kind; (None, False, None) when
     the runs kept have no kinds (not coding sessions, or converted before kinds were) or
-    are of several task types (a task whose type is unsure is not scoped by kind)."""
-    one_type = len({memory.runs[i].task_type for i in run_ok}) == 1
-    has_kinds = one_type and any(memory.runs[i].kind for i in run_ok)
+    the task is of no one domain."""
+    one_domain = len({domain_of(memory.runs[i].task_type) for i in run_ok}) == 1
+    has_kinds = one_domain and any(memory.runs[i].kind for i in run_ok)
     if kind is not None:
         try:
             kind = kind_named(kind)

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.projects import normal_project
-from wikitrace.corpus_schema.work import infer_kind
+from wikitrace.corpus_schema.projects import normal_project, project_of_folder
+from wikitrace.corpus_schema.work import CODING, infer_kind
 
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""
@@ -396,11 +396,6 @@ def file_aliases(path: Path) -> tuple[str, ...]:
     return (path.name, path.name.split(".", 1)[0])
 
 
-CODING = "coding"
-"""The task type of a coding agent's session: another domain's lessons are never listed for
-a coding task, nor a coding session's for another domain's task."""
-
-
 def session_run(
     path: Path,
     session: str,
@@ -497,8 +492,9 @@ def _folder_of(metadata: dict[str, Any]) -> str | None:
 
 def project_of(metadata: dict[str, Any]) -> str | None:
     """A session's project from what its log says: the git remote when it names one
-    (`github.com/owner/repo`, whatever the URL's form), else the working folder's last name
-    (`app` for /home/me/app or C:\\src\\app), else a Gemini CLI project hash. Looked for in
+    (`github.com/owner/repo`, whatever the URL's form), else the repository its working folder
+    belongs to (`project_of_folder`: a worktree's main repository, `app` for /home/me/app or
+    C:\\src\\app, none for a temporary folder), else a Gemini CLI project hash. Looked for in
     the metadata and one level down (Codex keeps them in session_meta, with git inside)."""
     places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
     places += [v["git"] for v in places if isinstance(v.get("git"), dict)]
@@ -509,7 +505,7 @@ def project_of(metadata: dict[str, Any]) -> str | None:
     for place in places:
         for key in _FOLDER_KEYS:
             if isinstance(place.get(key), str) and place[key].strip():
-                return normal_project(place[key])
+                return project_of_folder(place[key])
     for place in places:
         if isinstance(place.get("projectHash"), str) and place["projectHash"]:
             return f"gemini:{str(place['projectHash'])[:12]}"

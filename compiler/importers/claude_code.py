@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wikitrace.corpus_schema.projects import claude_folder_project
+
 from .base import Found, LeftOut, Probe, session_run
 from .claude_code_agents import (
     WARMUP_LEFT_OUT,
@@ -234,4 +236,6 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
         metadata["damaged_lines_left_out"] = session.damaged + damaged
     metadata["weak_signals"] = dict(assembled.signals)
     session_id = str(metadata.get("sessionId") or path.stem)
-    yield session_run(path, session_id, task, turns, metadata)
+    # A session whose records name no working folder is known by its project folder's name.
+    project = None if metadata.get("cwd") else claude_folder_project(path.parent.name)
+    yield session_run(path, session_id, task, turns, metadata, project=project)

@@ -20,19 +20,12 @@ from typing import Any
 
 import orjson
 
+from wikitrace.corpus_schema.work import ALFWORLD_TYPES
+
 from .base import Candidate, Found, Probe, text_lines
 
 # --- ALFWorld ---------------------------------------------------------------------------------
 
-ALFWORLD_TYPES = (
-    "pick_and_place",
-    "pick_clean_then_place",
-    "pick_heat_then_place",
-    "pick_cool_then_place",
-    "look_at_obj",
-    "pick_two_obj",
-)
-"""ALFWorld's six task types, the prefixes of its game ids."""
 _GAME = re.compile(r"^((?:pick|look)_[a-z_]+)-[^\s/]+/trial_\S+$")
 _ACT = re.compile(r"^Act (\d+): ?(.*)$", re.DOTALL)
 _OBS = re.compile(r"^Obs (\d+): ?(.*)$", re.DOTALL)
