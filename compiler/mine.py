@@ -36,7 +36,7 @@ from .mine_contrast import MiningReport, contrasts
 from .mine_divergence import divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, actions_of, patterns
-from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
+from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes, task_of
 
 __all__ = ["MinedPage", "Miner", "mine_version", "patterns_of_written", "run_patterns"]
 
@@ -73,7 +73,7 @@ class Miner:
         if self.actions is not None:
             self.actions.add_hashes(run.step, hashes)
         self.runs.append(run)
-        self.new_tasks.add(run.task_id)
+        self.new_tasks.add(task_of(run))
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns

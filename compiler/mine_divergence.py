@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from .mine_contrast import MiningReport
 from .mine_patterns import Action
-from .mine_table import ActionHashes, RunPatterns, action_hashes
+from .mine_table import ActionHashes, RunPatterns, action_hashes, task_of
 
 
 @dataclass
@@ -71,10 +71,10 @@ def divergences(
 
     by_task: dict[str, list[RunPatterns]] = defaultdict(list)
     for run in runs:
-        by_task[run.task_id].append(run)
+        by_task[task_of(run)].append(run)
     found: list[Divergence] = []
-    for task_id, members in by_task.items():
-        if only_tasks is not None and task_id not in only_tasks:
+    for task, members in by_task.items():
+        if only_tasks is not None and task not in only_tasks:
             continue
         wins = [run for run in members if run.success]
         losses = [run for run in members if not run.success]
@@ -96,7 +96,7 @@ def divergences(
         shared, win_step, loss_step = -best[0], best[1], best[2]
         found.append(
             Divergence(
-                task_id=task_id,
+                task_id=members[0].task_id,
                 task_type=members[0].task_type,
                 # Its runs less their patterns, which it never reads: a build may hold a
                 # divergence for every fourth run while its pages wait to be written.

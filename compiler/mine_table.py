@@ -60,6 +60,12 @@ class RunPatterns:
         )
 
 
+def task_of(run: RunPatterns) -> str:
+    """Which task a run belongs to, as mining compares runs within a task (the strata of a
+    contrast, the pairs of a divergence): the one place that says it."""
+    return run.task_id
+
+
 class PatternTable(Sequence[RunPatterns]):
     """Every run's patterns, as a build keeps them until its lessons are mined: in arrays,
     the pattern names numbered once (about 40 bytes a run and 12 a pattern, where a
