@@ -80,7 +80,7 @@ def read(path: Path) -> list[RunPatterns]:
                 task_type=record.task_type,
                 success=record.success,
                 judged=is_judged(record.metadata),
-                patterns=patterns(actions_of(record.turns)),
+                patterns=patterns(actions_of(record.turns), record.task),
             )
         )
     return runs
@@ -267,7 +267,7 @@ def simulated(
 
 def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int) -> None:
     rng = random.Random(54)
-    tally = {key: 0 for key in ("confound", "other_false", "effect", "lessons")}
+    tally = {key: 0 for key in ("confound", "other_false", "effect", "lessons", "false")}
     before = {key: 0 for key in ("confound", "other_false", "effect")}
     started = time.process_time()
     tried = 0
@@ -282,6 +282,7 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
             counts["other_false"] += any("effect" not in p for p in found)
             counts["effect"] += "uses:effect" in found
         tally["lessons"] += len(kept)
+        tally["false"] += sum("effect" not in p for p in kept)
     shuffled_lessons = shuffled_before = shuffled_builds = 0
     for _ in range(shuffled):
         runs = simulated(rng, tasks, trials, odds_ratio)
@@ -316,7 +317,11 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
         before["effect"],
         builds,
     )
-    print(f"  lessons in all: {tally['lessons']}; patterns tried a build: {tried / builds:.1f}")
+    print(
+        f"  lessons in all: {tally['lessons']}, {tally['false']} of them false "
+        f"({tally['false'] / max(1, tally['lessons']):.1%}); patterns tried a build: "
+        f"{tried / builds:.1f}"
+    )
     print(
         f"  labels shuffled at random, {shuffled} builds: {shuffled_lessons} lessons, in "
         f"{shuffled_builds} builds (pooled: {shuffled_before} lessons)"

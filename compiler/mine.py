@@ -50,7 +50,7 @@ def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPattern
         task_type=record.task_type,  # interned by the raw layer
         success=record.success,
         judged=judged,
-        patterns=patterns(actions),
+        patterns=patterns(actions, record.task),
     )
     return run, actions
 
@@ -230,7 +230,7 @@ def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> PatternTable:
                 task_type=row.task_type,
                 success=row.outcome == "success",
                 judged=row.judged,
-                patterns=patterns(quotes.actions(row.step)),
+                patterns=patterns(quotes.actions(row.step), row.task),
             )
         )
     return found
