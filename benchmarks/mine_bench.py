@@ -51,6 +51,7 @@ from wikitrace.compiler.mine_contrast import (
     MiningReport,
     _orders,
     _seen,
+    _tried,
     benjamini_hochberg,
     contrasts,
     split,
@@ -156,7 +157,10 @@ def findings(paths: list[Path]) -> None:
             f"{mixed} with both outcomes"
         )
         before = pooled(runs)
-        print(f"  before (pooled Fisher over all runs of a type): {len(before)} lessons")
+        print(
+            f"  before (pooled Fisher over all runs of a type): {len(before)} patterns pass "
+            "q <= 0.05 (a build kept the 3 strongest of a type)"
+        )
         for task_type, pattern, (a, n1, c, n0), p_value in before:
             print(
                 f"    {task_type}: runs that {describe(pattern)} failed {a} of {n1}, "
@@ -175,20 +179,44 @@ def findings(paths: list[Path]) -> None:
                 f"{within.with_pattern[1]} (expected {within.expected:.1f}), "
                 f"Mantel-Haenszel odds ratio {within.odds_ratio:.3g}, p = {within.p_value:.3g}"
             )
+        effects = [
+            (c.within.with_pattern[0] - c.within.expected) / c.within.with_pattern[1]
+            for task_type in {run.task_type for run in runs}
+            for c in _tried(task_type, [r for r in runs if r.task_type == task_type], 1.0)
+        ]
+        if effects:
+            print(
+                f"    within-task effect of the {len(effects)} patterns that could be tried: "
+                "failures a run with the pattern over those expected, median "
+                f"{statistics.median(abs(e) for e in effects):+.2f} (absolute), largest "
+                f"{max(effects, key=abs):+.2f}"
+            )
 
 
 def _holds(contrast: Contrast, test: list[RunPatterns]) -> bool | None:
-    """Whether the pattern splits `test` runs of its type the way it split the mined ones
-    (None when one side is empty there)."""
+    """Whether the pattern splits `test` runs of its type the way it split the mined ones,
+    within their tasks: more failures than expected among the runs with it (or fewer) in the
+    tasks with runs with and without it and of both outcomes (None when there are none)."""
     members = [run for run in test if run.task_type == contrast.task_type]
     present, absent = split(contrast.pattern, members)
-    if not present or not absent:
+    showing = {run.step for run in present}
+    by_task: dict[str, list[RunPatterns]] = defaultdict(list)
+    for run in [*present, *absent]:
+        by_task[task_of(run)].append(run)
+    observed = expected = 0.0
+    compared = 0
+    for runs in by_task.values():
+        failed = sum(not run.success for run in runs)
+        shown = sum(run.step in showing for run in runs)
+        if 0 < failed < len(runs) and 0 < shown < len(runs):
+            compared += 1
+            observed += sum(run.step in showing and not run.success for run in runs)
+            expected += shown * failed / len(runs)
+    if not compared:
         return None
-    rate_with = sum(not r.success for r in present) / len(present)
-    rate_without = sum(not r.success for r in absent) / len(absent)
-    if rate_with == rate_without:
+    if observed == expected:
         return False
-    return (rate_with > rate_without) == contrast.harmful
+    return (observed > expected) == contrast.harmful
 
 
 def holdout(paths: list[Path], splits: int) -> None:
@@ -271,11 +299,16 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
     before = {key: 0 for key in ("confound", "other_false", "effect")}
     started = time.process_time()
     tried = 0
+    excess: list[float] = []  # the planted effect as measured in the real logs
     for _ in range(builds):
         runs = simulated(rng, tasks, trials, odds_ratio)
         report = MiningReport()
         kept = [c.pattern for c in contrasts(runs, report)]
         tried += report.patterns_tried
+        planted = next((c for c in _tried("sim", runs, 1.0) if c.pattern == "uses:effect"), None)
+        if planted is not None:
+            within = planted.within
+            excess.append((within.with_pattern[0] - within.expected) / within.with_pattern[1])
         old = [pattern for _, pattern, _, _ in pooled(runs)]
         for found, counts in ((kept, tally), (old, before)):
             counts["confound"] += any("confound" in p and "effect" not in p for p in found)
@@ -284,6 +317,7 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
         tally["lessons"] += len(kept)
         tally["false"] += sum("effect" not in p for p in kept)
     shuffled_lessons = shuffled_before = shuffled_builds = 0
+    per_build: list[int] = []
     for _ in range(shuffled):
         runs = simulated(rng, tasks, trials, odds_ratio)
         outcomes = [run.success for run in runs]
@@ -293,6 +327,7 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
         found = len(contrasts(runs, MiningReport()))
         shuffled_lessons += found
         shuffled_builds += bool(found)
+        per_build.append(found)
         shuffled_before += len(pooled(runs))
     cpu = time.process_time() - started
     print(
@@ -317,6 +352,12 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
         before["effect"],
         builds,
     )
+    if excess:
+        print(
+            "  the planted effect within tasks, as findings measures real patterns: "
+            f"{statistics.median(excess):+.2f} failures a run with it over those expected "
+            f"(median of {len(excess)} builds)"
+        )
     print(
         f"  lessons in all: {tally['lessons']}, {tally['false']} of them false "
         f"({tally['false'] / max(1, tally['lessons']):.1%}); patterns tried a build: "
@@ -326,15 +367,22 @@ def truth(builds: int, tasks: int, trials: int, odds_ratio: float, shuffled: int
         f"  labels shuffled at random, {shuffled} builds: {shuffled_lessons} lessons, in "
         f"{shuffled_builds} builds (pooled: {shuffled_before} lessons)"
     )
+    tens = [sum(per_build[i : i + 10]) for i in range(0, len(per_build) - 9, 10)]
+    if tens:
+        print(
+            f"  of {len(tens)} runs of 10 shuffled builds, {sum(n <= 1 for n in tens)} yield at "
+            f"most 1 lesson (the most: {max(tens)})"
+        )
 
 
 def planted_runs(count: int, seed: int = 3) -> list[dict[str, Any]]:
-    """Tool-call runs of 3 task types, a tool in each whose use raises the failure rate."""
+    """Tool-call runs of 3 task types, 4 trials a task, a tool in each whose use raises the
+    failure rate (within every task: the tasks do not differ)."""
     rng = random.Random(seed)
     runs = []
     tools = ["search", "open", "read", "edit", "test", "submit", "ask", "undo"]
     for index in range(count):
-        task_type = ["pick", "clean", "heat"][index % 3]
+        task_type = ["pick", "clean", "heat"][index // 4 % 3]
         turns: list[dict[str, Any]] = [{"role": "user", "content": f"task {index}"}]
         used = rng.sample(tools, 4)
         for step, tool in enumerate(used):
@@ -355,8 +403,8 @@ def planted_runs(count: int, seed: int = 3) -> list[dict[str, Any]]:
         failed = rng.random() < (0.7 if bad else 0.3)
         runs.append(
             {
-                "task_id": f"task-{index // 2}",
-                "task": f"Do task {index // 2}.",
+                "task_id": f"task-{index // 4}",
+                "task": f"Do task {index // 4}.",
                 "task_type": task_type,
                 "success": not failed,
                 "turns": turns,

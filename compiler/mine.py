@@ -4,12 +4,14 @@ Two kinds of lesson are mined, both from the actions a run took (tool calls, `ac
 never from what the environment said about the outcome:
 
 - **contrast**: within a task type, a pattern of action (a tool used, one tool used before
-  another, an action repeated unchanged, an action repeated after it failed, ...) whose
-  presence separates failed from successful runs. Each pattern is tested with Fisher's exact
-  test; the p-values of every pattern tried in the build are adjusted together
-  (Benjamini-Hochberg), and a pattern is kept when its adjusted value is at most `FDR`, it is
-  seen in and missing from at least `MIN_SUPPORT` runs each, and those runs come from at least
-  `MIN_TASKS` tasks (so that one task's repeated trials never make a lesson alone).
+  another, an action repeated unchanged, an action repeated after it failed, a file edited
+  unread, tests run after the last edit, ...) whose presence separates failed from
+  successful runs of the same task. Each pattern is tested with an exact test stratified by
+  task (`mine_contrast.stratified_exact`), over the tasks with runs with and without it and
+  runs of both outcomes, so that a pattern that only marks harder tasks is no lesson; the
+  p-values of every pattern tried in the build are adjusted together (Benjamini-Hochberg),
+  and a pattern is kept when its adjusted value is at most `FDR`, at least `MIN_TASKS` tasks
+  are compared and at least `MIN_SUPPORT` of their runs show it and do not.
 - **divergence**: for a task with both a failed and a successful run, the first action where
   the two (the pair that agree longest) went different ways.
 
