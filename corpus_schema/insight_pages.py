@@ -170,14 +170,10 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
         if finding.tasks_compared:
             odds = f"{finding.odds_ratio:.3g}" if finding.odds_ratio is not None else "infinite"
             lines += [
-                wrapped(
-                    f"compared within {finding.tasks_compared} tasks (each with runs with and "
-                    "without it, and runs of both outcomes): an exact test stratified by task, "
-                    f"two-sided: p = {finding.p_value:.3g}; Mantel-Haenszel odds ratio of "
-                    f"failure with it {odds}",
-                    "- ",
-                    "  ",
-                ),
+                f"- compared within {finding.tasks_compared} tasks, each with runs with and "
+                "without it and runs of both outcomes",
+                f"- exact test stratified by task, two-sided: p = {finding.p_value:.3g}; "
+                f"Mantel-Haenszel odds ratio of failure with it: {odds}",
                 f"- adjusted for the {finding.patterns_tried} patterns tried in the build "
                 f"(Benjamini-Hochberg): q = {finding.q_value:.3g}",
             ]

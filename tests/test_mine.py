@@ -26,6 +26,7 @@ from wikitrace.compiler.mine_patterns import actions_of, patterns
 from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.records import MinedFinding
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import FrozenVersion, Store, leave_out
@@ -210,7 +211,8 @@ def test_a_planted_pattern_is_found_with_its_counts(tmp_path: Path) -> None:
         "they failed more often in 8 of those tasks, less often in 0. Over all runs, failed 14 "
         "of 20; runs that did not, 1 of 20"
     ) in flat(page.content)
-    assert "compared within 8 tasks (each with runs with and without it" in flat(page.content)
+    assert "compared within 8 tasks, each with runs with and without it" in flat(page.content)
+    assert "exact test stratified by task, two-sided: p = " in page.content
     assert "a correlation in past runs, counted, not a cause" in flat(page.content)
     # Its evidence: the refund call itself, quoted from failed runs of distinct tasks.
     quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
@@ -597,3 +599,35 @@ def test_each_mined_lesson_joins_the_first_model_lesson_it_matches() -> None:
     # issue_refund: lesson 1 is the first failed run's lesson to name it; "repeat" and
     # "error" (retried, an error): lesson 3, as lesson 1 says "retried" but no "repeat".
     assert leaders == [0, 1, 2, 3, 1, 3]
+
+
+def test_a_lesson_goes_the_way_its_tasks_say_and_old_lessons_read_as_they_were() -> None:
+    """Pooled, the pattern goes with failure (the hard tasks use it); within its tasks, with
+    success: the lesson says what the tasks say. A lesson mined before issue 54 (no
+    `tasks_compared`) keeps its pooled numbers and direction."""
+    old = MinedFinding(
+        kind="contrast",
+        pattern="uses:book",
+        description='called "book"',
+        with_pattern=[23, 24],
+        without_pattern=[93, 176],
+        p_value=2.9e-05,
+        q_value=0.001,
+    )
+    assert old.goes_with == "failure"
+    assert old.counted() == "failed 23 of 24; runs that did not, 93 of 176"
+    new = old.model_copy(
+        update={
+            "tasks_compared": 3,
+            "within_with": [4, 9],
+            "within_without": [6, 6],
+            "expected_failed": 6.0,
+            "tasks_split": [0, 3],
+        }
+    )
+    assert new.goes_with == "success"
+    assert new.counted().startswith(
+        "failed 4 of 9 within the 3 tasks tried both with and without it, where 6.0 failures "
+        "were expected"
+    )
+    assert MinedFinding.model_validate(old.model_dump(exclude_defaults=True)) == old
