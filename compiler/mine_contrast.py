@@ -46,12 +46,9 @@ Stratum: TypeAlias = "tuple[int, int, int, int]"
 show the pattern, how many of those failed."""
 
 
-def _convolve(first: Sequence[int], second: Sequence[int]) -> list[int]:
-    out = [0] * (len(first) + len(second) - 1)
-    for i, x in enumerate(first):
-        for j, y in enumerate(second):
-            out[i + j] += x * y
-    return out
+TIE = 1e-7
+"""Relative tolerance under which two totals are equally likely (as exact tests use): the
+law is summed in floats."""
 
 
 def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
@@ -60,26 +57,32 @@ def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
     smallest p-value the tasks' counts allow whatever the outcomes fall on.
 
     Given each task's runs, failures and runs with the pattern, the failures among its runs
-    with the pattern are hypergeometric; the statistic is their sum over tasks, whose law is
-    the convolution of the tasks' laws. Counted in integers (each outcome's weight is a
-    product of binomial coefficients), so that ties are exact and the p-value, the sum of the
-    weights of every total no more likely than the one seen over the sum of all, is rounded
-    once. With one task it is Fisher's exact test."""
-    law = [1]
+    with the pattern are hypergeometric (each probability a ratio of binomial coefficients,
+    correctly rounded); the statistic is their sum over tasks, whose law is the convolution of
+    the tasks' laws. The p-value is the probability of every total no more likely than the
+    one seen (`TIE`). With one task it is Fisher's exact test."""
+    import numpy as np
+
+    law = np.ones(1)
     seen = 0
     for runs, failed, shown, shown_failed in strata:
         low, high = max(0, shown + failed - runs), min(shown, failed)
-        weights = [
-            math.comb(failed, x) * math.comb(runs - failed, shown - x) for x in range(low, high + 1)
-        ]
-        law = _convolve(law, weights)
+        if low == high:
+            continue  # one total only: nothing to add
+        total = math.comb(runs, shown)
+        task = np.array(
+            [
+                math.comb(failed, x) * math.comb(runs - failed, shown - x) / total
+                for x in range(low, high + 1)
+            ]
+        )
+        law = np.convolve(law, task)
         seen += shown_failed - low
-    total = sum(law)
-    observed = law[seen]
-    rarest = min(law)
-    p_value = Fraction(sum(w for w in law if w <= observed), total)
-    smallest = Fraction(sum(w for w in law if w <= rarest), total)
-    return float(p_value), float(smallest)
+    observed = law[seen] * (1 + TIE)
+    rarest = law.min() * (1 + TIE)
+    p_value = float(law[law <= observed].sum())
+    smallest = float(law[law <= rarest].sum())
+    return min(1.0, p_value), min(1.0, smallest)
 
 
 @dataclass(frozen=True)
