@@ -7,6 +7,7 @@ Prints its figures; asserts nothing.
     python benchmarks/mine_bench.py truth [--builds 200] [--tasks 50] [--trials 5]
     python benchmarks/mine_bench.py holdout PATH ... [--splits 50]
     python benchmarks/mine_bench.py cost [--runs 10000] [--repeats 3]
+    python benchmarks/mine_bench.py contrast-cost [--runs 20000]
 
 `findings` prints, for each input, what the miner keeps now (runs compared within their task,
 `compiler/mine_contrast.py`) and what the pooled test it used before issue 54 kept (Fisher's
@@ -444,6 +445,27 @@ def cost(count: int, repeats: int) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def contrast_cost(count: int) -> None:
+    """CPU of counting every contrast of `count` planted runs (their patterns made first)."""
+    from wikitrace.corpus_schema import RunRecord
+
+    runs = []
+    for step, data in enumerate(planted_runs(count), start=1):
+        record = RunRecord.model_validate(data)
+        found = patterns(actions_of(record.turns), record.task)
+        runs.append(
+            RunPatterns(step, record.task_id, record.task_type, record.success, False, found)
+        )
+    started = time.process_time()
+    report = MiningReport()
+    kept = contrasts(runs, report)
+    cpu = time.process_time() - started
+    print(
+        f"{count} runs, {report.patterns_tried} patterns tried, {len(kept)} kept: "
+        f"{cpu:.2f} s of CPU"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -458,6 +480,8 @@ def main() -> None:
     command.add_argument("--trials", type=int, default=5)
     command.add_argument("--odds-ratio", type=float, default=4.0)
     command.add_argument("--shuffled", type=int, default=10)
+    command = sub.add_parser("contrast-cost")
+    command.add_argument("--runs", type=int, default=20000)
     command = sub.add_parser("cost")
     command.add_argument("--runs", type=int, default=10000)
     command.add_argument("--repeats", type=int, default=3)
@@ -466,6 +490,8 @@ def main() -> None:
         findings(args.paths)
     elif args.command == "truth":
         truth(args.builds, args.tasks, args.trials, args.odds_ratio, args.shuffled)
+    elif args.command == "contrast-cost":
+        contrast_cost(args.runs)
     elif args.command == "holdout":
         holdout(args.paths, args.splits)
     else:
