@@ -311,9 +311,9 @@ def build_command(
     Each run gets raw/step-NNNN/ (its metadata and every turn as logged), a compilation and
     up to 3 insights. With --model offline the compilation is mechanical. With or without a
     model, lessons are also mined from contrasts between runs (--no-mine turns it off):
-    patterns of action that separate failed from successful runs of a task type (Fisher's
-    exact test, Benjamini-Hochberg corrected), and where a task's failed and successful runs
-    first diverged.
+    patterns of action that separate failed from successful runs of the same task (an
+    exact test stratified by task, Benjamini-Hochberg corrected), and where a task's failed
+    and successful runs first diverged.
 
     The corpus is version v0001: OUTPUT is a link to OUTPUT.versions/v0001, and `wikitrace add`
     grows it into new versions beside it.

@@ -389,7 +389,8 @@ _LESSONS: list[Callable[[Any], Any]] = [
         help="Do not mine lessons from contrasts between runs. By default, with or without "
         "a model, each task type's runs are searched for patterns of action (a tool used, "
         "one tool before another, an action repeated after it failed, ...) that separate "
-        "failed from successful runs (Fisher's exact test, Benjamini-Hochberg corrected), "
+        "failed from successful runs of the same task (an exact test stratified by task, "
+        "Benjamini-Hochberg corrected), "
         "and each task with both outcomes for where its runs first diverged; each finding "
         "becomes an insight with `compiled_by: mined`, its numbers and the runs it rests on.",
     ),

@@ -4,12 +4,14 @@ Two kinds of lesson are mined, both from the actions a run took (tool calls, `ac
 never from what the environment said about the outcome:
 
 - **contrast**: within a task type, a pattern of action (a tool used, one tool used before
-  another, an action repeated unchanged, an action repeated after it failed, ...) whose
-  presence separates failed from successful runs. Each pattern is tested with Fisher's exact
-  test; the p-values of every pattern tried in the build are adjusted together
-  (Benjamini-Hochberg), and a pattern is kept when its adjusted value is at most `FDR`, it is
-  seen in and missing from at least `MIN_SUPPORT` runs each, and those runs come from at least
-  `MIN_TASKS` tasks (so that one task's repeated trials never make a lesson alone).
+  another, an action repeated unchanged, an action repeated after it failed, a file edited
+  unread, tests run after the last edit, ...) whose presence separates failed from
+  successful runs of the same task. Each pattern is tested with an exact test stratified by
+  task (`mine_contrast.stratified_exact`), over the tasks with runs with and without it and
+  runs of both outcomes, so that a pattern that only marks harder tasks is no lesson; the
+  p-values of every pattern tried in the build are adjusted together (Benjamini-Hochberg),
+  and a pattern is kept when its adjusted value is at most `FDR`, at least `MIN_TASKS` tasks
+  are compared and at least `MIN_SUPPORT` of their runs show it and do not.
 - **divergence**: for a task with both a failed and a successful run, the first action where
   the two (the pair that agree longest) went different ways.
 
@@ -37,7 +39,7 @@ from .mine_contrast import MiningReport, contrasts
 from .mine_divergence import divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, actions_of, patterns
-from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
+from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes, task_of
 
 __all__ = ["MinedPage", "Miner", "mine_version", "patterns_of_written", "run_patterns"]
 
@@ -51,7 +53,7 @@ def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPattern
         task_type=record.task_type,  # interned by the raw layer
         success=record.success,
         judged=judged,
-        patterns=patterns(actions),
+        patterns=patterns(actions, record.task),
         origin=record.origin,
     )
     return run, actions
@@ -75,7 +77,7 @@ class Miner:
         if self.actions is not None:
             self.actions.add_hashes(run.step, hashes)
         self.runs.append(run)
-        self.new_tasks.add(run.task)
+        self.new_tasks.add(task_of(run))
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns
@@ -232,7 +234,7 @@ def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> PatternTable:
                 task_type=row.task_type,
                 success=row.outcome == "success",
                 judged=row.judged,
-                patterns=patterns(quotes.actions(row.step)),
+                patterns=patterns(quotes.actions(row.step), row.task),
                 origin=row.origin,
             )
         )

@@ -1,6 +1,12 @@
 """Contrasts across runs (compiler/mine.py): within a task type, the action patterns whose
-presence separates failed from successful runs, by Fisher's exact test with the p-values of
-every pattern tried adjusted together (Benjamini-Hochberg)."""
+presence separates failed from successful runs of the same task, by an exact test stratified
+by task (`stratified_exact`), the p-values of every pattern tried adjusted together
+(Benjamini-Hochberg).
+
+Runs are compared within their task, never across tasks: a pattern that only marks harder
+tasks (a tool that only hard tasks need) goes with failure across tasks without making any
+run of a task fail more often, and is no lesson. A task counts when it has runs with and
+without the pattern and runs of both outcomes; the others say nothing about the pattern."""
 
 from __future__ import annotations
 
@@ -13,18 +19,20 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, TypeAlias
 
 from wikitrace.corpus_schema.tasks import TaskKey
 
-from .mine_table import RunPatterns
+from .mine_table import RunPatterns, task_of
 
 FDR = 0.05
 """The false discovery rate Benjamini-Hochberg holds across every pattern tried."""
 MIN_SUPPORT = 5
-"""A pattern must be seen in, and missing from, at least this many runs."""
+"""A pattern must be seen in, and missing from, at least this many runs of the tasks compared."""
 MIN_TASKS = 3
-"""...and the runs on each side must come from at least this many distinct tasks."""
+"""...and at least this many tasks must be compared (runs with and without the pattern, runs
+of both outcomes): one task's repeated trials never make a lesson alone."""
 MAX_PER_TYPE = 3
 """At most this many contrast lessons per task type, strongest first."""
 MAX_KINDS_FOR_ORDER = 12
@@ -35,42 +43,109 @@ NO_TYPE = "(no task type)"
 # --- statistics --------------------------------------------------------------------------------
 
 
-_LOG_FACTORIALS: list[float] = [0.0]
-"""log(k!) = lgamma(k + 1) at index k, extended as a test needs more (`_log_factorials`)."""
+Stratum: TypeAlias = "tuple[int, int, int, int]"
+"""A task's runs, as the stratified test counts them: how many, how many failed, how many
+show the pattern, how many of those failed."""
 
 
-def _log_factorials(n: int) -> list[float]:
-    """`_LOG_FACTORIALS`, holding at least log(0!) to log(n!)."""
-    table = _LOG_FACTORIALS
-    if len(table) <= n:
-        table.extend(map(math.lgamma, range(len(table) + 1, n + 2)))
-    return table
+TIE = 1e-7
+"""Relative tolerance under which two totals are equally likely (as exact tests use): the
+law is summed in floats."""
 
 
-def fisher_exact(a: int, b: int, c: int, d: int) -> float:
-    """Two-sided p-value of Fisher's exact test for the table [[a, b], [c, d]]: the sum of the
-    probabilities (hypergeometric, margins fixed) of every table no more likely than this one.
-    Each log(k!) is lgamma(k + 1) looked up once (`_log_factorials`), the terms summed in the
-    same order: the same float, to the bit, as calling lgamma for each."""
-    row1, col1, n = a + b, a + c, a + b + c + d
-    low, high = max(0, row1 + col1 - n), min(row1, col1)
-    f = _log_factorials(n)
-    denominator = f[n] - f[col1] - f[n - col1]
-    rest, rest_row = n - row1, f[row1]
-    rest_f = f[rest]
+def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
+    """Two-sided p-value of the exact conditional test that a pattern makes no difference to
+    failure within any task (the exact form of the Cochran-Mantel-Haenszel test), and the
+    smallest p-value the tasks' counts allow whatever the outcomes fall on.
 
-    def log_p(x: int) -> float:
-        chosen = rest_row - f[x] - f[row1 - x]
-        return chosen + (rest_f - f[col1 - x] - f[rest - col1 + x]) - denominator
+    Given each task's runs, failures and runs with the pattern, the failures among its runs
+    with the pattern are hypergeometric (each probability a ratio of binomial coefficients,
+    correctly rounded); the statistic is their sum over tasks, whose law is the convolution of
+    the tasks' laws. The p-value is the probability of every total no more likely than the
+    one seen (`TIE`). With one task it is Fisher's exact test."""
+    import numpy as np
 
-    observed = log_p(a) + 1e-7  # relative tolerance, as exact tests use
-    total = 0.0
-    exp = math.exp
-    for x in range(low, high + 1):
-        value = log_p(x)
-        if value <= observed:
-            total += exp(value)
-    return min(1.0, total)
+    law = np.ones(1)
+    seen = 0
+    for runs, failed, shown, shown_failed in strata:
+        low, high = max(0, shown + failed - runs), min(shown, failed)
+        if low == high:
+            continue  # one total only: nothing to add
+        total = math.comb(runs, shown)
+        task = np.array(
+            [
+                math.comb(failed, x) * math.comb(runs - failed, shown - x) / total
+                for x in range(low, high + 1)
+            ]
+        )
+        law = np.convolve(law, task)
+        seen += shown_failed - low
+    observed = law[seen] * (1 + TIE)
+    rarest = law.min() * (1 + TIE)
+    p_value = float(law[law <= observed].sum())
+    smallest = float(law[law <= rarest].sum())
+    return min(1.0, p_value), min(1.0, smallest)
+
+
+@dataclass(frozen=True)
+class Within:
+    """A pattern compared within the tasks that can say something of it (each with runs with
+    and without it, and runs of both outcomes)."""
+
+    tasks: int
+    """How many tasks were compared: the strata of the test."""
+    with_pattern: tuple[int, int]
+    """[failed, total] among their runs that show the pattern."""
+    without_pattern: tuple[int, int]
+    """[failed, total] among their runs that do not."""
+    expected: float
+    """Failures expected among the runs with the pattern had it made no difference within
+    their task (the sum over tasks of its runs with the pattern times its failure rate)."""
+    more: int
+    """Tasks whose runs with the pattern failed at a higher rate than those without."""
+    fewer: int
+    """...at a lower rate (the rest: at the same)."""
+    odds_ratio: float
+    """The Mantel-Haenszel common odds ratio of failure with the pattern (inf: never lower)."""
+    p_value: float
+    smallest_p: float
+    """The smallest p-value the tasks' counts allow: a pattern that cannot reach the false
+    discovery rate is not tried (Tarone; it cannot be a discovery, and counting it would only
+    weaken the correction for the others)."""
+
+    @property
+    def harmful(self) -> bool:
+        return self.with_pattern[0] > self.expected
+
+
+def within_tasks(strata: Sequence[Stratum]) -> Within | None:
+    """The stratified comparison over the tasks of `strata` that can say something of the
+    pattern; None when fewer than `MIN_TASKS` can, or their runs with (or without) it are
+    fewer than `MIN_SUPPORT`."""
+    compared = [s for s in strata if 0 < s[2] < s[0] and 0 < s[1] < s[0]]
+    shown = sum(s[2] for s in compared)
+    runs = sum(s[0] for s in compared)
+    if len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT:
+        return None
+    expected = sum(Fraction(t * m, n) for n, m, t, _ in compared)
+    odds_for = sum(Fraction(a * (n - m - t + a), n) for n, m, t, a in compared)
+    odds_against = sum(Fraction((t - a) * (m - a), n) for n, m, t, a in compared)
+    more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
+    fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
+    failed_with = sum(s[3] for s in compared)
+    failed = sum(s[1] for s in compared)
+    p_value, smallest = stratified_exact(compared)
+    return Within(
+        tasks=len(compared),
+        with_pattern=(failed_with, shown),
+        without_pattern=(failed - failed_with, runs - shown),
+        expected=float(expected),
+        more=more,
+        fewer=fewer,
+        odds_ratio=float(odds_for / odds_against) if odds_against else math.inf,
+        p_value=p_value,
+        smallest_p=smallest,
+    )
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
@@ -91,18 +166,25 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 
 @dataclass
 class Contrast:
-    """A pattern tried in the runs of a task type: how many with it and how many without it
-    failed. The runs themselves (`present`, `absent`) are split out again only for the
-    contrasts kept: a build tries dozens of patterns over every run of a type."""
+    """A pattern tried in the runs of a task type: compared within tasks (`within`), and over
+    all the type's runs (`counts`, for the record). The runs themselves (`present`,
+    `absent`) are split out again only for the contrasts kept: a build tries dozens of
+    patterns over every run of a type."""
 
     task_type: str | None
     pattern: str
     runs: Sequence[RunPatterns]
     """The task type's runs."""
     counts: tuple[int, int, int, int]
-    """Runs with the pattern, how many of them failed; runs without it, how many failed."""
-    p_value: float
+    """Runs with the pattern, how many of them failed; runs without it, how many failed (every
+    run of the type, across tasks)."""
+    within: Within
+    """The comparison within tasks that the test and the lesson rest on."""
     q_value: float = 1.0
+
+    @property
+    def p_value(self) -> float:
+        return self.within.p_value
 
     @functools.cached_property
     def _split(self) -> tuple[list[RunPatterns], list[RunPatterns]]:
@@ -126,9 +208,8 @@ class Contrast:
 
     @property
     def harmful(self) -> bool:
-        """The pattern goes with failure (rather than with success)."""
-        present, with_failed, absent, without_failed = self.counts
-        return with_failed * absent > without_failed * present
+        """The pattern goes with failure within tasks (rather than with success)."""
+        return self.within.harmful
 
 
 @dataclass
@@ -154,18 +235,7 @@ class MiningReport:
 def _tasks(runs: Sequence[RunPatterns], positions: Iterable[int] | None = None) -> int:
     """How many tasks `runs` (those at `positions`, if given) are of."""
     chosen = runs if positions is None else (runs[i] for i in positions)
-    return len({run.task for run in chosen})
-
-
-def _enough_tasks(task_ids: Sequence[TaskKey], positions: Iterable[int]) -> bool:
-    """Whether the runs at `positions` come from at least `MIN_TASKS` tasks (`task_ids`: each
-    run's task, RunPatterns.task); it stops as soon as they do."""
-    seen: set[TaskKey] = set()
-    for index in positions:
-        seen.add(task_ids[index])
-        if len(seen) >= MIN_TASKS:
-            return True
-    return False
+    return len({task_of(run) for run in chosen})
 
 
 def _positions(found: Any) -> array[int]:
@@ -254,6 +324,29 @@ def split(pattern: str, runs: Sequence[RunPatterns]) -> tuple[list[RunPatterns],
     ]
 
 
+def _both_outcomes(members: Sequence[RunPatterns]) -> int:
+    """How many tasks of `members` have runs of both outcomes."""
+    outcomes: dict[str, set[bool]] = defaultdict(set)
+    for run in members:
+        outcomes[task_of(run)].add(run.success)
+    return sum(len(seen) == 2 for seen in outcomes.values())
+
+
+def _untried(members: Sequence[RunPatterns]) -> str | None:
+    """Why a task type's runs cannot be mined at all, or None."""
+    failed = sum(not run.success for run in members)
+    if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
+        return f"{len(members)} runs, {failed} failed: too few of one outcome to compare"
+    mixed = _both_outcomes(members)
+    if mixed < MIN_TASKS:
+        return (
+            f"{len(members)} runs, {failed} failed, but {mixed} of their "
+            f"{_tasks(members)} tasks have both outcomes: runs are compared within a task, "
+            f"and a pattern needs {MIN_TASKS} such tasks"
+        )
+    return None
+
+
 def contrasts(
     runs: Sequence[RunPatterns], report: MiningReport, fdr: float = FDR
 ) -> list[Contrast]:
@@ -265,18 +358,16 @@ def contrasts(
     tried: list[Contrast] = []
     for task_type, members in sorted(by_type.items(), key=lambda kv: kv[0] or ""):
         name = task_type or NO_TYPE
-        failed = sum(not run.success for run in members)
-        if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
-            report.task_types[name] = (
-                f"{len(members)} runs, {failed} failed: too few of one outcome to compare"
-            )
+        why = _untried(members)
+        if why is not None:
+            report.task_types[name] = why
             continue
         before = len(tried)
-        tried += _tried(task_type, members)
+        tried += _tried(task_type, members, fdr)
         if len(tried) == before:
             report.task_types[name] = (
                 f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
-                f"of {MIN_TASKS} tasks each"
+                f"of {MIN_TASKS} tasks with both outcomes that could reach q <= {fdr:g}"
             )
     report.patterns_tried = len(tried)
     for contrast, q_value in zip(
@@ -302,20 +393,45 @@ def contrasts(
             best = min((c for c in tried if c.task_type == task_type), key=lambda c: c.p_value)
             report.task_types[name] = (
                 f"nothing significant: the strongest pattern ({best.pattern}) has p = "
-                f"{best.p_value:.3g}, q = {best.q_value:.3g}"
+                f"{best.p_value:.3g}, q = {best.q_value:.3g} within {best.within.tasks} tasks"
             )
         kept += chosen
     report.contrasts = len(kept)
     return kept
 
 
-def _tried(task_type: str | None, members: Sequence[RunPatterns]) -> Iterator[Contrast]:
+def strata(task_codes: Any, failed: Any, present: Any, population: Any) -> list[Stratum]:
+    """Each task's `Stratum` among the runs at `population` (numpy arrays of positions), those
+    at `present` showing the pattern; `task_codes` numbers each run's task."""
+    import numpy as np
+
+    size = int(task_codes.max()) + 1 if len(task_codes) else 0
+    runs = np.bincount(task_codes[population], minlength=size)
+    failures = np.bincount(task_codes[population], weights=failed[population], minlength=size)
+    shown = np.bincount(task_codes[present], minlength=size)
+    shown_failed = np.bincount(task_codes[present], weights=failed[present], minlength=size)
+    return [
+        (int(n), int(m), int(t), int(a))
+        for n, m, t, a in zip(runs, failures, shown, shown_failed, strict=True)
+        if n
+    ]
+
+
+def _tried(
+    task_type: str | None, members: Sequence[RunPatterns], fdr: float = FDR
+) -> Iterator[Contrast]:
     """The contrasts tried in a task type's runs: each pattern seen in and missing from
-    enough runs of enough tasks, once for each way of splitting the runs."""
+    enough runs of enough tasks compared, that could reach `fdr`, once for each way of
+    splitting the runs."""
     import numpy as np
 
     failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
-    task_ids = [run.task for run in members]
+    numbers: dict[TaskKey, int] = {}
+    task_codes = np.fromiter(
+        (numbers.setdefault(task_of(run), len(numbers)) for run in members),
+        dtype=np.intp,
+        count=len(members),
+    )
     shown = np.zeros(len(members), dtype=bool)
     seen_splits: set[bytes] = set()
     for pattern, present, population in itertools.chain(_seen(members), _orders(members)):
@@ -326,17 +442,17 @@ def _tried(task_type: str | None, members: Sequence[RunPatterns]) -> Iterator[Co
         shown[at] = False
         if min(len(present), len(absent)) < MIN_SUPPORT:
             continue
-        if not (_enough_tasks(task_ids, present) and _enough_tasks(task_ids, absent.tolist())):
-            continue
         # The same runs split the same way: one pattern is enough.
         key = hashlib.blake2b(present.tobytes() + b"/" + absent.tobytes()).digest()
         if key in seen_splits:
             continue
         seen_splits.add(key)
+        within = within_tasks(strata(task_codes, failed, at, everyone))
+        if within is None or within.smallest_p > fdr:
+            continue
         a, c = int(failed[at].sum()), int(failed[absent].sum())
-        p_value = fisher_exact(a, len(present) - a, c, len(absent) - c)
         counts = (len(present), a, len(absent), c)
-        yield Contrast(task_type, pattern, members, counts, p_value)
+        yield Contrast(task_type, pattern, members, counts, within)
 
 
 def _overlap(a: AbstractSet[Any], b: AbstractSet[Any]) -> float:

@@ -11,7 +11,7 @@ from wikitrace.corpus_schema.tasks import TaskKey, task_key
 
 from .mine_contrast import MiningReport
 from .mine_patterns import Action
-from .mine_table import ActionHashes, RunPatterns, action_hashes
+from .mine_table import ActionHashes, RunPatterns, action_hashes, task_of
 
 
 @dataclass
@@ -87,7 +87,7 @@ def divergences(
     # Runs of one task of one source: τ-bench's task 3 and τ²-bench's are two tasks.
     by_task: dict[TaskKey, list[RunPatterns]] = defaultdict(list)
     for run in runs:
-        by_task[run.task].append(run)
+        by_task[task_of(run)].append(run)
     found: list[Divergence] = []
     for task, members in by_task.items():
         if only_tasks is not None and task not in only_tasks:

@@ -4,6 +4,7 @@ written runs and checked."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from .evidence import QuoteChecker
 from .mine_contrast import Contrast, _overlap, _tasks
 from .mine_divergence import Divergence, divergence_key
 from .mine_patterns import Action, actions_of, describe
-from .mine_table import RunPatterns
+from .mine_table import RunPatterns, task_of
 
 MINED_MODEL = "mined"
 """The `model` field of a mined lesson: no model drew it."""
@@ -45,13 +46,24 @@ def _distinct_tasks(runs: Sequence[RunPatterns], count: int) -> list[RunPatterns
     chosen: list[RunPatterns] = []
     tasks: set[TaskKey] = set()
     for run in runs:
-        if run.task not in tasks:
-            tasks.add(run.task)
+        if task_of(run) not in tasks:
+            tasks.add(task_of(run))
             chosen.append(run)
         if len(chosen) == count:
             return chosen
     rest = [run for run in runs if run not in chosen]
     return chosen + rest[: count - len(chosen)]
+
+
+def _compared_tasks(contrast: Contrast) -> set[str]:
+    """The tasks a contrast compared runs within: runs with and without the pattern, runs of
+    both outcomes."""
+    with_it = {task_of(run) for run in contrast.present}
+    without = {task_of(run) for run in contrast.absent}
+    outcomes: dict[str, set[bool]] = {}
+    for run in [*contrast.present, *contrast.absent]:
+        outcomes.setdefault(task_of(run), set()).add(run.success)
+    return {task for task in with_it & without if len(outcomes[task]) == 2}
 
 
 # --- lessons -----------------------------------------------------------------------------------
@@ -148,29 +160,14 @@ class LessonWriter:
         words = describe(contrast.pattern)
         kind = contrast.task_type or "untyped"
         present, absent = len(contrast.present), len(contrast.absent)
-        numbers = (
-            f"runs that {words} failed {_rate(contrast.with_failed, present)} times; "
-            f"runs that did not, {_rate(contrast.without_failed, absent)}"
-        )
-        if contrast.pattern.startswith("order:"):
-            numbers += " (among runs that called both)"
         # Cited: runs that show the pattern and ended the way the lesson says it goes.
-        cited_pool = [run for run in contrast.present if run.success != harmful]
+        compared = _compared_tasks(contrast)
+        cited_pool = [
+            run for run in contrast.present if run.success != harmful and task_of(run) in compared
+        ] or [run for run in contrast.present if run.success != harmful]
         cited = _distinct_tasks(typical(cited_pool), EVIDENCE_RUNS)
         source = cited[0]
-        if harmful:
-            title = f"{kind} runs that {words} failed more often"
-            advice = (
-                f"Be wary of this: {numbers}. If you are about to do it, check first whether "
-                "it is what the task needs; the failed runs this lesson cites show where it "
-                "went wrong."
-            )
-        else:
-            title = f"{kind} runs that {words} succeeded more often"
-            advice = (
-                f"Consider doing this: {numbers}. The successful runs this lesson cites show "
-                "it done."
-            )
+        within = contrast.within
         finding = MinedFinding(
             kind="contrast",
             pattern=contrast.pattern,
@@ -182,9 +179,31 @@ class LessonWriter:
             patterns_tried=patterns_tried,
             judged_runs=sum(run.judged for run in [*contrast.present, *contrast.absent]),
             tasks=_tasks(contrast.present),
+            tasks_compared=within.tasks,
+            within_with=list(within.with_pattern),
+            within_without=list(within.without_pattern),
+            expected_failed=float(f"{within.expected:.4g}"),
+            tasks_split=[within.more, within.fewer],
+            odds_ratio=_rounded(within.odds_ratio),
             runs=[self.layout.step(run.step) for run in cited],
             version=self.version,
         )
+        numbers = f"runs that {words} {finding.counted()}"
+        if contrast.pattern.startswith("order:"):
+            numbers += " (among runs that called both)"
+        if harmful:
+            title = f"{kind} runs that {words} failed more often than others of their task"
+            advice = (
+                f"Be wary of this: {numbers}. If you are about to do it, check first whether "
+                "it is what the task needs; the failed runs this lesson cites show where it "
+                "went wrong."
+            )
+        else:
+            title = f"{kind} runs that {words} succeeded more often than others of their task"
+            advice = (
+                f"Consider doing this: {numbers}. The successful runs this lesson cites show "
+                "it done."
+            )
         claims = [self._pattern_claim(run, contrast.pattern) for run in cited]
         header = InsightHeader(
             **self._common(
@@ -314,6 +333,11 @@ def _value_gist(value: Any) -> str:
         return text
     words = text.split()[:4]
     return f'"{shortened(" ".join(words), 28).removesuffix("…")}…"'
+
+
+def _rounded(value: float) -> float | None:
+    """To 4 significant digits; None for an infinite value (JSON holds none)."""
+    return float(f"{value:.4g}") if math.isfinite(value) else None
 
 
 def _outcome(success: bool) -> Outcome:

@@ -7,7 +7,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -15,6 +15,7 @@ import orjson
 from wikitrace.corpus_schema import Turn
 from wikitrace.corpus_schema.turns import as_text
 
+from .mine_files import NO_FILES, FileWork, call_files, shell_files
 from .signals import failures
 
 QUOTE_LIMIT = 240
@@ -53,6 +54,8 @@ class Action:
     failed: bool
     """What came back says the turn failed (compiler/signals.py: the log's `is_error`, an exit
     code, a failed test run, ...)."""
+    files: FileWork = field(default_factory=lambda: NO_FILES)
+    """The files it read, edited in place or wrote, and whether it ran tests (coding work)."""
 
 
 def _program(command: str) -> str | None:
@@ -123,11 +126,13 @@ def actions_of(turns: Sequence[Turn]) -> list[Action]:
                     " ".join(turn.action.split()),
                     _first_line(turn.action),
                     failed,
+                    shell_files(turn.action),
                 )
             )
         for call in calls:
             arguments = "" if call.arguments is None else as_text(call.arguments)
             kind: str | None = call.name
+            command = None
             if call.name.lower() in _SHELL_TOOLS:
                 command = _command(call.arguments)
                 kind = (_program(command) if command else None) or call.name
@@ -139,6 +144,7 @@ def actions_of(turns: Sequence[Turn]) -> list[Action]:
                     f"{call.name} {' '.join(arguments.split())}",
                     f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip(),
                     errored,
+                    shell_files(command) if command else call_files(call.name, call.arguments),
                 )
             )
     return found
@@ -148,18 +154,28 @@ def actions_of(turns: Sequence[Turn]) -> list[Action]:
 
 REPEAT = "repeat"
 RETRY = "retry_after_error"
+RERUN = "rerun_failed"
 STUCK = "stuck"
 ERRORS = "errors"
+EDIT_UNREAD = "edit_unread"
+EDIT_OUTSIDE = "edit_outside_task"
+TESTED = "tests_after_last_edit"
 STUCK_AT = 3
 ERRORS_AT = 3
 
 
-def patterns(actions: Sequence[Action]) -> dict[str, int]:
+def patterns(actions: Sequence[Action], task: str = "") -> dict[str, int]:
     """Pattern -> the turn that shows it first. `uses:K` for each kind of action; `repeat` (the
-    same action twice in a row), `retry_after_error` (repeated right after it failed), `stuck`
-    (one action issued 3 times or more), `errors` (3 or more failed actions before the last)."""
+    same action twice in a row), `retry_after_error` (repeated right after it failed),
+    `rerun_failed` (issued again unchanged, later, after it had failed), `stuck` (one action
+    issued 3 times or more), `errors` (3 or more failed actions before the last); and, where
+    the log shows files and commands (coding work, `mine_files`): `edit_unread` (a file
+    edited in place that the run had neither read nor written before), `edit_outside_task`
+    (a file edited in place that the task does not name, when it names files), and
+    `tests_after_last_edit` (tests run after the run's last edit)."""
     found: dict[str, int] = {}
     seen: Counter[str] = Counter()
+    failed_before: set[str] = set()
     errors = 0
     previous: Action | None = None
     for index, action in enumerate(actions):
@@ -170,6 +186,10 @@ def patterns(actions: Sequence[Action]) -> dict[str, int]:
             found.setdefault(REPEAT, action.turn)
             if previous.failed:
                 found.setdefault(RETRY, action.turn)
+        if action.signature in failed_before:
+            found.setdefault(RERUN, action.turn)
+        if action.failed:
+            failed_before.add(action.signature)
         seen[action.signature] += 1
         if seen[action.signature] == STUCK_AT:
             found.setdefault(STUCK, action.turn)
@@ -179,7 +199,48 @@ def patterns(actions: Sequence[Action]) -> dict[str, int]:
             if errors == ERRORS_AT:
                 found.setdefault(ERRORS, action.turn)
         previous = action
+    found.update(file_patterns(actions, task))
     return found
+
+
+def file_patterns(actions: Sequence[Action], task: str) -> dict[str, int]:
+    """The coding patterns of `patterns`: what a run did to files and when it ran tests."""
+    found: dict[str, int] = {}
+    known: set[str] = set()
+    written: set[str] = set()  # by the run itself: its own scratch files are in its scope
+    names_files = bool(_FILE_NAME.search(task))
+    last_edit: int | None = None
+    for action in actions:
+        work = action.files
+        known.update(work.reads)
+        if any(path not in known for path in work.edits):
+            found.setdefault(EDIT_UNREAD, action.turn)
+        outside = (p for p in work.edits if p not in written and not _named(p, task))
+        if names_files and any(outside):
+            found.setdefault(EDIT_OUTSIDE, action.turn)
+        if work.edits or work.writes:
+            last_edit = action.turn
+            found.pop(TESTED, None)  # a test before this edit did not test it
+        known.update(work.edits, work.writes)
+        written.update(work.writes)
+        if work.test and last_edit is not None and action.turn >= last_edit:
+            found.setdefault(TESTED, action.turn)
+    return found
+
+
+def _named(path: str, task: str) -> bool:
+    """Whether the task names the file at `path`: its name, or its module as a path or dotted
+    (`utils/dateparse`, `utils.dateparse`)."""
+    name = path.rsplit("/", 1)[-1]
+    tail = "/".join(path.rsplit(".", 1)[0].split("/")[-2:])
+    return name in task or tail in task or tail.replace("/", ".") in task
+
+
+_FILE_NAME = re.compile(
+    r"[\w.-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|rb|php|c|cc|cpp|h|hpp|cs|kt|swift|scala|ex|exs"
+    r"|sh|toml|cfg|ini|yaml|yml|json)\b"
+)
+"""A file name in a task's text: a task that names none gives no scope to edit outside of."""
 
 
 def describe(pattern: str) -> str:
@@ -192,6 +253,10 @@ def describe(pattern: str) -> str:
     return {
         REPEAT: "issued the same action twice in a row",
         RETRY: "repeated an action unchanged right after it failed",
+        RERUN: "issued a failed action again unchanged later on",
         STUCK: f"issued one action {STUCK_AT} times or more",
         ERRORS: f"had {ERRORS_AT} or more actions fail (the last action aside)",
+        EDIT_UNREAD: "edited a file they had not read",
+        EDIT_OUTSIDE: "edited a file the task does not name",
+        TESTED: "ran tests after their last edit",
     }[pattern]

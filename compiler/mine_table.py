@@ -70,6 +70,13 @@ class RunPatterns:
         )
 
 
+def task_of(run: RunPatterns) -> TaskKey:
+    """Which task a run belongs to, as mining compares runs within a task (the strata of a
+    contrast, the pairs of a divergence): the one place that says it. A task is its source and
+    its id (τ-bench's task 3 and τ²-bench's are two tasks)."""
+    return run.task
+
+
 class PatternTable(Sequence[RunPatterns]):
     """Every run's patterns, as a build keeps them until its lessons are mined: in arrays,
     the pattern names numbered once (about 40 bytes a run and 12 a pattern, where a

@@ -50,8 +50,13 @@ def _mined_line(finding: MinedFinding) -> str:
         )
     runs = finding.with_pattern[1] + finding.without_pattern[1]
     judged = f" ({finding.judged_runs} judged by a model)" if finding.judged_runs else ""
+    test = (
+        f"compared within {finding.tasks_compared} tasks, q = "
+        if finding.tasks_compared
+        else "Fisher's exact test, q = "
+    )
     return (
-        f"counted over {runs} runs{judged}; Fisher's exact test, q = {finding.q_value:.2g} "
+        f"counted over {runs} runs{judged}; {test}{finding.q_value:.2g} "
         f"after correction for {finding.patterns_tried} patterns tried"
     )
 

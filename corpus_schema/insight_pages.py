@@ -164,12 +164,25 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
     lines += ["## The numbers", ""]
     if finding.kind == "contrast":
         # The rates are the guideline's: each figure is on the page once.
-        lines += [
-            f"- pattern: `{inline(finding.pattern)}`, shown by runs of {finding.tasks} tasks",
-            f"- Fisher's exact test, two-sided: p = {finding.p_value:.3g}; adjusted for the "
-            f"{finding.patterns_tried} patterns tried in the build",
-            f"  (Benjamini-Hochberg): q = {finding.q_value:.3g}",
-        ]
+        lines.append(
+            f"- pattern: `{inline(finding.pattern)}`, shown by runs of {finding.tasks} tasks"
+        )
+        if finding.tasks_compared:
+            odds = f"{finding.odds_ratio:.3g}" if finding.odds_ratio is not None else "infinite"
+            lines += [
+                f"- compared within {finding.tasks_compared} tasks, each with runs with and "
+                "without it and runs of both outcomes",
+                f"- exact test stratified by task, two-sided: p = {finding.p_value:.3g}; "
+                f"Mantel-Haenszel odds ratio of failure with it: {odds}",
+                f"- adjusted for the {finding.patterns_tried} patterns tried in the build "
+                f"(Benjamini-Hochberg): q = {finding.q_value:.3g}",
+            ]
+        else:
+            lines += [
+                f"- Fisher's exact test, two-sided: p = {finding.p_value:.3g}; adjusted for the "
+                f"{finding.patterns_tried} patterns tried in the build",
+                f"  (Benjamini-Hochberg): q = {finding.q_value:.3g}",
+            ]
         if finding.judged_runs:
             lines.append(
                 f"- {finding.judged_runs} of these runs have an outcome judged by a model from "

@@ -335,9 +335,10 @@ class MinedFinding(_Strict):
     """What a mined lesson rests on: counts over past runs, not a model's reading of one."""
 
     kind: MinedKind
-    """contrast: a pattern whose presence separates failed from successful runs of a task type
-    (Fisher's exact test, Benjamini-Hochberg corrected); divergence: where a failed and a
-    successful run of one task first took different actions."""
+    """contrast: a pattern whose presence separates failed from successful runs of the same
+    tasks of a task type (an exact test stratified by task, Benjamini-Hochberg corrected;
+    before issue 54, Fisher's exact test over all the type's runs); divergence: where a failed
+    and a successful run of one task first took different actions."""
     pattern: str
     """The pattern's key (`uses:search`, `retry_after_error`, ...; `diverge` for a divergence)."""
     description: str
@@ -347,7 +348,8 @@ class MinedFinding(_Strict):
     without_pattern: list[int] = Field(default_factory=list)
     """[failed, total] among the runs that do not."""
     p_value: float | None = None
-    """Fisher's exact test, two-sided."""
+    """The exact test stratified by task, two-sided (Fisher's over all runs when
+    `tasks_compared` is 0)."""
     q_value: float | None = None
     """The p-value adjusted for every pattern tried in the build (Benjamini-Hochberg)."""
     patterns_tried: int = 0
@@ -355,6 +357,22 @@ class MinedFinding(_Strict):
     """How many of the runs counted have an outcome a model judged (`build --judge`)."""
     tasks: int = 0
     """How many distinct tasks the runs with the pattern come from."""
+    tasks_compared: int = 0
+    """How many tasks the test compared runs within (each with runs with and without the
+    pattern, and runs of both outcomes); 0 on a lesson mined before issue 54, whose test
+    pooled every run of the type."""
+    within_with: list[int] = Field(default_factory=list)
+    """[failed, total] among the compared tasks' runs that show the pattern."""
+    within_without: list[int] = Field(default_factory=list)
+    """[failed, total] among the compared tasks' runs that do not."""
+    expected_failed: float | None = None
+    """Failures expected among `within_with` had the pattern made no difference within its
+    task."""
+    tasks_split: list[int] = Field(default_factory=list)
+    """[more, fewer]: compared tasks whose runs with the pattern failed at a higher rate than
+    those without, and at a lower rate (the rest: at the same)."""
+    odds_ratio: float | None = None
+    """Mantel-Haenszel common odds ratio of failure with the pattern, within tasks."""
     runs: list[str] = Field(default_factory=list)
     """Every run the finding counts (steps), the source run first."""
     task_id: str | None = None
@@ -380,8 +398,27 @@ class MinedFinding(_Strict):
         """The outcome the pattern goes with (a divergence: success, the run it recommends)."""
         if self.kind != "contrast" or len(self.with_pattern) != 2 or len(self.without_pattern) != 2:
             return "success"
+        if self.tasks_compared and self.expected_failed is not None and self.within_with:
+            return "failure" if self.within_with[0] > self.expected_failed else "success"
         (a, n1), (c, n0) = self.with_pattern, self.without_pattern
         return "failure" if a * n0 > c * n1 else "success"
+
+    def counted(self) -> str:
+        """A contrast's numbers in words, to follow "runs that {description}": compared
+        within tasks when it was (the audit, the site, the first message and the page)."""
+        (a, n1), (c, n0) = self.with_pattern or [0, 0], self.without_pattern or [0, 0]
+        pooled = f"failed {a} of {n1}; runs that did not, {c} of {n0}"
+        if not self.tasks_compared or len(self.within_with) != 2:
+            return pooled
+        (wa, wn), (wc, wn0) = self.within_with, self.within_without or [0, 0]
+        more, fewer = self.tasks_split or [0, 0]
+        return (
+            f"failed {wa} of {wn} within the {self.tasks_compared} tasks tried both with and "
+            f"without it, where {self.expected_failed:.1f} failures were expected had it made "
+            f"no difference within its task (runs that did not: {wc} of {wn0}); they failed "
+            f"more often in {more} of those tasks, less often in {fewer}. Over all runs, "
+            f"{pooled}"
+        )
 
 
 class InsightHeader(_Strict):

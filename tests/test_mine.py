@@ -20,12 +20,13 @@ from wikitrace.compiler.mine_contrast import (
     MiningReport,
     benjamini_hochberg,
     contrasts,
-    fisher_exact,
+    stratified_exact,
 )
 from wikitrace.compiler.mine_patterns import actions_of, patterns
 from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.records import MinedFinding
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import FrozenVersion, Store, leave_out
@@ -61,12 +62,15 @@ def shop_run(task: int, trial: int, success: bool, *, refund: bool) -> dict[str,
 
 
 def planted() -> list[dict[str, Any]]:
-    """40 runs of 20 tasks: 12 refund at once (10 of them fail); of the 28 that do not, 5 fail."""
+    """40 runs of 10 tasks, 4 trials each: trials 1 and 2 refund at once, 3 and 4 do not. In
+    tasks 0-5 both runs that refund fail, in tasks 6 and 7 the first does, and in task 0 the
+    third trial fails too: within 8 tasks, runs that refund failed 14 of 16, those that did
+    not 1 of 16 (over all 40 runs: 14 of 20 against 1 of 20)."""
     runs = []
     for index in range(40):
-        task, trial = index // 2, index % 2 + 1
-        refund = index < 12
-        failed = index < 10 if refund else 12 <= index < 17
+        task, trial = index // 4, index % 4 + 1
+        refund = trial <= 2
+        failed = (refund and (task <= 5 or (task <= 7 and trial == 1))) or (task, trial) == (0, 3)
         runs.append(shop_run(task, trial, not failed, refund=refund))
     return runs
 
@@ -97,16 +101,49 @@ def flat(text: str) -> str:
 # --- the statistics -----------------------------------------------------------------------------
 
 
-def test_fisher_and_benjamini_hochberg_agree_with_scipy() -> None:
+def test_the_stratified_test_and_benjamini_hochberg_agree_with_scipy() -> None:
     rng = random.Random(7)
     for _ in range(300):
         table = [rng.randint(0, 15) for _ in range(4)]
         a, b, c, d = table
         expected = scipy_stats.fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue
-        assert fisher_exact(a, b, c, d) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        p_value, _ = stratified_exact([(a + b + c + d, a + c, a + b, a)])
+        assert p_value == pytest.approx(expected, rel=1e-9, abs=1e-12)
     p_values = [rng.random() ** 3 for _ in range(50)]
     assert benjamini_hochberg(p_values) == pytest.approx(
         list(scipy_stats.false_discovery_control(p_values, method="bh")), rel=1e-12
+    )
+
+
+def test_a_pattern_that_only_marks_harder_tasks_is_no_lesson() -> None:
+    """Pooled over tasks the pattern goes with failure (Fisher: p < 1e-6); within each task it
+    makes no difference, so the stratified test finds nothing."""
+    runs = []
+    for task in range(30):
+        hard = task < 15  # hard tasks need the tool, and fail more often
+        for trial in range(6):
+            runs.append(
+                RunPatterns(
+                    step=len(runs) + 1,
+                    task_id=f"t{task}",
+                    task_type="air",
+                    # Within a hard task, 2 of its 4 runs with the tool fail, 1 of 2 without.
+                    success=not (hard and trial in (0, 1, 4)),
+                    judged=False,
+                    patterns={"uses:transfer": 1} if hard and trial < 4 else {},
+                )
+            )
+    pooled = [
+        sum(not r.success for r in runs if ("uses:transfer" in r.patterns) == has)
+        for has in (True, False)
+    ]
+    assert pooled == [30, 15]
+    assert scipy_stats.fisher_exact([[30, 30], [15, 105]]).pvalue < 1e-6
+    report = MiningReport()
+    assert contrasts(runs, report) == []
+    assert (
+        "nothing significant: the strongest pattern (uses:transfer) has p = 1"
+        in (report.task_types["air"])
     )
 
 
@@ -153,15 +190,29 @@ def test_a_planted_pattern_is_found_with_its_counts(tmp_path: Path) -> None:
     finding = page["mined"]
     assert (finding["pattern"], finding["with_pattern"], finding["without_pattern"]) == (
         "uses:issue_refund",
-        [10, 12],
-        [5, 28],
+        [14, 20],
+        [1, 20],
     )
-    expected = scipy_stats.fisher_exact([[10, 2], [5, 23]]).pvalue
-    assert finding["p_value"] == pytest.approx(expected, rel=1e-3)
-    assert finding["q_value"] <= FDR and finding["tasks"] == 6
+    # Compared within the 8 tasks with both outcomes (task 0 failed 3 of 4, tasks 1-5 2 of
+    # 4, both times they refunded, tasks 6 and 7 once, when they did).
+    strata = [(4, 3, 2, 2)] + [(4, 2, 2, 2)] * 5 + [(4, 1, 2, 1)] * 2
+    assert finding["tasks_compared"] == 8 and finding["tasks_split"] == [8, 0]
+    assert (finding["within_with"], finding["within_without"]) == ([14, 16], [1, 16])
+    assert finding["expected_failed"] == pytest.approx(2 * 3 / 4 + 5 + 1, rel=1e-3)
+    assert finding["p_value"] == pytest.approx(stratified_exact(strata)[0], rel=1e-3)
+    assert finding["p_value"] < 1e-3
+    assert finding["q_value"] <= FDR and finding["tasks"] == 10
     assert page["compiled_by"] == "mined" and page["status"] == "ungated"
-    assert page["title"] == 'shop runs that called "issue_refund" failed more often'
-    assert "failed 10 of 12 times; runs that did not, 5 of 28" in flat(page.content)
+    title = 'shop runs that called "issue_refund" failed more often than others of their task'
+    assert page["title"] == title
+    assert (
+        "failed 14 of 16 within the 8 tasks tried both with and without it, where 7.5 failures "
+        "were expected had it made no difference within its task (runs that did not: 1 of 16); "
+        "they failed more often in 8 of those tasks, less often in 0. Over all runs, failed 14 "
+        "of 20; runs that did not, 1 of 20"
+    ) in flat(page.content)
+    assert "compared within 8 tasks, each with runs with and without it" in flat(page.content)
+    assert "exact test stratified by task, two-sided: p = " in page.content
     assert "a correlation in past runs, counted, not a cause" in flat(page.content)
     # Its evidence: the refund call itself, quoted from failed runs of distinct tasks.
     quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
@@ -178,10 +229,10 @@ def test_a_planted_pattern_is_found_with_its_counts(tmp_path: Path) -> None:
     # The agent sees it with its numbers, as a correlation.
     code, out, err = run(["prompt", str(corpus), "Order 3 arrived broken; help the customer."])
     assert code == 0, err
-    assert f'**{page["id"]}: shop runs that called "issue_refund" failed more often**' in out
+    assert f"**{page['id']}: {title}**" in out
     assert "mined, not drawn by a model: a correlation in past runs, not a cause" in out
-    assert 'Guideline: Be wary of this: runs that called "issue_refund" failed 10 of 12' in out
-    assert "Numbers: counted over 40 runs; Fisher's exact test, q = " in out
+    assert 'Guideline: Be wary of this: runs that called "issue_refund" failed 14 of 16' in out
+    assert "Numbers: counted over 40 runs; compared within 8 tasks, q = " in out
     # Its audit quotes each raw turn.
     code, out, err = run(["audit", str(corpus), page["id"]])
     assert code == 0 and out.count(">>>issue_refund:") == 4, out
@@ -207,9 +258,7 @@ def test_shuffled_labels_find_nothing() -> None:
         for tool in range(6):
             if rng.random() < 0.5:
                 item.patterns[f"uses:tool{tool}"] = 9
-    real = MiningReport()
-    assert len(contrasts(runs, real)) >= 1  # the real labels: the refund pattern
-    tried = real.patterns_tried
+    assert len(contrasts(runs, MiningReport())) >= 1  # the real labels: the refund pattern
     outcomes = [item.success for item in runs]
     with_discovery = 0
     shuffles = 200
@@ -217,14 +266,13 @@ def test_shuffled_labels_find_nothing() -> None:
         rng.shuffle(outcomes)
         for item, outcome in zip(runs, outcomes, strict=True):
             item.success = outcome
-        report = MiningReport()
-        with_discovery += bool(contrasts(runs, report))
-        assert report.patterns_tried == tried
+        with_discovery += bool(contrasts(runs, MiningReport()))
     assert with_discovery / shuffles <= 0.08, with_discovery
 
 
 def test_too_few_runs_of_one_outcome_say_so(tmp_path: Path) -> None:
-    runs = planted()[:12]  # 10 failures, 2 successes
+    runs = [r for r in planted() if not r["success"]][:10]
+    runs += [r for r in planted() if r["success"]][:2]
     corpus = build(tmp_path, runs)
     report = json.loads((corpus / "manifest.json").read_text())["build"]["mining"]
     assert report["contrasts"] == 0
@@ -329,17 +377,23 @@ def test_action_hashes_give_back_each_run_s_actions(tmp_path: Path) -> None:
 
 def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
     runs = planted()
-    corpus = build(tmp_path, runs[:10] + runs[12:40])  # 10 refund runs: 8 fail of 10
+    corpus = build(tmp_path, runs[:28] + runs[32:])  # task 7 left out: 7 tasks compared
     (first,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
-    assert first["mined"]["with_pattern"] == [10, 10]
-    more = write_runs(tmp_path / "more.jsonl", runs[10:12])
+    assert first["mined"]["with_pattern"] == [13, 18] and first["mined"]["tasks_compared"] == 7
+    more = write_runs(tmp_path / "more.jsonl", runs[28:32])
     add_runs(BuildOptions(inputs=[more], output=corpus))
     (again,) = [p for p in insight_pages(corpus) if p["id"] == first["id"]]
-    assert again["mined"]["with_pattern"] == [10, 12] and again["mined"]["version"] == "v0002"
+    assert again["mined"]["with_pattern"] == [14, 20] and again["mined"]["version"] == "v0002"
+    assert again["mined"]["tasks_compared"] == 8
     assert len([p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]) == 1
     assert len((corpus / MINED_PATTERNS).read_bytes().splitlines()) == 40
-    # Runs that break the pattern: successful refunds. It no longer holds, and is not shown.
-    fixes = [shop_run(100 + n, 1, True, refund=True) for n in range(30)]
+    # Tasks that break the pattern: in each, the runs that refund succeed and those that do
+    # not fail. It no longer holds, and is not shown.
+    fixes = [
+        shop_run(100 + n, trial, trial <= 2, refund=trial <= 2)
+        for n in range(10)
+        for trial in range(1, 5)
+    ]
     add_runs(BuildOptions(inputs=[write_runs(tmp_path / "fixes.jsonl", fixes)], output=corpus))
     (gone,) = [p for p in insight_pages(corpus) if p["id"] == first["id"]]
     assert gone["mined"]["holds"] is False and "**NO LONGER HOLDS.**" in gone.content
@@ -355,7 +409,7 @@ def test_add_to_a_corpus_built_without_mining_reads_its_runs(tmp_path: Path) -> 
     assert not (corpus / MINED_PATTERNS).exists() and not insight_pages(corpus)
     add_runs(BuildOptions(inputs=[write_runs(tmp_path / "last.jsonl", runs[39:])], output=corpus))
     (page,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
-    assert page["mined"]["with_pattern"] == [10, 12] and page["mined"]["without_pattern"] == [5, 28]
+    assert page["mined"]["with_pattern"] == [14, 20] and page["mined"]["without_pattern"] == [1, 20]
 
 
 def test_no_mine_leaves_the_insight_layer_to_the_model(tmp_path: Path) -> None:
@@ -374,14 +428,14 @@ def test_views_and_leave_one_out_hide_mined_lessons_that_count_the_task(tmp_path
     memory = Memory.load(corpus)
     assert page["id"] in memory.first_message("Order 3 arrived broken.").insights
     # A contrast counts every run of its type: leaving out any shop task leaves it out.
-    hidden = memory.first_message("Order 3 arrived broken.", exclude_tasks=["order-15"])
+    hidden = memory.first_message("Order 3 arrived broken.", exclude_tasks=["order-9"])
     assert page["id"] not in hidden.insights
     base = FrozenVersion.current(Store(corpus))
-    report = leave_out(base, tmp_path / "view", ["order-15"], force=False)
+    report = leave_out(base, tmp_path / "view", ["order-9"], force=False)
     assert page["id"] in report.insights_left_out
     assert not (tmp_path / "view" / "insight" / f"{page['id']}.md").exists()
     table = (tmp_path / "view" / MINED_PATTERNS).read_text()
-    assert '"order-15"' not in table and table.count("\n") == 38
+    assert '"order-9"' not in table and table.count("\n") == 36
     assert verify(tmp_path / "view").ok
 
 
@@ -412,23 +466,19 @@ def test_a_mined_lesson_joins_the_model_lesson_that_says_the_same() -> None:
     assert leaders == [0, 1, 0, 3, 4, 5]
 
 
-def test_the_lesson_real_telecom_runs_hold(tmp_path: Path) -> None:
-    """tau2-bench telecom, 20 real runs: transferring to a human went with failure."""
+def test_real_telecom_runs_of_one_trial_each_yield_no_contrast(tmp_path: Path) -> None:
+    """tau2-bench telecom, 20 real runs of 20 tasks: runs that transferred to a human failed 5
+    of 6, those that did not 1 of 14 (Fisher, pooled: p = 0.002), but no task was tried twice,
+    so nothing says whether the transfer or the task made them fail: no contrast."""
     corpus = tmp_path / "telecom"
     build_corpus(BuildOptions(inputs=[DATA / "tau2-telecom-20runs.jsonl"], output=corpus))
-    (page,) = insight_pages(corpus)
-    finding = page["mined"]
-    assert (finding["pattern"], finding["with_pattern"], finding["without_pattern"]) == (
-        "uses:transfer_to_human_agents",
-        [5, 6],
-        [1, 14],
+    assert not insight_pages(corpus)
+    report = json.loads((corpus / "manifest.json").read_text())["build"]["mining"]
+    assert report["contrasts"] == 0
+    assert report["task_types"]["telecom"] == (
+        "20 runs, 6 failed, but 0 of their 20 tasks have both outcomes: runs are compared "
+        "within a task, and a pattern needs 3 such tasks"
     )
-    assert finding["p_value"] == pytest.approx(
-        scipy_stats.fisher_exact([[5, 1], [1, 13]]).pvalue, rel=1e-3
-    )
-    quotes = [e for claim in page["evidence"] for e in claim["evidence"]]
-    assert quotes and all(e["verified"] for e in quotes)
-    assert all(e["quote"].startswith("transfer_to_human_agents: ") for e in quotes)
     assert verify(corpus).ok
 
 
@@ -549,3 +599,35 @@ def test_each_mined_lesson_joins_the_first_model_lesson_it_matches() -> None:
     # issue_refund: lesson 1 is the first failed run's lesson to name it; "repeat" and
     # "error" (retried, an error): lesson 3, as lesson 1 says "retried" but no "repeat".
     assert leaders == [0, 1, 2, 3, 1, 3]
+
+
+def test_a_lesson_goes_the_way_its_tasks_say_and_old_lessons_read_as_they_were() -> None:
+    """Pooled, the pattern goes with failure (the hard tasks use it); within its tasks, with
+    success: the lesson says what the tasks say. A lesson mined before issue 54 (no
+    `tasks_compared`) keeps its pooled numbers and direction."""
+    old = MinedFinding(
+        kind="contrast",
+        pattern="uses:book",
+        description='called "book"',
+        with_pattern=[23, 24],
+        without_pattern=[93, 176],
+        p_value=2.9e-05,
+        q_value=0.001,
+    )
+    assert old.goes_with == "failure"
+    assert old.counted() == "failed 23 of 24; runs that did not, 93 of 176"
+    new = old.model_copy(
+        update={
+            "tasks_compared": 3,
+            "within_with": [4, 9],
+            "within_without": [6, 6],
+            "expected_failed": 6.0,
+            "tasks_split": [0, 3],
+        }
+    )
+    assert new.goes_with == "success"
+    assert new.counted().startswith(
+        "failed 4 of 9 within the 3 tasks tried both with and without it, where 6.0 failures "
+        "were expected"
+    )
+    assert MinedFinding.model_validate(old.model_dump(exclude_defaults=True)) == old

@@ -96,9 +96,8 @@ def _cited_turn(root: Path, step: str, number: int, quote: str) -> str:
 
 def counted(finding: MinedFinding) -> str:
     """What a mined contrast counted, in one sentence (the audit, the site)."""
-    (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
     return (
-        f"runs that {finding.description} failed {a} of {n1}; runs that did not, {c} of {n0}; "
+        f"runs that {finding.description} {finding.counted()}; "
         f"p = {finding.p_value:.3g}, q = {finding.q_value:.3g} ({finding.patterns_tried} "
         "patterns tried)."
     )

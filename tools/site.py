@@ -163,9 +163,15 @@ def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> s
         if finding.kind == "divergence":
             failed, total = finding.task_outcomes or [0, 0]
             return f"its task: {total - failed} of {total} runs succeeded"
-        (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+        if finding.tasks_compared and len(finding.within_with) == 2:
+            (a, n1), (c, n0) = finding.within_with, finding.within_without or [0, 0]
+            where = f" within {finding.tasks_compared} tasks"
+        else:
+            (a, n1), (c, n0) = finding.with_pattern, finding.without_pattern
+            where = ""
         return (
-            f"failed {a} of {n1} with the pattern, {c} of {n0} without; q = {finding.q_value:.2g}"
+            f"failed {a} of {n1} with the pattern, {c} of {n0} without{where}; "
+            f"q = {finding.q_value:.2g}"
         )
     if len(group) <= 1:
         return "1 run"
