@@ -23,9 +23,6 @@ DATA = ROOT / "tests/data"
 SPOTTER = "github.com/marot/spotter"
 WAYS = ["the repository's name", "its remote", "nothing, inside it"]
 """The ways of naming the project the slice asks `wikitrace prompt` with (each a process)."""
-NEEDS_PROJECT = pytest.mark.xfail(
-    strict=True, reason="issue 51: needs project identity and prompt's default (wt-project)"
-)
 
 
 def _bench() -> ModuleType:
@@ -106,7 +103,6 @@ def test_no_divergence_compares_two_tasks(figures: Any) -> None:
     assert figures.tasks_across_families.hits == 0
 
 
-@NEEDS_PROJECT
 def test_a_repository_with_worktrees_is_one_project(figures: Any) -> None:
     assert len(figures.projects_per_repo[SPOTTER]) == 1, figures.projects_per_repo
 
@@ -134,11 +130,7 @@ def test_the_report_prints_every_figure_with_its_denominator(figures: Any) -> No
 
 @pytest.mark.parametrize(
     "way",
-    [
-        "the repository's name",
-        pytest.param("its remote", marks=NEEDS_PROJECT),
-        pytest.param("nothing, inside it", marks=NEEDS_PROJECT),
-    ],
+    WAYS,
 )
 def test_a_coding_task_gets_its_projects_lessons_however_the_project_is_named(
     figures: Any, way: str
