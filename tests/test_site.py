@@ -261,12 +261,15 @@ def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
     assert page.locator("#turn-12 pre").is_visible()
     page.click("#unfold")
     assert page.locator("details.turn[open]").count() == 40
-    # The search box on every page searches the lessons' guidelines.
+    # The search box on every page searches the corpus as `wikitrace search` does.
     page.fill("header input[name=q]", "Open THE box")
     page.press("header input[name=q]", "Enter")
-    page.wait_for_load_state()  # its script fills the filter in from the address
-    assert page.url.split("/")[-1].startswith("index.html?q=")
-    assert page.input_value("#filter") == "Open THE box"
+    page.wait_for_load_state()  # its script fills the search in from the address
+    assert page.url.split("/")[-1].startswith("search.html?q=")
+    assert page.input_value("#search") == "Open THE box"
+    assert page.locator("#hits li").count() >= 1 and not page.locator("#no-match").is_visible()
+    page.fill("#search", "zebra quokka")
+    assert page.locator("#hits li").count() == 0 and page.locator("#no-match").is_visible()
 
 
 def test_in_a_browser_a_hostile_log_runs_no_script(hostile_site: Path, browser: object) -> None:
