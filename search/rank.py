@@ -331,18 +331,6 @@ class Ranker:
         return {**export, "unknown": idf(0, self.size)}
 
 
-def word_stems(texts: Iterable[str], chunk: int = 1024) -> dict[str, str]:
-    """Each word of `texts` as search splits it (lowercased, stop words left out) -> its stem:
-    what the site's script, which has no stemmer, looks a query's words up in."""
-    stems: dict[str, str] = {}
-    texts = iter(texts)
-    while part := list(itertools.islice(texts, chunk)):
-        vocab = _tokenize(part, stem=False).vocab
-        new = [word for word in vocab if word and word not in stems]
-        stems.update(zip(new, _stemmer().stemWords(new), strict=True))
-    return stems
-
-
 def stop_words() -> list[str]:
     """The English stop words search leaves out of every text and query (bm25s's)."""
     return sorted(_bm25s().stopwords.STOPWORDS_EN)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -154,16 +154,10 @@ SITE_LIMIT = 10
 def site_index(memory: Memory) -> dict[str, Any]:
     """What the static site's search script (site_files/search.js) needs to answer a query as
     `search` does with its defaults: each kind's ranker (Ranker.export) and entries (id, page,
-    title, task, task type, outcome; None for a run with no compilation), the stems of the
-    corpus's words and the stop words, the threshold and the limit. The script sums the same
-    numbers in the same order, so its scores are these to the last bit; a query word the
-    corpus never holds in that form, though it holds its stem (refunding, where it has
-    refunded), weighs on the site as a word no text holds."""
-    from wikitrace.search.rank import search_texts, stop_words, word_stems
-
-    def texts() -> Iterator[str]:
-        for name in SEARCH_KINDS:
-            yield from search_texts(name, lambda: memory.runs, lambda: memory.insights)
+    title, task, task type, outcome; None for a run with no compilation), the stop words, the
+    threshold and the limit. The script splits and stems a query's words as search.rank does
+    and sums the same numbers in the same order, so its scores are these to the last bit."""
+    from wikitrace.search.rank import stop_words
 
     insights = [
         [i.id, f"insight/{i.id}.html", i.title, i.source_task_id, i.task_type, i.source_outcome]
@@ -181,7 +175,6 @@ def site_index(memory: Memory) -> dict[str, Any]:
         "min_score": MIN_SCORE,
         "limit": SITE_LIMIT,
         "stop_words": stop_words(),
-        "stems": word_stems(texts()),
         "kinds": {
             "insights": {"index": memory.insight_ranker.export(), "entries": insights},
             "compilations": {

@@ -7,6 +7,110 @@
   var WORD = /[\p{L}\p{N}_]+/gu; // Python's \w, which search splits texts on
   var COMPOUND = /_[\p{L}\p{N}_]|[a-z][A-Z]/u;
 
+  // The English Snowball stemmer (Porter2) as PyStemmer 3 stems (tests/test_search_score.py
+  // compares them on every word of a corpus and the algorithm's hard cases).
+  var SPECIAL = {
+    skis: "ski", skies: "sky", idly: "idl", gently: "gentl", ugly: "ugli", early: "earli",
+    only: "onli", singly: "singl", sky: "sky", news: "news", howe: "howe", atlas: "atlas",
+    cosmos: "cosmos", bias: "bias", andes: "andes",
+  };
+  var AFTER_1A = [
+    "inning", "outing", "canning", "herring", "earring", "proceed", "exceed", "succeed", "evening",
+  ];
+  var PREFIXES = [
+    "gener", "commun", "arsen", "past", "univers", "later", "emerg", "organ", "inter",
+  ];
+  function vowel(c) { return "aeiouy".indexOf(c) >= 0; }
+  function region(w, from) {
+    for (var i = from; i < w.length - 1; i += 1) if (vowel(w[i]) && !vowel(w[i + 1])) return i + 2;
+    return w.length;
+  }
+  function shortEnd(w) {
+    var n = w.length;
+    var last = w[n - 1];
+    if (n >= 3 && !vowel(w[n - 3]) && vowel(w[n - 2]) && !vowel(last) && "wxY".indexOf(last) < 0) {
+      return true;
+    }
+    if (n === 2 && vowel(w[0]) && !vowel(w[1])) return true;
+    return w.endsWith("past");
+  }
+  function ending(w, suffixes) {
+    for (var i = 0; i < suffixes.length; i += 1) if (w.endsWith(suffixes[i])) return suffixes[i];
+    return null;
+  }
+  var STEP2 = [
+    ["ization", "ize"], ["ational", "ate"], ["fulness", "ful"], ["ousness", "ous"],
+    ["iveness", "ive"], ["ogist", "og"],
+    ["tional", "tion"], ["biliti", "ble"], ["lessli", "less"], ["entli", "ent"], ["ation", "ate"],
+    ["alism", "al"], ["aliti", "al"], ["ousli", "ous"], ["iviti", "ive"], ["fulli", "ful"],
+    ["enci", "ence"], ["anci", "ance"], ["abli", "able"], ["izer", "ize"], ["ator", "ate"],
+    ["alli", "al"], ["bli", "ble"], ["ogi", "og"], ["li", ""],
+  ];
+  var STEP3 = [
+    ["ational", "ate"], ["tional", "tion"], ["alize", "al"], ["icate", "ic"], ["iciti", "ic"],
+    ["ative", ""], ["ical", "ic"], ["ness", ""], ["ful", ""],
+  ];
+  var STEP4 = ["ement", "ance", "ence", "able", "ible", "ment", "ant", "ent", "ism", "ate", "iti",
+    "ous", "ive", "ize", "ion", "al", "er", "ic"];
+  function stem(word) {
+    // PyStemmer's English Snowball stemmer, which search stems words with (search.rank).
+    var w = word;
+    if (w.length <= 2) return w;
+    if (w[0] === "'") w = w.slice(1);
+    if (Object.prototype.hasOwnProperty.call(SPECIAL, w)) return SPECIAL[w];
+    var chars = w.split("");
+    for (var i = 0; i < chars.length; i += 1) {
+      if (chars[i] === "y" && (i === 0 || vowel(chars[i - 1]))) chars[i] = "Y";
+    }
+    w = chars.join("");
+    var r1 = w.length;
+    var prefix = PREFIXES.find(function (p) { return w.startsWith(p); });
+    r1 = prefix ? prefix.length : region(w, 0);
+    var r2 = region(w, r1);
+    var s = ending(w, ["'s'", "'s", "'"]);
+    if (s) w = w.slice(0, -s.length);
+    s = ending(w, ["sses", "ied", "ies", "ss", "us", "s"]);
+    if (s === "sses") w = w.slice(0, -2);
+    else if (s === "ied" || s === "ies") w = w.slice(0, -3) + (w.length > 4 ? "i" : "ie");
+    else if (s === "s" && /[aeiouy]/.test(w.slice(0, -2))) w = w.slice(0, -1);
+    if (AFTER_1A.indexOf(w) >= 0) return w.replace(/Y/g, "y");
+    s = ending(w, ["eedly", "ingly", "edly", "eed", "ing", "ed"]);
+    if (s === "eed" || s === "eedly") {
+      if (w.length - s.length >= r1) w = w.slice(0, -s.length) + "ee";
+    } else if (s === "ing" && /^[^aeiouy]y$/.test(w.slice(0, -3))) {
+      w = w[0] + "ie"; // dying, lying, vying
+    } else if (s && /[aeiouy]/.test(w.slice(0, -s.length))) {
+      w = w.slice(0, -s.length);
+      if (ending(w, ["at", "bl", "iz"])) w += "e";
+      else if (/(bb|dd|ff|gg|mm|nn|pp|rr|tt)$/.test(w)) {
+        if (!/^[aeo](bb|dd|ff|gg|mm|nn|pp|rr|tt)$/.test(w)) w = w.slice(0, -1);
+      } else if (r1 >= w.length && shortEnd(w)) w += "e";
+    }
+    if (w.length > 2 && /[yY]$/.test(w) && !vowel(w[w.length - 2])) w = w.slice(0, -1) + "i";
+    var pair = STEP2.find(function (p) { return w.endsWith(p[0]); });
+    if (pair && w.length - pair[0].length >= r1) {
+      var before = w.slice(0, -pair[0].length);
+      var li = /[cdeghkmnrt]$/.test(before);
+      if (pair[0] === "ogi" ? before.endsWith("l") : pair[0] === "li" ? li : true) {
+        w = before + pair[1];
+      }
+    }
+    pair = STEP3.find(function (p) { return w.endsWith(p[0]); });
+    if (pair && w.length - pair[0].length >= r1) {
+      if (pair[0] !== "ative" || w.length - 5 >= r2) w = w.slice(0, -pair[0].length) + pair[1];
+    }
+    s = ending(w, STEP4);
+    if (s && w.length - s.length >= r2) {
+      if (s !== "ion" || /[st]$/.test(w.slice(0, -3))) w = w.slice(0, -s.length);
+    }
+    if (w.endsWith("e")) {
+      var stemmed = w.slice(0, -1);
+      if (w.length - 1 >= r2 || (w.length - 1 >= r1 && !shortEnd(stemmed))) w = stemmed;
+    } else if (w.endsWith("ll") && w.length - 1 >= r2) w = w.slice(0, -1);
+    return w.replace(/Y/g, "y");
+  }
+
+
   function withParts(text) {
     // search.rank.with_parts: a snake_case or camelCase name followed by its parts.
     return text.replace(WORD, function (name) {
@@ -22,13 +126,13 @@
     });
   }
 
-  function scored(index, stems, words, allowed) {
+  function scored(index, words, allowed) {
     // search.rank.Ranker.scored.
     if (!index.texts) return [];
     var weight = 0;
     var known = [];
     words.forEach(function (word) {
-      var key = index.stemmed ? stems[word] : word;
+      var key = index.stemmed ? stem(word) : word;
       var entry = key === undefined ? undefined : index.words[key];
       if (entry === undefined) {
         weight += index.unknown;
@@ -61,7 +165,7 @@
     ["insights", "compilations", "tasks"].forEach(function (kind) {
       var part = data.kinds[kind];
       var allowed = function (i) { return part.entries[i] !== null; };
-      scored(part.index, data.stems, words, allowed)
+      scored(part.index, words, allowed)
         .filter(function (hit) { return hit[1] >= least; })
         .slice(0, most)
         .forEach(function (hit) { hits.push([kind].concat(part.entries[hit[0]], [hit[1]])); });
@@ -69,7 +173,7 @@
     return hits.sort(function (a, b) { return b[7] - a[7]; });
   }
 
-  if (typeof module === "object" && module.exports) module.exports = { search: search };
+  if (typeof module === "object" && module.exports) module.exports = { search: search, stem: stem };
   if (typeof document === "undefined") return;
   var input = document.getElementById("search");
   var data = window.WIKITRACE_SEARCH;
