@@ -1,4 +1,4 @@
-"""Search's scores and its "no match" (tools/find.py, search.rank.Ranker.scored): what a score
+"""Search's scores and its "no match" (tools/find.py, search/score.py): what a score
 is, an unrelated question answered "no match" on the command line and over MCP, a
 compilation found from the words of its quotes, scores in order, corpora made before quotes
 and the compilations' ranker were saved, and the site's script answering as the CLI does."""
@@ -19,6 +19,7 @@ from mcp import Client
 
 from wikitrace.search import MIN_SCORE
 from wikitrace.search.rank import Ranker
+from wikitrace.search.score import scored
 from wikitrace.tools.find import Hit, no_match, search
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import Memory
@@ -52,13 +53,13 @@ def test_a_score_is_the_share_of_the_query_weight_a_text_matches() -> None:
     1 / (1 + k1) = 0.4; a word no text holds adds its weight (the idf of a word in no text)
     to the query's, and lowers the score by as much."""
     ranker = Ranker.of(["refund the ticket", "cancel the flight"])
-    [(index, score)] = ranker.scored("refund ticket", range(2))
+    [(index, score)] = scored(ranker, "refund ticket", range(2))
     assert index == 0 and score == pytest.approx(0.4, abs=1e-6)
     held, unknown = math.log(1 + 1.5 / 1.5), math.log(1 + 2.5 / 0.5)  # lucene idf: df 1, 0
-    [(index, score)] = ranker.scored("refunds ticket zebra", range(2))
+    [(index, score)] = scored(ranker, "refunds ticket zebra", range(2))
     assert score == pytest.approx(0.4 * 2 * held / (2 * held + unknown), abs=1e-6)
-    assert ranker.scored("zebra quokka", range(2)) == []
-    assert ranker.scored("refund", [1]) == []  # only the texts allowed
+    assert scored(ranker, "zebra quokka", range(2)) == []
+    assert scored(ranker, "refund", [1]) == []  # only the texts allowed
 
 
 def test_an_unrelated_question_answers_no_match_on_the_cli_and_over_mcp(corpus: Path) -> None:

@@ -1,6 +1,7 @@
-"""The corpus searched by words: every hit with its score, and none below the threshold
-(`wikitrace.search.MIN_SCORE`). The one search behind `wikitrace search`, the MCP server's
-`search` tool and the static site's search page (`site_index`: what the site's script needs)."""
+"""The corpus searched by words: every hit with its score (search/score.py), and none below
+the threshold (`wikitrace.search.MIN_SCORE`). The one search behind `wikitrace search`, the MCP
+server's `search` tool and the static site's search page (`site_index`: what its script needs).
+"""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class Hit:
     outcome: Outcome
     """The outcome of the run it is (a task or compilation) or was drawn from (an insight)."""
     score: float
-    """The share of the query's weight the entry matches (search.rank.Ranker.scored): from 0
+    """The share of the query's weight the entry matches (search.score.scored): from 0
     to under 1, 0.4 for an entry of average length holding each of the query's words once."""
 
     def line(self) -> str:
@@ -139,7 +140,9 @@ def _best(
     ranker: Ranker, query: str, allowed: Sequence[int], limit: int, min_score: float
 ) -> list[tuple[int, float]]:
     """The `limit` best texts in `allowed` scoring at least `min_score`."""
-    return [(i, s) for i, s in ranker.scored(query, allowed) if s >= min_score][:limit]
+    from wikitrace.search.score import scored
+
+    return [(i, s) for i, s in scored(ranker, query, allowed) if s >= min_score][:limit]
 
 
 def no_match(min_score: float) -> str:
@@ -153,11 +156,11 @@ SITE_LIMIT = 10
 
 def site_index(memory: Memory) -> dict[str, Any]:
     """What the static site's search script (site_files/search.js) needs to answer a query as
-    `search` does with its defaults: each kind's ranker (Ranker.export) and entries (id, page,
+    `search` does with its defaults: each kind's ranker (score.export) and entries (id, page,
     title, task, task type, outcome; None for a run with no compilation), the stop words, the
     threshold and the limit. The script splits and stems a query's words as search.rank does
     and sums the same numbers in the same order, so its scores are these to the last bit."""
-    from wikitrace.search.rank import stop_words
+    from wikitrace.search.score import export, stop_words
 
     insights = [
         [i.id, f"insight/{i.id}.html", i.title, i.source_task_id, i.task_type, i.source_outcome]
@@ -176,14 +179,14 @@ def site_index(memory: Memory) -> dict[str, Any]:
         "limit": SITE_LIMIT,
         "stop_words": stop_words(),
         "kinds": {
-            "insights": {"index": memory.insight_ranker.export(), "entries": insights},
+            "insights": {"index": export(memory.insight_ranker), "entries": insights},
             "compilations": {
-                "index": memory.compilation_ranker.export(),
+                "index": export(memory.compilation_ranker),
                 "entries": [
                     entry if r.explanation else None
                     for entry, r in zip(runs, memory.runs, strict=True)
                 ],
             },
-            "tasks": {"index": memory.run_ranker.export(), "entries": tasks},
+            "tasks": {"index": export(memory.run_ranker), "entries": tasks},
         },
     }

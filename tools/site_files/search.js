@@ -1,5 +1,5 @@
 // The search page's script: the corpus searched by words as `wikitrace search` does
-// (tools/find.py), from the numbers search-index.js holds (find.site_index): the same words,
+// (tools/find.py), from the numbers search-index.js holds (tools/find.py, site_index): the same words,
 // weights and scores, summed in the same order, so the same hits with the same scores. Plain
 // DOM, so that it works from file://; node can require it (tests/test_search_score.py).
 (function () {
@@ -127,7 +127,7 @@
   }
 
   function scored(index, words, allowed) {
-    // search.rank.Ranker.scored.
+    // search/score.py, scored.
     if (!index.texts) return [];
     var weight = 0;
     var known = [];
