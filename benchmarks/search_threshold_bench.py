@@ -212,9 +212,7 @@ def main() -> None:
                 mine = [a for a in real[name] if a.kind == kind]
                 if not mine:
                     continue
-                recalls = [
-                    sum(_placed(memory, a, t) for a in mine) / len(mine) for t in THRESHOLDS
-                ]
+                recalls = [sum(_placed(memory, a, t) for a in mine) / len(mine) for t in THRESHOLDS]
                 _row(f"  recall@5, {len(mine)} {kind} phrases", recalls)
             everyday = [_best(memory, q) for q in EVERYDAY]
             everyday_best += everyday
