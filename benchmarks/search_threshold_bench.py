@@ -216,6 +216,9 @@ def main() -> None:
                 _row(f"  recall@5, {len(mine)} {kind} phrases", recalls)
             everyday = [_best(memory, q) for q in EVERYDAY]
             everyday_best += everyday
+            for question, best in zip(EVERYDAY, everyday, strict=True):
+                if best >= MIN_SCORE:
+                    print(f"  over {MIN_SCORE}: {best:.3f} {question!r}")
             _row(
                 f"  no match, {len(everyday)} everyday questions",
                 [sum(b < t for b in everyday) / len(everyday) for t in THRESHOLDS],
@@ -228,6 +231,11 @@ def main() -> None:
                 [sum(b < t for b in cross) / len(cross) for t in THRESHOLDS],
             )
         print("-- all groups")
+        print(
+            f"  at {MIN_SCORE}: no match for {sum(b < MIN_SCORE for b in everyday_best)} of "
+            f"{len(everyday_best)} everyday, {sum(b < MIN_SCORE for b in cross_best)} of "
+            f"{len(cross_best)} cross-group"
+        )
         _row(
             f"  no match, {len(everyday_best)} everyday (corpus, question)",
             [sum(b < t for b in everyday_best) / len(everyday_best) for t in THRESHOLDS],
@@ -256,6 +264,9 @@ def _plain_language(scratch: Path) -> None:
         recalls.append(placed / len(queries))
     _row(f"  recall@5, {len(queries)} written queries", recalls)
     everyday = [_best(memory, q) for q in EVERYDAY]
+    for question, best in zip(EVERYDAY, everyday, strict=True):
+        if best >= MIN_SCORE:
+            print(f"  over {MIN_SCORE}: {best:.3f} {question!r}")
     _row(
         f"  no match, {len(everyday)} everyday questions",
         [sum(b < t for b in everyday) / len(everyday) for t in THRESHOLDS],
