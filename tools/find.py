@@ -33,6 +33,9 @@ SEARCH_KINDS: tuple[SearchKind, ...] = ("insights", "compilations", "tasks")
 QUERY_LIMIT = 2_000
 """The longest query `search` takes, in characters."""
 
+LIMIT = 10
+"""Hits of each kind `search` gives by default, and the site's search page at most."""
+
 
 @dataclass
 class Hit:
@@ -69,7 +72,7 @@ def search(
     query: str,
     kinds: Sequence[SearchKind] = SEARCH_KINDS,
     *,
-    limit: int = 10,
+    limit: int = LIMIT,
     exclude_tasks: Sequence[str] = (),
     min_score: float = MIN_SCORE,
 ) -> list[Hit]:
@@ -150,10 +153,6 @@ def no_match(min_score: float) -> str:
     return f"no match: no entry scores {min_score:g} or more"
 
 
-SITE_LIMIT = 10
-"""Hits of each kind the site's search page shows, at most (`wikitrace search`'s default)."""
-
-
 def site_index(memory: Memory) -> dict[str, Any]:
     """What the static site's search script (site_files/search.js) needs to answer a query as
     `search` does with its defaults: each kind's ranker (score.export) and entries (id, page,
@@ -176,7 +175,7 @@ def site_index(memory: Memory) -> dict[str, Any]:
     ]
     return {
         "min_score": MIN_SCORE,
-        "limit": SITE_LIMIT,
+        "limit": LIMIT,
         "stop_words": stop_words(),
         "kinds": {
             "insights": {"index": export(memory.insight_ranker), "entries": insights},
