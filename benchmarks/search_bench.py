@@ -3,7 +3,8 @@
 Builds the corpus of tests/search_queries.py (the two sample logs' 32 runs, a compilation and
 a lesson each, written from what each run did) and prints, for each query, the place of its
 right lesson or compilation among the top 5 hits, then recall@5: with words stemmed and names
-split (as wikitrace searches), and without (each word as written, as before issue 41).
+split (as wikitrace searches), and without (each word as written, as before issue 41), with
+the least score search shows (wikitrace.search.MIN_SCORE) and, as written, with none.
 Asserts nothing.
 
     python benchmarks/search_bench.py
@@ -41,11 +42,16 @@ def main() -> None:
             # Rankers built anew from the same records, each word as written.
             plain = Memory(root, loaded.runs, loaded.insights, loaded.offline)
             before = search_queries.ranks(plain)
+            unscored = search_queries.ranks(plain, min_score=0.0)
     print(f"{'now':>4} {'before':>6}  query (kind)")
     for query, place, old in zip(search_queries.QUERIES, now, before, strict=True):
         print(f"{place or '-':>4} {old or '-':>6}  {query.text} ({query.kind})")
     total = len(search_queries.QUERIES)
-    for name, places in (("stems and name parts", now), ("words as written", before)):
+    for name, places in (
+        ("stems and name parts", now),
+        ("words as written", before),
+        ("words as written, no least score", unscored),
+    ):
         found = sum(place is not None for place in places)
         print(f"recall@{search_queries.TOP}, {name}: {found}/{total} = {found / total:.2f}")
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from wikitrace.search import MIN_SCORE
+
 from .common import TASK_NAMED
 from .options import print_json
 
@@ -20,7 +22,7 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     type=click.Choice(["all", "insights", "compilations", "tasks"]),
     default="all",
     show_default=True,
-    help="Which layer to search: lessons, compilations (title and claims) or past tasks.",
+    help="Which layer to search: lessons, compilations (title, claims and quotes) or past tasks.",
 )
 @click.option(
     "--limit",
@@ -28,6 +30,13 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     default=10,
     show_default=True,
     help="Hits of each kind, at most.",
+)
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help=f"The least score a hit needs (from 0 to 1; default {MIN_SCORE:g}); "
+    'below it for every entry, "no match".',
 )
 @click.option(
     "--exclude-task",
@@ -40,37 +49,45 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     "--json",
     "as_json",
     is_flag=True,
-    help="One JSON array of hits: kind, id, path, title, task_id, task_type, outcome.",
+    help="One JSON array of hits, best first: kind, id, path, title, task_id, task_type, "
+    "outcome, score ([] for no match).",
 )
 def search_command(
     corpus: Path,
     query: str,
     kind: str,
     limit: int,
+    min_score: float | None,
     exclude_tasks: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Search CORPUS for QUERY's words (BM25): insights by title, guideline and applicability,
-    compilations by title and claims, past runs by task text; best first, up to --limit of
-    each kind. Words match their other forms (refund, refunded, refunds), and a snake_case,
-    camelCase or dotted name matches its parts ("transfer to human" finds
-    transfer_to_human_agents). One line a hit, with the page to read; "no match" on stderr
-    when nothing shares a word with QUERY. The same search as the MCP server's `search`.
+    compilations by title, claims and their quotes, past runs by task text; up to --limit of
+    each kind, all best first. Words match their other forms (refund, refunded, refunds), and
+    a snake_case, camelCase or dotted name matches its parts ("transfer to human" finds
+    transfer_to_human_agents). Each hit has a score from 0 to 1: the share of the query's
+    weight it matches (rare words weigh more, words no entry holds too). Hits under
+    --min-score are left out; when none is left, "no match" on stderr (and [] with --json).
+    One line a hit: score, kind, id, task, outcome, title, the page to read. The same search
+    as the MCP server's `search` and the static site's search page.
 
     \b
     Example:
       wikitrace search corpus "transfer to human agent"
       wikitrace search corpus "refund" --kind insights --limit 3 --json
     """
-    from wikitrace.tools.memory import SEARCH_KINDS, Memory, SearchKind
+    from wikitrace.tools.find import SEARCH_KINDS, SearchKind, no_match
+    from wikitrace.tools.memory import Memory
 
     kinds: tuple[SearchKind, ...] = (
         SEARCH_KINDS if kind == "all" else tuple(k for k in SEARCH_KINDS if k == kind)
     )
-    hits = Memory.load(corpus).search(query, kinds, limit=limit, exclude_tasks=exclude_tasks)
+    least = MIN_SCORE if min_score is None else min_score
+    memory = Memory.load(corpus)
+    hits = memory.search(query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=least)
     if as_json:
         print_json([hit.as_dict() for hit in hits])
-    elif hits:
+    if not hits:
+        click.echo(no_match(least), err=True)
+    elif not as_json:
         click.echo("\n".join(hit.line() for hit in hits))
-    else:
-        click.echo("no match", err=True)

@@ -22,6 +22,7 @@ from wikitrace.corpus_schema import (
     read,
     render,
 )
+from wikitrace.corpus_schema.catalog import claim_texts
 from wikitrace.corpus_schema.catalog_build import WrittenInsights
 from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
 from wikitrace.corpus_schema.spill import InsightRows
@@ -52,7 +53,8 @@ class Summary:
     spilled: tuple[int, int] | None
     """(offset, length) of the compilation in the spill file, when it has insights."""
     statements: list[str]
-    """Its claims' statements (search reads them with its title: memory.explanation)."""
+    """Its claims' statements, each followed by its quotes (catalog.claim_texts: search
+    reads them with its title)."""
     backing: list[bool]
     """Whether a verified quote backs each claim (read.claim_backing)."""
 
@@ -91,7 +93,7 @@ def summarize(
         record.task_id,
         record.task_type,
         spilled,
-        [claim.statement for claim in result.claims],
+        claim_texts(result.claims),
         read.claim_backing(result.claims),
     )
 

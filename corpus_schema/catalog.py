@@ -18,7 +18,7 @@ import orjson
 
 from .errors import CorpusError
 from .layout import CATALOG
-from .records import Outcome
+from .records import Claim, Outcome
 from .tasks import TaskKey, task_key
 
 CATALOG_VERSION = 2
@@ -36,7 +36,8 @@ class PastRun:
     judged: bool = False
     """The outcome is a model's verdict on the log, not a verifier's."""
     explanation: str = ""
-    """Its compilation's title and claims, for search."""
+    """Its compilation's title, claims and their quotes, for search (a catalog written before
+    quotes were searched holds the title and claims alone)."""
     project: str | None = None
     """The code project it worked in (a coding agent's session), if known."""
     kind: str | None = None
@@ -97,9 +98,18 @@ INSIGHT_FIELDS = [item.name for item in fields(InsightEntry)]
 """The order of the values of a catalog's lines."""
 
 
-def explanation(title: str, statements: Iterable[str]) -> str:
-    """What search reads of a run's compilation (PastRun.explanation): its title and claims."""
-    return "\n".join([title, *statements])
+def explanation(title: str, texts: Iterable[str]) -> str:
+    """What search reads of a run's compilation (PastRun.explanation): its title and the
+    texts of its claims (`claim_texts`)."""
+    return "\n".join([title, *texts])
+
+
+def claim_texts(claims: Iterable[Claim]) -> list[str]:
+    """Each claim's statement, then the quotes that back it, verified or not (its page shows
+    both, and a reader searching for words they saw there should find it)."""
+    return [
+        text for claim in claims for text in (claim.statement, *(e.quote for e in claim.evidence))
+    ]
 
 
 def damaged(path: Path, error: Exception) -> CorpusError:

@@ -19,6 +19,7 @@ from .catalog import (
     RUN_FIELDS,
     InsightEntry,
     PastRun,
+    claim_texts,
     damaged,
     explanation,
     records_of,
@@ -549,7 +550,7 @@ def _runs(
                 judged=is_judged(page.header.metadata),
                 explanation=""
                 if header is None
-                else explanation(header.title, (claim.statement for claim in header.claims)),
+                else explanation(header.title, claim_texts(header.claims)),
                 project=page.header.project,
                 kind=page.header.kind,
                 origin=page.header.origin,

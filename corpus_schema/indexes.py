@@ -444,8 +444,8 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
                 f"`{CATALOG}`: a JSON line per run and per insight an agent may be shown, "
                 "written from the pages for `wikitrace prompt` and `wikitrace mcp` to read at "
                 "once (the pages are the record), and `search/`: the BM25 indexes over its "
-                "tasks and insights (bm25s's saved format), loaded at test time instead of "
-                "built.",
+                "tasks, insights and compilations (bm25s's saved format), loaded at test time "
+                "instead of built.",
                 f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
                 "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
                 "header names it as `data`, and its body shows the same once, as lines.",

@@ -103,9 +103,10 @@ def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Any:
 
 
 SearchName = Literal["tasks", "insights", "compilations"]
-SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights")
-"""The rankers a version saves: those its first message needs. The compilations' (for
-`search`) is built when first asked for: at 200,000 runs it would take a build 150 MB more."""
+SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
+"""The rankers a version saves: those its first message needs, and the compilations' for
+`search` (so that a search loads it instead of building it on every call). A version made
+before the compilations' was saved builds it when a search first asks for it."""
 _SEARCH_COUNT = "texts.json"
 SCORE_COLUMNS = 1 << 20
 """(text, word) pairs of a saved ranker's scores held at once while it is made (8 bytes
@@ -142,7 +143,7 @@ def search_texts(
 ) -> Iterator[str]:
     """What each ranker ranks, a text at a time: the runs' tasks less the lines most tasks
     share (the runs are read twice), the insights' title, guideline and applicability, or the
-    compilations' titles and claims."""
+    compilations' titles, claims and quotes (PastRun.explanation)."""
     if name == "tasks":
         return without_boilerplate(lambda: (run.task for run in runs()))
     if name == "insights":
@@ -163,6 +164,16 @@ class Ranker:
         """The folder it was loaded from, if it was."""
         self.stemmed = stemmed
         """It indexed the words' stems (an index saved by an earlier build: the words)."""
+
+    @property
+    def index(self) -> Any:
+        """bm25s's index, or None when no text holds a word (search/score.py reads it)."""
+        return self._index
+
+    @property
+    def source(self) -> Path | None:
+        """The folder it was loaded from, if it was."""
+        return self._source
 
     @classmethod
     def of(

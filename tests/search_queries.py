@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.search import MIN_SCORE
 from wikitrace.tools.memory import Memory, SearchKind
 
 from helpers import FakeLLM, good_answer
@@ -352,11 +353,12 @@ def build(corpus: Path) -> Path:
     return corpus
 
 
-def ranks(memory: Memory) -> list[int | None]:
-    """For each query, the place (1 = first) of its first right hit among the top TOP."""
+def ranks(memory: Memory, min_score: float = MIN_SCORE) -> list[int | None]:
+    """For each query, the place (1 = first) of its first right hit among the top TOP that
+    score at least `min_score`."""
     found: list[int | None] = []
     for query in QUERIES:
-        hits = memory.search(query.text, [query.kind], limit=TOP)
+        hits = memory.search(query.text, [query.kind], limit=TOP, min_score=min_score)
         places = [n for n, hit in enumerate(hits, start=1) if hit.task_id in query.tasks]
         found.append(places[0] if places else None)
     return found

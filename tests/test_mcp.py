@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def test_over_stdio_every_tool_answers_as_the_cli_does(example: Path) -> None:
     page = (example / "insight" / "insight-0001.md").read_text(encoding="utf-8")
     assert seen["read_page"] == page
     hits = seen["search"].splitlines()
-    assert len(hits) == 2 and all(h.startswith("task step-") for h in hits)
+    assert len(hits) == 2 and all(re.match(r"0\.\d\d task step-", h) for h in hits)
     assert "cancel" in hits[0].lower() and "[raw/step-" in hits[0]
     assert seen["check_citations"].startswith("ok: 1 entry, all in the corpus")
 
@@ -414,7 +415,7 @@ def test_on_a_corpus_with_a_model_s_insights(toy_corpus: Path) -> None:
 
     seen = call(toy_corpus, body)
     assert "## Insights for" in seen["first_message"] and "insight-0001" in seen["first_message"]
-    assert seen["search insights"].startswith("insight insight-")
-    assert seen["search compilations"].startswith("compilation step-")
+    assert re.match(r"0\.\d\d insight insight-", seen["search insights"])
+    assert re.match(r"0\.\d\d compilation step-", seen["search compilations"])
     assert "[compilation/step-" in seen["search compilations"]
     assert "## Claims behind it" in seen["audit"] and ">>>" in seen["audit"]

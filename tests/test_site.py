@@ -86,11 +86,12 @@ def _elements(page: Path) -> list[tuple[str, dict[str, str | None]]]:
 
 def test_text_from_logs_and_models_is_shown_as_text_never_as_markup(hostile_site: Path) -> None:
     pages = sorted(hostile_site.rglob("*.html"))
-    assert len(pages) == 2 + 2 + 2 + 1  # index, runs, 2 insights, 2 runs, their task
+    assert len(pages) == 3 + 2 + 2 + 1  # index, runs, search, 2 insights, 2 runs, their task
+    ours = ("filter.js", "search.js", "search-index.js")
     for page in pages:
         tags = _elements(page)
         scripts = [attrs.get("src") for tag, attrs in tags if tag == "script"]
-        assert all(src and src.endswith("filter.js") for src in scripts), page
+        assert all(src and src.endswith(ours) for src in scripts), page
         assert not any(tag == "img" for tag, _ in tags), page
         assert not any(k.startswith("on") for _, attrs in tags for k in attrs), page
         assert "alert" not in "".join(str(a) for _, attrs in tags for a in attrs.values())
@@ -101,6 +102,13 @@ def test_text_from_logs_and_models_is_shown_as_text_never_as_markup(hostile_site
     assert "Lesson &lt;script&gt;" in insight and "Do &lt;script&gt;" in insight
     index = (hostile_site / "index.html").read_text(encoding="utf-8")
     assert "<h2>x&lt;b&gt;</h2>" in index
+    # The search's data is one JSON value, the log's text in its strings; its script shows
+    # hits as text (textContent), never as markup.
+    data = (hostile_site / "search-index.js").read_text(encoding="utf-8")
+    prefix = "window.WIKITRACE_SEARCH = "
+    assert data.startswith(prefix) and data.endswith(";\n")
+    assert "<script>" in json.dumps(json.loads(data[len(prefix) : -2]))
+    assert "innerHTML" not in (hostile_site / "search.js").read_text(encoding="utf-8")
 
 
 def test_a_quote_is_highlighted_at_its_exact_span() -> None:
@@ -261,12 +269,15 @@ def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
     assert page.locator("#turn-12 pre").is_visible()
     page.click("#unfold")
     assert page.locator("details.turn[open]").count() == 40
-    # The search box on every page searches the lessons' guidelines.
+    # The search box on every page searches the corpus as `wikitrace search` does.
     page.fill("header input[name=q]", "Open THE box")
     page.press("header input[name=q]", "Enter")
-    page.wait_for_load_state()  # its script fills the filter in from the address
-    assert page.url.split("/")[-1].startswith("index.html?q=")
-    assert page.input_value("#filter") == "Open THE box"
+    page.wait_for_load_state()  # its script fills the search in from the address
+    assert page.url.split("/")[-1].startswith("search.html?q=")
+    assert page.input_value("#search") == "Open THE box"
+    assert page.locator("#hits li").count() >= 1 and not page.locator("#no-match").is_visible()
+    page.fill("#search", "zebra quokka")
+    assert page.locator("#hits li").count() == 0 and page.locator("#no-match").is_visible()
 
 
 def test_in_a_browser_a_hostile_log_runs_no_script(hostile_site: Path, browser: object) -> None:

@@ -27,6 +27,7 @@ from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifes
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
 from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
 from wikitrace.corpus_schema.work import KINDS, kind_named
+from wikitrace.search import MIN_SCORE
 
 from . import drilldown
 
@@ -337,17 +338,31 @@ def _add_lookup_tools(tools: _Tools, corpus: Corpus) -> None:
             list[str] | None,
             Field(description="Tasks whose entries to leave out: an id, or SOURCE:ID."),
         ] = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description=f"The least score a hit needs (default {MIN_SCORE:g}).",
+            ),
+        ] = None,
     ) -> str:
         """Search the corpus by words (BM25): insights by title, guideline and applicability;
-        compilations by title and claims; past runs by task text. Plain words find their
-        other forms (refund, refunded) and the parts of a name (transfer to human finds
-        transfer_to_human_agents). Use it to find lessons or runs the first message did not
-        list. Each hit gives the page to read_page. The same as `wikitrace search`."""
-        from .memory import SEARCH_KINDS
+        compilations by title, claims and their quotes; past runs by task text. Plain words
+        find their other forms (refund, refunded) and the parts of a name (transfer to human
+        finds transfer_to_human_agents). Each hit starts with its score, from 0 to 1 (the
+        share of the query's weight it matches), best first; "no match" when no entry scores
+        min_score or more: then the corpus holds nothing on it, do not guess from weak hits.
+        Use it to find lessons or runs the first message did not list. Each hit gives the page
+        to read_page. The same as `wikitrace search`."""
+        from .find import SEARCH_KINDS, no_match
 
         kinds = SEARCH_KINDS if kind == "all" else (kind,)
-        hits = corpus.memory().search(query, kinds, limit=limit, exclude_tasks=exclude_tasks or ())
-        return "\n".join(hit.line() for hit in hits) or "no match"
+        least = MIN_SCORE if min_score is None else min_score
+        hits = corpus.memory().search(
+            query, kinds, limit=limit, exclude_tasks=exclude_tasks or (), min_score=least
+        )
+        return "\n".join(hit.line() for hit in hits) or no_match(least)
 
     @tools.add
     def read_page(

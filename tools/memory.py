@@ -8,59 +8,21 @@ print(message.text)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
 
-from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.catalog_build import from_pages
-from wikitrace.corpus_schema.layout import (
-    CATALOG,
-    COMPILATION_DIR,
-    INSIGHT_DIR,
-    RAW_DIR,
-    RAW_METADATA_NAME,
-    SEARCH_DIR,
-)
-from wikitrace.corpus_schema.records import Outcome
-from wikitrace.corpus_schema.render import shortened
+from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
-from .first_message import TASK_PREVIEW, render_first_message
-
-SearchKind = Literal["insights", "compilations", "tasks"]
-SEARCH_KINDS: tuple[SearchKind, ...] = ("insights", "compilations", "tasks")
-
-
-@dataclass
-class Hit:
-    """One search result: what it is, where its page is, and a line to recognise it by."""
-
-    kind: SearchKind
-    id: str
-    path: str
-    """The page, relative to the corpus root."""
-    title: str
-    task_id: str
-    task_type: str | None
-    outcome: Outcome
-    """The outcome of the run it is (a task or compilation) or was drawn from (an insight)."""
-
-    def line(self) -> str:
-        """The hit in one line, as `search` shows it: kind, id, task, outcome, title, page."""
-        task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
-        title = " ".join(self.title.split())
-        return f"{self.kind.rstrip('s')} {self.id} ({task}, {self.outcome}): {title}  [{self.path}]"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-QUERY_LIMIT = 2_000
-"""The longest query `search` takes, in characters."""
+from . import find
+from .find import SEARCH_KINDS as SEARCH_KINDS  # where callers before tools/find.py found them
+from .find import Hit as Hit
+from .find import SearchKind as SearchKind
+from .first_message import render_first_message
 
 
 class Memory:
@@ -170,72 +132,8 @@ class Memory:
             self._by_step = {run.step: run for run in self.runs}
         return self._by_step.get(self.insights[insight].source_step)
 
-    def search(
-        self,
-        query: str,
-        kinds: Sequence[SearchKind] = SEARCH_KINDS,
-        *,
-        limit: int = 10,
-        exclude_tasks: Sequence[str] = (),
-    ) -> list[Hit]:
-        """BM25 over insights (title, guideline, applicability), compilations (title and
-        claims) and past tasks: up to `limit` hits of each kind asked for, best first, only
-        those sharing a word with the query; nothing drawn from `exclude_tasks`. Words are
-        matched by their stems, and a snake_case, camelCase or dotted name by its parts too."""
-        if len(query) > QUERY_LIMIT:
-            raise InputError(
-                f"the query is {len(query)} characters; at most {QUERY_LIMIT}", field="query"
-            )
-        excluded = set(exclude_tasks)
-        hits: list[Hit] = []
-        if "insights" in kinds:
-            allowed = [
-                i for i, item in enumerate(self.insights) if not self.drawn_from(item, excluded)
-            ]
-            for i in self.insight_ranker.rank(query, allowed, matched_only=True)[:limit]:
-                item = self.insights[i]
-                hits.append(
-                    Hit(
-                        "insights",
-                        item.id,
-                        f"{INSIGHT_DIR}/{item.id}.md",
-                        item.title,
-                        item.source_task_id,
-                        item.task_type,
-                        item.source_outcome,
-                    )
-                )
-        allowed = [i for i, run in enumerate(self.runs) if not run.task_key.named_in(excluded)]
-        if "compilations" in kinds:
-            compiled = [i for i in allowed if self.runs[i].explanation]
-            for i in self.compilation_ranker.rank(query, compiled, matched_only=True)[:limit]:
-                run = self.runs[i]
-                hits.append(
-                    Hit(
-                        "compilations",
-                        run.step,
-                        f"{COMPILATION_DIR}/{run.step}.md",
-                        run.title or "",
-                        run.task_id,
-                        run.task_type,
-                        run.outcome,
-                    )
-                )
-        if "tasks" in kinds:
-            for i in self.run_ranker.rank(query, allowed, matched_only=True)[:limit]:
-                run = self.runs[i]
-                hits.append(
-                    Hit(
-                        "tasks",
-                        run.step,
-                        f"{RAW_DIR}/{run.step}/{RAW_METADATA_NAME}",
-                        shortened(run.task, TASK_PREVIEW),
-                        run.task_id,
-                        run.task_type,
-                        run.outcome,
-                    )
-                )
-        return hits
+    search = find.search
+    """The corpus searched by words, each hit with its score (tools/find.py)."""
 
 
 def insights_shown(corpus: Path) -> Callable[[str], list[InsightEntry]]:

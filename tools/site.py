@@ -1,7 +1,8 @@
 """`wikitrace site`: a corpus as static HTML a reviewer clicks through, from any browser.
 
 index.html (insights by task type: status, source run, support; a filter that searches their
-guidelines too, reached from every page's search box), runs.html (every run),
+guidelines too), search.html (the corpus searched as `wikitrace search` does, reached from
+every page's search box; search.js over search-index.js), runs.html (every run),
 task/TASK.html (a task's runs and its divergences), insight/insight-NNNN.html (a lesson, its
 claims, each quote linked to the words it cites) and run/step-NNNN.html (the compilation's
 claims, then every turn as logged, each quoted span highlighted where it stands; a long run's
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     import jinja2
 
 FILES = Path(__file__).parent / "site_files"
-STATIC = ("style.css", "filter.js")
+STATIC = ("style.css", "filter.js", "search.js")
 ACTING = frozenset(("assistant", "agent", "ai", "model"))
 FOLD_TURNS = 20
 """A run of more turns shows them folded: its action lines, each turn opened on demand."""
@@ -332,6 +333,7 @@ def build_site(corpus: Path, dest: Path, *, force: bool = False) -> SiteReport:
         ]
         report.quotes = len({anchor for _, anchor in every} & found)
         report.not_found = len({anchor for _, anchor in every} - found)
+        _write_search(pages, root)
         for name in STATIC:
             shutil.copyfile(FILES / name, stage / name)
         marker = {"kind": "site", "corpus": str(root), "version": version}
@@ -371,6 +373,20 @@ def _write_lists(pages: _Pages, shown: _Shown) -> None:
             for r in shown.runs
         ],
     )
+
+
+def _write_search(pages: _Pages, root: Path) -> None:
+    """search.html, and search-index.js: what its script needs to answer a query as
+    `wikitrace search` does (tools/find.py), as a script, since a page opened from file://
+    may not fetch a JSON file."""
+    from wikitrace.search import MIN_SCORE
+
+    from .find import site_index
+    from .memory import Memory
+
+    pages.write("search.html", "search.html.j2", title="Search", filter=False, min_score=MIN_SCORE)
+    data = orjson.dumps(site_index(Memory.load(root)))
+    (pages.stage / "search-index.js").write_bytes(b"window.WIKITRACE_SEARCH = " + data + b";\n")
 
 
 def _write_task_pages(pages: _Pages, shown: _Shown) -> None:

@@ -1,0 +1,107 @@
+"""A search hit's score (`scored`): a text's BM25 score over the query's own weight, so that a
+threshold means the same whatever the query and the corpus; and what the static site's script
+needs to score as it does (`export`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from wikitrace.corpus_schema.catalog import damaged
+
+from .rank import Ranker, _bm25s, _tokenize
+
+
+def scored(ranker: Ranker, query: str, allowed: Iterable[int]) -> list[tuple[int, float]]:
+    """(index, score) of each text in `allowed` that shares a word with `query`, best first
+    (ties in text order). The score is the text's BM25 score over the query's own weight, the
+    sum of its words' idf, where a word no text holds weighs as a word in none would: from 0
+    to under 1. A query most of whose words the texts lack scores low whatever it matches; a
+    text of average length that holds each of the query's words once scores 1 / (1 + k1), 0.4
+    with bm25s's k1 of 1.5 (docs/using.md, "Scores and no match")."""
+    allowed = set(allowed)
+    words = _query_words(query, stem=ranker.stemmed)
+    if not allowed or not words or ranker.index is None:  # None: no text holds a word
+        return []
+    known, weight = _weights(ranker, words)
+    if not known or weight <= 0:
+        return []
+    try:
+        scores = _sums(ranker, known)
+    except (IndexError, ValueError) as error:
+        if ranker.source is None:
+            raise
+        # Files that load but do not fit together (a word's entries past the texts).
+        raise damaged(ranker.source, error) from None
+    found = [(i, float(scores[i]) / weight) for i in sorted(allowed) if scores[i] > 0]
+    found.sort(key=lambda item: -item[1])  # stable: ties stay in text order
+    return found
+
+
+def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
+    """The ids of the query's `words` the index holds, and the query's weight: the sum of
+    every word's idf, a word the index lacks counted as held by no text."""
+    index = ranker.index
+    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    vocabulary, indptr = index.vocab_dict, index.scores["indptr"]
+    known: list[int] = []
+    weight = 0.0
+    for word in words:
+        number = vocabulary.get(word)
+        if number is None or number >= len(indptr) - 1:
+            weight += idf(0, ranker.size)
+            continue
+        known.append(number)
+        weight += idf(int(indptr[number + 1] - indptr[number]), ranker.size)
+    return known, weight
+
+
+def _sums(ranker: Ranker, known: list[int]) -> Any:
+    """Each text's BM25 score for the words `known` (ids, repeats counted), summed in float64
+    word by word in their order, as the site's script sums them (`export`), so that both give
+    the same numbers to the last bit."""
+    import numpy as np
+
+    matrix = ranker.index.scores
+    data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
+    sums = np.zeros(ranker.size, dtype=np.float64)
+    for number in known:
+        start, end = int(indptr[number]), int(indptr[number + 1])
+        sums[indices[start:end]] += data[start:end].astype(np.float64)
+    return sums
+
+
+def export(ranker: Ranker) -> dict[str, Any]:
+    """What the static site's script needs to score a query as `scored` does: how many texts,
+    whether words are stemmed, the weight of a word no text holds, and for each word its idf
+    and the texts that hold it with their scores (in the index's order)."""
+    exported: dict[str, Any] = {"texts": ranker.size, "stemmed": ranker.stemmed, "words": {}}
+    index = ranker.index
+    if index is None:
+        return {**exported, "unknown": 0.0}
+    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    matrix = index.scores
+    data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
+    for word, number in index.vocab_dict.items():
+        if not word or number >= len(indptr) - 1:
+            continue
+        start, end = int(indptr[number]), int(indptr[number + 1])
+        exported["words"][word] = [
+            idf(end - start, ranker.size),
+            indices[start:end].tolist(),
+            data[start:end].astype("float64").tolist(),
+        ]
+    return {**exported, "unknown": idf(0, ranker.size)}
+
+
+def stop_words() -> list[str]:
+    """The English stop words search leaves out of every text and query (bm25s's)."""
+    return sorted(_bm25s().stopwords.STOPWORDS_EN)
+
+
+def _query_words(query: str, *, stem: bool) -> list[str]:
+    """The query's words as the index holds them (its stems, unless `stem` is False), in
+    order, repeats kept."""
+    tokens = _tokenize([query], stem=stem)
+    by_id = {number: word for word, number in tokens.vocab.items()}
+    return [by_id[number] for number in tokens.ids[0]] if tokens.ids else []
