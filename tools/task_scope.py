@@ -22,6 +22,7 @@ from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.projects import matching_projects, normal_project
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_named
+from wikitrace.search.score import scored
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -193,19 +194,32 @@ def _types(
     return _by_similar(memory, task, excluded, known)
 
 
+VOTE_SCORE = 0.05
+"""The least score (search.score.scored) a past run's task needs against the task to vote on
+its domain. Lower than search's "no match" threshold (0.15), which keeps a hit a reader is
+shown: a vote needs less, as two runs must agree; but a run that shares one common word with
+a task of another domain scores 0.02 to 0.05 (a HotpotQA question against telecom and airline
+tasks, in tests/test_recall_bench.py's corpus) and must not vote."""
+
+
 def _by_similar(
     memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
-    """The domain of the nearest past runs (one run per task, only runs that share a word
-    with the task), when it has more than half of their votes, the k-th nearest voting 1/k
+    """The domain of the nearest past runs (one run per task, only runs whose task scores at
+    least `VOTE_SCORE` against it: a run that shares a stray word with the task is no evidence
+    of its domain), when it has more than half of their votes, the k-th nearest voting 1/k
     (a near run says more than a far one), and two runs at least (one alone decides only
-    when it is the only run that shares a word); narrowed to one type when that type has
-    more than half of the domain's votes. Else nothing, and the nearest runs' domains counted
-    (an untyped run as "untyped")."""
+    when every run that shares a word with the task is of its domain); narrowed to one type
+    when that type has more than half of the domain's votes. Else nothing, and the nearest
+    runs' domains counted (an untyped run as "untyped")."""
     allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
     nearest_types: list[str | None] = []
     seen: set[TaskKey] = set()
-    for i in memory.run_ranker.rank(task, allowed, matched_only=True):
+    sharing: set[str] = set()  # the domains of every run that shares a word with the task
+    for i, score in scored(memory.run_ranker, task, allowed):
+        sharing.add(domain_of(memory.runs[i].task_type) or "untyped")
+        if score < VOTE_SCORE:
+            continue  # best first: the rest score less, and only say which domains they are
         run = memory.runs[i]
         if run.task_key in seen:
             continue
@@ -213,6 +227,8 @@ def _by_similar(
         nearest_types.append(run.task_type or None)
         if len(seen) == nearest:
             break
+    # One run alone decides when every run that shares a word with the task is of its domain.
+    alone = len(nearest_types) == 1 and len(sharing) == 1
     counted = Counter(domain_of(t) or "untyped" for t in nearest_types)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
     weight: dict[str, float] = {}
@@ -221,7 +237,7 @@ def _by_similar(
         domain = domain_of(name) or "untyped"
         weight[domain] = weight.get(domain, 0.0) + 1 / place
     best = max(weight, key=lambda domain: weight[domain], default="untyped")
-    agreed = counted[best] >= 2 or len(nearest_types) == 1
+    agreed = counted[best] >= 2 or alone
     if not agreed or best == "untyped" or weight[best] * 2 <= sum(weight.values()):
         return frozenset(), "similar", votes
     for place, name in enumerate(nearest_types, 1):
