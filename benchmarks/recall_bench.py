@@ -45,7 +45,7 @@ import re
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from wikitrace.cli.main import main as wikitrace_main
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import read
 from wikitrace.corpus_schema.catalog import PastRun
+from wikitrace.tools.find import SEARCH_KINDS, SearchKind
 from wikitrace.tools.memory import Memory
 from wikitrace.transport.llm import LLMReply
 
@@ -400,7 +401,7 @@ def first_messages(
     for run in memory.runs:
         tasks_of_type[run.task_type].add(truth.task(run))
     for run in queries:
-        left_out = [run.task_id]
+        left_out = [run.task_key.name]
         plain = memory.first_message(run.task, exclude_tasks=left_out, max_tokens=max_tokens)
         figures.project_not_given.count(memory, truth, run, plain, own_project=False)
         if run.task_type and tasks_of_type[run.task_type] - {truth.task(run)}:
@@ -478,44 +479,50 @@ def quotes(corpus: Path, chosen: set[str]) -> Iterator[tuple[str, str]]:
                 break
 
 
-def _found(hits: Iterable[Any], step: str) -> bool:
-    """Whether the hits name the run's compilation (as a compilation, a claim or a quote)."""
+def _found(hits: Iterable[Any], steps: Collection[str]) -> bool:
+    """Whether the hits name a compilation of `steps` (as a compilation, a claim or a quote)."""
     return any(
-        hit.kind != "tasks" and (hit.id == step or f"/{step}." in f"/{hit.path}") for hit in hits
+        hit.kind != "tasks" and (hit.id in steps or any(f"/{s}." in f"/{hit.path}" for s in steps))
+        for hit in hits
     )
 
 
-def searched(memory: Memory, query: str) -> tuple[list[Any], bool | None]:
-    """The first 5 hits of `search`, and its "no match" when it says one (a list of hits
-    today; a result with `hits` and `no_match` is read too)."""
-    result: Any = memory.search(query, limit=5)
-    return list(getattr(result, "hits", result))[:5], getattr(result, "no_match", None)
+COMPILATIONS: tuple[SearchKind, ...] = ("compilations",)
+"""Quote recall asks the compilations alone: a quote's run is found as its compilation."""
+
+
+def searched(
+    memory: Memory, query: str, kinds: Sequence[SearchKind] = SEARCH_KINDS
+) -> tuple[list[Any], bool]:
+    """The first 5 hits of `search` (tools/find.py: best first, each at least search's
+    MIN_SCORE), and whether it answered "no match"."""
+    hits = memory.search(query, kinds, limit=5)
+    return hits[:5], not hits
 
 
 def search_figures(memory: Memory, corpus: Path, queries: list[PastRun], figures: Figures) -> None:
     """(d): recall@5 of compilation quotes, and "no match" for unrelated questions."""
     for step, quote in quotes(corpus, {run.step for run in queries}):
-        figures.quote_recall.add(_found(searched(memory, quote)[0], step))
+        # A quote several compilations hold (a policy line every τ-bench run's log repeats)
+        # is found by finding any of them.
+        holders = {step} | {run.step for run in memory.runs if quote in run.explanation}
+        figures.quote_recall.add(_found(searched(memory, quote, COMPILATIONS)[0], holders))
         words = quote.split()
         part = " ".join(words[1:-1] if len(words) >= 7 else words[1:])
-        figures.substring_recall.add(_found(searched(memory, part)[0], step))
+        figures.substring_recall.add(_found(searched(memory, part, COMPILATIONS)[0], holders))
     no_match = Rate()
     for question in UNRELATED:
-        hits, said = searched(memory, question)
-        no_match.add(said if said is not None else not hits)
-        scores = [s for s in (getattr(hit, "score", None) for hit in hits) if s is not None]
-        if scores:
-            figures.top_scores_unrelated.append(round(max(scores), 3))
+        no_match.add(searched(memory, question)[1])
+        # The best score under the threshold too: how near "no match" it came.
+        best = memory.search(question, limit=1, min_score=0.0)
+        figures.top_scores_unrelated.append(round(max((h.score for h in best), default=0.0), 3))
     figures.no_match = no_match
-    if not figures.top_scores_unrelated:
-        figures.notes.append("search scores: n/a (needs search with scores, wt-search)")
 
 
 def corpus_task(run: PastRun) -> tuple[str | None, str]:
     """A run's task as the corpus tells tasks apart: its id, with its source once runs carry
     one (issue 51's task identity, (source, id))."""
-    source = getattr(run, "task_source", None) or getattr(run, "source", None)
-    return (str(source) if source else None, run.task_id)
+    return (run.task_key.origin, run.task_key.id)
 
 
 def identity_figures(memory: Memory, truth: Truth, figures: Figures) -> None:
@@ -603,7 +610,7 @@ def naming_figures(
             if ways is not None and name not in ways:
                 continue
             command = ["-q", "prompt", str(corpus.resolve()), "--json"]
-            command += ["--task-file", str(task_file), "--exclude-task", run.task_id, *given]
+            command += ["--task-file", str(task_file), "--exclude-task", run.task_key.name, *given]
             code, printed, error = wikitrace(command, cwd)
             tally = figures.named.setdefault(name, Named())
             if code != 0:

@@ -81,7 +81,6 @@ def test_no_other_domain_is_shown_when_the_project_is_known(figures: Any) -> Non
     assert shown.wrong_domain_runs.hits == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 51: needs scope that abstains (wt-project)")
 def test_no_other_domain_is_shown_when_no_project_is_given(figures: Any) -> None:
     shown = figures.project_not_given
     assert shown.wrong_domain_lessons.hits == 0
@@ -107,12 +106,10 @@ def test_a_repository_with_worktrees_is_one_project(figures: Any) -> None:
     assert len(figures.projects_per_repo[SPOTTER]) == 1, figures.projects_per_repo
 
 
-@pytest.mark.xfail(strict=True, reason="issue 51: needs search over quotes (wt-search)")
 def test_search_finds_a_compilation_quote_by_its_own_words(figures: Any) -> None:
     assert figures.quote_recall.hits == figures.quote_recall.of
 
 
-@pytest.mark.xfail(strict=True, reason="issue 51: needs search's no match (wt-search)")
 def test_search_answers_no_match_to_unrelated_questions(figures: Any) -> None:
     assert figures.no_match.hits == figures.no_match.of
 
