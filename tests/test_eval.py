@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from scipy import stats
 from wikitrace.cli.main import cli
 from wikitrace.corpus_schema import InputError
 from wikitrace.evaluation import EvalOptions, evaluate, read_rows
-from wikitrace.evaluation.metrics import _Bootstrap
+from wikitrace.evaluation.metrics import MIN_TASKS, Interval, _Bootstrap, expanded_tail
 
 
 def rows_file(
@@ -152,6 +153,53 @@ def test_the_rerun_band_and_the_average(tmp_path: Path) -> None:
     # Seeded: the same rows give the same intervals.
     again = evaluate(read_rows([rows_file(tmp_path / "r.jsonl", outcomes)]), EvalOptions())
     assert only(again, "average", "memory").gain == average.gain
+
+
+def test_a_single_task_is_never_judged_against_noise(tmp_path: Path) -> None:
+    outcomes = {
+        ("s", "no-memory", "a"): [F, F, F],
+        ("s", "no-memory-rerun", "a"): [F, F, F],
+        ("s", "memory", "a"): [T, T, T],
+    }
+    rows = read_rows([rows_file(tmp_path / "r.jsonl", outcomes)])
+    result = only(evaluate(rows, EvalOptions()), "s", "memory")
+    assert result.gain.cell() == "1.000 [1.000, 1.000]"
+    assert (result.gain_over_rerun_tasks, result.regression_over_rerun_tasks) == (1, 0)
+    assert result.gain_beats_noise is None and result.regression_beyond_noise is None
+    assert result.verdict() == (
+        f"Gain not judged (1 task, fewer than {MIN_TASKS}); "
+        f"Regression not judged (0 tasks, fewer than {MIN_TASKS})"
+    )
+    # The same rows with the minimum at one task are judged: the minimum is what held it back.
+    lenient = only(evaluate(rows, EvalOptions(min_tasks=1)), "s", "memory")
+    assert lenient.gain_beats_noise is True and lenient.verdict().startswith("Gain beats noise")
+
+
+def test_the_comparison_with_the_rerun_is_paired_by_task(tmp_path: Path) -> None:
+    outcomes = random_outcomes(80, seed=7)
+    for (suite, method, task), trials in list(outcomes.items()):
+        if method == "no-memory-rerun":
+            outcomes[(suite, "same-as-rerun", task)] = trials
+    report = evaluate(read_rows([rows_file(tmp_path / "r.jsonl", outcomes)]), EvalOptions())
+    # The same tasks drawn for both sides in every resample: nothing is left of the difference.
+    same = only(report, "s", "same-as-rerun")
+    assert same.gain_over_rerun == Interval(0.0, 0.0, 0.0)
+    assert same.regression_over_rerun == Interval(0.0, 0.0, 0.0)
+    assert same.gain_beats_noise is False and same.regression_beyond_noise is False
+    memory = only(report, "s", "memory")
+    assert memory.gain_over_rerun_tasks == memory.gain_tasks >= MIN_TASKS
+    # Paired, the difference's interval is narrower than two Gains resampled on their own.
+    band = only(report, "s", "no-memory-rerun")
+    assert memory.gain_over_rerun is not None and memory.gain_over_rerun.low is not None
+    paired = memory.gain_over_rerun.high - memory.gain_over_rerun.low
+    unpaired = math.hypot(memory.gain.high - memory.gain.low, band.gain.high - band.gain.low)
+    assert paired < unpaired
+
+
+@pytest.mark.parametrize("tasks", [8, 20, 50, 200])
+def test_the_expanded_interval_widens_as_students_t_does(tasks: int) -> None:
+    widened = math.sqrt(tasks / (tasks - 1)) * stats.t.ppf(0.975, tasks - 1)
+    assert expanded_tail(0.95, tasks) == pytest.approx(stats.norm.cdf(-widened) * 100, rel=0.01)
 
 
 def test_bad_rows_are_named(tmp_path: Path) -> None:
