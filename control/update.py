@@ -12,11 +12,13 @@
    comparison, this update's included), boundary tasks (whose outcome changed with memory in
    an earlier comparison) and coverage tasks (standing for the tasks seen so far, spread over
    task types). Each task runs `trials` times with the same seeds on both sides, and (the rerun
-   band) once more per trial with the old memory on other seeds: how much outcomes move when
-   nothing changes. The candidate is deployed only when its gain over the old memory (the sum,
-   over the tasks both sides gave results for, of new minus old) is larger than the band
+   band) once more per trial with the old memory on the same seeds: how much outcomes move when
+   nothing changes (nothing, where the harness fixes an outcome by its seed). The candidate is
+   deployed only when its gain over the old memory (the sum, over the tasks both sides gave
+   results for, of new minus old, paired by task and seed) is larger than the band
    (1.645 times the root of the sum of (rerun - old)^2, so a candidate that changes nothing
-   passes about 5% of the time): better beyond noise. A tie keeps the old.
+   passes about 5% of the time): better beyond noise. A tie keeps the old; so does a band of
+   0 (the seed fixes outcomes) with any task done worse.
 4. The decision, its trigger figures, the tasks and why each was chosen, the seeds and the ids
    of every agent run go into updates/update-NNNN.json; the history says deployed or refused.
 
@@ -33,6 +35,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -59,6 +62,9 @@ from .embed import Embedder, Encoded, HashingEmbedder, cosine, memory_texts, upd
 from .runner import RunLog, Runner, RunnerSpec, RunRequest
 
 log = logging.getLogger(__name__)
+
+Side = Literal["old", "new", "rerun"]
+"""Which side of a comparison a run is on: the old memory, the candidate, the old run again."""
 
 MAX_BOUNDARY_KEPT = 200
 """Boundary tasks remembered between updates (newest first)."""
@@ -316,23 +322,28 @@ class _Controller:
         seeds = [first + trial for trial in range(trials)]
         record.seeds = seeds
         if self.options.rerun_band:
-            record.rerun_seeds = [first + trials + trial for trial in range(trials)]
+            # The same seeds: where the harness fixes an outcome by its seed, a rerun on other
+            # seeds would measure noise the paired comparison does not have.
+            record.rerun_seeds = list(seeds)
         views = self.store.dir / PROBES_DIR / self.id
         try:
-            requests = []
+            requests: list[RunRequest] = []
+            sides: list[Side] = []
             for task_id, group in tasks:
                 (old, old_root), (new, new_root) = self._memories(task_id, group, views)
-                requests += [RunRequest(task_id, old, old_root, seed) for seed in seeds]
-                requests += [RunRequest(task_id, new, new_root, seed) for seed in seeds]
-                requests += [
-                    RunRequest(task_id, old, old_root, seed) for seed in record.rerun_seeds
-                ]
+                for side, name, root, on in (
+                    ("old", old, old_root, seeds),
+                    ("new", new, new_root, seeds),
+                    ("rerun", old, old_root, record.rerun_seeds),
+                ):
+                    requests += [RunRequest(task_id, name, root, seed) for seed in on]
+                    sides += [side] * len(on)
             runs = self._run(requests, progress)
         finally:
             remove_tree(views)
             with contextlib.suppress(OSError):
                 views.parent.rmdir()  # probes/, when nothing else is using it
-        return self._score(record, tasks, runs, trigger, direction)
+        return self._score(record, tasks, list(zip(sides, runs, strict=True)), trigger, direction)
 
     def _memories(self, task_id: str, group: Group, views: Path) -> list[tuple[str, Path]]:
         """The old and the candidate memory for one task. A fresh task's own runs are in the
@@ -371,19 +382,18 @@ class _Controller:
         self,
         record: UpdateRecord,
         tasks: list[tuple[str, Group]],
-        runs: list[AgentRun],
+        runs: list[tuple[Side, AgentRun]],
         trigger: Trigger,
         direction: np.ndarray | None,
     ) -> UpdateRecord:
         state = self.state
         record.agent_runs = len(runs)
-        record.errors = sum(run.status == "error" for run in runs)
-        reruns = set(record.rerun_seeds)
+        record.errors = sum(run.status == "error" for _, run in runs)
         for task_id, group in tasks:
-            mine = [r for r in runs if r.task_id == task_id]
-            old_runs = [r for r in mine if r.memory == self.old and r.seed not in reruns]
-            new_runs = [r for r in mine if r.memory == self.new]
-            rerun_runs = [r for r in mine if r.memory == self.old and r.seed in reruns]
+            mine = [(side, r) for side, r in runs if r.task_id == task_id]
+            old_runs = [r for side, r in mine if side == "old"]
+            new_runs = [r for side, r in mine if side == "new"]
+            rerun_runs = [r for side, r in mine if side == "rerun"]
             old, new = _mean(old_runs), _mean(new_runs)
             record.tasks.append(
                 TaskResult(
@@ -421,14 +431,20 @@ class _Controller:
             f"{record.score_new:.3f} vs {record.score_old:.3f} over {len(compared)} tasks, "
             f"gain {gain:+g}{noise} ({record.agent_runs} agent runs, {record.errors} errors)"
         )
-        if deploys(gain, band):
+        worse_on = worse_tasks(compared)
+        if deploys(gain, band, worse_on):
             record.decision, record.deployed = "deployed", self.new
             better = "did better beyond noise" if band is not None else "did better"
             record.reason = f"compared because {trigger.why}; {self.new} {better}: {scores}"
             self.momentum.remember(direction)
         else:
             record.decision = "kept"
-            if gain > 0:
+            if gain > 0 and band == 0.0:
+                worse = (
+                    f"the rerun moved no outcome (the seed fixes them) and it did worse on "
+                    f"{worse_on} of {len(compared)} tasks"
+                )
+            elif gain > 0:
                 worse = "its gain is within the rerun band"
             else:
                 worse = "a tie keeps the old" if gain == 0 else "it did worse"
@@ -441,9 +457,22 @@ def net_gain(tasks: Sequence[TaskResult]) -> float:
     return round(sum((t.new or 0.0) - (t.old or 0.0) for t in tasks if t.compared), 6)
 
 
-def deploys(gain: float, band: float | None) -> bool:
-    """The candidate goes live when its gain is above the rerun band (above 0 with none)."""
+def deploys(gain: float, band: float | None, worse: int = 0) -> bool:
+    """The candidate goes live when its gain is above the rerun band (above 0 with none).
+
+    A band of 0 means running the old memory again on the same seeds moved no outcome: the
+    harness fixes outcomes by seed, so any gain is beyond run-to-run noise, but a changed
+    memory may still move outcomes both ways (a changed word alters a trajectory at
+    temperature 0). Then a candidate that made any task worse (`worse`) is refused: its gain
+    may be that reshuffling (benchmarks/deploy_bench.py, the `seeded, text` harness)."""
+    if band == 0.0 and worse:
+        return False
     return gain > (band or 0.0)
+
+
+def worse_tasks(tasks: Sequence[TaskResult]) -> int:
+    """Compared tasks the candidate did worse on than the old memory."""
+    return sum(1 for t in tasks if t.compared and (t.new or 0.0) < (t.old or 0.0))
 
 
 def rerun_band(tasks: Sequence[TaskResult]) -> float:

@@ -98,7 +98,7 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     # 8 tasks, run with each memory and, for the rerun band, with the old one again: the toy
     # agent is deterministic, so the band is 0 and a gain of one task is beyond it.
     assert store.current() == "v0002" and helpful.agent_runs == 24 and helpful.errors == 0
-    assert (helpful.gain, helpful.band, helpful.rerun_seeds) == (1.0, 0.0, [1])
+    assert (helpful.gain, helpful.band, helpful.rerun_seeds) == (1.0, 0.0, [0])
     assert "did better beyond noise" in helpful.reason
 
     # An over-broad lesson (force every container): it turns away from the past and is refused.
@@ -128,7 +128,7 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     # 8 tasks x 3 runs: old solves 6 (0.75) and 6 again, the candidate 1 (0.125).
     assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 13
     for task in harmful.tasks:
-        assert [runs[ident].seed for ident in task.rerun_runs] == [1]
+        assert [runs[ident].seed for ident in task.rerun_runs] == [0]
         assert task.rerun == task.old
 
     # Another doormat lesson is the same lesson drawn from another run (a near-duplicate): the
@@ -201,10 +201,15 @@ def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> No
     assert record is not None and record.trigger.why == "--always-compare"
     assert record.seeds == [5, 6]
     assert [t.group for t in record.tasks] == ["fresh", "boundary", *["coverage"] * 3]
-    assert record.agent_runs == 3 * 2 * 5 and record.rerun_seeds == [7, 8]
+    # The rerun band runs the old memory again on the same seeds, kept apart from its first runs.
+    assert record.agent_runs == 3 * 2 * 5 and record.rerun_seeds == [5, 6]
     runs = read_agent_runs(Store(toy).runs_path)
     assert sorted({runs[i].seed for t in record.tasks for i in t.old_runs + t.new_runs}) == [5, 6]
-    assert sorted({runs[i].seed for t in record.tasks for i in t.rerun_runs}) == [7, 8]
+    assert sorted({runs[i].seed for t in record.tasks for i in t.rerun_runs}) == [5, 6]
+    for task in record.tasks:
+        assert len(task.old_runs) == len(task.rerun_runs) == 2
+        assert not set(task.old_runs) & set(task.rerun_runs)
+        assert {runs[i].memory for i in task.rerun_runs} == {record.current}
     # Both memories solve the same tasks: a tie keeps the old.
     assert record.score_old == record.score_new and record.decision == "kept"
     assert "a tie keeps the old" in record.reason
@@ -242,6 +247,24 @@ def test_another_embedder_starts_the_average_afresh(toy: Path, llm: FakeLLM) -> 
     )
     assert again.record is not None and again.record.trigger.embedder == "local-hash-idf-64"
     assert again.record.trigger.encoded == "insights"
+
+
+def test_deploys_beyond_the_band_and_not_a_reshuffle_when_the_seed_fixes_outcomes() -> None:
+    from wikitrace.control.update import deploys, worse_tasks
+    from wikitrace.corpus_schema.ledger import TaskResult
+
+    def task(old: float, new: float) -> TaskResult:
+        return TaskResult(
+            task_id="t", group="coverage", old_runs=[], new_runs=[], old=old, new=new, compared=True
+        )
+
+    assert worse_tasks([task(0, 1), task(1, 0), task(1, 1), task(0.5, 0)]) == 2
+    # A rerun that moved nothing (band 0): the seed fixes outcomes, any gain is beyond noise,
+    # unless the candidate also made a task worse (a changed memory reshuffling outcomes).
+    assert deploys(1.0, 0.0, 0) and not deploys(1.0, 0.0, 1) and not deploys(0.0, 0.0, 0)
+    # A noisy harness: the band stands for the noise, a task done worse is part of it.
+    assert deploys(3.0, 2.0, 2) and not deploys(2.0, 2.0, 0)
+    assert deploys(0.5, None, 3) and not deploys(0.0, None, 0)  # --no-rerun-band
 
 
 def test_directions() -> None:
