@@ -11,11 +11,11 @@ and line), so giving a report file again, or every report since the start, count
 once. Unless a report says otherwise (its `checks`), citing an insight means its
 precondition held (the agent chose to use it) and the effect is judged by the episode's success
 (the default verifier), allowing for how often the agent fails that task anyway (`BaseRates`:
-the task's control episodes, run without memory, or else the corpus's runs of the task, or, for
-a task neither has, the failure rate of the lesson's task type in the corpus (or of every
-control episode) at its upper confidence bound; a failure on a task that fails half the time
-says less against the lesson than one on a task always solved; a report that names no task
-counts in full). An insight
+the task's own control episodes, run without memory, or else the corpus's runs of it, when
+there are at least 5; or else a rate pooled over tasks at its upper confidence bound: every
+control episode given, or the corpus's runs of the lesson's task type; a failure on a task
+that fails half the time says less against the lesson than one on a task always solved; a
+report that names no task counts in full). An insight
 is retired when an anytime-valid test (control.sequential.Watch) shows its violation rate above
 `max_violation_rate`: checked after every report, a lesson violated no more often than that
 is retired with chance at most `alpha`. Retirement makes a new version: the insight is
@@ -26,6 +26,7 @@ finished by running it again, which never retires the same insight a second time
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -138,9 +139,9 @@ class Base:
 
     failure: float
     source: str
-    """checked (the report's own check: no allowance), controls (the task's control
-    episodes), task (the corpus's runs of the task), task type (the corpus's runs of the
-    lesson's task type, upper bound), all controls (every control episode, upper bound), none
+    """checked (the report's own check: no allowance), controls (the task's own control
+    episodes), task (the corpus's runs of the task), all controls (every control episode,
+    upper bound), task type (the corpus's runs of the lesson's task type, upper bound), none
     (nothing known: the failure counts in full)."""
 
 
@@ -157,17 +158,22 @@ def _tally(pairs: list[tuple[str | None, bool]]) -> dict[str | None, Counts]:
     return {key: (counts[0], counts[1]) for key, counts in found.items()}
 
 
+MIN_OWN_RUNS = 5
+"""Fewest episodes of a task itself (its controls, or the corpus's runs of it) before its own
+rate is used: one or two runs say 0 or 1, and a harmless lesson on a hard task that once
+succeeded would be retired (benchmarks/monitor_bench.py)."""
+
+
 @dataclass
 class BaseRates:
     """How often a task fails without the lesson, to allow for in monitoring.
 
-    A task's own control episodes or corpus runs give its rate as counted (an estimate per
-    task, its errors averaging out over the many tasks a lesson meets). A task neither has
-    (a new task, the normal case after deployment) takes a rate pooled over many tasks: the
-    lesson's task type in the corpus, or else every control episode; one estimate used for
-    every such episode, so its error would not average out, and its upper confidence bound
-    (at `confidence`) is taken: allowing for a little too much failure makes retiring a
-    harmless lesson rarer, not likelier."""
+    A task with at least MIN_OWN_RUNS control episodes (or else corpus runs) of its own gets
+    its rate as counted. Any other task (a new task, the normal case after deployment) takes a
+    rate pooled over many tasks: every control episode given, or else the corpus's runs of the
+    lesson's task type. That is one estimate used for every such episode, so its error would
+    not average out: its upper confidence bound (at `confidence`) is taken, as allowing for a
+    little too much failure makes retiring a harmless lesson rarer, not likelier."""
 
     tasks: dict[str | None, Counts] = field(default_factory=dict)
     types: dict[str | None, Counts] = field(default_factory=dict)
@@ -187,18 +193,25 @@ class BaseRates:
         if task_id is None:
             return Base(0.0, "none")
         for tallies, source in ((self.controls, "controls"), (self.tasks, "task")):
-            if task_id in tallies:
-                failed, runs = tallies[task_id]
+            failed, runs = tallies.get(task_id, (0, 0))
+            if runs >= MIN_OWN_RUNS:
                 return Base(min(failed / runs, BASE_CAP), source)
-        pooled = [(self.types.get(task_type), "task type")] if task_type is not None else []
+        pooled: list[tuple[Counts | None, str]] = []
         if self.controls:
             every = self.controls.values()
             pooled.append(((sum(t[0] for t in every), sum(t[1] for t in every)), "all controls"))
+        if task_type is not None:
+            pooled.append((self.types.get(task_type), "task type"))
         for tally, source in pooled:
             if tally is not None and tally[1]:
-                bound = stats.upper(tally[0], tally[1], self.confidence)
-                return Base(min(bound, BASE_CAP), source)
+                return Base(min(_upper(*tally, self.confidence), BASE_CAP), source)
         return Base(0.0, "none")
+
+
+@functools.lru_cache(maxsize=1024)
+def _upper(failed: int, runs: int, confidence: float) -> float:
+    """The pooled rate's bound, computed once for the many episodes it serves."""
+    return stats.upper(failed, runs, confidence)
 
 
 def read_controls(paths: list[Path]) -> list[CitationReport]:

@@ -318,9 +318,9 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
         ("insight-0001", 2, 2, 0, False),
         ("insight-0002", 1, 1, 0, False),
     ]
-    # drawer-4 is in the corpus (its own runs' failure rate is allowed for); drawer-10 is new
-    # (the rate of the lesson's task type, drawers, in the corpus, at its upper bound).
-    assert kept.records[0].bases == {"task": 1, "task type": 1}
+    # drawer-4 has one run in the corpus and drawer-10 none: for both, the failure rate of the
+    # lesson's task type (drawers) in the corpus is allowed for, at its upper bound.
+    assert kept.records[0].bases == {"task type": 2}
     # The later world: in the attic the key is not under the doormat. The attic's tasks are
     # new to the corpus, so a failure there may be the task's, not the lesson's: the harness
     # checks the lesson's own effect (was the key under the doormat?).
@@ -356,18 +356,23 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
 
 def test_base_rates_for_known_and_new_tasks(tmp_path: Path) -> None:
     rates = BaseRates(
-        tasks={"a": (1, 2)}, types={"drawer": (4, 10)}, controls={"b": (3, 3)}, confidence=0.95
+        tasks={"a": (2, 5), "b": (1, 2)},
+        types={"drawer": (4, 10)},
+        controls={"c": (5, 5), "d": (0, 1)},
+        confidence=0.95,
     )
     assert rates.failure(None, "drawer") == Base(0.0, "none")  # no task named: in full
-    assert rates.failure("a", "drawer") == Base(0.5, "task")  # its own runs, as counted
-    assert rates.failure("b", "drawer") == Base(0.95, "controls")  # capped: 3 of 3 failed
-    # A new task: its lesson's task type, at the upper bound (one estimate for every new task).
-    new = rates.failure("new", "drawer")
+    assert rates.failure("a", "drawer") == Base(0.4, "task")  # 5 runs of its own, as counted
+    assert rates.failure("c", "drawer") == Base(0.95, "controls")  # capped: 5 of 5 failed
+    # Fewer than 5 of its own: every control episode, pooled, at its upper bound.
+    pooled = Base(0.95, "all controls")  # 5 of 6 failed
+    assert rates.failure("b", "drawer") == rates.failure("d", None) == pooled
+    # No controls: the lesson's task type, at the upper bound (one estimate for every new task).
+    typed = BaseRates(tasks=rates.tasks, types=rates.types)
+    new = typed.failure("new", "drawer")
     assert new.source == "task type" and new.failure == pytest.approx(stats.upper(4, 10, 0.95))
-    assert new.failure > 0.4
-    # A type the corpus has no run of: every control episode, pooled, at its upper bound.
-    assert rates.failure("new", "safe") == Base(0.95, "all controls")
-    assert BaseRates(types={"drawer": (4, 10)}).failure("new", "safe") == Base(0.0, "none")
+    assert new.failure > 0.4 and typed.failure("b", "drawer") == new
+    assert typed.failure("new", "safe") == Base(0.0, "none")  # nothing known: in full
     controls = tmp_path / "controls.jsonl"
     controls.write_text('{"used": {}, "task_id": "a", "success": false}\n{"used": {}}\n')
     with pytest.raises(InputError, match=r"controls.jsonl:2: a control episode needs its task_id"):
