@@ -13,11 +13,11 @@ goes up by the scenario's lift; it hurts: down). Three harnesses:
   text draws anew (a model at temperature 0 whose trajectory any changed word alters).
 
 Outcomes go through the decision code `update` runs (`control.update.net_gain`, `rerun_band`,
-`deploys`, `worse_tasks`). Printed per harness and scenario: how often the candidate is
+`deploys`, `own_band`). Printed per harness and scenario: how often the candidate is
 deployed with the rerun band on the same seeds (what `update` does: where the rerun moves no
-outcome, a candidate that did any task worse is refused), on other seeds (the rule before,
-with the same refusal, which a rerun on other seeds seldom triggers), and under the plain
-higher-mean rule.
+outcome and the candidate did some task worse, its gain must pass its own band), on other
+seeds (the rule before, with the same fallback, which a rerun on other seeds seldom
+triggers), and under the plain higher-mean rule.
 
     python benchmarks/deploy_bench.py [--reps 4000] [--tasks 16] [--trials 1 3]
 """
@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wikitrace.control.update import deploys, net_gain, rerun_band, worse_tasks
+from wikitrace.control.update import deploys, net_gain, own_band, rerun_band
 from wikitrace.corpus_schema.ledger import TaskResult
 
 
@@ -132,10 +132,10 @@ def main() -> None:
                 for _ in range(args.reps):
                     paired = compare(rng, harness, scenario, args.tasks, trials, True)
                     gain = net_gain(paired)
-                    same += deploys(gain, rerun_band(paired), worse_tasks(paired))
+                    same += deploys(gain, rerun_band(paired), own_band(paired))
                     plain += deploys(gain, None)
                     apart = compare(rng, harness, scenario, args.tasks, trials, False)
-                    other += deploys(net_gain(apart), rerun_band(apart), worse_tasks(apart))
+                    other += deploys(net_gain(apart), rerun_band(apart), own_band(apart))
                 print(
                     f"{harness:13} {trials:6} {scenario.name:24} {same / args.reps:10.3f} "
                     f"{other / args.reps:11.3f} {plain / args.reps:11.3f}"
