@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ Counts = tuple[int, int]
 """(failures, episodes)."""
 
 
-def _tally(pairs: list[tuple[str | None, bool]]) -> dict[str | None, Counts]:
+def _tally(pairs: Sequence[tuple[str | None, bool]]) -> dict[str | None, Counts]:
     found: dict[str | None, list[int]] = {}
     for key, failed in pairs:
         counts = found.setdefault(key, [0, 0])

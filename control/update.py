@@ -338,11 +338,12 @@ class _Controller:
             sides: list[Side] = []
             for task_id, group in tasks:
                 (old, old_root), (new, new_root) = self._memories(task_id, group, views)
-                for side, name, root, on in (
+                plan: list[tuple[Side, str, Path, list[int]]] = [
                     ("old", old, old_root, seeds),
                     ("new", new, new_root, seeds),
                     ("rerun", old, old_root, record.rerun_seeds),
-                ):
+                ]
+                for side, name, root, on in plan:
                     requests += [RunRequest(task_id, name, root, seed) for seed in on]
                     sides += [side] * len(on)
             runs = self._run(requests, progress)
