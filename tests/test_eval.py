@@ -196,6 +196,49 @@ def test_the_comparison_with_the_rerun_is_paired_by_task(tmp_path: Path) -> None
     assert paired < unpaired
 
 
+def test_paired_intervals_cover_the_population_s_truth() -> None:
+    """A bounded slice of benchmarks/lift_bench.py: 60 suites of 80 tasks, memory's effect
+    fixed per task (+0.3 on 30% of them); the truth from 400,000 tasks of the population."""
+    from wikitrace.evaluation.rows import ResultRow, Row
+
+    rng = np.random.default_rng(11)
+
+    def chances(tasks: int) -> tuple[Any, Any]:
+        base = rng.uniform(0.1, 0.9, tasks)
+        return base, np.clip(base + np.where(rng.random(tasks) < 0.3, 0.3, 0.0), 0, 1)
+
+    base, memory = chances(400_000)
+    failed = stats.binom.cdf(1, 3, base)  # B fails: at most 1 of 3 trials succeeds
+    truth = float(np.sum(failed * (memory - base)) / np.sum(failed))
+    covered = beats = 0
+    for suite in range(60):
+        base, memory = chances(80)
+        rows = []
+        for method, chance in (("no-memory", base), ("no-memory-rerun", base), ("m", memory)):
+            outcomes = rng.random((80, 3)) < chance[:, None]
+            rows += [
+                Row(
+                    "sim",
+                    ResultRow(
+                        suite="s",
+                        method=method,
+                        task_id=str(task),
+                        trial=trial,
+                        success=bool(outcomes[task, trial]),
+                    ),
+                )
+                for task in range(80)
+                for trial in range(3)
+            ]
+        result = only(evaluate(rows, EvalOptions(resamples=500, seed=suite)), "s", "m")
+        over = result.gain_over_rerun
+        covered += over.low <= truth <= over.high
+        beats += bool(result.gain_beats_noise)
+    assert 0.08 < truth < 0.10  # lift_bench: 0.089
+    assert 54 <= covered <= 60  # 95% intervals: 57 expected
+    assert beats >= 6  # it is detected, sometimes, at 80 tasks
+
+
 @pytest.mark.parametrize("tasks", [8, 20, 50, 200])
 def test_the_expanded_interval_widens_as_students_t_does(tasks: int) -> None:
     widened = math.sqrt(tasks / (tasks - 1)) * stats.t.ppf(0.975, tasks - 1)
