@@ -1,10 +1,11 @@
 """Benchmark the update trigger: how often a sequence of updates would be compared, by encoding.
 
 A corpus is grown by offline `add`s of a log's runs in chunks (each a version); for each update
-the direction is computed as `wikitrace update` computes it, with the insight set alone and
-with the corpus (insights and runs), and the momentum average is kept as if every update were
-deployed. Prints, per encoding, the share of updates the trigger would compare, why, and the
-cosines. No agent runs.
+the direction is computed as `wikitrace update` computes it (kind by kind: lessons, runs,
+task types; the lowest cosine over the kinds an update changes), with the insight set alone
+and with the corpus, and the momentum average is kept as if every update were deployed.
+Prints, per encoding, the share of updates the trigger would compare, why, and the cosines.
+No agent runs.
 
     python benchmarks/trigger_bench.py PATH [--chunk 5] [--momentum 0.9] [--threshold 0.5]
 """
@@ -24,7 +25,7 @@ import orjson
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.importers import AUTO, DEFAULT_THRESHOLD, plan_inputs
 from wikitrace.compiler.importers.runs import SourceRun
-from wikitrace.control.embed import HashingEmbedder, cosine, memory_texts, update_direction
+from wikitrace.control.embed import HashingEmbedder, memory_texts, turning, update_parts
 from wikitrace.versions import Store
 
 
@@ -64,7 +65,7 @@ def main() -> None:
             average = None
             compared, unchanged, cosines = 0, 0, []
             for old, new in pairwise(versions):
-                direction, _, _ = update_direction(
+                direction, _, _ = update_parts(
                     memory_texts(old, encoded), memory_texts(new, encoded), embedder
                 )
                 if direction is None:
@@ -73,7 +74,7 @@ def main() -> None:
                 if average is None:
                     compared += 1
                 else:
-                    value = cosine(direction, average)
+                    value = turning(direction, average)
                     cosines.append(value)
                     compared += value < args.threshold
                 average = (

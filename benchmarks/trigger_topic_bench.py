@@ -26,7 +26,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from wikitrace.control.embed import Embedder, HashingEmbedder, cosine, update_direction
+from wikitrace.control.embed import (
+    TYPE_PREFIX,
+    Embedder,
+    HashingEmbedder,
+    cosine,
+    turning,
+    update_direction,
+    update_parts,
+)
 
 ROOMS = {
     "kitchen": (
@@ -62,23 +70,22 @@ ROOMS = {
         ["shirt", "sock", "detergent", "iron", "basket", "hanger", "sheet"],
     ),
 }
-VERBS = [
-    "put a clean {o} in {p}",
-    "heat some {o} and put it on {p}",
-    "find two {o} and put them in {p}",
-    "examine the {o} with the desklamp",
-    "cool a {o} and put it in {p}",
-    "put a {o} on {p}",
-]
+VERBS = {
+    "pick_clean_then_place_in_recep": "put a clean {o} in {p}",
+    "pick_heat_then_place_in_recep": "heat some {o} and put it on {p}",
+    "pick_two_obj_and_place": "find two {o} and put them in {p}",
+    "look_at_obj_in_light": "examine the {o} with the desklamp",
+    "pick_cool_then_place_in_recep": "cool a {o} and put it in {p}",
+    "pick_and_place_simple": "put a {o} on {p}",
+}
+"""ALFWorld's task types, each with how its tasks read."""
 
 
-def task(rng: random.Random, room: str) -> str:
+def task(rng: random.Random, room: str, kind: str) -> str:
     furniture, objects = ROOMS[room]
     seen = rng.sample(furniture, 5)
     where = ", ".join(f"a {thing} {rng.randint(1, 3)}" for thing in seen)
-    verb = rng.choice(VERBS).format(
-        o=rng.choice(objects), p=f"{rng.choice(seen)} {rng.randint(1, 3)}"
-    )
+    verb = VERBS[kind].format(o=rng.choice(objects), p=f"{rng.choice(seen)} {rng.randint(1, 3)}")
     return (
         f"You are in the middle of a room. Looking quickly around you, you see {where}.\n"
         f"Your task is to: {verb}."
@@ -92,39 +99,54 @@ class Unweighed(HashingEmbedder):
         return self
 
 
+def plain(rng: random.Random, text: str, number: int) -> str:
+    return text
+
+
 def titled(rng: random.Random, text: str, number: int) -> str:
     outcome = rng.choice(["succeeded", "failed"])
     return f"{text}\ntask {number} {outcome} in {rng.randint(3, 30)} turns (0 with an error signal)"
 
 
-Encoder = tuple[str, Embedder, Callable[[random.Random, str, int], str]]
+Encoder = tuple[str, Embedder, Callable[[random.Random, str, int], str], bool, bool]
+"""Its name, embedder, how a run's text is written, whether its task type is an item (as
+`control.embed.memory_texts` adds it when the log names the type), and whether the update is
+judged kind by kind (`update_parts` and `turning`, as `update` does) or as one direction."""
 
 
 def run(
     rng: random.Random, encoder: Encoder, args: argparse.Namespace
 ) -> tuple[list[bool], list[bool], list[bool]]:
     """Compared or not: first updates of a new topic, further ones of the same, and whether a
-    new topic was compared by its first or second update."""
-    _, embedder, text = encoder
-    rooms = list(ROOMS)
+    new topic was compared by its first or second update. A topic is a room (each task of a
+    random type) or a task type (each task in a random room), as `--topic` says."""
+    _, embedder, text, typed, by_kind = encoder
+    topics = list(ROOMS) if args.topic == "room" else list(VERBS)
     memory: dict[str, str] = {}
     average = None
     new_topic: list[bool] = []
     same_topic: list[bool] = []
     by_second: list[bool] = []
-    room = rng.choice(rooms)
+    topic = rng.choice(topics)
     first = True
     for _ in range(args.topics):
         for update in range(rng.randint(2, 4)):
-            added = {
-                f"step-{len(memory) + i + 1:04d}": text(rng, task(rng, room), len(memory) + i)
-                for i in range(args.runs)
-            }
+            added: dict[str, str] = {}
+            runs = sum(ident.startswith("step-") for ident in memory)
+            for i in range(args.runs):
+                step = f"step-{runs + i + 1:04d}"
+                room = topic if args.topic == "room" else rng.choice(list(ROOMS))
+                kind = topic if args.topic == "type" else rng.choice(list(VERBS))
+                added[step] = text(rng, task(rng, room, kind), runs + i)
+                if typed:
+                    added[TYPE_PREFIX + step] = kind
             new = {**memory, **added}
-            direction, _, _ = update_direction(memory, new, embedder)
+            changed = update_parts if by_kind else update_direction
+            direction, _, _ = changed(memory, new, embedder)
             assert direction is not None
             if average is not None:
-                compared = cosine(direction, average) < args.threshold
+                similar = turning if by_kind else cosine
+                compared = similar(direction, average) < args.threshold
                 (new_topic if update == 0 and not first else same_topic).append(compared)
                 if update == 0 and not first:
                     by_second.append(compared)
@@ -137,7 +159,7 @@ def run(
             )
             memory = new
         first = False
-        room = rng.choice([r for r in rooms if r != room])
+        topic = rng.choice([t for t in topics if t != topic])
     return new_topic, same_topic, by_second
 
 
@@ -148,17 +170,24 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="runs an update")
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument(
+        "--topic", choices=["room", "type", "both"], default="both", help="what a topic is"
+    )
     args = parser.parse_args()
     encoders: list[Encoder] = [
-        (
-            "update's encoder (task text, rarer words weigh more)",
-            HashingEmbedder(),
-            lambda r, t, n: t,
-        ),
-        ("every word alike", Unweighed(), lambda r, t, n: t),
-        ("with the compilation title, every word alike (before)", Unweighed(), titled),
+        ("update's: text and task type, kind by kind", HashingEmbedder(), plain, True, True),
+        ("text and task type, one direction", HashingEmbedder(), plain, True, False),
+        ("task text alone (before)", HashingEmbedder(), plain, False, False),
+        ("task text alone, every word alike", Unweighed(), plain, False, False),
+        ("with the compilation title, every word alike", Unweighed(), titled, False, False),
     ]
+    for topic in ("room", "type") if args.topic == "both" else (args.topic,):
+        report(encoders, argparse.Namespace(**{**vars(args), "topic": topic}))
+
+
+def report(encoders: list[Encoder], args: argparse.Namespace) -> None:
     print(
+        f"\nA topic is a {'room' if args.topic == 'room' else 'task type'}: "
         f"{args.sequences} sequences of {args.topics} topics, 2-4 updates a topic, "
         f"{args.runs} runs an update; momentum {args.momentum:g}, threshold {args.threshold:g}"
     )

@@ -182,13 +182,21 @@ def _print_decisions(corpus: Path, report: Any, *, as_json: bool) -> None:
 def _monitor_settings(values: dict[str, Any]) -> MonitorOptions:
     from wikitrace.control.monitor import MonitorOptions
 
-    return MonitorOptions(**values)
+    return MonitorOptions(**{**values, "controls": list(values["controls"])})
 
 
 def monitor_options(function: Command) -> Command:
     """When monitoring retires an insight, as `limits: MonitorOptions`."""
     return option_group(
         [
+            click.option(
+                "--controls",
+                multiple=True,
+                type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                help="Reports of control episodes run without memory (each with its task_id "
+                "and success): how often each task fails anyway. Repeatable; give them every "
+                "call.",
+            ),
             click.option(
                 "--min-judged",
                 type=click.IntRange(1),
@@ -238,8 +246,10 @@ def monitor_command(
     reads): {"used": {"insights": [...]}, "success": true|false, "task_id": ..., "checks":
     {"insight-0007": {"precondition_met": true, "effect_observed": false}}}. An episode violates
     an insight when it used it, its precondition held (unsaid: yes, it was used) and its
-    expected effect was absent (unsaid: the episode failed, allowing for how often the corpus's
-    runs of that task failed anyway). Reports already counted are not counted again.
+    expected effect was absent (unsaid: the episode failed, allowing for how often the task
+    fails anyway: its --controls episodes, else the corpus's runs of it, else, for a new task,
+    the lesson's task type in the corpus at its upper 95% bound). Reports already counted are
+    not counted again.
 
     An insight is retired when at least --min-judged episodes judged it and an anytime-valid
     test shows its violation rate above --max-violation-rate (so checking after every episode

@@ -104,10 +104,12 @@ class HashingEmbedder:
         return f"local-hash-idf-{self.dim}"
 
     def fit(self, items: Sequence[str]) -> HashingEmbedder:
+        # An item given twice (a task run again) is one item: its words are no commoner.
+        distinct = set(items)
         held: Counter[str] = Counter()
-        for text in items:
+        for text in distinct:
             held.update(_features(text).keys())
-        total = len(items)
+        total = len(distinct)
         return HashingEmbedder(
             self.dim,
             {
@@ -211,7 +213,10 @@ says), as the method's momentum trigger encodes the memory state."""
 def memory_texts(root: Path, encoded: Encoded) -> dict[str, str]:
     """Item id -> its text, for the items `encoded` counts (insights by id, runs by step).
 
-    A run stands for its task alone: what the memory is about. Not its compilation's title,
+    A run stands for its task alone: what the memory is about; and, when its log names one,
+    for its task type too, as an item of its own (`TYPE_PREFIX`): a task type's few words are
+    lost among a task text's many (a room's furniture outweighs "heat" or "clean"), so the
+    kinds of task a memory covers are a part of its own. Not its compilation's title,
     which offline reads "task ... succeeded in 6 turns (0 with an error signal)" for every
     run of every domain alike and made updates of any topic point the same way (a kitchen
     update and the first garage one scored cosine 0.75)."""
@@ -220,6 +225,8 @@ def memory_texts(root: Path, encoded: Encoded) -> dict[str, str]:
         return texts
     for page in corpus_read.runs(root):
         texts[page.header.step] = corpus_read.task_text(page)
+        if page.header.task_type:
+            texts[TYPE_PREFIX + page.header.step] = page.header.task_type
     return texts
 
 
@@ -237,38 +244,80 @@ def memory_embedding(texts: Sequence[str], embedder: Embedder) -> Vector | None:
     return total
 
 
+PART_KINDS = ("insight", "run", "type")
+"""The kinds of item a memory's change is told apart by: lessons, runs, their task types."""
+
+
+def update_parts(
+    old: dict[str, str], new: dict[str, str], embedder: Embedder
+) -> tuple[Vector | None, list[str], list[str]]:
+    """The update's change kind by kind (`PART_KINDS`), side by side in one vector: for each
+    kind, the unit embedding of what it added minus what it removed (zeros for a kind it did
+    not change); and the ids added, removed. None when nothing changed (or the change embeds
+    to nothing). Only what changed is embedded: an item the two share cancels out."""
+    added = [ident for ident in new if ident not in old or new[ident] != old[ident]]
+    removed = [ident for ident in old if ident not in new or new[ident] != old[ident]]
+    parts = []
+    for kind in PART_KINDS:
+        # Words are weighed by their rarity among the items of this kind: a task type's words
+        # must not make the runs' template look rare, nor the reverse.
+        items = [text for ident, text in old.items() if _kind(ident) == kind]
+        fitted = embedder.fit([*items, *(new[i] for i in added if _kind(i) == kind)])
+        parts.append(
+            _change(
+                [new[i] for i in added if _kind(i) == kind],
+                [old[i] for i in removed if _kind(i) == kind],
+                fitted,
+            )
+        )
+    found = [part for part in parts if part is not None]
+    if not found:
+        return None, added, removed
+    size = found[0].shape[0]
+    stacked: Vector = np.concatenate(
+        [unit(part) if part is not None else np.zeros(size) for part in parts]
+    )
+    return stacked, added, removed
+
+
 def update_direction(
     old: dict[str, str], new: dict[str, str], embedder: Embedder
 ) -> tuple[Vector | None, list[str], list[str]]:
     """The unit direction from the old memory to the new one, and the ids added, removed.
 
-    Only what changed is embedded: an item the two share cancels out of the difference. When
-    the memory holds runs as well as insights (`memory_texts(..., "corpus")`), each kind's
-    change counts for half, so that five runs added do not drown the one lesson added with
-    them. None when nothing changed (or the change embeds to nothing).
+    When the memory holds runs (and their task types) as well as insights
+    (`memory_texts(..., "corpus")`), each kind's change counts alike, so that five runs added
+    do not drown the one lesson added with them. None when nothing changed.
     """
-    added = [ident for ident in new if ident not in old or new[ident] != old[ident]]
-    removed = [ident for ident in old if ident not in new or new[ident] != old[ident]]
-    embedder = embedder.fit([*old.values(), *(new[i] for i in added)])
-    parts = [
-        _change(
-            [new[i] for i in added if i.startswith(RUN_PREFIX) == runs],
-            [old[i] for i in removed if i.startswith(RUN_PREFIX) == runs],
-            embedder,
-        )
-        for runs in (False, True)
-    ]
-    found = [unit(part) for part in parts if part is not None]
-    if not found:
+    stacked, added, removed = update_parts(old, new, embedder)
+    if stacked is None:
         return None, added, removed
-    total: Vector = np.sum(found, axis=0)
+    total: Vector = stacked.reshape(len(PART_KINDS), -1).sum(axis=0)
     if float(np.linalg.norm(total)) == 0:
         return None, added, removed
     return unit(total), added, removed
 
 
+def turning(parts: Vector, average: Vector) -> float:
+    """How far an update goes the way of past ones: the lowest cosine, over the kinds of item
+    it changed, between its change of that kind and the average's (both from `update_parts`).
+    An update is as new as its newest part: a new room with the usual task types, or the
+    usual rooms with a new task type, each turns away."""
+    mine = parts.reshape(len(PART_KINDS), -1)
+    past = average.reshape(len(PART_KINDS), -1)
+    return min(cosine(part, before) for part, before in zip(mine, past, strict=True) if part.any())
+
+
 RUN_PREFIX = "step-"
 """Runs are keyed by their step in `memory_texts`; insights by `insight-NNNN`."""
+TYPE_PREFIX = "type:"
+"""A run's task type is keyed by `type:` and its step."""
+
+
+def _kind(ident: str) -> str:
+    if ident.startswith(TYPE_PREFIX):
+        return "type"
+    return "run" if ident.startswith(RUN_PREFIX) else "insight"
 
 
 def _change(plus_texts: list[str], minus_texts: list[str], embedder: Embedder) -> Vector | None:

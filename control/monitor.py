@@ -10,9 +10,12 @@ that names its `episode`, by its content wherever it is given; one that does not
 and line), so giving a report file again, or every report since the start, counts each episode
 once. Unless a report says otherwise (its `checks`), citing an insight means its
 precondition held (the agent chose to use it) and the effect is judged by the episode's success
-(the default verifier), allowing for how often the agent fails that task anyway (the corpus's
-runs of the task: a failure on a task that fails half the time says less against the lesson
-than one on a task always solved; a task the corpus has no run of counts in full). An insight
+(the default verifier), allowing for how often the agent fails that task anyway (`BaseRates`:
+the task's own control episodes, run without memory, or else the corpus's runs of it, when
+there are at least 5; or else a rate pooled over tasks at its upper confidence bound: every
+control episode given, or the corpus's runs of the lesson's task type; a failure on a task
+that fails half the time says less against the lesson than one on a task always solved; a
+report that names no task counts in full). An insight
 is retired when an anytime-valid test (control.sequential.Watch) shows its violation rate above
 `max_violation_rate`: checked after every report, a lesson violated no more often than that
 is retired with chance at most `alpha`. Retirement makes a new version: the insight is
@@ -23,16 +26,17 @@ finished by running it again, which never retires the same insight a second time
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from wikitrace.corpus_schema import manifest
+from wikitrace.corpus_schema import InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
@@ -60,6 +64,9 @@ WATCHED_STATUSES = ("committed", "ungated")
 
 @dataclass
 class MonitorOptions:
+    controls: list[Path] = field(default_factory=list)
+    """Reports of control episodes, run without memory (their `used` may be empty): how often
+    each task fails anyway. Read anew by every call."""
     min_judged: int = 5
     """Fewest judged episodes before an insight can be retired."""
     max_violation_rate: float = 0.3
@@ -83,6 +90,8 @@ class InsightRecord:
     """The anytime test's e-value that the violation rate is above the limit."""
     retire: bool = False
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    bases: dict[str, int] = field(default_factory=dict)
+    """This call's judged episodes by where their base failure rate came from (`Base.source`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +103,7 @@ class InsightRecord:
             "rate_lower": self.rate_lower,
             "evidence": self.evidence,
             "retire": self.retire,
+            "bases": dict(self.bases),
         }
 
 
@@ -119,20 +129,105 @@ def judge(ident: str, report: CitationReport) -> tuple[bool, bool | None, bool]:
     return met, report.success, False
 
 
-def base_failures(base: FrozenVersion) -> Callable[[str | None], float]:
-    """Task id -> how often the corpus's runs of it failed; 0 for a task it has no run of (its
-    failure then counts in full: nothing says the agent fails it anyway)."""
-    tasks: dict[str, list[int]] = {}
-    for row in base.rows:
-        counts = tasks.setdefault(row.task_id, [0, 0])
-        counts[0] += row.outcome == "failure"
+BASE_CAP = 0.95
+"""A base failure rate is used up to this: a task that always fails still leaves the lesson a
+little to answer for."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """How often an episode's task fails without the lesson, and where that came from."""
+
+    failure: float
+    source: str
+    """checked (the report's own check: no allowance), controls (the task's own control
+    episodes), task (the corpus's runs of the task), all controls (every control episode,
+    upper bound), task type (the corpus's runs of the lesson's task type, upper bound), none
+    (nothing known: the failure counts in full)."""
+
+
+Counts = tuple[int, int]
+"""(failures, episodes)."""
+
+
+def _tally(pairs: Sequence[tuple[str | None, bool]]) -> dict[str | None, Counts]:
+    found: dict[str | None, list[int]] = {}
+    for key, failed in pairs:
+        counts = found.setdefault(key, [0, 0])
+        counts[0] += failed
         counts[1] += 1
+    return {key: (counts[0], counts[1]) for key, counts in found.items()}
 
-    def rate(task_id: str | None) -> float:
-        counts = tasks.get(task_id or "")
-        return counts[0] / counts[1] if counts else 0.0
 
-    return rate
+MIN_OWN_RUNS = 5
+"""Fewest episodes of a task itself (its controls, or the corpus's runs of it) before its own
+rate is used: one or two runs say 0 or 1, and a harmless lesson on a hard task that once
+succeeded would be retired (benchmarks/monitor_bench.py)."""
+
+
+@dataclass
+class BaseRates:
+    """How often a task fails without the lesson, to allow for in monitoring.
+
+    A task with at least MIN_OWN_RUNS control episodes (or else corpus runs) of its own gets
+    its rate as counted. Any other task (a new task, the normal case after deployment) takes a
+    rate pooled over many tasks: every control episode given, or else the corpus's runs of the
+    lesson's task type. That is one estimate used for every such episode, so its error would
+    not average out: its upper confidence bound (at `confidence`) is taken, as allowing for a
+    little too much failure makes retiring a harmless lesson rarer, not likelier."""
+
+    tasks: dict[str | None, Counts] = field(default_factory=dict)
+    types: dict[str | None, Counts] = field(default_factory=dict)
+    controls: dict[str | None, Counts] = field(default_factory=dict)
+    confidence: float = 0.95
+
+    @classmethod
+    def of(
+        cls, base: FrozenVersion, controls: list[CitationReport], confidence: float
+    ) -> BaseRates:
+        runs = [(row.task_id, row.outcome == "failure") for row in base.rows]
+        types = [(row.task_type, row.outcome == "failure") for row in base.rows]
+        episodes = [(r.task_id, not r.success) for r in controls if r.success is not None]
+        return cls(_tally(runs), _tally(types), _tally(episodes), confidence)
+
+    def failure(self, task_id: str | None, task_type: str | None) -> Base:
+        if task_id is None:
+            return Base(0.0, "none")
+        for tallies, source in ((self.controls, "controls"), (self.tasks, "task")):
+            failed, runs = tallies.get(task_id, (0, 0))
+            if runs >= MIN_OWN_RUNS:
+                return Base(min(failed / runs, BASE_CAP), source)
+        pooled: list[tuple[Counts | None, str]] = []
+        if self.controls:
+            every = self.controls.values()
+            pooled.append(((sum(t[0] for t in every), sum(t[1] for t in every)), "all controls"))
+        if task_type is not None:
+            pooled.append((self.types.get(task_type), "task type"))
+        for tally, source in pooled:
+            if tally is not None and tally[1]:
+                return Base(min(_upper(*tally, self.confidence), BASE_CAP), source)
+        return Base(0.0, "none")
+
+
+@functools.lru_cache(maxsize=1024)
+def _upper(failed: int, runs: int, confidence: float) -> float:
+    """The pooled rate's bound, computed once for the many episodes it serves."""
+    return stats.upper(failed, runs, confidence)
+
+
+def read_controls(paths: list[Path]) -> list[CitationReport]:
+    """Control episodes' reports: each must name its task and its outcome."""
+    found = []
+    for path, line, report in read_reports(paths):
+        if report.task_id is None or report.success is None:
+            raise InputError(
+                "a control episode needs its task_id and its success",
+                path=path,
+                line=line,
+                hint="write the episode's task and outcome into its report",
+            )
+        found.append(report)
+    return found
 
 
 def _finish_interrupted(store: Store, *, deploy: bool) -> FrozenVersion | None:
@@ -171,8 +266,9 @@ def monitor_corpus(
         )
         watched = [ident for ident, page in pages.items() if page.header.status in WATCHED_STATUSES]
         records, watches = _resume(watched, state, options)
-        failure_rate = base_failures(base)
-        new_reports = _count_reports(reports, state, records, watches, failure_rate)
+        rates = BaseRates.of(base, read_controls(options.controls), options.confidence)
+        types = {ident: pages[ident].header.task_type for ident in watched}
+        new_reports = _count_reports(reports, state, records, watches, rates, types)
         _conclude(records, watches, state, options)
         result = MonitorReport(
             records=list(records.values()),
@@ -216,7 +312,8 @@ def _count_reports(
     state: MonitorState,
     records: dict[str, InsightRecord],
     watches: dict[str, Watch],
-    failure_rate: Callable[[str | None], float],
+    rates: BaseRates,
+    types: dict[str, str | None],
 ) -> int:
     """Count the reports not counted before into the records and tests of the insights they
     cite (each kept in the state by its key); how many were new."""
@@ -241,8 +338,13 @@ def _count_reports(
             if met and effect is not None:
                 record.judged += 1
                 record.violations += violation
-                base_failure = 0.0 if checked else failure_rate(report.task_id)
-                watches[ident].observe(violation, min(base_failure, 0.95))
+                base = (
+                    Base(0.0, "checked")
+                    if checked
+                    else rates.failure(report.task_id, types.get(ident))
+                )
+                record.bases[base.source] = record.bases.get(base.source, 0) + 1
+                watches[ident].observe(violation, base.failure)
             record.episodes.append(
                 {
                     "report": f"{path}:{line}",

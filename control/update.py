@@ -2,21 +2,26 @@
 
 1. The new runs are compiled into a candidate version (wikitrace add, not deployed).
 2. A momentum trigger decides whether a comparison is needed. The update's direction is the
-   embedding of the insights it adds minus those it removes (control.embed). The controller
-   keeps an exponential moving average of the directions of deployed updates; an update that
-   points the way memory has been growing (cosine with the average at or above the threshold)
-   is accepted without a comparison, one that turns away is compared. The first update, with
-   no average yet, is compared; one that changes no insight is accepted.
+   embedding of what it adds minus what it removes (control.embed), kind by kind: lessons,
+   runs, and their task types. The controller keeps an exponential moving average of the
+   directions of deployed updates; an update that points the way memory has been growing in
+   every kind it changes (the lowest cosine with the average, over those kinds, at or above
+   the threshold: it only repeats what the memory knows) is accepted without a comparison, one
+   that turns away in any kind (a new room, a new task type, a new lesson) is compared. The
+   first update, with no average yet, is compared; one that changes nothing is accepted.
 3. A comparison runs the agent with the old and with the candidate memory, through the user's
    runner, on a compact mixed set of tasks: fresh tasks (of runs deployed since the last
    comparison, this update's included), boundary tasks (whose outcome changed with memory in
    an earlier comparison) and coverage tasks (standing for the tasks seen so far, spread over
    task types). Each task runs `trials` times with the same seeds on both sides, and (the rerun
-   band) once more per trial with the old memory on other seeds: how much outcomes move when
-   nothing changes. The candidate is deployed only when its gain over the old memory (the sum,
-   over the tasks both sides gave results for, of new minus old) is larger than the band
+   band) once more per trial with the old memory on the same seeds: how much outcomes move when
+   nothing changes (nothing, where the harness fixes an outcome by its seed). The candidate is
+   deployed only when its gain over the old memory (the sum, over the tasks both sides gave
+   results for, of new minus old, paired by task and seed) is larger than the band
    (1.645 times the root of the sum of (rerun - old)^2, so a candidate that changes nothing
-   passes about 5% of the time): better beyond noise. A tie keeps the old.
+   passes about 5% of the time): better beyond noise. A tie keeps the old. With a band of 0
+   (the seed fixes outcomes) and some task done worse, the gain must pass the candidate's own
+   band (1.645 times the root of the sum of (new - old)^2) instead.
 4. The decision, its trigger figures, the tasks and why each was chosen, the seeds and the ids
    of every agent run go into updates/update-NNNN.json; the history says deployed or refused.
 
@@ -33,6 +38,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -55,10 +61,13 @@ from wikitrace.corpus_schema.store import remove_tree
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 
-from .embed import Embedder, Encoded, HashingEmbedder, cosine, memory_texts, update_direction
+from .embed import Embedder, Encoded, HashingEmbedder, memory_texts, turning, update_parts
 from .runner import RunLog, Runner, RunnerSpec, RunRequest
 
 log = logging.getLogger(__name__)
+
+Side = Literal["old", "new", "rerun"]
+"""Which side of a comparison a run is on: the old memory, the candidate, the old run again."""
 
 MAX_BOUNDARY_KEPT = 200
 """Boundary tasks remembered between updates (newest first)."""
@@ -154,12 +163,13 @@ class _Momentum:
         """Where directions live: the embedder, and what it encodes (averages kept in another
         space are never compared with)."""
         identity = self.options.embedder.identity
-        return identity if self.options.encoded == "insights" else f"{identity} (corpus)"
+        encoded = "insights" if self.options.encoded == "insights" else "corpus"
+        return f"{identity} ({encoded}, by kind)"
 
     def trigger(self, old_root: Path, new_root: Path) -> tuple[Trigger, np.ndarray | None]:
         options, state = self.options, self.state
         embedder = options.embedder
-        direction, added, removed = update_direction(
+        direction, added, removed = update_parts(
             memory_texts(old_root, options.encoded),
             memory_texts(new_root, options.encoded),
             embedder,
@@ -172,9 +182,12 @@ class _Momentum:
             )
             state.average, state.embedder = None, None
         average = np.asarray(state.average) if state.average is not None else None
+        if average is not None and direction is not None and average.shape != direction.shape:
+            log.warning("the update average has another shape: starting it afresh")
+            state.average, state.embedder, average = None, None, None
         cos = None
         if direction is not None and average is not None:
-            cos = round(cosine(direction, average), 6)
+            cos = round(turning(direction, average), 6)
         if options.always_compare:
             why = "--always-compare"
             compared = True
@@ -316,23 +329,29 @@ class _Controller:
         seeds = [first + trial for trial in range(trials)]
         record.seeds = seeds
         if self.options.rerun_band:
-            record.rerun_seeds = [first + trials + trial for trial in range(trials)]
+            # The same seeds: where the harness fixes an outcome by its seed, a rerun on other
+            # seeds would measure noise the paired comparison does not have.
+            record.rerun_seeds = list(seeds)
         views = self.store.dir / PROBES_DIR / self.id
         try:
-            requests = []
+            requests: list[RunRequest] = []
+            sides: list[Side] = []
             for task_id, group in tasks:
                 (old, old_root), (new, new_root) = self._memories(task_id, group, views)
-                requests += [RunRequest(task_id, old, old_root, seed) for seed in seeds]
-                requests += [RunRequest(task_id, new, new_root, seed) for seed in seeds]
-                requests += [
-                    RunRequest(task_id, old, old_root, seed) for seed in record.rerun_seeds
+                plan: list[tuple[Side, str, Path, list[int]]] = [
+                    ("old", old, old_root, seeds),
+                    ("new", new, new_root, seeds),
+                    ("rerun", old, old_root, record.rerun_seeds),
                 ]
+                for side, name, root, on in plan:
+                    requests += [RunRequest(task_id, name, root, seed) for seed in on]
+                    sides += [side] * len(on)
             runs = self._run(requests, progress)
         finally:
             remove_tree(views)
             with contextlib.suppress(OSError):
                 views.parent.rmdir()  # probes/, when nothing else is using it
-        return self._score(record, tasks, runs, trigger, direction)
+        return self._score(record, tasks, list(zip(sides, runs, strict=True)), trigger, direction)
 
     def _memories(self, task_id: str, group: Group, views: Path) -> list[tuple[str, Path]]:
         """The old and the candidate memory for one task. A fresh task's own runs are in the
@@ -371,19 +390,18 @@ class _Controller:
         self,
         record: UpdateRecord,
         tasks: list[tuple[str, Group]],
-        runs: list[AgentRun],
+        runs: list[tuple[Side, AgentRun]],
         trigger: Trigger,
         direction: np.ndarray | None,
     ) -> UpdateRecord:
         state = self.state
         record.agent_runs = len(runs)
-        record.errors = sum(run.status == "error" for run in runs)
-        reruns = set(record.rerun_seeds)
+        record.errors = sum(run.status == "error" for _, run in runs)
         for task_id, group in tasks:
-            mine = [r for r in runs if r.task_id == task_id]
-            old_runs = [r for r in mine if r.memory == self.old and r.seed not in reruns]
-            new_runs = [r for r in mine if r.memory == self.new]
-            rerun_runs = [r for r in mine if r.memory == self.old and r.seed in reruns]
+            mine = [(side, r) for side, r in runs if r.task_id == task_id]
+            old_runs = [r for side, r in mine if side == "old"]
+            new_runs = [r for side, r in mine if side == "new"]
+            rerun_runs = [r for side, r in mine if side == "rerun"]
             old, new = _mean(old_runs), _mean(new_runs)
             record.tasks.append(
                 TaskResult(
@@ -421,14 +439,20 @@ class _Controller:
             f"{record.score_new:.3f} vs {record.score_old:.3f} over {len(compared)} tasks, "
             f"gain {gain:+g}{noise} ({record.agent_runs} agent runs, {record.errors} errors)"
         )
-        if deploys(gain, band):
+        own = own_band(compared)
+        if deploys(gain, band, own):
             record.decision, record.deployed = "deployed", self.new
             better = "did better beyond noise" if band is not None else "did better"
             record.reason = f"compared because {trigger.why}; {self.new} {better}: {scores}"
             self.momentum.remember(direction)
         else:
             record.decision = "kept"
-            if gain > 0:
+            if gain > 0 and band == 0.0 and own is not None:
+                worse = (
+                    "the rerun moved no outcome (the seed fixes them), but it did some tasks "
+                    f"worse and its gain is within its own band of {own:g}"
+                )
+            elif gain > 0:
                 worse = "its gain is within the rerun band"
             else:
                 worse = "a tie keeps the old" if gain == 0 else "it did worse"
@@ -441,9 +465,27 @@ def net_gain(tasks: Sequence[TaskResult]) -> float:
     return round(sum((t.new or 0.0) - (t.old or 0.0) for t in tasks if t.compared), 6)
 
 
-def deploys(gain: float, band: float | None) -> bool:
-    """The candidate goes live when its gain is above the rerun band (above 0 with none)."""
+def deploys(gain: float, band: float | None, own: float | None = None) -> bool:
+    """The candidate goes live when its gain is above the rerun band (above 0 with none).
+
+    A band of 0 means running the old memory again on the same seeds moved no outcome: the
+    harness fixes outcomes by seed, and any gain is beyond run-to-run noise. But a changed
+    memory may still move outcomes both ways without being better (a changed word alters a
+    trajectory at temperature 0): when it did some task worse, its gain must pass its own band
+    (`own_band`) instead (benchmarks/deploy_bench.py, the `seeded, text` harness)."""
+    if band == 0.0 and own is not None:
+        return gain > own
     return gain > (band or 0.0)
+
+
+def own_band(tasks: Sequence[TaskResult]) -> float | None:
+    """When the candidate did some compared task worse than the old memory: Z_BAND times the
+    root of the sum of (new - old)^2, how far a candidate that only reshuffles outcomes would
+    gain by chance (the sign test's spread); None when it did no task worse."""
+    changes = [(t.new or 0.0) - (t.old or 0.0) for t in tasks if t.compared]
+    if not any(change < 0 for change in changes):
+        return None
+    return round(Z_BAND * math.sqrt(sum(change**2 for change in changes)), 6)
 
 
 def rerun_band(tasks: Sequence[TaskResult]) -> float:

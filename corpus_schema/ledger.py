@@ -156,7 +156,7 @@ class TaskResult(_Strict):
     compared: bool
     """Both sides gave a result, so the task counts in the scores."""
     rerun_runs: list[str] = Field(default_factory=list)
-    """The old memory run again on other seeds: how much outcomes move with no change."""
+    """The old memory run again on the same seeds: how much outcomes move with no change."""
     rerun: float | None = None
 
 

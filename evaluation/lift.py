@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from .metrics import AVERAGE, EvalOptions, EvalReport, MethodResult, evaluate
+from .output import over_rerun
 from .rows import Row
 
 
@@ -146,10 +147,12 @@ def markdown(report: LiftReport) -> str:
     header = [
         "suite",
         "method",
+        "tasks",
         "trials",
         f"success ({level} CI)",
         f"Gain ({level} CI)",
         f"Regression ({level} CI)",
+        f"Gain - {options.rerun} Gain",
         f"against the {options.rerun} band",
     ]
     if report.judged:
@@ -163,10 +166,12 @@ def markdown(report: LiftReport) -> str:
         cells = [
             r.suite,
             r.method,
+            str(r.tasks),
             str(r.trials),
             r.success_rate.cell(),
-            r.gain.cell() if r.gain_trials else "-",
-            r.regression.cell() if r.regression_trials else "-",
+            _behind(r.gain.cell(), r.gain_tasks, r.gain_trials),
+            _behind(r.regression.cell(), r.regression_tasks, r.regression_trials),
+            over_rerun(r.gain_over_rerun, r.gain_over_rerun_tasks),
             r.verdict() if memory else role.get(r.method, "-"),
         ]
         if report.judged:
@@ -178,6 +183,13 @@ def markdown(report: LiftReport) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _behind(cell: str, tasks: int, trials: int) -> str:
+    """A rate with the tasks and trials behind it ('-': none)."""
+    if not trials:
+        return "-"
+    return f"{cell} ({tasks} task{'' if tasks == 1 else 's'}, {trials} trials)"
 
 
 def _causes(line: LiftLine) -> str:

@@ -2,15 +2,20 @@
 
 Per task, B is the majority outcome of its no-memory trials. Gain is the share of a method's
 trials that succeed on tasks where B failed; Regression, the share that fail where B succeeded.
-A second set of no-memory runs (the rerun) scored the same way gives the noise band.
+A second set of no-memory runs (the rerun) scored the same way gives the noise band: a method is
+judged by its Gain (and Regression) minus the rerun's, paired by task (the same tasks drawn
+for both in each bootstrap resample), and only when at least `min_tasks` tasks stand behind
+the comparison.
 """
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -21,6 +26,12 @@ from wikitrace.corpus_schema import InputError
 from .rows import SUCCESS_THRESHOLD, Row
 
 AVERAGE = "average"
+
+MIN_TASKS = 20
+"""Fewest tasks behind Gain (B failed) or Regression (B succeeded), run by both the method and
+the rerun, before either is judged against the rerun: with fewer the task-level bootstrap's
+intervals cover less than they say (benchmarks/lift_bench.py), and a single task shows
+[1.000, 1.000]."""
 
 
 @dataclass
@@ -33,6 +44,8 @@ class EvalOptions:
     seed: int = 0
     confidence: float = 0.95
     strict: bool = False
+    min_tasks: int = MIN_TASKS
+    """Fewest tasks behind a paired comparison with the rerun before it is judged at all."""
 
 
 @dataclass
@@ -64,20 +77,36 @@ class MethodResult:
     regression_tasks: int
     regression_trials: int
     gain_beats_noise: bool | None = None
-    """Gain's interval lies wholly above the rerun's Gain interval (None: no rerun)."""
+    """Gain minus the rerun's Gain has its interval wholly above 0 (None: no rerun, or fewer
+    than `min_tasks` tasks behind it)."""
     regression_beyond_noise: bool | None = None
-    """Regression's interval lies wholly above the rerun's Regression interval."""
+    """Regression minus the rerun's has its interval wholly above 0 (None as for Gain)."""
     regression_below_noise: bool | None = None
-    """Regression's interval lies wholly below the rerun's: it breaks less than noise does."""
+    """Regression minus the rerun's has its interval wholly below 0: it breaks less than noise
+    does."""
     gain_over_rerun: Interval | None = None
-    """Gain minus the rerun's Gain (the method's headline figure), with the interval of the
-    difference of the two resampled Gains (None: no rerun)."""
+    """Gain minus the rerun's Gain (the method's headline figure), paired by task: the
+    interval of the difference with the same tasks drawn for both (None: no rerun)."""
+    gain_over_rerun_tasks: int = 0
+    """Tasks behind `gain_over_rerun`: B failed, and both the method and the rerun ran them."""
+    regression_over_rerun: Interval | None = None
+    """Regression minus the rerun's Regression, paired by task as Gain is."""
+    regression_over_rerun_tasks: int = 0
+    min_tasks: int = MIN_TASKS
+    """Fewest tasks behind a comparison with the rerun before it is judged."""
 
     def verdict(self) -> str:
-        if self.gain_beats_noise is None:
+        if self.gain_over_rerun is None:
             return "no rerun band"
-        gain = "Gain beats noise" if self.gain_beats_noise else "Gain within noise"
-        if self.regression_beyond_noise:
+        if self.gain_beats_noise is None:
+            behind = _tasks_count(self.gain_over_rerun_tasks)
+            gain = f"Gain not judged ({behind}, fewer than {self.min_tasks})"
+        else:
+            gain = "Gain beats noise" if self.gain_beats_noise else "Gain within noise"
+        if self.regression_beyond_noise is None:
+            behind = _tasks_count(self.regression_over_rerun_tasks)
+            regression = f"Regression not judged ({behind}, fewer than {self.min_tasks})"
+        elif self.regression_beyond_noise:
             regression = "Regression beyond noise"
         elif self.regression_below_noise:
             regression = "Regression below noise"
@@ -89,6 +118,10 @@ class MethodResult:
         data = asdict(self)
         data["verdict"] = self.verdict()
         return data
+
+
+def _tasks_count(number: int) -> str:
+    return f"{number} task" + ("" if number == 1 else "s")
 
 
 @dataclass
@@ -106,6 +139,8 @@ class _Tasks:
     trials: NDArray[np.float64]
     scores: NDArray[np.float64] | None
     baseline_success: NDArray[np.bool_]
+    ids: list[str] = field(default_factory=list)
+    """The task ids, in the order of the arrays."""
 
 
 def _ratio(numerator: NDArray[np.float64], denominator: NDArray[np.float64]) -> Any:
@@ -170,10 +205,8 @@ def _measure(
 ) -> tuple[MethodResult, dict[str, Any]]:
     boot = _Bootstrap(len(tasks.trials), options, f"{suite}\0{method}")
     failed = ~tasks.baseline_success
-    gain_k = np.where(failed, tasks.successes, 0.0)
-    gain_n = np.where(failed, tasks.trials, 0.0)
-    reg_k = np.where(tasks.baseline_success, tasks.trials - tasks.successes, 0.0)
-    reg_n = np.where(tasks.baseline_success, tasks.trials, 0.0)
+    gain_k, gain_n = _parts(tasks, "gain")
+    reg_k, reg_n = _parts(tasks, "regression")
     statistics = {
         "success_rate": (tasks.successes, tasks.trials),
         "gain": (gain_k, gain_n),
@@ -200,7 +233,7 @@ def _measure(
         regression_tasks=int(tasks.baseline_success.sum()),
         regression_trials=int(reg_n.sum()),
     )
-    return result, {"points": points, "samples": samples, "boot": boot}
+    return result, {"points": points, "samples": samples, "boot": boot, "tasks": tasks}
 
 
 def _average(
@@ -245,57 +278,145 @@ def _success_only(result: MethodResult) -> None:
     result.gain_tasks = result.gain_trials = result.regression_tasks = result.regression_trials = 0
 
 
-def _judge(result: MethodResult, band: MethodResult | None) -> None:
-    if band is None or band.gain.high is None or band.regression.high is None:
-        return
-    gain, regression = result.gain, result.regression
-    result.gain_beats_noise = gain.low is not None and gain.low > band.gain.high
-    result.regression_beyond_noise = (
-        regression.low is not None and regression.low > band.regression.high
-    )
-    result.regression_below_noise = (
-        regression.high is not None
-        and band.regression.low is not None
-        and regression.high < band.regression.low
+COMPARED = ("gain", "regression")
+"""What is compared with the rerun, paired by task."""
+
+
+def _parts(tasks: _Tasks, name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per task, the numerator and denominator of Gain (successes where B failed) or
+    Regression (failures where B succeeded)."""
+    if name == "gain":
+        failed = ~tasks.baseline_success
+        return np.where(failed, tasks.successes, 0.0), np.where(failed, tasks.trials, 0.0)
+    solved = tasks.baseline_success
+    return (
+        np.where(solved, tasks.trials - tasks.successes, 0.0),
+        np.where(solved, tasks.trials, 0.0),
     )
 
 
-def _gains_over_rerun(
-    report: EvalReport,
-    details: dict[str, list[tuple[MethodResult, dict[str, Any]]]],
-    options: EvalOptions,
+@dataclass
+class _Paired:
+    """A method's statistic minus the rerun's, over the tasks both ran."""
+
+    value: float | None
+    samples: Any
+    """The difference in each resample, the same tasks drawn for both."""
+    tasks: int
+    """Tasks behind it (counted by both sides)."""
+
+
+def _paired(key: str, mine: _Tasks, band: _Tasks, options: EvalOptions) -> dict[str, _Paired]:
+    """Gain and Regression of `mine` minus the rerun's (`band`), paired by task: each
+    resample draws the tasks both ran once, for both, so what the tasks share (how hard each
+    is, how B fell on it) cancels out of the difference."""
+    at_band = {task: index for index, task in enumerate(band.ids)}
+    common = [(index, at_band[task]) for index, task in enumerate(mine.ids) if task in at_band]
+    mine_at = np.array([m for m, _ in common], dtype=int)
+    band_at = np.array([b for _, b in common], dtype=int)
+    statistics: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+    for name in COMPARED:
+        k, n = _parts(mine, name)
+        band_k, band_n = _parts(band, name)
+        statistics[name] = (k[mine_at], n[mine_at])
+        statistics[f"{name} band"] = (band_k[band_at], band_n[band_at])
+    samples = _Bootstrap(len(common), options, f"{key}\0paired").ratios(statistics)
+    found = {}
+    for name in COMPARED:
+        mine_point = _point(*statistics[name])
+        band_point = _point(*statistics[f"{name} band"])
+        value = None if mine_point is None or band_point is None else mine_point - band_point
+        counted = (statistics[name][1] > 0) & (statistics[f"{name} band"][1] > 0)
+        found[name] = _Paired(value, samples[name] - samples[f"{name} band"], int(counted.sum()))
+    return found
+
+
+def _t_quantile(level: float, freedom: int) -> float:
+    """Student's t quantile (Cornish-Fisher from the normal's; within 0.001 for 7 or more
+    degrees of freedom at the levels used here), without scipy at run time."""
+    z = NormalDist().inv_cdf(level)
+    v = float(freedom)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
+
+
+def expanded_tail(confidence: float, tasks: int) -> float:
+    """The percentile (of 100) each tail of a bootstrap interval over `tasks` tasks is cut at:
+    the expanded percentile interval (Hesterberg 2015), which widens the plain one as
+    Student's t and the n / (n - 1) variance correction would, so that few tasks do not give
+    intervals that cover less than they say."""
+    alpha = 1 - confidence
+    if tasks < 2:
+        return alpha / 2 * 100
+    widened = math.sqrt(tasks / (tasks - 1)) * _t_quantile(1 - alpha / 2, tasks - 1)
+    return NormalDist().cdf(-widened) * 100
+
+
+def _difference(paired: _Paired, options: EvalOptions) -> Interval:
+    """The (expanded) percentile interval of a paired difference."""
+    finite = paired.samples[np.isfinite(paired.samples)]
+    if paired.value is None or not finite.size:
+        return Interval(paired.value, None, None)
+    tail = expanded_tail(options.confidence, paired.tasks)
+    low, high = np.percentile(finite, (tail, 100 - tail))
+    return Interval(paired.value, float(low), float(high))
+
+
+def _against_rerun(
+    report: EvalReport, details: dict[str, list[tuple[MethodResult, dict[str, Any]]]]
 ) -> None:
-    """Each method's Gain minus the rerun's, per suite and on average, with an interval from
-    the two methods' resampled Gains (each resampled on its own, so the interval is wide
-    rather than narrow)."""
-    samples: dict[tuple[str, str], tuple[float | None, Any]] = {}
+    """Each memory method's Gain and Regression minus the rerun's, paired by task, per suite
+    and on average over suites (each suite resampled on its own), and whether each is beyond
+    noise: judged only with at least `min_tasks` tasks behind it."""
+    options = report.options
+    band_tasks = {
+        result.suite: detail["tasks"] for result, detail in details.get(options.rerun, [])
+    }
+    by_key: dict[tuple[str, str], dict[str, _Paired]] = {}
     for method, per_suite in details.items():
+        if method in (options.rerun, options.baseline):
+            continue
+        found = []
         for result, detail in per_suite:
-            samples[(result.suite, method)] = (detail["points"]["gain"], detail["samples"]["gain"])
-        points = [d["points"]["gain"] for _, d in per_suite]
-        if len(per_suite) > 1 and all(p is not None for p in points):
-            samples[(AVERAGE, method)] = (
-                float(np.mean(points)),
-                np.mean([d["samples"]["gain"] for _, d in per_suite], axis=0),
-            )
-    tail = (1 - options.confidence) / 2 * 100
+            band = band_tasks.get(result.suite)
+            if band is None:
+                continue
+            key = f"{result.suite}\0{method}"
+            found.append(_paired(key, detail["tasks"], band, options))
+            by_key[(result.suite, method)] = found[-1]
+        if len(found) == len(per_suite) > 1:
+            by_key[(AVERAGE, method)] = {
+                name: _Paired(
+                    None
+                    if any(f[name].value is None for f in found)
+                    else float(np.mean([f[name].value for f in found])),
+                    np.mean([f[name].samples for f in found], axis=0),
+                    sum(f[name].tasks for f in found),
+                )
+                for name in COMPARED
+            }
     for result in report.results:
-        if result.method in (options.rerun, options.baseline):
+        paired = by_key.get((result.suite, result.method))
+        if paired is None:
             continue
-        mine, band = (
-            samples.get((result.suite, result.method)),
-            samples.get((result.suite, options.rerun)),
-        )
-        if mine is None or band is None or mine[0] is None or band[0] is None:
-            continue
-        difference = mine[1] - band[1]
-        finite = difference[np.isfinite(difference)]
-        value = mine[0] - band[0]
-        if not finite.size:
-            result.gain_over_rerun = Interval(value, None, None)
-            continue
-        low, high = np.percentile(finite, (tail, 100 - tail))
-        result.gain_over_rerun = Interval(value, float(low), float(high))
+        gain, regression = paired["gain"], paired["regression"]
+        result.min_tasks = options.min_tasks
+        result.gain_over_rerun = _difference(gain, options)
+        result.gain_over_rerun_tasks = gain.tasks
+        result.regression_over_rerun = _difference(regression, options)
+        result.regression_over_rerun_tasks = regression.tasks
+        low = result.gain_over_rerun.low
+        if gain.tasks >= options.min_tasks and low is not None:
+            result.gain_beats_noise = low > 0
+        interval = result.regression_over_rerun
+        if regression.tasks >= options.min_tasks and interval.low is not None:
+            assert interval.high is not None
+            result.regression_beyond_noise = interval.low > 0
+            result.regression_below_noise = interval.high < 0
 
 
 Trials = dict[tuple[str, str, str], dict[int, tuple[bool, float | None]]]
@@ -364,6 +485,7 @@ def _tasks(
         trials=np.array([len(o) for o in outcomes], dtype=float),
         scores=np.array([sum(sc or 0.0 for _, sc in o) for o in outcomes]) if scored else None,
         baseline_success=np.array([baseline[t] for t in kept], dtype=bool),
+        ids=kept,
     )
 
 
@@ -416,11 +538,7 @@ def evaluate(rows: Sequence[Row], options: EvalOptions) -> EvalReport:
             report.results.append(result)
             details[method].append((result, detail))
     _averages(report, details, methods, len(suites), warn)
-    bands = {(r.suite, r.method): r for r in report.results if r.method == options.rerun}
-    for result in report.results:
-        if result.method not in (options.rerun, options.baseline):
-            _judge(result, bands.get((result.suite, options.rerun)))
-    _gains_over_rerun(report, details, options)
+    _against_rerun(report, details)
     if options.strict and report.warnings:
         raise InputError(f"{len(report.warnings)} warnings and --strict: {report.warnings[0]}")
     return report

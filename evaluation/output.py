@@ -22,8 +22,19 @@ def _role(result: MethodResult, report: EvalReport) -> str:
     return result.verdict()
 
 
-def _with_trials(interval: Interval, trials: int) -> str:
-    return "-" if interval.value is None and not trials else f"{interval.cell()} on {trials} trials"
+def _with_trials(interval: Interval, trials: int, tasks: int) -> str:
+    if interval.value is None and not trials:
+        return "-"
+    return f"{interval.cell()} on {_count(tasks, 'task')}, {_count(trials, 'trial')}"
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}" + ("" if number == 1 else "s")
+
+
+def over_rerun(interval: Interval | None, tasks: int) -> str:
+    """A paired difference with the rerun and the tasks behind it ('-': no rerun)."""
+    return "-" if interval is None else f"{interval.cell()} on {_count(tasks, 'task')}"
 
 
 def markdown(report: EvalReport) -> str:
@@ -37,9 +48,9 @@ def markdown(report: EvalReport) -> str:
     for r in report.results:
         lines.append(
             f"| {r.suite} | {r.method} | {r.tasks} | {r.trials} | {r.success_rate.cell()} "
-            f"| {_with_trials(r.gain, r.gain_trials)} "
-            f"| {_with_trials(r.regression, r.regression_trials)} "
-            f"| {r.gain_over_rerun.cell() if r.gain_over_rerun else '-'} | "
+            f"| {_with_trials(r.gain, r.gain_trials, r.gain_tasks)} "
+            f"| {_with_trials(r.regression, r.regression_trials, r.regression_tasks)} "
+            f"| {over_rerun(r.gain_over_rerun, r.gain_over_rerun_tasks)} | "
             f"{_role(r, report)} |"
         )
     return "\n".join(lines) + "\n"
@@ -53,12 +64,13 @@ def _flat(result: MethodResult, report: EvalReport) -> dict[str, Any]:
         row[name] = interval.value if interval else None
         row[f"{name}_low"] = interval.low if interval else None
         row[f"{name}_high"] = interval.high if interval else None
-    over = result.gain_over_rerun
-    row.update(
-        gain_over_rerun=over.value if over else None,
-        gain_over_rerun_low=over.low if over else None,
-        gain_over_rerun_high=over.high if over else None,
-    )
+    for name in ("gain_over_rerun", "regression_over_rerun"):
+        over: Interval | None = getattr(result, name)
+        row[name] = over.value if over else None
+        row[f"{name}_low"] = over.low if over else None
+        row[f"{name}_high"] = over.high if over else None
+        row[f"{name}_tasks"] = getattr(result, f"{name}_tasks")
+    row["min_tasks"] = result.min_tasks
     row.update(
         gain_tasks=result.gain_tasks,
         gain_trials=result.gain_trials,

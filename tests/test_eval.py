@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from scipy import stats
 from wikitrace.cli.main import cli
 from wikitrace.corpus_schema import InputError
 from wikitrace.evaluation import EvalOptions, evaluate, read_rows
-from wikitrace.evaluation.metrics import _Bootstrap
+from wikitrace.evaluation.metrics import MIN_TASKS, Interval, _Bootstrap, expanded_tail
 
 
 def rows_file(
@@ -152,6 +153,96 @@ def test_the_rerun_band_and_the_average(tmp_path: Path) -> None:
     # Seeded: the same rows give the same intervals.
     again = evaluate(read_rows([rows_file(tmp_path / "r.jsonl", outcomes)]), EvalOptions())
     assert only(again, "average", "memory").gain == average.gain
+
+
+def test_a_single_task_is_never_judged_against_noise(tmp_path: Path) -> None:
+    outcomes = {
+        ("s", "no-memory", "a"): [F, F, F],
+        ("s", "no-memory-rerun", "a"): [F, F, F],
+        ("s", "memory", "a"): [T, T, T],
+    }
+    rows = read_rows([rows_file(tmp_path / "r.jsonl", outcomes)])
+    result = only(evaluate(rows, EvalOptions()), "s", "memory")
+    assert result.gain.cell() == "1.000 [1.000, 1.000]"
+    assert (result.gain_over_rerun_tasks, result.regression_over_rerun_tasks) == (1, 0)
+    assert result.gain_beats_noise is None and result.regression_beyond_noise is None
+    assert result.verdict() == (
+        f"Gain not judged (1 task, fewer than {MIN_TASKS}); "
+        f"Regression not judged (0 tasks, fewer than {MIN_TASKS})"
+    )
+    # The same rows with the minimum at one task are judged: the minimum is what held it back.
+    lenient = only(evaluate(rows, EvalOptions(min_tasks=1)), "s", "memory")
+    assert lenient.gain_beats_noise is True and lenient.verdict().startswith("Gain beats noise")
+
+
+def test_the_comparison_with_the_rerun_is_paired_by_task(tmp_path: Path) -> None:
+    outcomes = random_outcomes(80, seed=7)
+    for (suite, method, task), trials in list(outcomes.items()):
+        if method == "no-memory-rerun":
+            outcomes[(suite, "same-as-rerun", task)] = trials
+    report = evaluate(read_rows([rows_file(tmp_path / "r.jsonl", outcomes)]), EvalOptions())
+    # The same tasks drawn for both sides in every resample: nothing is left of the difference.
+    same = only(report, "s", "same-as-rerun")
+    assert same.gain_over_rerun == Interval(0.0, 0.0, 0.0)
+    assert same.regression_over_rerun == Interval(0.0, 0.0, 0.0)
+    assert same.gain_beats_noise is False and same.regression_beyond_noise is False
+    memory = only(report, "s", "memory")
+    assert memory.gain_over_rerun_tasks == memory.gain_tasks >= MIN_TASKS
+    # Paired, the difference's interval is narrower than two Gains resampled on their own.
+    band = only(report, "s", "no-memory-rerun")
+    assert memory.gain_over_rerun is not None and memory.gain_over_rerun.low is not None
+    paired = memory.gain_over_rerun.high - memory.gain_over_rerun.low
+    unpaired = math.hypot(memory.gain.high - memory.gain.low, band.gain.high - band.gain.low)
+    assert paired < unpaired
+
+
+def test_paired_intervals_cover_the_population_s_truth() -> None:
+    """A bounded slice of benchmarks/lift_bench.py: 60 suites of 80 tasks, memory's effect
+    fixed per task (+0.3 on 30% of them); the truth from 400,000 tasks of the population."""
+    from wikitrace.evaluation.rows import ResultRow, Row
+
+    rng = np.random.default_rng(11)
+
+    def chances(tasks: int) -> tuple[Any, Any]:
+        base = rng.uniform(0.1, 0.9, tasks)
+        return base, np.clip(base + np.where(rng.random(tasks) < 0.3, 0.3, 0.0), 0, 1)
+
+    base, memory = chances(400_000)
+    failed = stats.binom.cdf(1, 3, base)  # B fails: at most 1 of 3 trials succeeds
+    truth = float(np.sum(failed * (memory - base)) / np.sum(failed))
+    covered = beats = 0
+    for suite in range(60):
+        base, memory = chances(80)
+        rows = []
+        for method, chance in (("no-memory", base), ("no-memory-rerun", base), ("m", memory)):
+            outcomes = rng.random((80, 3)) < chance[:, None]
+            rows += [
+                Row(
+                    "sim",
+                    ResultRow(
+                        suite="s",
+                        method=method,
+                        task_id=str(task),
+                        trial=trial,
+                        success=bool(outcomes[task, trial]),
+                    ),
+                )
+                for task in range(80)
+                for trial in range(3)
+            ]
+        result = only(evaluate(rows, EvalOptions(resamples=500, seed=suite)), "s", "m")
+        over = result.gain_over_rerun
+        covered += over.low <= truth <= over.high
+        beats += bool(result.gain_beats_noise)
+    assert 0.08 < truth < 0.10  # lift_bench: 0.089
+    assert 54 <= covered <= 60  # 95% intervals: 57 expected
+    assert beats >= 6  # it is detected, sometimes, at 80 tasks
+
+
+@pytest.mark.parametrize("tasks", [8, 20, 50, 200])
+def test_the_expanded_interval_widens_as_students_t_does(tasks: int) -> None:
+    widened = math.sqrt(tasks / (tasks - 1)) * stats.t.ppf(0.975, tasks - 1)
+    assert expanded_tail(0.95, tasks) == pytest.approx(stats.norm.cdf(-widened) * 100, rel=0.01)
 
 
 def test_bad_rows_are_named(tmp_path: Path) -> None:

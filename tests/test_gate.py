@@ -20,7 +20,13 @@ from wikitrace.compiler.hypothesize import hypothesize
 from wikitrace.control import stats
 from wikitrace.control.gate import GateReport, gate_insights
 from wikitrace.control.gate_inputs import GateOptions
-from wikitrace.control.monitor import MonitorOptions, monitor_corpus
+from wikitrace.control.monitor import (
+    Base,
+    BaseRates,
+    MonitorOptions,
+    monitor_corpus,
+    read_controls,
+)
 from wikitrace.control.pool import read_pool
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import InputError, verify
@@ -267,8 +273,12 @@ def test_without_a_model_a_separable_lesson_is_rejected(tmp_path: Path, llm: Fak
     assert "there is no model to do it" in decision.reason
 
 
-def _episodes(memory: Path, tasks: list[str], seeds: list[int], out: Path) -> Path:
-    """Run the toy agent and keep its citation reports, as a harness would."""
+def _episodes(
+    memory: Path, tasks: list[str], seeds: list[int], out: Path, checked: str | None = None
+) -> Path:
+    """Run the toy agent and keep its citation reports, as a harness would; `checked`: an
+    insight whose own effect the harness checks where it was used (the toy's lessons succeed
+    exactly when their effect shows)."""
     lines = []
     for task in tasks:
         for seed in seeds:
@@ -288,6 +298,8 @@ def _episodes(memory: Path, tasks: list[str], seeds: list[int], out: Path) -> Pa
                 check=True,
             )
             result = json.loads(done.stdout)
+            if checked in result["used"]["insights"]:
+                result["checks"] = {checked: {"effect_observed": result["success"]}}
             lines.append(json.dumps({**result, "task_id": task, "episode": f"{task}#{seed}"}))
     out.write_text("\n".join(lines) + "\n")
     return out
@@ -306,19 +318,25 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
         ("insight-0001", 2, 2, 0, False),
         ("insight-0002", 1, 1, 0, False),
     ]
-    # The later world: in the attic the key is not under the doormat.
+    # drawer-4 has one run in the corpus and drawer-10 none: for both, the failure rate of the
+    # lesson's task type (drawers) in the corpus is allowed for, at its upper bound.
+    assert kept.records[0].bases == {"task type": 2}
+    # The later world: in the attic the key is not under the doormat. The attic's tasks are
+    # new to the corpus, so a failure there may be the task's, not the lesson's: the harness
+    # checks the lesson's own effect (was the key under the doormat?).
     later = _episodes(
         memory,
         ["drawer-13", "drawer-14", "drawer-15", "drawer-16"],
         [0, 1],
         tmp_path / "later.jsonl",
+        checked="insight-0001",
     )
     result = monitor_corpus(corpus, [before, later], MonitorOptions())
     doormat, force = result.records
     assert (doormat.cited, doormat.judged, doormat.violations) == (10, 10, 8)
     assert doormat.rate_lower == pytest.approx(stats.lower(8, 10, 0.95), abs=1e-6)
-    # Retired by the anytime test: its evidence passed 1 / 0.05 (the attic's tasks are not in
-    # the corpus, so each failure counts in full).
+    assert doormat.bases == {"checked": 8}  # this call's episodes: the attic's, checked
+    # Retired by the anytime test: its evidence passed 1 / 0.05.
     assert doormat.evidence >= 20 and doormat.retire and not force.retire
     assert result.version == "v0003" and store.current() == "v0003" and verify(corpus).ok
     retired = page(corpus, "insight/insight-0001.md")
@@ -334,6 +352,31 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
     assert [r.insight for r in monitor_corpus(corpus, [later], MonitorOptions()).records] == [
         "insight-0002"
     ]
+
+
+def test_base_rates_for_known_and_new_tasks(tmp_path: Path) -> None:
+    rates = BaseRates(
+        tasks={"a": (2, 5), "b": (1, 2)},
+        types={"drawer": (4, 10)},
+        controls={"c": (5, 5), "d": (0, 1)},
+        confidence=0.95,
+    )
+    assert rates.failure(None, "drawer") == Base(0.0, "none")  # no task named: in full
+    assert rates.failure("a", "drawer") == Base(0.4, "task")  # 5 runs of its own, as counted
+    assert rates.failure("c", "drawer") == Base(0.95, "controls")  # capped: 5 of 5 failed
+    # Fewer than 5 of its own: every control episode, pooled, at its upper bound.
+    pooled = Base(0.95, "all controls")  # 5 of 6 failed
+    assert rates.failure("b", "drawer") == rates.failure("d", None) == pooled
+    # No controls: the lesson's task type, at the upper bound (one estimate for every new task).
+    typed = BaseRates(tasks=rates.tasks, types=rates.types)
+    new = typed.failure("new", "drawer")
+    assert new.source == "task type" and new.failure == pytest.approx(stats.upper(4, 10, 0.95))
+    assert new.failure > 0.4 and typed.failure("b", "drawer") == new
+    assert typed.failure("new", "safe") == Base(0.0, "none")  # nothing known: in full
+    controls = tmp_path / "controls.jsonl"
+    controls.write_text('{"used": {}, "task_id": "a", "success": false}\n{"used": {}}\n')
+    with pytest.raises(InputError, match=r"controls.jsonl:2: a control episode needs its task_id"):
+        read_controls([controls])
 
 
 def test_checks_in_a_report_decide_what_is_judged(tmp_path: Path, llm: FakeLLM) -> None:
@@ -467,6 +510,7 @@ def test_the_readme_gate_walk_through(
         [f"drawer-{n}" for n in range(13, 17)],
         [0, 1],
         tmp_path / "r.jsonl",
+        checked="insight-0001",
     )
     code, out, err = run(["monitor", "toy", str(later)])
     assert code == 0 and out == f"{tmp_path}/toy.versions/v0003\n"

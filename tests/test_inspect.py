@@ -233,11 +233,15 @@ def test_lift_prints_the_table_and_json(runs: Path) -> None:
     code, table, err = run(["lift", str(runs / RESULTS), "--resamples", "200"])
     assert code == 0, err
     lines = table.splitlines()
-    assert lines[0].startswith("| suite | method | trials | success (95% CI) | Gain (95% CI) |")
+    assert lines[0].startswith(
+        "| suite | method | tasks | trials | success (95% CI) | Gain (95% CI) |"
+    )
     assert lines[0].endswith("| Stay / Descent | tokens / episode | seconds / episode |")
     line = next(x for x in lines if "| wikitrace |" in x)
     assert "stay 6 (50% ok) / descent 3 (100% ok)" in line
-    assert "| 1.000 [1.000, 1.000] | 0.500 [" in line
+    assert "| 1.000 [1.000, 1.000] (1 task, 3 trials) | 0.500 [" in line
+    # One task behind the Gain: never "beats noise".
+    assert "Gain not judged (1 task, fewer than 20)" in line
 
 
 def test_attribution_reads_each_episode_from_its_eval_log(runs: Path, corpus: Path) -> None:

@@ -98,7 +98,7 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     # 8 tasks, run with each memory and, for the rerun band, with the old one again: the toy
     # agent is deterministic, so the band is 0 and a gain of one task is beyond it.
     assert store.current() == "v0002" and helpful.agent_runs == 24 and helpful.errors == 0
-    assert (helpful.gain, helpful.band, helpful.rerun_seeds) == (1.0, 0.0, [1])
+    assert (helpful.gain, helpful.band, helpful.rerun_seeds) == (1.0, 0.0, [0])
     assert "did better beyond noise" in helpful.reason
 
     # An over-broad lesson (force every container): it turns away from the past and is refused.
@@ -128,21 +128,22 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
     # 8 tasks x 3 runs: old solves 6 (0.75) and 6 again, the candidate 1 (0.125).
     assert [r.success for r in runs.values() if r.purpose == harmful.id].count(True) == 13
     for task in harmful.tasks:
-        assert [runs[ident].seed for ident in task.rerun_runs] == [1]
+        assert [runs[ident].seed for ident in task.rerun_runs] == [0]
         assert task.rerun == task.old
 
     # Another doormat lesson is the same lesson drawn from another run (a near-duplicate): the
-    # memory's lessons do not change, only its runs. The run's task shares "locked drawer" with
-    # the first update's, but the first update also added the lesson: the cosine is below the
-    # threshold, it is compared, both memories solve the same tasks, and a tie keeps the old.
+    # memory's lessons do not change, only its runs: another locked drawer, a task type the
+    # deployed update grew the memory with. It goes the way of past updates, so it only repeats
+    # what the memory knows: deployed without a comparison, no agent run.
     similar = update(toy, "mat-again.jsonl", llm).record
     assert similar is not None
-    assert (similar.decision, similar.current, similar.deployed) == ("kept", "v0002", "v0002")
-    assert similar.trigger.why.startswith("it turns away from past updates (cosine 0.4")
+    assert (similar.decision, similar.current, similar.deployed) == ("accepted", "v0002", "v0004")
+    assert similar.trigger.why.startswith("it goes the way of past updates (cosine 0.")
+    assert not similar.trigger.compared and similar.agent_runs == 0 and similar.tasks == []
     assert similar.trigger.insights_added == [] and similar.trigger.runs_added == ["step-0010"]
     assert similar.trigger.encoded == "corpus"
-    assert similar.gain == 0 and "a tie keeps the old" in similar.reason
-    assert store.current() == "v0002"
+    assert similar.reason.startswith("not compared: it goes the way of past updates")
+    assert store.current() == "v0004"
     assert [e.event for e in store.history()] == [
         "built",
         "candidate",
@@ -150,13 +151,13 @@ def test_refuses_a_harmful_update_and_deploys_helpful_ones(toy: Path, llm: FakeL
         "candidate",
         "refused",
         "candidate",
-        "refused",
+        "deployed",
     ]
     state = json.loads(store.update_state_path.read_text())
-    assert state["fresh_tasks"] == [] and state["last_comparison"] == "update-0003"
+    assert state["fresh_tasks"] == ["drawer-6"] and state["last_comparison"] == "update-0002"
     saved = json.loads((store.updates_dir / "update-0002.json").read_text())
     assert saved["decision"] == "kept"
-    assert saved["trigger"]["embedder"] == "local-hash-idf-1024 (corpus)"
+    assert saved["trigger"]["embedder"] == "local-hash-idf-1024 (corpus, by kind)"
 
 
 def test_a_harmful_first_update_is_refused(toy: Path, llm: FakeLLM) -> None:
@@ -201,10 +202,15 @@ def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> No
     assert record is not None and record.trigger.why == "--always-compare"
     assert record.seeds == [5, 6]
     assert [t.group for t in record.tasks] == ["fresh", "boundary", *["coverage"] * 3]
-    assert record.agent_runs == 3 * 2 * 5 and record.rerun_seeds == [7, 8]
+    # The rerun band runs the old memory again on the same seeds, kept apart from its first runs.
+    assert record.agent_runs == 3 * 2 * 5 and record.rerun_seeds == [5, 6]
     runs = read_agent_runs(Store(toy).runs_path)
     assert sorted({runs[i].seed for t in record.tasks for i in t.old_runs + t.new_runs}) == [5, 6]
-    assert sorted({runs[i].seed for t in record.tasks for i in t.rerun_runs}) == [7, 8]
+    assert sorted({runs[i].seed for t in record.tasks for i in t.rerun_runs}) == [5, 6]
+    for task in record.tasks:
+        assert len(task.old_runs) == len(task.rerun_runs) == 2
+        assert not set(task.old_runs) & set(task.rerun_runs)
+        assert {runs[i].memory for i in task.rerun_runs} == {record.current}
     # Both memories solve the same tasks: a tie keeps the old.
     assert record.score_old == record.score_new and record.decision == "kept"
     assert "a tie keeps the old" in record.reason
@@ -234,14 +240,36 @@ def test_agent_errors_are_never_scores(toy: Path, llm: FakeLLM, tmp_path: Path) 
 def test_another_embedder_starts_the_average_afresh(toy: Path, llm: FakeLLM) -> None:
     update(toy, "mat.jsonl", llm)
     record = update(toy, "force.jsonl", llm, embedder=HashingEmbedder(dim=64)).record
-    assert record is not None and record.trigger.embedder == "local-hash-idf-64 (corpus)"
+    assert record is not None and record.trigger.embedder == "local-hash-idf-64 (corpus, by kind)"
     assert record.trigger.why == "no deployed update to compare its direction with yet"
     # So does another encoding: the insight set's directions are another space.
     again = update(
         toy, "mat-again.jsonl", llm, embedder=HashingEmbedder(dim=64), encoded="insights"
     )
-    assert again.record is not None and again.record.trigger.embedder == "local-hash-idf-64"
+    assert again.record is not None
+    assert again.record.trigger.embedder == "local-hash-idf-64 (insights, by kind)"
     assert again.record.trigger.encoded == "insights"
+
+
+def test_deploys_beyond_the_band_and_not_a_reshuffle_when_the_seed_fixes_outcomes() -> None:
+    from wikitrace.control.update import deploys, own_band
+    from wikitrace.corpus_schema.ledger import TaskResult
+
+    def task(old: float, new: float) -> TaskResult:
+        return TaskResult(
+            task_id="t", group="coverage", old_runs=[], new_runs=[], old=old, new=new, compared=True
+        )
+
+    assert own_band([task(0, 1), task(1, 1)]) is None  # no task done worse
+    assert own_band([task(0, 1), task(1, 0), task(0.5, 0)]) == pytest.approx(1.645 * 1.5)
+    # A rerun that moved nothing (band 0): the seed fixes outcomes, any gain is beyond noise,
+    # unless the candidate also made a task worse (a changed memory reshuffling outcomes):
+    # then its gain must pass its own band.
+    assert deploys(1.0, 0.0, None) and not deploys(0.0, 0.0, None)
+    assert not deploys(1.0, 0.0, 2.3) and deploys(2.4, 0.0, 2.3)
+    # A noisy harness: the band stands for the noise, a task done worse is part of it.
+    assert deploys(3.0, 2.0, 5.0) and not deploys(2.0, 2.0, None)
+    assert deploys(0.5, None, 3.0) and not deploys(0.0, None, None)  # --no-rerun-band
 
 
 def test_directions() -> None:
@@ -312,13 +340,14 @@ def test_the_readme_walk_through(
         assert code == 0, err
         record = json.loads(out)
         decisions.append((record["decision"], record["deployed"], record["agent_runs"]))
-    assert decisions == [("deployed", "v0002", 24), ("kept", "v0002", 24), ("kept", "v0002", 27)]
+    # The third only repeats what the memory knows: deployed without a comparison.
+    assert decisions == [("deployed", "v0002", 24), ("kept", "v0002", 24), ("accepted", "v0004", 0)]
     code, out, _ = run(["versions", "toy"])
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
         ["v0001", "previous"],
-        ["v0002", "current"],
+        ["v0002", "previous"],
         ["v0003", "refused"],
-        ["v0004", "refused"],
+        ["v0004", "current"],
     ]
     code, out, _ = run(["verify", "toy", "--all"])
     assert code == 0 and out.count(": ok: ") == 4

@@ -1,0 +1,135 @@
+"""How often `wikitrace monitor` retires a lesson whose true violation rate is known.
+
+Each simulated lesson is cited on a stream of episodes, checked after every one (as running
+`monitor` after each episode would), through the code `monitor` runs: `BaseRates.failure`
+picks each episode's base failure rate and `control.sequential.Watch` is the anytime test
+(`--max-violation-rate` 0.3, `--confidence` 0.95, `--min-judged` 5). Episodes fall on new tasks,
+the normal case after deployment: a pool of 200 tasks the corpus never ran, each with its own
+chance of failing without the lesson (drawn once per task from a Beta distribution with the
+case's mean: effects fixed per task). The corpus holds `--type-runs` runs of the lesson's task
+type (drawn from the same population) for the task-type base rate. Cases:
+
+- harmless: the lesson changes nothing; episodes fail as the task does without it;
+- harmful: on top of the task's own failures, the lesson breaks half the episodes the task
+  would have solved (failure 0.4 -> 0.7): violated half the time beyond the base;
+- checked: the report's own check judges the lesson (no base needed), violated at 0.3 (the
+  limit) or 0.5.
+
+Printed: the share retired within 100 and within 1,000 episodes, and the median episode of
+retirement, for each base: none (every failure counts in full: what monitoring did for a task
+the corpus never ran), the task type's rate at its upper bound (what it does now), and
+control episodes: one of each task (pooled over all, at the upper bound) or five of each
+(each task's own rate).
+
+    python benchmarks/monitor_bench.py               # 1,000 lessons a case
+    python benchmarks/monitor_bench.py --reps 200    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from wikitrace.control.monitor import BaseRates, MonitorOptions
+from wikitrace.control.sequential import Watch
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    base: float
+    """Mean chance a task fails without the lesson."""
+    harm: float
+    """Share of the episodes the task would have solved that the lesson breaks."""
+    checked: float | None = None
+    """The report's own check judges each episode: violated with this chance."""
+    goal: str = ""
+
+
+CASES = (
+    Case("harmless, tasks fail 0.4 anyway", 0.4, 0.0, goal="retire<=0.05 within 1000"),
+    Case("harmless, tasks fail 0.7 anyway", 0.7, 0.0, goal="retire<=0.05 within 1000"),
+    Case("harmful, 0.4 -> 0.7", 0.4, 0.5, goal="(reported)"),
+    Case("checked, violated at 0.3", 0.0, 0.0, checked=0.3, goal="retire<=0.05 within 1000"),
+    Case("checked, violated half the time", 0.0, 0.0, checked=0.5, goal="retire>=0.95 within 100"),
+)
+BASES = ("none", "task type", "controls 1", "controls 5")
+"""none: nothing known of the new tasks; task type: the corpus's runs of the lesson's type;
+controls N: N control episodes of each of the 200 tasks (1: pooled, 5: each task's own)."""
+CONCENTRATION = 6.0
+"""Beta(mean * c, (1 - mean) * c): tasks differ, a task's chance is fixed."""
+
+
+def task_chance(rng: random.Random, mean: float) -> float:
+    if mean <= 0.0:
+        return 0.0
+    return rng.betavariate(mean * CONCENTRATION, (1 - mean) * CONCENTRATION)
+
+
+def one_lesson(
+    rng: random.Random, case: Case, base: str, episodes: int, type_runs: int
+) -> int | None:
+    """The episode the lesson is retired at, or None."""
+    options = MonitorOptions()
+    chances = [task_chance(rng, case.base) for _ in range(200)]
+    failed = sum(rng.random() < task_chance(rng, case.base) for _ in range(type_runs))
+    tally: dict[str | None, tuple[int, int]] = {}
+    if base.startswith("controls"):
+        controls = int(base.split()[1])
+        for task, chance in enumerate(chances):
+            lost = sum(rng.random() < chance for _ in range(controls))
+            tally[str(task)] = (lost, controls)
+    rates = BaseRates(
+        types={"type": (failed, type_runs)} if base == "task type" else {},
+        controls=tally,
+        confidence=options.confidence,
+    )
+    watch = Watch(options.max_violation_rate, 1.0 - options.confidence)
+    for episode in range(1, episodes + 1):
+        task = rng.randrange(len(chances))
+        if case.checked is not None:
+            watch.observe(rng.random() < case.checked, 0.0)
+        else:
+            chance = chances[task]
+            failure = chance + case.harm * (1 - chance)
+            allowance = rates.failure(str(task), "type").failure
+            watch.observe(rng.random() < failure, allowance)
+        if episode >= options.min_judged and watch.retire():
+            return episode
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--type-runs", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    print(
+        f"{args.reps} lessons a case, checked after each of {args.episodes} episodes on new "
+        f"tasks; {args.type_runs} corpus runs of the lesson's task type"
+    )
+    print(f"{'case':34} {'base':10} {'by 100':>7} {'by 1000':>8} {'median':>7}  target")
+    for case in CASES:
+        for base in BASES if case.checked is None else ("checked",):
+            rng = random.Random(f"{args.seed}:{case.name}:{base}")
+            when = [
+                one_lesson(rng, case, base, args.episodes, args.type_runs) for _ in range(args.reps)
+            ]
+            retired = [w for w in when if w is not None]
+            early = sum(w <= 100 for w in retired) / args.reps
+            late = len(retired) / args.reps
+            median = statistics.median(retired) if retired else float("nan")
+            print(f"{case.name:34} {base:10} {early:7.3f} {late:8.3f} {median:7.0f}  {case.goal}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
