@@ -34,7 +34,7 @@ from wikitrace.integrations.inspect_runs import RESULTS, run_methods
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import insights_shown
 
-from helpers import FakeLLM, attribution_answer, good_answer, make_run, run, write_runs
+from helpers import FakeLLM, Stub, attribution_answer, good_answer, make_run, run, write_runs
 
 pytestmark = [
     # inspect_ai's own call of tenacity's wait (inspect_ai 0.3.285 with tenacity 9)
@@ -372,3 +372,51 @@ def test_the_cli_starts_without_inspect_ai() -> None:
     probe = "import sys, wikitrace.cli.main; print('inspect_ai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.stdout == "False\n", result.stderr
+
+
+def _cli_without_inspect(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`wikitrace ARGS` in a fresh process in which inspect_ai cannot be imported (as for a user
+    without the inspect extra): the logs must be read by wikitrace alone."""
+    blocked = "import sys; sys.modules['inspect_ai'] = None; from wikitrace.cli.main import main"
+    code = f"{blocked}; sys.argv[0] = 'wikitrace'; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+@pytest.mark.integration
+def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
+    runs: Path, corpus: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    logs = sorted((runs / "wikitrace").glob("*.eval"))
+    with zipfile.ZipFile(logs[0]) as archive:  # inspect's default: zstd (method 93)
+        assert {info.compress_type for info in archive.infolist()} == {93}
+
+    built = _cli_without_inspect(["build", *map(str, logs), "-o", str(tmp_path / "c")], tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "9 runs (6 succeeded, 3 failed)" in built.stderr
+
+    # Stay/Descent from the logs: rows without "drilldowns" send lift to each episode's log.
+    rows = [{k: v for k, v in r.items() if k != "drilldowns"} for r in _rows(runs)]
+    plain = runs / "no-drilldowns.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lifted = _cli_without_inspect(["lift", str(plain), "--json", "--mount", "insight/"], runs)
+    assert lifted.returncode == 0, lifted.stderr
+    got = {r["method"]: r for r in json.loads(lifted.stdout)["results"]}
+    assert got["wikitrace"]["stay_descent"]["descended"] == 3
+
+    results = str(runs / RESULTS)
+    stub = openai_stub.url
+    for args in (
+        ["lift", results, "--judge", "openai/j", "--corpus", str(corpus), "--judge-api-base", stub],
+        ["attribute", str(corpus), results, "--model", "openai/j", "--api-base", stub],
+        ["drilldowns", results, "--model", "openai/j", "--api-base", stub, "--mount", "insight/"],
+    ):
+        before = len(openai_stub.requests)
+        cache = ["--cache-dir", str(tmp_path / f"cache-{args[0]}")]
+        done = _cli_without_inspect([*args, *cache], runs)
+        assert done.returncode == 0, (args, done.stderr)
+        sent = [r["messages"][0]["content"] for r in openai_stub.requests[before:]]
+        # The judge was shown the episodes, read from their zstd logs.
+        needle = "room 34" if args[0] == "drilldowns" else "annex room 58"
+        assert sent and all(needle in prompt for prompt in sent), (args, done.stderr)
