@@ -353,6 +353,12 @@ async def _report(state: TaskState, record: dict[str, Any]) -> None:
 
     record["drilldowns"] = count_drilldowns(state, record)
     problems = record.setdefault("problems", [])
+    if record.get("access") == "tools" and not _tools_reached_agent():
+        record["access"] = None
+        problems.append(
+            "the agent was never given the memory tools its first message names (an agent "
+            "such as react() takes only its own tools): give it a sandbox, or memory_tools()"
+        )
     insights_only = record.get("mode") == "insights-only"
     request = ChatMessageUser(content=report_request(insights_only=insights_only))
     # The tool calls in the messages are sent with the tools they call (a provider refuses
@@ -374,6 +380,19 @@ async def _report(state: TaskState, record: dict[str, Any]) -> None:
         kept, bad = keep_known(report, known_ids(Path(record["corpus"])))
         record["used"] = kept.used.model_dump()
         problems.extend(f"citation report: {line}" for line in bad)
+
+
+def _tools_reached_agent() -> bool:
+    """Whether a model call of the sample so far was offered a memory tool (True when
+    inspect's transcript cannot say)."""
+    try:
+        from inspect_ai.event import ModelEvent
+        from inspect_ai.log import transcript
+    except ImportError:
+        return True
+    calls = [event for event in transcript().events if isinstance(event, ModelEvent)]
+    offered = {tool.name for event in calls for tool in event.tools}
+    return not calls or bool(offered & set(MEMORY_TOOLS))
 
 
 @solver

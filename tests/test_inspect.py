@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from inspect_ai import Task, eval
+from inspect_ai.agent import as_solver, react
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import (
@@ -524,6 +525,49 @@ def test_a_limit_keeps_the_record_and_a_bad_id_spoils_only_itself(
     assert record["report_tokens"] == 110
     # The report's request carried the tools its messages call, and asked for no call.
     assert asked == {"tools": sorted(MEMORY_TOOLS), "choice": "none"}
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_react_is_told_of_tools_only_if_it_has_them_and_they_leave_its_task_out(
+    corpus: Path, tmp_path: Path, given: bool
+) -> None:
+    own = _own_entries(corpus)[1]
+    replies: list[str] = []
+
+    def scripted(
+        messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: Any
+    ) -> ModelOutput:
+        done = [m for m in messages if isinstance(m, ChatMessageTool)]
+        if "The episode is over" in _text(messages[-1]):
+            output = ModelOutput.from_content("mockllm", '{"used": {}}')
+        elif "read_page" in {t.name for t in tools} and not done:
+            output = ModelOutput.for_tool_call(
+                "mockllm", "read_page", {"path": f"insight/{own}.md"}
+            )
+        else:
+            replies.extend(m.error.message if m.error else m.text for m in done)
+            output = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "34"})
+        output.usage = ModelUsage(input_tokens=10, output_tokens=1, total_tokens=11)
+        return output
+
+    tools = anyio.run(memory_tools, corpus) if given else []  # once, for every sample
+    task = Task(
+        dataset=[Sample(id=1, input="What is the door code of room 34?", target="43")],
+        solver=with_memory(as_solver(react(tools=tools)), corpus, task_name="door_codes"),
+        scorer=match(location="any"),
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=scripted)
+    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and log.samples
+    record = log.samples[0].metadata[METADATA_KEY]
+    if given:  # the tools served the running sample's view: its own lesson is not there
+        assert record["access"] == "tools" and record["problems"] == []
+        assert len(replies) == 1
+        assert replies[0].startswith(f"'insight/{own}.md' is not a page of this corpus"), replies
+    else:
+        assert record["access"] is None and replies == []
+        assert record["problems"][0].startswith("the agent was never given the memory tools")
 
 
 def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
