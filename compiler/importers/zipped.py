@@ -20,12 +20,18 @@ def read_member(archive: zipfile.ZipFile, name: str) -> bytes:
     damaged member (`zipfile.BadZipFile`, `KeyError`, ...), and `NotImplementedError` when a
     zstd member meets a Python without `zstandard` (install it: pip install zstandard)."""
     info = archive.getinfo(name)
-    if info.compress_type != ZSTD or getattr(zipfile, "ZIP_ZSTANDARD", None) == ZSTD:
-        return archive.read(info)  # the zipfile module reads it (Python 3.14, or patched)
+    if info.compress_type != ZSTD or zipfile_reads_zstd():
+        return archive.read(info)
     data = _decompress(_compressed(archive, info), info.file_size)
     if zlib.crc32(data) != info.CRC:
         raise zipfile.BadZipFile(f"bad CRC-32 for {name}")
     return data
+
+
+def zipfile_reads_zstd() -> bool:
+    """Whether the `zipfile` module reads zstd itself: Python 3.14, or patched by
+    `zipfile_zstd` (which inspect_ai imports)."""
+    return getattr(zipfile, "ZIP_ZSTANDARD", None) == ZSTD
 
 
 def _compressed(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
