@@ -8,14 +8,17 @@
    the sample's own task is shown, so an eval never sees its own answer: the sample reads the
    corpus's view without that task (integrations/views.py), whose indexes, catalog and search
    indexes are written without it.
-2. The drill-down, in full mode: with a sandbox, the corpus is copied read-only to
-   `/work/corpus` inside it (the message names shell commands there); without one, the
-   MCP server's tools (`read_page`, `search`, `audit`, `actions`, `turn`) are added to the
-   sample's tools, answered in-process by the same code as `wikitrace mcp`.
-3. `citation_report`: once the agent is done, the model is asked which memory entries shaped
-   its actions; the checked report, the entries the message showed and how many drill-downs
-   the agent made go into the sample's metadata under "wikitrace". The agent's output (what
-   the scorer reads) is kept as it was.
+2. The drill-down, in full mode: with a sandbox, the sample's view is copied read-only to
+   `/work/corpus` inside it and removed after the sample (`inspect_sandbox.py`; a local
+   sandbox's copy goes into the sample's own folder); without one, the MCP server's tools
+   (`read_page`, `search`, `audit`, `actions`, `turn`) are added to the sample's tools,
+   answered in-process by the same code as `wikitrace mcp`. A sample whose task the corpus
+   does not hold is reported (or failed: `unknown_task`).
+3. `citation_report`: once the agent is done (or a limit stopped it), the model is asked
+   which memory entries shaped its actions; the report's valid entries, the entries the
+   message showed, how many drill-downs the agent made, the report call's tokens (the
+   harness's) and any problems go into the sample's metadata under "wikitrace". The agent's
+   output (what the scorer reads) is kept as it was.
 
 Insights Only (`mode="insights-only"`) shows the same insights with no runs and no drill-down.
 """
