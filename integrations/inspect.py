@@ -431,8 +431,14 @@ def _episode(steps: list[Solver]) -> Solver:
 async def _remove_copy(state: TaskState) -> None:
     record = state.metadata.get(METADATA_KEY)
     if isinstance(record, dict) and record.get("files_copied") is not None:
-        await inspect_sandbox.remove_copy(sandbox(), record["mount"])
-        record["removed"] = True
+        try:
+            await inspect_sandbox.remove_copy(sandbox(), record["mount"])
+        except Exception as error:  # the sample's own outcome comes first
+            log.warning("the corpus copy at %s was not removed: %s", record["mount"], error)
+            record.setdefault("problems", []).append(f"the copy was not removed: {error}")
+            record["removed"] = False
+        else:
+            record["removed"] = True
 
 
 def with_memory(
