@@ -37,7 +37,11 @@ class ResultRow(BaseModel):
     used: dict[str, list[str]] | None = None
     """The agent's citation report (`used`): the memory entries it said shaped its actions."""
     tokens: int | None = Field(default=None, ge=0)
-    """The episode's model tokens, all calls (`wikitrace lift` reports the mean per method)."""
+    """The agent's model tokens in the episode (`wikitrace lift` reports the mean per method);
+    the harness's own calls (a citation report it asks for) are in `harness_tokens`."""
+    harness_tokens: int | None = Field(default=None, ge=0)
+    """The harness's own model tokens in the episode (the citation-report call), left out of
+    `tokens` so that memory is not charged for them."""
     seconds: float | None = Field(default=None, ge=0)
     """The episode's wall time in seconds."""
     drilldowns: int | None = Field(default=None, ge=0)
@@ -78,7 +82,7 @@ def _csv_value(key: str, value: str) -> Any:
         if lowered in _FALSE:
             return False
         return value  # rejected by validation, with the row named
-    if key in ("trial", "tokens", "drilldowns"):
+    if key in ("trial", "tokens", "harness_tokens", "drilldowns"):
         return int(value) if value.lstrip("-").isdigit() else value
     if key == "used":  # the citation report's JSON in one cell
         try:

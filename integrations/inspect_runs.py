@@ -178,6 +178,8 @@ def episode_rows(log: Any, method: str, out: Path) -> Iterator[ResultRow]:
         record = sample.metadata.get(METADATA_KEY) if isinstance(sample.metadata, dict) else None
         record = record if isinstance(record, dict) else {}
         tokens = sum(usage.total_tokens for usage in (sample.model_usage or {}).values())
+        harness = record.get("report_tokens")
+        harness = harness if isinstance(harness, int) and 0 <= harness <= tokens else None
         yield ResultRow(
             suite=log.eval.task,
             method=method,
@@ -186,7 +188,8 @@ def episode_rows(log: Any, method: str, out: Path) -> Iterator[ResultRow]:
             score=value,
             trajectory=f"{where}#samples/{sample.id}_epoch_{sample.epoch}.json",
             used=record.get("used"),
-            tokens=tokens,
+            tokens=tokens - (harness or 0),
+            harness_tokens=harness,
             seconds=sample.total_time,
             drilldowns=record.get("drilldowns"),
         )

@@ -13,7 +13,7 @@ import pytest
 from wikitrace.cli.formats import FORMAT_NAMES
 from wikitrace.cli.main import cli
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.importers import READABLE, plan_inputs
+from wikitrace.compiler.importers import READABLE, plan_inputs, zipped
 from wikitrace.compiler.importers.runs import SourceRun, Unlabelled
 from wikitrace.corpus_schema import InputError
 
@@ -169,6 +169,37 @@ def test_a_damaged_eval_zip_is_named(tmp_path: Path) -> None:
         archive.writestr("samples/1_epoch_1.json", '{"id": 1, "messages": [')
     (error,) = items(broken)
     assert str(error).startswith(f"{broken} at samples/1_epoch_1.json: cannot read this member")
+
+
+def test_a_zstd_eval_zip_is_read_by_wikitrace_itself_and_damage_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zipfile_zstd = pytest.importorskip("zipfile_zstd")  # how inspect_ai writes method 93
+    path = tmp_path / "log.eval"
+    sample = {
+        "id": 1,
+        "epoch": 1,
+        "input": "2+2?",
+        "messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
+        "scores": {"match": {"value": "C"}},
+    }
+    with zipfile.ZipFile(path, "w", compression=zipfile_zstd.ZIP_ZSTANDARD) as archive:
+        archive.writestr("header.json", json.dumps({"eval": {"task": "math"}}))
+        archive.writestr("samples/1_epoch_1.json", json.dumps(sample) * 1 + " " * 5000)
+    # wikitrace's own reader, as in a process that never imported inspect_ai
+    monkeypatch.setattr(zipped, "zipfile_reads_zstd", lambda: False)
+    with zipfile.ZipFile(path) as archive:
+        assert {info.compress_type for info in archive.infolist()} == {93}
+    (found,) = runs(path)
+    assert found.record.task_id == "math/1" and found.record.success is True
+    data = bytearray(path.read_bytes())
+    start = data.find(b"samples/1_epoch_1.json") + len("samples/1_epoch_1.json")
+    for i in range(start + 12, start + 30):  # the member's zstd bytes
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    (error,) = items(path)
+    assert isinstance(error, InputError)
+    assert str(error).startswith(f"{path} at samples/1_epoch_1.json: cannot read this member")
 
 
 def test_openhands_events_pair_actions_with_their_observations() -> None:

@@ -16,12 +16,22 @@ from typing import Any
 import anyio
 import pytest
 from inspect_ai import Task, eval
+from inspect_ai.agent import as_solver, react
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log
-from inspect_ai.model import ChatMessage, ChatMessageTool, ModelOutput, ModelUsage, get_model
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.scorer import match
-from inspect_ai.solver import generate
+from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
 from inspect_ai.tool import ToolDef, ToolError, ToolInfo
+from inspect_ai.util import sandbox
 
 from wikitrace import prompts
 from wikitrace.compiler import BuildOptions, build_corpus
@@ -29,12 +39,12 @@ from wikitrace.compiler.compile import Templates
 from wikitrace.evaluation import EvalOptions, read_rows
 from wikitrace.evaluation.attribute import Attributor, attribute
 from wikitrace.evaluation.lift import lift, markdown
-from wikitrace.integrations.inspect import METADATA_KEY, memory_tools, with_memory
+from wikitrace.integrations.inspect import MEMORY_TOOLS, METADATA_KEY, memory_tools, with_memory
 from wikitrace.integrations.inspect_runs import RESULTS, run_methods
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import insights_shown
 
-from helpers import FakeLLM, attribution_answer, good_answer, make_run, run, write_runs
+from helpers import FakeLLM, Stub, attribution_answer, good_answer, make_run, run, write_runs
 
 pytestmark = [
     # inspect_ai's own call of tenacity's wait (inspect_ai 0.3.285 with tenacity 9)
@@ -320,10 +330,30 @@ def test_memory_tools_are_the_mcp_server_s_and_leave_the_own_task_out(corpus: Pa
 def test_with_a_sandbox_the_corpus_is_copied_read_only_without_the_own_task(
     corpus: Path, tmp_path: Path
 ) -> None:
-    mount = tmp_path / "box" / "corpus"
+    seen: dict[str, Any] = {}
+
+    @solver
+    def look() -> Solver:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            mount = state.metadata[METADATA_KEY]["mount"]
+            files = await sandbox().exec(["find", mount, "-type", "f"])
+            seen["files"] = sorted(
+                Path(p).relative_to(mount).as_posix() for p in files.stdout.split()
+            )
+            texts = await sandbox().exec(
+                ["sh", "-c", 'find "$1" -type f -exec cat {} +', "sh", mount]
+            )
+            seen["text"], seen["mount"] = texts.stdout, mount
+            seen["modes"] = {
+                p: Path(mount, p).stat().st_mode for p in ("tools/turn", "raw/_index.md")
+            }
+            return state
+
+        return solve
+
     task = Task(
         dataset=[Sample(id=1, input="What is the door code of room 34?", target="43")],
-        solver=with_memory(generate(), corpus, task_name="door_codes", mount=str(mount)),
+        solver=with_memory([look(), generate()], corpus, task_name="door_codes"),
         scorer=match(location="any"),
         sandbox="local",
         name="door_codes",
@@ -332,22 +362,216 @@ def test_with_a_sandbox_the_corpus_is_copied_read_only_without_the_own_task(
     [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success" and log.samples
     record = log.samples[0].metadata[METADATA_KEY]
-    assert record["access"] == "sandbox" and record["mount"] == str(mount)
+    # A local sandbox: the copy went into the sample's own folder, not the shared default.
+    assert record["access"] == "sandbox" and record["mount"] == seen["mount"] != "/work/corpus"
+    assert record["read_only"] == "permissions" and record["removed"] is True
+    assert not Path(seen["mount"]).exists()
     first = log.samples[0].messages[0].text
-    assert f"`{mount}`" in first and "read_page" not in first
-    copied = sorted(p.relative_to(mount).as_posix() for p in mount.rglob("*") if p.is_file())
+    assert f"`{seen['mount']}`" in first and "read_page" not in first
+    copied = seen["files"]
     assert record["files_copied"] == len(copied)
     assert "tools/turn" in copied and "raw/step-0001/metadata.md" in copied
     assert "raw/_index.md" in copied and "catalog.jsonl" in copied
     # Room 34's own run and lesson: in no file name, page, index, catalog or search index,
     # nor in the first message (which quotes the task, room 34 itself).
-    texts = {rel: (mount / rel).read_bytes().decode("utf-8", "replace") for rel in copied}
+    assert "room 27" in seen["text"]
     for hidden in _own_entries(corpus):
-        assert not [rel for rel, text in texts.items() if hidden in text or hidden in rel], hidden
+        assert hidden not in seen["text"] and not [rel for rel in copied if hidden in rel], hidden
         assert hidden == "room 34" or hidden not in first
-    assert all(not p.stat().st_mode & 0o222 for p in mount.rglob("*"))
-    assert (mount / "tools" / "turn").stat().st_mode & 0o111
-    subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=True)
+    assert not seen["modes"]["raw/_index.md"] & 0o222
+    assert seen["modes"]["tools/turn"] & 0o111
+
+
+@pytest.fixture(scope="module")
+def four_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An offline corpus of four tasks, door_codes/1-4, each run's text marked SECRET-N."""
+    root = tmp_path_factory.mktemp("four")
+    past = [
+        make_run(
+            f"door_codes/{n}",
+            task=f"What is the door code of room {n}? SECRET-{n}",
+            task_type="door_codes",
+            turns=[
+                {"role": "user", "content": f"Room {n}, SECRET-{n}."},
+                {"role": "assistant", "action": f"enter code {n}", "observation": f"SECRET-{n}"},
+            ],
+        )
+        for n in range(1, 5)
+    ]
+    options = BuildOptions(
+        inputs=[write_runs(root / "runs.jsonl", past)], output=root / "corpus", mine=False
+    )
+    build_corpus(options)
+    return root / "corpus"
+
+
+@solver
+def snoop(seen: dict[str, dict[str, Any]]) -> Solver:
+    """A scripted agent that plants a file in its copy, waits (so that concurrent samples
+    overlap), then reads every file under its mount."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        mount = state.metadata[METADATA_KEY]["mount"]
+        plant = f'echo PLANTED-{state.sample_id} > "$1/planted"'
+        await sandbox().exec(["sh", "-c", plant, "sh", mount])
+        await anyio.sleep(0.3)
+        read = await sandbox().exec(["sh", "-c", 'find "$1" -type f -exec cat {} +', "sh", mount])
+        seen[str(state.sample_id)] = {"mount": mount, "text": read.stdout}
+        state.output = ModelOutput.from_content("mockllm", "done")
+        return state
+
+    return solve
+
+
+@pytest.mark.parametrize("at_once", [4, 1])
+def test_each_sample_reads_its_own_view_and_an_unknown_task_is_reported(
+    four_tasks: Path, tmp_path: Path, at_once: int
+) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    shared = tmp_path / "shared" / "corpus"  # every sample is given the same mount
+    task = Task(
+        dataset=[Sample(id=n, input=f"What is the door code of room {n}?") for n in range(1, 6)],
+        solver=with_memory(snoop(seen), four_tasks, task_name="door_codes", mount=str(shared)),
+        sandbox="local",
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=agent)
+    [log] = eval(
+        task, model=model, log_dir=str(tmp_path / "logs"), display="none", max_samples=at_once
+    )
+    assert log.status == "success" and log.samples and len(seen) == 5
+    assert len({view["mount"] for view in seen.values()}) == 5 and not shared.exists()
+    records = {str(sample.id): sample.metadata[METADATA_KEY] for sample in log.samples}
+    for sample, view in seen.items():
+        others = [n for n in "1234" if n != sample]
+        assert f"SECRET-{sample}" not in view["text"], sample  # nothing of its own task
+        assert all(f"SECRET-{n}" in view["text"] for n in others), sample
+        # What another sample planted never reaches it; its own copy is gone after it.
+        assert re.findall(r"PLANTED-\d", view["text"]) in ([], [f"PLANTED-{sample}"])
+        assert not Path(view["mount"]).exists() and records[sample]["removed"] is True
+    # Sample 5's task is not in the corpus: reported, and it reads the whole corpus.
+    assert [r["task_not_in_corpus"] for _, r in sorted(records.items())] == [False] * 4 + [True]
+    assert records["5"]["problems"] == [
+        "the corpus holds no run of this sample's task (door_codes/5 or 5): nothing was left "
+        "out; if it is a variant of a task the corpus knows, name that task with task_name"
+    ]
+    assert all(f"SECRET-{n}" in seen["5"]["text"] for n in "1234")
+
+
+def test_a_sample_whose_task_is_not_in_the_corpus_can_fail(
+    four_tasks: Path, tmp_path: Path
+) -> None:
+    task = Task(
+        dataset=[Sample(id=7, input="What is the door code of room 7?")],
+        solver=with_memory(generate(), four_tasks, task_name="door_codes", unknown_task="fail"),
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=agent)
+    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "error" and log.error is not None
+    assert "the corpus holds no run of this sample's task (door_codes/7 or 7)" in log.error.message
+
+
+def test_a_limit_keeps_the_record_and_a_bad_id_spoils_only_itself(
+    corpus: Path, tmp_path: Path
+) -> None:
+    asked: dict[str, Any] = {}
+
+    def reader(
+        messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: Any
+    ) -> ModelOutput:
+        """Reads the insight index until the message limit stops it; then reports a shown
+        insight and one the corpus does not hold."""
+        if "The episode is over" in _text(messages[-1]):
+            asked["tools"], asked["choice"] = sorted(t.name for t in tools), tool_choice
+            shown = sorted(set(re.findall(r"\*\*(insight-\d{4}): ", _text(messages[2]))))
+            report = {"used": {"insights": [*shown, "insight-0099"]}}
+            output = ModelOutput.from_content("mockllm", json.dumps(report))
+        else:
+            output = ModelOutput.for_tool_call(
+                "mockllm", "read_page", {"path": "insight/_index.md"}
+            )
+        output.usage = ModelUsage(input_tokens=100, output_tokens=10, total_tokens=110)
+        return output
+
+    few_shot = [
+        ChatMessageUser(content="What is the door code of room 5?"),
+        ChatMessageAssistant(content="The code is 50."),
+        ChatMessageUser(content="What is the door code of room 34?"),
+    ]
+    task = Task(
+        dataset=[Sample(id=1, input=few_shot, target="43")],
+        solver=with_memory(generate(), corpus, task_name="door_codes"),
+        scorer=match(location="any"),
+        message_limit=8,
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=reader)
+    # A provider that needs the definitions of the tools the messages call (inspect keeps
+    # them, with tool_choice "none", only for such a provider).
+    model.api.tools_required = lambda: True  # type: ignore[method-assign]
+    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.samples
+    [sample] = log.samples
+    assert sample.limit is not None and sample.limit.type == "message"
+    # The few-shot example stays; the task (its last user message) gave way to the memory's.
+    assert sample.messages[0].text == "What is the door code of room 5?"
+    assert sample.messages[1].text == "The code is 50."
+    assert "room 34" in sample.messages[2].text and "# Your task" in sample.messages[2].text
+    assert "counts against that limit" in sample.messages[2].text
+    record = sample.metadata[METADATA_KEY]
+    assert record["drilldowns"] == 3  # the limit of 8 messages stopped the fourth read
+    assert record["problems"][0].startswith("the message limit: ")
+    assert record["problems"][1:] == [
+        "citation report: used.insights: 'insight-0099' is not in the corpus"
+    ]
+    assert record["used"]["insights"] == record["insights_shown"] != []
+    assert record["report_tokens"] == 110
+    # The report's request carried the tools its messages call, and asked for no call.
+    assert asked == {"tools": sorted(MEMORY_TOOLS), "choice": "none"}
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_react_is_told_of_tools_only_if_it_has_them_and_they_leave_its_task_out(
+    corpus: Path, tmp_path: Path, given: bool
+) -> None:
+    own = _own_entries(corpus)[1]
+    replies: list[str] = []
+
+    def scripted(
+        messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: Any
+    ) -> ModelOutput:
+        done = [m for m in messages if isinstance(m, ChatMessageTool)]
+        if "The episode is over" in _text(messages[-1]):
+            output = ModelOutput.from_content("mockllm", '{"used": {}}')
+        elif "read_page" in {t.name for t in tools} and not done:
+            output = ModelOutput.for_tool_call(
+                "mockllm", "read_page", {"path": f"insight/{own}.md"}
+            )
+        else:
+            replies.extend(m.error.message if m.error else m.text for m in done)
+            output = ModelOutput.for_tool_call("mockllm", "submit", {"answer": "34"})
+        output.usage = ModelUsage(input_tokens=10, output_tokens=1, total_tokens=11)
+        return output
+
+    tools = anyio.run(memory_tools, corpus) if given else []  # once, for every sample
+    task = Task(
+        dataset=[Sample(id=1, input="What is the door code of room 34?", target="43")],
+        solver=with_memory(as_solver(react(tools=tools)), corpus, task_name="door_codes"),
+        scorer=match(location="any"),
+        name="door_codes",
+    )
+    model = get_model("mockllm/model", custom_outputs=scripted)
+    [log] = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and log.samples
+    record = log.samples[0].metadata[METADATA_KEY]
+    if given:  # the tools served the running sample's view: its own lesson is not there
+        assert record["access"] == "tools" and record["problems"] == []
+        assert len(replies) == 1
+        assert replies[0].startswith(f"'insight/{own}.md' is not a page of this corpus"), replies
+    else:
+        assert record["access"] is None and replies == []
+        assert record["problems"][0].startswith("the agent was never given the memory tools")
 
 
 def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
@@ -376,3 +600,51 @@ def test_the_cli_starts_without_inspect_ai() -> None:
     probe = "import sys, wikitrace.cli.main; print('inspect_ai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.stdout == "False\n", result.stderr
+
+
+def _cli_without_inspect(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`wikitrace ARGS` in a fresh process in which inspect_ai cannot be imported (as for a user
+    without the inspect extra): the logs must be read by wikitrace alone."""
+    blocked = "import sys; sys.modules['inspect_ai'] = None; from wikitrace.cli.main import main"
+    code = f"{blocked}; sys.argv[0] = 'wikitrace'; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+@pytest.mark.integration
+def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
+    runs: Path, corpus: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    logs = sorted((runs / "wikitrace").glob("*.eval"))
+    with zipfile.ZipFile(logs[0]) as archive:  # inspect's default: zstd (method 93)
+        assert {info.compress_type for info in archive.infolist()} == {93}
+
+    built = _cli_without_inspect(["build", *map(str, logs), "-o", str(tmp_path / "c")], tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "9 runs (6 succeeded, 3 failed)" in built.stderr
+
+    # Stay/Descent from the logs: rows without "drilldowns" send lift to each episode's log.
+    rows = [{k: v for k, v in r.items() if k != "drilldowns"} for r in _rows(runs)]
+    plain = runs / "no-drilldowns.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lifted = _cli_without_inspect(["lift", str(plain), "--json", "--mount", "insight/"], runs)
+    assert lifted.returncode == 0, lifted.stderr
+    got = {r["method"]: r for r in json.loads(lifted.stdout)["results"]}
+    assert got["wikitrace"]["stay_descent"]["descended"] == 3
+
+    results = str(runs / RESULTS)
+    stub = openai_stub.url
+    for args in (
+        ["lift", results, "--judge", "openai/j", "--corpus", str(corpus), "--judge-api-base", stub],
+        ["attribute", str(corpus), results, "--model", "openai/j", "--api-base", stub],
+        ["drilldowns", results, "--model", "openai/j", "--api-base", stub, "--mount", "insight/"],
+    ):
+        before = len(openai_stub.requests)
+        cache = ["--cache-dir", str(tmp_path / f"cache-{args[0]}")]
+        done = _cli_without_inspect([*args, *cache], runs)
+        assert done.returncode == 0, (args, done.stderr)
+        sent = [r["messages"][0]["content"] for r in openai_stub.requests[before:]]
+        # The judge was shown the episodes, read from their zstd logs.
+        needle = "room 34" if args[0] == "drilldowns" else "annex room 58"
+        assert sent and all(needle in prompt for prompt in sent), (args, done.stderr)

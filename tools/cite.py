@@ -204,6 +204,24 @@ def check_ids(
                 )
 
 
+def keep_known(
+    report: CitationReport, known: tuple[set[str], set[str], set[str]]
+) -> tuple[CitationReport, list[str]]:
+    """The report with only the ids the corpus holds, and a line naming each one it does not
+    (`used.insights: 'insight-0099' is not in the corpus`): a harness keeps the valid entries
+    of an agent's report instead of discarding it whole for one unknown id."""
+    kept: dict[str, list[str]] = {}
+    bad: list[str] = []
+    for kind, ids in zip(KINDS, known, strict=True):
+        kept[kind] = []
+        for ident in getattr(report.used, kind):
+            if ident in ids:
+                kept[kind].append(ident)
+            else:
+                bad.append(f"used.{kind}: {ident!r} is not in the corpus")
+    return report.model_copy(update={"used": Used(**kept)}), bad
+
+
 def check_report(root: Path, item: Any) -> CitationReport:
     """A report given as a JSON value, checked against the corpus at `root`."""
     report = parse_report(item)

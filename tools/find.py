@@ -89,9 +89,7 @@ def search(
     hits: list[Hit] = []
     if "insights" in kinds:
         allowed = [
-            i
-            for i, item in enumerate(memory.insights)
-            if not memory.drawn_from(item, excluded)
+            i for i, item in enumerate(memory.insights) if not memory.drawn_from(item, excluded)
         ]
         for i, score in _best(memory.insight_ranker, query, allowed, limit, min_score):
             item = memory.insights[i]

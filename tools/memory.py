@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog

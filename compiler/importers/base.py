@@ -19,6 +19,8 @@ from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.projects import normal_project, project_of_folder
 from wikitrace.corpus_schema.work import CODING, infer_kind
 
+from .zipped import read_member
+
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""
 FIRST_LINE_BYTES = 64 * 1024 * 1024
@@ -370,7 +372,7 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
     try:
-        return orjson.loads(archive.read(name))
+        return orjson.loads(read_member(archive, name))
     except (
         orjson.JSONDecodeError,
         zipfile.BadZipFile,
