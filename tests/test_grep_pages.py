@@ -18,6 +18,8 @@ from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.tools.audit import audit_insight, audit_step
 from wikitrace.tools.memory import Memory
 
+from helpers import planted, write_runs
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "tau-bench-airline.jsonl"
 TELECOM = Path(__file__).parent / "data" / "tau2-telecom-20runs.jsonl"
 FORMAT1 = Path(__file__).parent / "data" / "format1-corpus"
@@ -25,9 +27,11 @@ FORMAT1 = Path(__file__).parent / "data" / "format1-corpus"
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled example and the telecom runs, built offline: divergences and a contrast."""
+    """The bundled example, the telecom runs and runs with a lesson planted within their tasks
+    (helpers.planted), built offline: divergences and a contrast."""
     root = tmp_path_factory.mktemp("grep") / "corpus"
-    build_corpus(BuildOptions(inputs=[EXAMPLE, TELECOM], output=root))
+    shop = write_runs(root.parent / "shop.jsonl", planted())
+    build_corpus(BuildOptions(inputs=[EXAMPLE, TELECOM, shop], output=root))
     return root
 
 

@@ -31,48 +31,7 @@ from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import FrozenVersion, Store, leave_out
 
-from helpers import DATA, FakeLLM, good_answer, make_run, run, write_runs
-
-
-def call(name: str, result: str = "ok", **arguments: Any) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "tool_calls": [{"name": name, "arguments": arguments, "result": result}],
-    }
-
-
-def shop_run(task: int, trial: int, success: bool, *, refund: bool) -> dict[str, Any]:
-    """A support run: look the order up, maybe refund at once, answer."""
-    turns = [
-        {"role": "user", "content": f"Order {task} arrived broken."},
-        call("get_order", order_id=f"O{task}"),
-    ]
-    if refund:
-        turns.append(call("issue_refund", order_id=f"O{task}", amount=10 + task))
-    turns.append(call("check_policy", topic="damage", note=f"trial {trial}"))
-    turns.append({"role": "assistant", "content": "Done."})
-    return make_run(
-        f"order-{task}",
-        success=success,
-        turns=turns,
-        task=f"Order {task} arrived broken; help the customer.",
-        task_type="shop",
-        metadata={"attempt": trial},
-    )
-
-
-def planted() -> list[dict[str, Any]]:
-    """40 runs of 10 tasks, 4 trials each: trials 1 and 2 refund at once, 3 and 4 do not. In
-    tasks 0-5 both runs that refund fail, in tasks 6 and 7 the first does, and in task 0 the
-    third trial fails too: within 8 tasks, runs that refund failed 14 of 16, those that did
-    not 1 of 16 (over all 40 runs: 14 of 20 against 1 of 20)."""
-    runs = []
-    for index in range(40):
-        task, trial = index // 4, index % 4 + 1
-        refund = trial <= 2
-        failed = (refund and (task <= 5 or (task <= 7 and trial == 1))) or (task, trial) == (0, 3)
-        runs.append(shop_run(task, trial, not failed, refund=refund))
-    return runs
+from helpers import DATA, FakeLLM, call, good_answer, make_run, planted, run, shop_run, write_runs
 
 
 def build(tmp_path: Path, runs: list[dict[str, Any]], name: str = "corpus", **options: Any) -> Path:
