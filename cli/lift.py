@@ -184,7 +184,10 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     if jobs:
         harbor = read_jobs(jobs, baseline, rerun)
         for note in harbor.left_out:
-            click.echo(f"not counted (no reward): {note}", err=True)
+            click.echo(f"not counted: {note}", err=True)
+        for suite, (counted, left_out) in harbor.counts.items():
+            if left_out:
+                click.echo(f"{suite}: {counted} trials counted, {left_out} not", err=True)
         for problem in harbor.problems:
             click.echo(f"warning: {problem}", err=True)
         rows += harbor.rows

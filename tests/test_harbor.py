@@ -198,9 +198,10 @@ def test_harbor_jobs_read_as_rows() -> None:
         for task in ("fix-git", "hello-world")
     ]
     assert read.left_out == [
-        f"{RERUN}/fix-git__eeeeeee: AgentTimeoutError: Agent execution timed out after 900.0 "
-        "seconds"
+        f"{RERUN}/fix-git__eeeeeee: no reward: AgentTimeoutError: Agent execution timed out "
+        "after 900.0 seconds"
     ]
+    assert read.counts == {"terminal-bench": (8, 1)}
     assert read.problems == []
     drilled = rows[("wikitrace", "fix-git", 1)]
     assert (drilled.score, drilled.drilldowns, drilled.suite) == (1.0, 1, "terminal-bench")
@@ -214,8 +215,10 @@ def test_harbor_jobs_read_as_rows() -> None:
 def test_lift_reads_harbor_job_folders(tmp_path: Path) -> None:
     code, out, err = run(["lift", str(BASELINE), str(RERUN), str(MEMORY), "--json"])
     assert code == 0, err
-    assert err == f"not counted (no reward): {RERUN}/fix-git__eeeeeee: AgentTimeoutError: " + (
+    assert err == (
+        f"not counted: {RERUN}/fix-git__eeeeeee: no reward: AgentTimeoutError: "
         "Agent execution timed out after 900.0 seconds\n"
+        "terminal-bench: 8 trials counted, 1 not\n"
     )
     got = {r["method"]: r for r in json.loads(out)["results"]}
     wikitrace, insights = got["wikitrace"], got["insights-only"]
@@ -235,7 +238,7 @@ def test_lift_reads_harbor_job_folders(tmp_path: Path) -> None:
     # Three jobs of the plain agent: which is the baseline is not guessed.
     code, out, err = run(["lift", str(BASELINE), str(RERUN), str(BASELINE / ".." / BASELINE.name)])
     assert (code, out) == (2, "")
-    assert "3 jobs have trials without the memory" in err
+    assert "3 jobs have trials of claude-code (claude-sonnet-4-5) without the memory" in err
     empty = tmp_path / "job"
     (empty / "trial").mkdir(parents=True)
     (empty / "config.json").write_text("{}")
