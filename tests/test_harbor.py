@@ -469,3 +469,134 @@ def test_the_oracle_with_memory_is_made_by_a_harbor_trial(corpus: Path, tmp_path
     agent = trial.agent
     assert type(agent).__name__ == "oracle" and agent.to_agent_info().name == "oracle"
     assert agent._task.task_dir == task and agent.wikitrace.mode == "insights-only"
+
+
+def _agent_step(number: int, text: str, command: str | None = None, **extra: Any) -> dict[str, Any]:
+    step: dict[str, Any] = {"step_id": number, "source": "agent", "message": text, **extra}
+    if command is not None:
+        step["tool_calls"] = [
+            {
+                "tool_call_id": f"c{number}",
+                "function_name": "Bash",
+                "arguments": {"command": command},
+            }
+        ]
+        step["observation"] = {"results": [{"source_call_id": f"c{number}", "content": "ok"}]}
+    return step
+
+
+def _atif(steps: list[dict[str, Any]], continued: str | None = None) -> str:
+    data: dict[str, Any] = {
+        "schema_version": "ATIF-v1.2",
+        "session_id": "s1",
+        "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": "m"},
+        "steps": [{"step_id": 0, "source": "user", "message": "# Your task\n\nFix it."}, *steps],
+    }
+    if continued:
+        data["continued_trajectory_ref"] = continued
+    return json.dumps(data)
+
+
+def test_a_multi_step_trial_with_a_continued_trajectory_is_read_whole(tmp_path: Path) -> None:
+    """Tokens and seconds are the steps' sums; drill-downs and citation reports every step's,
+    a terminus-2 continuation (trajectory.cont-1.json) read with its trajectory, its copied
+    context once."""
+    trial = tmp_path / "fix-git__mmmmmmm"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    result = json.loads((trial / "result.json").read_text())
+    for key in ("agent_result", "agent_execution"):
+        del result[key]
+
+    def span(seconds: int) -> dict[str, str]:
+        return {
+            "started_at": "2026-01-10T09:00:00",
+            "finished_at": f"2026-01-10T09:00:{seconds:02d}",
+        }
+
+    result["step_results"] = [
+        {
+            "step_name": name,
+            "agent_result": {"n_input_tokens": tokens, "n_output_tokens": tokens // 10},
+            "agent_execution": span(seconds),
+            "verifier_result": {"rewards": {"reward": 1.0}},
+        }
+        for name, tokens, seconds in (("one", 100, 10), ("two", 200, 20))
+    ]
+    (trial / "result.json").write_text(json.dumps(result))
+    one, two = trial / "steps" / "one" / "agent", trial / "steps" / "two" / "agent"
+    one.mkdir(parents=True)
+    two.mkdir(parents=True)
+    (trial / "agent" / "trajectory.json").rename(one / "trajectory.json")
+    drill = _agent_step(1, "Reading the run.", "cat /work/corpus/raw/step-0003/metadata.md")
+    (two / "trajectory.json").write_text(_atif([drill], continued="trajectory.cont-1.json"))
+    report = '```json\n{"used": {"raw": ["step-0003"], "compilations": [], "insights": []}}\n```'
+    (two / "trajectory.cont-1.json").write_text(
+        _atif(
+            [
+                {**drill, "is_copied_context": True},
+                _agent_step(2, "The notes.", "ls /work/corpus/compilation/"),
+                _agent_step(3, f"Done.\n\n{report}"),
+            ]
+        )
+    )
+
+    read = read_jobs([trial])
+    assert read.left_out == [] and read.problems == []
+    [item] = read.rows
+    row = item.row
+    assert (row.method, row.tokens, row.seconds) == ("wikitrace", 330, 30.0)
+    assert row.trajectory == "steps/one/agent/trajectory.json"
+    assert row.drilldowns == 3  # one in step one, two in step two (the copied one once)
+    assert row.used == {"raw": ["step-0003"], "compilations": [], "insights": ["insight-0001"]}
+
+
+class ResumingAgent(FakeAgent):
+    """An agent whose load and resume go through run, as Harbor's installed agents' do."""
+
+    entries: ClassVar[list[str]] = []
+
+    async def load(self, instruction: str, environment: Any, context: Any) -> None:
+        type(self).entries.append("load")
+        await self.run(instruction, environment, context)
+
+    async def resume(self, instruction: str, environment: Any, context: Any) -> None:
+        type(self).entries.append("resume")
+        await self.run(instruction, environment, context)
+
+
+def test_load_and_resume_get_the_memory_once_each_and_say_so(corpus: Path, tmp_path: Path) -> None:
+    wrapped = with_memory(ResumingAgent)
+    trial = tmp_path / "hello-world__Ab3dE7q"
+    kwargs = {"wikitrace_corpus": str(corpus), "wikitrace_mode": "insights-only"}
+    agent = wrapped(logs_dir=trial / "agent", **kwargs)
+    environment = FakeEnvironment("hello-world")
+    anyio.run(agent.load, "Create hello.txt in /app.", environment, None)
+    anyio.run(agent.resume, "Now add a second line.", environment, None)
+    assert ResumingAgent.entries == ["load", "resume"]
+    first, second = agent.given
+    assert first.startswith("# Your task\n\nCreate hello.txt in /app.") and OWN in first
+    assert second.startswith("# Your task\n\nNow add a second line.")
+    record = json.loads((trial / "wikitrace.json").read_text())
+    assert [call["entry"] for call in record["calls"]] == ["load", "resume"]
+    assert record["insights_shown"] == record["calls"][0]["insights_shown"]
+
+
+def test_a_trial_whose_load_skipped_the_memory_is_not_counted_as_the_memory(
+    tmp_path: Path,
+) -> None:
+    """A record without `calls` (a wrapper before load and resume had the memory) and a trial
+    Harbor seeded from a trajectory: the agent never saw the memory."""
+    trial = tmp_path / "fix-git__lllllll"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    result = json.loads((trial / "result.json").read_text())
+    result["config"]["agent"]["load_trajectory"] = "/home/me/seed.json"
+    (trial / "result.json").write_text(json.dumps(result))
+    read = read_jobs([trial])
+    assert read.rows == []
+    assert read.left_out == [
+        f"{trial}: the memory was skipped: Harbor loaded the agent's trajectory (load_trajectory)"
+    ]
+    record = json.loads((trial / "wikitrace.json").read_text())
+    record["calls"] = [{"entry": "load"}]
+    (trial / "wikitrace.json").write_text(json.dumps(record))
+    assert [item.row.method for item in read_jobs([trial]).rows] == ["wikitrace"]
