@@ -1,6 +1,7 @@
-"""wikitrace inside Harbor: the agent wrapper against a fake agent class and environment (Harbor
-itself needs Python 3.12 and is not installed here), and Harbor job folders read back through
-`wikitrace lift`. The job folders are tests/data/harbor_jobs (see its README: the layout of
+"""wikitrace inside Harbor: the agent wrapper against a fake agent class and environment, and
+Harbor job folders read back through `wikitrace lift` (tests/test_harbor_release.py runs the
+same against Harbor itself, where it is installed: Python 3.12+). The job folders are
+tests/data/harbor_jobs (see its README: the layout of
 Harbor 0.25.0's `TrialPaths` and `TrialResult`, checked against a real job folder)."""
 
 from __future__ import annotations
@@ -12,68 +13,23 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from harbor_local import OTHER, OWN, harbor_corpus
 
-from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import InputError
 from wikitrace.integrations.harbor import MemorySettings, attach_memory, own_tasks, with_memory
 from wikitrace.integrations.harbor_runs import read_jobs
 
-from helpers import FakeLLM, good_answer, make_run, run, write_runs
+from helpers import run
 
 JOBS = Path(__file__).parent / "data" / "harbor_jobs"
 BASELINE, RERUN, MEMORY = (
     JOBS / name for name in sorted(p.name for p in JOBS.iterdir() if p.is_dir())
 )
-OWN = "OWN-TASK-LESSON: the lost commit is 7a3c2f1."
-OTHER = "Write files with printf, not echo -e: it keeps the newline as asked."
-
-
-def _compiled(messages: list[dict[str, Any]]) -> str:
-    prompt = messages[0]["content"]
-    answer = json.loads(good_answer(prompt))
-    if "insights" in answer:
-        own = "lost my last commit" in prompt
-        answer["insights"] = [
-            {
-                "title": "The lost commit" if own else "printf for exact file contents",
-                "guideline": OWN if own else OTHER,
-                "applicability": "Terminal tasks.",
-                "supporting_claims": [1],
-            }
-        ]
-    return json.dumps(answer)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Past runs of two Terminal-Bench tasks as Harbor names them: fix-git (the trial's own
-    task below) and hello-world; each failed and left a lesson."""
-    root = tmp_path_factory.mktemp("harbor")
-
-    def past(task_id: str, task: str, action: str) -> dict[str, Any]:
-        return make_run(
-            task_id,
-            task=task,
-            task_type="terminal-bench",
-            turns=[
-                {"role": "user", "content": task},
-                {"role": "assistant", "action": action, "observation": "Wrong result."},
-            ],
-        )
-
-    runs = write_runs(
-        root / "runs.jsonl",
-        [
-            past("terminal-bench/hello-world", "Create hello.txt in /app.", "echo -e hi > a"),
-            past("terminal-bench/fix-git", "I lost my last commit in /app/repo.", "git log"),
-        ],
-    )
-    llm = FakeLLM(answer=_compiled)
-    options = BuildOptions(
-        inputs=[runs], output=root / "corpus", model=llm.model, cache_dir=root / "cache", mine=False
-    )
-    build_corpus(options, llm=llm)
-    return root / "corpus"
+    return harbor_corpus(tmp_path_factory.mktemp("harbor"))
 
 
 class Result:
@@ -271,204 +227,6 @@ def test_stay_descent_from_the_log_when_a_row_does_not_say(tmp_path: Path) -> No
     code, out, err = run(["lift", str(results), "--json", "--mount", "/elsewhere"])
     got = {r["method"]: r["stay_descent"] for r in json.loads(out)["results"]}
     assert (got["wikitrace"]["stayed"], got["wikitrace"]["descended"]) == (2, 0)
-
-
-# Against Harbor's own models (the harbor package, Python 3.12+; .ci/run installs it in a
-# 3.12 venv and runs this file there). Without it these tests are skipped.
-
-DATASET = "terminal-bench"
-MODELS = ("model-a", "model-b")
-
-
-def _harbor_trial(
-    job: Path,
-    task: str,
-    model: str,
-    number: int,
-    *,
-    memory: bool,
-    reward: float | None,
-    error: str | None = None,
-) -> Any:
-    """One trial as Harbor writes it: its folder, config.json and result.json (TrialResult)."""
-    from datetime import datetime, timedelta
-
-    from harbor.models.agent.context import AgentContext
-    from harbor.models.task.id import LocalTaskId
-    from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
-    from harbor.models.trial.result import (
-        AgentInfo,
-        ExceptionInfo,
-        ModelInfo,
-        TimingInfo,
-        TrialResult,
-    )
-    from harbor.models.verifier.result import VerifierResult
-
-    name = f"{task}__{model[-1]}{number:06d}"
-    start = datetime(2026, 1, 10, 9, 0) + timedelta(minutes=number)
-    kwargs = {"wikitrace_corpus": "/home/me/corpus"} if memory else {}
-    agent = "wikitrace.integrations.harbor:claude-code" if memory else "claude-code"
-    config = TrialConfig(
-        task=TaskConfig(path=Path("/tasks") / task, source=DATASET),
-        trial_name=name,
-        trials_dir=job,
-        agent=AgentConfig(name=agent, model_name=f"anthropic/{model}", kwargs=kwargs),
-    )
-    result = TrialResult(
-        task_name=task,
-        trial_name=name,
-        trial_uri=(job / name).as_uri(),
-        task_id=LocalTaskId(path=Path("/tasks") / task),
-        source=DATASET,
-        task_checksum="0" * 64,
-        config=config,
-        agent_info=AgentInfo(
-            name="claude-code",
-            version="2.0.46",
-            model_info=ModelInfo(name=model, provider="anthropic"),
-        ),
-        agent_result=AgentContext(n_input_tokens=1000, n_output_tokens=100),
-        verifier_result=None if reward is None else VerifierResult(rewards={"reward": reward}),
-        exception_info=None
-        if error is None
-        else ExceptionInfo(
-            exception_type=error,
-            exception_message=f"{error} in the test",
-            exception_traceback="",
-            occurred_at=start,
-        ),
-        started_at=start,
-        finished_at=start + timedelta(seconds=60),
-        agent_execution=TimingInfo(started_at=start, finished_at=start + timedelta(seconds=40)),
-    )
-    folder = job / name
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text(config.model_dump_json(indent=4))
-    (folder / "result.json").write_text(result.model_dump_json(indent=4))
-    return result
-
-
-def _harbor_job(job: Path, trials: list[Any]) -> Any:
-    """The job's config.json and result.json (JobResult and its JobStats, as Harbor sums)."""
-    from datetime import datetime
-    from uuid import uuid4
-
-    from harbor.models.job.result import JobResult, JobStats
-
-    stats = JobStats.from_trial_results(trials, n_total_trials=len(trials))
-    done = JobResult(
-        id=uuid4(),
-        started_at=datetime(2026, 1, 10, 9, 0),
-        n_total_trials=len(trials),
-        stats=stats,
-    )
-    (job / "config.json").write_text(json.dumps({"job_name": job.name}))
-    (job / "result.json").write_text(done.model_dump_json(indent=4))
-    return stats
-
-
-def test_a_harbor_job_of_two_models_with_invalid_trials_counts_what_harbor_counts(
-    tmp_path: Path,
-) -> None:
-    pytest.importorskip("harbor", reason="Harbor (pip install harbor, Python 3.12+)")
-    # task -> reward per job; per model. An ApiError spoils a reward (Harbor: reward_valid
-    # false); an AgentTimeoutError keeps it; EnvironmentStartTimeoutError leaves none.
-    plan: dict[str, list[tuple[str, float | None, str | None]]] = {
-        "baseline": [("t1", 1.0, None), ("t2", 0.0, None), ("t3", 0.0, None)],
-        "rerun": [
-            ("t1", 1.0, None),
-            ("t2", 0.0, None),
-            ("t3", None, "EnvironmentStartTimeoutError"),
-        ],
-        "memory": [
-            ("t1", 1.0, "AgentTimeoutError"),
-            ("t2", 1.0, "ApiError"),
-            ("t3", 1.0, "ApiError"),
-        ],
-    }
-    stats, jobs, number = {}, [], 0
-    for job_name, trials in plan.items():
-        job = tmp_path / job_name
-        results = []
-        for model in MODELS:
-            for task, reward, error in trials:
-                if model == "model-b" and job_name == "memory" and error == "ApiError":
-                    error = None  # model-b's memory trials are valid
-                number += 1
-                results.append(
-                    _harbor_trial(
-                        job,
-                        task,
-                        model,
-                        number,
-                        memory=job_name == "memory",
-                        reward=reward,
-                        error=error,
-                    )
-                )
-        stats[job_name] = _harbor_job(job, results)
-        jobs.append(job)
-
-    code, out, err = run(["lift", *map(str, jobs), "--json", "--resamples", "200"])
-    assert code == 0, err
-    got = {(r["suite"], r["method"]): r for r in json.loads(out)["results"]}
-    methods = {"baseline": "no-memory", "rerun": "no-memory-rerun", "memory": "wikitrace"}
-    for job_name, job_stats in stats.items():
-        for model in MODELS:
-            harbor = job_stats.evals[f"claude-code__{model}__{DATASET}"]
-            line = got[(f"{DATASET} (claude-code, {model})", methods[job_name])]
-            successes = len(harbor.reward_stats["reward"].get(1.0, []))
-            assert (line["trials"], round(line["success_rate"]["value"] * line["trials"])) == (
-                harbor.n_trials,
-                successes,
-            ), (job_name, model)
-    model_a = got[(f"{DATASET} (claude-code, model-a)", "wikitrace")]
-    model_b = got[(f"{DATASET} (claude-code, model-b)", "wikitrace")]
-    assert (model_a["trials"], model_a["gain_trials"]) == (1, 0)  # t2's spoilt success left out
-    assert (model_b["trials"], model_b["gain_trials"]) == (3, 2)
-    assert err.splitlines() == [
-        f"not counted: {tmp_path}/rerun/t3__a000009: reward not valid (Harbor's reward_valid: "
-        "false): EnvironmentStartTimeoutError: EnvironmentStartTimeoutError in the test",
-        f"not counted: {tmp_path}/rerun/t3__b000012: reward not valid (Harbor's reward_valid: "
-        "false): EnvironmentStartTimeoutError: EnvironmentStartTimeoutError in the test",
-        f"not counted: {tmp_path}/memory/t2__a000014: reward not valid (Harbor's reward_valid: "
-        "false): ApiError: ApiError in the test",
-        f"not counted: {tmp_path}/memory/t3__a000015: reward not valid (Harbor's reward_valid: "
-        "false): ApiError: ApiError in the test",
-        f"{DATASET} (claude-code, model-a): 6 trials counted, 3 not",
-        f"{DATASET} (claude-code, model-b): 8 trials counted, 1 not",
-    ]
-
-
-def test_the_oracle_with_memory_is_made_by_a_harbor_trial(corpus: Path, tmp_path: Path) -> None:
-    """Harbor gives the task's folder only to the agent it names `oracle`; the memory's
-    oracle (`wikitrace.integrations.harbor:oracle`) takes it from the trial."""
-    pytest.importorskip("harbor", reason="Harbor (pip install harbor, Python 3.12+)")
-    from harbor.models.trial.config import AgentConfig, TaskConfig, TrialConfig
-    from harbor.trial.trial import Trial
-
-    task = tmp_path / "hello-world"
-    for part in ("environment", "tests", "solution"):
-        (task / part).mkdir(parents=True)
-    (task / "task.toml").write_text('version = "1.0"\n\n[agent]\ntimeout_sec = 60.0\n')
-    (task / "instruction.md").write_text("Create hello.txt in /app.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\n")
-    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
-    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hi > /app/hello.txt\n")
-    config = TrialConfig(
-        task=TaskConfig(path=task),
-        trial_name="hello-world__abc",
-        trials_dir=tmp_path / "job",
-        agent=AgentConfig(
-            name="wikitrace.integrations.harbor:oracle",
-            kwargs={"wikitrace_corpus": str(corpus), "wikitrace_mode": "insights-only"},
-        ),
-    )
-    trial = anyio.run(Trial.create, config)
-    agent = trial.agent
-    assert type(agent).__name__ == "oracle" and agent.to_agent_info().name == "oracle"
-    assert agent._task.task_dir == task and agent.wikitrace.mode == "insights-only"
 
 
 def _agent_step(number: int, text: str, command: str | None = None, **extra: Any) -> dict[str, Any]:
