@@ -17,8 +17,9 @@ baseline and rerun. Its task is Harbor's task name, its trial the attempt's numb
 method's trials of that task (in order of start), its score the reward. The method is the
 memory's ("wikitrace" for the full memory, "insights-only") or, for a trial without it, the
 baseline: per agent and model, the plain trials of the first job that has any are the baseline,
-those of the next the rerun. A trial that ran with the memory's kwargs but whose `load` or
-`resume` ran without it (an older wrapper) is left out of the memory's method.
+those of the next the rerun. A trial that ran with the memory's kwargs but never saw it (the
+wrapper failed before writing its record, or, with an older wrapper, Harbor's `load` or
+`resume` ran without it) is left out, though Harbor may count its reward.
 
 A trial is read whole: a multi-step trial's tokens and seconds are its steps' sums and its
 trajectories each step's (`steps/NAME/agent/trajectory.json`); a trajectory continued in
@@ -184,6 +185,7 @@ def _memory(trial: Path, result: dict[str, Any]) -> dict[str, Any] | None:
         return {
             "mode": kwargs.get("wikitrace_mode", "full"),
             "mount": kwargs.get("wikitrace_mount"),
+            "recorded": False,
         }
     return None
 
@@ -195,11 +197,15 @@ def _agent_config(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_skipped(result: dict[str, Any], memory: dict[str, Any]) -> str | None:
-    """Why the memory was not shown though the trial ran with it: Harbor seeded (`load`) or
-    resumed (`resume`) the agent, and the record does not say the memory went with it (an
+    """Why the memory was not shown though the trial ran with it: the wrapper failed before
+    it wrote its record (Harbor may still grade the task), or Harbor seeded (`load`) or
+    resumed (`resume`) the agent and the record does not say the memory went with it (an
     older wrapper, whose record has no `calls`)."""
     if isinstance(memory.get("calls"), list):
         return None
+    errors = _errors(result)
+    if memory.get("recorded") is False and errors:  # the wrapper failed before it showed any
+        return f"the memory was never shown (no {RECORD}): {'; '.join(errors)}"
     agent = _agent_config(result)
     if agent.get("load_trajectory"):
         return "the memory was skipped: Harbor loaded the agent's trajectory (load_trajectory)"

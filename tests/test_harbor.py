@@ -358,3 +358,29 @@ def test_a_trial_whose_load_skipped_the_memory_is_not_counted_as_the_memory(
     record["calls"] = [{"entry": "load"}]
     (trial / "wikitrace.json").write_text(json.dumps(record))
     assert [item.row.method for item in read_jobs([trial]).rows] == ["wikitrace"]
+
+
+def test_a_trial_whose_memory_failed_before_its_record_is_not_counted(tmp_path: Path) -> None:
+    """The wrapper raised before it showed anything (here: no corpus at the path): Harbor
+    still ran the verifier and, the error being unknown to its policy, counts the reward."""
+    trial = tmp_path / "fix-git__kkkkkkk"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    (trial / "wikitrace.json").unlink()
+    result = json.loads((trial / "result.json").read_text())
+    result["reward_valid"] = True
+    result["exception_info"] = {
+        "exception_type": "CorpusError",
+        "exception_message": "/home/me/corpus has no manifest.json",
+        "exception_traceback": "",
+        "occurred_at": "2026-01-10T09:07:11",
+    }
+    (trial / "result.json").write_text(json.dumps(result))
+    read = read_jobs([trial])
+    assert read.rows == []
+    assert read.left_out == [
+        f"{trial}: the memory was never shown (no wikitrace.json): CorpusError: "
+        "/home/me/corpus has no manifest.json"
+    ]
+    del result["exception_info"]
+    (trial / "result.json").write_text(json.dumps(result))
+    assert [item.row.method for item in read_jobs([trial]).rows] == ["wikitrace"]
