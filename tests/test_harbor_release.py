@@ -93,6 +93,9 @@ def _harbor_trial(
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(config.model_dump_json(indent=4))
     (folder / "result.json").write_text(result.model_dump_json(indent=4))
+    if memory:  # what the wrapper writes before the agent starts
+        record = {"mode": "full", "task_name": task, "calls": [{"entry": "run"}]}
+        (folder / "wikitrace.json").write_text(json.dumps(record))
     return result
 
 
