@@ -6,6 +6,7 @@ folders written with Harbor's own result models, and real Harbor jobs run on thi
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,71 @@ def test_real_harbor_jobs_on_this_machine_read_back_as_harbor_counts_them(
     assert [call["entry"] for call in record["calls"]] == ["run"]
     assert record["excluded_tasks"] == ["terminal-bench/hello-world"]
     assert record["files_uploaded"] > 0
+
+
+@pytest.mark.skipif(not can_chroot(), reason="the local environment needs root and unshare")
+@pytest.mark.filterwarnings("ignore:Task.checksum will be deprecated:DeprecationWarning")
+def test_a_real_multi_step_trial_gets_the_memory_at_each_step_and_reads_whole(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+    from harbor.job import Job
+    from harbor.models.job.config import JobConfig
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig
+
+    from wikitrace.integrations.harbor_runs import read_jobs
+
+    task = tmp_path / "tasks" / "hello-world"
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\n")
+    (task / "task.toml").write_text(
+        'version = "1.0"\n\n[agent]\ntimeout_sec = 60.0\n\n'
+        '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
+    )
+    for number, name in enumerate(("one", "two"), start=1):
+        step = task / "steps" / name
+        for part in ("tests", "solution"):
+            (step / part).mkdir(parents=True)
+        (step / "instruction.md").write_text(f"Write line {number} of hello.txt in /app.\n")
+        (step / "solution" / "solve.sh").write_text(
+            f"#!/bin/bash\ntest -f /work/corpus/manifest.json && echo {number} >> /app/hello.txt\n"
+        )
+        (step / "tests" / "test.sh").write_text(
+            f"#!/bin/bash\nif grep -qx {number} /app/hello.txt; then echo 1; else echo 0; fi "
+            "> /logs/verifier/reward.txt\n"
+        )
+    config = JobConfig(
+        job_name="steps",
+        jobs_dir=tmp_path / "jobs",
+        tasks=[TaskConfig(path=task)],
+        agents=[
+            AgentConfig(
+                name="wikitrace.integrations.harbor:oracle",
+                kwargs={"wikitrace_corpus": str(corpus)},
+            )
+        ],
+        environment=EnvironmentConfig(import_path="harbor_local:LocalEnvironment"),
+    )
+
+    async def run_job() -> None:
+        await (await Job.create(config)).run()
+
+    anyio.run(run_job)
+    [trial] = (tmp_path / "jobs" / "steps").glob("hello-world__*")
+    result = json.loads((trial / "result.json").read_text())
+    assert [step["step_name"] for step in result["step_results"]] == ["one", "two"]
+    record = json.loads((trial / "wikitrace.json").read_text())
+    assert [call["entry"] for call in record["calls"]] == ["run", "run"]
+    read = read_jobs([tmp_path / "jobs" / "steps"])
+    assert read.left_out == [] and read.problems == []
+    [item] = read.rows
+    assert (item.row.method, item.row.score) == ("wikitrace", 1.0)
+    spans = [step["agent_execution"] for step in result["step_results"]]
+    assert result["agent_execution"] is None and len(spans) == 2  # Harbor: per step only
+    seconds = sum(
+        (
+            datetime.fromisoformat(span["finished_at"]) - datetime.fromisoformat(span["started_at"])
+        ).total_seconds()
+        for span in spans
+    )
+    assert item.row.seconds == pytest.approx(seconds) and seconds > 0
