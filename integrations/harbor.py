@@ -237,13 +237,13 @@ def _trial_of(logs_dir: Any) -> dict[str, Any]:
     """The task folder and paths of the Harbor trial constructing an agent for `logs_dir`:
     Harbor passes them only to an agent named `oracle`, not to one given by import path, so
     they are taken from the trial on the call stack (the one whose agent folder it is)."""
-    frame = inspect.currentframe()
+    frame = inspect.currentframe() if logs_dir is not None else None
     for _ in range(12):
         frame = frame.f_back if frame is not None else None
         trial = frame.f_locals.get("self") if frame is not None else None
         paths = getattr(trial, "paths", None)
         task_dir = getattr(getattr(trial, "task", None), "task_dir", None)
-        if getattr(paths, "agent_dir", None) == Path(logs_dir) and task_dir is not None:
+        if task_dir is not None and getattr(paths, "agent_dir", None) == Path(logs_dir):
             return {
                 "task_dir": task_dir,
                 "trial_paths": paths,

@@ -219,6 +219,13 @@ def test_the_oracle_with_memory_is_made_by_a_harbor_trial(corpus: Path, tmp_path
     assert type(agent).__name__ == "oracle" and agent.to_agent_info().name == "oracle"
     assert agent._task.task_dir == task and agent.wikitrace.mode == "insights-only"
 
+    from harbor.agents.factory import AgentFactory
+
+    from wikitrace.corpus_schema import InputError
+
+    with pytest.raises(InputError, match="needs its task's folder"):  # no trial to take it from
+        AgentFactory.create_agent_from_config(config.agent, logs_dir=tmp_path / "agent")
+
 
 def _task(root: Path, name: str, solve: str, test: str) -> Path:
     """A Harbor task folder: its task.toml, instruction, environment, tests and solution."""
