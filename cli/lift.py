@@ -106,8 +106,9 @@ def lift_command(
 
     RESULTS are the rows `wikitrace eval` reads (JSON Lines or CSV), folders holding a
     results.jsonl (what `wikitrace run-inspect` writes), or Harbor job folders (`harbor run`'s
-    jobs/JOB: one row a trial with a reward; the plain agent's trials of the first such job are
-    the baseline, of the second the rerun; a trial run with the memory,
+    jobs/JOB: one row a trial whose reward Harbor holds valid, the others named on stderr; with
+    several agents or models a suite for each; per agent and model the plain trials of the
+    first such job are the baseline, of the second the rerun; a trial run with the memory,
     wikitrace.integrations.harbor, is of its method). Tokens, seconds and Stay/Descent come
     from the rows' optional "tokens", "seconds" and "drilldowns" (or, for a memory episode
     without "drilldowns", from its log: the turns that read --mount).
@@ -184,7 +185,10 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     if jobs:
         harbor = read_jobs(jobs, baseline, rerun)
         for note in harbor.left_out:
-            click.echo(f"not counted (no reward): {note}", err=True)
+            click.echo(f"not counted: {note}", err=True)
+        for suite, (counted, left_out) in harbor.counts.items():
+            if left_out:
+                click.echo(f"{suite}: {counted} trials counted, {left_out} not", err=True)
         for problem in harbor.problems:
             click.echo(f"warning: {problem}", err=True)
         rows += harbor.rows

@@ -12,7 +12,9 @@ Before the agent runs a trial, the wrapper
    the instruction in full, then the lessons, similar runs and how to drill down, and asks for
    the citation report at the end of the agent's last message);
 4. writes what it showed to `wikitrace.json` in the trial's folder (not in `agent/`, which the
-   agent's container may see), which
+   agent's container may see; one entry in its `calls` for each time Harbor starts the agent:
+   `run`, and `load` or `resume` for a seeded or resumed agent and each step of a multi-step
+   task, so none of them runs without the memory), which
    `wikitrace lift JOBDIR` reads back with the trial's reward and ATIF trajectory
    (integrations/harbor_runs.py).
 
@@ -26,6 +28,7 @@ The agent's own options are untouched; the memory's are `--ak wikitrace_NAME=VAL
 from __future__ import annotations
 
 import functools
+import inspect
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -139,10 +142,12 @@ async def attach_memory(
     task_name: str,
     environment: Environment,
     record_dir: Path | None,
+    entry: str = "run",
 ) -> str:
     """Make the trial's memory ready (the corpus uploaded in full mode) and return the
     instruction the agent is given: the first message, which quotes `instruction` in full.
-    What it showed is written to `record_dir`/wikitrace.json."""
+    What it showed is written to `record_dir`/wikitrace.json, `entry` (how Harbor started the
+    agent: run, load or resume) added to its `calls`."""
     corpus = str(Path(settings.corpus).resolve())
     excluded = own_tasks(corpus, task_name) if settings.leave_one_out else []
     readable = view_for(corpus, excluded)
@@ -161,22 +166,51 @@ async def attach_memory(
     )
     if full:
         await upload_corpus(environment, readable, settings.mount)
-    record = {
-        **asdict(settings),
-        "corpus": corpus,
-        "version": loaded(corpus).version,
-        "task_name": task_name,
-        "excluded_tasks": excluded,
+    call = {
+        "entry": entry,
         "insights_shown": message.insights,
         "similar_shown": message.similar,
         "task_type": message.task_type,
         "files_uploaded": len(loaded(str(readable)).files) if full else 0,
     }
     if record_dir is not None:
-        record_dir.mkdir(parents=True, exist_ok=True)
-        data = orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        atomic_write(record_dir / RECORD, data + b"\n")
+        _record(record_dir, settings, corpus, task_name, excluded, call)
     return str(message.text)
+
+
+def _record(
+    record_dir: Path,
+    settings: MemorySettings,
+    corpus: str,
+    task_name: str,
+    excluded: list[str],
+    call: dict[str, Any],
+) -> None:
+    """The trial's record: the first call's fields at the top (as records before `calls`
+    had them), every call in `calls`."""
+    path = record_dir / RECORD
+    calls: list[Any] = []
+    if path.is_file():
+        try:
+            earlier = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            earlier = {}
+        if isinstance(earlier, dict) and isinstance(earlier.get("calls"), list):
+            calls = earlier["calls"]
+    calls.append(call)
+    first = {key: value for key, value in calls[0].items() if key != "entry"}
+    record = {
+        **asdict(settings),
+        **first,
+        "corpus": corpus,
+        "version": loaded(corpus).version,
+        "task_name": task_name,
+        "excluded_tasks": excluded,
+        "calls": calls,
+    }
+    record_dir.mkdir(parents=True, exist_ok=True)
+    data = orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    atomic_write(path, data + b"\n")
 
 
 def _theirs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -192,6 +226,35 @@ def _task_name(agent: Any, environment: Any) -> str:
     return Path(agent.logs_dir).parent.name.split("__", 1)[0]
 
 
+def _needs_task(agent_class: type) -> bool:
+    """Whether the class takes the task's folder and paths, which Harbor gives only to the
+    agent it names `oracle` (harbor.trial.Trial._init_agent)."""
+    parameters = inspect.signature(agent_class).parameters
+    return "task_dir" in parameters and "trial_paths" in parameters
+
+
+def _trial_of(logs_dir: Any) -> dict[str, Any]:
+    """The task folder and paths of the Harbor trial constructing an agent for `logs_dir`:
+    Harbor passes them only to an agent named `oracle`, not to one given by import path, so
+    they are taken from the trial on the call stack (the one whose agent folder it is)."""
+    frame = inspect.currentframe() if logs_dir is not None else None
+    for _ in range(12):
+        frame = frame.f_back if frame is not None else None
+        trial = frame.f_locals.get("self") if frame is not None else None
+        paths = getattr(trial, "paths", None)
+        task_dir = getattr(getattr(trial, "task", None), "task_dir", None)
+        if task_dir is not None and getattr(paths, "agent_dir", None) == Path(logs_dir):
+            return {
+                "task_dir": task_dir,
+                "trial_paths": paths,
+                "agent_timeout_sec": getattr(trial, "_agent_timeout_sec", None),
+            }
+    raise InputError(
+        "this agent needs its task's folder (task_dir, trial_paths), which Harbor gives only "
+        "to a trial it runs: run it with `harbor run -a wikitrace.integrations.harbor:NAME`"
+    )
+
+
 @functools.cache
 def with_memory(agent_class: type, name: str | None = None) -> type:
     """`agent_class` (a Harbor agent class) with a wikitrace memory; its import path is
@@ -200,6 +263,9 @@ def with_memory(agent_class: type, name: str | None = None) -> type:
     class WithMemory(agent_class):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.wikitrace = MemorySettings.take(kwargs)
+            self.wikitrace_attached = False
+            if _needs_task(agent_class) and "task_dir" not in kwargs:
+                kwargs.update(_trial_of(kwargs.get("logs_dir", args[0] if args else None)))
             super().__init__(*args, **kwargs)
 
         @classmethod
@@ -212,15 +278,34 @@ def with_memory(agent_class: type, name: str | None = None) -> type:
             MemorySettings.take(dict(kwargs or {}))  # a bad corpus fails before any trial
             super().preflight(_theirs(kwargs), env)
 
-        async def run(self, instruction: str, environment: Any, context: Any) -> None:
+        async def _with_memory(
+            self, entry: str, start: Any, instruction: str, environment: Any, context: Any
+        ) -> None:
+            if self.wikitrace_attached:  # Harbor's load and resume call run: attached once
+                await start(instruction, environment, context)
+                return
             text = await attach_memory(
                 self.wikitrace,
                 instruction,
                 _task_name(self, environment),
                 environment,
                 Path(self.logs_dir).parent,  # the trial's folder: the agent never sees it
+                entry,
             )
-            await super().run(text, environment, context)
+            self.wikitrace_attached = True
+            try:
+                await start(text, environment, context)
+            finally:
+                self.wikitrace_attached = False
+
+        async def run(self, instruction: str, environment: Any, context: Any) -> None:
+            await self._with_memory("run", super().run, instruction, environment, context)
+
+        async def load(self, instruction: str, environment: Any, context: Any) -> None:
+            await self._with_memory("load", super().load, instruction, environment, context)
+
+        async def resume(self, instruction: str, environment: Any, context: Any) -> None:
+            await self._with_memory("resume", super().resume, instruction, environment, context)
 
     WithMemory.__name__ = WithMemory.__qualname__ = name or f"{agent_class.__name__}WithMemory"
     WithMemory.__module__ = __name__

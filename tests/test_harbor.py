@@ -1,6 +1,7 @@
-"""wikitrace inside Harbor: the agent wrapper against a fake agent class and environment (Harbor
-itself needs Python 3.12 and is not installed here), and Harbor job folders read back through
-`wikitrace lift`. The job folders are tests/data/harbor_jobs (see its README: the layout of
+"""wikitrace inside Harbor: the agent wrapper against a fake agent class and environment, and
+Harbor job folders read back through `wikitrace lift` (tests/test_harbor_release.py runs the
+same against Harbor itself, where it is installed: Python 3.12+). The job folders are
+tests/data/harbor_jobs (see its README: the layout of
 Harbor 0.25.0's `TrialPaths` and `TrialResult`, checked against a real job folder)."""
 
 from __future__ import annotations
@@ -12,68 +13,23 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from harbor_local import OTHER, OWN, harbor_corpus
 
-from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import InputError
 from wikitrace.integrations.harbor import MemorySettings, attach_memory, own_tasks, with_memory
 from wikitrace.integrations.harbor_runs import read_jobs
 
-from helpers import FakeLLM, good_answer, make_run, run, write_runs
+from helpers import run
 
 JOBS = Path(__file__).parent / "data" / "harbor_jobs"
 BASELINE, RERUN, MEMORY = (
     JOBS / name for name in sorted(p.name for p in JOBS.iterdir() if p.is_dir())
 )
-OWN = "OWN-TASK-LESSON: the lost commit is 7a3c2f1."
-OTHER = "Write files with printf, not echo -e: it keeps the newline as asked."
-
-
-def _compiled(messages: list[dict[str, Any]]) -> str:
-    prompt = messages[0]["content"]
-    answer = json.loads(good_answer(prompt))
-    if "insights" in answer:
-        own = "lost my last commit" in prompt
-        answer["insights"] = [
-            {
-                "title": "The lost commit" if own else "printf for exact file contents",
-                "guideline": OWN if own else OTHER,
-                "applicability": "Terminal tasks.",
-                "supporting_claims": [1],
-            }
-        ]
-    return json.dumps(answer)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Past runs of two Terminal-Bench tasks as Harbor names them: fix-git (the trial's own
-    task below) and hello-world; each failed and left a lesson."""
-    root = tmp_path_factory.mktemp("harbor")
-
-    def past(task_id: str, task: str, action: str) -> dict[str, Any]:
-        return make_run(
-            task_id,
-            task=task,
-            task_type="terminal-bench",
-            turns=[
-                {"role": "user", "content": task},
-                {"role": "assistant", "action": action, "observation": "Wrong result."},
-            ],
-        )
-
-    runs = write_runs(
-        root / "runs.jsonl",
-        [
-            past("terminal-bench/hello-world", "Create hello.txt in /app.", "echo -e hi > a"),
-            past("terminal-bench/fix-git", "I lost my last commit in /app/repo.", "git log"),
-        ],
-    )
-    llm = FakeLLM(answer=_compiled)
-    options = BuildOptions(
-        inputs=[runs], output=root / "corpus", model=llm.model, cache_dir=root / "cache", mine=False
-    )
-    build_corpus(options, llm=llm)
-    return root / "corpus"
+    return harbor_corpus(tmp_path_factory.mktemp("harbor"))
 
 
 class Result:
@@ -198,9 +154,10 @@ def test_harbor_jobs_read_as_rows() -> None:
         for task in ("fix-git", "hello-world")
     ]
     assert read.left_out == [
-        f"{RERUN}/fix-git__eeeeeee: AgentTimeoutError: Agent execution timed out after 900.0 "
-        "seconds"
+        f"{RERUN}/fix-git__eeeeeee: no reward: AgentTimeoutError: Agent execution timed out "
+        "after 900.0 seconds"
     ]
+    assert read.counts == {"terminal-bench": (8, 1)}
     assert read.problems == []
     drilled = rows[("wikitrace", "fix-git", 1)]
     assert (drilled.score, drilled.drilldowns, drilled.suite) == (1.0, 1, "terminal-bench")
@@ -214,8 +171,10 @@ def test_harbor_jobs_read_as_rows() -> None:
 def test_lift_reads_harbor_job_folders(tmp_path: Path) -> None:
     code, out, err = run(["lift", str(BASELINE), str(RERUN), str(MEMORY), "--json"])
     assert code == 0, err
-    assert err == f"not counted (no reward): {RERUN}/fix-git__eeeeeee: AgentTimeoutError: " + (
+    assert err == (
+        f"not counted: {RERUN}/fix-git__eeeeeee: no reward: AgentTimeoutError: "
         "Agent execution timed out after 900.0 seconds\n"
+        "terminal-bench: 8 trials counted, 1 not\n"
     )
     got = {r["method"]: r for r in json.loads(out)["results"]}
     wikitrace, insights = got["wikitrace"], got["insights-only"]
@@ -235,7 +194,7 @@ def test_lift_reads_harbor_job_folders(tmp_path: Path) -> None:
     # Three jobs of the plain agent: which is the baseline is not guessed.
     code, out, err = run(["lift", str(BASELINE), str(RERUN), str(BASELINE / ".." / BASELINE.name)])
     assert (code, out) == (2, "")
-    assert "3 jobs have trials without the memory" in err
+    assert "3 jobs have trials of claude-code (claude-sonnet-4-5) without the memory" in err
     empty = tmp_path / "job"
     (empty / "trial").mkdir(parents=True)
     (empty / "config.json").write_text("{}")
@@ -268,3 +227,160 @@ def test_stay_descent_from_the_log_when_a_row_does_not_say(tmp_path: Path) -> No
     code, out, err = run(["lift", str(results), "--json", "--mount", "/elsewhere"])
     got = {r["method"]: r["stay_descent"] for r in json.loads(out)["results"]}
     assert (got["wikitrace"]["stayed"], got["wikitrace"]["descended"]) == (2, 0)
+
+
+def _agent_step(number: int, text: str, command: str | None = None, **extra: Any) -> dict[str, Any]:
+    step: dict[str, Any] = {"step_id": number, "source": "agent", "message": text, **extra}
+    if command is not None:
+        step["tool_calls"] = [
+            {
+                "tool_call_id": f"c{number}",
+                "function_name": "Bash",
+                "arguments": {"command": command},
+            }
+        ]
+        step["observation"] = {"results": [{"source_call_id": f"c{number}", "content": "ok"}]}
+    return step
+
+
+def _atif(steps: list[dict[str, Any]], continued: str | None = None) -> str:
+    data: dict[str, Any] = {
+        "schema_version": "ATIF-v1.2",
+        "session_id": "s1",
+        "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": "m"},
+        "steps": [{"step_id": 0, "source": "user", "message": "# Your task\n\nFix it."}, *steps],
+    }
+    if continued:
+        data["continued_trajectory_ref"] = continued
+    return json.dumps(data)
+
+
+def test_a_multi_step_trial_with_a_continued_trajectory_is_read_whole(tmp_path: Path) -> None:
+    """Tokens and seconds are the steps' sums; drill-downs and citation reports every step's,
+    a terminus-2 continuation (trajectory.cont-1.json) read with its trajectory, its copied
+    context once."""
+    trial = tmp_path / "fix-git__mmmmmmm"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    result = json.loads((trial / "result.json").read_text())
+    for key in ("agent_result", "agent_execution"):
+        del result[key]
+
+    def span(seconds: int) -> dict[str, str]:
+        return {
+            "started_at": "2026-01-10T09:00:00",
+            "finished_at": f"2026-01-10T09:00:{seconds:02d}",
+        }
+
+    result["step_results"] = [
+        {
+            "step_name": name,
+            "agent_result": {"n_input_tokens": tokens, "n_output_tokens": tokens // 10},
+            "agent_execution": span(seconds),
+            "verifier_result": {"rewards": {"reward": 1.0}},
+        }
+        for name, tokens, seconds in (("one", 100, 10), ("two", 200, 20))
+    ]
+    (trial / "result.json").write_text(json.dumps(result))
+    one, two = trial / "steps" / "one" / "agent", trial / "steps" / "two" / "agent"
+    one.mkdir(parents=True)
+    two.mkdir(parents=True)
+    (trial / "agent" / "trajectory.json").rename(one / "trajectory.json")
+    drill = _agent_step(1, "Reading the run.", "cat /work/corpus/raw/step-0003/metadata.md")
+    (two / "trajectory.json").write_text(_atif([drill], continued="trajectory.cont-1.json"))
+    report = '```json\n{"used": {"raw": ["step-0003"], "compilations": [], "insights": []}}\n```'
+    (two / "trajectory.cont-1.json").write_text(
+        _atif(
+            [
+                {**drill, "is_copied_context": True},
+                _agent_step(2, "The notes.", "ls /work/corpus/compilation/"),
+                _agent_step(3, f"Done.\n\n{report}"),
+            ]
+        )
+    )
+
+    read = read_jobs([trial])
+    assert read.left_out == [] and read.problems == []
+    [item] = read.rows
+    row = item.row
+    assert (row.method, row.tokens, row.seconds) == ("wikitrace", 330, 30.0)
+    assert row.trajectory == "steps/one/agent/trajectory.json"
+    assert row.drilldowns == 3  # one in step one, two in step two (the copied one once)
+    assert row.used == {"raw": ["step-0003"], "compilations": [], "insights": ["insight-0001"]}
+
+
+class ResumingAgent(FakeAgent):
+    """An agent whose load and resume go through run, as Harbor's installed agents' do."""
+
+    entries: ClassVar[list[str]] = []
+
+    async def load(self, instruction: str, environment: Any, context: Any) -> None:
+        type(self).entries.append("load")
+        await self.run(instruction, environment, context)
+
+    async def resume(self, instruction: str, environment: Any, context: Any) -> None:
+        type(self).entries.append("resume")
+        await self.run(instruction, environment, context)
+
+
+def test_load_and_resume_get_the_memory_once_each_and_say_so(corpus: Path, tmp_path: Path) -> None:
+    wrapped = with_memory(ResumingAgent)
+    trial = tmp_path / "hello-world__Ab3dE7q"
+    kwargs = {"wikitrace_corpus": str(corpus), "wikitrace_mode": "insights-only"}
+    agent = wrapped(logs_dir=trial / "agent", **kwargs)
+    environment = FakeEnvironment("hello-world")
+    anyio.run(agent.load, "Create hello.txt in /app.", environment, None)
+    anyio.run(agent.resume, "Now add a second line.", environment, None)
+    assert ResumingAgent.entries == ["load", "resume"]
+    first, second = agent.given
+    assert first.startswith("# Your task\n\nCreate hello.txt in /app.") and OWN in first
+    assert second.startswith("# Your task\n\nNow add a second line.")
+    record = json.loads((trial / "wikitrace.json").read_text())
+    assert [call["entry"] for call in record["calls"]] == ["load", "resume"]
+    assert record["insights_shown"] == record["calls"][0]["insights_shown"]
+
+
+def test_a_trial_whose_load_skipped_the_memory_is_not_counted_as_the_memory(
+    tmp_path: Path,
+) -> None:
+    """A record without `calls` (a wrapper before load and resume had the memory) and a trial
+    Harbor seeded from a trajectory: the agent never saw the memory."""
+    trial = tmp_path / "fix-git__lllllll"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    result = json.loads((trial / "result.json").read_text())
+    result["config"]["agent"]["load_trajectory"] = "/home/me/seed.json"
+    (trial / "result.json").write_text(json.dumps(result))
+    read = read_jobs([trial])
+    assert read.rows == []
+    assert read.left_out == [
+        f"{trial}: the memory was skipped: Harbor loaded the agent's trajectory (load_trajectory)"
+    ]
+    record = json.loads((trial / "wikitrace.json").read_text())
+    record["calls"] = [{"entry": "load"}]
+    (trial / "wikitrace.json").write_text(json.dumps(record))
+    assert [item.row.method for item in read_jobs([trial]).rows] == ["wikitrace"]
+
+
+def test_a_trial_whose_memory_failed_before_its_record_is_not_counted(tmp_path: Path) -> None:
+    """The wrapper raised before it showed anything (here: no corpus at the path): Harbor
+    still ran the verifier and, the error being unknown to its policy, counts the reward."""
+    trial = tmp_path / "fix-git__kkkkkkk"
+    subprocess.run(["cp", "-R", str(MEMORY / "fix-git__ggggggg"), str(trial)], check=True)
+    (trial / "wikitrace.json").unlink()
+    result = json.loads((trial / "result.json").read_text())
+    result["reward_valid"] = True
+    result["exception_info"] = {
+        "exception_type": "CorpusError",
+        "exception_message": "/home/me/corpus has no manifest.json",
+        "exception_traceback": "",
+        "occurred_at": "2026-01-10T09:07:11",
+    }
+    (trial / "result.json").write_text(json.dumps(result))
+    read = read_jobs([trial])
+    assert read.rows == []
+    assert read.left_out == [
+        f"{trial}: the memory was never shown (no wikitrace.json): CorpusError: "
+        "/home/me/corpus has no manifest.json"
+    ]
+    del result["exception_info"]
+    (trial / "result.json").write_text(json.dumps(result))
+    assert [item.row.method for item in read_jobs([trial]).rows] == ["wikitrace"]
