@@ -16,10 +16,12 @@ from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
+from .hook import FROM_HOOK, SETTINGS_META
 from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
-from .settings import FILE_NAME, default_map
+from .settings import FILE_NAME, SettingsError, settings
+from .trust import trust_command
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
@@ -28,7 +30,7 @@ TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Build a corpus from logs", ("build", "convert", "verify")),
+    ("Build a corpus from logs", ("build", "convert", "verify", "trust")),
     ("Use it at test time", ("prompt", "view", "search", "actions", "turn", "cite", "audit")),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
     ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
@@ -69,7 +71,8 @@ class _Sections(click.Group):
     "--config",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help=f"Read option settings from this file instead of ./{FILE_NAME} or the "
-    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table).",
+    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table), "
+    "as your own: every key.",
 )
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> None:
@@ -81,13 +84,27 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     Errors go to stderr with exit code 2 for bad input or usage, 1 for a failure at run time
     and 130 on Ctrl-C. Set WIKITRACE_TRACEBACK=1 to see the full traceback of an error.
 
-    Options can be kept in ./wikitrace.toml (or [tool.wikitrace] in ./pyproject.toml): a
-    top-level key for every command that has the option, a table such as [build] for one.
-    The command line wins over the file, the file over --profile, --profile over the
-    defaults. `wikitrace COMMAND --help-all` shows a command's tuning options too.
+    Options can be kept in your ~/.config/wikitrace/wikitrace.toml and, once you run
+    `wikitrace trust` there, a project's ./wikitrace.toml (or [tool.wikitrace] in
+    ./pyproject.toml; its safe keys only): a top-level key for every command that has the
+    option, a table such as [build] for one. The command line wins over the files, the
+    project's over yours, the files over --profile, --profile over the defaults.
+    `wikitrace COMMAND --help-all` shows a command's tuning options too.
     """
     set_verbosity(verbose, quiet)
-    ctx.default_map = default_map(cli, config, Path.cwd())
+    try:
+        ctx.default_map, sources = settings(cli, config, Path.cwd())
+    except SettingsError as error:
+        if FROM_HOOK not in ctx.args:
+            raise
+        # A hook must not lose the session over a settings file: it logs why and captures
+        # with the built-in settings.
+        ctx.meta[SETTINGS_META] = f"settings not read, the built-in ones used: {error.message}"
+        return
+    line = sources.line()
+    ctx.meta[SETTINGS_META] = line
+    if line is not None and not quiet:
+        click.echo(line, err=True)
 
 
 cli.add_command(build_command)
@@ -100,6 +117,7 @@ cli.add_command(monitor_command)
 cli.add_command(hypothesize_command)
 cli.add_command(convert_command)
 cli.add_command(verify_command)
+cli.add_command(trust_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)
 cli.add_command(prompt_command)

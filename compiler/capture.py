@@ -15,6 +15,7 @@ model labels it) cannot enter a corpus: its files are copied beside the corpus
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import tempfile
@@ -35,9 +36,12 @@ from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
 from .importers import plan_inputs
+from .importers.files import input_problem, read_input
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport
+
+log = logging.getLogger(__name__)
 
 UNLABELLED_SUFFIX = ".unlabelled"
 """`CORPUS.unlabelled/`: copies of the sessions a hook could not label, beside the corpus."""
@@ -213,11 +217,18 @@ def keep_unlabelled(pointer: Path, transcript: Path, redactor: Redactor | None =
     kept = folder / transcript.name
     _copy(transcript, kept, redactor)
     companions = transcript.with_suffix("")
-    if companions.is_dir():
-        for source in sorted(companions.rglob("*")):
-            if source.is_file():
-                dest = folder / companions.name / source.relative_to(companions)
-                _copy(source, dest, redactor)
+    if companions.is_dir() and not companions.is_symlink():
+        for root, dirs, files in os.walk(companions):  # links to folders are not followed
+            dirs.sort()
+            for name in sorted(files):
+                source = Path(root) / name
+                # Only the session's own files: a link is not followed (it may point at a key
+                # or a device), nor is a FIFO, a device or a huge file read.
+                problem = "a symbolic link" if source.is_symlink() else input_problem(source)
+                if problem is not None:
+                    log.warning("%s: not kept: %s", source, problem)
+                    continue
+                _copy(source, folder / companions.name / source.relative_to(companions), redactor)
     return kept
 
 
@@ -225,7 +236,7 @@ def _redacted_bytes(source: Path, redactor: Redactor) -> bytes:
     """A log's bytes with its secrets replaced: each line that is JSON redacted as a value and
     written back as one line, any other line as text."""
     lines = []
-    for raw in source.read_bytes().splitlines():
+    for raw in read_input(source).splitlines():
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -241,7 +252,7 @@ def _copy(source: Path, dest: Path, redactor: Redactor | None = None) -> None:
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         if redactor is None:
-            shutil.copyfile(source, tmp)
+            tmp.write_bytes(read_input(source))
         else:
             tmp.write_bytes(_redacted_bytes(source, redactor))
         os.replace(tmp, dest)

@@ -21,6 +21,7 @@ from .claude_code_records import (
     _prompt_text,
 )
 from .claude_code_turns import _Builder
+from .files import read_input
 
 # --- sub-agents ---------------------------------------------------------------------------
 
@@ -83,7 +84,7 @@ def _agent_files(path: Path) -> tuple[list[_Agent], int, list[int]]:
         meta = file.with_suffix(".meta.json")
         if meta.is_file():
             try:
-                info = orjson.loads(meta.read_bytes())
+                info = orjson.loads(read_input(meta))
             except (orjson.JSONDecodeError, OSError):
                 info = None
             if isinstance(info, dict):
