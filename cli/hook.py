@@ -393,7 +393,7 @@ def _logging_to(path: Path) -> Iterator[None]:
     handler: logging.Handler | None = None
     refused = _log_problem(path)
     if refused is not None:
-        log.error("the hook log %s is not written: %s; %s is", path, refused, default_log())
+        refused = f"the hook log {path} is not written: {refused}; this one is"
         path = default_log()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -409,6 +409,8 @@ def _logging_to(path: Path) -> Iterator[None]:
             other.setLevel(max(other.level, level))
         root.addHandler(handler)
         root.setLevel(min(level, logging.INFO))
+    if refused is not None:
+        log.error("%s", refused)
     try:
         yield
     finally:

@@ -16,17 +16,17 @@ from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command
-from .hook import FROM_HOOK, SETTINGS_META
 from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
-from .settings import FILE_NAME, SettingsError, settings
+from .settings import FILE_NAME, FROM_HOOK, SETTINGS_META, SettingsError, settings
 from .trust import trust_command
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
+COMMAND_ARGS = "wikitrace.command_args"
 
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -45,6 +45,14 @@ class _Sections(click.Group):
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         super().add_command(attach(cmd), name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # Resolved before the group's own callback runs: it reads the settings, and a hook
+        # (`add --from-hook`) must log a settings file it cannot read rather than stop.
+        ctx.meta[COMMAND_ARGS] = list(args)
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for _, names in SECTIONS for name in names if name in self.commands]
@@ -95,7 +103,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     try:
         ctx.default_map, sources = settings(cli, config, Path.cwd())
     except SettingsError as error:
-        if FROM_HOOK not in ctx.args:
+        if FROM_HOOK not in ctx.meta.get(COMMAND_ARGS, ()):
             raise
         # A hook must not lose the session over a settings file: it logs why and captures
         # with the built-in settings.
@@ -162,6 +170,14 @@ def main(argv: list[str] | None = None) -> Any:
         # Our errors are raised only once a command has imported the core, so looking the
         # class up here keeps `wikitrace --help` from importing it.
         errors = sys.modules.get("wikitrace.corpus_schema.errors")
+        jinja = sys.modules.get("jinja2.exceptions")
+        if jinja is not None and isinstance(error, jinja.TemplateError):
+            # A --prompts-dir template that fails, or reaches for what the sandbox forbids.
+            if os.environ.get(TRACEBACK_ENV):
+                traceback.print_exc()
+            name = getattr(error, "name", None) or "a template"
+            click.echo(f"error: {name}: {type(error).__name__}: {error}", err=True)
+            sys.exit(2)
         if errors is None or not isinstance(error, errors.WikitraceError):
             raise
         if os.environ.get(TRACEBACK_ENV):

@@ -5,6 +5,7 @@ that started them, warm-up calls told apart, and read into turns of their own.""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from .claude_code_records import (
     _prompt_text,
 )
 from .claude_code_turns import _Builder
-from .files import read_input
+from .files import input_problem, read_input
+
+log = logging.getLogger(__name__)
 
 # --- sub-agents ---------------------------------------------------------------------------
 
@@ -73,6 +76,10 @@ def _agent_files(path: Path) -> tuple[list[_Agent], int, list[int]]:
     for file in files:
         if file.name.startswith("agent-acompact"):
             helpers += 1
+            continue
+        problem = input_problem(file)
+        if problem is not None:  # a FIFO, a device, a huge file: never opened
+            log.warning("%s: a sub-agent's log left out: %s", file, problem)
             continue
         loaded = _load(file)
         damaged += loaded.damaged
