@@ -258,7 +258,7 @@ def hook_add(
             call = parse_payload(read_payload(given[0] if given else None))
             if call is None:
                 return
-            from wikitrace.compiler.importers.files import input_problem
+            from wikitrace.corpus_schema.input_files import input_problem
 
             problem = input_problem(call.transcript)
             if problem is not None:

@@ -29,6 +29,7 @@ import orjson
 
 from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.store import digest
@@ -36,7 +37,6 @@ from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
 from .importers import plan_inputs
-from .importers.files import input_problem, read_input
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport

@@ -1,6 +1,6 @@
 """Special files among the inputs: a FIFO, a link to /dev/zero, a 10 GB sparse file, a link out
 of the folder. Every reader opens regular files within a size limit only
-(compiler/importers/files.py) and says what it skipped; convert, build and the hook finish
+(corpus_schema/input_files.py) and says what it skipped; convert, build and the hook finish
 (each run in a process of its own with a time limit, so a regression fails, not hangs) with
 no traceback."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler.capture import keep_unlabelled
-from wikitrace.compiler.importers.files import (
+from wikitrace.corpus_schema.input_files import (
     MAX_INPUT_BYTES,
     NotAnInputFile,
     input_problem,
@@ -150,4 +150,47 @@ def test_the_unlabelled_copy_does_not_follow_links(tmp_path: Path) -> None:
     assert "notes.txt" not in copied and "pipe.txt" not in copied
     assert "PRIVATE KEY BODY" not in "".join(
         p.read_text() for p in kept.parent.rglob("*") if p.is_file()
+    )
+
+
+def test_files_given_to_prompt_eval_and_lift_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert wikitrace("-q", "build", str(runs), "-o", "corpus", cwd=tmp_path).returncode == 0
+    for name, said in (("zero.jsonl", "a character device"), ("fifo.jsonl", "a FIFO")):
+        for args in (["prompt", "corpus", "--task-file", name], ["eval", name], ["lift", name]):
+            done = wikitrace(*args, cwd=tmp_path)
+            assert done.returncode == 2 and "Traceback" not in done.stderr, (args, done.stderr)
+            assert said in done.stderr, (args, done.stderr)
+
+
+def test_the_hook_captures_a_session_with_special_files_beside_it(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(SHOWCASE, project)
+    subagents = project / SESSION / "subagents"
+    os.mkfifo(subagents / "agent-fifo.jsonl")
+    (subagents / "agent-zero.jsonl").symlink_to("/dev/zero")
+    with (subagents / "agent-sparse.jsonl").open("wb") as handle:
+        handle.truncate(TEN_GB)
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert wikitrace("-q", "build", str(runs), "-o", "corpus", cwd=tmp_path).returncode == 0
+    payload = json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": str(project / f"{SESSION}.jsonl"),
+            "hook_event_name": "SessionEnd",
+        }
+    )
+    log = tmp_path / "hook.log"
+    args = ["add", "corpus", "--from-hook", "--wait", "--hook-log", str(log), payload]
+    done = wikitrace(*args, cwd=tmp_path)  # no labels: kept in corpus.unlabelled/
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    written = log.read_text()
+    assert "Traceback" not in written and "not added" in written
+    for name in ("agent-fifo.jsonl", "agent-zero.jsonl", "agent-sparse.jsonl"):
+        assert f"{name}: not kept" in written or f"{name}: a sub-agent's log left out" in written
+    kept = tmp_path / "corpus.unlabelled" / SESSION / "subagents"
+    assert sorted(p.name for p in kept.iterdir()) == sorted(
+        p.name for p in subagents.iterdir() if p.is_file() and p.stat().st_size < 1 << 20
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import input_problem
 
 from . import (
     aider,
@@ -41,7 +42,6 @@ from . import (
     terminal_bench,
 )
 from .base import Candidate, Found, LeftOut, Probe, jsonl_objects, probe
-from .files import input_problem
 from .labels import Labels, read_labels_file
 from .runs import SourceRun, Unlabelled, check_json, validate
 

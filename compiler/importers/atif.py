@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, load_json, need, rest, text
-from .files import read_input
 
 SUPPORTED_MAJOR = "1"
 MAX_SUBAGENT_DEPTH = 5

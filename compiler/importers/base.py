@@ -16,10 +16,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.projects import normal_project
 from wikitrace.corpus_schema.work import infer_kind
-
-from .files import open_input, read_input
 
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from wikitrace.corpus_schema.input_files import input_problem, read_input
+
 from .claude_code_records import (
     SPAWN_TOOLS,
     _blocks,
@@ -22,7 +24,6 @@ from .claude_code_records import (
     _prompt_text,
 )
 from .claude_code_turns import _Builder
-from .files import input_problem, read_input
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import open_input
 
 from .base import jsonl_objects
-from .files import open_input
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Probe, jsonl_objects, load_json, probe
-from .files import read_input
 from .inspect_log import LETTER_SCORES
 from .swe import report_labels, sniff_report
 

@@ -30,9 +30,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import BOM, Found, LeftOut, Probe, load_json, loads, rest, session_run
-from .files import read_input
 
 HINT = (
     "give the storage folder (~/.local/share/opencode/storage) or a project's folder in it "

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import BOM, SESSION_NOTE, Candidate, Found, Probe, file_aliases
-from .files import read_input
 from .spans import Step, first_user_text, steps_to_turns
 
 LLM_OPERATIONS = frozenset(

@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, text_lines
-from .files import read_input
 
 _CLAIM = re.compile(r"^(\d+) Claim: ?(.*)$")
 _FEVER_STEP = re.compile(r"^(Thought|Action|Observation) (\d+): ?(.*)$")

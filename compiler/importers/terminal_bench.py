@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, load_json, rest
-from .files import read_input
 
 _EPISODE = re.compile(r"episode-(\d+)$")
 
