@@ -111,6 +111,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
         return
     line = sources.line()
     ctx.meta[SETTINGS_META] = line
+    quiet = quiet or bool({"-q", "--quiet"} & set(ctx.meta.get(COMMAND_ARGS, ())))
     if line is not None and not quiet:
         click.echo(line, err=True)
 

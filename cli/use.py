@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,7 +216,7 @@ def _task_text(task_file: str) -> str:
     """The task --task-file names: stdin for '-', else a regular file (never a FIFO or a
     device: a link to /dev/zero would never end)."""
     if task_file == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     from wikitrace.corpus_schema.input_files import read_input
 
     try:

@@ -158,6 +158,7 @@ def test_each_run_says_which_files_it_read_and_why_it_ignored_one(hostile: Path)
     code, _, err = run(["verify", "nothing"])
     assert err.startswith("settings: ignored wikitrace.toml (changed since trusted"), err
     assert run(["-q", "verify", "nothing"])[2].startswith("error:")  # -q: errors only
+    assert run(["verify", "nothing", "-q"])[2].startswith("error:")
     assert run(["trust", "--remove"])[0] == 0
     assert run(["verify", "nothing"])[2].startswith(NOT_TRUSTED)
 
