@@ -197,9 +197,25 @@ def project_file(folder: Path) -> SettingsFile | None:
         if own.is_file():
             return SettingsFile(own, _shown(own, folder))
         pyproject = place / PYPROJECT
-        if pyproject.is_file() and b"tool.wikitrace" in _bytes(pyproject, str(pyproject)):
+        if pyproject.is_file() and _has_our_table(pyproject):
             return SettingsFile(pyproject, f"{_shown(pyproject, folder)} [tool.wikitrace]")
     return None
+
+
+def _has_our_table(pyproject: Path) -> bool:
+    """Whether a pyproject.toml has a [tool.wikitrace] table (one that does not parse but
+    names it counts: trusted, its error is shown; untrusted, it is ignored unparsed)."""
+    try:
+        data = _bytes(pyproject, str(pyproject))
+    except SettingsError:  # unreadable or over the limit: no settings of ours
+        return False
+    if b"wikitrace" not in data:
+        return False
+    try:
+        tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return b"tool.wikitrace" in data
+    return isinstance(tool, dict) and isinstance(tool.get("wikitrace"), dict)
 
 
 def _shown(path: Path, folder: Path) -> str:

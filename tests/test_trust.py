@@ -184,6 +184,19 @@ def test_a_settings_file_in_a_parent_folder_is_found_and_ignored(
     assert f"settings: ignored {hostile / 'wikitrace.toml'} (this folder is not trusted" in err
 
 
+def test_a_pyproject_is_ours_only_with_a_wikitrace_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[build\n')  # broken
+    assert run(["verify", "nothing"])[2].startswith("error: nothing")  # not ours: no line
+    (tmp_path / "pyproject.toml").write_text("[tool]\nwikitrace = { seed = 3 }\n")
+    assert run(["verify", "nothing"])[2].startswith("settings: ignored pyproject.toml [tool.")
+    with (tmp_path / "pyproject.toml").open("wb") as handle:
+        handle.truncate(10 << 30)  # sparse: no disk
+    assert run(["verify", "nothing"])[2].startswith("error: nothing")
+
+
 def test_a_build_without_model_sends_nothing_to_the_files_server(
     hostile: Path, openai_stub: Stub, tmp_path: Path
 ) -> None:
