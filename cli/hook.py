@@ -30,6 +30,7 @@ from wikitrace.corpus_schema.errors import InputError, WikitraceError, first_pro
 
 from .common import is_quiet
 from .compile_options import CompileSettings
+from .settings import SETTINGS_META
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,10 @@ STDIN_WAIT_SECONDS = 5.0
 """How long to wait for a payload on stdin: some agents never close it."""
 LOG_BYTES = 1 << 20
 """The log is cut at 1 MB (the one before is kept as hook.log.1)."""
+LOG_SUFFIX = ".log"
+"""A hook log's name ends so: no option sends the log's lines into a shell's start-up file."""
+_ID = re.compile(r"[^A-Za-z0-9._:@+-]")
+ID_CHARS = 128
 
 
 # --- the payloads -------------------------------------------------------------------------
@@ -78,6 +83,13 @@ class CodexNotify(_Payload):
     """The turn that completed."""
     cwd: str | None = None
     """The agent's working folder."""
+
+
+def safe_id(value: str) -> str:
+    """An id from a payload as it may appear in a log line or a path: letters, digits and
+    `._:@+-` kept, anything else (a newline, `/`, `$`, a space) as `_`, at most ID_CHARS."""
+    cleaned = _ID.sub("_", value)[:ID_CHARS]
+    return cleaned or "_"
 
 
 @dataclass(frozen=True)
@@ -125,7 +137,9 @@ def parse_payload(raw: bytes) -> HookCall | None:
 def _claude_code(payload: ClaudeCodeHook) -> HookCall | None:
     if payload.hook_event_name not in SESSION_END_EVENTS:
         log.info(
-            "%s %s: not a session-end event, ignored", payload.hook_event_name, payload.session_id
+            "%s %s: not a session-end event, ignored",
+            safe_id(payload.hook_event_name),
+            safe_id(payload.session_id),
         )
         return None
     if payload.transcript_path:
@@ -136,25 +150,30 @@ def _claude_code(payload: ClaudeCodeHook) -> HookCall | None:
         found = find_rollout(payload.session_id)
         if found is None:
             raise InputError(
-                f"{payload.hook_event_name} {payload.session_id}: the payload names no "
+                f"{safe_id(payload.hook_event_name)} {safe_id(payload.session_id)}: the payload "
+                "names no "
                 "transcript_path, and no Codex rollout has that id"
             )
         transcript = found
-    return HookCall(payload.hook_event_name, payload.session_id, transcript, _folder(payload.cwd))
+    return HookCall(
+        safe_id(payload.hook_event_name), safe_id(payload.session_id), transcript, _folder(payload.cwd)
+    )
 
 
 def _codex(payload: CodexNotify) -> HookCall | None:
     if payload.type != CODEX_TURN_COMPLETE:
-        log.info("%s %s: not a turn's end, ignored", payload.type, payload.thread_id)
+        log.info(
+            "%s %s: not a turn's end, ignored", safe_id(payload.type), safe_id(payload.thread_id)
+        )
         return None
     found = find_rollout(payload.thread_id)
     if found is None:
         raise InputError(
-            f"{payload.type} {payload.thread_id}: no rollout of that thread in "
+            f"{safe_id(payload.type)} {safe_id(payload.thread_id)}: no rollout of that thread in "
             f"{codex_home() / 'sessions'}",
             hint=f"set {CODEX_HOME_ENV} when Codex keeps its sessions elsewhere",
         )
-    return HookCall(payload.type, payload.thread_id, found, _folder(payload.cwd))
+    return HookCall(safe_id(payload.type), safe_id(payload.thread_id), found, _folder(payload.cwd))
 
 
 def _folder(cwd: str | None) -> Path | None:
@@ -236,6 +255,7 @@ def hook_add(
     `wait`, any problem is logged and the exit code is 0, and the capture itself runs in a
     process of its own; with it, the command works as `add` does (its exit codes included)."""
     with _logging_to(log_file or default_log()):
+        _log_settings()
         try:
             if no_deploy:
                 raise InputError(
@@ -249,11 +269,11 @@ def hook_add(
             call = parse_payload(read_payload(given[0] if given else None))
             if call is None:
                 return
-            if not call.transcript.is_file():
-                raise InputError(
-                    f"{call}: its log {call.transcript} does not exist (removed, or not yet "
-                    "written)",
-                )
+            from wikitrace.corpus_schema.input_files import input_problem
+
+            problem = input_problem(call.transcript)
+            if problem is not None:
+                raise InputError(f"{call}: its log {call.transcript}: {problem}")
         except (WikitraceError, click.ClickException, OSError) as error:
             _failed(None, error, wait)
             return
@@ -334,6 +354,14 @@ def _capture(
         )
 
 
+def _log_settings() -> None:
+    """Which settings files this run read (or why it read none): into the hook's log."""
+    ctx = click.get_current_context(silent=True)
+    said = ctx.meta.get(SETTINGS_META) if ctx is not None else None
+    if isinstance(said, str):
+        (log.error if said.startswith("settings not read") else log.info)("%s", said)
+
+
 def _say(wait: bool, message: str) -> None:
     """What a capture did: to the log, and to stderr for whoever waits for it."""
     log.info("%s", message)
@@ -374,6 +402,10 @@ def _logging_to(path: Path) -> Iterator[None]:
     while the hook runs; stderr keeps the level -v/-q chose."""
     root = logging.getLogger("wikitrace")
     handler: logging.Handler | None = None
+    refused = _log_problem(path)
+    if refused is not None:
+        refused = f"the hook log {path} is not written: {refused}; this one is"
+        path = default_log()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handler = RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8")
@@ -382,12 +414,14 @@ def _logging_to(path: Path) -> Iterator[None]:
     level = root.level
     others = {other: other.level for other in root.handlers}
     if handler is not None:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
+        handler.setFormatter(_OneLine("%(asctime)s %(process)d %(levelname)s %(message)s"))
         handler.setLevel(logging.INFO)
         for other in others:
             other.setLevel(max(other.level, level))
         root.addHandler(handler)
         root.setLevel(min(level, logging.INFO))
+    if refused is not None:
+        log.error("%s", refused)
     try:
         yield
     finally:
@@ -397,3 +431,26 @@ def _logging_to(path: Path) -> Iterator[None]:
             root.setLevel(level)
             for other, was in others.items():
                 other.setLevel(was)
+
+
+def _log_problem(path: Path) -> str | None:
+    """Why the hook may not append to `path`, or None: it must be a `.log` file (never a
+    shell's start-up file) that is no link and, when it exists, a regular file."""
+    if not path.name.endswith(LOG_SUFFIX):
+        return f"its name does not end in {LOG_SUFFIX}"
+    if path.is_symlink():
+        return "it is a symbolic link"
+    if path.exists() and not path.is_file():
+        return "it is not a regular file"
+    return None
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line: a newline or other control character in a message (a path
+    or an id from a payload) is escaped, so that no payload writes a line of its own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return "".join(
+            char if char.isprintable() else repr(char)[1:-1]
+            for char in super().formatMessage(record)
+        )

@@ -19,16 +19,18 @@ from .gate import gate_command, hypothesize_command, monitor_command
 from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
-from .settings import FILE_NAME, default_map
+from .settings import FILE_NAME, FROM_HOOK, SETTINGS_META, SettingsError, settings
+from .trust import trust_command
 from .use import audit_command, cite_command, prompt_command, view_command
 from .verify import verify_command
 from .versions import add_command, deploy_command, update_command, versions_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
+COMMAND_ARGS = "wikitrace.command_args"
 
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Build a corpus from logs", ("build", "convert", "verify")),
+    ("Build a corpus from logs", ("build", "convert", "verify", "trust")),
     ("Use it at test time", ("prompt", "view", "search", "actions", "turn", "cite", "audit")),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
     ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
@@ -43,6 +45,14 @@ class _Sections(click.Group):
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         super().add_command(attach(cmd), name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # Resolved before the group's own callback runs: it reads the settings, and a hook
+        # (`add --from-hook`) must log a settings file it cannot read rather than stop.
+        ctx.meta[COMMAND_ARGS] = list(args)
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for _, names in SECTIONS for name in names if name in self.commands]
@@ -69,7 +79,8 @@ class _Sections(click.Group):
     "--config",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help=f"Read option settings from this file instead of ./{FILE_NAME} or the "
-    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table).",
+    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table), "
+    "as your own: every key.",
 )
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> None:
@@ -81,13 +92,28 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     Errors go to stderr with exit code 2 for bad input or usage, 1 for a failure at run time
     and 130 on Ctrl-C. Set WIKITRACE_TRACEBACK=1 to see the full traceback of an error.
 
-    Options can be kept in ./wikitrace.toml (or [tool.wikitrace] in ./pyproject.toml): a
-    top-level key for every command that has the option, a table such as [build] for one.
-    The command line wins over the file, the file over --profile, --profile over the
-    defaults. `wikitrace COMMAND --help-all` shows a command's tuning options too.
+    Options can be kept in your ~/.config/wikitrace/wikitrace.toml and, once you run
+    `wikitrace trust` there, a project's ./wikitrace.toml (or [tool.wikitrace] in
+    ./pyproject.toml; its safe keys only): a top-level key for every command that has the
+    option, a table such as [build] for one. The command line wins over the files, the
+    project's over yours, the files over --profile, --profile over the defaults.
+    `wikitrace COMMAND --help-all` shows a command's tuning options too.
     """
     set_verbosity(verbose, quiet)
-    ctx.default_map = default_map(cli, config, Path.cwd())
+    try:
+        ctx.default_map, sources = settings(cli, config, Path.cwd())
+    except SettingsError as error:
+        if FROM_HOOK not in ctx.meta.get(COMMAND_ARGS, ()):
+            raise
+        # A hook must not lose the session over a settings file: it logs why and captures
+        # with the built-in settings.
+        ctx.meta[SETTINGS_META] = f"settings not read, the built-in ones used: {error.message}"
+        return
+    line = sources.line()
+    ctx.meta[SETTINGS_META] = line
+    quiet = quiet or bool({"-q", "--quiet"} & set(ctx.meta.get(COMMAND_ARGS, ())))
+    if line is not None and not quiet:
+        click.echo(line, err=True)
 
 
 cli.add_command(build_command)
@@ -100,6 +126,7 @@ cli.add_command(monitor_command)
 cli.add_command(hypothesize_command)
 cli.add_command(convert_command)
 cli.add_command(verify_command)
+cli.add_command(trust_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)
 cli.add_command(prompt_command)
@@ -144,6 +171,14 @@ def main(argv: list[str] | None = None) -> Any:
         # Our errors are raised only once a command has imported the core, so looking the
         # class up here keeps `wikitrace --help` from importing it.
         errors = sys.modules.get("wikitrace.corpus_schema.errors")
+        jinja = sys.modules.get("jinja2.exceptions")
+        if jinja is not None and isinstance(error, jinja.TemplateError):
+            # A --prompts-dir template that fails, or reaches for what the sandbox forbids.
+            if os.environ.get(TRACEBACK_ENV):
+                traceback.print_exc()
+            name = getattr(error, "name", None) or "a template"
+            click.echo(f"error: {name}: {type(error).__name__}: {error}", err=True)
+            sys.exit(2)
         if errors is None or not isinstance(error, errors.WikitraceError):
             raise
         if os.environ.get(TRACEBACK_ENV):

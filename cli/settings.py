@@ -1,23 +1,30 @@
-"""Settings from a file: option values a project keeps instead of typing them each time.
+"""Settings from files: option values a user or a project keeps instead of typing them.
 
-Where: the file `--config PATH` names; else `wikitrace.toml` in the working directory; else
-the `[tool.wikitrace]` table of the working directory's `pyproject.toml`. The first found is
-read, the others never. A key is an option's name without its dashes (`max-output-tokens`,
-`no-mine`, `call-worker = false`; `_` for `-` is accepted); a top-level key applies to every
-command that has that option, a table (`[build]`, `[gate]`, `[export.skill]`) to one command,
-and wins over a top-level key. Paths are relative to the working directory.
+Where, from lowest to highest: the user's own file (`user_file()`, trusted), then a project's
+file, found in the working folder or the nearest parent that has one (`wikitrace.toml`, else
+the `[tool.wikitrace]` table of `pyproject.toml`). A project's file is read only once the user
+trusts it (`wikitrace trust`, which records its path and hash: a changed file is untrusted
+again), and even then only its safe keys (`REFUSED` lists the others and why). `--config PATH`
+names a file to read instead of the project's, as the user's own (the user named it). A key is
+an option's name without its dashes (`max-output-tokens`, `no-mine`, `call-worker = false`; `_`
+for `-` is accepted); a top-level key applies to every command that has that option, a table
+(`[build]`, `[gate]`, `[export.skill]`) to one command, and wins over a top-level key. Paths are
+relative to the working directory.
 
 What wins: the command line, then an option's environment variable (those that name one),
-then this file, then `--profile` (given on the command line or in this file), then the
-built-in default. The file's values reach click as its `default_map`, so `--help` shows
-them as the defaults.
+then the project's file, then the user's, then `--profile` (given on the command line or in a
+file), then the built-in default. The files' values reach click as its `default_map`, so
+`--help` shows them as the defaults. Every run that finds a settings file says on stderr, in
+one line, which it read and which it ignored and why (`Sources.line`).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +34,74 @@ from .common import COMMON
 
 FILE_NAME = "wikitrace.toml"
 PYPROJECT = "pyproject.toml"
-PROJECTS = "projects"
-"""The table of the user's settings file that joins names to projects (`user_projects`)."""
 USER_FILE_ENV = "WIKITRACE_USER_SETTINGS"
 """Where the user's settings file is, when not $XDG_CONFIG_HOME/wikitrace/wikitrace.toml."""
+FROM_HOOK = "--from-hook"
+SETTINGS_META = "wikitrace.settings"
+"""The click context's note of the settings files read (or why none was): the hook logs it."""
+PROJECTS = "projects"
+"""A table of the user's file that is no command's (which project a name is)."""
+
+RUNS_CODE = "it runs code"
+SENDS_DATA = "it sends data to a server"
+REDACTION = "it changes redaction"
+OUTPUTS = "it chooses what is written where"
+READS_OUTSIDE = "it reads files or lessons outside the folder"
+REFUSED: dict[str, str] = {
+    **dict.fromkeys(("prompts-dir", "runner", "T"), RUNS_CODE),
+    **dict.fromkeys(
+        (
+            "model",
+            "api-base",
+            "M",
+            "judge",
+            "judge-api-base",
+            "second-model",
+            "second-api-base",
+            "embedding-model",
+            "embedding-api-base",
+            "group-model",
+            "group-api-base",
+            "batch",
+            "outcome-details",
+            "http",
+        ),
+        SENDS_DATA,
+    ),
+    **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
+    **dict.fromkeys(("output", "force", "cache-dir", "hook-log", "plot", "from-hook"), OUTPUTS),
+    **dict.fromkeys(
+        (
+            "task-file",
+            "labels",
+            "task-pool",
+            "falsify-tasks",
+            "regress-tasks",
+            "target-tasks",
+            "read-log",
+            "corpus",
+            "project",
+        ),
+        READS_OUTSIDE,
+    ),
+}
+"""Keys a project's settings file may not set, trusted or not, and why: a cloned repository
+must not run its code, send the user's runs or keys elsewhere, switch redaction off, write
+over the user's files or read theirs. The user's own file and the command line may."""
+_SAFE_KEYS = """all all-insights all-types alpha alpha-miss always-compare baseline batch-poll beta
+    boundary
+    call-worker call-workers concurrency confidence context-tokens coverage csv current delta
+    dry-run encode epochs eta exclude-task falsify fast-path flag-conflicts format fresh grep
+    history hypotheses insights-only invalid-retries json kind limit lines list
+    max-output-tokens max-prompt-tokens max-retries max-runs max-tokens max-violation-rate
+    method min-judged momentum mount nl no-cache no-deploy no-leave-one-out no-mine no-narrow
+    on-error p-fail profile quote-repairs reason reasoning-effort regress report-at
+    report-request rerun rerun-band resamples rule runner-concurrency runner-retries
+    runner-timeout sandbox score-threshold seed similar strict success-threshold targets
+    task-type temperature threshold timeout trials unfiltered-insights unlabelled wait workers
+    remove"""
+SAFE: frozenset[str] = frozenset(_SAFE_KEYS.split())
+"""Keys a trusted project's file may set: tuning, what to print, which built-in choice."""
 
 
 class SettingsError(click.ClickException):
@@ -42,33 +113,149 @@ class SettingsError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-def find(config: Path | None, folder: Path) -> tuple[Path, str, dict[str, Any]] | None:
-    """The settings file to read, what its settings are called in messages, and its table."""
-    if config is not None:
-        table = _read(config, str(config))
-        if config.name != PYPROJECT:
-            return config, str(config), table
-        if "wikitrace" not in table.get("tool", {}):
-            raise SettingsError(f"{config} has no [tool.wikitrace] table")
-        return config, f"{config} [tool.wikitrace]", table["tool"]["wikitrace"]
-    if (folder / FILE_NAME).is_file():
-        return folder / FILE_NAME, FILE_NAME, _read(folder / FILE_NAME, FILE_NAME)
-    if (folder / PYPROJECT).is_file():
-        tool = _read(folder / PYPROJECT, PYPROJECT).get("tool", {})
-        if isinstance(tool, dict) and isinstance(tool.get("wikitrace"), dict):
-            return folder / PYPROJECT, f"{PYPROJECT} [tool.wikitrace]", tool["wikitrace"]
+MAX_BYTES = 1 << 20
+"""A settings file larger than this is no settings file (and is not read into memory)."""
+TRUST_FILE = "trusted.json"
+"""In the user's settings folder: the project files the user trusts, each with its hash."""
+
+
+@dataclass(frozen=True)
+class SettingsFile:
+    """A settings file found: where, and what messages call it; read only when `load`ed (a
+    project's file that is not trusted is never parsed)."""
+
+    path: Path
+    where: str
+
+    def load(self) -> dict[str, Any]:
+        """Its table (a pyproject.toml's [tool.wikitrace])."""
+        table = _read(self.path, self.where.removesuffix(" [tool.wikitrace]"))
+        if self.path.name != PYPROJECT:
+            return table
+        tool = table.get("tool", {})
+        if not isinstance(tool, dict) or not isinstance(tool.get("wikitrace"), dict):
+            raise SettingsError(f"{self.path} has no [tool.wikitrace] table")
+        return dict(tool["wikitrace"])
+
+
+@dataclass
+class Sources:
+    """The settings files a run found: those read and those ignored (with why)."""
+
+    read: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    def line(self) -> str | None:
+        """One line for stderr, or None when no settings file was found."""
+        parts = [f"read {', '.join(self.read)}"] if self.read else []
+        parts += [f"ignored {', '.join(self.ignored)}"] if self.ignored else []
+        return f"settings: {'; '.join(parts)}" if parts else None
+
+
+def _config_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "wikitrace"
+
+
+def user_file() -> Path:
+    """The user's own settings file: $WIKITRACE_USER_SETTINGS, else
+    $XDG_CONFIG_HOME/wikitrace/wikitrace.toml (~/.config/wikitrace/wikitrace.toml)."""
+    given = os.environ.get(USER_FILE_ENV)
+    return Path(given).expanduser() if given else _config_dir() / FILE_NAME
+
+
+def trust_file() -> Path:
+    """Where the trusted project files are recorded ($XDG_CONFIG_HOME/wikitrace/trusted.json)."""
+    return _config_dir() / TRUST_FILE
+
+
+def file_hash(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(_bytes(path, str(path))).hexdigest()
+
+
+def trusted() -> dict[str, str]:
+    """The project files the user trusts: absolute path -> the hash it had then."""
+    path = trust_file()
+    if not path.is_file():
+        return {}
+    try:
+        import orjson
+
+        data = orjson.loads(_bytes(path, str(path)))
+        files = data["files"]
+        assert isinstance(files, dict)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise SettingsError(
+            f"{path}: not a list of trusted files; remove it and trust each folder again"
+        ) from None
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def project_file(folder: Path) -> SettingsFile | None:
+    """A project's settings file: in `folder` or the nearest parent that has one."""
+    for place in (folder.absolute(), *folder.absolute().parents):
+        own = place / FILE_NAME
+        if own.is_file():
+            return SettingsFile(own, _shown(own, folder))
+        pyproject = place / PYPROJECT
+        if pyproject.is_file() and _has_our_table(pyproject):
+            return SettingsFile(pyproject, f"{_shown(pyproject, folder)} [tool.wikitrace]")
     return None
+
+
+def _has_our_table(pyproject: Path) -> bool:
+    """Whether a pyproject.toml has a [tool.wikitrace] table (one that does not parse but
+    names it counts: trusted, its error is shown; untrusted, it is ignored unparsed)."""
+    try:
+        data = _bytes(pyproject, str(pyproject))
+    except SettingsError:  # unreadable or over the limit: no settings of ours
+        return False
+    if b"wikitrace" not in data:
+        return False
+    try:
+        tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return b"tool.wikitrace" in data
+    return isinstance(tool, dict) and isinstance(tool.get("wikitrace"), dict)
+
+
+def _shown(path: Path, folder: Path) -> str:
+    """A path as messages give it: relative to the working folder when under it."""
+    try:
+        return str(path.relative_to(folder.absolute()))
+    except ValueError:
+        return str(path)
+
+
+def named_file(config: Path) -> SettingsFile:
+    """The file `--config` names (a pyproject.toml: its [tool.wikitrace] table)."""
+    where = f"{config} [tool.wikitrace]" if config.name == PYPROJECT else str(config)
+    return SettingsFile(config, where)
+
+
+def find(config: Path | None, folder: Path) -> tuple[Path, str, dict[str, Any]] | None:
+    """The project's settings file (or the one `config` names), what messages call it, and
+    its table, trusted or not."""
+    found = named_file(config) if config is not None else project_file(folder)
+    return None if found is None else (found.path, found.where, found.load())
+
+
+def _bytes(path: Path, name: str) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise SettingsError(f"{name}: cannot read it: {error.strerror or error}") from None
+    if len(data) > MAX_BYTES:
+        raise SettingsError(f"{name}: over {MAX_BYTES >> 20} MB: no settings file")
+    return data
 
 
 def _read(path: Path, name: str) -> dict[str, Any]:
     """The file's table; `name` is how messages call it (relative to the working directory)."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
+        return tomllib.loads(_bytes(path, name).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{name}: not valid TOML: {error}") from None
-    except OSError as error:
-        raise SettingsError(f"{name}: cannot read it: {error.strerror or error}") from None
 
 
 def key_of(option: click.Option) -> str:
@@ -87,12 +274,76 @@ def settable(command: click.Command) -> dict[str, click.Option]:
 
 
 def default_map(group: click.Group, config: Path | None, folder: Path) -> dict[str, Any] | None:
-    """click's default_map for `group`'s commands from the settings file, checked: an unknown
-    table, key or value is an error naming the file, the table and the key."""
-    found = find(config, folder)
-    if found is None:
-        return None
-    _, where, table = found
+    """click's default_map for `group`'s commands from the settings files (see `settings`)."""
+    return settings(group, config, folder)[0]
+
+
+def settings(
+    group: click.Group, config: Path | None, folder: Path
+) -> tuple[dict[str, Any] | None, Sources]:
+    """click's default_map for `group`'s commands from the user's file and the project's (or
+    the one `config` names), checked: an unknown table, key or value is an error naming the
+    file, the table and the key. An untrusted project file, and a trusted one's unsafe keys,
+    are left out and listed in the Sources."""
+    sources = Sources()
+    maps: list[dict[str, Any]] = []
+    user = user_file()
+    if user.is_file():
+        maps.append(_map(group, _read(user, str(user)), str(user), skip=frozenset({PROJECTS})))
+        sources.read.append(str(user))
+    found = named_file(config) if config is not None else project_file(folder)
+    if found is not None and config is not None:
+        maps.append(_map(group, found.load(), found.where))
+        sources.read.append(found.where)
+    elif found is not None:
+        known = trusted().get(str(found.path.absolute()))
+        if known is None or known != file_hash(found.path):
+            why = "this folder is not trusted" if known is None else "changed since trusted"
+            sources.ignored.append(f"{found.where} ({why}: `wikitrace trust` reads its safe keys)")
+        else:
+            every = {key for _, command in _commands(group) for key in settable(command)}
+            table, refused = _safe_part(found.load(), every, ())
+            maps.append(_map(group, table, found.where))
+            not_its = ", ".join(f"{key} ({why})" for key, why in refused)
+            sources.read.append(found.where + (f", but not its {not_its}" if refused else ""))
+    if not maps:
+        return None, sources
+    merged: dict[str, Any] = {}
+    for mapped in maps:  # the project's over the user's
+        _merge(merged, mapped)
+    return merged, sources
+
+
+def _safe_part(
+    table: dict[str, Any], every: set[str], path: tuple[str, ...]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A project file's table without the keys it may not set, and those keys with why."""
+    kept: dict[str, Any] = {}
+    refused: list[tuple[str, str]] = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            kept[key], more = _safe_part(value, every, (*path, key))
+            refused += more
+        elif _key(key) in every and _key(key) not in SAFE:
+            label = f"[{'.'.join(path)}] {key}" if path else key
+            refused.append((label, REFUSED.get(_key(key), "it is not known to be safe")))
+        else:
+            kept[key] = value
+    return kept, refused
+
+
+def _merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _map(
+    group: click.Group, table: dict[str, Any], where: str, skip: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    table = {k: v for k, v in table.items() if k not in skip}
     shared = {k: v for k, v in table.items() if not isinstance(v, dict)}
     every = {key for _, command in _commands(group) for key in settable(command)}
     for key in shared:
@@ -190,16 +441,6 @@ def _near(key: str, names: set[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def user_file() -> Path:
-    """The user's own settings file: $WIKITRACE_USER_SETTINGS, else
-    $XDG_CONFIG_HOME/wikitrace/wikitrace.toml (~/.config/wikitrace/wikitrace.toml)."""
-    given = os.environ.get(USER_FILE_ENV)
-    if given:
-        return Path(given).expanduser()
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "wikitrace" / FILE_NAME
-
-
 def user_projects() -> dict[str, str]:
     """The `[projects]` table of the user's settings file: a name, remote or folder -> the
     project it is (`"spotter-a0y" = "spotter"`); empty when there is no such file or table.
@@ -218,3 +459,36 @@ def user_projects() -> dict[str, str]:
                 '(`"spotter-a0y" = "spotter"`)'
             )
     return {str(name): str(project) for name, project in table.items()}
+
+
+def trust(
+    group: click.Group, folder: Path, *, remove: bool = False
+) -> tuple[SettingsFile, list[tuple[str, str]]]:
+    """Record (or with `remove`, forget) the project settings file found from `folder`, with
+    its hash, as the user's say that its safe keys may be read; the keys it has that are still
+    refused, with why. Raises SettingsError when no project file is found."""
+    from wikitrace.corpus_schema.store import atomic_write
+
+    found = project_file(folder)
+    if found is None:
+        raise SettingsError(
+            f"no {FILE_NAME} or [tool.wikitrace] table of {PYPROJECT} in {folder.absolute()} "
+            "or a folder above it: nothing to trust"
+        )
+    refused: list[tuple[str, str]] = []
+    if not remove:  # a file that does not parse is not trusted
+        every = {name for _, command in _commands(group) for name in settable(command)}
+        refused = _safe_part(found.load(), every, ())[1]
+    files = trusted()
+    key = str(found.path.absolute())
+    if remove:
+        files.pop(key, None)
+    else:
+        files[key] = file_hash(found.path)
+    import orjson
+
+    store = trust_file()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    data = {"version": 1, "files": dict(sorted(files.items()))}
+    atomic_write(store, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    return found, refused

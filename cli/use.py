@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
@@ -215,11 +216,28 @@ def _prompt_option_list() -> list[Callable[[Any], Any]]:
     return [*_SCOPE, *_MESSAGE, *_LISTING, _template_option, *_NEAR_DUPLICATES]
 
 
+def _task_text(task_file: str) -> str:
+    """The task --task-file names: stdin for '-', else a regular file (never a FIFO or a
+    device: a link to /dev/zero would never end)."""
+    if task_file == "-":
+        return sys.stdin.read()
+    from wikitrace.corpus_schema.input_files import read_input
+
+    try:
+        return read_input(Path(task_file)).decode("utf-8", "replace")
+    except OSError as error:
+        raise click.BadParameter(
+            f"{task_file}: {error.strerror or error}", param_hint="'--task-file'"
+        ) from None
+
+
 @click.command("prompt")
 @click.argument("corpus", type=CORPUS)
 @click.argument("task", required=False)
 @click.option(
-    "--task-file", type=click.File("r"), help="Read the task from a file ('-' for stdin)."
+    "--task-file",
+    type=click.Path(allow_dash=True, dir_okay=False),
+    help="Read the task from a file ('-' for stdin).",
 )
 @prompt_options
 @click.option(
@@ -233,7 +251,7 @@ def _prompt_option_list() -> list[Callable[[Any], Any]]:
 def prompt_command(
     corpus: Path,
     task: str | None,
-    task_file: TextIO | None,
+    task_file: str | None,
     report_request: bool,
     as_json: bool,
     shown: PromptSettings,
@@ -258,7 +276,7 @@ def prompt_command(
         return
     if (task is None) == (task_file is None):
         raise click.UsageError("give the task as an argument or with --task-file, not both")
-    text = task if task is not None else task_file.read() if task_file else ""
+    text = task if task is not None else _task_text(task_file) if task_file else ""
     if not text.strip():
         raise click.UsageError("the task is empty")
 

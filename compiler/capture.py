@@ -15,6 +15,7 @@ model labels it) cannot enter a corpus: its files are copied beside the corpus
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ import orjson
 
 from wikitrace.corpus_schema import InputError, raw_pages
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
@@ -39,6 +41,8 @@ from .importers import plan_inputs
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport
+
+log = logging.getLogger(__name__)
 
 UNLABELLED_SUFFIX = ".unlabelled"
 """`CORPUS.unlabelled/`: copies of the sessions a hook could not label, beside the corpus."""
@@ -221,11 +225,18 @@ def keep_unlabelled(pointer: Path, transcript: Path, redactor: Redactor | None =
     kept = folder / transcript.name
     _copy(transcript, kept, redactor)
     companions = transcript.with_suffix("")
-    if companions.is_dir():
-        for source in sorted(companions.rglob("*")):
-            if source.is_file():
-                dest = folder / companions.name / source.relative_to(companions)
-                _copy(source, dest, redactor)
+    if companions.is_dir() and not companions.is_symlink():
+        for root, dirs, files in os.walk(companions):  # links to folders are not followed
+            dirs.sort()
+            for name in sorted(files):
+                source = Path(root) / name
+                # Only the session's own files: a link is not followed (it may point at a key
+                # or a device), nor is a FIFO, a device or a huge file read.
+                problem = "a symbolic link" if source.is_symlink() else input_problem(source)
+                if problem is not None:
+                    log.warning("%s: not kept: %s", source, problem)
+                    continue
+                _copy(source, folder / companions.name / source.relative_to(companions), redactor)
     return kept
 
 
@@ -233,7 +244,7 @@ def _redacted_bytes(source: Path, redactor: Redactor) -> bytes:
     """A log's bytes with its secrets replaced: each line that is JSON redacted as a value and
     written back as one line, any other line as text."""
     lines = []
-    for raw in source.read_bytes().splitlines():
+    for raw in read_input(source).splitlines():
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -249,7 +260,7 @@ def _copy(source: Path, dest: Path, redactor: Redactor | None = None) -> None:
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         if redactor is None:
-            shutil.copyfile(source, tmp)
+            tmp.write_bytes(read_input(source))
         else:
             tmp.write_bytes(_redacted_bytes(source, redactor))
         os.replace(tmp, dest)

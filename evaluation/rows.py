@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.errors import first_problem
+from wikitrace.corpus_schema.input_files import read_input
 
 SUCCESS_THRESHOLD = 1.0
 """A row with a score and no success succeeds at or above this (eval's --success-threshold)."""
@@ -99,10 +100,12 @@ def _csv_value(key: str, value: str) -> Any:
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")
     except FileNotFoundError:
         raise InputError("no such file", path=path) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", path=path) from None
+    except UnicodeDecodeError as error:
         raise InputError(f"cannot read: {error}", path=path) from None
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import CorpusError, InputError
+from wikitrace.corpus_schema.input_files import read_input
 from wikitrace.evaluation.rows import ResultRow, Row
 
 RESULT = "result.json"
@@ -65,7 +66,7 @@ class HarborRows:
 
 def _json(path: Path) -> Any:
     try:
-        return orjson.loads(path.read_bytes())
+        return orjson.loads(read_input(path))
     except FileNotFoundError:
         raise InputError("no such file", path=path) from None
     except OSError as error:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jinja2
 import jinja2.meta
+import jinja2.sandbox
 
 TEMPLATE_DIR = Path(__file__).parent
 COMPILE_SUCCESS = "compile-success.j2"
@@ -25,12 +26,13 @@ DRILLDOWNS = "drilldowns.j2"
 def environment(user_dir: Path | None = None) -> jinja2.Environment:
     """Templates from `user_dir` first (a user may override any of them), then ours. One
     environment a folder per process: it keeps each template compiled once (about 0.1 s each),
-    which a first message per sample or per MCP call would otherwise pay again."""
+    which a first message per sample or per MCP call would otherwise pay again. Sandboxed: a
+    template folder (a cloned repository's, say) reaches no Python attribute that runs code."""
     loaders: list[jinja2.BaseLoader] = []
     if user_dir is not None:
         loaders.append(jinja2.FileSystemLoader(user_dir))
     loaders.append(jinja2.FileSystemLoader(TEMPLATE_DIR))
-    return jinja2.Environment(
+    return jinja2.sandbox.SandboxedEnvironment(
         loader=jinja2.ChoiceLoader(loaders),
         undefined=jinja2.StrictUndefined,
         autoescape=False,

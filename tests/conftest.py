@@ -35,6 +35,9 @@ def _guard(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     """Fail any connection that leaves this machine; keep caches out of the home folder."""
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    # The user's own settings and trusted folders: never the developer's.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(cache.with_name(cache.name + "-config")))
+    monkeypatch.delenv("WIKITRACE_USER_SETTINGS", raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "WIKITRACE_MODEL", "WIKITRACE_CORPUS"):
         monkeypatch.delenv(key, raising=False)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from wikitrace.cli.common import full_help, hidden_options
 from wikitrace.cli.main import cli
-from wikitrace.cli.settings import default_map
+from wikitrace.cli.settings import default_map, trust, user_file
 
 from helpers import make_run, run, write_runs
 
@@ -125,6 +125,7 @@ def test_the_command_line_wins_over_the_file_the_file_over_the_profile(tmp_path:
     (tmp_path / "wikitrace.toml").write_text(
         'concurrency = 3\nseed = 5\n[gate]\nprofile = "paper"\nfalsify = 4\nseed = 7\n'
     )
+    trust(cli, tmp_path)
     values = parsed(tmp_path, [*GATE, "--regress", "2"])
     # falsify: the file over the profile's 16; regress: the command line over the profile's 16;
     # rule: the profile's, nothing else says; seed: [gate] over the top level.
@@ -141,8 +142,11 @@ def test_where_the_settings_are_read_from(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
     assert default_map(cli, None, tmp_path) is None  # no [tool.wikitrace]: not ours
     (tmp_path / "pyproject.toml").write_text("[tool.wikitrace.build]\nconcurrency = 2\n")
+    assert default_map(cli, None, tmp_path) is None  # not trusted yet
+    trust(cli, tmp_path)
     assert parsed(tmp_path, ["build", "x", "-o", "c"])["concurrency"] == 2
     (tmp_path / "wikitrace.toml").write_text("[build]\nconcurrency = 5\n")
+    trust(cli, tmp_path)
     assert parsed(tmp_path, ["build", "x", "-o", "c"])["concurrency"] == 5  # before pyproject
     named = tmp_path / "team.toml"
     named.write_text("[build]\nconcurrency = 7\n")
@@ -164,28 +168,31 @@ def test_the_config_option_and_the_file_reach_a_real_run(tmp_path: Path) -> None
     [
         (
             "[build]\nconcurency = 2\n",
-            "wikitrace.toml: [build] has no setting 'concurency' (did you mean 'concurrency'?); "
+            "[build] has no setting 'concurency' (did you mean 'concurrency'?); "
             "the settings of `build` are: api-base, batch, ",
         ),
         (
             "[biuld]\nforce = true\n",
-            "wikitrace.toml: [biuld] is no command (did you mean 'build'?)",
+            "[biuld] is no command (did you mean 'build'?)",
         ),
-        ("colour = 1\n", "wikitrace.toml: no command has a setting 'colour'"),
-        ("[export.skil]\n", "wikitrace.toml: [export.skil] is no command (did you mean 'skill'?)"),
+        ("colour = 1\n", "no command has a setting 'colour'"),
+        ("[export.skil]\n", "[export.skil] is no command (did you mean 'skill'?)"),
         (
             "[build]\nconcurrency = 'many'\n",
-            "wikitrace.toml: [build] concurrency: Invalid value for '--concurrency': 'many'",
+            "[build] concurrency: Invalid value for '--concurrency': 'many'",
         ),
-        ("[build]\nlabels = 'x.json'\n", "wikitrace.toml: [build] labels: give a list ([...])"),
-        ("[build\n", "wikitrace.toml: not valid TOML"),
+        ("[build]\nlabels = 'x.json'\n", "[build] labels: give a list ([...])"),
+        ("[build\n", "not valid TOML"),
     ],
 )
 def test_a_bad_settings_file_is_named_with_its_table_and_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, said: str
 ) -> None:
-    (tmp_path / "wikitrace.toml").write_text(text)
+    # The user's own file: a project's is parsed only once trusted, and is then checked alike.
+    user_file().parent.mkdir(parents=True)
+    user_file().write_text(text)
     monkeypatch.chdir(tmp_path)
+    said = f"{user_file()}: {said}"
     code, out, err = run(["verify", "corpus"])
     assert (code, out) == (2, "")
     assert err.startswith(f"error: {said}"), err

@@ -257,7 +257,7 @@ def test_a_missing_transcript_exits_0_and_is_logged(
 ) -> None:
     gone = tmp_path / "projects" / "gone" / f"{SESSION}.jsonl"
     code, out, err = hook(add_args(corpus, labels, hook_log), session_end(gone))
-    said = f"not added: SessionEnd {SESSION}: its log {gone} does not exist"
+    said = f"not added: SessionEnd {SESSION}: its log {gone}: does not exist"
     assert (code, out) == (0, "")
     assert said in err and said in hook_log.read_text()
     assert Store(corpus).versions() == ["v0001"]

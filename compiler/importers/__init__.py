@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import input_problem
 
 from . import (
     aider,
@@ -269,6 +270,8 @@ class InputPlan:
     """What labels a run nothing else labels (the build's --judge), if anything."""
     left_out: dict[str, str] = field(default_factory=dict)
     """Files read and found to hold no run (path -> why), filled as they are read."""
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    """Of `ignored`, the files not opened: FIFOs, devices, links out, files over the limit."""
 
     def describe(self) -> list[str]:
         """One line per format: how many files, and whether detected or given."""
@@ -285,8 +288,12 @@ class InputPlan:
                 lines.append(f"reading {n} file{'s' * (n != 1)} as {name} ({how})")
             else:
                 lines.append(f"labels from {n} {name} file{'s' * (n != 1)} ({how})")
-        if self.ignored:
-            lines.append(f"ignored {len(self.ignored)} other files (-v lists them)")
+        lines += [f"skipped {item['path']}: {item['reason']}" for item in self.unreadable[:20]]
+        if len(self.unreadable) > 20:
+            lines.append(f"skipped {len(self.unreadable) - 20} more files not opened (-v)")
+        others = [item for item in self.ignored if item not in self.unreadable]
+        if others:
+            lines.append(f"ignored {len(others)} other files (-v lists them)")
         return lines
 
     def candidates(self) -> Iterator[tuple[str, Candidate | InputError]]:
@@ -403,12 +410,20 @@ def _short(message: str, limit: int = 80) -> str:
     return message if len(message) <= limit else message[:limit] + "..."
 
 
-def _walk(folder: Path) -> Iterator[Path]:
+def _walk(folder: Path, skipped: list[dict[str, str]] | None = None) -> Iterator[Path]:
+    """The files under `folder` to look at; a link to a file outside it is not followed (and
+    listed in `skipped`), nor is a link to a folder."""
+    inside = folder.resolve()
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not name.startswith(".") or name in LOGS_NAMED_HIDDEN:
-                yield Path(root) / name
+                path = Path(root) / name
+                if path.is_symlink() and not path.resolve().is_relative_to(inside):
+                    if skipped is not None:
+                        skipped.append({"path": str(path), "reason": "a link out of the folder"})
+                    continue
+                yield path
 
 
 def _unrecognised(path: Path, found: Probe) -> InputError:
@@ -435,26 +450,34 @@ def plan_inputs(
         if not path.exists():
             raise InputError("no such file or folder", path=path)
         if path.is_dir():
-            for file in _walk(path):
+            for file in _walk(path, plan.unreadable):
                 _add(plan, file, fmt, given=False)
         else:
             _add(plan, path, fmt, given=True)
     for path in labels or []:
         if not path.exists():
             raise InputError("no such file or folder", path=path)
-        files = list(_walk(path)) if path.is_dir() else [path]
+        files = list(_walk(path, plan.unreadable)) if path.is_dir() else [path]
         for file in files:
+            problem = input_problem(file)
+            if problem is not None and file != path:
+                plan.unreadable.append({"path": str(file), "reason": problem})
+                continue
+            if problem is not None:
+                raise InputError(f"{problem}: not a labels file", path=file)
             read_labels_file(file, plan.labels)
             plan.label_files.append(InputFile(file, "labels", detected=False))
     for item in plan.label_files:
         if item.format != "labels":
             read_labels_file(item.path, plan.labels)
+    plan.ignored += plan.unreadable
     if not plan.files:
         where = ", ".join(str(p) for p in paths)
         raise InputError(
             "no trajectories found"
             + (f" of format {fmt}" if fmt != AUTO else "")
-            + (f" ({len(plan.ignored)} files looked at)" if plan.ignored else ""),
+            + (f" ({len(plan.ignored)} files looked at)" if plan.ignored else "")
+            + "".join(f"; skipped {i['path']}: {i['reason']}" for i in plan.unreadable[:5]),
             path=where,
             hint=f"expected one of: {expected_formats()}",
         )
@@ -462,14 +485,15 @@ def plan_inputs(
 
 
 def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
-    if not path.is_file():
+    problem = input_problem(path)
+    if problem is not None:
         if given:
             raise InputError(
-                "not a regular file: its start is read to tell its format before it is read "
-                "whole, so save it to a file first",
+                f"{problem}: its start is read to tell its format before it is read whole, so "
+                "give a regular file",
                 path=path,
             )
-        plan.ignored.append({"path": str(path), "reason": "not a regular file"})
+        plan.unreadable.append({"path": str(path), "reason": problem})
         return
     try:
         found = probe(path)

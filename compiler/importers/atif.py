@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, load_json, need, rest, text
 
@@ -322,7 +323,7 @@ def _task(steps: list[dict[str, Any]], path: Path) -> str | None:
         return str(step["message"])
     instruction = path.parent.parent / "instruction.md"  # some exports keep it beside the trial
     if instruction.is_file():
-        return instruction.read_text(encoding="utf-8", errors="replace")
+        return read_input(instruction).decode("utf-8", "replace")
     return None
 
 
@@ -330,7 +331,7 @@ def _trial_result(path: Path) -> tuple[Path | None, dict[str, Any] | None]:
     for candidate in (path.parent.parent / "result.json", path.parent / "result.json"):
         if candidate.is_file():
             try:
-                data = orjson.loads(candidate.read_bytes())
+                data = orjson.loads(read_input(candidate))
             except orjson.JSONDecodeError:
                 raise InputError(
                     "the trial's result.json is not valid JSON", path=candidate

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.projects import normal_project, project_of_folder
 from wikitrace.corpus_schema.work import CODING, infer_kind
 
@@ -106,7 +107,7 @@ def _depth(prefix: str) -> int:
 
 def probe(path: Path) -> Probe:
     """Read the head of `path` and note what it looks like."""
-    with path.open("rb") as handle:
+    with open_input(path) as handle:
         head = handle.read(HEAD_BYTES)
         if head.startswith(BOM):
             head = head[len(BOM) :]
@@ -250,7 +251,7 @@ def stream_keys(path: Path, until: str, limit: int = SCAN_BYTES) -> dict[str, se
 def load_json(path: Path) -> Any:
     """One whole JSON file (a single trajectory); errors name the file and the byte."""
     try:
-        data = path.read_bytes()
+        data = read_input(path)
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path=path) from None
     try:
@@ -327,7 +328,7 @@ def parse_error(error: Exception) -> str:
 
 def open_json(path: Path) -> io.BufferedReader:
     """`path` opened for reading, past a UTF-8 byte order mark if it starts with one."""
-    handle = path.open("rb")
+    handle = open_input(path)
     if handle.peek(len(BOM))[: len(BOM)] == BOM:
         handle.read(len(BOM))
     return handle
@@ -365,7 +366,7 @@ def jsonl_objects(
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Each line of a text log without its line ending, numbered from 1 as `grep -n` does (a
     lone carriage return, as progress bars write, does not end a line); streamed."""
-    with path.open("rb") as handle:
+    with open_input(path) as handle:
         for number, raw in enumerate(handle, start=1):
             yield number, raw.decode("utf-8", "replace").rstrip("\r\n")
 

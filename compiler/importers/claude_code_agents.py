@@ -5,11 +5,14 @@ that started them, warm-up calls told apart, and read into turns of their own.""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from wikitrace.corpus_schema.input_files import input_problem, read_input
 
 from .claude_code_records import (
     SPAWN_TOOLS,
@@ -21,6 +24,8 @@ from .claude_code_records import (
     _prompt_text,
 )
 from .claude_code_turns import _Builder
+
+log = logging.getLogger(__name__)
 
 # --- sub-agents ---------------------------------------------------------------------------
 
@@ -73,6 +78,10 @@ def _agent_files(path: Path) -> tuple[list[_Agent], int, list[int]]:
         if file.name.startswith("agent-acompact"):
             helpers += 1
             continue
+        problem = input_problem(file)
+        if problem is not None:  # a FIFO, a device, a huge file: never opened
+            log.warning("%s: a sub-agent's log left out: %s", file, problem)
+            continue
         loaded = _load(file)
         damaged += loaded.damaged
         agent = _Agent(
@@ -83,7 +92,7 @@ def _agent_files(path: Path) -> tuple[list[_Agent], int, list[int]]:
         meta = file.with_suffix(".meta.json")
         if meta.is_file():
             try:
-                info = orjson.loads(meta.read_bytes())
+                info = orjson.loads(read_input(meta))
             except (orjson.JSONDecodeError, OSError):
                 info = None
             if isinstance(info, dict):

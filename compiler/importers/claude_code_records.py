@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import open_input
 
 from .base import jsonl_objects
 
@@ -182,7 +183,7 @@ def _drop_rewound(records: list[tuple[int, dict[str, Any]]]) -> tuple[list[Any],
 def _head_session(file: Path, lines: int = 20) -> str | None:
     """The `sessionId` the first records of a file name (without reading the whole file)."""
     try:
-        with file.open("rb") as handle:
+        with open_input(file) as handle:
             for _, raw in zip(range(lines), handle, strict=False):
                 try:
                     record = orjson.loads(raw)

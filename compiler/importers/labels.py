@@ -11,6 +11,7 @@ A labels file maps run ids or task ids to a success (true/false) or a numeric re
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Probe, jsonl_objects, load_json, probe
 from .inspect_log import LETTER_SCORES
@@ -173,7 +175,8 @@ def read_labels_file(path: Path, labels: Labels, found: Probe | None = None) -> 
         return
     if found.kind == "zip":
         raise InputError("a zip is not a labels file", path=path)
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    text = read_input(path).decode("utf-8", "replace")
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         for row in reader:
             key, value = _row_label(row, path, reader.line_num)

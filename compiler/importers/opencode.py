@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import BOM, Found, LeftOut, Probe, load_json, loads, rest, session_run
 
@@ -79,7 +80,7 @@ class _Reader:
     def _objects(self, folder: Path) -> Iterator[dict[str, Any]]:
         for file in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             try:
-                value = loads(file.read_bytes().removeprefix(BOM))
+                value = loads(read_input(file).removeprefix(BOM))
             except (orjson.JSONDecodeError, OSError):
                 value = None
             if isinstance(value, dict):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import BOM, SESSION_NOTE, Candidate, Found, Probe, file_aliases
 from .spans import Step, first_user_text, steps_to_turns
@@ -101,7 +102,7 @@ def _spans(path: Path, found: Probe) -> tuple[list[dict[str, Any]], list[Any]]:
     """Every span in the file, and the documents they came from. Read with the standard
     library: trace and span ids are 128- and 64-bit integers in SDK JSON, which orjson would
     round."""
-    raw_text = path.read_bytes().removeprefix(BOM).decode("utf-8", "replace")
+    raw_text = read_input(path).removeprefix(BOM).decode("utf-8", "replace")
     documents: list[Any] = []
     if found.kind == "jsonl":
         for line in raw_text.splitlines():

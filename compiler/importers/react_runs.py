@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, text_lines
 
@@ -62,7 +63,7 @@ def _is_notebook(found: Probe) -> bool:
 def _notebook_text(path: Path, size: int, mtime: int) -> str:
     """The text a notebook's cells printed, in order (stream outputs and plain-text results);
     cached by the file's size and time, as both sniffers and the reader ask for it."""
-    data = orjson.loads(path.read_bytes())
+    data = orjson.loads(read_input(path))
     parts: list[str] = []
     cells = data.get("cells") if isinstance(data, dict) else None
     for cell in cells if isinstance(cells, list) else []:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, load_json, rest
 
@@ -40,7 +41,7 @@ def sniff(found: Probe) -> bool:
 
 
 def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
+    return read_input(path).decode("utf-8", "replace")
 
 
 def _episodes(trial: Path) -> list[dict[str, Any]]:
