@@ -155,9 +155,8 @@ def _claude_code(payload: ClaudeCodeHook) -> HookCall | None:
                 "transcript_path, and no Codex rollout has that id"
             )
         transcript = found
-    return HookCall(
-        safe_id(payload.hook_event_name), safe_id(payload.session_id), transcript, _folder(payload.cwd)
-    )
+    event, session = safe_id(payload.hook_event_name), safe_id(payload.session_id)
+    return HookCall(event, session, transcript, _folder(payload.cwd))
 
 
 def _codex(payload: CodexNotify) -> HookCall | None:
