@@ -326,7 +326,7 @@ def split(pattern: str, runs: Sequence[RunPatterns]) -> tuple[list[RunPatterns],
 
 def _both_outcomes(members: Sequence[RunPatterns]) -> int:
     """How many tasks of `members` have runs of both outcomes."""
-    outcomes: dict[str, set[bool]] = defaultdict(set)
+    outcomes: dict[TaskKey, set[bool]] = defaultdict(set)
     for run in members:
         outcomes[task_of(run)].add(run.success)
     return sum(len(seen) == 2 for seen in outcomes.values())

@@ -55,12 +55,12 @@ def _distinct_tasks(runs: Sequence[RunPatterns], count: int) -> list[RunPatterns
     return chosen + rest[: count - len(chosen)]
 
 
-def _compared_tasks(contrast: Contrast) -> set[str]:
+def _compared_tasks(contrast: Contrast) -> set[TaskKey]:
     """The tasks a contrast compared runs within: runs with and without the pattern, runs of
     both outcomes."""
     with_it = {task_of(run) for run in contrast.present}
     without = {task_of(run) for run in contrast.absent}
-    outcomes: dict[str, set[bool]] = {}
+    outcomes: dict[TaskKey, set[bool]] = {}
     for run in [*contrast.present, *contrast.absent]:
         outcomes.setdefault(task_of(run), set()).add(run.success)
     return {task for task in with_it & without if len(outcomes[task]) == 2}
