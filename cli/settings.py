@@ -79,6 +79,7 @@ REFUSED: dict[str, str] = {
             "regress-tasks",
             "target-tasks",
             "read-log",
+            "controls",
             "corpus",
             "project",
         ),
@@ -94,6 +95,7 @@ _SAFE_KEYS = """all all-insights all-types alpha alpha-miss always-compare basel
     dry-run encode epochs eta exclude-task falsify fast-path flag-conflicts format fresh grep
     history hypotheses insights-only invalid-retries json kind limit lines list
     max-output-tokens max-prompt-tokens max-retries max-runs max-tokens max-violation-rate
+    min-score
     method min-judged momentum mount nl no-cache no-deploy no-leave-one-out no-mine no-narrow
     on-error p-fail profile quote-repairs reason reasoning-effort regress report-at
     report-request rerun rerun-band resamples rule runner-concurrency runner-retries

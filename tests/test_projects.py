@@ -136,11 +136,18 @@ def test_aliases_come_from_the_user_s_settings_file_alone(
     user.write_text('[projects]\n"spotter-a0y" = 3\n')
     with pytest.raises(Exception, match=r"\[projects\] spotter-a0y: give the project it is"):
         user_projects()
-    # A settings file in the working folder may not say which project is which.
+    user.write_text('[projects]\n"spotter-a0y" = "spotter"\n')
+    # A settings file in the working folder may not say which project is which: ignored while
+    # the folder is not trusted, and its [projects] refused once it is.
     folder = tmp_path / "work"
     folder.mkdir()
     (folder / "wikitrace.toml").write_text('[projects]\n"web" = "spotter"\n')
     monkeypatch.chdir(folder)
+    code, _, err = run(["prompt", str(folder), "x"])
+    assert "ignored wikitrace.toml (this folder is not trusted" in err
+    assert "[projects] is read only" not in err
+    code, _, err = run(["trust"])
+    assert code == 0, err
     code, _, err = run(["prompt", str(folder), "x"])
     assert code == 2 and "[projects] is read only from the user's settings file" in err
 
