@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
+from wikitrace.corpus_schema.insight_pages import READ_ONLY_NOTE
 from wikitrace.corpus_schema.layout import RAW_DIR, RAW_METADATA_NAME, parse_step
 from wikitrace.corpus_schema.records import (
+    READ_ONLY,
+    READ_ONLY_MARK,
     CompilationHeader,
     InsightHeader,
     MinedFinding,
@@ -104,6 +107,14 @@ def counted(finding: MinedFinding) -> str:
     )
 
 
+SOURCE_WORDS = {
+    "action": "the agent's own action",
+    "result": "what an action returned",
+    "read": "text the agent read",
+}
+"""How `audit` names where a quote is in its turn (records.Evidence.source)."""
+
+
 def _quote(text: str) -> str:
     return "\n".join(f"    > {line}" for line in text.splitlines())
 
@@ -130,6 +141,8 @@ def audit_insight(root: Path, ident: str) -> str:
         f"Source: {header.source_step} ({run_task(root, header.source_step)}, "
         f"{header.source_outcome}), drawn by {header.model}.",
     ]
+    if header.support == READ_ONLY:
+        lines += ["", READ_ONLY_NOTE]
     if header.mined is not None:
         return _audit_mined(root, header, lines)
     try:
@@ -148,6 +161,8 @@ def audit_insight(root: Path, ident: str) -> str:
         lines += ["", f"### claim {number}: {claim.statement}"]
         for evidence in claim.evidence:
             status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            if evidence.verified and evidence.source:
+                status += f", {SOURCE_WORDS[evidence.source]}"
             lines += ["", f"  quote from turn {evidence.turn} ({status}):", _quote(evidence.quote)]
             lines += [
                 "",
@@ -202,7 +217,8 @@ def audit_step(root: Path, ident: str) -> str:
         header = page.header
         unverified = "" if header.verified else ", UNVERIFIED"
         mined = f", mined {header.mined.kind}" if header.mined else ""
-        line = f"- {header.id}: {header.title} ({header.status}{mined}{unverified})"
+        marked = f", {READ_ONLY_MARK}" if header.support == READ_ONLY else ""
+        line = f"- {header.id}: {header.title} ({header.status}{mined}{unverified}{marked})"
         if header.source_step == run.step:
             source.append(line)
         elif run.step in header.rests_on:

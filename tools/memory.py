@@ -24,7 +24,7 @@ from wikitrace.corpus_schema.layout import (
     RAW_METADATA_NAME,
     SEARCH_DIR,
 )
-from wikitrace.corpus_schema.records import Outcome
+from wikitrace.corpus_schema.records import READ_ONLY_MARK, Outcome
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
@@ -48,10 +48,15 @@ class Hit:
     task_type: str | None
     outcome: Outcome
     """The outcome of the run it is (a task or compilation) or was drawn from (an insight)."""
+    read_only: bool = False
+    """An insight whose only support is content the agent read (records.READ_ONLY): its line
+    says so, as every place that shows the lesson does."""
 
     def line(self) -> str:
         """The hit in one line, as `search` shows it: kind, id, task, outcome, title, page."""
         task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
+        if self.read_only:
+            task += f", {READ_ONLY_MARK}"
         title = " ".join(self.title.split())
         return f"{self.kind.rstrip('s')} {self.id} ({task}, {self.outcome}): {title}  [{self.path}]"
 
@@ -203,6 +208,7 @@ class Memory:
                         item.source_task_id,
                         item.task_type,
                         item.source_outcome,
+                        item.read_only,
                     )
                 )
         allowed = [i for i, run in enumerate(self.runs) if not run.task_key.named_in(excluded)]
