@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import frontmatter
 import pytest
@@ -94,9 +95,11 @@ def quote(turn: int, text: str) -> dict[str, object]:
     return {"turn": turn, "quote": text}
 
 
-def build(tmp_path: Path) -> tuple[Path, BuildReport]:
+def build(
+    tmp_path: Path, injected: list[dict[str, Any]] = INJECTED_RUN
+) -> tuple[Path, BuildReport]:
     runs = [
-        make_run("inject", turns=INJECTED_RUN, task_type="airline"),
+        make_run("inject", turns=injected, task_type="airline"),
         make_run("acted", turns=ACTED_RUN, task_type="airline", success=True),
     ]
     corpus = tmp_path / "corpus"
@@ -265,6 +268,19 @@ def test_the_gate_never_commits_a_read_content_lesson_without_a_probe_showing_it
     assert page["status"] == "rejected" and page["support"] == "read-content-only"
     assert "insight-0001" not in Memory.load(corpus).first_message("Move my flight.").insights
     assert verify(corpus).ok
+
+
+def test_the_gate_follows_the_mark_whatever_tool_read_the_note(tmp_path: Path) -> None:
+    """The same planted record read by `sed` through a shell tool, not by a look-up tool:
+    rejected all the same (a word list of reading tools once let it in)."""
+    call = dict(INJECTED_RUN[1]["tool_calls"][0])  # type: ignore[index]
+    call.update(name="Bash", arguments={"command": "sed -n 1,40p reservations/ABC123.json"})
+    injected = [INJECTED_RUN[0], {**INJECTED_RUN[1], "tool_calls": [call]}, INJECTED_RUN[2]]
+    corpus, report = build(tmp_path, injected)
+    assert report.read_only_insights == 1
+    injected_decision, acted = gate(corpus, tmp_path, "always", []).decisions
+    assert (injected_decision.insight, injected_decision.verdict) == ("insight-0001", "rejected")
+    assert (acted.insight, acted.verdict) == ("insight-0002", "committed")
 
 
 def test_a_probe_that_shows_it_helps_commits_a_read_content_lesson(tmp_path: Path) -> None:
