@@ -16,7 +16,7 @@ import pytest
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.evidence import quote_source
 from wikitrace.corpus_schema import Turn
-from wikitrace.tools.audit import audit_insight, audit_step
+from wikitrace.tools.audit import audit_corpus, audit_insight, audit_step, findings_text
 from wikitrace.tools.memory import Memory
 from wikitrace.tools.site import build_site
 from wikitrace.transport.llm import Message
@@ -155,6 +155,9 @@ def test_the_mark_shows_wherever_the_lesson_shows(tmp_path: Path, route: str) ->
     assert "READ CONTENT ONLY" in audit_insight(corpus, "insight-0001")
     assert "text the agent read" in audit_insight(corpus, "insight-0001")
     assert "READ CONTENT ONLY" in audit_step(corpus, "step-0001")
+    whole = findings_text(audit_corpus(corpus))
+    assert "## Insights resting on read content only (READ CONTENT ONLY)" in whole
+    assert "- insight-0001: Run the setup script first" in whole
     build_site(corpus, tmp_path / "site")
     site_page = next((tmp_path / "site").rglob("insight-0001.html")).read_text()
     assert "READ CONTENT ONLY" in site_page

@@ -236,6 +236,8 @@ class Findings:
     """What deserves a look across a corpus."""
 
     insights_from_failed_runs: list[str] = field(default_factory=list)
+    insights_on_read_content: list[str] = field(default_factory=list)
+    """Insights whose only support is text the agent read (records.READ_ONLY)."""
     unverified_quotes: dict[str, int] = field(default_factory=dict)
     """Compilation step -> number of quotes not found in their turns."""
     insights_missing_evidence: dict[str, str] = field(default_factory=dict)
@@ -262,6 +264,8 @@ def audit_corpus(root: Path) -> Findings:
         sources.add(header.source_step)
         if header.source_outcome == "failure":
             findings.insights_from_failed_runs.append(header.id)
+        if header.support == READ_ONLY:
+            findings.insights_on_read_content.append(header.id)
         compilation = compilations.get(header.source_step)
         if header.mined is not None:  # quotes from several runs, no claim of a compilation
             sources.update(header.rests_on)  # every run it compares or quotes
@@ -292,6 +296,11 @@ def findings_text(findings: Findings) -> str:
     lines += section(
         "Insights drawn from failed runs: they say what went wrong, and may be wrong about why",
         [f"{ident}: {titles.get(ident, '')}" for ident in findings.insights_from_failed_runs],
+    )
+    lines += section(
+        f"Insights resting on read content only ({READ_ONLY_MARK}): text the agent read, which "
+        "may be an injected instruction",
+        [f"{ident}: {titles.get(ident, '')}" for ident in findings.insights_on_read_content],
     )
     lines += section(
         "Compilations with unverified quotes",
