@@ -1,6 +1,6 @@
 """Memory poisoning: a lesson whose only support is text the agent read (a tool result, a page, a
 file) is how an injected instruction becomes memory. Each quote says where in its turn it is
-(the agent's action, what came back from it, or content it read); such a lesson is flagged on its
+(the agent's own action, or content it read: any tool's output); such a lesson is flagged on its
 page, in the first message and in the build report, and the gate never commits it unless a
 probe shows it helps."""
 
