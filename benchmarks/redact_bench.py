@@ -1,5 +1,7 @@
-"""Benchmark redaction: speed on real logs, what it redacts there, its share of an offline
-build, and hostile inputs. Prints its figures; asserts nothing.
+"""Benchmark redaction: speed on real logs, what it redacts there (and how much of it issue
+56's rules, whose hits there are false-positive candidates), a held-out planted set of issue
+56's kinds, its share of an offline build, and hostile inputs. Prints its figures; asserts
+nothing.
 
     python benchmarks/redact_bench.py [LOGS ...] [--baseline OLD_REDACT_PY] [--show]
         [--build TRAJECTORIES]
@@ -124,6 +126,100 @@ HOSTILE = {
 }
 
 
+# Held out: none of these lines or values is in tests/secret_kinds.py (the rules were written
+# against that table). Each is (kind, line with {} where the secret sits, secret).
+HELD_OUT = (
+    ("command line", "mariadb -uroot -p{} -e 'show databases'", "Wq4eR7tY1u"),
+    ("command line", "mysqladmin -u admin -p'{}' status", "Jk8&lM3#nb"),
+    ("command line", "influx -username admin --password '{}'", "Cv5bN8mQ2w"),
+    ("command line", "sshpass -p{} scp f root@h:/tmp", "Er9tY2uI5o"),
+    ("command line", "PGPASSWORD='{}' pg_restore -h db -d shop dump", "Az3sX6dC9v"),
+    ("command line", "curl --user deploy:{} https://ci.example.org/api", "Tg7yH1uJ4k"),
+    ("command line", "pip install -i https://bot:{}@pypi.corp.example/simple x", "Np2oL5kJ8h"),
+    ("config file", "default login anonymous password {}", "Mi6nU9bY3t"),
+    ("config file", "*:*:*:postgres:{}\n", "Rf4gT7hY0u"),
+    ("config file", '[mysqldump]\nuser=backup\npassword="{}"', "Ol1kI4jU7y"),
+    ("cookie", '{{"name": "Cookie", "value": "JSESSIONID={}"}}', "A1B2C3D4E5F6A7B8C9D0E1F2"),
+    ("cookie", "set-cookie: __Host-sid={}; Secure; Path=/", "pL9oK8iJ7uH6yG5tF4rD"),
+    (
+        "signed URL",
+        "https://d111.cloudfront.net/v.mp4?Expires=1700000000&Signature={}&Key-Pair-Id=K2",
+        "dGhpcy1pcy1hLXNpZ25hdHVyZS1iYXNlNjQtbG9uZw__",
+    ),
+    (
+        "signed URL",
+        "https://b.s3.amazonaws.com/k?X-Amz-Security-Token={}&X-Amz-Date=20240101T000000Z",
+        "IQoJb3JpZ2luX2VjEHYaCXVzLWVhc3QtMSJHMEUCIQD",
+    ),
+    ("signed URL", "https://a.blob.core.windows.net/c?sp=r&sig={}", "q7Xz%2BvL3mN9pR2tY5wK8"),
+    (
+        "wallet key",
+        'PRIVATE_KEY="{}"',
+        "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcaa7bed5b2d1f5e2a",
+    ),
+    (
+        "wallet key",
+        "forge script Deploy --broadcast --private-key {}",
+        "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    ),
+    (
+        "wallet key",
+        'seed_phrase = "{}"',
+        "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon "
+        "abandon about",
+    ),
+    (
+        "cluster",
+        "    token: {}",
+        "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzYSJ9.c2lnbmF0dXJlMTIz",
+    ),
+    ("cluster", "    client-key-data: {}", "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVF"),
+    ("cluster", "kubectl --token={} get pods", "sha256~aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789ab"),
+    (
+        "webhook",
+        "POST https://outlook.office.com/webhook/{}",
+        "9e1c7a52-3f4b-4d2e-8c6a-1b2d3e4f5a6b@72f988bf-86f1"
+        "-41af-91ab-2d7cd011db47/IncomingWebhook/0f1e2d3c4b5a69788796a5b4c3d2e1f0/"
+        "7f3b1a2c-1234-4abc-9def-0123456789ab",
+    ),
+    (
+        "sendgrid",
+        '{{"key":"{}"}}',
+        "SG.aBcDeFgHiJkLmNoPqRsTuV.wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ012",
+    ),
+)
+
+ISSUE_56_KINDS = frozenset(
+    {
+        "sendgrid-api-key",
+        "teams-webhook",
+        "signed-url-signature",
+        "cookie-header",
+        "command-line-password",
+        "netrc-password",
+        "pgpass-password",
+        "wallet-private-key",
+        "wallet-seed-phrase",
+    }
+)
+"""The rules issue 56 added: their redactions in real logs are read as false positives unless
+`--show` says otherwise."""
+
+
+def held_out() -> None:
+    """The held-out planted set: how many of its secrets leak (any 8-character piece left)."""
+    leaked = []
+    by_kind: Counter[str] = Counter()
+    for kind, line, secret in HELD_OUT:
+        out = Redactor().text(line.format(secret))
+        by_kind[kind] += 1
+        if any(secret[i : i + 8] in out for i in range(0, max(1, len(secret) - 7), 4)):
+            leaked.append(f"{kind}: {line.format(secret)[:70]!r} -> {out[:90]!r}")
+    print(f"  {len(HELD_OUT)} planted ({dict(by_kind)}): {len(leaked)} leak")
+    for line in leaked:
+        print(f"    LEAK {line}")
+
+
 def hostile() -> None:
     for name, text in HOSTILE.items():
         started = time.perf_counter()
@@ -174,6 +270,13 @@ def main() -> None:
         counts.update(redactor.counts)
         print(f"  {label:15} {seconds:.3f} s ({size / seconds:.1f} M characters/s)")
         print(f"  {'':15} {sum(counts.values())} redactions: {dict(sorted(counts.items()))}")
+        new = {kind: count for kind, count in counts.items() if kind in ISSUE_56_KINDS}
+        print(
+            f"  {'':15} by issue 56's rules (false positives unless --show says otherwise): "
+            f"{sum(new.values())} {dict(sorted(new.items()))}"
+        )
+    print("held-out planted secrets (issue 56's kinds):")
+    held_out()
     print("hostile inputs (one text each):")
     hostile()
     if args.show:

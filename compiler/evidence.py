@@ -77,108 +77,39 @@ def longest_field(turn: Turn) -> int:
 
 SUPPLIED_ROLES = ("user", "human", "system", "developer")
 """Roles whose text the agent was given (a request, instructions, a document pasted in)."""
-ENVIRONMENT_ROLES = ("environment",)
-"""Roles whose text is the environment's answer to the agent's last action."""
-# fmt: off
-READING_WORDS = frozenset({
-    "read", "cat", "head", "tail", "less", "more", "view", "fetch", "get", "download", "curl",
-    "wget", "browse", "browser", "web", "http", "https", "url", "search", "grep", "rg", "ag",
-    "find", "glob", "ls", "tree", "list", "lookup", "query", "retrieve", "recall", "scrape",
-    "crawl", "visit", "navigate", "goto", "email", "mail", "inbox", "document", "documents",
-    "docs",
-})
-# fmt: on
-"""Words of a tool's name, or commands, whose result is content read from elsewhere (a file, a
-web page, search results, a record or a message someone wrote), not the outcome of an act."""
-_COMMAND_KEYS = ("command", "cmd", "action", "script")
-_SEGMENTS = re.compile(r"&&|\|\||[;|\n]")
-_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-
-
-def _words(text: str) -> set[str]:
-    """The words of a name: `WebFetch`, `get_user_details`, `mcp__fetch__fetch`."""
-    return {word.lower() for word in _NAME_WORDS.findall(text)}
-
-
-def _verb(text: str) -> str:
-    """The first word of a command or text action (`search[x]`, `cat a.txt`), lower case."""
-    found = _NAME_WORDS.search(text.strip().split(" ", 1)[0] if text.strip() else "")
-    return found.group().lower() if found else ""
-
-
-def reads(name: str, arguments: Any = None) -> bool:
-    """Whether a tool call returns content read from elsewhere: a word of the tool's name
-    (`WebFetch`, `get_user_details`, `Read`), or the first word of any command in its arguments
-    (`cat`, `curl`, `grep`: a shell tool's `command`), is one of READING_WORDS."""
-    words = _words(name)
-    command = arguments if isinstance(arguments, str) else None
-    if isinstance(arguments, dict):
-        command = next(
-            (arguments[k] for k in _COMMAND_KEYS if isinstance(arguments.get(k), str)), None
-        )
-    if command:
-        words |= {_verb(segment) for segment in _SEGMENTS.split(command)}
-    return bool(words & READING_WORDS)
-
-
-def action_reads(action: str) -> bool:
-    """Whether a text action returns content read from elsewhere: its first word is one of
-    READING_WORDS (`search[x]`, `cat a.txt`; not `go to desk 1` or `take book`)."""
-    return _verb(action) in READING_WORDS
-
 
 Span = tuple[QuoteSource | None, str]
 """A piece of a turn's text as `render_turn` shows it, and where it comes from (None: a label
 such as `tool result: `, which is wikitrace's)."""
 
 
-def _answered(turns: list[Turn], index: int) -> tuple[str, Any] | None:
-    """(name, arguments) of the call a tool turn of its own answers, when the log says which:
-    a call id in its metadata that an earlier turn's call has, or a `name` there."""
-    metadata = turns[index].metadata
-    ids = {str(v) for k, v in metadata.items() if k.endswith("id") and v is not None}
-    for turn in reversed(turns[:index]):
-        for call in turn.tool_calls or []:
-            if call.id is not None and call.id in ids:
-                return call.name, call.arguments
-    name = metadata.get("name")
-    return (name, None) if isinstance(name, str) else None
-
-
 def turn_spans(turns: list[Turn], index: int) -> list[Span]:
     """Turn `index` (0-based) as `render_turn` shows it whole, in pieces that say where each
-    comes from. The rule, from the log's structure (a turn's role, and the tool of a call):
+    comes from. The rule is the log's structure (who wrote the text), never the tool's name:
 
     - action: what the agent itself wrote or did: the text of a turn of an acting role
       (assistant, agent, ai, model: its content, reasoning, action), the name and arguments of
       a tool call it made, and a sub-agent's request (the "user" turn of a sub-agent is the
       main agent's).
-    - result: what came back from an act: the result of a tool call, or the observation of an
-      action, whose tool or command does not read (`reads`): a command's output, "Reservation
-      cancelled", "The drawer is locked"; the text of an environment turn; a tool turn of its
-      own that answers such a call.
-    - read: content the agent read, which someone else may have written: the result of a call
-      or action that reads (file reads, web fetches, search results, records looked up), the
-      text of a user, system or developer turn (requests, documents given), a tool turn whose
-      call is unknown, and metadata. Text whose origin the log does not say counts as read.
+    - read: everything else, which someone other than the agent may have written: the result
+      of every tool call and the observation of every action, whatever the tool or command
+      (`cat`, `sed`, `python -c`, `git log`, `pytest`, an MCP tool, a sub-agent's answer: a
+      word list of reading tools missed most of them), the text of a tool, environment, user,
+      system or developer turn, and metadata. Text whose origin the log does not say counts
+      as read.
+
+    "result" (what came back from an act that does not read) is no longer given: any tool's
+    output can carry a planted instruction. Corpora written before keep it as written.
     """
     turn = turns[index]
     fields = turn_fields(turn)
     role = (turn.role or "").lower()
     subagent_request = bool(turn.metadata.get("subagent")) and role == "user"
-    supplied = (role in SUPPLIED_ROLES or not role) and not subagent_request
-    own: QuoteSource
-    if role in ACTING_ROLES or subagent_request:
-        own = "action"
-    elif supplied:
-        own = "read"
-    elif role in ENVIRONMENT_ROLES:
-        own = "result"
-    else:  # a tool's turn of its own: it is what its call returned
-        call = _answered(turns, index)
-        own = "read" if call is None or reads(*call) else "result"
+    agent = role in ACTING_ROLES or subagent_request
+    own: QuoteSource = "action" if agent else "read"
     # Calls in a user's turn are the user's (tau2's simulated user has tools); in a tool's
     # turn of its own (a trace's tool span), they are the agent's.
+    supplied = (role in SUPPLIED_ROLES or not role) and not subagent_request
     calls_by: QuoteSource = "read" if supplied else "action"
     spans: list[Span] = []
 
@@ -190,30 +121,17 @@ def turn_spans(turns: list[Turn], index: int) -> list[Span]:
     for name in ("reasoning", "content", "action"):
         if fields.get(name):
             line(name + ": ", own, as_text(fields[name]))
-    called_reads = False
     for call in fields.get("tool_calls") or []:
         ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
         arguments = call.get("arguments")
         shown = "" if arguments is None else as_text(arguments)
         line("tool call" + ident + " ", calls_by, str(call.get("name")) + ": " + shown)
-        reading = supplied or reads(str(call.get("name")), arguments)
-        called_reads |= reading
         if call.get("result") is not None:
-            line(
-                "tool result" + ident + ": ",
-                "read" if reading else "result",
-                as_text(call["result"]),
-            )
+            line("tool result" + ident + ": ", "read", as_text(call["result"]))
         if call.get("metadata"):
             line("tool call metadata: ", "read", as_text(call["metadata"]))
     if fields.get("observation"):
-        action = fields.get("action")
-        if own == "action":
-            reading = action_reads(as_text(action)) if action else called_reads
-            source: QuoteSource = "read" if reading else "result"
-        else:
-            source = own
-        line("observation: ", source, as_text(fields["observation"]))
+        line("observation: ", "read", as_text(fields["observation"]))
     if fields.get("metadata"):
         line("metadata: ", "read", as_text(fields["metadata"]))
     return spans

@@ -24,7 +24,7 @@ from wikitrace.corpus_schema import (
 )
 from wikitrace.corpus_schema.catalog import claim_texts
 from wikitrace.corpus_schema.catalog_build import WrittenInsights
-from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged
+from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged, support_of
 from wikitrace.corpus_schema.spill import InsightRows
 from wikitrace.corpus_schema.store import CorpusWriter, spill_file
 from wikitrace.transport.batch import Deferred
@@ -221,6 +221,8 @@ class Compiled:
                             source_judged=done.judged,
                             verified=read.backed_by(summary.backing, draft.supporting_claims),
                             guideline=draft.guideline,
+                            read_only=support_of(insight_pages.supporting_claims(draft, result))
+                            == READ_ONLY,
                         )
                     )
                 if self._width is None:

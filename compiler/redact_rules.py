@@ -149,6 +149,106 @@ _OWN: Sequence[tuple[str, str, tuple[str, ...], str]] = (
         "checked",
     ),
     (
+        "sendgrid-api-key",
+        # gitleaks' rule wants a quote, a space or `;` after it: not `,`, `)` or `}`.
+        r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])",
+        ("sg.",),
+        "own",
+    ),
+    (
+        "teams-webhook",
+        # Incoming webhooks (webhookb2, and the older outlook.office.com/webhook): the path
+        # after the host is the credential, whatever case its ids are in.
+        r"https://[A-Za-z0-9.\-]*(?:webhook\.office\.com|outlook\.office(?:365)?\.com)"
+        r"/webhook(?:b2)?/(?P<secret>[^\s\"'<>`]{16,})",
+        ("webhook.office.com", "outlook.office"),
+        "own",
+    ),
+    (
+        "signed-url-signature",
+        # Pre-signed URLs: AWS SigV4 (X-Amz-Signature, and its session token), GCS V4 and
+        # V2 (X-Goog-Signature, Signature with GoogleAccessId), CloudFront (Signature).
+        r"[?&;](?i:x-amz-signature|x-amz-security-token|x-goog-signature|signature)="
+        r"(?P<secret>[A-Za-z0-9%+/=_\-~.]{16,})",
+        ("signature=", "security-token="),
+        "own",
+    ),
+    (
+        "cookie-header",
+        # Cookie: a=b; c=d and Set-Cookie: a=b; Path=/ (as a header line, a JSON or a curl
+        # header): the name=value pairs go.
+        r"(?i:\b(?:set-)?cookie)[\"']?\s*:\s*[\"']?"
+        r"(?P<secret>[^\s\"';,=]+=[^\s\"';,]{6,}(?:;\s*[^\s\"';,=]+=[^\s\"';,]*)*)",
+        ("cookie",),
+        "own",
+    ),
+    (
+        "cookie-header",
+        # A HAR file's header: {"name": "Cookie", "value": "a=b; c=d"}.
+        r"[\"']name[\"']\s*:\s*[\"'](?i:set-)?(?i:cookie)[\"']\s*,\s*[\"']value[\"']\s*:\s*"
+        r"[\"'](?P<secret>[^\"']{6,})",
+        ("cookie",),
+        "own",
+    ),
+    (
+        "cookie-header",
+        # curl -b / --cookie 'a=b; c=d' (a name=value pair after -b: not `git checkout -b x`)
+        r"(?<![\w\-])(?:-b|--cookie)[ =](?P<quote>[\"'])?"
+        r"(?P<secret>[^\s\"';=]+=[^\s\"';]{6,}(?:;\s*[^\s\"';=]+=[^\s\"';]*)*)",
+        ("-b", "--cookie"),
+        "own",
+    ),
+    (
+        "command-line-password",
+        # mysql -pSECRET (no space: with one, the word is the database), mysqldump and the rest.
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb(?:-dump|-admin)?)\b"
+        r"[^\n|;&]*?\s-p(?P<quote>[\"'])?(?P<secret>[^\s\"']{3,})",
+        ("mysql", "mariadb"),
+        "checked",
+    ),
+    (
+        "command-line-password",
+        # --password VALUE, --passwd=VALUE, --db-password 'VALUE', sshpass -p VALUE.
+        r"(?:(?<![\w\-])--(?:[a-z]+-)?pass(?:word|wd)?(?P<op>=|[ \t]+)|\bsshpass\s+-p[ \t]*)"
+        r"(?P<quote>[\"'])?(?P<secret>(?(quote)[^\"'\r\n]{3,}|[^\s\"'`;|&]{3,}))",
+        ("--", "sshpass"),
+        "checked",
+    ),
+    (
+        "netrc-password",
+        # ~/.netrc: machine HOST login USER password SECRET (on one line or several).
+        r"\b(?:machine\s+\S+|default)\s+login\s+\S+\s+(?:account\s+\S+\s+)?"
+        r"password\s+(?P<secret>\S{3,})",
+        ("machine", "default"),
+        "own",
+    ),
+    (
+        "pgpass-password",
+        # ~/.pgpass: hostname:port:database:username:password, one a line.
+        r"(?m)^[ \t]*(?:[A-Za-z0-9.\-]+|\*|localhost):(?:\d{1,5}|\*):[^:\s/]+:[^:\s/]+:"
+        r"(?P<secret>[^\s:]{3,})[ \t]*$",
+        (":5432:", ":*:", "pgpass"),
+        "own",
+    ),
+    (
+        "wallet-private-key",
+        # A 32-byte hex key beside a word that says it is one (a bare 0x+64 hex is as often a
+        # transaction or block hash).
+        r"(?i:priv(?:ate)?[_\- ]?key|secret[_\- ]?key|wallet[_\- ]?key|signer[_\- ]?key|"
+        r"\bpk\b|--private-key)[\"']?[\s:=,\"'(]{1,6}(?P<secret>(?:0x)?[0-9a-fA-F]{64})"
+        r"(?![0-9a-fA-F])",
+        ("priv", "secret", "wallet", "signer", "pk"),
+        "own",
+    ),
+    (
+        "wallet-seed-phrase",
+        # A BIP-39 style mnemonic (12 to 24 lower-case words) under a name that says so.
+        r"(?i:mnemonic|seed[_\- ]?phrase|recovery[_\- ]?phrase|seed[_\- ]?words|\bseed)"
+        r"[\"']?(?:\s*[:=]\s*|\s+)[\"']?(?P<secret>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})\b",
+        ("mnemonic", "seed", "phrase"),
+        "own",
+    ),
+    (
         "url-password",
         # Any user (none too: redis://:pw@), a password with `/` or `+`; not a port before a
         # path, and not an already masked `***`.

@@ -6,6 +6,12 @@ The store itself (the pointer, the versions beside it, building and deploying) i
     mem -> mem.versions/v0001        the pointer: a relative symlink, replaced atomically
     mem.versions/v0001/              a frozen corpus (its manifest names its parent)
     mem.versions/history.jsonl       every version made, deployed or refused, a line each
+    mem.versions/.history.jsonl.pending
+                                     a build's new history, written whole before its pointer
+                                     moves and renamed over history.jsonl after: a kill
+                                     between the two leaves it, and the next reader of the
+                                     history finishes the rename when the pointer names its
+                                     version (versions.store.Store.history)
     mem.versions/runs.jsonl          every agent run the runner made (see wikitrace.control)
     mem.versions/updates/            one record per update decision
     mem.versions/update-state.json   what the update controller remembers between updates
@@ -28,6 +34,7 @@ from .errors import CorpusError
 
 STORE_SUFFIX = ".versions"
 HISTORY = "history.jsonl"
+PENDING_HISTORY = ".history.jsonl.pending"
 RUNS = "runs.jsonl"
 UPDATES_DIR = "updates"
 UPDATE_STATE = "update-state.json"

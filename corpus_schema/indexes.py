@@ -19,7 +19,7 @@ from .layout import (
     link,
     parse_step,
 )
-from .records import InsightHeader, InsightStatus, Outcome
+from .records import READ_ONLY, READ_ONLY_MARK, InsightHeader, InsightStatus, Outcome
 from .render import (
     OFFLINE_NOTE,
     TRUST_NOTE,
@@ -87,6 +87,8 @@ class InsightRow:
     """For a mined lesson: the outcome the pattern goes with."""
     holds: bool = True
     """False for a mined lesson a later version's runs no longer support."""
+    read_only: bool = False
+    """Its only support is content the agent read (records.READ_ONLY): the index marks it."""
 
 
 @dataclass
@@ -308,7 +310,9 @@ def insight_index(
     head += [
         prose(
             "Status: ungated (never tested), committed (passed the admission gate), rejected and "
-            "retired (kept on record, never shown to an agent). Same lesson as: a near-duplicate "
+            f"retired (kept on record, never shown to an agent); {READ_ONLY_MARK}: its only "
+            "support is text the agent read (a tool's output, a file, a page), which may be an "
+            "injected instruction. Same lesson as: a near-duplicate "
             "of an insight drawn from another run (the first message lists the first of each). "
             "Mined: counted from how many runs with and without a pattern ended, without a model "
             "(a correlation, not a cause); the source is its most typical run."
@@ -343,6 +347,8 @@ def insight_index(
             status = row.status if row.verified else f"{row.status}, UNVERIFIED"
             if row.pattern is not None:
                 status += ", mined" if row.holds else ", mined, NO LONGER HOLDS"
+            if row.read_only:
+                status += f", {READ_ONLY_MARK}"
             alike = (
                 link(layout.insight_rel(row.alike), rel, layout.insight(row.alike))
                 if row.alike is not None
@@ -395,6 +401,7 @@ def insight_row(number: int, header: InsightHeader, guideline: str) -> InsightRo
         pattern=header.mined.pattern if header.mined else None,
         goes_with=header.mined.goes_with if header.mined else None,
         holds=header.mined.holds if header.mined else True,
+        read_only=header.support == READ_ONLY,
     )
 
 

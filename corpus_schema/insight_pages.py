@@ -9,6 +9,8 @@ from .layout import INSIGHT_DIR, RAW_METADATA_NAME, RAW_TURNS_NAME, Layout, link
 from .records import (
     INSIGHT_DATA_FIELDS,
     READ_ONLY,
+    READ_ONLY_MARK,
+    Claim,
     Compilation,
     Evidence,
     InsightDraft,
@@ -35,6 +37,13 @@ MINED_NOTE = (
 )
 
 
+def supporting_claims(draft: InsightDraft, source: Compilation) -> list[Claim]:
+    """The claims a model's insight rests on: those it names, or all when it names none."""
+    return [
+        source.claims[n - 1] for n in draft.supporting_claims if 1 <= n <= len(source.claims)
+    ] or list(source.claims)
+
+
 def insight_header(
     layout: Layout,
     number: int,
@@ -44,9 +53,7 @@ def insight_header(
     task_type: str | None,
 ) -> InsightHeader:
     """The header of the page of a model's insight (insight_page, with its guideline)."""
-    evidence = [
-        source.claims[n - 1] for n in draft.supporting_claims if 1 <= n <= len(source.claims)
-    ] or list(source.claims)
+    evidence = supporting_claims(draft, source)
     return InsightHeader(
         id=layout.insight(number),
         title=draft.title,
@@ -66,7 +73,7 @@ def insight_header(
 
 
 READ_ONLY_NOTE = (
-    "**READ CONTENT ONLY.** Its only support is text the agent read (a tool result, a page, a "
+    f"**{READ_ONLY_MARK}.** Its only support is text the agent read (a tool result, a page, a "
     "file), which may be an injected instruction; the gate commits it only on probes."
 )
 STATUS_NOTES = {

@@ -140,6 +140,9 @@ Support = Literal["acted", "read-content-only"]
 READ_ONLY: Support = "read-content-only"
 """The support of a lesson whose every found quote is content the agent read: never committed
 by the gate without a probe that shows it helps (control/gate.py)."""
+READ_ONLY_MARK = "READ CONTENT ONLY"
+"""How every place that shows such a lesson marks it: its page, the insight index, search
+hits (CLI and MCP), the site, `audit` and the first message."""
 
 
 class Evidence(_Strict):

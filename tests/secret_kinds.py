@@ -307,6 +307,55 @@ KINDS: tuple[Kind, ...] = (
         '{{"{}": {{"scopes": ["read"]}}}}',
         "sk-proj-" + "Kk7" * 16 + "T3BlbkFJ" + "z" * 20,
     ),
+    # --- the kinds issue 56 found outside gitleaks' default rules --------------------------
+    Kind("mysql-p-attached", "mysql -h db -u root -p{} shop < dump.sql", "Vq7rT2xLp9"),
+    Kind("mysqldump-p-quoted", "mysqldump -u app -p'{}' shop > shop.sql", "Hw3#nK8!qz"),
+    Kind("password-flag-equals", "mongodump --username app --password={} --db shop", "Lr5tY8uWq2"),
+    Kind("password-flag-space", "redis-cli --pass {} -h cache ping", "Gm4kZ7xN2p"),
+    Kind("sshpass", "sshpass -p '{}' ssh deploy@10.0.0.7 uptime", "Bt6yH3jK9w"),
+    Kind("netrc-one-line", "machine api.heroku.com login me@x.io password {}", "Ru8cV2bN5m"),
+    Kind("netrc-lines", "machine github.com\n  login octo\n  password {}\n", "Pq3wE6rT9y"),
+    Kind("pgpass-line", "$ cat ~/.pgpass\ndb.internal:5432:shop:app:{}", "Yk2mN8vB4x"),
+    Kind("my-cnf", "[client]\nuser = root\npassword = {}\n", "Fz9xC3vB7n"),
+    Kind("cookie-header", "Cookie: sessionid={}; csrftoken=abc", "q1w2e3r4t5y6u7i8o9p0asdf"),
+    Kind(
+        "set-cookie-header", "Set-Cookie: _app_session={}; path=/; HttpOnly", "Zx8Cv7Bn6Mq5Wl4Kj3Hg"
+    ),
+    Kind(
+        "curl-cookie", "curl -s -b 'connect.sid={}' https://app.example.com/me", "s%3AkJ8hG7fD6sA5"
+    ),
+    Kind(
+        "aws-presigned-url",
+        "https://b.s3.amazonaws.com/a.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={}",
+        "3d9f2a7c1e5b8d4f6a0c2e4b6d8f0a1c3e5b7d9f1a2c4e6b8d0f2a4c6e8b0d2f4a",
+    ),
+    Kind(
+        "gcs-signed-url",
+        "https://storage.googleapis.com/bk/o.txt?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature={}",
+        "7a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e0f2a4b6c8d0e1f3a5b7c9d0e2f4a6b8c",
+    ),
+    Kind(
+        "wallet-hex-private-key",
+        "cast send 0xA0b8 'transfer()' --private-key {}",
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    ),
+    Kind(
+        "wallet-seed-phrase",
+        'const wallet = Wallet.fromPhrase(mnemonic);\nmnemonic: "{}"',
+        "test test test test test test test test test test test junk",
+    ),
+    Kind(
+        "sendgrid-key-in-call",
+        "sgMail.setApiKey({}, {{ retries: 2 }})",
+        "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",
+    ),
+    Kind(
+        "teams-webhook-upper",
+        "curl -X POST -d @card.json {}",
+        "https://acme.webhook.office.com/webhookb2/7F3B1A2C-1234-4ABC-9DEF-0123456789AB@"
+        "72F988BF-86F1-41AF-91AB-2D7CD011DB47/IncomingWebhook/A1B2C3D4E5F60718293A4B5C6D7E8F90/"
+        "9E1C7A52-3F4B-4D2E-8C6A-1B2D3E4F5A6B",
+    ),
 )
 
 # Text that looks like a secret to a careless rule and is none: kept as it is.
@@ -345,6 +394,15 @@ NOT_SECRETS: tuple[str, ...] = (
     # seen in the real logs of ../shared/data
     "usage = Usage(model_name=model_name,\n    input_tokens=input_tokens,\n    output_tokens=ot)",
     "✓ New refresh token: eyJhbGciOiJIUzI1NiIs...",
+    # options and hashes beside issue 56's rules
+    "mkdir -p build/out && ssh -p 2222 deploy@host",
+    "docker run -p 8080:80 nginx; mysql --help",
+    "git log --pretty=oneline --password-file ~/.pw",
+    "tx 0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d mined",
+    "random seed 42 for every run",
+    "src/app.py:12:3: E501 line too long",
+    "the cookie: a small jar",
+    "machine learning login flow",
 )
 
 # Values that only look like secrets under the keys of a JSON object: kept as they are.

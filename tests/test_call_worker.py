@@ -4,6 +4,8 @@ litellm's real code path against the local OpenAI-compatible stub."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -159,3 +161,81 @@ def test_a_model_the_worker_refuses_stops_before_anything_is_sent(openai_stub: S
     with pytest.raises(LLMCallError, match="needs ANTHROPIC_API_KEY"):  # and every later call
         asyncio.run(llm.complete([{"role": "user", "content": "hello"}]))
     assert not openai_stub.requests
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(n) for n in (task / "children").read_text().split()]
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("kill_after", [1, 4, 9])
+def test_a_builder_killed_at_any_call_repays_at_most_one(tmp_path: Path, kill_after: int) -> None:
+    """kill -9 of a build with the default call worker, while calls are in flight and replies
+    arrive: every reply the model server sent is in the cache once the worker is done, but
+    at most one, so the build run again pays for none of them twice."""
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers import chat_completion, good_answer, make_run, write_runs
+
+    served: list[float] = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            time.sleep(0.3)  # calls overlap: several are in flight at the kill
+            content = good_answer(body["messages"][0]["content"])
+            data = json.dumps(chat_completion(body["model"], content)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            served.append(time.monotonic())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run(f"t{n}") for n in range(16)])
+    cache = tmp_path / "cache"
+    command = [
+        sys.executable, "-m", "wikitrace.cli", "build", str(runs), "-o", str(tmp_path / "c"),
+        "--model", "openai/stub-model", "--api-base", f"http://127.0.0.1:{server.server_port}/v1",
+        "--cache-dir", str(cache), "--concurrency", "4", "--no-mine",
+    ]  # fmt: skip
+    try:
+        builder = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while len(served) < kill_after and builder.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        workers = _children(builder.pid)
+        builder.kill()  # kill -9: nothing of the builder runs after this
+        builder.wait()
+        while not all(_gone(pid) for pid in workers):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.4)  # a reply the server was still sending
+        saved = [p for p in cache.rglob("*.json") if "tokens" not in p.parts]
+        assert workers and len(served) >= kill_after
+        assert len(saved) >= len(served) - 1, (len(saved), len(served))
+    finally:
+        server.shutdown()
+        server.server_close()

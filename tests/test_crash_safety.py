@@ -124,6 +124,8 @@ def test_build_force_killed_anywhere_keeps_a_whole_corpus_current(
         code, _ = _in_child(rebuild, kill_at)
         assert code == 137
         seen.add(_current_runs(corpus))  # the old corpus or the new one, whole
+        # Whichever version is current, the history names it.
+        assert Store(corpus).history()[-1].version == Store(corpus).current(), kill_at
         rebuild()  # the same command again
         assert _current_runs(corpus) == 3
         _store_is_clean(corpus)
@@ -149,6 +151,9 @@ def test_a_first_build_killed_anywhere_is_finished_by_running_it_again(
         assert code == 137
         if corpus.is_symlink():  # killed after the pointer was made: it is whole
             assert _current_runs(corpus) == 2
+            # and its history says so, even when the kill came before the history's rename
+            history = [(e.event, e.version) for e in Store(corpus).history()]
+            assert history == [("built", "v0001")], kill_at
             continue
         first()  # no --force needed: nothing was ever current
         assert _current_runs(corpus) == 2

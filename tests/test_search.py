@@ -99,6 +99,7 @@ def test_the_cli_searches_as_the_mcp_tool_does(corpus: Path) -> None:
         "task_type",
         "outcome",
         "score",
+        "read_only",
     }
     assert all(hit["kind"] == "insights" for hit in hits) and len(hits) <= 10
     assert "transfer_to_human_agents" in hits[0]["title"]

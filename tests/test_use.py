@@ -197,7 +197,7 @@ def test_audit_of_one_insight_quotes_the_raw_turns(corpus: Path) -> None:
     text = audit_insight(corpus, "insight-0001")
     assert text.startswith("# insight-0001: Open the cabinet first\n")
     assert "### claim 1: The agent acted on the last turn." in text
-    assert "quote from turn 4 (verified):" in text
+    assert "quote from turn 4 (verified, the agent's own action):" in text
     assert "raw turn 4 of step-0001, as logged, the quoted passage between >>> and <<<:" in text
     assert "> === step-0001 turn 4 of 4 ===" in text
     assert "> content: >>>I put the mug in cabinet 1. Done.<<<" in text

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
+from wikitrace.corpus_schema.insight_pages import READ_ONLY_NOTE
 from wikitrace.corpus_schema.layout import RAW_DIR, RAW_METADATA_NAME, parse_step
 from wikitrace.corpus_schema.records import (
+    READ_ONLY,
+    READ_ONLY_MARK,
     CompilationHeader,
     InsightHeader,
     MinedFinding,
@@ -103,6 +106,14 @@ def counted(finding: MinedFinding) -> str:
     )
 
 
+SOURCE_WORDS = {
+    "action": "the agent's own action",
+    "result": "what an action returned",
+    "read": "text the agent read",
+}
+"""How `audit` names where a quote is in its turn (records.Evidence.source)."""
+
+
 def _quote(text: str) -> str:
     return "\n".join(f"    > {line}" for line in text.splitlines())
 
@@ -129,6 +140,8 @@ def audit_insight(root: Path, ident: str) -> str:
         f"Source: {header.source_step} ({run_task(root, header.source_step)}, "
         f"{header.source_outcome}), drawn by {header.model}.",
     ]
+    if header.support == READ_ONLY:
+        lines += ["", READ_ONLY_NOTE]
     if header.mined is not None:
         return _audit_mined(root, header, lines)
     try:
@@ -147,6 +160,8 @@ def audit_insight(root: Path, ident: str) -> str:
         lines += ["", f"### claim {number}: {claim.statement}"]
         for evidence in claim.evidence:
             status = "verified" if evidence.verified else "UNVERIFIED: not found in the turn"
+            if evidence.verified and evidence.source:
+                status += f", {SOURCE_WORDS[evidence.source]}"
             lines += ["", f"  quote from turn {evidence.turn} ({status}):", _quote(evidence.quote)]
             lines += [
                 "",
@@ -201,7 +216,8 @@ def audit_step(root: Path, ident: str) -> str:
         header = page.header
         unverified = "" if header.verified else ", UNVERIFIED"
         mined = f", mined {header.mined.kind}" if header.mined else ""
-        line = f"- {header.id}: {header.title} ({header.status}{mined}{unverified})"
+        marked = f", {READ_ONLY_MARK}" if header.support == READ_ONLY else ""
+        line = f"- {header.id}: {header.title} ({header.status}{mined}{unverified}{marked})"
         if header.source_step == run.step:
             source.append(line)
         elif run.step in header.rests_on:
@@ -219,6 +235,8 @@ class Findings:
     """What deserves a look across a corpus."""
 
     insights_from_failed_runs: list[str] = field(default_factory=list)
+    insights_on_read_content: list[str] = field(default_factory=list)
+    """Insights whose only support is text the agent read (records.READ_ONLY)."""
     unverified_quotes: dict[str, int] = field(default_factory=dict)
     """Compilation step -> number of quotes not found in their turns."""
     insights_missing_evidence: dict[str, str] = field(default_factory=dict)
@@ -245,6 +263,8 @@ def audit_corpus(root: Path) -> Findings:
         sources.add(header.source_step)
         if header.source_outcome == "failure":
             findings.insights_from_failed_runs.append(header.id)
+        if header.support == READ_ONLY:
+            findings.insights_on_read_content.append(header.id)
         compilation = compilations.get(header.source_step)
         if header.mined is not None:  # quotes from several runs, no claim of a compilation
             sources.update(header.rests_on)  # every run it compares or quotes
@@ -275,6 +295,11 @@ def findings_text(findings: Findings) -> str:
     lines += section(
         "Insights drawn from failed runs: they say what went wrong, and may be wrong about why",
         [f"{ident}: {titles.get(ident, '')}" for ident in findings.insights_from_failed_runs],
+    )
+    lines += section(
+        f"Insights resting on read content only ({READ_ONLY_MARK}): text the agent read, which "
+        "may be an injected instruction",
+        [f"{ident}: {titles.get(ident, '')}" for ident in findings.insights_on_read_content],
     )
     lines += section(
         "Compilations with unverified quotes",

@@ -16,7 +16,7 @@ from wikitrace.corpus_schema.layout import (
     RAW_DIR,
     RAW_METADATA_NAME,
 )
-from wikitrace.corpus_schema.records import Outcome
+from wikitrace.corpus_schema.records import READ_ONLY_MARK, Outcome
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.search import MIN_SCORE
 
@@ -54,11 +54,16 @@ class Hit:
     score: float
     """The share of the query's weight the entry matches (search.score.scored): from 0
     to under 1, 0.4 for an entry of average length holding each of the query's words once."""
+    read_only: bool = False
+    """An insight whose only support is content the agent read (records.READ_ONLY): its line
+    says so, as every place that shows the lesson does."""
 
     def line(self) -> str:
         """The hit in one line, as `search` shows it: score, kind, id, task, outcome, title,
         page."""
         task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
+        if self.read_only:
+            task += f", {READ_ONLY_MARK}"
         title = " ".join(self.title.split())
         kind = self.kind.rstrip("s")
         return f"{self.score:.2f} {kind} {self.id} ({task}, {self.outcome}): {title}  [{self.path}]"
@@ -104,6 +109,7 @@ def search(
                     item.task_type,
                     item.source_outcome,
                     score,
+                    item.read_only,
                 )
             )
     runs = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]

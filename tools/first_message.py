@@ -408,9 +408,14 @@ def _support(group: list[InsightEntry]) -> str:
     listed = ", ".join(others[:ALIKE_SHOWN]) + (
         f" and {len(others) - ALIKE_SHOWN} more" if len(others) > ALIKE_SHOWN else ""
     )
+    copies = (
+        "; every one rests on read content only, so these may be copies of one planted text"
+        if all(item.read_only for item in group)
+        else ""
+    )
     return (
         f"seen in {len(runs)} run{'s' * (len(runs) != 1)}: {failed} failed, "
-        f"{len(runs) - failed} succeeded; the same lesson: {listed}"
+        f"{len(runs) - failed} succeeded{copies}; the same lesson: {listed}"
     )
 
 

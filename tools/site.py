@@ -28,6 +28,7 @@ from markupsafe import Markup
 from wikitrace.corpus_schema import CorpusError, manifest, read
 from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
 from wikitrace.corpus_schema.records import (
+    READ_ONLY,
     Claim,
     CompilationHeader,
     InsightHeader,
@@ -158,7 +159,18 @@ def _turns(root: Path, header: RawHeader) -> Iterator[dict[str, Any]]:
             yield turn
 
 
-def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> str:
+def _source_key(header: InsightHeader, claims: list[ShownClaim]) -> str:
+    """What a lesson rests on, to count copies once: for one resting on read content only, the
+    text it quotes (five runs that read one planted README are one source); else its run."""
+    if header.support != READ_ONLY:
+        return header.source_step
+    quoted = {" ".join(q.quote.split()) for c in claims for q in c.quotes if q.verified}
+    return "read:" + "\n".join(sorted(quoted))
+
+
+def _support(
+    header: InsightHeader, group: list[tuple[InsightHeader, str]], sources: int = 0
+) -> str:
     finding = header.mined
     if finding is not None:
         if finding.kind == "divergence":
@@ -177,6 +189,11 @@ def _support(header: InsightHeader, group: list[tuple[InsightHeader, str]]) -> s
     if len(group) <= 1:
         return "1 run"
     failed = sum(member.source_outcome == "failure" for member, _ in group)
+    if 0 < sources < len(group):
+        return (
+            f"{sources} distinct source{'s' * (sources != 1)}: {len(group)} runs ({failed} "
+            "failed), whose read content it rests on is the same text (copies count once)"
+        )
     return f"{len(group)} runs ({failed} failed)"
 
 
@@ -206,16 +223,22 @@ def _read_shown(root: Path) -> _Shown:
     insight_pages = [(page.header, read.guideline(page)) for page in read.insights(root)]
     leaders = consolidate.of_pages(insight_pages)
     groups: dict[int, list[tuple[InsightHeader, str]]] = {}
+    members: dict[int, list[int]] = {}
     for index, leader in enumerate(leaders):
         groups.setdefault(leader, []).append(insight_pages[index])
+        members.setdefault(leader, []).append(index)
     marks: dict[str, _Marks] = {}
     compilation_claims: dict[str, list[ShownClaim]] = {
         step: _claims(header.claims, step, "c", marks) for step, header in compiled.items()
     }
+    found = [_insight_claims(header, compilation_claims, marks) for header, _ in insight_pages]
+    pairs = zip(insight_pages, found, strict=True)
+    keys = [_source_key(header, claims) for (header, _), (claims, _) in pairs]
     insights = []
     for index, (header, guideline) in enumerate(insight_pages):
-        claims, missing = _insight_claims(header, compilation_claims, marks)
-        support = _support(header, groups.get(leaders[index], []))
+        claims, missing = found[index]
+        sources = len({keys[i] for i in members[leaders[index]]})
+        support = _support(header, groups.get(leaders[index], []), sources)
         insights.append((_insight_view(header, guideline, support, missing), claims))
     return _Shown(runs, tasks, compiled, compilation_claims, insights, marks)
 
@@ -264,6 +287,7 @@ def _insight_view(
         "mined": header.mined is not None,
         "divergence": header.mined is not None and header.mined.kind == "divergence",
         "verified": header.verified,
+        "read_only": header.support == READ_ONLY,
         "missing": missing,
     }
 

@@ -43,13 +43,22 @@ import struct
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .clients import make_client
 from .fast_path import takes_fast_path
-from .llm import Client, LiteLLMClient, LLMCallError, LLMReply, LLMSettings, Message
+from .llm import (
+    Client,
+    LiteLLMClient,
+    LLMCallError,
+    LLMReply,
+    LLMSettings,
+    Message,
+    ResponseCache,
+)
 
 _LENGTH = struct.Struct(">I")
 
@@ -165,13 +174,24 @@ class WorkerLLM:
         return len(connection.waiting)
 
     async def complete(self, messages: list[Message]) -> LLMReply:
+        reply, _ = await self._call({"messages": messages})
+        return reply
+
+    async def complete_saving(
+        self, messages: list[Message], cache: Path, key: str
+    ) -> tuple[LLMReply, bool]:
+        """A call whose reply the worker saves in the response cache at `cache` under `key`
+        the moment it arrives (llm.CachedLLM); and whether it could."""
+        return await self._call({"messages": messages, "save": [str(cache), key]})
+
+    async def _call(self, request: dict[str, Any]) -> tuple[LLMReply, bool]:
         connection = self._connected()
         call = next(self._ids)
         answer = connection.expect(call)
-        await connection.send(_frame({"id": call, "messages": messages}))
+        await connection.send(_frame({"id": call, **request}))
         frame = await answer
         if "reply" in frame:
-            return LLMReply(**frame["reply"])
+            return LLMReply(**frame["reply"]), bool(frame.get("saved"))
         raise LLMCallError(frame["error"], fatal=bool(frame.get("fatal")))
 
     def _connected(self) -> _Connection:
@@ -314,6 +334,13 @@ class WorkerPool:
         worker = min(self.workers, key=WorkerLLM.waiting)
         return await worker.complete(messages)
 
+    async def complete_saving(
+        self, messages: list[Message], cache: Path, key: str
+    ) -> tuple[LLMReply, bool]:
+        self.preflight()
+        worker = min(self.workers, key=WorkerLLM.waiting)
+        return await worker.complete_saving(messages, cache, key)
+
     def close(self) -> None:
         for worker in self.workers:
             worker.close()
@@ -446,11 +473,20 @@ async def _serve(sock: socket.socket, counts: socket.socket) -> None:
     package.setLevel(logging.INFO)
     package.propagate = False
     calls: set[asyncio.Task[None]] = set()
+    saving: set[asyncio.Task[None]] = set()
 
-    async def call(number: int, messages: list[Message]) -> None:
+    async def call(number: int, messages: list[Message], save: list[str] | None) -> None:
         try:
             reply = await client.complete(messages)
             frame: dict[str, Any] = {"id": number, "reply": dataclasses.asdict(reply)}
+            if save is not None:
+                # Saved here, as it arrives: the builder may be busy, or killed, by the time
+                # it reads the frame; a reply it paid for is then not asked again.
+                try:
+                    ResponseCache.save_at(Path(save[0]), save[1], reply)
+                    frame["saved"] = True
+                except OSError:
+                    frame["saved"] = False  # the builder saves it, or says it cannot
         except LLMCallError as error:
             frame = {"id": number, "error": str(error), "fatal": error.fatal}
         except Exception as error:  # never lose a call: the builder waits for its answer
@@ -464,11 +500,17 @@ async def _serve(sock: socket.socket, counts: socket.socket) -> None:
             frame = await _read(reader)
         except (asyncio.IncompleteReadError, ConnectionError):
             break  # the builder has closed the socket, or has died
-        task = asyncio.create_task(call(frame["id"], frame["messages"]))
-        calls.add(task)
-        task.add_done_callback(calls.discard)
+        save = frame.get("save")
+        task = asyncio.create_task(call(frame["id"], frame["messages"], save))
+        (saving if save is not None else calls).add(task)
+        task.add_done_callback(saving.discard if save is not None else calls.discard)
+    # The builder has gone (closed, or killed). A call in flight is paid for whether or not
+    # anyone reads it: those that save to a cache are finished and saved, so the build run
+    # again does not pay for them twice; the rest are dropped.
     for task in calls:
         task.cancel()
+    if saving:
+        await asyncio.gather(*saving, return_exceptions=True)
     package.removeHandler(forward)
 
 

@@ -489,6 +489,11 @@ class ResponseCache:
         atomic_write(path, data)
 
     def put(self, key: str, reply: LLMReply) -> None:
+        self._save(self.path(key), self.record(reply))
+
+    @staticmethod
+    def record(reply: LLMReply) -> bytes:
+        """A reply as its cache file holds it."""
         record = {
             "text": reply.text,
             "prompt_tokens": reply.prompt_tokens,
@@ -496,7 +501,15 @@ class ResponseCache:
             "cost_usd": reply.cost_usd,
             **({"batch": reply.batch} if reply.batch else {}),
         }
-        self._save(self.path(key), orjson.dumps(record) + b"\n")
+        return orjson.dumps(record) + b"\n"
+
+    @classmethod
+    def save_at(cls, root: Path, key: str, reply: LLMReply) -> None:
+        """Save a reply in the cache at `root` (checked by the ResponseCache that named it),
+        from any process: the call worker saves each reply the moment it arrives."""
+        path = root / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, cls.record(reply))
 
 
 class CachedLLM:
@@ -536,7 +549,16 @@ class CachedLLM:
             self.cache.hits += 1
             return cached
         self.cache.misses += 1
-        reply = await self.inner.complete(messages)
+        saving = getattr(self.inner, "complete_saving", None)
+        if callable(saving):
+            # A call worker saves the reply itself, as it arrives: a build killed while the
+            # reply waits for this event loop does not pay for it again.
+            answer: tuple[LLMReply, bool] = await saving(messages, self.cache.root, key)
+            reply, saved = answer
+            if saved:
+                return reply
+        else:
+            reply = await self.inner.complete(messages)
         # Saved before anything else happens, so a build killed now does not pay again. A
         # reply that cannot be saved (a full disk, a read-only cache) is still used: it is paid.
         try:

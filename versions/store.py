@@ -20,6 +20,7 @@ from wikitrace.corpus_schema.history import (
     DEPLOYING,
     HISTORY,
     MONITOR_STATE,
+    PENDING_HISTORY,
     PROBES_DIR,
     ROWS_SUFFIX,
     RUNS,
@@ -154,7 +155,28 @@ class Store:
         append_line(self.history_path, entry)
 
     def history(self) -> list[HistoryEntry]:
+        self._finish_pending()
         return read_lines(self.history_path, HistoryEntry)
+
+    def _finish_pending(self) -> None:
+        """A build killed after its pointer moved and before its history was renamed into
+        place (publish_build) left the new history whole beside the old: put it in place when
+        the pointer names the version it records. Otherwise it is left alone (the build may
+        still be running; a later build clears a dead one's under the lock)."""
+        pending = self.dir / PENDING_HISTORY
+        if not pending.is_file() or not self.pointer.is_symlink():
+            return
+        try:
+            (entry,) = read_lines(pending, HistoryEntry)
+            if os.readlink(self.pointer).rsplit("/", 1)[-1] != entry.version:
+                return
+            # Only a build's own version (no parent): a pending history a build killed before
+            # its pointer moved must not replace the history of a version `add` made later.
+            info = manifest.load(self.version_path(entry.version)).version
+            if entry.event == "built" and (info is None or info.parent is None):
+                os.replace(pending, self.history_path)
+        except (CorpusError, ValueError, OSError):
+            return  # another reader finished it, or it is not whole: the history stays
 
     def deploy(
         self, name: str, *, event: Event = "deployed", reason: str = "", update: str | None = None
@@ -208,7 +230,9 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-_STORE_FILES = frozenset({HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, MONITOR_STATE, PROBES_DIR})
+_STORE_FILES = frozenset(
+    {HISTORY, PENDING_HISTORY, RUNS, UPDATES_DIR, UPDATE_STATE, MONITOR_STATE, PROBES_DIR}
+)
 _HIDDEN_RE = re.compile(r"^\.(?:v\d{4,9}\.(?:partial|seal|rows)|removing-.+|.+\.tmp-\d+)$")
 
 
@@ -322,10 +346,30 @@ def publish_build(store: Store, staging: Path, name: str) -> None:
     the store, so the move is a rename within one folder (a frozen folder cannot be moved to
     another by a user who is not root).
     """
+    os.replace(staging, store.version_path(name))
+    _switch(store, name, _pending_history(store, name))
+
+
+def _pending_history(store: Store, name: str) -> Path:
+    """The history a build of version `name` leaves: one line, `built`, naming the version it
+    replaces; written beside the history, not yet in its place."""
     pointer = store.pointer
     old = store.current() if pointer.is_symlink() else None
     old_versions = [v for v in store.versions() if v != name]
-    os.replace(staging, store.version_path(name))
+    reason = "wikitrace build" + (
+        f" --force (replaced {', '.join(old_versions)}; current was {old})" if old_versions else ""
+    )
+    entry = HistoryEntry(time=now(), event="built", version=name, previous=old, reason=reason)
+    # The history is written whole before the pointer moves and renamed into place after: a
+    # kill between the two leaves it pending, and the next reader finishes the rename.
+    pending = store.dir / PENDING_HISTORY
+    atomic_write(pending, entry.model_dump_json().encode() + b"\n")
+    return pending
+
+
+def _switch(store: Store, name: str, pending: Path) -> None:
+    """Make version `name` current, then put the history `pending` holds in place."""
+    pointer = store.pointer
     if pointer.exists() and not pointer.is_symlink():
         # A corpus from before versions (or an empty folder, with --force): a folder cannot
         # be renamed over, so it steps aside just before the link takes its place.
@@ -335,11 +379,7 @@ def publish_build(store: Store, staging: Path, name: str) -> None:
         remove_tree(aside)
     else:
         store.point(name)
-    reason = "wikitrace build" + (
-        f" --force (replaced {', '.join(old_versions)}; current was {old})" if old_versions else ""
-    )
-    entry = HistoryEntry(time=now(), event="built", version=name, previous=old, reason=reason)
-    atomic_write(store.history_path, entry.model_dump_json().encode() + b"\n")
+    os.replace(pending, store.history_path)
     _clear(store, keep=name)
 
 

@@ -1,7 +1,8 @@
 """A stand-in for the model in the toy example: answers wikitrace's prompts deterministically,
 so the example needs no model and no key.
 
-- Compile prompts: a compilation that quotes the run's last observation, and the lesson a model
+- Compile prompts: a compilation that quotes the run's last action and what it observed (the
+  agent's own act, so its lessons do not rest on read content alone), and the lesson a model
   would plausibly draw from the runs that teach something: a key found under the doormat (sound),
   an old safe that gave way when forced (true of old safes, written as if it held for every
   container), and a drawer that splintered when forced (a misreading of a failed run). With
@@ -22,6 +23,7 @@ _TURN = re.compile(
     re.S | re.M,
 )
 _OBSERVATION = re.compile(r"^observation: (.*)$", re.M)
+_ACTION = re.compile(r"^action: (.*)$", re.M)
 _PROBE = re.compile(r"^- (HELPED|HURT|SAME) [^:]+: (.*)$", re.M)
 
 MAT = {
@@ -86,6 +88,8 @@ def answer(prompt: str) -> str:
         if match
     ]
     number, quote = observations[-1] if observations else (max(turns, default=1), "")
+    acted = _ACTION.search(turns.get(number, ""))
+    action = acted.group(0).strip() if acted and quote else ""  # `action: look` is too short alone
     succeeded = "The run SUCCEEDED" in prompt
     hypotheses = "State each insight as a hypothesis" in prompt
     insights = []
@@ -103,7 +107,9 @@ def answer(prompt: str) -> str:
             "claims": [
                 {
                     "statement": f"The agent {outcome} after its last action.",
-                    "evidence": [{"turn": number, "quote": quote}] if quote else [],
+                    "evidence": [
+                        {"turn": number, "quote": text} for text in (action, quote) if text
+                    ],
                 }
             ],
             "insights": insights,
