@@ -99,19 +99,23 @@ def test_a_project_with_runs_gets_its_own_lessons_alone_and_another_domain_s_nev
 
 def test_an_unsure_inference_says_so(corpus: Path) -> None:
     memory = Memory.load(corpus)
-    # "web" matches one coding task, "flight" the airline one: no majority.
-    message = memory.first_message("Open the web page of the flight")
+    # "web server" matches one coding task, "flight to Seattle" the airline one: no majority.
+    task = "Open the web server page of the flight to Seattle"
+    message = memory.first_message(task)
     assert message.task_type is None and message.type_unsure == {"airline": 1, "coding": 1}
     assert "do not agree on this task's (1 airline, 1 coding)" in message.text
     assert "lists no lessons and no past runs, rather than another domain's" in message.text
     assert titles(message) == [] and message.similar == []  # abstains: no domain's lessons
-    code, out, err = run(["prompt", str(corpus), "Open the web page of the flight"])
+    code, out, err = run(
+        ["prompt", str(corpus), "Open the web server page of the flight to Seattle"]
+    )
     assert code == 0 and out == message.text
     assert "could not be told (the most similar past runs: 1 airline, 1 coding)" in err
-    # A task with no word in common with any run: no vote at all, said too.
-    nothing = memory.first_message("zzz qqq")
-    assert nothing.task_type is None and nothing.type_unsure == {}
-    assert "no past run shares a word with this task" in nothing.text
+    # A task with no word in common with any run, or only a stray one: no vote at all, said too.
+    for stray in ("zzz qqq", "Open the web page of the flight"):
+        nothing = memory.first_message(stray)
+        assert nothing.task_type is None and nothing.type_unsure == {}
+        assert "no past run is near enough to this task to tell its domain" in nothing.text
     # Given a type, nothing is inferred and nothing is unsure.
     given = memory.first_message("zzz qqq", task_type="airline")
     assert given.type_unsure is None and len(titles(given)) == 1

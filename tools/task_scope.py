@@ -194,53 +194,70 @@ def _types(
     return _by_similar(memory, task, excluded, known)
 
 
-VOTE_SCORE = 0.05
+VOTE_SCORE = 0.07
 """The least score (search.score.scored) a past run's task needs against the task to vote on
-its domain. Lower than search's "no match" threshold (0.15), which keeps a hit a reader is
-shown: a vote needs less, as two runs must agree; but a run that shares one common word with
-a task of another domain scores 0.02 to 0.05 (a HotpotQA question against telecom and airline
-tasks, in tests/test_recall_bench.py's corpus) and must not vote."""
+its domain: a run that shares one common word with a task of another domain scores 0.02 to
+0.07 (a HotpotQA question against coding, telecom and airline tasks). Lower than search's
+"no match" threshold (0.15), which keeps a hit a reader is shown: a vote needs less, as two
+runs must agree. Chosen on benchmarks/recall_bench.py over ../shared/data (544 tasks, each
+asked with its own task left out, no project given), with the rules of `_by_similar`: at
+0.05, 2 first messages showed another domain's items; at 0.07, 1 (a demo task whose domain
+has no other run, against five telecom tasks at 0.148), and 374 got their task's type (the
+others abstain, HotpotQA questions most); at 0.1, 2 and 211."""
+
+
+LONE_SCORE = 0.3
+"""The least score with which one past run, the only one near enough to vote, decides the
+domain alone: most of the task's weight (an ALFWorld task against an episode of its kind
+scores 0.4); a short task that matches one run of another domain by a word or two ("Describe
+this image:" against a browser task) scores 0.19 and decides nothing."""
 
 
 def _by_similar(
     memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
-    """The domain of the nearest past runs (one run per task, only runs whose task scores at
-    least `VOTE_SCORE` against it: a run that shares a stray word with the task is no evidence
-    of its domain), when it has more than half of their votes, the k-th nearest voting 1/k
-    (a near run says more than a far one), and two runs at least (one alone decides only
-    when every run that shares a word with the task is of its domain); narrowed to one type
-    when that type has more than half of the domain's votes. Else nothing, and the nearest
-    runs' domains counted (an untyped run as "untyped")."""
+    """The type of a past run of this very task, when there is one. Else the domain of the
+    nearest past runs: one run per task, only runs whose task scores at least `VOTE_SCORE`
+    against it (a run that shares a stray word with the task is no evidence of its domain),
+    the k-th nearest voting 1/k (a near run says more than a far one). A
+    domain wins with more than half of the votes' weight, when two of its runs voted, or one
+    scored `LONE_SCORE`, or the one run that voted is of the domain of every run that shares
+    a word with the task; narrowed to one type when that type has more than half of the
+    domain's weight. Else nothing, and the voting runs' domains counted (an untyped run as
+    "untyped")."""
     allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
-    nearest_types: list[str | None] = []
+    voters: list[tuple[str | None, float]] = []  # each voting run's type, and its score
     seen: set[TaskKey] = set()
     sharing: set[str] = set()  # the domains of every run that shares a word with the task
     for i, score in scored(memory.run_ranker, task, allowed):
-        sharing.add(domain_of(memory.runs[i].task_type) or "untyped")
-        if score < VOTE_SCORE:
-            continue  # best first: the rest score less, and only say which domains they are
         run = memory.runs[i]
-        if run.task_key in seen:
-            continue
+        if identical_task(run.task, task) and run.task_type:
+            # A past run of this very task says what it is, whatever else shares its words.
+            return frozenset([run.task_type]), "similar", None
+        sharing.add(domain_of(run.task_type) or "untyped")
+        if score < VOTE_SCORE or run.task_key in seen or len(seen) == nearest:
+            continue  # best first: the rest score less; only say which domains they are
         seen.add(run.task_key)
-        nearest_types.append(run.task_type or None)
-        if len(seen) == nearest:
-            break
-    # One run alone decides when every run that shares a word with the task is of its domain.
-    alone = len(nearest_types) == 1 and len(sharing) == 1
-    counted = Counter(domain_of(t) or "untyped" for t in nearest_types)
+        voters.append((run.task_type or None, score))
+    counted = Counter(domain_of(name) or "untyped" for name, _ in voters)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
     weight: dict[str, float] = {}
-    of_type: dict[str, float] = {}
-    for place, name in enumerate(nearest_types, 1):
+    for place, (name, _) in enumerate(voters, 1):
         domain = domain_of(name) or "untyped"
         weight[domain] = weight.get(domain, 0.0) + 1 / place
-    best = max(weight, key=lambda domain: weight[domain], default="untyped")
-    agreed = counted[best] >= 2 or alone
-    if not agreed or best == "untyped" or weight[best] * 2 <= sum(weight.values()):
+    if not voters:
         return frozenset(), "similar", votes
-    for place, name in enumerate(nearest_types, 1):
+    best = max(weight, key=lambda domain: weight[domain])
+    agreed = (
+        counted[best] >= 2
+        or max(score for name, score in voters if (domain_of(name) or "untyped") == best)
+        >= LONE_SCORE
+        or (len(voters) == 1 and len(sharing) == 1)
+    )
+    if best == "untyped" or not agreed or weight[best] * 2 <= sum(weight.values()):
+        return frozenset(), "similar", votes
+    of_type: dict[str, float] = {}
+    for place, (name, _) in enumerate(voters, 1):
         if name is not None and domain_of(name) == best:
             of_type[name] = of_type.get(name, 0.0) + 1 / place
     top = max(of_type, key=lambda name: of_type[name])
