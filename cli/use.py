@@ -317,7 +317,8 @@ def prompt_command(
         )
     if message.type_unsure is not None and not is_quiet():
         votes = ", ".join(f"{n} {name}" for name, n in message.type_unsure.items())
-        why = f"the most similar past runs: {votes}" if votes else "no past run is near enough to tell"
+        near = "no past run is near enough to tell"
+        why = f"the most similar past runs: {votes}" if votes else near
         click.echo(
             f"warning: the task's domain could not be told ({why}): no lesson is listed; "
             "say it with --task-type or --project",
