@@ -1,10 +1,5 @@
 """A bounded slice of benchmarks/recall_bench.py: the same measurements on small excerpts of
-real logs in tests/data (and the bundled example), asserting what must hold (issue 51).
-
-Invariants today's code does not meet yet are marked xfail(strict=True), naming the part of
-the issue that fixes them: each flips to a failure ("XPASS(strict)") when its fix lands, and
-its mark is then removed.
-"""
+real logs in tests/data (and the bundled example), asserting what must hold (issue 51)."""
 
 from __future__ import annotations
 
