@@ -19,7 +19,7 @@ from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
-from .task_scope import Scope, identical_task, task_scope
+from .task_scope import Scope, identical_task, task_scope, task_words
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -253,7 +253,8 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
-    ranked_runs.sort(key=lambda i: not identical_task(memory.runs[i].task, scope.task))
+    same = set(memory.runs_by_task.get(task_words(scope.task), ()))
+    ranked_runs.sort(key=lambda i: i not in same)  # stable: the identical task's runs first
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break

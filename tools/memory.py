@@ -22,6 +22,7 @@ from .find import SEARCH_KINDS as SEARCH_KINDS  # where callers before tools/fin
 from .find import Hit as Hit
 from .find import SearchKind as SearchKind
 from .first_message import render_first_message
+from .task_scope import task_words
 
 
 class Memory:
@@ -87,6 +88,15 @@ class Memory:
     def run_ranker(self) -> Ranker:
         """BM25 over the runs' tasks, less the lines most tasks share."""
         return self._ranker("tasks")
+
+    @functools.cached_property
+    def runs_by_task(self) -> dict[str, list[int]]:
+        """The runs of each task, by its words (task_scope.task_words): a task's identical
+        runs looked up once, not compared run by run."""
+        found: dict[str, list[int]] = {}
+        for i, run in enumerate(self.runs):
+            found.setdefault(task_words(run.task), []).append(i)
+        return found
 
     @functools.cached_property
     def insight_ranker(self) -> Ranker:

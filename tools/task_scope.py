@@ -86,11 +86,17 @@ class Scope:
         return self.kind is None or self.tier(run) < 2
 
 
+def task_words(text: str) -> str:
+    """A task's text as tasks are compared (`identical_task`, Memory.runs_by_task): its words,
+    whitespace aside."""
+    return " ".join(text.split())
+
+
 def identical_task(past: str, task: str) -> bool:
     """Whether a past run's (or a divergence's) task is the very task given: the same words,
     whitespace aside. The one place that says so (a task's identity may come to be its
     source and id)."""
-    return " ".join(past.split()) == " ".join(task.split())
+    return task_words(past) == task_words(task)
 
 
 def task_scope(
@@ -213,6 +219,11 @@ scores 0.4); a short task that matches one run of another domain by a word or tw
 this image:" against a browser task) scores 0.19 and decides nothing."""
 
 
+def _domain(task_type: str | None) -> str:
+    """A voting run's domain, a run of no type (a session) voting as "untyped"."""
+    return domain_of(task_type) or "untyped"
+
+
 def _by_similar(
     memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
@@ -225,34 +236,36 @@ def _by_similar(
     a word with the task; narrowed to one type when that type has more than half of the
     domain's weight. Else nothing, and the voting runs' domains counted (an untyped run as
     "untyped")."""
-    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
-    voters: list[tuple[str | None, float]] = []  # each voting run's type, and its score
-    seen: set[TaskKey] = set()
-    sharing: set[str] = set()  # the domains of every run that shares a word with the task
-    for i, score in scored(memory.run_ranker, task, allowed):
+    for i in memory.runs_by_task.get(task_words(task), ()):
         run = memory.runs[i]
-        if identical_task(run.task, task) and run.task_type:
+        if run.task_type and not run.task_key.named_in(excluded):
             # A past run of this very task says what it is, whatever else shares its words.
             return frozenset([run.task_type]), "similar", None
-        sharing.add(domain_of(run.task_type) or "untyped")
-        if score < VOTE_SCORE or run.task_key in seen or len(seen) == nearest:
-            continue  # best first: the rest score less; only say which domains they are
-        seen.add(run.task_key)
-        voters.append((run.task_type or None, score))
-    counted = Counter(domain_of(name) or "untyped" for name, _ in voters)
+    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
+    matched = scored(memory.run_ranker, task, allowed)  # every run sharing a word, best first
+    voters: list[tuple[str | None, float]] = []  # each voting run's type, and its score
+    seen: set[TaskKey] = set()
+    for i, score in matched:
+        if score < VOTE_SCORE or len(seen) == nearest:
+            break  # best first: the rest score less
+        run = memory.runs[i]
+        if run.task_key not in seen:
+            seen.add(run.task_key)
+            voters.append((run.task_type or None, score))
+    counted = Counter(_domain(name) for name, _ in voters)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
     weight: dict[str, float] = {}
     for place, (name, _) in enumerate(voters, 1):
-        domain = domain_of(name) or "untyped"
+        domain = _domain(name)
         weight[domain] = weight.get(domain, 0.0) + 1 / place
     if not voters:
         return frozenset(), "similar", votes
     best = max(weight, key=lambda domain: weight[domain])
     agreed = (
         counted[best] >= 2
-        or max(score for name, score in voters if (domain_of(name) or "untyped") == best)
-        >= LONE_SCORE
-        or (len(voters) == 1 and len(sharing) == 1)
+        or max(score for name, score in voters if _domain(name) == best) >= LONE_SCORE
+        # one run alone, when every run that shares a word with the task is of its domain
+        or (len(voters) == 1 and {_domain(memory.runs[i].task_type) for i, _ in matched} == {best})
     )
     if best == "untyped" or not agreed or weight[best] * 2 <= sum(weight.values()):
         return frozenset(), "similar", votes
