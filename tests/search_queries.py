@@ -12,7 +12,8 @@ from pathlib import Path
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.search import MIN_SCORE
-from wikitrace.tools.memory import Memory, SearchKind
+from wikitrace.tools.find import SearchKind
+from wikitrace.tools.memory import Memory
 
 from helpers import FakeLLM, good_answer
 

@@ -18,9 +18,6 @@ from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
-from .find import SEARCH_KINDS as SEARCH_KINDS  # where callers before tools/find.py found them
-from .find import Hit as Hit
-from .find import SearchKind as SearchKind
 from .first_message import render_first_message
 from .task_scope import task_words
 
