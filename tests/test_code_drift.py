@@ -279,9 +279,25 @@ def test_what_a_lesson_names() -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_is_asked_a_bounded_number_of_times(built: tuple[Path, str], repo: Path) -> None:
-    from wikitrace.tools.first_message_drift import MAX_BASES, check_code
+    from wikitrace.tools.first_message_drift import MAX_CALLS, check_code
 
     memory = Memory.load(built[0])
     everything = list(range(len(memory.insights)))
     checked = check_code(memory, everything, everything, repo, now=NOW)
-    assert 0 < checked.git_calls <= 1 + 3 * MAX_BASES
+    assert 0 < checked.git_calls <= MAX_CALLS
+
+
+def test_lessons_past_the_commits_compared_exactly_still_show_what_was_deleted(
+    built: tuple[Path, str], repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wikitrace.tools import first_message_drift
+
+    monkeypatch.setattr(first_message_drift, "MAX_BASES", 0)  # every lesson in "the rest"
+    git(repo, "rm", "-q", "src/a.py")
+    (repo / "src" / "b.py").write_text("DEFAULTS = {'x': 1}\n")
+    git(repo, "commit", "-qam", "drop a, change b", date=next(_DATES))
+    shown = message(built[0], repo)
+    a, b = ident_of(built[0], "Run src/a.py"), ident_of(built[0], "Keep src/b.py")
+    assert shown.left_out_gone == {a: "src/a.py deleted since the run, 1 commit ago"}
+    # A change is not claimed when counted from an older commit than the run's.
+    assert shown.code == {b: "1 commit since the run; src/b.py still in the checkout"}

@@ -92,3 +92,78 @@ def test_retire_without_a_newer_lesson_and_what_it_refuses(tmp_path: Path) -> No
     code, _, err = run(["retire", str(corpus), "1", "--by", "1", "--reason", "x"])
     assert code == 2 and "insight-0001 cannot supersede itself" in err
     assert Store(corpus).current() == "v0002"  # nothing refused made a version
+
+
+def test_the_gate_supersedes_the_near_duplicates_of_a_lesson_it_committed_narrowed() -> None:
+    """A lesson committed narrowed supersedes its near-duplicates (the same lesson with the
+    broad precondition the gate cut); a lesson committed as it was carries them along."""
+    from types import SimpleNamespace
+
+    from wikitrace.control.gate import _change
+    from wikitrace.control.gate_inputs import Candidate
+    from wikitrace.corpus_schema.read import Page
+    from wikitrace.corpus_schema.records import InsightHeader
+
+    def header(ident: str, applicability: str = "Any safe.") -> InsightHeader:
+        return InsightHeader(
+            id=ident,
+            title="Open the safe with the key",
+            task_type="safe",
+            source_step="step-0001",
+            source_outcome="success",
+            applicability=applicability,
+            source_claims=[1],
+            model="m",
+            compilation="compilation/step-0001.md",
+            raw="raw/step-0001/metadata.md",
+        )
+
+    def decision(ident: str, insight: str) -> GateDecision:
+        return GateDecision(
+            id=ident,
+            insight=insight,
+            tested_on="v0001",
+            time="t",
+            verdict="committed",
+            reason="Committed.",
+            confidence=0.95,
+            thresholds={},
+            precondition="Any safe.",
+            evidence=f"{ident}.runs.jsonl",
+        )
+
+    body = "**Guideline.** Use the key.\n\n**Applies when.** Any safe.\n"
+    pages = {
+        ident: Page(f"insight/{ident}.md", header(ident), body)
+        for ident in ("insight-0002", "insight-0004")
+    }
+    narrowed_one = Candidate(
+        "insight-0001", header("insight-0001"), "Use the key.", ["insight-0002"]
+    )
+    kept_one = Candidate("insight-0003", header("insight-0003"), "Use the key.", ["insight-0004"])
+    gate = SimpleNamespace(
+        narrower=SimpleNamespace(
+            narrowed={"insight-0001": header("insight-0001", "Only a locked safe.")}
+        ),
+        runs=SimpleNamespace(agent_runs=0, runs_of=lambda decision: []),
+        pages=pages,
+        asker=None,
+    )
+    report = SimpleNamespace(
+        decisions=[decision("gate-0001", "insight-0001"), decision("gate-0002", "insight-0003")],
+        tested_on="v0001",
+    )
+    change = _change(gate, report, [narrowed_one, kept_one])  # type: ignore[arg-type]
+    narrowed, _ = change.insights["insight-0001"]
+    assert (narrowed.status, narrowed.applicability) == ("committed", "Only a locked safe.")
+    assert narrowed.supersedes == ["insight-0002"]
+    broad, _ = change.insights["insight-0002"]
+    assert (broad.status, broad.superseded_by) == ("retired", "insight-0001")
+    assert broad.decisions == ["gate/gate-0001.md"]
+    assert report.decisions[0].reason.endswith(
+        "Its near-duplicates (insight-0002) keep the broad precondition: they are retired, "
+        "superseded by it."
+    )
+    follower, _ = change.insights["insight-0004"]
+    assert (follower.status, follower.superseded_by) == ("committed", None)
+    assert change.insights["insight-0003"][0].supersedes == []

@@ -8,8 +8,9 @@ works in a git checkout of the lesson's project. What a run saw is its repositor
 text and its quotes (corpus_schema/code_names.py). Names come from logs and models: only plain
 relative paths inside the repository are looked at, and every git call takes them after `--`.
 
-Git is asked a bounded number of times (`MAX_BASES` past commits, three calls each at most, and
-one for the checkout), each within what is left of `budget` seconds; a missing git, a slow
+Git is asked at most `MAX_CALLS` times (the checkout and its history, two calls for each of
+the `MAX_BASES` commits compared exactly, one for the rest), each within what is left of
+`budget` seconds; a missing git, a slow
 disk or a commit not in the history leaves lessons unchecked, never the message unmade.
 """
 
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.code_names import named_files, named_symbols, safe_path
+from wikitrace.corpus_schema.input_files import open_input
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -38,7 +40,13 @@ log = logging.getLogger(__name__)
 BUDGET = 0.25
 """Seconds all of one message's git calls may take together."""
 MAX_BASES = 4
-"""The most past commits one message compares today's code with (the runs' commits)."""
+"""The most past commits one message compares today's code with exactly (the runs' commits
+most lessons rest on); the other lessons are compared from the oldest of theirs."""
+HISTORY = 2000
+"""The most recent commits listed to find the commit a run saw and count those since."""
+MAX_CALLS = 3 + 2 * MAX_BASES
+"""Git calls a message makes at most: the checkout, its history, two for each commit compared
+exactly and one for the rest."""
 SYMBOL_BYTES = 1 << 18
 """The most of a named file read to look for the symbols a lesson names."""
 SHOWN_NAMES = 3
@@ -117,40 +125,75 @@ def _check(
 ) -> None:
     top = Path(git("rev-parse", "--show-toplevel").strip())
     git.folder = top
+    history = _History(git("log", f"--max-count={HISTORY}", "--format=%H %ct", "HEAD", "--"))
     by_base: dict[str, list[int]] = {}
     for i in own:
-        base = _base(runs[i], git)
+        base = history.base(runs[i])
         if base is not None:
             by_base.setdefault(base, []).append(i)
-    # The commits most lessons rest on first; the rest stay unchecked.
-    for base, lessons in sorted(by_base.items(), key=lambda item: -len(item[1]))[:MAX_BASES]:
+    # Exactly, for the commits most lessons rest on; the rest against the oldest of theirs,
+    # which tells what was deleted or renamed since (a change may be older than their run).
+    ranked = sorted(by_base.items(), key=lambda item: (-len(item[1]), history.since(item[0])))
+    exact, rest = ranked[:MAX_BASES], ranked[MAX_BASES:]
+    for base, lessons in exact:
         since = int(git("rev-list", "--count", f"{base}..HEAD", "--").strip() or 0)
         changes = _changes(git("diff", "--name-status", "-z", "-M", base, "--"))
         for i in lessons:
-            run = runs[i]
-            assert run is not None and run.repo is not None
-            note = _note(memory.insights[i], run, changes, since, top)
-            if note is not None:
-                found.notes[i] = note
+            _noted(found, i, _note(memory.insights[i], runs[i], changes, since, top))
+    if rest:
+        oldest = max((base for base, _ in rest), key=history.since)
+        changes = _changes(git("diff", "--name-status", "-z", "-M", oldest, "--"))
+        for base, lessons in rest:
+            for i in lessons:
+                note = _note(
+                    memory.insights[i], runs[i], changes, history.since(base), top, exact=False
+                )
+                _noted(found, i, note)
 
 
-def _base(run: PastRun | None, git: _Git) -> str | None:
-    """The commit a run saw: the one its log names when the history has it, else the last
-    commit before it started; None when neither is known."""
-    if run is None or not run.repo:
-        return None
-    commit = run.repo.get("commit")
-    if isinstance(commit, str) and commit and all(c in "0123456789abcdef" for c in commit):
-        try:
-            return git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").strip()
-        except _GitFailed as error:
-            if error.timed_out:
-                raise
-    started = _started(run)
-    if started is None:
-        return None
-    answer = git("rev-list", "-1", f"--before=@{int(started.timestamp())}", "HEAD", "--")
-    return answer.strip() or None
+def _noted(found: CodeCheck, insight: int, note: CodeNote | None) -> None:
+    if note is not None:
+        found.notes[insight] = note
+
+
+class _History:
+    """The checkout's last HISTORY commits (`git log --format='%H %ct'`), newest first: the
+    commit a run saw, and how many were made since, without asking git again."""
+
+    def __init__(self, output: str) -> None:
+        self.commits: list[tuple[str, int]] = []
+        for line in output.splitlines():
+            sha, _, stamp = line.partition(" ")
+            if len(sha) == 40 and stamp.isdigit():
+                self.commits.append((sha, int(stamp)))
+        self._place = {sha: at for at, (sha, _) in enumerate(self.commits)}
+        self._whole = len(self.commits) < HISTORY
+
+    def since(self, sha: str) -> int:
+        """Commits listed before `sha`: those made since, in a history without merges."""
+        return self._place[sha]
+
+    def base(self, run: PastRun | None) -> str | None:
+        """The commit a run saw: the one its log names when the history has it, else the last
+        commit before it started; None when neither is known."""
+        if run is None or not run.repo:
+            return None
+        commit = run.repo.get("commit")
+        if isinstance(commit, str) and len(commit) >= 7:
+            if commit in self._place:
+                return commit
+            if len(commit) < 40:  # an abbreviated id
+                found = [sha for sha, _ in self.commits if sha.startswith(commit)]
+                if len(found) == 1:
+                    return found[0]
+        started = _started(run)
+        if started is None:
+            return None
+        moment = started.timestamp()
+        for sha, stamp in self.commits:
+            if stamp <= moment:
+                return sha
+        return None  # older than the commits listed (or than the repository)
 
 
 _Change = tuple[str, str | None]
@@ -205,13 +248,17 @@ def _named(item: InsightEntry, run: PastRun, changes: dict[str, _Change], top: P
 
 def _note(
     item: InsightEntry,
-    run: PastRun,
+    run: PastRun | None,
     changes: dict[str, _Change],
     since: int,
     top: Path,
+    *,
+    exact: bool = True,
 ) -> CodeNote | None:
     """What today's code says of one lesson; None when nothing it names changed and no
-    commit was made since its run."""
+    commit was made since its run. Not `exact` (`changes` counted from an older commit than
+    its run's): only files deleted or renamed are said, not those changed."""
+    assert run is not None and run.repo is not None
     named = _named(item, run, changes, top)
     gone: list[str] = []
     renamed: list[str] = []
@@ -226,7 +273,7 @@ def _note(
             moved_to.append(new)
         elif not (top / path).is_file():  # touched by the run, never committed
             gone.append(f"{path} not in the checkout")
-        elif status:
+        elif status and exact:
             changed.append(path)
     # A symbol can only have gone from a file that changed (or moved) since the run.
     missing = _missing_symbols(item, changed + moved_to, top)
@@ -244,7 +291,8 @@ def _note(
     if changed:
         return CodeNote(f"{moved}; {_listed(changed)} changed", stale=False)
     if named:
-        return CodeNote(f"{moved}; {_listed(named)} unchanged", stale=False)
+        kept = "unchanged" if exact else "still in the checkout"
+        return CodeNote(f"{moved}; {_listed(named)} {kept}", stale=False)
     return CodeNote(moved, stale=False)
 
 
@@ -256,8 +304,12 @@ def _missing_symbols(item: InsightEntry, files: list[str], top: Path) -> list[st
         return []
     texts = []
     for path in files:
+        place = top / path
+        # A regular file inside the checkout only: never a FIFO, or a link out of it.
+        if place.is_symlink() or not place.resolve().is_relative_to(top.resolve()):
+            continue
         try:
-            with (top / path).open("rb") as handle:
+            with open_input(place) as handle:
                 texts.append(handle.read(SYMBOL_BYTES).decode(errors="replace"))
         except OSError:
             continue
