@@ -301,3 +301,26 @@ def test_lessons_past_the_commits_compared_exactly_still_show_what_was_deleted(
     assert shown.left_out_gone == {a: "src/a.py deleted since the run, 1 commit ago"}
     # A change is not claimed when counted from an older commit than the run's.
     assert shown.code == {b: "1 commit since the run; src/b.py still in the checkout"}
+
+
+def test_real_logs_give_their_repository_state() -> None:
+    """A Claude Code session (branch, start, the files its tools touched, relative to its
+    folder) and a Codex rollout (commit and branch from session_meta.git)."""
+    from wikitrace.compiler.importers import plan_inputs
+
+    from helpers import DATA
+
+    sessions = DATA / "sessions"
+    claude_log = sessions / "claude-code/spotter-main/tool_heavy.jsonl"
+    claude = next(iter(plan_inputs([claude_log], "claude-code").items()))
+    state = RepoState.model_validate(claude.data["repo"])
+    assert state.branch == "master" and state.commit is None
+    assert state.started is not None and state.started.startswith("20")
+    assert state.files and all(safe_path(path) == path for path in state.files)
+    codex = next(iter(plan_inputs([sessions / "codex/codex_session.jsonl"], "codex").items()))
+    assert codex.data["repo"] == {
+        "commit": "1cea5ec49574a868eb98893e46bcb775539f798e",
+        "branch": "codex",
+        "started": "2025-12-09T19:55:16.295Z",
+        "files": ["myapp/hoge.py"],
+    }
