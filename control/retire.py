@@ -9,11 +9,12 @@ back.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import orjson
 
-from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema import InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
@@ -27,6 +28,9 @@ from wikitrace.versions import (
     open_store,
 )
 from wikitrace.versions.derive import resolve_insight
+from wikitrace.versions.store import Store, left_unrecorded, record_left
+
+log = logging.getLogger(__name__)
 
 _WITHHELD = ("rejected", "retired")
 
@@ -41,9 +45,12 @@ def retire_insight(
         raise InputError("say why the lesson is retired", field="--reason")
     with build_lock(pointer):
         store = open_store(pointer)
+        finished = _finish_interrupted(store, deploy=deploy)
         base = FrozenVersion.current(store)
         pages = base.insights
         old = resolve_insight(insight, pages)
+        if finished is not None and finished[1] == old:
+            return finished[0]  # the same retirement, killed before the history said so
         old_page = pages[old]
         if old_page.header.status in _WITHHELD:
             raise InputError(
@@ -100,5 +107,21 @@ def retire_insight(
             corpus_read.guideline(old_page),
             orjson.dumps(behind, option=orjson.OPT_SORT_KEYS) + b"\n",
         )
-        change.report = {"retire": ident, "retired_on": base.name}
+        change.report = {"retire": ident, "insight": old, "retired_on": base.name}
         return derive_version(store, base, change, deploy=deploy, event="retired")
+
+
+def _finish_interrupted(store: Store, *, deploy: bool) -> tuple[str, str] | None:
+    """A retirement killed once its version was made, before the history said so: that
+    version placed as it would have been (as monitoring does), with the insight it retired;
+    None when there is none."""
+    name = left_unrecorded(store, decided_by="retire")
+    if name is None:
+        return None
+    made = manifest.load(store.version_path(name))
+    reason = made.version.changes.reason if made.version else "retired by hand"
+    record_left(
+        store, name, deploy=deploy, reason=f"{reason} (interrupted, finished)", event="retired"
+    )
+    log.warning("%s was made by a retirement that was interrupted: finished it", name)
+    return name, str(made.build.get("insight", ""))

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import frontmatter
+import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema.ledger import GateDecision
@@ -167,3 +168,31 @@ def test_the_gate_supersedes_the_near_duplicates_of_a_lesson_it_committed_narrow
     follower, _ = change.insights["insight-0004"]
     assert (follower.status, follower.superseded_by) == ("committed", None)
     assert change.insights["insight-0003"][0].supersedes == []
+
+
+def test_a_retirement_killed_before_its_version_is_recorded_is_finished_by_running_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wikitrace.control.retire import retire_insight
+    from wikitrace.corpus_schema.history import HistoryEntry
+
+    corpus = build(tmp_path)
+    store = Store(corpus)
+    record = Store.record
+
+    def dies(self: Store, entry: object, *args: object, **kw: object) -> object:
+        if isinstance(entry, HistoryEntry) and entry.event == "retired":
+            raise KeyboardInterrupt
+        return record(self, entry, *args, **kw)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Store, "record", dies)
+        with pytest.raises(KeyboardInterrupt):
+            retire_insight(corpus, "1", "wrong")
+    assert store.versions() == ["v0001", "v0002"]
+    assert [e.event for e in store.history()] == ["built"]
+    assert retire_insight(corpus, "1", "wrong") == "v0002"  # again: finished, not made twice
+    assert store.versions() == ["v0001", "v0002"] and store.current() == "v0002"
+    assert [e.event for e in store.history()] == ["built", "retired"]
+    assert "(interrupted, finished)" in store.history()[-1].reason
+    assert verify(corpus).ok
