@@ -324,3 +324,33 @@ def test_real_logs_give_their_repository_state() -> None:
         "started": "2025-12-09T19:55:16.295Z",
         "files": ["myapp/hoge.py"],
     }
+
+
+def test_the_catalog_keeps_the_files_a_lesson_s_quotes_name() -> None:
+    from wikitrace.corpus_schema.catalog_build import shown_entry
+    from wikitrace.corpus_schema.records import Claim, Evidence, InsightHeader
+
+    quotes = ["Traceback: File src/flags.py, line 3", "ok (see README.md and https://x.io/a.py)"]
+    header = InsightHeader(
+        id="insight-0001",
+        title="Mind the flags",
+        task_type="coding",
+        source_step="step-0001",
+        source_outcome="failure",
+        applicability="Always.",
+        source_claims=[1],
+        model="m",
+        compilation="compilation/step-0001.md",
+        raw="raw/step-0001/metadata.md",
+        evidence=[
+            Claim(
+                statement="It failed.",
+                evidence=[Evidence(turn=n, quote=q, verified=True) for n, q in enumerate(quotes)],
+            )
+        ],
+        supersedes=["insight-0000"],
+    )
+    shown = shown_entry(header, "Mind them.")
+    assert shown is not None
+    assert shown[0].quoted_files == ["src/flags.py", "README.md"]
+    assert shown[0].supersedes == ["insight-0000"]

@@ -20,6 +20,7 @@ from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
+from .first_message_drift import BUDGET as CODE_SECONDS
 from .first_message_drift import CodeCheck, check_code
 from .task_scope import Scope, identical_task, task_scope, task_words
 
@@ -129,6 +130,7 @@ def render_first_message(
     project_found: bool = False,
     checkout: Path | None = None,
     now: datetime | None = None,
+    code_seconds: float = CODE_SECONDS,
 ) -> FirstMessage:
     """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
@@ -146,7 +148,7 @@ def render_first_message(
     Each lesson shows its source run's age (from `now`); the project's own lessons are
     checked against the git `checkout` the agent works in (tools/first_message_drift.py):
     marked stale when a file or symbol they name has gone since their run, left out when
-    every file they name has.
+    every file they name has; git is given `code_seconds` in all.
     """
     from wikitrace import prompts
 
@@ -156,7 +158,7 @@ def render_first_message(
     )
     listing = _listing(memory, scope, similar, insights_only)
     own = [i for i in listing.insights if scope.tier(memory.run_of(i)) == 0]
-    code = check_code(memory, listing.insights, own, checkout, now=now)
+    code = check_code(memory, listing.insights, own, checkout, now=now, budget=code_seconds)
     if code.gone:
         gone = set(code.gone)
         listing.insights = [i for i in listing.insights if i not in gone]
