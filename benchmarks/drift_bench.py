@@ -57,6 +57,7 @@ def repository(repo: Path, commits: int, files: int, start: datetime) -> list[st
     for n in range(files):
         (repo / "src" / f"m{n}.py").write_text(f"def f{n}():\n    return {n}\n")
     git(repo, "init", "-q", "-b", "main", date=start)
+    git(repo, "remote", "add", "origin", f"https://{PROJECT}.git", date=start)
     git(repo, "add", ".", date=start)
     git(repo, "commit", "-q", "-m", "first", date=start)
     ids = [git(repo, "rev-parse", "HEAD", date=start)]

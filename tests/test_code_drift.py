@@ -354,3 +354,16 @@ def test_the_catalog_keeps_the_files_a_lesson_s_quotes_name() -> None:
     assert shown is not None
     assert shown[0].quoted_files == ["src/flags.py", "README.md"]
     assert shown[0].supersedes == ["insight-0000"]
+
+
+def test_a_checkout_of_another_repository_checks_nothing(
+    built: tuple[Path, str], tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    first_commit(other)
+    git(other, "remote", "set-url", "origin", "https://github.com/acme/other.git")
+    git(other, "rm", "-q", "src/a.py")
+    git(other, "commit", "-q", "-m", "drop a", date=next(_DATES))
+    shown = message(built[0], other)
+    assert shown.code == {} and shown.left_out_gone == {} and shown.code_unchecked is None
+    assert shown.text == message(built[0], None).text

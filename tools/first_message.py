@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
@@ -158,6 +159,8 @@ def render_first_message(
     )
     listing = _listing(memory, scope, similar, insights_only)
     own = [i for i in listing.insights if scope.tier(memory.run_of(i)) == 0]
+    if checkout is not None and not _checkout_of(checkout, scope, project_aliases):
+        checkout = None  # another repository's checkout says nothing of these lessons
     code = check_code(memory, listing.insights, own, checkout, now=now, budget=code_seconds)
     if code.gone:
         gone = set(code.gone)
@@ -206,6 +209,12 @@ def render_first_message(
         left_out_gone={memory.insights[i].id: code.notes[i].text for i in code.gone},
         code_unchecked=code.unchecked,
     )
+
+
+def _checkout_of(checkout: Path, scope: Scope, aliases: Mapping[str, str] | None) -> bool:
+    """Whether `checkout` is a checkout of the task's project (its runs' keys)."""
+    here = repository_at(checkout)
+    return here is not None and bool(matching_projects(here, scope.projects, aliases))
 
 
 # --- what may be listed --------------------------------------------------------------------
