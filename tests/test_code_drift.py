@@ -150,7 +150,7 @@ def test_an_unchanged_checkout_adds_no_mark_but_each_lesson_s_age(
     assert shown.code_unchecked is None
     a = ident_of(built[0], "Run src/a.py")
     assert lines_of(shown.text, a)[0].endswith("(from step-0001, a FAILED run, 1 week ago)")
-    assert "STALE" not in shown.text and "Code since" not in shown.text
+    assert "STALE" not in shown.text and "  - Code: " not in shown.text
 
 
 def test_a_deleted_file_leaves_out_the_lesson_that_names_it_alone_with_why(
@@ -169,6 +169,7 @@ def test_a_deleted_file_leaves_out_the_lesson_that_names_it_alone_with_why(
     )
     # b's run named no commit: its commit is the last before it started.
     assert shown.code == {b: "2 commits since the run; src/b.py unchanged"}
+    assert "  - Code: 2 commits since the run; src/b.py unchanged" in lines_of(shown.text, b)
 
 
 def test_a_renamed_file_marks_the_lesson_stale_with_its_new_name(
