@@ -244,9 +244,17 @@ def test_names_from_logs_are_never_paths_outside_the_repository() -> None:
                 {"name": "shell", "arguments": {"command": "*** Update File: src/b.py\n"}}
             ]
         },
+        {
+            "tool_calls": [
+                {
+                    "name": "Bash",
+                    "arguments": {"command": "sed -n 1,20p src/c.py && cat /etc/passwd ../d.py"},
+                }
+            ]
+        },
     ]
     state = repo_state({"cwd": "/w/app", "gitBranch": "fix"}, turns)
-    assert state == {"branch": "fix", "files": ["src/a.py", "src/b.py"]}
+    assert state == {"branch": "fix", "files": ["src/a.py", "src/b.py", "src/c.py"]}
     RepoState.model_validate(state)
     with pytest.raises(ValueError, match="commit"):
         RepoState(commit="--upload-pack=x")

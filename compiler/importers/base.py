@@ -3,6 +3,7 @@ streaming readers of JSON documents, JSON Lines and zip members."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.code_names import safe_path
+from wikitrace.corpus_schema.code_names import named_files, safe_path
 from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.projects import normal_project, project_of_folder
 from wikitrace.corpus_schema.records import REPO_FILES
@@ -531,25 +532,40 @@ def repo_state(metadata: dict[str, Any], turns: list[dict[str, Any]]) -> dict[st
     return kept if kept.keys() - {"started"} else None
 
 
+_SHELL = re.compile(r"shell|bash|exec|command|terminal|run_cmd", re.IGNORECASE)
+"""A tool whose name says it runs a shell command (Bash, shell, exec_command,
+run_terminal_cmd, ...)."""
+_PATCHED_BODY = re.compile(r"^\*\*\* Begin Patch$.*?^\*\*\* End Patch$", re.MULTILINE | re.DOTALL)
+"""An apply_patch envelope inside a command: its lines are code, not file names."""
+
+
 def touched_files(turns: list[dict[str, Any]], folder: str | None = None) -> list[str]:
     """The files a session's tool calls touched, in the order first touched: the path any
-    call names (Read, Edit, Write, view, ...) and every file an apply_patch envelope names,
+    call names (Read, Edit, Write, view, ...), every file an apply_patch envelope names, and
+    the files a shell command names (`sed -n 1,80p src/a.py`: code_names.named_files),
     relative to the working `folder`. A path outside the folder (absolute, or with `..`) is
-    left out: it cannot be told to be in the repository. Shell commands other than
-    apply_patch are not read."""
+    left out: it cannot be told to be in the repository."""
     found: list[str] = []
+    prefix = folder.rstrip("/\\") + "/" if folder else None
     for turn in turns:
         for call in turn.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
             arguments = call.get("arguments")
             text = arguments if isinstance(arguments, str) else None
+            within = ""  # a command run in a folder below the session's (Codex's workdir)
+            if text is not None and text.lstrip().startswith("{"):
+                with contextlib.suppress(ValueError):  # arguments logged as a JSON string
+                    arguments = json.loads(text)
             if isinstance(arguments, dict):
                 command = arguments.get("command")
                 if isinstance(command, list):
                     text = "\n".join(str(part) for part in command)
                 elif isinstance(command, str):
                     text = command
+                workdir = arguments.get("workdir")
+                if isinstance(workdir, str) and prefix and workdir.startswith(prefix):
+                    within = workdir[len(prefix) :].rstrip("/") + "/"
                 found += [
                     arguments[key]
                     for key in _PATH_KEYS
@@ -557,7 +573,9 @@ def touched_files(turns: list[dict[str, Any]], folder: str | None = None) -> lis
                 ][:1]
             if text:
                 found += _PATCHED.findall(text)
-    prefix = folder.rstrip("/\\") + "/" if folder else None
+                if _SHELL.search(str(call.get("name") or "")):
+                    named = named_files([_PATCHED_BODY.sub("", text)])
+                    found += [name if name.startswith("/") else within + name for name in named]
     kept: dict[str, None] = {}
     for path in found:
         if prefix and path.startswith(prefix):
