@@ -524,8 +524,9 @@ def repo_state(metadata: dict[str, Any], turns: list[dict[str, Any]]) -> dict[st
     files = touched_files(turns, _folder_of(metadata))[:REPO_FILES]
     state = {
         "commit": commit or None,
-        "branch": branch if branch != "HEAD" else None,  # HEAD: detached, no branch
-        "started": started,
+        # HEAD: detached, no branch; a log's text is kept short where it is no file
+        "branch": branch[:200] if branch and branch != "HEAD" else None,
+        "started": started[:64] if started else None,
         "files": files,
     }
     kept = {key: value for key, value in state.items() if value}
