@@ -376,3 +376,21 @@ def test_a_checkout_of_another_repository_checks_nothing(
     shown = message(built[0], other)
     assert shown.code == {} and shown.left_out_gone == {} and shown.code_unchecked is None
     assert shown.text == message(built[0], None).text
+
+
+def test_prompt_checks_the_lessons_against_the_folder_it_names(
+    built: tuple[Path, str], repo: Path
+) -> None:
+    from helpers import run
+
+    git(repo, "rm", "-q", "src/a.py")
+    git(repo, "commit", "-q", "-m", "drop a", date=next(_DATES))
+    code, out, _ = run(["prompt", str(built[0]), "Fix the parser flags", "--project", str(repo)])
+    assert code == 0
+    a = ident_of(built[0], "Run src/a.py")
+    assert f"({a}: src/a.py deleted since the run, 1 commit ago)." in out
+    code, out, _ = run(
+        ["prompt", str(built[0]), "Fix the parser flags", "--project", PROJECT, "--json"]
+    )
+    shown = json.loads(out)
+    assert code == 0 and shown["left_out_gone"] == {} and a in shown["insights"]  # no checkout
