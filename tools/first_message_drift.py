@@ -112,6 +112,9 @@ def check_code(
     except _GitFailed as error:
         found.unchecked = str(error)
         log.info("lessons not checked against the code in %s: %s", checkout, error)
+    except (OSError, ValueError) as error:  # a checkout or an answer not as expected
+        found.unchecked = f"{type(error).__name__}: {error}"
+        log.warning("lessons not checked against the code in %s: %s", checkout, error)
     found.git_calls, found.seconds = git.calls, round(time.perf_counter() - git.start, 4)
     return found
 
