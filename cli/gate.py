@@ -295,6 +295,36 @@ def monitor_command(
         click.echo(str(Store(corpus).version_path(result.version)))
 
 
+@click.command("retire")
+@click.argument("corpus", type=POINTER)
+@click.argument("insight")
+@click.option("--by", "newer", metavar="NEWER", help="The newer lesson that replaces INSIGHT.")
+@click.option("--reason", required=True, help="Why it is retired (kept on its decision page).")
+@no_deploy_option
+def retire_command(
+    corpus: Path, insight: str, newer: str | None, reason: str, no_deploy: bool
+) -> None:
+    """Retire INSIGHT by hand, or mark it superseded by a newer lesson (--by), in a new version.
+
+    As monitoring's retirement does, the insight is marked retired (kept on record, never shown
+    to an agent again) with gate/retire-NNNN.md saying why. With --by NEWER, the newer
+    lesson's page names the one it supersedes, and the first message shows the newer one with
+    a link back ("Supersedes: insight-0012"). Prints the new version's folder; exit 2 when
+    either insight is unknown or INSIGHT is already withheld.
+
+    \b
+    Example:
+      wikitrace retire corpus insight-0012 --by insight-0031 --reason "the API changed"
+    """
+    from wikitrace.control.retire import retire_insight
+    from wikitrace.versions import Store
+
+    version = retire_insight(corpus, insight, reason, by=newer, deploy=not no_deploy)
+    if not is_quiet():
+        click.echo(f"{version}: {insight} retired", err=True)
+    click.echo(str(Store(corpus).version_path(version)))
+
+
 @click.command("hypothesize")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)

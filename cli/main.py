@@ -15,7 +15,7 @@ from .common import attach, set_verbosity
 from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
-from .gate import gate_command, hypothesize_command, monitor_command
+from .gate import gate_command, hypothesize_command, monitor_command, retire_command
 from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
@@ -33,7 +33,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Build a corpus from logs", ("build", "convert", "verify", "trust")),
     ("Use it at test time", ("prompt", "view", "search", "actions", "turn", "cite", "audit")),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
-    ("Let only tested lessons in", ("gate", "monitor", "hypothesize")),
+    ("Let only tested lessons in", ("gate", "monitor", "retire", "hypothesize")),
     ("Measure what memory does", ("run-inspect", "lift", "eval", "attribute", "drilldowns")),
     ("Reach it without a shell", ("mcp", "export", "site")),
 )
@@ -123,6 +123,7 @@ cli.add_command(deploy_command)
 cli.add_command(update_command)
 cli.add_command(gate_command)
 cli.add_command(monitor_command)
+cli.add_command(retire_command)
 cli.add_command(hypothesize_command)
 cli.add_command(convert_command)
 cli.add_command(verify_command)

@@ -69,7 +69,9 @@ REFUSED: dict[str, str] = {
         SENDS_DATA,
     ),
     **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
-    **dict.fromkeys(("output", "force", "cache-dir", "hook-log", "plot", "from-hook"), OUTPUTS),
+    **dict.fromkeys(
+        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by"), OUTPUTS
+    ),
     **dict.fromkeys(
         (
             "task-file",

@@ -306,6 +306,7 @@ def prompt_command(
         kind=shown.kind,
         project_aliases=aliases,
         project_found=not shown.project,
+        checkout=folder if folder.is_dir() else None,
     )
     if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():
         cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())

@@ -259,6 +259,7 @@ def _written(
             project=row.project,
             kind=row.kind,
             origin=row.origin,
+            repo=row.repo,
         )
         yield WrittenRun(run, compiled.backing if compiled else None)
 

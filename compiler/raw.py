@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, render
-from wikitrace.corpus_schema.records import RawHeader, is_judged
+from wikitrace.corpus_schema.records import RawHeader, is_judged, repo_json
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
 from wikitrace.corpus_schema.store import CorpusWriter, digest
 from wikitrace.corpus_schema.tasks import TaskKey
@@ -203,6 +203,7 @@ def raw_files(
         project=record.project,
         kind=record.kind,
         kind_basis=record.kind_basis,
+        repo=record.repo,
         source=source,
         turns_file=layout.raw_turns_rel(step),
         metadata=record.metadata,
@@ -230,4 +231,5 @@ def run_row(step: int, record: RunRecord) -> indexes.RunRow:
         project=record.project,
         kind=record.kind,
         origin=record.origin,
+        repo=repo_json(record.repo),
     )

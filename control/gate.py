@@ -133,7 +133,9 @@ def gate_insights(
 def _change(gate: _Gate, report: GateReport, candidates: Sequence[Candidate]) -> Derivation:
     """The new version's change: every decision, with the header it is recorded with (the
     narrowed one, when a narrowed lesson is committed) and the runs behind it; near-duplicates
-    take their lesson's decision."""
+    take their lesson's decision, but those of a lesson committed narrowed are superseded by
+    it: they are the same lesson with the broad precondition the gate cut, and shown
+    committed they would carry it back into the first message."""
     change = Derivation(
         reason="gate: " + ", ".join(f"{d.insight} {d.verdict}" for d in report.decisions),
         report={
@@ -146,14 +148,27 @@ def _change(gate: _Gate, report: GateReport, candidates: Sequence[Candidate]) ->
     narrowed = gate.narrower.narrowed
     for decision, candidate in zip(report.decisions, candidates, strict=True):
         header = candidate.header
-        if decision.verdict == "committed" and candidate.ident in narrowed:
+        superseding = decision.verdict == "committed" and candidate.ident in narrowed
+        if superseding:
             header = narrowed[candidate.ident]
+            if candidate.alike:
+                header = header.model_copy(
+                    update={"supersedes": [*header.supersedes, *candidate.alike]}
+                )
+                decision.reason += (
+                    f" Its near-duplicates ({', '.join(candidate.alike)}) keep the broad "
+                    "precondition: they are retired, superseded by it."
+                )
         runs = gate.runs.runs_of(decision)
         evidence = b"".join(orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in runs)
         change.record(decision, header, candidate.guideline, evidence)
         for ident in candidate.alike:
             page = gate.pages[ident]
-            change.follow(decision, page.header, corpus_read.guideline(page))
+            followed, alike_header = decision, page.header
+            if superseding:
+                followed = decision.model_copy(update={"verdict": "retired"})
+                alike_header = alike_header.model_copy(update={"superseded_by": candidate.ident})
+            change.follow(followed, alike_header, corpus_read.guideline(page))
     return change
 
 

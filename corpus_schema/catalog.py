@@ -44,6 +44,9 @@ class PastRun:
     """The kind of work it did (a coding agent's session: corpus_schema/work.py), if known."""
     origin: str | None = None
     """Its task's source (RunRecord.origin), if known; None in a catalog made before."""
+    repo: dict[str, Any] | None = None
+    """The repository as it saw it (RunRecord.repo, as JSON: commit, branch, started, files),
+    if known; None in a catalog made before."""
 
     @property
     def task_key(self) -> TaskKey:
@@ -86,6 +89,11 @@ class InsightEntry:
     """Its only support is content the agent read (records.READ_ONLY): shown marked."""
     source_origin: str | None = None
     """Its source run's task's source (RunRecord.origin), if known."""
+    quoted_files: list[str] = field(default_factory=list)
+    """The files the quotes it rests on name (code_names.named_files), checked at recall
+    against today's code with those its own text names; empty in a catalog made before."""
+    supersedes: list[str] = field(default_factory=list)
+    """The older lessons it replaces (InsightHeader.supersedes)."""
 
     @property
     def source_task(self) -> TaskKey:

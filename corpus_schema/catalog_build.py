@@ -24,9 +24,18 @@ from .catalog import (
     explanation,
     records_of,
 )
+from .code_names import named_files
 from .errors import CorpusError
 from .layout import CATALOG, COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, parse_insight
-from .records import READ_ONLY, CompilationHeader, InsightHeader, MinedFinding, RawHeader, is_judged
+from .records import (
+    READ_ONLY,
+    CompilationHeader,
+    InsightHeader,
+    MinedFinding,
+    RawHeader,
+    is_judged,
+    repo_json,
+)
 from .spill import JsonLines
 
 
@@ -450,6 +459,8 @@ def shown_entry(header: InsightHeader, guideline: str) -> ShownEntry | None:
         cited_steps=list(finding.runs) if finding is not None else [],
         only_task=None,
         read_only=header.support == READ_ONLY,
+        quoted_files=named_files(e.quote for claim in header.evidence for e in claim.evidence),
+        supersedes=list(header.supersedes),
     )
     divergence = finding is not None and finding.kind == "divergence"
     return entry, header.source_claims, divergence, True
@@ -554,6 +565,7 @@ def _runs(
                 project=page.header.project,
                 kind=page.header.kind,
                 origin=page.header.origin,
+                repo=repo_json(page.header.repo),
             )
         for index in needs:
             shown.learn(index, run, backing)

@@ -47,8 +47,12 @@ ROWS_SUFFIX = ".rows"
 VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
 
-Event = Literal["built", "added", "candidate", "deployed", "refused", "gated", "monitored"]
-DEPLOYING: frozenset[str] = frozenset({"built", "added", "deployed", "gated", "monitored"})
+Event = Literal[
+    "built", "added", "candidate", "deployed", "refused", "gated", "monitored", "retired"
+]
+DEPLOYING: frozenset[str] = frozenset(
+    {"built", "added", "deployed", "gated", "monitored", "retired"}
+)
 """Events that moved the pointer to their version."""
 
 

@@ -59,6 +59,8 @@ class RunRow:
     """The kind of work it did (RunRecord.kind): the index shows it beside its type."""
     origin: str | None = None
     """Its task's source (RunRecord.origin), if known: the index shows it before its id."""
+    repo: dict[str, Any] | None = None
+    """Not shown: the repository as it saw it (RunRecord.repo, as JSON), for the catalog."""
 
     @property
     def task_key(self) -> TaskKey:

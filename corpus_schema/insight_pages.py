@@ -80,7 +80,8 @@ STATUS_NOTES = {
     "ungated": "not tested by the admission gate",
     "committed": "passed the admission gate",
     "rejected": "REJECTED by the admission gate: kept on record, never shown to an agent",
-    "retired": "RETIRED: it failed too often in later episodes; kept on record, never shown",
+    "retired": "RETIRED (by monitoring, when later episodes showed it failing too often, or by "
+    "hand: see its decision); kept on record, never shown",
 }
 
 
@@ -117,6 +118,11 @@ def insight_files(header: InsightHeader, guideline: str) -> PageFiles:
     lines += [f"**Status.** {header.status}: {STATUS_NOTES[header.status]}."]
     for decision in header.decisions:
         lines.append(f"- decision: {link(decision, rel)}")
+    if header.superseded_by:
+        newer = f"{INSIGHT_DIR}/{header.superseded_by}.md"
+        lines.append(f"- superseded by {link(newer, rel, header.superseded_by)}")
+    for older in header.supersedes:
+        lines.append(f"- supersedes {link(f'{INSIGHT_DIR}/{older}.md', rel, older)}")
     if not header.verified:
         lines += ["", "**UNVERIFIED.** No quote behind this lesson was found in its run."]
     if header.support == READ_ONLY:

@@ -331,7 +331,8 @@ class GateDecision(_Strict):
 
     id: str
     insight: str
-    kind: Literal["gate", "monitor"] = "gate"
+    kind: Literal["gate", "monitor", "retire"] = "gate"
+    """Who decided: the gate, monitoring, or a person (`wikitrace retire`)."""
     tested_on: str
     """The version whose memory the probes ran with."""
     time: str

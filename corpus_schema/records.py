@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -60,6 +61,44 @@ class Turn(_Strict):
     """Fields of the log that have no place above, verbatim."""
 
 
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+REPO_FILES = 200
+"""The most files a run's repository state lists (the first it touched)."""
+
+
+class RepoState(_Strict):
+    """The repository as a run saw it, where its log says so (a coding agent's session):
+    what recall checks a lesson drawn from the run against (tools/first_message_drift.py)."""
+
+    commit: str | None = None
+    """The commit checked out when the run started (Codex's session_meta.git.commit_hash);
+    None when the log names none (Claude Code logs name the branch alone)."""
+    branch: str | None = None
+    """The branch checked out (Claude Code's gitBranch, Codex's git.branch)."""
+    started: str | None = None
+    """When the run started (ISO 8601, as the log wrote it): a lesson's age, and the commit of
+    that time when the log names none."""
+    files: list[str] = Field(default_factory=list, max_length=REPO_FILES)
+    """The files its tool calls touched (read, edited, written, patched), relative to its
+    working folder, in the order first touched. Taken from the log: recall treats them as
+    untrusted names, never as paths to open outside the repository."""
+
+    @field_validator("commit")
+    @classmethod
+    def _commit_is_hex(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _COMMIT.match(value):
+            raise ValueError("must be a commit's hex id (7 to 40 of 0-9a-f), or left out")
+        return value
+
+
+def repo_json(repo: RepoState | None) -> dict[str, Any] | None:
+    """A run's repository state as the rows and the catalog hold it: JSON, unset fields left
+    out."""
+    return None if repo is None else repo.model_dump(mode="json", exclude_defaults=True)
+
+
 class RunRecord(_Strict):
     """One past run: a line of the native JSON Lines input."""
 
@@ -88,6 +127,9 @@ class RunRecord(_Strict):
     same kind of work's lessons from other projects (`prompt --kind`)."""
     kind_basis: str | None = None
     """How `kind` was inferred, or why it could not be ("unsure: ..."); None when given."""
+    repo: RepoState | None = None
+    """The repository as the run saw it (commit, branch, start, files touched), where its log
+    says so; None for a run of no repository, or a log that says nothing of it."""
     success: bool = Field(strict=True)
     """Whether the run solved the task (true or false; not a string or a number)."""
     turns: list[Turn]
@@ -283,6 +325,9 @@ class RawHeader(_Strict):
     """The kind of work it did (RunRecord.kind), if known."""
     kind_basis: str | None = None
     """How its kind was inferred, or why it could not be (RunRecord.kind_basis)."""
+    repo: RepoState | None = None
+    """The repository as it saw it (RunRecord.repo); absent when unknown, and in pages made
+    before it was kept."""
     source: str
     """Input file and line the run was read from."""
     turns_file: str
@@ -459,6 +504,11 @@ class InsightHeader(_Strict):
     data: str | None = None
     """Its data file (layout.data_rel), which holds the fields INSIGHT_DATA_FIELDS names; None
     in a page of format 1, whose header holds them."""
+    supersedes: list[str] = Field(default_factory=list)
+    """The older lessons this one replaces (`wikitrace retire OLD --by THIS`): each is
+    retired, and the first message names them beside this one."""
+    superseded_by: str | None = None
+    """For a retired lesson a newer one replaces: that lesson's id."""
 
     @property
     def verified(self) -> bool:

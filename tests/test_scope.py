@@ -170,8 +170,8 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
     lines = (old / CATALOG).read_bytes().splitlines()
     head = orjson.loads(lines[0])
     cut = head["run"].index("project")
-    assert head["run"][cut:] == ["project", "kind", "origin"]
-    head["run"] = head["run"][:cut]  # neither a project nor a kind of work (nor a source)
+    assert head["run"][cut:] == ["project", "kind", "origin", "repo"]
+    head["run"] = head["run"][:cut]  # no project, kind of work, source or repository state
     rewritten = [orjson.dumps(head)]
     for line in lines[1:]:
         kind, *values = orjson.loads(line)

@@ -11,14 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
+from .first_message_drift import BUDGET as CODE_SECONDS
+from .first_message_drift import CodeCheck, check_code
 from .task_scope import Scope, identical_task, task_scope, task_words
 
 if TYPE_CHECKING:
@@ -79,6 +83,17 @@ class FirstMessage:
     other_kinds: int = 0
     """Lessons (groups of near-duplicates) of other kinds of work from other projects, left
     out."""
+    ages: dict[str, str] = field(default_factory=dict)
+    """A listed insight -> its source run's age (`3 days ago`), when the run's start is known."""
+    code: dict[str, str] = field(default_factory=dict)
+    """A listed insight of the project the agent works in -> what today's code says of the
+    files and symbols it names (tools/first_message_drift.py); none when nothing changed."""
+    stale: list[str] = field(default_factory=list)
+    """The listed insights a file or symbol they name has gone from since their run."""
+    left_out_gone: dict[str, str] = field(default_factory=dict)
+    """Insights left out because every file they name is gone from the checkout -> why."""
+    code_unchecked: str | None = None
+    """Why the lessons were not checked against the checkout given (no git, too slow, ...)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +129,9 @@ def render_first_message(
     kind: str | None = None,
     project_aliases: Mapping[str, str] | None = None,
     project_found: bool = False,
+    checkout: Path | None = None,
+    now: datetime | None = None,
+    code_seconds: float = CODE_SECONDS,
 ) -> FirstMessage:
     """Render the first message for `task`; nothing from `exclude_tasks` is shown.
 
@@ -128,6 +146,10 @@ def render_first_message(
     the episode (`report_request`); `flag_conflicts` names the listed pairs whose
     applicability overlaps and whose source runs ended differently; `access="mcp"` names the
     MCP server's tools where the message would name shell commands and paths under `mount`.
+    Each lesson shows its source run's age (from `now`); the project's own lessons are
+    checked against the git `checkout` the agent works in (tools/first_message_drift.py):
+    marked stale when a file or symbol they name has gone since their run, left out when
+    every file they name has; git is given `code_seconds` in all.
     """
     from wikitrace import prompts
 
@@ -136,6 +158,13 @@ def render_first_message(
         memory, task, excluded, task_type, project, kind, infer_type, project_aliases, project_found
     )
     listing = _listing(memory, scope, similar, insights_only)
+    own = [i for i in listing.insights if scope.tier(memory.run_of(i)) == 0]
+    if checkout is not None and not _checkout_of(checkout, scope, project_aliases):
+        checkout = None  # another repository's checkout says nothing of these lessons
+    code = check_code(memory, listing.insights, own, checkout, now=now, budget=code_seconds)
+    if code.gone:
+        gone = set(code.gone)
+        listing.insights = [i for i in listing.insights if i not in gone]
     page = _Page(
         memory,
         scope,
@@ -146,6 +175,7 @@ def render_first_message(
         insights_only=insights_only,
         report_at=report_at,
         flag_conflicts=flag_conflicts,
+        code=code,
     )
     chosen, text = _fitted(memory, scope, listing, page, max_tokens)
     alike_of = listing.alike_of
@@ -171,7 +201,20 @@ def render_first_message(
         kind_inferred=scope.kind_inferred,
         kind_unsure=scope.kind_unsure,
         other_kinds=listing.other_kinds,
+        ages={memory.insights[i].id: code.ages[i] for i in sorted(chosen) if i in code.ages},
+        code={memory.insights[i].id: code.notes[i].text for i in sorted(chosen) if i in code.notes},
+        stale=[
+            memory.insights[i].id for i in sorted(chosen) if i in code.notes and code.notes[i].stale
+        ],
+        left_out_gone={memory.insights[i].id: code.notes[i].text for i in code.gone},
+        code_unchecked=code.unchecked,
     )
+
+
+def _checkout_of(checkout: Path, scope: Scope, aliases: Mapping[str, str] | None) -> bool:
+    """Whether `checkout` is a checkout of the task's project (its runs' keys)."""
+    here = repository_at(checkout)
+    return here is not None and bool(matching_projects(here, scope.projects, aliases))
 
 
 # --- what may be listed --------------------------------------------------------------------
@@ -282,6 +325,7 @@ class _Page:
         insights_only: bool,
         report_at: ReportAt,
         flag_conflicts: bool,
+        code: CodeCheck,
     ) -> None:
         self._memory = memory
         self._scope = scope
@@ -292,6 +336,14 @@ class _Page:
         self._insights_only = insights_only
         self._report_at = report_at
         self._flag_conflicts = flag_conflicts
+        ids = [item.id for item in memory.insights]
+        self._ages = {ids[i]: age for i, age in code.ages.items()}
+        self._notes = {
+            ids[i]: {"text": inline(note.text), "stale": note.stale}
+            for i, note in code.notes.items()
+            if not note.gone
+        }
+        self._gone = [(ids[i], inline(code.notes[i].text)) for i in code.gone]
         self._gated = any(item.status == "committed" for item in memory.insights)
         self._similar = [
             {
@@ -351,6 +403,9 @@ class _Page:
             shown=len(chosen),
             total=len(self._listing.insights),
             similar=self._similar,
+            ages=self._ages,
+            code=self._notes,
+            gone=self._gone,
         )
 
     def _insight_groups(self, chosen: list[int]) -> list[tuple[str, list[InsightEntry]]]:

@@ -317,6 +317,8 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
             project_aliases=corpus.aliases(None if project else corpus.folder_project()),
             project_found=not project,
             kind=kind_named(kind) if kind else None,
+            # A folder the client names is not run git in: the one it started the server in is.
+            checkout=None if project else corpus.folder,
         )
         return str(message.text)
 

@@ -20,7 +20,7 @@ from wikitrace.corpus_schema.layout import (
     parse_step,
     with_catalog,
 )
-from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged
+from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged, repo_json
 from wikitrace.corpus_schema.spill import read_version_rows
 from wikitrace.corpus_schema.tasks import TaskKey
 
@@ -179,6 +179,7 @@ def _from_pages(root: Path) -> tuple[list[indexes.RunRow], list[indexes.InsightR
                 project=head.project,
                 kind=head.kind,
                 origin=head.origin,
+                repo=repo_json(head.repo),
             )
         )
     rows.sort(key=lambda row: row.step)

@@ -3,6 +3,7 @@ streaming readers of JSON documents, JSON Lines and zip members."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -16,8 +17,10 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.code_names import named_files, safe_path
 from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.projects import normal_project, project_of_folder
+from wikitrace.corpus_schema.records import REPO_FILES
 from wikitrace.corpus_schema.work import CODING, infer_kind
 
 from .zipped import read_member
@@ -425,6 +428,7 @@ def session_run(
             "project": project or project_of(metadata),
             "kind": guess.kind,
             "kind_basis": guess.basis,
+            "repo": repo_state(metadata, turns),
             "success": None,
             "turns": turns,
             "metadata": metadata,
@@ -481,6 +485,106 @@ def changed_files(turns: list[dict[str, Any]], folder: str | None = None) -> lis
         path[len(prefix) :] if prefix and path.startswith(prefix) else path for path in found
     ]
     return list(dict.fromkeys(relative))
+
+
+_COMMIT_KEYS = ("commit_hash", "commit", "sha", "head")
+_BRANCH_KEYS = ("gitBranch", "branch", "git_branch")
+_TIME_KEYS = ("timestamp", "started", "startTime", "start_time", "created_at")
+_NO_COMMIT = re.compile(r"^0+$")
+
+
+def repo_state(metadata: dict[str, Any], turns: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The repository as a session saw it (RunRecord.repo), from what its log says: the
+    commit and branch (Codex: session_meta.git; Claude Code: gitBranch, no commit), when it
+    started (its metadata's time, else its first turn's) and the files its tool calls touched
+    (`touched_files`); None when the log says none of these."""
+    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
+    places += [v["git"] for v in places if isinstance(v.get("git"), dict)]
+
+    def first(keys: tuple[str, ...]) -> str | None:
+        for place in places:
+            for key in keys:
+                value = place.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value.strip()
+        return None
+
+    commit = (first(_COMMIT_KEYS) or "").lower()
+    if not re.match(r"^[0-9a-f]{7,40}$", commit) or _NO_COMMIT.match(commit):
+        commit = ""  # none, or a placeholder (all zeros)
+    branch = first(_BRANCH_KEYS)
+    started = first(_TIME_KEYS) or next(
+        (
+            str(turn["metadata"]["timestamp"])
+            for turn in turns
+            if isinstance(turn.get("metadata"), dict) and turn["metadata"].get("timestamp")
+        ),
+        None,
+    )
+    files = touched_files(turns, _folder_of(metadata))[:REPO_FILES]
+    state = {
+        "commit": commit or None,
+        # HEAD: detached, no branch; a log's text is kept short where it is no file
+        "branch": branch[:200] if branch and branch != "HEAD" else None,
+        "started": started[:64] if started else None,
+        "files": files,
+    }
+    kept = {key: value for key, value in state.items() if value}
+    return kept if kept.keys() - {"started"} else None
+
+
+_SHELL = re.compile(r"shell|bash|exec|command|terminal|run_cmd", re.IGNORECASE)
+"""A tool whose name says it runs a shell command (Bash, shell, exec_command,
+run_terminal_cmd, ...)."""
+_PATCHED_BODY = re.compile(r"^\*\*\* Begin Patch$.*?^\*\*\* End Patch$", re.MULTILINE | re.DOTALL)
+"""An apply_patch envelope inside a command: its lines are code, not file names."""
+
+
+def touched_files(turns: list[dict[str, Any]], folder: str | None = None) -> list[str]:
+    """The files a session's tool calls touched, in the order first touched: the path any
+    call names (Read, Edit, Write, view, ...), every file an apply_patch envelope names, and
+    the files a shell command names (`sed -n 1,80p src/a.py`: code_names.named_files),
+    relative to the working `folder`. A path outside the folder (absolute, or with `..`) is
+    left out: it cannot be told to be in the repository."""
+    found: list[str] = []
+    prefix = folder.rstrip("/\\") + "/" if folder else None
+    for turn in turns:
+        for call in turn.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            arguments = call.get("arguments")
+            text = arguments if isinstance(arguments, str) else None
+            within = ""  # a command run in a folder below the session's (Codex's workdir)
+            if text is not None and text.lstrip().startswith("{"):
+                with contextlib.suppress(ValueError):  # arguments logged as a JSON string
+                    arguments = json.loads(text)
+            if isinstance(arguments, dict):
+                command = arguments.get("command")
+                if isinstance(command, list):
+                    text = "\n".join(str(part) for part in command)
+                elif isinstance(command, str):
+                    text = command
+                workdir = arguments.get("workdir")
+                if isinstance(workdir, str) and prefix and workdir.startswith(prefix):
+                    within = workdir[len(prefix) :].rstrip("/") + "/"
+                found += [
+                    arguments[key]
+                    for key in _PATH_KEYS
+                    if isinstance(arguments.get(key), str) and arguments[key].strip()
+                ][:1]
+            if text:
+                found += _PATCHED.findall(text)
+                if _SHELL.search(str(call.get("name") or "")):
+                    named = named_files([_PATCHED_BODY.sub("", text)])
+                    found += [name if name.startswith("/") else within + name for name in named]
+    kept: dict[str, None] = {}
+    for path in found:
+        if prefix and path.startswith(prefix):
+            path = path[len(prefix) :]
+        relative = safe_path(path)
+        if relative is not None:
+            kept.setdefault(relative, None)
+    return list(kept)
 
 
 def _folder_of(metadata: dict[str, Any]) -> str | None:
