@@ -231,8 +231,9 @@ def met(goal: str, rate: float, alpha: float) -> bool:
     return rate <= (alpha if limit == "alpha" else float(limit))
 
 
-def gate_table(reps: int, noise: float, seed: int, tasks: int, schedule: Schedule) -> bool:
-    rates = Rates()
+def gate_table(
+    reps: int, noise: float, seed: int, tasks: int, schedule: Schedule, rates: Rates
+) -> bool:
     world = World(noise=noise, tasks=tasks)
     print(f"\n## The gate, {reps} lessons a scenario, outcome noise {noise:g} on each side")
     print(
@@ -401,6 +402,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tasks", type=int, default=0, help="probe tasks a kind (default: max-runs / 2)"
     )
     parser.add_argument("--noise", type=float, nargs="*", default=[0.0, 0.15, 0.30])
+    parser.add_argument(
+        "--eta",
+        type=float,
+        default=Rates().eta,
+        help="the gate's --eta (the scenarios' gains stay as they are; e.g. eta times 1 - 2 "
+        "noise: the margin on the gain outcomes show through that noise)",
+    )
     parser.add_argument("--skip", nargs="*", default=[], help="tasks, published, calls, monitor")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -408,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = args.tasks or args.max_runs // 2
     ok = True
     for noise in args.noise:
-        good = gate_table(args.reps, noise, args.seed, tasks, schedule)
+        good = gate_table(args.reps, noise, args.seed, tasks, schedule, Rates(eta=args.eta))
         ok &= good if noise == 0 else True
     ok &= pfail_runs(args.reps, args.seed, tasks, schedule)
     if "tasks" not in args.skip:
