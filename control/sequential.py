@@ -312,10 +312,10 @@ class Sequential:
         not shown, falsification runs alone (it is the cheapest test, and the one a misfiring
         lesson fails first). Then every kind whose test is not shown yet, until a futility
         test leans towards rejecting (its wealth above 1): then only the kind whose futility
-        test leans most, so that a lesson failing one test does not pay for the others too.
-        A lesson that passes needs every test shown whatever the order, so the order costs it
-        nothing; which kind is drawn next is decided before its outcomes, so every test stays
-        valid."""
+        test leans most (`focused`, kept while it leans), so that a lesson failing one test
+        does not pay for the others too. A lesson that passes needs every test shown whatever
+        the order, so the order costs it nothing; which kind is drawn next is decided before
+        its outcomes, so every test stays valid."""
         if self.reading_citations() and not self.falsification_holds:
             return {"target": False, "falsify": True, "regress": False}
         open_tests = {
