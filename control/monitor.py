@@ -214,7 +214,11 @@ class BaseRates:
     ) -> BaseRates:
         runs = [(row.task_key, row.outcome == "failure") for row in base.rows]
         types = [(row.task_type, row.outcome == "failure") for row in base.rows]
-        episodes = [(report_task(r), not r.success) for r in controls if r.success is not None]
+        episodes = [
+            (task_key(r.origin, r.task_id), not r.success)
+            for r in controls
+            if r.task_id is not None and r.success is not None  # read_controls asks for both
+        ]
         return cls(
             tally_failures(runs), tally_failures(types), tally_failures(episodes), confidence
         )
