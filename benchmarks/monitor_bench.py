@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from wikitrace.control.monitor import BaseRates, MonitorOptions
 from wikitrace.control.sequential import Watch
+from wikitrace.corpus_schema.tasks import TaskKey
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,12 @@ def one_lesson(
     options = MonitorOptions()
     chances = [task_chance(rng, case.base) for _ in range(200)]
     failed = sum(rng.random() < task_chance(rng, case.base) for _ in range(type_runs))
-    tally: dict[str | None, tuple[int, int]] = {}
+    tally: dict[TaskKey, tuple[int, int]] = {}
     if base.startswith("controls"):
         controls = int(base.split()[1])
         for task, chance in enumerate(chances):
             lost = sum(rng.random() < chance for _ in range(controls))
-            tally[str(task)] = (lost, controls)
+            tally[TaskKey(None, str(task))] = (lost, controls)
     rates = BaseRates(
         types={"type": (failed, type_runs)} if base == "task type" else {},
         controls=tally,
@@ -96,7 +97,7 @@ def one_lesson(
         else:
             chance = chances[task]
             failure = chance + case.harm * (1 - chance)
-            allowance = rates.failure(str(task), "type").failure
+            allowance = rates.failure(TaskKey(None, str(task)), "type").failure
             watch.observe(rng.random() < failure, allowance)
         if episode >= options.min_judged and watch.retire():
             return episode

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.layout import step_id
+from wikitrace.corpus_schema.tasks import refuse_shared
 from wikitrace.versions import FrozenVersion
 
 from .gate_inputs import Candidate, GateOptions
@@ -34,6 +35,8 @@ class ProbeChooser:
                 task if task.task or task.task_id not in tasks else tasks[task.task_id]
                 for task in options.pool
             ]
+        # The runner knows a task by its id: two sources' task 3 would be run, and counted, as one.
+        refuse_shared((row.task_key for row in base.rows), {t.task_id for t in self.pool}, "gate")
         self.solved = list(dict.fromkeys(r.task_id for r in base.rows if r.outcome == "success"))
         self.first_pool, self.held_out = self.pool, self.pool
         if split:

@@ -124,17 +124,20 @@ class Rounds:
         return outcome.verdict
 
     def look(self, stream: Stream, purpose: str) -> None:
-        """A lesson rejected before any target ran (P_fail or D_reg shown too high first) is
-        given a look for narrowing: a few target pairs, and its falsification runs with the
-        lesson alone completed by their runs without it, so that where it helped and where it
-        hurt can be told apart. Its decision stands whatever they show."""
+        """A lesson rejected before it read a few target pairs (P_fail or D_reg shown too high
+        first, or the first round's two) is given a look for narrowing: target pairs up to
+        four, and up to four of its falsification runs with the lesson alone completed by
+        their runs without it, so that where it helped and where it hurt can be told apart.
+        Its decision stands whatever they show."""
         tests = stream.tests
-        if tests.pairs.get("target") or not stream.probes["target"] or not tests.pairs:
-            return  # targets seen, none to see, or nothing ran (agent errors)
         n = 2 * self.schedule.per_round
-        pairs = self._sample(
-            stream, {"target": n, "falsify": min(n, len(stream.singles))}, purpose, complete=True
-        )
+        wanted = {
+            "target": max(0, n - tests.pairs.get("target", 0)),
+            "falsify": min(n, len(stream.singles)),
+        }
+        if not wanted["target"] or not stream.probes["target"] or not tests.pairs:
+            return  # enough targets seen, none to see, or nothing ran (agent errors)
+        pairs = self._sample(stream, wanted, purpose, complete=True)
         stream.runs += sum(pair.runs for pair in pairs)
         for pair in pairs:
             stream.tests.observe(pair)

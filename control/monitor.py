@@ -32,7 +32,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -42,6 +42,7 @@ from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
 from wikitrace.corpus_schema.ledger import GateDecision, MonitorState, Tally, load_model
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.tools.cite import CitationReport, read_reports
 from wikitrace.versions import (
     Derivation,
@@ -149,14 +150,35 @@ class Base:
 Counts = tuple[int, int]
 """(failures, episodes)."""
 
+K = TypeVar("K")
 
-def _tally(pairs: Sequence[tuple[str | None, bool]]) -> dict[str | None, Counts]:
-    found: dict[str | None, list[int]] = {}
+
+def tally_failures(pairs: Sequence[tuple[K, bool]]) -> dict[K, Counts]:
+    """(key, failed) pairs -> each key's (failures, episodes)."""
+    found: dict[K, list[int]] = {}
     for key, failed in pairs:
         counts = found.setdefault(key, [0, 0])
         counts[0] += failed
         counts[1] += 1
     return {key: (counts[0], counts[1]) for key, counts in found.items()}
+
+
+def _own(tallies: dict[str, dict[TaskKey, Counts]], task: TaskKey) -> Counts:
+    """A task's own counts: those of its source, and of runs or episodes that name no source
+    (recorded before sources were), for that id; a task that names no source takes its id's
+    counts in every source."""
+    failed = runs = 0
+    for key, (lost, count) in tallies.get(task.id, {}).items():
+        if task.origin is None or key.origin is None or key.origin == task.origin:
+            failed, runs = failed + lost, runs + count
+    return failed, runs
+
+
+def _by_id(tallies: dict[TaskKey, Counts]) -> dict[str, dict[TaskKey, Counts]]:
+    found: dict[str, dict[TaskKey, Counts]] = {}
+    for key, counts in tallies.items():
+        found.setdefault(key.id, {})[key] = counts
+    return found
 
 
 MIN_OWN_RUNS = 5
@@ -176,25 +198,37 @@ class BaseRates:
     not average out: its upper confidence bound (at `confidence`) is taken, as allowing for a
     little too much failure makes retiring a harmless lesson rarer, not likelier."""
 
-    tasks: dict[str | None, Counts] = field(default_factory=dict)
+    tasks: dict[TaskKey, Counts] = field(default_factory=dict)
+    """The corpus's runs, by task (its source and id: corpus_schema/tasks.py)."""
     types: dict[str | None, Counts] = field(default_factory=dict)
-    controls: dict[str | None, Counts] = field(default_factory=dict)
+    controls: dict[TaskKey, Counts] = field(default_factory=dict)
+    """Control episodes, by task."""
     confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        self._tasks, self._controls = _by_id(self.tasks), _by_id(self.controls)
 
     @classmethod
     def of(
         cls, base: FrozenVersion, controls: list[CitationReport], confidence: float
     ) -> BaseRates:
-        runs = [(row.task_id, row.outcome == "failure") for row in base.rows]
+        runs = [(row.task_key, row.outcome == "failure") for row in base.rows]
         types = [(row.task_type, row.outcome == "failure") for row in base.rows]
-        episodes = [(r.task_id, not r.success) for r in controls if r.success is not None]
-        return cls(_tally(runs), _tally(types), _tally(episodes), confidence)
+        episodes = [
+            (task_key(r.origin, r.task_id), not r.success)
+            for r in controls
+            if r.task_id is not None and r.success is not None  # read_controls asks for both
+        ]
+        return cls(
+            tally_failures(runs), tally_failures(types), tally_failures(episodes), confidence
+        )
 
-    def failure(self, task_id: str | None, task_type: str | None) -> Base:
-        if task_id is None:
+    def failure(self, task: TaskKey | None, task_type: str | None) -> Base:
+        """`task`: the episode's task (None: its report names none)."""
+        if task is None:
             return Base(0.0, "none")
-        for tallies, source in ((self.controls, "controls"), (self.tasks, "task")):
-            failed, runs = tallies.get(task_id, (0, 0))
+        for tallies, source in ((self._controls, "controls"), (self._tasks, "task")):
+            failed, runs = _own(tallies, task)
             if runs >= MIN_OWN_RUNS:
                 return Base(min(failed / runs, BASE_CAP), source)
         pooled: list[tuple[Counts | None, str]] = []
@@ -213,6 +247,11 @@ class BaseRates:
 def _upper(failed: int, runs: int, confidence: float) -> float:
     """The pooled rate's bound, computed once for the many episodes it serves."""
     return stats.upper(failed, runs, confidence)
+
+
+def report_task(report: CitationReport) -> TaskKey | None:
+    """The task a report names: its source and id (None: it names no task)."""
+    return None if report.task_id is None else task_key(report.origin, report.task_id)
 
 
 def read_controls(paths: list[Path]) -> list[CitationReport]:
@@ -341,7 +380,7 @@ def _count_reports(
                 base = (
                     Base(0.0, "checked")
                     if checked
-                    else rates.failure(report.task_id, types.get(ident))
+                    else rates.failure(report_task(report), types.get(ident))
                 )
                 record.bases[base.source] = record.bases.get(base.source, 0) + 1
                 watches[ident].observe(violation, base.failure)
@@ -350,6 +389,7 @@ def _count_reports(
                     "report": f"{path}:{line}",
                     "episode": report.episode,
                     "task_id": report.task_id,
+                    "origin": report.origin,
                     "precondition_met": met,
                     "effect_observed": effect,
                     "violation": violation,

@@ -80,6 +80,36 @@ class EProcess:
         return self.log_wealth >= -math.log(alpha)
 
 
+@dataclass
+class Mixture:
+    """The average wealth of bets at several fixed stakes, each chosen before any outcome: an
+    average of test supermartingales is one, so it is a test at every alpha too. It grows
+    nearly as fast as its best stake for the truth at hand, whichever that is, for the price
+    of log(len(stakes)) in evidence."""
+
+    stakes: tuple[float, ...]
+    parts: list[EProcess] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parts = [EProcess(stake) for stake in self.stakes]
+
+    def observe(self, value: float) -> None:
+        for part in self.parts:
+            part.observe(value)
+
+    @property
+    def wealth(self) -> float:
+        return sum(part.wealth for part in self.parts) / len(self.parts)
+
+    @property
+    def log_wealth(self) -> float:
+        wealth = self.wealth
+        return math.log(wealth) if wealth > 0 else -math.inf
+
+    def rejects(self, alpha: float) -> bool:
+        return self.wealth >= 1 / alpha
+
+
 @dataclass(frozen=True)
 class Pair:
     """One probe (task, seed) run without and with the lesson on the same seed."""
@@ -163,17 +193,22 @@ class Sequential:
     regress_probes: bool = True
     """False when the task pool has no task the agent solved before: D_reg is then tested on
     the falsification probes alone."""
-    harm_first: bool = True
-    """Harm is tested before help: a harmful lesson is stopped before its targets run."""
     help: EProcess = field(init=False)
     """Betting that the lesson's net gain on its targets is above eta (null: G <= eta)."""
-    below_worth: EProcess = field(init=False)
+    below_worth: Mixture = field(init=False)
+    """Betting that the net gain is below WORTH * eta (futility): at half the most a pair's
+    gain allows, which stops a lesson that helps as often as it hurts, and at nine tenths,
+    which stops one that changes nothing twice as fast."""
     damage: dict[str, EProcess] = field(init=False)
     """Kind of probe -> betting that D_reg on those probes is below beta."""
     damage_high: dict[str, EProcess] = field(init=False)
     failure: EProcess = field(init=False)
     failure_high: EProcess = field(init=False)
     reason: str = ""
+    focused: str | None = None
+    """The kind of probe drawn alone while its futility test leans towards rejecting: kept
+    until it no longer leans, so that a lesson harmful on two kinds is not split between
+    them."""
     reports: int = 0
     """Falsification runs with the lesson that returned a citation report."""
     unreported: int = 0
@@ -191,14 +226,16 @@ class Sequential:
         # near the best growth for a gain of 0.2 and 0.34 alike. Harm: the likelihood ratio of
         # a rate a third of its limit against it (P_fail: half, which commits a lesson cited on
         # 40% of falsification tasks 0.4% of the time against 1.5%, for 2 more runs on
-        # helpful ones). Futility: a harm at its limit against half of
-        # it; help, half of what a gain of nothing allows. (Stakes fitted to the outcomes so
-        # far adapt to noise but, on gate_bench's scenarios, commit helpful lessons less often
-        # within the budget.)
+        # helpful ones). Futility: a harm at its limit against half of it (P_fail from
+        # citations exactly so; a damage or an outcome may also be -1, which caps the stake);
+        # help, a mixture of half and nine tenths of what a gain of nothing allows. (Stakes
+        # fitted to the outcomes so far adapt to noise but, on gate_bench's scenarios, commit
+        # helpful lessons less often within the budget, and stop lessons that help as often
+        # as they hurt later.)
         r = self.rates
         worth = WORTH * r.eta
         self.help = EProcess(-0.7 / (1 + r.eta))  # 1 + s * (X - eta), X in {-1, 0, 1}
-        self.below_worth = EProcess(0.5 / (1 - worth))
+        self.below_worth = Mixture((0.5 / (1 - worth), 0.9 / (1 - worth)))
         self.damage, self.damage_high = _damage_tests(r)
         self.failure = EProcess(min(lr_bet(r.delta, r.delta / 2), 0.9 / (1 - r.delta)))
         self.failure_high = EProcess(max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)))
@@ -237,7 +274,11 @@ class Sequential:
             failed = float(bool(pair.cited)) if cited else net
             if not self.falsification_holds:
                 self.failure.observe(failed - r.delta)
-            self.failure_high.observe(failed - r.delta / 2)
+            # A citation is 0 or 1, so its futility bet may be the likelihood ratio of P_fail
+            # at delta against delta / 2; an outcome may be -1 (better with the lesson),
+            # which caps the stake.
+            high = self.failure_high.stake if not cited else lr_bet(r.delta / 2, r.delta)
+            self.failure_high.observe(failed - r.delta / 2, high)
 
     # --- what is shown so far -----------------------------------------------------------
 
@@ -269,17 +310,36 @@ class Sequential:
     def needs(self) -> dict[str, bool]:
         """Which kinds of probe still tell something. While P_fail is read from citations and
         not shown, falsification runs alone (it is the cheapest test, and the one a misfiring
-        lesson fails first); then targets until help is shown, falsification and regression
-        probes until D_reg on each is."""
+        lesson fails first). Then every kind whose test is not shown yet, until a futility
+        test leans towards rejecting (its wealth above 1): then only the kind whose futility
+        test leans most (`focused`, kept while it leans), so that a lesson failing one test
+        does not pay for the others too. A lesson that passes needs every test shown whatever
+        the order, so the order costs it nothing; which kind is drawn next is decided before
+        its outcomes, so every test stays valid."""
         if self.reading_citations() and not self.falsification_holds:
             return {"target": False, "falsify": True, "regress": False}
-        harm = {
+        open_tests = {
+            "target": not self.helps,
             "falsify": not self.falsification_holds or not self.safe_on("falsify"),
             "regress": not self.safe_on("regress"),
         }
-        if self.harm_first and any(harm.values()):
-            return {"target": False, **harm}
-        return {"target": not self.helps, **harm}
+        lean = {kind: self.leaning(kind) for kind, needed in open_tests.items() if needed}
+        if self.focused not in lean or lean[self.focused] <= 0:
+            leader = max(lean, key=lambda kind: lean[kind], default=None)
+            self.focused = leader if leader is not None and lean[leader] > 0 else None
+        if self.focused is not None:
+            return {kind: kind == self.focused for kind in open_tests}
+        return open_tests
+
+    def leaning(self, kind: str) -> float:
+        """How far the futility test a kind of probe feeds leans towards rejecting: the log of
+        its wealth (the largest of them for falsification probes, which feed two)."""
+        if kind == "target":
+            return self.below_worth.log_wealth
+        found = self.damage_high[kind].log_wealth
+        if kind == "falsify" and not self.falsification_holds:
+            found = max(found, self.failure_high.log_wealth)
+        return found
 
     def needs_base(self, kind: str) -> bool:
         """Whether a pair of `kind` drawn now must also run without the lesson. Targets and

@@ -58,6 +58,7 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.store import remove_tree
+from wikitrace.corpus_schema.tasks import refuse_shared
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 
@@ -299,7 +300,11 @@ class _Controller:
 
     def choose_tasks(self) -> list[tuple[str, Group]]:
         coverage = coverage_order(self.old_root, f"{self.options.seed}:{self.id}")
-        return mixed_set(self.options, self.state, self.new_tasks, coverage)
+        chosen = mixed_set(self.options, self.state, self.new_tasks, coverage)
+        # The runner knows a task by its id: two sources' task 3 would be run, and scored, as one.
+        keys = (page.header.task_key for page in corpus_read.runs(self.new_root))
+        refuse_shared(keys, {task_id for task_id, _ in chosen}, "update")
+        return chosen
 
     # --- the comparison -------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ run that names none) has no source: its task is known by its id alone, as before
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+
+from .errors import InputError
 
 SEPARATOR = ":"
 """Between a source and an id in a task's name (`tau-bench/airline:3`)."""
@@ -50,3 +52,29 @@ class TaskKey:
 def task_key(origin: str | None, task_id: str) -> TaskKey:
     """The task of a run that came from `origin` (None: not known) with id `task_id`."""
     return TaskKey(origin or None, task_id)
+
+
+def shared_ids(tasks: Iterable[TaskKey]) -> dict[str, list[str]]:
+    """Ids that name tasks of two or more sources -> those sources, sorted: where a tool that
+    knows a task by its id alone (a runner given `{task_id}`) cannot tell them apart. A task
+    that names no source is not counted as one more (it may be either)."""
+    sources: dict[str, set[str]] = {}
+    for task in tasks:
+        if task.origin is not None:
+            sources.setdefault(task.id, set()).add(task.origin)
+    return {task_id: sorted(found) for task_id, found in sorted(sources.items()) if len(found) > 1}
+
+
+def refuse_shared(tasks: Iterable[TaskKey], ids: Collection[str], what: str) -> None:
+    """Raise InputError when one of `ids` (the tasks `what` would run, known by id alone)
+    names tasks of two sources among `tasks`: merging them would count two tasks as one."""
+    clash = {task_id: found for task_id, found in shared_ids(tasks).items() if task_id in ids}
+    if clash:
+        named = "; ".join(f"task {i} of {', '.join(found)}" for i, found in clash.items())
+        raise InputError(
+            f"{what} runs tasks by id, and {len(clash)} id(s) name tasks of two or more "
+            f"sources in this corpus: {named}",
+            field="task_id",
+            hint="give --task-pool with ids that name one task each (leave the shared ids out), "
+            "or run it on a corpus of one source",
+        )

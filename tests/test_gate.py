@@ -26,11 +26,15 @@ from wikitrace.control.monitor import (
     MonitorOptions,
     monitor_corpus,
     read_controls,
+    report_task,
+    tally_failures,
 )
 from wikitrace.control.pool import read_pool
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import InputError, verify
 from wikitrace.corpus_schema.ledger import GateDecision
+from wikitrace.corpus_schema.tasks import TaskKey
+from wikitrace.tools.cite import CitationReport
 from wikitrace.tools.memory import Memory
 from wikitrace.versions import Store
 
@@ -355,28 +359,52 @@ def test_monitoring_retires_a_lesson_that_starts_to_fail(tmp_path: Path, llm: Fa
 
 
 def test_base_rates_for_known_and_new_tasks(tmp_path: Path) -> None:
+    a, b, c, d = (TaskKey(None, name) for name in "abcd")
     rates = BaseRates(
-        tasks={"a": (2, 5), "b": (1, 2)},
+        tasks={a: (2, 5), b: (1, 2)},
         types={"drawer": (4, 10)},
-        controls={"c": (5, 5), "d": (0, 1)},
+        controls={c: (5, 5), d: (0, 1)},
         confidence=0.95,
     )
     assert rates.failure(None, "drawer") == Base(0.0, "none")  # no task named: in full
-    assert rates.failure("a", "drawer") == Base(0.4, "task")  # 5 runs of its own, as counted
-    assert rates.failure("c", "drawer") == Base(0.95, "controls")  # capped: 5 of 5 failed
+    assert rates.failure(a, "drawer") == Base(0.4, "task")  # 5 runs of its own, as counted
+    assert rates.failure(c, "drawer") == Base(0.95, "controls")  # capped: 5 of 5 failed
     # Fewer than 5 of its own: every control episode, pooled, at its upper bound.
     pooled = Base(0.95, "all controls")  # 5 of 6 failed
-    assert rates.failure("b", "drawer") == rates.failure("d", None) == pooled
+    assert rates.failure(b, "drawer") == rates.failure(d, None) == pooled
     # No controls: the lesson's task type, at the upper bound (one estimate for every new task).
     typed = BaseRates(tasks=rates.tasks, types=rates.types)
-    new = typed.failure("new", "drawer")
+    new = typed.failure(TaskKey(None, "new"), "drawer")
     assert new.source == "task type" and new.failure == pytest.approx(stats.upper(4, 10, 0.95))
-    assert new.failure > 0.4 and typed.failure("b", "drawer") == new
-    assert typed.failure("new", "safe") == Base(0.0, "none")  # nothing known: in full
+    assert new.failure > 0.4 and typed.failure(b, "drawer") == new
+    assert typed.failure(TaskKey(None, "new"), "safe") == Base(0.0, "none")  # nothing known
     controls = tmp_path / "controls.jsonl"
     controls.write_text('{"used": {}, "task_id": "a", "success": false}\n{"used": {}}\n')
     with pytest.raises(InputError, match=r"controls.jsonl:2: a control episode needs its task_id"):
         read_controls([controls])
+
+
+def test_two_sources_task_of_one_id_are_two_tasks_to_monitoring() -> None:
+    """τ-bench's task 3 always fails, τ²-bench's task 3 never does: an episode of one is
+    allowed for by its own source's runs, never the other's; a report or run that names no
+    source (written before sources were read) counts for its id in every source."""
+    tau, tau2 = TaskKey("tau-bench/airline", "3"), TaskKey("tau2-bench/airline", "3")
+    rates = BaseRates(tasks={tau: (6, 6), tau2: (0, 6)}, types={"airline": (6, 12)})
+    assert rates.failure(tau, "airline") == Base(0.95, "task")  # capped
+    assert rates.failure(tau2, "airline") == Base(0.0, "task")
+    assert rates.failure(TaskKey(None, "3"), "airline") == Base(0.5, "task")  # both, as before
+    old = BaseRates(tasks={TaskKey(None, "3"): (3, 6)})  # a corpus without sources
+    assert old.failure(tau, None) == old.failure(tau2, None) == Base(0.5, "task")
+    # Control episodes: a report names its task's source with `origin`.
+    lines = [
+        {"used": {}, "task_id": "3", "origin": "tau-bench/airline", "success": False},
+        {"used": {}, "task_id": "3", "origin": "tau2-bench/airline", "success": True},
+    ]
+    reports = [CitationReport.model_validate(line) for line in lines * 5]
+    episodes = [(report_task(r), not r.success) for r in reports]
+    controls = BaseRates(controls=tally_failures(episodes))
+    assert controls.failure(tau, None) == Base(0.95, "controls")
+    assert controls.failure(tau2, None) == Base(0.0, "controls")
 
 
 def test_checks_in_a_report_decide_what_is_judged(tmp_path: Path, llm: FakeLLM) -> None:

@@ -13,9 +13,14 @@ from wikitrace.control.figures import (
     summary,
     why_not_narrowed,
 )
+from wikitrace.control.gate_inputs import GateOptions
+from wikitrace.control.gate_probes import ProbeChooser
 from wikitrace.control.pool import PoolTask
 from wikitrace.control.probes import Budget, Lesson, Probe, choose_probes, given_probes
+from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.indexes import RunRow
+from wikitrace.corpus_schema.tasks import shared_ids
 
 POOL = [
     PoolTask("a1", "open the locked drawer with the key under the doormat", "drawer"),
@@ -184,3 +189,34 @@ def test_a_sequential_decision_of_an_earlier_version_still_reads() -> None:
     new = {**old, "damage_falsify": 5.0, "damage_regress": 6.0}
     text = summary(figures.model_copy(update={"tests": new}), Thresholds(rule="sequential"))
     assert "net gain above 0.1 4" in text and "on regression probes 6" in text
+
+
+class _Corpus:
+    """What ProbeChooser reads of a frozen version: its run rows and their tasks' text."""
+
+    def __init__(self, rows: list[RunRow]) -> None:
+        self.rows = rows
+
+    def task_text(self, step: int) -> str:
+        return next(row.task for row in self.rows if row.step == step)
+
+
+def test_the_gate_refuses_to_run_two_sources_task_of_one_id_as_one() -> None:
+    """The runner knows a task by its id: τ-bench's task 3 and τ²-bench's task 3 would be run,
+    drawn and counted as one task, so the gate names them and stops; tasks without a source
+    (a corpus made before sources were kept), or an id of one source, are read as before."""
+    rows = [
+        RunRow(1, "3", "airline", "success", 4, "Book a flight.", origin="tau-bench/airline"),
+        RunRow(2, "3", "airline", "failure", 4, "Cancel a trip.", origin="tau2-bench/airline"),
+        RunRow(3, "4", "airline", "success", 4, "Change a seat.", origin="tau2-bench/airline"),
+        RunRow(4, "4", "airline", "failure", 4, "Change a seat.", origin=None),
+    ]
+    options = GateOptions(runner=RunnerSpec("run {task_id} {memory}"))
+    with pytest.raises(InputError, match=r"task 3 of tau-bench/airline, tau2-bench/airline"):
+        ProbeChooser(_Corpus(rows), options, split=False)  # type: ignore[arg-type]
+    one_each = GateOptions(runner=options.runner, pool=[PoolTask("4", "Change a seat.", None)])
+    chooser = ProbeChooser(_Corpus(rows), one_each, split=False)  # type: ignore[arg-type]
+    assert [task.task_id for task in chooser.pool] == ["4"]
+    assert shared_ids(row.task_key for row in rows) == {
+        "3": ["tau-bench/airline", "tau2-bench/airline"]
+    }

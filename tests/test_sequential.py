@@ -36,11 +36,13 @@ def test_a_bet_at_the_likelihood_ratio_is_the_likelihood_ratio() -> None:
 @pytest.mark.parametrize(
     ("truth", "at_most"),
     [
-        (Truth(0.34, 0.05, 0.30), 0.1),  # D_reg at its limit
-        (Truth(0.34, 0.30, 0.02), 0.1),  # P_fail at its limit
-        (Truth(0.34, 0.05, 0.02, d_falsify=0.30), 0.1),  # D_reg at its limit on falsification only
-        (Truth(0.10, 0.05, 0.02), 0.1),  # net gain at eta
-        (Truth(0.0, 0.05, 0.02, hurt=0.5, target_solved=0.4), 0.0),  # helps as often as it hurts
+        # alpha 0.1 is a bound; 300 draws put a true 0.1 under 0.145 with 99.5% chance.
+        (Truth(0.34, 0.05, 0.30), 0.145),  # D_reg at its limit
+        (Truth(0.34, 0.30, 0.02), 0.145),  # P_fail at its limit
+        (Truth(0.34, 0.05, 0.02, d_falsify=0.30), 0.145),  # D_reg at its limit on falsify only
+        (Truth(0.10, 0.05, 0.02), 0.145),  # net gain at eta
+        # Helps as often as it hurts: issue 52's target is 5% (gate_bench measures about 1.5%).
+        (Truth(0.0, 0.05, 0.02, hurt=0.5, target_solved=0.4), 0.05),
     ],
 )
 def test_lessons_at_the_limits_are_committed_at_most_alpha_of_the_time(
@@ -52,8 +54,7 @@ def test_lessons_at_the_limits_are_committed_at_most_alpha_of_the_time(
     schedule = Schedule(max_runs=160)
     outcomes = [simulate(rng, truth, Rates(), schedule, World(tasks=80)) for _ in range(300)]
     committed = sum(c for c, _ in outcomes) / len(outcomes)
-    # alpha 0.1 is a bound; 300 draws put a true 0.1 under 0.145 with 99.5% chance.
-    assert committed <= at_most + (0.045 if at_most else 0.01)
+    assert committed <= at_most
     assert all(runs <= schedule.max_runs for _, runs in outcomes)
 
 
@@ -154,7 +155,7 @@ def test_monitoring_allows_for_how_often_a_task_fails_anyway() -> None:
     assert retired_allowed <= 15 < retired_plain  # 5% of 300
 
 
-def test_p_fail_is_read_first_from_runs_with_the_lesson_alone_then_harm_then_help() -> None:
+def test_p_fail_is_read_first_from_runs_with_the_lesson_alone_then_the_others() -> None:
     tests = Sequential(Rates())
     assert tests.needs() == {"target": False, "falsify": True, "regress": False}
     assert not tests.needs_base("falsify") and tests.needs_base("regress")
@@ -163,8 +164,8 @@ def test_p_fail_is_read_first_from_runs_with_the_lesson_alone_then_harm_then_hel
     assert tests.failure.log_wealth > before and not tests.needs_base("falsify")
     while not tests.falsification_holds:
         tests.observe(Pair("falsify", None, True, cited=False, task="f"))
-    # Then D_reg on each kind (a run alone is completed by its run without the lesson).
-    assert tests.needs() == {"target": False, "falsify": True, "regress": True}
+    # Then the other tests together (a run alone is completed by its run without the lesson).
+    assert tests.needs() == {"target": True, "falsify": True, "regress": True}
     assert tests.needs_base("falsify")
     wealth = tests.failure.log_wealth
     tests.observe(Pair("falsify", True, True, cited=False, task="f", completed=True))
@@ -174,6 +175,7 @@ def test_p_fail_is_read_first_from_runs_with_the_lesson_alone_then_harm_then_hel
         tests.observe(Pair("falsify", True, True, completed=True))
         tests.observe(Pair("regress", True, True))
     assert tests.needs() == {"target": True, "falsify": False, "regress": False}
+    assert tests.focused is None
     # A run without a citation report: P_fail reads outcomes, which need the base run.
     silent = Sequential(Rates())
     silent.observe(Pair("falsify", None, False, cited=None))
@@ -190,6 +192,35 @@ def test_damage_is_tested_on_each_kind_of_probe() -> None:
             break
     assert tests.verdict() == "rejected" and "on its regression probes" in tests.reason
     assert not tests.damage_high["falsify"].rejects(0.1) and not tests.safe
+
+
+def test_once_a_futility_test_leans_only_its_kind_is_drawn_until_it_no_longer_does() -> None:
+    tests = Sequential(Rates())
+    while not tests.falsification_holds:
+        tests.observe(Pair("falsify", None, True, cited=False))
+    assert tests.needs() == {"target": True, "falsify": True, "regress": True}
+    tests.observe(Pair("target", False, True))  # helped: help's futility leans away
+    tests.observe(Pair("falsify", True, True, completed=True))
+    tests.observe(Pair("regress", True, False))  # a solved regression probe broken
+    assert tests.needs() == {"target": False, "falsify": False, "regress": True}
+    assert tests.focused == "regress"
+    tests.observe(Pair("falsify", True, False, completed=True))  # falsify leans more now,
+    assert tests.needs()["regress"]  # but regress keeps the focus while it leans at all
+    for _ in range(4):  # four kept pairs outweigh one broken
+        assert tests.needs()["regress"]
+        tests.observe(Pair("regress", True, True))
+    assert tests.damage_high["regress"].log_wealth <= 0
+    assert tests.needs() == {"target": False, "falsify": True, "regress": False}
+    # A lesson that changes nothing on its targets: help's futility leads, then stops it.
+    idle = Sequential(Rates())
+    while not idle.falsification_holds:
+        idle.observe(Pair("falsify", None, True, cited=False))
+    for _ in range(2):
+        idle.observe(Pair("target", False, False))
+    assert idle.needs() == {"target": True, "falsify": False, "regress": False}
+    while idle.verdict() == "continue":
+        idle.observe(Pair("target", False, False))
+    assert "net gain on its targets is shown to be below" in idle.reason
 
 
 def test_help_must_beat_eta() -> None:

@@ -50,6 +50,10 @@ class CitationReport(BaseModel):
     episode: str | None = None
     """The harness's id for the episode."""
     task_id: str | None = None
+    origin: str | None = None
+    """The source of its task (`tau-bench/airline`; corpus_schema/tasks.py): two sources'
+    tasks of one id are two tasks. Unsaid (as in reports written before it was read): the task
+    of that id in whichever source has it."""
     success: bool | None = Field(default=None, strict=True)
     """The episode's outcome, when the harness knows it."""
     checks: dict[str, InsightCheck] = Field(default_factory=dict)
