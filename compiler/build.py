@@ -59,13 +59,14 @@ from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer
 from .redact import Redactor
-from .report import BuildOptions, BuildReport, assemble_report, sources
+from .report import BuildOptions, BuildReport, sources
 from .stages import (
     CompiledRuns,
     NothingNew,
     Planned,
     ReadInputs,
     Waiting,
+    assemble_report,
     plan_build,
     read_inputs,
 )
