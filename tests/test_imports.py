@@ -234,19 +234,18 @@ def test_the_model_transport_imports_only_the_format() -> None:
     assert outside == []
 
 
-def test_the_drill_down_tool_needs_only_the_turn_formatter() -> None:
-    # A corpus carries drilldown.py with turns.py written in (versions/finish.py): nothing else
-    # of ours can come along, and no layer below the tools borrows from the tool.
-    tool, formatter = "wikitrace.tools.drilldown", "wikitrace.corpus_schema.turns"
-    assert GRAPH[tool].keys() == {"wikitrace.corpus_schema", formatter}
-    assert GRAPH[formatter].keys() <= {"wikitrace.corpus_schema"}
-    borrowers = {name for name, targets in GRAPH.items() if tool in targets}
-    assert "wikitrace.cli.drill" in borrowers  # inside its commands' functions
-    assert {_package(name) for name in borrowers} <= {
-        "wikitrace.cli",
-        "wikitrace.integrations",
-        "wikitrace.tools",
-    }
+def test_the_drill_down_tool_is_one_file_a_corpus_carries_as_is(tmp_path: Path) -> None:
+    # A corpus carries corpus_schema/drilldown.py as it is (versions/finish.py): it imports
+    # nothing of ours, and the copies in a built corpus are that file byte for byte.
+    tool = "wikitrace.corpus_schema.drilldown"
+    assert GRAPH[tool].keys() <= {"wikitrace.corpus_schema"}  # its package runs first
+    assert "wikitrace.corpus_schema.drilldown" in GRAPH["wikitrace.corpus_schema.turns"]
+    assert "wikitrace.corpus_schema.drilldown" in GRAPH["wikitrace.cli.drill"]
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
+    source = MODULES[tool].read_bytes()
+    for name in ("actions", "turn"):
+        assert (tmp_path / "corpus" / "tools" / name).read_bytes() == source
 
 
 def _loaded(code: str, tmp_path: Path) -> list[str]:
@@ -292,7 +291,7 @@ def test_the_drill_down_commands_load_only_the_drill_down_tools(tmp_path: Path) 
     assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
     for command in (["actions", "corpus", "1"], ["turn", "corpus", "1", "1"]):
         loaded = _loaded(_cli(*command), tmp_path)
-        assert "wikitrace.tools.drilldown" in loaded
+        assert "wikitrace.corpus_schema.drilldown" in loaded
         assert [name for name in (*HEAVY, "pydantic", "frontmatter") if name in loaded] == []
         assert [
             n for n in loaded if n.startswith(("wikitrace.compiler", "wikitrace.versions"))
