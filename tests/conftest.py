@@ -15,15 +15,10 @@ from typing import Any
 
 import pytest
 
-from helpers import Stub, chat_completion, good_answer, make_run, write_runs
+from helpers import TIERS, Stub, chat_completion, good_answer, make_run, write_runs
 from walk_throughs import WalkThrough, shared_walk_through
 
 # --- the tiers: the default leaves out the tests marked with these -----------------------------
-
-TIERS = ("integration", "slow", "browser")
-"""The markers of the tests the default tier leaves out (pyproject.toml says what each means).
-`pytest` runs the default tier; `pytest --tier all` every test; `pytest --tier rest` the tests
-the default leaves out (CI runs the default, timed, then the rest: .ci/run)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
