@@ -55,7 +55,6 @@ from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import finish_layers, write_layers
 from .mine import Miner, patterns_of_written
 from .mine_table import read_patterns
-from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer
 from .redact import Redactor
@@ -70,6 +69,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
+from .workers import build_in_workers, worker_count
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ class CheckedRuns:
 
     def pickled(self) -> Iterator[bytes]:
         """Each run as kept, a SourceRun pickled: for a worker process to unpickle
-        (compiler/pool.py)."""
+        (compiler/workers.py)."""
         at = 0
         while at < self._end:
             self._file.seek(at)
