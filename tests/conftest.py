@@ -38,7 +38,7 @@ def _tiered(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tier = config.getoption("--tier")
     # An explicit -m picks by marker itself (`-m integration` runs those tests alone), and a
-    # test named on the command line (tests/test_x.py::test_y) runs whatever its tier.
+    # run that names a test (tests/test_x.py::test_y) runs it whatever its tier.
     named = any("::" in arg for arg in config.args)
     if tier == "all" or config.option.markexpr or named:
         return
