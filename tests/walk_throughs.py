@@ -8,17 +8,21 @@ wrote share one run (a session fixture in conftest.py), and only read what it le
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from wikitrace.corpus_schema.store import remove_tree
 
 from helpers import free_port
 
@@ -64,13 +68,27 @@ def plain(text: str) -> list[str]:
 
 
 def shell(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`script` run by bash -e in `cwd`, with this test's wikitrace first on PATH."""
+    """`script` run by bash -e in `cwd`, with this test's wikitrace first on PATH. What it
+    started in the background (a walk-through's model server) ends with it, even when a
+    command failed before the script's own `kill %1`."""
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     env.pop("WIKITRACE_CORPUS", None)
-    return subprocess.run(
-        ["bash", "-e", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    with subprocess.Popen(
+        ["bash", "-e", "-c", script],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 WALK_THROUGHS = {
@@ -121,8 +139,7 @@ def shared_walk_through(name: str, factory: pytest.TempPathFactory) -> WalkThrou
     with open(shared / f"walk-through-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not record.exists():
-            if folder.exists():  # a run stopped half-way, by an earlier asker's crash
-                shutil.rmtree(folder)
+            remove_tree(folder)  # what a run stopped half-way left (its asker was killed)
             done = run_in_scratch(name, folder)
             partial = record.with_suffix(".part")
             partial.write_text(json.dumps([done.returncode, done.stdout, done.stderr]))
