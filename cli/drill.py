@@ -8,7 +8,7 @@ import click
 
 
 def _show(produce: object) -> None:
-    from wikitrace.tools import drilldown
+    from wikitrace.corpus_schema import drilldown
 
     try:
         text = produce()  # type: ignore[operator]
@@ -31,7 +31,7 @@ def actions_command(corpus: str, step: str) -> None:
     Example:
       wikitrace actions corpus step-0003
     """
-    from wikitrace.tools import drilldown
+    from wikitrace.corpus_schema import drilldown
 
     _show(lambda: drilldown.actions_text(drilldown.find_root(corpus), step))
 
@@ -59,6 +59,6 @@ def turn_command(corpus: str, step: str, turns: str, lines: str | None, grep: st
     """
     if lines and grep:
         raise click.UsageError("give --lines or --grep, not both")
-    from wikitrace.tools import drilldown
+    from wikitrace.corpus_schema import drilldown
 
     _show(lambda: drilldown.turns_text(drilldown.find_root(corpus), step, turns, lines, grep))

@@ -55,20 +55,21 @@ from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import finish_layers, write_layers
 from .mine import Miner, patterns_of_written
 from .mine_table import read_patterns
-from .pool import build_in_workers, worker_count
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer
 from .redact import Redactor
-from .report import BuildOptions, BuildReport, assemble_report, sources
+from .report import BuildOptions, BuildReport, sources
 from .stages import (
     CompiledRuns,
     NothingNew,
     Planned,
     ReadInputs,
     Waiting,
+    assemble_report,
     plan_build,
     read_inputs,
 )
+from .workers import build_in_workers, worker_count
 
 log = logging.getLogger(__name__)
 

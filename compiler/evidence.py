@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from wikitrace.corpus_schema import Turn
+from wikitrace.corpus_schema.drilldown import as_text, format_turn
 from wikitrace.corpus_schema.records import QuoteSource
-from wikitrace.corpus_schema.turns import ACTING_ROLES, as_text, format_turn
+from wikitrace.corpus_schema.turns import ACTING_ROLES
 
 _WHITESPACE = re.compile(r"\s+")
 # What a model changes when it copies text: typographic quotes and dashes, odd spaces.

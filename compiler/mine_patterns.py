@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import Turn
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema.drilldown import as_text
 
 from .mine_files import NO_FILES, FileWork, call_files, shell_files
 from .signals import failures

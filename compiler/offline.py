@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from wikitrace.corpus_schema import Claim, Compilation, Evidence, RunRecord, Turn, is_judged
-from wikitrace.corpus_schema.turns import ACTING_ROLES, as_text
+from wikitrace.corpus_schema.drilldown import as_text
+from wikitrace.corpus_schema.turns import ACTING_ROLES
 
 from .evidence import QuoteChecker
 from .failure_quotes import QUOTE_LIMIT

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wikitrace.corpus_schema import ToolCall, Turn
-from wikitrace.corpus_schema.turns import TURN_FAILED, as_text
+from wikitrace.corpus_schema.drilldown import as_text
+from wikitrace.corpus_schema.turns import TURN_FAILED
 
 from .failure_quotes import QUOTE_LIMIT, best_quotes
 

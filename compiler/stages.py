@@ -1,11 +1,13 @@
 """The values a build's stages hand on (compiler/build.py runs them): what is read (`Planned`),
 the runs checked (`ReadInputs`), the runs compiled (`CompiledRuns`, or `NothingNew` or `Waiting`)
-and the layers written (`Layers`); the report is assembled from them at the end (report.py)."""
+and the layers written (`Layers`); the report (report.py's `BuildReport`) is assembled from them
+at the end (`assemble_report`)."""
 
 from __future__ import annotations
 
 import pickle
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from .judge import Judge
 from .mine import Miner
 from .produce import Compiled
 from .redact import Redactor
-from .report import BuildOptions, sources
+from .report import BuildOptions, BuildReport, sources
 
 _LENGTH = struct.Struct("<Q")
 
@@ -75,7 +77,7 @@ class CheckedRuns:
 
     def pickled(self) -> Iterator[bytes]:
         """Each run as kept, a SourceRun pickled: for a worker process to unpickle
-        (compiler/pool.py)."""
+        (compiler/workers.py)."""
         at = 0
         while at < self._end:
             self._file.seek(at)
@@ -273,3 +275,110 @@ class Layers:
     changes: Changes
     compiled_by: CompiledBy
     prompts: dict[str, str]
+
+
+def assemble_report(
+    planned: Planned,
+    read: ReadInputs,
+    counts: RawCounts,
+    built: tuple[CompiledRuns, Layers] | None = None,
+    *,
+    parent: str | None = None,
+    seconds: float = 0.0,
+) -> BuildReport:
+    """The report of a build from its stages' values: what was planned and read, the raw
+    layer's `counts`, and, for a version `built`, its compilations and layers (the calls,
+    tokens and secrets redacted of the compile model and the judge are counted only then)."""
+    judged = read.judged
+    return BuildReport(
+        output=str(planned.options.output),
+        model=planned.options.model,
+        runs=counts.runs,
+        successes=counts.successes,
+        failures=counts.failures,
+        skipped=read.skipped,
+        unlabelled=read.unlabelled,
+        judged=judged.judged if judged else 0,
+        abstained=judged.abstained if judged else 0,
+        addresses_judge=judged.addressed if judged else [],
+        inputs=planned.inputs,
+        sources=planned.sources,
+        roots=list(planned.options.inputs),
+        formats=_formats(read, counts),
+        ignored=planned.plan.ignored,
+        left_out=read.left_out,
+        parent=parent,
+        duplicates=counts.duplicates,
+        unmatched_labels=read.unmatched_labels,
+        seconds=seconds,
+        **(_built(*built, judged) if built else {}),
+    )
+
+
+def _formats(read: ReadInputs, counts: RawCounts) -> FormatCounts:
+    """Per format, the unlabelled runs the input held, then the runs written (in the order
+    each format was first met)."""
+    formats = {name: dict(row) for name, row in read.unlabelled_formats.items()}
+    for name, row in counts.formats.items():
+        kept = formats.setdefault(name, {"runs": 0, "successes": 0, "failures": 0, "unlabelled": 0})
+        for key in ("runs", "successes", "failures"):
+            kept[key] += row[key]
+    return formats
+
+
+def _built(compiled: CompiledRuns, layers: Layers, judged: Judged | None) -> dict[str, Any]:
+    """The report's fields of a version made: its compilations and insights, the calls of the
+    compile model and the judge (in the totals, and the judge's apart), the secrets both
+    redacted."""
+    stats = compiled.stats
+    results = compiled.compiled
+    return {
+        "compiled": results.count,
+        "insights": layers.insights,
+        "unverified_quotes": results.unverified_quotes,
+        "read_only_insights": results.read_only_insights,
+        **_calls(stats, judged.stats if judged else None),
+        "invalid_retries": stats.invalid_retries,
+        "quote_repairs": stats.quote_repairs,
+        "cut_prompts": stats.cut_prompts,
+        "addresses_compiler": sorted(stats.addressed, key=lambda found: int(found["step"])),
+        "failed": sorted(compiled.failed, key=lambda item: str(item["step"])),
+        # A judged run reaches the raw layer redacted already: its secrets are the judge's.
+        **_redacted(compiled.redactor, judged.redactor if judged else None),
+        "mined": layers.mined,
+        "mining": layers.mining,
+    }
+
+
+def _calls(stats: CompileStats, judge_stats: CompileStats | None) -> dict[str, Any]:
+    """Calls, tokens and cost of the compile calls and the judge's (in the totals too)."""
+    every = [stats] if judge_stats is None else [stats, judge_stats]
+    known = all(each.cost_known for each in every)
+    calls: dict[str, Any] = {
+        "llm_calls": sum(each.calls - each.cache_hits for each in every),
+        "cache_hits": sum(each.cache_hits for each in every),
+        "http_attempts": sum(each.http_attempts for each in every),
+        "prompt_tokens": sum(each.prompt_tokens for each in every),
+        "completion_tokens": sum(each.completion_tokens for each in every),
+        "cost_usd": round(sum(each.cost_usd for each in every), 6) if known else None,
+    }
+    if judge_stats is not None:
+        calls["judge_calls"] = judge_stats.calls - judge_stats.cache_hits
+        calls["judge_cache_hits"] = judge_stats.cache_hits
+        calls["judge_prompt_tokens"] = judge_stats.prompt_tokens
+        calls["judge_completion_tokens"] = judge_stats.completion_tokens
+    return calls
+
+
+def _redacted(*redactors: Redactor | None) -> dict[str, Any]:
+    """The secrets the redactors replaced, per kind, and per kind where they were."""
+    redacted: Counter[str] = Counter()
+    places: Counter[tuple[str, str]] = Counter()
+    for redactor in redactors:
+        if redactor is not None:
+            redacted.update(redactor.counts)
+            places.update(redactor.places)
+    where: dict[str, dict[str, int]] = {}
+    for (kind, place), count in sorted(places.items()):
+        where.setdefault(kind, {})[place] = count
+    return {"redactions": dict(sorted(redacted.items())), "redacted_where": where}

@@ -40,14 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wikitrace.corpus_schema import RunRecord, Turn
-from wikitrace.corpus_schema.turns import (
-    ACTING_ROLES,
-    ONE_LINE_MARK,
-    as_text,
-    format_turn,
-    preview,
-    summarize,
-)
+from wikitrace.corpus_schema.drilldown import as_text, format_turn
+from wikitrace.corpus_schema.turns import ACTING_ROLES, ONE_LINE_MARK, preview, summarize
 
 from .evidence import turn_fields
 from .signals import failed_calls, failures

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .lazy import exports
 
-# typing costs more to import than the drill-down tools (tools/drilldown.py imports this
-# package's turns.py): mypy only.
+# typing costs more to import than the drill-down tools (drilldown.py, a module of this
+# package that a corpus carries as is): mypy only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .errors import CorpusError, InputError, WikitraceError

@@ -99,7 +99,7 @@ def spill_file(folder: Path | None, what: str) -> IO[bytes]:
 class NewFiles:
     """New files written under a staging root, each hashed as it is written: the line it adds
     to a CorpusWriter's list of files. A CorpusWriter writes through one; a worker process of
-    a build (compiler/pool.py) writes its runs' files through its own, into the same staging
+    a build (compiler/workers.py) writes its runs' files through its own, into the same staging
     folder, and hands the lines to the build's writer (`CorpusWriter.listed`)."""
 
     def __init__(self, root: str | Path) -> None:

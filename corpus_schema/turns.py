@@ -1,87 +1,24 @@
-"""How a logged turn reads as text: its labelled lines (`format_turn`, what `turn STEP N`
-prints and a compile prompt shows), its one-line summary (`summarize`: role, action, what came
-back) and the way back from a quote of that line to the turn's text (`raw_pieces`). One home,
-so that a quote in a compilation is found in the turn it came from.
+"""How a logged turn reads as one line: its summary (`summarize`: role, action, what came
+back) and the way back from a quote of that line to the turn's text (`raw_pieces`); its
+labelled lines (`format_turn`, what `turn STEP N` prints and a compile prompt shows) are in
+drilldown.py, the file every corpus carries as its drill-down tools. Kept together, so that a
+quote in a compilation is found in the turn it came from.
 
-Standard library only, and no `typing` at run time: the drill-down tools a corpus carries are
-tools/drilldown.py with this module written into it (versions/finish.py, `drilldown_script`),
-run in sandboxes where wikitrace is not installed.
+Standard library only, and no `typing` at run time (the drill-down tools start fast).
 """
 
 from __future__ import annotations
 
-import json
 import re
+
+from .drilldown import as_text
 
 TYPE_CHECKING = False  # typing costs more to import than the drill-down tools: mypy only
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from typing import Any
 
 PREVIEW = 80
 ACTING_ROLES = ("assistant", "agent", "ai", "model")
-
-CUT_MARKER = (
-    "[... wikitrace cut {count} characters here to fit the prompt; the raw turn has them all ...]"
-)
-
-
-def cut_middle(text: str, cap: int | None = None, keep: Sequence[str] = ()) -> str:
-    """Keep the head and tail of a long text with a visible marker for what was left out, and
-    each passage of `keep` found in it whole (the lines that say what failed: a cut never
-    drops them)."""
-    if cap is None or len(text) <= cap:
-        return text
-    half = max(cap // 2, 1)
-    spans = [(0, half)]
-    for passage in keep:
-        start = text.find(passage) if passage else -1
-        if start >= 0:
-            spans.append((start, start + len(passage)))
-    spans.append((len(text) - half, len(text)))
-    spans.sort()
-    pieces: list[str] = []
-    end = 0
-    for start, stop in spans:
-        if start > end:
-            pieces.append("\n" + CUT_MARKER.format(count=start - end) + "\n")
-        if stop > end:
-            pieces.append(text[max(start, end) : stop])
-            end = stop
-    return "".join(pieces)
-
-
-def as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def format_turn(turn: dict[str, Any], cap: int | None = None, keep: Sequence[str] = ()) -> str:
-    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles,
-    keeping each passage of `keep` whole (cut_middle)."""
-    lines: list[str] = []
-    if turn.get("role"):
-        lines.append("role: " + str(turn["role"]))
-    for name in ("reasoning", "content", "action"):
-        value = turn.get(name)
-        if value:
-            lines.append(name + ": " + cut_middle(as_text(value), cap, keep))
-    for call in turn.get("tool_calls") or []:
-        ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
-        arguments = call.get("arguments")
-        shown = "" if arguments is None else cut_middle(as_text(arguments), cap, keep)
-        lines.append("tool call" + ident + " " + str(call.get("name")) + ": " + shown)
-        if call.get("result") is not None:
-            result = cut_middle(as_text(call["result"]), cap, keep)
-            lines.append("tool result" + ident + ": " + result)
-        if call.get("metadata"):
-            lines.append("tool call metadata: " + cut_middle(as_text(call["metadata"]), cap))
-    if turn.get("observation"):
-        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap, keep))
-    if turn.get("metadata"):
-        lines.append("metadata: " + cut_middle(as_text(turn["metadata"]), cap))
-    return "\n".join(lines)
 
 
 def preview(text: str) -> str:

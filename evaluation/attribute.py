@@ -35,7 +35,7 @@ from wikitrace.compiler.judge import ask_about_run
 from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.catalog import InsightEntry
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema.drilldown import as_text
 from wikitrace.transport.llm import LLM, LLMCallError
 
 from .rows import Row

@@ -38,7 +38,7 @@ from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParams
 from inspect_ai.util import message_limit, sandbox
 
 from wikitrace.corpus_schema import InputError, WikitraceError
-from wikitrace.corpus_schema.turns import as_text
+from wikitrace.corpus_schema.drilldown import as_text
 from wikitrace.tools.mcp_server import build_server
 
 from . import inspect_sandbox

@@ -1,4 +1,5 @@
-"""Shared fixtures: a network guard, a fake at our LLM boundary, and an OpenAI-compatible stub."""
+"""Shared fixtures: a network guard, a fake at our LLM boundary, an OpenAI-compatible stub, the
+toy walk-throughs of docs/ (run once a session), and the test tiers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,41 @@ from typing import Any
 
 import pytest
 
-from helpers import Stub, chat_completion, good_answer, make_run, write_runs
+from helpers import TIERS, Stub, chat_completion, good_answer, make_run, write_runs
+from walk_throughs import WalkThrough, shared_walk_through
+
+# --- the tiers: the default leaves out the tests marked with these -----------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=("default", "rest", "all"),
+        default="default",
+        help=f"default: leave out the tests marked {', '.join(TIERS)}; rest: only those; "
+        "all: every test (as CI runs them). An explicit -m picks by marker instead.",
+    )
+
+
+def _tiered(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(marker) for marker in TIERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tier = config.getoption("--tier")
+    # An explicit -m picks by marker itself (`-m integration` runs those tests alone), and a
+    # run that names a test (tests/test_x.py::test_y) runs it whatever its tier.
+    named = any("::" in arg for arg in config.args)
+    if tier == "all" or config.option.markexpr or named:
+        return
+    kept: list[pytest.Item] = []
+    left_out: list[pytest.Item] = []
+    for item in items:
+        (kept if _tiered(item) == (tier == "rest") else left_out).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
 
 _real_connect = socket.socket.connect
 
@@ -176,3 +211,18 @@ def toy_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         code, _, err = run(["-q", "build", *runs, "-o", str(root), *model])
     assert code == 0, err
     return root
+
+
+# --- the toy walk-throughs of docs/, run once a session ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def update_walk_through(tmp_path_factory: pytest.TempPathFactory) -> WalkThrough:
+    """docs/growing.md's walk-through (build, three updates, versions), run once as pasted."""
+    return shared_walk_through("update", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def gate_walk_through(tmp_path_factory: pytest.TempPathFactory) -> WalkThrough:
+    """docs/gate.md's walk-through (build, gate, episodes, monitor), run once as pasted."""
+    return shared_walk_through("gate", tmp_path_factory)

@@ -20,6 +20,12 @@ from wikitrace.transport.llm import LLMReply, Message
 
 DATA = Path(__file__).parent / "data"
 
+TIERS = ("integration", "slow", "browser")
+"""The markers of the tests the default tier leaves out (pyproject.toml says what each means;
+conftest.py leaves them out). `pytest` runs the default tier; `pytest --tier all` every test;
+`pytest --tier rest` the tests the default leaves out (CI runs the default, timed, then the
+rest: .ci/run)."""
+
 
 # --- runs ---------------------------------------------------------------------------------
 

@@ -191,6 +191,13 @@ def test_a_failed_batch_fails_its_runs(runs: Path, tmp_path: Path, stub: BatchSt
     assert not (tmp_path / "c").exists()
 
 
+def _ctrl_c_at_its_default() -> None:
+    """In the child, before the build starts: SIGINT as a terminal leaves it. pytest run in
+    the background (`pytest &` in a script, nohup) ignores SIGINT, and a child inherits that:
+    the build never heard its Ctrl-C and went on waiting for the batch."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
     runs: Path, tmp_path: Path, stub: BatchStub
 ) -> None:
@@ -200,15 +207,21 @@ def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
     command += ["--batch-poll", "0.1", *model_args(stub, cache)]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_ctrl_c_at_its_default,
     )
     try:
-        deadline = time.monotonic() + 60
+        # Generous deadlines: on a busy machine, starting the build alone takes many seconds.
+        deadline = time.monotonic() + 120
         while stub.polls < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert stub.polls >= 3, "the build never waited for its batch"
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=120)
     finally:
         process.kill()
     assert process.returncode == 130, err

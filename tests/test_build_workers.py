@@ -1,4 +1,4 @@
-"""`build --workers N`: an offline build's per-run work in worker processes (compiler/pool.py)
+"""`build --workers N`: an offline build's per-run work in worker processes (compiler/workers.py)
 makes the very corpus the build's own process makes, and a stopped build leaves nothing."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.compiler.pool import worker_count
+from wikitrace.compiler.workers import worker_count
 from wikitrace.corpus_schema import verify
 from wikitrace.versions import Store
 

@@ -104,6 +104,9 @@ def inputs(tmp_path: Path) -> tuple[Path, Path]:
     return old, new
 
 
+# Slow (a kill at every file-system call of a build): CI's full tier runs it; the default
+# tier kills a first build anywhere (test_a_first_build_killed_anywhere_...).
+@pytest.mark.slow
 def test_build_force_killed_anywhere_keeps_a_whole_corpus_current(
     tmp_path: Path, inputs: tuple[Path, Path]
 ) -> None:
@@ -160,6 +163,9 @@ def test_a_first_build_killed_anywhere_is_finished_by_running_it_again(
         _store_is_clean(corpus)
 
 
+# Slow (a kill at every file-system call of a build): CI's full tier runs it; the default
+# tier kills a first build anywhere (test_a_first_build_killed_anywhere_...).
+@pytest.mark.slow
 def test_add_killed_anywhere_keeps_a_whole_corpus_current(
     tmp_path: Path, inputs: tuple[Path, Path]
 ) -> None:

@@ -39,6 +39,7 @@ from wikitrace.tools.memory import Memory
 from wikitrace.versions import Store
 
 from helpers import FakeLLM, good_answer, make_run, run, write_runs
+from walk_throughs import WalkThrough
 
 TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
 sys.path.insert(0, str(TOY))
@@ -508,41 +509,41 @@ def test_cli_gate_needs_a_runner_and_says_what_it_did(tmp_path: Path, llm: FakeL
 
 
 @pytest.mark.integration
-def test_the_readme_gate_walk_through(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_server: str
-) -> None:
-    """build --hypotheses, gate, episodes, monitor: through the toy model server and litellm."""
-    monkeypatch.chdir(tmp_path)
-    base = ["--api-base", toy_server]
-    runs = [str(TOY / "runs" / name) for name in LESSON_RUNS]
-    code, out, err = run(
-        ["-q", "build", *runs, "-o", "toy", "--model", MODEL, "--hypotheses", "--no-mine", *base]
-    )
-    assert (code, out) == (0, "toy\n"), err
-    pool = ["--task-pool", str(TOY / "tasks.jsonl")]
-    code, out, err = run(["-q", "gate", "toy", "--runner", AGENT, *pool, *base, "--json"])
-    assert code == 0, err
-    verdicts = [(d["insight"], d["verdict"], d["narrowed_precondition"]) for d in json.loads(out)]
-    assert verdicts == [
-        ("insight-0001", "committed", None),
-        ("insight-0002", "committed", "A locked safe."),
-        ("insight-0003", "rejected", None),
+def test_the_readme_gate_walk_through(gate_walk_through: WalkThrough) -> None:
+    """What docs/gate.md's walk-through left (run once a session, tests/walk_throughs.py):
+    build --hypotheses, gate, the toy agent's episodes, monitor, through the toy model server
+    and litellm. test_readme.py checks the lines the page shows; these are the rest."""
+    assert gate_walk_through.returncode == 0, gate_walk_through.stderr
+    gated = gate_walk_through.folder / "gated"
+    gated_version = gate_walk_through.folder / "gated.versions" / "v0002"
+    verdicts = [
+        (name, page(gated_version, f"insight/{name}.md")["status"])
+        for name in ("insight-0001", "insight-0002", "insight-0003")
     ]
+    assert verdicts == [
+        ("insight-0001", "committed"),
+        ("insight-0002", "committed"),
+        ("insight-0003", "rejected"),
+    ]
+    # Forcing helped the locked safes and broke the open ones: narrowed to the locked safes.
+    assert (
+        "- precondition: A locked safe." in page(gated_version, "insight/insight-0002.md").content
+    )
+    assert "insight-0002 committed: Narrowed, then committed." in gate_walk_through.stderr
     # The task is the unit: its half of the toy's pool has 3 locked drawers, run on new seeds
     # once each was drawn; with 3 lessons in the call, a budget grown for e-BH's evidence.
-    doormat = json.loads(out)[0]["reason"]
+    (doormat,) = [
+        line for line in gate_walk_through.stderr.splitlines() if "insight-0001 co" in line
+    ]
     assert "tests read 3 target tasks (6 pairs)" in doormat
     assert "e-BH asked it for evidence 15 within 473 agent runs: reached" in doormat
-    later = _episodes(
-        Path("toy.versions/v0002"),
-        [f"drawer-{n}" for n in range(13, 17)],
-        [0, 1],
-        tmp_path / "r.jsonl",
-        checked="insight-0001",
-    )
-    code, out, err = run(["monitor", "toy", str(later)])
-    assert code == 0 and out == f"{tmp_path}/toy.versions/v0003\n"
-    assert "insight-0001: cited 8, judged 8, violations 8" in err and "RETIRED" in err
+    # Monitoring retired the doormat lesson in a version of its own (the page says so).
+    code, out, _ = run(["versions", str(gated), "--history"])
+    events = [line.split()[1:3] for line in out.splitlines()]
+    assert code == 0
+    assert events == [["built", "v0001:"], ["gated", "v0002"], ["monitored", "v0003"]]
+    assert gate_walk_through.stdout.splitlines()[-1].endswith("gated.versions/v0003")
+    assert verify(gated).ok
 
 
 def test_agent_errors_leave_an_insight_undecided(tmp_path: Path, llm: FakeLLM) -> None:

@@ -392,8 +392,8 @@ def test_no_sniffer_fails_on_a_value_of_another_kind(tmp_path: Path) -> None:
 
 
 def test_the_tools_bound_the_id_width_to_the_format_s() -> None:
+    from wikitrace.corpus_schema import drilldown
     from wikitrace.corpus_schema.layout import MAX_ID_WIDTH, MIN_ID_WIDTH
-    from wikitrace.tools import drilldown
 
     assert drilldown.ID_WIDTHS == (MIN_ID_WIDTH, MAX_ID_WIDTH)
 

@@ -1,5 +1,6 @@
-"""The import graph: no cycle among wikitrace's modules or its packages, and the commands that
-must start fast (`convert`, the drill-down tools) load only what they use."""
+"""The import graph: no cycle among wikitrace's modules or its packages (not even through the
+imports only the type checker reads), and the commands that must start fast (`convert`, the
+drill-down tools) load only what they use."""
 
 from __future__ import annotations
 
@@ -38,26 +39,27 @@ def _ancestors(name: str) -> list[str]:
     return [".".join(parts[:end]) for end in range(2, len(parts))]
 
 
-def _statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run: at module level, in a function, in a branch; not
-    those under `if TYPE_CHECKING:`, which only the type checker reads."""
+def _statements(tree: ast.AST, type_only: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run: at module level, in a function, in a branch; and
+    those under `if TYPE_CHECKING:`, which only the type checker reads, when `type_only`."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for branch in node.orelse:
-                yield from _statements(ast.Module(body=[branch], type_ignores=[]))
+            for branch in [*(node.body if type_only else []), *node.orelse]:
+                yield from _statements(ast.Module(body=[branch], type_ignores=[]), type_only)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         else:
-            yield from _statements(node)
+            yield from _statements(node, type_only)
 
 
-def _imports(name: str) -> dict[str, int]:
+def _imports(name: str, type_only: bool = False) -> dict[str, int]:
     """The wikitrace modules `name` imports (a submodule's parent packages included), each
-    with the line of the first statement that does."""
+    with the line of the first statement that does; those only the type checker reads too
+    when `type_only`."""
     base = name if name in PACKAGES else name.rpartition(".")[0]
     own = set(_ancestors(name)) | ({name} if name in PACKAGES else set())
     found: dict[str, int] = {}
-    for node in _statements(ast.parse(MODULES[name].read_text())):
+    for node in _statements(ast.parse(MODULES[name].read_text()), type_only):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -122,6 +124,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 GRAPH = {name: _imports(name) for name in MODULES}
+TYPED_GRAPH = {name: _imports(name, type_only=True) for name in MODULES}
+"""GRAPH with the imports under `if TYPE_CHECKING:` too."""
 
 
 def _package(name: str) -> str:
@@ -140,11 +144,22 @@ def test_the_analysis_sees_function_level_and_relative_imports() -> None:
     assert _cycles(demo) == [["a", "b", "c"]]
 
 
+def _module_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Each cycle among modules, as its imports' file lines to look at."""
+    cycles = _cycles({name: set(targets) for name, targets in graph.items()})
+    return [[f"{m}:{graph[m][n]} -> {n}" for m in c for n in c if n in graph[m]] for c in cycles]
+
+
 def test_no_module_imports_itself_through_others() -> None:
-    cycles = _cycles({name: set(targets) for name, targets in GRAPH.items()})
-    # Each cycle's imports, as file lines to look at.
-    said = [[f"{m}:{GRAPH[m][n]} -> {n}" for m in c for n in c if n in GRAPH[m]] for c in cycles]
-    assert not cycles, said
+    assert _module_cycles(GRAPH) == []
+
+
+def test_no_cycle_even_through_imports_for_the_type_checker() -> None:
+    # A cycle that only `if TYPE_CHECKING:` closes still makes two modules one to read.
+    seen = "wikitrace.tools.loaded_memory"
+    assert seen in TYPED_GRAPH["wikitrace.tools.task_scope"]
+    assert seen not in GRAPH["wikitrace.tools.task_scope"]
+    assert _module_cycles(TYPED_GRAPH) == []
 
 
 def test_no_package_imports_itself_through_others() -> None:
@@ -219,19 +234,18 @@ def test_the_model_transport_imports_only_the_format() -> None:
     assert outside == []
 
 
-def test_the_drill_down_tool_needs_only_the_turn_formatter() -> None:
-    # A corpus carries drilldown.py with turns.py written in (versions/finish.py): nothing else
-    # of ours can come along, and no layer below the tools borrows from the tool.
-    tool, formatter = "wikitrace.tools.drilldown", "wikitrace.corpus_schema.turns"
-    assert GRAPH[tool].keys() == {"wikitrace.corpus_schema", formatter}
-    assert GRAPH[formatter].keys() <= {"wikitrace.corpus_schema"}
-    borrowers = {name for name, targets in GRAPH.items() if tool in targets}
-    assert "wikitrace.cli.drill" in borrowers  # inside its commands' functions
-    assert {_package(name) for name in borrowers} <= {
-        "wikitrace.cli",
-        "wikitrace.integrations",
-        "wikitrace.tools",
-    }
+def test_the_drill_down_tool_is_one_file_a_corpus_carries_as_is(tmp_path: Path) -> None:
+    # A corpus carries corpus_schema/drilldown.py as it is (versions/finish.py): it imports
+    # nothing of ours, and the copies in a built corpus are that file byte for byte.
+    tool = "wikitrace.corpus_schema.drilldown"
+    assert GRAPH[tool].keys() <= {"wikitrace.corpus_schema"}  # its package runs first
+    assert "wikitrace.corpus_schema.drilldown" in GRAPH["wikitrace.corpus_schema.turns"]
+    assert "wikitrace.corpus_schema.drilldown" in GRAPH["wikitrace.cli.drill"]
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
+    source = MODULES[tool].read_bytes()
+    for name in ("actions", "turn"):
+        assert (tmp_path / "corpus" / "tools" / name).read_bytes() == source
 
 
 def _loaded(code: str, tmp_path: Path) -> list[str]:
@@ -277,7 +291,7 @@ def test_the_drill_down_commands_load_only_the_drill_down_tools(tmp_path: Path) 
     assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
     for command in (["actions", "corpus", "1"], ["turn", "corpus", "1", "1"]):
         loaded = _loaded(_cli(*command), tmp_path)
-        assert "wikitrace.tools.drilldown" in loaded
+        assert "wikitrace.corpus_schema.drilldown" in loaded
         assert [name for name in (*HEAVY, "pydantic", "frontmatter") if name in loaded] == []
         assert [
             n for n in loaded if n.startswith(("wikitrace.compiler", "wikitrace.versions"))

@@ -19,19 +19,11 @@ from wikitrace.compiler.offline import compile_offline
 from wikitrace.compiler.signals import failed_calls, failures
 from wikitrace.compiler.view import Budget, fit_view
 from wikitrace.corpus_schema import RunRecord, Turn, read
+from wikitrace.corpus_schema.drilldown import CUT_MARKER, actions_text, cut_middle, format_turn
 from wikitrace.corpus_schema.records import CompilationHeader
 from wikitrace.corpus_schema.render import LINE_LIMIT
-from wikitrace.corpus_schema.turns import (
-    CUT_MARKER,
-    FAILED_MARK,
-    TURN_FAILED,
-    cut_middle,
-    format_turn,
-    raw_pieces,
-    summarize,
-)
+from wikitrace.corpus_schema.turns import FAILED_MARK, TURN_FAILED, raw_pieces, summarize
 from wikitrace.tools.audit import audit_corpus, passage
-from wikitrace.tools.drilldown import actions_text
 from wikitrace.versions.frozen import FrozenVersion
 
 from helpers import DATA, make_run, run, write_runs

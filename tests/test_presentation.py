@@ -26,9 +26,9 @@ from wikitrace.compiler.signals import (
 )
 from wikitrace.compiler.view import SUMMARY_MARK, view_fields
 from wikitrace.corpus_schema import RunRecord, Turn
+from wikitrace.corpus_schema.drilldown import format_turn
 from wikitrace.corpus_schema.read import read_page
 from wikitrace.corpus_schema.records import CompilationHeader
-from wikitrace.corpus_schema.turns import format_turn
 
 from helpers import DATA, FakeLLM, make_run, turns_in_prompt, write_runs
 

@@ -2,73 +2,32 @@
 from what the tool does.
 
 The README's Quick start (less its set-up, which CI runs on a fresh clone) and the two toy
-walk-throughs of docs/ run in a scratch folder with this test's wikitrace first on PATH, each
-walk-through twice in a row as pasted; what they print is compared with the output the page
-shows. The README's links must lead to files (and headings) that exist.
+walk-throughs of docs/ run in a scratch folder with this test's wikitrace first on PATH; what
+they print is compared with the output the page shows. Each walk-through runs once a session
+(tests/walk_throughs.py), and again, pasted a second time, in the slow tier. The README's
+links must lead to files (and headings) that exist.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
 import pytest
 
-from helpers import free_port
-
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-
-
-def page(name: str) -> str:
-    """A page of docs/."""
-    return (ROOT / "docs" / name).read_text()
-
-
-def section(title: str, text: str = README) -> str:
-    """The text under a heading, up to the next heading of any level."""
-    start = text.index(f"\n{title}\n")
-    end = re.search(r"\n#{2,3} ", text[start + len(title) + 2 :])
-    return text[start : start + len(title) + 2 + (end.start() if end else len(text))]
-
-
-def fenced(text: str) -> list[tuple[str, str]]:
-    """Each fenced block of `text`: its language ("" for none) and its content."""
-    found: list[tuple[str, str]] = []
-    language: str | None = None
-    lines: list[str] = []
-    for line in text.splitlines():
-        if language is None and line.startswith("```"):
-            language, lines = line[3:].strip(), []
-        elif language is not None and line.strip() == "```":
-            found.append((language, "\n".join(lines) + "\n"))
-            language = None
-        elif language is not None:
-            lines.append(line)
-    return found
-
-
-def blocks(text: str, language: str = "sh") -> list[str]:
-    return [content for kind, content in fenced(text) if kind == language]
-
-
-def plain(text: str) -> list[str]:
-    """Fenced blocks without a language: the output the README shows."""
-    return blocks(text, "")
-
-
-def shell(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("WIKITRACE_CORPUS", None)
-    return subprocess.run(
-        ["bash", "-e", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+from walk_throughs import (
+    README,
+    ROOT,
+    WalkThrough,
+    blocks,
+    plain,
+    section,
+    shell,
+    walk_through_script,
+    walk_through_text,
+)
 
 
 @pytest.fixture
@@ -86,41 +45,72 @@ def test_the_quick_start(scratch: Path) -> None:
     assert "ok: 91 files match the manifest" in result.stdout
 
 
-@pytest.mark.integration
-def test_the_update_walk_through_twice(scratch: Path) -> None:
-    text = section("## Walk-through: the toy environment", page("growing.md"))
-    (script,) = blocks(text)
-    expected = [re.sub(r"^\.\.\.\s+", "", line) for line in plain(text)[0].splitlines()]
+def _history(done: WalkThrough) -> list[str]:
+    """`versions --history`'s lines as the page shows them: without their time."""
+    assert done.returncode == 0, done.stderr
+    return [
+        re.sub(r"^\S+\s+", "", line)
+        for line in done.stdout.splitlines()
+        if re.match(r"^\d{4}-\d\d-\d\dT", line)
+    ]
 
-    def numbered(lines: list[str]) -> list[str]:
-        return [re.sub(r"v\d{4}", "vN", line) for line in lines]
 
-    for again in (False, True):
-        # A port a run: the first run's server may not have gone yet when the second starts.
-        result = shell(script.replace("8321", str(free_port())), scratch)
-        assert result.returncode == 0, result.stderr
-        history = [
-            re.sub(r"^\S+\s+", "", line)
-            for line in result.stdout.splitlines()
-            if re.match(r"^\d{4}-\d\d-\d\dT", line)
-        ]
-        # Run again, the build replaces the corpus (--force): its first line says so, and the
-        # versions are numbered on; the rest is the same.
-        assert numbered(history[1:]) == numbered(expected[1:])
-        assert history[0].startswith("built ") and ("--force" in history[0]) is again
+def _numbered(lines: list[str]) -> list[str]:
+    return [re.sub(r"v\d{4}", "vN", line) for line in lines]
+
+
+UPDATE_SHOWN = [
+    re.sub(r"^\.\.\.\s+", "", line) for line in plain(walk_through_text("update"))[0].splitlines()
+]
+"""The update walk-through's history as the page shows it."""
 
 
 @pytest.mark.integration
-def test_the_gate_walk_through_twice(scratch: Path) -> None:
-    text = section("## Walk-through: gate and monitor the toy's lessons", page("gate.md"))
-    script = "\n".join(blocks(text))
-    decisions = plain(text)[0].splitlines()
-    retired = plain(text)[1].splitlines()
-    for _ in range(2):
-        result = shell(script.replace("8321", str(free_port())), scratch)
-        assert result.returncode == 0, result.stderr
-        for line in decisions + retired:
-            assert line in result.stderr, line
+def test_the_update_walk_through(update_walk_through: WalkThrough) -> None:
+    history = _history(update_walk_through)
+    assert history == UPDATE_SHOWN
+    assert history[0].startswith("built ") and "--force" not in history[0]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_update_walk_through_pasted_again(
+    update_walk_through: WalkThrough, tmp_path: Path
+) -> None:
+    # In a copy of the first run's folder: the build replaces the corpus (--force), its first
+    # line says so, and the versions are numbered on; the rest is the same.
+    again = tmp_path / "again"
+    shutil.copytree(update_walk_through.folder, again, symlinks=True)
+    result = shell(walk_through_script("update"), again)
+    history = _history(WalkThrough(again, result.returncode, result.stdout, result.stderr))
+    assert _numbered(history[1:]) == _numbered(UPDATE_SHOWN[1:])
+    assert history[0].startswith("built ") and "--force" in history[0]
+
+
+def _gate_lines_shown() -> list[str]:
+    """What the gate walk-through's page shows on stderr: the decisions, then the monitor's."""
+    shown = plain(walk_through_text("gate"))
+    return shown[0].splitlines() + shown[1].splitlines()
+
+
+@pytest.mark.integration
+def test_the_gate_walk_through(gate_walk_through: WalkThrough) -> None:
+    assert gate_walk_through.returncode == 0, gate_walk_through.stderr
+    for line in _gate_lines_shown():
+        assert line in gate_walk_through.stderr, line
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_gate_walk_through_pasted_again(gate_walk_through: WalkThrough, tmp_path: Path) -> None:
+    # In a copy of the first run's folder: it replaces the gated corpus (--force) and prints
+    # the same.
+    again = tmp_path / "again"
+    shutil.copytree(gate_walk_through.folder, again, symlinks=True)
+    result = shell(walk_through_script("gate"), again)
+    assert result.returncode == 0, result.stderr
+    for line in _gate_lines_shown():
+        assert line in result.stderr, line
 
 
 def slug(heading: str) -> str:

@@ -590,7 +590,7 @@ def test_the_first_message_abstains_when_sessions_and_typed_runs_split(tmp_path:
 
 
 def test_actions_keeps_its_columns_with_sub_agent_roles(tmp_path: Path) -> None:
-    from wikitrace.tools.drilldown import actions_text
+    from wikitrace.corpus_schema.drilldown import actions_text
 
     labels = tmp_path / "labels.json"
     labels.write_text('{"55550000-0000-4000-8000-000000000001": true}')

@@ -211,6 +211,7 @@ def browser() -> object:
             launched.close()
 
 
+@pytest.mark.browser
 def test_in_a_browser_insight_to_claim_to_highlighted_turn(
     example_site: Path, browser: object, tmp_path: Path
 ) -> None:
@@ -244,6 +245,7 @@ def test_in_a_browser_insight_to_claim_to_highlighted_turn(
     assert dialogs == []
 
 
+@pytest.mark.browser
 def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
     tasks_site: Path, browser: object
 ) -> None:
@@ -280,6 +282,7 @@ def test_in_a_browser_the_filter_matches_whole_words_and_turns_open_by_anchor(
     assert page.locator("#hits li").count() == 0 and page.locator("#no-match").is_visible()
 
 
+@pytest.mark.browser
 def test_in_a_browser_a_hostile_log_runs_no_script(hostile_site: Path, browser: object) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     dialogs: list[str] = []

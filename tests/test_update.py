@@ -20,6 +20,7 @@ from wikitrace.corpus_schema.ledger import read_agent_runs
 from wikitrace.versions import Store
 
 from helpers import FakeLLM, run
+from walk_throughs import WalkThrough
 
 TOY = Path(__file__).resolve().parent.parent / "examples" / "toy"
 sys.path.insert(0, str(TOY))
@@ -321,35 +322,26 @@ def _versions(corpus: Path) -> list[Any]:
 
 
 @pytest.mark.integration
-def test_the_readme_walk_through(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_server: str
-) -> None:
-    """The README's commands: the toy model server behind litellm, the toy agent as runner."""
-    monkeypatch.chdir(tmp_path)
-    base = ["--api-base", toy_server]
-    runner = ["--runner", AGENT]
-    code, out, _ = run(
-        ["-q", "build", str(TOY / "runs/start.jsonl"), "-o", "toy", "--model", MODEL, *base]
-    )
-    assert (code, out) == (0, "toy\n")
-    decisions = []
-    for runs in ("mat.jsonl", "force.jsonl", "mat-again.jsonl"):
-        code, out, err = run(
-            ["-q", "update", "toy", str(TOY / "runs" / runs), *runner, *base, "--json"]
-        )
-        assert code == 0, err
-        record = json.loads(out)
-        decisions.append((record["decision"], record["deployed"], record["agent_runs"]))
+def test_the_readme_walk_through(update_walk_through: WalkThrough) -> None:
+    """What docs/growing.md's walk-through left (run once a session, tests/walk_throughs.py):
+    the toy model server behind litellm, the toy agent as runner, three updates."""
+    assert update_walk_through.returncode == 0, update_walk_through.stderr
+    toy = update_walk_through.folder / "toy"
+    records = [json.loads(path.read_text()) for path in sorted(Store(toy).updates_dir.iterdir())]
     # The third only repeats what the memory knows: deployed without a comparison.
-    assert decisions == [("deployed", "v0002", 24), ("kept", "v0002", 24), ("accepted", "v0004", 0)]
-    code, out, _ = run(["versions", "toy"])
+    assert [(r["decision"], r["deployed"], r["agent_runs"]) for r in records] == [
+        ("deployed", "v0002", 24),
+        ("kept", "v0002", 24),
+        ("accepted", "v0004", 0),
+    ]
+    code, out, _ = run(["versions", str(toy)])
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
         ["v0001", "previous"],
         ["v0002", "previous"],
         ["v0003", "refused"],
         ["v0004", "current"],
     ]
-    code, out, _ = run(["verify", "toy", "--all"])
+    code, out, _ = run(["verify", str(toy), "--all"])
     assert code == 0 and out.count(": ok: ") == 4
 
 

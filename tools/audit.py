@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import CorpusError, InputError, manifest, read
+from wikitrace.corpus_schema import CorpusError, InputError, drilldown, manifest, read
 from wikitrace.corpus_schema.insight_pages import READ_ONLY_NOTE
 from wikitrace.corpus_schema.layout import RAW_DIR, RAW_METADATA_NAME, parse_step
 from wikitrace.corpus_schema.records import (
@@ -19,8 +19,6 @@ from wikitrace.corpus_schema.records import (
     RawHeader,
 )
 from wikitrace.corpus_schema.turns import raw_pieces
-
-from . import drilldown
 
 CONTEXT = 400
 """Characters of a cited turn shown on each side of the quoted passage; `turn STEP N` shows

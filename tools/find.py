@@ -25,7 +25,7 @@ from .first_message import TASK_PREVIEW
 if TYPE_CHECKING:
     from wikitrace.search.rank import Ranker
 
-    from .memory import Memory
+    from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
 
 SearchKind = Literal["insights", "compilations", "tasks"]
 SEARCH_KINDS: tuple[SearchKind, ...] = ("insights", "compilations", "tasks")

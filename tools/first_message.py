@@ -28,7 +28,7 @@ from .task_scope import Scope, identical_task, task_scope, task_words
 if TYPE_CHECKING:
     from jinja2 import Template
 
-    from .memory import Memory
+    from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
 
 DEFAULT_MOUNT = "/work/corpus"
 TEMPLATE = "first-message.j2"

@@ -23,13 +23,11 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from wikitrace.corpus_schema import CorpusError, WikitraceError, layout, manifest, read
+from wikitrace.corpus_schema import CorpusError, WikitraceError, drilldown, layout, manifest, read
 from wikitrace.corpus_schema.layout import INDEX_NAME, MANIFEST
 from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
 from wikitrace.corpus_schema.work import KINDS, kind_named
 from wikitrace.search import MIN_SCORE
-
-from . import drilldown
 
 URI_ROOT = "wikitrace://corpus/"
 """A page's URI is this plus its path in the corpus: wikitrace://corpus/insight/insight-0001.md"""

@@ -26,6 +26,7 @@ import orjson
 from markupsafe import Markup
 
 from wikitrace.corpus_schema import CorpusError, manifest, read
+from wikitrace.corpus_schema.drilldown import format_turn
 from wikitrace.corpus_schema.export import EXPORT_MARKER, staged_export
 from wikitrace.corpus_schema.records import (
     READ_ONLY,
@@ -37,7 +38,7 @@ from wikitrace.corpus_schema.records import (
 )
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.tasks import TaskKey
-from wikitrace.corpus_schema.turns import format_turn, summarize
+from wikitrace.corpus_schema.turns import summarize
 from wikitrace.search import consolidate
 
 from .audit import counted, passage

@@ -25,7 +25,7 @@ from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_nam
 from wikitrace.search.score import scored
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
 
 TypeBasis = Literal["given", "project", "coding", "kind", "similar", "all"]
 """How the task's types were found: given (--task-type), its project's runs' types, the

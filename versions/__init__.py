@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         resumable,
         write_json,
     )
-    from .view import ViewReport, leave_out
+    from .without_tasks import ViewReport, leave_out
 
 _HOMES = {
     "Derivation": "derive",
@@ -56,8 +56,8 @@ _HOMES = {
     "record_left": "store",
     "resumable": "store",
     "write_json": "store",
-    "ViewReport": "view",
-    "leave_out": "view",
+    "ViewReport": "without_tasks",
+    "leave_out": "without_tasks",
 }
 
 __all__ = [

@@ -3,7 +3,6 @@ indexes, manifest), then freezing it."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import importlib.util
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from wikitrace.corpus_schema import Layout, indexes, raw_pages, turns
+from wikitrace.corpus_schema import Layout, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
 from wikitrace.corpus_schema.history import VersionInfo, now
@@ -131,31 +130,12 @@ class _WithAlike(Sequence[indexes.InsightRow]):
 @functools.cache
 def drilldown_script() -> bytes:
     """The drill-down tools as a corpus carries them (tools/actions, tools/turn):
-    tools/drilldown.py with the module it imports the turn formatter from
-    (corpus_schema/turns.py, standard library only) written in place of that import, so that
-    they run on the standard library alone in a sandbox without wikitrace. The tool's source
-    is read, not imported: nothing here runs it."""
-    spec = importlib.util.find_spec("wikitrace.tools.drilldown")
+    corpus_schema/drilldown.py as it is (standard library only), so that they run in a
+    sandbox without wikitrace. Read, not imported: nothing here runs it."""
+    spec = importlib.util.find_spec("wikitrace.corpus_schema.drilldown")
     if spec is None or spec.origin is None:
-        raise AssertionError("wikitrace.tools.drilldown is not installed")
-    tool = Path(spec.origin).read_text(encoding="utf-8")
-    formatter = Path(turns.__file__).read_text(encoding="utf-8")
-    found = [
-        node
-        for node in ast.parse(tool).body
-        if isinstance(node, ast.ImportFrom) and node.module == turns.__name__
-    ]
-    future = [
-        node
-        for node in ast.parse(formatter).body
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__"
-    ]
-    if len(found) != 1 or len(future) != 1:
-        raise AssertionError("tools/drilldown.py imports corpus_schema/turns.py once")
-    lines = tool.splitlines(keepends=True)
-    body = "".join(formatter.splitlines(keepends=True)[future[0].end_lineno or 0 :]).strip()
-    start, end = found[0].lineno - 1, found[0].end_lineno or found[0].lineno
-    return "".join([*lines[:start], body, "\n", *lines[end:]]).encode("utf-8")
+        raise AssertionError("wikitrace.corpus_schema.drilldown is not installed")
+    return Path(spec.origin).read_bytes()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Drill down from a lesson to the raw run behind it: `actions STEP`, `turn STEP N[-M]`.
 
-Standalone: the Python standard library and corpus_schema/turns.py (itself standard library
-only), so a corpus mounted read-only in any sandbox carries its own tools (CORPUS/tools/actions
-and CORPUS/tools/turn are copies of this file with that module written in).
+Standalone: the Python standard library only, so a corpus mounted read-only in any sandbox
+carries its own tools: CORPUS/tools/actions and CORPUS/tools/turn are this file, copied as is
+(versions/finish.py). It is part of the format for that reason, and the one home of how a turn
+reads as labelled lines (`format_turn`), which the compiler's prompts show too.
 It reads the step's small index, and for `turn` only the bytes of the turns asked for.
 """
 
@@ -13,12 +14,9 @@ import json
 import os
 import sys
 
-# The corpus's copies of this tool have corpus_schema/turns.py written in here instead of the
-# import (versions/finish.py, `drilldown_script`): they run on the standard library alone.
-from wikitrace.corpus_schema.turns import format_turn
-
 TYPE_CHECKING = False  # typing costs more to import than this whole tool: mypy only
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 CORPUS_ENV = "WIKITRACE_CORPUS"
@@ -43,6 +41,71 @@ USAGE = {
     "  2 lines around each, numbered, to read on with --lines.",
 }
 COMMON = "  The corpus is --corpus DIR, else $WIKITRACE_CORPUS, else the corpus this tool sits in."
+
+
+# --- a turn as text (what `turn` prints; the compiler's prompts show the same) ---------------
+
+CUT_MARKER = (
+    "[... wikitrace cut {count} characters here to fit the prompt; the raw turn has them all ...]"
+)
+
+
+def cut_middle(text: str, cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """Keep the head and tail of a long text with a visible marker for what was left out, and
+    each passage of `keep` found in it whole (the lines that say what failed: a cut never
+    drops them)."""
+    if cap is None or len(text) <= cap:
+        return text
+    half = max(cap // 2, 1)
+    spans = [(0, half)]
+    for passage in keep:
+        start = text.find(passage) if passage else -1
+        if start >= 0:
+            spans.append((start, start + len(passage)))
+    spans.append((len(text) - half, len(text)))
+    spans.sort()
+    pieces: list[str] = []
+    end = 0
+    for start, stop in spans:
+        if start > end:
+            pieces.append("\n" + CUT_MARKER.format(count=start - end) + "\n")
+        if stop > end:
+            pieces.append(text[max(start, end) : stop])
+            end = stop
+    return "".join(pieces)
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def format_turn(turn: dict[str, Any], cap: int | None = None, keep: Sequence[str] = ()) -> str:
+    """A turn (a dict in the native format) as labelled lines; a cap cuts long fields' middles,
+    keeping each passage of `keep` whole (cut_middle)."""
+    lines: list[str] = []
+    if turn.get("role"):
+        lines.append("role: " + str(turn["role"]))
+    for name in ("reasoning", "content", "action"):
+        value = turn.get(name)
+        if value:
+            lines.append(name + ": " + cut_middle(as_text(value), cap, keep))
+    for call in turn.get("tool_calls") or []:
+        ident = " [" + str(call["id"]) + "]" if call.get("id") else ""
+        arguments = call.get("arguments")
+        shown = "" if arguments is None else cut_middle(as_text(arguments), cap, keep)
+        lines.append("tool call" + ident + " " + str(call.get("name")) + ": " + shown)
+        if call.get("result") is not None:
+            result = cut_middle(as_text(call["result"]), cap, keep)
+            lines.append("tool result" + ident + ": " + result)
+        if call.get("metadata"):
+            lines.append("tool call metadata: " + cut_middle(as_text(call["metadata"]), cap))
+    if turn.get("observation"):
+        lines.append("observation: " + cut_middle(as_text(turn["observation"]), cap, keep))
+    if turn.get("metadata"):
+        lines.append("metadata: " + cut_middle(as_text(turn["metadata"]), cap))
+    return "\n".join(lines)
 
 
 class DrillError(Exception):

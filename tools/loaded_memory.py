@@ -1,0 +1,48 @@
+"""What the first message, its scope and the search read of a loaded corpus (`memory.Memory`).
+
+first_message.py, task_scope.py and find.py are typed against this, not against the class,
+because memory.py imports them (a cycle, even if only the type checker followed it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+from wikitrace.search.rank import Ranker
+
+
+class LoadedMemory(Protocol):
+    """A corpus loaded once (tools/memory.py, `Memory`), as a first message or a search reads it."""
+
+    runs: list[PastRun]
+    insights: list[InsightEntry]
+    offline: bool
+    withheld: int
+
+    @property
+    def groups(self) -> list[int]:
+        """Each insight's group's first: one lesson is listed of each group."""
+
+    @property
+    def run_ranker(self) -> Ranker:
+        """BM25 over the runs' tasks."""
+
+    @property
+    def insight_ranker(self) -> Ranker:
+        """BM25 over the insights."""
+
+    @property
+    def compilation_ranker(self) -> Ranker:
+        """BM25 over the compilations' titles and claims."""
+
+    @property
+    def runs_by_task(self) -> dict[str, list[int]]:
+        """The runs of each task, by its words (task_scope.task_words)."""
+
+    def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
+        """Whether `item` rests on a run of a task `excluded` names."""
+
+    def run_of(self, insight: int) -> PastRun | None:
+        """The run an insight was drawn from."""
