@@ -33,7 +33,7 @@ from wikitrace.corpus_schema.code_names import named_files, named_symbols, safe_
 from wikitrace.corpus_schema.input_files import open_input
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .loaded_memory import LoadedMemory as Memory
 
 log = logging.getLogger(__name__)
 
