@@ -18,7 +18,7 @@ import re
 import shlex
 import shutil
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -108,6 +108,13 @@ def install(
 
     def edit(settings: dict[str, Any]) -> None:
         hooks = _without_ours(settings, where.path)
+        for event in (*where.recall_events, where.capture_event):
+            if not isinstance(hooks.get(event, []), list):
+                raise InputError(
+                    f"{where.path}: field 'hooks.{event}' is a {type(hooks[event]).__name__}, "
+                    "not a list",
+                    hint="fix that entry (a list of hook groups), then run the command again",
+                )
         for event in where.recall_events:
             hooks.setdefault(event, []).append(_group(where, recall, "recall", RECALL_SECONDS))
         hooks.setdefault(where.capture_event, []).append(
@@ -116,9 +123,11 @@ def install(
         settings["hooks"] = hooks
 
     events = ", ".join((*where.recall_events, where.capture_event))
+    # Codex's config.toml is checked before anything is written: a file refused leaves both.
+    feature = _codex_feature(where.folder / "config.toml") if agent == "codex" else None
     changes = [_edit_json(where.path, edit, f"wikitrace's hooks on {events}")]
-    if agent == "codex":
-        changes.append(_codex_feature(where.folder / "config.toml"))
+    if feature is not None:
+        changes.append(feature())
     return changes
 
 
@@ -207,7 +216,7 @@ def _read(path: Path) -> bytes | None:
     return path.read_bytes()
 
 
-def _edit_json(path: Path, edit: Any, what: str) -> Change:
+def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None], what: str) -> Change:
     before = _read(path)
     settings: Any = {}
     if before is not None and before.strip():
@@ -256,9 +265,10 @@ def _same(before: bytes, after: bytes, path: Path) -> bool:
 _FEATURES = re.compile(r"^\[features\][ \t]*(#.*)?$", re.M)
 
 
-def _codex_feature(path: Path) -> Change:
-    """`[features] codex_hooks = true` in Codex's config.toml: added as one line, the rest of
-    the file as it was; a file that is not valid TOML, or sets the flag false, is refused."""
+def _codex_feature(path: Path) -> Callable[[], Change]:
+    """`[features] codex_hooks = true` in Codex's config.toml, to be written: added as one
+    line, the rest of the file as it was; a file that is not valid TOML, or sets the flag
+    false, is refused now."""
     before = _read(path)
     text = before.decode("utf-8", "replace") if before is not None else ""
     try:
@@ -272,7 +282,7 @@ def _codex_feature(path: Path) -> Change:
     flag = features.get(CODEX_FEATURE) if isinstance(features, dict) else None
     what = f"[features] {CODEX_FEATURE} = true (Codex runs hooks only with it)"
     if flag is True:
-        return Change(path, f"{what}: already so, not changed", changed=False)
+        return lambda: Change(path, f"{what}: already so, not changed", changed=False)
     if flag is not None:
         raise InputError(
             f"{path}: [features] {CODEX_FEATURE} is {flag!r}: Codex would not run the hooks",
@@ -297,4 +307,4 @@ def _codex_feature(path: Path) -> Change:
             "line (it is written another way)",
             hint=f"add `{CODEX_FEATURE} = true` under [features] yourself",
         )
-    return _write(path, before, after.encode(), what)
+    return lambda: _write(path, before, after.encode(), what)

@@ -5,14 +5,18 @@ format, and never in its way. The payloads are tests/data/hooks/ (see tests/data
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.integrations.agent_hooks import is_ours
 
 from helpers import DATA, Stub, make_run, run, write_runs
@@ -206,3 +210,192 @@ def test_codex_session_start_recalls_the_lesson_of_its_repository_only(
     assert listed(answer["hookSpecificOutput"]["additionalContext"]) == added
     elsewhere = shell(commands["SessionStart"], payload("codex-session-start", cwd=str(other)))
     assert (elsewhere.returncode, elsewhere.stdout) == (0, "")
+
+
+# --- never in the agent's way -------------------------------------------------------------------
+
+WIKITRACE = [str(Path(sys.executable).with_name("wikitrace"))]
+
+
+def recall(corpus: Path, stdin: str, log: Path, *more: str) -> tuple[int, str, float]:
+    """`hooks recall` as an agent runs it: exit code, stdout, seconds taken."""
+    command = [*WIKITRACE, "hooks", "recall", str(corpus), "--hook-log", str(log), *more]
+    began = time.monotonic()
+    done = subprocess.run(command, input=stdin, text=True, capture_output=True, timeout=HARD_LIMIT)
+    return done.returncode, done.stdout, time.monotonic() - began
+
+
+@pytest.fixture
+def offline_copy(tmp_path: Path) -> Path:
+    """A writable copy of a small corpus built offline (no lesson), to damage."""
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
+    assert run(["-q", "build", str(runs), "-o", str(tmp_path / "built")])[0] == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "built", copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage catalog", "no manifest", "empty folder"])
+def test_a_missing_or_damaged_corpus_answers_nothing_and_logs_why(
+    home: Path, offline_copy: Path, tmp_path: Path, damage: str
+) -> None:
+    app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
+    if damage == "missing":
+        shutil.rmtree(offline_copy)
+    elif damage == "garbage catalog":
+        (offline_copy / "catalog.jsonl").write_bytes(b"\x00\xff{not json\n")
+    elif damage == "no manifest":
+        (offline_copy / "catalog.jsonl").unlink()
+        (offline_copy / "manifest.json").unlink()
+    else:
+        shutil.rmtree(offline_copy)
+        offline_copy.mkdir()
+    log = tmp_path / "hook.log"
+    code, out, _ = recall(offline_copy, payload("claude-code-session-start", cwd=str(app)), log)
+    assert (code, out) == (0, "")
+    assert re.search(r" ERROR recall from .*copy: nothing recalled: .+", log.read_text())
+
+
+def test_a_hung_read_is_cut_at_the_time_limit(
+    home: Path, offline_copy: Path, tmp_path: Path
+) -> None:
+    """A catalog that never gives its bytes (a FIFO no one writes: a hung disk) holds the
+    hook only until --time-limit."""
+    app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
+    (offline_copy / "catalog.jsonl").unlink()
+    os.mkfifo(offline_copy / "catalog.jsonl")
+    (offline_copy / "manifest.json").unlink()
+    os.mkfifo(offline_copy / "manifest.json")
+    log = tmp_path / "hook.log"
+    stdin = payload("codex-session-start", cwd=str(app))
+    code, out, seconds = recall(offline_copy, stdin, log, "--time-limit", "0.5")
+    assert (code, out) == (0, "")
+    assert "ERROR recall: no answer within 0.5 s: nothing recalled" in log.read_text()
+    assert seconds < HARD_LIMIT / 2
+
+
+def test_a_held_build_lock_does_not_stop_recall(home: Path, corpus: Path, tmp_path: Path) -> None:
+    """Reading a version takes no lock: an add under way does not hold the agent up."""
+    other = git_repository(tmp_path / "other", "git@github.com:me/other.git")
+    log = tmp_path / "hook.log"
+    with build_lock(corpus):
+        code, out, _ = recall(corpus, payload("gemini-session-start", cwd=str(other)), log)
+    assert (code, out) == (0, "")
+    assert (
+        "SessionStart c0ffee00-0000-4000-8000-000000000009: nothing recalled: " in log.read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("stdin", "logged"),
+    [
+        ("", "no hook payload"),
+        ("[1, 2]", "the hook payload is a JSON list, not an object"),
+        ('{"session_id": "x"}', "hook payload field 'hook_event_name'"),
+    ],
+)
+def test_a_bad_payload_answers_nothing_and_logs_why(
+    home: Path, offline_copy: Path, tmp_path: Path, stdin: str, logged: str
+) -> None:
+    log = tmp_path / "hook.log"
+    assert recall(offline_copy, stdin, log)[:2] == (0, "")
+    assert logged in log.read_text()
+
+
+# --- installing into the agents' settings ---------------------------------------------------------
+
+THEIRS = {
+    "model": "opus",
+    "hooks": {
+        "SessionStart": [
+            {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}
+        ],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}],
+    },
+}
+
+
+def test_install_keeps_every_other_key_and_hook_and_twice_is_once(
+    home: Path, offline_copy: Path
+) -> None:
+    settings = home / ".claude/settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(THEIRS, indent=4))
+    original = settings.read_text()
+    code, out, err = run(["hooks", "install", "claude-code", str(offline_copy)])
+    assert code == 0, err
+    assert out.endswith(f"(the file before: {settings}.wikitrace-backup)\n")
+    assert Path(f"{settings}.wikitrace-backup").read_text() == original
+    first = json.loads(settings.read_text())
+    assert first["model"] == "opus"
+    assert first["hooks"]["PreToolUse"] == THEIRS["hooks"]["PreToolUse"]
+    assert first["hooks"]["SessionStart"][0] == THEIRS["hooks"]["SessionStart"][0]
+    (ours,) = first["hooks"]["SessionStart"][1]["hooks"]
+    assert ours["timeout"] == 5 and ours["command"].endswith(f"hooks recall {offline_copy}")
+
+    code, out, _ = run(["hooks", "install", "claude-code", str(offline_copy)])
+    assert code == 0 and out.endswith(": already so, not changed\n")
+    assert json.loads(settings.read_text()) == first
+    code, _, _ = run(["hooks", "install", "claude-code", str(offline_copy), "--max-tokens", "800"])
+    again = json.loads(settings.read_text())
+    assert len(again["hooks"]["SessionStart"]) == 2
+    assert again["hooks"]["SessionStart"][1]["hooks"][0]["command"].endswith("--max-tokens 800")
+
+    code, out, err = run(["hooks", "remove", "claude-code"])
+    assert code == 0, err
+    assert json.loads(settings.read_text()) == THEIRS
+    code, out, _ = run(["hooks", "remove", "claude-code"])
+    assert out.endswith(": already so, not changed\n")
+
+
+def test_a_settings_file_that_is_not_json_is_refused_with_its_line(
+    home: Path, offline_copy: Path
+) -> None:
+    settings = home / ".gemini/settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{\n  "theme": "dark",\n  "hooks": {,\n}\n')
+    before = settings.read_bytes()
+    code, out, err = run(["hooks", "install", "gemini", str(offline_copy)])
+    assert (code, out) == (2, "")
+    assert f"{settings}, line 3, column 13: not valid JSON" in err
+    assert settings.read_bytes() == before
+    settings.write_text('{"hooks": {"SessionStart": {"command": "x"}}}')
+    code, _, err = run(["hooks", "install", "gemini", str(offline_copy)])
+    assert code == 2 and "field 'hooks.SessionStart' is a dict, not a list" in err
+
+
+def test_codex_s_config_that_is_not_toml_is_refused_and_hooks_json_left_alone(
+    home: Path, offline_copy: Path
+) -> None:
+    codex = home / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text('model = "x"\n[features\n')
+    code, _, err = run(["hooks", "install", "codex", str(offline_copy)])
+    assert code == 2
+    assert f"{codex / 'config.toml'}: not valid TOML" in err and "line 2" in err
+    assert not (codex / "hooks.json").exists()
+
+
+def test_gemini_hooks_are_named_and_timed_in_milliseconds(
+    home: Path, offline_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
+    (app / "src").mkdir()
+    monkeypatch.chdir(app / "src")
+    code, out, err = run(["hooks", "install", "gemini", str(offline_copy), "--repo"])
+    assert code == 0, err
+    settings = app / ".gemini/settings.json"
+    assert out == f"{settings}: wikitrace's hooks on SessionStart, BeforeAgent, SessionEnd\n"
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert hooks["BeforeAgent"][0]["hooks"][0] | {"command": ""} == {
+        "type": "command",
+        "command": "",
+        "name": "wikitrace-recall",
+        "timeout": 5000,
+    }
+    assert hooks["SessionEnd"][0]["hooks"][0]["command"].endswith(f"add {offline_copy} --from-hook")
+    assert not (home / ".gemini").exists()
+    assert run(["hooks", "remove", "gemini", "--repo"])[0] == 0
+    assert json.loads(settings.read_text()) == {}
