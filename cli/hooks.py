@@ -16,7 +16,6 @@ from wikitrace.integrations.agent_hooks import AGENTS, Agent, install, remove
 from wikitrace.tools.hook_recall import DEFAULT_MAX_TOKENS
 
 from .common import DetailedOption
-from .hook import default_log, logging_to, read_payload
 from .versions import HOOK_LOG_ENV
 
 log = logging.getLogger(__name__)
@@ -129,6 +128,7 @@ def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: P
     """
     from wikitrace.tools.hook_recall import parse_recall_payload, recall
 
+    from .hook import default_log, logging_to, read_payload
     from .settings import user_projects
 
     with logging_to(hook_log or default_log()):

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wikitrace.corpus_schema.errors import InputError
-from wikitrace.corpus_schema.store import atomic_write
 
 Agent = Literal["claude-code", "codex", "gemini"]
 AGENTS: tuple[Agent, ...] = ("claude-code", "codex", "gemini")
@@ -238,6 +237,9 @@ def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None], what: str) ->
 
 
 def _write(path: Path, before: bytes | None, after: bytes, what: str) -> Change:
+    # The store's module is heavy to import, and this one is imported at every CLI start.
+    from wikitrace.corpus_schema.store import atomic_write
+
     if before is not None and _same(before, after, path):
         return Change(path, f"{what}: already so, not changed", changed=False)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,11 +19,10 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, overload
+from typing import TYPE_CHECKING, Protocol, overload
 
-from wikitrace.corpus_schema.catalog_build import LessonTexts
-from wikitrace.corpus_schema.indexes import insight_row
-from wikitrace.corpus_schema.records import InsightHeader
+if TYPE_CHECKING:
+    from wikitrace.corpus_schema.records import InsightHeader
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")
@@ -450,6 +449,9 @@ def with_mined(
 ) -> list[int]:
     """`of_lessons` for lessons given as lists: (title, guideline), what each mined one counts
     (None for a model's lesson), each source run's outcome and each task type."""
+    # Imported here: reading a corpus (a hook's recall) needs neither module.
+    from wikitrace.corpus_schema.catalog_build import LessonTexts
+
     return of_lessons(
         [
             LessonTexts(
@@ -470,4 +472,6 @@ def with_mined(
 
 def of_pages(pages: Sequence[tuple[InsightHeader, str]], grouping: Grouping = group) -> list[int]:
     """`of_lessons` for insight pages: (header, guideline) of each, read as index rows."""
+    from wikitrace.corpus_schema.indexes import insight_row
+
     return of_lessons([insight_row(0, header, guideline) for header, guideline in pages], grouping)

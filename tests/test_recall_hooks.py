@@ -293,7 +293,7 @@ def test_a_held_build_lock_does_not_stop_recall(home: Path, corpus: Path, tmp_pa
     [
         ("", "no hook payload"),
         ("[1, 2]", "the hook payload is a JSON list, not an object"),
-        ('{"session_id": "x"}', "hook payload field 'hook_event_name'"),
+        ('{"session_id": "x"}', "hook payload field 'hook_event_name': missing"),
     ],
 )
 def test_a_bad_payload_answers_nothing_and_logs_why(

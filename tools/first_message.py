@@ -250,6 +250,8 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     """Up to `similar` runs most like the task among those in scope, one per task (three
     attempts of one task say less than three tasks): runs of the identical task first, then
     by the similarity of their tasks, whatever their project."""
+    if similar == 0:
+        return []  # nor is the runs' ranker loaded (bm25s, numpy: a hook's start-up time)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     ranked_runs = memory.run_ranker.rank(scope.task, run_ok)

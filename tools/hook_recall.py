@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from wikitrace.corpus_schema.errors import InputError, first_problem
+from wikitrace.corpus_schema.errors import InputError
 
 SESSION_START = "SessionStart"
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
@@ -25,14 +24,15 @@ PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 RECALL_EVENTS = frozenset({SESSION_START, *PROMPT_EVENTS})
 DEFAULT_MAX_TOKENS = 1500
 """A hook's answer is read at every start and prompt: shorter than `prompt`'s 6,000."""
+SIMILAR_RUNS = 3
+"""Past runs listed as similar to a prompt, as `prompt` lists them."""
 
 
-class RecallPayload(BaseModel):
-    """A recall hook's input on stdin (the fields Claude Code, Codex and Gemini CLI share)."""
-
-    # Another program's record, which gains fields release by release: what we do not read
-    # is ignored, so that an agent's update never breaks the hook.
-    model_config = ConfigDict(extra="ignore")
+@dataclass(frozen=True)
+class RecallPayload:
+    """A recall hook's input on stdin (the fields Claude Code, Codex and Gemini CLI share).
+    Another program's record, which gains fields release by release: what we do not read is
+    ignored, so that an agent's update never breaks the hook."""
 
     hook_event_name: str
     """SessionStart, UserPromptSubmit (Claude Code, Codex) or BeforeAgent (Gemini CLI)."""
@@ -45,7 +45,8 @@ class RecallPayload(BaseModel):
 
 
 def parse_recall_payload(raw: bytes) -> RecallPayload:
-    """The payload as read; InputError for anything that is not a recall hook's input."""
+    """The payload as read; InputError for anything that is not a recall hook's input.
+    Checked by hand, not by a pydantic model: building one costs the hook's start-up time."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
@@ -55,11 +56,19 @@ def parse_recall_payload(raw: bytes) -> RecallPayload:
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"the hook payload is a JSON {type(data).__name__}, not an object")
-    try:
-        return RecallPayload.model_validate(data)
-    except ValidationError as error:
-        where, message = first_problem(error)
-        raise InputError(f"hook payload field '{where}': {message}") from None
+    given: dict[str, str | None] = {}
+    for name in ("hook_event_name", "session_id", "cwd", "prompt"):
+        value = data.get(name)
+        if value is None and name == "hook_event_name":
+            raise InputError(f"hook payload field '{name}': missing")
+        if value is not None and not isinstance(value, str):
+            raise InputError(
+                f"hook payload field '{name}': a JSON {type(value).__name__}, not a string"
+            )
+        given[name] = value
+    event = given.pop("hook_event_name")
+    assert event is not None
+    return RecallPayload(event, **given)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,8 @@ def recall(
     memory = Memory.load(corpus.absolute())
     message = memory.first_message(
         prompt,
+        # At a session's start there is no task yet to find similar past runs for.
+        similar=SIMILAR_RUNS if prompt else 0,
         max_tokens=max_tokens or None,
         mount=str(memory.root),
         report_at="end",

@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
-from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
@@ -124,6 +123,7 @@ class Memory:
             kept = leaders if grouping is consolidate.group else None
             return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
         from wikitrace.corpus_schema import manifest
+        from wikitrace.corpus_schema.catalog_build import from_pages
 
         offline = manifest.load(root).compiled_by == "offline"
         runs, insights, withheld = from_pages(root)
