@@ -441,7 +441,13 @@ def _fitted(
     text = "" if budget is not None and least > budget else page(chosen)
     if budget is None or (text and len(text) <= budget):
         return chosen, text
-    ranked = memory.insight_ranker.rank(scope.task, listing.insights)
+    # No task (a session just started): no word to rank by, nor a ranker to load.
+    has_words = bool(scope.task.strip())
+    ranked = (
+        memory.insight_ranker.rank(scope.task, listing.insights)
+        if has_words
+        else list(listing.insights)
+    )
     # The project's own lessons are kept first, then the same kind's.
     ranked.sort(key=lambda i: scope.tier(memory.run_of(i)))
     count, text = _most_that_fit(ranked, page, budget)

@@ -114,7 +114,7 @@ def recall(
     if folder is None or not folder.is_dir():
         return Recall(event, reason="the payload names no existing working folder (cwd)")
 
-    from wikitrace.corpus_schema.projects import folder_aliases, repository_at
+    from wikitrace.corpus_schema.projects import folder_aliases, matching_projects, repository_at
 
     project = repository_at(folder)
     if project is None:
@@ -126,6 +126,12 @@ def recall(
     from .memory import Memory
 
     memory = Memory.load(corpus.absolute())
+    aliases = folder_aliases(folder, project) | dict(project_aliases or {})
+    if event == SESSION_START:
+        # Nothing to render for a project with no runs here: said before the message is made.
+        known = {run.project for run in memory.runs if run.project}
+        if not matching_projects(project, known, aliases):
+            return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
     message = memory.first_message(
         prompt,
         # At a session's start there is no task yet to find similar past runs for.
@@ -134,7 +140,7 @@ def recall(
         mount=str(memory.root),
         report_at="end",
         project=project,
-        project_aliases=folder_aliases(folder, project) | dict(project_aliases or {}),
+        project_aliases=aliases,
         project_found=True,
     )
     if not message.project_has_runs:
