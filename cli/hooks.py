@@ -20,7 +20,7 @@ from .versions import HOOK_LOG_ENV
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIME_LIMIT = 1.5
+DEFAULT_TIME_LIMIT = 1.0
 """Seconds a recall hook may take before it answers nothing: the agent waits for it."""
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 
