@@ -195,9 +195,9 @@ def find_rollout(thread_id: str) -> Path | None:
     return found[-1] if found else None
 
 
-def read_payload(given: str | None) -> bytes:
+def read_payload(given: str | None, wait: float = STDIN_WAIT_SECONDS) -> bytes:
     """The payload given as an argument, else what stdin holds: read until it is a whole JSON
-    document or closed, for at most STDIN_WAIT_SECONDS."""
+    document or closed, for at most `wait` seconds."""
     if given is not None:
         return given.encode()
     stdin = sys.stdin.buffer if sys.stdin is not None else None
@@ -211,7 +211,7 @@ def read_payload(given: str | None) -> bytes:
     except (OSError, io.UnsupportedOperation):  # not a file (a test's stream): read it whole
         return bytes(stdin.read())
     data = bytearray()
-    deadline = time.monotonic() + STDIN_WAIT_SECONDS
+    deadline = time.monotonic() + wait
     while (left := deadline - time.monotonic()) > 0:
         if not select.select([fd], [], [], left)[0]:
             break
@@ -253,7 +253,7 @@ def hook_add(
     """`add CORPUS --from-hook [PAYLOAD]`: capture the session the payload names. Without
     `wait`, any problem is logged and the exit code is 0, and the capture itself runs in a
     process of its own; with it, the command works as `add` does (its exit codes included)."""
-    with _logging_to(log_file or default_log()):
+    with logging_to(log_file or default_log()):
         _log_settings()
         try:
             if no_deploy:
@@ -396,7 +396,7 @@ def _detach() -> bool:
 
 
 @contextlib.contextmanager
-def _logging_to(path: Path) -> Iterator[None]:
+def logging_to(path: Path) -> Iterator[None]:
     """Also log wikitrace's messages, from INFO up, to `path` (with the time and process),
     while the hook runs; stderr keeps the level -v/-q chose."""
     root = logging.getLogger("wikitrace")

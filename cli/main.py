@@ -16,6 +16,7 @@ from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command, retire_command
+from .hooks import hooks_group
 from .lift import lift_command, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
@@ -31,7 +32,10 @@ COMMAND_ARGS = "wikitrace.command_args"
 
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Build a corpus from logs", ("build", "convert", "verify", "trust")),
-    ("Use it at test time", ("prompt", "view", "search", "actions", "turn", "cite", "audit")),
+    (
+        "Use it at test time",
+        ("prompt", "hooks", "view", "search", "actions", "turn", "cite", "audit"),
+    ),
     ("Grow it safely", ("add", "versions", "deploy", "update")),
     ("Let only tested lessons in", ("gate", "monitor", "retire", "hypothesize")),
     ("Measure what memory does", ("run-inspect", "lift", "eval", "attribute", "drilldowns")),
@@ -103,10 +107,10 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     try:
         ctx.default_map, sources = settings(cli, config, Path.cwd())
     except SettingsError as error:
-        if FROM_HOOK not in ctx.meta.get(COMMAND_ARGS, ()):
+        if not _run_by_agent(ctx.meta.get(COMMAND_ARGS, [])):
             raise
-        # A hook must not lose the session over a settings file: it logs why and captures
-        # with the built-in settings.
+        # A hook must not lose the session (or hold up the agent) over a settings file: it
+        # logs why and goes on with the built-in settings.
         ctx.meta[SETTINGS_META] = f"settings not read, the built-in ones used: {error.message}"
         return
     line = sources.line()
@@ -114,6 +118,13 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     quiet = quiet or bool({"-q", "--quiet"} & set(ctx.meta.get(COMMAND_ARGS, ())))
     if line is not None and not quiet:
         click.echo(line, err=True)
+
+
+def _run_by_agent(args: list[str]) -> bool:
+    """Whether the command is an agent's hook: `add --from-hook` or `hooks recall`."""
+    return FROM_HOOK in args or any(
+        args[i : i + 2] == ["hooks", "recall"] for i in range(len(args))
+    )
 
 
 cli.add_command(build_command)
@@ -131,6 +142,7 @@ cli.add_command(trust_command)
 cli.add_command(actions_command)
 cli.add_command(turn_command)
 cli.add_command(prompt_command)
+cli.add_command(hooks_group)
 cli.add_command(search_command)
 cli.add_command(cite_command)
 cli.add_command(audit_command)

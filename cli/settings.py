@@ -70,7 +70,7 @@ REFUSED: dict[str, str] = {
     ),
     **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
     **dict.fromkeys(
-        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by"), OUTPUTS
+        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo"), OUTPUTS
     ),
     **dict.fromkeys(
         (
@@ -102,8 +102,8 @@ _SAFE_KEYS = """all all-insights all-types alpha alpha-miss always-compare basel
     on-error p-fail profile quote-repairs reason reasoning-effort regress report-at
     report-request rerun rerun-band resamples rule runner-concurrency runner-retries
     runner-timeout sandbox score-threshold seed similar strict success-threshold targets
-    task-type temperature threshold timeout trials unfiltered-insights unlabelled wait workers
-    remove"""
+    task-type temperature threshold time-limit timeout trials unfiltered-insights unlabelled wait
+    workers remove"""
 SAFE: frozenset[str] = frozenset(_SAFE_KEYS.split())
 """Keys a trusted project's file may set: tuning, what to print, which built-in choice."""
 

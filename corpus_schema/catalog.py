@@ -12,14 +12,16 @@ import gc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .errors import CorpusError
 from .layout import CATALOG
-from .records import Claim, Outcome
 from .tasks import TaskKey, task_key
+
+if TYPE_CHECKING:  # read without pydantic's models: a hook's recall reads the catalog alone
+    from .records import Claim, Outcome
 
 CATALOG_VERSION = 2
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # pydantic is not imported to raise an error: the CLI starts without it
+    from pydantic import ValidationError
 
 
 def first_problem(error: ValidationError) -> tuple[str, str]:

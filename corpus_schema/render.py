@@ -3,17 +3,21 @@ text from logs and models made safe to show as Markdown, and the notes pages sha
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import frontmatter
 import orjson
-from frontmatter.default_handlers import YAMLHandler
-from pydantic import BaseModel
 
 from .layout import data_rel
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# frontmatter (and YAML) are imported when a page is written: reading a corpus's text
+# (a hook's recall, `prompt`) needs neither, and they weigh on a command's start.
 
 TRUST_NOTE = (
     "A compilation is an interpretation; only raw turns are facts. "
@@ -63,16 +67,19 @@ def _yaml_scalar(value: object) -> str:
     return _json_flow(value)
 
 
-class _HeaderHandler(YAMLHandler):
-    """One `key: value` line per field: scalars bare when YAML reads them back unchanged
-    (`source_step: step-0003`, easy to grep), anything else as JSON, which is YAML too.
-    Many times faster than a YAML dumper, and round-trip tested."""
+@functools.cache
+def _header_handler() -> Any:
+    from frontmatter.default_handlers import YAMLHandler
 
-    def export(self, metadata: dict[str, object], **kwargs: object) -> str:
-        return "\n".join(f"{key}: {_yaml_scalar(value)}" for key, value in metadata.items())
+    class _HeaderHandler(YAMLHandler):
+        """One `key: value` line per field: scalars bare when YAML reads them back unchanged
+        (`source_step: step-0003`, easy to grep), anything else as JSON, which is YAML too.
+        Many times faster than a YAML dumper, and round-trip tested."""
 
+        def export(self, metadata: dict[str, object], **kwargs: object) -> str:
+            return "\n".join(f"{key}: {_yaml_scalar(value)}" for key, value in metadata.items())
 
-_HEADER_HANDLER = _HeaderHandler()
+    return _HeaderHandler()
 
 
 _UNSET_LEFT_OUT = ("origin", "project", "kind", "kind_basis", "support")
@@ -94,8 +101,10 @@ def with_frontmatter(header: BaseModel, body: str) -> str:
 
 
 def _page(fields: dict[str, Any], body: str) -> str:
+    import frontmatter
+
     post = frontmatter.Post(body.rstrip("\n"), **fields)
-    return frontmatter.dumps(post, handler=_HEADER_HANDLER) + "\n"
+    return frontmatter.dumps(post, handler=_header_handler()) + "\n"
 
 
 PageFiles = list[tuple[str, str]]

@@ -19,11 +19,10 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, overload
+from typing import TYPE_CHECKING, Protocol, overload
 
-from wikitrace.corpus_schema.catalog_build import LessonTexts
-from wikitrace.corpus_schema.indexes import insight_row
-from wikitrace.corpus_schema.records import InsightHeader
+if TYPE_CHECKING:
+    from wikitrace.corpus_schema.records import InsightHeader
 
 THRESHOLD = 0.6
 _WORD = re.compile(r"[a-z0-9]+")
@@ -237,29 +236,73 @@ def within_projects(
     words, naming other files, commands and turns, so that the whole texts overlap less than
     `group` asks, while the title stays the same. A group joins the first (in corpus order)
     it is alike to; lessons of no project, or of different projects, are never joined here."""
-    joined = list(leaders)
-    firsts: dict[str, list[int]] = {}
-    """A project -> the first lessons of its groups, joined or not, in corpus order."""
-    for index, leader in enumerate(leaders):
-        if leader == index:
-            project = project_of(steps[index])
-            if project is not None:
-                firsts.setdefault(project, []).append(index)
-    for members in firsts.values():
+    return list(ProjectGroups(leaders, titles, steps, project_of, threshold))
+
+
+class ProjectGroups(Sequence[int]):
+    """`within_projects`, each project's groups joined when first asked for one of its
+    lessons: a reader that lists one project's lessons (a hook's recall) compares only its
+    titles, not every project's."""
+
+    def __init__(
+        self,
+        leaders: Sequence[int],
+        titles: Sequence[str],
+        steps: Sequence[str],
+        project_of: Callable[[str], str | None],
+        threshold: float = THRESHOLD,
+    ):
+        self._leaders = leaders
+        self._titles = titles
+        self._steps = steps
+        self._threshold = threshold
+        self._project: dict[int, str] = {}
+        """A group's first lesson -> its project (groups of no project are never joined)."""
+        self._firsts: dict[str, list[int]] = {}
+        """A project -> the first lessons of its groups, in corpus order."""
+        for index, leader in enumerate(leaders):
+            if leader == index and (project := project_of(steps[index])) is not None:
+                self._project[index] = project
+                self._firsts.setdefault(project, []).append(index)
+        self._joined: dict[str, dict[int, int]] = {}
+        """A project -> its groups that join an earlier one: first lesson -> the one joined."""
+
+    def __len__(self) -> int:
+        return len(self._leaders)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        leader = self._leaders[index]
+        project = self._project.get(leader)
+        if project is None:
+            return leader
+        joined = self._joined.get(project)
+        if joined is None:
+            joined = self._joined[project] = self._join(self._firsts[project])
+        return joined.get(leader, leader)
+
+    def _join(self, members: list[int]) -> dict[int, int]:
+        """One project's groups (their first lessons, in corpus order) joined."""
+        joined: dict[int, int] = {}
         kept: list[tuple[int, frozenset[str]]] = []
         """The groups still leading, with their titles' words."""
-        by_word: dict[str, list[int]] = {}
+        by_word: dict[str, set[int]] = {}
         """A title word -> positions in `kept` of the leading groups whose titles have it."""
         for index in members:
-            mine = words(titles[index])
-            shared = Counter(itertools.chain.from_iterable(by_word.get(word, ()) for word in mine))
+            mine = words(self._titles[index])
             alike = next(
                 (
                     kept[position][0]
-                    for position in sorted(shared)
-                    if shared[position] >= PROJECT_SHARED
-                    and steps[kept[position][0]] != steps[index]
-                    and _jaccard(mine, kept[position][1]) >= threshold
+                    for position in _sharing(mine, by_word)
+                    if self._steps[kept[position][0]] != self._steps[index]
+                    and _jaccard(mine, kept[position][1]) >= self._threshold
                 ),
                 None,
             )
@@ -267,9 +310,25 @@ def within_projects(
                 joined[index] = alike
                 continue
             for word in mine:
-                by_word.setdefault(word, []).append(len(kept))
+                by_word.setdefault(word, set()).add(len(kept))
             kept.append((index, mine))
-    return [joined[leader] for leader in leaders]
+        return joined
+
+
+def _sharing(mine: frozenset[str], by_word: dict[str, set[int]]) -> list[int]:
+    """The positions, in order, that have at least PROJECT_SHARED of the words `mine` in
+    `by_word`. A word most titles have (`check`, `use`) is only looked up in, never walked:
+    a position that shares enough words has all but one of them among the rarer ones."""
+    lists = sorted((by_word[word] for word in mine if word in by_word), key=len)
+    if len(lists) < PROJECT_SHARED:
+        return []
+    *rarer, commonest = lists
+    shared = Counter(itertools.chain.from_iterable(rarer))
+    return sorted(
+        position
+        for position, count in shared.items()
+        if count + (position in commonest) >= PROJECT_SHARED
+    )
 
 
 Grouping = Callable[[Sequence[tuple[str, str]]], list[int]]
@@ -450,6 +509,9 @@ def with_mined(
 ) -> list[int]:
     """`of_lessons` for lessons given as lists: (title, guideline), what each mined one counts
     (None for a model's lesson), each source run's outcome and each task type."""
+    # Imported here: reading a corpus (a hook's recall) needs neither module.
+    from wikitrace.corpus_schema.catalog_build import LessonTexts
+
     return of_lessons(
         [
             LessonTexts(
@@ -470,4 +532,6 @@ def with_mined(
 
 def of_pages(pages: Sequence[tuple[InsightHeader, str]], grouping: Grouping = group) -> list[int]:
     """`of_lessons` for insight pages: (header, guideline) of each, read as index rows."""
+    from wikitrace.corpus_schema.indexes import insight_row
+
     return of_lessons([insight_row(0, header, guideline) for header, guideline in pages], grouping)

@@ -20,7 +20,6 @@ import orjson
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged, records_in
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
-from wikitrace.corpus_schema.store import spill_file
 
 _OPTIONAL = ("scipy", "numba", "jax")
 """What bm25s imports when it is installed, to build or rank another way than wikitrace does."""
@@ -269,6 +268,9 @@ class _TokenIds:
     (in pairs) and length (in words) stay in memory."""
 
     def __init__(self, folder: Path | None = None) -> None:
+        # Only building a ranker spills: loading one (a hook's recall) imports no store.
+        from wikitrace.corpus_schema.store import spill_file
+
         self._words = spill_file(folder, "ranker-words")
         self._counts = spill_file(folder, "ranker-counts")
         self.pairs = 0

@@ -172,3 +172,23 @@ def test_one_project_s_runs_drawing_the_same_titled_lesson_are_grouped() -> None
     assert consolidate.within_projects(
         [0, 1, 1], [PHOENIX] * 3, ["a", "b", "c"], lambda step: "spotter"
     ) == [0, 0, 0] and group(with_copy) == [0, 1, 1]
+
+
+def test_project_groups_join_one_project_when_asked_and_walk_no_common_word() -> None:
+    """`ProjectGroups` gives `within_projects`'s groups, each project's joined when first
+    asked for; a word every title has ("check") counts as one shared word, never as two."""
+    titles = [
+        "Check the parser cache before a rebuild",
+        "Check the parser cache before rebuilding",
+        "Check the lock file",
+        "Check the config path",
+        "Check the parser cache before a rebuild",
+    ]
+    steps = ["s1", "s2", "s3", "s4", "s5"]
+    projects = {"s1": "app", "s2": "app", "s3": "app", "s4": "app", "s5": "shop"}
+    leaders = list(range(5))
+    expected = [0, 0, 2, 3, 4]
+    assert consolidate.within_projects(leaders, titles, steps, projects.get) == expected
+    lazy = consolidate.ProjectGroups(leaders, titles, steps, projects.get)
+    assert lazy[4] == 4 and set(lazy._joined) == {"shop"}  # the app's titles not compared yet
+    assert list(lazy) == expected and lazy[1:3] == [0, 2]

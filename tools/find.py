@@ -16,13 +16,13 @@ from wikitrace.corpus_schema.layout import (
     RAW_DIR,
     RAW_METADATA_NAME,
 )
-from wikitrace.corpus_schema.records import READ_ONLY_MARK, Outcome
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.search import MIN_SCORE
 
 from .first_message import TASK_PREVIEW
 
 if TYPE_CHECKING:
+    from wikitrace.corpus_schema.records import Outcome
     from wikitrace.search.rank import Ranker
 
     from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
@@ -61,6 +61,8 @@ class Hit:
     def line(self) -> str:
         """The hit in one line, as `search` shows it: score, kind, id, task, outcome, title,
         page."""
+        from wikitrace.corpus_schema.records import READ_ONLY_MARK  # pydantic's: not at start
+
         task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
         if self.read_only:
             task += f", {READ_ONLY_MARK}"

@@ -293,6 +293,8 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     """Up to `similar` runs most like the task among those in scope, one per task (three
     attempts of one task say less than three tasks): runs of the identical task first, then
     by the similarity of their tasks, whatever their project."""
+    if similar == 0:
+        return []  # nor is the runs' ranker loaded (bm25s, numpy: a hook's start-up time)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
@@ -494,7 +496,13 @@ def _fitted(
     text = "" if budget is not None and least > budget else page(chosen)
     if budget is None or (text and len(text) <= budget):
         return chosen, text
-    ranked = memory.insight_ranker.rank(scope.task, listing.insights)
+    # No task (a session just started): no word to rank by, nor a ranker to load.
+    has_words = bool(scope.task.strip())
+    ranked = (
+        memory.insight_ranker.rank(scope.task, listing.insights)
+        if has_words
+        else list(listing.insights)
+    )
     # The project's own lessons are kept first, then the same kind's.
     ranked.sort(key=lambda i: scope.tier(memory.run_of(i)))
     count, text = _most_that_fit(ranked, page, budget)

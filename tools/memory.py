@@ -8,11 +8,10 @@ print(message.text)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
-from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
@@ -66,13 +65,14 @@ class Memory:
         )
 
     @functools.cached_property
-    def groups(self) -> list[int]:
+    def groups(self) -> Sequence[int]:
         """Each insight's group's first: the near-duplicates (`_leader`), with the groups of
-        one project's runs whose titles say the same joined (consolidate.within_projects)."""
+        one project's runs whose titles say the same joined (consolidate.within_projects),
+        each project's when first asked for."""
         if not self._lexical or not any(run.project for run in self.runs):
             return self._leader
         by_step = {run.step: run.project for run in self.runs}
-        return consolidate.within_projects(
+        return consolidate.ProjectGroups(
             self._leader,
             [item.title for item in self.insights],
             [item.source_step for item in self.insights],
@@ -124,6 +124,7 @@ class Memory:
             kept = leaders if grouping is consolidate.group else None
             return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
         from wikitrace.corpus_schema import manifest
+        from wikitrace.corpus_schema.catalog_build import from_pages
 
         offline = manifest.load(root).compiled_by == "offline"
         runs, insights, withheld = from_pages(root)

@@ -1,0 +1,180 @@
+"""Benchmark recall through an agent's hook: `wikitrace hooks recall`, run as the agent runs it
+(a new process, the hook's JSON on stdin), on a large corpus and on damaged ones.
+
+Builds (or reuses, with --keep DIR) a corpus of --runs synthetic coding sessions spread over
+--projects repositories, compiled by benchmarks/prompt_bench.py's instant fake model (3 lessons a
+run). Makes a git repository whose remote is one of those projects, and one whose remote has no
+run. Then prints, each beside its target, the median wall and CPU time (the child's, from
+getrusage) of: a SessionStart in the project's repository (target <= 0.5 s), a UserPromptSubmit
+there, a SessionStart elsewhere (nothing to say); and with a damaged corpus (a garbage catalog;
+a catalog and manifest that never give their bytes, FIFOs: a hung disk) the wall time, the
+answer (empty) and the log line (target <= 2 s). Asserts nothing; prints the load average.
+
+    python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--repeat 5] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from prompt_bench import WORDS, InstantModel
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema.work import KINDS
+
+WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
+RECALL_TARGET = 0.5
+DAMAGED_TARGET = 2.0
+
+
+def write_sessions(path: Path, count: int, projects: int) -> None:
+    """Coding sessions, each of one project and one kind of work."""
+    rng = random.Random(7)
+    kinds = sorted(KINDS)
+    with path.open("w") as handle:
+        for index in range(count):
+            things = " ".join(rng.choice(WORDS) for _ in range(6))
+            kind = kinds[index % len(kinds)]
+            turns = [
+                {"role": "user", "content": f"Fix the {things} handling."},
+                {"role": "assistant", "action": f"edit src/{rng.choice(WORDS)}.py"},
+                {"role": "tool", "observation": f"error: {rng.choice(WORDS)} failed"},
+            ]
+            record = {
+                "task_id": f"s{index}",
+                "task": f"Fix the {things} handling in the {rng.choice(WORDS)} module.",
+                "task_type": "coding",
+                "project": f"github.com/bench/p{index % projects}",
+                "kind": kind,
+                "success": rng.random() < 0.4,
+                "turns": turns,
+            }
+            handle.write(json.dumps(record) + "\n")
+
+
+def repository(path: Path, remote: str) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=False)
+    return path
+
+
+def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, float, bytes]:
+    """One hook call, cold (a new process): wall seconds, CPU seconds, stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [WIKITRACE, "hooks", "recall", str(corpus), "--hook-log", str(log)],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        raise SystemExit(f"hooks recall exited {done.returncode}: {done.stderr.decode()}")
+    return wall, cpu, done.stdout
+
+
+def measured(
+    name: str, corpus: Path, payload: dict[str, str], log: Path, repeat: int, target: float
+) -> None:
+    calls = [recall(corpus, payload, log) for _ in range(repeat)]
+    wall = statistics.median(c[0] for c in calls)
+    cpu = statistics.median(c[1] for c in calls)
+    out = calls[-1][2]
+    said = "nothing" if not out else f"{len(out)} bytes"
+    lessons = 0
+    if out:
+        context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        lessons = context.count("\n- **insight-")
+    verdict = "ok" if wall <= target else "OVER"
+    print(
+        f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of {repeat}; first "
+        f"{calls[0][0]:.2f} s); answer: {said}, {lessons} lessons; target <= {target} s: {verdict}",
+        flush=True,
+    )
+
+
+def damaged(name: str, corpus: Path, payload: dict[str, str], log: Path) -> None:
+    lines = len(log.read_text().splitlines()) if log.exists() else 0
+    wall, cpu, out = recall(corpus, payload, log)
+    logged = log.read_text().splitlines()[lines:]
+    line = next((text for text in logged if " ERROR " in text), "(no ERROR line)")
+    verdict = "ok" if wall <= DAMAGED_TARGET and not out else "OVER"
+    said = repr(out) if out else "nothing"
+    print(
+        f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU; answer: {said}; "
+        f"log: {line.split(' ERROR ', 1)[-1][:120]}; target <= {DAMAGED_TARGET} s, empty: "
+        f"{verdict}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--projects", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="build here once, reuse it afterwards")
+    args = parser.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with tempfile.TemporaryDirectory(prefix="wikitrace-hook-bench-") as scratch:
+        work = Path(scratch)
+        corpus = args.keep or work / "corpus"
+        if not corpus.exists():
+            runs = work / "runs.jsonl"
+            write_sessions(runs, args.runs, args.projects)
+            started = time.perf_counter()
+            llm = InstantModel()
+            options = BuildOptions(
+                inputs=[runs], output=corpus, model=llm.model, use_cache=False, mine=False
+            )
+            build_corpus(options, llm=llm)  # type: ignore[arg-type]
+            print(f"built {args.runs} runs in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"load average before: {os.getloadavg()}", flush=True)
+        app = repository(work / "app", "git@github.com:bench/p7.git")
+        other = repository(work / "other", "git@github.com:bench/nobody.git")
+        log = work / "hook.log"
+        start = {"hook_event_name": "SessionStart", "session_id": "b", "cwd": str(app)}
+        prompt = {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "b",
+            "cwd": str(app),
+            "prompt": "Fix the failing test of the mug handling in the shelf module.",
+        }
+        elsewhere = {**start, "cwd": str(other)}
+        measured("SessionStart, project with runs", corpus, start, log, args.repeat, RECALL_TARGET)
+        measured("UserPromptSubmit, same project", corpus, prompt, log, args.repeat, RECALL_TARGET)
+        measured("SessionStart, project without runs", corpus, elsewhere, log, 3, RECALL_TARGET)
+
+        broken = work / "broken"
+        shutil.copytree(corpus.resolve(), broken, ignore=shutil.ignore_patterns("raw", "search"))
+        for path in [broken, *broken.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (broken / "catalog.jsonl").write_bytes(b"\x00\xff{not json\n")
+        damaged("damaged corpus (garbage catalog)", broken, start, log)
+        for name in ("catalog.jsonl", "manifest.json"):
+            (broken / name).unlink()
+            os.mkfifo(broken / name)
+        damaged("hung corpus (catalog and manifest FIFOs)", broken, start, log)
+        damaged("missing corpus", work / "nowhere", start, log)
+        print(f"load average after: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
