@@ -394,3 +394,19 @@ def test_prompt_checks_the_lessons_against_the_folder_it_names(
     )
     shown = json.loads(out)
     assert code == 0 and shown["left_out_gone"] == {} and a in shown["insights"]  # no checkout
+
+
+def test_the_recall_hook_checks_the_lessons_against_the_agent_s_folder(
+    built: tuple[Path, str], repo: Path
+) -> None:
+    # The hook reads the checkout from the payload's cwd, as `prompt` reads its own folder.
+    from wikitrace.tools.hook_recall import RecallPayload, recall
+
+    start = RecallPayload("SessionStart", session_id="s", cwd=str(repo / "src"))
+    a, b = ident_of(built[0], "Run src/a.py"), ident_of(built[0], "Keep src/b.py")
+    assert {a, b} <= set(recall(built[0], start).insights)
+    git(repo, "rm", "-q", "src/a.py")
+    git(repo, "commit", "-q", "-m", "drop a", date=next(_DATES))
+    said = recall(built[0], start)
+    assert a not in said.insights and b in said.insights
+    assert f"({a}: src/a.py deleted since the run, 1 commit ago)" in said.text

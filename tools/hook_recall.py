@@ -142,6 +142,9 @@ def recall(
         project=project,
         project_aliases=aliases,
         project_found=True,
+        # Its lessons checked against the code the agent works in: stale ones marked, those
+        # whose every named file is gone left out (tools/first_message_drift.py).
+        checkout=folder,
     )
     if not message.project_has_runs:
         if event == SESSION_START:
