@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.importers.base import repo_state
+from wikitrace.compiler.importers.repository import repo_state
 from wikitrace.corpus_schema.code_names import named_files, named_symbols, safe_path
 from wikitrace.corpus_schema.records import RepoState
 from wikitrace.tools.memory import Memory

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.importers.base import changed_files
+from wikitrace.compiler.importers.repository import changed_files
 from wikitrace.corpus_schema import RunRecord
 from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.work import KINDS, file_class, infer_kind

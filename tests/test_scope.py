@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
-from wikitrace.compiler.importers.base import project_of
+from wikitrace.compiler.importers.repository import project_of
 from wikitrace.corpus_schema.projects import normal_project, project_at, project_named
 from wikitrace.tools.memory import Memory
 
