@@ -133,3 +133,8 @@ def test_a_coding_task_gets_its_projects_lessons_however_the_project_is_named(
     assert named.wrong_domain.of > 0
     assert named.wrong_domain.hits == 0
     assert named.own_lessons.hits == named.own_lessons.of
+
+
+def test_tasks_of_a_domain_the_corpus_lacks_get_no_item(figures: Any) -> None:
+    assert figures.foreign_shown.of == len(bench.FOREIGN) >= 20
+    assert figures.foreign_shown.hits == 0, figures.foreign_scoped

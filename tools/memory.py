@@ -14,12 +14,13 @@ from pathlib import Path
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
 from .first_message import render_first_message
-from .task_scope import task_words
+from .task_scope import repeated_sentences, task_words
 
 
 class Memory:
@@ -94,6 +95,18 @@ class Memory:
         for i, run in enumerate(self.runs):
             found.setdefault(task_words(run.task), []).append(i)
         return found
+
+    @functools.cached_property
+    def repeated_sentences(self) -> dict[tuple[str, int], int]:
+        """The sentences two or more task texts of a domain hold (task_scope's templates),
+        counted once, when a domain is first voted on."""
+        return repeated_sentences(self.runs[ids[0]] for ids in self.runs_by_task.values())
+
+    @functools.cached_property
+    def nearest_tasks(self) -> dict[str, dict[TaskKey, list[tuple[TaskKey, float]]]]:
+        """Each domain's tasks' nearest other tasks of the domain (task_scope._loosest),
+        filled as domains are voted on."""
+        return {}
 
     @functools.cached_property
     def insight_ranker(self) -> Ranker:
