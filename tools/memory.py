@@ -14,7 +14,6 @@ from pathlib import Path
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
-from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
@@ -101,12 +100,6 @@ class Memory:
         """The sentences two or more task texts of a domain hold (task_scope's templates),
         counted once, when a domain is first voted on."""
         return repeated_sentences(self.runs[ids[0]] for ids in self.runs_by_task.values())
-
-    @functools.cached_property
-    def nearest_tasks(self) -> dict[str, dict[TaskKey, list[tuple[TaskKey, float]]]]:
-        """Each domain's tasks' nearest other tasks of the domain (task_scope._loosest),
-        filled as domains are voted on."""
-        return {}
 
     @functools.cached_property
     def insight_ranker(self) -> Ranker:

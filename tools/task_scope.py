@@ -275,8 +275,6 @@ def _by_similar(
         or not agreed
         or weight[best] * 2 <= sum(weight.values())
         or weight[best] < MARGIN * next_best
-        or max(score for name, score in voters if _domain(name) == best)
-        < _loosest(memory, best, excluded)
     ):
         return frozenset(), "similar", votes
     of_type: dict[str, float] = {}
@@ -287,63 +285,6 @@ def _by_similar(
     if of_type[top] * 2 > weight[best]:
         return frozenset([top]), "similar", None
     return frozenset(t for t in known if domain_of(t) == best), "similar", None
-
-
-NEIGHBOUR_TASKS = 50
-"""How many of a domain's tasks `_loosest` reads (the first, in the corpus's order): the least
-of their scores is at least the least of all of them, so a bigger domain is held to a floor as
-high or higher, never lower, and a first message costs at most this many searches more."""
-
-
-FLOOR_TASKS = 4
-"""The least number of tasks (in view) a domain needs for `_loosest` to set a floor: a task of
-the domain falls below the least of n of its tasks' scores about once in n + 1 (when its tasks
-are alike), which with fewer would turn away too many of its own."""
-
-
-def _loosest(memory: Memory, domain: str, excluded: set[str]) -> float:
-    """The least score with which one of the domain's tasks in view finds the nearest other
-    task of the domain in view: a task farther from the domain than its own tasks are from
-    each other is not of it ("Plan a three day trip to Rome with two museum visits" against
-    six τ-bench airline tasks, two of which speak of a trip, 0.09, where each of theirs finds
-    another at 0.11 or more: tests/test_recall_bench.py's corpus). A HotpotQA question is as
-    far from the next as from a stray task (0.05), and such a domain sets no floor above
-    `VOTE_SCORE`. A domain's own new task falls below the floor about once in n + 1 (n its
-    tasks in view), and then abstains: on benchmarks/recall_bench.py's corpus, 8 of 40
-    τ-bench airline runs (2 of its 10 tasks)."""
-    neighbours = memory.nearest_tasks.get(domain)
-    if neighbours is None:
-        neighbours = memory.nearest_tasks[domain] = _nearest_tasks(memory, domain)
-    if sum(not key.named_in(excluded) for key in neighbours) < FLOOR_TASKS:
-        return 0.0
-    return min(
-        (
-            next((score for other, score in near if not other.named_in(excluded)), 0.0)
-            for key, near in neighbours.items()
-            if not key.named_in(excluded)
-        ),
-        default=0.0,
-    )
-
-
-def _nearest_tasks(memory: Memory, domain: str) -> dict[TaskKey, list[tuple[TaskKey, float]]]:
-    """For each of the domain's first `NEIGHBOUR_TASKS` tasks, its two nearest other tasks of
-    the domain and their scores (two: one of them may be left out of a view)."""
-    of_domain = [i for i, run in enumerate(memory.runs) if _domain(run.task_type) == domain]
-    first: dict[TaskKey, int] = {}
-    for i in of_domain:
-        first.setdefault(memory.runs[i].task_key, i)
-    nearest: dict[TaskKey, list[tuple[TaskKey, float]]] = {}
-    for key, i in list(first.items())[:NEIGHBOUR_TASKS]:
-        others = [j for j in of_domain if memory.runs[j].task_key != key]
-        near: list[tuple[TaskKey, float]] = []
-        for j, score in scored(memory.run_ranker, memory.runs[i].task, others):
-            if all(other != memory.runs[j].task_key for other, _ in near):
-                near.append((memory.runs[j].task_key, score))
-            if len(near) == 2:
-                break
-        nearest[key] = near
-    return nearest
 
 
 def _voters(
