@@ -38,6 +38,31 @@ def scored(ranker: Ranker, query: str, allowed: Iterable[int]) -> list[tuple[int
     return found
 
 
+def holders(ranker: Ranker, query: str) -> dict[str, frozenset[int]]:
+    """The indices of the texts that hold each of the query's words the index knows (a word
+    as the index holds it: its stem), the texts that `scored` finds by that word."""
+    words = _query_words(query, stem=ranker.stemmed)
+    index = ranker.index
+    if not words or index is None:
+        return {}
+    matrix = index.scores
+    indices, indptr = matrix["indices"], matrix["indptr"]
+    found: dict[str, frozenset[int]] = {}
+    for word in dict.fromkeys(words):
+        number = index.vocab_dict.get(word)
+        if number is None or number >= len(indptr) - 1:
+            continue
+        start, end = int(indptr[number]), int(indptr[number + 1])
+        found[word] = frozenset(indices[start:end].tolist())
+    return found
+
+
+def words_of(ranker: Ranker, text: str) -> set[str]:
+    """A text's words as the ranker's index holds them (their stems, when it indexed stems):
+    those `holders` names."""
+    return set(_query_words(text, stem=ranker.stemmed))
+
+
 def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
     """The ids of the query's `words` the index holds, and the query's weight: the sum of
     every word's idf, a word the index lacks counted as held by no text."""

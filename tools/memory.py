@@ -18,7 +18,7 @@ from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
 from .first_message import render_first_message
-from .task_scope import task_words
+from .task_scope import repeated_sentences, task_words
 
 
 class Memory:
@@ -94,6 +94,12 @@ class Memory:
         for i, run in enumerate(self.runs):
             found.setdefault(task_words(run.task), []).append(i)
         return found
+
+    @functools.cached_property
+    def repeated_sentences(self) -> dict[tuple[str, int], int]:
+        """The sentences two or more task texts of a domain hold (task_scope's templates),
+        counted once, when a domain is first voted on."""
+        return repeated_sentences(self.runs[ids[0]] for ids in self.runs_by_task.values())
 
     @functools.cached_property
     def insight_ranker(self) -> Ranker:

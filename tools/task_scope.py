@@ -5,15 +5,17 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
   kind included);
 - a project with none (a coding task): the same kind of work in other projects of the coding
   domain;
-- no project: the domain of the most similar past runs when it has more than half of their
+- no project: the domain of the most similar past runs when it has a clear majority of their
   votes, the nearer the more (said to be theirs, never "this project's"); when no domain
-  has, the message says so and lists no lesson of any domain.
+  has, or no past run is near enough (a task of a domain the corpus does not hold), the
+  message says so and lists no lesson of any domain.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -22,7 +24,7 @@ from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.projects import matching_projects, normal_project
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_named
-from wikitrace.search.score import scored
+from wikitrace.search.score import holders, scored, words_of
 
 if TYPE_CHECKING:
     from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
@@ -206,17 +208,26 @@ its domain: a run that shares one common word with a task of another domain scor
 0.07 (a HotpotQA question against coding, telecom and airline tasks). Lower than search's
 "no match" threshold (0.15), which keeps a hit a reader is shown: a vote needs less, as two
 runs must agree. Chosen on benchmarks/recall_bench.py over ../shared/data (544 tasks, each
-asked with its own task left out, no project given), with the rules of `_by_similar`: at
-0.05, 2 first messages showed another domain's items; at 0.07, 1 (a demo task whose domain
-has no other run, against five telecom tasks at 0.148), and 374 got their task's type (the
-others abstain, HotpotQA questions most); at 0.1, 2 and 211."""
+asked with its own task left out, no project given), with the rules of `_by_similar` as they
+were then: at 0.05, 2 first messages showed another domain's items; at 0.07, 1, and 366 of
+531 got their task's type (the others abstain, HotpotQA questions most); at 0.1, 2 and 211."""
 
 
 LONE_SCORE = 0.3
-"""The least score with which one past run, the only one near enough to vote, decides the
-domain alone: most of the task's weight (an ALFWorld task against an episode of its kind
-scores 0.4); a short task that matches one run of another domain by a word or two ("Describe
-this image:" against a browser task) scores 0.19 and decides nothing."""
+"""The least score with which one past run, the only one of its domain near enough to vote,
+decides the domain alone: most of the task's weight (an ALFWorld task against an episode of
+its kind scores 0.4). A task that matches one run of another domain by a word or two scores
+less ("Describe this image:" against a browser task 0.19) and decides nothing, unless two
+tasks or more share a word with it and all are of that domain: the one run that says
+"paragraph" (0.14) does not make "Translate this paragraph into French" a browser task."""
+
+
+MARGIN = 1.5
+"""How many times the next domain's weight the winning domain's must be, besides more than
+half of all: a task whose nearest runs split between two domains ("Plan a three day trip to
+Rome with two museum visits": two HotpotQA questions that name Rome and a museum, 1.25,
+against three airline tasks that name a day and a trip, 1.03) is of neither. Chosen on
+benchmarks/recall_bench.py: it costs 1 of 366 right task types."""
 
 
 def _domain(task_type: str | None) -> str:
@@ -228,30 +239,17 @@ def _by_similar(
     memory: Memory, task: str, excluded: set[str], known: set[str], nearest: int = 5
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
     """The type of a past run of this very task, when there is one. Else the domain of the
-    nearest past runs: one run per task, only runs whose task scores at least `VOTE_SCORE`
-    against it (a run that shares a stray word with the task is no evidence of its domain),
-    the k-th nearest voting 1/k (a near run says more than a far one). A
-    domain wins with more than half of the votes' weight, when two of its runs voted, or one
-    scored `LONE_SCORE`, or the one run that voted is of the domain of every run that shares
-    a word with the task; narrowed to one type when that type has more than half of the
-    domain's weight. Else nothing, and the voting runs' domains counted (an untyped run as
-    "untyped")."""
+    nearest past runs (`_voters`), the k-th nearest voting 1/k (a near run says more than a
+    far one). A domain wins with more than half of the votes' weight and `MARGIN` times the
+    next domain's, when two of its runs voted or one scored `LONE_SCORE`; narrowed to one type
+    when that type has more than half of the domain's weight. Else nothing, and the voting
+    runs' domains counted (an untyped run as "untyped")."""
     for i in memory.runs_by_task.get(task_words(task), ()):
         run = memory.runs[i]
         if run.task_type and not run.task_key.named_in(excluded):
             # A past run of this very task says what it is, whatever else shares its words.
             return frozenset([run.task_type]), "similar", None
-    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
-    matched = scored(memory.run_ranker, task, allowed)  # every run sharing a word, best first
-    voters: list[tuple[str | None, float]] = []  # each voting run's type, and its score
-    seen: set[TaskKey] = set()
-    for i, score in matched:
-        if score < VOTE_SCORE or len(seen) == nearest:
-            break  # best first: the rest score less
-        run = memory.runs[i]
-        if run.task_key not in seen:
-            seen.add(run.task_key)
-            voters.append((run.task_type or None, score))
+    voters, matched = _voters(memory, task, excluded, nearest)
     counted = Counter(_domain(name) for name, _ in voters)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
     weight: dict[str, float] = {}
@@ -264,10 +262,20 @@ def _by_similar(
     agreed = (
         counted[best] >= 2
         or max(score for name, score in voters if _domain(name) == best) >= LONE_SCORE
-        # one run alone, when every run that shares a word with the task is of its domain
-        or (len(voters) == 1 and {_domain(memory.runs[i].task_type) for i, _ in matched} == {best})
+        # one run alone, when two or more tasks share a word with the task, all of its domain
+        or (
+            len(voters) == 1
+            and len({memory.runs[i].task_key for i, _ in matched}) >= 2
+            and {_domain(memory.runs[i].task_type) for i, _ in matched} == {best}
+        )
     )
-    if best == "untyped" or not agreed or weight[best] * 2 <= sum(weight.values()):
+    next_best = max((w for domain, w in weight.items() if domain != best), default=0.0)
+    if (
+        best == "untyped"
+        or not agreed
+        or weight[best] * 2 <= sum(weight.values())
+        or weight[best] < MARGIN * next_best
+    ):
         return frozenset(), "similar", votes
     of_type: dict[str, float] = {}
     for place, (name, _) in enumerate(voters, 1):
@@ -277,6 +285,108 @@ def _by_similar(
     if of_type[top] * 2 > weight[best]:
         return frozenset([top]), "similar", None
     return frozenset(t for t in known if domain_of(t) == best), "similar", None
+
+
+def _voters(
+    memory: Memory, task: str, excluded: set[str], nearest: int
+) -> tuple[list[tuple[str | None, float]], list[tuple[int, float]]]:
+    """The type and score of each past run that votes on the task's domain, nearest first, and
+    every run that shares a word with the task (search.score.scored). The voters are
+    one run per task, up to `nearest` tasks, each scoring at least `VOTE_SCORE` against it (a
+    run that shares a stray word with the task is no evidence of its domain), and sharing a
+    word with it outside its domain's template (`_Template`)."""
+    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
+    matched = scored(memory.run_ranker, task, allowed)  # every run sharing a word, best first
+    template: _Template | None = None
+    voters: list[tuple[str | None, float]] = []
+    seen: set[TaskKey] = set()
+    for i, score in matched:
+        if score < VOTE_SCORE or len(seen) == nearest:
+            break  # best first: the rest score less
+        run = memory.runs[i]
+        if run.task_key in seen:
+            continue
+        if template is None:  # read once a run would vote
+            template = _Template(memory, task, excluded)
+        if template.alone(i):
+            continue
+        seen.add(run.task_key)
+        voters.append((run.task_type or None, score))
+    return voters, matched
+
+
+def repeated_sentences(runs: Iterable[PastRun]) -> dict[tuple[str, int], int]:
+    """(domain, hash of a sentence) -> how many of the runs (one a task text: Memory gives
+    one run of each) of the domain hold the sentence, for the sentences two or more hold: a
+    domain's template (`_Template`)."""
+    counts: Counter[tuple[str, int]] = Counter()
+    for run in runs:
+        counts.update(_sentence_keys(run))
+    return {key: count for key, count in counts.items() if count >= 2}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+")
+
+
+def _sentences(text: str) -> list[str]:
+    """A text's sentences, as templates are compared: each line split after a full stop, a
+    question or an exclamation mark, a colon or a semicolon, stripped; blank ones left out (a
+    template's sentence may share its line with the task's own words, as "Reason for call:"
+    does in τ²-bench)."""
+    return [
+        part for line in text.splitlines() for part in _SENTENCE_END.split(line.strip()) if part
+    ]
+
+
+def _sentence_keys(run: PastRun) -> set[tuple[str, int]]:
+    domain = _domain(run.task_type)
+    return {(domain, hash(sentence)) for sentence in _sentences(run.task)}
+
+
+class _Template:
+    """A domain's template: the sentences of its tasks that two or more of its tasks (in view)
+    hold word for word, as a benchmark repeats its instructions in every task ("Whenever
+    the agent asks you about your device, always ground your responses on the results of
+    tool calls" in each τ²-bench telecom task; mini-SWE-agent's "cat <<'EOF' > ..."). A run
+    that shares words with the task only there matched the benchmark's instructions, not the
+    task's subject, and does not vote ("call THREE of the available tools to get joke
+    suggestions" against telecom tasks, "a thank-you note ... for looking after our cat"
+    against SWE-bench ones)."""
+
+    def __init__(self, memory: Memory, task: str, excluded: set[str]) -> None:
+        self.memory = memory
+        self.held = holders(memory.run_ranker, task)
+        """The runs that hold each of the task's words (search.score.holders)."""
+        self.repeated = memory.repeated_sentences
+        self.own = set(_sentences(task))
+        """The task's sentences: a template the task repeats is its domain's too."""
+        # The tasks left out hold sentences too: a sentence is the view's template only when
+        # two task texts in view hold it.
+        self.left_out: Counter[tuple[str, int]] = Counter()
+        texts: set[str] = set()
+        for run in memory.runs:
+            if not run.task_key.named_in(excluded):
+                continue
+            text = task_words(run.task)
+            if text in texts:
+                continue
+            texts.add(text)
+            if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
+                self.left_out.update(_sentence_keys(run))
+
+    def alone(self, index: int) -> bool:
+        """Whether every word the task shares with the run is in its template's sentences (and
+        not in a sentence of the task's own)."""
+        run = self.memory.runs[index]
+        domain = _domain(run.task_type)
+        own = "\n".join(
+            sentence
+            for sentence in _sentences(run.task)
+            if sentence in self.own
+            or self.repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
+        )
+        words = words_of(self.memory.run_ranker, own)
+        return not any(index in holding and word in words for word, holding in self.held.items())
 
 
 def _task_kind(

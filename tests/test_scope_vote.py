@@ -1,0 +1,103 @@
+"""The domain vote of a first message given no project (tools/task_scope.py): what makes a
+past run a voter, and when the nearest runs' domain is not the task's, on a small corpus of
+four benchmark-like domains, each test showing a rule it needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.search.score import scored
+from wikitrace.tools import task_scope
+from wikitrace.tools.memory import Memory
+
+from helpers import make_run, write_runs
+
+TEMPLATE = (
+    "Whenever the agent asks about your device, always ground your responses on the results "
+    "of tool calls. If the tool call does not return updated status information, call it "
+    "again to get the updated status."
+)
+"""What every telecom-like task repeats: its benchmark's instructions."""
+
+TELECOM = [
+    "your mobile data is slow while you travel abroad",
+    "your phone shows no service since the morning",
+    "your picture messages fail to send",
+    "your SIM card is locked by a PIN you forgot",
+]
+AIRLINE = [
+    "You want to cancel your flight reservation from Boston to Denver and get a refund.",
+    "You want to change your flight from Seattle to Chicago to a later date.",
+    "You want to book a round trip flight from New York to Miami for two passengers.",
+    "You want to add a checked bag to your flight reservation from Denver to Boston.",
+]
+BROWSER = "Use the web browser to open the page and summarize its first paragraph in two sentences."
+QUESTIONS = [
+    "Which magazine was started first, Arthur's Magazine or First for Women?",
+    "Who directed the film that won the Palme d'Or in 1994?",
+    "In what year was the university in Lisbon founded?",
+    "Are both Lygodium and Maxillaria genera of orchids?",
+    "What is the capital of the region where the Douro river rises?",
+    "Which band released the album Abbey Road?",
+    "Who was the first president of the football club based in Porto?",
+    "What language is spoken in the country that borders Chile to the east?",
+]
+"""Questions, so that the telecom tasks are fewer than the 30% of a corpus whose lines the
+ranker leaves out as boilerplate (search/rank.py, without_boilerplate)."""
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Memory:
+    base = tmp_path_factory.mktemp("vote")
+    runs = [
+        make_run(f"t{n}", task=f"Reason for call: {subject}.\n{TEMPLATE}", task_type="telecom")
+        for n, subject in enumerate(TELECOM)
+    ]
+    runs += [make_run(f"a{n}", task=text, task_type="airline") for n, text in enumerate(AIRLINE)]
+    runs.append(make_run("b0", task=BROWSER, task_type="browser"))
+    runs += [make_run(f"q{n}", task=text, task_type="hotpotqa") for n, text in enumerate(QUESTIONS)]
+    corpus = base / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(base / "runs.jsonl", runs)], output=corpus))
+    return Memory.load(corpus)
+
+
+def _types(memory: Memory, task: str) -> tuple[frozenset[str], dict[str, int] | None]:
+    known = {run.task_type for run in memory.runs if run.task_type}
+    types, basis, unsure = task_scope._by_similar(memory, task, set(), known)
+    assert basis == "similar"
+    return types, unsure
+
+
+def _best(memory: Memory, task: str, task_type: str) -> float:
+    """The best score of a run of `task_type` against `task`."""
+    allowed = [i for i, run in enumerate(memory.runs) if run.task_type == task_type]
+    return max((score for _, score in scored(memory.run_ranker, task, allowed)), default=0.0)
+
+
+def test_a_run_that_shares_only_its_domain_s_template_does_not_vote(memory: Memory) -> None:
+    joke = "Select and call three of the available tools to get joke suggestions about cats."
+    # Near enough to vote by its words: "call", "tool", "get", "about" of the template.
+    assert _best(memory, joke, "telecom") >= task_scope.VOTE_SCORE
+    assert _types(memory, joke) == (frozenset(), {})
+    message = memory.first_message(joke)
+    assert message.task_type is None and message.insights == [] and message.similar == []
+    assert "no past run is near enough to this task to tell its domain" in message.text
+
+
+def test_a_task_that_repeats_the_template_is_of_its_domain(memory: Memory) -> None:
+    task = f"Reason for call: your phone cannot make calls while roaming.\n{TEMPLATE}"
+    assert _types(memory, task) == (frozenset(["telecom"]), None)
+
+
+def test_one_run_that_shares_a_word_decides_nothing_below_the_lone_score(memory: Memory) -> None:
+    task = "Translate this paragraph into French"
+    matched = scored(memory.run_ranker, task, range(len(memory.runs)))
+    assert [memory.runs[i].task_type for i, _ in matched] == ["browser"]  # the only one
+    assert task_scope.VOTE_SCORE <= matched[0][1] < task_scope.LONE_SCORE
+    assert _types(memory, task) == (frozenset(), {"browser": 1})
+    # One run that holds most of the task's weight decides alone.
+    assert _types(memory, "Summarize the first paragraph of the page in two sentences") == (
+        frozenset(["browser"]),
+        None,
+    )
