@@ -183,7 +183,7 @@ class CompileSettings:
 
 api_base_option = click.option(
     "--api-base",
-    help="Base URL of a local model server (vLLM, llama.cpp, Ollama).",
+    help="Base URL of a local model server (vLLM, Ollama, ...).",
 )
 
 prompts_dir_option = click.option(
@@ -199,6 +199,7 @@ _MODEL_SERVER: list[Callable[[Any], Any]] = [
     click.option(
         "--concurrency",
         type=click.IntRange(1, 512),
+        metavar="N",
         default=8,
         show_default=True,
         help="Model calls in flight at once.",
