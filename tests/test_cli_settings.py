@@ -223,3 +223,28 @@ def test_the_first_screen_is_the_summary_and_the_examples() -> None:
     assert "anytime-valid test" in full and "anytime-valid test" not in short
     root = runner.invoke(cli, ["--help"], terminal_width=TERMINAL).output
     assert "WIKITRACE_TRACEBACK" not in root and "--help-all" in root
+
+
+def test_a_model_call_s_defaults_are_declared_once() -> None:
+    import re
+
+    from wikitrace.compiler import BuildOptions, CompileLimits
+    from wikitrace.transport import limits
+    from wikitrace.transport.llm import LLMSettings
+
+    build = {p.name: p.default for p in cli.commands["build"].params}
+    client = LLMSettings(model="m")
+    options = BuildOptions(inputs=[], output=Path("c"))
+    for name, value, option, core in (
+        ("MAX_OUTPUT_TOKENS", 4096, "max_output_tokens", CompileLimits().max_output_tokens),
+        ("CONTEXT_TOKENS", 32_768, "context_tokens", CompileLimits().context_tokens),
+        ("TEMPERATURE", 0.0, "temperature", options.temperature),
+        ("TIMEOUT_SECONDS", 300.0, "timeout", options.timeout_seconds),
+        ("MAX_RETRIES", 6, "max_retries", options.max_retries),
+    ):
+        assert getattr(limits, name) == value == build[option] == core, name
+    assert client.max_output_tokens == limits.MAX_OUTPUT_TOKENS
+    # The number itself is written nowhere else the options, the client and the build read.
+    root = Path(__file__).parent.parent
+    for path in ("cli/compile_options.py", "compiler/compile.py", "transport/llm.py"):
+        assert not re.search(r"\b(4096|32_?768)\b", (root / path).read_text()), path
