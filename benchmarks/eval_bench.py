@@ -1,4 +1,4 @@
-"""Benchmark `wikitrace eval` metrics: 8 suites x 5 methods x 500 tasks x 3 trials.
+"""Benchmark `wikitrace lift eval` metrics: 8 suites x 5 methods x 500 tasks x 3 trials.
 
 Prints the time to read the rows and to compute every metric with 10,000 bootstrap resamples,
 and the process's peak memory. Asserts nothing.

@@ -302,7 +302,7 @@ def build_command(
     \b
     Example:
       wikitrace build runs.jsonl -o corpus
-      wikitrace build trajs/ --labels reports/ -o corpus              # mini-swe-agent + SWE-bench
+      wikitrace build trajs/ --labels reports/ -o corpus   # mini-swe-agent, SWE-bench
       wikitrace build runs.jsonl -o corpus --model openai/gpt-4o-mini
     \f
     A run whose outcome is nowhere (no label in the log, no --labels entry, no reward) is

@@ -9,6 +9,8 @@ without asking. A command's help text may end its first screen with a line holdi
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import logging
 import sys
 from typing import Any
@@ -76,6 +78,28 @@ def renamed_option(old: str, new: str) -> Any:
     return click.option(old, hidden=True, callback=warn, help=f"Deprecated spelling of {new}.")
 
 
+def deprecated_command(command: click.Command, old: str, now: str) -> click.Command:
+    """A command's old name, kept for a release so that scripts using it still work: hidden
+    from --help and from the count of commands, it says on stderr, in one line, what it is
+    now and then runs `command` as it is (same options, same output)."""
+    alias = copy.copy(command)
+    alias.name = old
+    alias.hidden = True
+    alias.params = list(command.params)
+    run = command.callback
+    assert run is not None
+
+    @functools.wraps(run)
+    def warn_then_run(*args: Any, **kwargs: Any) -> Any:
+        click.echo(
+            f"warning: `wikitrace {old}` is deprecated: it is now `wikitrace {now}`", err=True
+        )
+        return run(*args, **kwargs)
+
+    alias.callback = warn_then_run
+    return alias
+
+
 def full_help(command: click.Command, ctx: click.Context) -> str:
     """The help with every option, hidden (tuning) ones included, and the whole description:
     what --help-all prints, and what a reference page should show."""
@@ -105,13 +129,29 @@ def _help_all(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
+def first_screen(text: str) -> str:
+    """A command's help with only its summary (the first paragraph) and its examples before
+    click's `\\f` mark, the other paragraphs after it: --help shows the few lines a person
+    needs daily, --help-all and docs/cli.md the whole text."""
+    shown, mark, rest = inspect.cleandoc(text).partition("\f")
+    paragraphs = shown.strip("\n").split("\n\n")
+    first = [paragraphs[0], *(p for p in paragraphs[1:] if p.startswith("\b\nExample"))]
+    moved = [p for p in paragraphs[1:] if p not in first]
+    if not moved:
+        return inspect.cleandoc(text)
+    after = "\n\n".join(moved) + (f"\n\n{rest.strip(chr(10))}" if mark else "")
+    return "\n\n".join(first) + "\n\f\n\n" + after
+
+
 def attach(command: click.Command) -> click.Command:
     """Give `command` (and each command of a group) -v, -q and, when it hides something,
-    --help-all. Returns it."""
+    --help-all, and lay out its help as `first_screen` says. Returns it."""
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             attach(sub)
         return command
+    if command.help:
+        command.help = first_screen(command.help)
     have = {p.name for p in command.params}
     if "verbose" not in have:
         command.params.append(
@@ -145,7 +185,7 @@ def attach(command: click.Command) -> click.Command:
                 is_eager=True,
                 expose_value=False,
                 callback=_help_all,
-                help="Show every option and the full descriptions, and exit.",
+                help="Show every option and all the text, and exit.",
             )
         )
     return command

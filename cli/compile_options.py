@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from wikitrace.transport import limits
+
 from .common import DetailedOption, is_quiet
 from .groups import Command, option_group
 
@@ -183,7 +185,7 @@ class CompileSettings:
 
 api_base_option = click.option(
     "--api-base",
-    help="Base URL of a local model server (vLLM, llama.cpp, Ollama).",
+    help="Base URL of a local model server (vLLM, Ollama, ...).",
 )
 
 prompts_dir_option = click.option(
@@ -199,6 +201,7 @@ _MODEL_SERVER: list[Callable[[Any], Any]] = [
     click.option(
         "--concurrency",
         type=click.IntRange(1, 512),
+        metavar="N",
         default=8,
         show_default=True,
         help="Model calls in flight at once.",
@@ -210,7 +213,7 @@ _PROMPT_BUDGET: list[Callable[[Any], Any]] = [
     click.option(
         "--context-tokens",
         type=click.IntRange(4000),
-        default=32_768,
+        default=limits.CONTEXT_TOKENS,
         show_default=True,
         hidden=True,
         help="The model's context window. Every call for a run fits in it: the prompt, "
@@ -290,7 +293,7 @@ _EACH_CALL: list[Callable[[Any], Any]] = [
     click.option(
         "--temperature",
         type=float,
-        default=0.0,
+        default=limits.TEMPERATURE,
         show_default=True,
         hidden=True,
         help="Sampling temperature of the model's calls.",
@@ -298,7 +301,7 @@ _EACH_CALL: list[Callable[[Any], Any]] = [
     click.option(
         "--max-output-tokens",
         type=click.IntRange(256),
-        default=4096,
+        default=limits.MAX_OUTPUT_TOKENS,
         show_default=True,
         hidden=True,
         help="The longest answer one call may write.",
@@ -306,7 +309,7 @@ _EACH_CALL: list[Callable[[Any], Any]] = [
     click.option(
         "--timeout",
         type=click.FloatRange(1),
-        default=300.0,
+        default=limits.TIMEOUT_SECONDS,
         show_default=True,
         hidden=True,
         help="Seconds before one model call times out (and is retried).",
@@ -314,7 +317,7 @@ _EACH_CALL: list[Callable[[Any], Any]] = [
     click.option(
         "--max-retries",
         type=click.IntRange(0, 20),
-        default=6,
+        default=limits.MAX_RETRIES,
         show_default=True,
         hidden=True,
         help="Backoff retries of a call on rate limits, time-outs and server errors.",

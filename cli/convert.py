@@ -44,7 +44,7 @@ def convert_command(
 
     \b
     Example:
-      wikitrace convert trajs/ --labels reports/ --format mini-swe-agent > runs.jsonl
+      wikitrace convert trajs/ --labels reports/ -f mini-swe-agent > runs.jsonl
     \f
     \b
     Formats:

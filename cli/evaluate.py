@@ -1,4 +1,5 @@
-"""`wikitrace eval`."""
+"""The parts of `wikitrace lift` that run alone: `lift eval`, `lift attribute` and
+`lift drilldowns` (the group is lift.py's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .options import JudgeSettings, RowSettings, judge_options, print_json, row_
 from .profiles import profile_option
 
 
-@click.command("eval")
+@click.command("eval", short_help="Gain and Regression only, against the no-memory baseline.")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @row_options()
 @click.option(
@@ -45,7 +46,7 @@ def eval_command(
 
     \b
     Example:
-      wikitrace eval results.jsonl --plot gain.png
+      wikitrace lift eval results.jsonl --plot gain.png
     """
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
@@ -76,7 +77,9 @@ def not_counted(episodes: Sequence[Any]) -> None:
             )
 
 
-@click.command("attribute")
+@click.command(
+    "attribute", short_help="Why memory broke what worked without it: causes A-E, by a judge."
+)
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
@@ -102,7 +105,7 @@ def attribute_command(
     B a sound entry applied outside its applicability, C an entry misread or misused, D a
     better entry in memory was missed, E no link to memory.
 
-    RESULTS are the rows `wikitrace eval` reads; a row to attribute names its episode's log
+    RESULTS are the rows `wikitrace lift eval` reads; a row to attribute names its episode's log
     in "trajectory" (any format `wikitrace build` reads, relative to the results file) and may
     carry the agent's citation report in "used". One cached call per episode; quotes from the
     episode are checked, and an answer none of whose quotes is found is not counted. With
@@ -111,7 +114,7 @@ def attribute_command(
 
     \b
     Example:
-      wikitrace attribute corpus results.jsonl --model openai/gpt-4o-mini --json
+      wikitrace lift attribute corpus results.jsonl --model openai/gpt-4o-mini
     """
     from wikitrace import prompts
     from wikitrace.compiler.compile import Templates
@@ -154,7 +157,9 @@ def attribute_command(
         not_counted(agreed.second)
 
 
-@click.command("drilldowns")
+@click.command(
+    "drilldowns", short_help="Label each drill-down: what triggered it, read and changed."
+)
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
 @click.option(
@@ -172,14 +177,14 @@ def drilldowns_command(
     compilation, raw run, search: from the path in the action) and what it changed (revised,
     detail, new_fact, none), with the success rate of the episodes behind each label.
 
-    RESULTS are the rows `wikitrace eval` reads; each row of a memory method that names its
+    RESULTS are the rows `wikitrace lift eval` reads; each row of a memory method that names its
     episode's log in "trajectory" is read. A drill-down is a turn whose action names --mount.
     One cached judge call per episode that drilled down; its quotes are checked, and an
     answer with none found is not counted.
 
     \b
     Example:
-      wikitrace drilldowns results.jsonl --model openai/gpt-4o-mini --json
+      wikitrace lift drilldowns results.jsonl --model openai/gpt-4o-mini
     """
     from wikitrace import prompts
     from wikitrace.compiler.compile import Templates

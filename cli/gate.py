@@ -80,8 +80,8 @@ def gate_command(
 
     \b
     Example:
-      wikitrace gate corpus --runner 'python run.py --task {task_id} --memory {memory}' \\
-        --task-pool tasks.jsonl
+      wikitrace gate corpus --task-pool tasks.jsonl \\
+        --runner 'python run.py --task {task_id} --memory {memory}'
     \f
     The probes: target probes (tasks it claims to help), falsification probes (boundary
     tasks, look-alikes that violate its precondition, decoys) and regression probes (tasks

@@ -1,5 +1,7 @@
-"""`wikitrace lift` (what memory did, per suite) and `wikitrace run-inspect` (an inspect_ai task
-run with and without memory, written as the rows `lift` reads)."""
+"""`wikitrace lift`, the one evaluation command: `lift RESULTS...` reports what memory did, per
+suite; its parts are subcommands (`lift eval`, `lift attribute`, `lift drilldowns`, from
+evaluate.py) and `lift run-inspect` runs an inspect_ai task with and without memory, written as
+the rows `lift` reads."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 import click
 
-from .evaluate import not_counted
+from .common import full_help
+from .evaluate import attribute_command, drilldowns_command, eval_command, not_counted
 from .groups import Command, option_group
 from .options import JudgeSettings, RowSettings, row_options
 
@@ -54,7 +57,7 @@ def attribution_options(function: Command) -> Command:
                 "--judge",
                 metavar="MODEL",
                 help="Also attribute each Regression episode A-E with this judge (any model "
-                "litellm reaches), as `wikitrace attribute` does; needs --corpus.",
+                "litellm reaches), as `wikitrace lift attribute` does; needs --corpus.",
             ),
             click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server."),
             click.option(
@@ -74,7 +77,7 @@ def attribution_options(function: Command) -> Command:
     )(function)
 
 
-@click.command("lift")
+@click.command("report", hidden=True)
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 @row_options(tuning_hidden=True)
 @attribution_options
@@ -91,7 +94,7 @@ def attribution_options(function: Command) -> Command:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
 )
-def lift_command(
+def report_command(
     results: tuple[Path, ...],
     mount: str,
     as_json: bool,
@@ -101,23 +104,26 @@ def lift_command(
 ) -> None:
     """What memory did, per suite: success with and without it, Gain and Regression against
     the rerun band (95% task-level bootstrap intervals), with --judge the Regression episodes'
-    causes A-E, Stay/Descent (memory episodes that stayed at the first message or read the
-    memory past it, and how each kind ended), and tokens and seconds per episode.
+    causes A-E, Stay/Descent, and tokens and seconds per episode.
 
-    RESULTS are the rows `wikitrace eval` reads (JSON Lines or CSV), folders holding a
-    results.jsonl (what `wikitrace run-inspect` writes), or Harbor job folders (`harbor run`'s
-    jobs/JOB: one row a trial whose reward Harbor holds valid, the others named on stderr; with
-    several agents or models a suite for each; per agent and model the plain trials of the
-    first such job are the baseline, of the second the rerun; a trial run with the memory,
-    wikitrace.integrations.harbor, is of its method). Tokens, seconds and Stay/Descent come
-    from the rows' optional "tokens", "seconds" and "drilldowns" (or, for a memory episode
-    without "drilldowns", from its log: the turns that read --mount).
+    RESULTS are row files (JSON Lines or CSV), folders holding a results.jsonl (what `lift
+    run-inspect` writes), or Harbor job folders (`harbor run`'s jobs/JOB).
 
     \b
     Example:
       wikitrace lift runs/ --json
       wikitrace lift jobs/baseline jobs/rerun jobs/with-memory
       wikitrace lift runs/ --judge openai/gpt-4o-mini --corpus corpus
+    \f
+
+    Stay/Descent: the memory episodes that stayed at the first message or read the memory past
+    it, and how each kind ended. A row is what `wikitrace lift eval` reads. Of a Harbor job
+    folder, one row a trial whose reward Harbor holds valid, the others named on stderr; with
+    several agents or models a suite for each; per agent and model the plain trials of the
+    first such job are the baseline, of the second the rerun; a trial run with the memory,
+    wikitrace.integrations.harbor, is of its method. Tokens, seconds and Stay/Descent come
+    from the rows' optional "tokens", "seconds" and "drilldowns" (or, for a memory episode
+    without "drilldowns", from its log: the turns that read --mount).
     """
     from wikitrace.evaluation import lift as lift_report
 
@@ -197,7 +203,9 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     return rows
 
 
-@click.command("run-inspect")
+@click.command(
+    "run-inspect", short_help="Run an inspect_ai task with and without memory, for `lift`."
+)
 @click.argument("task")
 @click.option(
     "--corpus",
@@ -263,11 +271,12 @@ def run_inspect_command(
     drill-down) and wikitrace (the first message, and the corpus read-only at /work/corpus
     in the sample's sandbox, or the MCP server's tools without one). Each sample's own task
     is left out of the memory. OUTPUT/results.jsonl holds one row an episode, for `wikitrace
-    lift`, `eval`, `attribute` and `drilldowns`.
+    lift` and its parts.
 
     \b
     Example:
-      wikitrace run-inspect tasks.py@my_task --corpus corpus --model openai/gpt-4o -o runs
+      wikitrace lift run-inspect tasks.py@my_task --corpus corpus \\
+        --model openai/gpt-4o -o runs
       wikitrace lift runs
     """
     try:
@@ -295,3 +304,55 @@ def run_inspect_command(
         logs = ", ".join(str(path) for path in run.logs)
         click.echo(f"{run.method}: {len(run.rows)} episodes ({logs})", err=True)
     click.echo(str(output / RESULTS))
+
+
+REPORT = "report"
+"""The command `wikitrace lift RESULTS...` runs: the whole report."""
+
+
+class _Lift(click.Group):
+    """`lift` with RESULTS (or an option) first runs the whole report (`lift report`, not listed);
+    with a part's name first, that part. Its --help is the report's, with the parts listed.
+    A settings file's `[lift]` keys are the report's (settings.py reads `default_command`)."""
+
+    default_command = REPORT
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args[:1] == ["--help-all"]:  # the report's, under the name the user typed
+            report = self.commands[REPORT]
+            shown = click.Context(report, info_name=ctx.info_name, parent=ctx.parent)
+            click.echo(full_help(report, shown), color=ctx.color)
+            ctx.exit()
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [REPORT, *args]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        report = self.commands[REPORT]
+        report.format_help(
+            click.Context(report, info_name=ctx.info_name, parent=ctx.parent), formatter
+        )
+        self.format_commands(ctx, formatter)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, command.get_short_help_str(limit=70))
+            for name, command in self.commands.items()
+            if not command.hidden
+        ]
+        with formatter.section("Its parts, alone (`wikitrace lift PART --help`)"):
+            formatter.write_dl(rows)
+
+
+lift_group = _Lift(
+    "lift",
+    help=report_command.help,
+    short_help=(report_command.help or "").split("\n\n", 1)[0],
+    commands=[
+        report_command,
+        eval_command,
+        attribute_command,
+        drilldowns_command,
+        run_inspect_command,
+    ],
+)

@@ -11,13 +11,13 @@ from typing import Any
 import click
 
 from .build import build_command
-from .common import attach, set_verbosity
+from .common import attach, deprecated_command, set_verbosity
 from .convert import convert_command
 from .drill import actions_command, turn_command
 from .evaluate import attribute_command, drilldowns_command, eval_command
 from .gate import gate_command, hypothesize_command, monitor_command, retire_command
 from .hooks import hooks_group
-from .lift import lift_command, run_inspect_command
+from .lift import lift_group, run_inspect_command
 from .publish import export_group, mcp_command, site_command
 from .search import search_command
 from .settings import FILE_NAME, FROM_HOOK, SETTINGS_META, SettingsError, settings
@@ -30,22 +30,62 @@ TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 COMMAND_ARGS = "wikitrace.command_args"
 
 
-SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Build a corpus from logs", ("build", "convert", "verify", "trust")),
+SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Build a corpus from logs",
+        (
+            ("build", "Build a frozen evidence corpus from agent logs."),
+            ("convert", "Convert agent logs to wikitrace's JSON Lines, on stdout."),
+            ("verify", "Check every file of CORPUS against its manifest's sha256."),
+            ("trust", "Trust this folder's settings file (its safe keys)."),
+        ),
+    ),
     (
         "Use it at test time",
-        ("prompt", "hooks", "view", "search", "actions", "turn", "cite", "audit"),
+        (
+            ("prompt", "The first message for an agent about to solve TASK."),
+            ("hooks", "Recall and capture through a coding agent's hooks."),
+            ("view", "Write CORPUS without the given tasks (leave-one-out)."),
+            ("search", "Search CORPUS for QUERY's words (BM25), best first."),
+            ("actions", "One line per turn of run STEP: the action and its result."),
+            ("turn", "Turn N (or N to M) of run STEP in full, as logged."),
+            ("cite", "Check citation REPORTS and count the entries used."),
+            ("audit", "The evidence behind insights, and what deserves a look."),
+        ),
     ),
-    ("Grow it safely", ("add", "versions", "deploy", "update")),
-    ("Let only tested lessons in", ("gate", "monitor", "retire", "hypothesize")),
-    ("Measure what memory does", ("run-inspect", "lift", "eval", "attribute", "drilldowns")),
-    ("Reach it without a shell", ("mcp", "export", "site")),
+    (
+        "Grow it safely",
+        (
+            ("add", "Add runs to CORPUS as a new version."),
+            ("versions", "List CORPUS's versions; --deploy points CORPUS at one."),
+            ("update", "Add runs as a candidate; deploy it only if it does better."),
+        ),
+    ),
+    (
+        "Let only tested lessons in, and measure what memory does",
+        (
+            ("gate", "Test INSIGHTS before letting them into CORPUS."),
+            ("monitor", "Track committed insights in later REPORTS; retire failing ones."),
+            ("retire", "Retire an insight by hand, or as superseded by a newer one."),
+            ("hypothesize", "State INSIGHTS as falsifiable hypotheses, in a new version."),
+            ("lift", "What memory did: Gain, Regression, causes; its parts alone."),
+        ),
+    ),
+    (
+        "Reach it without a shell",
+        (
+            ("mcp", "Serve CORPUS read-only over the Model Context Protocol."),
+            ("export", "Write CORPUS as an Agent Skill, or a static HTML site."),
+        ),
+    ),
 )
+"""The root --help: each command under its workflow, with a summary that fits one line at 80
+columns (the command's own help says the rest)."""
 
 
 class _Sections(click.Group):
-    """`wikitrace --help` lists the commands by workflow, each summary whole; every command
-    added takes -v, -q and --help-all (see common.py)."""
+    """`wikitrace --help` lists the commands by workflow; every command added takes -v, -q and
+    --help-all (see common.py)."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         super().add_command(attach(cmd), name)
@@ -59,17 +99,15 @@ class _Sections(click.Group):
         return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for _, names in SECTIONS for name in names if name in self.commands]
+        return [name for _, rows in SECTIONS for name, _ in rows if name in self.commands]
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        for title, names in SECTIONS:
-            rows = [
-                (name, self.commands[name].get_short_help_str(limit=300))
-                for name in names
-                if name in self.commands
-            ]
-            with formatter.section(title):
-                formatter.write_dl(rows)
+        # One blank line before the commands, none between workflows: the list fits a screen.
+        formatter.write_paragraph()
+        for title, rows in SECTIONS:
+            formatter.write_text(f"{title}:")
+            with formatter.indentation():
+                formatter.write_dl([row for row in rows if row[0] in self.commands])
 
 
 @click.group(
@@ -82,13 +120,14 @@ class _Sections(click.Group):
 @click.option(
     "--config",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help=f"Read option settings from this file instead of ./{FILE_NAME} or the "
-    "[tool.wikitrace] table of ./pyproject.toml (a pyproject.toml named here: that table), "
-    "as your own: every key.",
+    help=f"Read settings from FILE, not ./{FILE_NAME}, as your own.",
 )
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> None:
-    """wikitrace: a memory for LLM agents that keeps every lesson linked to its evidence.
+    """wikitrace: a memory for LLM agents, every lesson linked to its evidence.
+
+    `wikitrace COMMAND --help-all` shows every option of a command.
+    \f
 
     Build a frozen, read-only corpus from past agent runs (raw turns, compilations that cite
     them, insights that name their source run), then mount it where your agent can grep it.
@@ -100,8 +139,9 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, config: Path | None) -> N
     `wikitrace trust` there, a project's ./wikitrace.toml (or [tool.wikitrace] in
     ./pyproject.toml; its safe keys only): a top-level key for every command that has the
     option, a table such as [build] for one. The command line wins over the files, the
-    project's over yours, the files over --profile, --profile over the defaults.
-    `wikitrace COMMAND --help-all` shows a command's tuning options too.
+    project's over yours, the files over --profile, --profile over the defaults. --config
+    FILE is read instead of the project's file (a pyproject.toml: its [tool.wikitrace]
+    table), as your own: every key. See docs/settings.md.
     """
     set_verbosity(verbose, quiet)
     try:
@@ -130,7 +170,6 @@ def _run_by_agent(args: list[str]) -> bool:
 cli.add_command(build_command)
 cli.add_command(add_command)
 cli.add_command(versions_command)
-cli.add_command(deploy_command)
 cli.add_command(update_command)
 cli.add_command(gate_command)
 cli.add_command(monitor_command)
@@ -147,14 +186,22 @@ cli.add_command(search_command)
 cli.add_command(cite_command)
 cli.add_command(audit_command)
 cli.add_command(view_command)
-cli.add_command(eval_command)
-cli.add_command(attribute_command)
-cli.add_command(drilldowns_command)
-cli.add_command(lift_command)
-cli.add_command(run_inspect_command)
+cli.add_command(lift_group)
 cli.add_command(mcp_command)
 cli.add_command(export_group)
-cli.add_command(site_command)
+
+DEPRECATED: tuple[tuple[click.Command, str, str], ...] = (
+    (eval_command, "eval", "lift eval"),
+    (attribute_command, "attribute", "lift attribute"),
+    (drilldowns_command, "drilldowns", "lift drilldowns"),
+    (run_inspect_command, "run-inspect", "lift run-inspect"),
+    (site_command, "site", "export site"),
+    (deploy_command, "deploy", "versions CORPUS --deploy VERSION"),
+)
+"""Old names kept working for a release (hidden, not counted): the command, its old name and
+what it is now."""
+for command, old, now in DEPRECATED:
+    cli.add_command(deprecated_command(command, old, now))
 
 
 def main(argv: list[str] | None = None) -> Any:

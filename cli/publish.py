@@ -46,9 +46,8 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
     starts a stdio server in its working folder).
 
     \b
-    Example (an mcpServers entry of Claude Desktop or Claude Code; the command is an absolute
-    path, `command -v wikitrace` prints it, as a client may not have the virtualenv on its PATH):
-      {"mcpServers": {"memory": {"command": "/v/.venv/bin/wikitrace", "args": ["mcp", "/corpus"]}}}
+    Example (Claude Code; the command is an absolute path, as a client may not have the
+    virtualenv on its PATH; in Claude Desktop's mcpServers the same command and args):
       claude mcp add memory -- "$(command -v wikitrace)" mcp /corpus
     """
     from wikitrace.tools import mcp_server
@@ -64,7 +63,7 @@ def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
 
 @click.group("export")
 def export_group() -> None:
-    """Write a corpus in a form another tool loads (see `wikitrace export skill --help`)."""
+    """Write a corpus in a form another tool loads: an Agent Skill, or a static HTML site."""
 
 
 def _writes_folder(what: str, kind: str) -> Callable[[F], F]:
@@ -133,9 +132,9 @@ def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> Non
         click.echo(str(output))
 
 
-@click.command("site")
+@export_group.command("site")
 @click.argument("corpus", type=CORPUS)
-@_writes_folder("The folder to write the site to.", "`site`")
+@_writes_folder("The folder to write the site to.", "`export site`")
 def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Write CORPUS as a static HTML site for reviewers: open OUTPUT/index.html in a browser
     (file:// is fine: no server, no framework).
@@ -152,7 +151,8 @@ def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None
 
     \b
     Example:
-      wikitrace site corpus -o corpus-site && xdg-open corpus-site/index.html
+      wikitrace export site corpus -o corpus-site
+      xdg-open corpus-site/index.html
     """
     from dataclasses import asdict
 

@@ -70,7 +70,7 @@ REFUSED: dict[str, str] = {
     ),
     **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
     **dict.fromkeys(
-        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo"), OUTPUTS
+        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
     ),
     **dict.fromkeys(
         (
@@ -282,6 +282,16 @@ def default_map(group: click.Group, config: Path | None, folder: Path) -> dict[s
     return settings(group, config, folder)[0]
 
 
+def shipped(group: click.Group, path: Path, where: str, only: str | None = None) -> dict[str, Any]:
+    """click's default_map from a settings file shipped with wikitrace (a `--profile`), read
+    and checked as the user's own are; with `only`, that command's table and the top-level
+    keys alone (for a command run on its own, `group` holding it alone)."""
+    table = _read(path, where)
+    if only is not None:
+        table = {k: v for k, v in table.items() if k == only or not isinstance(v, dict)}
+    return _map(group, table, where)
+
+
 def settings(
     group: click.Group, config: Path | None, folder: Path
 ) -> tuple[dict[str, Any] | None, Sources]:
@@ -384,6 +394,12 @@ def _group_map(
     mapped: dict[str, Any] = {}
     for name, command in group.commands.items():
         own = tables.get(name, {})
+        default = getattr(command, "default_command", None)
+        if default is not None:
+            # `[lift] json = true` is for `wikitrace lift RESULTS...`, the group's own command.
+            parts = {k: v for k, v in own.items() if isinstance(v, dict)}
+            scalars = {k: v for k, v in own.items() if not isinstance(v, dict)}
+            own = {**parts, default: {**scalars, **parts.get(default, {})}}
         if isinstance(command, click.Group):
             mapped[name] = _group_map(command, own, shared, where, (*path, name))
         else:

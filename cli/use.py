@@ -103,9 +103,11 @@ _SCOPE: list[Callable[[Any], Any]] = [
     click.option(
         "--kind",
         type=click.Choice(list(KINDS), case_sensitive=False),
+        metavar="KIND",
         cls=DetailedOption,
         help="The task's kind of work, for a corpus of coding sessions.",
-        more="Each session's kind is inferred from its task and the files it changed. A task "
+        more=f"KIND is one of {', '.join(KINDS)}. Each session's kind is inferred from its "
+        "task and the files it changed. A task "
         "of a project with no runs here gets this kind's lessons and runs from other "
         "projects, and no other kind's (a project with runs gets its own, of every kind). "
         "Without it, the kind is inferred from the task's words; when it cannot be, every "
@@ -116,8 +118,10 @@ _SCOPE: list[Callable[[Any], Any]] = [
         "exclude_tasks",
         multiple=True,
         metavar="ID",
-        help="Show nothing drawn from runs of this task (repeatable). The mounted corpus still "
-        "holds them: mount a `wikitrace view` without them in an evaluation." + TASK_NAMED,
+        cls=DetailedOption,
+        help="Show nothing drawn from runs of this task (repeatable).",
+        more="The mounted corpus still holds them: mount a `wikitrace view` without them in an "
+        "evaluation." + TASK_NAMED,
     ),
 ]
 """Whose lessons and runs are shown: the task's type, project and kind, and tasks left out."""

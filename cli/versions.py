@@ -1,4 +1,5 @@
-"""`wikitrace add`, `wikitrace versions` and `wikitrace deploy`: growing a corpus in versions."""
+"""`wikitrace add`, `wikitrace versions` (and its --deploy) and `wikitrace update`: growing a
+corpus in versions."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from .profiles import profile_option
 from .progress import agent_runs
 
 HOOK_LOG_ENV = "WIKITRACE_HOOK_LOG"
+
+
+DEPLOYED_BY_HAND = "deployed by hand"
 
 
 @click.command("add")
@@ -79,8 +83,8 @@ def add_command(
     \b
     Example:
       wikitrace add corpus new-runs.jsonl
-      wikitrace add corpus logs/ --no-deploy        # a candidate: see `wikitrace versions`
-      wikitrace add ~/corpus --from-hook --labels ~/labels.json    # in a SessionEnd hook
+      wikitrace add corpus logs/ --no-deploy      # a candidate: `wikitrace versions`
+      wikitrace add ~/corpus --from-hook --labels ~/labels.json   # a SessionEnd hook
     \f
     The new version (CORPUS.versions/vNNNN) appends the new runs after the last step and their
     insights after the last insight, and names its parent and what it adds in its manifest.
@@ -168,21 +172,50 @@ def _print_added(corpus: Path, report: Any, *, as_json: bool) -> None:
     help="Print only the folder of the current version (for a mount, or a copy that must not "
     "copy the link itself).",
 )
+@click.option(
+    "--deploy",
+    metavar="VERSION",
+    help="Point CORPUS at VERSION (vNNNN) instead: roll back, or deploy a candidate by hand; "
+    "prints its folder.",
+)
+@click.option(
+    "--reason",
+    default=DEPLOYED_BY_HAND,
+    show_default=True,
+    help="Why --deploy: kept in history.",
+)
 def versions_command(
-    corpus: Path, as_json: bool, as_lines: bool, history: bool, current: bool
+    corpus: Path,
+    as_json: bool,
+    as_lines: bool,
+    history: bool,
+    current: bool,
+    deploy: str | None,
+    reason: str,
 ) -> None:
-    """List the versions of CORPUS: which is current, their parents and what each added.
+    """List the versions of CORPUS: which is current, their parents and what each added; with
+    --deploy, point CORPUS at one.
 
     Status: current (CORPUS points at it), previous (was current once), candidate (made with
     --no-deploy or by `wikitrace update`, never deployed), refused (the update controller
     kept it out; its comparison is in CORPUS.versions/updates/).
 
+    --deploy replaces the pointer in one step, so a reader sees the old version or the new
+    one, never neither. Sandboxes already running keep the version they mounted.
+
     \b
     Example:
       wikitrace versions corpus
       wikitrace versions corpus --history
+      wikitrace versions corpus --deploy v0002
     """
-
+    if deploy is not None:
+        if history or current or as_json or as_lines:
+            raise click.UsageError(
+                "--deploy lists nothing: give it without --history, --current, --json or --nl"
+            )
+        _deploy(corpus, deploy, reason, hint="--deploy")
+        return
     from wikitrace.versions import Store, list_versions
 
     store = Store(corpus)
@@ -217,18 +250,14 @@ def versions_command(
 @click.command("deploy")
 @click.argument("corpus", type=POINTER)
 @click.argument("version")
-@click.option("--reason", default="deployed by hand", show_default=True, help="Kept in history.")
+@click.option("--reason", default=DEPLOYED_BY_HAND, show_default=True, help="Kept in history.")
 def deploy_command(corpus: Path, version: str, reason: str) -> None:
-    """Point CORPUS at VERSION (vNNNN): roll back, or deploy a candidate by hand.
+    """Point CORPUS at VERSION (vNNNN): now `wikitrace versions CORPUS --deploy VERSION`."""
+    _deploy(corpus, version, reason, hint="VERSION")
 
-    The pointer is replaced in one step, so a reader sees the old version or the new one, never
-    neither. Sandboxes already running keep the version they mounted. Prints the version's
-    folder on stdout.
 
-    \b
-    Example:
-      wikitrace deploy corpus v0002
-    """
+def _deploy(corpus: Path, version: str, reason: str, *, hint: str) -> None:
+    """Point CORPUS at VERSION under the build lock; say so on stderr, its folder on stdout."""
     from wikitrace.corpus_schema import CorpusError
     from wikitrace.corpus_schema.lock import build_lock
     from wikitrace.versions import Store
@@ -238,11 +267,11 @@ def deploy_command(corpus: Path, version: str, reason: str) -> None:
         try:
             path = store.version_path(version)
         except CorpusError as error:
-            raise click.BadParameter(str(error), param_hint="VERSION") from None
+            raise click.BadParameter(str(error), param_hint=hint) from None
         if not path.is_dir():
             raise click.BadParameter(
                 f"no version {version} in {store.dir} (see `wikitrace versions {corpus}`)",
-                param_hint="VERSION",
+                param_hint=hint,
             )
         previous = store.deploy(path.name, reason=reason)
     click.echo(f"{corpus} -> {path.name} (was {previous})", err=True)
@@ -318,7 +347,7 @@ _TRIGGER: list[Callable[[Any], Any]] = [
         hidden=True,
         help="Compare when the cosine between this update's direction and the average is below it.",
     ),
-    click.option("--always-compare", is_flag=True, help="Compare on every update."),
+    click.option("--always-compare", is_flag=True, hidden=True, help="Compare on every update."),
 ]
 """When an update is compared: the momentum trigger, or always."""
 
@@ -371,8 +400,8 @@ _COMPARISON: list[Callable[[Any], Any]] = [
         "--task-pool",
         type=click.Path(path_type=Path, dir_okay=False, exists=True),
         cls=DetailedOption,
-        help="The tasks your runner can run, one a line (others are never chosen).",
-        more="Each is an id, or JSON with task_id (and task, task_type).",
+        help="The tasks your runner can run, one a line.",
+        more="Others are never chosen. Each is an id, or JSON with task_id (and task, task_type).",
     ),
 ]
 """What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""
@@ -434,7 +463,7 @@ def update_command(
     \b
     Example:
       wikitrace update corpus new-runs.jsonl \\
-        --runner 'python run_agent.py --task {task_id} --memory {memory} --seed {seed}'
+        --runner 'python run_agent.py --task {task_id} --memory {memory}'
     \f
     A momentum trigger decides whether to compare: the candidate's new insights are embedded,
     and an update that points the way deployed updates have (cosine with their moving average

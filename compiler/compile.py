@@ -25,6 +25,7 @@ from wikitrace.corpus_schema import (
     is_judged,
 )
 from wikitrace.corpus_schema.records import Hypothesis
+from wikitrace.transport.limits import CONTEXT_TOKENS, MAX_OUTPUT_TOKENS
 from wikitrace.transport.llm import LLM, LLMReply, Message
 
 from .evidence import QuoteChecker, longest_field
@@ -333,9 +334,9 @@ class CompileLimits:
     max_prompt_tokens: int | None = None
     """The prompt's budget; None: what the context leaves once the answer and one repair
     round (the answer again and a repair message) are counted."""
-    context_tokens: int = 32_768
+    context_tokens: int = CONTEXT_TOKENS
     """The model's context window: every call of a run's conversation fits in it."""
-    max_output_tokens: int = 4096
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
     hypotheses: bool = False
     """Ask for each insight as a falsifiable hypothesis too (and refuse answers without)."""
     outcome_details: bool = False

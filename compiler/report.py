@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from wikitrace.transport.limits import MAX_RETRIES, TEMPERATURE, TIMEOUT_SECONDS
+
 from .compile import CompileLimits
 from .importers import AUTO, DEFAULT_THRESHOLD
 from .importers.runs import FormatCounts
@@ -40,9 +42,9 @@ class BuildOptions:
     """Patterns of what is no secret: a finding one of them matches in full is kept."""
     prompts_dir: Path | None = None
     limits: CompileLimits = field(default_factory=CompileLimits)
-    temperature: float = 0.0
-    timeout_seconds: float = 300.0
-    max_retries: int = 6
+    temperature: float = TEMPERATURE
+    timeout_seconds: float = TIMEOUT_SECONDS
+    max_retries: int = MAX_RETRIES
     backoff_seconds: float = 2.0
     judge: str | None = None
     """The model that labels runs nothing else labels (None: they are left out)."""

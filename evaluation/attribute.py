@@ -1,4 +1,4 @@
-"""`wikitrace attribute`: why memory broke what the agent could do without it.
+"""`wikitrace lift attribute`: why memory broke what the agent could do without it.
 
 A Regression episode is a trial of a memory method that failed on a task the no-memory
 baseline solved in every trial. For each (its row names its log, `trajectory`, and may carry the

@@ -66,7 +66,7 @@ class LiftLine:
     causes: dict[str, int] | None = None
     """Regression episodes by cause (A-E), when a judge was asked."""
     not_counted: int = 0
-    """Regression episodes the judge's answer does not count (see `wikitrace attribute`)."""
+    """Regression episodes the judge's answer does not count (see `wikitrace lift attribute`)."""
 
     def as_dict(self, report: EvalReport) -> dict[str, Any]:
         data = self.result.as_dict()
@@ -93,7 +93,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def lift(rows: Sequence[Row], options: EvalOptions, attribution: Any | None = None) -> LiftReport:
     """The eval report of `rows`, each method's line completed with its usage, Stay/Descent
-    and (given an AttributionReport from `wikitrace attribute`'s core) its Regression causes."""
+    and (given an AttributionReport from `wikitrace lift attribute`'s core) its Regression
+    causes."""
     report = evaluate(rows, options)
     by_key: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for item in rows:

@@ -33,7 +33,7 @@ class ResultRow(BaseModel):
     score: float | None = None
     trajectory: str | None = None
     """The episode's log (any format `wikitrace build` reads), relative to the results file:
-    what `wikitrace attribute` reads. In a log of many runs, `#` and the run's place in it
+    what `wikitrace lift attribute` reads. In a log of many runs, `#` and the run's place in it
     follow: `logs/x.eval#samples/3_epoch_1.json`."""
     used: dict[str, list[str]] | None = None
     """The agent's citation report (`used`): the memory entries it said shaped its actions."""

@@ -1,4 +1,4 @@
-"""Write examples/eval-results.jsonl: synthetic result rows for `wikitrace eval` (seeded).
+"""Write examples/eval-results.jsonl: synthetic result rows for `wikitrace lift eval` (seeded).
 
 Two suites of 60 tasks, 3 trials per task and method. `no-memory-rerun` behaves like
 `no-memory`; `wikitrace` fixes some failures and breaks few successes; `naive-memory` fixes

@@ -1,4 +1,4 @@
-"""Harbor job folders read as the rows `wikitrace lift` (and `eval`, `attribute`) reads.
+"""Harbor job folders read as the rows `wikitrace lift` (and its parts) reads.
 
 A Harbor job folder (`jobs/JOB/`, as `harbor run` writes it) holds its `config.json` and
 `result.json` and one folder a trial (`TASK__ID/`) with the trial's `config.json`, `result.json`

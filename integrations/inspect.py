@@ -316,7 +316,7 @@ async def _begin(state: TaskState, options: _Options) -> None:
 
 def count_drilldowns(state: TaskState, record: dict[str, Any]) -> int:
     """The agent's tool calls that read the memory: a memory tool, or a command naming the
-    mount (as `wikitrace drilldowns` finds them in a log)."""
+    mount (as `wikitrace lift drilldowns` finds them in a log)."""
     from wikitrace.evaluation.attribute import mount_pattern
 
     names = mount_pattern(record["mount"]) if record.get("mount") else None

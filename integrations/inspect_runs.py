@@ -1,5 +1,5 @@
-"""Run an inspect_ai task with and without a wikitrace memory, and write the rows `wikitrace
-eval`, `attribute` and `lift` read.
+"""Run an inspect_ai task with and without a wikitrace memory (`wikitrace lift run-inspect`),
+and write the rows `wikitrace lift` and its parts read.
 
 The task runs four times, each an inspect eval with its own logs under OUT/METHOD/:
 `no-memory` and `no-memory-rerun` (the task as it is: the baseline, and the rerun whose Gain and

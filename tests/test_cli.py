@@ -174,4 +174,53 @@ def test_help_lists_every_command_under_a_workflow() -> None:
     listed = {
         line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.split()
     }
-    assert set(group.commands) <= listed, set(group.commands) - listed
+    shown = {name for name, command in group.commands.items() if not command.hidden}
+    assert shown <= listed, shown - listed
+
+
+MAX_COMMANDS = 22
+"""Issue 57: the commands a user meets, old names kept for a release not counted."""
+
+
+def test_the_commands_a_user_meets_are_few() -> None:
+    shown = [name for name, command in cli.commands.items() if not command.hidden]
+    assert len(shown) <= MAX_COMMANDS, shown
+    listed = CliRunner().invoke(cli, ["--help"]).stdout
+    for name, command in cli.commands.items():
+        assert (f"\n  {name} " in listed) is not command.hidden, name
+
+
+def test_an_old_command_name_still_works_and_says_what_it_is_now(tmp_path: Path) -> None:
+    from wikitrace.cli.common import COMMON
+    from wikitrace.cli.main import DEPRECATED
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps(
+                {"suite": "s", "method": method, "task_id": "t1", "trial": 1, "success": success}
+            )
+            + "\n"
+            for method, success in (("no-memory", True), ("no-memory-rerun", True), ("m", False))
+        )
+    )
+    now = run(["lift", "eval", str(rows), "--json"])
+    old = run(["eval", str(rows), "--json"])
+    assert old == (
+        now[0],
+        now[1],
+        "warning: `wikitrace eval` is deprecated: it is now `wikitrace lift eval`\n" + now[2],
+    )
+    assert now[0] == 0 and json.loads(now[1])["results"]
+    for command, name, replacement in DEPRECATED:
+        alias = cli.commands[name]
+        assert alias.hidden and alias.callback is not command.callback
+        own = [p.name for p in alias.params if p.name not in COMMON]
+        assert own == [p.name for p in command.params if p.name not in COMMON]
+        top, *rest = replacement.split()
+        assert top in cli.commands and not cli.commands[top].hidden
+        if not rest[0].isupper():  # a subcommand, not an option of `top`
+            assert cli.commands[top].commands[rest[0]] is command  # type: ignore[attr-defined]
+    # An old name's usage error still names it: nothing was run, nothing to warn about.
+    code, out, err = run(["deploy", str(tmp_path)])
+    assert (code, out) == (2, "") and "Missing argument 'VERSION'" in err

@@ -285,20 +285,20 @@ def test_warnings_and_strict(tmp_path: Path) -> None:
 def test_the_command(tmp_path: Path) -> None:
     path = rows_file(tmp_path / "r.jsonl", random_outcomes(40, seed=5))
     runner = CliRunner()
-    table = runner.invoke(cli, ["eval", str(path)])
+    table = runner.invoke(cli, ["lift", "eval", str(path)])
     assert table.exit_code == 0
     assert table.stdout.startswith(
         "| suite | method | tasks | trials | success rate | Gain (95% CI)"
     )
     cells = [line.count(" | ") for line in table.stdout.splitlines() if not line.startswith("|---")]
     assert len(cells) == 4 and set(cells) == {8}  # the header and 3 rows, 9 columns each
-    data = json.loads(runner.invoke(cli, ["eval", str(path), "--json"]).stdout)
+    data = json.loads(runner.invoke(cli, ["lift", "eval", str(path), "--json"]).stdout)
     assert [r["method"] for r in data["results"]] == ["memory", "no-memory", "no-memory-rerun"]
     baseline = data["results"][1]
     assert baseline["gain"] is None and baseline["success_rate"] is not None
     assert baseline["verdict"] == "(the baseline: B is its majority)"
-    lines = runner.invoke(cli, ["eval", str(path), "--csv"]).stdout.splitlines()
+    lines = runner.invoke(cli, ["lift", "eval", str(path), "--csv"]).stdout.splitlines()
     assert lines[0].startswith("suite,method,tasks,trials,success_rate,") and len(lines) == 4
     picture = tmp_path / "eval.png"
-    result = runner.invoke(cli, ["eval", str(path), "--plot", str(picture)])
+    result = runner.invoke(cli, ["lift", "eval", str(path), "--plot", str(picture)])
     assert result.exit_code == 0 and picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

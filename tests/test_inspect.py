@@ -577,6 +577,7 @@ def test_react_is_told_of_tools_only_if_it_has_them_and_they_leave_its_task_out(
 def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
     code, out, err = run(
         [
+            "lift",
             "run-inspect",
             str(tmp_path / "nope.py"),
             "--corpus",
@@ -635,16 +636,37 @@ def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
 
     results = str(runs / RESULTS)
     stub = openai_stub.url
-    for args in (
-        ["lift", results, "--judge", "openai/j", "--corpus", str(corpus), "--judge-api-base", stub],
-        ["attribute", str(corpus), results, "--model", "openai/j", "--api-base", stub],
-        ["drilldowns", results, "--model", "openai/j", "--api-base", stub, "--mount", "insight/"],
+    for number, args in enumerate(
+        (
+            [
+                "lift",
+                results,
+                "--judge",
+                "openai/j",
+                "--corpus",
+                str(corpus),
+                "--judge-api-base",
+                stub,
+            ],
+            ["lift", "attribute", str(corpus), results, "--model", "openai/j", "--api-base", stub],
+            [
+                "lift",
+                "drilldowns",
+                results,
+                "--model",
+                "openai/j",
+                "--api-base",
+                stub,
+                "--mount",
+                "insight/",
+            ],
+        )
     ):
         before = len(openai_stub.requests)
-        cache = ["--cache-dir", str(tmp_path / f"cache-{args[0]}")]
+        cache = ["--cache-dir", str(tmp_path / f"cache-{number}")]
         done = _cli_without_inspect([*args, *cache], runs)
         assert done.returncode == 0, (args, done.stderr)
         sent = [r["messages"][0]["content"] for r in openai_stub.requests[before:]]
         # The judge was shown the episodes, read from their zstd logs.
-        needle = "room 34" if args[0] == "drilldowns" else "annex room 58"
+        needle = "room 34" if "drilldowns" in args else "annex room 58"
         assert sent and all(needle in prompt for prompt in sent), (args, done.stderr)

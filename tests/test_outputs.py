@@ -28,7 +28,7 @@ def writes(corpus: Path, output: Path) -> list[list[str]]:
     """Every command that writes a folder, told to write `output`."""
     runs = corpus.parent / "runs.jsonl"
     return [
-        ["site", str(corpus), "-o", str(output)],
+        ["export", "site", str(corpus), "-o", str(output)],
         ["export", "skill", str(corpus), "-o", str(output)],
         ["view", str(corpus), "--exclude-task", "t1", "-o", str(output)],
         ["build", str(runs), "-o", str(output)],

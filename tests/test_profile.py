@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from wikitrace.cli.main import cli
-from wikitrace.cli.profiles import CHOICES
+from wikitrace.cli.profiles import table
 
 from helpers import make_run, run, write_runs
 
@@ -107,32 +108,72 @@ def test_an_option_given_wins_over_the_profile(args: dict[str, list[str]]) -> No
     assert (values["report_at"], values["max_tokens"]) == ("first", 0)
 
 
+def choices() -> list[tuple[str, tuple[str, ...], Any, Any]]:
+    """The shipped paper profile as the docs' table has it: each option, the commands it is
+    set for, the method's value and ours (the option's own default), in the file's order."""
+    found: dict[tuple[str, Any], list[str]] = {}
+    for command, values in table("paper").items():
+        for key, value in values.items():
+            found.setdefault((key, value), []).append(command)
+    rows = []
+    for (key, value), commands in found.items():
+        ours = {
+            next(
+                p.get_default(click.Context(cli.commands[c]))
+                for p in cli.commands[c].params
+                if f"--{key}" in p.opts
+            )
+            for c in commands
+        }
+        assert len(ours) == 1, (key, commands)
+        rows.append((f"--{key}", tuple(commands), value, ours.pop()))
+    return rows
+
+
 def test_every_choice_is_pinned_and_every_command_takes_the_profile(
     args: dict[str, list[str]],
 ) -> None:
-    table = {(c, choice.option) for choice in CHOICES for c in choice.commands}
-    assert table | {("gate", "targets")} == set(PAPER)
+    pinned = {
+        (c, flag[2:].replace("-", "_")) for flag, commands, _, _ in choices() for c in commands
+    }
+    assert pinned | {("gate", "targets")} == set(PAPER)
     for command in args:
         assert any(p.name == "profile" for p in cli.commands[command].params), command
+
+
+def test_the_profile_is_read_as_a_settings_file_is(tmp_path: Path) -> None:
+    from wikitrace.cli import profiles
+
+    bad = tmp_path / "paper.toml"
+    bad.write_text("[gate]\nrule = 'coin'\n")
+    profiles.PROFILES["paper"] = bad
+    try:
+        code, _, err = run(["gate", str(tmp_path), "--runner", "r {task_id}", "--profile", "paper"])
+    finally:
+        profiles.PROFILES["paper"] = Path(profiles.__file__).with_name("paper.toml")
+    assert (
+        code == 2
+        and "--profile paper (paper.toml): [gate] rule: Invalid value for '--rule': 'coin'" in err
+    )
 
 
 def test_the_docs_table_is_the_profile() -> None:
     text = (Path(__file__).parent.parent / "docs" / "paper.md").read_text()
     section = text[: text.index("The rest already follows the method")]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == len(CHOICES)
-    for row, choice in zip(rows, CHOICES, strict=True):
+    assert len(rows) == len(choices())
+    for row, (flag, commands, paper, ours) in zip(rows, choices(), strict=True):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
-        assert cells[0] == f"`{choice.flag}`", row
-        assert cells[1] == ", ".join(choice.commands), row
-        assert re.sub(r"[`*]", "", cells[2]) == _value(choice.paper), row
-        assert re.sub(r"[`*]", "", cells[3]) == _value(choice.ours), row
+        assert cells[0] == f"`{flag}`", row
+        assert cells[1] == ", ".join(commands), row
+        assert re.sub(r"[`*]", "", cells[2]) == _value(paper), row
+        assert re.sub(r"[`*]", "", cells[3]) == _value(ours), row
 
 
 def _value(value: Any) -> str:
     if value is True or value is False:
         return "yes" if value else "no"
-    return "the model's" if value is None else str(value)
+    return "the model's" if value is None or value is click.core.UNSET else str(value)
 
 
 # --- what the profile's choices do ---------------------------------------------------------

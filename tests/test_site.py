@@ -30,7 +30,7 @@ def example_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus = base / "example-corpus"
     assert run(["-q", "build", str(EXAMPLE), "-o", str(corpus)])[0] == 0
     site = base / "example-site"
-    code, out, err = run(["site", str(corpus), "-o", str(site), "--json"])
+    code, out, err = run(["export", "site", str(corpus), "-o", str(site), "--json"])
     assert code == 0, err
     report = json.loads(out)
     assert report["runs"] == 12 and report["insights"] == 2 and report["not_found"] == 0
@@ -175,12 +175,12 @@ def test_the_site_of_a_model_corpus_shows_claims_and_support(
 
 def test_an_occupied_folder_is_refused(example_site: Path, tmp_path: Path) -> None:
     corpus = example_site.parent / "example-corpus"
-    code, _, err = run(["site", str(corpus), "-o", str(example_site)])
+    code, _, err = run(["export", "site", str(corpus), "-o", str(example_site)])
     assert code == 1 and "already exists; use --force" in err
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep", encoding="utf-8")
-    code, _, err = run(["site", str(corpus), "-o", str(mine), "--force"])
+    code, _, err = run(["export", "site", str(corpus), "-o", str(mine), "--force"])
     assert code == 1 and "is not a site wikitrace wrote" in err
 
 

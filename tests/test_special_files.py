@@ -159,7 +159,11 @@ def test_files_given_to_prompt_eval_and_lift_are_checked(tmp_path: Path) -> None
     runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
     assert wikitrace("-q", "build", str(runs), "-o", "corpus", cwd=tmp_path).returncode == 0
     for name, said in (("zero.jsonl", "a character device"), ("fifo.jsonl", "a FIFO")):
-        for args in (["prompt", "corpus", "--task-file", name], ["eval", name], ["lift", name]):
+        for args in (
+            ["prompt", "corpus", "--task-file", name],
+            ["lift", "eval", name],
+            ["lift", name],
+        ):
             done = wikitrace(*args, cwd=tmp_path)
             assert done.returncode == 2 and "Traceback" not in done.stderr, (args, done.stderr)
             assert said in done.stderr, (args, done.stderr)

@@ -156,7 +156,7 @@ def test_a_candidate_waits_and_deploy_moves_the_pointer(runs_file: Path, tmp_pat
         ("v0001", "current"),
         ("v0002", "candidate"),
     ]
-    assert run(["deploy", str(corpus), "2"]) == (
+    assert run(["versions", str(corpus), "--deploy", "2"]) == (
         0,
         f"{store.dir}/v0002\n",
         f"{corpus} -> v0002 (was v0001)\n",
@@ -166,7 +166,7 @@ def test_a_candidate_waits_and_deploy_moves_the_pointer(runs_file: Path, tmp_pat
         ("v0001", "previous"),
         ("v0002", "current"),
     ]
-    code, _, err = run(["deploy", str(corpus), "v0007"])
+    code, _, err = run(["versions", str(corpus), "--deploy", "v0007"])
     assert code == 2 and "no version v0007" in err
 
 
@@ -252,7 +252,7 @@ def test_one_writer_at_a_time(runs_file: Path, tmp_path: Path) -> None:
     with build_lock(corpus):
         with pytest.raises(CorpusError, match="or an add, update or deploy"):
             add_runs(options([more], corpus))
-        code, _, err = run(["deploy", str(corpus), "v0001"])
+        code, _, err = run(["versions", str(corpus), "--deploy", "v0001"])
         assert code == 1 and "another build into" in err
     assert Store(corpus).versions() == ["v0001"]
 

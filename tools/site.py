@@ -1,4 +1,4 @@
-"""`wikitrace site`: a corpus as static HTML a reviewer clicks through, from any browser.
+"""`wikitrace export site`: a corpus as static HTML a reviewer clicks through, from any browser.
 
 index.html (insights by task type: status, source run, support; a filter that searches their
 guidelines too), search.html (the corpus searched as `wikitrace search` does, reached from

@@ -24,6 +24,8 @@ from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.render import shortened
 from wikitrace.corpus_schema.store import atomic_write, check_output
 
+from .limits import MAX_OUTPUT_TOKENS, MAX_RETRIES, TEMPERATURE, TIMEOUT_SECONDS
+
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]
@@ -78,10 +80,10 @@ class Client(LLM, Protocol):
 class LLMSettings:
     model: str
     api_base: str | None = None
-    temperature: float = 0.0
-    max_output_tokens: int = 4096
-    timeout_seconds: float = 300.0
-    max_retries: int = 6
+    temperature: float = TEMPERATURE
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
+    timeout_seconds: float = TIMEOUT_SECONDS
+    max_retries: int = MAX_RETRIES
     """Backoff retries on rate limits, time-outs and server errors."""
     backoff_seconds: float = 2.0
     backoff_cap_seconds: float = 60.0

@@ -303,8 +303,8 @@ def check_new_pointer(pointer: Path, *, force: bool) -> None:
     elif store.exists() and committed(store) and not force:
         raise CorpusError(
             f"{store.dir} holds versions of a corpus whose pointer {pointer} is gone; "
-            f"use --force to replace them, or `wikitrace deploy {pointer} VERSION` to point "
-            "at one"
+            f"use --force to replace them, or `wikitrace versions {pointer} --deploy VERSION` to "
+            "point at one"
         )
 
 
