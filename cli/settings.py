@@ -70,7 +70,8 @@ REFUSED: dict[str, str] = {
     ),
     **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
     **dict.fromkeys(
-        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
+        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo", "deploy"),
+        OUTPUTS,
     ),
     **dict.fromkeys(
         (
