@@ -115,7 +115,11 @@ def with_data(rel: str, header: BaseModel, body: str, kept: Sequence[str]) -> Pa
 # --- text from logs and models, made safe to render --------------------------------------
 
 _INLINE_SPECIAL = re.compile(r"([\\\[\]<>*`])")
+_ESCAPED = str.maketrans({char: "\\" + char for char in "\\[]<>*`"})
+"""Each character of _INLINE_SPECIAL -> itself escaped: one pass of str.translate."""
 _LINE_START = re.compile(r"^(?:([#+=|-])|(\d{1,9})([.)]))")
+_LINE_START_CHARS = frozenset("#+=|-0123456789")
+"""The characters a match of _LINE_START starts with: the only lines it need be tried on."""
 _UNESCAPE = re.compile(r"\\([\\\[\]<>*`#+=|.)-])")
 
 
@@ -125,9 +129,8 @@ def inline(text: str) -> str:
 
     `unescape` gives the folded text back.
     """
-    flat = " ".join(text.split())
-    escaped = _INLINE_SPECIAL.sub(r"\\\1", flat)
-    start = _LINE_START.match(escaped)
+    escaped = " ".join(text.split()).translate(_ESCAPED)
+    start = _LINE_START.match(escaped) if escaped[:1] in _LINE_START_CHARS else None
     if start and start.group(1):  # `# x`, `- x`: a heading or a list if it starts a line
         escaped = "\\" + escaped
     elif start:  # `1. x`
@@ -156,7 +159,7 @@ def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> 
     size = len(first)
     limit = max(width, len(indent) + 20)
     for word in _words(text, LINE_LIMIT - len(indent) - 4):
-        shown = len(inline(word))
+        shown = _shown_length(word)
         if line and size + 1 + shown > limit:
             lines.append(inline(" ".join(line)))
             line, size = [], len(indent)
@@ -166,9 +169,21 @@ def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> 
     return first + f"\n{indent}".join(lines)
 
 
+def _shown_length(word: str) -> int:
+    """`len(inline(word))` for a word (no whitespace in it), without making it: every word of
+    every wrapped paragraph is measured. Escaping a character never makes or unmakes a
+    line's start (_LINE_START), so the start is read on the word as it is."""
+    length = len(word)
+    if not word.isalnum():
+        length += len(_INLINE_SPECIAL.findall(word))
+    if word[:1] in _LINE_START_CHARS and _LINE_START.match(word):
+        length += 1
+    return length
+
+
 def _words(text: str, longest: int) -> Iterator[str]:
     for word in text.split():
-        if len(inline(word)) <= longest:
+        if _shown_length(word) <= longest:
             yield word
             continue
         # Escaping at most doubles a word: cut it so that each piece fits a line escaped.
