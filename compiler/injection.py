@@ -152,11 +152,51 @@ def _texts(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+_JUDGE_WORDS = ("judge", "grader", "evaluator", "scorer", "labeler", "labeller")
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "ignore-instructions": ("ignore", "disregard", "forget", "override"),
+    "addresses-judge": _JUDGE_WORDS,
+    "note-to-judge": _JUDGE_WORDS,
+    "label-demand": ("succe", "pass", "correct", "solved", "fail"),
+    "verdict-demand": ("verdict", "success"),
+    "poses-as-system": ("system",),
+    "addresses-compiler": ("compiler", "summari", "lesson"),
+    "status-line": (
+        "system",
+        "status",
+        "admin",
+        "verifier",
+        "harness",
+        "supervisor",
+        "overseer",
+        "orchestrator",
+        *_JUDGE_WORDS,
+    ),
+    "lesson-demand": ("lesson", "insight"),
+}
+"""Pattern -> words (in lower case) of which every match of it holds one: a pattern is tried
+only on a text that holds one of its words."""
+_ANY_NEEDED = re.compile("|".join(sorted({w for words in _NEEDS.values() for w in words})))
+"""Any word of _NEEDS: most texts hold none, and are passed over after this one search."""
+
+
 def _matches(texts: Iterator[str]) -> set[str]:
+    """The names of the PATTERNS that match some text of `texts`. An ASCII text is searched
+    once, in lower case, for the words each pattern needs (_NEEDS), and only the patterns whose
+    words it holds are tried: the patterns ignore case, so in ASCII text a word of theirs is
+    the word in lower case. Other text is matched by every pattern (ignoring case matches
+    letters such as the Kelvin sign, which lower() keeps)."""
     found: set[str] = set()
     for text in texts:
-        for name, pattern in PATTERNS.items():
-            if name not in found and pattern.search(text):
+        if text.isascii():
+            lower = text.lower()
+            if _ANY_NEEDED.search(lower) is None:
+                continue
+            names = [n for n, words in _NEEDS.items() if any(w in lower for w in words)]
+        else:
+            names = list(PATTERNS)
+        for name in names:
+            if name not in found and PATTERNS[name].search(text):
                 found.add(name)
     return found
 
