@@ -209,10 +209,13 @@ def page_line(text: str) -> str:
     return " ".join(unescape(wrapped(text)).split())
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
 def verbatim(text: str, indent: str = "") -> str:
     """A fenced code block holding `text` exactly: nothing in it is Markdown. The fence is
     longer than any run of backticks in the text, so the text cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0) if "`" in text else 0
     fence = "`" * max(3, longest + 1)
     lines = [f"{indent}{fence}text"]
     lines += [f"{indent}{line}" if line else "" for line in text.split("\n")]
@@ -244,13 +247,26 @@ def heading(prefix: str, text: str) -> list[str]:
     return [prefix.rstrip(": "), "", wrapped(text), ""]
 
 
+def _wrap(text: str, width: int = WRAP, first: str = "", then: str = "") -> list[str]:
+    """`textwrap.wrap(text, width, initial_indent=first, subsequent_indent=then)`, words
+    never broken. A text that fits on its first line, with no whitespace at its ends and
+    none but spaces inside, is that line as it is: what textwrap gives it, without its
+    splitting into chunks (every list item and note of every page is wrapped)."""
+    if text and len(first) + len(text) <= width and text.isprintable() and text == text.strip():
+        return [first + text]
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=then,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def quote_block(text: str, indent: str = "") -> str:
     """A block quote of our own text (a note; no Markdown but code spans), wrapped."""
-    lines = [
-        wrap or [""]
-        for line in text.splitlines()
-        for wrap in [textwrap.wrap(line, WRAP, break_long_words=False, break_on_hyphens=False)]
-    ]
+    lines = [_wrap(line) or [""] for line in text.splitlines()]
     return "\n".join(
         f"{indent}> {part}" if part else f"{indent}>" for group in lines for part in group
     )
@@ -282,19 +298,12 @@ def table_cell(text: str | None, limit: int = 0) -> str:
 
 def bullet(text: str) -> str:
     """A list item of our own text (no Markdown but code spans and links), wrapped."""
-    return textwrap.fill(
-        text,
-        WRAP,
-        initial_indent="- ",
-        subsequent_indent="  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
+    return "\n".join(_wrap(text, WRAP, "- ", "  "))
 
 
 def prose(text: str) -> str:
     """A paragraph of our own text (no Markdown but code spans), wrapped."""
-    return "\n".join(textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False))
+    return "\n".join(_wrap(text))
 
 
 def outcome_text(outcome: str, judged: bool) -> str:

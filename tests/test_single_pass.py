@@ -7,12 +7,13 @@ from __future__ import annotations
 import random
 import re
 import shlex
+import textwrap
 
 import pytest
 
 from wikitrace.compiler import injection
 from wikitrace.compiler.mine_files import _words
-from wikitrace.corpus_schema.render import _shown_length, inline, wrapped
+from wikitrace.corpus_schema.render import _shown_length, _wrap, inline, wrapped
 
 _INLINE_SPECIAL = re.compile(r"([\\\[\]<>*`])")
 _LINE_START = re.compile(r"^(?:([#+=|-])|(\d{1,9})([.)]))")
@@ -188,3 +189,17 @@ def test_injection_scan_on_random_text_of_its_words() -> None:
         found += bool(expected)
         assert injection._matches(iter(texts)) == expected, texts
     assert found > 40  # the random texts do hold what the patterns find
+
+
+def test_wrap_is_textwrap() -> None:
+    for text in _random_texts("ab  c-\t\n\u00a0é`x", 5_000, 160, seed=2):
+        for first, then in (("", ""), ("- ", "  ")):
+            expected = textwrap.wrap(
+                text,
+                150,
+                initial_indent=first,
+                subsequent_indent=then,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            assert _wrap(text, 150, first, then) == expected, repr(text)
