@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -387,24 +389,41 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     return None
 
 
-_last: tuple[Sequence[Turn], dict[int, Failure]] | None = None
-"""The last run's failures: a build reads them three times a run (its raw layer's index, its
-offline compilation, mining), one run after the other."""
+_RECENT_RUNS = 128
+"""Runs whose failures are kept (`failures`): a build reads a run's four times (its raw
+layer's index, mining, the prompt's view or the offline compilation), and a model build
+reads up to --concurrency runs ahead of the prompts it renders (64 by default)."""
+_RECENT_TURNS = 16_384
+"""At most this many turns kept with them: the runs it keeps alive are a bounded memory."""
+_recent: OrderedDict[int, tuple[Sequence[Turn], dict[int, Failure]]] = OrderedDict()
+"""id(turns) -> (those turns, their failures), the latest last; the turns are kept so that
+an id is never taken for another run's once the first is gone."""
+_recent_turns = 0
+_recent_lock = threading.Lock()
 
 
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
-    """The failed turns of a run (1-based number -> why), by `turn_failure`."""
-    global _last
-    last = _last  # read once: another thread may set it meanwhile
-    if last is not None and last[0] is turns:
-        return dict(last[1])
+    """The failed turns of a run (1-based number -> why), by `turn_failure`; found once for
+    each of the last _RECENT_RUNS runs (the same list of turns) it was asked about."""
+    with _recent_lock:
+        known = _recent.get(id(turns))
+        if known is not None and known[0] is turns:
+            _recent.move_to_end(id(turns))
+            return dict(known[1])
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
         failure = turn_failure(turn, keywords=keywords)
         if failure is not None:
             found[number] = failure
-    _last = (turns, found)
+    with _recent_lock:
+        global _recent_turns
+        if id(turns) in _recent:  # found by two threads at once
+            _recent_turns -= len(_recent.pop(id(turns))[0])
+        _recent[id(turns)] = (turns, found)
+        _recent_turns += len(turns)
+        while len(_recent) > _RECENT_RUNS or (_recent_turns > _RECENT_TURNS and len(_recent) > 1):
+            _recent_turns -= len(_recent.popitem(last=False)[1][0])
     return dict(found)
 
 

@@ -203,3 +203,34 @@ def test_wrap_is_textwrap() -> None:
                 break_on_hyphens=False,
             )
             assert _wrap(text, 150, first, then) == expected, repr(text)
+
+
+def test_failures_found_once_for_each_recent_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wikitrace.compiler import signals
+    from wikitrace.corpus_schema import Turn
+
+    found: list[int] = []
+    real = signals.turn_failure
+
+    def counted(turn: Turn, *, keywords: bool) -> signals.Failure | None:
+        found.append(1)
+        return real(turn, keywords=keywords)
+
+    monkeypatch.setattr(signals, "turn_failure", counted)
+    monkeypatch.setattr(signals, "_RECENT_RUNS", 3)
+    runs = [
+        [Turn(role="assistant", action="go"), Turn(role="user", observation="error: no")]
+        for _ in range(4)
+    ]
+    first = signals.failures(runs[0])
+    assert list(first) == [2] and len(found) == 2
+    first[7] = first[2]  # a caller's copy: what is kept stays as found
+    for run in runs[1:3]:
+        signals.failures(run)
+    assert signals.failures(runs[0]) == {2: first[2]} and len(found) == 6  # kept: not again
+    signals.failures(runs[3])  # the fourth: the least recent (runs[1]) is let go
+    assert len(found) == 8
+    signals.failures(runs[1])
+    assert len(found) == 10
+    assert signals.failures([*runs[1]]) == signals.failures(runs[1])  # another list: found anew
+    assert len(found) == 12
