@@ -279,8 +279,25 @@ def build_in_workers(
         _Pipeline(pool, raw, producer, miner, CHUNKS_PER_WORKER * workers).run()
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
+        _stop_fork_server()
         raise
     pool.shutdown(wait=True)
+    _stop_fork_server()
+
+
+def _stop_fork_server() -> None:
+    """End the fork server the workers were forked from, now that they have ended: no process
+    of the build outlives it, and, the server waited for, the workers' CPU time counts as the
+    build's (`time`, RUSAGE_CHILDREN) as it would for workers of its own. multiprocessing has
+    no public call for it; `ForkServer._stop` is what its own tests call (the next build that
+    needs a server starts one)."""
+    if START_METHOD != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
 
 
 class _Pipeline:

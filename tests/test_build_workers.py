@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -159,18 +160,43 @@ def test_an_interrupted_build_leaves_nothing_and_stops_its_workers(tmp_path: Pat
     runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(400, seed=7))
     corpus = tmp_path / "corpus"
 
+    from multiprocessing import forkserver
+
+    servers: list[int] = []
+
     def interrupt(done: int, total: int) -> None:
         if done == 150:
+            servers.append(forkserver._forkserver._forkserver_pid)  # type: ignore[attr-defined]
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         build_corpus(BuildOptions(inputs=[runs_file], output=corpus, workers=2), progress=interrupt)
     assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    assert servers[0] is not None  # the workers were started from it
+    assert children_of(servers[0]) == [], "a worker outlived its build"
+    assert not Path(f"/proc/{servers[0]}").exists(), "the fork server outlived its build"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_the_workers_end_with_the_build_and_their_time_is_its(tmp_path: Path) -> None:
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
-    assert server is not None  # the workers were started from it
-    assert children_of(server) == [], "a worker outlived its build"
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(200, seed=3))
+    servers: list[int] = []
+
+    def watch(done: int, total: int) -> None:
+        if not servers:
+            servers.append(forkserver._forkserver._forkserver_pid)  # type: ignore[attr-defined]
+
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    build_corpus(
+        BuildOptions(inputs=[runs_file], output=tmp_path / "corpus", workers=2), progress=watch
+    )
+    assert servers[0] is not None
+    assert not Path(f"/proc/{servers[0]}").exists(), "the fork server outlived its build"
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The workers' CPU, counted once the server that forked them was waited for.
+    assert after.ru_utime + after.ru_stime > waited.ru_utime + waited.ru_stime
 
 
 def children_of(pid: int) -> list[int]:
