@@ -50,7 +50,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from wikitrace.corpus_schema import RunRecord
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from wikitrace.corpus_schema import RunRecord, Turn
 
 _OUTCOME = (
     r"[\"']?(?:an?\s+)?(?:success(?:ful)?|succeeded|pass(?:ed)?|correct|resolved|solved"
@@ -140,7 +143,8 @@ class Addressed:
 
 
 def _texts(value: Any) -> Iterator[str]:
-    """Every string in a JSON-like value, keys aside."""
+    """Every string in a JSON-like value, keys aside; a model's fields read as its JSON
+    (`model_dump(mode="json")`) holds them, without making that JSON."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -150,6 +154,15 @@ def _texts(value: Any) -> Iterator[str]:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+        elif isinstance(item, BaseModel):
+            stack.extend(item.__dict__.values())
+        elif item is not None and not isinstance(item, int | float):
+            stack.append(to_jsonable_python(item))  # a tuple, a date: as its JSON has it
+
+
+def _turn_texts(turn: Turn) -> Iterator[str]:
+    """Every string of a turn but its role."""
+    return _texts([value for name, value in turn.__dict__.items() if name != "role"])
 
 
 _JUDGE_WORDS = ("judge", "grader", "evaluator", "scorer", "labeler", "labeller")
@@ -208,7 +221,7 @@ def addressing_model(record: RunRecord) -> Addressed | None:
     in_task = bool(patterns)
     turns = []
     for number, turn in enumerate(record.turns, start=1):
-        found = _matches(_texts(turn.model_dump(mode="json", exclude={"role"})))
+        found = _matches(_turn_texts(turn))
         if found:
             turns.append(number)
             patterns |= found
@@ -230,7 +243,7 @@ def quote_addresses_model(record: RunRecord, turn: int, quote: str) -> bool:
     if turn == 0:
         texts: list[str] = [record.task]
     elif 1 <= turn <= len(record.turns):
-        texts = list(_texts(record.turns[turn - 1].model_dump(mode="json", exclude={"role"})))
+        texts = list(_turn_texts(record.turns[turn - 1]))
     else:
         return False
     wanted = _loose(quote)

@@ -234,3 +234,26 @@ def test_failures_found_once_for_each_recent_run(monkeypatch: pytest.MonkeyPatch
     assert len(found) == 10
     assert signals.failures([*runs[1]]) == signals.failures(runs[1])  # another list: found anew
     assert len(found) == 12
+
+
+def test_a_turns_texts_are_its_jsons() -> None:
+    from wikitrace.corpus_schema import ToolCall, Turn
+
+    turn = Turn(
+        role="assistant",
+        content="c",
+        observation="o",
+        tool_calls=[
+            ToolCall(
+                id="1",
+                name="bash",
+                arguments={"cmd": "ls", "n": 2, "deep": [{"x": "y"}, None, True]},
+                result="r",
+                metadata={"is_error": True, "note": "m"},
+            )
+        ],
+        metadata={"pair": ("a", 1), "k": {"v": "w"}},
+    )
+    expected = sorted(injection._texts(turn.model_dump(mode="json", exclude={"role"})))
+    assert sorted(injection._turn_texts(turn)) == expected
+    assert "assistant" not in expected and {"a", "bash", "ls", "m", "r", "y", "w"} <= set(expected)
