@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.compiler.pool import worker_count
+from wikitrace.compiler.pool import available_cores, idle_cores, worker_count
 from wikitrace.corpus_schema import verify
 from wikitrace.versions import Store
 
@@ -150,9 +150,18 @@ def test_an_add_with_workers_is_the_add_made_in_the_build_s_own_process(
 
 
 def test_without_workers_given_a_small_build_stays_in_its_own_process() -> None:
-    assert worker_count(None, 999) == 1
-    assert worker_count(None, 1000) == worker_count(None, 10**6) >= 1
+    assert worker_count(None, 4999, load=0.0) == 1
+    cores = available_cores()
+    assert worker_count(None, 5000, load=0.0) == worker_count(None, 10**6, load=0.5) == cores
     assert worker_count(3, 10) == 3 and worker_count(1, 10**6) == 1
+
+
+def test_without_workers_given_a_build_leaves_busy_cores_alone() -> None:
+    assert idle_cores(2, load=0.7) == 2  # the build itself, and an idle core
+    assert idle_cores(2, load=1.5) == 1  # another process on the other core
+    assert idle_cores(2, load=14.0) == 1  # a busy machine: no worker at all
+    assert idle_cores(8, load=3.2) == 5
+    assert worker_count(None, 10**6, load=100.0) == 1
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
