@@ -41,7 +41,7 @@ _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation
 # Each alternative is read at the start of a line (spaces aside), so text quoted inside a file
 # listing, a grep hit or a sentence is not read as a tool's verdict. Every repeat is bounded:
 # the text is a log's, and an unbounded `.*` between two parts is quadratic on a long line.
-_TOOL_SAYS_FAILED = re.compile(
+_TOOL_SAYS_FAILED_SOURCE = (
     r"^[ \t]{0,16}(?:"
     r"(?P<traceback>Traceback \(most recent call last\):)"
     r"|(?P<tests>"
@@ -72,13 +72,33 @@ _TOOL_SAYS_FAILED = re.compile(
     r"|[A-Z]\w{0,60}(?:Error|Exception): "  # "ValueError: ...", "TypeError: ..."
     r"|[^\n]{0,200}?: command not found[ \t]*$"
     r")"
-    r")",
+    r")"
+)
+_TOOL_SAYS_FAILED = re.compile(_TOOL_SAYS_FAILED_SOURCE, re.MULTILINE)
+_ANYWHERE_IN_LINE = (
+    r"|[^\n.]{1,120}\.{4,100}Failed[ \t]*$",
+    r"|[^\n]{0,200}?: command not found[ \t]*$",
+)
+"""The two alternatives that may start with any character: each tried at a line's start reads
+up to 200 characters of it, so they are left out (`_TOOL_SAYS_FAILED_IN_SHORT`) on a line
+that holds neither `....` nor `: command not found`, the text each needs."""
+_TOOL_SAYS_FAILED_IN_SHORT = re.compile(
+    _TOOL_SAYS_FAILED_SOURCE.replace(_ANYWHERE_IN_LINE[0], "").replace(_ANYWHERE_IN_LINE[1], ""),
     re.MULTILINE,
 )
-# A word every alternative above holds, in lower case: only the lines that hold one are read.
-_WORTH_READING = re.compile(
-    r"fail|fatal|rejected|exit code|exited with code|error|exception|traceback|err!|not found"
+_WORTH_READING = (
+    "fail",
+    "fatal",
+    "rejected",
+    "exit code",
+    "exited with code",
+    "error",
+    "exception",
+    "traceback",
+    "err!",
+    "not found",
 )
+"""A word every alternative above holds, in lower case: only the lines that hold one are read."""
 _RETURNCODE = re.compile(r"<returncode>\s*-?[1-9]")
 # A tool's reply that opens with its verdict ("Error: payment amount does not add up").
 _STARTS_WITH_ERROR = re.compile(
@@ -106,18 +126,28 @@ _ERROR_SIGNAL_LOWER = re.compile(_ERROR_WORDS)
 
 def _tool_says_failed(text: str) -> re.Match[str] | None:
     """The first line of `text` where a tool says it failed (step 2). Only lines that hold a
-    word of _WORTH_READING are matched: a search for those words is several times faster than
-    trying the anchored pattern at every position, and this runs on every result of every run."""
+    word of _WORTH_READING are matched (this runs on every result of every run): the lines
+    are found by `str.find`, a word at a time, the pattern tried at each of their starts in
+    order, without the two alternatives that read a whole line where it lacks their text."""
     lower = text.lower() if text.isascii() else text.casefold()
     if len(lower) != len(text):  # casefold changed lengths: positions would not match
         return _TOOL_SAYS_FAILED.search(text)
-    checked = -1
-    for word in _WORTH_READING.finditer(lower):
-        line = text.rfind("\n", 0, word.start()) + 1
-        if line == checked:
-            continue
-        checked = line
-        match = _TOOL_SAYS_FAILED.match(text, line)
+    starts: set[int] = set()
+    for word in _WORTH_READING:
+        at = lower.find(word)
+        while at != -1:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            end = text.find("\n", at)
+            at = -1 if end == -1 else lower.find(word, end)  # the next line that holds it
+    for line in sorted(starts):
+        end = text.find("\n", line)
+        whole = text[line:] if end == -1 else text[line:end]
+        pattern = (
+            _TOOL_SAYS_FAILED
+            if "...." in whole or ": command not found" in whole
+            else _TOOL_SAYS_FAILED_IN_SHORT
+        )
+        match = pattern.match(text, line)
         if match is not None:
             return match
     return None

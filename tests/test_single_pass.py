@@ -257,3 +257,57 @@ def test_a_turns_texts_are_its_jsons() -> None:
     expected = sorted(injection._texts(turn.model_dump(mode="json", exclude={"role"})))
     assert sorted(injection._turn_texts(turn)) == expected
     assert "assistant" not in expected and {"a", "bash", "ls", "m", "r", "y", "w"} <= set(expected)
+
+
+def _tool_says_failed_by_the_whole_pattern(text: str) -> tuple[int, int, str | None] | None:
+    """signals._tool_says_failed as it was: every alternative tried at each line read."""
+    from wikitrace.compiler import signals
+
+    lower = text.lower() if text.isascii() else text.casefold()
+    if len(lower) != len(text):
+        found = signals._TOOL_SAYS_FAILED.search(text)
+        return None if found is None else (found.start(), found.end(), found.lastgroup)
+    checked = -1
+    worth_reading = re.compile(
+        r"fail|fatal|rejected|exit code|exited with code|error|exception|traceback|err!|not found"
+    )
+    for word in worth_reading.finditer(lower):
+        line = text.rfind("\n", 0, word.start()) + 1
+        if line != checked:
+            checked = line
+            found = signals._TOOL_SAYS_FAILED.match(text, line)
+            if found is not None:
+                return found.start(), found.end(), found.lastgroup
+    return None
+
+
+def test_tool_says_failed_as_with_the_whole_pattern() -> None:
+    from wikitrace.compiler import signals
+
+    pieces = [
+        "lint ........ Failed",
+        "bash: foo: command not found",
+        "Error: no",
+        "ValueError: x",
+        "  FAILED tests/a.py::b",
+        "error found",
+        "....",
+        ": command not found",
+        "exit code 2",
+        "fatal: no repo",
+        "ok",
+        "the error is",
+        "\n",
+        "=== 1 failed in 0.1s ===",
+        "Failed",
+        " ",
+    ]
+    rng = random.Random(6)
+    found = 0
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        match = signals._tool_says_failed(text)
+        got = None if match is None else (match.start(), match.end(), match.lastgroup)
+        assert got == _tool_says_failed_by_the_whole_pattern(text), repr(text)
+        found += got is not None
+    assert found > 1000
