@@ -13,10 +13,10 @@ nothing. The scratch folder is the system's temporary folder unless --dir.
         [--workers 1 2] [--repeat 3] [--dir /dev/shm] [--reference CHECKOUT]
 
 With --reference, a checkout of another commit (`git worktree add /tmp/old COMMIT`, or `git
-archive COMMIT | tar -x -C /tmp/old`) builds the same runs with --workers 1 too, its CPU is
-printed beside this code's (issue 58's floor: at or below the older code's), and the two
-corpora are compared file by file, the manifest aside (it holds the build's time): a change
-that makes the build faster must not change a page.
+archive COMMIT | tar -x -C /tmp/old`) builds the same runs with --workers 1 too, in each turn
+after this code's builds, its CPU is printed beside this code's (issue 58's floor: at or
+below the older code's), and the two corpora are compared file by file, the manifest aside
+(it holds the build's time): a change that makes the build faster must not change a page.
 
 Each figure is printed beside its floor (issue 58): the offline build within 4x `cp -r` of its
 own output; 2 workers at least 1.7x as fast as 1 at 10,000 runs and never slower at 1,000. The
@@ -180,12 +180,24 @@ def main() -> None:
             # files costs as much as writing them on some disks, and would weigh on the next.
             builds: list[list[tuple[float, float, float, float]]] = [[] for _ in args.workers]
             copies: list[float] = []
+            references: list[tuple[float, float, float, float]] = []
+            python_path = reference_path(args.reference, work) if args.reference else None
             for turn in range(args.repeat):
                 loads = [os.getloadavg()[0]]
                 for attempt, workers in enumerate(args.workers):
                     corpus = work / f"corpus-{turn}-{attempt}"
                     builds[attempt].append(_build(runs_file, corpus, workers))
                     loads.append(os.getloadavg()[0])
+                if python_path is not None:  # in turn with this code's, under the same load
+                    built = work / f"reference-{turn}"
+                    references.append(_build(runs_file, built, 1, python_path))
+                    loads.append(os.getloadavg()[0])
+                    print(
+                        f"{count} runs, turn {turn + 1}: CPU --workers {args.workers[0]} "
+                        f"{sum(builds[0][-1][2:]):.2f} s, --reference {sum(references[-1][2:]):.2f}"
+                        " s",
+                        flush=True,
+                    )
                 copies.append(_copy(corpus.resolve(), work / f"copy-{turn}"))
                 loads.append(os.getloadavg()[0])
                 if args.repeat > 1:
@@ -199,16 +211,9 @@ def main() -> None:
                         + " to ".join(f"{load:.1f}" for load in (min(loads), max(loads))),
                         flush=True,
                     )
-            reference = None
-            if args.reference is not None:
-                reference = _build(
-                    runs_file,
-                    work / "reference-corpus",
-                    1,
-                    reference_path(args.reference, work),
-                )
+            if references:
                 ours = (work / "corpus-0-0").resolve()
-                different = differing_files(ours, (work / "reference-corpus").resolve())
+                different = differing_files(ours, (work / "reference-0").resolve())
                 print(
                     f"{count} runs: the corpus of --reference and this code's "
                     + (
@@ -260,12 +265,11 @@ def main() -> None:
                     "(target <= 300 MB)",
                     flush=True,
                 )
-            if reference is not None:
-                _, _, ref_own, ref_workers = reference
+            if references:
                 ours_cpu = statistics.median(t[2] + t[3] for t in builds[0])
-                ref_cpu = ref_own + ref_workers
+                ref_cpu = statistics.median(t[2] + t[3] for t in references)
                 print(
-                    f"  --reference, --workers 1: CPU {ref_cpu:.2f} s "
+                    f"  --reference, --workers 1: {median}CPU {ref_cpu:.2f} s "
                     f"({ref_cpu / count * 1e3:.2f} ms a run); this code's --workers "
                     f"{args.workers[0]} uses {ours_cpu / ref_cpu:.2f}x its CPU (floor <= 1x "
                     "against the code of three weeks before issue 58)",
