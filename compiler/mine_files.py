@@ -165,6 +165,8 @@ def shell_files(command: str) -> FileWork:
             continue
         test = test or _is_test(words)
         program = words[0].rsplit("/", 1)[-1]
+        if program not in ("sed", "perl") and program not in _READERS:
+            continue  # no file it names is read or edited
         files = [p for w in words[1:] if _looks_like_file(w) and (p := _path(w))]
         if program in ("sed", "perl") and any(w.startswith("-i") or w == "-pi" for w in words):
             edits += files
