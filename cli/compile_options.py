@@ -455,9 +455,9 @@ _PROCESSES: list[Callable[[Any], Any]] = [
         hidden=True,
         help="Processes that read, redact, compile and render the runs of an offline "
         "build (--model offline), on as many cores. Default: one for each core this "
-        "process may use, for a build of 1,000 runs or more (fewer are built in the "
-        "build's own process, as with 1). The corpus is the same, byte for byte, "
-        "whatever N.",
+        "process may use that other work leaves idle (by the load average), for a build of "
+        "5,000 runs or more (fewer are built in the build's own process, as with 1). The "
+        "corpus is the same, byte for byte, whatever N.",
     ),
     click.option(
         "--fast-path/--no-fast-path",

@@ -50,7 +50,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from wikitrace.corpus_schema import RunRecord
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from wikitrace.corpus_schema import RunRecord, Turn
 
 _OUTCOME = (
     r"[\"']?(?:an?\s+)?(?:success(?:ful)?|succeeded|pass(?:ed)?|correct|resolved|solved"
@@ -140,7 +143,8 @@ class Addressed:
 
 
 def _texts(value: Any) -> Iterator[str]:
-    """Every string in a JSON-like value, keys aside."""
+    """Every string in a JSON-like value, keys aside; a model's fields read as its JSON
+    (`model_dump(mode="json")`) holds them, without making that JSON."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -150,13 +154,62 @@ def _texts(value: Any) -> Iterator[str]:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+        elif isinstance(item, BaseModel):
+            stack.extend(item.__dict__.values())
+        elif item is not None and not isinstance(item, int | float):
+            stack.append(to_jsonable_python(item))  # a tuple, a date: as its JSON has it
+
+
+def _turn_texts(turn: Turn) -> Iterator[str]:
+    """Every string of a turn but its role."""
+    return _texts([value for name, value in turn.__dict__.items() if name != "role"])
+
+
+_JUDGE_WORDS = ("judge", "grader", "evaluator", "scorer", "labeler", "labeller")
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "ignore-instructions": ("ignore", "disregard", "forget", "override"),
+    "addresses-judge": _JUDGE_WORDS,
+    "note-to-judge": _JUDGE_WORDS,
+    "label-demand": ("succe", "pass", "correct", "solved", "fail"),
+    "verdict-demand": ("verdict", "success"),
+    "poses-as-system": ("system",),
+    "addresses-compiler": ("compiler", "summari", "lesson"),
+    "status-line": (
+        "system",
+        "status",
+        "admin",
+        "verifier",
+        "harness",
+        "supervisor",
+        "overseer",
+        "orchestrator",
+        *_JUDGE_WORDS,
+    ),
+    "lesson-demand": ("lesson", "insight"),
+}
+"""Pattern -> words (in lower case) of which every match of it holds one: a pattern is tried
+only on a text that holds one of its words."""
+_ANY_NEEDED = re.compile("|".join(sorted({w for words in _NEEDS.values() for w in words})))
+"""Any word of _NEEDS: most texts hold none, and are passed over after this one search."""
 
 
 def _matches(texts: Iterator[str]) -> set[str]:
+    """The names of the PATTERNS that match some text of `texts`. An ASCII text is searched
+    once, in lower case, for the words each pattern needs (_NEEDS), and only the patterns whose
+    words it holds are tried: the patterns ignore case, so in ASCII text a word of theirs is
+    the word in lower case. Other text is matched by every pattern (ignoring case matches
+    letters such as the Kelvin sign, which lower() keeps)."""
     found: set[str] = set()
     for text in texts:
-        for name, pattern in PATTERNS.items():
-            if name not in found and pattern.search(text):
+        if text.isascii():
+            lower = text.lower()
+            if _ANY_NEEDED.search(lower) is None:
+                continue
+            names = [n for n, words in _NEEDS.items() if any(w in lower for w in words)]
+        else:
+            names = list(PATTERNS)
+        for name in names:
+            if name not in found and PATTERNS[name].search(text):
                 found.add(name)
     return found
 
@@ -168,7 +221,7 @@ def addressing_model(record: RunRecord) -> Addressed | None:
     in_task = bool(patterns)
     turns = []
     for number, turn in enumerate(record.turns, start=1):
-        found = _matches(_texts(turn.model_dump(mode="json", exclude={"role"})))
+        found = _matches(_turn_texts(turn))
         if found:
             turns.append(number)
             patterns |= found
@@ -190,7 +243,7 @@ def quote_addresses_model(record: RunRecord, turn: int, quote: str) -> bool:
     if turn == 0:
         texts: list[str] = [record.task]
     elif 1 <= turn <= len(record.turns):
-        texts = list(_texts(record.turns[turn - 1].model_dump(mode="json", exclude={"role"})))
+        texts = list(_turn_texts(record.turns[turn - 1]))
     else:
         return False
     wanted = _loose(quote)

@@ -117,7 +117,8 @@ class Quotes:
     def evidence(self, step: int, turn: int, step_id: str) -> Evidence:
         """The action at `turn` of run `step`, quoted verbatim and checked."""
         turns = self.turns(step)
-        chosen = next((a for a in actions_of(turns[turn - 1 : turn]) if a.quote), None)
+        # The run's actions, found once (an action's quote is its turn's alone).
+        chosen = next((a for a in self.actions(step) if a.turn == turn and a.quote), None)
         quote = chosen.quote if chosen is not None else ""
         checker = QuoteChecker(turns)
         return Evidence(

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +42,7 @@ _OBSERVATION_ROLES = {"tool", "function", "ipython", "environment", "observation
 # Each alternative is read at the start of a line (spaces aside), so text quoted inside a file
 # listing, a grep hit or a sentence is not read as a tool's verdict. Every repeat is bounded:
 # the text is a log's, and an unbounded `.*` between two parts is quadratic on a long line.
-_TOOL_SAYS_FAILED = re.compile(
+_TOOL_SAYS_FAILED_SOURCE = (
     r"^[ \t]{0,16}(?:"
     r"(?P<traceback>Traceback \(most recent call last\):)"
     r"|(?P<tests>"
@@ -71,13 +73,33 @@ _TOOL_SAYS_FAILED = re.compile(
     r"|[A-Z]\w{0,60}(?:Error|Exception): "  # "ValueError: ...", "TypeError: ..."
     r"|[^\n]{0,200}?: command not found[ \t]*$"
     r")"
-    r")",
+    r")"
+)
+_TOOL_SAYS_FAILED = re.compile(_TOOL_SAYS_FAILED_SOURCE, re.MULTILINE)
+_ANYWHERE_IN_LINE = (
+    r"|[^\n.]{1,120}\.{4,100}Failed[ \t]*$",
+    r"|[^\n]{0,200}?: command not found[ \t]*$",
+)
+"""The two alternatives that may start with any character: each tried at a line's start reads
+up to 200 characters of it, so they are left out (`_TOOL_SAYS_FAILED_IN_SHORT`) on a line
+that holds neither `....` nor `: command not found`, the text each needs."""
+_TOOL_SAYS_FAILED_IN_SHORT = re.compile(
+    _TOOL_SAYS_FAILED_SOURCE.replace(_ANYWHERE_IN_LINE[0], "").replace(_ANYWHERE_IN_LINE[1], ""),
     re.MULTILINE,
 )
-# A word every alternative above holds, in lower case: only the lines that hold one are read.
-_WORTH_READING = re.compile(
-    r"fail|fatal|rejected|exit code|exited with code|error|exception|traceback|err!|not found"
+_WORTH_READING = (
+    "fail",
+    "fatal",
+    "rejected",
+    "exit code",
+    "exited with code",
+    "error",
+    "exception",
+    "traceback",
+    "err!",
+    "not found",
 )
+"""A word every alternative above holds, in lower case: only the lines that hold one are read."""
 _RETURNCODE = re.compile(r"<returncode>\s*-?[1-9]")
 # A tool's reply that opens with its verdict ("Error: payment amount does not add up").
 _STARTS_WITH_ERROR = re.compile(
@@ -105,18 +127,28 @@ _ERROR_SIGNAL_LOWER = re.compile(_ERROR_WORDS)
 
 def _tool_says_failed(text: str) -> re.Match[str] | None:
     """The first line of `text` where a tool says it failed (step 2). Only lines that hold a
-    word of _WORTH_READING are matched: a search for those words is several times faster than
-    trying the anchored pattern at every position, and this runs on every result of every run."""
+    word of _WORTH_READING are matched (this runs on every result of every run): the lines
+    are found by `str.find`, a word at a time, the pattern tried at each of their starts in
+    order, without the two alternatives that read a whole line where it lacks their text."""
     lower = text.lower() if text.isascii() else text.casefold()
     if len(lower) != len(text):  # casefold changed lengths: positions would not match
         return _TOOL_SAYS_FAILED.search(text)
-    checked = -1
-    for word in _WORTH_READING.finditer(lower):
-        line = text.rfind("\n", 0, word.start()) + 1
-        if line == checked:
-            continue
-        checked = line
-        match = _TOOL_SAYS_FAILED.match(text, line)
+    starts: set[int] = set()
+    for word in _WORTH_READING:
+        at = lower.find(word)
+        while at != -1:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            end = text.find("\n", at)
+            at = -1 if end == -1 else lower.find(word, end)  # the next line that holds it
+    for line in sorted(starts):
+        end = text.find("\n", line)
+        whole = text[line:] if end == -1 else text[line:end]
+        pattern = (
+            _TOOL_SAYS_FAILED
+            if "...." in whole or ": command not found" in whole
+            else _TOOL_SAYS_FAILED_IN_SHORT
+        )
+        match = pattern.match(text, line)
         if match is not None:
             return match
     return None
@@ -388,24 +420,41 @@ def turn_failure(turn: Turn, *, keywords: bool) -> Failure | None:
     return None
 
 
-_last: tuple[Sequence[Turn], dict[int, Failure]] | None = None
-"""The last run's failures: a build reads them three times a run (its raw layer's index, its
-offline compilation, mining), one run after the other."""
+_RECENT_RUNS = 128
+"""Runs whose failures are kept (`failures`): a build reads a run's four times (its raw
+layer's index, mining, the prompt's view or the offline compilation), and a model build
+reads up to --concurrency runs ahead of the prompts it renders (64 by default)."""
+_RECENT_TURNS = 16_384
+"""At most this many turns kept with them: the runs it keeps alive are a bounded memory."""
+_recent: OrderedDict[int, tuple[Sequence[Turn], dict[int, Failure]]] = OrderedDict()
+"""id(turns) -> (those turns, their failures), the latest last; the turns are kept so that
+an id is never taken for another run's once the first is gone."""
+_recent_turns = 0
+_recent_lock = threading.Lock()
 
 
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
-    """The failed turns of a run (1-based number -> why), by `turn_failure`."""
-    global _last
-    last = _last  # read once: another thread may set it meanwhile
-    if last is not None and last[0] is turns:
-        return dict(last[1])
+    """The failed turns of a run (1-based number -> why), by `turn_failure`; found once for
+    each of the last _RECENT_RUNS runs (the same list of turns) it was asked about."""
+    with _recent_lock:
+        known = _recent.get(id(turns))
+        if known is not None and known[0] is turns:
+            _recent.move_to_end(id(turns))
+            return dict(known[1])
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
         failure = turn_failure(turn, keywords=keywords)
         if failure is not None:
             found[number] = failure
-    _last = (turns, found)
+    with _recent_lock:
+        global _recent_turns
+        if id(turns) in _recent:  # found by two threads at once
+            _recent_turns -= len(_recent.pop(id(turns))[0])
+        _recent[id(turns)] = (turns, found)
+        _recent_turns += len(turns)
+        while len(_recent) > _RECENT_RUNS or (_recent_turns > _RECENT_TURNS and len(_recent) > 1):
+            _recent_turns -= len(_recent.popitem(last=False)[1][0])
     return dict(found)
 
 

@@ -53,9 +53,11 @@ CHUNK_RUNS = 64
 send it and take its result back."""
 CHUNKS_PER_WORKER = 4
 """Chunks in flight for each worker: enough that none waits while the build writes."""
-AUTO_MIN_RUNS = 1000
-"""Without --workers, a build of fewer runs works in its own process: starting the workers
-(about 0.3 s) costs more than they save."""
+AUTO_MIN_RUNS = 5000
+"""Without --workers, a build of fewer runs works in its own process. Measured side by side on
+a quiet machine (issue 58), two workers made a build of 1,000 runs slower (0.85x: starting
+them and the finish, which they do not share, cost more than they save) and one of 10,000
+faster (1.34x); this is where they start to pay, with room to spare."""
 START_METHOD = "forkserver"
 """How the workers start: forked from a server process that multiprocessing starts afresh
 (not from the build, which may run threads), which imports the program and this module once
@@ -73,13 +75,26 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
-def worker_count(workers: int | None, runs: int) -> int:
-    """The worker processes an offline build of `runs` runs uses: `workers` as given; else
-    one for each core available, from AUTO_MIN_RUNS runs on. 1: none, the build's own
-    process does the work."""
+def idle_cores(cores: int, load: float | None = None) -> int:
+    """The cores a build may use that other work leaves it: `cores` less the system's load
+    average over the last minute (`load`; read when None), the build's own process counted
+    as one of them; at least 1."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average here (Windows)
+            return cores
+    return max(1, min(cores, int(cores - load + 1)))
+
+
+def worker_count(workers: int | None, runs: int, load: float | None = None) -> int:
+    """The worker processes an offline build of `runs` runs uses: `workers` as given; else,
+    from AUTO_MIN_RUNS runs on, one for each core available that other work leaves idle
+    (`idle_cores`; `load`: the load average, read when None): a worker on a busy core makes
+    the build slower, not faster. 1: none, the build's own process does the work."""
     if workers is not None:
         return workers
-    return available_cores() if runs >= AUTO_MIN_RUNS else 1
+    return idle_cores(available_cores(), load) if runs >= AUTO_MIN_RUNS else 1
 
 
 # --- in a worker --------------------------------------------------------------------------
@@ -279,8 +294,25 @@ def build_in_workers(
         _Pipeline(pool, raw, producer, miner, CHUNKS_PER_WORKER * workers).run()
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
+        _stop_fork_server()
         raise
     pool.shutdown(wait=True)
+    _stop_fork_server()
+
+
+def _stop_fork_server() -> None:
+    """End the fork server the workers were forked from, now that they have ended: no process
+    of the build outlives it, and, the server waited for, the workers' CPU time counts as the
+    build's (`time`, RUSAGE_CHILDREN) as it would for workers of its own. multiprocessing has
+    no public call for it; `ForkServer._stop` is what its own tests call (the next build that
+    needs a server starts one)."""
+    if START_METHOD != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
 
 
 class _Pipeline:

@@ -124,7 +124,11 @@ def with_data(rel: str, header: BaseModel, body: str, kept: Sequence[str]) -> Pa
 # --- text from logs and models, made safe to render --------------------------------------
 
 _INLINE_SPECIAL = re.compile(r"([\\\[\]<>*`])")
+_ESCAPED = str.maketrans({char: "\\" + char for char in "\\[]<>*`"})
+"""Each character of _INLINE_SPECIAL -> itself escaped: one pass of str.translate."""
 _LINE_START = re.compile(r"^(?:([#+=|-])|(\d{1,9})([.)]))")
+_LINE_START_CHARS = frozenset("#+=|-0123456789")
+"""The characters a match of _LINE_START starts with: the only lines it need be tried on."""
 _UNESCAPE = re.compile(r"\\([\\\[\]<>*`#+=|.)-])")
 
 
@@ -134,9 +138,8 @@ def inline(text: str) -> str:
 
     `unescape` gives the folded text back.
     """
-    flat = " ".join(text.split())
-    escaped = _INLINE_SPECIAL.sub(r"\\\1", flat)
-    start = _LINE_START.match(escaped)
+    escaped = " ".join(text.split()).translate(_ESCAPED)
+    start = _LINE_START.match(escaped) if escaped[:1] in _LINE_START_CHARS else None
     if start and start.group(1):  # `# x`, `- x`: a heading or a list if it starts a line
         escaped = "\\" + escaped
     elif start:  # `1. x`
@@ -165,7 +168,7 @@ def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> 
     size = len(first)
     limit = max(width, len(indent) + 20)
     for word in _words(text, LINE_LIMIT - len(indent) - 4):
-        shown = len(inline(word))
+        shown = _shown_length(word)
         if line and size + 1 + shown > limit:
             lines.append(inline(" ".join(line)))
             line, size = [], len(indent)
@@ -175,9 +178,21 @@ def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> 
     return first + f"\n{indent}".join(lines)
 
 
+def _shown_length(word: str) -> int:
+    """`len(inline(word))` for a word (no whitespace in it), without making it: every word of
+    every wrapped paragraph is measured. Escaping a character never makes or unmakes a
+    line's start (_LINE_START), so the start is read on the word as it is."""
+    length = len(word)
+    if not word.isalnum():
+        length += len(_INLINE_SPECIAL.findall(word))
+    if word[:1] in _LINE_START_CHARS and _LINE_START.match(word):
+        length += 1
+    return length
+
+
 def _words(text: str, longest: int) -> Iterator[str]:
     for word in text.split():
-        if len(inline(word)) <= longest:
+        if _shown_length(word) <= longest:
             yield word
             continue
         # Escaping at most doubles a word: cut it so that each piece fits a line escaped.
@@ -203,10 +218,13 @@ def page_line(text: str) -> str:
     return " ".join(unescape(wrapped(text)).split())
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
 def verbatim(text: str, indent: str = "") -> str:
     """A fenced code block holding `text` exactly: nothing in it is Markdown. The fence is
     longer than any run of backticks in the text, so the text cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0) if "`" in text else 0
     fence = "`" * max(3, longest + 1)
     lines = [f"{indent}{fence}text"]
     lines += [f"{indent}{line}" if line else "" for line in text.split("\n")]
@@ -238,13 +256,26 @@ def heading(prefix: str, text: str) -> list[str]:
     return [prefix.rstrip(": "), "", wrapped(text), ""]
 
 
+def _wrap(text: str, width: int = WRAP, first: str = "", then: str = "") -> list[str]:
+    """`textwrap.wrap(text, width, initial_indent=first, subsequent_indent=then)`, words
+    never broken. A text that fits on its first line, with no whitespace at its ends and
+    none but spaces inside, is that line as it is: what textwrap gives it, without its
+    splitting into chunks (every list item and note of every page is wrapped)."""
+    if text and len(first) + len(text) <= width and text.isprintable() and text == text.strip():
+        return [first + text]
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=then,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def quote_block(text: str, indent: str = "") -> str:
     """A block quote of our own text (a note; no Markdown but code spans), wrapped."""
-    lines = [
-        wrap or [""]
-        for line in text.splitlines()
-        for wrap in [textwrap.wrap(line, WRAP, break_long_words=False, break_on_hyphens=False)]
-    ]
+    lines = [_wrap(line) or [""] for line in text.splitlines()]
     return "\n".join(
         f"{indent}> {part}" if part else f"{indent}>" for group in lines for part in group
     )
@@ -276,19 +307,12 @@ def table_cell(text: str | None, limit: int = 0) -> str:
 
 def bullet(text: str) -> str:
     """A list item of our own text (no Markdown but code spans and links), wrapped."""
-    return textwrap.fill(
-        text,
-        WRAP,
-        initial_indent="- ",
-        subsequent_indent="  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
+    return "\n".join(_wrap(text, WRAP, "- ", "  "))
 
 
 def prose(text: str) -> str:
     """A paragraph of our own text (no Markdown but code spans), wrapped."""
-    return "\n".join(textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False))
+    return "\n".join(_wrap(text))
 
 
 def outcome_text(outcome: str, judged: bool) -> str:

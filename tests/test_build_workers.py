@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.compiler.workers import worker_count
+from wikitrace.compiler.workers import available_cores, idle_cores, worker_count
 from wikitrace.corpus_schema import verify
 from wikitrace.versions import Store
 
@@ -149,9 +150,18 @@ def test_an_add_with_workers_is_the_add_made_in_the_build_s_own_process(
 
 
 def test_without_workers_given_a_small_build_stays_in_its_own_process() -> None:
-    assert worker_count(None, 999) == 1
-    assert worker_count(None, 1000) == worker_count(None, 10**6) >= 1
+    assert worker_count(None, 4999, load=0.0) == 1
+    cores = available_cores()
+    assert worker_count(None, 5000, load=0.0) == worker_count(None, 10**6, load=0.5) == cores
     assert worker_count(3, 10) == 3 and worker_count(1, 10**6) == 1
+
+
+def test_without_workers_given_a_build_leaves_busy_cores_alone() -> None:
+    assert idle_cores(2, load=0.7) == 2  # the build itself, and an idle core
+    assert idle_cores(2, load=1.5) == 1  # another process on the other core
+    assert idle_cores(2, load=14.0) == 1  # a busy machine: no worker at all
+    assert idle_cores(8, load=3.2) == 5
+    assert worker_count(None, 10**6, load=100.0) == 1
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
@@ -159,18 +169,43 @@ def test_an_interrupted_build_leaves_nothing_and_stops_its_workers(tmp_path: Pat
     runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(400, seed=7))
     corpus = tmp_path / "corpus"
 
+    from multiprocessing import forkserver
+
+    servers: list[int] = []
+
     def interrupt(done: int, total: int) -> None:
         if done == 150:
+            servers.append(forkserver._forkserver._forkserver_pid)  # type: ignore[attr-defined]
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         build_corpus(BuildOptions(inputs=[runs_file], output=corpus, workers=2), progress=interrupt)
     assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    assert servers[0] is not None  # the workers were started from it
+    assert children_of(servers[0]) == [], "a worker outlived its build"
+    assert not Path(f"/proc/{servers[0]}").exists(), "the fork server outlived its build"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_the_workers_end_with_the_build_and_their_time_is_its(tmp_path: Path) -> None:
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
-    assert server is not None  # the workers were started from it
-    assert children_of(server) == [], "a worker outlived its build"
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(200, seed=3))
+    servers: list[int] = []
+
+    def watch(done: int, total: int) -> None:
+        if not servers:
+            servers.append(forkserver._forkserver._forkserver_pid)  # type: ignore[attr-defined]
+
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    build_corpus(
+        BuildOptions(inputs=[runs_file], output=tmp_path / "corpus", workers=2), progress=watch
+    )
+    assert servers[0] is not None
+    assert not Path(f"/proc/{servers[0]}").exists(), "the fork server outlived its build"
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The workers' CPU, counted once the server that forked them was waited for.
+    assert after.ru_utime + after.ru_stime > waited.ru_utime + waited.ru_stime
 
 
 def children_of(pid: int) -> list[int]:
