@@ -36,7 +36,7 @@ class ProbeChooser:
         if not options.runner.tells_origin:
             # A runner told the id alone would run, and the tests count, two sources' task 3
             # as one.
-            refuse_shared(tasks, {t.task_id for t in self.pool}, "the gate")
+            refuse_shared((t.key for t in self.pool), {t.task_id for t in self.pool}, "the gate")
         self.solved = list(dict.fromkeys(r.task_key for r in base.rows if r.outcome == "success"))
         self.first_pool, self.held_out = self.pool, self.pool
         if split:

@@ -74,7 +74,7 @@ def refuse_shared(tasks: Iterable[TaskKey], ids: Collection[str], what: str) -> 
         named = "; ".join(f"task {i} of {', '.join(found)}" for i, found in clash.items())
         raise InputError(
             f"the runner is told a task's id but not its source, and {len(clash)} id(s) "
-            f"{what} would run name tasks of two or more sources in this corpus: {named}",
+            f"{what} would run name tasks of two or more sources: {named}",
             field="--runner",
             hint="add {origin} to the runner command (or read $WIKITRACE_TASK_ORIGIN and name "
             "{origin} in it) so each run is told its task's source; or give --task-pool with "
