@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.control.figures import Rule
 from wikitrace.control.gate import gate_insights
 from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.pool import read_pool
@@ -53,7 +54,12 @@ def asked(log: Path) -> set[tuple[str, ...]]:
     return {tuple(json.loads(line)) for line in log.read_text().splitlines()}
 
 
-def test_the_gate_runs_each_sources_task_with_its_source(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("rule", "insight"), [("bounds", "1"), ("sequential", "2")])
+def test_the_gate_runs_each_sources_task_with_its_source(
+    tmp_path: Path, rule: Rule, insight: str
+) -> None:
+    """Fixed probes (insight-0001: a target, a falsification and a regression probe, the
+    three tasks) and the sequential rule's draws (insight-0002's first rounds)."""
     llm = FakeLLM(model=MODEL)
     corpus = tmp_path / "corpus"
     build_corpus(
@@ -61,22 +67,24 @@ def test_the_gate_runs_each_sources_task_with_its_source(tmp_path: Path) -> None
         llm=llm,
     )
     spec, log = recording_runner(tmp_path)
-    options = GateOptions(runner=spec, rule="bounds", targets=2, falsify=2, regress=2)
-    report = gate_insights(corpus, ["1"], options, llm=llm)
+    options = GateOptions(runner=spec, rule=rule, targets=2, falsify=2, regress=2, max_runs=24)
+    report = gate_insights(corpus, [insight], options, llm=llm)
     (decision,) = report.decisions
-    # Three tasks, two of them "6": each asked with its own source, as argument and variable.
-    assert asked(log) == {("1", TAU, TAU), ("6", TAU, TAU), ("6", TAU2, TAU2)}
     probed = {(p.task_id, p.origin) for p in decision.probes}
-    assert probed == {("1", TAU), ("6", TAU), ("6", TAU2)}
+    # Each task asked with its own source, as argument and variable.
+    assert asked(log) == {(task_id, origin, origin) for task_id, origin in probed}
+    if rule == "bounds":  # three tasks, two of them "6"
+        assert probed == {("1", TAU), ("6", TAU), ("6", TAU2)}
+    else:
+        assert ("6", TAU2) in probed
     runs = read_agent_runs(Store(corpus).runs_path)
     for probe in decision.probes:
         ran = [runs[i] for i in (*probe.base_runs, *probe.lesson_runs)]
-        assert len(ran) == 2  # one seed, without and with the lesson: its own runs alone
-        assert {(r.task_id, r.origin) for r in ran} == {(probe.task_id, probe.origin)}
+        assert ran and {(r.task_id, r.origin) for r in ran} == {(probe.task_id, probe.origin)}
         # The agent fails τ²-bench's task 6 and solves τ-bench's: two tasks, not one.
         assert {r.success for r in ran} == {probe.origin == TAU}
     shown = (corpus / "gate" / f"{decision.id}.md").read_text()
-    assert f"| {TAU2}:6 |" in shown and f"| {TAU}:6 |" in shown
+    assert all(f"| {origin}:{task_id} |" in shown for task_id, origin in probed)
 
 
 def test_a_runner_told_the_id_alone_is_refused_and_told_to_add_origin(tmp_path: Path) -> None:
