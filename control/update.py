@@ -335,8 +335,11 @@ class _Controller:
         known, added = self.tasks()
         chosen = mixed_set(self.options, self.state, added, coverage, known)
         if not self.options.runner.tells_origin:
-            # A runner told the id alone would run, and score, two sources' task 3 as one.
-            refuse_shared(known, {task.id for task, _ in chosen}, "update")
+            # A runner told the id alone would run, and score, two sources' task 3 as one
+            # (unless the pool names one of them: the task the runner knows by that id).
+            pool = self.options.task_pool
+            runnable = [task for task in known if pool is None or task.named_in(pool)]
+            refuse_shared(runnable, {task.id for task, _ in chosen}, "update")
         return chosen
 
     # --- the comparison -------------------------------------------------------------------

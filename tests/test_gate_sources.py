@@ -19,9 +19,9 @@ from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.pool import read_pool
 from wikitrace.control.probes import TaskDraws
 from wikitrace.control.runner import RunnerSpec
-from wikitrace.control.update import UpdateOptions, update_corpus
+from wikitrace.control.update import UpdateOptions, mixed_set, named, update_corpus
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.ledger import read_agent_runs
+from wikitrace.corpus_schema.ledger import UpdateState, read_agent_runs
 from wikitrace.corpus_schema.tasks import task_key
 from wikitrace.versions import Store
 
@@ -148,3 +148,19 @@ def test_update_compares_each_sources_task_with_its_source(tmp_path: Path) -> No
     for (task_id, origin), result in tasks.items():
         ran = [runs[i] for i in (*result.old_runs, *result.new_runs)]
         assert {(r.task_id, r.origin) for r in ran} == {(task_id, origin)}
+
+
+def test_an_update_state_names_tasks_by_name_and_old_ones_by_id() -> None:
+    """The update state keeps tasks by name (`source:id`); one written before sources were
+    kept names a task by id, which is that id's task in every source."""
+    tau, tau2, one = task_key(TAU, "6"), task_key(TAU2, "6"), task_key(TAU, "1")
+    known = [tau, tau2, one]
+    assert named([f"{TAU2}:6"], known) == [tau2]
+    assert named(["6", "1"], known) == [tau, tau2, one]
+    assert named(["9"], known) == [task_key(None, "9")]
+    state = UpdateState(fresh_tasks=["6"], boundary_tasks=[f"{TAU}:1"])
+    spec = RunnerSpec("run {task_id} {origin} {memory}")
+    chosen = mixed_set(UpdateOptions(runner=spec), state, [], [tau], known)
+    assert chosen == [(tau2, "fresh"), (tau, "fresh"), (one, "boundary")]
+    pool = UpdateOptions(runner=spec, task_pool=[f"{TAU}:6", "1"])
+    assert mixed_set(pool, state, [], [], known) == [(tau, "fresh"), (one, "boundary")]
