@@ -231,6 +231,15 @@ def test_the_gate_refuses_to_run_two_sources_task_of_one_id_as_one() -> None:
     one_each = GateOptions(runner=options.runner, pool=[PoolTask("4", "Change a seat.", None)])
     chooser = ProbeChooser(_Corpus(rows), one_each, split=False)  # type: ignore[arg-type]
     assert [task.task_id for task in chooser.pool] == ["4"]
+    # A runner told the source runs both tasks of id 3 (and task 4 as the corpus keys it).
+    told = GateOptions(runner=RunnerSpec("run {task_id} {origin} {memory}"))
+    chooser = ProbeChooser(_Corpus(rows), told, split=False)  # type: ignore[arg-type]
+    assert [task.key.name for task in chooser.pool] == [
+        "tau-bench/airline:3",
+        "tau2-bench/airline:3",
+        "tau2-bench/airline:4",
+        "4",
+    ]
     assert shared_ids(row.task_key for row in rows) == {
         "3": ["tau-bench/airline", "tau2-bench/airline"]
     }
