@@ -34,6 +34,7 @@ from wikitrace.control.figures import Thresholds, gate_figures
 from wikitrace.control.gate_sim import Truth, World, lesson, simulate_call
 from wikitrace.control.probes import Probe
 from wikitrace.control.sequential import NARROWED_SHARE, WORTH, Rates, Schedule, Watch
+from wikitrace.corpus_schema.tasks import TaskKey
 
 
 @dataclass(frozen=True)
@@ -309,16 +310,17 @@ def published(rng: random.Random, truth: Truth, world: World) -> bool:
     regression probe tasks, each run once on both sides, through `control.figures`."""
     one = lesson(rng, truth, Rates(), world)
     probes: list[Probe] = []
-    pairs: dict[tuple[str, int], tuple[float, float, bool]] = {}
-    cited: dict[tuple[str, int], bool] = {}
+    pairs: dict[tuple[TaskKey, int], tuple[float, float, bool]] = {}
+    cited: dict[tuple[TaskKey, int], bool] = {}
     for kind, n in (("target", 8), ("falsify", 16), ("regress", 16)):
         for _ in range(n):
             pair = one.pair(kind, True)
-            probes.append(Probe(pair.task, kind, ""))  # type: ignore[arg-type]
+            probe = Probe(str(pair.task), kind, "")  # type: ignore[arg-type]
+            probes.append(probe)
             assert pair.without is not None
-            pairs[(pair.task, 0)] = (float(pair.without), float(pair.with_lesson), pair.without)
+            pairs[(probe.key, 0)] = (float(pair.without), float(pair.with_lesson), pair.without)
             if pair.cited is not None:
-                cited[(pair.task, 0)] = pair.cited
+                cited[(probe.key, 0)] = pair.cited
     return gate_figures(probes, pairs, Thresholds(rule="estimates"), cited).passes
 
 

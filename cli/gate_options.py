@@ -58,7 +58,7 @@ class GateSettings:
         from wikitrace.control.pool import read_pool
 
         given = {
-            kind: [task.task_id for task in read_pool(path)]
+            kind: [task.key.name for task in read_pool(path)]
             for kind, path in (
                 ("target", self.target_tasks),
                 ("falsify", self.falsify_tasks),
@@ -106,8 +106,9 @@ _task_pool_option = click.option(
     type=TASKS,
     cls=DetailedOption,
     help="The tasks your runner can run, one a line (default: the corpus's tasks).",
-    more="Each is JSON with task_id, task (its text) and task_type, or a bare id (its "
-    "text then comes from the corpus).",
+    more="Each is JSON with task_id, task (its text), task_type and origin (its source, "
+    "where two sources share the id), or a bare id (its text, type and source then come "
+    "from the corpus).",
 )
 """The tasks the probes are drawn from."""
 

@@ -92,11 +92,13 @@ def _runner_option_list() -> list[Callable[[Any], Any]]:
             metavar="COMMAND",
             help="How to run your agent on one task: a command with {task_id} and {memory} that "
             'prints {"success": true} or {"score": 0.8} as its last JSON line.',
-            more="{memory} is the corpus version's folder; {seed}, {run_id}, {attempt} may be "
+            more="{memory} is the corpus version's folder; {origin} (the task's source, needed "
+            "where two sources share a task id), {seed}, {run_id}, {attempt} may be "
             "used too (env: WIKITRACE_RUNNER). Each value is one argument, never "
-            "shell text; each run also gets $WIKITRACE_TASK_ID, $WIKITRACE_MEMORY, "
-            "$WIKITRACE_SEED, $WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a script under sh -c "
-            "reads those (quoted) instead of a placeholder in its text, which is refused.",
+            "shell text; each run also gets $WIKITRACE_TASK_ID, $WIKITRACE_TASK_ORIGIN, "
+            "$WIKITRACE_MEMORY, $WIKITRACE_SEED, $WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a "
+            "script under sh -c reads those (quoted) instead of a placeholder in its text, which "
+            "is refused.",
         ),
         click.option(
             "--runner-concurrency",

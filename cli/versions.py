@@ -313,7 +313,7 @@ class UpdateSettings:
             seed=self.seed,
             always_compare=self.always_compare,
             rerun_band=self.rerun_band,
-            task_pool=[task.task_id for task in read_pool(self.task_pool)]
+            task_pool=[task.key.name for task in read_pool(self.task_pool)]
             if self.task_pool
             else None,
             embedder=HashingEmbedder()
@@ -401,7 +401,8 @@ _COMPARISON: list[Callable[[Any], Any]] = [
         type=click.Path(path_type=Path, dir_okay=False, exists=True),
         cls=DetailedOption,
         help="The tasks your runner can run, one a line.",
-        more="Others are never chosen. Each is an id, or JSON with task_id (and task, task_type).",
+        more="Others are never chosen. Each is an id (naming that task in every source), or JSON "
+        "with task_id (and task, task_type, origin: its source).",
     ),
 ]
 """What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""

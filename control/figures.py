@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from wikitrace.corpus_schema.ledger import GateFigures
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from . import stats
 from .probes import Probe
@@ -24,8 +25,9 @@ Pair = tuple[float | None, float | None, bool | None]
 """One (task, seed): the outcome without the lesson, with it (None: the run ended as an error),
 and whether it was solved without it (None: not run without it, a falsification probe whose
 citation was all the sequential gate still needed; it counts for P_fail alone)."""
-Pairs = Mapping[tuple[str, int], Pair | None]
-"""(task, seed) -> its pair; None where a run of it is missing."""
+Pairs = Mapping[tuple[TaskKey, int], Pair | None]
+"""(task, seed) -> its pair; None where a run of it is missing. The task is its source and
+id: two sources' task 3 are two tasks."""
 
 
 Rule = Literal["sequential", "bounds", "estimates"]
@@ -46,7 +48,7 @@ class Thresholds:
     rule: Rule = "bounds"
 
 
-Cited = Mapping[tuple[str, int], bool]
+Cited = Mapping[tuple[TaskKey, int], bool]
 """(task, seed) -> whether the run with the lesson cited it; only pairs whose run returned a
 citation report are in it."""
 
@@ -58,9 +60,9 @@ def gate_figures(
     unless the runs returned citation reports (`cited`): then those that used it, where it
     should not apply, as the method measures it."""
     confidence = thresholds.confidence
-    kinds: dict[str, set[str]] = {}
+    kinds: dict[TaskKey, set[str]] = {}
     for probe in probes:
-        kinds.setdefault(probe.task_id, set()).add(probe.kind)
+        kinds.setdefault(probe.key, set()).add(probe.kind)
     values, cited_only, errors = _complete_pairs(pairs, kinds)
 
     def of(kind: str) -> list[tuple[float, float, bool]]:
@@ -116,12 +118,12 @@ def gate_figures(
 
 
 def _complete_pairs(
-    pairs: Pairs, kinds: Mapping[str, set[str]]
-) -> tuple[dict[tuple[str, int], tuple[float, float, bool]], list[tuple[str, int]], int]:
+    pairs: Pairs, kinds: Mapping[TaskKey, set[str]]
+) -> tuple[dict[tuple[TaskKey, int], tuple[float, float, bool]], list[tuple[TaskKey, int]], int]:
     """The pairs of the probes' tasks, sorted: (task, seed) -> both outcomes and whether it was
     solved without the lesson, for those run on both sides; those run only with it (their
     citation is all that counts); and how many ended as errors."""
-    values: dict[tuple[str, int], tuple[float, float, bool]] = {}
+    values: dict[tuple[TaskKey, int], tuple[float, float, bool]] = {}
     cited_only = []
     errors = 0
     for key, pair in pairs.items():
@@ -139,7 +141,7 @@ def _complete_pairs(
 
 
 def _falsification(
-    keys: Sequence[tuple[str, int]],
+    keys: Sequence[tuple[TaskKey, int]],
     falsify: Sequence[tuple[float, float, bool]],
     cited: Cited | None,
 ) -> tuple[Literal["outcomes", "citations"], int, int]:
@@ -161,14 +163,14 @@ def together_passes(figures: GateFigures, thresholds: Thresholds) -> bool:
     return figures.d_reg <= thresholds.beta
 
 
-def marks(pairs: Pairs) -> dict[str, set[str]]:
+def marks(pairs: Pairs) -> dict[TaskKey, set[str]]:
     """Task -> what the lesson did to its pairs: HELPED, HURT, SAME."""
-    found: dict[str, set[str]] = {}
-    for (task_id, _), pair in pairs.items():
+    found: dict[TaskKey, set[str]] = {}
+    for (task, _), pair in pairs.items():
         if pair is None or pair[0] is None or pair[1] is None:
             continue
         b, w = pair[0], pair[1]
-        found.setdefault(task_id, set()).add("HELPED" if w > b else "HURT" if w < b else "SAME")
+        found.setdefault(task, set()).add("HELPED" if w > b else "HURT" if w < b else "SAME")
     return found
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from wikitrace.corpus_schema import CorpusError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import GateDecision, ProbeResult
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .figures import Thresholds, gate_figures, separable, summary, why_not_narrowed
 from .gate_inputs import Candidate, GateOptions
@@ -38,7 +39,7 @@ class FixedProbeRule:
     def decide(self, candidate: Candidate, ident: str) -> GateDecision:
         options, runs = self.options, self.runs
         probes = self.chooser.first_probes(candidate)
-        tasks = list(dict.fromkeys(p.task_id for p in probes))
+        tasks = list(dict.fromkeys(p.key for p in probes))
         tested_on = runs.base.name
         runs.run_base(tasks, ident)
         with_view = runs.view(candidate.ident, hidden=runs.hidden - {candidate.ident})
@@ -92,10 +93,11 @@ class FixedProbeRule:
         decision.probes = [
             ProbeResult(
                 task_id=p.task_id,
+                origin=p.origin,
                 kind=p.kind,
                 why=p.why,
-                base_runs=runs.ids(runs.base_results, p.task_id),
-                lesson_runs=runs.ids(lesson, p.task_id),
+                base_runs=runs.ids(runs.base_results, p.key),
+                lesson_runs=runs.ids(lesson, p.key),
             )
             for p in probes
         ]
@@ -105,10 +107,11 @@ class FixedProbeRule:
             decision.narrowed_probes = [
                 ProbeResult(
                     task_id=p.task_id,
+                    origin=p.origin,
                     kind=p.kind,
                     why=p.why,
-                    base_runs=runs.ids(runs.base_results, p.task_id, fresh=True),
-                    lesson_runs=runs.ids(results, p.task_id, fresh=True),
+                    base_runs=runs.ids(runs.base_results, p.key, fresh=True),
+                    lesson_runs=runs.ids(results, p.key, fresh=True),
                 )
                 for p in fresh_probes
             ]
@@ -118,7 +121,7 @@ class FixedProbeRule:
         candidate: Candidate,
         decision: GateDecision,
         probes: Sequence[Probe],
-        tasks: list[str],
+        tasks: list[TaskKey],
         lesson: Results,
     ) -> tuple[list[Probe], Results]:
         """Narrow the lesson and test it again; the re-test's probes and runs with the narrowed
@@ -148,7 +151,7 @@ class FixedProbeRule:
         fresh_probes = self.chooser.choose(
             Candidate(candidate.ident, narrowed, candidate.guideline, candidate.alike)
         )
-        fresh_tasks = list(dict.fromkeys(p.task_id for p in fresh_probes))
+        fresh_tasks = list(dict.fromkeys(p.key for p in fresh_probes))
         runs.run_base(fresh_tasks, decision.id, fresh=True)
         results = runs.run(
             f"{runs.base.name}+{candidate.ident}-narrowed",

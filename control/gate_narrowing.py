@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from wikitrace.compiler.ask import Asker
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .figures import Pairs
 from .figures import marks as figure_marks
@@ -31,14 +32,14 @@ class Narrower:
         """Candidate -> its header with the narrowed precondition, once narrowed."""
 
     def narrow(
-        self, candidate: Candidate, tasks: Sequence[str], pairs: Pairs
+        self, candidate: Candidate, tasks: Sequence[TaskKey], pairs: Pairs
     ) -> tuple[str, InsightHeader, Path]:
         """One model call narrows the precondition from what the lesson did to each task
         (HELPED, HURT or SAME); the narrowed precondition, header and memory view. Raises
         ValueError or CorpusError when the answer cannot be used."""
         assert self.asker is not None
         marks = figure_marks(pairs)
-        texts = {t.task_id: t.task or t.task_id for t in self.pool}
+        texts = {t.key: t.task or t.task_id for t in self.pool}
         listed = [
             {
                 "mark": "HURT"
@@ -46,8 +47,8 @@ class Narrower:
                 else "HELPED"
                 if "HELPED" in marks.get(t, set())
                 else "SAME",
-                "task_id": t,
-                "task": texts.get(t, t),
+                "task_id": t.name,
+                "task": texts.get(t, t.id),
             }
             for t in tasks
         ]

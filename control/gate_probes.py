@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.layout import step_id
-from wikitrace.corpus_schema.tasks import refuse_shared
+from wikitrace.corpus_schema.tasks import TaskKey, refuse_shared
 from wikitrace.versions import FrozenVersion
 
 from .gate_inputs import Candidate, GateOptions
@@ -23,21 +26,18 @@ class ProbeChooser:
         lesson's from the other."""
         self.base = base
         self.options = options
-        tasks: dict[str, PoolTask] = {}
+        tasks: dict[TaskKey, PoolTask] = {}
         for row in base.rows:
-            if row.task_id not in tasks:  # its first run's whole task
-                tasks[row.task_id] = PoolTask(row.task_id, base.task_text(row.step), row.task_type)
-        if options.pool is None:
-            self.pool = list(tasks.values())
-        else:
-            # Ids without a text take it (and the type) from the corpus when it has the task.
-            self.pool = [
-                task if task.task or task.task_id not in tasks else tasks[task.task_id]
-                for task in options.pool
-            ]
-        # The runner knows a task by its id: two sources' task 3 would be run, and counted, as one.
-        refuse_shared((row.task_key for row in base.rows), {t.task_id for t in self.pool}, "gate")
-        self.solved = list(dict.fromkeys(r.task_id for r in base.rows if r.outcome == "success"))
+            if row.task_key not in tasks:  # its first run's whole task
+                tasks[row.task_key] = PoolTask(
+                    row.task_id, base.task_text(row.step), row.task_type, row.task_key.origin
+                )
+        self.pool = list(tasks.values()) if options.pool is None else pool_of(options.pool, tasks)
+        if not options.runner.tells_origin:
+            # A runner told the id alone would run, and the tests count, two sources' task 3
+            # as one.
+            refuse_shared((t.key for t in self.pool), {t.task_id for t in self.pool}, "the gate")
+        self.solved = list(dict.fromkeys(r.task_key for r in base.rows if r.outcome == "success"))
         self.first_pool, self.held_out = self.pool, self.pool
         if split:
             self.first_pool, self.held_out = split_pool(self.pool, options.seed)
@@ -72,6 +72,7 @@ class ProbeChooser:
             task_type=candidate.header.task_type,
             source_task=self.base.task_text(source.step) if source else "",
             source_task_id=source.task_id if source else "",
+            source_origin=source.task_key.origin if source else None,
             precondition=candidate.precondition,
         )
         budget = Budget(options.targets, options.falsify, options.regress)
@@ -81,3 +82,28 @@ class ProbeChooser:
             most = max(options.targets, options.falsify, options.regress, options.max_runs // 2)
             budget = Budget(most, most, most, similar=options.targets)
         return choose_probes(lesson, pool, self.solved, budget)
+
+
+def pool_of(given: Sequence[PoolTask], corpus: Mapping[TaskKey, PoolTask]) -> list[PoolTask]:
+    """The user's pool with the corpus's knowledge: a task without a text takes it (and its
+    type) from the corpus when the corpus has it; one given by id alone takes the source of the
+    corpus's task of that id (each of them, when two sources share it: two tasks; a task of
+    that id with no source is not one more)."""
+    by_id: dict[str, list[PoolTask]] = {}
+    for task in corpus.values():
+        by_id.setdefault(task.task_id, []).append(task)
+    pool: list[PoolTask] = []
+    for task in given:
+        if task.origin is not None:
+            known = corpus.get(task.key)
+            pool.append(task if task.task or known is None else known)
+        elif task.task_id in by_id:
+            # A run that names no source may be of either source's task: not one more task.
+            found = by_id[task.task_id]
+            found = [known for known in found if known.origin is not None] or found
+            pool += [
+                known if not task.task else replace(task, origin=known.origin) for known in found
+            ]
+        else:
+            pool.append(task)
+    return list({task.key: task for task in pool}.values())

@@ -9,6 +9,7 @@ from wikitrace.corpus_schema.history import PROBES_DIR
 from wikitrace.corpus_schema.layout import decision_id
 from wikitrace.corpus_schema.ledger import AgentRun, GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.versions import FrozenVersion, Store, write_view
 
 from .figures import Pair, Pairs
@@ -16,7 +17,7 @@ from .gate_inputs import GateOptions, RunProgress
 from .probes import Probe
 from .runner import RunLog, Runner, RunRequest, cited_insights
 
-Results = dict[tuple[str, int], AgentRun]
+Results = dict[tuple[TaskKey, int], AgentRun]
 """(task, seed) -> its run with one memory."""
 
 
@@ -75,19 +76,19 @@ class GateRuns:
         self,
         memory_name: str,
         memory_path: Path,
-        tasks: Sequence[str],
+        tasks: Sequence[TaskKey],
         purpose: str,
         *,
         fresh: bool = False,
     ) -> Results:
         seeds = self.seeds(fresh)
         requests = [
-            RunRequest(task_id, memory_name, memory_path, seed)
-            for task_id in tasks
+            RunRequest(task.id, memory_name, memory_path, seed, task.origin)
+            for task in tasks
             for seed in seeds
         ]
         results = self.run_requests(requests, purpose)
-        return {(run.task_id, run.seed): run for run in results}
+        return {(run.task_key, run.seed): run for run in results}
 
     def run_requests(self, requests: Sequence[RunRequest], purpose: str) -> list[AgentRun]:
         """Run them through the user's runner, with progress; every run is kept by id."""
@@ -106,7 +107,7 @@ class GateRuns:
             self.by_id[run.id] = run
         return results
 
-    def run_base(self, tasks: Sequence[str], purpose: str, *, fresh: bool = False) -> None:
+    def run_base(self, tasks: Sequence[TaskKey], purpose: str, *, fresh: bool = False) -> None:
         """Run the tasks that have no run yet with the base memory (the committed insights
         alone) at the probes' seeds (`fresh`: the re-test's): each is run once per call."""
         view = self.base_view()
@@ -114,9 +115,10 @@ class GateRuns:
         missing = [t for t in tasks if (t, first) not in self.base_results]
         self.base_results.update(self.run(self.base_name, view, missing, purpose, fresh=fresh))
 
-    def ids(self, results: Results, task_id: str, *, fresh: bool = False) -> list[str]:
+    def ids(self, results: Results, task: TaskKey, *, fresh: bool = False) -> list[str]:
         seeds = set(self.seeds(fresh))
-        return [results[key].id for key in sorted(results) if key[0] == task_id and key[1] in seeds]
+        keys = sorted(results, key=by_task_seed)
+        return [results[key].id for key in keys if key[0] == task and key[1] in seeds]
 
     def runs_of(self, decision: GateDecision) -> list[AgentRun]:
         probes = [*decision.probes, *decision.narrowed_probes]
@@ -126,14 +128,14 @@ class GateRuns:
 
     def pairs(self, probes: Sequence[Probe], results: Results, *, fresh: bool = False) -> Pairs:
         """(task, seed) -> its outcome without and with the lesson, once however many kinds."""
-        found: dict[tuple[str, int], Pair | None] = {}
+        found: dict[tuple[TaskKey, int], Pair | None] = {}
         for probe in probes:
             for seed in self.seeds(fresh):
-                key = (probe.task_id, seed)
+                key = (probe.key, seed)
                 found[key] = pair_of(self.base_results.get(key), results.get(key))
         return found
 
-    def cited(self, ident: str, results: Results) -> dict[tuple[str, int], bool]:
+    def cited(self, ident: str, results: Results) -> dict[tuple[TaskKey, int], bool]:
         """(task, seed) -> whether its run with the lesson cited it, for the runs whose agent
         returned a citation report (`"used": {"insights": [...]}`)."""
         if self.options.p_fail == "outcomes":
@@ -144,6 +146,11 @@ class GateRuns:
             if insights is not None:
                 found[key] = ident in insights
         return found
+
+
+def by_task_seed(key: tuple[TaskKey, int]) -> tuple[str, str, int]:
+    """A stable order of (task, seed) keys: by source, id, then seed."""
+    return (*key[0].sort_key(), key[1])
 
 
 def pair_of(without: AgentRun | None, with_lesson: AgentRun | None) -> Pair | None:

@@ -15,13 +15,14 @@ from pathlib import Path
 from wikitrace.corpus_schema import CorpusError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import AgentRun, GateDecision, ProbeResult
+from wikitrace.corpus_schema.tasks import TaskKey
 
 from .figures import Pair, Thresholds, gate_figures, separable, summary, why_not_narrowed
 from .gate_inputs import Candidate, GateOptions
 from .gate_narrowing import Narrower
 from .gate_probes import ProbeChooser
-from .gate_runs import GateRuns, pair_of, undecided_on_errors
-from .probes import KINDS, Probe, TaskDraws, by_kind, task_key
+from .gate_runs import GateRuns, by_task_seed, pair_of, undecided_on_errors
+from .probes import KINDS, Probe, TaskDraws, by_kind, probe_task
 from .runner import RunRequest, cited_insights
 from .sequential import NARROWED_SHARE, Rates, Schedule, Sequential, decide, together
 from .sequential import Pair as SeqPair
@@ -38,18 +39,18 @@ class Stream:
     tests: Sequential
     rng: random.Random
     ident: str = ""
-    draws: dict[str, TaskDraws] = field(default_factory=dict)
+    draws: dict[str, TaskDraws[TaskKey]] = field(default_factory=dict)
     """Kind (falsification: each group) -> its tasks, each drawn once before any again; a
     task's n-th draw runs at seed --seed plus n."""
-    results: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
-    kinds: dict[tuple[str, int], Probe] = field(default_factory=dict)
-    """(task, seed) -> the probe it was drawn as."""
-    singles: list[tuple[str, int]] = field(default_factory=list)
+    results: dict[tuple[TaskKey, int], AgentRun] = field(default_factory=dict)
+    kinds: dict[tuple[TaskKey, int], Probe] = field(default_factory=dict)
+    """(task, seed) -> the probe it was drawn as; the task is its source and id."""
+    singles: list[tuple[TaskKey, int]] = field(default_factory=list)
     """Falsification runs with the lesson alone (P_fail read from their citations), not yet
     run without it: D_reg on falsification probes completes them first."""
     runs: int = 0
     errors: int = 0
-    base: dict[tuple[str, int], AgentRun] = field(default_factory=dict)
+    base: dict[tuple[TaskKey, int], AgentRun] = field(default_factory=dict)
     """The gate's runs without the lesson, shared by every stream of one call."""
     narrowed: bool = False
     """The narrowed lesson's stream (its test asks for NARROWED_SHARE of alpha)."""
@@ -68,13 +69,13 @@ class Stream:
             key = f"falsify:{groups[self.turn % len(groups)]}"
             self.turn += 1
             probes = [p for p in probes if p.why.split(":")[0] == key[8:]]
-        by_task = {task_key(p): p for p in probes}
+        by_task = {probe_task(p): p for p in probes}
         if key not in self.draws:
             self.draws[key] = TaskDraws(list(by_task), self.rng)
         task, times = self.draws[key].next()
         return by_task[task], times
 
-    def figure_pairs(self) -> dict[tuple[str, int], Pair | None]:
+    def figure_pairs(self) -> dict[tuple[TaskKey, int], Pair | None]:
         return {key: pair_of(self.base.get(key), self.results.get(key)) for key in self.kinds}
 
 
@@ -174,24 +175,24 @@ class Rounds:
         base_view = runs.base_view()
         base_name = runs.base_name
         requests = [
-            RunRequest(p.task_id, base_name, base_view, seed)
+            RunRequest(p.task_id, base_name, base_view, seed, p.origin)
             for p, seed, _ in drawn
-            if (p.task_id, seed) not in runs.base_results and base_needed.get(p.kind, True)
+            if (p.key, seed) not in runs.base_results and base_needed.get(p.kind, True)
         ]
         requests += [
-            RunRequest(p.task_id, stream.name, stream.view, seed)
+            RunRequest(p.task_id, stream.name, stream.view, seed, p.origin)
             for p, seed, completed in drawn
             if not completed
         ]
         results = runs.run_requests(requests, purpose)
         for request, run in zip(requests, results, strict=True):
             if request.memory == base_name:
-                runs.base_results[(run.task_id, run.seed)] = run
+                runs.base_results[(run.task_key, run.seed)] = run
             else:
-                stream.results[(run.task_id, run.seed)] = run
+                stream.results[(run.task_key, run.seed)] = run
         pairs = []
         for probe, seed, completed in drawn:
-            key = (probe.task_id, seed)
+            key = (probe.key, seed)
             stream.kinds[key] = probe
             without, with_lesson = runs.base_results.get(key), stream.results[key]
             if with_lesson.success is None or (without is not None and without.success is None):
@@ -202,9 +203,8 @@ class Rounds:
             insights = cited_insights(with_lesson)
             cited = None if insights is None else stream.ident in insights
             solved = None if without is None else without.success
-            pairs.append(
-                SeqPair(probe.kind, solved, with_lesson.success, cited, task_key(probe), completed)
-            )
+            task = probe_task(probe)
+            pairs.append(SeqPair(probe.kind, solved, with_lesson.success, cited, task, completed))
         return pairs
 
 
@@ -315,18 +315,19 @@ class SequentialRule:
                 },
             }
         )
-        keys = sorted(stream.kinds)
+        keys = sorted(stream.kinds, key=by_task_seed)
         results = [
             ProbeResult(
                 task_id=p.task_id,
+                origin=p.origin,
                 kind=p.kind,
                 why=p.why,
                 base_runs=[
                     runs.base_results[k].id
                     for k in keys
-                    if k[0] == p.task_id and k in runs.base_results
+                    if k[0] == p.key and k in runs.base_results
                 ],
-                lesson_runs=[stream.results[k].id for k in keys if k[0] == p.task_id],
+                lesson_runs=[stream.results[k].id for k in keys if k[0] == p.key],
             )
             for p in dict.fromkeys(stream.kinds.values())
         ]
@@ -354,7 +355,7 @@ class SequentialRule:
                 "model to do it (an offline corpus)"
             )
             return
-        seen = list(dict.fromkeys(p.task_id for p in stream.kinds.values()))
+        seen = list(dict.fromkeys(p.key for p in stream.kinds.values()))
         try:
             precondition, narrowed, view = self.narrower.narrow(
                 candidate, seen, stream.figure_pairs()

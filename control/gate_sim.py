@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from .probes import TaskDraws
@@ -113,7 +113,7 @@ class SimulatedLesson:
 
     def __post_init__(self) -> None:
         n = self.world.tasks
-        self.pool = {
+        self.pool: dict[str, dict[Hashable, Task]] = {
             kind: {name: draw_task(self.rng, self.truth, kind, name) for name in names(kind, n)}
             for kind in ("target", "falsify", "regress")
         }
@@ -128,7 +128,7 @@ class SimulatedLesson:
         name, _ = self.draws[kind].next()
         task = self.pool[kind][name]
         if not self.world.fixed:
-            task = draw_task(self.rng, self.truth, kind, name)
+            task = draw_task(self.rng, self.truth, kind, task.name)
             self.pool[kind][name] = task
         noise = self.world.noise
         solved = task.solved != (self.rng.random() < noise)

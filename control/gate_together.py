@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 from wikitrace.corpus_schema.ledger import GateDecision, TogetherCheck
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.tasks import task_key
 
 from .figures import Thresholds, gate_figures, together_passes
 from .gate_inputs import Candidate
-from .gate_runs import GateRuns, Results
+from .gate_runs import GateRuns, Results, by_task_seed
 from .probes import Probe
 from .runner import cited_insights
 
@@ -40,7 +41,9 @@ class TogetherTest:
             (d, c) for d, c in zip(decisions, candidates, strict=True) if d.verdict == "committed"
         ]
         while len(committed) > 1:
-            tasks = list(dict.fromkeys(p.task_id for d, _ in committed for p in d.probes))
+            tasks = list(
+                dict.fromkeys(task_key(p.origin, p.task_id) for d, _ in committed for p in d.probes)
+            )
             if not tasks:
                 return
             ids = [c.ident for _, c in committed]
@@ -55,14 +58,14 @@ class TogetherTest:
             purpose = committed[-1][0].id
             runs.run_base(tasks, purpose)
             results = runs.run(f"{runs.base.name}+" + "+".join(ids), view, tasks, purpose)
-            probes = [Probe(t, "regress", "") for t in tasks]
+            probes = [Probe(t.id, "regress", "", t.origin) for t in tasks]
             figures = gate_figures(probes, runs.pairs(probes, results), self.thresholds)
             passes = together_passes(figures, self.thresholds)
             check = TogetherCheck(
                 insights=ids,
                 figures=figures,
                 passes=passes,
-                runs=[results[key].id for key in sorted(results)],
+                runs=[results[key].id for key in sorted(results, key=by_task_seed)],
             )
             for decision, _ in committed:
                 decision.together.append(check)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.ledger import ProbeKind
+from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker
 
@@ -35,12 +37,18 @@ class Probe:
     task_id: str
     kind: ProbeKind
     why: str
+    origin: str | None = None
+    """The task's source; None when known by its id alone."""
+
+    @property
+    def key(self) -> TaskKey:
+        return task_key(self.origin, self.task_id)
 
 
-def task_key(probe: Probe) -> str:
-    """The gate's notion of "a task", the unit its tests count and draw: one place, so a task
-    key of (source, id) can take the id's place."""
-    return probe.task_id
+def probe_task(probe: Probe) -> TaskKey:
+    """The gate's notion of "a task", the unit its tests count and draw: its source and id,
+    so two sources' task 3 are two tasks."""
+    return probe.key
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class Lesson:
     source_task: str = ""
     source_task_id: str = ""
     """Left out of its targets and falsification probes."""
+    source_origin: str | None = None
+    """The source of that task."""
     precondition: str = ""
     """When it applies; the uncovered tasks most alike to it are its precondition-violation
     probes."""
@@ -67,18 +77,21 @@ class Budget:
     """Targets taken by similarity alone, when no task has the precondition's words."""
 
 
+Task = TypeVar("Task", bound=Hashable)
+
+
 @dataclass
-class TaskDraws:
+class TaskDraws(Generic[Task]):
     """Tasks drawn at random, each once before any is drawn again: distinct tasks first,
     seeds second (`next` says how many times the task was drawn before: its seed offset). The
     task is the unit of the gate's tests, so while tasks remain each pair is a new one."""
 
-    tasks: Sequence[str]
+    tasks: Sequence[Task]
     rng: random.Random
-    left: list[str] = field(default_factory=list)
-    drawn: dict[str, int] = field(default_factory=dict)
+    left: list[Task] = field(default_factory=list)
+    drawn: dict[Task, int] = field(default_factory=dict)
 
-    def next(self) -> tuple[str, int]:
+    def next(self) -> tuple[Task, int]:
         if not self.left:
             self.left = list(dict.fromkeys(self.tasks))
             self.rng.shuffle(self.left)
@@ -91,16 +104,19 @@ class TaskDraws:
 def given_probes(
     given: Mapping[str, Sequence[str]], pool: Sequence[PoolTask], *, pool_given: bool
 ) -> list[Probe]:
-    """Explicit probe lists by kind; each task must be in the pool when a pool was given."""
-    known = {task.task_id for task in pool}
+    """Explicit probe lists by kind, each task by its id or its full name (`source:id`); each
+    must be in the pool when a pool was given. An id that names tasks of several sources in the
+    pool is each of them (as a task left out by id is left out in every source)."""
     probes: list[Probe] = []
     for kind in KINDS:
-        for task_id in given.get(kind, []):
-            if pool_given and task_id not in known:
+        for name in given.get(kind, []):
+            found = [task for task in pool if task.key.named_in({name})]
+            if pool_given and not found:
                 raise InputError(
-                    f"probe task {task_id} is not in the task pool", field=f"--{kind}-tasks"
+                    f"probe task {name} is not in the task pool", field=f"--{kind}-tasks"
                 )
-            probes.append(Probe(task_id, kind, "given"))
+            for task in found or [PoolTask(name)]:
+                probes.append(Probe(task.task_id, kind, "given", task.origin))
     return probes
 
 
@@ -132,43 +148,44 @@ def covered(precondition: str, tasks: Sequence[PoolTask]) -> list[PoolTask]:
 
 
 def choose_probes(
-    lesson: Lesson, pool: Sequence[PoolTask], solved: Sequence[str], budget: Budget
+    lesson: Lesson, pool: Sequence[PoolTask], solved: Sequence[TaskKey], budget: Budget
 ) -> list[Probe]:
     """Target, falsification and regression probes for one lesson, each task once."""
     query = " ".join([lesson.text, lesson.source_task])
     texts = [t.task or t.task_id for t in pool]
     ranker = Ranker.of(texts)
-    candidates = [i for i, t in enumerate(pool) if t.task_id != lesson.source_task_id]
+    source = task_key(lesson.source_origin, lesson.source_task_id)
+    candidates = [i for i, t in enumerate(pool) if t.key != source]
     ranked = [pool[i] for i in ranker.rank(query, candidates)]
     # Without types (the insight's or the pool's) similarity alone picks the targets.
     kind_of = lesson.task_type if any(t.task_type for t in pool) else None
     same = [t for t in ranked if kind_of is None or t.task_type == kind_of]
     other = [t for t in ranked if kind_of is not None and t.task_type != kind_of]
     precondition = lesson.precondition
-    inside = {t.task_id for t in covered(precondition, same)} if precondition else set()
+    inside = {t.key for t in covered(precondition, same)} if precondition else set()
     target_why = "its precondition covers it (same task type), most similar to the lesson"
     if not inside:
-        inside = {t.task_id for t in same[: min(budget.similar, budget.targets)]}
+        inside = {t.key for t in same[: min(budget.similar, budget.targets)]}
         target_why = (
             "same task type, most similar to the lesson (no task has its precondition's words)"
         )
     by_precondition = [
         pool[i]
         for i in ranker.rank(lesson.precondition or lesson.text, candidates)
-        if pool[i].task_id not in inside and (kind_of is None or pool[i].task_type == kind_of)
+        if pool[i].key not in inside and (kind_of is None or pool[i].task_type == kind_of)
     ]
     probes: list[Probe] = []
-    taken: set[str] = set()
+    taken: set[TaskKey] = set()
 
-    def take(task_id: str, kind: ProbeKind, why: str) -> None:
-        probes.append(Probe(task_id, kind, why))
-        taken.add(task_id)
+    def take(task: TaskKey, kind: ProbeKind, why: str) -> None:
+        probes.append(Probe(task.id, kind, why, task.origin))
+        taken.add(task)
 
-    for task in [t for t in same if t.task_id in inside][: budget.targets]:
-        take(task.task_id, "target", target_why)
+    for task in [t for t in same if t.key in inside][: budget.targets]:
+        take(task.key, "target", target_why)
     groups = [
         (
-            [t for t in same if t.task_id not in taken and t.task_id not in inside],
+            [t for t in same if t.key not in taken and t.key not in inside],
             "boundary: same task type, outside its precondition, most similar to the lesson",
         ),
         (
@@ -179,19 +196,19 @@ def choose_probes(
     ]
     count = 0
     while count < budget.falsify and any(
-        any(t.task_id not in taken for t in group) for group, _ in groups
+        any(t.key not in taken for t in group) for group, _ in groups
     ):
         for group, why in groups:
             if count >= budget.falsify:
                 break
-            found = next((t for t in group if t.task_id not in taken), None)
+            found = next((t for t in group if t.key not in taken), None)
             if found is not None:
-                take(found.task_id, "falsify", why)
+                take(found.key, "falsify", why)
                 count += 1
-    pool_ids = {t.task_id for t in pool}
-    regress = [t for t in solved if t in pool_ids and t not in taken]
-    for task_id in regress[: budget.regress]:
-        take(task_id, "regress", "solved in the corpus before")
+    pool_keys = {t.key for t in pool}
+    regress = [t for t in solved if t in pool_keys and t not in taken]
+    for solved_task in regress[: budget.regress]:
+        take(solved_task, "regress", "solved in the corpus before")
     return probes
 
 
@@ -206,13 +223,13 @@ def split_pool(pool: Sequence[PoolTask], seed: int) -> tuple[list[PoolTask], lis
         by_type.setdefault(task.task_type, []).append(task)
     for tasks in by_type.values():
         ordered = sorted(
-            tasks, key=lambda t: hashlib.sha256(f"{seed}:{t.task_id}".encode()).hexdigest()
+            tasks, key=lambda t: hashlib.sha256(f"{seed}:{t.key.name}".encode()).hexdigest()
         )
         first.extend(ordered[0::2])
         held_out.extend(ordered[1::2])
-    order = {t.task_id: i for i, t in enumerate(pool)}
-    first.sort(key=lambda t: order[t.task_id])
-    held_out.sort(key=lambda t: order[t.task_id])
+    order = {t.key: i for i, t in enumerate(pool)}
+    first.sort(key=lambda t: order[t.key])
+    held_out.sort(key=lambda t: order[t.key])
     return first, held_out
 
 

@@ -1,16 +1,18 @@
 """The runner protocol: run the user's agent on a task with a given memory, record every run.
 
-The user gives a command template such as
-`python run_agent.py --task {task_id} --memory {memory} --seed {seed}`. For each run wikitrace
-fills it in (after splitting it like a shell would, so a value is always one argument and never
-shell syntax), and sets the same values as environment variables (`ENVIRONMENT`). A template
-that would put a value inside code another program parses (the script of `sh -c`, `cmd /c`,
-`python -c`, a command `ssh` or `ray job submit` hands to a remote shell) is refused: a task id
-such as `; rm -rf ~` would run. Runs go with bounded concurrency and a timeout; wikitrace reads
-the last line of each one's stdout that is a JSON object: `success` (true/false) or `score` (a
-number; at or above the threshold is a success), and optionally `trajectory` (the path of the
-log it wrote). Anything else the agent prints on stdout or stderr is kept only as a short tail for
-diagnosis.
+The user gives a command template such as `python run_agent.py --task {task_id} --memory
+{memory} --seed {seed}`. For each run wikitrace fills it in (after splitting it like a shell
+would, so a value is always one argument and never shell syntax), and sets the same values as
+environment variables (`ENVIRONMENT`). A task is its source and its id there (`TaskKey`):
+`{origin}` names the source (empty for a task that names none), so a corpus where two sources
+share an id can be run; a template that names only `{task_id}` cannot tell those tasks apart,
+and the gate and `update` refuse such a corpus. A template that would put a value inside code
+another program parses (the script of `sh -c`, `cmd /c`, `python -c`, a command `ssh` or `ray
+job submit` hands to a remote shell) is refused: a task id such as `; rm -rf ~` would run. Runs
+go with bounded concurrency and a timeout; wikitrace reads the last line of each one's stdout
+that is a JSON object: `success` (true/false) or `score` (a number; at or above the threshold is
+a success), and optionally `trajectory` (the path of the log it wrote). Anything else the agent
+prints on stdout or stderr is kept only as a short tail for diagnosis.
 
 A run that exits non-zero, times out or prints no valid result is an error: it is retried up to
 `retries` times and, if it never succeeds, recorded as an error. An error is never counted as
@@ -38,16 +40,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import AgentRun, Attempt, append_line, count_lines
+from wikitrace.corpus_schema.tasks import TaskKey, task_key
 
-PLACEHOLDERS = ("task_id", "memory", "seed", "run_id", "attempt")
-"""What a runner template may name: the task, the corpus version's folder, the seed, the run's
-id in runs.jsonl and the attempt number (1 for the first try)."""
+PLACEHOLDERS = ("task_id", "origin", "memory", "seed", "run_id", "attempt")
+"""What a runner template may name: the task's id and its source (empty when it names none),
+the corpus version's folder, the seed, the run's id in runs.jsonl and the attempt number (1
+for the first try)."""
 REQUIRED = ("task_id", "memory")
-ENVIRONMENT = {name: f"WIKITRACE_{name.upper()}" for name in PLACEHOLDERS}
+ENVIRONMENT = {
+    name: "WIKITRACE_TASK_ORIGIN" if name == "origin" else f"WIKITRACE_{name.upper()}"
+    for name in PLACEHOLDERS
+}
 """The environment variable each run gets for each placeholder, whether the template names it
-or not: `WIKITRACE_TASK_ID`, `WIKITRACE_MEMORY`, `WIKITRACE_SEED`, `WIKITRACE_RUN_ID`,
-`WIKITRACE_ATTEMPT`. A script reads them (quoted: "$WIKITRACE_TASK_ID") instead of having
-values spliced into its text."""
+or not: `WIKITRACE_TASK_ID`, `WIKITRACE_TASK_ORIGIN`, `WIKITRACE_MEMORY`, `WIKITRACE_SEED`,
+`WIKITRACE_RUN_ID`, `WIKITRACE_ATTEMPT`. A script reads them (quoted: "$WIKITRACE_TASK_ID")
+instead of having values spliced into its text."""
 TAIL = 2000
 """Characters of the agent's stderr (and stray stdout) kept with an error."""
 
@@ -71,6 +78,12 @@ class RunRequest:
     memory: str
     memory_path: Path
     seed: int
+    origin: str | None = None
+    """The task's source; None for a task known by its id alone."""
+
+    @property
+    def task_key(self) -> TaskKey:
+        return task_key(self.origin, self.task_id)
 
 
 def cited_insights(run: AgentRun) -> list[str] | None:
@@ -93,14 +106,19 @@ class RunnerSpec:
     success_threshold: float = 1.0
     cwd: Path | None = None
     argv: list[str] = field(init=False)
+    tells_origin: bool = field(init=False)
+    """Whether the command names the task's source (`{origin}` or $WIKITRACE_TASK_ORIGIN), so
+    two sources' tasks of one id can be told apart."""
 
     def __post_init__(self) -> None:
-        self.argv = parse_template(self.template)
+        self.argv, named = parse_template(self.template)
+        self.tells_origin = "origin" in named
 
 
-def parse_template(template: str) -> list[str]:
-    """Split the template like a shell and check its placeholders; InputError names the fault.
-    A placeholder in code another program parses is refused (`check_not_code`)."""
+def parse_template(template: str) -> tuple[list[str], set[str]]:
+    """Split the template like a shell and check its placeholders: (its arguments, the
+    placeholders it names, as such or as their variables); InputError names the fault. A
+    placeholder in code another program parses is refused (`check_not_code`)."""
     try:
         argv = shlex.split(template)
     except ValueError as error:
@@ -138,7 +156,7 @@ def parse_template(template: str) -> list[str]:
             hint="every run must be told its task and the memory to use: name them, or "
             f"read ${ENVIRONMENT['task_id']} and ${ENVIRONMENT['memory']}",
         )
-    return argv
+    return argv, named
 
 
 # --- programs that run a string as code ----------------------------------------------------
@@ -474,6 +492,7 @@ class Runner:
             id=ident,
             purpose=self.purpose,
             task_id=request.task_id,
+            origin=request.origin,
             memory=request.memory,
             memory_path=str(request.memory_path),
             seed=request.seed,
@@ -538,6 +557,7 @@ class Runner:
 def _values(request: RunRequest, ident: str, attempt: int) -> dict[str, str]:
     return {
         "task_id": request.task_id,
+        "origin": request.origin or "",
         "memory": str(request.memory_path),
         "seed": str(request.seed),
         "run_id": ident,

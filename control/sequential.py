@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -122,8 +122,8 @@ class Pair:
     with_lesson: bool
     cited: bool | None = None
     """Whether the run with the lesson cited it (None: its agent returned no report)."""
-    task: str = ""
-    """The task it ran (the unit the tests count: `Sequential.tasks`)."""
+    task: Hashable = ""
+    """The task it ran, its source and id (the unit the tests count: `Sequential.tasks`)."""
     completed: bool = False
     """A falsification run with the lesson alone, observed before for P_fail, now with its
     run without the lesson (same task and seed) for D_reg: one more agent run."""
@@ -216,7 +216,7 @@ class Sequential:
     scale: float = 1.0
     """The share of alpha this lesson's tests use: below 1 when several
     lessons are decided together (e-BH asks each for more evidence)."""
-    tasks: dict[str, set[str]] = field(default_factory=dict)
+    tasks: dict[str, set[Hashable]] = field(default_factory=dict)
     """Kind -> the distinct tasks its pairs ran."""
     pairs: dict[str, int] = field(default_factory=dict)
     """Kind -> pairs observed (a falsification run with the lesson alone counts as one)."""

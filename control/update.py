@@ -35,7 +35,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -58,7 +58,7 @@ from wikitrace.corpus_schema.ledger import (
 )
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.store import remove_tree
-from wikitrace.corpus_schema.tasks import refuse_shared
+from wikitrace.corpus_schema.tasks import TaskKey, refuse_shared, task_key
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 
@@ -91,7 +91,8 @@ class UpdateOptions:
     rerun_band: bool = True
     """Run the old memory again (seeds after the trials') and deploy only beyond that noise."""
     task_pool: list[str] | None = None
-    """Task ids the runner can run; chosen tasks outside it are left out (None: any)."""
+    """Tasks the runner can run, by name (`source:id`) or id (that id in every source); chosen
+    tasks outside it are left out (None: any)."""
     embedder: Embedder = field(default_factory=HashingEmbedder)
     encoded: Encoded = "corpus"
     """What the update's direction encodes: the corpus (insights and runs: the method's memory
@@ -232,42 +233,63 @@ class _Momentum:
 
 
 def mixed_set(
-    options: UpdateOptions, state: UpdateState, new_tasks: Sequence[str], coverage: list[str]
-) -> list[tuple[str, Group]]:
+    options: UpdateOptions,
+    state: UpdateState,
+    new_tasks: Sequence[TaskKey],
+    coverage: list[TaskKey],
+    known: Collection[TaskKey] = (),
+) -> list[tuple[TaskKey, Group]]:
     """The comparison's mixed set: fresh tasks (newest first), boundary tasks, then coverage
-    tasks (`coverage`, in order), each group up to its number, none twice, within the pool."""
-    pool = set(options.task_pool) if options.task_pool is not None else None
-    chosen: dict[str, Group] = {}
+    tasks (`coverage`, in order), each group up to its number, none twice, within the pool.
+    The state names tasks by name (`source:id`, or the id of a task with no source): each is
+    the task of `known` (the candidate's tasks) it names."""
+    pool = options.task_pool
+    chosen: dict[TaskKey, Group] = {}
 
-    def take(candidates: Sequence[str], group: Group, limit: int) -> None:
+    def take(candidates: Sequence[TaskKey], group: Group, limit: int) -> None:
         taken = 0
-        for task_id in candidates:
+        for task in candidates:
             if taken >= limit:
                 break
-            if task_id in chosen or (pool is not None and task_id not in pool):
+            if task in chosen or (pool is not None and not task.named_in(pool)):
                 continue
-            chosen[task_id] = group
+            chosen[task] = group
             taken += 1
 
-    fresh = list(dict.fromkeys([*state.fresh_tasks, *new_tasks]))
+    fresh = list(dict.fromkeys([*named(state.fresh_tasks, known), *new_tasks]))
     take(list(reversed(fresh)), "fresh", options.fresh)  # newest first
-    take(state.boundary_tasks, "boundary", options.boundary)
+    take(named(state.boundary_tasks, known), "boundary", options.boundary)
     take(coverage, "coverage", options.coverage)
     return list(chosen.items())
 
 
-def coverage_order(root: Path, seed: str) -> list[str]:
+def named(names: Sequence[str], known: Collection[TaskKey]) -> list[TaskKey]:
+    """The tasks `names` name among `known`: by full name, or (as an update state written
+    before sources were kept names them) by id, every source's task of it; a name that names
+    none of them is a task of no source."""
+    by_name: dict[str, list[TaskKey]] = {}
+    for task in sorted(known, key=TaskKey.sort_key):
+        by_name.setdefault(task.name, []).append(task)
+        if task.origin is not None:
+            by_name.setdefault(task.id, []).append(task)
+    found: list[TaskKey] = []
+    for name in names:
+        found += by_name.get(name) or [task_key(None, name)]
+    return list(dict.fromkeys(found))
+
+
+def coverage_order(root: Path, seed: str) -> list[TaskKey]:
     """Tasks seen so far (the runs in `root`), by task type in turn, each type's tasks in an
     order `seed` shuffles."""
-    by_type: dict[str, list[str]] = {}
+    by_type: dict[str, list[TaskKey]] = {}
     for page in corpus_read.runs(root):
         tasks = by_type.setdefault(page.header.task_type or "", [])
-        if page.header.task_id not in tasks:
-            tasks.append(page.header.task_id)
+        if page.header.task_key not in tasks:
+            tasks.append(page.header.task_key)
     shuffle = random.Random(seed)
     for tasks in by_type.values():
         shuffle.shuffle(tasks)
-    order: list[str] = []
+    order: list[TaskKey] = []
     for row in range(max((len(t) for t in by_type.values()), default=0)):
         for task_type in sorted(by_type):
             if row < len(by_type[task_type]):
@@ -294,16 +316,30 @@ class _Controller:
         self.id = f"update-{count_records(store.updates_dir) + 1:04d}"
         manifest = manifest_io.load(self.new_root)
         changes = manifest.version.changes if manifest.version else None
-        self.new_tasks = changes.task_ids if changes else []
+        self.new_steps = set(changes.steps) if changes else set()
         self.added_summary = changes.model_dump(mode="json") if changes else {}
         self._versions: dict[str, FrozenVersion] = {}
 
-    def choose_tasks(self) -> list[tuple[str, Group]]:
+    def tasks(self) -> tuple[list[TaskKey], list[TaskKey]]:
+        """The candidate's tasks, and those of the runs this update added (in step order)."""
+        known: dict[TaskKey, None] = {}
+        added: dict[TaskKey, None] = {}
+        for page in corpus_read.runs(self.new_root):
+            known[page.header.task_key] = None
+            if page.header.step in self.new_steps:
+                added[page.header.task_key] = None
+        return list(known), list(added)
+
+    def choose_tasks(self) -> list[tuple[TaskKey, Group]]:
         coverage = coverage_order(self.old_root, f"{self.options.seed}:{self.id}")
-        chosen = mixed_set(self.options, self.state, self.new_tasks, coverage)
-        # The runner knows a task by its id: two sources' task 3 would be run, and scored, as one.
-        keys = (page.header.task_key for page in corpus_read.runs(self.new_root))
-        refuse_shared(keys, {task_id for task_id, _ in chosen}, "update")
+        known, added = self.tasks()
+        chosen = mixed_set(self.options, self.state, added, coverage, known)
+        if not self.options.runner.tells_origin:
+            # A runner told the id alone would run, and score, two sources' task 3 as one
+            # (unless the pool names one of them: the task the runner knows by that id).
+            pool = self.options.task_pool
+            runnable = [task for task in known if pool is None or task.named_in(pool)]
+            refuse_shared(runnable, {task.id for task, _ in chosen}, "update")
         return chosen
 
     # --- the comparison -------------------------------------------------------------------
@@ -327,7 +363,8 @@ class _Controller:
             record.decision, record.deployed = "accepted", self.new
             record.reason = f"not compared: {trigger.why}"
             self.momentum.remember(direction)
-            state.fresh_tasks = list(dict.fromkeys([*state.fresh_tasks, *self.new_tasks]))
+            added = [task.name for task in self.tasks()[1]]
+            state.fresh_tasks = list(dict.fromkeys([*state.fresh_tasks, *added]))
             return record
         tasks = self.choose_tasks()
         trials, first = self.options.trials, self.options.seed
@@ -341,15 +378,15 @@ class _Controller:
         try:
             requests: list[RunRequest] = []
             sides: list[Side] = []
-            for task_id, group in tasks:
-                (old, old_root), (new, new_root) = self._memories(task_id, group, views)
+            for task, group in tasks:
+                (old, old_root), (new, new_root) = self._memories(task, group, views)
                 plan: list[tuple[Side, str, Path, list[int]]] = [
                     ("old", old, old_root, seeds),
                     ("new", new, new_root, seeds),
                     ("rerun", old, old_root, record.rerun_seeds),
                 ]
                 for side, name, root, on in plan:
-                    requests += [RunRequest(task_id, name, root, seed) for seed in on]
+                    requests += [RunRequest(task.id, name, root, seed, task.origin) for seed in on]
                     sides += [side] * len(on)
             runs = self._run(requests, progress)
         finally:
@@ -358,7 +395,7 @@ class _Controller:
                 views.parent.rmdir()  # probes/, when nothing else is using it
         return self._score(record, tasks, list(zip(sides, runs, strict=True)), trigger, direction)
 
-    def _memories(self, task_id: str, group: Group, views: Path) -> list[tuple[str, Path]]:
+    def _memories(self, task: TaskKey, group: Group, views: Path) -> list[tuple[str, Path]]:
         """The old and the candidate memory for one task. A fresh task's own runs are in the
         candidate (this update added them) and maybe in the old memory: each is given as a
         leave-one-task-out view, so that no memory shows the agent the task it is solving."""
@@ -370,12 +407,12 @@ class _Controller:
             if name not in self._versions:  # read (and verified) once, for every fresh task
                 self._versions[name] = FrozenVersion.load(name, root)
             version = self._versions[name]
-            if not any(row.task_id == task_id for row in version.rows):
+            if not any(row.task_key == task for row in version.rows):
                 found.append((name, root))
                 continue
             dest = views / f"{name}-{len(list(views.glob(f'{name}-*'))) + 1:04d}"
             dest.parent.mkdir(parents=True, exist_ok=True)
-            leave_out(version, dest, [task_id], force=False, probe=True)
+            leave_out(version, dest, [task.name], force=False, probe=True)
             found.append((name, dest))
         return found
 
@@ -394,7 +431,7 @@ class _Controller:
     def _score(
         self,
         record: UpdateRecord,
-        tasks: list[tuple[str, Group]],
+        tasks: list[tuple[TaskKey, Group]],
         runs: list[tuple[Side, AgentRun]],
         trigger: Trigger,
         direction: np.ndarray | None,
@@ -402,15 +439,16 @@ class _Controller:
         state = self.state
         record.agent_runs = len(runs)
         record.errors = sum(run.status == "error" for _, run in runs)
-        for task_id, group in tasks:
-            mine = [(side, r) for side, r in runs if r.task_id == task_id]
+        for task, group in tasks:
+            mine = [(side, r) for side, r in runs if r.task_key == task]
             old_runs = [r for side, r in mine if side == "old"]
             new_runs = [r for side, r in mine if side == "new"]
             rerun_runs = [r for side, r in mine if side == "rerun"]
             old, new = _mean(old_runs), _mean(new_runs)
             record.tasks.append(
                 TaskResult(
-                    task_id=task_id,
+                    task_id=task.id,
+                    origin=task.origin,
                     group=group,
                     old_runs=[r.id for r in old_runs],
                     new_runs=[r.id for r in new_runs],
@@ -424,7 +462,7 @@ class _Controller:
         compared = [t for t in record.tasks if t.compared]
         state.fresh_tasks = []
         state.last_comparison = self.id
-        changed = [t.task_id for t in compared if t.old != t.new]
+        changed = [task_key(t.origin, t.task_id).name for t in compared if t.old != t.new]
         state.boundary_tasks = list(dict.fromkeys([*changed, *state.boundary_tasks]))[
             :MAX_BOUNDARY_KEPT
         ]

@@ -11,6 +11,7 @@ import orjson
 from .layout import GATE_DIR, INSIGHT_DIR, link
 from .ledger import GateDecision, GateFigures, ProbeResult, TogetherCheck
 from .render import table_cell, with_frontmatter
+from .tasks import task_key
 
 
 def gate_page(decision: GateDecision) -> str:
@@ -114,8 +115,9 @@ def _probes(title: str, probes: Sequence[ProbeResult]) -> list[str]:
         "|---|---|---|---|---|" + ("---|" if old else ""),
     ]
     for probe in probes:
+        task = task_key(probe.origin, probe.task_id).name
         lines.append(
-            f"| {table_cell(probe.task_id)} | {probe.kind} | {table_cell(probe.why)} | "
+            f"| {table_cell(task)} | {probe.kind} | {table_cell(probe.why)} | "
             f"{' '.join(probe.base_runs)} | {' '.join(probe.lesson_runs)} |"
             + (f" {' '.join(probe.narrowed_runs)} |" if old else "")
         )

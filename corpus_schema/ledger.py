@@ -11,6 +11,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import CorpusError, first_problem
+from .tasks import TaskKey, task_key
 
 LEDGER_VERSION = 1
 Record = TypeVar("Record", bound=BaseModel)
@@ -43,6 +44,9 @@ class AgentRun(_Strict):
     purpose: str
     """What it was run for: the update record (update-NNNN) that asked for it."""
     task_id: str
+    origin: str | None = None
+    """The task's source (RecordHeader.origin) when the run was asked for one; None for a task
+    known by its id alone, and in lines written before sources were kept."""
     memory: str
     """The corpus version it was given (vNNNN)."""
     memory_path: str
@@ -62,6 +66,11 @@ class AgentRun(_Strict):
     attempts: list[Attempt]
     output: dict[str, Any] = Field(default_factory=dict)
     """The agent's JSON result as printed."""
+
+    @property
+    def task_key(self) -> TaskKey:
+        """The task it ran: its source and id."""
+        return task_key(self.origin, self.task_id)
 
     @property
     def value(self) -> float | None:
@@ -145,6 +154,8 @@ class TaskResult(_Strict):
     """One task of a comparison: why it was chosen, and what old and new memory scored."""
 
     task_id: str
+    origin: str | None = None
+    """The task's source; None when it names none (and in records written before)."""
     group: Group
     """fresh (added since the last comparison), boundary (its outcome changed with memory in a
     past comparison), coverage (stands for the tasks seen so far)."""
@@ -258,6 +269,8 @@ class ProbeResult(_Strict):
     """One probe task of a gate decision: why it was chosen, its runs and what they scored."""
 
     task_id: str
+    origin: str | None = None
+    """The task's source; None when it names none (and in decisions written before)."""
     kind: ProbeKind
     """target (a task the lesson claims to help), falsify (a boundary task, a look-alike that
     violates its precondition, or a decoy), regress (a task the agent solved before)."""

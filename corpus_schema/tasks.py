@@ -66,15 +66,17 @@ def shared_ids(tasks: Iterable[TaskKey]) -> dict[str, list[str]]:
 
 
 def refuse_shared(tasks: Iterable[TaskKey], ids: Collection[str], what: str) -> None:
-    """Raise InputError when one of `ids` (the tasks `what` would run, known by id alone)
-    names tasks of two sources among `tasks`: merging them would count two tasks as one."""
+    """Raise InputError when one of `ids` (the tasks `what` would run through a runner that
+    knows a task by its id alone) names tasks of two sources among `tasks`: the runner would
+    run, and the tests count, two tasks as one."""
     clash = {task_id: found for task_id, found in shared_ids(tasks).items() if task_id in ids}
     if clash:
         named = "; ".join(f"task {i} of {', '.join(found)}" for i, found in clash.items())
         raise InputError(
-            f"{what} runs tasks by id, and {len(clash)} id(s) name tasks of two or more "
-            f"sources in this corpus: {named}",
-            field="task_id",
-            hint="give --task-pool with ids that name one task each (leave the shared ids out), "
-            "or run it on a corpus of one source",
+            f"the runner is told a task's id but not its source, and {len(clash)} id(s) "
+            f"{what} would run name tasks of two or more sources: {named}",
+            field="--runner",
+            hint="add {origin} to the runner command (or read $WIKITRACE_TASK_ORIGIN and name "
+            "{origin} in it) so each run is told its task's source; or give --task-pool with "
+            "ids that name one task each",
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 
 from wikitrace.control import stats
@@ -20,8 +22,9 @@ from wikitrace.control.probes import Budget, Lesson, Probe, choose_probes, given
 from wikitrace.control.runner import RunnerSpec
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.indexes import RunRow
-from wikitrace.corpus_schema.tasks import shared_ids
+from wikitrace.corpus_schema.tasks import TaskKey, shared_ids, task_key
 
+T = TypeVar("T")
 POOL = [
     PoolTask("a1", "open the locked drawer with the key under the doormat", "drawer"),
     PoolTask("a2", "open the locked drawer in the attic", "drawer"),
@@ -32,8 +35,18 @@ POOL = [
 LESSON = Lesson("Look under the doormat for the drawer key", "drawer", "open the locked drawer")
 
 
+def keys(*ids: str) -> list[TaskKey]:
+    """Tasks of no source, by id."""
+    return [task_key(None, task_id) for task_id in ids]
+
+
+def keyed(by_id: dict[tuple[str, int], T]) -> dict[tuple[TaskKey, int], T]:
+    """(task id, seed) -> value, keyed by the task (of no source) as the gate keys it."""
+    return {(task_key(None, task_id), seed): value for (task_id, seed), value in by_id.items()}
+
+
 def test_targets_are_the_most_similar_tasks_of_the_lessons_type() -> None:
-    probes = choose_probes(LESSON, POOL, ["a3", "b2"], Budget(targets=2, falsify=3, regress=2))
+    probes = choose_probes(LESSON, POOL, keys("a3", "b2"), Budget(targets=2, falsify=3, regress=2))
     assert [(p.task_id, p.kind) for p in probes] == [
         ("a1", "target"),
         ("a2", "target"),
@@ -47,7 +60,7 @@ def test_targets_are_the_most_similar_tasks_of_the_lessons_type() -> None:
 
 def test_regression_probes_are_solved_tasks_not_taken_otherwise() -> None:
     probes = choose_probes(
-        LESSON, POOL, ["b2", "a3", "zz"], Budget(targets=1, falsify=1, regress=5)
+        LESSON, POOL, keys("b2", "a3", "zz"), Budget(targets=1, falsify=1, regress=5)
     )
     assert [p.task_id for p in probes if p.kind == "regress"] == ["b2", "a3"]
 
@@ -86,7 +99,7 @@ def test_figures_count_pairs_and_bound_them() -> None:
         ("f2", 0): (None, 1.0, False),  # an error: counted, never a failure
         ("gone", 0): None,
     }
-    figures = gate_figures(probes, pairs, Thresholds(confidence=0.9))
+    figures = gate_figures(probes, keyed(pairs), Thresholds(confidence=0.9))
     assert (figures.n_target, figures.gains, figures.losses, figures.gain) == (4, 3, 0, 0.75)
     assert (figures.n_falsify, figures.failures, figures.errors) == (1, 1, 1)
     assert (figures.n_regress, figures.damaged, figures.d_reg) == (2, 1, 0.5)
@@ -98,12 +111,13 @@ def test_figures_count_pairs_and_bound_them() -> None:
 
 def test_narrowing_needs_a_real_gain_and_no_task_both_helped_and_hurt() -> None:
     probes = [Probe(f"t{i}", "target", "") for i in range(8)] + [Probe("f", "falsify", "")]
-    helped = {(f"t{i}", 0): (0.0, 1.0, False) for i in range(8)}
-    hurt = {**helped, ("f", 0): (1.0, 0.0, True)}
+    helped = keyed({(f"t{i}", 0): (0.0, 1.0, False) for i in range(8)})
+    hurt = {**helped, **keyed({("f", 0): (1.0, 0.0, True)})}
     figures = gate_figures(probes, hurt, Thresholds())
-    assert marks(hurt)["f"] == {"HURT"} and marks(hurt)["t0"] == {"HELPED"}
+    f, t0 = keys("f", "t0")
+    assert marks(hurt)[f] == {"HURT"} and marks(hurt)[t0] == {"HELPED"}
     assert separable(hurt, figures, Thresholds(eta=0.1))
-    mixed = {**hurt, ("f", 1): (0.0, 1.0, False)}
+    mixed = {**hurt, **keyed({("f", 1): (0.0, 1.0, False)})}
     assert not separable(mixed, gate_figures(probes, mixed, Thresholds()), Thresholds(eta=0.1))
     assert why_not_narrowed(figures, Thresholds(), narrow=False) == "narrowing is off (--no-narrow)"
     weak = gate_figures(probes[:1] + probes[-1:], hurt, Thresholds())
@@ -122,14 +136,14 @@ def test_p_fail_counts_citations_where_the_runs_report_them() -> None:
         ("f1", 0): (1.0, 1.0, True),  # used where it should not apply, and no harm done
         ("f2", 0): (1.0, 0.0, True),  # harmed, and not cited
     }
-    by_outcome = gate_figures(probes, pairs, Thresholds())
+    by_outcome = gate_figures(probes, keyed(pairs), Thresholds())
     assert (by_outcome.p_fail_basis, by_outcome.failures, by_outcome.n_falsify) == (
         "outcomes",
         1,
         2,
     )
     cited = {("t", 0): True, ("f1", 0): True, ("f2", 0): False}
-    by_citation = gate_figures(probes, pairs, Thresholds(), cited)
+    by_citation = gate_figures(probes, keyed(pairs), Thresholds(), keyed(cited))
     assert (by_citation.p_fail_basis, by_citation.failures, by_citation.n_falsify) == (
         "citations",
         1,
@@ -137,7 +151,7 @@ def test_p_fail_counts_citations_where_the_runs_report_them() -> None:
     )
     assert "), P_fail (cited) 0.500 (<= " in summary(by_citation, Thresholds())
     # Only the pairs whose run reported count: one report among the falsification probes.
-    partial = gate_figures(probes, pairs, Thresholds(), {("f2", 0): False})
+    partial = gate_figures(probes, keyed(pairs), Thresholds(), keyed({("f2", 0): False}))
     assert (partial.failures, partial.n_falsify) == (0, 1)
 
 
@@ -150,17 +164,17 @@ def test_the_published_rule_decides_on_the_estimates() -> None:
         (f"t{i}", 0): (0.0, 1.0 if i < 6 else 0.0, False) for i in range(8)
     }
     pairs |= {(f"f{i}", 0): (1.0, 0.0 if i == 0 else 1.0, True) for i in range(8)}
-    bounds = gate_figures(probes, pairs, Thresholds())
-    estimates = gate_figures(probes, pairs, Thresholds(rule="estimates"))
+    bounds = gate_figures(probes, keyed(pairs), Thresholds())
+    estimates = gate_figures(probes, keyed(pairs), Thresholds(rule="estimates"))
     assert (bounds.gain, bounds.p_fail) == (0.75, 0.125) and bounds.p_fail_upper > 0.3
     assert not bounds.passes and estimates.passes
     assert summary(estimates, Thresholds(rule="estimates")).endswith("rule: estimates")
     # One more falsification failure: 2 of 8 is 0.25, still within delta 0.3 by estimate;
     # three (0.375) is not.
     pairs[("f1", 0)] = (1.0, 0.0, True)
-    assert gate_figures(probes, pairs, Thresholds(rule="estimates")).passes
+    assert gate_figures(probes, keyed(pairs), Thresholds(rule="estimates")).passes
     pairs[("f2", 0)] = (1.0, 0.0, True)
-    assert not gate_figures(probes, pairs, Thresholds(rule="estimates")).passes
+    assert not gate_figures(probes, keyed(pairs), Thresholds(rule="estimates")).passes
 
 
 def test_the_sequential_budget_takes_every_covered_task_but_few_by_similarity() -> None:
@@ -182,7 +196,7 @@ def test_a_sequential_decision_of_an_earlier_version_still_reads() -> None:
     """Decisions written before D_reg was tested per probe kind keep one damage figure."""
     probes = [Probe("t", "target", ""), Probe("r", "regress", "")]
     pairs = {("t", 0): (0.0, 1.0, False), ("r", 0): (1.0, 1.0, True)}
-    figures = gate_figures(probes, pairs, Thresholds(rule="sequential"))
+    figures = gate_figures(probes, keyed(pairs), Thresholds(rule="sequential"))
     old = {"help": 4.0, "damage": 2.0, "failure": 3.0, "needed": 10.0}
     text = summary(figures.model_copy(update={"tests": old}), Thresholds(rule="sequential"))
     assert "evidence it helps 4" in text and "evidence below 0.3 2)" in text
@@ -217,6 +231,15 @@ def test_the_gate_refuses_to_run_two_sources_task_of_one_id_as_one() -> None:
     one_each = GateOptions(runner=options.runner, pool=[PoolTask("4", "Change a seat.", None)])
     chooser = ProbeChooser(_Corpus(rows), one_each, split=False)  # type: ignore[arg-type]
     assert [task.task_id for task in chooser.pool] == ["4"]
+    # A runner told the source runs both tasks of id 3 (and task 4 as the corpus keys it).
+    told = GateOptions(runner=RunnerSpec("run {task_id} {origin} {memory}"))
+    chooser = ProbeChooser(_Corpus(rows), told, split=False)  # type: ignore[arg-type]
+    assert [task.key.name for task in chooser.pool] == [
+        "tau-bench/airline:3",
+        "tau2-bench/airline:3",
+        "tau2-bench/airline:4",
+        "4",
+    ]
     assert shared_ids(row.task_key for row in rows) == {
         "3": ["tau-bench/airline", "tau2-bench/airline"]
     }
