@@ -92,7 +92,7 @@ def write_catalog(
         ),
     )
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in search_files(writer.root):
+    for rel, chunks in search_files(writer.root, parent.root if parent else None):
         writer.write(rel, chunks)
 
 
