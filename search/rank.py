@@ -27,6 +27,7 @@ from wikitrace.corpus_schema.counts import (
     text_digest,
 )
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+from wikitrace.corpus_schema.spill import JsonLines
 from wikitrace.corpus_schema.store import spill_file
 
 _OPTIONAL = ("scipy", "numba", "jax")
@@ -154,8 +155,13 @@ def search_texts(
     if name == "tasks":
         return without_boilerplate(lambda: (run.task for run in runs()))
     if name == "insights":
-        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights())
+        return (insight_text(i) for i in insights())
     return (run.explanation for run in runs())
+
+
+def insight_text(insight: InsightEntry) -> str:
+    """What the insights' ranker ranks of an insight: its title, guideline and applicability."""
+    return f"{insight.title} {insight.guideline} {insight.applicability}"
 
 
 class Ranker:
@@ -593,19 +599,34 @@ def search_files(root: Path, parent: Path | None = None) -> Iterator[tuple[str, 
     `parent` version's ranker that counted the same texts is taken as it is, so a version made
     from another tokenizes only the pages whose texts it changes); the pages are saved with it.
     bm25s writes its files into a scratch folder in `root`, gone when the last is read."""
-    catalog = root / CATALOG
+    # The catalog is read once: each ranker's texts wait on disk, a line each (search_texts'
+    # texts, read back as they are needed: the tasks twice, for their common lines).
+    with contextlib.ExitStack() as stack:
+        spilled = {
+            name: stack.enter_context(JsonLines(root.parent, f"{name}-texts"))
+            for name in SAVED_SEARCHES
+        }
+        for item in records_in(root / CATALOG):
+            if isinstance(item, PastRun):
+                spilled["tasks"].append(item.task)
+                spilled["compilations"].append(item.explanation)
+            else:
+                spilled["insights"].append(insight_text(item[1]))
+        yield from _saved_rankers(root, parent, spilled)
 
-    def runs() -> Iterator[PastRun]:
-        return (item for item in records_in(catalog) if isinstance(item, PastRun))
 
-    def insights() -> Iterator[InsightEntry]:
-        return (item[1] for item in records_in(catalog) if not isinstance(item, PastRun))
-
+def _saved_rankers(
+    root: Path, parent: Path | None, spilled: dict[SearchName, JsonLines]
+) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """search_files' rankers, from their texts kept on disk (`spilled`)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
         for name in SAVED_SEARCHES:
             folder = Path(scratch) / name
             folder.mkdir()
-            texts = search_texts(name, runs, insights)
+            held = spilled[name]
+            texts: Iterable[str] = (
+                without_boilerplate(lambda held=held: iter(held)) if name == "tasks" else iter(held)
+            )
             before = parent / SEARCH_DIR / name if parent is not None else None
             pages = _saved(count_pages(texts, before), folder)
             Ranker.of_pages(pages, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
