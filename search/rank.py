@@ -625,7 +625,9 @@ def _saved_rankers(
             folder.mkdir()
             held = spilled[name]
             texts: Iterable[str] = (
-                without_boilerplate(lambda held=held: iter(held)) if name == "tasks" else iter(held)
+                without_boilerplate(functools.partial(iter, held))
+                if name == "tasks"
+                else iter(held)
             )
             before = parent / SEARCH_DIR / name if parent is not None else None
             pages = _saved(count_pages(texts, before), folder)
