@@ -127,9 +127,10 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
     runs = sum(s[0] for s in compared)
     if len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT:
         return None
-    expected = sum(Fraction(t * m, n) for n, m, t, _ in compared)
-    odds_for = sum(Fraction(a * (n - m - t + a), n) for n, m, t, a in compared)
-    odds_against = sum(Fraction((t - a) * (m - a), n) for n, m, t, a in compared)
+    # Exact sums of fractions, each denominator once (tasks share few run counts).
+    expected = _over_runs((n, t * m) for n, m, t, _ in compared)
+    odds_for = _over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
+    odds_against = _over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
     more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
     fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
     failed_with = sum(s[3] for s in compared)
@@ -146,6 +147,15 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
         p_value=p_value,
         smallest_p=smallest,
     )
+
+
+def _over_runs(terms: Iterable[tuple[int, int]]) -> Fraction:
+    """The exact sum of numerator / runs over (runs, numerator) pairs: the numerators of
+    each denominator summed as integers first."""
+    by_runs: dict[int, int] = defaultdict(int)
+    for runs, numerator in terms:
+        by_runs[runs] += numerator
+    return sum((Fraction(total, runs) for runs, total in sorted(by_runs.items())), Fraction(0))
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
@@ -400,9 +410,13 @@ def contrasts(
     return kept
 
 
-def strata(task_codes: Any, failed: Any, present: Any, population: Any) -> list[Stratum]:
+def strata(
+    task_codes: Any, failed: Any, present: Any, population: Any, *, comparable: bool = False
+) -> list[Stratum]:
     """Each task's `Stratum` among the runs at `population` (numpy arrays of positions), those
-    at `present` showing the pattern; `task_codes` numbers each run's task."""
+    at `present` showing the pattern; `task_codes` numbers each run's task. With `comparable`,
+    only those of tasks `within_tasks` compares (runs with and without the pattern, and of
+    both outcomes), and none when they are too few to compare."""
     import numpy as np
 
     size = int(task_codes.max()) + 1 if len(task_codes) else 0
@@ -410,6 +424,17 @@ def strata(task_codes: Any, failed: Any, present: Any, population: Any) -> list[
     failures = np.bincount(task_codes[population], weights=failed[population], minlength=size)
     shown = np.bincount(task_codes[present], minlength=size)
     shown_failed = np.bincount(task_codes[present], weights=failed[present], minlength=size)
+    if comparable:
+        kept = (shown > 0) & (shown < runs) & (failures > 0) & (failures < runs)
+        runs, failures, shown, shown_failed = (
+            runs[kept],
+            failures[kept],
+            shown[kept],
+            shown_failed[kept],
+        )
+        held = int(shown.sum())
+        if len(runs) < MIN_TASKS or min(held, int(runs.sum()) - held) < MIN_SUPPORT:
+            return []
     return [
         (int(n), int(m), int(t), int(a))
         for n, m, t, a in zip(runs, failures, shown, shown_failed, strict=True)
@@ -447,7 +472,7 @@ def _tried(
         if key in seen_splits:
             continue
         seen_splits.add(key)
-        within = within_tasks(strata(task_codes, failed, at, everyone))
+        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True))
         if within is None or within.smallest_p > fdr:
             continue
         a, c = int(failed[at].sum()), int(failed[absent].sum())

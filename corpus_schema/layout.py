@@ -48,8 +48,8 @@ file, not every page."""
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
 instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
-`texts.json` (how many texts it ranks) and, when they hold a word to index, the files of
-bm25s's saved index."""
+`texts.json` (how many texts it ranks), its word counts in pages (`counts.py`) and, when
+they hold a word to index, the files of bm25s's saved index."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")

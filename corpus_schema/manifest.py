@@ -251,12 +251,13 @@ class VerifyReport:
         }
 
 
-def verify(root: Path, seal: Path | None = None) -> VerifyReport:
-    """Recompute every file's hash and compare with the manifest.
+def verify(root: Path, seal: Path | None = None, manifest: Manifest | None = None) -> VerifyReport:
+    """Recompute every file's hash and compare with the manifest (`manifest`, when the caller
+    has just loaded it from `root`).
 
     With `seal` (see `read_seal`), a file whose key the seal holds is not hashed again, and
     the seal is brought up to date with the files found right."""
-    manifest = load(root)
+    manifest = load(root) if manifest is None else manifest
     report = VerifyReport(root=str(root), manifest=manifest_problem(root))
     present, empty_folders = _present(os.fspath(root))
     sealed = read_seal(seal, root, len(manifest.files)) if seal is not None else None

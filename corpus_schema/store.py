@@ -83,6 +83,8 @@ def write_new(path: str | Path, chunks: Iterable[bytes]) -> str:
             for chunk in chunks:
                 handle.write(chunk)
                 hashed.update(chunk)
+            # Read-only from the start: freezing the version need not look at it again.
+            os.fchmod(handle.fileno(), _READ_FILE)
     except FileExistsError:
         raise CorpusError(f"internal error: {path} written twice") from None
     return tagged(hashed)
@@ -181,7 +183,7 @@ class CorpusWriter:
         fails and moved into place when it is done, so no file needs a rename of its own."""
         self._list_lines([self._new.write(rel, data)])
         if executable:
-            os.chmod(os.path.join(self._root, rel), 0o755)
+            os.chmod(os.path.join(self._root, rel), _READ_DIR)
 
     def write_files(self, files: Iterable[tuple[str, str | bytes]]) -> None:
         """Write each (path, text): a page and its data file (render.PageFiles)."""
@@ -381,22 +383,26 @@ _READ_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _READ_DIR = _READ_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
-def freeze(root: Path) -> None:
+def freeze(root: Path, *, files_read_only: bool = False) -> None:
     """Make every file and folder read-only (the manifest's hashes are the real guarantee).
     A file already so (linked from a frozen version) is left as it is; the drill-down tools
-    stay executable; a symbolic link is not followed."""
-    _freeze(os.fspath(root))
+    stay executable; a symbolic link is not followed. With `files_read_only` (a folder whose
+    every file a CorpusWriter wrote, read-only as written, or linked from a frozen version),
+    only the folders are made so: no file is looked at."""
+    _freeze(os.fspath(root), files_read_only)
     os.chmod(root, _READ_DIR)
 
 
-def _freeze(folder: str) -> None:
+def _freeze(folder: str, files_read_only: bool) -> None:
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_symlink():
                 continue
             if entry.is_dir():
-                _freeze(entry.path)
+                _freeze(entry.path, files_read_only)
                 os.chmod(entry.path, _READ_DIR)
+                continue
+            if files_read_only:
                 continue
             mode = entry.stat().st_mode
             wanted = _READ_DIR if mode & stat.S_IXUSR else _READ_FILE

@@ -14,12 +14,22 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged, records_in
+from wikitrace.corpus_schema.counts import (
+    PAGE_TEXTS,
+    CountsPage,
+    load_page,
+    page_name,
+    text_digest,
+)
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+
+if TYPE_CHECKING:
+    from wikitrace.corpus_schema.spill import JsonLines
 
 _OPTIONAL = ("scipy", "numba", "jax")
 """What bm25s imports when it is installed, to build or rank another way than wikitrace does."""
@@ -146,8 +156,13 @@ def search_texts(
     if name == "tasks":
         return without_boilerplate(lambda: (run.task for run in runs()))
     if name == "insights":
-        return (f"{i.title} {i.guideline} {i.applicability}" for i in insights())
+        return (insight_text(i) for i in insights())
     return (run.explanation for run in runs())
+
+
+def insight_text(insight: InsightEntry) -> str:
+    """What the insights' ranker ranks of an insight: its title, guideline and applicability."""
+    return f"{insight.title} {insight.guideline} {insight.applicability}"
 
 
 class Ranker:
@@ -203,9 +218,33 @@ class Ranker:
         finally:
             tokens.ids.close()
 
+    @classmethod
+    def of_pages(
+        cls,
+        pages: Iterable[CountsPage],
+        block: int = 1 << 16,
+        folder: Path | None = None,
+        columns: int | None = None,
+    ) -> Ranker:
+        """A ranker over the texts `pages` counted (`count_pages`), read once: the same as
+        `of` makes of those texts (their words numbered in the order first met), without
+        tokenizing them. `block`, `folder` and `columns` as for `of`."""
+        tokens = _Tokens(folder)
+        try:
+            for page in pages:
+                tokens.extend_counted(page)
+            if not tokens.vocab:
+                return cls(len(tokens.ids), None)
+            index = _index_class()(block, folder if columns else None, columns)
+            index.index(tokens, show_progress=False)
+            return cls(len(tokens.ids), index)
+        finally:
+            tokens.ids.close()
+
     def save(self, folder: Path) -> None:
-        """Into an empty `folder`: how many texts it ranks, and bm25s's files of its index."""
-        folder.mkdir(parents=True)
+        """Into `folder` (made, or empty but for the pages `count_pages` gave): how many texts
+        it ranks, and bm25s's files of its index."""
+        folder.mkdir(parents=True, exist_ok=True)
         if self._index is not None:
             self._index.save(folder, show_progress=False)
         saved: dict[str, int | bool | str] = {
@@ -279,11 +318,15 @@ class _TokenIds:
 
     def append(self, text: list[int]) -> None:
         counted = Counter(text)
-        self._words.write(array("i", counted).tobytes())
-        self._counts.write(array("i", counted.values()).tobytes())
-        self.pairs += len(counted)
+        self.append_counted(array("i", counted), array("i", counted.values()), len(text))
+
+    def append_counted(self, words: array[int], counts: array[int], length: int) -> None:
+        """A text of `length` words, its distinct `words` used `counts` times each."""
+        self._words.write(words.tobytes())
+        self._counts.write(counts.tobytes())
+        self.pairs += len(words)
         self.ends.append(self.pairs)
-        self.lengths.append(len(text))
+        self.lengths.append(length)
 
     def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
         """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
@@ -501,27 +544,109 @@ class _Tokens:
         for text in part.ids:
             self.ids.append([ids[i] for i in text])
 
+    def extend_counted(self, page: CountsPage) -> None:
+        """Add the texts a page counted: its words numbered on from the pages before, in the
+        order it first met them (as `extend` numbers a part's)."""
+        ids = [self.vocab.setdefault(word, len(self.vocab)) for word in page.words]
+        for length, words, counts in page.texts():
+            self.ids.append_counted(array("i", [ids[i] for i in words]), array("i", counts), length)
 
-def search_files(root: Path) -> Iterator[tuple[str, Iterator[bytes]]]:
+
+def count_pages(texts: Iterable[str], parent: Path | None = None) -> Iterator[CountsPage]:
+    """`texts` counted as a ranker indexes them, PAGE_TEXTS a page. What a page of the ranker
+    saved in `parent` (a folder, as search_files writes it) counted of the very same text is
+    read back instead of tokenizing it again: a page of texts all counted before is the
+    parent's as it is; a page is the same, text for text, however it was counted."""
+    texts = iter(texts)
+    number = 0
+    while part := list(itertools.islice(texts, PAGE_TEXTS)):
+        number += 1
+        digests = [text_digest(text) for text in part]
+        kept = load_page(parent / page_name(number)) if parent is not None else None
+        if kept is not None and kept.digests == digests:
+            yield kept
+            continue
+        yield _counted(part, digests, kept)
+
+
+def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> CountsPage:
+    """A page of `texts`: the counts of those `kept` counted (by digest), the rest tokenized,
+    its words numbered in the order the page first meets them."""
+    known: dict[str, tuple[int, list[str], Sequence[int]]] = {}
+    if kept is not None:
+        for digest, (length, ids, counts) in zip(kept.digests, kept.texts(), strict=True):
+            known[digest] = (length, [kept.words[i] for i in ids], counts)
+    fresh = [text for text, digest in zip(texts, digests, strict=True) if digest not in known]
+    tokens = _tokenize(fresh) if fresh else None
+    word_of = sorted(tokens.vocab, key=tokens.vocab.__getitem__) if tokens else []
+    tokenized = iter(tokens.ids if tokens else ())
+    numbered: dict[str, int] = {}
+    lengths, ends, ids, counts = [], [], [], []
+    for digest in digests:
+        if digest in known:
+            length, words, times = known[digest]
+        else:
+            text = next(tokenized)
+            counted = Counter(text)
+            length, words, times = len(text), [word_of[i] for i in counted], list(counted.values())
+        ids.extend(numbered.setdefault(word, len(numbered)) for word in words)
+        counts.extend(times)
+        lengths.append(length)
+        ends.append(len(ids))
+    return CountsPage(digests, list(numbered), lengths, ends, ids, counts)
+
+
+def search_files(root: Path, parent: Path | None = None) -> Iterator[tuple[str, Iterator[bytes]]]:
     """The saved rankers of the version at `root`, made from its catalog as written: each
     file's path in the version and its bytes. One ranker is held at a time, each made from the
-    texts read back from the catalog; bm25s writes its files into a scratch folder in `root`,
-    gone when the last is read."""
-    catalog = root / CATALOG
+    texts read back from the catalog, counted a page at a time (`count_pages`: a page of the
+    `parent` version's ranker that counted the same texts is taken as it is, so a version made
+    from another tokenizes only the pages whose texts it changes); the pages are saved with it.
+    bm25s writes its files into a scratch folder in `root`, gone when the last is read."""
+    # The catalog is read once: each ranker's texts wait on disk, a line each (search_texts'
+    # texts, read back as they are needed: the tasks twice, for their common lines).
+    from wikitrace.corpus_schema.spill import JsonLines  # writing a version only
 
-    def runs() -> Iterator[PastRun]:
-        return (item for item in records_in(catalog) if isinstance(item, PastRun))
+    with contextlib.ExitStack() as stack:
+        spilled = {
+            name: stack.enter_context(JsonLines(root.parent, f"{name}-texts"))
+            for name in SAVED_SEARCHES
+        }
+        for item in records_in(root / CATALOG):
+            if isinstance(item, PastRun):
+                spilled["tasks"].append(item.task)
+                spilled["compilations"].append(item.explanation)
+            else:
+                spilled["insights"].append(insight_text(item[1]))
+        yield from _saved_rankers(root, parent, spilled)
 
-    def insights() -> Iterator[InsightEntry]:
-        return (item[1] for item in records_in(catalog) if not isinstance(item, PastRun))
 
+def _saved_rankers(
+    root: Path, parent: Path | None, spilled: dict[SearchName, JsonLines]
+) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """search_files' rankers, from their texts kept on disk (`spilled`)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
         for name in SAVED_SEARCHES:
             folder = Path(scratch) / name
-            texts = search_texts(name, runs, insights)
-            Ranker.of(texts, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
+            folder.mkdir()
+            held = spilled[name]
+            texts: Iterable[str] = (
+                without_boilerplate(functools.partial(iter, held))
+                if name == "tasks"
+                else iter(held)
+            )
+            before = parent / SEARCH_DIR / name if parent is not None else None
+            pages = _saved(count_pages(texts, before), folder)
+            Ranker.of_pages(pages, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
             for path in sorted(folder.iterdir()):
                 yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
+
+
+def _saved(pages: Iterable[CountsPage], folder: Path) -> Iterator[CountsPage]:
+    """`pages`, each written into `folder` as it passes."""
+    for number, page in enumerate(pages, 1):
+        (folder / page_name(number)).write_bytes(page.dumps())
+        yield page
 
 
 def _file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:

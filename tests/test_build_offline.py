@@ -63,9 +63,9 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "raw/step-0003/metadata.md",
         "raw/step-0003/solver.full.jsonl",
         "raw/step-0003/solver.index.jsonl",
-        *(f"search/compilations/{name}" for name in BM25_FILES),
-        "search/insights/texts.json",  # no insight: nothing to index
-        *(f"search/tasks/{name}" for name in BM25_FILES),
+        *(f"search/compilations/{name}" for name in ["counts-0001.json", *BM25_FILES]),
+        "search/insights/texts.json",  # no insight: nothing to index, no page of counts
+        *(f"search/tasks/{name}" for name in ["counts-0001.json", *BM25_FILES]),
         "tools/actions",
         "tools/layout.json",
         "tools/turn",

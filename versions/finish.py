@@ -51,13 +51,15 @@ Made = TypeVar("Made")
 
 def in_staging(path: Path, make: Callable[[Path], Made], keep: Callable[[Made], bool]) -> Made:
     """What `make` returns, having made it in a fresh staging folder (see `staging`): the
-    folder is frozen when `keep` says the result is a version, else removed."""
+    folder is frozen when `keep` says the result is a version, else removed. Its files are
+    written by a CorpusWriter (read-only as written, or linked from a frozen version) and
+    finish_version's manifest: freezing makes its folders read-only."""
     remove_tree(path)
     path.mkdir(parents=True)
     try:
         made = make(path)
         if keep(made):
-            freeze(path)
+            freeze(path, files_read_only=True)
         else:
             remove_tree(path)
     except BaseException:
@@ -91,7 +93,7 @@ def write_catalog(
         ),
     )
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in search_files(writer.root):
+    for rel, chunks in search_files(writer.root, parent.root if parent else None):
         writer.write(rel, chunks)
 
 
@@ -281,4 +283,5 @@ def _write_manifest(writer: CorpusWriter, manifest: manifest_io.Manifest) -> arr
             yield rel, file_hash
 
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
+    (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
     return keys

@@ -93,14 +93,14 @@ class FrozenVersion:
         `seal` vouches for is not hashed again: see `manifest.read_seal`). Its rows are read
         from `rows` when they were kept there for this manifest (`spill.read_version_rows`),
         else from its pages."""
-        check = manifest_io.verify(root, seal)
+        manifest = manifest_io.load(root)
+        check = manifest_io.verify(root, seal, manifest)
         if not check.ok:
             problems = check.missing + check.changed + check.extra
             raise CorpusError(
                 f"version {name} at {root} does not match its manifest "
                 f"({len(problems)} files, first {problems[0]}); run `wikitrace verify` on it"
             )
-        manifest = manifest_io.load(root)
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
         kept = None if rows is None else read_version_rows(rows, manifest_io.manifest_key(root))
         if kept is None or [len(kept[0]), len(kept[1])] != [

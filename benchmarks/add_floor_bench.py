@@ -1,0 +1,130 @@
+"""Benchmark `wikitrace add` of a few runs against its floor: linking every file of the parent.
+
+Prints its figures; asserts nothing. A version stays one self-contained folder, so an add
+links each file of its parent: an `os.link` loop over those files (into a scratch folder
+whose subfolders are made beforehand, timed apart) is the floor; what the add costs above it
+should not grow with the corpus (issue 58: at 20,000 runs at most 2x what it is at 1,000).
+
+The corpus is built once into `--keep` (under nice, it takes long at 20,000 runs) and kept:
+each invocation adds `--repeat` batches of `--add` new runs to it, a version each, and prints
+each add's CPU time (this process's, and its finished children's) beside the floor, with the
+load average. The runs are `build_bench.synthetic_runs` of the corpus size plus room for 100
+batches, so a kept corpus always receives runs it lacks.
+
+    python benchmarks/add_floor_bench.py --runs 1000 --keep /tmp/addspeed_corpora/1k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_bench import remove_work, synthetic_runs
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.versions import Store
+
+BATCHES = 100
+"""Batches of new runs a kept corpus has room for."""
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user and system)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def link_floor(parent: Path, scratch: Path) -> tuple[int, float, int, float]:
+    """How many files the parent version lists and the CPU an os.link loop over them takes
+    (their folders made first); how many folders hold them, and the CPU making those took."""
+    files = list(manifest_io.load(parent).files)
+    source = os.fspath(parent)
+    target = os.fspath(scratch)
+    folders = sorted({os.path.dirname(rel) for rel in files})
+    started = cpu_seconds()
+    for folder in folders:
+        os.makedirs(os.path.join(target, folder), exist_ok=True)
+    made = cpu_seconds() - started
+    started = cpu_seconds()
+    for rel in files:
+        os.link(os.path.join(source, rel), os.path.join(target, rel))
+    return len(files), cpu_seconds() - started, len(folders), made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--add", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, required=True, help="where the corpus is kept")
+    args = parser.parse_args()
+    keep: Path = args.keep
+    keep.mkdir(parents=True, exist_ok=True)
+    runs = synthetic_runs(args.runs + BATCHES * args.add, args.turns)
+    corpus = keep / "corpus"
+    if not corpus.exists():
+        first = keep / "first.jsonl"
+        first.write_text("".join(json.dumps(run) + "\n" for run in runs[: args.runs]))
+        started, cpu = time.perf_counter(), cpu_seconds()
+        build_corpus(BuildOptions(inputs=[first], output=corpus))
+        print(
+            f"built {args.runs} runs x {args.turns} turns into {corpus}: "
+            f"{time.perf_counter() - started:.1f} s wall, {cpu_seconds() - cpu:.1f} s CPU "
+            f"(this process; its workers' not counted)",
+            flush=True,
+        )
+    store = Store(corpus)
+    added, floors, above = [], [], []
+    for _ in range(args.repeat):
+        batch = len(store.versions()) - 1
+        if batch >= BATCHES:
+            sys.exit(f"{corpus} has had its {BATCHES} batches: build it anew")
+        more = keep / f"more-{batch:03d}.jsonl"
+        chosen = runs[args.runs + batch * args.add : args.runs + (batch + 1) * args.add]
+        more.write_text("".join(json.dumps(run) + "\n" for run in chosen))
+        parent = store.version_path(store.current())
+        scratch = Path(tempfile.mkdtemp(prefix="add-floor-", dir=keep))
+        try:
+            files, floor, folders, made = link_floor(parent, scratch)
+        finally:
+            remove_work(scratch)
+        time.sleep(2.5)  # files written within 2 s of a check are hashed, not sealed
+        load = os.getloadavg()[0]
+        started, cpu = time.perf_counter(), cpu_seconds()
+        report = add_runs(BuildOptions(inputs=[more], output=corpus))
+        wall, spent = time.perf_counter() - started, cpu_seconds() - cpu
+        added.append(spent)
+        floors.append(floor)
+        above.append(spent - floor)
+        print(
+            f"add {report.runs} runs to {parent.name} ({files} files): {spent:.2f} s CPU "
+            f"({wall:.2f} s wall); floor, os.link of its {files} files: {floor:.2f} s CPU; "
+            f"above the floor: {spent - floor:.2f} s (making its {folders} folders, which "
+            f"the floor leaves out: {made:.2f} s) (load {load:.1f})",
+            flush=True,
+        )
+    print(
+        f"median of {args.repeat} adds to {args.runs}+ runs: {statistics.median(added):.2f} s "
+        f"CPU; floor {statistics.median(floors):.2f} s; above the floor "
+        f"{statistics.median(above):.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

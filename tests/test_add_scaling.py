@@ -1,0 +1,78 @@
+"""What `add` does that scales with what it changes: a version made by adding runs reads its
+rankers' counts back from its parent's pages (tokenizing only the new texts), saves the same
+search files as one build of the same runs, and freezes its files as it writes them."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.search import rank
+
+from helpers import make_run, write_runs
+
+RUNS = [
+    make_run(f"task-{i}", success=i % 3 == 0, task=f"Carry the {w} to the {p}.")
+    for i, (w, p) in enumerate(
+        [
+            ("mug", "sink"),
+            ("lamp", "desk"),
+            ("book", "shelf"),
+            ("kettle", "stove"),
+            ("pen", "drawer"),
+            ("cup", "table"),
+        ]
+    )
+]
+
+
+def _inputs(folder: Path, runs: list) -> Path:
+    """The runs in a file named as the others, so that each run's source reads the same."""
+    folder.mkdir()
+    return write_runs(folder / "runs.jsonl", runs)
+
+
+def test_a_chain_of_adds_saves_the_search_files_of_one_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rank, "PAGE_TEXTS", 2)  # pages kept, the last rewritten, new ones
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", RUNS)], one))
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", RUNS[:3])], chain))
+    tokenized: list[int] = []
+    real = rank._tokenize
+
+    def counting(texts, **kwargs):  # type: ignore[no-untyped-def]
+        tokenized.append(len(texts))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(rank, "_tokenize", counting)
+    add_runs(BuildOptions([_inputs(tmp_path / "b", RUNS[:4])], chain))
+    # The fourth run's task and its compilation alone: the third's page is rewritten from its
+    # counts, the first page kept, and the insights' texts are the parent's.
+    assert tokenized == [1, 1]
+    add_runs(BuildOptions([_inputs(tmp_path / "c", RUNS)], chain))
+    ours, theirs = manifest_io.load(chain.resolve()).files, manifest_io.load(one.resolve()).files
+    for name in ("tasks", "compilations"):
+        saved = {rel: h for rel, h in theirs.items() if rel.startswith(f"search/{name}/")}
+        assert any("counts-0003.json" in rel for rel in saved)
+        assert saved == {rel: h for rel, h in ours.items() if rel.startswith(f"search/{name}/")}
+    assert manifest_io.verify(chain.resolve()).ok
+
+
+def test_every_file_and_folder_of_an_added_version_is_read_only(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", RUNS[:3])], corpus))
+    add_runs(BuildOptions([_inputs(tmp_path / "b", RUNS)], corpus))
+    root = corpus.resolve()
+    assert root.name == "v0002"
+    for folder, folders, files in os.walk(root):
+        for name in [*folders, *files, "."]:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), (folder, name)
+    assert os.access(root / "tools" / "actions", os.X_OK)

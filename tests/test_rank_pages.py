@@ -1,0 +1,104 @@
+"""A saved ranker's word counts in pages (corpus_schema/counts.py, search/rank.py's
+`count_pages`): a page is the same however it was counted, a version made from another reads
+back what its parent counted and tokenizes only texts it has not, and the ranker made from the
+pages is the one made from the texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wikitrace.corpus_schema.counts import load_page, page_name
+from wikitrace.corpus_schema.errors import CorpusError
+from wikitrace.search import rank
+from wikitrace.search.rank import Ranker, count_pages
+
+TEXTS = [
+    "open the drawer and take the letter",
+    "transfer_to_human_agents when the refund fails",
+    "",
+    "the the the",
+    "Refunded refunds refund the ticket",
+    "cancel the flight, then book the hotel",
+    "take the mug to the kitchen",
+]
+
+
+def _saved(pages: list, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, page in enumerate(pages, 1):
+        (folder / page_name(number)).write_bytes(page.dumps())
+
+
+@pytest.fixture(autouse=True)
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rank, "PAGE_TEXTS", 3)
+
+
+def test_a_page_is_the_same_however_it_was_counted(tmp_path: Path, monkeypatch) -> None:
+    fresh = list(count_pages(TEXTS))
+    assert [len(page.lengths) for page in fresh] == [3, 3, 1]
+    # A parent that counted the first five texts, and one whose texts were others.
+    _saved(list(count_pages(TEXTS[:5])), tmp_path / "five")
+    _saved(list(count_pages(reversed(TEXTS))), tmp_path / "other")
+    tokenized: list[int] = []
+    real = rank._tokenize
+
+    def counting(texts, **kwargs):
+        tokenized.append(len(texts))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(rank, "_tokenize", counting)
+    from_five = list(count_pages(TEXTS, tmp_path / "five"))
+    assert tokenized == [1, 1]  # the sixth and the seventh text alone
+    tokenized.clear()
+    from_other = list(count_pages(TEXTS, tmp_path / "other"))
+    assert tokenized == [3, 2, 1]  # a text is read back from the same page only: "the the the"
+    assert [p.dumps() for p in from_five] == [p.dumps() for p in fresh]
+    assert [p.dumps() for p in from_other] == [p.dumps() for p in fresh]
+
+
+def test_the_ranker_of_the_pages_is_the_ranker_of_the_texts(tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "pages", tmp_path / "texts"
+    Ranker.of_pages(count_pages(TEXTS)).save(ours)
+    Ranker.of(TEXTS).save(theirs)
+    names = sorted(p.name for p in theirs.iterdir())
+    assert names == sorted(p.name for p in ours.iterdir()) and len(names) > 1
+    for name in names:
+        assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+    # Written in files a range of words at a time, as a version saves it: the same.
+    saved = tmp_path / "columns"
+    Ranker.of_pages(count_pages(TEXTS), folder=tmp_path, columns=2).save(saved)
+    for name in names:
+        assert (saved / name).read_bytes() == (theirs / name).read_bytes(), name
+
+
+def test_a_page_of_another_version_is_counted_anew_and_a_damaged_one_said(tmp_path: Path) -> None:
+    assert load_page(tmp_path / page_name(1)) is None
+    (tmp_path / page_name(1)).write_bytes(b'{"counts": 99}\n')
+    assert load_page(tmp_path / page_name(1)) is None
+    fresh = list(count_pages(TEXTS[:3]))
+    broken = fresh[0].dumps().replace(b'"ends":[', b'"ends":[99,')
+    (tmp_path / page_name(1)).write_bytes(broken)
+    with pytest.raises(CorpusError, match=r"counts-0001.json: damaged .*wikitrace verify"):
+        list(count_pages(TEXTS[:3], tmp_path))
+
+
+def test_a_parent_saved_before_the_pages_has_its_texts_counted(tmp_path: Path) -> None:
+    """The format 1 corpus of tests/data saved its rankers without pages: a version made from
+    it counts every text, and saves what a version made from nothing saves."""
+    import shutil
+
+    from wikitrace.search.rank import search_files
+
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "format1-corpus", old)
+    assert not list((old / "search").rglob("counts-*"))
+
+    def saved(parent: Path | None) -> dict[str, bytes]:
+        return {rel: b"".join(chunks) for rel, chunks in search_files(old, parent)}
+
+    from_old, from_nothing = saved(old), saved(None)
+    assert from_old == from_nothing
+    assert {"search/tasks/counts-0001.json", "search/insights/counts-0001.json"} <= set(from_old)
