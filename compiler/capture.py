@@ -33,11 +33,12 @@ from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
-from wikitrace.corpus_schema.store import digest
+from wikitrace.corpus_schema.store import atomic_write, digest
 from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
 from .importers import plan_inputs
+from .importers.hook_folder import HookFolder, hook_folder_path
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport
@@ -203,7 +204,7 @@ def _unlabelled(
         "unlabelled",
         _key(run),
         len(run.data["turns"]),
-        kept=keep_unlabelled(pointer, session.transcript, redactor),
+        kept=keep_unlabelled(pointer, session.transcript, redactor, folder=session.folder),
         reason=reason,
     )
 
@@ -213,17 +214,30 @@ def unlabelled_dir(pointer: Path) -> Path:
     return pointer.with_name(pointer.name + UNLABELLED_SUFFIX)
 
 
-def keep_unlabelled(pointer: Path, transcript: Path, redactor: Redactor | None = None) -> Path:
+def keep_unlabelled(
+    pointer: Path,
+    transcript: Path,
+    redactor: Redactor | None = None,
+    *,
+    folder: Path | None = None,
+) -> Path:
     """Copy a session's log (and the folder of its sub-agents, `<session>/`) into
     `unlabelled_dir`, replacing an older copy; the copy of the log. The folder is the user's
     alone (0700), and the copies are redacted as a build redacts (a JSON record a line stays
     one, so the copy reads as the log did): the copy sits beside a corpus that may be shared,
     and outlives the agent's own clean-up. Without a redactor (--no-redact) they are as
-    written."""
-    folder = unlabelled_dir(pointer)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    kept = folder / transcript.name
+    written. The hook's working `folder`, and the repository it is in, are kept beside the
+    copy (`hook_folder_path`), so that the session, labelled later, has the project a capture
+    would have given it."""
+    where = unlabelled_dir(pointer)
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    kept = where / transcript.name
     _copy(transcript, kept, redactor)
+    if folder is not None:
+        said = HookFolder(cwd=str(folder), project=repository_at(folder))
+        atomic_write(hook_folder_path(kept), said.model_dump_json(indent=2).encode() + b"\n")
+    else:
+        hook_folder_path(kept).unlink(missing_ok=True)
     companions = transcript.with_suffix("")
     if companions.is_dir() and not companions.is_symlink():
         for root, dirs, files in os.walk(companions):  # links to folders are not followed
@@ -236,7 +250,7 @@ def keep_unlabelled(pointer: Path, transcript: Path, redactor: Redactor | None =
                 if problem is not None:
                     log.warning("%s: not kept: %s", source, problem)
                     continue
-                _copy(source, folder / companions.name / source.relative_to(companions), redactor)
+                _copy(source, where / companions.name / source.relative_to(companions), redactor)
     return kept
 
 
@@ -273,6 +287,7 @@ def _drop_kept(pointer: Path, transcript: Path) -> None:
     """A session now in the corpus waits for a label no more: its copy goes."""
     folder = unlabelled_dir(pointer)
     (folder / transcript.name).unlink(missing_ok=True)
+    hook_folder_path(folder / transcript.name).unlink(missing_ok=True)
     companions = folder / transcript.with_suffix("").name
     if companions.is_dir() and not companions.is_symlink():
         shutil.rmtree(companions, ignore_errors=True)

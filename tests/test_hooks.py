@@ -252,6 +252,44 @@ def test_an_unlabelled_session_is_kept_beside_the_corpus(
     assert code == 0 and "nothing new" in err
 
 
+def _repository(tmp_path: Path) -> Path:
+    """A checkout on this machine whose remote is github.com/me/app."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git/config").write_text('[remote "origin"]\n\turl = git@github.com:me/app.git\n')
+    return checkout
+
+
+def test_a_session_labelled_later_keeps_the_hook_s_project(
+    corpus: Path, transcript: Path, labels: Path, hook_log: Path, tmp_path: Path
+) -> None:
+    """The log was written in a container (its cwd, /workspace/example-app, is no folder
+    here); the hook ran in a checkout of github.com/me/app. Kept unlabelled and labelled
+    later, the session is that repository's, as a capture would have made it."""
+    payload = json.loads(session_end(transcript)) | {"cwd": str(_repository(tmp_path))}
+    code, _, err = hook(add_args(corpus, None, hook_log, "--wait"), json.dumps(payload))
+    kept = corpus.with_name("corpus.unlabelled")
+    assert code == 0 and "not added, unlabelled" in err
+    said = json.loads((kept / f".{transcript.name}.hook.json").read_text())
+    assert said == {"cwd": str(tmp_path / "checkout"), "project": "github.com/me/app"}
+    assert run(["-q", "add", str(corpus), str(kept), "--labels", str(labels)])[0] == 0
+    assert raw_pages(corpus)[-1]["task_id"] == SESSION
+    assert raw_pages(corpus)[-1]["project"] == "github.com/me/app"
+
+
+def test_a_damaged_hook_folder_beside_a_kept_session_is_named(
+    corpus: Path, transcript: Path, labels: Path, hook_log: Path, tmp_path: Path
+) -> None:
+    payload = json.loads(session_end(transcript)) | {"cwd": str(_repository(tmp_path))}
+    assert hook(add_args(corpus, None, hook_log, "--wait"), json.dumps(payload))[0] == 0
+    kept = corpus.with_name("corpus.unlabelled")
+    (kept / f".{transcript.name}.hook.json").write_text('{"cwd": 1}\n')
+    code, _, err = run(["add", str(corpus), str(kept), "--labels", str(labels)])
+    assert code == 2
+    assert f".{transcript.name}.hook.json" in err and "field 'cwd'" in err
+    assert "remove that file" in err
+
+
 def test_a_missing_transcript_exits_0_and_is_logged(
     corpus: Path, tmp_path: Path, labels: Path, hook_log: Path
 ) -> None:

@@ -19,6 +19,7 @@ from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.work import CODING, infer_kind
 
+from .hook_folder import hook_project
 from .repository import changed_files, folder_of, project_of, repo_state
 from .zipped import read_member
 
@@ -422,7 +423,7 @@ def session_run(
             "task_id": session,
             "task": task,
             "task_type": CODING,
-            "project": project or project_of(metadata),
+            "project": hook_project(path) or project or project_of(metadata),
             "kind": guess.kind,
             "kind_basis": guess.basis,
             "repo": repo_state(metadata, turns),
