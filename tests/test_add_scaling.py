@@ -12,7 +12,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.search import rank
+from wikitrace.search import rank, saved
 
 from helpers import make_run, write_runs
 
@@ -40,7 +40,7 @@ def _inputs(folder: Path, runs: list) -> Path:
 def test_a_chain_of_adds_saves_the_search_files_of_one_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rank, "PAGE_TEXTS", 2)  # pages kept, the last rewritten, new ones
+    monkeypatch.setattr(saved, "PAGE_TEXTS", 2)  # pages kept, the last rewritten, new ones
     one, chain = tmp_path / "one", tmp_path / "chain"
     build_corpus(BuildOptions([_inputs(tmp_path / "all", RUNS)], one))
     build_corpus(BuildOptions([_inputs(tmp_path / "a", RUNS[:3])], chain))
@@ -59,9 +59,9 @@ def test_a_chain_of_adds_saves_the_search_files_of_one_build(
     add_runs(BuildOptions([_inputs(tmp_path / "c", RUNS)], chain))
     ours, theirs = manifest_io.load(chain.resolve()).files, manifest_io.load(one.resolve()).files
     for name in ("tasks", "compilations"):
-        saved = {rel: h for rel, h in theirs.items() if rel.startswith(f"search/{name}/")}
-        assert any("counts-0003.json" in rel for rel in saved)
-        assert saved == {rel: h for rel, h in ours.items() if rel.startswith(f"search/{name}/")}
+        files = {rel: h for rel, h in theirs.items() if rel.startswith(f"search/{name}/")}
+        assert any("counts-0003.json" in rel for rel in files)
+        assert files == {rel: h for rel, h in ours.items() if rel.startswith(f"search/{name}/")}
     assert manifest_io.verify(chain.resolve()).ok
 
 

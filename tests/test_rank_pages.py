@@ -11,8 +11,9 @@ import pytest
 
 from wikitrace.corpus_schema.counts import load_page, page_name
 from wikitrace.corpus_schema.errors import CorpusError
-from wikitrace.search import rank
-from wikitrace.search.rank import Ranker, count_pages
+from wikitrace.search import rank, saved
+from wikitrace.search.rank import Ranker
+from wikitrace.search.saved import count_pages
 
 TEXTS = [
     "open the drawer and take the letter",
@@ -33,7 +34,7 @@ def _saved(pages: list, folder: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rank, "PAGE_TEXTS", 3)
+    monkeypatch.setattr(saved, "PAGE_TEXTS", 3)
 
 
 def test_a_page_is_the_same_however_it_was_counted(tmp_path: Path, monkeypatch) -> None:
@@ -90,7 +91,7 @@ def test_a_parent_saved_before_the_pages_has_its_texts_counted(tmp_path: Path) -
     it counts every text, and saves what a version made from nothing saves."""
     import shutil
 
-    from wikitrace.search.rank import search_files
+    from wikitrace.search.saved import search_files
 
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "format1-corpus", old)
