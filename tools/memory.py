@@ -1,7 +1,7 @@
 """A corpus loaded once (its catalog and saved rankers), to render first messages and search.
 
 memory = Memory.load(Path("corpus"))
-message = memory.first_message("Book a flight ...", exclude_task="12")
+message = memory.first_message("Book a flight ...", exclude_tasks=["12"])
 print(message.text)
 """
 
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
@@ -17,7 +19,8 @@ from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
-from .first_message import render_first_message
+from .first_message import FirstMessage, render_first_message
+from .message_options import MessageOptions
 from .task_scope import repeated_sentences, task_words
 
 
@@ -136,8 +139,17 @@ class Memory:
         runs, insights, withheld = from_pages(root)
         return cls(root, runs, insights, offline, withheld, grouping)
 
-    first_message = render_first_message
-    """The first message for a task (tools/first_message.py)."""
+    def first_message(
+        self, task: str, options: MessageOptions | None = None, **fields: Any
+    ) -> FirstMessage:
+        """The first message for `task` (tools/first_message.py): as `options` say, or a
+        record of `fields` (`max_tokens=None`, ...), or `options` with `fields` changed. An
+        unknown field is a TypeError."""
+        if options is None:
+            options = MessageOptions(**fields)
+        elif fields:
+            options = replace(options, **fields)
+        return render_first_message(self, task, options)
 
     def run_of(self, insight: int) -> PastRun | None:
         """The run an insight was drawn from."""
