@@ -6,7 +6,7 @@ because memory.py imports them (a cycle, even if only the type checker followed 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
@@ -22,7 +22,7 @@ class LoadedMemory(Protocol):
     withheld: int
 
     @property
-    def groups(self) -> list[int]:
+    def groups(self) -> Sequence[int]:
         """Each insight's group's first: one lesson is listed of each group."""
 
     @property
@@ -40,6 +40,10 @@ class LoadedMemory(Protocol):
     @property
     def runs_by_task(self) -> dict[str, list[int]]:
         """The runs of each task, by its words (task_scope.task_words)."""
+
+    @property
+    def repeated_sentences(self) -> dict[tuple[str, int], int]:
+        """The sentences two or more task texts of a domain hold (task_scope's templates)."""
 
     def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
         """Whether `item` rests on a run of a task `excluded` names."""

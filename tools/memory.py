@@ -15,7 +15,7 @@ from typing import Any
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
-from wikitrace.search import consolidate
+from wikitrace.search import MIN_SCORE, consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
@@ -157,8 +157,19 @@ class Memory:
             self._by_step = {run.step: run for run in self.runs}
         return self._by_step.get(self.insights[insight].source_step)
 
-    search = find.search
-    """The corpus searched by words, each hit with its score (tools/find.py)."""
+    def search(
+        self,
+        query: str,
+        kinds: Sequence[find.SearchKind] = find.SEARCH_KINDS,
+        *,
+        limit: int = find.LIMIT,
+        exclude_tasks: Sequence[str] = (),
+        min_score: float = MIN_SCORE,
+    ) -> list[find.Hit]:
+        """The corpus searched by words, each hit with its score (tools/find.py)."""
+        return find.search(
+            self, query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=min_score
+        )
 
 
 def insights_shown(corpus: Path) -> Callable[[str], list[InsightEntry]]:
