@@ -11,6 +11,13 @@ from typing import Any
 import click
 
 from wikitrace.corpus_schema.work import KINDS
+from wikitrace.tools.message_options import (
+    BUDGET_TOKENS,
+    DEFAULT_MOUNT,
+    SIMILAR,
+    SIMILAR_LIMIT,
+    MessageOptions,
+)
 
 from .common import TASK_NAMED, DetailedOption, is_quiet, renamed_option
 from .groups import Command, option_group
@@ -62,6 +69,36 @@ class PromptSettings:
             return consolidate.by_vectors([list(map(float, v)) for v in vectors])
 
         return by_model
+
+    def message(self) -> MessageOptions:
+        """The first message's options: these, with the project (given, else the repository
+        of the current folder) and the folder it is checked out in."""
+        from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
+
+        from .settings import user_projects
+
+        project = project_named(self.project) if self.project else repository_at(Path.cwd())
+        folder = Path(self.project or ".").expanduser()
+        aliases = user_projects()
+        if project is not None and folder.is_dir():  # Gemini CLI's runs know it by its folder
+            aliases = folder_aliases(folder, project) | aliases
+        return MessageOptions(
+            task_type=self.task_type,
+            exclude_tasks=self.exclude_tasks,
+            similar=self.similar,
+            max_tokens=self.max_tokens or None,
+            mount=self.mount,
+            prompts_dir=self.prompts_dir,
+            infer_type=not self.all_types,
+            insights_only=self.insights_only,
+            report_at="end" if self.report_at == "end" else "first",
+            flag_conflicts=self.flag_conflicts,
+            project=project,
+            kind=self.kind,
+            project_aliases=aliases,
+            project_found=not self.project,
+            checkout=folder if folder.is_dir() else None,
+        )
 
 
 def _prompt_settings(values: dict[str, Any]) -> PromptSettings:
@@ -129,7 +166,7 @@ _SCOPE: list[Callable[[Any], Any]] = [
 _MESSAGE: list[Callable[[Any], Any]] = [
     click.option(
         "--mount",
-        default="/work/corpus",
+        default=DEFAULT_MOUNT,
         show_default=True,
         help="Where the agent sees the corpus; the message's paths and commands use it.",
     ),
@@ -159,8 +196,8 @@ _LISTING: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--similar",
-        type=click.IntRange(0, 50),
-        default=3,
+        type=click.IntRange(0, SIMILAR_LIMIT),
+        default=SIMILAR,
         show_default=True,
         hidden=True,
         help="How many similar past runs to list (BM25 over task texts).",
@@ -168,7 +205,7 @@ _LISTING: list[Callable[[Any], Any]] = [
     click.option(
         "--max-tokens",
         type=click.IntRange(0),
-        default=6000,
+        default=BUDGET_TOKENS,
         show_default=True,
         hidden=True,
         help="Budget for the message (estimated as characters / 4). When not every insight "
@@ -284,34 +321,9 @@ def prompt_command(
     if not text.strip():
         raise click.UsageError("the task is empty")
 
-    from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
     from wikitrace.tools.memory import Memory
 
-    from .settings import user_projects
-
-    project = project_named(shown.project) if shown.project else repository_at(Path.cwd())
-    folder = Path(shown.project or ".").expanduser()
-    aliases = user_projects()
-    if project is not None and folder.is_dir():  # Gemini CLI's runs know it by its folder
-        aliases = folder_aliases(folder, project) | aliases
-    message = Memory.load(corpus, shown.grouping()).first_message(
-        text,
-        task_type=shown.task_type,
-        exclude_tasks=shown.exclude_tasks,
-        similar=shown.similar,
-        max_tokens=shown.max_tokens or None,
-        mount=shown.mount,
-        prompts_dir=shown.prompts_dir,
-        infer_type=not shown.all_types,
-        insights_only=shown.insights_only,
-        report_at="end" if shown.report_at == "end" else "first",
-        flag_conflicts=shown.flag_conflicts,
-        project=project,
-        kind=shown.kind,
-        project_aliases=aliases,
-        project_found=not shown.project,
-        checkout=folder if folder.is_dir() else None,
-    )
+    message = Memory.load(corpus, shown.grouping()).first_message(text, shown.message())
     if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():
         cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())
         why = f"its words name several kinds as often: {cues}" if cues else "no word names one"

@@ -38,12 +38,12 @@ import orjson
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.tools.message_options import BUDGET_TOKENS, DEFAULT_MOUNT, SIMILAR, MessageOptions
 
 from .views import loaded, view_for
 
 Mode = Literal["full", "insights-only"]
 MODES: tuple[Mode, ...] = ("full", "insights-only")
-DEFAULT_MOUNT = "/work/corpus"
 PREFIX = "wikitrace_"
 """The agent kwargs (`--ak`) the memory takes for itself; the agent never sees them."""
 RECORD = "wikitrace.json"
@@ -63,12 +63,29 @@ class MemorySettings:
     """Show nothing drawn from the trial's own task."""
     mount: str = DEFAULT_MOUNT
     """Where the corpus goes in the task's environment."""
-    max_tokens: int = 6000
+    max_tokens: int = BUDGET_TOKENS
     """The first message's budget (characters / 4); 0: none."""
-    similar: int = 3
+    similar: int = SIMILAR
     """Similar past runs the message lists."""
     task_type: str | None = None
     """Keep to this task type (default: inferred from the most similar past runs)."""
+    flag_conflicts: bool = False
+    """Name the listed lessons whose applicability overlaps and whose source runs ended
+    differently (tools/message_options.py)."""
+
+    def message(self, excluded: list[str]) -> MessageOptions:
+        """The first message's options for a trial whose own tasks are `excluded`."""
+        return MessageOptions(
+            task_type=self.task_type,
+            exclude_tasks=excluded,
+            similar=self.similar,
+            max_tokens=self.max_tokens or None,
+            mount=self.mount,
+            insights_only=self.mode != "full",
+            report_at="first",
+            access="shell",
+            flag_conflicts=self.flag_conflicts,
+        )
 
     @classmethod
     def take(cls, kwargs: dict[str, Any]) -> MemorySettings:
@@ -153,17 +170,7 @@ async def attach_memory(
     readable = view_for(corpus, excluded)
     memory = loaded(str(readable)).memory()
     full = settings.mode == "full"
-    message = memory.first_message(
-        instruction,
-        task_type=settings.task_type,
-        exclude_tasks=excluded,
-        similar=settings.similar,
-        max_tokens=settings.max_tokens or None,
-        mount=settings.mount,
-        insights_only=not full,
-        report_at="first",
-        access="shell",
-    )
+    message = memory.first_message(instruction, settings.message(excluded))
     if full:
         await upload_corpus(environment, readable, settings.mount)
     call = {

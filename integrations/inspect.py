@@ -40,6 +40,7 @@ from inspect_ai.util import message_limit, sandbox
 from wikitrace.corpus_schema import InputError, WikitraceError
 from wikitrace.corpus_schema.drilldown import as_text
 from wikitrace.tools.mcp_server import build_server
+from wikitrace.tools.message_options import BUDGET_TOKENS, DEFAULT_MOUNT, SIMILAR, MessageOptions
 
 from . import inspect_sandbox
 from .views import known_tasks, loaded, view_for
@@ -52,7 +53,6 @@ UnknownTask = Literal["report", "fail"]
 UNKNOWN_TASK: tuple[UnknownTask, ...] = ("report", "fail")
 METADATA_KEY = "wikitrace"
 """The sample metadata key the memory's record is kept under."""
-DEFAULT_MOUNT = "/work/corpus"
 MEMORY_TOOLS = ("read_page", "search", "audit", "actions", "turn")
 """The MCP server's tools an agent without a sandbox drills down with (those the first message
 names); `first_message` is given and `check_citations` is the harness's job."""
@@ -192,9 +192,9 @@ class _Options:
     task_type: str | None
     project: str | None
     use_sandbox: bool | None
-    mount: str
-    max_tokens: int
-    similar: int
+    message: MessageOptions
+    """The first message's options each sample shares (its task, project, type and mount
+    are its own)."""
 
 
 @solver
@@ -209,8 +209,9 @@ def first_message(
     project: str | None = None,
     use_sandbox: bool | None = None,
     mount: str = DEFAULT_MOUNT,
-    max_tokens: int = 6000,
-    similar: int = 3,
+    max_tokens: int = BUDGET_TOKENS,
+    similar: int = SIMILAR,
+    flag_conflicts: bool = False,
 ) -> Solver:
     """Put the memory's first message in front of the agent, and (full mode) the corpus where
     it can drill down: in the sandbox at `mount` when there is one (`use_sandbox` None: when
@@ -232,6 +233,8 @@ def first_message(
         the sample's own working folder).
       max_tokens: The first message's budget (characters / 4).
       similar: Similar past runs to list.
+      flag_conflicts: Name the listed lessons whose applicability overlaps and whose source
+        runs ended differently (tools/message_options.py).
     """
     if mode not in MODES:
         raise InputError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -239,9 +242,17 @@ def first_message(
         raise InputError(f"unknown_task {unknown_task!r}: expected one of report, fail")
     path = str(Path(corpus).resolve())
     loaded(path)  # a corpus that cannot be read fails the task, not each sample
+    message = MessageOptions(
+        similar=similar,
+        max_tokens=max_tokens or None,
+        mount=mount,
+        insights_only=mode != "full",
+        report_at="end",
+        flag_conflicts=flag_conflicts,
+    )
     options = _Options(
         path, mode, task_name, leave_one_out, unknown_task, task_type, project, use_sandbox,
-        mount, max_tokens, similar,
+        message,
     )  # fmt: skip
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -275,20 +286,18 @@ async def _begin(state: TaskState, options: _Options) -> None:
     memory = loaded(str(view)).memory()
     full = options.mode == "full"
     shell = full and (_has_sandbox() if options.use_sandbox is None else options.use_sandbox)
-    mount = await inspect_sandbox.place(sandbox(), options.mount) if shell else options.mount
+    given = options.message.mount
+    mount = await inspect_sandbox.place(sandbox(), given) if shell else given
     kind = state.metadata.get("task_type") if options.task_type is None else options.task_type
     if options.task_type is None and kind not in {run.task_type for run in memory.runs}:
         kind = None  # a type the corpus does not know: inferred instead
     scope = options.project if options.project is not None else state.metadata.get("project")
     message = memory.first_message(
         state.input_text,
+        options.message,
         task_type=kind,
         exclude_tasks=excluded,
-        similar=options.similar,
-        max_tokens=options.max_tokens or None,
         mount=mount,
-        insights_only=not full,
-        report_at="end",
         project=str(scope) if scope else None,
         access="shell" if shell else "mcp",
     )

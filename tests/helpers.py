@@ -348,3 +348,39 @@ def planted() -> list[dict[str, Any]]:
         failed = (refund and (task <= 5 or (task <= 7 and trial == 1))) or (task, trial) == (0, 3)
         runs.append(shop_run(task, trial, not failed, refund=refund))
     return runs
+
+
+# --- two lessons that apply alike, from runs that ended apart -------------------------------
+
+
+CONFLICT_TASK = "A customer asks for a refund of a damaged order."
+CONFLICT_PAIR = "- insight-0001 (from a successful run) and insight-0002 (from a FAILED run)"
+"""How the first message names the pair with `flag_conflicts` (prompts/first-message.j2)."""
+
+
+def conflicting_lessons(root: Path) -> Path:
+    """A corpus at `root`/corpus of two runs, t1 succeeded and t2 failed, whose lessons (a
+    fake model's) say opposite things of the same situation."""
+    from wikitrace.compiler import BuildOptions, build_corpus
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        data["insights"][0].update(
+            title="Refund first" if "t1" in prompt else "Ask before refunding",
+            guideline="Refund at once." if "t1" in prompt else "Ask the customer first.",
+            applicability=CONFLICT_TASK,
+        )
+        return json.dumps(data)
+
+    runs = [make_run("t1", success=True), make_run("t2", success=False)]
+    llm = FakeLLM(answer=answer)
+    options = BuildOptions(
+        inputs=[write_runs(root / "runs.jsonl", runs)],
+        output=root / "corpus",
+        model=llm.model,
+        cache_dir=root / "cache",
+        mine=False,
+    )
+    build_corpus(options, llm=llm)
+    return root / "corpus"

@@ -39,12 +39,29 @@ from wikitrace.compiler.compile import Templates
 from wikitrace.evaluation import EvalOptions, read_rows
 from wikitrace.evaluation.attribute import Attributor, attribute
 from wikitrace.evaluation.lift import lift, markdown
-from wikitrace.integrations.inspect import MEMORY_TOOLS, METADATA_KEY, memory_tools, with_memory
+from wikitrace.integrations.inspect import (
+    MEMORY_TOOLS,
+    METADATA_KEY,
+    first_message,
+    memory_tools,
+    with_memory,
+)
 from wikitrace.integrations.inspect_runs import RESULTS, run_methods
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import insights_shown
 
-from helpers import FakeLLM, Stub, attribution_answer, good_answer, make_run, run, write_runs
+from helpers import (
+    CONFLICT_PAIR,
+    CONFLICT_TASK,
+    FakeLLM,
+    Stub,
+    attribution_answer,
+    conflicting_lessons,
+    good_answer,
+    make_run,
+    run,
+    write_runs,
+)
 
 pytestmark = [
     # inspect_ai's own call of tenacity's wait (inspect_ai 0.3.285 with tenacity 9)
@@ -670,3 +687,30 @@ def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
         # The judge was shown the episodes, read from their zstd logs.
         needle = "room 34" if "drilldowns" in args else "annex room 58"
         assert sent and all(needle in prompt for prompt in sent), (args, done.stderr)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_the_solver_passes_flag_conflicts(tmp_path: Path, flag: bool) -> None:
+    """A message option of the solver's reaches the first message (tools/message_options.py)."""
+    corpus = conflicting_lessons(tmp_path)
+    seen: list[str] = []
+
+    @solver
+    def read_first() -> Solver:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            seen.append(state.messages[0].text)
+            state.output = ModelOutput.from_content("mockllm", "done")
+            return state
+
+        return solve
+
+    options = {"leave_one_out": False, "use_sandbox": False, "flag_conflicts": flag}
+    task = Task(
+        dataset=[Sample(id=1, input=CONFLICT_TASK)],
+        solver=[first_message(str(corpus), **options), read_first()],
+        name="refunds",
+    )
+    [log] = eval(task, model="mockllm/model", log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and len(seen) == 1
+    assert seen[0].startswith("# Your task\n\n" + CONFLICT_TASK)
+    assert (CONFLICT_PAIR in seen[0]) is flag

@@ -9,11 +9,10 @@ relevant lessons that fit a budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.projects import matching_projects, repository_at
@@ -21,8 +20,8 @@ from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
 
-from .first_message_drift import BUDGET as CODE_SECONDS
 from .first_message_drift import CodeCheck, check_code
+from .message_options import MessageOptions
 from .task_scope import Scope, identical_task, task_scope, task_words
 
 if TYPE_CHECKING:
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 
     from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
 
-DEFAULT_MOUNT = "/work/corpus"
 TEMPLATE = "first-message.j2"
 CHARS_PER_TOKEN = 4
 """A budget in tokens is checked as characters / 4: close for English text, and no tokenizer
@@ -40,13 +38,6 @@ CONFLICT_OVERLAP = 0.5
 """Two lessons apply to the same situations when the words of their applicability overlap this
 much (Jaccard, as search/consolidate.py counts words)."""
 ALIKE_SHOWN = 5
-
-ReportAt = Literal["first", "end"]
-"""Where the citation report is asked for: in the first message (ours), or after the episode
-(the method as published)."""
-Access = Literal["shell", "mcp"]
-"""How the agent reads the corpus: a shell where it is mounted (cat, grep, tools/turn), or the
-tools of `wikitrace mcp` (read_page, search, turn, ...)."""
 
 
 @dataclass
@@ -110,83 +101,58 @@ def report_request(*, insights_only: bool = False, prompts_dir: Path | None = No
     return template.render(report_at="end", insights_only=insights_only)
 
 
-def render_first_message(
-    memory: Memory,
-    task: str,
-    *,
-    task_type: str | None = None,
-    exclude_tasks: Sequence[str] = (),
-    similar: int = 3,
-    max_tokens: int | None = None,
-    mount: str = DEFAULT_MOUNT,
-    prompts_dir: Path | None = None,
-    infer_type: bool = True,
-    insights_only: bool = False,
-    report_at: ReportAt = "first",
-    flag_conflicts: bool = False,
-    project: str | None = None,
-    access: Access = "shell",
-    kind: str | None = None,
-    project_aliases: Mapping[str, str] | None = None,
-    project_found: bool = False,
-    checkout: Path | None = None,
-    now: datetime | None = None,
-    code_seconds: float = CODE_SECONDS,
-) -> FirstMessage:
-    """Render the first message for `task`; nothing from `exclude_tasks` is shown.
+def render_first_message(memory: Memory, task: str, options: MessageOptions) -> FirstMessage:
+    """Render the first message for `task` as `options` say (tools/message_options.py);
+    nothing from `options.exclude_tasks` is shown.
 
-    Its scope (tools/task_scope.py) is the task's `project` (a key as
-    corpus_schema/projects.py makes them, `project_aliases` joining others to it; one
-    `project_found` from the working folder counts only when it has runs here), its
-    `task_type` (an unknown one is an InputError) and its `kind` of work: a project with runs
+    Its scope (tools/task_scope.py) is the task's project (`project_found` from the working
+    folder counts only when it has runs here), type and kind of work: a project with runs
     gets its own lessons and runs alone; one with none, the same kind's in other coding
     projects; else the domain of the most similar past runs when most agree, or no lesson,
-    said. `insights_only` renders the method's Insights Only control (no mount, no runs, no
-    drill-down); `report_at="end"` leaves the citation report for the harness to ask after
-    the episode (`report_request`); `flag_conflicts` names the listed pairs whose
-    applicability overlaps and whose source runs ended differently; `access="mcp"` names the
-    MCP server's tools where the message would name shell commands and paths under `mount`.
-    Each lesson shows its source run's age (from `now`); the project's own lessons are
-    checked against the git `checkout` the agent works in (tools/first_message_drift.py):
-    marked stale when a file or symbol they name has gone since their run, left out when
-    every file they name has; git is given `code_seconds` in all.
+    said. Each lesson shows its source run's age; the project's own are checked against the
+    git `checkout` the agent works in (tools/first_message_drift.py): marked stale when a
+    file or symbol they name has gone since their run, left out when every file they name has.
     """
     from wikitrace import prompts
 
-    excluded = set(exclude_tasks)
     scope = task_scope(
-        memory, task, excluded, task_type, project, kind, infer_type, project_aliases, project_found
+        memory,
+        task,
+        set(options.exclude_tasks),
+        options.task_type,
+        options.project,
+        options.kind,
+        options.infer_type,
+        options.project_aliases,
+        options.project_found,
     )
-    listing = _listing(memory, scope, similar, insights_only)
+    listing = _listing(memory, scope, options.similar, options.insights_only)
     own = [i for i in listing.insights if scope.tier(memory.run_of(i)) == 0]
-    if checkout is not None and not _checkout_of(checkout, scope, project_aliases):
+    checkout = options.checkout
+    if checkout is not None and not _checkout_of(checkout, scope, options.project_aliases):
         checkout = None  # another repository's checkout says nothing of these lessons
-    code = check_code(memory, listing.insights, own, checkout, now=now, budget=code_seconds)
+    code = check_code(
+        memory, listing.insights, own, checkout, now=options.now, budget=options.code_seconds
+    )
     if code.gone:
         gone = set(code.gone)
         listing.insights = [i for i in listing.insights if i not in gone]
-    page = _Page(
-        memory,
-        scope,
-        listing,
-        prompts.environment(prompts_dir).get_template(TEMPLATE),
-        mount=mount,
-        access=access,
-        insights_only=insights_only,
-        report_at=report_at,
-        flag_conflicts=flag_conflicts,
-        code=code,
-    )
-    chosen, text = _fitted(memory, scope, listing, page, max_tokens)
+    template = prompts.environment(options.prompts_dir).get_template(TEMPLATE)
+    page = _Page(memory, scope, listing, template, options, code)
+    chosen, text = _fitted(memory, scope, listing, page, options.max_tokens)
+    return _message(memory, scope, listing, code, sorted(chosen), text)
+
+
+def _message(
+    memory: Memory, scope: Scope, listing: _Listing, code: CodeCheck, chosen: list[int], text: str
+) -> FirstMessage:
+    """The message rendered, with what it lists (the `chosen` insights) and why."""
+    ids = [item.id for item in memory.insights]
     alike_of = listing.alike_of
     return FirstMessage(
         text=text,
-        insights=[memory.insights[i].id for i in sorted(chosen)],
-        alike={
-            memory.insights[i].id: [memory.insights[m].id for m in alike_of[i][1:]]
-            for i in sorted(chosen)
-            if len(alike_of[i]) > 1
-        },
+        insights=[ids[i] for i in chosen],
+        alike={ids[i]: [ids[m] for m in alike_of[i][1:]] for i in chosen if len(alike_of[i]) > 1},
         similar=[run.step for run in listing.similar_runs],
         truncated=len(chosen) < len(listing.insights),
         total_insights=len(listing.insights),
@@ -201,12 +167,10 @@ def render_first_message(
         kind_inferred=scope.kind_inferred,
         kind_unsure=scope.kind_unsure,
         other_kinds=listing.other_kinds,
-        ages={memory.insights[i].id: code.ages[i] for i in sorted(chosen) if i in code.ages},
-        code={memory.insights[i].id: code.notes[i].text for i in sorted(chosen) if i in code.notes},
-        stale=[
-            memory.insights[i].id for i in sorted(chosen) if i in code.notes and code.notes[i].stale
-        ],
-        left_out_gone={memory.insights[i].id: code.notes[i].text for i in code.gone},
+        ages={ids[i]: code.ages[i] for i in chosen if i in code.ages},
+        code={ids[i]: code.notes[i].text for i in chosen if i in code.notes},
+        stale=[ids[i] for i in chosen if i in code.notes and code.notes[i].stale],
+        left_out_gone={ids[i]: code.notes[i].text for i in code.gone},
         code_unchecked=code.unchecked,
     )
 
@@ -321,23 +285,14 @@ class _Page:
         scope: Scope,
         listing: _Listing,
         template: Template,
-        *,
-        mount: str,
-        access: Access,
-        insights_only: bool,
-        report_at: ReportAt,
-        flag_conflicts: bool,
+        options: MessageOptions,
         code: CodeCheck,
     ) -> None:
         self._memory = memory
         self._scope = scope
         self._listing = listing
         self._template = template
-        self._mount = mount
-        self._access = access
-        self._insights_only = insights_only
-        self._report_at = report_at
-        self._flag_conflicts = flag_conflicts
+        self._options = options
         ids = [item.id for item in memory.insights]
         self._ages = {ids[i]: age for i, age in code.ages.items()}
         self._notes = {
@@ -363,7 +318,7 @@ class _Page:
 
     def _rendered(self, chosen: list[int]) -> str:
         # Text from logs and models goes in so that it cannot restructure the message.
-        memory, scope = self._memory, self._scope
+        memory, scope, options = self._memory, self._scope, self._options
         types, unsure, kind_unsure = scope.types, scope.type_unsure, scope.kind_unsure
         return self._template.render(
             task=scope.task.strip(),
@@ -388,13 +343,15 @@ class _Page:
                 else ", ".join(f"{count} {name}" for name, count in kind_unsure.items())
             ),
             other_kinds=self._listing.other_kinds,
-            corpus=self._mount.rstrip("/"),
-            mcp=self._access == "mcp",
+            corpus=options.mount.rstrip("/"),
+            mcp=options.access == "mcp",
             offline=memory.offline,
-            insights_only=self._insights_only,
-            report_at=self._report_at,
+            insights_only=options.insights_only,
+            report_at=options.report_at,
             conflicts=(
-                self._conflicts(chosen) if self._flag_conflicts and not self._insights_only else []
+                self._conflicts(chosen)
+                if options.flag_conflicts and not options.insights_only
+                else []
             ),
             any_insights=bool(memory.insights) or memory.withheld > 0,
             any_mined=any(memory.insights[i].pattern is not None for i in chosen),

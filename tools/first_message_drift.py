@@ -32,13 +32,13 @@ from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.code_names import named_files, named_symbols, safe_path
 from wikitrace.corpus_schema.input_files import open_input
 
+from .message_options import CODE_SECONDS
+
 if TYPE_CHECKING:
     from .loaded_memory import LoadedMemory as Memory
 
 log = logging.getLogger(__name__)
 
-BUDGET = 0.25
-"""Seconds all of one message's git calls may take together."""
 MAX_BASES = 4
 """The most past commits one message compares today's code with exactly (the runs' commits
 most lessons rest on); the other lessons are compared from the oldest of theirs."""
@@ -91,7 +91,7 @@ def check_code(
     checkout: Path | None,
     *,
     now: datetime | None = None,
-    budget: float = BUDGET,
+    budget: float = CODE_SECONDS,
 ) -> CodeCheck:
     """The ages of `insights` and, for those of the project the agent is in (`own`), what
     the git checkout at `checkout` says of the files and symbols they name since their

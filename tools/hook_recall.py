@@ -18,14 +18,14 @@ import orjson
 
 from wikitrace.corpus_schema.errors import InputError
 
+from .message_options import SIMILAR, MessageOptions
+
 SESSION_START = "SessionStart"
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 """Events that carry the user's prompt: Claude Code's and Codex's, and Gemini CLI's."""
 RECALL_EVENTS = frozenset({SESSION_START, *PROMPT_EVENTS})
 DEFAULT_MAX_TOKENS = 1500
 """A hook's answer is read at every start and prompt: shorter than `prompt`'s 6,000."""
-SIMILAR_RUNS = 3
-"""Past runs listed as similar to a prompt, as `prompt` lists them."""
 
 
 @dataclass(frozen=True)
@@ -132,10 +132,9 @@ def recall(
         known = {run.project for run in memory.runs if run.project}
         if not matching_projects(project, known, aliases):
             return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
-    message = memory.first_message(
-        prompt,
+    options = MessageOptions(
         # At a session's start there is no task yet to find similar past runs for.
-        similar=SIMILAR_RUNS if prompt else 0,
+        similar=SIMILAR if prompt else 0,  # as many as `prompt` lists
         max_tokens=max_tokens or None,
         mount=str(memory.root),
         report_at="end",
@@ -146,6 +145,7 @@ def recall(
         # whose every named file is gone left out (tools/first_message_drift.py).
         checkout=folder,
     )
+    message = memory.first_message(prompt, options)
     if not message.project_has_runs:
         if event == SESSION_START:
             return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")

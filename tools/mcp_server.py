@@ -29,6 +29,8 @@ from wikitrace.corpus_schema.projects import folder_aliases, project_named, repo
 from wikitrace.corpus_schema.work import KINDS, kind_named
 from wikitrace.search import MIN_SCORE
 
+from .message_options import BUDGET_TOKENS, DEFAULT_MOUNT, SIMILAR, SIMILAR_LIMIT, MessageOptions
+
 URI_ROOT = "wikitrace://corpus/"
 """A page's URI is this plus its path in the corpus: wikitrace://corpus/insight/insight-0001.md"""
 READ_LIMIT = 20_000
@@ -238,72 +240,86 @@ class _Tools:
         return function
 
 
+# The first_message tool's arguments: each a field of the message's options
+# (tools/message_options.py), as the client sees it.
+_Task = Annotated[str, Field(description="The task you are about to solve, in full.")]
+_TaskType = Annotated[str | None, Field(description="Keep to this task type (default: inferred).")]
+_AllTypes = Annotated[bool, Field(strict=True, description="List every task type's entries.")]
+_ExcludeTasks = Annotated[
+    list[str] | None,
+    Field(
+        description="Tasks to leave out (leave-one-out evaluations), each named by its id "
+        "(every source's task of that id) or SOURCE:ID (that source's alone)."
+    ),
+]
+_Similar = Annotated[
+    int,
+    Field(strict=True, ge=0, le=SIMILAR_LIMIT, description="Similar past runs to list."),
+]
+_MaxTokens = Annotated[
+    int,
+    Field(
+        strict=True, ge=0, le=TOKEN_LIMIT, description="Budget in tokens (characters / 4); 0: none."
+    ),
+]
+_Mount = Annotated[
+    str | None,
+    Field(
+        description="Where the corpus is mounted, if the agent also has a shell: the message "
+        "then names shell commands there instead of this server's tools."
+    ),
+]
+_Project = Annotated[
+    str | None,
+    Field(
+        description="The code project you work in: its name, git remote URL or folder "
+        "(default: the repository of the folder the server was started in). A project with "
+        "past runs gets only its own lessons and runs."
+    ),
+]
+_Kind = Annotated[
+    str | None,
+    Field(
+        description="The task's kind of work in a corpus of coding sessions: "
+        + ", ".join(KINDS)
+        + " (default: inferred from the task's words)."
+    ),
+]
+_FlagConflicts = Annotated[
+    bool,
+    Field(
+        strict=True,
+        description="Name the listed lessons whose applicability overlaps and whose source "
+        "runs ended differently, as pairs to drill into before relying on either.",
+    ),
+]
+
+
 def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
     """`first_message`: what the memory shows an agent at the start of a task."""
 
     @tools.add
     def first_message(
-        task: Annotated[str, Field(description="The task you are about to solve, in full.")],
-        task_type: Annotated[
-            str | None, Field(description="Keep to this task type (default: inferred).")
-        ] = None,
-        all_types: Annotated[
-            bool, Field(strict=True, description="List every task type's entries.")
-        ] = False,
-        exclude_tasks: Annotated[
-            list[str] | None,
-            Field(
-                description="Tasks to leave out (leave-one-out evaluations), each named by "
-                "its id (every source's task of that id) or SOURCE:ID (that source's alone)."
-            ),
-        ] = None,
-        similar: Annotated[
-            int, Field(strict=True, ge=0, le=50, description="Similar past runs to list.")
-        ] = 3,
-        max_tokens: Annotated[
-            int,
-            Field(
-                strict=True,
-                ge=0,
-                le=TOKEN_LIMIT,
-                description="Budget in tokens (characters / 4); 0: none.",
-            ),
-        ] = 6000,
-        mount: Annotated[
-            str | None,
-            Field(
-                description="Where the corpus is mounted, if the agent also has a shell: the "
-                "message then names shell commands there instead of this server's tools."
-            ),
-        ] = None,
-        project: Annotated[
-            str | None,
-            Field(
-                description="The code project you work in: its name, git remote URL or "
-                "folder (default: the repository of the folder the server was started in). A "
-                "project with past runs gets only its own lessons and runs."
-            ),
-        ] = None,
-        kind: Annotated[
-            str | None,
-            Field(
-                description="The task's kind of work in a corpus of coding sessions: "
-                + ", ".join(KINDS)
-                + " (default: inferred from the task's words)."
-            ),
-        ] = None,
+        task: _Task,
+        task_type: _TaskType = None,
+        all_types: _AllTypes = False,
+        exclude_tasks: _ExcludeTasks = None,
+        similar: _Similar = SIMILAR,
+        max_tokens: _MaxTokens = BUDGET_TOKENS,
+        mount: _Mount = None,
+        project: _Project = None,
+        kind: _Kind = None,
+        flag_conflicts: _FlagConflicts = False,
     ) -> str:
         """The memory's first message for a task: the lessons for its task type (each with its
         source run and that run's outcome), the most similar past runs, when to drill down, and
         how to report which entries you used. Call it once, before acting on the task. The
         same text as `wikitrace prompt`, naming this server's tools where it names shell
         commands (unless `mount` is given)."""
-        from .first_message import DEFAULT_MOUNT
-
         if not task.strip():
             raise ValueError("the task is empty")
-        message = corpus.memory().first_message(
-            task,
+        found = None if project else corpus.folder_project()
+        options = MessageOptions(
             task_type=task_type,
             exclude_tasks=exclude_tasks or (),
             similar=similar,
@@ -311,14 +327,15 @@ def _add_first_message(tools: _Tools, corpus: Corpus) -> None:
             mount=mount or DEFAULT_MOUNT,
             access="shell" if mount else "mcp",
             infer_type=not all_types,
-            project=project_named(project) if project else corpus.folder_project(),
-            project_aliases=corpus.aliases(None if project else corpus.folder_project()),
+            flag_conflicts=flag_conflicts,
+            project=project_named(project) if project else found,
+            project_aliases=corpus.aliases(found),
             project_found=not project,
             kind=kind_named(kind) if kind else None,
             # A folder the client names is not run git in: the one it started the server in is.
             checkout=None if project else corpus.folder,
         )
-        return str(message.text)
+        return str(corpus.memory().first_message(task, options).text)
 
 
 def _add_lookup_tools(tools: _Tools, corpus: Corpus) -> None:

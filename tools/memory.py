@@ -1,7 +1,7 @@
 """A corpus loaded once (its catalog and saved rankers), to render first messages and search.
 
 memory = Memory.load(Path("corpus"))
-message = memory.first_message("Book a flight ...", exclude_task="12")
+message = memory.first_message("Book a flight ...", exclude_tasks=["12"])
 print(message.text)
 """
 
@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
-from wikitrace.search import consolidate
+from wikitrace.search import MIN_SCORE, consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
 from . import find
-from .first_message import render_first_message
+from .first_message import FirstMessage, render_first_message
+from .message_options import MessageOptions
 from .task_scope import repeated_sentences, task_words
 
 
@@ -136,8 +139,17 @@ class Memory:
         runs, insights, withheld = from_pages(root)
         return cls(root, runs, insights, offline, withheld, grouping)
 
-    first_message = render_first_message
-    """The first message for a task (tools/first_message.py)."""
+    def first_message(
+        self, task: str, options: MessageOptions | None = None, **fields: Any
+    ) -> FirstMessage:
+        """The first message for `task` (tools/first_message.py): as `options` say, or a
+        record of `fields` (`max_tokens=None`, ...), or `options` with `fields` changed. An
+        unknown field is a TypeError."""
+        if options is None:
+            options = MessageOptions(**fields)
+        elif fields:
+            options = replace(options, **fields)
+        return render_first_message(self, task, options)
 
     def run_of(self, insight: int) -> PastRun | None:
         """The run an insight was drawn from."""
@@ -145,8 +157,19 @@ class Memory:
             self._by_step = {run.step: run for run in self.runs}
         return self._by_step.get(self.insights[insight].source_step)
 
-    search = find.search
-    """The corpus searched by words, each hit with its score (tools/find.py)."""
+    def search(
+        self,
+        query: str,
+        kinds: Sequence[find.SearchKind] = find.SEARCH_KINDS,
+        *,
+        limit: int = find.LIMIT,
+        exclude_tasks: Sequence[str] = (),
+        min_score: float = MIN_SCORE,
+    ) -> list[find.Hit]:
+        """The corpus searched by words, each hit with its score (tools/find.py)."""
+        return find.search(
+            self, query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=min_score
+        )
 
 
 def insights_shown(corpus: Path) -> Callable[[str], list[InsightEntry]]:
