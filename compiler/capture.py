@@ -29,12 +29,12 @@ import orjson
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema import read as corpus_read
-from wikitrace.corpus_schema.identity import turn_log
+from wikitrace.corpus_schema.identity import digest, turn_log
 from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
-from wikitrace.corpus_schema.store import atomic_write, digest
+from wikitrace.corpus_schema.store import atomic_write
 from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
