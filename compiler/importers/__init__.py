@@ -3,10 +3,11 @@ a stream of runs in the native shape, label them (from the log, a side-car, or a
 threshold), and validate them.
 
 `plan_inputs()` resolves files and folders into an `InputPlan`, each file's format told from its
-start (so a file is opened again to be read); its `items()` yields each run (`SourceRun`), each
-run with no label (`Unlabelled`) and each bad record (`InputError`), and can be iterated more
-than once (`convert` checks every record before it writes one). A build iterates it once and
-builds the runs it checked (compiler/stages.py).
+start by `sniffers.py` (so a file is opened again to be read, and only the readers of the
+formats found are imported: `FORMATS` names each by "module:function"); its `items()` yields
+each run (`SourceRun`), each run with no label (`Unlabelled`) and each bad record
+(`InputError`), and can be iterated more than once (`convert` checks every record before it
+writes one). A build iterates it once and builds the runs it checked (compiler/stages.py).
 """
 
 from __future__ import annotations
