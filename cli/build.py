@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .common import DetailedOption, is_quiet
+from .common import DetailedOption, is_quiet, plural
 from .compile_options import CompileSettings, compile_options
-from .options import json_option, plural, print_json
+from .input_options import announce, where_of
+from .options import json_option, print_json
 from .profiles import profile_option
 from .progress import Progress
 
 MODEL_ENV = "WIKITRACE_MODEL"
-
-
-def announce(plan: Any, *, quiet: bool) -> None:
-    """Say on stderr which format each input was read as (and, with -v, what was ignored)."""
-    if quiet:
-        return
-    for line in plan.describe():
-        click.echo(line, err=True)
-    if logging.getLogger("wikitrace").isEnabledFor(logging.INFO):
-        for item in plan.ignored:
-            click.echo(f"  ignored {item['path']}: {item['reason']}", err=True)
-
-
-def where_of(item: dict[str, Any]) -> str:
-    """path:line or path:position of a reported record."""
-    where = str(item["path"])
-    if item.get("line") is not None:
-        where += f":{item['line']}"
-    if item.get("at") is not None:
-        where += f":{item['at']}"
-    return where
 
 
 def _places(counts: dict[str, int]) -> str:

@@ -26,6 +26,11 @@ TASK_NAMED = (
 """The parameter names this module adds to every command."""
 
 
+def plural(count: int, word: str) -> str:
+    """`1 run`, `2 runs`: a count and its noun (regular plurals only)."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def set_verbosity(verbose: int, quiet: bool) -> None:
     """One stderr handler on wikitrace's logger, at the level -v (-vv) or -q asks for."""
     level = (

@@ -1,6 +1,6 @@
-"""The options that say how runs are compiled (build, add, update) and which logs are read
-(convert too), in named groups; each command receives them as one typed value, `compile:
-CompileSettings` or `reading: InputSettings`.
+"""The options that say how runs are compiled (build, add, update), in named groups; each
+command receives them as one typed value, `compile: CompileSettings` (which holds the
+`reading: InputSettings` of input_options.py).
 """
 
 from __future__ import annotations
@@ -16,56 +16,7 @@ from wikitrace.transport import limits
 
 from .common import DetailedOption, is_quiet
 from .groups import Command, option_group
-
-
-@dataclass(frozen=True)
-class InputSettings:
-    input_format: str
-    labels: tuple[Path, ...]
-    success_threshold: float
-
-
-def _input_option_list() -> list[Callable[[Any], Any]]:
-    from wikitrace.cli.formats import FORMAT_NAMES
-
-    return [
-        click.option(
-            "-f",
-            "--format",
-            "input_format",
-            type=click.Choice(["auto", *FORMAT_NAMES]),
-            default="auto",
-            show_default=True,
-            metavar="NAME",
-            help="The logs' format (`wikitrace convert --help-all`); auto: detect each file's.",
-        ),
-        click.option(
-            "--labels",
-            "labels",
-            multiple=True,
-            type=click.Path(path_type=Path, exists=True),
-            metavar="FILE",
-            cls=DetailedOption,
-            help="Outcomes kept outside the logs (repeatable; a folder: every file).",
-            more="JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
-            "or SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
-        ),
-        click.option(
-            "--success-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=True,
-            help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
-            "rewards, inspect scores; C=1, P=0.5, I=0).",
-        ),
-    ]
-
-
-def input_options(function: Command) -> Command:
-    """--format, --labels and --success-threshold, as `reading: InputSettings`."""
-    return option_group(_input_option_list(), "reading", lambda v: InputSettings(**v))(function)
-
+from .input_options import InputSettings, input_option_list
 
 # --- how runs are compiled -----------------------------------------------------------------
 
@@ -501,6 +452,6 @@ def compile_options(function: Command) -> Command:
         reading = InputSettings(**{name: values.pop(name) for name in names})
         return CompileSettings(reading=reading, **values)
 
-    return option_group(_compile_option_list() + _input_option_list(), "compile", with_inputs)(
+    return option_group(_compile_option_list() + input_option_list(), "compile", with_inputs)(
         function
     )

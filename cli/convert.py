@@ -8,10 +8,8 @@ from typing import Any
 
 import click
 
-from .build import announce, where_of
-from .common import DetailedOption, is_quiet
-from .compile_options import InputSettings, input_options
-from .options import plural
+from .common import DetailedOption, is_quiet, plural
+from .input_options import InputSettings, announce, input_options, where_of
 
 
 @click.command("convert")
@@ -81,12 +79,13 @@ def convert_command(
     written with --on-error stop).
     """
     from wikitrace.compiler.importers import plan_inputs
-    from wikitrace.compiler.importers.convert import convert
 
     quiet = is_quiet()
     plan = plan_inputs(
         list(inputs), reading.input_format, list(reading.labels), reading.success_threshold
     )
+    from wikitrace.compiler.importers.convert import convert  # once there is something to read
+
     announce(plan, quiet=quiet)
     report = convert(
         plan,

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import is_quiet
+from .common import is_quiet, plural
 from .compile_options import prompts_dir_option
 from .gate_options import GateSettings, gate_options
 from .groups import Command, option_group
-from .options import POINTER, no_deploy_option, plural, print_json, runner_options
+from .options import POINTER, no_deploy_option, print_json, runner_options
 from .profiles import profile_option
 from .progress import agent_runs
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -10,21 +11,8 @@ from typing import Any
 
 import click
 
-from .build import build_command
 from .common import attach, deprecated_command, set_verbosity
-from .convert import convert_command
-from .drill import actions_command, turn_command
-from .evaluate import attribute_command, drilldowns_command, eval_command
-from .gate import gate_command, hypothesize_command, monitor_command, retire_command
-from .hooks import hooks_group
-from .lift import lift_group, run_inspect_command
-from .publish import export_group, mcp_command, site_command
-from .search import search_command
 from .settings import FILE_NAME, FROM_HOOK, SETTINGS_META, SettingsError, settings
-from .trust import trust_command
-from .use import audit_command, cite_command, prompt_command, view_command
-from .verify import verify_command
-from .versions import add_command, deploy_command, update_command, versions_command
 
 TRACEBACK_ENV = "WIKITRACE_TRACEBACK"
 COMMAND_ARGS = "wikitrace.command_args"
@@ -85,10 +73,48 @@ columns (the command's own help says the rest)."""
 
 class _Sections(click.Group):
     """`wikitrace --help` lists the commands by workflow; every command added takes -v, -q and
-    --help-all (see common.py)."""
+    --help-all (see common.py). A command registered with `lazy` is imported when it is run
+    or looked up (the root --help needs only SECTIONS), so a command loads its own modules
+    alone; reading `commands` imports them all (the settings files and the docs need that)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lazy: dict[str, tuple[str, str | None]] = {}
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        for name in list(self._lazy):
+            self._load(name)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = dict(value)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        super().add_command(attach(cmd), name)
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._lazy.pop(name, None)
+        self._commands[name] = attach(cmd)
+
+    def lazy(self, name: str, target: str, now: str | None = None) -> None:
+        """Register `target` ("module:attribute" of wikitrace.cli) as command `name`, imported
+        when first needed; with `now`, as a deprecated name of what `now` says."""
+        self._lazy[name] = (target, now)
+
+    def _load(self, name: str) -> None:
+        target, now = self._lazy.pop(name)
+        command = _command(target)
+        self.add_command(deprecated_command(command, name, now) if now else command, name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy:
+            self._load(cmd_name)
+        return self._commands.get(cmd_name)
+
+    def _known(self) -> set[str]:
+        return set(self._commands) | set(self._lazy)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -99,15 +125,25 @@ class _Sections(click.Group):
         return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for _, rows in SECTIONS for name, _ in rows if name in self.commands]
+        known = self._known()
+        return [name for _, rows in SECTIONS for name, _ in rows if name in known]
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # One blank line before the commands, none between workflows: the list fits a screen.
+        known = self._known()
         formatter.write_paragraph()
         for title, rows in SECTIONS:
             formatter.write_text(f"{title}:")
             with formatter.indentation():
-                formatter.write_dl([row for row in rows if row[0] in self.commands])
+                formatter.write_dl([row for row in rows if row[0] in known])
+
+
+def _command(target: str) -> click.Command:
+    """The command `target` ("module:attribute" of wikitrace.cli) names, imported."""
+    module, _, attribute = target.partition(":")
+    command = getattr(importlib.import_module(f"wikitrace.cli.{module}"), attribute)
+    assert isinstance(command, click.Command), target
+    return command
 
 
 @click.group(
@@ -167,41 +203,48 @@ def _run_by_agent(args: list[str]) -> bool:
     )
 
 
-cli.add_command(build_command)
-cli.add_command(add_command)
-cli.add_command(versions_command)
-cli.add_command(update_command)
-cli.add_command(gate_command)
-cli.add_command(monitor_command)
-cli.add_command(retire_command)
-cli.add_command(hypothesize_command)
-cli.add_command(convert_command)
-cli.add_command(verify_command)
-cli.add_command(trust_command)
-cli.add_command(actions_command)
-cli.add_command(turn_command)
-cli.add_command(prompt_command)
-cli.add_command(hooks_group)
-cli.add_command(search_command)
-cli.add_command(cite_command)
-cli.add_command(audit_command)
-cli.add_command(view_command)
-cli.add_command(lift_group)
-cli.add_command(mcp_command)
-cli.add_command(export_group)
+COMMANDS: dict[str, str] = {
+    "build": "build:build_command",
+    "add": "versions:add_command",
+    "versions": "versions:versions_command",
+    "update": "versions:update_command",
+    "gate": "gate:gate_command",
+    "monitor": "gate:monitor_command",
+    "retire": "gate:retire_command",
+    "hypothesize": "gate:hypothesize_command",
+    "convert": "convert:convert_command",
+    "verify": "verify:verify_command",
+    "trust": "trust:trust_command",
+    "actions": "drill:actions_command",
+    "turn": "drill:turn_command",
+    "prompt": "use:prompt_command",
+    "hooks": "hooks:hooks_group",
+    "search": "search:search_command",
+    "cite": "use:cite_command",
+    "audit": "use:audit_command",
+    "view": "use:view_command",
+    "lift": "lift:lift_group",
+    "mcp": "publish:mcp_command",
+    "export": "publish:export_group",
+}
+"""Each command's name and where it lives ("module:attribute" of wikitrace.cli), imported
+only when it is run or looked up (see _Sections)."""
+assert isinstance(cli, _Sections)
+for name, target in COMMANDS.items():
+    cli.lazy(name, target)
 
-DEPRECATED: tuple[tuple[click.Command, str, str], ...] = (
-    (eval_command, "eval", "lift eval"),
-    (attribute_command, "attribute", "lift attribute"),
-    (drilldowns_command, "drilldowns", "lift drilldowns"),
-    (run_inspect_command, "run-inspect", "lift run-inspect"),
-    (site_command, "site", "export site"),
-    (deploy_command, "deploy", "versions CORPUS --deploy VERSION"),
+DEPRECATED: tuple[tuple[str, str, str], ...] = (
+    ("evaluate:eval_command", "eval", "lift eval"),
+    ("evaluate:attribute_command", "attribute", "lift attribute"),
+    ("evaluate:drilldowns_command", "drilldowns", "lift drilldowns"),
+    ("lift:run_inspect_command", "run-inspect", "lift run-inspect"),
+    ("publish:site_command", "site", "export site"),
+    ("versions:deploy_command", "deploy", "versions CORPUS --deploy VERSION"),
 )
-"""Old names kept working for a release (hidden, not counted): the command, its old name and
-what it is now."""
-for command, old, now in DEPRECATED:
-    cli.add_command(deprecated_command(command, old, now))
+"""Old names kept working for a release (hidden, not counted): the command ("module:attribute"
+of wikitrace.cli), its old name and what it is now."""
+for target, old, now in DEPRECATED:
+    cli.lazy(old, target, now)
 
 
 def main(argv: list[str] | None = None) -> Any:

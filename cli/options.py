@@ -28,7 +28,6 @@ __all__ = [
     "judge_options",
     "nl_option",
     "no_deploy_option",
-    "plural",
     "print_json",
     "print_rows",
     "row_options",
@@ -37,11 +36,6 @@ __all__ = [
 
 POINTER = click.Path(path_type=Path, file_okay=False)
 """A corpus: the link `wikitrace build -o` makes (or one version's folder, where reading)."""
-
-
-def plural(count: int, word: str) -> str:
-    """`1 run`, `2 runs`: a count and its noun (regular plurals only)."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def print_json(data: Any) -> None:

@@ -19,9 +19,9 @@ from wikitrace.tools.message_options import (
     MessageOptions,
 )
 
-from .common import TASK_NAMED, DetailedOption, is_quiet, renamed_option
+from .common import TASK_NAMED, DetailedOption, is_quiet, plural, renamed_option
 from .groups import Command, option_group
-from .options import plural, print_json
+from .options import print_json
 from .profiles import profile_option
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)

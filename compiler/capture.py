@@ -27,13 +27,14 @@ from typing import Any, Literal
 
 import orjson
 
-from wikitrace.corpus_schema import InputError, raw_pages
+from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.identity import digest, turn_log
 from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
-from wikitrace.corpus_schema.store import atomic_write, digest
+from wikitrace.corpus_schema.store import atomic_write
 from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
@@ -335,7 +336,7 @@ def _holds_turns(
     """True when step `step`'s turn log is these turns, as a build would write them."""
     shown = list(turns) if redactor is None else redactor.value(list(turns))
     held = base.manifest.files.get(base.layout().raw_turns_rel(step))
-    return held == digest(raw_pages.turn_log(shown)[0])
+    return held == digest(turn_log(shown)[0])
 
 
 def _part_record(run: Run, part: _Part, session: Session) -> dict[str, Any]:

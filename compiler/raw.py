@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, render
+from wikitrace.corpus_schema.identity import digest, fingerprint, given_attempt, turn_log
 from wikitrace.corpus_schema.records import RawHeader, is_judged, repo_json
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
-from wikitrace.corpus_schema.store import CorpusWriter, digest
+from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.turns import summarize
-from wikitrace.versions import FrozenVersion, fingerprint, given_attempt
+from wikitrace.versions import FrozenVersion
 
 from .importers.runs import FormatCounts, SeenRuns, SourceRun, tally
 from .redact import Redactor
@@ -77,7 +78,7 @@ class RawLayer:
                 record.task_type = sys.intern(record.task_type)
             if record.origin:
                 record.origin = sys.intern(record.origin)
-            log_bytes, offsets = raw_pages.turn_log(data["turns"])
+            log_bytes, offsets = turn_log(data["turns"])
             step = self.number(run_key(record, log_bytes))
             if step is not None:
                 yield step, self.write(step, item, data, record, log_bytes, offsets)
@@ -163,8 +164,8 @@ def redacted(
 
 
 def run_key(record: RunRecord, log_bytes: bytes) -> str:
-    """A run's identity across versions (versions.fingerprint), from its redacted record and
-    its turn log as written (raw_pages.turn_log)."""
+    """A run's identity across versions (corpus_schema/identity.py's fingerprint), from its
+    redacted record and its turn log as written (turn_log)."""
     return fingerprint(
         record.task_id, record.outcome, digest(log_bytes), given_attempt(record.metadata)
     )
@@ -191,7 +192,7 @@ def raw_files(
     offsets: list[int],
 ) -> list[tuple[str, str | bytes]]:
     """A new run's raw files: its metadata page, its turns as logged (`log_bytes` and the
-    `offsets` raw_pages.turn_log gives) and their index."""
+    `offsets` identity.turn_log gives) and their index."""
     header = RawHeader(
         step=layout.step(step),
         task_id=record.task_id,

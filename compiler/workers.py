@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
+from wikitrace.corpus_schema.identity import turn_log
 from wikitrace.corpus_schema.records import Outcome
 from wikitrace.corpus_schema.store import NewFiles
 from wikitrace.corpus_schema.tasks import TaskKey
@@ -163,7 +164,7 @@ def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tupl
         item: SourceRun = pickle.loads(blob)
         data = item.data
         clean = _redactor.value(data) if _redactor is not None else data
-        log_bytes, _ = raw_pages.turn_log(clean["turns"])
+        log_bytes, _ = turn_log(clean["turns"])
         record = item.record if clean is data else RunRecord.model_validate(clean)
         checked.append(
             _Checked(
@@ -230,7 +231,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
         else:  # the run as read, its record with it (as raw.RawLayer.runs takes it)
             item: SourceRun = pickle.loads(run.data)
             data, record = item.data, item.record
-        log_bytes, offsets = raw_pages.turn_log(data["turns"])
+        log_bytes, offsets = turn_log(data["turns"])
         source = source_name(run.path, run.line, run.at, _setup.inputs)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
         judged = is_judged(record.metadata)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import CorpusError, first_problem
 from .history import VersionInfo
+from .identity import digest, tagged
 from .layout import (
     FORMAT_VERSION,
     MANIFEST,
@@ -28,7 +29,7 @@ from .layout import (
     READ_FORMAT_VERSIONS,
 )
 from .records import CompiledBy
-from .store import atomic_write, digest, file_digest, stat_key, tagged
+from .store import atomic_write, file_digest, stat_key
 
 
 def builder_version() -> str:

@@ -3,8 +3,7 @@ layout the standalone drill-down tools read (tools/layout.json)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import orjson
 
@@ -45,16 +44,6 @@ def raw_metadata(header: RawHeader, task: str) -> str:
         f"as logged: line N is turn N.\n"
     )
     return with_frontmatter(header, body)
-
-
-def turn_log(turns: Iterable[Mapping[str, Any]]) -> tuple[bytes, list[int]]:
-    """solver.full.jsonl (one JSON object per turn, exactly as logged; line N is turn N) and
-    the byte offset where each line starts, plus the end."""
-    lines = [orjson.dumps(turn) + b"\n" for turn in turns]
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    return b"".join(lines), offsets
 
 
 def turn_index(offsets: Sequence[int], summaries: Sequence[Sequence[str]]) -> bytes:

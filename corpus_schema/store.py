@@ -20,21 +20,10 @@ import orjson
 
 from .errors import CorpusError, InputError
 from .history import HISTORY, STORE_SUFFIX, VERSION_RE
+from .identity import HASH_ALGORITHM, digest, tagged
 from .layout import FORMAT_NAME, MANIFEST
 
 # The lock, in a module of its own, as it was imported from here.
-
-HASH_ALGORITHM = "sha256"
-
-
-def tagged(hashed: hashlib._Hash) -> str:
-    """The algorithm-tagged hash the manifest records: `sha256:<hex>`."""
-    return f"{HASH_ALGORITHM}:{hashed.hexdigest()}"
-
-
-def digest(data: bytes) -> str:
-    """The hash the manifest records for a file's bytes."""
-    return tagged(hashlib.sha256(data))
 
 
 def file_digest(path: str | Path) -> str:

@@ -192,7 +192,7 @@ def test_the_commands_a_user_meets_are_few() -> None:
 
 def test_an_old_command_name_still_works_and_says_what_it_is_now(tmp_path: Path) -> None:
     from wikitrace.cli.common import COMMON
-    from wikitrace.cli.main import DEPRECATED
+    from wikitrace.cli.main import DEPRECATED, _command
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text(
@@ -212,7 +212,8 @@ def test_an_old_command_name_still_works_and_says_what_it_is_now(tmp_path: Path)
         "warning: `wikitrace eval` is deprecated: it is now `wikitrace lift eval`\n" + now[2],
     )
     assert now[0] == 0 and json.loads(now[1])["results"]
-    for command, name, replacement in DEPRECATED:
+    for target, name, replacement in DEPRECATED:
+        command = _command(target)
         alias = cli.commands[name]
         assert alias.hidden and alias.callback is not command.callback
         own = [p.name for p in alias.params if p.name not in COMMON]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from wikitrace.cli.formats import FORMAT_NAMES
+from wikitrace.cli.input_options import FORMAT_NAMES
 from wikitrace.cli.main import cli
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers import READABLE, plan_inputs, zipped

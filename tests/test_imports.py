@@ -5,12 +5,15 @@ drill-down tools) load only what they use."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from helpers import make_run, run, write_runs
 
@@ -135,7 +138,7 @@ def _package(name: str) -> str:
 def test_the_analysis_sees_function_level_and_relative_imports() -> None:
     # A check that finds nothing because it reads nothing would pass forever.
     assert GRAPH["wikitrace.cli.convert"].keys() >= {
-        "wikitrace.cli.build",  # from .build import ...
+        "wikitrace.cli.input_options",  # from .input_options import ...
         "wikitrace.compiler.importers",  # inside the command's function
         "wikitrace.compiler",  # the package importing that submodule runs first
     }
@@ -278,7 +281,10 @@ def test_importing_the_convert_command_loads_nothing_heavy(tmp_path: Path) -> No
 def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None:
     runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
     loaded = _loaded(_cli("convert", str(runs)), tmp_path)
-    assert "wikitrace.compiler.importers.tau" in loaded  # it did read logs
+    assert "wikitrace.compiler.importers.native" in loaded  # it did read logs
+    # Only the reader of the format found: detection reads importers/sniffers.py alone.
+    readers = ("tau", "chat", "swe", "claude_code", "react", "cursor", "hook_folder")
+    assert [m for m in readers if f"wikitrace.compiler.importers.{m}" in loaded] == []
     assert [name for name in HEAVY if name in loaded] == []
     unused = ("build", "compile", "produce", "mine", "offline", "judge")
     assert [m for m in unused if f"wikitrace.compiler.{m}" in loaded] == []
@@ -287,6 +293,45 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
     client = [n for n in loaded if n.startswith("wikitrace.transport") and n not in constants]
     assert client == []
     assert "wikitrace.prompts" not in loaded and "wikitrace.versions.finish" not in loaded
+
+
+MAX_CONVERT_MODULES = 25
+"""Issue 57: the wikitrace modules `wikitrace convert` loads (86 before: every command module,
+every importer to tell a format, the corpus writer to tell a run's identity)."""
+
+
+@pytest.mark.parametrize(
+    ("log", "code"),
+    [
+        (ROOT / "tests/data/tau-bench-airline-3runs.jsonl", 0),  # native JSON Lines
+        (ROOT / "tests/data/tau-bench-original-2results.json", 0),  # tau-bench, a reader of its own
+        (None, 2),  # a file in no format wikitrace knows: refused
+    ],
+)
+def test_convert_loads_few_wikitrace_modules(tmp_path: Path, log: Path | None, code: int) -> None:
+    if log is None:
+        log = tmp_path / "notes.txt"
+        log.write_text("hello\nworld\n")
+    listing = tmp_path / "modules.txt"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from wikitrace.cli.main import main
+        code = 0
+        try:
+            main(["convert", {str(log)!r}])
+        except SystemExit as stop:
+            code = stop.code or 0
+        names = sorted(m for m in sys.modules if m.startswith("wikitrace"))
+        open({str(listing)!r}, "w").write(f"{{code}}\\n" + "\\n".join(names))
+        """
+    )
+    env = {**os.environ, "WIKITRACE_USER_SETTINGS": str(tmp_path / "none.toml")}
+    subprocess.run([sys.executable, "-c", script], capture_output=True, cwd=tmp_path, env=env)
+    given, *loaded = listing.read_text().splitlines()
+    assert int(given) == code
+    assert any(name.startswith("wikitrace.compiler.importers") for name in loaded)
+    assert len(loaded) <= MAX_CONVERT_MODULES, loaded
 
 
 def test_the_drill_down_commands_load_only_the_drill_down_tools(tmp_path: Path) -> None:

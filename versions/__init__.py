@@ -4,9 +4,9 @@ making of new versions (built, added to, or derived by a gate or monitoring deci
 Between `corpus_schema` (the on-disk format, which this package writes) and the packages that
 make versions (`compiler` compiles runs into them, `control` gates and monitors them).
 
-Each name below is loaded from its module when first used: reading one part (a run's
-`fingerprint`, for `wikitrace convert`) does not load the making of versions, whose
-`finish` renders pages with the prompt templates.
+Each name below is loaded from its module when first used: reading one part (a version read
+back) does not load the making of versions, whose `finish` renders pages with the prompt
+templates. A run's identity, which versions compare, is corpus_schema/identity.py's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from wikitrace.corpus_schema.lazy import exports
 if TYPE_CHECKING:
     from .derive import Derivation, count_decisions, derive_version, resolve_insight, write_view
     from .finish import finish_version, staging
-    from .frozen import FrozenVersion, fingerprint, given_attempt
+    from .frozen import FrozenVersion
     from .store import (
         Store,
         abandon_build,
@@ -43,8 +43,6 @@ _HOMES = {
     "finish_version": "finish",
     "staging": "finish",
     "FrozenVersion": "frozen",
-    "fingerprint": "frozen",
-    "given_attempt": "frozen",
     "Store": "store",
     "abandon_build": "store",
     "begin_build": "store",
@@ -70,9 +68,7 @@ __all__ = [
     "check_new_pointer",
     "count_decisions",
     "derive_version",
-    "fingerprint",
     "finish_version",
-    "given_attempt",
     "leave_out",
     "left_unrecorded",
     "list_versions",

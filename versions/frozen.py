@@ -8,11 +8,11 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, Layout, indexes, render
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema.identity import fingerprint, given_attempt
 from wikitrace.corpus_schema.layout import (
     INSIGHT_DIR,
     TOOLS_DIR,
@@ -25,19 +25,6 @@ from wikitrace.corpus_schema.spill import read_version_rows
 from wikitrace.corpus_schema.tasks import TaskKey
 
 from .store import Store
-
-
-def given_attempt(metadata: dict[str, Any]) -> str:
-    """The attempt number a run's log gives, as its identity counts it ("" when none)."""
-    given = metadata.get("attempt")
-    return str(given) if isinstance(given, int) and not isinstance(given, bool) else ""
-
-
-def fingerprint(task_id: str, outcome: str, turn_log_digest: str, attempt: str) -> str:
-    """A run's identity across versions: its task, outcome, the attempt number its log gives
-    (`given_attempt`: two trials of a deterministic agent can log the very same turns), and
-    its turns exactly as the corpus holds them."""
-    return f"{task_id}\0{outcome}\0{attempt}\0{turn_log_digest}"
 
 
 class InsightPages(Mapping[str, corpus_read.Page[InsightHeader]]):

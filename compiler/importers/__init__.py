@@ -3,14 +3,16 @@ a stream of runs in the native shape, label them (from the log, a side-car, or a
 threshold), and validate them.
 
 `plan_inputs()` resolves files and folders into an `InputPlan`, each file's format told from its
-start (so a file is opened again to be read); its `items()` yields each run (`SourceRun`), each
-run with no label (`Unlabelled`) and each bad record (`InputError`), and can be iterated more
-than once (`convert` checks every record before it writes one). A build iterates it once and
-builds the runs it checked (compiler/stages.py).
+start by `sniffers.py` (so a file is opened again to be read, and only the readers of the
+formats found are imported: `FORMATS` names each by "module:function"); its `items()` yields
+each run (`SourceRun`), each run with no label (`Unlabelled`) and each bad record
+(`InputError`), and can be iterated more than once (`convert` checks every record before it
+writes one). A build iterates it once and builds the runs it checked (compiler/stages.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -21,34 +23,15 @@ from typing import Any
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.input_files import input_problem
 
-from . import (
-    aider,
-    atif,
-    chat,
-    claude_code,
-    codex,
-    copilot,
-    cursor,
-    gemini,
-    inspect_log,
-    langfuse,
-    opencode,
-    openhands,
-    otel,
-    react,
-    react_runs,
-    swe,
-    tau,
-    terminal_bench,
-)
-from .base import Candidate, Found, LeftOut, Probe, jsonl_objects, probe
+from . import sniffers
+from .base import Candidate, Found, LeftOut, Probe, probe
 from .labels import Labels, read_labels_file
 from .runs import SourceRun, Unlabelled, check_json, validate
 
 log = logging.getLogger(__name__)
 
 AUTO = "auto"
-LOGS_NAMED_HIDDEN = frozenset({aider.HISTORY_NAME})
+LOGS_NAMED_HIDDEN = frozenset({sniffers.AIDER_HISTORY})
 """Logs whose name starts with a dot, read in a folder all the same (other hidden files are not)."""
 DEFAULT_THRESHOLD = 1.0
 
@@ -58,184 +41,182 @@ class Format:
     name: str
     summary: str
     sniff: Callable[[Probe], bool]
-    read: Callable[[Path, Probe], Iterator[Found]] | None = None
-    """None for a side-car, which labels runs and is no run itself."""
+    """Whether a file is in this format, from its start (sniffers.py: no reader imported)."""
+    reader: str | None = None
+    """Its reader, "module:function" of this package, imported when a file of this format is
+    read; None for a side-car, which labels runs and is no run itself."""
     labels: bool = False
     """A side-car that holds labels (read into the labels); else read by its trajectory."""
-    read_with: Callable[[Path], str | None] | None = None
-    """Why a file of this format is read with another one (a sub-agent with its session),
-    if it is: such a file is listed as ignored, with that reason."""
+    companion: str | None = None
+    """Where to ask ("module:function") why a file of this format is read with another one (a
+    sub-agent with its session), if it is: such a file is listed as ignored, with that reason."""
+
+    def read(self, path: Path, found: Probe) -> Iterator[Found]:
+        """The runs (and bad records) of `path`, a file of this format."""
+        assert self.reader is not None, self.name
+        read: Callable[[Path, Probe], Iterator[Found]] = _resolve(self.reader)
+        return read(path, found)
+
+    def read_with(self, path: Path) -> str | None:
+        """Why `path` is read with another file, if it is."""
+        if self.companion is None:
+            return None
+        why: Callable[[Path], str | None] = _resolve(self.companion)
+        return why(path)
 
 
-def _sniff_native(found: Probe) -> bool:
-    top = found.keys.get("", set())
-    return (
-        found.kind == "jsonl"
-        and "turns" in top
-        and bool(top & {"task_id", "task", "success"})
-        and not top & {"messages", "history"}
-    )
-
-
-def _read_native(path: Path, found: Probe) -> Iterator[Found]:
-    for item in jsonl_objects(path):
-        if isinstance(item, InputError):
-            yield item
-            continue
-        line, data = item
-        given = data.get("metadata")
-        metadata: dict[str, Any] = given if isinstance(given, dict) else {}
-        reward = metadata.get("reward")
-        attempt = metadata.get("attempt")
-        task_id = str(data.get("task_id"))
-        yield Candidate(
-            path=str(path),
-            line=line,
-            data=data,
-            run_id=str(metadata.get("run_id") or f"{task_id}#{attempt or line}"),
-            reward=float(reward)
-            if isinstance(reward, (int, float)) and not isinstance(reward, bool)
-            else None,
-        )
+def _resolve(target: str) -> Any:
+    """The function `target` ("module:function" of this package) names, its module imported."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
 FORMATS: tuple[Format, ...] = (
     Format(
         "native",
         "wikitrace's own JSON Lines (task_id, task, success, turns)",
-        _sniff_native,
-        _read_native,
+        sniffers.native,
+        "native:read",
     ),
     Format(
         "claude-code",
         "Claude Code session (~/.claude/projects/<project>/<session>.jsonl, sub-agents included)",
-        claude_code.sniff,
-        claude_code.read,
-        read_with=claude_code.read_with,
+        sniffers.claude_code,
+        "claude_code:read",
+        companion="claude_code:read_with",
     ),
     Format(
         "codex",
         "Codex CLI rollout (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)",
-        codex.sniff,
-        codex.read,
+        sniffers.codex,
+        "codex:read",
     ),
     Format(
         "gemini-cli",
         "Gemini CLI chat (single JSON or JSON Lines)",
-        gemini.sniff,
-        gemini.read,
-        read_with=gemini.read_with,
+        sniffers.gemini_cli,
+        "gemini:read",
+        companion="gemini:read_with",
     ),
     Format(
         "copilot-chat",
         "GitHub Copilot chat in VS Code (chatSessions/<id>.json or .jsonl, or an exported chat)",
-        copilot.sniff,
-        copilot.read,
+        sniffers.copilot_chat,
+        "copilot:read",
     ),
     Format(
         "cursor",
         "Cursor chats in its SQLite state.vscdb (one run per composer or chat tab)",
-        cursor.sniff,
-        cursor.read,
-        read_with=cursor.read_with,
+        sniffers.cursor,
+        "cursor:read",
+        companion="cursor:read_with",
     ),
     Format(
         "langfuse",
         "Langfuse trace export ({trace, observations}); outcome from a success score",
-        langfuse.sniff,
-        langfuse.read,
+        sniffers.langfuse,
+        "langfuse:read",
     ),
     Format(
         "otel-genai",
         "OpenTelemetry GenAI spans (SDK JSON or OTLP JSON, gen_ai.* attributes)",
-        otel.sniff,
-        otel.read,
+        sniffers.otel_genai,
+        "otel:read",
     ),
     Format(
         "opencode",
         "OpenCode session (~/.local/share/opencode/storage: session/<project>/<id>.json, read "
         "with its message/ and part/ files)",
-        opencode.sniff,
-        opencode.read,
+        sniffers.opencode,
+        "opencode:read",
     ),
     Format(
         "aider",
         "aider chat history (.aider.chat.history.md; one run per session)",
-        aider.sniff,
-        aider.read,
+        sniffers.aider,
+        "aider:read",
     ),
     Format(
         "inspect-eval",
         "inspect_ai eval log, .eval zip",
-        inspect_log.sniff_eval,
-        inspect_log.read_eval,
+        sniffers.inspect_eval,
+        "inspect_log:read_eval",
     ),
-    Format("inspect", "inspect_ai eval log, .json", inspect_log.sniff_json, inspect_log.read_json),
+    Format("inspect", "inspect_ai eval log, .json", sniffers.inspect, "inspect_log:read_json"),
     Format(
         "atif",
         "ATIF trajectory.json (Harbor, Terminal-Bench), schema 1.x",
-        atif.sniff,
-        atif.read,
-        read_with=atif.read_with,
+        sniffers.atif,
+        "atif:read",
+        companion="atif:read_with",
     ),
-    Format("tau2-bench", "τ²-bench simulations file", tau.sniff_tau2, tau.read_tau2),
-    Format("tau-bench", "τ-bench results list", tau.sniff_tau, tau.read_tau),
+    Format("tau2-bench", "τ²-bench simulations file", sniffers.tau2_bench, "tau:read_tau2"),
+    Format("tau-bench", "τ-bench results list", sniffers.tau_bench, "tau:read_tau"),
     Format(
         "terminal-bench",
         "Terminal-Bench 1.0 trial results.json (read with the trial's agent logs)",
-        terminal_bench.sniff,
-        terminal_bench.read,
+        sniffers.terminal_bench,
+        "terminal_bench:read",
     ),
-    Format("mini-swe-agent", "mini-swe-agent .traj.json", swe.sniff_mini, swe.read_mini),
-    Format("swe-agent", "SWE-agent .traj", swe.sniff_sweagent, swe.read_sweagent),
-    Format("openhands", "OpenHands output.jsonl (event history)", openhands.sniff, openhands.read),
+    Format("mini-swe-agent", "mini-swe-agent .traj.json", sniffers.mini_swe_agent, "swe:read_mini"),
+    Format("swe-agent", "SWE-agent .traj", sniffers.swe_agent, "swe:read_sweagent"),
+    Format(
+        "openhands", "OpenHands output.jsonl (event history)", sniffers.openhands, "openhands:read"
+    ),
     Format(
         "openhands-events",
         "OpenHands trajectory saved as a JSON list of events (--save-trajectory-path, download)",
-        openhands.sniff_events,
-        openhands.read_events,
+        sniffers.openhands_events,
+        "openhands:read_events",
     ),
     Format(
         "fever",
         "ReAct FEVER run log (`N Claim:`, Thought/Action/Observation k, {'em': ...}), text or "
         ".ipynb",
-        react_runs.sniff_fever,
-        react_runs.read_fever,
+        sniffers.fever,
+        "react_runs:read_fever",
     ),
     Format(
         "webshop",
         "ReAct WebShop run log (Action: reset, the shop's pages, Your score), text or .ipynb",
-        react_runs.sniff_webshop,
-        react_runs.read_webshop,
+        sniffers.webshop,
+        "react_runs:read_webshop",
     ),
     Format(
         "alfworld",
         "ALFWorld ReAct text log (Act k: / Obs k:)",
-        react.sniff_alfworld,
-        react.read_alfworld,
+        sniffers.alfworld,
+        "react:read_alfworld",
     ),
     Format(
         "hotpotqa",
         "HotpotQA ReAct text log (Thought/Action/Observation k:)",
-        react.sniff_hotpotqa,
-        react.read_hotpotqa,
+        sniffers.hotpotqa,
+        "react:read_hotpotqa",
     ),
     Format(
         "openai",
         "OpenAI chat messages ({messages: [...]} a line, or one list)",
-        chat.sniff,
-        chat.read,
+        sniffers.openai,
+        "chat:read",
     ),
-    Format("swebench-report", "SWE-bench harness report (labels)", swe.sniff_report, labels=True),
-    Format("harbor-result", "Harbor result.json (read with its trajectory)", atif.sniff_result),
+    Format(
+        "swebench-report",
+        "SWE-bench harness report (labels)",
+        sniffers.swebench_report,
+        labels=True,
+    ),
+    Format(
+        "harbor-result", "Harbor result.json (read with its trajectory)", sniffers.harbor_result
+    ),
     Format(
         "opencode-part",
         "OpenCode message or part file (read with its session)",
-        opencode.sniff_part,
+        sniffers.opencode_part,
     ),
 )
 BY_NAME = {f.name: f for f in FORMATS}
-READABLE = tuple(f.name for f in FORMATS if f.read is not None)
+READABLE = tuple(f.name for f in FORMATS if f.reader is not None)
 """The names `--format` accepts (besides auto)."""
 
 
@@ -247,7 +228,7 @@ def detect(found: Probe) -> Format | None:
 
 
 def expected_formats() -> str:
-    return "; ".join(f"{f.name} ({f.summary})" for f in FORMATS if f.read is not None)
+    return "; ".join(f"{f.name} ({f.summary})" for f in FORMATS if f.reader is not None)
 
 
 @dataclass
@@ -284,7 +265,7 @@ class InputPlan:
             how = "detected from content" if detected else "as given by --format"
             if name == "labels":  # the files --labels names, whatever --format says
                 lines.append(f"labels from {n} file{'s' * (n != 1)} given with --labels")
-            elif name not in BY_NAME or BY_NAME[name].read is not None:
+            elif name not in BY_NAME or BY_NAME[name].reader is not None:
                 lines.append(f"reading {n} file{'s' * (n != 1)} as {name} ({how})")
             else:
                 lines.append(f"labels from {n} {name} file{'s' * (n != 1)} ({how})")
@@ -299,7 +280,6 @@ class InputPlan:
     def candidates(self) -> Iterator[tuple[str, Candidate | InputError]]:
         for item in self.files:
             fmt = BY_NAME[item.format]
-            assert fmt.read is not None
             try:
                 found = probe(item.path)
                 nothing = True
@@ -514,7 +494,7 @@ def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
         reason = found.text_error or "not a known trajectory format"
         plan.ignored.append({"path": str(path), "reason": reason})
         return
-    if detected.read is None:
+    if detected.reader is None:
         if detected.labels:
             plan.label_files.append(InputFile(path, detected.name, detected=True))
         else:
@@ -525,7 +505,7 @@ def _add(plan: InputPlan, path: Path, fmt: str, *, given: bool) -> None:
     if fmt != AUTO and detected.name != fmt:
         plan.ignored.append({"path": str(path), "reason": f"detected as {detected.name}"})
         return
-    companion = detected.read_with(path) if detected.read_with else None
+    companion = detected.read_with(path)
     if companion is not None and given:
         raise InputError(
             f"{detected.name}: {companion}", path=path, hint="give that file (or its folder)"

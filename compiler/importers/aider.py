@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from .base import SESSION_NOTE, Candidate, Found, LeftOut, Probe, text_lines
+from .sniffers import AIDER_HEADER
 
 log = logging.getLogger(__name__)
 
-HISTORY_NAME = ".aider.chat.history.md"
-"""What aider names the history in each project (--chat-history-file changes it)."""
-HEADER = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$")
 MARK = "  "
 """The markdown line break aider ends its prompt and `> ` lines with."""
 COMMANDS = (
@@ -89,10 +87,6 @@ PROMPTS = frozenset({"ask", "code", "architect", "context", "help"})
 _COMMAND = re.compile(r"^/(\S*)(.*)$", re.DOTALL)
 _VERSION = re.compile(r"^Aider (v\S+)")
 _MODEL = re.compile(r"^(?:Main model|Models?): (\S+)")
-
-
-def sniff(found: Probe) -> bool:
-    return found.kind == "text" and any(HEADER.match(line) for line in found.lines())
 
 
 @dataclass
@@ -160,7 +154,7 @@ def _is_user(raw: str) -> bool:
 def _sessions(path: Path) -> Iterator[_Session]:
     session: _Session | None = None
     for number, raw in text_lines(path):
-        header = HEADER.match(raw)
+        header = AIDER_HEADER.match(raw)
         if header:
             if session is not None:
                 yield session

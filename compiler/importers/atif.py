@@ -35,24 +35,6 @@ MAX_SUBAGENT_DEPTH = 5
 """Sub-agents of sub-agents are joined this deep; a reference deeper (or in a loop) is not."""
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "map":
-        return False
-    version = found.values.get("schema_version")
-    if isinstance(version, str) and version.upper().startswith("ATIF"):
-        return True
-    return found.has("", "steps", "session_id") and found.has("steps.item", "source")
-
-
-def sniff_result(found: Probe) -> bool:
-    """A Harbor trial's (or job's) result.json: a side-car, read by the trajectory it belongs to."""
-    if found.kind != "json" or found.top != "map":
-        return False
-    return found.has("", "trial_name", "verifier_result") or found.has(
-        "", "n_total_trials", "stats"
-    )
-
-
 def _answers(calls: list[Any], results: list[Any]) -> dict[int, tuple[int, str]]:
     """Which result answers each call (call index -> result index, and how it was paired): the
     result naming the call's `tool_call_id`; then, when the results naming no call are exactly

@@ -19,10 +19,6 @@ from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.input_files import open_input, read_input
 from wikitrace.corpus_schema.work import CODING, infer_kind
 
-from .hook_folder import hook_project
-from .repository import changed_files, folder_of, project_of, repo_state
-from .zipped import read_member
-
 HEAD_BYTES = 256 * 1024
 """How much of a file detection reads."""
 FIRST_LINE_BYTES = 64 * 1024 * 1024
@@ -373,6 +369,8 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def zip_member(archive: zipfile.ZipFile, name: str, path: Path) -> Any:
+    from .zipped import read_member
+
     try:
         return orjson.loads(read_member(archive, name))
     except (
@@ -413,6 +411,9 @@ def session_run(
     or found in its metadata: `project_of`), its kind of work (from the task and the files its
     tool calls changed: corpus_schema/work.py), no outcome of its own, its id the session's,
     and named in a labels file by that id or by the file's name."""
+    from .hook_folder import hook_project  # a session's alone: not loaded to read a benchmark
+    from .repository import changed_files, folder_of, project_of, repo_state
+
     guess = infer_kind(task, changed_files(turns, folder_of(metadata)))
     return Candidate(
         path=str(path),

@@ -139,12 +139,6 @@ def first_user_text(turns: list[dict[str, Any]]) -> str | None:
 # --- the openai format: {messages: [...]} per line, or one JSON document --------------------
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind in ("json", "jsonl") and found.top == "map":
-        return "messages" in found.keys.get("", set()) and found.has("messages.item", "role")
-    return found.kind == "json" and found.top == "array" and found.has("item", "role")
-
-
 RUN_FIELDS = frozenset(
     {"messages", "task_id", "id", "task", "origin", "task_type", "success", "reward"}
 )

@@ -63,18 +63,6 @@ from .claude_code_records import (
 from .claude_code_turns import _Builder
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind != "jsonl":
-        return False
-    for record in found.sample:
-        kind = record.get("type")
-        if isinstance(kind, str) and "parentUuid" in record and "sessionId" in record:
-            return True
-        if kind == "summary" and "leafUuid" in record:
-            return True
-    return False
-
-
 def subagent_parent(path: Path) -> Path | None:
     """The session file a sub-agent's `agent-*.jsonl` belongs to, if it exists: the session
     of its `<session>/subagents/` folder (2.1+), or the `<sessionId>.jsonl` its records name

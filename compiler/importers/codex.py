@@ -34,8 +34,8 @@ import orjson
 from wikitrace.corpus_schema import InputError
 
 from .base import Found, Probe, add_reasoning, jsonl_objects, session_run, text
+from .sniffers import CODEX_ENVELOPES
 
-ENVELOPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 CALLS = frozenset(
     {
         "function_call",
@@ -51,19 +51,6 @@ OUTPUTS = frozenset(
     {"function_call_output", "custom_tool_call_output", "tool_search_output", "tool_result"}
 )
 _EXIT = re.compile(r"^(?:Exit code|Process exited with code):?\s*(-?\d+)", re.MULTILINE)
-
-
-def sniff(found: Probe) -> bool:
-    if found.kind != "jsonl":
-        return False
-    for record in found.sample:
-        kind = record.get("type")  # any JSON value: a list or object cannot be looked up in a set
-        if isinstance(kind, str) and kind in ENVELOPES and isinstance(record.get("payload"), dict):
-            return True
-    first = found.sample[0] if found.sample else {}
-    return set(first) <= {"id", "timestamp", "instructions", "git"} and any(
-        r.get("type") == "message" and "role" in r for r in found.sample[1:]
-    )
 
 
 def _texts(content: Any) -> str | None:
@@ -271,7 +258,7 @@ def _line(rollout: _Rollout, header: _Header, record: dict[str, Any]) -> None:
     kind = record.get("type")
     payload = record.get("payload")
     stamp = record.get("timestamp")
-    if kind not in ENVELOPES or not isinstance(payload, dict):
+    if kind not in CODEX_ENVELOPES or not isinstance(payload, dict):
         if header.meta is None and "id" in record and "type" not in record:  # the legacy header
             header.meta = dict(record)
             return

@@ -7,9 +7,8 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from wikitrace.corpus_schema import InputError, raw_pages
-from wikitrace.corpus_schema.store import digest
-from wikitrace.versions import fingerprint, given_attempt
+from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.identity import digest, fingerprint, given_attempt, turn_log
 
 from . import InputPlan
 from .runs import FormatCounts, SeenRuns, SourceRun, Unlabelled, refuse_bad_records, tally
@@ -70,7 +69,7 @@ def convert(
 
 def _fingerprint(item: SourceRun | Unlabelled) -> str:
     """The run's identity as a build takes it (raw.py), over the run as written."""
-    log_bytes, _ = raw_pages.turn_log(item.data.get("turns") or [])
+    log_bytes, _ = turn_log(item.data.get("turns") or [])
     if isinstance(item, SourceRun):
         record = item.record
         return fingerprint(

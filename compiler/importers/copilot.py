@@ -31,26 +31,8 @@ from wikitrace.corpus_schema import InputError
 
 from .base import Found, LeftOut, Probe, filled, jsonl_objects, load_json, rest, session_run, text
 
-SESSION_KEYS = frozenset({"responderUsername", "requesterUsername", "initialLocation"})
-"""Keys only a Copilot chat session (or its export) has beside `requests`."""
 INVOCATION = "toolInvocationSerialized"
 HINT = "a Copilot chat session holds requests, each with the user's message and the response"
-
-
-def sniff(found: Probe) -> bool:
-    if found.kind == "jsonl":
-        first = found.sample[0] if found.sample else {}
-        snapshot = first.get("v")
-        return first.get("kind") == 0 and isinstance(snapshot, dict) and "requests" in snapshot
-    if found.kind != "json" or found.top != "map":
-        return False
-    if found.values.get("kind") == 0 and found.has("v", "requests"):
-        return True  # a mutation log that is its first snapshot alone, with no line end
-    if not found.has("", "requests"):
-        return False
-    top = found.keys.get("", set())
-    item = found.keys.get("requests.item")
-    return bool(top & SESSION_KEYS) and (item is None or bool(item & {"message", "requestId"}))
 
 
 def _replay(path: Path) -> tuple[dict[str, Any], list[int], list[int]]:

@@ -35,12 +35,9 @@ from typing import Any
 from wikitrace.corpus_schema import InputError
 
 from .base import Candidate, Found, LeftOut, Probe, add_reasoning, filled, rest, session_run, text
+from .sniffers import CURSOR_CHAT_TABS, CURSOR_WORKSPACE_COMPOSERS, sqlite_read_only, sqlite_tables
 
 COMPOSER = "composerData:"
-CHAT_TABS = "workbench.panel.aichat.view.aichat.chatdata"
-WORKSPACE_COMPOSERS = "composer.composerData"
-MARKERS = (CHAT_TABS, WORKSPACE_COMPOSERS, "aiService.prompts")
-"""ItemTable keys only Cursor writes (VS Code's own state database has none of them)."""
 USER, ASSISTANT = 1, 2
 NOTE = (
     "the log carries no outcome: label it with --labels (keyed by its composer or chat tab id) "
@@ -53,39 +50,14 @@ HINT = (
 )
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True)
-
-
-def _tables(db: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def sniff(found: Probe) -> bool:
-    if found.kind != "sqlite":
-        return False
-    if b"cursorDiskKV" in found.head:  # the table's schema is on the first page
-        return True
-    try:
-        with closing(_connect(found.path)) as db:
-            if "ItemTable" not in _tables(db):
-                return False
-            marks = ",".join("?" * len(MARKERS))
-            row = db.execute(f"SELECT 1 FROM ItemTable WHERE key IN ({marks}) LIMIT 1", MARKERS)
-            return row.fetchone() is not None
-    except sqlite3.Error:
-        return False
-
-
 def read_with(path: Path) -> str | None:
     """Why a database is not read on its own: a workspace database with no chats of its own
     (a newer one lists its composers, whose bubbles are in the global database)."""
     try:
-        with closing(_connect(path)) as db:
+        with closing(sqlite_read_only(path)) as db:
             if _composer_count(db) or _tabs(db, path):
                 return None
-            workspace = _item(db, WORKSPACE_COMPOSERS, path)
+            workspace = _item(db, CURSOR_WORKSPACE_COMPOSERS, path)
     except (sqlite3.Error, InputError):
         return None  # read() names the damage
     listed = workspace.get("allComposers") if isinstance(workspace, dict) else None
@@ -101,7 +73,7 @@ def read_with(path: Path) -> str | None:
 
 
 def _composer_count(db: sqlite3.Connection) -> int:
-    if "cursorDiskKV" not in _tables(db):
+    if "cursorDiskKV" not in sqlite_tables(db):
         return 0
     row = db.execute(
         "SELECT COUNT(*) FROM cursorDiskKV WHERE key >= ? AND key < ?", (COMPOSER, "composerData;")
@@ -123,7 +95,7 @@ def _json(raw: Any, path: Path, at: str) -> Any:
 
 
 def _item(db: sqlite3.Connection, key: str, path: Path) -> Any:
-    if "ItemTable" not in _tables(db):
+    if "ItemTable" not in sqlite_tables(db):
         return None
     row = db.execute("SELECT value FROM ItemTable WHERE key = ?", (key,)).fetchone()
     return None if row is None else _json(row[0], path, f"ItemTable:{key}")
@@ -136,7 +108,7 @@ def _inline(composer: Any) -> bool:
 
 def _tabs(db: sqlite3.Connection, path: Path) -> list[dict[str, Any]]:
     """The chat tabs that hold bubbles (a new tab holds none)."""
-    chats = _item(db, CHAT_TABS, path)
+    chats = _item(db, CURSOR_CHAT_TABS, path)
     tabs = chats.get("tabs") if isinstance(chats, dict) else None
     return [t for t in tabs or [] if isinstance(t, dict) and t.get("bubbles")]
 
@@ -345,7 +317,7 @@ def _bubbles(
 
 
 def _workspace(db: sqlite3.Connection, path: Path) -> Iterator[Found]:
-    composers = _item(db, WORKSPACE_COMPOSERS, path)
+    composers = _item(db, CURSOR_WORKSPACE_COMPOSERS, path)
     listed = composers.get("allComposers") if isinstance(composers, dict) else None
     for composer in listed or []:
         if not _inline(composer):
@@ -353,12 +325,14 @@ def _workspace(db: sqlite3.Connection, path: Path) -> Iterator[Found]:
         composer_id = str(composer.get("composerId"))
         bubbles = [b for b in composer["conversation"] if isinstance(b, dict)]
         metadata = {"composer": filled(rest(composer, {"conversation"}))}
-        yield _run(path, composer_id, bubbles, metadata, f"{WORKSPACE_COMPOSERS}:{composer_id}")
+        yield _run(
+            path, composer_id, bubbles, metadata, f"{CURSOR_WORKSPACE_COMPOSERS}:{composer_id}"
+        )
     for tab in _tabs(db, path):
         bubbles = [_tab_bubble(b) for b in tab["bubbles"] if isinstance(b, dict)]
         tab_id = str(tab.get("tabId"))
         metadata = {"chat_tab": filled(rest(tab, {"bubbles"}))}
-        yield _run(path, tab_id, bubbles, metadata, f"{CHAT_TABS}:{tab_id}")
+        yield _run(path, tab_id, bubbles, metadata, f"{CURSOR_CHAT_TABS}:{tab_id}")
 
 
 def _tab_bubble(bubble: dict[str, Any]) -> dict[str, Any]:
@@ -382,8 +356,8 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
     nothing = True
     unused: Counter[str] = Counter()
     try:
-        with closing(_connect(path)) as db:
-            tables = _tables(db)
+        with closing(sqlite_read_only(path)) as db:
+            tables = sqlite_tables(db)
             parts = []
             if "cursorDiskKV" in tables:
                 parts.append(_global(db, path, unused))

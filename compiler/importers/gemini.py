@@ -37,22 +37,6 @@ from .base import (
 KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind == "json" and found.top == "array":  # a saved chat: a list of Content
-        return found.has("item", "role") and found.has("item", "parts")
-    if found.kind == "jsonl":
-        return any(
-            ("projectHash" in r and "sessionId" in r)
-            or (r.get("type") in ("user", "gemini") and "id" in r and "content" in r)
-            for r in found.sample
-        )
-    if found.kind != "json" or found.top != "map":
-        return False
-    if found.has("", "messages") and found.has("messages.item", "type"):
-        return found.has("", "sessionId") or found.has("", "projectHash")
-    return found.has("", "history") and found.has("history.item", "parts")
-
-
 def _parts(value: Any) -> tuple[str | None, list[Any]]:
     """Message content -> (its text, the parts that are not text: images, responses, ...)."""
     if value is None or isinstance(value, str):

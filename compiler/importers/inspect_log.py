@@ -14,26 +14,10 @@ from wikitrace.corpus_schema import InputError
 
 from .base import Candidate, Found, Probe, json_items, json_value, need, rest, zip_member
 from .chat import chat_turns, first_user_text
+from .labels import LETTER_SCORES
 
-LETTER_SCORES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
-"""inspect_ai's own value_to_float for its letter grades."""
 _ATTACHMENT = re.compile(r"attachment://([0-9a-f]{32})")
 _SAMPLE_MEMBER = re.compile(r"^samples/.+\.json$")
-
-
-def sniff_json(found: Probe) -> bool:
-    return (
-        found.kind == "json"
-        and found.top == "map"
-        and found.has("", "eval")
-        and ("version" in found.keys.get("", set()) or "status" in found.keys.get("", set()))
-    )
-
-
-def sniff_eval(found: Probe) -> bool:
-    return found.kind == "zip" and (
-        "header.json" in found.zip_names or "_journal/start.json" in found.zip_names
-    )
 
 
 def _resolve(value: Any, attachments: dict[str, str]) -> Any:

@@ -22,8 +22,10 @@ from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Probe, jsonl_objects, load_json, probe
-from .inspect_log import LETTER_SCORES
-from .swe import report_labels, sniff_report
+from .sniffers import swebench_report
+
+LETTER_SCORES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+"""inspect_ai's own value_to_float for its letter grades."""
 
 ID_COLUMNS = ("run_id", "id", "task_id", "instance_id", "sample_id")
 VALUE_COLUMNS = ("success", "resolved", "reward", "score", "label", "value")
@@ -135,7 +137,9 @@ def read_labels_file(path: Path, labels: Labels, found: Probe | None = None) -> 
     found = found or probe(path)
     source = path.name  # what a run's metadata names: not how the path was spelled
     labels.files.append(str(path))
-    if sniff_report(found):
+    if swebench_report(found):
+        from .swe import report_labels
+
         for key, resolved in report_labels(path).items():
             labels.add(key, resolved, source)
         return

@@ -28,17 +28,6 @@ SUCCESS_SCORES = frozenset(
 _TOOL_PREFIXES = ("running tool:", "execute_tool")
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind not in ("json", "jsonl"):
-        return False
-    prefix = "item." if found.top == "array" else ""
-    if found.has(prefix.rstrip(".") or "", "trace", "observations"):
-        return True
-    return found.has(prefix.rstrip(".") or "", "observations") and found.has(
-        f"{prefix}observations.item", "type", "startTime"
-    )
-
-
 def _tool_name(name: str) -> str:
     for prefix in _TOOL_PREFIXES:
         if name.startswith(prefix):

@@ -40,31 +40,6 @@ HINT = (
 )
 
 
-def sniff(found: Probe) -> bool:
-    """A session's file: `{id: ses_..., projectID, directory, title, time, ...}`."""
-    top = found.keys.get("", set())
-    return (
-        found.kind in ("json", "jsonl")
-        and found.top == "map"
-        and {"id", "directory", "title", "time"} <= top
-        and bool(top & {"projectID", "version"})
-        and not top & {"role", "messageID", "sessionID"}
-        and str(found.values.get("id", "")).startswith("ses_")
-    )
-
-
-def sniff_part(found: Probe) -> bool:
-    """A message's file (`{id: msg_..., sessionID, role}`) or a part's (`{id: prt_...,
-    sessionID, messageID, type}`): read with their session."""
-    top = found.keys.get("", set())
-    if found.kind not in ("json", "jsonl") or found.top != "map" or "sessionID" not in top:
-        return False
-    ident = str(found.values.get("id", ""))
-    return (ident.startswith("msg_") and "role" in top) or (
-        ident.startswith("prt_") and {"messageID", "type"} <= top
-    )
-
-
 class _Reader:
     """One session's messages and parts, read from the storage folder, as turns."""
 

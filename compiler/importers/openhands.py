@@ -30,15 +30,6 @@ from .chat import first_user_text
 RESULT_KEYS = ("result", "resolved", "success", "correct")
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind not in ("jsonl", "json") or found.top != "map":
-        return False
-    top = found.keys.get("", set())
-    return "history" in top and bool(
-        top & {"instruction", "instance", "test_result", "instance_id", "issue"}
-    )
-
-
 def _action_turn(event: dict[str, Any]) -> dict[str, Any]:
     given = event.get("args")
     args: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -182,13 +173,6 @@ def read(path: Path, found: Probe) -> Iterator[Found]:
 # What `openhands --save-trajectory-path` writes, and the GUI's trajectory download: one
 # conversation, a JSON list of its events (actions with `args`, observations naming their
 # action in `cause`, the model's tool call in `tool_call_metadata`). No outcome.
-
-
-def sniff_events(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "array":
-        return False
-    item = found.keys.get("item", set())
-    return "source" in item and bool(item & {"action", "observation"})
 
 
 def _conversation(path: Path) -> str:

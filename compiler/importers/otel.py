@@ -32,21 +32,6 @@ LLM_OPERATIONS = frozenset(
 TOOL_OPERATIONS = frozenset({"execute_tool", "tool"})
 
 
-def sniff(found: Probe) -> bool:
-    if found.kind == "json" and found.top == "map" and found.has("", "resourceSpans"):
-        return True
-    if found.kind == "jsonl":
-        return any(
-            "resourceSpans" in r or (isinstance(r.get("attributes"), dict) and "context" in r)
-            for r in found.sample
-        )
-    prefix = "item" if found.top == "array" else "spans.item"
-    attributes = found.keys.get(f"{prefix}.attributes", set())
-    return found.has(prefix, "attributes") and (
-        "gen_ai.operation.name" in attributes or found.has(prefix, "context")
-    )
-
-
 def _value(raw: Any) -> Any:
     """An OTLP AnyValue -> a plain value."""
     if not isinstance(raw, dict):

@@ -23,12 +23,10 @@ import orjson
 from wikitrace.corpus_schema.work import ALFWORLD_TYPES
 
 from .base import Candidate, Found, Probe, text_lines
+from .sniffers import ALFWORLD_ACT, ALFWORLD_GAME, ALFWORLD_OBS, REACT_QUESTION, REACT_STEP
 
 # --- ALFWorld ---------------------------------------------------------------------------------
 
-_GAME = re.compile(r"^((?:pick|look)_[a-z_]+)-[^\s/]+/trial_\S+$")
-_ACT = re.compile(r"^Act (\d+): ?(.*)$", re.DOTALL)
-_OBS = re.compile(r"^Obs (\d+): ?(.*)$", re.DOTALL)
 _RESULT = re.compile(r"^(\d+) r (\S+) rs (.*)$")
 _LLM_START = re.compile(r"^-----(\w+) LLM output start-----$")
 _LLM_END = re.compile(r"^-----(\w+) LLM output end-----$")
@@ -39,17 +37,6 @@ STDERR_LINE = re.compile(
 )
 """A line a library wrote to stderr into the log (warnings, logging, tracebacks): no task text."""
 _GOAL = re.compile(r"^Your task is to: ")
-
-
-def sniff_alfworld(found: Probe) -> bool:
-    if found.kind != "text":
-        return False
-    lines = found.lines()
-    return (
-        any(_ACT.match(x) for x in lines)
-        and any(_OBS.match(x) for x in lines)
-        and any(_GAME.match(x) for x in lines)
-    )
 
 
 def _alfworld_type(game: str) -> str | None:
@@ -145,7 +132,7 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
             else:
                 llm["lines"].append(line)
             continue
-        game = _GAME.match(line)
+        game = ALFWORLD_GAME.match(line)
         if game:
             yield from finish()
             episode = _Episode(line, number)
@@ -158,8 +145,8 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
             episode.llm_outputs.append(llm)
             episode.pending.append(llm)
             continue
-        act = _ACT.match(line)
-        obs = _OBS.match(line)
+        act = ALFWORLD_ACT.match(line)
+        obs = ALFWORLD_OBS.match(line)
         result = _RESULT.match(line)
         if act:
             turn = episode.turn(int(act.group(1)))
@@ -195,22 +182,10 @@ def read_alfworld(path: Path, found: Probe) -> Iterator[Found]:
 
 _TRIAL = re.compile(r"^BEGIN TRIAL (\d+)\s*$")
 _SECTION = re.compile(r"^-+ BEGIN (CORRECT|INCORRECT|HALTED) AGENTS -+\s*$")
-_QUESTION = re.compile(r"^(?:Question|Claim): ?(.*)$")
-_STEP = re.compile(r"^(Thought|Action|Observation)(?: (\d+))?: ?(.*)$")
 _REFLECTED = re.compile(r"\s*You have attempted to answer (?:the )?following question before")
 """Reflexion appends this, and the reflections, to a question from its second trial on."""
 _ANSWER = re.compile(r"^Correct answer: ?(.*)$")
 STEP_FIELD = {"Thought": "reasoning", "Action": "action", "Observation": "observation"}
-
-
-def sniff_hotpotqa(found: Probe) -> bool:
-    if found.kind != "text":
-        return False
-    lines = found.lines()
-    kinds = {m.group(1) for m in map(_STEP.match, lines) if m}
-    numbered = {"Thought", "Action"} <= kinds
-    plain = {"Action", "Observation"} <= kinds  # the Action: / Observation: variant
-    return (numbered or plain) and any(_QUESTION.match(x) for x in lines)
 
 
 def _question_id(question: str) -> str:
@@ -255,7 +230,7 @@ class _Question:
             self.blank_lines += 1
             return
         blank, self.blank_lines = self.blank_lines, 0
-        step = _STEP.match(line)
+        step = REACT_STEP.match(line)
         answer = _ANSWER.match(line)
         if step:
             if step.group(2) is not None:
@@ -354,7 +329,7 @@ def read_hotpotqa(path: Path, found: Probe) -> Iterator[Found]:
     for number, line in text_lines(path):
         trial_match = _TRIAL.match(line)
         section_match = _SECTION.match(line)
-        question = _QUESTION.match(line)
+        question = REACT_QUESTION.match(line)
         if trial_match or section_match or question:
             if current is not None:
                 close(current)

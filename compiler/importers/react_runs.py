@@ -17,21 +17,16 @@ without buying scores 0, as the notebook counts it.
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.input_files import read_input
 
 from .base import Candidate, Found, Probe, text_lines
+from .sniffers import FEVER_CLAIM, FEVER_STEP, is_notebook, text_of
 
-_CLAIM = re.compile(r"^(\d+) Claim: ?(.*)$")
-_FEVER_STEP = re.compile(r"^(Thought|Action|Observation) (\d+): ?(.*)$")
 _FEVER_INFO = re.compile(r"^\{'steps': .*\}\s*$")
 _FIELDS = {"Thought": "reasoning", "Action": "action", "Observation": "observation"}
 _FEVER_TALLY = re.compile(r"^\d+ \d+ [\d.]+ [\d.]+\s*$")
@@ -49,75 +44,19 @@ _THINK = re.compile(r"^think\[(.*)\]$", re.DOTALL)
 # --- the text: a log file, or a notebook's cell outputs -------------------------------------
 
 
-def _is_notebook(found: Probe) -> bool:
-    """A Jupyter notebook (its `nbformat` key comes last, after every cell: not in the head)."""
-    return (
-        found.kind == "json"
-        and found.top == "map"
-        and found.has("", "cells")
-        and (found.has("cells.item", "cell_type") or found.path.suffix == ".ipynb")
-    )
-
-
-@functools.lru_cache(maxsize=4)
-def _notebook_text(path: Path, size: int, mtime: int) -> str:
-    """The text a notebook's cells printed, in order (stream outputs and plain-text results);
-    cached by the file's size and time, as both sniffers and the reader ask for it."""
-    data = orjson.loads(read_input(path))
-    parts: list[str] = []
-    cells = data.get("cells") if isinstance(data, dict) else None
-    for cell in cells if isinstance(cells, list) else []:
-        outputs = cell.get("outputs") if isinstance(cell, dict) else None
-        for output in outputs if isinstance(outputs, list) else []:
-            if not isinstance(output, dict):
-                continue
-            value = output.get("text")
-            if value is None and isinstance(output.get("data"), dict):
-                value = output["data"].get("text/plain")
-            if isinstance(value, list):
-                value = "".join(str(piece) for piece in value)
-            if isinstance(value, str):
-                parts.append(value if value.endswith("\n") else value + "\n")
-    return "".join(parts)
-
-
-def _text_of(path: Path, found: Probe) -> str | None:
-    """A notebook's printed text, or None for a plain text log (read a line at a time)."""
-    if not _is_notebook(found):
-        return None
-    stat = path.stat()
-    return _notebook_text(path, stat.st_size, stat.st_mtime_ns)
-
-
 def _lines(path: Path, found: Probe) -> Iterator[tuple[int, str]]:
-    printed = _text_of(path, found)
+    printed = text_of(path, found)
     if printed is None:
         yield from text_lines(path)
     else:  # numbered within the notebook's printed text
         yield from enumerate(printed.splitlines(), start=1)
 
 
-def _head(path: Path, found: Probe) -> list[str]:
-    if found.kind == "text":
-        return found.lines()
-    if _is_notebook(found):
-        try:
-            return (_text_of(path, found) or "")[:65536].splitlines()
-        except (OSError, orjson.JSONDecodeError):
-            return []
-    return []
-
-
 def _at(found: Probe) -> str | None:
-    return "cell outputs" if _is_notebook(found) else None
+    return "cell outputs" if is_notebook(found) else None
 
 
 # --- FEVER --------------------------------------------------------------------------------
-
-
-def sniff_fever(found: Probe) -> bool:
-    lines = _head(found.path, found)
-    return any(_CLAIM.match(x) for x in lines) and any(_FEVER_STEP.match(x) for x in lines)
 
 
 def read_fever(path: Path, found: Probe) -> Iterator[Found]:
@@ -155,7 +94,7 @@ def read_fever(path: Path, found: Probe) -> Iterator[Found]:
         )
 
     for number, line in _lines(path, found):
-        claim = _CLAIM.match(line)
+        claim = FEVER_CLAIM.match(line)
         if claim:
             if episode is not None:
                 yield close(episode)
@@ -164,7 +103,7 @@ def read_fever(path: Path, found: Probe) -> Iterator[Found]:
             continue
         if episode is None:
             continue
-        step = _FEVER_STEP.match(line)
+        step = FEVER_STEP.match(line)
         if step:
             turn = episode["turns"].setdefault(int(step.group(2)), {"role": "agent"})
             turn[_FIELDS[step.group(1)]] = step.group(3)
@@ -191,13 +130,6 @@ def read_fever(path: Path, found: Probe) -> Iterator[Found]:
 
 
 # --- WebShop ------------------------------------------------------------------------------
-
-
-def sniff_webshop(found: Probe) -> bool:
-    lines = _head(found.path, found)
-    return any(x.startswith("Action: reset") for x in lines) and any(
-        x.strip() == "Webshop" for x in lines
-    )
 
 
 def _instruction(page: str) -> str:

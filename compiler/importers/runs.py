@@ -151,9 +151,9 @@ def tally(counts: FormatCounts, fmt: str, key: str) -> None:
 
 class SeenRuns:
     """The runs one reading of the input has met, each known by a 16-byte digest of its
-    identity (`versions.fingerprint`, 100-odd characters): a run the input holds twice (the
-    same file given twice, a log copied into two folders) is written once, by a build and by
-    `convert` alike."""
+    identity (`corpus_schema.identity.fingerprint`, 100-odd characters): a run the input holds
+    twice (the same file given twice, a log copied into two folders) is written once, by a
+    build and by `convert` alike."""
 
     def __init__(self) -> None:
         self._digests: set[bytes] = set()

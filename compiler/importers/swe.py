@@ -10,7 +10,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import Candidate, Found, Probe, load_json, need, rest, stream_keys, text
+from .base import Candidate, Found, Probe, load_json, need, rest, text
 from .chat import chat_turns, first_user_text
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)\n?```", re.DOTALL)
@@ -48,20 +48,6 @@ def _swe_run(
 
 
 # --- mini-swe-agent ---------------------------------------------------------------------------
-
-
-def sniff_mini(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "map":
-        return False
-    fmt = found.values.get("trajectory_format")
-    if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
-        return True
-    keys = found.keys
-    if found.keys.get("") == {"info"}:
-        # mini-swe-agent writes `info` first, with the patch it submitted in it: a big patch
-        # pushes `info.mini_version` and `messages` past the head, so read on to `messages`.
-        keys = stream_keys(found.path, until="messages")
-    return "mini_version" in keys.get("info", set()) and "messages" in keys.get("", set())
 
 
 def mini_turns(messages: list[Any]) -> list[dict[str, Any]]:
@@ -112,12 +98,6 @@ def read_mini(path: Path, found: Probe) -> Iterator[Found]:
 
 
 # --- SWE-agent --------------------------------------------------------------------------------
-
-
-def sniff_sweagent(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "map":
-        return False
-    return found.has("", "trajectory") and found.has("trajectory.item", "action")
 
 
 STEP_FIELDS = {"response": "content", "thought": "reasoning", "action": "action"}
@@ -173,24 +153,6 @@ def read_sweagent(path: Path, found: Probe) -> Iterator[Found]:
 
 
 # --- SWE-bench reports (labels) ---------------------------------------------------------------
-
-
-def sniff_report(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "map":
-        return False
-    top = found.keys.get("", set())
-    if "resolved" in top and ("tests_status" in top or "patch_exists" in top):
-        return True
-    if "resolved" in top and found.path.name == "report.json":  # logs/<instance_id>/report.json
-        return True
-    if "resolved_ids" in top:
-        # A Terminal-Bench run's results.json has resolved_ids too, beside its trials' results.
-        return not top & {"results", "accuracy", "n_resolved"}
-    # {instance_id: {resolved: ...}}: any second-level map with 'resolved'
-    return any(
-        prefix.count(".") == 0 and prefix and "resolved" in keys and "tests_status" in keys
-        for prefix, keys in found.keys.items()
-    )
 
 
 def report_labels(path: Path) -> dict[str, bool]:

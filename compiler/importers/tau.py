@@ -28,10 +28,6 @@ def _number(value: Any) -> float | None:
 # --- τ-bench ----------------------------------------------------------------------------------
 
 
-def sniff_tau(found: Probe) -> bool:
-    return found.kind == "json" and found.top == "array" and found.has("item", "traj", "task_id")
-
-
 def _domain(turns: list[dict[str, Any]]) -> str:
     """τ-bench files do not name their domain; its policy, the system message, does."""
     for turn in turns[:2]:
@@ -94,12 +90,6 @@ def read_tau(path: Path, found: Probe) -> Iterator[Found]:
 
 
 # --- τ²-bench ---------------------------------------------------------------------------------
-
-
-def sniff_tau2(found: Probe) -> bool:
-    if found.kind != "json" or found.top != "map":
-        return False
-    return found.has("", "simulations") or found.has("tasks.item", "user_scenario")
 
 
 def _scenario_text(task: dict[str, Any]) -> str | None:

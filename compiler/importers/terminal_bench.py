@@ -34,12 +34,6 @@ from .base import Candidate, Found, Probe, load_json, rest
 _EPISODE = re.compile(r"episode-(\d+)$")
 
 
-def sniff(found: Probe) -> bool:
-    return (
-        found.kind == "json" and found.top == "map" and found.has("", "instruction", "is_resolved")
-    )
-
-
 def _read(path: Path) -> str:
     return read_input(path).decode("utf-8", "replace")
 
