@@ -203,7 +203,11 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     runs (one per task), the project's own first, then the same kind's."""
     visible = _visible(memory, scope)
     # The project's alone when it has runs; else the same kind's; no other kind's.
-    kept = [i for i in visible if scope.shows(memory.run_of(i))]
+    # Decided once a run (Memory.run_of's run by step), not once a lesson.
+    run_shown = {run.step: scope.shows(run) for run in memory.runs}
+    unknown_shown = scope.shows(None)
+    insights = memory.insights
+    kept = [i for i in visible if run_shown.get(insights[i].source_step, unknown_shown)]
     other_kinds = 0
     if scope.kind is not None and not scope.project_has_runs:
         other_kinds = len({memory.groups[i] for i in visible}) - len(
