@@ -128,7 +128,7 @@ def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: P
     """
     from wikitrace.tools.hook_recall import parse_recall_payload, recall
 
-    from .hook import default_log, logging_to, read_payload
+    from .hook_io import default_log, logging_to, read_payload
     from .settings import user_projects
 
     with logging_to(hook_log or default_log()):

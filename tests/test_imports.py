@@ -344,3 +344,24 @@ def test_the_drill_down_commands_load_only_the_drill_down_tools(tmp_path: Path) 
         assert [
             n for n in loaded if n.startswith(("wikitrace.compiler", "wikitrace.versions"))
         ] == []
+
+
+def test_recall_at_a_session_s_start_loads_no_pydantic_nor_search(tmp_path: Path) -> None:
+    """`hooks recall` runs at every session's start: it reads the payload and logs without the
+    capture hook's payload models (pydantic), and has no task to rank, so no search index."""
+    project = {"project": "github.com/acme/app", "kind": "fix-bug"}
+    runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True, **project)])
+    assert run(["-q", "build", str(runs), "-o", str(tmp_path / "corpus")])[0] == 0
+    app = tmp_path / "app"
+    subprocess.run(["git", "init", "-q", str(app)], check=True)
+    remote = ["git", "-C", str(app), "remote", "add", "origin", "git@github.com:acme/app.git"]
+    subprocess.run(remote, check=True)
+    payload = f'{{"hook_event_name": "SessionStart", "cwd": "{app}"}}'.encode()
+    log = tmp_path / "hook.log"
+    stdin = f"import io, sys\nsys.stdin = io.TextIOWrapper(io.BytesIO({payload!r}))\n"
+    loaded = _loaded(stdin + _cli("hooks", "recall", "corpus", "--hook-log", str(log)), tmp_path)
+    # Its project has runs here: the message was rendered (the offline build drew no lesson).
+    assert "nothing recalled: no lesson applies" in log.read_text()
+    assert "wikitrace.tools.first_message" in loaded
+    heavy = ("pydantic", "numpy", "bm25s", "litellm", "wikitrace.cli.hook")
+    assert [name for name in heavy if name in loaded] == []

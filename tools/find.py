@@ -114,7 +114,9 @@ def search(
                     item.read_only,
                 )
             )
-    runs = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
+    runs = [
+        i for i, run in enumerate(memory.runs) if not (excluded and run.task_key.named_in(excluded))
+    ]
     if "compilations" in kinds:
         compiled = [i for i in runs if memory.runs[i].explanation]
         for i, score in _best(memory.compilation_ranker, query, compiled, limit, min_score):

@@ -60,6 +60,8 @@ class Memory:
     def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
         """Whether `item` rests on a run of a task `excluded` names (TaskKey.named_in): its
         source run's, or one a mined lesson quotes."""
+        if not excluded:  # nothing left out: no task key made (a search reads every item)
+            return False
         if item.source_task.named_in(excluded):
             return True
         return any(

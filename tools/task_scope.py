@@ -131,7 +131,7 @@ def task_scope(
     own = [
         i
         for i, run in enumerate(memory.runs)
-        if run.project in projects and not run.task_key.named_in(excluded)
+        if run.project in projects and not (excluded and run.task_key.named_in(excluded))
     ]
     if project_found and not own:
         project = None
@@ -147,9 +147,11 @@ def task_scope(
     run_ok = [
         i
         for i, run in enumerate(memory.runs)
-        if not run.task_key.named_in(excluded) and (types is None or run.task_type in types)
+        if not (excluded and run.task_key.named_in(excluded))
+        and (types is None or run.task_type in types)
     ]
-    has_runs = any(i in set(run_ok) for i in own)
+    shown = set(run_ok)
+    has_runs = any(i in shown for i in own)
     if has_runs:
         run_ok = [i for i in run_ok if memory.runs[i].project in projects]
     kind, kind_inferred, kind_unsure = _task_kind(memory, task, kind, run_ok)
@@ -246,7 +248,7 @@ def _by_similar(
     runs' domains counted (an untyped run as "untyped")."""
     for i in memory.runs_by_task.get(task_words(task), ()):
         run = memory.runs[i]
-        if run.task_type and not run.task_key.named_in(excluded):
+        if run.task_type and not (excluded and run.task_key.named_in(excluded)):
             # A past run of this very task says what it is, whatever else shares its words.
             return frozenset([run.task_type]), "similar", None
     voters, matched = _voters(memory, task, excluded, nearest)
@@ -295,7 +297,9 @@ def _voters(
     one run per task, up to `nearest` tasks, each scoring at least `VOTE_SCORE` against it (a
     run that shares a stray word with the task is no evidence of its domain), and sharing a
     word with it outside its domain's template (`_Template`)."""
-    allowed = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
+    allowed = [
+        i for i, run in enumerate(memory.runs) if not (excluded and run.task_key.named_in(excluded))
+    ]
     matched = scored(memory.run_ranker, task, allowed)  # every run sharing a word, best first
     template: _Template | None = None
     voters: list[tuple[str | None, float]] = []
@@ -365,7 +369,7 @@ class _Template:
         self.left_out: Counter[tuple[str, int]] = Counter()
         texts: set[str] = set()
         for run in memory.runs:
-            if not run.task_key.named_in(excluded):
+            if not (excluded and run.task_key.named_in(excluded)):
                 continue
             text = task_words(run.task)
             if text in texts:
