@@ -29,6 +29,24 @@ _READ_ONLY_COMMANDS = frozenset(["view", "read"])
 """An editor tool's commands that change nothing (str_replace_based_edit_tool's `view`)."""
 
 
+def _command_text(arguments: dict[str, Any]) -> str | None:
+    """The command a tool call's arguments run (`command`, a string or a list of words), as
+    one text; None when they name none."""
+    command = arguments.get("command")
+    if isinstance(command, list):
+        return "\n".join(str(part) for part in command)
+    return command if isinstance(command, str) else None
+
+
+def _named_path(arguments: dict[str, Any]) -> list[str]:
+    """The file a tool call's arguments name (the first of _PATH_KEYS given), or none."""
+    return [
+        arguments[key]
+        for key in _PATH_KEYS
+        if isinstance(arguments.get(key), str) and arguments[key].strip()
+    ][:1]
+
+
 def changed_files(turns: list[dict[str, Any]], folder: str | None = None) -> list[str]:
     """The files a session's tool calls changed, in the order first changed: the path of each
     call of a tool whose name says it changes files, and every file an apply_patch envelope
@@ -44,18 +62,12 @@ def changed_files(turns: list[dict[str, Any]], folder: str | None = None) -> lis
             text = arguments if isinstance(arguments, str) else None
             if isinstance(arguments, dict):
                 command = arguments.get("command")
-                if isinstance(command, list):
-                    text = "\n".join(str(part) for part in command)
-                elif isinstance(command, str):
-                    text = command
+                if (command_text := _command_text(arguments)) is not None:
+                    text = command_text
                 if _CHANGING.search(str(call.get("name") or "")) and not (
                     isinstance(command, str) and command in _READ_ONLY_COMMANDS
                 ):
-                    found += [
-                        arguments[key]
-                        for key in _PATH_KEYS
-                        if isinstance(arguments.get(key), str) and arguments[key].strip()
-                    ][:1]
+                    found += _named_path(arguments)
             if text:
                 found += _PATCHED.findall(text)
     relative = [
@@ -136,19 +148,12 @@ def touched_files(turns: list[dict[str, Any]], folder: str | None = None) -> lis
                 with contextlib.suppress(ValueError):  # arguments logged as a JSON string
                     arguments = json.loads(text)
             if isinstance(arguments, dict):
-                command = arguments.get("command")
-                if isinstance(command, list):
-                    text = "\n".join(str(part) for part in command)
-                elif isinstance(command, str):
-                    text = command
+                if (command_text := _command_text(arguments)) is not None:
+                    text = command_text
                 workdir = arguments.get("workdir")
                 if isinstance(workdir, str) and prefix and workdir.startswith(prefix):
                     within = workdir[len(prefix) :].rstrip("/") + "/"
-                found += [
-                    arguments[key]
-                    for key in _PATH_KEYS
-                    if isinstance(arguments.get(key), str) and arguments[key].strip()
-                ][:1]
+                found += _named_path(arguments)
             if text:
                 found += _PATCHED.findall(text)
                 if _SHELL.search(str(call.get("name") or "")):
