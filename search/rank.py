@@ -207,11 +207,7 @@ class Ranker:
             texts = iter(texts)
             while part := list(itertools.islice(texts, chunk)):
                 tokens.extend(_tokenize(part))
-            if not tokens.vocab:  # no text holds a word to index: they rank in order
-                return cls(len(tokens.ids), None)
-            index = _index_class()(block, folder if columns else None, columns)
-            index.index(tokens, show_progress=False)
-            return cls(len(tokens.ids), index)
+            return cls._indexed(tokens, block, folder, columns)
         finally:
             tokens.ids.close()
 
@@ -230,13 +226,20 @@ class Ranker:
         try:
             for page in pages:
                 tokens.extend_counted(page)
-            if not tokens.vocab:
-                return cls(len(tokens.ids), None)
-            index = _index_class()(block, folder if columns else None, columns)
-            index.index(tokens, show_progress=False)
-            return cls(len(tokens.ids), index)
+            return cls._indexed(tokens, block, folder, columns)
         finally:
             tokens.ids.close()
+
+    @classmethod
+    def _indexed(
+        cls, tokens: _Tokens, block: int, folder: Path | None, columns: int | None
+    ) -> Ranker:
+        """A ranker over the texts `tokens` holds (`of`, `of_pages`)."""
+        if not tokens.vocab:  # no text holds a word to index: they rank in order
+            return cls(len(tokens.ids), None)
+        index = _index_class()(block, folder if columns else None, columns)
+        index.index(tokens, show_progress=False)
+        return cls(len(tokens.ids), index)
 
     def save(self, folder: Path) -> None:
         """Into `folder` (made, or empty but for the pages `count_pages` gave): how many texts
