@@ -23,7 +23,7 @@ from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
-from wikitrace.corpus_schema.store import CorpusWriter, check_output
+from wikitrace.corpus_schema.writing import CorpusWriter, check_output
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client
 from wikitrace.transport.clients import connect

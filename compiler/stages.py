@@ -17,7 +17,7 @@ from wikitrace.corpus_schema import InputError, Layout
 from wikitrace.corpus_schema.history import Changes
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import InsightRows, JsonLines, RunRows
-from wikitrace.corpus_schema.store import spill_file
+from wikitrace.corpus_schema.writing import spill_file
 
 from .compile import CompileStats
 from .importers import InputPlan

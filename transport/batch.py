@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import WikitraceError
-from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.corpus_schema.writing import atomic_write
 
 from .fast_path import FastClient
 from .llm import CachedLLM, LiteLLMClient, LLMCallError, LLMReply, Message, ResponseCache
