@@ -39,7 +39,7 @@ from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
 from .importers import plan_inputs
-from .importers.hook_folder import HookFolder, hook_folder_path
+from .importers.repository import HookFolder, hook_folder_path
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport
