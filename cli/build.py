@@ -157,7 +157,7 @@ def compile_with_progress(
     progress = Progress("processed {done}/{total} runs", bar="compiling", quiet=quiet)
 
     def say(text: str) -> None:
-        progress.close()  # a batch build's rounds each show their progress anew
+        progress.close()  # each round of a batch pass, and the build, show their progress anew
         if not quiet:
             click.echo(text, err=True)
 

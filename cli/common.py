@@ -4,6 +4,10 @@
 `main.py` attaches these to each command as it is registered, so a new command has them
 without asking. A command's help text may end its first screen with a line holding only
 `\\f` (click's mark): what follows is shown by --help-all and in docs/cli.md.
+
+Also what commands share in how they take options: a group of options that reaches a command
+as one typed value (`option_group`), an option whose help --help leaves out
+(`DetailedOption`), an old option or command name kept for a release.
 """
 
 from __future__ import annotations
@@ -13,17 +17,18 @@ import functools
 import inspect
 import logging
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 COMMON = ("verbose", "quiet", "help_all")
+"""The parameter names this module adds to every command."""
 TASK_NAMED = (
     " A task is named by its id (the task of that id in every source) or SOURCE:ID (that "
     "source's alone), as raw/_index.md lists it."
 )
 """How --exclude-task names a task (corpus_schema/tasks.py, TaskKey.named_in)."""
-"""The parameter names this module adds to every command."""
 
 
 def plural(count: int, word: str) -> str:
@@ -67,6 +72,32 @@ class DetailedOption(click.Option):
     def __init__(self, *args: Any, more: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.more = more
+
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def option_group(
+    options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
+) -> Callable[[Command], Command]:
+    """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
+
+    def decorate(function: Command) -> Command:
+        keys: list[str] = []
+
+        @functools.wraps(function)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            values = {key: kwargs.pop(key) for key in keys}
+            return function(*args, **{name: make(values)}, **kwargs)
+
+        wrapped: Any = command
+        for option in reversed(options):
+            wrapped = option(wrapped)
+        # The parameter names the group added: the newest entries of click's list.
+        keys.extend(p.name for p in wrapped.__click_params__[-len(options) :] if p.name)
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
 
 
 def renamed_option(old: str, new: str) -> Any:

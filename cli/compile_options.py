@@ -14,8 +14,7 @@ import click
 
 from wikitrace.transport import limits
 
-from .common import DetailedOption, is_quiet
-from .groups import Command, option_group
+from .common import Command, DetailedOption, is_quiet, option_group
 from .input_options import InputSettings, input_option_list
 
 # --- how runs are compiled -----------------------------------------------------------------

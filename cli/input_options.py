@@ -12,8 +12,7 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
-from .groups import Command, option_group
+from .common import Command, DetailedOption, option_group
 
 FORMAT_NAMES = (
     "native",

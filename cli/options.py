@@ -4,7 +4,7 @@ JSON.
 
 A group such as `@row_options` adds its options to a command and hands the command one keyword
 argument (`scoring: RowSettings`) instead of loose ones, so no command reads its options by
-string key (groups.py does the handing). The compile and input groups live in
+string key (common.py's option_group does the handing). The compile and input groups live in
 compile_options.py, the gate's in gate_options.py; the quiet flag is common.py's `is_quiet`.
 """
 
@@ -17,8 +17,7 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
-from .groups import Command, option_group
+from .common import Command, DetailedOption, option_group
 
 __all__ = [
     "POINTER",

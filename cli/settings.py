@@ -488,7 +488,7 @@ def trust(
     """Record (or with `remove`, forget) the project settings file found from `folder`, with
     its hash, as the user's say that its safe keys may be read; the keys it has that are still
     refused, with why. Raises SettingsError when no project file is found."""
-    from wikitrace.corpus_schema.store import atomic_write
+    from wikitrace.corpus_schema.writing import atomic_write
 
     found = project_file(folder)
     if found is None:

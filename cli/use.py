@@ -19,8 +19,15 @@ from wikitrace.tools.message_options import (
     MessageOptions,
 )
 
-from .common import TASK_NAMED, DetailedOption, is_quiet, plural, renamed_option
-from .groups import Command, option_group
+from .common import (
+    TASK_NAMED,
+    Command,
+    DetailedOption,
+    is_quiet,
+    option_group,
+    plural,
+    renamed_option,
+)
 from .options import print_json
 from .profiles import profile_option
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wikitrace.corpus_schema.lazy import exports
+from wikitrace.corpus_schema import exports
 
 if TYPE_CHECKING:
     from .build import add_runs, add_version, build_corpus

@@ -23,7 +23,7 @@ from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
-from wikitrace.corpus_schema.store import CorpusWriter, check_output
+from wikitrace.corpus_schema.writing import CorpusWriter, check_output
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client
 from wikitrace.transport.clients import connect
@@ -64,7 +64,6 @@ from .stages import (
     NothingNew,
     Planned,
     ReadInputs,
-    Waiting,
     assemble_report,
     plan_build,
     read_inputs,
@@ -389,9 +388,9 @@ def _make_version(
     store: Store | None = None,
 ) -> MadeVersion:
     """Read the inputs, then write a frozen version in `staging_dir` (and what the `store`
-    keeps beside it: see `finish_version`). With --batch, the version is built in rounds
-    (transport/batch.py): a round whose calls the cache cannot all answer is abandoned, its
-    requests batched, and the stages after reading run again once the batches are answered."""
+    keeps beside it: see `finish_version`). With --batch, a pass before the build fills the
+    response cache through the provider's batch API (`_batch_pass`); the build then runs once,
+    as any build does, and finds every answer there."""
     options = planned.options
     started = time.monotonic()
     judge = _make_judge(options, judge_llm)
@@ -401,15 +400,15 @@ def _make_version(
         log.info("%d runs to build (%d records skipped)", read.total, len(read.skipped))
         templates = None if options.offline else Templates.load(options.prompts_dir)
         model = None if options.offline else _make_llm(options, llm)
-        batch = _batching(options, model, say)
-        model = batch or model
         try:
-            build_round = _Round(
-                planned, read, version, base, store, templates, model, batch, progress, started
+            stages = _Stages(
+                planned, read, version, base, store, templates, model, progress, started
             )
-            outcome = _in_rounds(
-                lambda: in_staging(staging_dir, build_round, keep=_is_made), batch, say
-            )
+            batch = _batching(options, model, say)
+            if batch is not None:
+                _batch_pass(dataclasses.replace(stages, model=batch), batch, staging_dir, say)
+                stages = dataclasses.replace(stages, model=batch.answers())
+            outcome = in_staging(staging_dir, stages, keep=_is_made)
         finally:
             close(model)
     if isinstance(outcome, NothingNew):
@@ -422,14 +421,43 @@ def _make_version(
     return outcome
 
 
-def _is_made(outcome: MadeVersion | NothingNew | Waiting) -> bool:
+def _is_made(outcome: MadeVersion | NothingNew) -> bool:
     return isinstance(outcome, MadeVersion)
 
 
+def _batch_pass(stages: _Stages, batch: BatchLLM, scratch: Path, say: Say | None) -> None:
+    """--batch: fill the response cache before the build. Each round runs the compile stage in
+    `scratch` (then removed) with `batch` as its model, which queues what the cache cannot
+    answer; the queued requests are submitted, waited for (resumably: transport/batch.py) and
+    their answers cached. The pass ends with a round that asks for nothing new: what the
+    answers of the last one led to (a correction, a quote repair) was asked in its own round."""
+    tell = say or log.info
+    while True:
+        batch.start_round()
+        try:
+            in_staging(scratch, stages.compile_only, keep=lambda _: False)
+        except BaseException:
+            batch.discard()
+            raise
+        if batch.finish_round():
+            break
+        tell(f"{batch.waiting} requests wait for answers from the provider's batch API")
+        try:
+            asyncio.run(batch.settle())
+        finally:
+            batch.discard()
+    # Said even when the cache held every answer: it ends the pass's progress display.
+    tell(
+        "every answer is in the cache: building"
+        if not batch.submitted
+        else "the batches' answers are in the cache: building"
+    )
+
+
 @dataclass(frozen=True)
-class _Round:
-    """The stages after reading, run in a staging folder: once, or for a --batch build
-    again in each round, anew."""
+class _Stages:
+    """The stages after reading, run once in a staging folder (and the compile stage alone,
+    for each round of a --batch pass)."""
 
     planned: Planned
     read: ReadInputs
@@ -438,17 +466,15 @@ class _Round:
     store: Store | None
     templates: Templates | None
     model: LLM | None
-    """The compile model; with --batch, `batch`."""
-    batch: BatchLLM | None
+    """The compile model; in a --batch pass, the `BatchLLM` that queues what it is asked."""
     progress: Progress | None
     started: float
 
-    def __call__(self, root: Path) -> MadeVersion | NothingNew | Waiting:
+    def __call__(self, root: Path) -> MadeVersion | NothingNew:
         options, base = self.planned.options, self.base
         with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
-            # Spill files go when the round ends, even when interrupted.
-            total = self.read.total
-            layout = base.layout(root) if base else Layout(root, step_width=id_width(total))
+            # Spill files go when the build ends, even when interrupted.
+            layout = self._layout(root)
             compiled = self.compile(writer, layout, spills)
             if not isinstance(compiled, CompiledRuns):
                 return compiled
@@ -484,9 +510,25 @@ class _Round:
             )
             return MadeVersion(report, finished)
 
+    def compile_only(self, root: Path) -> None:
+        """The compile stage alone, in `root`, mining nothing: what a --batch pass's round
+        asks the model."""
+        with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
+            self.compile(writer, self._layout(root), spills, mine=False)
+
+    def _layout(self, root: Path) -> Layout:
+        if self.base is not None:
+            return self.base.layout(root)
+        return Layout(root, step_width=id_width(self.read.total))
+
     def compile(
-        self, writer: CorpusWriter, layout: Layout, spills: contextlib.ExitStack[bool | None]
-    ) -> CompiledRuns | NothingNew | Waiting:
+        self,
+        writer: CorpusWriter,
+        layout: Layout,
+        spills: contextlib.ExitStack[bool | None],
+        *,
+        mine: bool = True,
+    ) -> CompiledRuns | NothingNew:
         """Stage three: each run checked written to the raw layer (redacted, numbered) and
         compiled, offline, by the model, or in worker processes."""
         options, base, model, total = self.planned.options, self.base, self.model, self.read.total
@@ -502,7 +544,7 @@ class _Round:
         producer = Producer(total, layout, self.progress, compiled)
         raw = RawLayer(options, self.read.runs, writer, layout, producer.advance, base)
         spills.enter_context(contextlib.closing(raw))
-        miner = _make_miner(base, writer.root.parent) if options.mine else None
+        miner = _make_miner(base, writer.root.parent) if options.mine and mine else None
         if miner is not None:
             spills.enter_context(contextlib.closing(miner))
         runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
@@ -519,8 +561,6 @@ class _Round:
             )
         if base is not None and not raw.rows:
             return NothingNew(raw.counts())
-        if self.batch is not None and not self.batch.finish_round():
-            return Waiting(producer.deferred)
         return CompiledRuns(
             raw.rows,
             raw.tasks,
@@ -531,29 +571,3 @@ class _Round:
             producer.failed,
             miner,
         )
-
-
-def _in_rounds(
-    build_round: Callable[[], MadeVersion | NothingNew | Waiting],
-    batch: BatchLLM | None,
-    say: Say | None,
-) -> MadeVersion | NothingNew:
-    """Build the version, in rounds when a batch must answer first: each a new run of the
-    stages after reading."""
-    while True:
-        try:
-            if batch is not None:
-                batch.start_round()
-            outcome = build_round()
-        except BaseException:
-            if batch is not None:
-                batch.discard()
-            raise
-        if not isinstance(outcome, Waiting):
-            return outcome
-        assert batch is not None
-        (say or log.info)(f"{outcome.deferred} runs wait for answers from the provider's batch API")
-        try:
-            asyncio.run(batch.settle())
-        finally:
-            batch.discard()

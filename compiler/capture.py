@@ -34,12 +34,12 @@ from wikitrace.corpus_schema.input_files import input_problem, read_input
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.projects import repository_at
 from wikitrace.corpus_schema.records import RawHeader
-from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.corpus_schema.writing import atomic_write
 from wikitrace.versions import FrozenVersion, open_store
 
 from .build import add_version
 from .importers import plan_inputs
-from .importers.hook_folder import HookFolder, hook_folder_path
+from .importers.repository import HookFolder, hook_folder_path
 from .importers.runs import SourceRun, Unlabelled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport

@@ -23,7 +23,7 @@ from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
-from wikitrace.corpus_schema.store import CorpusWriter
+from wikitrace.corpus_schema.writing import CorpusWriter
 from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
 

@@ -13,8 +13,8 @@ from typing import Any, overload
 
 import orjson
 
-from wikitrace.corpus_schema.store import spill_file
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
+from wikitrace.corpus_schema.writing import spill_file
 
 from .mine_patterns import Action
 

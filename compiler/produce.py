@@ -26,7 +26,7 @@ from wikitrace.corpus_schema.catalog import claim_texts
 from wikitrace.corpus_schema.catalog_build import WrittenInsights
 from wikitrace.corpus_schema.records import READ_ONLY, Outcome, is_judged, support_of
 from wikitrace.corpus_schema.spill import InsightRows
-from wikitrace.corpus_schema.store import CorpusWriter, spill_file
+from wikitrace.corpus_schema.writing import CorpusWriter, spill_file
 from wikitrace.transport.batch import Deferred
 from wikitrace.transport.llm import LLM, LLMCallError
 

@@ -13,9 +13,9 @@ from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, rende
 from wikitrace.corpus_schema.identity import digest, fingerprint, given_attempt, turn_log
 from wikitrace.corpus_schema.records import RawHeader, is_judged, repo_json
 from wikitrace.corpus_schema.spill import JsonLines, RunRows
-from wikitrace.corpus_schema.store import CorpusWriter
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.turns import summarize
+from wikitrace.corpus_schema.writing import CorpusWriter
 from wikitrace.versions import FrozenVersion
 
 from .importers.runs import FormatCounts, SeenRuns, SourceRun, tally

@@ -1,5 +1,5 @@
 """The values a build's stages hand on (compiler/build.py runs them): what is read (`Planned`),
-the runs checked (`ReadInputs`), the runs compiled (`CompiledRuns`, or `NothingNew` or `Waiting`)
+the runs checked (`ReadInputs`), the runs compiled (`CompiledRuns`, or `NothingNew`)
 and the layers written (`Layers`); the report (report.py's `BuildReport`) is assembled from them
 at the end (`assemble_report`)."""
 
@@ -17,7 +17,7 @@ from wikitrace.corpus_schema import InputError, Layout
 from wikitrace.corpus_schema.history import Changes
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import InsightRows, JsonLines, RunRows
-from wikitrace.corpus_schema.store import spill_file
+from wikitrace.corpus_schema.writing import spill_file
 
 from .compile import CompileStats
 from .importers import InputPlan
@@ -56,7 +56,7 @@ def plan_build(options: BuildOptions) -> Planned:
 class CheckedRuns:
     """The valid runs of the input in the order read, each kept whole (JSON and record) in an
     unnamed temporary file in `folder`: the input is read once, and what was checked is what
-    is built, in every round of a --batch build."""
+    is built, and what each round of a --batch pass compiles."""
 
     def __init__(self, folder: Path) -> None:
         self._file = spill_file(folder, "runs")
@@ -247,14 +247,6 @@ class NothingNew:
 
     counts: RawCounts
     """The runs left out as held already."""
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A --batch round deferred some calls: wait for the batches, then build again."""
-
-    deferred: int
-    """Runs whose compilation waits for a batch."""
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from typing import Any
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.identity import turn_log
 from wikitrace.corpus_schema.records import Outcome
-from wikitrace.corpus_schema.store import NewFiles
 from wikitrace.corpus_schema.tasks import TaskKey
+from wikitrace.corpus_schema.writing import NewFiles
 
 from .importers.runs import SourceRun
 from .mine import Miner, run_patterns

@@ -50,7 +50,7 @@ from wikitrace.corpus_schema.layout import GATE_DIR, decision_id
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import READ_ONLY, InsightHeader
-from wikitrace.corpus_schema.store import remove_tree
+from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.search import consolidate
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import (

@@ -57,8 +57,8 @@ from wikitrace.corpus_schema.ledger import (
     load_model,
 )
 from wikitrace.corpus_schema.lock import build_lock
-from wikitrace.corpus_schema.store import remove_tree
 from wikitrace.corpus_schema.tasks import TaskKey, refuse_shared, task_key
+from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.transport.llm import LLM
 from wikitrace.versions import FrozenVersion, Store, leave_out, write_json
 

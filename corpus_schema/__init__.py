@@ -1,18 +1,22 @@
 """The on-disk format of a wikitrace corpus: records, paths, rendering, manifest and verify.
 
 This package owns the format and imports nothing from the rest of wikitrace. Each name below
-is loaded from its module when first used, so that reading one part (an error class, a
-path) does not load the typed records (pydantic) or the rendering.
+is loaded from its module when first used (PEP 562: `exports`, which the `compiler` and
+`versions` packages use too), so that reading one part (an error class, a path) does not load
+the typed records (pydantic) or the rendering.
 """
 
 from __future__ import annotations
 
-from .lazy import exports
+import sys
 
 # typing costs more to import than the drill-down tools (drilldown.py, a module of this
 # package that a corpus carries as is): mypy only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from .errors import CorpusError, InputError, WikitraceError
     from .layout import FORMAT_NAME, FORMAT_VERSION, Layout, id_width, parse_insight, parse_step
     from .manifest import Manifest, VerifyReport, verify
@@ -78,5 +82,25 @@ __all__ = [
     "parse_step",
     "verify",
 ]
+
+
+def exports(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
+    """The module `__getattr__` of `package`: a name in `homes` is imported from the
+    submodule named there, and kept as an ordinary attribute from then on (so that a test may
+    replace it); importing one part of the package then loads only what that part needs."""
+    namespace = sys.modules[package].__dict__
+
+    def load(name: str) -> Any:
+        import importlib  # here: importing a package need not load it (the drill-down tools)
+
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{home}"), name)
+        namespace[name] = value
+        return value
+
+    return load
+
 
 __getattr__ = exports(__name__, _HOMES)

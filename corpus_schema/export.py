@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from .errors import CorpusError
-from .store import check_output, is_empty_dir, remove_tree
+from .writing import check_output, is_empty_dir, remove_tree
 
 EXPORT_MARKER = ".wikitrace-export"
 """A file in every folder `wikitrace export skill` or `wikitrace site` writes: what it is and

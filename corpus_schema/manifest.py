@@ -29,7 +29,7 @@ from .layout import (
     READ_FORMAT_VERSIONS,
 )
 from .records import CompiledBy
-from .store import atomic_write, file_digest, stat_key
+from .writing import atomic_write, file_digest, stat_key
 
 
 def builder_version() -> str:

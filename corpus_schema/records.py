@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .tasks import TaskKey, task_key
 from .work import kind_named
+
+if TYPE_CHECKING:  # a task key is made when asked for: reading a log needs none
+    from .tasks import TaskKey
 
 Outcome = Literal["success", "failure"]
 CompiledBy = Literal["llm", "offline"]
@@ -171,6 +173,8 @@ class RunRecord(_Strict):
     @property
     def task_key(self) -> TaskKey:
         """Its task: its source and its id."""
+        from .tasks import task_key
+
         return task_key(self.origin, self.task_id)
 
 
@@ -337,6 +341,8 @@ class RawHeader(_Strict):
     @property
     def task_key(self) -> TaskKey:
         """Its task: its source and its id."""
+        from .tasks import task_key
+
         return task_key(self.origin, self.task_id)
 
 
@@ -439,6 +445,8 @@ class MinedFinding(_Strict):
     @property
     def task(self) -> TaskKey | None:
         """The one task a divergence is about, with its source."""
+        from .tasks import task_key
+
         return None if self.task_id is None else task_key(self.task_origin, self.task_id)
 
     @property

@@ -12,7 +12,7 @@ from typing import Any, Self, TypeVar, overload
 import orjson
 
 from .indexes import InsightRow, RunRow
-from .store import atomic_write, spill_file
+from .writing import atomic_write, spill_file
 
 READ_AHEAD = 512
 """Rows read from the file at once when they are read in order."""

@@ -238,7 +238,7 @@ def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None], what: str) ->
 
 def _write(path: Path, before: bytes | None, after: bytes, what: str) -> Change:
     # The store's module is heavy to import, and this one is imported at every CLI start.
-    from wikitrace.corpus_schema.store import atomic_write
+    from wikitrace.corpus_schema.writing import atomic_write
 
     if before is not None and _same(before, after, path):
         return Change(path, f"{what}: already so, not changed", changed=False)

@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.corpus_schema.writing import atomic_write
 from wikitrace.tools.message_options import BUDGET_TOKENS, DEFAULT_MOUNT, SIMILAR, MessageOptions
 
 from .views import loaded, view_for

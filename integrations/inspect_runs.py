@@ -24,7 +24,7 @@ import orjson
 
 from wikitrace.compiler.importers.inspect_log import score_value
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.corpus_schema.writing import atomic_write
 from wikitrace.evaluation.rows import ResultRow, read_rows
 
 from .inspect import METADATA_KEY, Mode, with_memory

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema.history import STORE_SUFFIX
-from wikitrace.corpus_schema.store import remove_tree
+from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.tools.mcp_server import Corpus
 
 _lock = threading.Lock()

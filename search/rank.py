@@ -308,7 +308,7 @@ class _TokenIds:
 
     def __init__(self, folder: Path | None = None) -> None:
         # Only building a ranker spills: loading one (a hook's recall) imports no store.
-        from wikitrace.corpus_schema.store import spill_file
+        from wikitrace.corpus_schema.writing import spill_file
 
         self._words = spill_file(folder, "ranker-words")
         self._counts = spill_file(folder, "ranker-counts")

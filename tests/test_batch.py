@@ -18,7 +18,7 @@ import pytest
 
 from wikitrace.corpus_schema import verify
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Deferred
-from wikitrace.transport.llm import CachedLLM, ResponseCache
+from wikitrace.transport.llm import CachedLLM, LLMCallError, ResponseCache
 
 from batch_stub import BatchStub, default_answer, serving
 from helpers import FakeLLM, good_answer, make_run, run, write_runs
@@ -287,3 +287,40 @@ def test_requests_are_split_into_files_of_at_most_the_limit(tmp_path: Path) -> N
         assert [json.loads(line)["custom_id"] for line in path.read_text().splitlines()] == keys
     batch.discard()
     assert not any(path.exists() for path, _ in files)
+
+
+def test_after_the_pass_the_build_takes_every_answer_from_the_cache(tmp_path: Path) -> None:
+    class Api:
+        def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+            return {"model": "m", "messages": messages}
+
+        def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+            return 0.5
+
+    inner = FakeLLM(answer=lambda messages: "an answer")
+    cached = CachedLLM(inner, ResponseCache(tmp_path / "cache"))
+    batch = BatchLLM(cached, Api(), BatchSettings())  # type: ignore[arg-type]
+    old, new, refused, unasked = ([{"role": "user", "content": n}] for n in "abcd")
+    asyncio.run(cached.complete(old))  # in the cache before this build
+    batch.start_round()
+    with pytest.raises(Deferred):
+        asyncio.run(batch.complete(new))
+    batch.forget(old)  # the pass forgets nothing: the build must find the same answers
+    assert not batch.finish_round() and batch.waiting == 1
+    line = {"custom_id": ResponseCache.key(cached.cache_identity(), new)}
+    line["response"] = {"status_code": 200, "body": {"choices": [{"message": {"content": "x"}}]}}
+    batch._answer("batch_1", "file-1", 1, json.dumps(line).encode())
+    batch.settled.add("batch_1")
+    batch.failed[ResponseCache.key(cached.cache_identity(), refused)] = "batch_1 refused it"
+
+    answers = batch.answers()
+    made = asyncio.run(answers.complete(new))  # a batch this process waited for: a call
+    assert (made.text, made.cached, made.attempts, made.cost_usd) == ("x", False, 1, 0.5)
+    assert asyncio.run(answers.complete(old)).cached  # answered before: a cache hit
+    with pytest.raises(LLMCallError, match="batch_1 refused it"):
+        asyncio.run(answers.complete(refused))
+    with pytest.raises(LLMCallError, match="no batch answered this request"):
+        asyncio.run(answers.complete(unasked))  # never sent at once, never deferred
+    assert len(inner.calls) == 1  # only the call made before the build
+    answers.forget(old)  # the build forgets what it cannot use
+    assert cached.cache.get(ResponseCache.key(cached.cache_identity(), old)) is None

@@ -311,9 +311,9 @@ def test_runs_compiled_out_of_order_make_the_corpus_made_in_order(
     import asyncio
     import itertools
 
-    from wikitrace.corpus_schema import store
+    from wikitrace.corpus_schema import writing
 
-    monkeypatch.setattr(store, "SORT_CHUNK_LINES", 3)
+    monkeypatch.setattr(writing, "SORT_CHUNK_LINES", 3)
     runs = [make_run(f"t{n}", success=n % 3 != 0) for n in range(16)]
     path = write_runs(tmp_path / "runs.jsonl", runs)
     launched = itertools.count()
@@ -376,10 +376,10 @@ def test_a_page_that_cannot_be_written_ends_the_build_not_a_run(
 ) -> None:
     """Writing a run's pages also writes those of earlier runs it lets through: a write that
     fails (a full disk) fails the build, never one run, so no page an index names is missing."""
-    from wikitrace.corpus_schema import store
+    from wikitrace.corpus_schema import writing
 
     path = write_runs(tmp_path / "runs.jsonl", [make_run(f"t{n}") for n in range(6)])
-    real_write = store.write_new
+    real_write = writing.write_new
     failed: list[str] = []
 
     def fails_once(path: str, chunks: Any) -> str:
@@ -388,7 +388,7 @@ def test_a_page_that_cannot_be_written_ends_the_build_not_a_run(
             raise OSError(28, "No space left on device", str(path))
         return real_write(path, chunks)
 
-    monkeypatch.setattr(store, "write_new", fails_once)
+    monkeypatch.setattr(writing, "write_new", fails_once)
     with pytest.raises(OSError, match="No space left on device"):
         build(path, tmp_path / "corpus", FakeLLM(), concurrency=3, use_cache=False)
     assert failed and not (tmp_path / "corpus").exists()

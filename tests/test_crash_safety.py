@@ -292,14 +292,14 @@ def test_force_never_removes_a_versions_folder_that_is_not_ours(
 def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
     tmp_path: Path, inputs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from wikitrace.corpus_schema import store as store_module
+    from wikitrace.corpus_schema import writing
 
     from helpers import run
 
     old, new = inputs
     corpus = tmp_path / "corpus"
     build_corpus(BuildOptions(inputs=[old], output=corpus))
-    real_write = store_module.write_new
+    real_write = writing.write_new
     writes = [0]
 
     def fills_up(path: Path, chunks: Iterable[bytes]) -> str:
@@ -308,7 +308,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
             raise OSError(28, "No space left on device", str(path))
         return real_write(path, chunks)
 
-    monkeypatch.setattr(store_module, "write_new", fills_up)
+    monkeypatch.setattr(writing, "write_new", fills_up)
     code, out, err = run(["build", str(new), "-o", str(corpus), "--force"])
     assert (code, out) == (1, "")
     assert err.splitlines()[-1].startswith("error: ")

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema import Claim, CorpusError, Evidence, indexes, read, spill, store
+from wikitrace.corpus_schema import Claim, CorpusError, Evidence, indexes, read, spill, writing
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import Layout, id_width, link, parse_step
@@ -188,7 +188,7 @@ def test_lines_sorted_a_chunk_at_a_time_are_all_the_lines_sorted(
     import io
 
     folder = tmp_path_factory.mktemp("sort")
-    got = list(store.sorted_lines(io.BytesIO(b"".join(lines)), folder, chunk))
+    got = list(writing.sorted_lines(io.BytesIO(b"".join(lines)), folder, chunk))
     assert got == sorted(lines)
     assert not list(folder.iterdir())  # its runs are gone once read
 
@@ -196,14 +196,14 @@ def test_lines_sorted_a_chunk_at_a_time_are_all_the_lines_sorted(
 def test_the_writer_lists_every_file_sorted_with_its_hash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "SORT_CHUNK_LINES", 7)  # several sorted runs, merged
+    monkeypatch.setattr(writing, "SORT_CHUNK_LINES", 7)  # several sorted runs, merged
     root = tmp_path / "staging"
     root.mkdir()
     source = tmp_path / "kept.md"
     source.write_bytes(b"kept")
     rels = [f"raw/step-{n:03d}/metadata.md" for n in range(40)] + ["raw/_index.md", "a.md"]
     random.Random(3).shuffle(rels)
-    with store.CorpusWriter(root) as writer:
+    with writing.CorpusWriter(root) as writer:
         for rel in rels:
             writer.write(rel, rel)
         writer.link("compilation/step-001.md", source, "sha256:given")
@@ -211,7 +211,7 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
         assert writer.count == len(rels) + 1
         assert listed == sorted(listed) and len(listed) == len(rels) + 1
         assert dict(listed) == {
-            **{rel: store.digest(rel.encode()) for rel in rels},
+            **{rel: writing.digest(rel.encode()) for rel in rels},
             "compilation/step-001.md": "sha256:given",
         }
         # A file is never written twice, whether written or linked.
@@ -237,7 +237,7 @@ def test_files_written_again_in_place_are_listed_as_removed_and_written(tmp_path
     for in_place in (True, False):
         root = tmp_path / f"staging-{in_place}"
         root.mkdir()
-        with store.CorpusWriter(root) as writer:
+        with writing.CorpusWriter(root) as writer:
             for rel, data in old.items():
                 writer.write(rel, data)
             writer.link("linked.md", source, "sha256:given")
@@ -262,14 +262,14 @@ def test_files_a_worker_writes_are_listed_as_the_writer_lists_its_own(tmp_path: 
     lists = []
     for by_worker in (True, False):
         root = tmp_path / f"staging-{by_worker}"
-        with store.CorpusWriter(root) as writer:
+        with writing.CorpusWriter(root) as writer:
             if by_worker:
-                writer.listed(store.NewFiles(root).write_files(files))
+                writer.listed(writing.NewFiles(root).write_files(files))
             else:
                 writer.write_files(files)
             lists.append((list(writer.files()), writer.count))
         with pytest.raises(CorpusError, match="written twice"):
-            store.NewFiles(root).write(*files[0])
+            writing.NewFiles(root).write(*files[0])
     assert lists[0] == lists[1]
 
 
@@ -279,20 +279,20 @@ def test_linking_files_together_is_linking_each(
     """`link_all` makes the same links and the same list (hashes, and keys kept only for a
     link that is still the file the key was taken from) as `link` called for each file; a
     file that cannot be linked (another device) is copied, and its key dropped."""
-    monkeypatch.setattr(store.CorpusWriter, "LINK_BATCH", 3)  # listed in several batches
+    monkeypatch.setattr(writing.CorpusWriter, "LINK_BATCH", 3)  # listed in several batches
     source = tmp_path / "v1"
     rels = [f"raw/step-{n:02d}/{name}.md" for n in range(4) for name in ("metadata", "turns")]
     files = []
     for index, rel in enumerate(rels):
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text(rel)
-        key = store.stat_key((source / rel).stat()) if index != 3 else 0
+        key = writing.stat_key((source / rel).stat()) if index != 3 else 0
         files.append((rel, f"sha256:{index}", key + 1 if index == 5 else key))  # 5: stale
     made = {}
     for way in ("each", "all"):
         root = tmp_path / way
         root.mkdir()
-        with store.CorpusWriter(root) as writer:
+        with writing.CorpusWriter(root) as writer:
             writer.write("a.md", "a")
             if way == "each":
                 for rel, file_hash, key in files:
@@ -315,10 +315,10 @@ def test_linking_files_together_is_linking_each(
     def cross_device(src: str, dst: str) -> None:
         raise OSError(18, "Invalid cross-device link")
 
-    monkeypatch.setattr(store.os, "link", cross_device)
+    monkeypatch.setattr(writing.os, "link", cross_device)
     root = tmp_path / "other-device"
     root.mkdir()
-    with store.CorpusWriter(root) as writer:
+    with writing.CorpusWriter(root) as writer:
         writer.link_all(source, files[:1])
         assert list(writer.entries()) == [(rels[0], "sha256:0", 0)]
     assert (root / rels[0]).read_text() == rels[0]
@@ -330,7 +330,7 @@ def test_a_file_taken_back_is_no_longer_listed(tmp_path: Path) -> None:
     not written again is not listed, nor on disk."""
     root = tmp_path / "staging"
     root.mkdir()
-    with store.CorpusWriter(root) as writer:
+    with writing.CorpusWriter(root) as writer:
         for rel in ("a.md", "b.md", "c.md", "d.md"):
             writer.write(rel, rel)
         writer.remove("b.md")
@@ -339,9 +339,9 @@ def test_a_file_taken_back_is_no_longer_listed(tmp_path: Path) -> None:
         writer.remove("d.md")
         writer.write("d.md", "d.md")  # the same bytes as before
         assert dict(writer.files()) == {
-            "a.md": store.digest(b"a.md"),
-            "b.md": store.digest(b"b, again"),
-            "d.md": store.digest(b"d.md"),
+            "a.md": writing.digest(b"a.md"),
+            "b.md": writing.digest(b"b, again"),
+            "d.md": writing.digest(b"d.md"),
         }
         assert len(list(writer.files())) == writer.count == 3
     assert sorted(p.name for p in root.iterdir()) == ["a.md", "b.md", "d.md"]
@@ -360,7 +360,7 @@ def test_freezing_makes_files_and_folders_read_only_and_follows_no_link(tmp_path
     outside.write_text("not the corpus's")
     outside.chmod(0o644)
     (root / "link.md").symlink_to(outside)
-    store.freeze(root)
+    writing.freeze(root)
     modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in [root, *root.rglob("*")]}
     assert modes == {
         "staging": 0o555,

@@ -283,7 +283,7 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
     loaded = _loaded(_cli("convert", str(runs)), tmp_path)
     assert "wikitrace.compiler.importers.native" in loaded  # it did read logs
     # Only the reader of the format found: detection reads importers/sniffers.py alone.
-    readers = ("tau", "chat", "swe", "claude_code", "react", "cursor", "hook_folder")
+    readers = ("tau", "chat", "swe", "claude_code", "react", "cursor", "repository")
     assert [m for m in readers if f"wikitrace.compiler.importers.{m}" in loaded] == []
     assert [name for name in HEAVY if name in loaded] == []
     unused = ("build", "compile", "produce", "mine", "offline", "judge")
@@ -297,18 +297,30 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
 
 MAX_CONVERT_MODULES = 25
 """Issue 57: the wikitrace modules `wikitrace convert` loads (86 before: every command module,
-every importer to tell a format, the corpus writer to tell a run's identity)."""
+every importer to tell a format, the corpus writer to tell a run's identity; then 31 for a
+Claude Code session and 28 for a Codex one)."""
+
+SESSIONS = ROOT / "tests/data/sessions"
 
 
 @pytest.mark.parametrize(
-    ("log", "code"),
+    ("log", "code", "reader"),
     [
-        (ROOT / "tests/data/tau-bench-airline-3runs.jsonl", 0),  # native JSON Lines
-        (ROOT / "tests/data/tau-bench-original-2results.json", 0),  # tau-bench, a reader of its own
-        (None, 2),  # a file in no format wikitrace knows: refused
+        (ROOT / "tests/data/tau-bench-airline-3runs.jsonl", 0, "native"),  # native JSON Lines
+        (ROOT / "tests/data/tau-bench-original-2results.json", 0, "tau"),  # a reader of its own
+        (None, 2, None),  # a file in no format wikitrace knows: refused
+        # Coding agents' sessions: their reader, and the session's repository (project, kind
+        # of work, files touched) read from the log.
+        (SESSIONS / "claude-code/edge_cases.jsonl", 0, "claude_code"),
+        (SESSIONS / "claude-code/minimal_showcase", 0, "claude_code"),  # with sub-agents
+        (SESSIONS / "codex/codex_session.jsonl", 0, "codex"),
+        (SESSIONS / "gemini-cli/gemini.jsonl", 0, "gemini"),
+        (SESSIONS / "openhands-events/basic_gui_mode.json", 0, "openhands"),
     ],
 )
-def test_convert_loads_few_wikitrace_modules(tmp_path: Path, log: Path | None, code: int) -> None:
+def test_convert_loads_few_wikitrace_modules(
+    tmp_path: Path, log: Path | None, code: int, reader: str | None
+) -> None:
     if log is None:
         log = tmp_path / "notes.txt"
         log.write_text("hello\nworld\n")
@@ -331,6 +343,10 @@ def test_convert_loads_few_wikitrace_modules(tmp_path: Path, log: Path | None, c
     given, *loaded = listing.read_text().splitlines()
     assert int(given) == code
     assert any(name.startswith("wikitrace.compiler.importers") for name in loaded)
+    if reader is not None:
+        assert f"wikitrace.compiler.importers.{reader}" in loaded
+    if reader in ("claude_code", "codex", "gemini", "openhands"):
+        assert "wikitrace.compiler.importers.repository" in loaded  # a session was read
     assert len(loaded) <= MAX_CONVERT_MODULES, loaded
 
 

@@ -145,7 +145,7 @@ def test_a_copy_is_whole_whatever_the_kernel_does(
 ) -> None:
     import errno
 
-    from wikitrace.corpus_schema.store import copy_file
+    from wikitrace.corpus_schema.writing import copy_file
 
     source = tmp_path / "source"
     source.write_bytes(os.urandom(3 << 20))

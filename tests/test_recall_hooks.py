@@ -256,7 +256,8 @@ def test_a_missing_or_damaged_corpus_answers_nothing_and_logs_why(
         shutil.rmtree(offline_copy)
         offline_copy.mkdir()
     log = tmp_path / "hook.log"
-    code, out, _ = recall(offline_copy, payload("claude-code-session-start", cwd=str(app)), log)
+    stdin = payload("claude-code-session-start", cwd=str(app))
+    code, out, _ = recall(offline_copy, stdin, log, *RECALL_LIMIT)  # the damage, not the clock
     assert (code, out) == (0, "")
     assert re.search(r" ERROR recall from .*copy: nothing recalled: .+", log.read_text())
 

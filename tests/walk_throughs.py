@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.corpus_schema.store import remove_tree
+from wikitrace.corpus_schema.writing import remove_tree
 
 from helpers import free_port
 

@@ -21,7 +21,7 @@ from wikitrace.corpus_schema.indexes import DIVERGENCE
 from wikitrace.corpus_schema.layout import MANIFEST, TOOL_NAMES, TOOLS_DIR
 from wikitrace.corpus_schema.read import contained
 from wikitrace.corpus_schema.render import inline
-from wikitrace.corpus_schema.store import copy_file, freeze
+from wikitrace.corpus_schema.writing import copy_file, freeze
 
 from .memory import Memory
 

@@ -1,14 +1,15 @@
 """Compiling through a provider's batch API (`--batch`): the same requests at about half the
 price, answered within hours instead of seconds.
 
-A batch build runs in rounds. Each round is the whole build, its model calls answered from the
-response cache; a call the cache cannot answer is not sent but queued (`Deferred`), and the
-round is abandoned before anything is frozen. The queued requests go to the provider as batch
-files (OpenAI's format, through litellm's files and batches API); once the provider has answered
-them, the answers go into the response cache and the next round begins. A round asks for what
-the answers of the last one lead to (an invalid answer's correction, a quote repair), so the
-last round makes no request and is the build. Every answer goes through the same validation,
-repair and cache as a call made at once.
+A batch build is a pass that fills the response cache, then the build. The pass runs the
+compile stage in rounds, its model calls answered from the response cache; a call the cache
+cannot answer is not sent but queued (`Deferred`), and the round's work is thrown away. The
+queued requests go to the provider as batch files (OpenAI's format, through litellm's files and
+batches API); once the provider has answered them, the answers go into the response cache and
+the next round begins. A round asks for what the answers of the last one lead to (an invalid
+answer's correction, a quote repair), so the pass ends with a round that asks nothing new.
+Then the build runs once, as any build does, every answer from the cache (`BatchAnswers`):
+each goes through the same validation, repair and cache as a call made at once.
 
 Each batch submitted is recorded in the cache (`batches/BATCH_ID.json`: the request keys it
 answers) before anything else happens, so a process stopped while it waits (Ctrl-C, a crash)
@@ -32,7 +33,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema import WikitraceError
-from wikitrace.corpus_schema.store import atomic_write
+from wikitrace.corpus_schema.writing import atomic_write
 
 from .fast_path import FastClient
 from .llm import CachedLLM, LiteLLMClient, LLMCallError, LLMReply, Message, ResponseCache
@@ -184,6 +185,8 @@ class Round:
     files: list[tuple[Path, list[str]]] = field(default_factory=list)
     queued: set[str] = field(default_factory=set)
     """The keys of the requests written to the batch files."""
+    deferred_keys: set[str] = field(default_factory=set)
+    """The keys of every request deferred: queued, or answered by a batch already out."""
     _handle: Any = None
     _bytes: int = 0
 
@@ -224,7 +227,8 @@ class Round:
 
 
 class BatchLLM:
-    """A cached model whose misses are queued for a batch instead of being sent."""
+    """The batch pass's model (see the module's docstring): a cached model whose misses are
+    queued for a batch instead of being sent; `answers()` is the build's model after it."""
 
     def __init__(
         self,
@@ -251,7 +255,6 @@ class BatchLLM:
         self.submitted: list[dict[str, Any]] = []
         """Every batch waited on: id, requests, status (for the report)."""
         self._round = Round()
-        self._forget: list[list[Message]] = []
         self._outstanding: dict[str, str] = {}
 
     def cache_identity(self) -> dict[str, Any]:
@@ -261,35 +264,33 @@ class BatchLLM:
         return self.cached.count_tokens(text)
 
     def forget(self, messages: list[Message]) -> None:
-        """Held until a round needs no batch: a round that waits is built again, and its
-        unusable answers must still be there to lead to the same corrections."""
-        self._forget.append(messages)
+        """Nothing, in the pass: the build that follows must find the same unusable answers,
+        to ask for the same corrections, and forgets them itself (`BatchAnswers.forget`)."""
 
-    # --- a round ------------------------------------------------------------------------------
+    def answers(self) -> BatchAnswers:
+        """The build's model, once the pass is over: every answer from the cache."""
+        return BatchAnswers(self)
+
+    # --- a round of the pass ------------------------------------------------------------------
 
     def start_round(self) -> None:
         self._round = Round()
-        self._forget.clear()
         self._outstanding = self._load_outstanding()
 
     def finish_round(self) -> bool:
-        """True when the round made no request the cache could not answer: it is the build."""
+        """True when the round made no request the cache could not answer: the pass is over."""
         self._round.close_file()
-        if self._round.deferred:
-            return False
-        for messages in self._forget:
-            self.cached.forget(messages)
-        self._forget.clear()
-        return True
+        return not self._round.deferred
+
+    @property
+    def waiting(self) -> int:
+        """The requests the round queued or found in a batch still out."""
+        return len(self._round.deferred_keys)
 
     async def complete(self, messages: list[Message]) -> LLMReply:
         key = ResponseCache.key(self.cached.cache_identity(), messages)
         reply = self.cache.get(key)
         if reply is not None:
-            if reply.batch is not None and reply.batch in self.settled:
-                # Answered by a batch this process waited for: a call, paid for now.
-                return replace(reply, cached=False, attempts=1, cost_usd=self._cost(key))
-            self.cache.hits += 1
             return reply
         if key in self.failed:
             raise LLMCallError(self.failed[key])
@@ -300,9 +301,11 @@ class BatchLLM:
             body = self.api.body(messages)
             line = orjson.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body})
             self._round.write(self.folder, key, line, self.settings)
+        self._round.deferred_keys.add(key)
         raise Deferred(key)
 
-    def _cost(self, key: str) -> float | None:
+    def cost(self, key: str) -> float | None:
+        """What the answer cached under `key` cost, as its batch priced it; None when unknown."""
         try:
             cost = orjson.loads(self.cache.path(key).read_bytes()).get("cost_usd")
         except (OSError, orjson.JSONDecodeError, AttributeError):
@@ -330,7 +333,7 @@ class BatchLLM:
                 log.warning("ignoring the damaged batch record %s: %s", path, error)
         return outstanding
 
-    # --- between rounds -----------------------------------------------------------------------
+    # --- between rounds of the pass -----------------------------------------------------------
 
     async def settle(self) -> None:
         """Submit what the round queued, then wait for every batch it needs and put their
@@ -459,6 +462,42 @@ class BatchLLM:
                 "submitted are recorded in the cache, so the same command again waits for "
                 "them"
             ) from None
+
+
+class BatchAnswers:
+    """The build's model after the batch pass: each answer from the response cache, where the
+    pass put it. An answer from a batch this process waited for is a call, paid now; a request
+    no batch answered fails its run (the same command again submits it anew)."""
+
+    def __init__(self, batch: BatchLLM) -> None:
+        self.cached = batch.cached
+        self.cache = batch.cache
+        self.model = batch.model
+        self._batch = batch
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.cached.cache_identity()
+
+    def count_tokens(self, text: str) -> int:
+        return self.cached.count_tokens(text)
+
+    def forget(self, messages: list[Message]) -> None:
+        self.cached.forget(messages)
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        key = ResponseCache.key(self.cached.cache_identity(), messages)
+        reply = self.cache.get(key)
+        if reply is None:
+            raise LLMCallError(
+                self._batch.failed.get(key)
+                or "no batch answered this request (the build asked what the batch pass did "
+                "not); run the same command again to submit it"
+            )
+        if reply.batch is not None and reply.batch in self._batch.settled:
+            # Answered by a batch this process waited for: a call, paid for now.
+            return replace(reply, cached=False, attempts=1, cost_usd=self._batch.cost(key))
+        self.cache.hits += 1
+        return reply
 
 
 class BatchError(LLMCallError):

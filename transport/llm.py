@@ -22,7 +22,7 @@ import orjson
 
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.render import shortened
-from wikitrace.corpus_schema.store import atomic_write, check_output
+from wikitrace.corpus_schema.writing import atomic_write, check_output
 
 from .limits import MAX_OUTPUT_TOKENS, MAX_RETRIES, TEMPERATURE, TIMEOUT_SECONDS
 

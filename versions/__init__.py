@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wikitrace.corpus_schema.lazy import exports
+from wikitrace.corpus_schema import exports
 
 if TYPE_CHECKING:
     from .derive import Derivation, count_decisions, derive_version, resolve_insight, write_view

@@ -26,7 +26,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.records import InsightHeader
-from wikitrace.corpus_schema.store import CorpusWriter, freeze, remove_tree
+from wikitrace.corpus_schema.writing import CorpusWriter, freeze, remove_tree
 
 from .finish import finish_version, staging, write_catalog
 from .frozen import FrozenVersion

@@ -24,7 +24,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
-from wikitrace.corpus_schema.store import CorpusWriter, atomic_write, freeze, remove_tree
+from wikitrace.corpus_schema.writing import CorpusWriter, atomic_write, freeze, remove_tree
 from wikitrace.search import consolidate
 from wikitrace.search.saved import search_files
 

@@ -37,7 +37,7 @@ from wikitrace.corpus_schema.history import (
     version_name,
 )
 from wikitrace.corpus_schema.ledger import append_line, read_lines
-from wikitrace.corpus_schema.store import (
+from wikitrace.corpus_schema.writing import (
     atomic_write,
     check_destination,
     check_output,

@@ -23,7 +23,7 @@ from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.indexes import InsightRow, RunRow
 from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
 from wikitrace.corpus_schema.records import CompilationHeader
-from wikitrace.corpus_schema.store import (
+from wikitrace.corpus_schema.writing import (
     CorpusWriter,
     check_destination,
     check_output,

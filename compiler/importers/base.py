@@ -411,8 +411,8 @@ def session_run(
     or found in its metadata: `project_of`), its kind of work (from the task and the files its
     tool calls changed: corpus_schema/work.py), no outcome of its own, its id the session's,
     and named in a labels file by that id or by the file's name."""
-    from .hook_folder import hook_project  # a session's alone: not loaded to read a benchmark
-    from .repository import changed_files, folder_of, project_of, repo_state
+    # A session's alone: not loaded to read a benchmark.
+    from .repository import changed_files, folder_of, hook_project, project_of, repo_state
 
     guess = infer_kind(task, changed_files(turns, folder_of(metadata)))
     return Candidate(
@@ -466,6 +466,14 @@ def text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return orjson.dumps(value).decode()
+
+
+def first_user_text(turns: list[dict[str, Any]]) -> str | None:
+    """The content of the first user turn that has any: a run's task when its log names none."""
+    for turn in turns:
+        if turn.get("role") == "user" and turn.get("content"):
+            return str(turn["content"])
+    return None
 
 
 def need(

@@ -13,7 +13,17 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import Candidate, Found, Probe, json_items, jsonl_objects, load_json, rest, text
+from .base import (
+    Candidate,
+    Found,
+    Probe,
+    first_user_text,
+    json_items,
+    jsonl_objects,
+    load_json,
+    rest,
+    text,
+)
 
 RESULT_ROLES = ("tool", "function")
 
@@ -127,13 +137,6 @@ def chat_turns(
             turn["metadata"] = extra
         turns.append(turn)
     return turns
-
-
-def first_user_text(turns: list[dict[str, Any]]) -> str | None:
-    for turn in turns:
-        if turn.get("role") == "user" and turn.get("content"):
-            return str(turn["content"])
-    return None
 
 
 # --- the openai format: {messages: [...]} per line, or one JSON document --------------------

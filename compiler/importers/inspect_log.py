@@ -12,8 +12,18 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import Candidate, Found, Probe, json_items, json_value, need, rest, zip_member
-from .chat import chat_turns, first_user_text
+from .base import (
+    Candidate,
+    Found,
+    Probe,
+    first_user_text,
+    json_items,
+    json_value,
+    need,
+    rest,
+    zip_member,
+)
+from .chat import chat_turns
 from .labels import LETTER_SCORES
 
 _ATTACHMENT = re.compile(r"attachment://([0-9a-f]{32})")

@@ -18,6 +18,7 @@ from .base import (
     Candidate,
     Found,
     Probe,
+    first_user_text,
     jsonl_objects,
     load_json,
     need,
@@ -25,7 +26,6 @@ from .base import (
     session_run,
     text,
 )
-from .chat import first_user_text
 
 RESULT_KEYS = ("result", "resolved", "success", "correct")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import Candidate, Found, Probe, load_json, need, rest, text
-from .chat import chat_turns, first_user_text
+from .base import Candidate, Found, Probe, first_user_text, load_json, need, rest, text
+from .chat import chat_turns
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)\n?```", re.DOTALL)
 SWE_BENCH = "swe-bench"

@@ -10,8 +10,8 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 
-from .base import Candidate, Found, Probe, json_items, json_value, need, rest
-from .chat import chat_turns, first_user_text
+from .base import Candidate, Found, Probe, first_user_text, json_items, json_value, need, rest
+from .chat import chat_turns
 
 TAU, TAU2 = "tau-bench", "tau2-bench"
 """The two benchmarks' names, as the sources of their tasks (`tau-bench/airline`): their

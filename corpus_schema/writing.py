@@ -23,8 +23,6 @@ from .history import HISTORY, STORE_SUFFIX, VERSION_RE
 from .identity import HASH_ALGORITHM, digest, tagged
 from .layout import FORMAT_NAME, MANIFEST
 
-# The lock, in a module of its own, as it was imported from here.
-
 
 def file_digest(path: str | Path) -> str:
     with open(path, "rb") as handle:
