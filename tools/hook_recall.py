@@ -140,7 +140,10 @@ def recall(
         report_at="end",
         project=project,
         project_aliases=aliases,
-        project_found=True,
+        # A coding agent's repository is the task's project even with no runs here (not a
+        # folder `prompt` happens to run in): the message then says that the lessons it lists
+        # are other projects'.
+        project_found=False,
         # Its lessons checked against the code the agent works in: stale ones marked, those
         # whose every named file is gone left out (tools/first_message_drift.py).
         checkout=folder,
