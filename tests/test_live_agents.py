@@ -208,7 +208,9 @@ def test_claude_code_s_real_session_recalls_the_lesson_of_its_repository_only(
 
 
 def codex_config(user: Path, url: str) -> None:
-    """Codex's user config: its model the stub (OpenAI's Responses API), no update check."""
+    """Codex's user config: its model the stub (OpenAI's Responses API), no update check, and
+    no plugins or apps (Codex 0.171 fetches https://github.com/openai/plugins.git at start
+    otherwise: strace showed it)."""
     config = user / ".codex/config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(
@@ -221,7 +223,11 @@ def codex_config(user: Path, url: str) -> None:
         'wire_api = "responses"\n'
         'env_key = "STUB_API_KEY"\n\n'
         "[analytics]\n"
-        "enabled = false\n"
+        "enabled = false\n\n"
+        "[features]\n"
+        "plugins = false\n"
+        "remote_plugin = false\n"
+        "apps = false\n"
     )
 
 
