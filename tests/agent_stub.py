@@ -1,6 +1,7 @@
-"""A local stand-in for the model APIs that coding agents call, so that the real Claude Code and
-Codex CLIs run a session here, offline: Anthropic's Messages API (Claude Code; streamed as
-server-sent events, or one JSON answer) and OpenAI's Responses API (Codex; streamed). Every
+"""A local stand-in for the model APIs that coding agents call, so that the real Claude Code,
+Codex and Gemini CLIs run a session here, offline: Anthropic's Messages API (Claude Code;
+streamed as server-sent events, or one JSON answer), OpenAI's Responses API (Codex; streamed)
+and Google's Gemini API (Gemini CLI; generateContent, streamed or not). Every
 request is kept, so that a test can read what the agent put before its model (a hook's added
 context); each is answered with one fixed text and no tool call, which ends the turn."""
 
@@ -21,8 +22,8 @@ REPLY = "Done."
 @dataclass
 class AgentStub:
     url: str
-    """The server's root, http://127.0.0.1:PORT (Claude Code adds /v1/messages; Codex's
-    provider is given URL/v1)."""
+    """The server's root, http://127.0.0.1:PORT (Claude Code adds /v1/messages, Gemini CLI
+    /v1beta/models/...; Codex's provider is given URL/v1)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Each model request's path and JSON body, in order."""
 
@@ -130,6 +131,23 @@ def _responses(body: dict[str, Any]) -> tuple[str, bytes]:
     )
 
 
+def _gemini(streamed: bool) -> tuple[str, bytes]:
+    """The Gemini API's generateContent: one text part, stopped."""
+    answer = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": REPLY}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12},
+    }
+    if streamed:
+        return "text/event-stream", f"data: {json.dumps(answer)}\r\n\r\n".encode()
+    return "application/json", json.dumps(answer).encode()
+
+
 @contextlib.contextmanager
 def serving_agents() -> Iterator[AgentStub]:
     """The stub on a free port of 127.0.0.1, until the block ends."""
@@ -167,6 +185,10 @@ def serving_agents() -> Iterator[AgentStub]:
                 self._answer(200, *_messages(body))
             elif path.endswith("/responses"):
                 self._answer(200, *_responses(body))
+            elif path.endswith(":countTokens"):
+                self._answer(200, "application/json", b'{"totalTokens": 10}')
+            elif path.endswith((":generateContent", ":streamGenerateContent")):
+                self._answer(200, *_gemini(path.endswith(":streamGenerateContent")))
             else:
                 self._answer(404, "application/json", b"{}")
 

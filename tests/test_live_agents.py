@@ -5,9 +5,11 @@ labelled and added (compiled through the local OpenAI stub); the next session in
 its lesson, as the stub sees in the model request; a session in repository B starts with
 nothing.
 
+Gemini CLI's session goes the same way, its prompt hook BeforeAgent.
+
 The CLIs come from npm: .ci/run installs the pinned versions into a folder it names in
-$WIKITRACE_AGENTS (else `claude` and `codex` on PATH are used); without one, its test is
-skipped, saying so."""
+$WIKITRACE_AGENTS (else `claude`, `codex` and `gemini` on PATH are used); without one, its
+test is skipped, saying so."""
 
 from __future__ import annotations
 
@@ -134,6 +136,7 @@ def the_whole_loop(
     tmp_path: Path,
     openai_stub: Stub,
     session_id: Any,
+    prompt_event: str = "UserPromptSubmit",
 ) -> None:
     """Session 1 in A is captured and added; session 2 in A starts with its lesson; a
     session in B starts with nothing."""
@@ -154,7 +157,7 @@ def the_whole_loop(
         assert listed(text) == added
     log = hook_log.read_text()
     assert re.search(r" SessionStart \S+: recalled 1 lessons for github.com/me/app", log)
-    assert re.search(r" UserPromptSubmit \S+: recalled 1 lessons for github.com/me/app", log)
+    assert re.search(rf" {prompt_event} \S+: recalled 1 lessons for github.com/me/app", log)
 
     # In B the session starts with nothing. Its prompt (a kind of work the words name) gets
     # that kind's lessons of other projects, said to be so (docs/hooks.md): one text.
@@ -177,6 +180,11 @@ def claude() -> str:
 @pytest.fixture
 def codex() -> str:
     return agent_cli("codex")
+
+
+@pytest.fixture
+def gemini() -> str:
+    return agent_cli("gemini")
 
 
 # Each test asks for its agent first: one that is not installed skips it before the corpus
@@ -256,4 +264,47 @@ def test_codex_s_real_session_recalls_the_lesson_of_its_repository_only(
             tmp_path=tmp_path,
             openai_stub=openai_stub,
             session_id=session_id,
+        )
+
+
+def test_gemini_cli_s_real_session_recalls_the_lesson_of_its_repository_only(
+    gemini: str, home: Path, corpus: Path, tmp_path: Path, openai_stub: Stub
+) -> None:
+    settings = home / ".gemini/settings.json"
+    settings.parent.mkdir(parents=True)
+    # An API key (the stub's), no usage statistics, no update check.
+    settings.write_text(
+        json.dumps(
+            {
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": False},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            }
+        )
+    )
+    code, _, err = run(["hooks", "install", "gemini", str(corpus), *RECALL_LIMIT])
+    assert code == 0, err
+
+    def session_id() -> str:
+        (chat,) = (home / ".gemini/tmp").glob("*/chats/session-*.jsonl")
+        return str(json.loads(chat.read_text().splitlines()[0])["sessionId"])
+
+    with serving_agents() as model:
+        env = agent_env(
+            home,
+            GEMINI_API_KEY="stub-key",
+            GOOGLE_GEMINI_BASE_URL=model.url,
+            GEMINI_CLI_TRUST_WORKSPACE="true",
+        )
+        # A model named: "auto" first asks a router model for a JSON verdict.
+        the_whole_loop(
+            model=model,
+            command=[gemini, "-m", "gemini-2.5-flash", "-p", PROMPT],
+            env=env,
+            home=home,
+            corpus=corpus,
+            tmp_path=tmp_path,
+            openai_stub=openai_stub,
+            session_id=session_id,
+            prompt_event="BeforeAgent",
         )

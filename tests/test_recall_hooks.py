@@ -316,6 +316,29 @@ def test_a_bad_payload_answers_nothing_and_logs_why(
     assert logged in log.read_text()
 
 
+def test_what_gemini_cli_s_session_start_recalled_does_not_scope_its_prompt(
+    home: Path, offline_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini CLI's BeforeAgent prompt begins with what the SessionStart hook answered (the
+    recorded payload): the first message is made for the user's words alone."""
+    from wikitrace.tools.hook_recall import parse_recall_payload, recall
+    from wikitrace.tools.memory import Memory
+
+    asked: list[str] = []
+    made = Memory.first_message
+
+    def first_message(memory: Memory, task: str, options: Any) -> Any:
+        asked.append(task)
+        return made(memory, task, options)
+
+    monkeypatch.setattr(Memory, "first_message", first_message)
+    app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
+    sent = json.loads(payload("gemini-before-agent", cwd=str(app)))
+    assert sent["prompt"].startswith("<hook_context>MARKER-SessionStart-CONTEXT</hook_context>")
+    recall(offline_copy, parse_recall_payload(json.dumps(sent).encode()))
+    assert asked == ["Fix the failing test in the parser module"]
+
+
 # --- installing into the agents' settings ---------------------------------------------------------
 
 THEIRS = {

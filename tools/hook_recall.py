@@ -120,6 +120,11 @@ def recall(
     if project is None:
         return Recall(event, reason=f"{folder} is in no git repository")
     prompt = (payload.prompt or "").strip() if event in PROMPT_EVENTS else ""
+    if prompt:
+        from wikitrace.corpus_schema.turns import hook_contexts
+
+        # Gemini CLI's prompt holds what the session start's hook (this one) recalled.
+        prompt = hook_contexts(prompt)[0]
     if event in PROMPT_EVENTS and not prompt:
         return Recall(event, project=project, reason="the prompt is empty")
 
