@@ -44,7 +44,8 @@ REVIEW_NOTES: dict[Agent, str] = {
     "codex": "Codex runs a new or changed hook only once you have trusted it: start `codex` "
     'and accept its "hooks need review" (or review them with /hooks). Until then (and in '
     "`codex exec`, which cannot ask, unless run with --dangerously-bypass-hook-trust) it "
-    "skips them without a word.",
+    "skips them without a word. A repository's .codex/ (--repo) it reads only once the "
+    "project is trusted too (its trust prompt, or `codex exec --trust`).",
 }
 """What an agent asks of its user before it runs hooks that `install` wrote, said after it."""
 
