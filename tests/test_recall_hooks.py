@@ -29,8 +29,8 @@ THREAD = "22222222-2222-4222-8222-222222222222"
 HARD_LIMIT = 20.0
 """No hook run here may take this long: each is expected well within a second or two."""
 RECALL_LIMIT = ["--time-limit", "10"]
-"""The end-to-end tests' recall limit: the default (1 s) answers nothing on a busy machine
-(at a load of 12 on 2 cores, one recall in ten), which these tests are not about."""
+"""The recall limit of the tests that are not about it: the default (1 s) answers nothing on a
+busy machine (at a load of 12 on 2 cores, one recall in ten)."""
 
 
 def payload(name: str, **fields: Any) -> str:
@@ -265,7 +265,8 @@ def test_a_missing_or_damaged_corpus_answers_nothing_and_logs_why(
         shutil.rmtree(offline_copy)
         offline_copy.mkdir()
     log = tmp_path / "hook.log"
-    code, out, _ = recall(offline_copy, payload("claude-code-session-start", cwd=str(app)), log)
+    stdin = payload("claude-code-session-start", cwd=str(app))
+    code, out, _ = recall(offline_copy, stdin, log, *RECALL_LIMIT)
     assert (code, out) == (0, "")
     assert re.search(r" ERROR recall from .*copy: nothing recalled: .+", log.read_text())
 
@@ -312,7 +313,7 @@ def test_a_bad_payload_answers_nothing_and_logs_why(
     home: Path, offline_copy: Path, tmp_path: Path, stdin: str, logged: str
 ) -> None:
     log = tmp_path / "hook.log"
-    assert recall(offline_copy, stdin, log)[:2] == (0, "")
+    assert recall(offline_copy, stdin, log, *RECALL_LIMIT)[:2] == (0, "")
     assert logged in log.read_text()
 
 
