@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from wikitrace.integrations.agent_hooks import AGENTS, Agent, install, remove
+from wikitrace.integrations.agent_hooks import AGENTS, REVIEW_NOTES, Agent, install, remove
 from wikitrace.tools.hook_recall import DEFAULT_MAX_TOKENS
 
 from .common import DetailedOption
@@ -76,7 +76,8 @@ def install_command(
     Every other key and hook of the settings file is kept; installing again replaces what
     wikitrace installed before; the file as it was is kept beside it (*.wikitrace-backup).
     A settings file that is not valid JSON (or, for Codex's config.toml, TOML) is left as it
-    is, and the error names its line. Prints each file written.
+    is, and the error names its line. Prints each file written. Codex runs the hooks only
+    once its user has trusted them (`/hooks` in codex): said on stderr.
 
     \b
     Example:
@@ -92,6 +93,8 @@ def install_command(
     capture = [*program, "add", target, "--from-hook"]
     for change in install(agent, recall, capture, repository=_repository(repo)):
         click.echo(str(change))
+    if agent in REVIEW_NOTES:
+        click.echo(REVIEW_NOTES[agent], err=True)
 
 
 @hooks_group.command("remove")

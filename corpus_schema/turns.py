@@ -26,6 +26,18 @@ def preview(text: str) -> str:
     return _part(text, PREVIEW)
 
 
+HOOK_CONTEXT = re.compile(r"\s*<hook_context>.*?</hook_context>\s*", re.DOTALL)
+"""What Gemini CLI (0.61) writes into the user's message for each hook's additionalContext:
+a session start's before what the user typed, a prompt's after it."""
+
+
+def hook_contexts(text: str) -> tuple[str, list[str]]:
+    """A user's message split into what the user typed and what hooks added to it (each
+    block as written); the message as it is when no hook added anything."""
+    added = [found.group().strip() for found in HOOK_CONTEXT.finditer(text)]
+    return (HOOK_CONTEXT.sub("\n\n", text).strip(), added) if added else (text, [])
+
+
 FAILED_MARK = " [failed]"
 """What follows a call (or a turn's action) that failed, on the turn's one line."""
 TURN_FAILED = -1

@@ -3,7 +3,7 @@ capture at the session's end, installed and removed without touching anything el
 
 Claude Code keeps its hooks in `settings.json` (`~/.claude/`, or a repository's
 `.claude/settings.local.json`), Codex in `hooks.json` (`$CODEX_HOME`, or a repository's
-`.codex/`; `[features] codex_hooks = true` in the same folder's `config.toml` turns them on),
+`.codex/`; `[features] hooks = true` in the same folder's `config.toml` keeps them on),
 Gemini CLI in `settings.json` (`~/.gemini/`, or a repository's `.gemini/`). All three take
 `{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", "command": ...}]}]}}`. Our
 handlers are told from the user's by their command (wikitrace's `hooks recall` or
@@ -30,10 +30,24 @@ AGENTS: tuple[Agent, ...] = ("claude-code", "codex", "gemini")
 BACKUP_SUFFIX = ".wikitrace-backup"
 """The file as it was before wikitrace last changed it, beside it."""
 MAX_BYTES = 1 << 20
-CODEX_FEATURE = "codex_hooks"
+CODEX_FEATURE = "hooks"
+"""Codex's feature flag for hooks: on by default in Codex 0.171, written so that an older
+release, or a default changed, runs them too."""
+CODEX_LEGACY_FEATURE = "codex_hooks"
+"""Its older name: Codex 0.171 still reads it, with a warning at every start."""
 RECALL_SECONDS = 5
 """The agent's own time limit for the recall hook (the hook keeps a shorter one itself)."""
 CAPTURE_SECONDS = 30
+
+
+REVIEW_NOTES: dict[Agent, str] = {
+    "codex": "Codex runs a new or changed hook only once you have trusted it: start `codex` "
+    'and accept its "hooks need review" (or review them with /hooks). Until then (and in '
+    "`codex exec`, which cannot ask, unless run with --dangerously-bypass-hook-trust) it "
+    "skips them without a word. A repository's .codex/ (--repo) it reads only once the "
+    "project is trusted too (its trust prompt, or `codex exec --trust`).",
+}
+"""What an agent asks of its user before it runs hooks that `install` wrote, said after it."""
 
 
 @dataclass(frozen=True)
@@ -265,12 +279,13 @@ def _same(before: bytes, after: bytes, path: Path) -> bool:
 
 
 _FEATURES = re.compile(r"^\[features\][ \t]*(#.*)?$", re.M)
+_LEGACY_LINE = re.compile(rf"^{CODEX_LEGACY_FEATURE}[ \t]*=[ \t]*true[ \t]*(#.*)?\n", re.M)
 
 
 def _codex_feature(path: Path) -> Callable[[], Change]:
-    """`[features] codex_hooks = true` in Codex's config.toml, to be written: added as one
-    line, the rest of the file as it was; a file that is not valid TOML, or sets the flag
-    false, is refused now."""
+    """`[features] hooks = true` in Codex's config.toml, to be written: one line added (or an
+    earlier install's `codex_hooks = true`, its older name, made it), the rest of
+    the file as it was; a file that is not valid TOML, or turns hooks off, is refused now."""
     before = _read(path)
     text = before.decode("utf-8", "replace") if before is not None else ""
     try:
@@ -281,32 +296,39 @@ def _codex_feature(path: Path) -> Callable[[], Change]:
             hint="fix the file, then run the command again; nothing was changed in it",
         ) from None
     features = config.get("features", {})
-    flag = features.get(CODEX_FEATURE) if isinstance(features, dict) else None
-    what = f"[features] {CODEX_FEATURE} = true (Codex runs hooks only with it)"
-    if flag is True:
+    if not isinstance(features, dict):
+        features = {}
+    flag, legacy = features.get(CODEX_FEATURE), features.get(CODEX_LEGACY_FEATURE)
+    what = f"[features] {CODEX_FEATURE} = true (Codex's hooks turned on)"
+    for name, value in ((CODEX_FEATURE, flag), (CODEX_LEGACY_FEATURE, legacy)):
+        if value is not None and value is not True:
+            raise InputError(
+                f"{path}: [features] {name} is {json.dumps(value, default=str)}: Codex "
+                "would not run the hooks",
+                hint=f"set {CODEX_FEATURE} = true there yourself if you want them",
+            )
+    if flag is True and legacy is None:
         return lambda: Change(path, f"{what}: already so, not changed", changed=False)
-    if flag is not None:
-        raise InputError(
-            f"{path}: [features] {CODEX_FEATURE} is {flag!r}: Codex would not run the hooks",
-            hint=f"set {CODEX_FEATURE} = true there yourself if you want them",
-        )
     line = f"{CODEX_FEATURE} = true\n"
     if text and not text.endswith("\n"):
         text += "\n"
-    found = _FEATURES.search(text)
-    if found is not None:
+    if legacy is True:
+        # The old name still works but Codex warns of it at every start: it is renamed.
+        after = _LEGACY_LINE.sub(line if flag is None else "", text, count=1)
+    elif (found := _FEATURES.search(text)) is not None:
         cut = found.end() + 1
         after = text[:cut] + line + text[cut:]
     else:
         after = text + ("\n" if text else "") + "[features]\n" + line
     try:
-        parsed = tomllib.loads(after)
+        parsed = tomllib.loads(after).get("features", {})
     except tomllib.TOMLDecodeError:
         parsed = {}
-    if parsed.get("features", {}).get(CODEX_FEATURE) is not True:
+    if parsed.get(CODEX_FEATURE) is not True or CODEX_LEGACY_FEATURE in parsed:
         raise InputError(
             f"{path}: its [features] table could not be given {CODEX_FEATURE} = true as one "
             "line (it is written another way)",
-            hint=f"add `{CODEX_FEATURE} = true` under [features] yourself",
+            hint=f"add `{CODEX_FEATURE} = true` under [features] yourself (and take out "
+            f"`{CODEX_LEGACY_FEATURE}`, its old name)",
         )
     return lambda: _write(path, before, after.encode(), what)

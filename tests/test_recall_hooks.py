@@ -1,6 +1,7 @@
 """Recall through coding agents' hooks (`wikitrace hooks`): installed into each agent's own
 settings, run as the agent runs it (a shell command, the hook's JSON on stdin), answering in its
-format, and never in its way. The payloads are tests/data/hooks/ (see tests/data/README.md)."""
+format, and never in its way. The payloads are tests/data/hooks/, Claude Code's and Codex's as
+their CLIs sent them (see tests/data/README.md); tests/test_live_agents.py runs the CLIs."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ THREAD = "22222222-2222-4222-8222-222222222222"
 HARD_LIMIT = 20.0
 """No hook run here may take this long: each is expected well within a second or two."""
 RECALL_LIMIT = ["--time-limit", "10"]
-"""The end-to-end tests' recall limit: the default (1 s) answers nothing on a busy machine
-(at a load of 12 on 2 cores, one recall in ten), which these tests are not about."""
+"""The recall limit of the tests that are not about it: the default (1 s) answers nothing on a
+busy machine (at a load of 12 on 2 cores, one recall in ten)."""
 
 
 def payload(name: str, **fields: Any) -> str:
@@ -147,7 +148,12 @@ def test_claude_code_session_start_recalls_the_lesson_of_its_repository_only(
     copy_logs(SHOWCASE, transcript.parent, "/workspace/example-app", app)
     ended = shell(
         commands["SessionEnd"],
-        payload("claude-code-session-end", cwd=str(app), transcript_path=str(transcript)),
+        payload(
+            "claude-code-session-end",
+            session_id=SESSION,
+            cwd=str(app),
+            transcript_path=str(transcript),
+        ),
     )
     assert (ended.returncode, ended.stdout) == (0, "")
     wait_for(home / ".cache/wikitrace/hook.log", "not added, unlabelled")
@@ -198,10 +204,13 @@ def test_codex_session_start_recalls_the_lesson_of_its_repository_only(
     commands = installed(home / ".codex/hooks.json")
     assert set(commands) == {"SessionStart", "UserPromptSubmit", "Stop"}
     config = (home / ".codex/config.toml").read_text()
-    assert config == 'model = "gpt-5.1-codex"\n\n[features]\ncodex_hooks = true\nweb = true\n'
+    assert config == 'model = "gpt-5.1-codex"\n\n[features]\nhooks = true\nweb = true\n'
 
-    # A turn stops: Codex gives no transcript_path; the rollout is found by the session's id.
-    stopped = shell(commands["Stop"], payload("codex-stop", cwd=str(app)))
+    # A turn stops: the rollout its payload names is captured.
+    (rollout,) = (home / ".codex/sessions").glob(f"*/*/*/rollout-*-{THREAD}.jsonl")
+    stopped = shell(
+        commands["Stop"], payload("codex-stop", cwd=str(app), transcript_path=str(rollout))
+    )
     assert (stopped.returncode, stopped.stdout) == (0, "")
     wait_for(home / ".cache/wikitrace/hook.log", "not added, unlabelled")
     added = label_and_add(corpus, THREAD, openai_stub, tmp_path)
@@ -304,8 +313,31 @@ def test_a_bad_payload_answers_nothing_and_logs_why(
     home: Path, offline_copy: Path, tmp_path: Path, stdin: str, logged: str
 ) -> None:
     log = tmp_path / "hook.log"
-    assert recall(offline_copy, stdin, log)[:2] == (0, "")
+    assert recall(offline_copy, stdin, log, *RECALL_LIMIT)[:2] == (0, "")
     assert logged in log.read_text()
+
+
+def test_what_gemini_cli_s_session_start_recalled_does_not_scope_its_prompt(
+    home: Path, offline_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini CLI's BeforeAgent prompt begins with what the SessionStart hook answered (the
+    recorded payload): the first message is made for the user's words alone."""
+    from wikitrace.tools.hook_recall import parse_recall_payload, recall
+    from wikitrace.tools.memory import Memory
+
+    asked: list[str] = []
+    made = Memory.first_message
+
+    def first_message(memory: Memory, task: str, options: Any) -> Any:
+        asked.append(task)
+        return made(memory, task, options)
+
+    monkeypatch.setattr(Memory, "first_message", first_message)
+    app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
+    sent = json.loads(payload("gemini-before-agent", cwd=str(app)))
+    assert sent["prompt"].startswith("<hook_context>MARKER-SessionStart-CONTEXT</hook_context>")
+    recall(offline_copy, parse_recall_payload(json.dumps(sent).encode()))
+    assert asked == ["Fix the failing test in the parser module"]
 
 
 # --- installing into the agents' settings ---------------------------------------------------------
@@ -380,6 +412,55 @@ def test_codex_s_config_that_is_not_toml_is_refused_and_hooks_json_left_alone(
     assert code == 2
     assert f"{codex / 'config.toml'}: not valid TOML" in err and "line 2" in err
     assert not (codex / "hooks.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("features", "written"),
+    [
+        # An earlier install's flag, under the name Codex 0.171 warns of at every start.
+        ("codex_hooks = true # ours\nweb = true\n", "hooks = true\nweb = true\n"),
+        ("hooks = true\ncodex_hooks = true\n", "hooks = true\n"),
+        ("hooks = true\n", None),
+    ],
+)
+def test_codex_s_hooks_flag_is_written_under_its_current_name(
+    home: Path, offline_copy: Path, features: str, written: str | None
+) -> None:
+    config = home / ".codex/config.toml"
+    config.parent.mkdir()
+    config.write_text(f'model = "x"\n\n[features]\n{features}')
+    code, out, err = run(["hooks", "install", "codex", str(offline_copy)])
+    assert code == 0, err
+    assert config.read_text() == f'model = "x"\n\n[features]\n{written or features}'
+    flag = f"{config}: [features] hooks = true (Codex's hooks turned on)"
+    said = ": already so, not changed\n" if written is None else f" (the file before: {config}."
+    assert flag + said in out
+    # Codex 0.171 skips a hook its user has not trusted, without a word: install says so.
+    assert "Codex runs a new or changed hook only once you have trusted it" in err
+
+
+@pytest.mark.parametrize("flag", ["hooks = false", "codex_hooks = false"])
+def test_codex_s_hooks_turned_off_are_left_so(home: Path, offline_copy: Path, flag: str) -> None:
+    config = home / ".codex/config.toml"
+    config.parent.mkdir()
+    config.write_text(f"[features]\n{flag}\n")
+    code, out, err = run(["hooks", "install", "codex", str(offline_copy)])
+    assert (code, out) == (2, "")
+    assert f"{config}: [features] {flag.replace(' = ', ' is ')}: Codex would not run" in err
+    assert config.read_text() == f"[features]\n{flag}\n"
+    assert not (home / ".codex/hooks.json").exists()
+
+
+def test_a_codex_stop_that_names_no_transcript_is_found_by_its_session_id(home: Path) -> None:
+    """Codex's schema lets transcript_path be null (a session kept on no file): the rollout,
+    if there is one, is then found by the session's id."""
+    from wikitrace.cli.hook import parse_payload
+
+    copy_logs(DATA / "sessions/codex/sessions", home / ".codex/sessions", "/x", home)
+    call = parse_payload(payload("codex-stop", transcript_path=None).encode())
+    assert call is not None
+    assert call.transcript.name.endswith(f"-{THREAD}.jsonl")
+    assert call.transcript.is_relative_to(home / ".codex/sessions")
 
 
 def test_gemini_hooks_are_named_and_timed_in_milliseconds(

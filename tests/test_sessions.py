@@ -315,6 +315,20 @@ def test_a_gemini_cli_session_in_json_lines() -> None:
     assert all(isinstance(c["result"], str) and c["result"] for c in calls)
 
 
+def test_what_gemini_cli_s_hooks_added_to_a_message_is_not_what_the_user_typed() -> None:
+    """Gemini CLI 0.61 writes each hook's additionalContext into the user's message (a
+    session start's before it, a prompt's after it, even in displayContent): a session
+    captured after wikitrace recalled into it keeps the task the user typed."""
+    data = only(runs_of(SESSIONS / "gemini-cli/hook-context.jsonl")).data
+    assert data["task"] == "Fix the failing test in the parser module"
+    user = next(t for t in data["turns"] if t["role"] == "user")
+    assert user["content"] == "Fix the failing test in the parser module"
+    assert user["metadata"]["hook_context"] == [
+        "<hook_context>MARKER-SessionStart-CONTEXT</hook_context>",
+        "<hook_context>MARKER-BeforeAgent-CONTEXT</hook_context>",
+    ]
+
+
 def test_gemini_rewinds_drop_the_messages_after_them(tmp_path: Path) -> None:
     chat = tmp_path / "chat.jsonl"
     records = [

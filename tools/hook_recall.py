@@ -120,6 +120,11 @@ def recall(
     if project is None:
         return Recall(event, reason=f"{folder} is in no git repository")
     prompt = (payload.prompt or "").strip() if event in PROMPT_EVENTS else ""
+    if prompt:
+        from wikitrace.corpus_schema.turns import hook_contexts
+
+        # Gemini CLI's prompt holds what the session start's hook (this one) recalled.
+        prompt = hook_contexts(prompt)[0]
     if event in PROMPT_EVENTS and not prompt:
         return Recall(event, project=project, reason="the prompt is empty")
 
@@ -140,7 +145,10 @@ def recall(
         report_at="end",
         project=project,
         project_aliases=aliases,
-        project_found=True,
+        # A coding agent's repository is the task's project even with no runs here (not a
+        # folder `prompt` happens to run in): the message then says that the lessons it lists
+        # are other projects'.
+        project_found=False,
         # Its lessons checked against the code the agent works in: stale ones marked, those
         # whose every named file is gone left out (tools/first_message_drift.py).
         checkout=folder,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.turns import hook_contexts
 
 from .base import (
     Found,
@@ -70,6 +71,7 @@ def _turn(message: dict[str, Any], signals: Counter[str]) -> dict[str, Any] | No
     kind = message.get("type") or message.get("role")
     used = {"type", "role", "content", "parts", "thoughts", "toolCalls"}
     content, others = _parts(message.get("content", message.get("parts")))
+    added: list[str] = []
     if kind in ("gemini", "model"):
         turn: dict[str, Any] = {"role": "assistant", "content": content or None}
         thoughts = message.get("thoughts")
@@ -116,7 +118,9 @@ def _turn(message: dict[str, Any], signals: Counter[str]) -> dict[str, Any] | No
         turn = {"role": "tool", "content": None, "metadata": {"responses": others}}
         return turn  # its responses join their calls (_pair_responses)
     elif kind == "user":
-        turn = {"role": "user", "content": content}
+        # What the hooks added (wikitrace's recall among them) is no part of what was typed.
+        typed, added = hook_contexts(content) if content else (content, [])
+        turn = {"role": "user", "content": typed}
     elif kind in ("info", "error", "warning"):
         if kind == "error":
             signals["errors"] += 1
@@ -127,6 +131,8 @@ def _turn(message: dict[str, Any], signals: Counter[str]) -> dict[str, Any] | No
     metadata = rest(message, used)
     if others:
         metadata["parts"] = others
+    if added:
+        metadata["hook_context"] = added
     if metadata:
         turn["metadata"] = metadata
     return turn
@@ -173,6 +179,7 @@ def _typed(turn: dict[str, Any]) -> str | None:
     """What the user typed: `displayContent` when it is text (a slash command the client
     expanded), else the message."""
     shown, _ = _parts(turn.get("metadata", {}).get("displayContent"))
+    shown = hook_contexts(shown)[0] if shown else shown
     typed = shown if shown and not shown.lstrip().startswith(("[", "{")) else turn.get("content")
     return typed.strip() or None if isinstance(typed, str) else None
 
