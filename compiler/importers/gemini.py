@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import InputError
-from wikitrace.corpus_schema.turns import hook_contexts
 
 from .base import (
     Found,
@@ -119,7 +118,7 @@ def _turn(message: dict[str, Any], signals: Counter[str]) -> dict[str, Any] | No
         return turn  # its responses join their calls (_pair_responses)
     elif kind == "user":
         # What the hooks added (wikitrace's recall among them) is no part of what was typed.
-        typed, added = hook_contexts(content) if content else (content, [])
+        typed, added = _hook_contexts(content)
         turn = {"role": "user", "content": typed}
     elif kind in ("info", "error", "warning"):
         if kind == "error":
@@ -175,11 +174,21 @@ def _pair_responses(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
+def _hook_contexts(text: str | None) -> tuple[str | None, list[str]]:
+    """`corpus_schema.turns.hook_contexts` for a message that holds a hook's block; the module
+    is loaded only then (most logs have none, and `convert` loads few modules)."""
+    if not text or "<hook_context>" not in text:
+        return text, []
+    from wikitrace.corpus_schema.turns import hook_contexts
+
+    return hook_contexts(text)
+
+
 def _typed(turn: dict[str, Any]) -> str | None:
     """What the user typed: `displayContent` when it is text (a slash command the client
     expanded), else the message."""
     shown, _ = _parts(turn.get("metadata", {}).get("displayContent"))
-    shown = hook_contexts(shown)[0] if shown else shown
+    shown = _hook_contexts(shown)[0]
     typed = shown if shown and not shown.lstrip().startswith(("[", "{")) else turn.get("content")
     return typed.strip() or None if isinstance(typed, str) else None
 
