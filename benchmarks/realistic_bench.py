@@ -55,7 +55,6 @@ import argparse
 import hashlib
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,7 +67,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import recall_bench  # noqa: E402  (a sibling script: its families, conversion and CLI runner)
+import recall_bench  # a sibling script: its families, conversion and CLI runner
 
 HERE = Path(__file__).resolve().parent
 ANSWERS = HERE / "data/realistic_answers.jsonl"
@@ -81,8 +80,10 @@ DATA_BLOCK = re.compile(r"(WIKITRACE-DATA-\w+) BEGIN\n(.*?)\n\1 END", re.S)
 def prompt_key(prompt: str) -> str:
     """A compile prompt's key: the hash of the run's data as the prompt shows it, between its
     fences, its fence's name left out of the turn markers too (it is a hash of the whole
-    record, outcome and metadata included, which a label or a converter's version changes). None of the instructions count, so a reworded
-    template keeps the keys; a run shown otherwise (a cut, another budget) gets a new one."""
+    record, outcome and metadata included, which a label or a converter's version changes).
+    The instructions do not count, but a long run is shown as fits the budget they leave (a
+    reworded template or label can show other turns whole): such a run gets a new key, its
+    recorded answer goes unused and the report counts it."""
     found = DATA_BLOCK.search(prompt)
     data = found.group(2).replace(found.group(1), "FENCE") if found else prompt
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
@@ -186,13 +187,13 @@ def _stand_in_answer(model: recall_bench.TaskWordsModel, messages: list[dict[str
 # --- the corpus -------------------------------------------------------------------------------
 
 LABELS: dict[str, tuple[bool, str]] = {
-    "ae4a77f8-aedd-4bc1-888f-c94edc91af04": (True, "every bead of epic spotter-4te closed, tests green"),
-    "fa812bfe-b295-4cca-9c2f-fdf01028cb46": (True, "epic spotter-a0y complete, committed and pushed"),
+    "ae4a77f8-aedd-4bc1-888f-c94edc91af04": (True, "every bead of epic spotter-4te closed"),
+    "fa812bfe-b295-4cca-9c2f-fdf01028cb46": (True, "epic spotter-a0y complete and pushed"),
     "491e126e-1e71-469c-ade2-fcc8af567c74": (True, "the beads asked for were created"),
-    "55604662-cf2a-4331-851a-ec234028f8ca": (False, "the user rejected its calls; nothing diagnosed"),
-    "d6e0bada-1959-4eec-a9d2-0bfade768d8f": (True, "the server was started in the background"),
-    "019b04ae-b1c6-7c72-a134-a4c2de66058c": (True, "the file was made and ran (python3 printed 2)"),
-    "0ab84937-9fe7-4284-986a-33c832af0b6a": (True, "GEMINI.md was written; only a follow-up was cancelled"),
+    "55604662-cf2a-4331-851a-ec234028f8ca": (False, "its calls rejected; nothing diagnosed"),
+    "d6e0bada-1959-4eec-a9d2-0bfade768d8f": (True, "the server started in the background"),
+    "019b04ae-b1c6-7c72-a134-a4c2de66058c": (True, "the file made; python3 printed 2"),
+    "0ab84937-9fe7-4284-986a-33c832af0b6a": (True, "GEMINI.md written; a follow-up cancelled"),
 }
 """Session id -> (success, why): the outcome its user would give it, read from how the session
 ends (the coding sessions a person did real work in; the other sessions are fixtures, labelled
