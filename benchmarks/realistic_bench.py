@@ -246,6 +246,269 @@ def build(data: Path, work: Path, answers: dict[str, dict[str, Any]], dump: Path
     return Built(corpus, served, report, unused)
 
 
+# --- held-out tasks and their first messages -------------------------------------------------
+
+SPOTTER = "github.com/marot/spotter"
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A task a user asks for, the project it is in, and the past run a reader expects most
+    similar (chosen from the sessions' content before any message was read)."""
+
+    name: str
+    task: str
+    project: str
+    """The project's key as the corpus names it (the repository, else the folder)."""
+    left_out: str | None
+    """The task id left out (`--exclude-task`): the session whose task text this is."""
+    expected: frozenset[str]
+    """Task ids of the past runs a reader expects most similar; empty: none expected."""
+    name_given: str | None = None
+    """What a user types as the project's name (None: the project key)."""
+    remote: str | None = None
+    """The git remote of the project's repository, when it has one."""
+
+
+def _session_task(task_id: str, data: Path) -> str:
+    """The task text of a session of ../shared/data, as `wikitrace convert` reads it."""
+    for family in recall_bench.SHARED:
+        if not family.session:
+            continue
+        _, converted, _ = recall_bench.wikitrace(
+            ["-q", "convert", str(data / family.path), "--unlabelled", "keep", "--on-error", "skip"]
+        )
+        for line in converted.splitlines():
+            record = json.loads(line)
+            if record["task_id"] == task_id:
+                return str(record["task"])
+    raise SystemExit(f"no session {task_id} under {data}")
+
+
+def held_out(data: Path) -> list[HeldOut]:
+    """The held-out tasks: a session's task text with that session left out (leave one task
+    out), or a task as a user would type it in the project (nothing left out)."""
+    spotter = {
+        "project": SPOTTER,
+        "name_given": "spotter",
+        "remote": f"git@{SPOTTER.replace('/', ':', 1)}.git",
+    }
+    four, a0y = "ae4a77f8-aedd-4bc1-888f-c94edc91af04", "fa812bfe-b295-4cca-9c2f-fdf01028cb46"
+    beads, server = "491e126e-1e71-469c-ade2-fcc8af567c74", "55604662-cf2a-4331-851a-ec234028f8ca"
+    background = "d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+    synthetic = "11111111-1111-4111-8111-111111111111"
+    hello, hello_too = "gemini_stage0_jsonl", "session-2026-01-16T18-34-3739ef95"
+    sample = "019b04ae-b1c6-7c72-a134-a4c2de66058c"
+    return [
+        # The Dialyzer one: set up credo and dialyzer; the session that ran both is 4te.
+        HeldOut(
+            "spotter: dialyzer beads",
+            _session_task(beads, data),
+            left_out=beads,
+            expected=frozenset([four]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: bead 4te",
+            _session_task(four, data),
+            left_out=four,
+            expected=frozenset([a0y]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: bead a0y",
+            _session_task(a0y, data),
+            left_out=a0y,
+            expected=frozenset([four]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: server won't start",
+            _session_task(server, data),
+            left_out=server,
+            expected=frozenset([background]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: server in background",
+            _session_task(background, data),
+            left_out=background,
+            expected=frozenset([server]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: fix a Dialyzer warning",
+            "Fix the Dialyzer warning in the spotter web module",
+            left_out=None,
+            expected=frozenset([four]),
+            **spotter,
+        ),
+        HeldOut(
+            "spotter: trace the terminal channel",
+            "Add OpenTelemetry spans to the terminal channel's join and input handlers",
+            left_out=None,
+            expected=frozenset([four]),
+            **spotter,
+        ),
+        HeldOut(
+            "codex synthetic: list files",
+            _session_task(synthetic, data),
+            "synthetic-project",
+            synthetic,
+            frozenset(
+                ["22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"]
+            ),
+        ),
+        HeldOut(
+            "gemini: hello and list",
+            _session_task(hello, data),
+            "gemini:0b7dfb1274ee",
+            hello,
+            frozenset([hello_too]),
+        ),
+        HeldOut(
+            "gemini discordbot: a new command",
+            "Add a /ping slash command to the Discord bot and a test for it",
+            "gemini:9da8b3dfb865",
+            None,
+            frozenset(["0ab84937-9fe7-4284-986a-33c832af0b6a"]),
+        ),
+        HeldOut(
+            "codex agent-sample (no other run)",
+            _session_task(sample, data),
+            "agent-sample",
+            sample,
+            frozenset(),
+        ),
+    ]
+
+
+def variants(item: HeldOut, work: Path) -> dict[str, tuple[list[str], Path | None]]:
+    """The ways the user names the project: `--project` arguments and the folder `prompt`
+    runs in (None: a folder that is no project). Name always; remote, path and nothing from
+    inside a checkout when the project is a repository with a remote; path and nothing from
+    inside a folder of the project's name otherwise (a folder of a Gemini CLI project, known
+    by a hash, cannot be made)."""
+    ways: dict[str, tuple[list[str], Path | None]] = {
+        "name": (["--project", item.name_given or item.project], None)
+    }
+    if item.remote is not None:
+        place = recall_bench.clone(item.project, work)
+        ways["remote"] = (["--project", item.remote], None)
+        ways["path"] = (["--project", str(place)], None)
+        ways["nothing"] = ([], place)
+    elif not item.project.startswith("gemini:"):
+        place = work / "folders" / item.project
+        place.mkdir(parents=True, exist_ok=True)
+        ways["path"] = (["--project", str(place)], None)
+        ways["nothing"] = ([], place)
+    return ways
+
+
+RUBRIC = ("M1", "M2", "M3", "M4", "M5", "J1", "J2", "J3", "J4")
+WEIGHTS = {"M1": 2, "M2": 1, "M3": 1, "M4": 1, "M5": 1, "J1": 2, "J2": 1, "J3": 1, "J4": 1}
+
+
+def message_hash(text: str) -> str:
+    """A message's identity for its judgment: its text, digits aside (an age in days changes
+    every day; what is shown does not)."""
+    return hashlib.sha256(re.sub(r"\d+", "#", text).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class Scored:
+    """One held-out task asked one way: what it showed and its points."""
+
+    task: str
+    variant: str
+    points: dict[str, int | None]
+    """Rubric item -> points (None: a judgment not recorded for this message)."""
+    hash: str
+    foreign_domain: int
+    other_project_lessons: int
+    own_lessons: int
+    similar: list[str]
+    """The similar runs' task ids, in order."""
+    text: str
+
+    @property
+    def total(self) -> int | None:
+        if any(value is None for value in self.points.values()):
+            return None
+        return sum(value or 0 for value in self.points.values())
+
+
+def score(corpus: Path, work: Path, items: list[HeldOut], judged: dict[str, Any]) -> list[Scored]:
+    """Each held-out task asked each way with `wikitrace prompt --json`, scored."""
+    from wikitrace.tools.memory import Memory
+
+    memory = Memory.load(corpus)
+    truth = recall_bench.Truth.of(corpus)
+    by_step = {run.step: run for run in memory.runs}
+    by_id = {item.id: item for item in memory.insights}
+    scored: list[Scored] = []
+    for item in items:
+        task_file = work / "task.txt"
+        task_file.write_text(item.task, encoding="utf-8")
+        in_view = [run for run in memory.runs if run.task_id != item.left_out]
+        own_runs = [run for run in in_view if truth.project(run) == item.project]
+        own_lessons_in_view = [
+            i
+            for i in memory.insights
+            if i.source_step in by_step
+            and truth.project(by_step[i.source_step]) == item.project
+            and by_step[i.source_step].task_id != item.left_out
+        ]
+        domain = "coding"
+        for variant, (given, cwd) in variants(item, work).items():
+            command = [
+                "-q",
+                "prompt",
+                str(corpus.resolve()),
+                "--json",
+                "--task-file",
+                str(task_file),
+            ]
+            if item.left_out:
+                command += ["--exclude-task", item.left_out]
+            code, printed, error = recall_bench.wikitrace(command + given, cwd)
+            if code != 0:
+                raise SystemExit(f"prompt for {item.name} ({variant}): exit {code}: {error}")
+            message = json.loads(printed)
+            sources = [by_step[by_id[i].source_step] for i in message["insights"]]
+            similar = [by_step[step] for step in message["similar"]]
+            foreign = sum(truth.domain[r.step] != domain for r in sources + similar)
+            # A project with no runs here may get other projects' lessons of its kind.
+            other = sum(truth.project(r) != item.project for r in sources) if own_runs else 0
+            own = sum(truth.project(r) == item.project for r in sources)
+            tasks = [r.task_id for r in similar]
+            points: dict[str, int | None] = {
+                "M1": 2 if foreign == 0 else 0,
+                "M2": 1 if other == 0 else 0,
+                "M3": 1 if own or not own_lessons_in_view else 0,
+                "M4": 1 if not item.expected or item.expected & set(tasks) else 0,
+                "M5": 1 if not item.expected or (tasks[:1] and tasks[0] in item.expected) else 0,
+            }
+            text = message["text"]
+            key = message_hash(text)
+            judgment = judged.get(key, {})
+            for name in ("J1", "J2", "J3", "J4"):
+                points[name] = judgment.get(name)
+            scored.append(Scored(item.name, variant, points, key, foreign, other, own, tasks, text))
+    return scored
+
+
+def table(scored: list[Scored]) -> Iterator[str]:
+    """The scores as a Markdown table, a row a message."""
+    yield "| task | variant | " + " | ".join(RUBRIC) + " | total | similar runs (task ids) |"
+    yield "|---|---|" + "---|" * (len(RUBRIC) + 2)
+    for row in scored:
+        cells = ["?" if row.points[name] is None else str(row.points[name]) for name in RUBRIC]
+        total = "unjudged" if row.total is None else str(row.total)
+        similar = ", ".join(task[:8] for task in row.similar)
+        yield f"| {row.task} | {row.variant} | " + " | ".join(cells) + f" | {total} | {similar} |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=HERE.parent.parent / "shared/data")
@@ -259,12 +522,46 @@ def main() -> None:
         work = args.keep or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         built = build(args.data, work, answers, args.dump_prompts)
-        print(
-            f"built: {built.served.requests} requests, {len(built.served.recorded)} runs answered "
-            f"from recorded answers, {len(built.served.stand_in)} by the stand-in; "
-            f"{len(built.unused)} recorded answers unused",
-            file=sys.stderr,
-        )
+        judged = json.loads(SCORES.read_text(encoding="utf-8")) if SCORES.is_file() else {}
+        scored = score(built.corpus, work, held_out(args.data), judged.get("judgments", {}))
+    if args.messages:
+        args.messages.mkdir(parents=True, exist_ok=True)
+        for row in scored:
+            name = re.sub(r"[^a-z0-9]+", "-", f"{row.task} {row.variant}".lower()).strip("-")
+            (args.messages / f"{name}.{row.hash}.md").write_text(row.text, encoding="utf-8")
+    summary = {
+        "requests": built.served.requests,
+        "answered_from_recordings": len(built.served.recorded),
+        "answered_by_stand_in": len(built.served.stand_in),
+        "recorded_unused": len(built.unused),
+        "unverified_quotes": built.report.get("unverified_quotes"),
+        "messages": len(scored),
+        "with_foreign_domain_items": sum(row.foreign_domain > 0 for row in scored),
+        "totals": {f"{row.task} / {row.variant}": row.total for row in scored},
+    }
+    if args.json:
+        rows = [{**vars(row), "total": row.total} for row in scored]
+        print(json.dumps({"summary": summary, "rows": rows}, indent=1))
+        return
+    print(
+        f"built: {summary['requests']} requests, {summary['answered_from_recordings']} runs "
+        f"answered from recorded answers, {summary['answered_by_stand_in']} by the stand-in; "
+        f"{summary['recorded_unused']} recorded answers unused; "
+        f"{summary['unverified_quotes']} unverified quotes"
+    )
+    print("\n".join(table(scored)))
+    totals = [row.total for row in scored if row.total is not None]
+    where = [
+        row.total
+        for row in scored
+        if row.total is not None and row.task != "codex agent-sample (no other run)"
+    ]
+    print(
+        f"messages: {len(scored)}; with another domain's items: "
+        f"{summary['with_foreign_domain_items']}; "
+        f"judged: {len(totals)}; at least 8 of 10 where the project has runs: "
+        f"{sum(t >= 8 for t in where)} of {len(where)}"
+    )
 
 
 if __name__ == "__main__":
