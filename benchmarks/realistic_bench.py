@@ -41,6 +41,10 @@ The rubric (written before any message was read), 10 points a message:
   J3 (1) what the message says of its scope, ages and staleness is true (the project named
          right, no false "this project's type", no lesson marked stale wrongly);
   J4 (1) the drill-down hint is usable: the commands it names exist and would show the run.
+The items add up to 11 points, not the 10 intended (an addition slip found once the first
+messages were scored, after the rubric was committed): the score of 10 is the points times
+10/11, so that no item's weight was changed after reading the messages; "8 of 10" is then 8.8
+points of 11.
 Where the project has no runs (a project seen for the first time), M2, M3 count as met when no
 other project's lesson is shown, and J1 counts as met when no lesson is shown (abstaining is
 right then).
@@ -55,6 +59,7 @@ import argparse
 import hashlib
 import json
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -387,8 +392,8 @@ def variants(item: HeldOut, work: Path) -> dict[str, tuple[list[str], Path | Non
     """The ways the user names the project: `--project` arguments and the folder `prompt`
     runs in (None: a folder that is no project). Name always; remote, path and nothing from
     inside a checkout when the project is a repository with a remote; path and nothing from
-    inside a folder of the project's name otherwise (a folder of a Gemini CLI project, known
-    by a hash, cannot be made)."""
+    inside a checkout of the project's name with no remote otherwise (a folder of a Gemini
+    CLI project, known by a hash of its path, cannot be made)."""
     ways: dict[str, tuple[list[str], Path | None]] = {
         "name": (["--project", item.name_given or item.project], None)
     }
@@ -398,15 +403,20 @@ def variants(item: HeldOut, work: Path) -> dict[str, tuple[list[str], Path | Non
         ways["path"] = (["--project", str(place)], None)
         ways["nothing"] = ([], place)
     elif not item.project.startswith("gemini:"):
+        # A git checkout with no remote, as most code folders are: a plain folder under the
+        # temporary root this bench runs in would be read as a temporary folder, no project.
         place = work / "folders" / item.project
-        place.mkdir(parents=True, exist_ok=True)
+        if not (place / ".git").is_dir():
+            place.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "init", "-q", str(place)], check=True)
         ways["path"] = (["--project", str(place)], None)
         ways["nothing"] = ([], place)
     return ways
 
 
 RUBRIC = ("M1", "M2", "M3", "M4", "M5", "J1", "J2", "J3", "J4")
-WEIGHTS = {"M1": 2, "M2": 1, "M3": 1, "M4": 1, "M5": 1, "J1": 2, "J2": 1, "J3": 1, "J4": 1}
+POINTS = 11
+"""The rubric's items' points added up (see the module's docstring)."""
 
 
 def message_hash(text: str) -> str:
@@ -432,10 +442,11 @@ class Scored:
     text: str
 
     @property
-    def total(self) -> int | None:
+    def total(self) -> float | None:
+        """The score of 10: the points (of 11) times 10/11; None when a judgment is missing."""
         if any(value is None for value in self.points.values()):
             return None
-        return sum(value or 0 for value in self.points.values())
+        return round(sum(value or 0 for value in self.points.values()) * 10 / POINTS, 1)
 
 
 def score(corpus: Path, work: Path, items: list[HeldOut], judged: dict[str, Any]) -> list[Scored]:
@@ -461,14 +472,10 @@ def score(corpus: Path, work: Path, items: list[HeldOut], judged: dict[str, Any]
         ]
         domain = "coding"
         for variant, (given, cwd) in variants(item, work).items():
-            command = [
-                "-q",
-                "prompt",
-                str(corpus.resolve()),
-                "--json",
-                "--task-file",
-                str(task_file),
-            ]
+            # --mount: where a local agent finds the corpus (the hooks pass it; `prompt`'s
+            # default is a harness's mount, /work/corpus, which J4 would fail everywhere).
+            command = ["-q", "prompt", str(corpus.resolve()), "--json", "--task-file"]
+            command += [str(task_file), "--mount", str(corpus.resolve())]
             if item.left_out:
                 command += ["--exclude-task", item.left_out]
             code, printed, error = recall_bench.wikitrace(command + given, cwd)
