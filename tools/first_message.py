@@ -19,6 +19,7 @@ from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
+from wikitrace.search.score import scored
 
 from .first_message_drift import CodeCheck, check_code
 from .message_options import MessageOptions
@@ -274,14 +275,16 @@ def _mined_applies(
 def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
     """Up to `similar` runs most like the task among those in scope, one per task (three
     attempts of one task say less than three tasks): runs of the identical task first, then
-    by the similarity of their tasks, whatever their project."""
+    by the similarity of their tasks and of what they did (`_likeness`), whatever their
+    project; runs that share no word with the task last, in corpus order."""
     if similar == 0:
         return []  # nor is the runs' ranker loaded (bm25s, numpy: a hook's start-up time)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
-    ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
+    likeness = _likeness(memory, scope.task, run_ok)
     same = set(memory.runs_by_task.get(task_words(scope.task), ()))
-    ranked_runs.sort(key=lambda i: i not in same)  # stable: the identical task's runs first
+    place = {i: n for n, i in enumerate(run_ok)}
+    ranked_runs = sorted(run_ok, key=lambda i: (i not in same, -likeness.get(i, 0.0), place[i]))
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
@@ -289,6 +292,20 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
             seen_tasks.add(memory.runs[i].task_key)
             similar_runs.append(memory.runs[i])
     return similar_runs
+
+
+def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, float]:
+    """How like the task each run in scope is: the score (search.score.scored, 0 to under 1)
+    of its task text plus that of its compilation (its title and claims: what the run did,
+    the commands and files its quotes name). A task text alone says little of a session
+    ("Work on bead spotter-4te"), and a run that did the task's work (ran dialyzer, edited
+    the channel) is more like it than one whose task shares the project's name."""
+    if not task.strip():
+        return {}
+    likeness: dict[int, float] = dict(scored(memory.run_ranker, task, run_ok))
+    for i, score in scored(memory.compilation_ranker, task, run_ok):
+        likeness[i] = likeness.get(i, 0.0) + score
+    return likeness
 
 
 # --- the page --------------------------------------------------------------------------------
