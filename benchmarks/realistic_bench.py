@@ -216,17 +216,24 @@ class Built:
     """Recorded answers no prompt asked for (their run is shown otherwise now)."""
 
 
-def build(data: Path, work: Path, answers: dict[str, dict[str, Any]], dump: Path | None) -> Built:
-    """Every family under `data` converted as recall_bench converts it, labelled (`LABELS`
-    through `--labels`), and built by `wikitrace build` compiling through the stub; a corpus
-    kept from an earlier run (`--keep`) is reused as it is."""
+def build(
+    data: Path,
+    work: Path,
+    answers: dict[str, dict[str, Any]],
+    dump: Path | None,
+    families: list[recall_bench.Family] = recall_bench.SHARED,
+) -> Built:
+    """Every family (of recall_bench.SHARED unless given) under `data` converted as
+    recall_bench converts it, labelled (`LABELS` through `--labels`), and built by `wikitrace
+    build` compiling through the stub; a corpus kept from an earlier run (`--keep`) is reused
+    as it is."""
     corpus, kept = work / "corpus", work / "built.json"
     if corpus.exists() and kept.is_file():
         saved = json.loads(kept.read_text(encoding="utf-8"))
         served = Served(set(saved["recorded"]), set(saved["stand_in"]), saved["requests"])
         return Built(corpus, served, saved["report"], saved["unused"])
     inputs = []
-    for index, family in enumerate(recall_bench.SHARED):
+    for index, family in enumerate(families):
         out = work / f"runs-{index:02d}.jsonl"
         if recall_bench.convert(family, data, out):
             inputs.append(str(out))
