@@ -426,10 +426,11 @@ POINTS = 11
 """The rubric's items' points added up (see the module's docstring)."""
 
 
-def message_hash(text: str) -> str:
-    """A message's identity for its judgment: its text, digits aside (an age in days changes
-    every day; what is shown does not)."""
-    return hashlib.sha256(re.sub(r"\d+", "#", text).encode("utf-8")).hexdigest()[:16]
+def message_hash(text: str, corpus: str) -> str:
+    """A message's identity for its judgment: its text, the corpus's path (where it was built)
+    and digits (an age in days changes every day; what is shown does not) aside."""
+    text = re.sub(r"\d+", "#", text.replace(corpus, "CORPUS"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
@@ -504,7 +505,7 @@ def score(corpus: Path, work: Path, items: list[HeldOut], judged: dict[str, Any]
                 "M5": 1 if not item.expected or (tasks[:1] and tasks[0] in item.expected) else 0,
             }
             text = message["text"]
-            key = message_hash(text)
+            key = message_hash(text, str(corpus.resolve()))
             judgment = judged.get(key, {})
             for name in ("J1", "J2", "J3", "J4"):
                 points[name] = judgment.get(name)
