@@ -97,6 +97,23 @@ def test_a_project_with_runs_gets_its_own_lessons_alone_and_another_domain_s_nev
     assert plain.task_type == "coding" and len(titles(plain)) == 3
 
 
+def test_a_projects_lessons_about_the_task_are_shown_whole_the_others_by_title(
+    corpus: Path,
+) -> None:
+    memory = Memory.load(corpus)
+    message = memory.first_message("Regenerate the fixtures", project="github.com/acme/parser")
+    whole = [line for line in message.text.splitlines() if line.startswith("  - Guideline:")]
+    listed = titles(message)
+    # Both lessons stay listed (and in `insights`); the one about fixtures first and whole.
+    assert len(message.insights) == 2 and len(listed) == 2 and len(whole) == 1
+    assert TITLES["p2"] in listed[0] and TITLES["p1"] in listed[1]
+    assert "bear less on this task: their titles only" in message.text
+    # A task that shares no word with them but the project's name: both whole, as before.
+    both = memory.first_message("Work on parser", project="github.com/acme/parser")
+    assert "bear less" not in both.text
+    assert sum(line.startswith("  - Guideline:") for line in both.text.splitlines()) == 2
+
+
 def test_an_unsure_inference_says_so(corpus: Path) -> None:
     memory = Memory.load(corpus)
     # "web server" matches one coding task, "flight to Seattle" the airline one: no majority.

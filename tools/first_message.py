@@ -19,6 +19,7 @@ from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
+from wikitrace.search.score import scored
 
 from .first_message_drift import CodeCheck, check_code
 from .message_options import MessageOptions
@@ -137,6 +138,7 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
     if code.gone:
         gone = set(code.gone)
         listing.insights = [i for i in listing.insights if i not in gone]
+    listing.brief = _brief(memory, scope, listing.insights)
     template = prompts.environment(options.prompts_dir).get_template(TEMPLATE)
     page = _Page(memory, scope, listing, template, options, code)
     chosen, text = _fitted(memory, scope, listing, page, options.max_tokens)
@@ -196,6 +198,9 @@ class _Listing:
     similar_runs: list[PastRun]
     other_kinds: int
     """Groups of lessons of other kinds of work, left out."""
+    brief: frozenset[int] = frozenset()
+    """The project's own lessons that bear less on the task (`_brief`): listed by title only,
+    after those that bear on it."""
 
 
 def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) -> _Listing:
@@ -271,17 +276,50 @@ def _mined_applies(
     return item.task_type not in excluded_types
 
 
+BEARING = 0.5
+"""A project's lesson bears on the task when its score (search.score.scored, over its title,
+guideline and applicability) is at least this share of the best lesson's: a lesson that meets
+the task only in a word most of the project's lessons hold ("mix", "run") scores a fraction of
+one that holds the task's own subject ("Dialyzer", "phx.server")."""
+
+BEARING_FLOOR = 0.05
+"""The best lesson's least score for any lesson to be told apart: under it no lesson shares
+more than a stray word with the task, and all are listed whole, as before."""
+
+
+def _brief(memory: Memory, scope: Scope, listed: list[int]) -> frozenset[int]:
+    """The project's own lessons (when it has runs) that bear less on the task than the one
+    that bears most (`BEARING`): the message lists them by title only, after the others, so
+    that a project with many lessons does not bury the few about the task under the rest.
+    The task's words that name the project ("spotter") are left out of the comparison: every
+    lesson of the project may name it. Nothing when the task has no words, the project has
+    no runs, or no lesson scores `BEARING_FLOOR`."""
+    own = [i for i in listed if scope.project_has_runs and scope.tier(memory.run_of(i)) == 0]
+    names = {word for key in scope.projects for word in re.split(r"[^a-z0-9]+", key.lower())}
+    words = [w for w in re.split(r"(\W+)", scope.task) if w.lower() not in names]
+    query = "".join(words)
+    if len(own) < 2 or not query.strip():
+        return frozenset()
+    found = dict(scored(memory.insight_ranker, query, own))
+    best = max(found.values(), default=0.0)
+    if best < BEARING_FLOOR:
+        return frozenset()
+    return frozenset(i for i in own if found.get(i, 0.0) < BEARING * best)
+
+
 def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
     """Up to `similar` runs most like the task among those in scope, one per task (three
     attempts of one task say less than three tasks): runs of the identical task first, then
-    by the similarity of their tasks, whatever their project."""
+    by the similarity of their tasks and of what they did (`_likeness`), whatever their
+    project; runs that share no word with the task last, in corpus order."""
     if similar == 0:
         return []  # nor is the runs' ranker loaded (bm25s, numpy: a hook's start-up time)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
-    ranked_runs = memory.run_ranker.rank(scope.task, run_ok)
+    likeness = _likeness(memory, scope.task, run_ok)
     same = set(memory.runs_by_task.get(task_words(scope.task), ()))
-    ranked_runs.sort(key=lambda i: i not in same)  # stable: the identical task's runs first
+    place = {i: n for n, i in enumerate(run_ok)}
+    ranked_runs = sorted(run_ok, key=lambda i: (i not in same, -likeness.get(i, 0.0), place[i]))
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
@@ -289,6 +327,20 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
             seen_tasks.add(memory.runs[i].task_key)
             similar_runs.append(memory.runs[i])
     return similar_runs
+
+
+def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, float]:
+    """How like the task each run in scope is: the score (search.score.scored, 0 to under 1)
+    of its task text plus that of its compilation (its title and claims: what the run did,
+    the commands and files its quotes name). A task text alone says little of a session
+    ("Work on bead spotter-4te"), and a run that did the task's work (ran dialyzer, edited
+    the channel) is more like it than one whose task shares the project's name."""
+    if not task.strip():
+        return {}
+    likeness: dict[int, float] = dict(scored(memory.run_ranker, task, run_ok))
+    for i, score in scored(memory.compilation_ranker, task, run_ok):
+        likeness[i] = likeness.get(i, 0.0) + score
+    return likeness
 
 
 # --- the page --------------------------------------------------------------------------------
@@ -380,6 +432,7 @@ class _Page:
             shown=len(chosen),
             total=len(self._listing.insights),
             similar=self._similar,
+            brief={memory.insights[i].id for i in self._listing.brief},
             ages=self._ages,
             code=self._notes,
             gone=self._gone,
@@ -390,7 +443,8 @@ class _Page:
         kind's), each made safe to show and with its support counted."""
         memory, scope = self._memory, self._scope
         groups: dict[tuple[int, str], list[InsightEntry]] = {}
-        for i in sorted(chosen):
+        brief = self._listing.brief
+        for i in sorted(chosen, key=lambda i: (i in brief, i)):  # the brief ones last
             item = memory.insights[i]
             shown = replace(
                 item,
