@@ -49,6 +49,7 @@ from wikitrace.versions import (
 )
 from wikitrace.versions.finish import Finished, in_staging
 
+from .ask import Asker
 from .compile import CompileLimits, Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
@@ -69,6 +70,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
+from .supersede import PairJudge, supersede_after_add
 from .workers import build_in_workers, worker_count
 
 log = logging.getLogger(__name__)
@@ -278,9 +280,32 @@ def add_version(
     store.place(
         staging, name, parent=parent, deploy=deploy and not held_back, event="added", reason=reason
     )
+    review = None
+    if not held_back:
+        built = _as_built(options, base)
+        review = supersede_after_add(
+            store, name, _pair_judge(built, llm, judge_llm), deploy=deploy
+        ).as_dict()
     return dataclasses.replace(
-        report, version=name, held_back=held_back, seconds=round(time.monotonic() - started, 3)
+        report,
+        version=name,
+        held_back=held_back,
+        supersede=review,
+        seconds=round(time.monotonic() - started, 3),
     )
+
+
+def _pair_judge(options: BuildOptions, llm: LLM | None, judge_llm: LLM | None) -> PairJudge | None:
+    """What judges whether an added lesson supersedes an older one: the --judge model when
+    given, else the corpus's own; None for an offline corpus (likely pairs are flagged)."""
+    if options.judge is not None:
+        model, given = options.judge, judge_llm
+    elif not options.offline:
+        model, given = options.model, llm
+    else:
+        return None
+    asker = Asker(_make_llm(options, given, model, JUDGE_OUTPUT_TOKENS), options.prompts_dir)
+    return PairJudge(asker)
 
 
 def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> BuildReport:
