@@ -256,10 +256,10 @@ def monitor_command(
     does not retire sound insights more often). Retiring makes a new version: the insight
     is marked retired (kept on record, never shown to an agent again), with
     gate/monitor-NNNN.md and the report lines behind it; a committed lesson of its scope
-    added later, about the same action, replaces it (its superseded_by; the first message
-    shows that one with a link back), else it says none. Prints each committed insight's record
-    on stderr, and the new version's folder on stdout when one was made (the records with
-    --json). Exit 0, 2 for bad input.
+    added later that contradicts or narrows it replaces it (its superseded_by: the first
+    message shows that one with a link back), else it says none. Prints each committed
+    insight's record on stderr, and the new version's folder on stdout when one was made
+    (the records with --json). Exit 0, 2 for bad input.
 
     \b
     Example:

@@ -484,7 +484,7 @@ def _retirements(
         else:
             decision.reason += (
                 f" Replaced by {found.newer}, a committed lesson of its scope added later "
-                f"({'it ' + found.relation + ' it: ' if found.likely else ''}{found.why})."
+                f"(it {found.relation} it: {found.why})."
             )
         # Every report behind it, this call's and earlier ones'.
         behind = b"".join(
@@ -503,8 +503,8 @@ def _retirements(
 
 def replacement(base: FrozenVersion, ident: str, *, leaving: set[str]) -> Flag | None:
     """The lesson that replaces `ident`, which monitoring retires: a committed one of the same
-    scope (task type, project, kind of work) added after it, about the same action (one the
-    filter of search/contradict.py finds contradicts, narrows or is like it), the likeliest
+    scope (task type, project, kind of work) added after it that contradicts or narrows it
+    (as the filter of search/contradict.py finds: sharing words is not enough), the closest
     first; None when there is none (or `ident` is a mined lesson). `leaving`: lessons retired
     with it, which replace nothing."""
     retired = lessons(base, WATCHED_STATUSES).get(ident)
@@ -515,6 +515,7 @@ def replacement(base: FrozenVersion, ident: str, *, leaving: set[str]) -> Flag |
         for lesson in lessons(base, ("committed",)).values()
         if parse_insight(lesson.id) > parse_insight(ident) and lesson.id not in leaving
     ]
-    # Each later lesson as the newer of a pair with the retired one.
-    found = [flag for lesson in later for flag in candidates([lesson], [retired])]
-    return min(found, key=lambda flag: (not flag.likely, -flag.overlap), default=None)
+    # Each later lesson as the newer of a pair with the retired one; sharing words is not
+    # enough: it must contradict or narrow it.
+    found = [flag for lesson in later for flag in candidates([lesson], [retired]) if flag.likely]
+    return min(found, key=lambda flag: -flag.overlap, default=None)

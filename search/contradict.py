@@ -28,7 +28,8 @@ DUPLICATE = 0.6
 near-duplicate (search/consolidate.py groups those), not worth a call."""
 SAME_OBJECT = 0.75
 """Share of the shorter piece of advice's words the other must hold to be about the same
-action and object."""
+action and object (and it must hold more than half the longer's: a short piece of advice
+inside a long one is not the same advice)."""
 
 _WORD = re.compile(r"[a-z0-9_]+(?:'[a-z]+)?")
 _STOP = frozenset(
@@ -206,8 +207,8 @@ def _advice_pairs(
                     a_stems.discard(word)
                     b_stems.discard(other)
             shared = a_stems & b_stems
-            shorter = min(len(a_stems), len(b_stems))
-            if len(shared) < 2 or len(shared) < SAME_OBJECT * shorter:
+            shorter, longer = sorted((len(a_stems), len(b_stems)))
+            if len(shared) < 2 or len(shared) < SAME_OBJECT * shorter or 2 * len(shared) <= longer:
                 continue
             if flipped and opposite is None:
                 opposite = (a, b)

@@ -251,3 +251,152 @@ def test_the_add_command_says_what_it_superseded(tmp_path: Path) -> None:
     ]
     code, out, _ = run(["versions", str(corpus), "--current"])
     assert code == 0 and out.strip().endswith("v0003")
+
+
+def _commit(corpus: Path, ident: str) -> None:
+    """A version in which `ident` is committed, as a gate's decision would make it."""
+    from wikitrace.corpus_schema import read as corpus_read
+    from wikitrace.versions import Derivation, derive_version
+
+    store = Store(corpus)
+    base = FrozenVersion.current(store)
+    page = base.insights[ident]
+    decision = GateDecision(
+        id="gate-0001",
+        insight=ident,
+        tested_on=base.name,
+        time="2026-12-07T00:00:00Z",
+        verdict="committed",
+        reason="Committed.",
+        confidence=0.95,
+        thresholds={},
+        precondition=page.header.precondition,
+        evidence="gate-0001.runs.jsonl",
+    )
+    change = Derivation(reason=f"gate: {ident} committed", report={"gate": ["gate-0001"]})
+    change.record(decision, page.header, corpus_read.guideline(page), b"")
+    derive_version(store, base, change, deploy=True)
+
+
+@pytest.mark.parametrize("replaced", [True, False])
+def test_monitoring_names_the_lesson_that_replaces_one_it_retires(
+    tmp_path: Path, replaced: bool
+) -> None:
+    """A lesson monitoring retires is superseded by a committed lesson of its scope added
+    later about the same action (the first message shows that one with a link back); with
+    none, the decision says so."""
+    from wikitrace.control.monitor import MonitorOptions, monitor_corpus
+
+    llm = _answer([])
+    corpus = _build(tmp_path, llm)
+    later = "new" if replaced else "alike"
+    with pytest.MonkeyPatch.context() as patched:  # both kept: no judge at the add
+        patched.setattr("wikitrace.compiler.build._pair_judge", lambda *args: None)
+        path = write_runs(tmp_path / "later.jsonl", [make_run(later, task="Fix it again")])
+        options = BuildOptions(
+            inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
+        )
+        add_runs(options, llm=llm)
+    _commit(corpus, "insight-0002")
+    reports = tmp_path / "reports.jsonl"
+    failing = {"insight-0001": {"precondition_met": True, "effect_observed": False}}
+    reports.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "episode": f"e{n}",
+                    "used": {"insights": ["insight-0001"]},
+                    "success": False,
+                    "checks": failing,
+                }
+            )
+            + "\n"
+            for n in range(10)
+        )
+    )
+    result = monitor_corpus(corpus, [reports], MonitorOptions())
+    [record] = [r for r in result.records if r.retire]
+    assert record.insight == "insight-0001"
+    decision = GateDecision.model_validate(
+        frontmatter.loads((corpus / "gate/monitor-0002.md").read_text()).metadata
+    )
+    old = frontmatter.loads((corpus / "insight/insight-0001.md").read_text())
+    shown = Memory.load(corpus).first_message("Fix the parser")
+    if replaced:
+        assert record.replaced_by == "insight-0002" and old["superseded_by"] == "insight-0002"
+        assert decision.reason.split(" (anytime-valid).")[1].startswith(
+            " Replaced by insight-0002, a committed lesson of its scope added later (it "
+            "contradicts it: "
+        )
+        assert shown.insights == ["insight-0002"]
+        assert "  - Supersedes: insight-0001 (retired: this lesson replaces it)" in shown.text
+    else:
+        assert record.replaced_by is None and old.get("superseded_by") is None
+        assert decision.reason.endswith(
+            " No committed lesson of its scope added later replaces it."
+        )
+        assert shown.insights == ["insight-0002"] and "Supersedes" not in shown.text
+    assert verify(corpus).ok
+
+
+def test_the_gate_committing_a_newer_lesson_retires_the_one_it_supersedes(
+    tmp_path: Path,
+) -> None:
+    """When the gate commits a lesson, the shown lessons it contradicts (here as the filter
+    finds them: the gate has no model) are retired, superseded by it, and its decision says
+    so; a lesson it rejects supersedes nothing."""
+    from types import SimpleNamespace
+
+    from wikitrace.control.gate import _change, _Gate
+    from wikitrace.control.gate_inputs import Candidate
+    from wikitrace.corpus_schema import read as corpus_read
+
+    llm = _answer([])
+    corpus = _build(tmp_path, llm)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr("wikitrace.compiler.build._pair_judge", lambda *args: None)
+        path = write_runs(tmp_path / "new.jsonl", [make_run("new", task="Fix it again")])
+        options = BuildOptions(
+            inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
+        )
+        add_runs(options, llm=llm)
+    base = FrozenVersion.current(Store(corpus))
+    pages = dict(base.insights.items())
+    newer = pages["insight-0002"]
+    candidate = Candidate("insight-0002", newer.header, corpus_read.guideline(newer), [])
+    gate = SimpleNamespace(
+        base=base,
+        asker=None,
+        pages=pages,
+        narrower=SimpleNamespace(narrowed={}),
+        runs=SimpleNamespace(agent_runs=0, runs_of=lambda decision: []),
+    )
+    gate.superseded = lambda c, deciding: _Gate.superseded(gate, c, deciding)  # type: ignore[arg-type]
+    for verdict in ("committed", "rejected"):
+        decision = GateDecision(
+            id="gate-0001",
+            insight="insight-0002",
+            tested_on=base.name,
+            time="t",
+            verdict=verdict,  # type: ignore[arg-type]
+            reason=f"{verdict.title()}.",
+            confidence=0.95,
+            thresholds={},
+            precondition="p",
+            evidence="gate-0001.runs.jsonl",
+        )
+        report = SimpleNamespace(decisions=[decision], tested_on=base.name)
+        change = _change(gate, report, [candidate])  # type: ignore[arg-type]
+        if verdict == "rejected":
+            assert sorted(change.insights) == ["insight-0002"]
+            assert change.insights["insight-0002"][0].supersedes == []
+            continue
+        header, _ = change.insights["insight-0002"]
+        assert (header.status, header.supersedes) == ("committed", ["insight-0001"])
+        old, _ = change.insights["insight-0001"]
+        assert (old.status, old.superseded_by) == ("retired", "insight-0002")
+        assert old.decisions == ["gate/gate-0001.md"]
+        assert decision.reason.startswith(
+            "Committed. It supersedes insight-0001 (it contradicts it: the filter found "
+        )
+        assert decision.reason.endswith("): retired, superseded by it.")
