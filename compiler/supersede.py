@@ -32,7 +32,7 @@ from wikitrace.corpus_schema.read import guideline
 from wikitrace.search.contradict import Flag, Lesson, candidates
 from wikitrace.transport.llm import LLMCallError
 from wikitrace.versions import Derivation, FrozenVersion, count_decisions, derive_version
-from wikitrace.versions.store import Store
+from wikitrace.versions.store import Store, left_unrecorded, record_left
 
 from .ask import Asker
 from .compile import CompileError
@@ -255,3 +255,19 @@ def superseding_change(
         evidence = orjson.dumps(item.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
         change.supersede(decision, (old_page.header, guideline(old_page)), newer, evidence)
     return change
+
+
+def finish_interrupted(store: Store, *, deploy: bool) -> str | None:
+    """A version that retires superseded lessons, made by an add killed before the history
+    said so: placed as it would have been (as the gate's and monitoring's are); its name, or
+    None when there is none."""
+    name = left_unrecorded(store, decided_by="supersede")
+    if name is None:
+        return None
+    record_left(
+        store, name, deploy=deploy, reason="superseded (interrupted, finished)", event="superseded"
+    )
+    log.warning(
+        "%s was made by an add that was interrupted as it superseded lessons: finished it", name
+    )
+    return name

@@ -400,3 +400,35 @@ def test_the_gate_committing_a_newer_lesson_retires_the_one_it_supersedes(
             "Committed. It supersedes insight-0001 (it contradicts it: the filter found "
         )
         assert decision.reason.endswith("): retired, superseded by it.")
+
+
+def test_an_add_killed_as_it_supersedes_is_finished_by_the_next_add(tmp_path: Path) -> None:
+    from wikitrace.corpus_schema.history import HistoryEntry
+
+    llm = _answer([])
+    corpus = _build(tmp_path, llm)
+    path = write_runs(tmp_path / "new.jsonl", [make_run("new", task="Fix the parser again")])
+    options = BuildOptions(
+        inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
+    )
+    store = Store(corpus)
+    record = Store.record
+
+    def dies(self: Store, entry: object, *args: object, **kw: object) -> object:
+        if isinstance(entry, HistoryEntry) and entry.event == "superseded":
+            raise KeyboardInterrupt
+        return record(self, entry, *args, **kw)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(Store, "record", dies)
+        with pytest.raises(KeyboardInterrupt):
+            add_runs(options, llm=llm)
+    assert store.versions() == ["v0001", "v0002", "v0003"]
+    assert [e.event for e in store.history()] == ["built", "added"]
+    again = add_runs(options, llm=llm)  # the same runs: nothing new, the supersession finished
+    assert again.version is None
+    assert store.versions() == ["v0001", "v0002", "v0003"] and store.current() == "v0003"
+    assert [e.event for e in store.history()] == ["built", "added", "superseded"]
+    assert store.history()[-1].reason == "superseded (interrupted, finished)"
+    assert Memory.load(corpus).first_message("Fix the parser").insights == ["insight-0002"]
+    assert verify(corpus).ok
