@@ -229,6 +229,9 @@ def superseding_change(
         + ", ".join(f"{item.flag.older} by {item.flag.newer}" for item in found),
         report={"supersede": [item.as_dict() for item in found], "tested_on": version.name},
     )
+    for item in found:
+        if item.judge and item.judge.get("template"):
+            change.prompts[prompts.SUPERSEDE] = str(item.judge["template"])
     number = count_decisions(version) + 1
     for item in found:
         ident = decision_id("supersede", number)

@@ -168,6 +168,8 @@ def test_an_added_lesson_that_contradicts_an_older_one_supersedes_it(tmp_path: P
     evidence = json.loads((corpus / "gate/supersede-0001.jsonl").read_text())
     assert evidence["judge"]["relation"] == "contradicts"
     assert evidence["filter"]["relation"] == "contradicts"
+    made = json.loads((corpus / "manifest.json").read_text())
+    assert made["prompts"]["supersede.j2"] == evidence["judge"]["template"]
     newer = frontmatter.loads((corpus / "insight/insight-0002.md").read_text())
     assert newer["supersedes"] == ["insight-0001"] and newer["status"] == "ungated"
 
