@@ -158,7 +158,17 @@ def measure(work: Path) -> None:
                 pairs_of[ident[new], ident[old]] = model.truth(ident[new], ident[old])
     import wikitrace.compiler.build as build_module
 
-    judge_of = build_module._pair_judge
+    judge_of, review_of = build_module._pair_judge, build_module.supersede_after_add
+    spent_reviewing = [0.0]
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        cpu = time.process_time()
+        try:
+            return review_of(*args, **kwargs)
+        finally:
+            spent_reviewing[0] = time.process_time() - cpu
+
+    build_module.supersede_after_add = timed  # type: ignore[assignment]
     for mode in ("offline filter", "fake judge (oracle)"):
         folder = work / mode.split()[0]
         shutil.copytree(base, folder, symlinks=True)
@@ -184,7 +194,8 @@ def measure(work: Path) -> None:
         print(
             f"{mode}: {len(newer)} lessons added to {len(older)}, {len(pairs_of)} pairs of one "
             f"task type; judge calls {model.asked}; add {time.monotonic() - started:.2f} s wall, "
-            f"{spent:.2f} s CPU (the whole add)"
+            f"{spent:.2f} s CPU (the whole add; comparing and superseding "
+            f"{spent_reviewing[0]:.2f} s of it)"
         )
         _confusion(found, pairs_of)
         partners = {
@@ -210,7 +221,7 @@ def measure(work: Path) -> None:
             }
             print(f" {'held-out pairs' if held else 'pairs the rules were chosen on'}:")
             _confusion({k: v for k, v in found.items() if k in subset}, subset)
-    build_module._pair_judge = judge_of
+    build_module._pair_judge, build_module.supersede_after_add = judge_of, review_of
 
 
 def scale(count: int) -> None:

@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from wikitrace import prompts
+from wikitrace.corpus_schema import manifest
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id, parse_insight
 from wikitrace.corpus_schema.ledger import GateDecision
@@ -83,7 +84,8 @@ class Review:
     superseded: list[Superseding] = field(default_factory=list)
     """Older lessons retired as superseded (each by one newer lesson)."""
     flagged: list[Flag] = field(default_factory=list)
-    """Likely pairs no judge decided (offline): reported for a person to review."""
+    """Likely pairs no judge decided (offline, or its answer could not be used): reported
+    for a person to review."""
     asked: int = 0
     """Judge calls made."""
     declined: int = 0
@@ -130,6 +132,8 @@ class PairJudge:
         self.asker = asker
         self.asked = 0
         self.declined = 0
+        self.unanswered: list[Flag] = []
+        """The pairs whose answer could not be used."""
 
     def __call__(self, version: FrozenVersion, flag: Flag) -> Superseding | None:
         """The superseding the judge finds in `flag`'s pair, or None (neither, or no usable
@@ -150,6 +154,7 @@ class PairJudge:
             if isinstance(error, LLMCallError) and error.fatal:
                 raise
             self.declined += 1
+            self.unanswered.append(flag)
             log.warning("%s against %s: no usable answer (%s)", flag.newer, flag.older, error)
             return None
         if answer.relation == "neither":
@@ -196,6 +201,8 @@ def review_new_lessons(
             taken.add(flag.older)
     if judge is not None:
         review.asked, review.declined = judge.asked, judge.declined
+        # A likely pair the judge gave no usable answer on is left to a person, as offline.
+        review.flagged += [flag for flag in judge.unanswered if flag.likely]
     return review
 
 
@@ -204,9 +211,11 @@ def supersede_after_add(
 ) -> Review:
     """Review the lessons version `name` added (the caller holds the store's lock), and retire
     the older ones the judge finds superseded in a new version (Review.version)."""
+    made = manifest.load(store.version_path(name))
+    added = made.version.changes.insights if made.version else []
+    if made.compiled_by == "offline" or not added:
+        return Review()  # no lesson a model drew: mined ones are left to mining
     version = FrozenVersion.load(name, store.version_path(name), *store.sidecars(name))
-    info = version.manifest.version
-    added = info.changes.insights if info else []
     review = review_new_lessons(version, added, judge)
     if review.superseded:
         change = superseding_change(version, review.superseded)

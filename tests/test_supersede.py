@@ -434,3 +434,27 @@ def test_an_add_killed_as_it_supersedes_is_finished_by_the_next_add(tmp_path: Pa
     assert store.history()[-1].reason == "superseded (interrupted, finished)"
     assert Memory.load(corpus).first_message("Fix the parser").insights == ["insight-0002"]
     assert verify(corpus).ok
+
+
+def test_a_likely_pair_the_judge_gives_no_usable_answer_on_is_flagged(tmp_path: Path) -> None:
+    llm = _answer([])
+    corpus = _build(tmp_path, llm)
+    compile_answer = llm.answer
+
+    def garbled(messages: list[dict[str, str]]) -> str:
+        if messages[0]["content"].startswith("You are comparing two lessons"):
+            return "I think they disagree."
+        return compile_answer(messages)
+
+    llm.answer = garbled
+    path = write_runs(tmp_path / "new.jsonl", [make_run("new", task="Fix the parser again")])
+    options = BuildOptions(
+        inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
+    )
+    review = add_runs(options, llm=llm).supersede
+    assert review is not None
+    assert (review["asked"], review["declined"], review["superseded"]) == (1, 1, [])
+    assert [(f["newer"], f["older"]) for f in review["flagged"]] == [
+        ("insight-0002", "insight-0001")
+    ]
+    assert Store(corpus).current() == "v0002"
