@@ -257,7 +257,8 @@ def add_version(
         return _finish_left(store, left, deploy=deploy, started=started)
     base = FrozenVersion.current(store)
     parent = base.name
-    planned = _plan(_as_built(options, base.manifest), notice)
+    built = _as_built(options, base.manifest)
+    planned = _plan(built, notice)
     name = store.next_name()
     staging = store.staging(name)
     made = _make_version(
@@ -287,7 +288,10 @@ def add_version(
     )
     review = None
     if supersede and not held_back:
-        review = supersede_added(store, name, options, llm=llm, judge_llm=judge_llm, deploy=deploy)
+        judge = _pair_judge(built, llm, judge_llm)
+        review = supersede_after_add(
+            store, name, judge, deploy=deploy, offline=built.offline
+        ).as_dict()
     return dataclasses.replace(
         report,
         version=name,
@@ -312,7 +316,7 @@ def supersede_added(
     What was found and done (`Review.as_dict`)."""
     built = _as_built(options, manifest.load(store.version_path(name)))
     judge = _pair_judge(built, llm, judge_llm)
-    return supersede_after_add(store, name, judge, deploy=deploy).as_dict()
+    return supersede_after_add(store, name, judge, deploy=deploy, offline=built.offline).as_dict()
 
 
 def _pair_judge(options: BuildOptions, llm: LLM | None, judge_llm: LLM | None) -> PairJudge | None:

@@ -25,7 +25,6 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from wikitrace import prompts
-from wikitrace.corpus_schema import manifest
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id, parse_insight
 from wikitrace.corpus_schema.ledger import GateDecision
@@ -207,15 +206,16 @@ def review_new_lessons(
 
 
 def supersede_after_add(
-    store: Store, name: str, judge: PairJudge | None, *, deploy: bool
+    store: Store, name: str, judge: PairJudge | None, *, deploy: bool, offline: bool = False
 ) -> Review:
     """Review the lessons version `name` added (the caller holds the store's lock), and retire
-    the older ones the judge finds superseded in a new version (Review.version)."""
-    made = manifest.load(store.version_path(name))
-    added = made.version.changes.insights if made.version else []
-    if made.compiled_by == "offline" or not added:
+    the older ones the judge finds superseded in a new version (Review.version). `offline`:
+    the corpus was compiled offline, so it holds no lesson a model drew (nothing is read)."""
+    if offline and judge is None:
         return Review()  # no lesson a model drew: mined ones are left to mining
     version = FrozenVersion.load(name, store.version_path(name), *store.sidecars(name))
+    info = version.manifest.version
+    added = info.changes.insights if info else []
     review = review_new_lessons(version, added, judge)
     if review.superseded:
         change = superseding_change(version, review.superseded)
