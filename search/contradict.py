@@ -76,6 +76,7 @@ _SPLIT = re.compile(
     r"[.;!?]+\s|[.;!?]+$|\n|\s+but\s+|,\s*and\s+|\s+(?=instead of\s|rather than\s|without\s|"
     r"unless\s|otherwise\s|except\s|when\s|if\s|once\s|whenever\s|while\s)"
 )
+_ONLY_FOR = re.compile(r"\bonly\s+((?:for|on|in)\s.*)$")
 _LEAD_CONDITION = re.compile(r"^(when|if|unless|once|whenever|while|where)\b([^,]*),\s*(.*)$")
 
 
@@ -275,11 +276,11 @@ def _clauses(text: str) -> Iterable[tuple[str, bool, bool]]:
             # "do X without Y" advises X-and-Y against; "do not X without Y", X-and-Y.
             yield f"{previous} {' '.join(words[1:])}", not previous_negative, False
             continue
-        if "only" in words:
-            after = piece.split("only", 1)[1]
-            if after.split(" ", 2)[1:2] and after.split()[0] in _CONDITIONS | {"for", "on"}:
-                yield after, False, True
-                piece = piece.split("only", 1)[0] + "only"
+        only = _ONLY_FOR.search(piece)
+        if only:
+            # "X only for Y": Y is a condition (when, if, unless are split off already).
+            yield only.group(1), False, True
+            piece = piece[: only.start()] + "only"
         previous_negative = bool(_NEGATIONS & set(words))
         previous = piece
         yield piece, previous_negative, False
