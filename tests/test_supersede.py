@@ -458,3 +458,25 @@ def test_a_likely_pair_the_judge_gives_no_usable_answer_on_is_flagged(tmp_path: 
         ("insight-0002", "insight-0001")
     ]
     assert Store(corpus).current() == "v0002"
+
+
+def test_an_add_that_leaves_the_comparison_to_later_then_makes_it(tmp_path: Path) -> None:
+    """`wikitrace update` adds with supersede=False and compares once it deploys the version
+    (compiler.supersede_added), as here."""
+    from wikitrace.compiler import add_version, supersede_added
+    from wikitrace.corpus_schema.lock import build_lock
+
+    llm = _answer([])
+    corpus = _build(tmp_path, llm)
+    path = write_runs(tmp_path / "new.jsonl", [make_run("new", task="Fix the parser again")])
+    options = BuildOptions(
+        inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
+    )
+    store = Store(corpus)
+    with build_lock(corpus):
+        added = add_version(options, deploy=False, llm=llm, supersede=False)
+        assert added.supersede is None and store.versions() == ["v0001", "v0002"]
+        store.deploy("v0002", reason="an update did better")
+        review = supersede_added(store, "v0002", options, llm=llm)
+    assert review["version"] == "v0003" and store.current() == "v0003"
+    assert Memory.load(corpus).first_message("Fix the parser").insights == ["insight-0002"]
