@@ -254,9 +254,11 @@ def monitor_command(
     test shows its violation rate above --max-violation-rate (so checking after every episode
     does not retire sound insights more often). Retiring makes a new version: the insight
     is marked retired (kept on record, never shown to an agent again), with
-    gate/monitor-NNNN.md and the report lines behind it. Prints each committed insight's record
-    on stderr, and the new version's folder on stdout when one was made (the records with
-    --json). Exit 0, 2 for bad input.
+    gate/monitor-NNNN.md and the report lines behind it; a committed lesson of its scope
+    added later that contradicts or narrows it replaces it (its superseded_by: the first
+    message shows that one with a link back), else it says none. Prints each committed
+    insight's record on stderr, and the new version's folder on stdout when one was made
+    (the records with --json). Exit 0, 2 for bad input.
 
     \b
     Example:
@@ -276,7 +278,9 @@ def monitor_command(
             err=True,
         )
         for record in result.records:
-            verdict = "RETIRED" if record.retire else "kept"
+            verdict = "kept"
+            if record.retire:
+                verdict = f"RETIRED, replaced by {record.replaced_by or 'none'}"
             click.echo(
                 f"{record.insight}: cited {record.cited}, judged {record.judged}, violations "
                 f"{record.violations} (rate {record.rate:.3f}, at least {record.rate_lower:.3f}; "

@@ -151,13 +151,33 @@ def _print_added(corpus: Path, report: Any, *, as_json: bool) -> None:
             finish_report(report, quiet=True, as_json=True, stdout="")
         return
     store = Store(corpus)
+    review = report.supersede or {}
+    for line in superseding_lines(corpus, review):
+        click.echo(line, err=True)
     finish_report(
         report,
         quiet=is_quiet(),
         as_json=as_json,
-        stdout=str(store.version_path(report.version)),
+        stdout=str(store.version_path(review.get("version") or report.version)),
         retry=RETRY_ADD,
     )
+
+
+def superseding_lines(corpus: Path, review: dict[str, Any]) -> list[str]:
+    """What comparing the added lessons with the older ones did (compiler/supersede.py), a
+    line each: those retired as superseded, and the likely pairs left for a person."""
+    lines = [
+        f"{review['version']}: {item['older']} retired, superseded by {item['newer']} "
+        f"(it {item['relation']} it: {item['reason']})"
+        for item in review.get("superseded", [])
+    ]
+    lines += [
+        f"review: {flag['newer']} may {flag['relation'].rstrip('s')} {flag['older']} "
+        f"({flag['why']}); no model judged it. If so: wikitrace retire {corpus} "
+        f"{flag['older']} --by {flag['newer']} --reason '...'"
+        for flag in review.get("flagged", [])
+    ]
+    return lines
 
 
 @click.command("versions")

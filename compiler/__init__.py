@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from wikitrace.corpus_schema import exports
 
 if TYPE_CHECKING:
-    from .build import add_runs, add_version, build_corpus
+    from .build import add_runs, add_version, build_corpus, supersede_added
     from .compile import CompileError, CompileLimits
     from .offline import OFFLINE_MODEL
     from .report import BuildOptions, BuildReport
@@ -21,6 +21,7 @@ _HOMES = {
     "add_runs": "build",
     "add_version": "build",
     "build_corpus": "build",
+    "supersede_added": "build",
     "CompileError": "compile",
     "CompileLimits": "compile",
     "OFFLINE_MODEL": "offline",
@@ -37,6 +38,7 @@ __all__ = [
     "add_runs",
     "add_version",
     "build_corpus",
+    "supersede_added",
 ]
 
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width, manifest
@@ -49,6 +50,7 @@ from wikitrace.versions import (
 )
 from wikitrace.versions.finish import Finished, in_staging
 
+from .ask import Asker
 from .compile import CompileLimits, Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
@@ -68,6 +70,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
+from .supersede import PairJudge, finish_interrupted, supersede_after_add
 from .workers import build_in_workers, worker_count
 
 log = logging.getLogger(__name__)
@@ -238,18 +241,23 @@ def add_version(
     progress: Progress | None = None,
     notice: Callable[[InputPlan], None] | None = None,
     say: Say | None = None,
+    supersede: bool = True,
 ) -> BuildReport:
-    """add_runs for a caller that already holds the corpus's lock (wikitrace update)."""
+    """add_runs for a caller that already holds the corpus's lock (wikitrace update). With
+    `supersede`, the version's lessons are then compared with the older ones
+    (`supersede_added`); `wikitrace update` does that once it deploys the version."""
     started = time.monotonic()
     pointer = options.output
     store = open_store(pointer)
     check_cache_dir(options)
+    finish_interrupted(store, deploy=deploy)
     left = left_unrecorded(store, sources(options.inputs))
     if left is not None:
         return _finish_left(store, left, deploy=deploy, started=started)
     base = FrozenVersion.current(store)
     parent = base.name
-    planned = _plan(_as_built(options, base), notice)
+    built = _as_built(options, base.manifest)
+    planned = _plan(built, notice)
     name = store.next_name()
     staging = store.staging(name)
     made = _make_version(
@@ -277,9 +285,50 @@ def add_version(
     store.place(
         staging, name, parent=parent, deploy=deploy and not held_back, event="added", reason=reason
     )
+    review = None
+    if supersede and not held_back:
+        judge = _pair_judge(built, llm, judge_llm)
+        review = supersede_after_add(
+            store, name, judge, deploy=deploy, offline=built.offline
+        ).as_dict()
     return dataclasses.replace(
-        report, version=name, held_back=held_back, seconds=round(time.monotonic() - started, 3)
+        report,
+        version=name,
+        held_back=held_back,
+        supersede=review,
+        seconds=round(time.monotonic() - started, 3),
     )
+
+
+def supersede_added(
+    store: Store,
+    name: str,
+    options: BuildOptions,
+    *,
+    llm: LLM | None = None,
+    judge_llm: LLM | None = None,
+    deploy: bool = True,
+) -> dict[str, Any]:
+    """Compare the lessons version `name` added with the older ones of their scope, and retire
+    those it supersedes in a new version (compiler/supersede.py; the caller holds the lock):
+    judged by the --judge model when given, else by the corpus's own, else only flagged.
+    What was found and done (`Review.as_dict`)."""
+    built = _as_built(options, manifest.load(store.version_path(name)))
+    judge = _pair_judge(built, llm, judge_llm)
+    return supersede_after_add(store, name, judge, deploy=deploy, offline=built.offline).as_dict()
+
+
+def _pair_judge(options: BuildOptions, llm: LLM | None, judge_llm: LLM | None) -> PairJudge | None:
+    """What judges whether an added lesson supersedes an older one: the --judge model when
+    given, else the corpus's own; None for an offline corpus (likely pairs are flagged)."""
+    if options.judge is not None:
+        model, given = options.judge, judge_llm
+    elif not options.offline:
+        model, given = options.model, llm
+    else:
+        return None
+    asker = Asker(_make_llm(options, given, model, JUDGE_OUTPUT_TOKENS), options.prompts_dir)
+    return PairJudge(asker)
 
 
 def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> BuildReport:
@@ -297,10 +346,11 @@ def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> Bu
     return dataclasses.replace(report, version=name, seconds=round(time.monotonic() - started, 3))
 
 
-def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
-    """`options` for adding to `base`: its model, called as it was (the endpoint, temperature
-    and limits its manifest keeps), except what the user gives anew."""
-    kept = base.manifest.model_settings
+def _as_built(options: BuildOptions, base: manifest.Manifest) -> BuildOptions:
+    """`options` for adding to the version of manifest `base`: its model, called as it was
+    (the endpoint, temperature and limits its manifest keeps), except what the user gives
+    anew."""
+    kept = base.model_settings
     given, default = options.limits, CompileLimits()
     # A setting left at its default takes the value the base was built with.
     limits = dataclasses.replace(
@@ -318,7 +368,7 @@ def _as_built(options: BuildOptions, base: FrozenVersion) -> BuildOptions:
     temperature = BuildOptions(inputs=[], output=options.output).temperature
     return dataclasses.replace(
         options,
-        model=base.manifest.model,
+        model=base.model,
         api_base=options.api_base or kept.get("api_base"),
         temperature=kept.get("temperature", options.temperature)
         if options.temperature == temperature

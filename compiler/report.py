@@ -190,6 +190,10 @@ class BuildReport:
     """What mining tried and found, per task type (None: --no-mine)."""
     batches: list[dict[str, Any]] = field(default_factory=list)
     """Provider batches the build waited for (--batch): id, requests, status, unanswered."""
+    supersede: dict[str, Any] | None = None
+    """For an add: its lessons compared with the older ones of their scope (compiler/
+    supersede.py, Review.as_dict): those superseded, in which version, and the likely pairs
+    flagged for review; None for a build, or before the comparison (the add's manifest)."""
     seconds: float = 0.0
 
     @property

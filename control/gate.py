@@ -44,6 +44,7 @@ from pathlib import Path
 import orjson
 
 from wikitrace.compiler.ask import Asker
+from wikitrace.compiler.supersede import PairJudge, Superseding, review_new_lessons
 from wikitrace.corpus_schema import InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.layout import GATE_DIR, decision_id
@@ -159,9 +160,31 @@ def _change(gate: _Gate, report: GateReport, candidates: Sequence[Candidate]) ->
                     f" Its near-duplicates ({', '.join(candidate.alike)}) keep the broad "
                     "precondition: they are retired, superseded by it."
                 )
+        superseded = (
+            gate.superseded(candidate, candidates) if decision.verdict == "committed" else []
+        )
+        if superseded:
+            header = header.model_copy(
+                update={"supersedes": [*header.supersedes, *(s.flag.older for s in superseded)]}
+            )
+            decision.reason += (
+                " It supersedes "
+                + "; ".join(
+                    f"{item.flag.older} (it {item.relation} it: {item.reason})"
+                    for item in superseded
+                )
+                + ": retired, superseded by it."
+            )
         runs = gate.runs.runs_of(decision)
         evidence = b"".join(orjson.dumps(run.model_dump(mode="json")) + b"\n" for run in runs)
         change.record(decision, header, candidate.guideline, evidence)
+        for item in superseded:
+            page = gate.pages[item.flag.older]
+            change.follow(
+                decision.model_copy(update={"verdict": "retired"}),
+                page.header.model_copy(update={"superseded_by": candidate.ident}),
+                corpus_read.guideline(page),
+            )
         for ident in candidate.alike:
             page = gate.pages[ident]
             followed, alike_header = decision, page.header
@@ -300,6 +323,18 @@ class _Gate:
             )
             for i in chosen
         ]
+
+    def superseded(self, candidate: Candidate, deciding: Sequence[Candidate]) -> list[Superseding]:
+        """The lessons agents are shown, of the candidate's scope, that it contradicts or
+        narrows (compiler/supersede.py): judged by the model when the gate has one, else as
+        the mechanical filter finds them likely; once the candidate is committed they are
+        retired, superseded by it. The lessons this call decides are left alone."""
+        judge = None if self.asker is None else PairJudge(self.asker)
+        leave = {ident for c in deciding for ident in (c.ident, *c.alike)}
+        review = review_new_lessons(
+            self.base, [candidate.ident], judge, leave=leave, filter_decides=True
+        )
+        return review.superseded
 
     def decide(self, candidate: Candidate) -> GateDecision:
         ident = decision_id("gate", self.number)

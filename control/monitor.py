@@ -36,13 +36,15 @@ from typing import Any, TypeVar
 
 import orjson
 
+from wikitrace.compiler.supersede import lessons
 from wikitrace.corpus_schema import InputError, manifest
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.history import now
-from wikitrace.corpus_schema.layout import decision_id
+from wikitrace.corpus_schema.layout import decision_id, parse_insight
 from wikitrace.corpus_schema.ledger import GateDecision, MonitorState, Tally, load_model
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
+from wikitrace.search.contradict import Flag, candidates
 from wikitrace.tools.cite import CitationReport, read_reports
 from wikitrace.versions import (
     Derivation,
@@ -93,6 +95,9 @@ class InsightRecord:
     episodes: list[dict[str, Any]] = field(default_factory=list)
     bases: dict[str, int] = field(default_factory=dict)
     """This call's judged episodes by where their base failure rate came from (`Base.source`)."""
+    replaced_by: str | None = None
+    """For a lesson retired: the committed lesson of its scope added later that replaces it
+    (`replacement`), which the first message shows instead; None when there is none."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +110,7 @@ class InsightRecord:
             "evidence": self.evidence,
             "retire": self.retire,
             "bases": dict(self.bases),
+            **({"replaced_by": self.replaced_by} if self.retire else {}),
         }
 
 
@@ -433,6 +439,13 @@ def _retirements(
     behind it."""
     current, pages = base.name, base.insights
     first = count_decisions(base) + 1
+    replacements = {
+        record.insight: replacement(base, record.insight, leaving={r.insight for r in retiring})
+        for record in retiring
+    }
+    for record in retiring:
+        found = replacements[record.insight]
+        record.replaced_by = found.newer if found else None
     change = Derivation(
         reason="monitoring: " + ", ".join(f"{r.insight} retired" for r in retiring),
         report={"monitor": [r.as_dict() for r in result.records], "monitored": current},
@@ -465,11 +478,44 @@ def _retirements(
             evidence=f"{ident}.reports.jsonl",
             monitoring={**record.as_dict(), "episodes": record.episodes},
         )
+        found = replacements[record.insight]
+        if found is None:
+            decision.reason += " No committed lesson of its scope added later replaces it."
+        else:
+            decision.reason += (
+                f" Replaced by {found.newer}, a committed lesson of its scope added later "
+                f"(it {found.relation} it: {found.why})."
+            )
         # Every report behind it, this call's and earlier ones'.
-        behind = [
+        behind = b"".join(
             text.encode() + b"\n"
             for text in state.reports.values()
             if record.insight in orjson.loads(text)["used"]["insights"]
-        ]
-        change.record(decision, header, corpus_read.guideline(page), b"".join(behind))
+        )
+        older = (header, corpus_read.guideline(page))
+        if found is None:
+            change.record(decision, *older, behind)
+        else:
+            newer = pages[found.newer]
+            change.supersede(decision, older, (newer.header, corpus_read.guideline(newer)), behind)
     return change
+
+
+def replacement(base: FrozenVersion, ident: str, *, leaving: set[str]) -> Flag | None:
+    """The lesson that replaces `ident`, which monitoring retires: a committed one of the same
+    scope (task type, project, kind of work) added after it that contradicts or narrows it
+    (as the filter of search/contradict.py finds: sharing words is not enough), the closest
+    first; None when there is none (or `ident` is a mined lesson). `leaving`: lessons retired
+    with it, which replace nothing."""
+    retired = lessons(base, WATCHED_STATUSES).get(ident)
+    if retired is None:
+        return None
+    later = [
+        lesson
+        for lesson in lessons(base, ("committed",)).values()
+        if parse_insight(lesson.id) > parse_insight(ident) and lesson.id not in leaving
+    ]
+    # Each later lesson as the newer of a pair with the retired one; sharing words is not
+    # enough: it must contradict or narrow it.
+    found = [flag for lesson in later for flag in candidates([lesson], [retired]) if flag.likely]
+    return min(found, key=lambda flag: -flag.overlap, default=None)

@@ -20,6 +20,7 @@ from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id
 from wikitrace.corpus_schema.ledger import GateDecision
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.versions import (
     Derivation,
     FrozenVersion,
@@ -61,6 +62,7 @@ def retire_insight(
             reason=f"retired by hand: {old}" + (f" (superseded by {by})" if by else "")
         )
         old_header = old_page.header
+        replacing: tuple[InsightHeader, str] | None = None
         if by is not None:
             newer = resolve_insight(by, pages)
             newer_page = pages[newer]
@@ -72,11 +74,7 @@ def retire_insight(
                     "must be one agents are shown",
                     field="--by",
                 )
-            header = newer_page.header
-            change.insights[newer] = (
-                header.model_copy(update={"supersedes": [*header.supersedes, old]}),
-                corpus_read.guideline(newer_page),
-            )
+            replacing = (newer_page.header, corpus_read.guideline(newer_page))
             old_header = old_header.model_copy(update={"superseded_by": newer})
             change.reason = f"retired by hand: {old} superseded by {newer}"
         ident = decision_id("retire", count_decisions(base) + 1)
@@ -101,12 +99,12 @@ def retire_insight(
             evidence=f"{ident}.jsonl",
         )
         behind = {"insight": old, "superseded_by": old_header.superseded_by, "reason": reason}
-        change.record(
-            decision,
-            old_header,
-            corpus_read.guideline(old_page),
-            orjson.dumps(behind, option=orjson.OPT_SORT_KEYS) + b"\n",
-        )
+        evidence = orjson.dumps(behind, option=orjson.OPT_SORT_KEYS) + b"\n"
+        older = (old_header, corpus_read.guideline(old_page))
+        if replacing is None:
+            change.record(decision, *older, evidence)
+        else:
+            change.supersede(decision, older, replacing, evidence)
         change.report = {"retire": ident, "insight": old, "retired_on": base.name}
         return derive_version(store, base, change, deploy=deploy, event="retired")
 

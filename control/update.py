@@ -32,6 +32,7 @@ retries of runs that error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -42,7 +43,7 @@ from typing import Literal
 
 import numpy as np
 
-from wikitrace.compiler import BuildOptions, BuildReport, add_version
+from wikitrace.compiler import BuildOptions, BuildReport, add_version, supersede_added
 from wikitrace.compiler.importers import InputPlan
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
@@ -125,7 +126,13 @@ def update_corpus(
     store = Store(build.output)
     with build_lock(store.pointer):
         added = add_version(
-            build, deploy=False, llm=llm, progress=compile_progress, notice=notice, say=say
+            build,
+            deploy=False,
+            llm=llm,
+            progress=compile_progress,
+            notice=notice,
+            say=say,
+            supersede=False,  # once deployed: the comparison is of the lessons added
         )
         if added.version is None:
             return UpdateResult(add=added)
@@ -136,6 +143,8 @@ def update_corpus(
         write_json(path, record.model_dump(mode="json"))
         if record.deployed == record.candidate:
             store.deploy(record.candidate, reason=record.reason, update=record.id)
+            review = supersede_added(store, record.candidate, build, llm=llm)
+            added = dataclasses.replace(added, supersede=review)
         else:
             store.record(
                 HistoryEntry(

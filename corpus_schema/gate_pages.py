@@ -41,14 +41,15 @@ def gate_page(decision: GateDecision) -> str:
 def _summary(decision: GateDecision, rel: str) -> list[str]:
     """The heading, the verdict and why, the precondition tested and the thresholds."""
     insight_rel = f"{INSIGHT_DIR}/{decision.insight}.md"
-    tested = "was retired in" if decision.kind == "retire" else "was tested on"
+    by_hand = decision.kind in ("retire", "supersede")
+    tested = "was retired in" if by_hand else "was tested on"
     lines = [
         f"# {decision.id}: {decision.insight} {decision.verdict}",
         "",
         f"{link(insight_rel, rel, decision.insight)} {tested} {decision.tested_on}. "
         f"{decision.reason}",
         "",
-        f"- precondition{'' if decision.kind == 'retire' else ' tested'}: {decision.precondition}",
+        f"- precondition{'' if by_hand else ' tested'}: {decision.precondition}",
     ]
     if decision.narrowed_precondition:
         lines.append(f"- narrowed to: {decision.narrowed_precondition}")

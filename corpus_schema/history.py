@@ -48,10 +48,18 @@ VERSION_RE = re.compile(r"^v(\d{4,9})$")
 _VERSION_ARG_RE = re.compile(r"^v?(\d{1,9})$")
 
 Event = Literal[
-    "built", "added", "candidate", "deployed", "refused", "gated", "monitored", "retired"
+    "built",
+    "added",
+    "candidate",
+    "deployed",
+    "refused",
+    "gated",
+    "monitored",
+    "retired",
+    "superseded",
 ]
 DEPLOYING: frozenset[str] = frozenset(
-    {"built", "added", "deployed", "gated", "monitored", "retired"}
+    {"built", "added", "deployed", "gated", "monitored", "retired", "superseded"}
 )
 """Events that moved the pointer to their version."""
 

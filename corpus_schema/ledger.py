@@ -344,8 +344,9 @@ class GateDecision(_Strict):
 
     id: str
     insight: str
-    kind: Literal["gate", "monitor", "retire"] = "gate"
-    """Who decided: the gate, monitoring, or a person (`wikitrace retire`)."""
+    kind: Literal["gate", "monitor", "retire", "supersede"] = "gate"
+    """Who decided: the gate, monitoring, a person (`wikitrace retire`), or `add` on a judge's
+    word that a newer lesson contradicts or narrows this one (compiler/supersede.py)."""
     tested_on: str
     """The version whose memory the probes ran with."""
     time: str

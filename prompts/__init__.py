@@ -20,6 +20,7 @@ HYPOTHESIZE = "hypothesize.j2"
 JUDGE = "judge.j2"
 ATTRIBUTE = "attribute.j2"
 DRILLDOWNS = "drilldowns.j2"
+SUPERSEDE = "supersede.j2"
 
 
 @functools.lru_cache(maxsize=8)

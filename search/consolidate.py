@@ -39,6 +39,17 @@ def words(text: str) -> frozenset[str]:
     return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP)
 
 
+_NEGATIONS = frozenset(["not", "never", "avoid", "don", "dont", "cannot", "no"])
+"""Words that make a title advise against what it names ("Do not pass --strict")."""
+
+
+def negated(title: str) -> bool:
+    """Whether a lesson's title advises against what it names: such a lesson and one that
+    advises for the same words are opposites, never near-duplicates (search/contradict.py
+    decides whether one supersedes the other)."""
+    return not _NEGATIONS.isdisjoint(_WORD.findall(title.lower()))
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -111,6 +122,8 @@ class _Words:
     """Its title's and guideline's words."""
     head_prefix: list[int]
     whole_prefix: list[int]
+    negative: bool = False
+    """Its title advises against what it names (`negated`): alike only to such a leader."""
 
 
 class _Leaders:
@@ -130,6 +143,8 @@ class _Leaders:
         text's) prefix."""
         self._leaders = array("q")
         """The index of each group's first lesson."""
+        self._negative = bytearray()
+        """Whether each leader's title advises against what it names (`negated`)."""
         self._kept = array("i")
         self._bounds = array("q", [0])
         """Each leader's title words, then its whole text's, one after another in `_kept`:
@@ -139,7 +154,7 @@ class _Leaders:
     def words_of(self, title: str, guideline: str) -> _Words:
         head = self._numbered(title)
         whole = self._numbered(f"{title} {guideline}")
-        return _Words(head, whole, self._prefix(head), self._prefix(whole))
+        return _Words(head, whole, self._prefix(head), self._prefix(whole), negative=negated(title))
 
     def _numbered(self, text: str) -> frozenset[int]:
         return frozenset([self._rank[word] for word in words(text)])
@@ -154,6 +169,8 @@ class _Leaders:
         titled = self._sharing(self._by_title, lesson.head_prefix, len(lesson.head), 0)
         whole_sharing = self._sharing(self._by_whole, lesson.whole_prefix, len(lesson.whole), 1)
         for c in sorted(titled | whole_sharing):
+            if self._negative[c] != lesson.negative:
+                continue  # "do X" and "do not X" are opposites, not near-duplicates
             # Alike in the whole texts; else alike enough in them and alike in the titles
             # (only a leader sharing a word of the title's prefix can be).
             alike = _jaccard_of(lesson.whole, kept[bounds[2 * c + 1] : bounds[2 * c + 2]])
@@ -193,6 +210,7 @@ class _Leaders:
         for word in lesson.whole_prefix:
             self._by_whole.setdefault(word, array("i")).append(position)
         self._leaders.append(index)
+        self._negative.append(lesson.negative)
         self._kept.extend(lesson.head)
         self._bounds.append(len(self._kept))
         self._kept.extend(lesson.whole)
@@ -302,6 +320,7 @@ class ProjectGroups(Sequence[int]):
                     kept[position][0]
                     for position in _sharing(mine, by_word)
                     if self._steps[kept[position][0]] != self._steps[index]
+                    and negated(self._titles[kept[position][0]]) == negated(self._titles[index])
                     and _jaccard(mine, kept[position][1]) >= self._threshold
                 ),
                 None,

@@ -145,6 +145,8 @@ def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) ->
     judge's prompt, a verdict)."""
     if prompt.startswith("You are judging"):
         return judge_answer(prompt)
+    if prompt.startswith("You are comparing two lessons"):
+        return json.dumps({"relation": "neither", "reason": "They advise different things."})
     if prompt.startswith("You are finding out why"):
         return attribution_answer(prompt)
     if prompt.startswith("You are labelling how"):

@@ -192,3 +192,14 @@ def test_project_groups_join_one_project_when_asked_and_walk_no_common_word() ->
     lazy = consolidate.ProjectGroups(leaders, titles, steps, projects.get)
     assert lazy[4] == 4 and set(lazy._joined) == {"shop"}  # the app's titles not compared yet
     assert list(lazy) == expected and lazy[1:3] == [0, 2]
+
+
+def test_a_lesson_and_its_opposite_are_never_near_duplicates() -> None:
+    """ "Do not X" shares every word of "X" but says the opposite: grouped, the first message
+    would show the one and count the other as its support."""
+    lessons = [
+        ("Pass --strict to the parser", "Always give the parser its --strict flag."),
+        ("Do not pass --strict to the parser", "Do not give the parser its --strict flag."),
+        ("Never pass --strict to the parser", "Never give the parser its --strict flag."),
+    ]
+    assert consolidate.group(lessons) == [0, 1, 1]

@@ -149,6 +149,7 @@ def test_the_gate_supersedes_the_near_duplicates_of_a_lesson_it_committed_narrow
         runs=SimpleNamespace(agent_runs=0, runs_of=lambda decision: []),
         pages=pages,
         asker=None,
+        superseded=lambda candidate, deciding: [],
     )
     report = SimpleNamespace(
         decisions=[decision("gate-0001", "insight-0001"), decision("gate-0002", "insight-0003")],

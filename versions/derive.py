@@ -61,6 +61,23 @@ class Derivation:
         self.files[f"{GATE_DIR}/{decision.id}.md"] = gate_pages.gate_page(decision).encode()
         self.files[f"{GATE_DIR}/{decision.evidence}"] = evidence
 
+    def supersede(
+        self,
+        decision: GateDecision,
+        older: tuple[InsightHeader, str],
+        newer: tuple[InsightHeader, str],
+        evidence: bytes,
+    ) -> None:
+        """The older lesson (header, guideline) takes `decision` (retired), naming the newer
+        one that replaces it (`superseded_by`); the newer's page names it (`supersedes`), so
+        the first message shows the newer with a link back."""
+        header, guideline = self.insights.get(newer[0].id, newer)
+        if older[0].id not in header.supersedes:
+            header = header.model_copy(update={"supersedes": [*header.supersedes, older[0].id]})
+        self.insights[header.id] = (header, guideline)
+        replaced = older[0].model_copy(update={"superseded_by": header.id})
+        self.record(decision, replaced, older[1], evidence)
+
     def follow(self, decision: GateDecision, header: InsightHeader, guideline: str) -> None:
         """The insight's page takes the decision's verdict (an undecided one leaves the status
         as it was) and links its record: the insight decided, or a near-duplicate of it."""

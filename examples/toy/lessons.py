@@ -75,6 +75,10 @@ def answer(prompt: str) -> str:
     """The JSON answer to one wikitrace prompt."""
     if "NARROW THE PRECONDITION" in prompt:
         return narrow(prompt)
+    if prompt.startswith("You are comparing two lessons"):
+        # Whether a newer lesson supersedes an older one (prompts/supersede.j2): the toy's
+        # lessons are about different containers, and the gate tests each on its own.
+        return json.dumps({"relation": "neither", "reason": "Different containers."})
     if "STATE THIS LESSON AS A HYPOTHESIS" in prompt:
         for lesson in (MAT, FORCE, FORCE_DRAWERS):
             if f"Title: {lesson['title']}" in prompt:
