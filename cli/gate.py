@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import is_quiet, plural
+from .common import Command, is_quiet, option_group, plural
 from .compile_options import prompts_dir_option
 from .gate_options import GateSettings, gate_options
-from .groups import Command, option_group
 from .options import POINTER, no_deploy_option, print_json, runner_options
 from .profiles import profile_option
 from .progress import agent_runs

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
-from .groups import Command, option_group
+from .common import Command, DetailedOption, option_group
 
 TASKS = click.Path(path_type=Path, dir_okay=False, exists=True)
 

@@ -11,9 +11,8 @@ from typing import Any
 
 import click
 
-from .common import full_help
+from .common import Command, full_help, option_group
 from .evaluate import attribute_command, drilldowns_command, eval_command, not_counted
-from .groups import Command, option_group
 from .options import JudgeSettings, RowSettings, row_options
 
 

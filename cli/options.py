@@ -4,7 +4,7 @@ JSON.
 
 A group such as `@row_options` adds its options to a command and hands the command one keyword
 argument (`scoring: RowSettings`) instead of loose ones, so no command reads its options by
-string key (groups.py does the handing). The compile and input groups live in
+string key (common.py's option_group does the handing). The compile and input groups live in
 compile_options.py, the gate's in gate_options.py; the quiet flag is common.py's `is_quiet`.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
-from .groups import Command, option_group
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import Command, DetailedOption, option, option_group
 
 __all__ = [
     "POINTER",
@@ -215,14 +216,7 @@ def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
             show_default=True,
             help="A second set of no-memory runs: its Gain and Regression are the noise band.",
         ),
-        click.option(
-            "--success-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="A row with a score and no success succeeds when score >= this.",
-        ),
+        option(declared("success-threshold"), hidden=tuning_hidden),
         click.option(
             "--resamples",
             type=click.IntRange(100),

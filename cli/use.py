@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
 from wikitrace.corpus_schema.work import KINDS
 from wikitrace.tools.message_options import (
     BUDGET_TOKENS,
@@ -19,8 +20,16 @@ from wikitrace.tools.message_options import (
     MessageOptions,
 )
 
-from .common import TASK_NAMED, DetailedOption, is_quiet, plural, renamed_option
-from .groups import Command, option_group
+from .common import (
+    TASK_NAMED,
+    Command,
+    DetailedOption,
+    is_quiet,
+    option,
+    option_group,
+    plural,
+    renamed_option,
+)
 from .options import print_json
 from .profiles import profile_option
 
@@ -230,12 +239,7 @@ _LISTING: list[Callable[[Any], Any]] = [
 ]
 """How much the message lists: every type, similar runs, its budget, near-duplicates, conflicts."""
 
-_template_option = click.option(
-    "--prompts-dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    hidden=True,
-    help="Folder with a first-message.j2 that overrides the bundled one.",
-)
+_template_option = option(declared("prompts-dir"))
 """The first message's template."""
 
 _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [

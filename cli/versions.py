@@ -11,9 +11,8 @@ from typing import Any
 import click
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import DetailedOption, is_quiet
+from .common import Command, DetailedOption, is_quiet, option_group
 from .compile_options import CompileSettings, compile_options
-from .groups import Command, option_group
 from .options import (
     POINTER,
     json_option,

@@ -1,0 +1,468 @@
+"""The settings a user gives, each declared once as one typed field: its option's flags, type,
+default, help, environment variable, the commands that take it, whether a project's settings
+file may set it (or why not) and whether a corpus's manifest records it.
+
+From these fields `cli/declared.py` makes the click options, `cli/settings.py` which keys a
+project's file may set, `docs/gen_cli.py` the table of docs/settings.md; the compiler's
+options (compiler/report.py), the model client (transport/llm.py) and the manifest's
+`model_settings` read their defaults and recorded names here. Standard library only (no
+click): `wikitrace --help` and `convert` read it without loading anything else.
+
+Declared so far: the settings of the compile workflow (build, add, update) and of reading
+logs (convert too). The other commands' options are still written as click options in
+cli/, and classified in cli/settings.py's lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# --- why a project's settings file may not set a key ----------------------------------------
+
+RUNS_CODE = "it runs code"
+SENDS_DATA = "it sends data to a server"
+REDACTION = "it changes redaction"
+OUTPUTS = "it chooses what is written where"
+READS_OUTSIDE = "it reads files or lessons outside the folder"
+
+# --- the defaults of a model call (the client's, the build's, the options') -----------------
+
+MAX_OUTPUT_TOKENS = 4096
+"""The longest answer one call may write."""
+CONTEXT_TOKENS = 32_768
+"""The model's context window: every call of a run's conversation fits in it."""
+TEMPERATURE = 0.0
+"""Sampling temperature of the model's calls."""
+TIMEOUT_SECONDS = 300.0
+"""Seconds before one call times out (and is retried)."""
+MAX_RETRIES = 6
+"""Backoff retries of a call on rate limits, time-outs and server errors."""
+
+Kind = Literal["text", "int", "float", "flag", "switch", "choice", "path"]
+"""What a value is: text, a number, a flag (on when given), a switch (--x/--no-x), one of
+`choices`, or a path (`path_is`)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: everything the option, the settings-file key, the manifest and the docs
+    say about it."""
+
+    flags: tuple[str, ...]
+    """The option's flags as click takes them: `("-f", "--format")`, `("--x/--no-x",)`."""
+    help: str
+    """What --help says."""
+    commands: tuple[str, ...]
+    """The commands that take it (`lift eval` for a part of a group)."""
+    kind: Kind = "text"
+    default: Any = None
+    """The built-in default (None: none; a flag's is off)."""
+    name: str | None = None
+    """The command's parameter name, when not the key's (`--redact`: `redact_patterns`)."""
+    low: float | None = None
+    """The least value of a number (None: no bound)."""
+    high: float | None = None
+    """The greatest value of a number (None: no bound)."""
+    choices: tuple[str, ...] = ()
+    path_is: Literal["any", "dir", "file"] = "any"
+    exists: bool = False
+    """A path that must exist."""
+    multiple: bool = False
+    """Repeatable: the value is a tuple (a list in a settings file)."""
+    metavar: str | None = None
+    hidden: bool = False
+    """Left out of --help (a tuning option): --help-all and docs/cli.md show it."""
+    more: str = ""
+    """The rest of the help, which --help-all adds."""
+    envvar: str | None = None
+    refused: str | None = None
+    """Why a project's settings file may not set it (one of the reasons above); None: it may."""
+    recorded: bool = False
+    """A corpus's manifest records its value (`model_settings`): `add` and `update` call the
+    model as the build did."""
+
+    @property
+    def key(self) -> str:
+        """Its name in a settings file: the first long flag without its dashes."""
+        longs = [flag for flag in self.flags if flag.startswith("--")]
+        return longs[0].split("/")[0].removeprefix("--")
+
+    @property
+    def param(self) -> str:
+        """The command's parameter (and the manifest's field) name."""
+        return self.name or self.key.replace("-", "_")
+
+
+COMPILE = ("build", "add", "update")
+"""The commands that compile runs."""
+READ = ("convert", *COMPILE)
+"""The commands that read logs."""
+
+COMPILE_SETTINGS: tuple[Setting, ...] = (
+    # Where the model is, and how many calls it is sent at once.
+    Setting(
+        ("--api-base",),
+        "Base URL of a local model server (vLLM, Ollama, ...).",
+        COMPILE,
+        refused=SENDS_DATA,
+        recorded=True,
+    ),
+    Setting(
+        ("--concurrency",),
+        "Model calls in flight at once.",
+        COMPILE,
+        kind="int",
+        default=8,
+        low=1,
+        high=512,
+        metavar="N",
+    ),
+    # How much of a run one prompt holds, and whether the grader's details are in it.
+    Setting(
+        ("--context-tokens",),
+        "The model's context window. Every call for a run fits in it: the prompt, the answer "
+        "(--max-output-tokens) and one repair round. A run of any length is shown to fit (long "
+        "fields cut, then the run's skeleton with the turns that matter in full).",
+        COMPILE,
+        kind="int",
+        default=CONTEXT_TOKENS,
+        low=4000,
+        hidden=True,
+        recorded=True,
+    ),
+    Setting(
+        ("--max-prompt-tokens",),
+        "The prompt's budget, instead of what --context-tokens leaves "
+        "(context - 2 x max-output-tokens - 1500).",
+        COMPILE,
+        kind="int",
+        low=1000,
+        hidden=True,
+        recorded=True,
+    ),
+    Setting(
+        ("--outcome-details",),
+        "Show the model the grader's details when the log has them (tau's reward_info, test "
+        "results), labelled as the grader's. Off by default: graders often hold the expected "
+        "answer, which then leaks into lessons.",
+        COMPILE,
+        kind="flag",
+        hidden=True,
+        refused=SENDS_DATA,
+    ),
+    # What a bad input record does to the build.
+    Setting(
+        ("--on-error",),
+        "Bad input record: stop before writing, or skip it and report it.",
+        READ,
+        kind="choice",
+        default="stop",
+        choices=("stop", "skip"),
+    ),
+    # The cache of the model's replies.
+    Setting(
+        ("--cache-dir",),
+        "Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the same "
+        "input, or a resumed build, makes no call twice.",
+        COMPILE,
+        kind="path",
+        path_is="dir",
+        hidden=True,
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--no-cache",),
+        "Neither read nor write the reply cache.",
+        COMPILE,
+        kind="flag",
+        hidden=True,
+    ),
+    # What is redacted before a run is sent or written.
+    Setting(
+        ("--redact",),
+        "Also redact text matching REGEX (repeatable).",
+        COMPILE,
+        name="redact_patterns",
+        multiple=True,
+        metavar="REGEX",
+        more="Known secret formats (API keys, tokens, private keys, URL passwords, password "
+        "assignments) are always redacted unless --no-redact.",
+        refused=REDACTION,
+    ),
+    Setting(
+        ("--redact-keep",),
+        "Keep what REGEX matches in full although a secret rule found it (repeatable): a test "
+        "fixture's fake key, a documented example token.",
+        COMPILE,
+        multiple=True,
+        metavar="REGEX",
+        hidden=True,
+        refused=REDACTION,
+    ),
+    Setting(
+        ("--no-redact",),
+        "Send and write the runs exactly as logged.",
+        COMPILE,
+        kind="flag",
+        refused=REDACTION,
+    ),
+    Setting(
+        ("--prompts-dir",),
+        "Folder of templates that override the bundled ones of the same name.",
+        (*COMPILE, "gate", "hypothesize", "prompt"),
+        kind="path",
+        path_is="dir",
+        exists=True,
+        hidden=True,
+        refused=RUNS_CODE,
+    ),
+    # How one model call is made: sampling, answer length, time-out, retries.
+    Setting(
+        ("--temperature",),
+        "Sampling temperature of the model's calls.",
+        COMPILE,
+        kind="float",
+        default=TEMPERATURE,
+        hidden=True,
+        recorded=True,
+    ),
+    Setting(
+        ("--max-output-tokens",),
+        "The longest answer one call may write.",
+        COMPILE,
+        kind="int",
+        default=MAX_OUTPUT_TOKENS,
+        low=256,
+        hidden=True,
+        recorded=True,
+    ),
+    Setting(
+        ("--timeout",),
+        "Seconds before one model call times out (and is retried).",
+        COMPILE,
+        kind="float",
+        default=TIMEOUT_SECONDS,
+        low=1,
+        hidden=True,
+    ),
+    Setting(
+        ("--max-retries",),
+        "Backoff retries of a call on rate limits, time-outs and server errors.",
+        COMPILE,
+        kind="int",
+        default=MAX_RETRIES,
+        low=0,
+        high=20,
+        hidden=True,
+    ),
+    # What the model is asked for, and how often an answer that does not hold is sent back.
+    Setting(
+        ("--hypotheses",),
+        "Ask the model to state each insight as a falsifiable hypothesis too (precondition, "
+        "behaviour, expected effect, verifier), as `wikitrace gate` tests.",
+        COMPILE,
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--invalid-retries",),
+        "Times an answer that is not valid JSON of the right shape is sent back.",
+        COMPILE,
+        kind="int",
+        default=2,
+        low=0,
+        high=10,
+        hidden=True,
+    ),
+    Setting(
+        ("--quote-repairs",),
+        "Times quotes not found in their turn are sent back for repair; those still not found "
+        "are marked UNVERIFIED.",
+        COMPILE,
+        kind="int",
+        default=1,
+        low=0,
+        high=10,
+        hidden=True,
+    ),
+    # Labelling the runs nothing else labels.
+    Setting(
+        ("--judge",),
+        "Label runs nothing else labels (sessions, traces) with MODEL.",
+        COMPILE,
+        metavar="MODEL",
+        more="One call of MODEL (any litellm model; --api-base applies) each: success, failure "
+        "or cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
+        "none is found). The label is marked as judged wherever the outcome is shown; a run "
+        "the judge cannot tell, or whose quotes are not found, stays unlabelled. Text in a run "
+        "that addresses a judge is named to it and listed in the report. Cached like compile "
+        "calls; its calls and tokens are counted in the report.",
+        refused=SENDS_DATA,
+    ),
+    # How hard a reasoning model thinks.
+    Setting(
+        ("--reasoning-effort",),
+        "For a reasoning model: how hard it thinks (litellm's reasoning_effort; ignored by a "
+        "model without one). Part of the cache key.",
+        COMPILE,
+        kind="choice",
+        choices=("low", "medium", "high"),
+        hidden=True,
+        recorded=True,
+    ),
+    # Which lessons are kept: the model's, unfiltered or not, and those mined from contrasts.
+    Setting(
+        ("--unfiltered-insights",),
+        'Leave out the prompt\'s "write no insight rather than a vague or over-broad one": '
+        "the method as published keeps up to three insights per run, unfiltered.",
+        COMPILE,
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--no-mine",),
+        "Do not mine lessons from contrasts between runs. By default, with or without a model, "
+        "each task type's runs are searched for patterns of action (a tool used, one tool "
+        "before another, an action repeated after it failed, ...) that separate failed from "
+        "successful runs of the same task (an exact test stratified by task, "
+        "Benjamini-Hochberg corrected), and each task with both outcomes for where its runs "
+        "first diverged; each finding becomes an insight with `compiled_by: mined`, its "
+        "numbers and the runs it rests on.",
+        COMPILE,
+        kind="flag",
+        hidden=True,
+    ),
+    # Sending the compile calls as a provider's batch.
+    Setting(
+        ("--batch",),
+        "Send compile calls as a batch: half the price, answered within 24 h.",
+        COMPILE,
+        kind="flag",
+        more="Through the provider's batch API (OpenAI-compatible and Azure models). The build "
+        "waits, checking every --batch-poll seconds; stopped while it waits (Ctrl-C), the same "
+        "command again waits for the same batches without submitting anything twice. "
+        "Corrections and quote repairs go in further batches. Needs the reply cache.",
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--batch-poll",),
+        "With --batch: how often to ask whether the batches are done.",
+        COMPILE,
+        kind="float",
+        default=60.0,
+        low=0.1,
+        metavar="SECONDS",
+        hidden=True,
+    ),
+    # Which processes do the work: the call workers, the offline build's workers, the fast path.
+    Setting(
+        ("--call-worker/--no-call-worker",),
+        "Make the model calls in a second process, which imports litellm, so that litellm's "
+        "work on each call (3 to 8 ms of CPU) runs on another core than the build's own: with "
+        "many calls in flight their answers queue less. With --no-call-worker, the calls are "
+        "made in the build's process.",
+        COMPILE,
+        kind="switch",
+        default=True,
+        hidden=True,
+    ),
+    Setting(
+        ("--call-workers",),
+        "Processes that make the model calls, each importing litellm (about 225 MB each). One "
+        "is enough unless it is the limit: a fast model server (a local vLLM, say) with "
+        "hundreds of calls in flight, on a machine with cores to spare. Each call goes to the "
+        "worker with the fewest calls waiting.",
+        COMPILE,
+        kind="int",
+        default=1,
+        low=1,
+        high=64,
+        metavar="N",
+        hidden=True,
+    ),
+    Setting(
+        ("--workers",),
+        "Processes that read, redact, compile and render the runs of an offline build "
+        "(--model offline), on as many cores. Default: one for each core this process may use "
+        "that other work leaves idle (by the load average), for a build of 5,000 runs or more "
+        "(fewer are built in the build's own process, as with 1). The corpus is the same, byte "
+        "for byte, whatever N.",
+        COMPILE,
+        kind="int",
+        low=1,
+        high=256,
+        metavar="N",
+        hidden=True,
+    ),
+    Setting(
+        ("--fast-path/--no-fast-path",),
+        "Call a plain OpenAI-compatible server (--model openai/NAME with --api-base, a name "
+        "litellm neither rewrites nor prices) with one shared HTTP client instead of litellm: "
+        "the same requests, replies and errors, about 1 ms of CPU a call instead of 3 to 10, "
+        "and no litellm import (8 s) at the start. --no-fast-path sends every call through "
+        "litellm.",
+        COMPILE,
+        kind="switch",
+        default=True,
+        hidden=True,
+    ),
+)
+"""How runs are compiled (build, add, update), in the order --help lists them."""
+
+READ_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("-f", "--format"),
+        "The logs' format (`wikitrace convert --help-all`); auto: detect each file's.",
+        READ,
+        kind="choice",
+        name="input_format",
+        default="auto",
+        metavar="NAME",
+    ),
+    Setting(
+        ("--labels",),
+        "Outcomes kept outside the logs (repeatable; a folder: every file).",
+        READ,
+        kind="path",
+        exists=True,
+        multiple=True,
+        metavar="FILE",
+        more="JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), or "
+        "SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--success-threshold",),
+        "A run (or a trial row) with a numeric reward or score and no success recorded "
+        "succeeded when it is at least this (tau rewards, ATIF rewards, inspect scores; C=1, "
+        "P=0.5, I=0).",
+        (*READ, "lift eval", "lift report"),
+        kind="float",
+        default=1.0,
+        hidden=True,
+    ),
+)
+"""Which logs are read and how their outcomes are told (convert, build, add, update; the
+threshold also of the trial rows `lift` reads)."""
+
+SETTINGS: tuple[Setting, ...] = COMPILE_SETTINGS + READ_SETTINGS
+"""Every declared setting."""
+
+
+def declared(key: str) -> Setting:
+    """The setting of settings-file key `key` (KeyError when none is declared)."""
+    found = [setting for setting in SETTINGS if setting.key == key]
+    if len(found) != 1:
+        raise KeyError(key)
+    return found[0]
+
+
+def default(key: str) -> Any:
+    """The built-in default of the setting `key`: what the core's own fields default to."""
+    return declared(key).default
+
+
+def recorded() -> tuple[str, ...]:
+    """The names a manifest's `model_settings` keeps, in declaration order."""
+    return tuple(setting.param for setting in SETTINGS if setting.recorded)
