@@ -63,7 +63,6 @@ class CompileSettings:
     unfiltered_insights: bool
     batch: bool
     batch_poll: float
-    call_worker: bool
     call_workers: int
     workers: int | None
     fast_path: bool
@@ -74,11 +73,6 @@ class CompileSettings:
         """The compiler's BuildOptions for these settings."""
         from wikitrace.compiler import BuildOptions, CompileLimits
 
-        if not self.call_worker and self.call_workers != 1:
-            raise click.UsageError(
-                "--no-call-worker makes the calls in the build's process: leave out "
-                "--call-workers, or --no-call-worker"
-            )
         if model == "offline" and self.hypotheses:
             raise click.UsageError(
                 "--hypotheses needs a model: with --model offline there is none to state "
@@ -127,7 +121,7 @@ class CompileSettings:
             reasoning_effort=self.reasoning_effort,
             batch=self.batch,
             batch_poll_seconds=self.batch_poll,
-            call_workers=self.call_workers if self.call_worker else 0,
+            call_workers=self.call_workers,
             workers=self.workers,
             fast_path=self.fast_path,
         )

@@ -6,7 +6,7 @@ the `[tool.wikitrace]` table of `pyproject.toml`). A project's file is read only
 trusts it (`wikitrace trust`, which records its path and hash: a changed file is untrusted
 again), and even then only its safe keys (`REFUSED` lists the others and why). `--config PATH`
 names a file to read instead of the project's, as the user's own (the user named it). A key is
-an option's name without its dashes (`max-output-tokens`, `no-mine`, `call-worker = false`; `_`
+an option's name without its dashes (`max-output-tokens`, `no-mine`, `fast-path = false`; `_`
 for `-` is accepted); a top-level key applies to every command that has that option, a table
 (`[build]`, `[gate]`, `[export.skill]`) to one command, and wins over a top-level key. Paths are
 relative to the working directory.

@@ -357,26 +357,17 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     ),
     # Which processes do the work: the call workers, the offline build's workers, the fast path.
     Setting(
-        ("--call-worker/--no-call-worker",),
-        "Make the model calls in a second process, which imports litellm, so that litellm's "
-        "work on each call (3 to 8 ms of CPU) runs on another core than the build's own: with "
-        "many calls in flight their answers queue less. With --no-call-worker, the calls are "
-        "made in the build's process.",
-        COMPILE,
-        kind="switch",
-        default=True,
-        hidden=True,
-    ),
-    Setting(
         ("--call-workers",),
-        "Processes that make the model calls, each importing litellm (about 225 MB each). One "
-        "is enough unless it is the limit: a fast model server (a local vLLM, say) with "
-        "hundreds of calls in flight, on a machine with cores to spare. Each call goes to the "
-        "worker with the fewest calls waiting.",
+        "Processes that make the model calls, each importing litellm (about 225 MB each), so "
+        "that litellm's work on each call (3 to 8 ms of CPU) runs on other cores than the "
+        "build's own: with many calls in flight their answers queue less. One is enough unless "
+        "it is the limit: a fast model server (a local vLLM, say) with hundreds of calls in "
+        "flight, on a machine with cores to spare. Each call goes to the worker with the fewest "
+        "calls waiting. 0: the calls are made in the build's process.",
         COMPILE,
         kind="int",
         default=1,
-        low=1,
+        low=0,
         high=64,
         metavar="N",
         hidden=True,

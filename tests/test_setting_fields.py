@@ -30,9 +30,10 @@ SAME_KEY_UNDECLARED = {
 """Options not declared yet whose key a declared setting has: the same key, its own help (the
 judge's server, the episode judge, a trial row's threshold). Declaring them is the next step;
 this list may only shrink."""
-MAX_OPTION_INSTANCES = 280
-"""The option instances counted when the declarations came (issue 57's target is 220): the
-count may only fall."""
+MAX_OPTION_INSTANCES = 277
+"""The option instances counted when the declarations came (280), less --call-worker (now
+--call-workers 0) of build, add and update; issue 57's target is 220. The count may only
+fall."""
 
 
 def counter() -> ModuleType:
@@ -88,9 +89,9 @@ def test_a_declared_option_says_what_its_declaration_says() -> None:
     assert isinstance(concurrency.type, click.IntRange)
     assert (concurrency.type.min, concurrency.type.max) == (1, 512)
     assert concurrency.show_default and not concurrency.hidden
-    switch = build["call_worker"]
+    switch = build["fast_path"]
     assert isinstance(switch, click.Option)
-    assert switch.secondary_opts == ["--no-call-worker"] and switch.default is True
+    assert switch.secondary_opts == ["--no-fast-path"] and switch.default is True
     assert build["redact_patterns"].multiple and build["redact_patterns"].callback is not None
 
 
