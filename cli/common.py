@@ -234,10 +234,11 @@ def option_group(
 def _type(setting: Setting) -> Any:
     """The click type of a setting's value."""
     bounded = setting.low is not None or setting.high is not None
+    ends = {"min_open": setting.low_open, "max_open": setting.high_open}
     if setting.kind == "int":
-        return click.IntRange(setting.low, setting.high) if bounded else int
+        return click.IntRange(setting.low, setting.high, **ends) if bounded else int
     if setting.kind == "float":
-        return click.FloatRange(setting.low, setting.high) if bounded else float
+        return click.FloatRange(setting.low, setting.high, **ends) if bounded else float
     if setting.kind == "choice":
         return click.Choice(list(setting.choices))
     if setting.kind == "path":
@@ -267,6 +268,8 @@ def option(setting: Setting, **extra: Any) -> Callable[[Any], Any]:
             kwargs[name] = getattr(setting, name)
     if setting.multiple:
         kwargs["multiple"] = True
+    if setting.required:
+        kwargs["required"] = True
     if setting.more:
         kwargs.update(cls=DetailedOption, more=setting.more)
     kwargs.update(extra)

@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from wikitrace.corpus_schema.setting_fields import declared
+from wikitrace.corpus_schema.setting_fields import RUNNER_SETTINGS, declared
 
-from .common import Command, DetailedOption, option, option_group
+from .common import Command, option, option_group, options
 
 __all__ = [
     "POINTER",
@@ -76,60 +76,6 @@ no_deploy_option = click.option(
 # --- the user's agent ----------------------------------------------------------------------
 
 
-def _runner_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "--runner",
-            "runner_template",
-            cls=DetailedOption,
-            required=True,
-            envvar="WIKITRACE_RUNNER",
-            metavar="COMMAND",
-            help="How to run your agent on one task: a command with {task_id} and {memory} that "
-            'prints {"success": true} or {"score": 0.8} as its last JSON line.',
-            more="{memory} is the corpus version's folder; {origin} (the task's source, needed "
-            "where two sources share a task id), {seed}, {run_id}, {attempt} may be "
-            "used too (env: WIKITRACE_RUNNER). Each value is one argument, never "
-            "shell text; each run also gets $WIKITRACE_TASK_ID, $WIKITRACE_TASK_ORIGIN, "
-            "$WIKITRACE_MEMORY, $WIKITRACE_SEED, $WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a "
-            "script under sh -c reads those (quoted) instead of a placeholder in its text, which "
-            "is refused.",
-        ),
-        click.option(
-            "--runner-concurrency",
-            type=click.IntRange(1, 256),
-            metavar="N",
-            default=4,
-            show_default=True,
-            help="Agent runs at once.",
-        ),
-        click.option(
-            "--runner-timeout",
-            type=click.FloatRange(0.1),
-            default=600.0,
-            show_default=True,
-            hidden=True,
-            help="Seconds before an agent run is killed (and counted as an error).",
-        ),
-        click.option(
-            "--runner-retries",
-            type=click.IntRange(0, 10),
-            default=2,
-            show_default=True,
-            hidden=True,
-            help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
-        ),
-        click.option(
-            "--score-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=True,
-            help="An agent run that prints a score succeeds when the score is at least this.",
-        ),
-    ]
-
-
 def _runner_spec(values: dict[str, Any]) -> Any:
     from wikitrace.control.runner import RunnerSpec
 
@@ -144,7 +90,7 @@ def _runner_spec(values: dict[str, Any]) -> Any:
 
 def runner_options(function: Command) -> Command:
     """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
-    return option_group(_runner_option_list(), "runner", _runner_spec)(function)
+    return options(RUNNER_SETTINGS, "runner", _runner_spec)(function)
 
 
 # --- a judge of episodes (attribute, drilldowns) -------------------------------------------

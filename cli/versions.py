@@ -10,8 +10,10 @@ from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
+
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import Command, DetailedOption, is_quiet, option_group
+from .common import Command, DetailedOption, is_quiet, option, option_group
 from .compile_options import CompileSettings, compile_options
 from .options import (
     POINTER,
@@ -384,25 +386,9 @@ _COMPARISON: list[Callable[[Any], Any]] = [
         hidden=True,
         help="Tasks of the runs added since the last comparison (newest first).",
     ),
-    click.option(
-        "--trials",
-        type=click.IntRange(1),
-        default=1,
-        show_default=True,
-        hidden=True,
-        help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
-    ),
-    click.option(
-        "--seed", type=int, default=0, show_default=True, hidden=True, help="The first seed."
-    ),
-    click.option(
-        "--task-pool",
-        type=click.Path(path_type=Path, dir_okay=False, exists=True),
-        cls=DetailedOption,
-        help="The tasks your runner can run, one a line.",
-        more="Others are never chosen. Each is an id (naming that task in every source), or JSON "
-        "with task_id (and task, task_type, origin: its source).",
-    ),
+    option(declared("trials")),
+    option(declared("seed")),
+    option(declared("task-pool")),
 ]
 """What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""
 

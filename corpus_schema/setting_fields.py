@@ -2,15 +2,16 @@
 default, help, environment variable, the commands that take it, whether a project's settings
 file may set it (or why not) and whether a corpus's manifest records it.
 
-From these fields `cli/declared.py` makes the click options, `cli/settings.py` which keys a
-project's file may set, `docs/gen_cli.py` the table of docs/settings.md; the compiler's
-options (compiler/report.py), the model client (transport/llm.py) and the manifest's
-`model_settings` read their defaults and recorded names here. Standard library only (no
-click): `wikitrace --help` and `convert` read it without loading anything else.
+From these fields `cli/common.py` (`option`, `options`) makes the click options,
+`cli/settings.py` which keys a project's file may set, `docs/gen_cli.py` the tables of
+docs/settings.md; the compiler's options (compiler/report.py), the model client
+(transport/llm.py), the agent's runner and the gate (control/runner.py, control/gate_inputs.py)
+read their defaults here, and the manifest's `model_settings` its names. Standard library only
+(no click): `wikitrace --help` and `convert` read it without loading anything else.
 
-Declared so far: the settings of the compile workflow (build, add, update) and of reading
-logs (convert too). The other commands' options are still written as click options in
-cli/, and classified in cli/settings.py's lists.
+Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
+too), of running the user's agent (gate, update) and of the gate. The other commands' options
+are still written as click options in cli/ and classified in cli/settings.py's lists.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class Setting:
     """The least value of a number (None: no bound)."""
     high: float | None = None
     """The greatest value of a number (None: no bound)."""
+    low_open: bool = False
+    """`low` itself is not allowed."""
+    high_open: bool = False
+    """`high` itself is not allowed."""
     choices: tuple[str, ...] = ()
     path_is: Literal["any", "dir", "file"] = "any"
     exists: bool = False
@@ -76,6 +81,8 @@ class Setting:
     more: str = ""
     """The rest of the help, which --help-all adds."""
     envvar: str | None = None
+    required: bool = False
+    """The command cannot run without it (from the command line, its variable or a file)."""
     refused: str | None = None
     """Why a project's settings file may not set it (one of the reasons above); None: it may."""
     recorded: bool = False
@@ -437,7 +444,278 @@ READ_SETTINGS: tuple[Setting, ...] = (
 """Which logs are read and how their outcomes are told (convert, build, add, update; the
 threshold also of the trial rows `lift` reads)."""
 
-SETTINGS: tuple[Setting, ...] = COMPILE_SETTINGS + READ_SETTINGS
+RUN = ("gate", "update")
+"""The commands that run the user's agent."""
+
+RUNNER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--runner",),
+        "How to run your agent on one task: a command with {task_id} and {memory} that prints "
+        '{"success": true} or {"score": 0.8} as its last JSON line.',
+        RUN,
+        name="runner_template",
+        required=True,
+        envvar="WIKITRACE_RUNNER",
+        metavar="COMMAND",
+        more="{memory} is the corpus version's folder; {origin} (the task's source, needed where "
+        "two sources share a task id), {seed}, {run_id}, {attempt} may be used too (env: "
+        "WIKITRACE_RUNNER). Each value is one argument, never shell text; each run also gets "
+        "$WIKITRACE_TASK_ID, $WIKITRACE_TASK_ORIGIN, $WIKITRACE_MEMORY, $WIKITRACE_SEED, "
+        "$WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a script under sh -c reads those (quoted) "
+        "instead of a placeholder in its text, which is refused.",
+        refused=RUNS_CODE,
+    ),
+    Setting(
+        ("--runner-concurrency",),
+        "Agent runs at once.",
+        RUN,
+        kind="int",
+        default=4,
+        low=1,
+        high=256,
+        metavar="N",
+    ),
+    Setting(
+        ("--runner-timeout",),
+        "Seconds before an agent run is killed (and counted as an error).",
+        RUN,
+        kind="float",
+        default=600.0,
+        low=0.1,
+        hidden=True,
+    ),
+    Setting(
+        ("--runner-retries",),
+        "Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
+        RUN,
+        kind="int",
+        default=2,
+        low=0,
+        high=10,
+        hidden=True,
+    ),
+    Setting(
+        ("--score-threshold",),
+        "An agent run that prints a score succeeds when the score is at least this.",
+        RUN,
+        kind="float",
+        default=1.0,
+        hidden=True,
+    ),
+)
+"""How the user's agent is run (gate, update), in the order --help lists them."""
+
+GATE = ("gate",)
+
+GATE_SETTINGS: tuple[Setting, ...] = (
+    # The tasks the probes are drawn from.
+    Setting(
+        ("--task-pool",),
+        "The tasks your runner can run, one a line (gate: by default the corpus's tasks).",
+        RUN,
+        kind="path",
+        path_is="file",
+        exists=True,
+        more="Others are never chosen. Each is a bare id (naming that task in every source; "
+        "its text, type and source then come from the corpus), or JSON with task_id, task (its "
+        "text), task_type and origin (its source, where two sources share the id).",
+        refused=READS_OUTSIDE,
+    ),
+    # What decides, and the agent runs the sequential tests may spend on a lesson.
+    Setting(
+        ("--rule",),
+        "What decides: sequential tests, bounds or the published estimates.",
+        GATE,
+        kind="choice",
+        default="sequential",
+        choices=("sequential", "bounds", "estimates"),
+        more="sequential: probe pairs in rounds until anytime-valid tests decide; bounds: each "
+        "figure's exact one-sided bound (at --confidence) on fixed probes; estimates: the "
+        "figures themselves, as published (easier to pass by luck).",
+    ),
+    Setting(
+        ("--max-runs",),
+        "sequential: agent runs a lesson may take (both sides of every pair).",
+        GATE,
+        kind="int",
+        default=320,
+        low=2,
+    ),
+    # How many probe tasks of each kind, at most.
+    Setting(
+        ("--targets",),
+        "Target probe tasks, at most: those of the insight's type its precondition covers, "
+        "most similar first (BM25); under sequential, pairs are drawn from them.",
+        GATE,
+        kind="int",
+        default=8,
+        low=0,
+        hidden=True,
+    ),
+    Setting(
+        ("--falsify",),
+        "Falsification probe tasks, at most: boundary tasks, precondition violations (most "
+        "alike to it), decoys of other types.",
+        GATE,
+        kind="int",
+        default=8,
+        low=0,
+        hidden=True,
+    ),
+    Setting(
+        ("--regress",),
+        "Regression probe tasks, at most: tasks the corpus shows the agent solved.",
+        GATE,
+        kind="int",
+        default=8,
+        low=0,
+        hidden=True,
+    ),
+    # Probe tasks given instead of chosen.
+    Setting(
+        ("--target-tasks",),
+        "Use these target probes (ids, one a line).",
+        GATE,
+        kind="path",
+        path_is="file",
+        exists=True,
+        hidden=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--falsify-tasks",),
+        "Use these falsification probes.",
+        GATE,
+        kind="path",
+        path_is="file",
+        exists=True,
+        hidden=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--regress-tasks",),
+        "Use these regression probes.",
+        GATE,
+        kind="path",
+        path_is="file",
+        exists=True,
+        hidden=True,
+        refused=READS_OUTSIDE,
+    ),
+    # How often each probe runs on each side, and from which seed.
+    Setting(
+        ("--trials",),
+        "Runs of each task on each side (with each memory), seeds SEED, SEED+1, ...",
+        RUN,
+        kind="int",
+        default=1,
+        low=1,
+        hidden=True,
+    ),
+    Setting(
+        ("--seed",),
+        "The first seed of the agent's runs (SEED, SEED+1, ...).",
+        RUN,
+        kind="int",
+        default=0,
+        hidden=True,
+    ),
+    # The figures a lesson must reach and the error rates the tests keep to.
+    Setting(
+        ("--confidence",),
+        "Of each one-sided bound (exact binomial).",
+        GATE,
+        kind="float",
+        default=0.9,
+        low=0.5,
+        high=1,
+        high_open=True,
+        hidden=True,
+    ),
+    Setting(
+        ("--eta",),
+        "Least transfer gain G worth having: sequential commits a lesson only once its net gain "
+        "is shown above it (and stops one shown below 1.5 times it); bounds and estimates "
+        "commit only at this G or more (its lower bound, or itself).",
+        GATE,
+        kind="float",
+        default=0.1,
+        hidden=True,
+    ),
+    Setting(
+        ("--delta",),
+        "Most falsification failure rate P_fail to commit (sequential: shown below it; bounds: "
+        "its upper bound at most this).",
+        GATE,
+        kind="float",
+        default=0.3,
+        low=0,
+        high=1,
+        hidden=True,
+    ),
+    Setting(
+        ("--beta",),
+        "Most regression damage D_reg to commit (sequential: shown below it; bounds: its upper "
+        "bound at most this).",
+        GATE,
+        kind="float",
+        default=0.3,
+        low=0,
+        high=1,
+        hidden=True,
+    ),
+    Setting(
+        ("--alpha",),
+        "sequential: chance, at most, that a lesson with D_reg >= --beta (on its falsification "
+        "or its regression probes) or P_fail >= --delta, or one whose net gain is at most --eta, "
+        "is committed (across one call's lessons: the expected share of such among those "
+        "committed, by e-BH).",
+        GATE,
+        kind="float",
+        default=0.1,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+        hidden=True,
+    ),
+    Setting(
+        ("--alpha-miss",),
+        "sequential: chance, at most, that a lesson worth committing (gain >= --eta, harm at "
+        "most half the limits) is stopped early.",
+        GATE,
+        kind="float",
+        default=0.1,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+        hidden=True,
+    ),
+    # What counts as a falsification failure, and whether a lesson failing off-target is narrowed.
+    Setting(
+        ("--p-fail",),
+        "citations: a falsification probe fails when the agent's citation report says it used "
+        "the lesson there (the method's wrong activation), for runs that return one, and when "
+        "the outcome got worse otherwise; outcomes: when the outcome got worse, always.",
+        GATE,
+        kind="choice",
+        default="citations",
+        choices=("citations", "outcomes"),
+        hidden=True,
+    ),
+    Setting(
+        ("--no-narrow",),
+        "Reject instead of narrowing a precondition.",
+        GATE,
+        kind="flag",
+        hidden=True,
+    ),
+)
+"""Which probes test a lesson, and what decides it (gate; the pool, trials and seed also of
+update), in the order gate's --help lists them."""
+
+SETTINGS: tuple[Setting, ...] = COMPILE_SETTINGS + READ_SETTINGS + RUNNER_SETTINGS + GATE_SETTINGS
 """Every declared setting."""
 
 
