@@ -236,7 +236,8 @@ def _type(setting: Setting) -> Any:
     bounded = setting.low is not None or setting.high is not None
     ends = {"min_open": setting.low_open, "max_open": setting.high_open}
     if setting.kind == "int":
-        return click.IntRange(setting.low, setting.high, **ends) if bounded else int
+        low, high = (None if end is None else int(end) for end in (setting.low, setting.high))
+        return click.IntRange(low, high, **ends) if bounded else int
     if setting.kind == "float":
         return click.FloatRange(setting.low, setting.high, **ends) if bounded else float
     if setting.kind == "choice":
