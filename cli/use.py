@@ -243,13 +243,9 @@ _template_option = option(declared("prompts-dir"))
 """The first message's template."""
 
 _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
-    click.option(
-        "--embedding-model",
-        hidden=True,
-        help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
-        "near-duplicate lessons apart by meaning; local (the default): by their words.",
-    ),
-    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
+    # None, not "local": an old spelling given is then told from the new one left out.
+    option(declared("embedding-model"), default=None, show_default=False),
+    option(declared("embedding-api-base")),
     renamed_option("--group-model", "--embedding-model"),
     renamed_option("--group-api-base", "--embedding-api-base"),
 ]

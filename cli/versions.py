@@ -3,17 +3,16 @@ corpus in versions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from wikitrace.corpus_schema.setting_fields import declared
+from wikitrace.corpus_schema.setting_fields import UPDATE_SETTINGS, declared
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import Command, DetailedOption, is_quiet, option, option_group
+from .common import Command, DetailedOption, is_quiet, options
 from .compile_options import CompileSettings, compile_options
 from .options import (
     POINTER,
@@ -326,99 +325,11 @@ class UpdateSettings:
 
 def update_options(function: Command) -> Command:
     """The update controller's options, as `update: UpdateSettings`."""
-    return option_group(_update_option_list(), "update", lambda values: UpdateSettings(**values))(
-        function
-    )
-
-
-_TRIGGER: list[Callable[[Any], Any]] = [
-    click.option(
-        "--momentum",
-        type=click.FloatRange(0, 1, max_open=True),
-        default=0.9,
-        show_default=True,
-        hidden=True,
-        help="Weight of the past in the moving average of update directions.",
-    ),
-    click.option(
-        "--threshold",
-        type=click.FloatRange(-1, 1),
-        default=0.5,
-        show_default=True,
-        hidden=True,
-        help="Compare when the cosine between this update's direction and the average is below it.",
-    ),
-    click.option("--always-compare", is_flag=True, hidden=True, help="Compare on every update."),
-]
-"""When an update is compared: the momentum trigger, or always."""
-
-_COMPARISON: list[Callable[[Any], Any]] = [
-    click.option(
-        "--rerun-band/--no-rerun-band",
-        default=True,
-        show_default=True,
-        hidden=True,
-        help="Run the current memory once more per task and trial (other seeds) and deploy "
-        "only when the candidate's gain is beyond that noise (a candidate that changes "
-        "nothing passes about 5% of the time); without it, any higher mean deploys.",
-    ),
-    click.option(
-        "--coverage",
-        type=click.IntRange(0),
-        default=8,
-        show_default=True,
-        hidden=True,
-        help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
-    ),
-    click.option(
-        "--boundary",
-        type=click.IntRange(0),
-        default=4,
-        show_default=True,
-        hidden=True,
-        help="Tasks whose outcome changed with memory in earlier comparisons.",
-    ),
-    click.option(
-        "--fresh",
-        type=click.IntRange(0),
-        default=4,
-        show_default=True,
-        hidden=True,
-        help="Tasks of the runs added since the last comparison (newest first).",
-    ),
-    option(declared("trials")),
-    option(declared("seed")),
-    option(declared("task-pool")),
-]
-"""What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""
-
-_DIRECTION: list[Callable[[Any], Any]] = [
-    click.option(
-        "--embedding-model",
-        default="local",
-        show_default=True,
-        hidden=True,
-        help="What embeds the insights: local (hashed words, offline, no download) or an "
-        "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
-    ),
-    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
-    click.option(
-        "--encode",
-        type=click.Choice(["corpus", "insights"]),
-        default="corpus",
-        show_default=True,
-        hidden=True,
-        help="What an update's direction encodes: the corpus (the insights and every run: "
-        "what an agent reads; an update that only adds runs moves it too), or the insight "
-        "set alone.",
-    ),
-]
-"""How an update's direction is measured: what is embedded, and by which model."""
-
-
-def _update_option_list() -> list[Callable[[Any], Any]]:
-    """Every update option, group by group, in the order --help lists them."""
-    return [*_TRIGGER, *_COMPARISON, *_DIRECTION]
+    # The gate's trials, seed and pool sit among them, where --help lists them.
+    settings = UPDATE_SETTINGS[:7] + tuple(declared(key) for key in ("trials", "seed", "task-pool"))
+    return options(
+        settings + UPDATE_SETTINGS[7:], "update", lambda values: UpdateSettings(**values)
+    )(function)
 
 
 @click.command("update")

@@ -10,8 +10,9 @@ read their defaults here, and the manifest's `model_settings` its names. Standar
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
 Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update) and of the gate. The other commands' options
-are still written as click options in cli/ and classified in cli/settings.py's lists.
+too), of running the user's agent (gate, update), of the gate and of update. The other
+commands' options are still written as click options in cli/ and classified in
+cli/settings.py's lists.
 """
 
 from __future__ import annotations
@@ -715,7 +716,111 @@ GATE_SETTINGS: tuple[Setting, ...] = (
 """Which probes test a lesson, and what decides it (gate; the pool, trials and seed also of
 update), in the order gate's --help lists them."""
 
-SETTINGS: tuple[Setting, ...] = COMPILE_SETTINGS + READ_SETTINGS + RUNNER_SETTINGS + GATE_SETTINGS
+UPDATE = ("update",)
+
+UPDATE_SETTINGS: tuple[Setting, ...] = (
+    # When an update is compared: the momentum trigger, or always.
+    Setting(
+        ("--momentum",),
+        "Weight of the past in the moving average of update directions.",
+        UPDATE,
+        kind="float",
+        default=0.9,
+        low=0,
+        high=1,
+        high_open=True,
+        hidden=True,
+    ),
+    Setting(
+        ("--threshold",),
+        "Compare when the cosine between this update's direction and the average is below it.",
+        UPDATE,
+        kind="float",
+        default=0.5,
+        low=-1,
+        high=1,
+        hidden=True,
+    ),
+    Setting(
+        ("--always-compare",),
+        "Compare on every update.",
+        UPDATE,
+        kind="flag",
+        hidden=True,
+    ),
+    # What a comparison runs: the rerun band, the tasks of each kind (the trials, the seed and
+    # the pool are the gate's settings).
+    Setting(
+        ("--rerun-band/--no-rerun-band",),
+        "Run the current memory once more per task and trial (other seeds) and deploy only when "
+        "the candidate's gain is beyond that noise (a candidate that changes nothing passes "
+        "about 5% of the time); without it, any higher mean deploys.",
+        UPDATE,
+        kind="switch",
+        default=True,
+        hidden=True,
+    ),
+    Setting(
+        ("--coverage",),
+        "Tasks chosen to stand for the tasks seen so far (spread over task types).",
+        UPDATE,
+        kind="int",
+        default=8,
+        low=0,
+        hidden=True,
+    ),
+    Setting(
+        ("--boundary",),
+        "Tasks whose outcome changed with memory in earlier comparisons.",
+        UPDATE,
+        kind="int",
+        default=4,
+        low=0,
+        hidden=True,
+    ),
+    Setting(
+        ("--fresh",),
+        "Tasks of the runs added since the last comparison (newest first).",
+        UPDATE,
+        kind="int",
+        default=4,
+        low=0,
+        hidden=True,
+    ),
+    # How an update's direction is measured (and, for prompt, near-duplicate lessons told).
+    Setting(
+        ("--embedding-model",),
+        "What embeds the lessons (update: its direction; prompt: to tell near-duplicates "
+        "apart by meaning): local (hashed words, offline, no download) or an embedding model "
+        "litellm reaches (openai/text-embedding-3-small, ...).",
+        ("update", "prompt"),
+        default="local",
+        hidden=True,
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--embedding-api-base",),
+        "Base URL of a local embedding server.",
+        ("update", "prompt"),
+        hidden=True,
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--encode",),
+        "What an update's direction encodes: the corpus (the insights and every run: what an "
+        "agent reads; an update that only adds runs moves it too), or the insight set alone.",
+        UPDATE,
+        kind="choice",
+        default="corpus",
+        choices=("corpus", "insights"),
+        hidden=True,
+    ),
+)
+"""When `update` compares a candidate, on which tasks, and how its direction is measured."""
+
+SETTINGS: tuple[Setting, ...] = (
+    COMPILE_SETTINGS + READ_SETTINGS + RUNNER_SETTINGS + GATE_SETTINGS + UPDATE_SETTINGS
+)
 """Every declared setting."""
 
 
