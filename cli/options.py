@@ -143,41 +143,17 @@ class RowSettings:
         )
 
 
-_BASELINE = click.option(
-    "--baseline", default="no-memory", show_default=True, help="The no-memory method."
-)
-"""The no-memory method's name in the rows (eval, lift, attribute, drilldowns)."""
-
-
 def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
     """The options that read trial rows into Gain and Regression (`eval`, `lift`), as
     `scoring: RowSettings`: the baseline and rerun methods, the success threshold, and the
     bootstrap's resamples and seed (`tuning_hidden`: those three left out of the first --help
     screen)."""
     options = [
-        _BASELINE,
-        click.option(
-            "--rerun",
-            default="no-memory-rerun",
-            show_default=True,
-            help="A second set of no-memory runs: its Gain and Regression are the noise band.",
-        ),
-        option(declared("success-threshold"), hidden=tuning_hidden),
-        click.option(
-            "--resamples",
-            type=click.IntRange(100),
-            default=10_000,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="Bootstrap resamples behind each confidence interval.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="Seed of the bootstrap resampling.",
+        option(declared("baseline")),
+        option(declared("rerun")),
+        *(
+            option(declared(key), hidden=tuning_hidden)
+            for key in ("success-threshold", "resamples", "seed")
         ),
     ]
     return option_group(options, "scoring", lambda values: RowSettings(**values))
@@ -189,13 +165,8 @@ def judge_options(function: Command) -> Command:
         [
             click.option("--model", required=True, help="The judge: any model litellm reaches."),
             click.option("--api-base", help="Base URL of a local or self-hosted server."),
-            _BASELINE,
-            click.option(
-                "--rerun",
-                default="no-memory-rerun",
-                show_default=True,
-                help="The no-memory rerun (never judged).",
-            ),
+            option(declared("baseline")),
+            option(declared("rerun")),
             click.option(
                 "--cache-dir",
                 type=click.Path(path_type=Path, file_okay=False),

@@ -10,8 +10,8 @@ read their defaults here, and the manifest's `model_settings` its names. Standar
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
 Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update), of the gate, of update and of the first
-message (prompt). The other
+too), of running the user's agent (gate, update), of the gate, of update, of the first
+message (prompt) and of reading trial rows (lift). The other
 commands' options are still written as click options in cli/ and classified in
 cli/settings.py's lists.
 
@@ -621,8 +621,9 @@ GATE_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         ("--seed",),
-        "The first seed of the agent's runs (SEED, SEED+1, ...).",
-        RUN,
+        "The first seed: of the agent's runs (SEED, SEED+1, ...; gate, update), of the "
+        "bootstrap's resampling (lift).",
+        (*RUN, "lift eval", "lift report"),
         kind="int",
         default=0,
         hidden=True,
@@ -951,6 +952,35 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
 """What the first message shows, and how (prompt; where the agent sees the corpus also lift's),
 in the order --help lists them."""
 
+TRIAL_ROWS = ("lift eval", "lift report", "lift attribute", "lift drilldowns")
+"""The commands that read trial rows."""
+
+ROW_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--baseline",),
+        "The no-memory method.",
+        TRIAL_ROWS,
+        default="no-memory",
+    ),
+    Setting(
+        ("--rerun",),
+        "A second set of no-memory runs: its Gain and Regression are the noise band (never "
+        "judged).",
+        TRIAL_ROWS,
+        default="no-memory-rerun",
+    ),
+    Setting(
+        ("--resamples",),
+        "Bootstrap resamples behind each confidence interval.",
+        ("lift eval", "lift report"),
+        kind="int",
+        default=10_000,
+        low=100,
+    ),
+)
+"""How trial rows are read (lift and its parts): which methods are the baseline and the rerun,
+and the bootstrap's resamples (its threshold and seed are declared above)."""
+
 SETTINGS: tuple[Setting, ...] = (
     COMPILE_SETTINGS
     + READ_SETTINGS
@@ -958,6 +988,7 @@ SETTINGS: tuple[Setting, ...] = (
     + GATE_SETTINGS
     + UPDATE_SETTINGS
     + PROMPT_SETTINGS
+    + ROW_SETTINGS
 )
 """Every declared setting."""
 

@@ -26,8 +26,6 @@ SAME_KEY_UNDECLARED = {
     ("lift drilldowns", "cache-dir"),
     ("lift report", "cache-dir"),
     ("lift report", "judge"),
-    ("lift eval", "seed"),
-    ("lift report", "seed"),
     ("monitor", "confidence"),
     ("search", "kind"),
     ("view", "exclude-task"),
@@ -35,7 +33,7 @@ SAME_KEY_UNDECLARED = {
     ("hooks recall", "max-tokens"),
 }
 """Options not declared yet whose key a declared setting has, with a meaning of their own: the
-server of lift's judge, lift's episode judge and its cache, the bootstrap's seed, monitoring's
+server of lift's judge, lift's episode judge and its cache, monitoring's
 confidence, search's layer (`--kind`), view's tasks (required), the recall hook's budget. A
 top-level key of a settings file sets both. Declaring them (under keys of their own, or as one
 setting where the meaning is one) is the next step; this list may only shrink."""
