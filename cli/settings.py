@@ -51,7 +51,7 @@ PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
 _UNDECLARED_REFUSED: dict[str, str] = {
-    **dict.fromkeys(("runner", "T"), RUNS_CODE),
+    "T": RUNS_CODE,
     **dict.fromkeys(
         (
             "model",
@@ -59,8 +59,6 @@ _UNDECLARED_REFUSED: dict[str, str] = {
             "judge-api-base",
             "second-model",
             "second-api-base",
-            "embedding-model",
-            "embedding-api-base",
             "group-model",
             "group-api-base",
             "http",
@@ -70,30 +68,12 @@ _UNDECLARED_REFUSED: dict[str, str] = {
     **dict.fromkeys(
         ("output", "force", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
     ),
-    **dict.fromkeys(
-        (
-            "task-file",
-            "task-pool",
-            "falsify-tasks",
-            "regress-tasks",
-            "target-tasks",
-            "read-log",
-            "controls",
-            "corpus",
-            "project",
-        ),
-        READS_OUTSIDE,
-    ),
+    **dict.fromkeys(("task-file", "read-log", "controls", "corpus"), READS_OUTSIDE),
 }
 """The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """all all-insights all-types alpha alpha-miss always-compare baseline beta
-    boundary confidence coverage csv current delta dry-run encode epochs eta exclude-task falsify
-    flag-conflicts fresh grep history insights-only json kind limit lines list max-runs
-    max-tokens max-violation-rate method min-judged min-score momentum mount nl no-deploy
-    no-leave-one-out no-narrow p-fail profile reason regress remove report-at report-request
-    rerun rerun-band resamples rule runner-concurrency runner-retries runner-timeout sandbox
-    score-threshold seed similar strict targets task-type threshold time-limit trials
-    unlabelled wait"""
+_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json limit lines list
+    max-violation-rate method min-judged min-score nl no-deploy no-leave-one-out profile reason
+    remove report-request sandbox strict time-limit unlabelled wait"""
 """The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
 
 REFUSED: dict[str, str] = {

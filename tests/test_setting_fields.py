@@ -103,6 +103,10 @@ def test_a_declared_option_says_what_its_declaration_says() -> None:
 
 
 def test_the_settings_file_keys_are_classified_by_their_declarations() -> None:
+    from wikitrace.cli import settings
+
+    undeclared = set(settings._UNDECLARED_SAFE.split()) | set(settings._UNDECLARED_REFUSED)
+    assert undeclared & {s.key for s in SETTINGS} == set()  # one home for each key's class
     for setting in SETTINGS:
         if setting.refused is None:
             assert setting.key in SAFE and setting.key not in REFUSED, setting.key
