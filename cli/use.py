@@ -120,8 +120,13 @@ def prompt_options(function: Command) -> Command:
     return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
 
 
-KIND_CHOICE = {"kind": {"type": click.Choice(list(KINDS), case_sensitive=False)}}
-"""--kind's KINDS, in any case."""
+KIND_CHOICE = {
+    "kind": {
+        "type": click.Choice(list(KINDS), case_sensitive=False),
+        "more": f"KIND is one of {', '.join(KINDS)}. {declared('kind').more}",
+    }
+}
+"""--kind's KINDS, in any case, and its help naming them."""
 
 _template_option = option(declared("prompts-dir"))
 """The first message's template."""

@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .work import KINDS
-
 # --- why a project's settings file may not set a key ----------------------------------------
 
 RUNS_CODE = "it runs code"
@@ -859,13 +857,14 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
         "The task's kind of work, for a corpus of coding sessions.",
         PROMPT,
         kind="choice",
-        choices=tuple(KINDS),
         metavar="KIND",
-        more=f"KIND is one of {', '.join(KINDS)}. Each session's kind is inferred from its task "
-        "and the files it changed. A task of a project with no runs here gets this kind's "
-        "lessons and runs from other projects, and no other kind's (a project with runs gets "
-        "its own, of every kind). Without it, the kind is inferred from the task's words; when "
-        "it cannot be, every kind's lessons are listed and a warning says so.",
+        # The kinds (corpus_schema/work.py's KINDS) are the CLI's to add: `wikitrace --help`
+        # reads this module, and work.py's patterns cost it some milliseconds.
+        more="Each session's kind is inferred from its task and the files it changed. A task "
+        "of a project with no runs here gets this kind's lessons and runs from other projects, "
+        "and no other kind's (a project with runs gets its own, of every kind). Without it, the "
+        "kind is inferred from the task's words; when it cannot be, every kind's lessons are "
+        "listed and a warning says so.",
     ),
     Setting(
         ("--exclude-task",),
