@@ -66,11 +66,7 @@ def json_option(what: str) -> Callable[[Command], Command]:
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
 
 
-no_deploy_option = click.option(
-    "--no-deploy",
-    is_flag=True,
-    help="Leave the new version as a candidate; CORPUS keeps pointing where it did.",
-)
+no_deploy_option = option(declared("no-deploy"))
 
 
 # --- the user's agent ----------------------------------------------------------------------

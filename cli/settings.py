@@ -72,7 +72,7 @@ _UNDECLARED_REFUSED: dict[str, str] = {
 }
 """The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
 _UNDECLARED_SAFE = """all csv current dry-run epochs grep history json limit lines list
-    max-violation-rate method min-judged min-score nl no-deploy no-leave-one-out profile reason
+    max-violation-rate method min-judged min-score nl no-leave-one-out profile reason
     remove report-request sandbox strict time-limit unlabelled wait"""
 """The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
 

@@ -10,10 +10,9 @@ read their defaults here, and the manifest's `model_settings` its names. Standar
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
 Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update), of the gate, of update, of the first
-message (prompt) and of reading trial rows (lift). The other
-commands' options are still written as click options in cli/ and classified in
-cli/settings.py's lists.
+too), of running the user's agent (gate, update), of the gate, of update, of the first message
+(prompt), of reading trial rows (lift) and --no-deploy. The other commands' options are still
+written as click options in cli/ and classified in cli/settings.py's lists.
 
 Long because it is a table more than code: one declaration of a dozen lines for each setting,
 kept in one place so that a key is declared once.
@@ -980,6 +979,16 @@ ROW_SETTINGS: tuple[Setting, ...] = (
 """How trial rows are read (lift and its parts): which methods are the baseline and the rerun,
 and the bootstrap's resamples (its threshold and seed are declared above)."""
 
+VERSION_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--no-deploy",),
+        "Leave the new version as a candidate; CORPUS keeps pointing where it did.",
+        ("add", "gate", "monitor", "retire", "hypothesize"),
+        kind="flag",
+    ),
+)
+"""What becomes of the version a command makes."""
+
 SETTINGS: tuple[Setting, ...] = (
     COMPILE_SETTINGS
     + READ_SETTINGS
@@ -988,6 +997,7 @@ SETTINGS: tuple[Setting, ...] = (
     + UPDATE_SETTINGS
     + PROMPT_SETTINGS
     + ROW_SETTINGS
+    + VERSION_SETTINGS
 )
 """Every declared setting."""
 
