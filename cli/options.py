@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from wikitrace.corpus_schema.setting_fields import RUNNER_SETTINGS, declared
+from wikitrace.corpus_schema.setting_fields import RUNNER_SETTINGS, declared, default
 
 from .common import Command, option, option_group, options
 
@@ -80,13 +80,16 @@ def _runner_spec(values: dict[str, Any]) -> Any:
         concurrency=values["runner_concurrency"],
         timeout_seconds=values["runner_timeout"],
         retries=values["runner_retries"],
-        success_threshold=values["score_threshold"],
+        success_threshold=values.get("success_threshold", default("success-threshold")),
     )
 
 
-def runner_options(function: Command) -> Command:
-    """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
-    return options(RUNNER_SETTINGS, "runner", _runner_spec)(function)
+def runner_options(*, reads_logs: bool = False) -> Callable[[Command], Command]:
+    """--runner and how its runs go (gate, update), as `runner: RunnerSpec`. An agent's run
+    succeeds at --success-threshold; `reads_logs` (update): the compile group has it already,
+    and the command gives its value to the spec."""
+    settings = RUNNER_SETTINGS if reads_logs else (*RUNNER_SETTINGS, declared("success-threshold"))
+    return options(settings, "runner", _runner_spec)
 
 
 # --- a judge of episodes (attribute, drilldowns) -------------------------------------------

@@ -3,7 +3,7 @@ corpus in versions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +335,7 @@ def update_options(function: Command) -> Command:
 @click.command("update")
 @click.argument("corpus", type=POINTER)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@runner_options
+@runner_options(reads_logs=True)
 @update_options
 @compile_options
 @profile_option("update")
@@ -381,6 +381,8 @@ def update_command(
     CORPUS.versions/updates/update-NNNN.json, and the history says deployed or refused.
     """
 
+    # One threshold for the logs read and the agent's runs (--success-threshold).
+    runner = replace(runner, success_threshold=compile.reading.success_threshold)
     options = update.update_options(runner)
     build = compile.build_options(inputs, corpus, "offline")
     result = _update(corpus, build, options)

@@ -104,7 +104,7 @@ class RunnerSpec:
     timeout_seconds: float = default("runner-timeout")
     retries: int = default("runner-retries")
     """Extra attempts after an error."""
-    success_threshold: float = default("score-threshold")
+    success_threshold: float = default("success-threshold")
     cwd: Path | None = None
     argv: list[str] = field(init=False)
     tells_origin: bool = field(init=False)

@@ -436,17 +436,17 @@ READ_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         ("--success-threshold",),
-        "A run (or a trial row) with a numeric reward or score and no success recorded "
-        "succeeded when it is at least this (tau rewards, ATIF rewards, inspect scores; C=1, "
-        "P=0.5, I=0).",
-        (*READ, "lift eval", "lift report"),
+        "A run (logged, or your agent's, or a trial row) with a numeric reward or score and no "
+        "success recorded succeeded when it is at least this (tau rewards, ATIF rewards, "
+        "inspect scores; C=1, P=0.5, I=0).",
+        (*READ, "gate", "lift eval", "lift report"),
         kind="float",
         default=1.0,
         hidden=True,
     ),
 )
 """Which logs are read and how their outcomes are told (convert, build, add, update; the
-threshold also of the trial rows `lift` reads)."""
+threshold also of the agent's runs, gate's and update's, and of the trial rows `lift` reads)."""
 
 RUN = ("gate", "update")
 """The commands that run the user's agent."""
@@ -496,14 +496,6 @@ RUNNER_SETTINGS: tuple[Setting, ...] = (
         default=2,
         low=0,
         high=10,
-        hidden=True,
-    ),
-    Setting(
-        ("--score-threshold",),
-        "An agent run that prints a score succeeds when the score is at least this.",
-        RUN,
-        kind="float",
-        default=1.0,
         hidden=True,
     ),
 )
