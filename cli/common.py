@@ -1,13 +1,15 @@
 """What every command takes besides its own options: -v/-q after the command name too, and
---help-all, which shows the tuning options and the long description that --help leaves out.
+--help-all, which shows the tuning options and the long description that --help leaves out;
+and how options reach a command: made from the declared settings
+(corpus_schema/setting_fields.py, `option`, `options`), a group of them as one typed value
+(`option_group`).
 
 `main.py` attaches these to each command as it is registered, so a new command has them
 without asking. A command's help text may end its first screen with a line holding only
 `\\f` (click's mark): what follows is shown by --help-all and in docs/cli.md.
 
-Also what commands share in how they take options: a group of options that reaches a command
-as one typed value (`option_group`), an option whose help --help leaves out
-(`DetailedOption`), an old option or command name kept for a release.
+Also an option whose help --help leaves out (`DetailedOption`), and an old option or command
+name kept for a release.
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import Setting
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
 COMMON = ("verbose", "quiet", "help_all")
 """The parameter names this module adds to every command."""
-TASK_NAMED = (
-    " A task is named by its id (the task of that id in every source) or SOURCE:ID (that "
-    "source's alone), as raw/_index.md lists it."
-)
-"""How --exclude-task names a task (corpus_schema/tasks.py, TaskKey.named_in)."""
 
 
 def plural(count: int, word: str) -> str:
@@ -72,32 +74,6 @@ class DetailedOption(click.Option):
     def __init__(self, *args: Any, more: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.more = more
-
-
-Command = TypeVar("Command", bound=Callable[..., Any])
-
-
-def option_group(
-    options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
-) -> Callable[[Command], Command]:
-    """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
-
-    def decorate(function: Command) -> Command:
-        keys: list[str] = []
-
-        @functools.wraps(function)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            values = {key: kwargs.pop(key) for key in keys}
-            return function(*args, **{name: make(values)}, **kwargs)
-
-        wrapped: Any = command
-        for option in reversed(options):
-            wrapped = option(wrapped)
-        # The parameter names the group added: the newest entries of click's list.
-        keys.extend(p.name for p in wrapped.__click_params__[-len(options) :] if p.name)
-        return wrapped  # type: ignore[no-any-return]
-
-    return decorate
 
 
 def renamed_option(old: str, new: str) -> Any:
@@ -225,3 +201,87 @@ def attach(command: click.Command) -> click.Command:
             )
         )
     return command
+
+
+# --- options made from declarations, and groups of options as one value ---------------------
+
+
+def option_group(
+    options: list[Callable[[Any], Any]], name: str, make: Callable[[dict[str, Any]], Any]
+) -> Callable[[Command], Command]:
+    """A decorator adding `options` to a command, which receives `make(values)` as `name`."""
+
+    def decorate(function: Command) -> Command:
+        keys: list[str] = []
+
+        @functools.wraps(function)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            values = {key: kwargs.pop(key) for key in keys}
+            return function(*args, **{name: make(values)}, **kwargs)
+
+        wrapped: Any = command
+        for option in reversed(options):
+            wrapped = option(wrapped)
+        # The parameter names the group added: the newest entries of click's list.
+        keys.extend(p.name for p in wrapped.__click_params__[-len(options) :] if p.name)
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def _type(setting: Setting) -> Any:
+    """The click type of a setting's value."""
+    bounded = setting.low is not None or setting.high is not None
+    ends = {"min_open": setting.low_open, "max_open": setting.high_open}
+    if setting.kind == "int":
+        low, high = (None if end is None else int(end) for end in (setting.low, setting.high))
+        return click.IntRange(low, high, **ends) if bounded else int
+    if setting.kind == "float":
+        return click.FloatRange(setting.low, setting.high, **ends) if bounded else float
+    if setting.kind == "choice":
+        return click.Choice(list(setting.choices))
+    if setting.kind == "path":
+        return click.Path(
+            path_type=Path,
+            file_okay=setting.path_is != "dir",
+            dir_okay=setting.path_is != "file",
+            exists=setting.exists,
+        )
+    return None
+
+
+def option(setting: Setting, **extra: Any) -> Callable[[Any], Any]:
+    """The click option of `setting`; `extra` adds what only click knows (a callback, or
+    the choices of a choice the declaration leaves to the CLI)."""
+    kwargs: dict[str, Any] = {"help": setting.help, "hidden": setting.hidden}
+    if setting.kind == "flag":
+        kwargs["is_flag"] = True
+    else:
+        kind = _type(setting)
+        if kind is not None:
+            kwargs["type"] = kind
+        if setting.default is not None:
+            kwargs.update(default=setting.default, show_default=True)
+    for name in ("metavar", "envvar"):
+        if getattr(setting, name) is not None:
+            kwargs[name] = getattr(setting, name)
+    if setting.multiple:
+        kwargs["multiple"] = True
+    if setting.required:
+        kwargs["required"] = True
+    if setting.more:
+        kwargs.update(cls=DetailedOption, more=setting.more)
+    kwargs.update(extra)
+    return click.option(*setting.flags, setting.param, **kwargs)
+
+
+def options(
+    settings: tuple[Setting, ...],
+    name: str,
+    make: Callable[[dict[str, Any]], Any],
+    extra: dict[str, dict[str, Any]] | None = None,
+) -> Callable[[Command], Command]:
+    """A group of declared settings as one typed value `name` (see option_group); `extra` maps
+    a setting's key to what `option` adds to it."""
+    added = extra or {}
+    return option_group([option(s, **added.get(s.key, {})) for s in settings], name, make)

@@ -8,20 +8,16 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption, is_quiet, plural
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import DetailedOption, is_quiet, option, plural
 from .input_options import InputSettings, announce, input_options, where_of
 
 
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @input_options
-@click.option(
-    "--on-error",
-    type=click.Choice(["stop", "skip"]),
-    default="stop",
-    show_default=True,
-    help="Bad input record: stop before writing, or skip it and list it on stderr.",
-)
+@option(declared("on-error"))
 @click.option(
     "--unlabelled",
     type=click.Choice(["skip", "keep"]),

@@ -10,6 +10,9 @@ from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import option
 from .options import JudgeSettings, RowSettings, judge_options, print_json, row_options
 from .profiles import profile_option
 
@@ -162,12 +165,7 @@ def attribute_command(
 )
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
-@click.option(
-    "--mount",
-    default="/work/corpus",
-    show_default=True,
-    help="Where the agents saw the corpus: a turn whose action names this path drilled down.",
-)
+@option(declared("mount"))
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 def drilldowns_command(
     results: tuple[Path, ...], judge: JudgeSettings, mount: str, as_json: bool

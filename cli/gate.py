@@ -41,7 +41,7 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 @click.command("gate")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
-@runner_options
+@runner_options()
 @gate_options
 @click.option(
     "--dry-run",

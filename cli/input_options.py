@@ -5,14 +5,15 @@ command receives them as one typed value, `reading: InputSettings`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .common import Command, DetailedOption, option_group
+from wikitrace.corpus_schema.setting_fields import READ_SETTINGS
+
+from .common import Command, options
 
 FORMAT_NAMES = (
     "native",
@@ -52,44 +53,13 @@ class InputSettings:
     success_threshold: float
 
 
-def input_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "-f",
-            "--format",
-            "input_format",
-            type=click.Choice(["auto", *FORMAT_NAMES]),
-            default="auto",
-            show_default=True,
-            metavar="NAME",
-            help="The logs' format (`wikitrace convert --help-all`); auto: detect each file's.",
-        ),
-        click.option(
-            "--labels",
-            "labels",
-            multiple=True,
-            type=click.Path(path_type=Path, exists=True),
-            metavar="FILE",
-            cls=DetailedOption,
-            help="Outcomes kept outside the logs (repeatable; a folder: every file).",
-            more="JSON {id: true|false|reward}, JSON Lines or CSV rows (id, success|reward), "
-            "or SWE-bench reports. Ids are run ids or task ids. Wins over the log's own outcome.",
-        ),
-        click.option(
-            "--success-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=True,
-            help="A run whose numeric reward is at least this succeeded (tau rewards, ATIF "
-            "rewards, inspect scores; C=1, P=0.5, I=0).",
-        ),
-    ]
+FORMAT = {"format": {"type": click.Choice(["auto", *FORMAT_NAMES])}}
+"""--format's choices: the formats' names, which the CLI keeps (see FORMAT_NAMES)."""
 
 
 def input_options(function: Command) -> Command:
     """--format, --labels and --success-threshold, as `reading: InputSettings`."""
-    return option_group(input_option_list(), "reading", lambda v: InputSettings(**v))(function)
+    return options(READ_SETTINGS, "reading", lambda v: InputSettings(**v), FORMAT)(function)
 
 
 def announce(plan: Any, *, quiet: bool) -> None:

@@ -11,7 +11,9 @@ from typing import Any
 
 import click
 
-from .common import Command, full_help, option_group
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import Command, full_help, option, option_group
 from .evaluate import attribute_command, drilldowns_command, eval_command, not_counted
 from .options import JudgeSettings, RowSettings, row_options
 
@@ -80,13 +82,7 @@ def attribution_options(function: Command) -> Command:
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=True))
 @row_options(tuning_hidden=True)
 @attribution_options
-@click.option(
-    "--mount",
-    default="/work/corpus",
-    show_default=True,
-    help='Where the memory episodes read the corpus: a row without "drilldowns" that '
-    "names its log counts the turns whose actions name this folder.",
-)
+@option(declared("mount"))
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 @click.option(
     "--plot",

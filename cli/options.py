@@ -17,7 +17,9 @@ from typing import Any
 
 import click
 
-from .common import Command, DetailedOption, option_group
+from wikitrace.corpus_schema.setting_fields import RUNNER_SETTINGS, declared, default
+
+from .common import Command, option, option_group, options
 
 __all__ = [
     "POINTER",
@@ -64,68 +66,10 @@ def json_option(what: str) -> Callable[[Command], Command]:
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
 
 
-no_deploy_option = click.option(
-    "--no-deploy",
-    is_flag=True,
-    help="Leave the new version as a candidate; CORPUS keeps pointing where it did.",
-)
+no_deploy_option = option(declared("no-deploy"))
 
 
 # --- the user's agent ----------------------------------------------------------------------
-
-
-def _runner_option_list() -> list[Callable[[Any], Any]]:
-    return [
-        click.option(
-            "--runner",
-            "runner_template",
-            cls=DetailedOption,
-            required=True,
-            envvar="WIKITRACE_RUNNER",
-            metavar="COMMAND",
-            help="How to run your agent on one task: a command with {task_id} and {memory} that "
-            'prints {"success": true} or {"score": 0.8} as its last JSON line.',
-            more="{memory} is the corpus version's folder; {origin} (the task's source, needed "
-            "where two sources share a task id), {seed}, {run_id}, {attempt} may be "
-            "used too (env: WIKITRACE_RUNNER). Each value is one argument, never "
-            "shell text; each run also gets $WIKITRACE_TASK_ID, $WIKITRACE_TASK_ORIGIN, "
-            "$WIKITRACE_MEMORY, $WIKITRACE_SEED, $WIKITRACE_RUN_ID and $WIKITRACE_ATTEMPT, so a "
-            "script under sh -c reads those (quoted) instead of a placeholder in its text, which "
-            "is refused.",
-        ),
-        click.option(
-            "--runner-concurrency",
-            type=click.IntRange(1, 256),
-            metavar="N",
-            default=4,
-            show_default=True,
-            help="Agent runs at once.",
-        ),
-        click.option(
-            "--runner-timeout",
-            type=click.FloatRange(0.1),
-            default=600.0,
-            show_default=True,
-            hidden=True,
-            help="Seconds before an agent run is killed (and counted as an error).",
-        ),
-        click.option(
-            "--runner-retries",
-            type=click.IntRange(0, 10),
-            default=2,
-            show_default=True,
-            hidden=True,
-            help="Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
-        ),
-        click.option(
-            "--score-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=True,
-            help="An agent run that prints a score succeeds when the score is at least this.",
-        ),
-    ]
 
 
 def _runner_spec(values: dict[str, Any]) -> Any:
@@ -136,13 +80,16 @@ def _runner_spec(values: dict[str, Any]) -> Any:
         concurrency=values["runner_concurrency"],
         timeout_seconds=values["runner_timeout"],
         retries=values["runner_retries"],
-        success_threshold=values["score_threshold"],
+        success_threshold=values.get("success_threshold", default("success-threshold")),
     )
 
 
-def runner_options(function: Command) -> Command:
-    """--runner and how its runs go (update, gate), as `runner: RunnerSpec`."""
-    return option_group(_runner_option_list(), "runner", _runner_spec)(function)
+def runner_options(*, reads_logs: bool = False) -> Callable[[Command], Command]:
+    """--runner and how its runs go (gate, update), as `runner: RunnerSpec`. An agent's run
+    succeeds at --success-threshold; `reads_logs` (update): the compile group has it already,
+    and the command gives its value to the spec."""
+    settings = RUNNER_SETTINGS if reads_logs else (*RUNNER_SETTINGS, declared("success-threshold"))
+    return options(settings, "runner", _runner_spec)
 
 
 # --- a judge of episodes (attribute, drilldowns) -------------------------------------------
@@ -195,48 +142,17 @@ class RowSettings:
         )
 
 
-_BASELINE = click.option(
-    "--baseline", default="no-memory", show_default=True, help="The no-memory method."
-)
-"""The no-memory method's name in the rows (eval, lift, attribute, drilldowns)."""
-
-
 def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
     """The options that read trial rows into Gain and Regression (`eval`, `lift`), as
     `scoring: RowSettings`: the baseline and rerun methods, the success threshold, and the
     bootstrap's resamples and seed (`tuning_hidden`: those three left out of the first --help
     screen)."""
     options = [
-        _BASELINE,
-        click.option(
-            "--rerun",
-            default="no-memory-rerun",
-            show_default=True,
-            help="A second set of no-memory runs: its Gain and Regression are the noise band.",
-        ),
-        click.option(
-            "--success-threshold",
-            type=float,
-            default=1.0,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="A row with a score and no success succeeds when score >= this.",
-        ),
-        click.option(
-            "--resamples",
-            type=click.IntRange(100),
-            default=10_000,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="Bootstrap resamples behind each confidence interval.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            hidden=tuning_hidden,
-            help="Seed of the bootstrap resampling.",
+        option(declared("baseline")),
+        option(declared("rerun")),
+        *(
+            option(declared(key), hidden=tuning_hidden)
+            for key in ("success-threshold", "resamples", "seed")
         ),
     ]
     return option_group(options, "scoring", lambda values: RowSettings(**values))
@@ -248,13 +164,8 @@ def judge_options(function: Command) -> Command:
         [
             click.option("--model", required=True, help="The judge: any model litellm reaches."),
             click.option("--api-base", help="Base URL of a local or self-hosted server."),
-            _BASELINE,
-            click.option(
-                "--rerun",
-                default="no-memory-rerun",
-                show_default=True,
-                help="The no-memory rerun (never judged).",
-            ),
+            option(declared("baseline")),
+            option(declared("rerun")),
             click.option(
                 "--cache-dir",
                 type=click.Path(path_type=Path, file_okay=False),

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
 from wikitrace.search import MIN_SCORE
 
-from .common import TASK_NAMED
+from .common import option
 from .options import print_json
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -38,13 +39,7 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
     help=f"The least score a hit needs (from 0 to 1; default {MIN_SCORE:g}); "
     'below it for every entry, "no match".',
 )
-@click.option(
-    "--exclude-task",
-    "exclude_tasks",
-    multiple=True,
-    metavar="ID",
-    help="Leave out every entry drawn from runs of this task (repeatable)." + TASK_NAMED,
-)
+@option(declared("exclude-task"))
 @click.option(
     "--json",
     "as_json",

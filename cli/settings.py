@@ -6,7 +6,7 @@ the `[tool.wikitrace]` table of `pyproject.toml`). A project's file is read only
 trusts it (`wikitrace trust`, which records its path and hash: a changed file is untrusted
 again), and even then only its safe keys (`REFUSED` lists the others and why). `--config PATH`
 names a file to read instead of the project's, as the user's own (the user named it). A key is
-an option's name without its dashes (`max-output-tokens`, `no-mine`, `call-worker = false`; `_`
+an option's name without its dashes (`max-output-tokens`, `no-mine`, `fast-path = false`; `_`
 for `-` is accepted); a top-level key applies to every command that has that option, a table
 (`[build]`, `[gate]`, `[export.skill]`) to one command, and wins over a top-level key. Paths are
 relative to the working directory.
@@ -30,6 +30,14 @@ from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import (
+    OUTPUTS,
+    READS_OUTSIDE,
+    RUNS_CODE,
+    SENDS_DATA,
+    SETTINGS,
+)
+
 from .common import COMMON
 
 FILE_NAME = "wikitrace.toml"
@@ -42,70 +50,42 @@ SETTINGS_META = "wikitrace.settings"
 PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
-RUNS_CODE = "it runs code"
-SENDS_DATA = "it sends data to a server"
-REDACTION = "it changes redaction"
-OUTPUTS = "it chooses what is written where"
-READS_OUTSIDE = "it reads files or lessons outside the folder"
-REFUSED: dict[str, str] = {
-    **dict.fromkeys(("prompts-dir", "runner", "T"), RUNS_CODE),
+_UNDECLARED_REFUSED: dict[str, str] = {
+    "T": RUNS_CODE,
     **dict.fromkeys(
         (
             "model",
-            "api-base",
             "M",
-            "judge",
             "judge-api-base",
             "second-model",
             "second-api-base",
-            "embedding-model",
-            "embedding-api-base",
             "group-model",
             "group-api-base",
-            "batch",
-            "outcome-details",
             "http",
         ),
         SENDS_DATA,
     ),
-    **dict.fromkeys(("no-redact", "redact", "redact-keep"), REDACTION),
     **dict.fromkeys(
-        ("output", "force", "cache-dir", "hook-log", "plot", "from-hook", "by", "repo", "deploy"),
-        OUTPUTS,
+        ("output", "force", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
     ),
-    **dict.fromkeys(
-        (
-            "task-file",
-            "labels",
-            "task-pool",
-            "falsify-tasks",
-            "regress-tasks",
-            "target-tasks",
-            "read-log",
-            "controls",
-            "corpus",
-            "project",
-        ),
-        READS_OUTSIDE,
-    ),
+    **dict.fromkeys(("task-file", "read-log", "controls", "corpus"), READS_OUTSIDE),
+}
+"""The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
+_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json limit lines list
+    max-violation-rate method min-judged min-score nl no-leave-one-out profile reason
+    remove report-request sandbox strict time-limit unlabelled wait"""
+"""The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
+
+REFUSED: dict[str, str] = {
+    **{s.key: s.refused for s in SETTINGS if s.refused is not None},
+    **_UNDECLARED_REFUSED,
 }
 """Keys a project's settings file may not set, trusted or not, and why: a cloned repository
 must not run its code, send the user's runs or keys elsewhere, switch redaction off, write
 over the user's files or read theirs. The user's own file and the command line may."""
-_SAFE_KEYS = """all all-insights all-types alpha alpha-miss always-compare baseline batch-poll beta
-    boundary
-    call-worker call-workers concurrency confidence context-tokens coverage csv current delta
-    dry-run encode epochs eta exclude-task falsify fast-path flag-conflicts format fresh grep
-    history hypotheses insights-only invalid-retries json kind limit lines list
-    max-output-tokens max-prompt-tokens max-retries max-runs max-tokens max-violation-rate
-    min-score
-    method min-judged momentum mount nl no-cache no-deploy no-leave-one-out no-mine no-narrow
-    on-error p-fail profile quote-repairs reason reasoning-effort regress report-at
-    report-request rerun rerun-band resamples rule runner-concurrency runner-retries
-    runner-timeout sandbox score-threshold seed similar strict success-threshold targets
-    task-type temperature threshold time-limit timeout trials unfiltered-insights unlabelled wait
-    workers remove"""
-SAFE: frozenset[str] = frozenset(_SAFE_KEYS.split())
+SAFE: frozenset[str] = frozenset(
+    [s.key for s in SETTINGS if s.refused is None] + _UNDECLARED_SAFE.split()
+)
 """Keys a trusted project's file may set: tuning, what to print, which built-in choice."""
 
 

@@ -10,20 +10,16 @@ from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import PROMPT_SETTINGS, TASK_NAMED, declared
 from wikitrace.corpus_schema.work import KINDS
 from wikitrace.tools.message_options import (
-    BUDGET_TOKENS,
-    DEFAULT_MOUNT,
-    SIMILAR,
-    SIMILAR_LIMIT,
     MessageOptions,
 )
 
 from .common import (
-    TASK_NAMED,
     Command,
-    DetailedOption,
     is_quiet,
+    option,
     option_group,
     plural,
     renamed_option,
@@ -124,135 +120,21 @@ def prompt_options(function: Command) -> Command:
     return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
 
 
-_SCOPE: list[Callable[[Any], Any]] = [
-    click.option(
-        "--task-type",
-        cls=DetailedOption,
-        help="Only insights and past runs of this task type.",
-        more="An unknown one is an error that lists the corpus's types. Without it, a "
-        "corpus of several types keeps to the project's types, else to the domain of the "
-        "task's most similar past runs when most of them agree, else lists no lesson.",
-    ),
-    click.option(
-        "--project",
-        cls=DetailedOption,
-        help="The code project the task is in: its name, remote or folder (default: the "
-        "repository the current folder is in).",
-        more="A folder stands for its repository (a worktree for its main one; its git remote, "
-        "else the main folder's name); a remote URL and a name match the runs' keys (a name "
-        "matches any remote of that name). A project with runs here gets only its own lessons "
-        "and runs; one with none, the same kind of work's from other coding projects. The "
-        "`[projects]` table of the user's settings file joins other names to a project.",
-    ),
-    click.option(
-        "--kind",
-        type=click.Choice(list(KINDS), case_sensitive=False),
-        metavar="KIND",
-        cls=DetailedOption,
-        help="The task's kind of work, for a corpus of coding sessions.",
-        more=f"KIND is one of {', '.join(KINDS)}. Each session's kind is inferred from its "
-        "task and the files it changed. A task "
-        "of a project with no runs here gets this kind's lessons and runs from other "
-        "projects, and no other kind's (a project with runs gets its own, of every kind). "
-        "Without it, the kind is inferred from the task's words; when it cannot be, every "
-        "kind's lessons are listed and a warning says so.",
-    ),
-    click.option(
-        "--exclude-task",
-        "exclude_tasks",
-        multiple=True,
-        metavar="ID",
-        cls=DetailedOption,
-        help="Show nothing drawn from runs of this task (repeatable).",
-        more="The mounted corpus still holds them: mount a `wikitrace view` without them in an "
-        "evaluation." + TASK_NAMED,
-    ),
-]
-"""Whose lessons and runs are shown: the task's type, project and kind, and tasks left out."""
+KIND_CHOICE = {
+    "kind": {
+        "type": click.Choice(list(KINDS), case_sensitive=False),
+        "more": f"KIND is one of {', '.join(KINDS)}. {declared('kind').more}",
+    }
+}
+"""--kind's KINDS, in any case, and its help naming them."""
 
-_MESSAGE: list[Callable[[Any], Any]] = [
-    click.option(
-        "--mount",
-        default=DEFAULT_MOUNT,
-        show_default=True,
-        help="Where the agent sees the corpus; the message's paths and commands use it.",
-    ),
-    click.option(
-        "--insights-only",
-        is_flag=True,
-        help="The method's Insights Only control: the same insights, but no mounted corpus, no "
-        "similar runs and no drill-down instructions.",
-    ),
-    click.option(
-        "--report-at",
-        type=click.Choice(["first", "end"]),
-        default="first",
-        show_default=True,
-        help="Ask for the citation report in the first message, or leave it for the harness to "
-        "ask when the episode ends (the text: --report-request).",
-    ),
-]
-"""Where the agent sees the corpus, and what the message asks of it."""
-
-_LISTING: list[Callable[[Any], Any]] = [
-    click.option(
-        "--all-types",
-        is_flag=True,
-        hidden=True,
-        help="List every task type's insights and runs instead of keeping to the task's type.",
-    ),
-    click.option(
-        "--similar",
-        type=click.IntRange(0, SIMILAR_LIMIT),
-        default=SIMILAR,
-        show_default=True,
-        hidden=True,
-        help="How many similar past runs to list (BM25 over task texts).",
-    ),
-    click.option(
-        "--max-tokens",
-        type=click.IntRange(0),
-        default=BUDGET_TOKENS,
-        show_default=True,
-        hidden=True,
-        help="Budget for the message (estimated as characters / 4). When not every insight "
-        "fits, the most relevant ones are listed and the message points to insight/_index.md. "
-        "0: no budget, every insight.",
-    ),
-    click.option(
-        "--all-insights",
-        is_flag=True,
-        hidden=True,
-        help="List every insight, near-duplicates too (by default one of each group of lessons "
-        "drawn alike from several runs is listed, with how many runs back it).",
-    ),
-    click.option(
-        "--flag-conflicts",
-        is_flag=True,
-        hidden=True,
-        help="Name the listed lessons whose applicability overlaps and whose source runs "
-        "ended differently (one succeeded, one failed), as pairs to drill into before relying "
-        "on either.",
-    ),
-]
-"""How much the message lists: every type, similar runs, its budget, near-duplicates, conflicts."""
-
-_template_option = click.option(
-    "--prompts-dir",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    hidden=True,
-    help="Folder with a first-message.j2 that overrides the bundled one.",
-)
+_template_option = option(declared("prompts-dir"))
 """The first message's template."""
 
 _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
-    click.option(
-        "--embedding-model",
-        hidden=True,
-        help="An embedding model litellm reaches (openai/text-embedding-3-small, ...) to tell "
-        "near-duplicate lessons apart by meaning; local (the default): by their words.",
-    ),
-    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
+    # None, not "local": an old spelling given is then told from the new one left out.
+    option(declared("embedding-model"), default=None, show_default=False),
+    option(declared("embedding-api-base")),
     renamed_option("--group-model", "--embedding-model"),
     renamed_option("--group-api-base", "--embedding-api-base"),
 ]
@@ -260,8 +142,10 @@ _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
 
 
 def _prompt_option_list() -> list[Callable[[Any], Any]]:
-    """Every prompt option, group by group, in the order --help lists them."""
-    return [*_SCOPE, *_MESSAGE, *_LISTING, _template_option, *_NEAR_DUPLICATES]
+    """Every prompt option, in the order --help lists them: what the message shows (declared,
+    corpus_schema/setting_fields.py), its template, what tells near-duplicates apart."""
+    shown = [option(s, **KIND_CHOICE.get(s.key, {})) for s in PROMPT_SETTINGS]
+    return [*shown, _template_option, *_NEAR_DUPLICATES]
 
 
 def _task_text(task_file: str) -> str:

@@ -3,15 +3,16 @@ corpus in versions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import UPDATE_SETTINGS, declared
+
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import Command, DetailedOption, is_quiet, option_group
+from .common import Command, DetailedOption, is_quiet, options
 from .compile_options import CompileSettings, compile_options
 from .options import (
     POINTER,
@@ -344,121 +345,17 @@ class UpdateSettings:
 
 def update_options(function: Command) -> Command:
     """The update controller's options, as `update: UpdateSettings`."""
-    return option_group(_update_option_list(), "update", lambda values: UpdateSettings(**values))(
-        function
-    )
-
-
-_TRIGGER: list[Callable[[Any], Any]] = [
-    click.option(
-        "--momentum",
-        type=click.FloatRange(0, 1, max_open=True),
-        default=0.9,
-        show_default=True,
-        hidden=True,
-        help="Weight of the past in the moving average of update directions.",
-    ),
-    click.option(
-        "--threshold",
-        type=click.FloatRange(-1, 1),
-        default=0.5,
-        show_default=True,
-        hidden=True,
-        help="Compare when the cosine between this update's direction and the average is below it.",
-    ),
-    click.option("--always-compare", is_flag=True, hidden=True, help="Compare on every update."),
-]
-"""When an update is compared: the momentum trigger, or always."""
-
-_COMPARISON: list[Callable[[Any], Any]] = [
-    click.option(
-        "--rerun-band/--no-rerun-band",
-        default=True,
-        show_default=True,
-        hidden=True,
-        help="Run the current memory once more per task and trial (other seeds) and deploy "
-        "only when the candidate's gain is beyond that noise (a candidate that changes "
-        "nothing passes about 5% of the time); without it, any higher mean deploys.",
-    ),
-    click.option(
-        "--coverage",
-        type=click.IntRange(0),
-        default=8,
-        show_default=True,
-        hidden=True,
-        help="Tasks chosen to stand for the tasks seen so far (spread over task types).",
-    ),
-    click.option(
-        "--boundary",
-        type=click.IntRange(0),
-        default=4,
-        show_default=True,
-        hidden=True,
-        help="Tasks whose outcome changed with memory in earlier comparisons.",
-    ),
-    click.option(
-        "--fresh",
-        type=click.IntRange(0),
-        default=4,
-        show_default=True,
-        hidden=True,
-        help="Tasks of the runs added since the last comparison (newest first).",
-    ),
-    click.option(
-        "--trials",
-        type=click.IntRange(1),
-        default=1,
-        show_default=True,
-        hidden=True,
-        help="Runs of each task with each memory (seeds SEED, SEED+1, ...).",
-    ),
-    click.option(
-        "--seed", type=int, default=0, show_default=True, hidden=True, help="The first seed."
-    ),
-    click.option(
-        "--task-pool",
-        type=click.Path(path_type=Path, dir_okay=False, exists=True),
-        cls=DetailedOption,
-        help="The tasks your runner can run, one a line.",
-        more="Others are never chosen. Each is an id (naming that task in every source), or JSON "
-        "with task_id (and task, task_type, origin: its source).",
-    ),
-]
-"""What a comparison runs: the rerun band, the tasks of each kind, the trials and seeds."""
-
-_DIRECTION: list[Callable[[Any], Any]] = [
-    click.option(
-        "--embedding-model",
-        default="local",
-        show_default=True,
-        hidden=True,
-        help="What embeds the insights: local (hashed words, offline, no download) or an "
-        "embedding model litellm reaches (openai/text-embedding-3-small, ...).",
-    ),
-    click.option("--embedding-api-base", hidden=True, help="Base URL of a local embedding server."),
-    click.option(
-        "--encode",
-        type=click.Choice(["corpus", "insights"]),
-        default="corpus",
-        show_default=True,
-        hidden=True,
-        help="What an update's direction encodes: the corpus (the insights and every run: "
-        "what an agent reads; an update that only adds runs moves it too), or the insight "
-        "set alone.",
-    ),
-]
-"""How an update's direction is measured: what is embedded, and by which model."""
-
-
-def _update_option_list() -> list[Callable[[Any], Any]]:
-    """Every update option, group by group, in the order --help lists them."""
-    return [*_TRIGGER, *_COMPARISON, *_DIRECTION]
+    # The gate's trials, seed and pool sit among them, where --help lists them.
+    settings = UPDATE_SETTINGS[:7] + tuple(declared(key) for key in ("trials", "seed", "task-pool"))
+    return options(
+        settings + UPDATE_SETTINGS[7:], "update", lambda values: UpdateSettings(**values)
+    )(function)
 
 
 @click.command("update")
 @click.argument("corpus", type=POINTER)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@runner_options
+@runner_options(reads_logs=True)
 @update_options
 @compile_options
 @profile_option("update")
@@ -504,6 +401,8 @@ def update_command(
     CORPUS.versions/updates/update-NNNN.json, and the history says deployed or refused.
     """
 
+    # One threshold for the logs read and the agent's runs (--success-threshold).
+    runner = replace(runner, success_threshold=compile.reading.success_threshold)
     options = update.update_options(runner)
     build = compile.build_options(inputs, corpus, "offline")
     result = _update(corpus, build, options)

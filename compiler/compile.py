@@ -25,7 +25,7 @@ from wikitrace.corpus_schema import (
     is_judged,
 )
 from wikitrace.corpus_schema.records import Hypothesis
-from wikitrace.transport.limits import CONTEXT_TOKENS, MAX_OUTPUT_TOKENS
+from wikitrace.corpus_schema.setting_fields import CONTEXT_TOKENS, MAX_OUTPUT_TOKENS, default
 from wikitrace.transport.llm import LLM, LLMReply, Message
 
 from .evidence import QuoteChecker, longest_field
@@ -327,9 +327,9 @@ _MODES = {
 
 @dataclass
 class CompileLimits:
-    invalid_retries: int = 2
+    invalid_retries: int = default("invalid-retries")
     """Times an invalid answer is sent back with the validation error."""
-    quote_repairs: int = 1
+    quote_repairs: int = default("quote-repairs")
     """Times unverified quotes are sent back for repair."""
     max_prompt_tokens: int | None = None
     """The prompt's budget; None: what the context leaves once the answer and one repair

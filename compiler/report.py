@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from wikitrace.transport.limits import MAX_RETRIES, TEMPERATURE, TIMEOUT_SECONDS
+from wikitrace.corpus_schema.setting_fields import (
+    MAX_RETRIES,
+    TEMPERATURE,
+    TIMEOUT_SECONDS,
+    default,
+    recorded,
+)
 
 from .compile import CompileLimits
 from .importers import AUTO, DEFAULT_THRESHOLD
@@ -30,8 +36,8 @@ class BuildOptions:
     """A numeric reward at or above this is a success."""
     model: str = OFFLINE_MODEL
     api_base: str | None = None
-    concurrency: int = 8
-    on_error: Literal["stop", "skip"] = "stop"
+    concurrency: int = default("concurrency")
+    on_error: Literal["stop", "skip"] = default("on-error")
     force: bool = False
     cache_dir: Path | None = None
     """Where model replies are cached; None means the user cache folder."""
@@ -54,13 +60,13 @@ class BuildOptions:
     """Mine lessons from contrasts between runs (compiler/mine.py), with or without a model."""
     batch: bool = False
     """Send the compile calls through the provider's batch API (transport/batch.py)."""
-    batch_poll_seconds: float = 60.0
+    batch_poll_seconds: float = default("batch-poll")
     """How often a batch build asks whether its batches are done."""
-    call_workers: int = 1
+    call_workers: int = default("call-workers")
     """Worker processes that make the compile calls (transport/call_worker.py), so that
     litellm's work on each runs on other cores than the build's own; 0: in the build's
     process."""
-    fast_path: bool = True
+    fast_path: bool = default("fast-path")
     """Call a plain OpenAI-compatible endpoint (`openai/NAME` at --api-base) with one shared
     HTTP client instead of litellm (transport/fast_path.py); False: litellm for every call."""
     workers: int | None = None
@@ -73,17 +79,21 @@ class BuildOptions:
         return self.model == OFFLINE_MODEL
 
     def model_settings(self) -> dict[str, Any]:
-        """How the model is called, less any secret: what the manifest keeps for `add`."""
+        """How the model is called, less any secret: what the manifest keeps for `add`, the
+        settings declared `recorded` (corpus_schema/setting_fields.py; reasoning_effort only
+        when given)."""
         if self.offline:
             return {}
-        return {
+        values = {
+            **dataclasses.asdict(self.limits),
             "api_base": self.api_base,
             "temperature": self.temperature,
-            "max_output_tokens": self.limits.max_output_tokens,
-            "context_tokens": self.limits.context_tokens,
-            "max_prompt_tokens": self.limits.max_prompt_tokens,
-            **({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}),
+            "reasoning_effort": self.reasoning_effort,
         }
+        kept = {name: values[name] for name in recorded()}
+        if kept["reasoning_effort"] is None:
+            del kept["reasoning_effort"]
+        return kept
 
 
 def sources(paths: list[Path]) -> list[str]:

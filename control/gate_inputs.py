@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from wikitrace.corpus_schema.records import InsightHeader
+from wikitrace.corpus_schema.setting_fields import default
 
 from .figures import Rule
 from .pool import PoolTask
@@ -19,36 +20,36 @@ class GateOptions:
     runner: RunnerSpec
     pool: list[PoolTask] | None = None
     """The tasks the runner can run; None: the tasks of the corpus's runs."""
-    targets: int = 8
-    falsify: int = 8
-    regress: int = 8
+    targets: int = default("targets")
+    falsify: int = default("falsify")
+    regress: int = default("regress")
     given: dict[str, list[str]] = field(default_factory=dict)
     """Explicit probe lists by kind (target, falsify, regress), instead of choosing."""
-    trials: int = 1
-    seed: int = 0
-    confidence: float = 0.9
+    trials: int = default("trials")
+    seed: int = default("seed")
+    confidence: float = default("confidence")
     """Of the bounds rule's exact binomial bounds."""
-    alpha: float = 0.1
+    alpha: float = default("alpha")
     """Sequential rule: chance, at most, that a lesson with D_reg >= beta, P_fail >= delta
     or no help on its targets is committed (over one call's lessons, the expected share of
     such lessons among those committed: e-BH)."""
-    alpha_miss: float = 0.1
+    alpha_miss: float = default("alpha-miss")
     """Sequential rule: chance, at most, that a lesson worth committing is stopped early."""
-    max_runs: int = 320
+    max_runs: int = default("max-runs")
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
     per_round: int = 2
     """Sequential rule: pairs of each kind still needed, run together in one round."""
-    eta: float = 0.1
+    eta: float = default("eta")
     """Least transfer gain G (its lower bound) to commit."""
-    delta: float = 0.3
+    delta: float = default("delta")
     """Most falsification failure rate P_fail (its upper bound) to commit."""
-    beta: float = 0.3
+    beta: float = default("beta")
     """Most regression damage D_reg (its upper bound) to commit."""
-    rule: Rule = "sequential"
+    rule: Rule = default("rule")  # noqa: RUF009 (a string, declared once)
     """How the figures decide: sequential tests (ours), exact bounds on fixed probes, or the
     estimates (the method's)."""
-    p_fail: Literal["citations", "outcomes"] = "citations"
+    p_fail: Literal["citations", "outcomes"] = default("p-fail")
     """citations: a falsification probe fails when the run with the lesson cited it (used it
     where it should not apply), for runs whose agent returned a citation report, outcome
     harm otherwise; outcomes: outcome harm always."""

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.ledger import AgentRun, Attempt, append_line, count_lines
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 
 PLACEHOLDERS = ("task_id", "origin", "memory", "seed", "run_id", "attempt")
@@ -99,11 +100,11 @@ class RunnerSpec:
     """How to run the agent."""
 
     template: str
-    concurrency: int = 4
-    timeout_seconds: float = 600.0
-    retries: int = 2
+    concurrency: int = default("runner-concurrency")
+    timeout_seconds: float = default("runner-timeout")
+    retries: int = default("runner-retries")
     """Extra attempts after an error."""
-    success_threshold: float = 1.0
+    success_threshold: float = default("success-threshold")
     cwd: Path | None = None
     argv: list[str] = field(init=False)
     tells_origin: bool = field(init=False)

@@ -58,6 +58,7 @@ from wikitrace.corpus_schema.ledger import (
     load_model,
 )
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.tasks import TaskKey, refuse_shared, task_key
 from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.transport.llm import LLM
@@ -78,24 +79,24 @@ MAX_BOUNDARY_KEPT = 200
 @dataclass
 class UpdateOptions:
     runner: RunnerSpec
-    momentum: float = 0.9
+    momentum: float = default("momentum")
     """Weight of the past in the average of update directions."""
-    threshold: float = 0.5
+    threshold: float = default("threshold")
     """Compare when the cosine between this update's direction and the average is below it."""
-    coverage: int = 8
-    boundary: int = 4
-    fresh: int = 4
-    trials: int = 1
-    seed: int = 0
+    coverage: int = default("coverage")
+    boundary: int = default("boundary")
+    fresh: int = default("fresh")
+    trials: int = default("trials")
+    seed: int = default("seed")
     """First seed; trial t of every task runs with seed + t on both sides."""
     always_compare: bool = False
-    rerun_band: bool = True
+    rerun_band: bool = default("rerun-band")
     """Run the old memory again (seeds after the trials') and deploy only beyond that noise."""
     task_pool: list[str] | None = None
     """Tasks the runner can run, by name (`source:id`) or id (that id in every source); chosen
     tasks outside it are left out (None: any)."""
     embedder: Embedder = field(default_factory=HashingEmbedder)
-    encoded: Encoded = "corpus"
+    encoded: Encoded = default("encode")  # noqa: RUF009 (a string, declared once)
     """What the update's direction encodes: the corpus (insights and runs: the method's memory
     state), or the insight set alone."""
 

@@ -36,6 +36,7 @@ from wikitrace.corpus_schema import CorpusError, InputError, RunRecord
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.catalog import InsightEntry
 from wikitrace.corpus_schema.drilldown import as_text
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.transport.llm import LLM, LLMCallError
 
 from .rows import Row
@@ -335,7 +336,7 @@ def attribute(
 
 Trigger = Literal["blocked", "conflict", "missing_detail", "failed_source", "routine"]
 Effect = Literal["revised", "detail", "new_fact", "none"]
-DEFAULT_MOUNT = "/work/corpus"
+DEFAULT_MOUNT: str = default("mount")
 
 
 def mount_pattern(mount: str) -> re.Pattern[str]:

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.setting_fields import default
 
 from .rows import SUCCESS_THRESHOLD, Row
 
@@ -36,12 +37,12 @@ intervals cover less than they say (benchmarks/lift_bench.py), and a single task
 
 @dataclass
 class EvalOptions:
-    baseline: str = "no-memory"
-    rerun: str = "no-memory-rerun"
+    baseline: str = default("baseline")
+    rerun: str = default("rerun")
     success_threshold: float = SUCCESS_THRESHOLD
     """A trial with only a score succeeds when score >= this."""
-    resamples: int = 10_000
-    seed: int = 0
+    resamples: int = default("resamples")
+    seed: int = default("seed")
     confidence: float = 0.95
     strict: bool = False
     min_tasks: int = MIN_TASKS

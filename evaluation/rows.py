@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.errors import first_problem
 from wikitrace.corpus_schema.input_files import read_input
+from wikitrace.corpus_schema.setting_fields import default
 
-SUCCESS_THRESHOLD = 1.0
+SUCCESS_THRESHOLD: float = default("success-threshold")
 """A row with a score and no success succeeds at or above this (eval's --success-threshold)."""
 
 

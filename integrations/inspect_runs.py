@@ -24,12 +24,13 @@ import orjson
 
 from wikitrace.compiler.importers.inspect_log import score_value
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.writing import atomic_write
 from wikitrace.evaluation.rows import ResultRow, read_rows
 
 from .inspect import METADATA_KEY, Mode, with_memory
 
-BASELINE, RERUN = "no-memory", "no-memory-rerun"
+BASELINE, RERUN = default("baseline"), default("rerun")
 METHODS: dict[str, Mode | None] = {
     BASELINE: None,
     RERUN: None,

@@ -61,13 +61,13 @@ def test_bad_redact_pattern_is_usage_error(runs_file: Path, tmp_path: Path) -> N
     assert code == 2 and "Invalid value for '--redact': '(': not a valid regular expression" in err
 
 
-def test_call_workers_without_a_worker_is_a_usage_error(runs_file: Path, tmp_path: Path) -> None:
+def test_call_workers_out_of_range_is_a_usage_error(runs_file: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     argv = ["build", str(runs_file), "-o", str(corpus), "--model", "openai/m"]
-    code, _, err = run([*argv, "--no-call-worker", "--call-workers", "2"])
-    assert code == 2 and "leave out --call-workers, or --no-call-worker" in err
-    code, _, err = run([*argv, "--call-workers", "0"])
-    assert code == 2 and "'--call-workers': 0 is not in the range 1<=x<=64" in err
+    code, _, err = run([*argv, "--call-workers", "-1"])
+    assert code == 2 and "'--call-workers': -1 is not in the range 0<=x<=64" in err
+    code, _, err = run([*argv, "--no-call-worker"])  # now --call-workers 0
+    assert code == 2 and "No such option '--no-call-worker'" in err
     assert not corpus.exists()
 
 

@@ -47,3 +47,12 @@ def test_it_lists_every_command_and_option_hidden_ones_too() -> None:
     text = gen._help(tool, click.Context(tool, info_name="tool"))
     assert "Options:\n  --shown TEXT" in text
     assert "Hidden options:\n  --secret TEXT  Only for those who know." in text
+
+
+def test_the_settings_tables_are_up_to_date() -> None:
+    gen = generator()
+    written = (ROOT / "docs" / "settings.md").read_text()
+    assert written == gen.settings_page(written), (
+        f"docs/settings.md's tables are out of date: run `{gen.REGENERATE}`"
+    )
+    assert gen.settings_tables() in written

@@ -229,7 +229,7 @@ def test_a_model_call_s_defaults_are_declared_once() -> None:
     import re
 
     from wikitrace.compiler import BuildOptions, CompileLimits
-    from wikitrace.transport import limits
+    from wikitrace.corpus_schema import setting_fields as limits
     from wikitrace.transport.llm import LLMSettings
 
     build = {p.name: p.default for p in cli.commands["build"].params}

@@ -268,7 +268,7 @@ def test_a_build_on_the_fast_path_never_imports_litellm(
         f"    main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / 'c')!r}, "
         f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
         f"'--cache-dir', {str(tmp_path / 'cache')!r}, "
-        f"{'--call-worker' if worker else '--no-call-worker'!r}])\n"
+        f"'--call-workers', {'1' if worker else '0'!r}])\n"
         "except SystemExit as done:\n"
         "    assert not done.code, done.code\n"
         "print(any('call_worker' in a for a in started))\n"

@@ -288,10 +288,9 @@ def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None
     assert [name for name in HEAVY if name in loaded] == []
     unused = ("build", "compile", "produce", "mine", "offline", "judge")
     assert [m for m in unused if f"wikitrace.compiler.{m}" in loaded] == []
-    # The call defaults the options show (transport/limits.py, constants only) but no client.
-    constants = ("wikitrace.transport", "wikitrace.transport.limits")
-    client = [n for n in loaded if n.startswith("wikitrace.transport") and n not in constants]
-    assert client == []
+    # The declared settings the options are made from (constants only), but no client.
+    assert "wikitrace.corpus_schema.setting_fields" in loaded
+    assert [n for n in loaded if n.startswith("wikitrace.transport")] == []
     assert "wikitrace.prompts" not in loaded and "wikitrace.versions.finish" not in loaded
 
 

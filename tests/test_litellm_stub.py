@@ -269,7 +269,7 @@ def test_a_rebuild_from_the_cache_never_imports_litellm(
             f"main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / name)!r}, "
             f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
             f"'--cache-dir', {str(tmp_path / 'cache')!r}, '--no-fast-path', "
-            f"{'--call-worker' if worker else '--no-call-worker'!r}])\n"
+            f"'--call-workers', {'1' if worker else '0'!r}])\n"
             "print('litellm' in sys.modules, any('call_worker' in a for a in started))\n"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -3,9 +3,9 @@
 The CLI (`wikitrace prompt`), the MCP server's `first_message` tool, the Inspect solver, the
 Harbor wrapper and the recall hook each build one `MessageOptions` and hand it to
 `render_first_message` (tools/first_message.py), so an option such as `flag_conflicts` means
-the same wherever it is offered. Each default is declared here once; the front ends' own
-defaults read it. Standard library only: `wikitrace --help` shows these without loading a
-corpus reader.
+the same wherever it is offered. Each default is declared once, in
+corpus_schema/setting_fields.py (the `prompt` command's settings), and named here for the front
+ends. Standard library only: `wikitrace --help` shows these without loading a corpus reader.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from wikitrace.corpus_schema.setting_fields import declared, default
+
 ReportAt = Literal["first", "end"]
 """Where the citation report is asked for: in the first message (ours), or after the episode
 (the method as published)."""
@@ -23,14 +25,14 @@ Access = Literal["shell", "mcp"]
 """How the agent reads the corpus: a shell where it is mounted (cat, grep, tools/turn), or the
 tools of `wikitrace mcp` (read_page, search, turn, ...)."""
 
-DEFAULT_MOUNT = "/work/corpus"
+DEFAULT_MOUNT: str = default("mount")
 """Where the agent sees the corpus unless told otherwise."""
-SIMILAR = 3
+SIMILAR: int = default("similar")
 """How many similar past runs a message lists unless told otherwise."""
-BUDGET_TOKENS = 6000
+BUDGET_TOKENS: int = default("max-tokens")
 """The budget a front end gives a message unless told otherwise (the record's own default is
 none: every lesson)."""
-SIMILAR_LIMIT = 50
+SIMILAR_LIMIT = int(declared("similar").high or 0)
 """The most similar past runs a front end lets its user ask for."""
 CODE_SECONDS = 0.25
 """Seconds git is given in all to check the lessons against a checkout."""

@@ -22,9 +22,14 @@ import orjson
 
 from wikitrace.corpus_schema import WikitraceError
 from wikitrace.corpus_schema.render import shortened
+from wikitrace.corpus_schema.setting_fields import (
+    MAX_OUTPUT_TOKENS,
+    MAX_RETRIES,
+    TEMPERATURE,
+    TIMEOUT_SECONDS,
+    default,
+)
 from wikitrace.corpus_schema.writing import atomic_write, check_output
-
-from .limits import MAX_OUTPUT_TOKENS, MAX_RETRIES, TEMPERATURE, TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +96,7 @@ class LLMSettings:
     reasoning_effort: str | None = None
     """low, medium or high, for a reasoning model (litellm's `reasoning_effort`; dropped for a
     model that has none)."""
-    fast_path: bool = True
+    fast_path: bool = default("fast-path")
     """Call a plain OpenAI-compatible endpoint with our own HTTP client (transport/fast_path.py)
     rather than through litellm, where it is sure to send and read the same. Not part of the
     cache key: the requests and replies are the same."""

@@ -22,6 +22,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.input_files import input_problem
+from wikitrace.corpus_schema.setting_fields import default
 
 from . import sniffers
 from .base import Candidate, Found, LeftOut, Probe, probe
@@ -30,10 +31,10 @@ from .runs import SourceRun, Unlabelled, check_json, validate
 
 log = logging.getLogger(__name__)
 
-AUTO = "auto"
+AUTO = default("format")
 LOGS_NAMED_HIDDEN = frozenset({sniffers.AIDER_HISTORY})
 """Logs whose name starts with a dot, read in a folder all the same (other hidden files are not)."""
-DEFAULT_THRESHOLD = 1.0
+DEFAULT_THRESHOLD = default("success-threshold")
 
 
 @dataclass(frozen=True)
