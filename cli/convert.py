@@ -80,7 +80,7 @@ def convert_command(
     plan = plan_inputs(
         list(inputs), reading.input_format, list(reading.labels), reading.success_threshold
     )
-    from wikitrace.compiler.importers.convert import convert  # once there is something to read
+    from wikitrace.compiler.importers.runs import convert  # once there is something to read
 
     announce(plan, quiet=quiet)
     report = convert(

@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING
 from wikitrace.corpus_schema import exports
 
 if TYPE_CHECKING:
-    from .build import add_runs, add_version, build_corpus, supersede_added
+    from .add import add_runs, add_version, supersede_added
+    from .build import build_corpus
     from .compile import CompileError, CompileLimits
     from .offline import OFFLINE_MODEL
     from .report import BuildOptions, BuildReport
 
 _HOMES = {
-    "add_runs": "build",
-    "add_version": "build",
+    "add_runs": "add",
+    "add_version": "add",
     "build_corpus": "build",
-    "supersede_added": "build",
+    "supersede_added": "add",
     "CompileError": "compile",
     "CompileLimits": "compile",
     "OFFLINE_MODEL": "offline",

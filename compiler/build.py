@@ -1,9 +1,9 @@
-"""`wikitrace build` and `wikitrace add`: trajectories in, a frozen version of the
-three-layer evidence corpus out, as a row of stages each returning the value the next takes
-(compiler/stages.py): plan (the files to read), read (every record checked, read once),
-compile (raw.py writes each run's raw layer, redacted; produce.py compiles it), write layers
-(layers.py: insights, mined lessons) and finish (versions/finish.py: catalog, indexes, rankers,
-manifest, seal). The report is assembled once, from those values (report.py)."""
+"""`wikitrace build` (and the stages that `wikitrace add`, compiler/add.py, runs): trajectories
+in, a frozen version of the three-layer evidence corpus out, as a row of stages each returning
+the value the next takes (compiler/stages.py): plan (the files to read), read (every record
+checked, read once), compile (raw.py writes each run's raw layer, redacted; produce.py compiles
+it), write layers (layers.py: insights, mined lessons) and finish (versions/finish.py: catalog,
+indexes, rankers, manifest, seal). The report is assembled once, from those values (report.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from wikitrace import prompts
-from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width, manifest
+from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
@@ -42,16 +41,12 @@ from wikitrace.versions import (
     abandon_build,
     begin_build,
     check_new_pointer,
-    left_unrecorded,
-    open_store,
     publish_build,
-    record_left,
     resumable,
 )
 from wikitrace.versions.finish import Finished, in_staging
 
-from .ask import Asker
-from .compile import CompileLimits, Templates
+from .compile import Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import finish_layers, write_layers
@@ -70,13 +65,12 @@ from .stages import (
     plan_build,
     read_inputs,
 )
-from .supersede import PairJudge, finish_interrupted, supersede_after_add
 from .workers import build_in_workers, worker_count
 
 log = logging.getLogger(__name__)
 
 
-def _make_llm(
+def make_llm(
     options: BuildOptions, llm: LLM | None, model: str | None = None, output_tokens: int = 0
 ) -> LLM:
     """The compile model (or `model`, answering in `output_tokens`, called in this process),
@@ -113,7 +107,7 @@ def _make_judge(options: BuildOptions, judge_llm: LLM | None) -> Judge | None:
     if options.judge is None:
         return None
     templates = Templates.load(options.prompts_dir, also=(prompts.JUDGE,))
-    llm = _make_llm(options, judge_llm, options.judge, JUDGE_OUTPUT_TOKENS)
+    llm = make_llm(options, judge_llm, options.judge, JUDGE_OUTPUT_TOKENS)
     budget = options.limits.context_tokens - 2 * JUDGE_OUTPUT_TOKENS - 1500
     return Judge(
         llm=llm,
@@ -149,13 +143,13 @@ def build_corpus(
         options = dataclasses.replace(options, force=True)
     check_new_pointer(output, force=options.force)
     check_cache_dir(options)
-    planned = _plan(options, notice)
+    planned = plan_inputs(options, notice)
     with build_lock(output):
         check_new_pointer(output, force=options.force)  # as it is now that we hold the lock
         store, name = begin_build(output)
         staging = store.staging(name)
         try:
-            made = _make_version(
+            made = make_version(
                 planned,
                 staging,
                 VersionInfo(name=name),
@@ -201,184 +195,7 @@ class BuildFailed(WikitraceError):
     """A build most of whose compilations failed: nothing is made current (exit 1)."""
 
 
-def add_runs(
-    options: BuildOptions,
-    *,
-    deploy: bool = True,
-    llm: LLM | None = None,
-    judge_llm: LLM | None = None,
-    progress: Progress | None = None,
-    notice: Callable[[InputPlan], None] | None = None,
-    say: Say | None = None,
-) -> BuildReport:
-    """Compile only the runs the current version lacks into a new version beside it.
-
-    options.output is the corpus pointer. The new version keeps every file of its parent as it
-    is (same step and insight ids, shared hard links), adds the new runs after the last step and
-    their insights after the last insight, and names its parent in its manifest. With `deploy`,
-    the pointer moves to it; otherwise it waits in the store as a candidate. The model is the
-    one the parent was compiled with, so the response cache answers anything compiled before.
-    When every run is already there, no version is made (report.version is None).
-    """
-    with build_lock(options.output):
-        return add_version(
-            options,
-            deploy=deploy,
-            llm=llm,
-            judge_llm=judge_llm,
-            progress=progress,
-            notice=notice,
-            say=say,
-        )
-
-
-def add_version(
-    options: BuildOptions,
-    *,
-    deploy: bool = True,
-    llm: LLM | None = None,
-    judge_llm: LLM | None = None,
-    progress: Progress | None = None,
-    notice: Callable[[InputPlan], None] | None = None,
-    say: Say | None = None,
-    supersede: bool = True,
-) -> BuildReport:
-    """add_runs for a caller that already holds the corpus's lock (wikitrace update). With
-    `supersede`, the version's lessons are then compared with the older ones
-    (`supersede_added`); `wikitrace update` does that once it deploys the version."""
-    started = time.monotonic()
-    pointer = options.output
-    store = open_store(pointer)
-    check_cache_dir(options)
-    finish_interrupted(store, deploy=deploy)
-    left = left_unrecorded(store, sources(options.inputs))
-    if left is not None:
-        return _finish_left(store, left, deploy=deploy, started=started)
-    base = FrozenVersion.current(store)
-    parent = base.name
-    built = _as_built(options, base.manifest)
-    planned = _plan(built, notice)
-    name = store.next_name()
-    staging = store.staging(name)
-    made = _make_version(
-        planned,
-        staging,
-        VersionInfo(name=name, parent=parent),
-        llm,
-        progress,
-        base,
-        judge_llm=judge_llm,
-        say=say,
-        store=store,
-    )
-    report = made.report
-    if made.finished is None:  # nothing new
-        return dataclasses.replace(report, seconds=round(time.monotonic() - started, 3))
-    reason = f"{report.runs} run{'' if report.runs == 1 else 's'} added to {parent}"
-    held_back = report.mostly_failed and deploy
-    if held_back:
-        # A model server that died mid-add: the last good version stays current.
-        reason += (
-            f"; not deployed: {report.failed_summary()}; run the same command again once "
-            "the model answers (replies received are cached)"
-        )
-    store.place(
-        staging, name, parent=parent, deploy=deploy and not held_back, event="added", reason=reason
-    )
-    review = None
-    if supersede and not held_back:
-        judge = _pair_judge(built, llm, judge_llm)
-        review = supersede_after_add(
-            store, name, judge, deploy=deploy, offline=built.offline
-        ).as_dict()
-    return dataclasses.replace(
-        report,
-        version=name,
-        held_back=held_back,
-        supersede=review,
-        seconds=round(time.monotonic() - started, 3),
-    )
-
-
-def supersede_added(
-    store: Store,
-    name: str,
-    options: BuildOptions,
-    *,
-    llm: LLM | None = None,
-    judge_llm: LLM | None = None,
-    deploy: bool = True,
-) -> dict[str, Any]:
-    """Compare the lessons version `name` added with the older ones of their scope, and retire
-    those it supersedes in a new version (compiler/supersede.py; the caller holds the lock):
-    judged by the --judge model when given, else by the corpus's own, else only flagged.
-    What was found and done (`Review.as_dict`)."""
-    built = _as_built(options, manifest.load(store.version_path(name)))
-    judge = _pair_judge(built, llm, judge_llm)
-    return supersede_after_add(store, name, judge, deploy=deploy, offline=built.offline).as_dict()
-
-
-def _pair_judge(options: BuildOptions, llm: LLM | None, judge_llm: LLM | None) -> PairJudge | None:
-    """What judges whether an added lesson supersedes an older one: the --judge model when
-    given, else the corpus's own; None for an offline corpus (likely pairs are flagged)."""
-    if options.judge is not None:
-        model, given = options.judge, judge_llm
-    elif not options.offline:
-        model, given = options.model, llm
-    else:
-        return None
-    asker = Asker(_make_llm(options, given, model, JUDGE_OUTPUT_TOKENS), options.prompts_dir)
-    return PairJudge(asker)
-
-
-def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> BuildReport:
-    """An add of the same inputs was killed once version `name` was made, before it was
-    recorded: finish that one (its report is the one its manifest keeps) rather than make it
-    again."""
-    kept = manifest.load(store.version_path(name)).build
-    known = {field.name for field in dataclasses.fields(BuildReport)} - {"roots"}
-    fields = {key: value for key, value in kept.items() if key in known}
-    report = BuildReport(**{**fields, "output": str(store.pointer)})
-    runs = f"{report.runs} run{'' if report.runs == 1 else 's'}"
-    reason = f"{runs} added to {report.parent} (an interrupted add, finished)"
-    record_left(store, name, deploy=deploy, reason=reason)
-    log.warning("%s was made by an add of the same inputs that was interrupted: finished it", name)
-    return dataclasses.replace(report, version=name, seconds=round(time.monotonic() - started, 3))
-
-
-def _as_built(options: BuildOptions, base: manifest.Manifest) -> BuildOptions:
-    """`options` for adding to the version of manifest `base`: its model, called as it was
-    (the endpoint, temperature and limits its manifest keeps), except what the user gives
-    anew."""
-    kept = base.model_settings
-    given, default = options.limits, CompileLimits()
-    # A setting left at its default takes the value the base was built with.
-    limits = dataclasses.replace(
-        given,
-        context_tokens=int(kept.get("context_tokens") or given.context_tokens)
-        if given.context_tokens == default.context_tokens
-        else given.context_tokens,
-        max_prompt_tokens=kept.get("max_prompt_tokens")
-        if given.max_prompt_tokens is None
-        else given.max_prompt_tokens,
-        max_output_tokens=int(kept.get("max_output_tokens") or given.max_output_tokens)
-        if given.max_output_tokens == default.max_output_tokens
-        else given.max_output_tokens,
-    )
-    temperature = BuildOptions(inputs=[], output=options.output).temperature
-    return dataclasses.replace(
-        options,
-        model=base.model,
-        api_base=options.api_base or kept.get("api_base"),
-        temperature=kept.get("temperature", options.temperature)
-        if options.temperature == temperature
-        else options.temperature,
-        limits=limits,
-        reasoning_effort=options.reasoning_effort or kept.get("reasoning_effort"),
-    )
-
-
-def _plan(options: BuildOptions, notice: Callable[[InputPlan], None] | None) -> Planned:
+def plan_inputs(options: BuildOptions, notice: Callable[[InputPlan], None] | None) -> Planned:
     """Stage one: the files to read; `notice` is told which format each was read as."""
     planned = plan_build(options)
     if notice is not None:
@@ -425,7 +242,7 @@ class MadeVersion:
     finished: Finished | None
 
 
-def _make_version(
+def make_version(
     planned: Planned,
     staging_dir: Path,
     version: VersionInfo,
@@ -449,7 +266,7 @@ def _make_version(
     with contextlib.closing(read.runs):
         log.info("%d runs to build (%d records skipped)", read.total, len(read.skipped))
         templates = None if options.offline else Templates.load(options.prompts_dir)
-        model = None if options.offline else _make_llm(options, llm)
+        model = None if options.offline else make_llm(options, llm)
         try:
             stages = _Stages(
                 planned, read, version, base, store, templates, model, progress, started

@@ -208,7 +208,7 @@ def test_with_no_judge_a_likely_pair_is_flagged_not_retired(tmp_path: Path) -> N
     )
     made = Store(corpus)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr("wikitrace.compiler.build._pair_judge", lambda *args: None)
+        patched.setattr("wikitrace.compiler.add._pair_judge", lambda *args: None)
         report = add_runs(options, llm=llm)
     assert report.supersede is not None and report.supersede["superseded"] == []
     [flag] = report.supersede["flagged"]
@@ -293,7 +293,7 @@ def test_monitoring_names_the_lesson_that_replaces_one_it_retires(
     corpus = _build(tmp_path, llm)
     later = "new" if replaced else "alike"
     with pytest.MonkeyPatch.context() as patched:  # both kept: no judge at the add
-        patched.setattr("wikitrace.compiler.build._pair_judge", lambda *args: None)
+        patched.setattr("wikitrace.compiler.add._pair_judge", lambda *args: None)
         path = write_runs(tmp_path / "later.jsonl", [make_run(later, task="Fix it again")])
         options = BuildOptions(
             inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
@@ -356,7 +356,7 @@ def test_the_gate_committing_a_newer_lesson_retires_the_one_it_supersedes(
     llm = _answer([])
     corpus = _build(tmp_path, llm)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr("wikitrace.compiler.build._pair_judge", lambda *args: None)
+        patched.setattr("wikitrace.compiler.add._pair_judge", lambda *args: None)
         path = write_runs(tmp_path / "new.jsonl", [make_run("new", task="Fix it again")])
         options = BuildOptions(
             inputs=[path], output=corpus, model=llm.model, cache_dir=tmp_path / "c", mine=False
