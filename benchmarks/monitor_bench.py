@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from wikitrace.control.monitor import BaseRates, MonitorOptions
 from wikitrace.control.sequential import Watch
+from wikitrace.control.stats import wilson
 from wikitrace.corpus_schema.tasks import TaskKey
 
 
@@ -49,12 +50,22 @@ class Case:
     checked: float | None = None
     """The report's own check judges each episode: violated with this chance."""
     goal: str = ""
+    """retire<=X within N or retire>=X within N (issue 52's targets), or empty: reported."""
+
+    def met(self, early: float, late: float) -> str:
+        if not self.goal:
+            return ""
+        rule, _, within = self.goal.split()
+        share = early if within == "100" else late
+        limit = float(rule[len("retire<=") :])
+        good = share <= limit if rule.startswith("retire<=") else share >= limit
+        return f"{self.goal}: {'met' if good else 'NOT MET'}"
 
 
 CASES = (
     Case("harmless, tasks fail 0.4 anyway", 0.4, 0.0, goal="retire<=0.05 within 1000"),
     Case("harmless, tasks fail 0.7 anyway", 0.7, 0.0, goal="retire<=0.05 within 1000"),
-    Case("harmful, 0.4 -> 0.7", 0.4, 0.5, goal="(reported)"),
+    Case("harmful, 0.4 -> 0.7", 0.4, 0.5),
     Case("checked, violated at 0.3", 0.0, 0.0, checked=0.3, goal="retire<=0.05 within 1000"),
     Case("checked, violated half the time", 0.0, 0.0, checked=0.5, goal="retire>=0.95 within 100"),
 )
@@ -104,6 +115,11 @@ def one_lesson(
     return None
 
 
+def _rate(k: int, n: int) -> str:
+    low, high = wilson(k, n)
+    return f"{k / n:6.3f} [{low:.3f}, {high:.3f}]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000)
@@ -116,7 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.reps} lessons a case, checked after each of {args.episodes} episodes on new "
         f"tasks; {args.type_runs} corpus runs of the lesson's task type"
     )
-    print(f"{'case':34} {'base':10} {'by 100':>7} {'by 1000':>8} {'median':>7}  target")
+    print(
+        f"{'case':34} {'base':10} {'by 100 [Wilson 95%]':>22} {'by 1000 [Wilson 95%]':>22} "
+        f"{'median':>6}  target"
+    )
     for case in CASES:
         for base in BASES if case.checked is None else ("checked",):
             rng = random.Random(f"{args.seed}:{case.name}:{base}")
@@ -124,11 +143,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 one_lesson(rng, case, base, args.episodes, args.type_runs) for _ in range(args.reps)
             ]
             retired = [w for w in when if w is not None]
-            early = sum(w <= 100 for w in retired) / args.reps
-            late = len(retired) / args.reps
+            by_100 = sum(w <= 100 for w in retired)
+            early, late = by_100 / args.reps, len(retired) / args.reps
             median = statistics.median(retired) if retired else float("nan")
-            print(f"{case.name:34} {base:10} {early:7.3f} {late:8.3f} {median:7.0f}  {case.goal}")
-    print(f"\n{time.perf_counter() - started:.0f} s")
+            print(
+                f"{case.name:34} {base:10} {_rate(by_100, args.reps)} "
+                f"{_rate(len(retired), args.reps)} {median:6.0f}  {case.met(early, late)}"
+            )
+    print(
+        f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - started:.0f} s). The targets "
+        "hold for a base the monitor has (task type, controls); with none, every failure counts "
+        "in full"
+    )
     return 0
 
 

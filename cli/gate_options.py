@@ -37,6 +37,7 @@ class GateSettings:
     alpha: float
     alpha_miss: float
     max_runs: int
+    flip_rate: float
     p_fail: str
     no_narrow: bool
 
@@ -50,6 +51,7 @@ class GateSettings:
             beta=self.beta,
             alpha=self.alpha,
             alpha_miss=self.alpha_miss,
+            flip_rate=self.flip_rate,
         )
 
     def gate_options(self, runner: Any, prompts_dir: Path | None) -> Any:
@@ -88,6 +90,7 @@ class GateSettings:
             alpha=self.alpha,
             alpha_miss=self.alpha_miss,
             max_runs=self.max_runs,
+            flip_rate=self.flip_rate,
             p_fail="outcomes" if self.p_fail == "outcomes" else "citations",
             narrow=not self.no_narrow,
             prompts_dir=prompts_dir,
@@ -130,6 +133,18 @@ _RULE_AND_BUDGET: list[Callable[[Any], Any]] = [
         default=320,
         show_default=True,
         help="sequential: agent runs a lesson may take (both sides of every pair).",
+    ),
+    click.option(
+        "--flip-rate",
+        type=click.FloatRange(0, 0.3),
+        default=0.0,
+        show_default=True,
+        cls=DetailedOption,
+        help="sequential: your agent's run-to-run flip rate; above 0 the tests judge the "
+        "lesson's noise-free effects and --max-runs grows to --max-runs / (1 - 2 E)^4.",
+        more="Measure it by running tasks twice without memory on the same seed: with D the "
+        "share of tasks whose two outcomes differ, E = (1 - sqrt(1 - 2 D)) / 2. 0 judges the "
+        "outcomes as the runs show them (see docs/gate.md, outcome noise).",
     ),
 ]
 """What decides, and the agent runs the sequential tests may spend on a lesson."""

@@ -95,7 +95,8 @@ over the user's files or read theirs. The user's own file and the command line m
 _SAFE_KEYS = """all all-insights all-types alpha alpha-miss always-compare baseline batch-poll beta
     boundary
     call-worker call-workers concurrency confidence context-tokens coverage csv current delta
-    dry-run encode epochs eta exclude-task falsify fast-path flag-conflicts format fresh grep
+    dry-run encode epochs eta exclude-task falsify fast-path flag-conflicts flip-rate format fresh
+    grep
     history hypotheses insights-only invalid-retries json kind limit lines list
     max-output-tokens max-prompt-tokens max-retries max-runs max-tokens max-violation-rate
     min-score

@@ -37,6 +37,9 @@ class GateOptions:
     max_runs: int = 320
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
+    flip_rate: float = 0.0
+    """Sequential rule: the agent's run-to-run flip rate (`Rates.flip_rate`); above 0 the
+    tests judge noise-free effects and the budget grows to max_runs / (1 - 2 flip_rate)^4."""
     per_round: int = 2
     """Sequential rule: pairs of each kind still needed, run together in one round."""
     eta: float = 0.1

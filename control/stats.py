@@ -64,3 +64,12 @@ def _check(k: int, n: int, confidence: float) -> None:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's two-sided interval for a rate from k events in n trials (95% at z 1.96): what
+    the benchmarks print beside each simulated rate."""
+    share = k / n
+    middle = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, middle - half), min(1.0, middle + half)

@@ -240,3 +240,50 @@ def test_a_round_counts_one_run_for_a_run_alone() -> None:
     rounds = iter([[Pair("falsify", None, True, cited=True), Pair("falsify", None, True)]])
     outcome = decide(tests, lambda wanted: next(rounds, []), Schedule())
     assert outcome.runs == 2 and outcome.verdict == "rejected"
+
+
+@pytest.mark.parametrize("flip", [0.0, 0.1, 0.15, 0.3])
+@pytest.mark.parametrize("solved", [0.5, 0.85])
+def test_a_stated_flip_rate_tests_the_noise_free_damage_and_gain(
+    flip: float, solved: float
+) -> None:
+    """Outcomes flipped at the stated rate: a lesson whose noise-free D_reg is exactly beta
+    gives the damage test outcomes of mean 0 (its null's edge), and one whose noise-free net
+    gain is exactly eta gives the help test outcomes of mean 0, whatever the noise."""
+    rates = Rates(flip_rate=flip)
+
+    def seen(true: bool) -> list[tuple[bool, float]]:
+        return [(true, 1 - flip), (not true, flip)]
+
+    def law(cells: dict[tuple[bool, bool], float]) -> dict[tuple[bool, bool], float]:
+        found: dict[tuple[bool, bool], float] = {}
+        for (without, with_it), p in cells.items():
+            for b, q in seen(without):
+                for w, r in seen(with_it):
+                    found[(b, w)] = found.get((b, w), 0.0) + p * q * r
+        return found
+
+    beta = rates.beta
+    damage = sum(
+        p * (float(b and not w) - float(w and not b) - beta * rates.seen_solved(b))
+        for (b, w), p in law(
+            {
+                (True, False): solved * beta,
+                (True, True): solved * (1 - beta),
+                (False, False): 1 - solved,
+            }
+        ).items()
+    )
+    assert damage == pytest.approx(0.0, abs=1e-12)
+    fixes = rates.eta / (1 - solved)  # turns that share of failed targets into solved
+    gain = sum(
+        p * (float(w and not b) - float(b and not w) - rates.seen_margin(rates.eta))
+        for (b, w), p in law(
+            {
+                (False, True): (1 - solved) * fixes,
+                (False, False): (1 - solved) * (1 - fixes),
+                (True, True): solved,
+            }
+        ).items()
+    )
+    assert gain == pytest.approx(0.0, abs=1e-12)
