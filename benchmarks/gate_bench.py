@@ -389,8 +389,10 @@ def monitor_table(reps: int, seed: int) -> bool:
         good = share <= float(goal[8:]) if goal.startswith("retire<=") else share >= float(goal[8:])
         ok &= good
         median = statistics.median(when) if when else float("nan")
+        low, high = wilson(retired, reps)
         print(
-            f"{name:36} retired {share:6.3f} (median at episode {median:.0f}) | {goal} "
+            f"{name:36} retired {share:6.3f} [{low:.3f}, {high:.3f}] (median at episode "
+            f"{median:.0f}) | {goal} "
             f"{'met' if good else 'NOT MET'}"
         )
     return ok

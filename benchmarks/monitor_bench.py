@@ -28,6 +28,7 @@ control episodes: one of each task (pooled over all, at the upper bound) or five
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import time
@@ -115,6 +116,36 @@ def one_lesson(
     return None
 
 
+def exactly(rate: float, within: int) -> float:
+    """The chance a lesson whose report's check finds it violated with chance `rate` is retired
+    within `within` episodes, over every path of violations (no simulation): with the limit
+    the same for every episode, the test's wealth depends only on how many of n episodes
+    violated it, each violation and each clean episode moving its log by one fixed step
+    (taken from `Watch` itself)."""
+    options = MonitorOptions()
+    steps = []
+    for violated in (True, False):
+        watch = Watch(options.max_violation_rate, 1.0 - options.confidence)
+        watch.observe(violated, 0.0)
+        steps.append(watch.test.log_wealth)
+    up, down = steps
+    needed = -math.log(1.0 - options.confidence)
+    alive = {0: 1.0}  # violations so far -> chance, among paths not yet retired
+    retired = 0.0
+    for n in range(1, within + 1):
+        grown: dict[int, float] = {}
+        for k, chance in alive.items():
+            grown[k + 1] = grown.get(k + 1, 0.0) + chance * rate
+            grown[k] = grown.get(k, 0.0) + chance * (1 - rate)
+        alive = {}
+        for k, chance in grown.items():
+            if n >= options.min_judged and k * up + (n - k) * down >= needed:
+                retired += chance
+            else:
+                alive[k] = chance
+    return retired
+
+
 def _rate(k: int, n: int) -> str:
     low, high = wilson(k, n)
     return f"{k / n:6.3f} [{low:.3f}, {high:.3f}]"
@@ -149,6 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{case.name:34} {base:10} {_rate(by_100, args.reps)} "
                 f"{_rate(len(retired), args.reps)} {median:6.0f}  {case.met(early, late)}"
+            )
+    for case in CASES:
+        if case.checked is not None:
+            early, late = exactly(case.checked, 100), exactly(case.checked, args.episodes)
+            print(
+                f"{case.name:34} {'exactly':10} {early:22.4f} {late:22.4f} {'':6}  "
+                f"{case.met(early, late)}"
             )
     print(
         f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - started:.0f} s). The targets "

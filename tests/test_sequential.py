@@ -287,3 +287,21 @@ def test_a_stated_flip_rate_tests_the_noise_free_damage_and_gain(
         ).items()
     )
     assert gain == pytest.approx(0.0, abs=1e-12)
+
+
+def test_with_the_flip_rate_stated_noise_neither_admits_harm_nor_blocks_help() -> None:
+    """A bounded slice of `gate_bench.py --noise 0.15 --flip-rate same`: outcomes flipped at
+    15%, the gate told so. A lesson that breaks 40% of the solved falsification tasks shows
+    about 0.31 through that noise (at the limit for a test of what the runs show); judged
+    noise-free it is admitted rarely, and a strong lesson still passes."""
+    rng = random.Random(7)
+    rates = Rates(flip_rate=0.15)
+    schedule = Schedule(max_runs=160).through_noise(0.15)
+    assert schedule.max_runs == 667  # 160 / 0.7^4
+    world = World(noise=0.15, tasks=schedule.max_runs // 2)
+    breaks = Truth(0.34, 0.05, 0.02, d_falsify=0.40)
+    harmful = [simulate(rng, breaks, rates, schedule, world, narrowed=True) for _ in range(150)]
+    # gate_bench: 1.0% at 500 lessons (--max-runs 320); 6 of these 150 without --flip-rate
+    assert sum(c for c, _ in harmful) <= 4
+    strong = [simulate(rng, Truth(0.34, 0.05, 0.02), rates, schedule, world) for _ in range(60)]
+    assert sum(c for c, _ in strong) >= 45  # 33 of these 60 without --flip-rate
