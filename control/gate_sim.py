@@ -204,7 +204,11 @@ def simulate_call(
 def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
     """What the sequential gate does with these settings, by simulation (`gate --dry-run`)."""
     rng = random.Random(0)
-    schedule = schedule.through_noise(rates.flip_rate)
+    grown = schedule.through_noise(rates.flip_rate)
+    # noise grows every lesson's runs by about the budget's factor: fewer lessons a line keep
+    # the simulation's time near the noise-free one's
+    reps = max(50, reps * schedule.max_runs // grown.max_runs)
+    schedule = grown
     world = World(tasks=max(8, schedule.max_runs // 2), noise=rates.flip_rate)
     shares: list[float] = []
 

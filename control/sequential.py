@@ -585,13 +585,12 @@ class Watch:
         """One judged episode. `base_failure`: chance the episode fails without the lesson
         (0 when the report's own check judged it)."""
         limit = base_failure + self.max_violation_rate * (1.0 - base_failure)
-        # The likelihood ratio of a rate a quarter of the way from the limit to 1, against
-        # it: at the limit 0.3, a lesson violated half the time is retired within 100
-        # episodes 96.7% of the time (exactly, over its binomial paths) against 95.4% at three
-        # tenths of the way, one at the limit 4.1% of the time within 1,000 (3.9%), and 8
-        # violations in 10 episodes still retire (evidence 22.2). A fifth of the way gives
-        # 97.4%, but 8 in 10 would not retire.
-        stake = max(lr_bet(limit, limit + 0.25 * (1.0 - limit)), -0.9 / limit)
+        # The likelihood ratio of a rate 30% of the way from the limit to 1, against it: at
+        # the limit 0.3, a lesson violated half the time is retired within 100 episodes 95.4%
+        # of the time (exactly, over its binomial paths: monitor_bench). A quarter of the way
+        # gives 96.7%, but 6 violations in 6 episodes would no longer retire (evidence 15.8);
+        # mixtures of two stakes gain at most 0.4 points and need two wealths on record.
+        stake = max(lr_bet(limit, limit + 0.3 * (1.0 - limit)), -0.9 / limit)
         self.test.observe(float(violated) - limit, stake)
 
     def retire(self) -> bool:

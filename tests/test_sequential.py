@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,27 @@ def test_with_the_flip_rate_stated_noise_neither_admits_harm_nor_blocks_help() -
     assert sum(c for c, _ in harmful) <= 4
     strong = [simulate(rng, Truth(0.34, 0.05, 0.02), rates, schedule, world) for _ in range(60)]
     assert sum(c for c, _ in strong) >= 45  # 33 of these 60 without --flip-rate
+
+
+def test_gate_dry_run_with_a_flip_rate_simulates_that_noise_within_the_grown_budget(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from wikitrace.cli.main import cli
+
+    args = [
+        "gate",
+        str(tmp_path / "corpus"),
+        "--runner",
+        "run {task_id} {memory}",
+        "--dry-run",
+        "--max-runs",
+        "40",
+    ]
+    done = CliRunner().invoke(cli, [*args, "--flip-rate", "0.15"])
+    assert done.exit_code == 0, done.output
+    assert "at most 167 agent runs a lesson" in done.output  # 40 / 0.7^4
+    assert "outcomes flipped at 0.15" in done.output and "noise-free" in done.output
+    refused = CliRunner().invoke(cli, [*args, "--flip-rate", "0.4"])
+    assert refused.exit_code == 2 and "--flip-rate" in refused.output
