@@ -15,11 +15,12 @@ type (drawn from the same population) for the task-type base rate. Cases:
 - checked: the report's own check judges the lesson (no base needed), violated at 0.3 (the
   limit) or 0.5.
 
-Printed: the share retired within 100 and within 1,000 episodes, and the median episode of
-retirement, for each base: none (every failure counts in full: what monitoring did for a task
-the corpus never ran), the task type's rate at its upper bound (what it does now), and
-control episodes: one of each task (pooled over all, at the upper bound) or five of each
-(each task's own rate).
+Printed: the share retired within 100 and within 1,000 episodes (Wilson's 95% interval), and
+the median episode of retirement, with issue 52's target where it has one; the checked cases
+also exactly, over every path of violations (`exactly`). For each base: none (every failure
+counts in full: what monitoring did for a task the corpus never ran), the task type's rate at
+its upper bound (what it does now), and control episodes: one of each task (pooled over all,
+at the upper bound) or five of each (each task's own rate).
 
     python benchmarks/monitor_bench.py               # 1,000 lessons a case
     python benchmarks/monitor_bench.py --reps 200    # quicker

@@ -262,10 +262,11 @@ class Sequential:
         # as they hurt later.) With a stated flip rate e, stakes on outcomes shrink by powers
         # of 1 - 2e: the best stake is about the mean over the variance of what a test reads,
         # and noise shrinks the mean by 1 - 2e while it raises the variance, so the noise-free
-        # stakes would overbet (gate_bench at 15% noise: D_reg's test by (1 - 2e)^2, which
-        # admits a lesson that breaks 40% of the solved falsification tasks 1.5% of the time
-        # against 5% unshrunk; help a mixture of (1 - 2e)^2 and ^3, which commits strong and
-        # modest lessons 98.5% and 73.5% against 67% and 16%).
+        # stakes would overbet: D_reg's test by (1 - 2e)^2, help a mixture of (1 - 2e)^2 and
+        # (1 - 2e)^3, the futility tests by 1 - 2e. Chosen on `gate_bench.py --noise 0.15
+        # --flip-rate same` (200 lessons a try): unshrunk, a lesson breaking 40% of the solved
+        # falsification tasks was admitted about 5% of the time and a strong lesson committed
+        # about 70%; docs/gate.md has the figures of the stakes chosen.
         r = self.rates
         eta = r.seen_margin(r.eta)
         worth = WORTH * eta
