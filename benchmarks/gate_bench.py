@@ -34,6 +34,7 @@ from wikitrace.control.figures import Thresholds, gate_figures
 from wikitrace.control.gate_sim import Truth, World, lesson, simulate_call
 from wikitrace.control.probes import Probe
 from wikitrace.control.sequential import NARROWED_SHARE, WORTH, Rates, Schedule, Watch
+from wikitrace.control.stats import wilson
 from wikitrace.corpus_schema.tasks import TaskKey
 
 
@@ -122,12 +123,13 @@ def tests_of(truth: Truth, rates: Rates, noise: float, *, valid: bool = False) -
     def low(value: float) -> float | None:
         return value if valid else None
 
-    worth = WORTH * r.eta
+    eta = r.seen_margin(r.eta)
+    worth = WORTH * eta
     target = pair_law(truth, "target", noise)
     x = [(float(w - b), p) for (b, w), p in target.items()]
     found = {
         "help": (
-            growth([(v - r.eta, p) for v, p in x], low(-1 - r.eta)),
+            growth([(v - eta, p) for v, p in x], low(-1 - eta)),
             growth([(worth - v, p) for v, p in x], low(worth - 1)),
             2,
         )
@@ -140,9 +142,11 @@ def tests_of(truth: Truth, rates: Rates, noise: float, *, valid: bool = False) -
     )
     for kind in ("falsify", "regress"):
         law = pair_law(truth, kind, noise)
-        net = [(float(b > w) - float(w > b), b, p) for (b, w), p in law.items()]
+        net = [
+            (float(b > w) - float(w > b), r.seen_solved(bool(b)), p) for (b, w), p in law.items()
+        ]
         found[f"D_reg {kind}"] = (
-            growth([(r.beta * b - z, p) for z, b, p in net], low(r.beta - 1)),
+            growth([(r.beta * b - z, p) for z, b, p in net], low(r.beta * (1 - r.flip_rate) - 1)),
             growth([(z - r.beta / 2 * b, p) for z, b, p in net], low(-1.0)),
             # with P_fail read first, a falsification pair adds only its run without the lesson
             1 if kind == "falsify" else 2,
@@ -219,14 +223,6 @@ def decide_lesson(
     return second.go_on(schedule).verdict == "committed", [first.runs, second.runs]
 
 
-def interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson's 95% interval for k of n."""
-    share = k / n
-    middle = (share + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, middle - half), min(1.0, middle + half)
-
-
 def met(goal: str, rate: float, alpha: float) -> bool:
     if goal.startswith("commit>="):
         return rate >= float(goal.split(">=")[1])
@@ -237,11 +233,14 @@ def met(goal: str, rate: float, alpha: float) -> bool:
 def gate_table(
     reps: int, noise: float, seed: int, tasks: int, schedule: Schedule, rates: Rates
 ) -> bool:
+    schedule = schedule.through_noise(rates.flip_rate)
+    tasks = tasks or schedule.max_runs // 2
     world = World(noise=noise, tasks=tasks)
     print(f"\n## The gate, {reps} lessons a scenario, outcome noise {noise:g} on each side")
     print(
         f"alpha {rates.alpha:g}, alpha_miss {rates.alpha_miss:g}, eta {rates.eta:g}, delta "
-        f"{rates.delta:g}, beta {rates.beta:g}; at most {schedule.max_runs} runs a test; "
+        f"{rates.delta:g}, beta {rates.beta:g}, stated flip rate {rates.flip_rate:g} (the "
+        f"gate's --flip-rate); at most {schedule.max_runs} runs a test; "
         f"{tasks} probe tasks a kind, effects fixed per task; harmful, net-zero and below-eta "
         "lessons get narrowing's second try"
     )
@@ -257,7 +256,7 @@ def gate_table(
         per_test = [r for _, runs in results for r in runs]
         per_lesson = [sum(runs) for _, runs in results]
         rate = commits / reps
-        low, high = interval(commits, reps)
+        low, high = wilson(commits, reps)
         good = met(s.goal, rate, rates.alpha)
         commit = s.goal.startswith("commit")
         bound = procedure_bound(s.truth, rates, noise, commit)
@@ -390,8 +389,10 @@ def monitor_table(reps: int, seed: int) -> bool:
         good = share <= float(goal[8:]) if goal.startswith("retire<=") else share >= float(goal[8:])
         ok &= good
         median = statistics.median(when) if when else float("nan")
+        low, high = wilson(retired, reps)
         print(
-            f"{name:36} retired {share:6.3f} (median at episode {median:.0f}) | {goal} "
+            f"{name:36} retired {share:6.3f} [{low:.3f}, {high:.3f}] (median at episode "
+            f"{median:.0f}) | {goal} "
             f"{'met' if good else 'NOT MET'}"
         )
     return ok
@@ -413,6 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the gate's --eta (the scenarios' gains stay as they are; e.g. eta times 1 - 2 "
         "noise: the margin on the gain outcomes show through that noise)",
     )
+    parser.add_argument(
+        "--flip-rate",
+        default="0",
+        help="the gate's --flip-rate: a number, or 'same' to state each table's noise (what "
+        "an agent whose flip rate was measured would state)",
+    )
     parser.add_argument("--skip", nargs="*", default=[], help="tasks, published, calls, monitor")
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -420,7 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = args.tasks or args.max_runs // 2
     ok = True
     for noise in args.noise:
-        good = gate_table(args.reps, noise, args.seed, tasks, schedule, Rates(eta=args.eta))
+        flip = noise if args.flip_rate == "same" else float(args.flip_rate)
+        rates = Rates(eta=args.eta, flip_rate=flip)
+        good = gate_table(args.reps, noise, args.seed, args.tasks, schedule, rates)
         ok &= good if noise == 0 else True
     ok &= pfail_runs(args.reps, args.seed, tasks, schedule)
     if "tasks" not in args.skip:

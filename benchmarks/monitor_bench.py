@@ -15,11 +15,12 @@ type (drawn from the same population) for the task-type base rate. Cases:
 - checked: the report's own check judges the lesson (no base needed), violated at 0.3 (the
   limit) or 0.5.
 
-Printed: the share retired within 100 and within 1,000 episodes, and the median episode of
-retirement, for each base: none (every failure counts in full: what monitoring did for a task
-the corpus never ran), the task type's rate at its upper bound (what it does now), and
-control episodes: one of each task (pooled over all, at the upper bound) or five of each
-(each task's own rate).
+Printed: the share retired within 100 and within 1,000 episodes (Wilson's 95% interval), and
+the median episode of retirement, with issue 52's target where it has one; the checked cases
+also exactly, over every path of violations (`exactly`). For each base: none (every failure
+counts in full: what monitoring did for a task the corpus never ran), the task type's rate at
+its upper bound (what it does now), and control episodes: one of each task (pooled over all,
+at the upper bound) or five of each (each task's own rate).
 
     python benchmarks/monitor_bench.py               # 1,000 lessons a case
     python benchmarks/monitor_bench.py --reps 200    # quicker
@@ -28,6 +29,7 @@ control episodes: one of each task (pooled over all, at the upper bound) or five
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import time
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 from wikitrace.control.monitor import BaseRates, MonitorOptions
 from wikitrace.control.sequential import Watch
+from wikitrace.control.stats import wilson
 from wikitrace.corpus_schema.tasks import TaskKey
 
 
@@ -49,12 +52,22 @@ class Case:
     checked: float | None = None
     """The report's own check judges each episode: violated with this chance."""
     goal: str = ""
+    """retire<=X within N or retire>=X within N (issue 52's targets), or empty: reported."""
+
+    def met(self, early: float, late: float) -> str:
+        if not self.goal:
+            return ""
+        rule, _, within = self.goal.split()
+        share = early if within == "100" else late
+        limit = float(rule[len("retire<=") :])
+        good = share <= limit if rule.startswith("retire<=") else share >= limit
+        return f"{self.goal}: {'met' if good else 'NOT MET'}"
 
 
 CASES = (
     Case("harmless, tasks fail 0.4 anyway", 0.4, 0.0, goal="retire<=0.05 within 1000"),
     Case("harmless, tasks fail 0.7 anyway", 0.7, 0.0, goal="retire<=0.05 within 1000"),
-    Case("harmful, 0.4 -> 0.7", 0.4, 0.5, goal="(reported)"),
+    Case("harmful, 0.4 -> 0.7", 0.4, 0.5),
     Case("checked, violated at 0.3", 0.0, 0.0, checked=0.3, goal="retire<=0.05 within 1000"),
     Case("checked, violated half the time", 0.0, 0.0, checked=0.5, goal="retire>=0.95 within 100"),
 )
@@ -104,6 +117,41 @@ def one_lesson(
     return None
 
 
+def exactly(rate: float, within: int) -> float:
+    """The chance a lesson whose report's check finds it violated with chance `rate` is retired
+    within `within` episodes, over every path of violations (no simulation): with the limit
+    the same for every episode, the test's wealth depends only on how many of n episodes
+    violated it, each violation and each clean episode moving its log by one fixed step
+    (taken from `Watch` itself)."""
+    options = MonitorOptions()
+    steps = []
+    for violated in (True, False):
+        watch = Watch(options.max_violation_rate, 1.0 - options.confidence)
+        watch.observe(violated, 0.0)
+        steps.append(watch.test.log_wealth)
+    up, down = steps
+    needed = -math.log(1.0 - options.confidence)
+    alive = {0: 1.0}  # violations so far -> chance, among paths not yet retired
+    retired = 0.0
+    for n in range(1, within + 1):
+        grown: dict[int, float] = {}
+        for k, chance in alive.items():
+            grown[k + 1] = grown.get(k + 1, 0.0) + chance * rate
+            grown[k] = grown.get(k, 0.0) + chance * (1 - rate)
+        alive = {}
+        for k, chance in grown.items():
+            if n >= options.min_judged and k * up + (n - k) * down >= needed:
+                retired += chance
+            else:
+                alive[k] = chance
+    return retired
+
+
+def _rate(k: int, n: int) -> str:
+    low, high = wilson(k, n)
+    return f"{k / n:6.3f} [{low:.3f}, {high:.3f}]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000)
@@ -116,7 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.reps} lessons a case, checked after each of {args.episodes} episodes on new "
         f"tasks; {args.type_runs} corpus runs of the lesson's task type"
     )
-    print(f"{'case':34} {'base':10} {'by 100':>7} {'by 1000':>8} {'median':>7}  target")
+    print(
+        f"{'case':34} {'base':10} {'by 100 [Wilson 95%]':>22} {'by 1000 [Wilson 95%]':>22} "
+        f"{'median':>6}  target"
+    )
     for case in CASES:
         for base in BASES if case.checked is None else ("checked",):
             rng = random.Random(f"{args.seed}:{case.name}:{base}")
@@ -124,11 +175,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 one_lesson(rng, case, base, args.episodes, args.type_runs) for _ in range(args.reps)
             ]
             retired = [w for w in when if w is not None]
-            early = sum(w <= 100 for w in retired) / args.reps
-            late = len(retired) / args.reps
+            by_100 = sum(w <= 100 for w in retired)
+            early, late = by_100 / args.reps, len(retired) / args.reps
             median = statistics.median(retired) if retired else float("nan")
-            print(f"{case.name:34} {base:10} {early:7.3f} {late:8.3f} {median:7.0f}  {case.goal}")
-    print(f"\n{time.perf_counter() - started:.0f} s")
+            print(
+                f"{case.name:34} {base:10} {_rate(by_100, args.reps)} "
+                f"{_rate(len(retired), args.reps)} {median:6.0f}  {case.met(early, late)}"
+            )
+    for case in CASES:
+        if case.checked is not None:
+            early, late = exactly(case.checked, 100), exactly(case.checked, args.episodes)
+            print(
+                f"{case.name:34} {'exactly':10} {early:22.4f} {late:22.4f} {'':6}  "
+                f"{case.met(early, late)}"
+            )
+    print(
+        f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - started:.0f} s). The targets "
+        "hold for a base the monitor has (task type, controls); with none, every failure counts "
+        "in full"
+    )
     return 0
 
 

@@ -156,7 +156,7 @@ def measure(work: Path) -> None:
         for old in (r["task_id"] for r in older):
             if task_type[new] == task_type[old]:
                 pairs_of[ident[new], ident[old]] = model.truth(ident[new], ident[old])
-    import wikitrace.compiler.build as build_module
+    import wikitrace.compiler.add as build_module
 
     judge_of, review_of = build_module._pair_judge, build_module.supersede_after_add
     spent_reviewing = [0.0]

@@ -34,6 +34,7 @@ class GateSettings:
     alpha: float
     alpha_miss: float
     max_runs: int
+    flip_rate: float
     p_fail: str
     no_narrow: bool
 
@@ -47,6 +48,7 @@ class GateSettings:
             beta=self.beta,
             alpha=self.alpha,
             alpha_miss=self.alpha_miss,
+            flip_rate=self.flip_rate,
         )
 
     def gate_options(self, runner: Any, prompts_dir: Path | None) -> Any:
@@ -85,6 +87,7 @@ class GateSettings:
             alpha=self.alpha,
             alpha_miss=self.alpha_miss,
             max_runs=self.max_runs,
+            flip_rate=self.flip_rate,
             p_fail="outcomes" if self.p_fail == "outcomes" else "citations",
             narrow=not self.no_narrow,
             prompts_dir=prompts_dir,

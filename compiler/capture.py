@@ -37,7 +37,7 @@ from wikitrace.corpus_schema.records import RawHeader
 from wikitrace.corpus_schema.writing import atomic_write
 from wikitrace.versions import FrozenVersion, open_store
 
-from .build import add_version
+from .add import add_version
 from .importers import plan_inputs
 from .importers.repository import HookFolder, hook_folder_path
 from .importers.runs import SourceRun, Unlabelled

@@ -261,6 +261,7 @@ class _Gate:
             beta=options.beta,
             alpha=options.alpha,
             alpha_miss=options.alpha_miss,
+            flip_rate=options.flip_rate,
         )
         self.asker = None if llm is None else Asker(llm, options.prompts_dir)
         self.pages = dict(base.insights.items())  # read once: the gate looks at them often

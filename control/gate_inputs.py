@@ -38,6 +38,9 @@ class GateOptions:
     max_runs: int = default("max-runs")
     """Sequential rule: agent runs a lesson may take (both sides of each pair), then it is
     rejected if not shown to pass."""
+    flip_rate: float = default("flip-rate")
+    """Sequential rule: the agent's run-to-run flip rate (`Rates.flip_rate`); above 0 the
+    tests judge noise-free effects and the budget grows to max_runs / (1 - 2 flip_rate)^4."""
     per_round: int = 2
     """Sequential rule: pairs of each kind still needed, run together in one round."""
     eta: float = default("eta")

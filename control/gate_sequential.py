@@ -228,9 +228,8 @@ class SequentialRule:
         self.runs = runs
         self.chooser = chooser
         self.narrower = narrower
-        self.rounds = Rounds(
-            options, Schedule(per_round=options.per_round, max_runs=options.max_runs), runs
-        )
+        schedule = Schedule(per_round=options.per_round, max_runs=options.max_runs)
+        self.rounds = Rounds(options, schedule.through_noise(rates.flip_rate), runs)
         self.lessons = 1
         """The lessons this call tests (e-BH may ask each for up to lessons / alpha evidence)."""
         self.streams: dict[str, Stream] = {}
@@ -292,6 +291,8 @@ class SequentialRule:
         o = self.options
         found = {"eta": o.eta, "delta": o.delta, "beta": o.beta}
         found.update(alpha=o.alpha, alpha_miss=o.alpha_miss, max_runs=float(o.max_runs))
+        if o.flip_rate:
+            found["flip_rate"] = o.flip_rate
         return found
 
     def _settle(self, decision: GateDecision, stream: Stream, *, narrowed: bool = False) -> None:

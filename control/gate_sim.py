@@ -204,7 +204,12 @@ def simulate_call(
 def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
     """What the sequential gate does with these settings, by simulation (`gate --dry-run`)."""
     rng = random.Random(0)
-    world = World(tasks=max(8, schedule.max_runs // 2))
+    grown = schedule.through_noise(rates.flip_rate)
+    # noise grows every lesson's runs by about the budget's factor: fewer lessons a line keep
+    # the simulation's time near the noise-free one's
+    reps = max(50, reps * schedule.max_runs // grown.max_runs)
+    schedule = grown
+    world = World(tasks=max(8, schedule.max_runs // 2), noise=rates.flip_rate)
     shares: list[float] = []
 
     def run(truth: Truth) -> str:
@@ -225,7 +230,8 @@ def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
         f"round); simulated, {reps} lessons a line, each meeting {world.tasks} tasks a "
         f"kind whose effects are fixed per task (solved without the lesson: targets "
         f"{SOLVED['target']:g}, falsification {SOLVED['falsify']:g}, regression "
-        f"{SOLVED['regress']:g}; no outcome noise)",
+        f"{SOLVED['regress']:g}; "
+        + (f"outcomes flipped at {rates.flip_rate:g})" if rates.flip_rate else "no outcome noise)"),
         "",
         f"{'true G':>7} {'P_fail':>6} {'D_reg':>5}  {'committed':>9}  {'median runs':>11}",
     ]
@@ -259,5 +265,12 @@ def dry_run_text(rates: Rates, schedule: Schedule, reps: int = 400) -> str:
         f"{rates.delta:g}, D_reg >= {rates.beta:g} on falsification or regression probes, or a "
         f"net gain of at most {rates.eta:g} committed at most {rates.alpha:g} of the time (a "
         "quarter of that again when narrowed)"
+        + (
+            f"; the rates noise-free, read through outcomes flipped at {rates.flip_rate:g} "
+            "(D_reg's and P_fail's from outcomes hold if the agent flips no more often than "
+            "that, the gain's if no less often)"
+            if rates.flip_rate
+            else "; the rates as the outcomes show them"
+        )
     )
     return "\n".join(lines)

@@ -44,6 +44,8 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from .stats import e_bh
+
 
 def lr_bet(null: float, alternative: float) -> float:
     """The bet under which wealth is the likelihood ratio of two rates: betting against the
@@ -161,6 +163,31 @@ class Rates:
     """Chance, at most, that a lesson worth committing (gain at least WORTH times eta, each harm
     rate at most half its limit) is stopped early and rejected; one can still be rejected when
     the budget runs out before the evidence is clear (`gate --dry-run` prints how often)."""
+    flip_rate: float = 0.0
+    """The agent's run-to-run flip rate e: the chance a run's outcome differs from what the
+    task and seed would give without noise (`gate --flip-rate`). 0 judges outcomes as the runs
+    show them; above 0, each test judges the lesson's noise-free effect, read through that
+    noise (`seen_margin`, `seen_solved`), so a lesson that breaks beta of what the agent solves
+    is still shown harmful when noise hides part of the damage."""
+
+    @property
+    def signal(self) -> float:
+        """1 - 2e: what independent flips at rate e leave of a difference between two runs."""
+        return 1.0 - 2.0 * self.flip_rate
+
+    def seen_margin(self, margin: float) -> float:
+        """A margin on a difference of two runs' outcomes (a gain, or a falsification failure
+        read from outcomes) as it shows through independent flips at rate e: (1 - 2e) times
+        it, the expected difference of two flipped outcomes whose noise-free difference is
+        `margin`."""
+        return margin * self.signal
+
+    def seen_solved(self, without: bool) -> float:
+        """A pair's solved-without-the-lesson, net of what flips add: E[seen] - e is (1 - 2e)
+        times the noise-free chance, as the pair's net damage is (1 - 2e) times its own, so
+        a damage test's null (D_reg >= beta, noise-free) stays a test of E[net - beta * (seen
+        - e)] >= 0. A stated e above the true one makes the harm tests stricter."""
+        return float(without) - self.flip_rate
 
 
 NARROWED_SHARE = 0.25
@@ -178,8 +205,11 @@ Verdict = str
 
 
 def _damage_tests(r: Rates) -> tuple[dict[str, EProcess], dict[str, EProcess]]:
-    low = {k: EProcess(min(lr_bet(r.beta, r.beta / 3), 0.9 / (1 - r.beta))) for k in DAMAGE_KINDS}
-    high = {k: EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9)) for k in DAMAGE_KINDS}
+    # an outcome is at most 1 - beta * (1 - e): solved without it and failed with it
+    top = 0.9 / (1 - r.beta * (1 - r.flip_rate))
+    stake = min(lr_bet(r.beta, r.beta / 3), top) * r.signal**2
+    low = {k: EProcess(stake) for k in DAMAGE_KINDS}
+    high = {k: EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9) * r.signal) for k in DAMAGE_KINDS}
     return low, high
 
 
@@ -193,7 +223,7 @@ class Sequential:
     regress_probes: bool = True
     """False when the task pool has no task the agent solved before: D_reg is then tested on
     the falsification probes alone."""
-    help: EProcess = field(init=False)
+    help: EProcess | Mixture = field(init=False)
     """Betting that the lesson's net gain on its targets is above eta (null: G <= eta)."""
     below_worth: Mixture = field(init=False)
     """Betting that the net gain is below WORTH * eta (futility): at half the most a pair's
@@ -231,14 +261,27 @@ class Sequential:
         # help, a mixture of half and nine tenths of what a gain of nothing allows. (Stakes
         # fitted to the outcomes so far adapt to noise but, on gate_bench's scenarios, commit
         # helpful lessons less often within the budget, and stop lessons that help as often
-        # as they hurt later.)
+        # as they hurt later.) With a stated flip rate e, stakes on outcomes shrink by powers
+        # of 1 - 2e: the best stake is about the mean over the variance of what a test reads,
+        # and noise shrinks the mean by 1 - 2e while it raises the variance, so the noise-free
+        # stakes would overbet: D_reg's test by (1 - 2e)^2, help a mixture of (1 - 2e)^2 and
+        # (1 - 2e)^3, the futility tests by 1 - 2e. Chosen on `gate_bench.py --noise 0.15
+        # --flip-rate same` (200 lessons a try): unshrunk, a lesson breaking 40% of the solved
+        # falsification tasks was admitted about 5% of the time and a strong lesson committed
+        # about 70%; docs/gate.md has the figures of the stakes chosen.
         r = self.rates
-        worth = WORTH * r.eta
-        self.help = EProcess(-0.7 / (1 + r.eta))  # 1 + s * (X - eta), X in {-1, 0, 1}
-        self.below_worth = Mixture((0.5 / (1 - worth), 0.9 / (1 - worth)))
+        eta = r.seen_margin(r.eta)
+        worth = WORTH * eta
+        stake = -0.7 / (1 + eta)  # 1 + s * (X - eta), X in {-1, 0, 1}
+        self.help = (
+            Mixture((stake * r.signal**2, stake * r.signal**3)) if r.flip_rate else EProcess(stake)
+        )
+        self.below_worth = Mixture((0.5 / (1 - worth) * r.signal, 0.9 / (1 - worth) * r.signal))
         self.damage, self.damage_high = _damage_tests(r)
         self.failure = EProcess(min(lr_bet(r.delta, r.delta / 2), 0.9 / (1 - r.delta)))
-        self.failure_high = EProcess(max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)))
+        self.failure_high = EProcess(
+            max(lr_bet(r.delta / 2, r.delta), -0.9 / (1 + r.delta / 2)) * r.signal
+        )
 
     def observe(self, pair: Pair) -> None:
         """One pair: every test it bears on bets on it. A test that has rejected its null
@@ -258,27 +301,33 @@ class Sequential:
                 self.reports += 1
         if kind == "target":
             x = float(pair.better) - float(pair.worse)
+            eta = r.seen_margin(r.eta)
             if not self.helps:
-                self.help.observe(x - r.eta)
-            self.below_worth.observe(x - WORTH * r.eta)
+                self.help.observe(x - eta)
+            self.below_worth.observe(x - WORTH * eta)
             return
         net = float(pair.worse) - float(pair.better)
         if pair.without is not None and kind in self.damage:
+            solved = r.seen_solved(pair.without)
             if not self.safe_on(kind):
-                self.damage[kind].observe(net - r.beta * float(pair.without))
-            self.damage_high[kind].observe(net - r.beta / 2 * float(pair.without))
+                self.damage[kind].observe(net - r.beta * solved)
+            self.damage_high[kind].observe(net - r.beta / 2 * solved)
         if kind == "falsify" and not pair.completed:
             cited = self.citations and pair.cited is not None
             if not cited and pair.without is None:
                 return  # neither a citation nor an outcome to compare: it tells nothing
             failed = float(bool(pair.cited)) if cited else net
+            # a citation is not an outcome: noise leaves it alone; an outcome's difference
+            # shows (1 - 2e) of the failure rate
+            delta = r.delta if cited else r.seen_margin(r.delta)
             if not self.falsification_holds:
-                self.failure.observe(failed - r.delta)
+                low = self.failure.stake if cited else min(self.failure.stake, 0.9 / (1 - delta))
+                self.failure.observe(failed - delta, low * (1.0 if cited else r.signal**2))
             # A citation is 0 or 1, so its futility bet may be the likelihood ratio of P_fail
             # at delta against delta / 2; an outcome may be -1 (better with the lesson),
             # which caps the stake.
             high = self.failure_high.stake if not cited else lr_bet(r.delta / 2, r.delta)
-            self.failure_high.observe(failed - r.delta / 2, high)
+            self.failure_high.observe(failed - delta / 2, high)
 
     # --- what is shown so far -----------------------------------------------------------
 
@@ -391,19 +440,6 @@ class Sequential:
         return min(self.help.wealth, self.failure.wealth, *damage)
 
 
-def e_bh(e_values: Sequence[float], alpha: float) -> set[int]:
-    """The e-Benjamini-Hochberg procedure (Wang and Ramdas, 2022): the indices whose nulls are
-    rejected so that the expected share of true nulls among them is at most alpha, under any
-    dependence between the e-values."""
-    m = len(e_values)
-    order = sorted(range(m), key=lambda i: -e_values[i])
-    chosen = 0
-    for k in range(1, m + 1):
-        if e_values[order[k - 1]] >= m / (alpha * k):
-            chosen = k
-    return set(order[:chosen])
-
-
 @dataclass(frozen=True)
 class Schedule:
     """How the sequential gate spends agent runs on one lesson."""
@@ -425,6 +461,17 @@ class Schedule:
         if scale >= 1.0:
             return self
         grown = self.max_runs * math.log(1 / (alpha * scale)) / math.log(1 / alpha)
+        return dataclasses.replace(self, max_runs=math.ceil(grown))
+
+    def through_noise(self, flip_rate: float) -> Schedule:
+        """The budget for outcomes flipped at rate e: max_runs / (1 - 2e)^4. Noise shrinks
+        every difference a test reads to (1 - 2e) of its size, the runs a test needs grow as
+        its variance over the square of that difference, and the variance grows too: the
+        best procedure's runs on gate_bench's helpful lessons grow 3.9-4.3 times at e = 0.15,
+        (1 - 2e)^-4 = 4.2."""
+        if flip_rate <= 0.0:
+            return self
+        grown = self.max_runs / (1.0 - 2.0 * flip_rate) ** 4
         return dataclasses.replace(self, max_runs=math.ceil(grown))
 
 
@@ -528,7 +575,11 @@ class Watch:
         """One judged episode. `base_failure`: chance the episode fails without the lesson
         (0 when the report's own check judged it)."""
         limit = base_failure + self.max_violation_rate * (1.0 - base_failure)
-        # The likelihood ratio of a rate 30% of the way from the limit to 1, against it.
+        # The likelihood ratio of a rate 30% of the way from the limit to 1, against it: at
+        # the limit 0.3, a lesson violated half the time is retired within 100 episodes 95.4%
+        # of the time (exactly, over its binomial paths: monitor_bench). A quarter of the way
+        # gives 96.7%, but 6 violations in 6 episodes would no longer retire (evidence 15.8);
+        # mixtures of two stakes gain at most 0.4 points and need two wealths on record.
         stake = max(lr_bet(limit, limit + 0.3 * (1.0 - limit)), -0.9 / limit)
         self.test.observe(float(violated) - limit, stake)
 

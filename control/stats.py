@@ -1,4 +1,5 @@
-"""Finite-sample confidence bounds for rates: exact (Clopper-Pearson) one-sided binomial bounds.
+"""Finite-sample confidence bounds for rates: exact (Clopper-Pearson) one-sided binomial bounds;
+and e-BH, the error-rate control across several tests' e-values.
 
 With k events in n trials, `upper(k, n, confidence)` is the largest rate p for which seeing at
 most k events still had probability at least 1 - confidence: the true rate is below it with
@@ -10,6 +11,7 @@ its outcomes are events (a probe got better or worse), so exact binomial bounds 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def _log_pmf(k: int, n: int, p: float) -> float:
@@ -64,3 +66,25 @@ def _check(k: int, n: int, confidence: float) -> None:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's two-sided interval for a rate from k events in n trials (95% at z 1.96): what
+    the benchmarks print beside each simulated rate."""
+    share = k / n
+    middle = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, middle - half), min(1.0, middle + half)
+
+
+def e_bh(e_values: Sequence[float], alpha: float) -> set[int]:
+    """The e-Benjamini-Hochberg procedure (Wang and Ramdas, 2022): the indices whose nulls are
+    rejected so that the expected share of true nulls among them is at most alpha, under any
+    dependence between the e-values."""
+    m = len(e_values)
+    order = sorted(range(m), key=lambda i: -e_values[i])
+    chosen = 0
+    for k in range(1, m + 1):
+        if e_values[order[k - 1]] >= m / (alpha * k):
+            chosen = k
+    return set(order[:chosen])

@@ -537,6 +537,19 @@ GATE_SETTINGS: tuple[Setting, ...] = (
         default=320,
         low=2,
     ),
+    Setting(
+        ("--flip-rate",),
+        "sequential: your agent's run-to-run flip rate; above 0 the tests judge the lesson's "
+        "noise-free effects and --max-runs grows to --max-runs / (1 - 2 E)^4.",
+        GATE,
+        kind="float",
+        default=0.0,
+        low=0,
+        high=0.3,
+        more="Measure it by running tasks twice without memory on the same seed: with D the "
+        "share of tasks whose two outcomes differ, E = (1 - sqrt(1 - 2 D)) / 2. 0 judges the "
+        "outcomes as the runs show them (see docs/gate.md, outcome noise).",
+    ),
     # How many probe tasks of each kind, at most.
     Setting(
         ("--targets",),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -16,10 +17,10 @@ from wikitrace.control.sequential import (
     Sequential,
     Watch,
     decide,
-    e_bh,
     lr_bet,
     together,
 )
+from wikitrace.control.stats import e_bh
 
 
 def test_a_bet_at_the_likelihood_ratio_is_the_likelihood_ratio() -> None:
@@ -240,3 +241,92 @@ def test_a_round_counts_one_run_for_a_run_alone() -> None:
     rounds = iter([[Pair("falsify", None, True, cited=True), Pair("falsify", None, True)]])
     outcome = decide(tests, lambda wanted: next(rounds, []), Schedule())
     assert outcome.runs == 2 and outcome.verdict == "rejected"
+
+
+@pytest.mark.parametrize("flip", [0.0, 0.1, 0.15, 0.3])
+@pytest.mark.parametrize("solved", [0.5, 0.85])
+def test_a_stated_flip_rate_tests_the_noise_free_damage_and_gain(
+    flip: float, solved: float
+) -> None:
+    """Outcomes flipped at the stated rate: a lesson whose noise-free D_reg is exactly beta
+    gives the damage test outcomes of mean 0 (its null's edge), and one whose noise-free net
+    gain is exactly eta gives the help test outcomes of mean 0, whatever the noise."""
+    rates = Rates(flip_rate=flip)
+
+    def seen(true: bool) -> list[tuple[bool, float]]:
+        return [(true, 1 - flip), (not true, flip)]
+
+    def law(cells: dict[tuple[bool, bool], float]) -> dict[tuple[bool, bool], float]:
+        found: dict[tuple[bool, bool], float] = {}
+        for (without, with_it), p in cells.items():
+            for b, q in seen(without):
+                for w, r in seen(with_it):
+                    found[(b, w)] = found.get((b, w), 0.0) + p * q * r
+        return found
+
+    beta = rates.beta
+    damage = sum(
+        p * (float(b and not w) - float(w and not b) - beta * rates.seen_solved(b))
+        for (b, w), p in law(
+            {
+                (True, False): solved * beta,
+                (True, True): solved * (1 - beta),
+                (False, False): 1 - solved,
+            }
+        ).items()
+    )
+    assert damage == pytest.approx(0.0, abs=1e-12)
+    fixes = rates.eta / (1 - solved)  # turns that share of failed targets into solved
+    gain = sum(
+        p * (float(w and not b) - float(b and not w) - rates.seen_margin(rates.eta))
+        for (b, w), p in law(
+            {
+                (False, True): (1 - solved) * fixes,
+                (False, False): (1 - solved) * (1 - fixes),
+                (True, True): solved,
+            }
+        ).items()
+    )
+    assert gain == pytest.approx(0.0, abs=1e-12)
+
+
+def test_with_the_flip_rate_stated_noise_neither_admits_harm_nor_blocks_help() -> None:
+    """A bounded slice of `gate_bench.py --noise 0.15 --flip-rate same`: outcomes flipped at
+    15%, the gate told so. A lesson that breaks 40% of the solved falsification tasks shows
+    about 0.31 through that noise (at the limit for a test of what the runs show); judged
+    noise-free it is admitted rarely, and a strong lesson still passes."""
+    rng = random.Random(7)
+    rates = Rates(flip_rate=0.15)
+    schedule = Schedule(max_runs=160).through_noise(0.15)
+    assert schedule.max_runs == 667  # 160 / 0.7^4
+    world = World(noise=0.15, tasks=schedule.max_runs // 2)
+    breaks = Truth(0.34, 0.05, 0.02, d_falsify=0.40)
+    harmful = [simulate(rng, breaks, rates, schedule, world, narrowed=True) for _ in range(150)]
+    # gate_bench: 1.0% at 500 lessons (--max-runs 320); 6 of these 150 without --flip-rate
+    assert sum(c for c, _ in harmful) <= 4
+    strong = [simulate(rng, Truth(0.34, 0.05, 0.02), rates, schedule, world) for _ in range(60)]
+    assert sum(c for c, _ in strong) >= 45  # 33 of these 60 without --flip-rate
+
+
+def test_gate_dry_run_with_a_flip_rate_simulates_that_noise_within_the_grown_budget(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from wikitrace.cli.main import cli
+
+    args = [
+        "gate",
+        str(tmp_path / "corpus"),
+        "--runner",
+        "run {task_id} {memory}",
+        "--dry-run",
+        "--max-runs",
+        "40",
+    ]
+    done = CliRunner().invoke(cli, [*args, "--flip-rate", "0.15"])
+    assert done.exit_code == 0, done.output
+    assert "at most 167 agent runs a lesson" in done.output  # 40 / 0.7^4
+    assert "outcomes flipped at 0.15" in done.output and "noise-free" in done.output
+    refused = CliRunner().invoke(cli, [*args, "--flip-rate", "0.4"])
+    assert refused.exit_code == 2 and "--flip-rate" in refused.output
