@@ -50,7 +50,7 @@ other project's lesson is shown, and J1 counts as met when no lesson is shown (a
 right then).
 
 `--tasks FILE` asks a second list of held-out tasks instead (JSON: {"tasks": [{name, task,
-project, left_out, expected, name_given, remote}]}, e.g. benchmarks/data/realistic_tasks_second.json,
+project, left_out, expected, name_given, remote}]}, as benchmarks/data/realistic_tasks_second.json,
 written by a second reader before its messages were made); `--scores FILE` reads the judgments
 from another reader's file (same shape as realistic_scores.json), so a second reader scores blind.
 
