@@ -49,8 +49,13 @@ Where the project has no runs (a project seen for the first time), M2, M3 count 
 other project's lesson is shown, and J1 counts as met when no lesson is shown (abstaining is
 right then).
 
+`--tasks FILE` asks a second list of held-out tasks instead (JSON: {"tasks": [{name, task,
+project, left_out, expected, name_given, remote}]}, as benchmarks/data/realistic_tasks_second.json,
+written by a second reader before its messages were made); `--scores FILE` reads the judgments
+from another reader's file (same shape as realistic_scores.json), so a second reader scores blind.
+
     python benchmarks/realistic_bench.py [DATA] [--keep DIR] [--dump-prompts DIR]
-                                         [--messages DIR] [--json]
+                                         [--messages DIR] [--tasks FILE] [--scores FILE] [--json]
 """
 
 from __future__ import annotations
@@ -395,6 +400,31 @@ def held_out(data: Path) -> list[HeldOut]:
     ]
 
 
+def tasks_from(path: Path) -> list[HeldOut]:
+    """The held-out tasks of a `--tasks` file (see the module's docstring)."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))["tasks"]
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"{path}: not a tasks file with a 'tasks' list ({error})") from None
+    items = []
+    for number, entry in enumerate(entries):
+        try:
+            items.append(
+                HeldOut(
+                    entry["name"],
+                    entry["task"],
+                    entry["project"],
+                    entry.get("left_out"),
+                    frozenset(entry.get("expected", [])),
+                    entry.get("name_given"),
+                    entry.get("remote"),
+                )
+            )
+        except (KeyError, TypeError) as error:
+            raise SystemExit(f"{path}: tasks[{number}]: missing or bad field {error}") from None
+    return items
+
+
 def variants(item: HeldOut, work: Path) -> dict[str, tuple[list[str], Path | None]]:
     """The ways the user names the project: `--project` arguments and the folder `prompt`
     runs in (None: a folder that is no project). Name always; remote, path and nothing from
@@ -530,6 +560,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build here and keep it; reused when run again")
     parser.add_argument("--dump-prompts", type=Path, help="write each compile prompt here")
     parser.add_argument("--messages", type=Path, help="write each first message here")
+    parser.add_argument("--tasks", type=Path, help="ask these held-out tasks instead (JSON)")
+    parser.add_argument("--scores", type=Path, default=SCORES, help="judgments to read (JSON)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     answers = load_answers() if ANSWERS.is_file() else {}
@@ -537,8 +569,10 @@ def main() -> None:
         work = args.keep or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         built = build(args.data, work, answers, args.dump_prompts)
-        judged = json.loads(SCORES.read_text(encoding="utf-8")) if SCORES.is_file() else {}
-        scored = score(built.corpus, work, held_out(args.data), judged.get("judgments", {}))
+        scores: Path = args.scores
+        judged = json.loads(scores.read_text(encoding="utf-8")) if scores.is_file() else {}
+        items = tasks_from(args.tasks) if args.tasks else held_out(args.data)
+        scored = score(built.corpus, work, items, judged.get("judgments", {}))
     if args.messages:
         args.messages.mkdir(parents=True, exist_ok=True)
         for row in scored:

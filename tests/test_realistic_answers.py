@@ -83,3 +83,19 @@ def test_a_spotter_task_gets_its_projects_lessons_and_no_foreign_ones(tmp_path: 
     foreign = [i for i in memory.insights if truth.repo[i.source_step] != SPOTTER]
     assert foreign and not {i.id for i in foreign} & set(message["insights"])
     assert "This task is in the project **spotter**" in message["text"]
+
+
+def test_a_second_task_list_reads_and_names_what_is_wrong(tmp_path: Path) -> None:
+    """`--tasks FILE`: the second reader's committed list reads whole (a task a line of
+    benchmarks/data/realistic_tasks_second.json, each with its expected runs), and a file
+    with a task missing its text is refused naming the file, the task and the field."""
+    items = bench.tasks_from(ROOT / "benchmarks/data/realistic_tasks_second.json")
+    assert len(items) == 12
+    first = items[0]
+    assert (first.project, first.name_given, first.left_out) == (SPOTTER, "spotter", None)
+    assert first.remote == "git@github.com:marot/spotter.git"
+    assert "fa812bfe-b295-4cca-9c2f-fdf01028cb46" in first.expected
+    bad = tmp_path / "tasks.json"
+    bad.write_text(json.dumps({"tasks": [{"name": "n", "project": "p"}]}), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"tasks\.json: tasks\[0\]: missing or bad field 'task'"):
+        bench.tasks_from(bad)
