@@ -168,13 +168,18 @@ def mine_version(
         return layout
 
     quotes = Quotes(layout_of)
-    writer = LessonWriter(layout, quotes, version)
+    writer = LessonWriter(layout, quotes)
     runs = list(miner.runs)  # made once from the table, for both kinds of lesson
     found = contrasts(runs, report)
-    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = [
-        (lesson.key, lesson)
-        for lesson in (writer.contrast(contrast, report.patterns_tried) for contrast in found)
-    ]
+    # New lessons are numbered contrasts first (by key), then divergences in the order runs
+    # in step order found them: a chain of adds numbers them as one build of its runs does.
+    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
+        (
+            (lesson.key, lesson)
+            for lesson in (writer.contrast(contrast, report.patterns_tried) for contrast in found)
+        ),
+        key=lambda keyed: keyed[0],
+    )
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
     for divergence in divergences(runs, quotes.actions, report, only, miner.actions):

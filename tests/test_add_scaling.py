@@ -1,6 +1,7 @@
 """What `add` does that scales with what it changes: a version made by adding runs reads its
 rankers' counts back from its parent's pages (tokenizing only the new texts), saves the same
-search files as one build of the same runs, and freezes its files as it writes them."""
+search files as one build of the same runs, and freezes its files as it writes them; a chain
+of adds writes, page for page, what one build of its runs writes."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.layout import MANIFEST
 from wikitrace.search import rank, saved
 
-from helpers import make_run, write_runs
+from helpers import make_run, planted, write_runs
 
 RUNS = [
     make_run(f"task-{i}", success=i % 3 == 0, task=f"Carry the {w} to the {p}.")
@@ -76,3 +78,39 @@ def test_every_file_and_folder_of_an_added_version_is_read_only(tmp_path: Path) 
             mode = os.lstat(os.path.join(folder, name)).st_mode
             assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), (folder, name)
     assert os.access(root / "tools" / "actions", os.X_OK)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of a version but its manifest, by path."""
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            found[path.relative_to(root).as_posix()] = path.read_bytes()
+    del found[MANIFEST]
+    return found
+
+
+@pytest.mark.parametrize("cuts", [[28], [28, 29, 36]], ids=["one add", "three adds"])
+def test_a_chain_of_adds_writes_the_pages_of_one_build(tmp_path: Path, cuts: list[int]) -> None:
+    # planted(): a contrast found from the first 28 runs on, recounted by each add; every
+    # task a divergence, found as its runs come (tasks 7-9 by the adds), and the
+    # compilation pages that name them.
+    runs = planted()
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
+    bounds = [0, *cuts, len(runs)]
+    for n, stop in enumerate(bounds[1:]):
+        # Each input holds the runs before it too (an add skips them): sources read alike.
+        given = BuildOptions([_inputs(tmp_path / f"part-{n}", runs[:stop])], chain)
+        (add_runs if n else build_corpus)(given)
+    ours, theirs = chain.resolve(), one.resolve()
+    assert ours.name == f"v{len(bounds) - 1:04d}"
+    pages = _files(theirs)
+    assert sum(rel.startswith("insight/insight-") for rel in pages) == 9  # 1 contrast, 8 tasks
+    assert _files(ours) == pages
+    mine, built = manifest_io.load(ours), manifest_io.load(theirs)
+    assert (mine.files, mine.counts) == (built.files, built.counts)
+    versions = sorted((tmp_path / "chain.versions").glob("v*"))
+    assert len(versions) == len(bounds) - 1
+    assert all(manifest_io.verify(version).ok for version in versions)
