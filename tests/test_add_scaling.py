@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import indexes
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import MANIFEST
 from wikitrace.search import rank, saved
@@ -91,11 +92,20 @@ def _files(root: Path) -> dict[str, bytes]:
     return found
 
 
-@pytest.mark.parametrize("cuts", [[28], [28, 29, 36]], ids=["one add", "three adds"])
-def test_a_chain_of_adds_writes_the_pages_of_one_build(tmp_path: Path, cuts: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("cuts", "page_rows"),
+    [([28], 5000), ([28, 29, 36], 5000), ([28, 29, 36], 8)],
+    ids=["one add", "three adds", "three adds, indexes in parts"],
+)
+def test_a_chain_of_adds_writes_the_pages_of_one_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuts: list[int], page_rows: int
+) -> None:
     # planted(): a contrast found from the first 28 runs on, recounted by each add; every
     # task a divergence, found as its runs come (tasks 7-9 by the adds), and the
-    # compilation pages that name them.
+    # compilation pages that name them. In parts of 8 rows, an add links the parent's full
+    # parts of the raw and compilations' indexes: they must be what one build writes.
+    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+        monkeypatch.setattr(index, "__defaults__", (page_rows,))
     runs = planted()
     one, chain = tmp_path / "one", tmp_path / "chain"
     build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
@@ -111,6 +121,9 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(tmp_path: Path, cuts: lis
     assert _files(ours) == pages
     mine, built = manifest_io.load(ours), manifest_io.load(theirs)
     assert (mine.files, mine.counts) == (built.files, built.counts)
+    if page_rows == 8:
+        part = "raw/_index/0003.md"  # steps 17-24: linked by each add
+        assert (ours / part).samefile(tmp_path / "chain.versions" / "v0001" / part)
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)
