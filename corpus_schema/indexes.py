@@ -312,9 +312,11 @@ def compilation_index(
     *,
     unchanged: int = 0,
     reuse: Reuse | None = None,
+    compiled: Iterable[int] | None = None,
 ) -> Iterator[tuple[str, str | None]]:
-    """The compilations' index, a row for each compiled run; its parts of the first
-    `unchanged` runs' rows taken as they are where `reuse` finds them (`_paged`)."""
+    """The compilations' index, a row for each compiled run (`compiled`: their positions in
+    `rows`, when the caller knows them); its parts of the first `unchanged` runs' rows taken
+    as they are where `reuse` finds them (`_paged`)."""
     head = ["# Compilations", ""]
     if compiled_by == "offline":
         head += [quote_block(OFFLINE_NOTE), ""]
@@ -337,7 +339,9 @@ def compilation_index(
 
         return layout.step(row.step), at
 
-    picked = _Picked(rows, (i for i, row in enumerate(rows) if row.compiled))
+    if compiled is None:
+        compiled = (i for i, row in enumerate(rows) if row.compiled)
+    picked = _Picked(rows, compiled)
     kept = bisect.bisect_left(picked.positions, unchanged)  # compiled rows of those runs
     compiled = _Rows(picked, line)
     return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows, kept, reuse)

@@ -176,7 +176,8 @@ def finish_version(
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write."""
     _write_tools(writer, layout)
-    _write_indexes(writer, layout, rows, insight_rows, compiled_by, parent, kept_rows)
+    runs = _Runs.of(rows)
+    _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
     # Last of the pages: what test-time readers load instead of every page's header.
     write_catalog(
         writer,
@@ -185,7 +186,7 @@ def finish_version(
         written=written,
         written_insights=written_insights,
     )
-    counts = _write_root_index(writer, layout, rows, insight_rows, model, compiled_by)
+    counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
         builder={"name": "wikitrace", "version": manifest_io.builder_version()},
         created=now(),
@@ -217,10 +218,37 @@ def _write_tools(writer: CorpusWriter, layout: Layout) -> None:
     writer.write(TOOLS_LAYOUT, raw_pages.tools_layout(layout))
 
 
+@dataclass(frozen=True)
+class _Runs:
+    """What the indexes count of a version's runs, read in one pass over their rows (on disk
+    in a large version)."""
+
+    count: int
+    successes: int
+    compiled: array[int]
+    """The positions of the compiled runs' rows."""
+    failed_steps: list[int]
+    """The steps of the runs whose compilation failed."""
+
+    @classmethod
+    def of(cls, rows: Sequence[indexes.RunRow]) -> _Runs:
+        successes = 0
+        compiled = array("q")
+        failed: list[int] = []
+        for position, row in enumerate(rows):
+            successes += row.outcome == "success"
+            if row.compiled:
+                compiled.append(position)
+            else:
+                failed.append(row.step)
+        return cls(len(rows), successes, compiled, failed)
+
+
 def _write_indexes(
     writer: CorpusWriter,
     layout: Layout,
     rows: Sequence[indexes.RunRow],
+    runs: _Runs,
     insight_rows: Sequence[indexes.InsightRow],
     compiled_by: CompiledBy,
     parent: FrozenVersion | None,
@@ -239,7 +267,9 @@ def _write_indexes(
     reuse = parts.holds if parts is not None else None
     for pages in (
         indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
-        indexes.compilation_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
+        indexes.compilation_index(
+            layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse, compiled=runs.compiled
+        ),
         indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
     ):
         for rel, text in pages:
@@ -275,14 +305,12 @@ class _IndexParts(dict[str, tuple[str, int]]):
 def _write_root_index(
     writer: CorpusWriter,
     layout: Layout,
-    rows: Sequence[indexes.RunRow],
+    runs: _Runs,
     insight_rows: Sequence[indexes.InsightRow],
     model: str,
     compiled_by: CompiledBy,
 ) -> dict[str, int]:
     """The corpus's own index; returns the counts the manifest keeps."""
-    compilations = sum(row.compiled for row in rows)
-    successes = sum(row.outcome == "success" for row in rows)
     writer.write(
         layout.index_rel(),
         indexes.root_index(
@@ -290,20 +318,20 @@ def _write_root_index(
             indexes.CorpusSummary(
                 model=model,
                 compiled_by=compiled_by,
-                runs=len(rows),
-                successes=successes,
-                compilations=compilations,
+                runs=runs.count,
+                successes=runs.successes,
+                compilations=len(runs.compiled),
                 insights=len(insight_rows),
-                failed_steps=[row.step for row in rows if not row.compiled],
+                failed_steps=runs.failed_steps,
                 divergences=sum(row.pattern == indexes.DIVERGENCE for row in insight_rows),
             ),
         ),
     )
     return {
-        "runs": len(rows),
-        "successes": successes,
-        "failures": len(rows) - successes,
-        "compilations": compilations,
+        "runs": runs.count,
+        "successes": runs.successes,
+        "failures": runs.count - runs.successes,
+        "compilations": len(runs.compiled),
         "insights": len(insight_rows),
     }
 
