@@ -343,8 +343,8 @@ def compilation_index(
         compiled = (i for i, row in enumerate(rows) if row.compiled)
     picked = _Picked(rows, compiled)
     kept = bisect.bisect_left(picked.positions, unchanged)  # compiled rows of those runs
-    compiled = _Rows(picked, line)
-    return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows, kept, reuse)
+    rendered = _Rows(picked, line)
+    return _paged(layout, COMPILATION_DIR, head, [(None, table, rendered)], page_rows, kept, reuse)
 
 
 def insight_index(

@@ -204,9 +204,9 @@ def finish_version(
     )
     keys = _write_manifest(writer, manifest)
     if store is not None:
-        seal, kept_rows = store.sidecars(version.name)
+        seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
-        write_version_rows(kept_rows, manifest_io.manifest_key(writer.root), rows, insight_rows)
+        write_version_rows(rows_file, manifest_io.manifest_key(writer.root), rows, insight_rows)
     return Finished(counts, len(keys))
 
 
