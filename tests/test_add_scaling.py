@@ -15,6 +15,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import indexes
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import MANIFEST
+from wikitrace.corpus_schema.store import file_digest
 from wikitrace.search import rank, saved
 
 from helpers import make_run, planted, write_runs
@@ -127,3 +128,33 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)
+
+
+def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A parent written before parts named their ids ("# part 1 of 3"): its parts are not
+    # taken, and the add's are what one build writes.
+    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+        monkeypatch.setattr(index, "__defaults__", (4,))
+    runs = planted()
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", runs[:28])], chain))
+    parent = chain.resolve()
+    part = parent / "raw" / "_index" / "0001.md"
+    text = part.read_text()
+    assert text.startswith("# part 1: step-0001 to step-0004\n")
+    old = text.replace("# part 1: step-0001 to step-0004\n", "# part 1 of 7\n", 1)
+    for changed in (part.parent, part, parent / MANIFEST):
+        changed.chmod(0o755 if changed.is_dir() else 0o644)
+    part.write_text(old)
+    manifest = manifest_io.load(parent)
+    files = {**manifest.files, "raw/_index/0001.md": file_digest(part)}
+    (parent / MANIFEST).write_bytes(b"".join(manifest_io.dump_chunks(manifest, files.items())))
+    assert manifest_io.verify(parent).ok
+    add_runs(BuildOptions([_inputs(tmp_path / "b", runs)], chain))
+    ours = chain.resolve()
+    assert not (ours / "raw/_index/0001.md").samefile(part)
+    assert (ours / "raw/_index/0002.md").samefile(parent / "raw/_index/0002.md")
+    assert _files(ours) == _files(one.resolve())
