@@ -95,19 +95,22 @@ def _files(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize(
     ("cuts", "page_rows"),
-    [([28], 5000), ([28, 29, 36], 5000), ([28, 29, 36], 8)],
+    [([29], 5000), ([29, 30, 36], 5000), ([29, 30, 36], 8)],
     ids=["one add", "three adds", "three adds, indexes in parts"],
 )
 def test_a_chain_of_adds_writes_the_pages_of_one_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuts: list[int], page_rows: int
 ) -> None:
-    # planted(): a contrast found from the first 28 runs on, recounted by each add; every
-    # task a divergence, found as its runs come (tasks 7-9 by the adds), and the
-    # compilation pages that name them. In parts of 8 rows, an add links the parent's full
-    # parts of the raw and compilations' indexes: they must be what one build writes.
+    # planted(): a contrast found from the first 29 runs on, recounted by each add; a
+    # divergence for each task with both outcomes (0-7), and the compilation pages that name
+    # them. Task 7's second trial comes first: its task is seen first, but diverges only
+    # once its first trial (the 30th run, an add's) fails. In parts of 8 rows, an add links
+    # the parent's full parts of the raw and compilations' indexes: they must be what one
+    # build writes.
     for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
         monkeypatch.setattr(index, "__defaults__", (page_rows,))
-    runs = planted()
+    planted_runs = planted()
+    runs = [planted_runs[29], *planted_runs[:29], *planted_runs[30:]]
     one, chain = tmp_path / "one", tmp_path / "chain"
     build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
     bounds = [0, *cuts, len(runs)]
