@@ -191,6 +191,7 @@ def finish_layers(
         store=store,
         written=_written(layers.layout, runs.rows, runs.tasks, runs.compiled.in_order()),
         written_insights=runs.compiled.written_insights,
+        kept_rows=len(base.rows) if base else 0,
     )
 
 

@@ -168,13 +168,13 @@ def mine_version(
         return layout
 
     quotes = Quotes(layout_of)
-    writer = LessonWriter(layout, quotes, version)
+    writer = LessonWriter(layout, quotes)
     runs = list(miner.runs)  # made once from the table, for both kinds of lesson
-    found = contrasts(runs, report)
-    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = [
-        (lesson.key, lesson)
-        for lesson in (writer.contrast(contrast, report.patterns_tried) for contrast in found)
-    ]
+    # New lessons are numbered contrasts first (by key), then divergences in the order runs
+    # in step order found them: a chain of adds numbers them as one build of its runs does.
+    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
+        _contrast_lessons(writer, runs, report), key=lambda keyed: keyed[0]
+    )
     # A divergence of a parent's task is kept unless this version added runs of that task.
     only = miner.new_tasks if parent is not None else None
     for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
@@ -220,6 +220,15 @@ def mine_version(
         )
         pages.append(MinedPage(old_number, new=False, lesson=MinedLesson(gone, guideline, key)))
     return pages, report
+
+
+def _contrast_lessons(
+    writer: LessonWriter, runs: list[RunPatterns], report: MiningReport
+) -> Iterator[tuple[str, MinedLesson]]:
+    """Each contrast found in `runs` as a lesson, by its key."""
+    for contrast in contrasts(runs, report):
+        lesson = writer.contrast(contrast, report.patterns_tried)
+        yield lesson.key, lesson
 
 
 def patterns_of_written(rows: Iterable[Any], layout_of: Any) -> PatternTable:

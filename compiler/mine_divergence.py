@@ -32,6 +32,9 @@ class Divergence:
     successes: int = 0
     origin: str | None = None
     """The task's source (RunRecord.origin), if known."""
+    found: int = 0
+    """The step at which its task first had a pair of runs of both outcomes that took
+    different actions: where a chain of adds in step order first finds it."""
 
     @property
     def task(self) -> TaskKey:
@@ -77,8 +80,10 @@ def divergences(
     kept: ActionHashes | None = None,
 ) -> list[Divergence]:
     """For each task with both outcomes, where the failed and successful runs that agree
-    longest first went different ways. `load(step)` gives a run's actions; `kept` holds those
-    of the runs it saw stream past, as hashes, so that their logs are not read back."""
+    longest first went different ways, in the order they were `found` (by a version that
+    added runs in step order: ids so given do not depend on where a chain of adds cut them).
+    `load(step)` gives a run's actions; `kept` holds those of the runs it saw stream past, as
+    hashes, so that their logs are not read back."""
 
     def compared(step: int) -> Sequence[int]:
         held = kept.get(step) if kept is not None else None
@@ -98,6 +103,7 @@ def divergences(
             continue
         actions = {run.step: compared(run.step) for run in members}
         best: tuple[int, int, int] | None = None
+        first = 0  # the step of the first pair that diverged: where it was found
         for win in wins:
             for loss in losses:
                 shared = _shared_prefix(actions[win.step], actions[loss.step])
@@ -106,6 +112,8 @@ def divergences(
                 key = (-shared, win.step, loss.step)
                 if best is None or key < best:
                     best = key
+                completed = max(win.step, loss.step)
+                first = completed if not first else min(first, completed)
         if best is None:
             report.same_actions += 1
             continue
@@ -123,9 +131,11 @@ def divergences(
                 runs=len(members),
                 successes=len(wins),
                 origin=task.origin,
+                found=first,
             )
         )
     report.divergences = len(found)
+    found.sort(key=lambda divergence: divergence.found)  # one step completes one task
     return found
 
 

@@ -132,10 +132,9 @@ class Quotes:
 class LessonWriter:
     """Mined findings as insight headers (corpus_schema renders the pages)."""
 
-    def __init__(self, layout: Layout, quotes: Quotes, version: str) -> None:
+    def __init__(self, layout: Layout, quotes: Quotes) -> None:
         self.layout = layout
         self.quotes = quotes
-        self.version = version
 
     def _common(
         self, source: RunPatterns, title: str, applicability: str, finding: MinedFinding
@@ -187,7 +186,6 @@ class LessonWriter:
             tasks_split=[within.more, within.fewer],
             odds_ratio=_rounded(within.odds_ratio),
             runs=[self.layout.step(run.step) for run in cited],
-            version=self.version,
         )
         numbers = f"runs that {words} {finding.counted()}"
         if contrast.pattern.startswith("order:"):
@@ -267,7 +265,6 @@ class LessonWriter:
             shared_actions=found.shared,
             task_id=found.task_id,
             task_origin=found.origin,
-            version=self.version,
         )
         claims = []
         for run, action, last in (

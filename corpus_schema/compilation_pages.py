@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
-from .layout import INSIGHT_DIR, Layout, link, parse_step
+from .layout import INSIGHT_DIR, Layout, link, parse_insight, parse_step
 from .records import COMPILATION_DATA_FIELDS, Compilation, CompilationHeader
 from .render import (
     OFFLINE_NOTE,
@@ -154,35 +154,47 @@ def with_mined(
     middle = end if middle == -1 else middle
     gone = named | dropped
 
-    def kept(part: str) -> list[str]:
+    def kept(part: str) -> list[tuple[int, str]]:
         return [
-            line
+            (_listed(line), line)
             for line in part.split("\n")
             if line.startswith("- [") and not any(f"{INSIGHT_DIR}/{i}.md]" in line for i in gone)
         ]
 
-    def lines(items: Sequence[tuple[int, str]], suffix: str) -> list[str]:
-        return [fit_line(f"- {link(layout.insight_rel(n), rel)}: ", t, suffix) for n, t in items]
+    def lines(items: Sequence[tuple[int, str]], suffix: str) -> list[tuple[int, str]]:
+        return [
+            (n, fit_line(f"- {link(layout.insight_rel(n), rel)}: ", t, suffix)) for n, t in items
+        ]
+
+    def in_order(numbered: list[tuple[int, str]]) -> list[str]:
+        # By number, however many versions named them: a chain of adds lists them as one
+        # build does.
+        return [line for _, line in sorted(numbered)]
 
     header = header.model_copy(
         update={
             # Drawn from this run: by a model, or mined with it as their source (as the body's
             # section says).
-            "insights": list(
-                dict.fromkeys(
-                    [
-                        *(i for i in header.insights if i not in gone),
-                        *(layout.insight(n) for n, _ in source_of),
-                    ]
-                )
+            "insights": sorted(
+                {
+                    *(i for i in header.insights if i not in gone),
+                    *(layout.insight(n) for n, _ in source_of),
+                },
+                key=parse_insight,
             ),
             "cited_by": sorted(({*header.cited_by} | named) - dropped),
         }
     )
     sections = _insight_sections(
-        kept(body[start:middle]) + lines(source_of, " (mined: this run is its source)"),
+        in_order(kept(body[start:middle]) + lines(source_of, " (mined: this run is its source)")),
         header.compiled_by == "offline",
-        kept(body[middle:end]) + lines(cited_by, " (mined)"),
+        in_order(kept(body[middle:end]) + lines(cited_by, " (mined)")),
     )
     text = body[:start].rstrip("\n") + "\n\n" + "\n".join(sections) + body[end:]
     return with_data(rel, header, text, COMPILATION_DATA_FIELDS)
+
+
+def _listed(line: str) -> int:
+    """The number of the insight a line of a compilation page's insight sections links."""
+    start = line.index(f"{INSIGHT_DIR}/") + len(INSIGHT_DIR) + 1
+    return parse_insight(line[start : line.index(".md]", start)])

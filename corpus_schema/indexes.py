@@ -3,6 +3,7 @@ show, and the root index of the corpus."""
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -154,6 +155,11 @@ class _Picked(Sequence[T]):
         self._items = items
         self._positions = array("q", positions)
 
+    @property
+    def positions(self) -> array[int]:
+        """The positions picked, in order."""
+        return self._positions
+
     def __len__(self) -> int:
         return len(self._positions)
 
@@ -176,17 +182,35 @@ class _Picked(Sequence[T]):
         return [self._items[i] for i in positions]
 
 
+def _rendered(pages: Iterator[tuple[str, str | None]]) -> Iterator[tuple[str, str]]:
+    """The pages of an index none of whose parts is taken from a parent (`_paged`)."""
+    for rel, text in pages:
+        if text is None:
+            raise AssertionError(f"internal error: {rel} not rendered")
+        yield rel, text
+
+
+Reuse = Callable[[str, str], bool]
+"""Whether the parent version holds the index part at a path, its first line the one given:
+then the new version takes it as it is."""
+
+
 def _paged(
     layout: Layout,
     layer: str,
     head: list[str],
     sections: list[tuple[str | None, str, Sequence[Row]]],
     page_rows: int,
-) -> Iterator[tuple[str, str]]:
+    unchanged: int = 0,
+    reuse: Reuse | None = None,
+) -> Iterator[tuple[str, str | None]]:
     """An index: `head`, then each section (a heading or None, its table's header lines, its
     rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
     `page_rows`, which `_index.md` lists with the range of ids each holds. Yields (path, text)
-    a page at a time, parts first, so that only one page is held at once."""
+    a page at a time, parts first, so that only one page is held at once. Of an index of one
+    section whose first `unchanged` rows are those its parent version wrote, a full part of
+    those rows that `reuse` finds in the parent is yielded as (path, None): taken as it is, not
+    rendered (nothing in a part depends on the rows after it)."""
     rel = layout.index_rel(layer)
     total = sum(len(rows) for _, _, rows in sections)
     if total <= page_rows:
@@ -201,27 +225,36 @@ def _paged(
     for number, (heading, table, rows) in enumerate(sections, start=1):
         if heading is not None:
             lines += [heading, ""]
-        parts = range(0, len(rows), page_rows)
-        for part, start in enumerate(parts, start=1):
+        for part, start in enumerate(range(0, len(rows), page_rows), start=1):
             name = f"{number:03d}-{part:04d}" if len(sections) > 1 else f"{part:04d}"
             part_rel = layout.index_part_rel(layer, name)
-            chunk = rows[start : start + page_rows]
+            stop = min(start + page_rows, len(rows))
+            first, last = rows[start][0], rows[stop - 1][0]
             title = f"{heading.split(chr(10), 1)[0].lstrip('# ')}: " if heading else ""
+            top = f"# {title}part {part}: {first} to {last}"
+            lines.append(f"- {link(part_rel, rel)}: {first} to {last}")
+            if (
+                len(sections) == 1
+                and start + page_rows <= unchanged
+                and reuse is not None
+                and reuse(part_rel, top)
+            ):
+                yield part_rel, None
+                continue
             yield (
                 part_rel,
                 "\n".join(
                     [
-                        f"# {title}part {part} of {len(parts)}",
+                        top,
                         "",
                         f"Part of {link(rel, part_rel)}.",
                         "",
                         table,
-                        *(render(part_rel) for _, render in chunk),
+                        *(render(part_rel) for _, render in rows[start:stop]),
                         "",
                     ]
                 ),
             )
-            lines.append(f"- {link(part_rel, rel)}: {chunk[0][0]} to {chunk[-1][0]}")
         lines.append("")
     yield rel, "\n".join(lines).rstrip("\n") + "\n"
 
@@ -231,7 +264,12 @@ def raw_index(
     rows: Sequence[RunRow],
     compiled_by: str,
     page_rows: int = INDEX_PAGE_ROWS,
-) -> Iterator[tuple[str, str]]:
+    *,
+    unchanged: int = 0,
+    reuse: Reuse | None = None,
+) -> Iterator[tuple[str, str | None]]:
+    """The raw layer's index; its parts of the first `unchanged` runs, those of the parent
+    version, taken as they are where `reuse` finds them (`_paged`)."""
     head = [
         "# Raw runs",
         "",
@@ -261,7 +299,9 @@ def raw_index(
 
         return layout.step(row.step), at
 
-    return _paged(layout, RAW_DIR, head, [(None, table, _Rows(rows, line))], page_rows)
+    return _paged(
+        layout, RAW_DIR, head, [(None, table, _Rows(rows, line))], page_rows, unchanged, reuse
+    )
 
 
 def compilation_index(
@@ -269,7 +309,14 @@ def compilation_index(
     rows: Sequence[RunRow],
     compiled_by: str,
     page_rows: int = INDEX_PAGE_ROWS,
-) -> Iterator[tuple[str, str]]:
+    *,
+    unchanged: int = 0,
+    reuse: Reuse | None = None,
+    compiled: Iterable[int] | None = None,
+) -> Iterator[tuple[str, str | None]]:
+    """The compilations' index, a row for each compiled run (`compiled`: their positions in
+    `rows`, when the caller knows them); its parts of the first `unchanged` runs' rows taken
+    as they are where `reuse` finds them (`_paged`)."""
     head = ["# Compilations", ""]
     if compiled_by == "offline":
         head += [quote_block(OFFLINE_NOTE), ""]
@@ -292,8 +339,12 @@ def compilation_index(
 
         return layout.step(row.step), at
 
-    compiled = _Rows(_Picked(rows, (i for i, row in enumerate(rows) if row.compiled)), line)
-    return _paged(layout, COMPILATION_DIR, head, [(None, table, compiled)], page_rows)
+    if compiled is None:
+        compiled = (i for i, row in enumerate(rows) if row.compiled)
+    picked = _Picked(rows, compiled)
+    kept = bisect.bisect_left(picked.positions, unchanged)  # compiled rows of those runs
+    rendered = _Rows(picked, line)
+    return _paged(layout, COMPILATION_DIR, head, [(None, table, rendered)], page_rows, kept, reuse)
 
 
 def insight_index(
@@ -375,7 +426,7 @@ def insight_index(
     if diverged:
         heading = f"## {DIVERGENCES_HEADING}\n\n" + prose(DIVERGENCES_NOTE)
         sections.append((heading, table, _Rows(_Picked(rows, diverged), line)))
-    return _paged(layout, INSIGHT_DIR, head, sections, page_rows)
+    return _rendered(_paged(layout, INSIGHT_DIR, head, sections, page_rows))
 
 
 DIVERGENCE = "diverge"

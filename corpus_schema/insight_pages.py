@@ -222,7 +222,10 @@ def _mined_body(header: InsightHeader, finding: MinedFinding, rel: str) -> list[
                 "  ",
             ),
         ]
-    counted = f"counted in {finding.version}" if finding.version else "counted at build time"
+    # A page is written anew whenever its numbers change: they are its version's runs'.
+    counted = (
+        f"counted in {finding.version}" if finding.version else "counted over this corpus's runs"
+    )
     lines += [f"- mined without a model, {counted}", "", quote_block(MINED_NOTE), ""]
     lines += ["## Evidence", "", f"- source run: {header.source_step} ({header.source_outcome})"]
     lines += [f"- compilation: {link(header.compilation, rel)}", ""]

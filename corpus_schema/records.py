@@ -438,7 +438,10 @@ class MinedFinding(_Strict):
     shared_actions: int | None = None
     """For a divergence: how many actions the two runs took alike before they diverged."""
     version: str | None = None
-    """The version whose runs were counted."""
+    """Once it no longer holds, the version whose runs it failed (a lesson written before
+    issue 58 names the version whose runs were counted); none: the runs of the version the
+    page is in, as its page is written anew whenever its numbers change (so a chain of adds
+    writes the page one build of its runs writes)."""
     holds: bool = True
     """False once a later version's runs no longer support it: kept on record, never shown."""
 

@@ -1,6 +1,7 @@
 """What `add` does that scales with what it changes: a version made by adding runs reads its
 rankers' counts back from its parent's pages (tokenizing only the new texts), saves the same
-search files as one build of the same runs, and freezes its files as it writes them."""
+search files as one build of the same runs, and freezes its files as it writes them; a chain
+of adds writes, page for page, what one build of its runs writes."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.corpus_schema import indexes
 from wikitrace.corpus_schema import manifest as manifest_io
+from wikitrace.corpus_schema.layout import MANIFEST
+from wikitrace.corpus_schema.store import file_digest
 from wikitrace.search import rank, saved
 
-from helpers import make_run, write_runs
+from helpers import make_run, planted, write_runs
 
 RUNS = [
     make_run(f"task-{i}", success=i % 3 == 0, task=f"Carry the {w} to the {p}.")
@@ -76,3 +80,84 @@ def test_every_file_and_folder_of_an_added_version_is_read_only(tmp_path: Path) 
             mode = os.lstat(os.path.join(folder, name)).st_mode
             assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), (folder, name)
     assert os.access(root / "tools" / "actions", os.X_OK)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of a version but its manifest, by path."""
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            found[path.relative_to(root).as_posix()] = path.read_bytes()
+    del found[MANIFEST]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("cuts", "page_rows"),
+    [([29], 5000), ([29, 30, 36], 5000), ([29, 30, 36], 8)],
+    ids=["one add", "three adds", "three adds, indexes in parts"],
+)
+def test_a_chain_of_adds_writes_the_pages_of_one_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuts: list[int], page_rows: int
+) -> None:
+    # planted(): a contrast found from the first 29 runs on, recounted by each add; a
+    # divergence for each task with both outcomes (0-7), and the compilation pages that name
+    # them. Task 7's second trial comes first: its task is seen first, but diverges only
+    # once its first trial (the 30th run, an add's) fails. In parts of 8 rows, an add links
+    # the parent's full parts of the raw and compilations' indexes: they must be what one
+    # build writes.
+    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+        monkeypatch.setattr(index, "__defaults__", (page_rows,))
+    planted_runs = planted()
+    runs = [planted_runs[29], *planted_runs[:29], *planted_runs[30:]]
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
+    bounds = [0, *cuts, len(runs)]
+    for n, stop in enumerate(bounds[1:]):
+        # Each input holds the runs before it too (an add skips them): sources read alike.
+        given = BuildOptions([_inputs(tmp_path / f"part-{n}", runs[:stop])], chain)
+        (add_runs if n else build_corpus)(given)
+    ours, theirs = chain.resolve(), one.resolve()
+    assert ours.name == f"v{len(bounds) - 1:04d}"
+    pages = _files(theirs)
+    assert sum(rel.startswith("insight/insight-") for rel in pages) == 9  # 1 contrast, 8 tasks
+    assert _files(ours) == pages
+    mine, built = manifest_io.load(ours), manifest_io.load(theirs)
+    assert (mine.files, mine.counts) == (built.files, built.counts)
+    if page_rows == 8:
+        part = "raw/_index/0003.md"  # steps 17-24: linked by each add
+        assert (ours / part).samefile(tmp_path / "chain.versions" / "v0001" / part)
+    versions = sorted((tmp_path / "chain.versions").glob("v*"))
+    assert len(versions) == len(bounds) - 1
+    assert all(manifest_io.verify(version).ok for version in versions)
+
+
+def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A parent written before parts named their ids ("# part 1 of 3"): its parts are not
+    # taken, and the add's are what one build writes.
+    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+        monkeypatch.setattr(index, "__defaults__", (4,))
+    runs = planted()
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", runs)], one))
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", runs[:28])], chain))
+    parent = chain.resolve()
+    part = parent / "raw" / "_index" / "0001.md"
+    text = part.read_text()
+    assert text.startswith("# part 1: step-0001 to step-0004\n")
+    old = text.replace("# part 1: step-0001 to step-0004\n", "# part 1 of 7\n", 1)
+    for changed in (part.parent, part, parent / MANIFEST):
+        changed.chmod(0o755 if changed.is_dir() else 0o644)
+    part.write_text(old)
+    manifest = manifest_io.load(parent)
+    files = {**manifest.files, "raw/_index/0001.md": file_digest(part)}
+    (parent / MANIFEST).write_bytes(b"".join(manifest_io.dump_chunks(manifest, files.items())))
+    assert manifest_io.verify(parent).ok
+    add_runs(BuildOptions([_inputs(tmp_path / "b", runs)], chain))
+    ours = chain.resolve()
+    assert not (ours / "raw/_index/0001.md").samefile(part)
+    assert (ours / "raw/_index/0002.md").samefile(parent / "raw/_index/0002.md")
+    assert _files(ours) == _files(one.resolve())

@@ -316,16 +316,23 @@ def test_an_index_past_a_page_is_in_parts_that_link_every_row(
     assert (
         parts[0]
         .read_text()
-        .startswith("# part 1 of 3\n\nPart of [raw/_index.md](../../raw/_index.md).")
+        .startswith(
+            "# part 1: step-0001 to step-0004\n\nPart of [raw/_index.md](../../raw/_index.md)."
+        )
     )
     assert not broken_links(corpus.resolve())
     assert verify(corpus).ok
-    # A version made from it writes its parts anew (the parent's are not kept as they are).
+    # An add takes the parent's full parts of its runs as they are, and writes the rest anew.
+    first = corpus.resolve()
     more = write_runs(tmp_path / "more.jsonl", [make_run("t10", task_type="type0")])
     from wikitrace.compiler import add_runs
 
     add_runs(BuildOptions(inputs=[more], output=corpus))
     assert "step-0011" in (corpus / "raw" / "_index" / "0003.md").read_text()
+    for layer in ("raw", "compilation"):
+        parts = [corpus / layer / "_index" / f"000{n}.md" for n in (1, 2, 3)]
+        taken = [part.samefile(first / part.relative_to(corpus)) for part in parts]
+        assert taken == [True, True, False], layer
     assert verify(corpus).ok and not broken_links(corpus.resolve())
 
 

@@ -342,7 +342,8 @@ def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
     more = write_runs(tmp_path / "more.jsonl", runs[28:32])
     add_runs(BuildOptions(inputs=[more], output=corpus))
     (again,) = [p for p in insight_pages(corpus) if p["id"] == first["id"]]
-    assert again["mined"]["with_pattern"] == [14, 20] and again["mined"]["version"] == "v0002"
+    assert again["mined"]["with_pattern"] == [14, 20] and again["mined"]["version"] is None
+    assert "counted over this corpus's runs" in again.content
     assert again["mined"]["tasks_compared"] == 8
     assert len([p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]) == 1
     assert len((corpus / MINED_PATTERNS).read_bytes().splitlines()) == 40

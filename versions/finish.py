@@ -18,6 +18,7 @@ from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalo
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     CATALOG,
+    INDEX_PARTS,
     MANIFEST,
     TOOL_NAMES,
     TOOLS_LAYOUT,
@@ -166,13 +167,17 @@ def finish_version(
     store: Store | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
+    kept_rows: int = 0,
 ) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
     `written`) and the manifest (last); then, for a version of a `store`, what the store keeps
-    beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`)."""
+    beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
+    `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
+    them all), whose index parts it may link rather than write."""
     _write_tools(writer, layout)
-    _write_indexes(writer, layout, rows, insight_rows, compiled_by)
+    runs = _Runs.of(rows)
+    _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
     # Last of the pages: what test-time readers load instead of every page's header.
     write_catalog(
         writer,
@@ -181,7 +186,7 @@ def finish_version(
         written=written,
         written_insights=written_insights,
     )
-    counts = _write_root_index(writer, layout, rows, insight_rows, model, compiled_by)
+    counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
         builder={"name": "wikitrace", "version": manifest_io.builder_version()},
         created=now(),
@@ -199,9 +204,9 @@ def finish_version(
     )
     keys = _write_manifest(writer, manifest)
     if store is not None:
-        seal, kept_rows = store.sidecars(version.name)
+        seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
-        write_version_rows(kept_rows, manifest_io.manifest_key(writer.root), rows, insight_rows)
+        write_version_rows(rows_file, manifest_io.manifest_key(writer.root), rows, insight_rows)
     return Finished(counts, len(keys))
 
 
@@ -213,40 +218,99 @@ def _write_tools(writer: CorpusWriter, layout: Layout) -> None:
     writer.write(TOOLS_LAYOUT, raw_pages.tools_layout(layout))
 
 
+@dataclass(frozen=True)
+class _Runs:
+    """What the indexes count of a version's runs, read in one pass over their rows (on disk
+    in a large version)."""
+
+    count: int
+    successes: int
+    compiled: array[int]
+    """The positions of the compiled runs' rows."""
+    failed_steps: list[int]
+    """The steps of the runs whose compilation failed."""
+
+    @classmethod
+    def of(cls, rows: Sequence[indexes.RunRow]) -> _Runs:
+        successes = 0
+        compiled = array("q")
+        failed: list[int] = []
+        for position, row in enumerate(rows):
+            successes += row.outcome == "success"
+            if row.compiled:
+                compiled.append(position)
+            else:
+                failed.append(row.step)
+        return cls(len(rows), successes, compiled, failed)
+
+
 def _write_indexes(
     writer: CorpusWriter,
     layout: Layout,
     rows: Sequence[indexes.RunRow],
+    runs: _Runs,
     insight_rows: Sequence[indexes.InsightRow],
     compiled_by: CompiledBy,
+    parent: FrozenVersion | None,
+    kept_rows: int,
 ) -> None:
-    """The index of each layer (in parts past a page's rows)."""
+    """The index of each layer (in parts past a page's rows); a part of the raw and the
+    compilations' index whose rows are all among the first `kept_rows` runs, as the `parent`
+    version wrote them, is linked from it where it holds that part."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
+    parts = _IndexParts(parent) if parent is not None and kept_rows else None
+    reuse = parts.holds if parts is not None else None
     for pages in (
-        indexes.raw_index(layout, rows, compiled_by),
-        indexes.compilation_index(layout, rows, compiled_by),
+        indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
+        indexes.compilation_index(
+            layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse, compiled=runs.compiled
+        ),
         indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
     ):
         for rel, text in pages:
-            writer.write(rel, text)
+            if text is None:
+                assert parts is not None
+                file_hash, key = parts[rel]
+                writer.link(rel, parts.root / rel, file_hash, key)
+            else:
+                writer.write(rel, text)
+
+
+class _IndexParts(dict[str, tuple[str, int]]):
+    """A parent version's index parts: each one's hash and key as found, by path."""
+
+    def __init__(self, parent: FrozenVersion) -> None:
+        super().__init__(
+            (rel, (file_hash, key))
+            for (rel, file_hash), key in zip(
+                parent.manifest.files.items(), parent.keys, strict=True
+            )
+            if f"/{INDEX_PARTS}/" in rel and Layout.is_index(rel)
+        )
+        self.root = parent.root
+
+    def holds(self, rel: str, first_line: str) -> bool:
+        """Whether the parent holds the part at `rel` and it begins with `first_line`."""
+        if rel not in self:
+            return False
+        with open(self.root / rel, "rb") as page:
+            return page.readline() == f"{first_line}\n".encode()
 
 
 def _write_root_index(
     writer: CorpusWriter,
     layout: Layout,
-    rows: Sequence[indexes.RunRow],
+    runs: _Runs,
     insight_rows: Sequence[indexes.InsightRow],
     model: str,
     compiled_by: CompiledBy,
 ) -> dict[str, int]:
     """The corpus's own index; returns the counts the manifest keeps."""
-    compilations = sum(row.compiled for row in rows)
-    successes = sum(row.outcome == "success" for row in rows)
     writer.write(
         layout.index_rel(),
         indexes.root_index(
@@ -254,20 +318,20 @@ def _write_root_index(
             indexes.CorpusSummary(
                 model=model,
                 compiled_by=compiled_by,
-                runs=len(rows),
-                successes=successes,
-                compilations=compilations,
+                runs=runs.count,
+                successes=runs.successes,
+                compilations=len(runs.compiled),
                 insights=len(insight_rows),
-                failed_steps=[row.step for row in rows if not row.compiled],
+                failed_steps=runs.failed_steps,
                 divergences=sum(row.pattern == indexes.DIVERGENCE for row in insight_rows),
             ),
         ),
     )
     return {
-        "runs": len(rows),
-        "successes": successes,
-        "failures": len(rows) - successes,
-        "compilations": compilations,
+        "runs": runs.count,
+        "successes": runs.successes,
+        "failures": runs.count - runs.successes,
+        "compilations": len(runs.compiled),
         "insights": len(insight_rows),
     }
 
