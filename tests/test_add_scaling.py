@@ -15,7 +15,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import indexes
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import MANIFEST
-from wikitrace.corpus_schema.store import file_digest
+from wikitrace.corpus_schema.writing import file_digest
 from wikitrace.search import rank, saved
 
 from helpers import make_run, planted, write_runs
