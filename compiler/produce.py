@@ -422,6 +422,10 @@ class Producer:
             task = asyncio.create_task(guarded(step, record))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+            # The run's prompt is rendered and its call sent now, before the next run is read
+            # and written: else the first `concurrency` runs' raw layers are all written
+            # before the first call leaves, and the calls in flight wait for the next ones'.
+            await asyncio.sleep(0)
         if tasks:
             await asyncio.gather(*tasks)
         if self.fatal:
