@@ -1,16 +1,24 @@
 """Benchmark recall through an agent's hook: `wikitrace hooks recall`, run as the agent runs it
 (a new process, the hook's JSON on stdin), on a large corpus and on damaged ones.
 
-Builds (or reuses, with --keep DIR) a corpus of --runs synthetic coding sessions spread over
---projects repositories, compiled by benchmarks/prompt_bench.py's instant fake model (3 lessons a
-run). Makes a git repository whose remote is one of those projects, and one whose remote has no
-run. Then prints, each beside its target, the median wall and CPU time (the child's, from
-getrusage) of: a SessionStart in the project's repository (target <= 0.5 s), a UserPromptSubmit
-there, a SessionStart elsewhere (nothing to say); and with a damaged corpus (a garbage catalog;
-a catalog and manifest that never give their bytes, FIFOs: a hung disk) the wall time, the
-answer (empty) and the log line (target <= 2 s). Asserts nothing; prints the load average.
+Makes a git checkout whose remote is one of --projects projects, with --commits commits a day
+apart, each after the first deleting, renaming or changing one of its files (the same ids
+every time: fixed dates and author). Builds (or reuses, with --keep DIR) a corpus of --runs
+synthetic coding sessions spread over the projects, compiled by benchmarks/prompt_bench.py's
+instant fake model (3 lessons a run, each quoting a line that names a file the run edited);
+each session carries the repository state it saw (the commit of its day, named for half of
+them as Codex logs do, the other half only when it started, as Claude Code's; the files it
+touched), so recall checks the lessons of the checkout's project against it
+(tools/first_message_drift.py: git runs). Makes one more repository whose remote has no run.
+Then prints, each beside its target, the median wall and CPU time (the child's and git's,
+from getrusage) of: a SessionStart in the checkout (target <= 0.5 s), a UserPromptSubmit
+there, a SessionStart elsewhere (nothing to say), with the lessons marked stale and left out;
+and with a damaged corpus (a garbage catalog; a catalog and manifest that never give their
+bytes, FIFOs: a hung disk) the wall time, the answer (empty) and the log line (target <= 2 s).
+Asserts nothing; prints the load average.
 
-    python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--repeat 5] [--keep DIR]
+    nice -n 10 python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--commits 40]
+        [--repeat 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -26,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,23 +46,92 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema.work import KINDS
 
 WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
+COMMAND = [WIKITRACE]
+"""The command the hook runs (--wikitrace)."""
 RECALL_TARGET = 0.5
 DAMAGED_TARGET = 2.0
 
 
-def write_sessions(path: Path, count: int, projects: int) -> None:
-    """Coding sessions, each of one project and one kind of work."""
+PROJECT = 7
+"""The project whose checkout the agent works in."""
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def git(repo: Path, *arguments: str, day: int = 0) -> str:
+    """A git command in `repo` as of `day` days after START, with a fixed author, and no
+    setting of the machine's: the same commit ids on every machine and run."""
+    stamp = (START + timedelta(days=day)).isoformat()
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@example.invalid",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@example.invalid",
+        "GIT_AUTHOR_DATE": stamp,
+        "GIT_COMMITTER_DATE": stamp,
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+    )
+    return done.stdout.strip()
+
+
+def checkout(path: Path, remote: str, commits: int) -> list[str]:
+    """A repository of one file for each of WORDS (src/WORD.py) and `commits` commits, a day
+    apart: each after the first deletes, renames or changes one file. The ids, oldest first."""
+    (path / "src").mkdir(parents=True)
+    for word in WORDS:
+        (path / "src" / f"{word}.py").write_text(f"def {word}_handling():\n    return 1\n")
+    git(path, "init", "-q", "-b", "main")
+    git(path, "remote", "add", "origin", remote)
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "first")
+    ids = [git(path, "rev-parse", "HEAD")]
+    for day in range(1, commits):
+        target = path / "src" / f"{WORDS[day % len(WORDS)]}.py"
+        if target.exists():
+            rel = str(target.relative_to(path))
+            if day % 3 == 0:
+                git(path, "rm", "-q", rel, day=day)
+            elif day % 3 == 1:
+                git(path, "mv", rel, f"src/moved_{day}.py", day=day)
+            else:
+                target.write_text(f"def changed_{day}():\n    return 0\n")
+                git(path, "add", ".", day=day)
+        git(path, "commit", "-q", "--allow-empty", "-m", f"c{day}", day=day)
+        ids.append(git(path, "rev-parse", "HEAD", day=day))
+    return ids
+
+
+def write_sessions(path: Path, count: int, projects: int, commits: list[str]) -> None:
+    """Coding sessions, each of one project and one kind of work, with the repository state it
+    saw: those of the checkout's project on its commits, a commit each day."""
     rng = random.Random(7)
     kinds = sorted(KINDS)
     with path.open("w") as handle:
         for index in range(count):
             things = " ".join(rng.choice(WORDS) for _ in range(6))
             kind = kinds[index % len(kinds)]
+            edited, failed = rng.choice(WORDS), rng.choice(WORDS)
             turns = [
                 {"role": "user", "content": f"Fix the {things} handling."},
-                {"role": "assistant", "action": f"edit src/{rng.choice(WORDS)}.py"},
-                {"role": "tool", "observation": f"error: {rng.choice(WORDS)} failed"},
+                {"role": "assistant", "action": f"edit src/{edited}.py"},
+                # The last line, which the fake model quotes: the lesson names the file.
+                {"role": "tool", "observation": f"error: src/{failed}.py failed"},
             ]
+            day = index % len(commits)
+            repo = {
+                "started": (START + timedelta(days=day, hours=1)).isoformat(),
+                "files": [f"src/{edited}.py", f"src/{failed}.py"],
+            }
+            if index % projects == PROJECT and index % 2:
+                repo["commit"] = commits[day]  # as Codex logs name it; Claude Code's do not
             record = {
                 "task_id": f"s{index}",
                 "task": f"Fix the {things} handling in the {rng.choice(WORDS)} module.",
@@ -60,6 +139,7 @@ def write_sessions(path: Path, count: int, projects: int) -> None:
                 "project": f"github.com/bench/p{index % projects}",
                 "kind": kind,
                 "success": rng.random() < 0.4,
+                "repo": repo,
                 "turns": turns,
             }
             handle.write(json.dumps(record) + "\n")
@@ -77,7 +157,7 @@ def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, flo
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
-        [WIKITRACE, "hooks", "recall", str(corpus), "--hook-log", str(log)],
+        [COMMAND[0], "hooks", "recall", str(corpus), "--hook-log", str(log)],
         input=json.dumps(payload).encode(),
         capture_output=True,
         timeout=60,
@@ -98,14 +178,21 @@ def measured(
     cpu = statistics.median(c[1] for c in calls)
     out = calls[-1][2]
     said = "nothing" if not out else f"{len(out)} bytes"
-    lessons = 0
+    lessons = stale = checked = 0
+    gone = "none"
     if out:
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         lessons = context.count("\n- **insight-")
+        stale = context.count("  - STALE: ")
+        checked = stale + context.count("  - Code: ")
+        found = re.search(r"(\d+) lessons? of this project (?:are|is) left out", context)
+        gone = found.group(1) if found else "none"
     verdict = "ok" if wall <= target else "OVER"
     print(
         f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of {repeat}; first "
-        f"{calls[0][0]:.2f} s); answer: {said}, {lessons} lessons; target <= {target} s: {verdict}",
+        f"{calls[0][0]:.2f} s); answer: {said}, {lessons} lessons ({checked} with a note on "
+        f"today's code, {stale} stale; {gone} left out, their files gone); target <= {target} "
+        f"s: {verdict}",
         flush=True,
     )
 
@@ -129,16 +216,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--projects", type=int, default=40)
+    parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="build here once, reuse it afterwards")
+    parser.add_argument("--wikitrace", default=WIKITRACE, help="the command the hook runs")
     args = parser.parse_args()
+    COMMAND[0] = args.wikitrace
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory(prefix="wikitrace-hook-bench-") as scratch:
         work = Path(scratch)
+        app = work / "app"
+        commits = checkout(app, f"git@github.com:bench/p{PROJECT}.git", args.commits)
         corpus = args.keep or work / "corpus"
         if not corpus.exists():
             runs = work / "runs.jsonl"
-            write_sessions(runs, args.runs, args.projects)
+            write_sessions(runs, args.runs, args.projects, commits)
             started = time.perf_counter()
             llm = InstantModel()
             options = BuildOptions(
@@ -147,7 +239,6 @@ def main() -> None:
             build_corpus(options, llm=llm)  # type: ignore[arg-type]
             print(f"built {args.runs} runs in {time.perf_counter() - started:.1f} s", flush=True)
         print(f"load average before: {os.getloadavg()}", flush=True)
-        app = repository(work / "app", "git@github.com:bench/p7.git")
         other = repository(work / "other", "git@github.com:bench/nobody.git")
         log = work / "hook.log"
         start = {"hook_event_name": "SessionStart", "session_id": "b", "cwd": str(app)}

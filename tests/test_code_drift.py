@@ -410,3 +410,31 @@ def test_the_recall_hook_checks_the_lessons_against_the_agent_s_folder(
     said = recall(built[0], start)
     assert a not in said.insights and b in said.insights
     assert f"({a}: src/a.py deleted since the run, 1 commit ago)" in said.text
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_commits_since_are_counted_from_the_history_as_git_counts_them(tmp_path: Path) -> None:
+    """`_History.made_since` (no git call) against `git rev-list --count SHA..HEAD`, for every
+    commit of a history with branches and merges; and None when the history listed is cut."""
+    from wikitrace.tools.first_message_drift import HISTORY, _History
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    dates = iter(f"2026-03-01T{hour:02d}:00:00+00:00" for hour in range(24))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "root", date=next(dates))
+    for branch in ("x", "y"):
+        git(repo, "checkout", "-q", "-b", branch, "main")
+        for n in range(3):
+            git(repo, "commit", "-q", "--allow-empty", "-m", f"{branch}{n}", date=next(dates))
+        git(repo, "checkout", "-q", "main")
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"main-{branch}", date=next(dates))
+        git(repo, "merge", "-q", "--no-ff", "-m", f"merge {branch}", branch, date=next(dates))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "last", date=next(dates))
+    history = _History(git(repo, "log", f"--max-count={HISTORY}", "--format=%H %ct %P", "HEAD"))
+    assert len(history.commits) == 12
+    for sha, _ in history.commits:
+        expected = int(git(repo, "rev-list", "--count", f"{sha}..HEAD"))
+        assert history.made_since(sha) == expected, sha
+    history._whole = False  # as when HISTORY commits were listed: older ones could count
+    assert history.made_since(history.commits[-1][0]) is None
