@@ -8,11 +8,11 @@ works in a git checkout of the lesson's project. What a run saw is its repositor
 text and its quotes (corpus_schema/code_names.py). Names come from logs and models: only plain
 relative paths inside the repository are looked at, and every git call takes them after `--`.
 
-Git is asked at most `MAX_CALLS` times (the checkout and its history; then, at once, a diff for
-each of the `MAX_BASES` commits compared exactly and one for the rest, and the commits since
-each of those only when the history listed is not the whole), all within `budget` seconds; a
-missing git, a slow disk or a commit not in the history leaves lessons unchecked, never the
-message unmade.
+Git is asked at most `MAX_CALLS` times, in two rounds of calls run at once: the checkout and its
+history; then a diff for each of the `MAX_BASES` commits compared exactly and one for the rest,
+and the commits since each of those only when the history listed is not the whole. All within
+`budget` seconds; a missing git, a slow disk or a commit not in the history leaves lessons
+unchecked, never the message unmade.
 """
 
 from __future__ import annotations
@@ -128,9 +128,16 @@ def _check(
     git: _Git,
     found: CodeCheck,
 ) -> None:
-    top = Path(git("rev-parse", "--show-toplevel").strip())
+    # The checkout's top and its history at once (git's paths are the top's, from any folder).
+    toplevel, listed = git.at_once(
+        [
+            ("rev-parse", "--show-toplevel"),
+            ("log", f"--max-count={HISTORY}", "--format=%H %ct %P", "HEAD", "--"),
+        ]
+    )
+    top = Path(toplevel.strip())
     git.folder = top
-    history = _History(git("log", f"--max-count={HISTORY}", "--format=%H %ct %P", "HEAD", "--"))
+    history = _History(listed)
     by_base: dict[str, list[int]] = {}
     for i in own:
         base = history.base(runs[i])
