@@ -5,10 +5,11 @@ Makes a git checkout whose remote is one of --projects projects, with --commits 
 apart, each after the first deleting, renaming or changing one of its files (the same ids
 every time: fixed dates and author). Builds (or reuses, with --keep DIR) a corpus of --runs
 synthetic coding sessions spread over the projects, compiled by benchmarks/prompt_bench.py's
-instant fake model (3 lessons a run, each quoting a line that names a file the run edited);
+instant fake model (3 lessons a run, each quoting a line that names a file the run touched);
 each session carries the repository state it saw (the commit of its day, named for half of
-them as Codex logs do, the other half only when it started, as Claude Code's; the files it
-touched), so recall checks the lessons of the checkout's project against it
+the checkout's project's as Codex logs do, the others only when it started, as Claude Code's;
+two files of that commit, which it touched), so recall checks the lessons of the checkout's
+project against it
 (tools/first_message_drift.py: git runs). Makes one more repository whose remote has no run.
 Then prints, each beside its target, the median wall and CPU time (the child's and git's,
 from getrusage) of: a SessionStart in the checkout (target <= 0.5 s), a UserPromptSubmit
@@ -18,7 +19,7 @@ bytes, FIFOs: a hung disk) the wall time, the answer (empty) and the log line (t
 Asserts nothing; prints the load average.
 
     nice -n 10 python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--commits 40]
-        [--repeat 5] [--keep DIR]
+        [--repeat 5] [--keep DIR] [--time-limit SECONDS] [--wikitrace COMMAND]
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from wikitrace.corpus_schema.work import KINDS
 WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
 COMMAND = [WIKITRACE]
 """The command the hook runs (--wikitrace)."""
+LIMIT: list[str] = []
+"""`--time-limit SECONDS` when given, for the recalls measured (not the damaged corpora's):
+past it the hook answers nothing (1 s unless said)."""
 RECALL_TARGET = 0.5
 DAMAGED_TARGET = 2.0
 
@@ -82,9 +86,10 @@ def git(repo: Path, *arguments: str, day: int = 0) -> str:
     return done.stdout.strip()
 
 
-def checkout(path: Path, remote: str, commits: int) -> list[str]:
+def checkout(path: Path, remote: str, commits: int) -> tuple[list[str], list[list[str]]]:
     """A repository of one file for each of WORDS (src/WORD.py) and `commits` commits, a day
-    apart: each after the first deletes, renames or changes one file. The ids, oldest first."""
+    apart: each after the first deletes, renames or changes one file. The ids, oldest first,
+    and the files of each."""
     (path / "src").mkdir(parents=True)
     for word in WORDS:
         (path / "src" / f"{word}.py").write_text(f"def {word}_handling():\n    return 1\n")
@@ -93,6 +98,7 @@ def checkout(path: Path, remote: str, commits: int) -> list[str]:
     git(path, "add", ".")
     git(path, "commit", "-q", "-m", "first")
     ids = [git(path, "rev-parse", "HEAD")]
+    files = [git(path, "ls-files").splitlines()]
     for day in range(1, commits):
         target = path / "src" / f"{WORDS[day % len(WORDS)]}.py"
         if target.exists():
@@ -106,29 +112,32 @@ def checkout(path: Path, remote: str, commits: int) -> list[str]:
                 git(path, "add", ".", day=day)
         git(path, "commit", "-q", "--allow-empty", "-m", f"c{day}", day=day)
         ids.append(git(path, "rev-parse", "HEAD", day=day))
-    return ids
+        files.append(git(path, "ls-files").splitlines())
+    return ids, files
 
 
-def write_sessions(path: Path, count: int, projects: int, commits: list[str]) -> None:
+def write_sessions(
+    path: Path, count: int, projects: int, commits: list[str], files: list[list[str]]
+) -> None:
     """Coding sessions, each of one project and one kind of work, with the repository state it
-    saw: those of the checkout's project on its commits, a commit each day."""
+    saw: a day's commit, and two of the files it held."""
     rng = random.Random(7)
     kinds = sorted(KINDS)
     with path.open("w") as handle:
         for index in range(count):
             things = " ".join(rng.choice(WORDS) for _ in range(6))
             kind = kinds[index % len(kinds)]
-            edited, failed = rng.choice(WORDS), rng.choice(WORDS)
+            day = index % len(commits)
+            edited, failed = rng.choice(files[day]), rng.choice(files[day])
             turns = [
                 {"role": "user", "content": f"Fix the {things} handling."},
-                {"role": "assistant", "action": f"edit src/{edited}.py"},
+                {"role": "assistant", "action": f"edit {edited}"},
                 # The last line, which the fake model quotes: the lesson names the file.
-                {"role": "tool", "observation": f"error: src/{failed}.py failed"},
+                {"role": "tool", "observation": f"error: {failed} failed"},
             ]
-            day = index % len(commits)
             repo = {
                 "started": (START + timedelta(days=day, hours=1)).isoformat(),
-                "files": [f"src/{edited}.py", f"src/{failed}.py"],
+                "files": [edited, failed],
             }
             if index % projects == PROJECT and index % 2:
                 repo["commit"] = commits[day]  # as Codex logs name it; Claude Code's do not
@@ -152,12 +161,14 @@ def repository(path: Path, remote: str) -> Path:
     return path
 
 
-def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, float, bytes]:
+def recall(
+    corpus: Path, payload: dict[str, str], log: Path, limit: list[str] | None = None
+) -> tuple[float, float, bytes]:
     """One hook call, cold (a new process): wall seconds, CPU seconds, stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
-        [COMMAND[0], "hooks", "recall", str(corpus), "--hook-log", str(log)],
+        [*COMMAND, "hooks", "recall", str(corpus), "--hook-log", str(log), *(limit or [])],
         input=json.dumps(payload).encode(),
         capture_output=True,
         timeout=60,
@@ -173,7 +184,7 @@ def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, flo
 def measured(
     name: str, corpus: Path, payload: dict[str, str], log: Path, repeat: int, target: float
 ) -> None:
-    calls = [recall(corpus, payload, log) for _ in range(repeat)]
+    calls = [recall(corpus, payload, log, LIMIT) for _ in range(repeat)]
     wall = statistics.median(c[0] for c in calls)
     cpu = statistics.median(c[1] for c in calls)
     out = calls[-1][2]
@@ -220,17 +231,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="build here once, reuse it afterwards")
     parser.add_argument("--wikitrace", default=WIKITRACE, help="the command the hook runs")
+    parser.add_argument(
+        "--time-limit", type=float, help="the hook's --time-limit (a busy machine's: past 1 s)"
+    )
     args = parser.parse_args()
     COMMAND[0] = args.wikitrace
+    LIMIT.extend(["--time-limit", str(args.time_limit)] if args.time_limit else [])
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory(prefix="wikitrace-hook-bench-") as scratch:
         work = Path(scratch)
         app = work / "app"
-        commits = checkout(app, f"git@github.com:bench/p{PROJECT}.git", args.commits)
+        commits, files = checkout(app, f"git@github.com:bench/p{PROJECT}.git", args.commits)
         corpus = args.keep or work / "corpus"
         if not corpus.exists():
             runs = work / "runs.jsonl"
-            write_sessions(runs, args.runs, args.projects, commits)
+            write_sessions(runs, args.runs, args.projects, commits, files)
             started = time.perf_counter()
             llm = InstantModel()
             options = BuildOptions(
