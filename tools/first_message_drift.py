@@ -151,7 +151,9 @@ def _check(
     # Every diff at once (and the counts the history cannot tell): git's time is the
     # longest call's, not their sum.
     counts = {base: history.made_since(base) for base, _ in exact}
-    asked = [("diff", "--name-status", "-z", "-M", base, "--") for base, _ in exact]
+    asked: list[tuple[str, ...]] = [
+        ("diff", "--name-status", "-z", "-M", base, "--") for base, _ in exact
+    ]
     asked += [("diff", "--name-status", "-z", "-M", oldest, "--")] if oldest else []
     unknown = [base for base, count in counts.items() if count is None]
     asked += [("rev-list", "--count", f"{base}..HEAD", "--") for base in unknown]

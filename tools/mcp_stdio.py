@@ -111,6 +111,8 @@ async def run_stdio(serve: Serve, fallback: Callable[[], Awaitable[None]]) -> No
     from mcp.server.stdio import stdio_server
 
     with _claimed() as (wire_in, wire_out):
-        streams: Any = stdio_server(LineReader(wire_in), Writer(wire_out))  # duck-typed files
-        async with streams as (read_stream, write_stream):
+        # Not anyio's AsyncFile: what stdio_server reads and writes of one, on the loop.
+        reader: Any = LineReader(wire_in)
+        writer: Any = Writer(wire_out)
+        async with stdio_server(reader, writer) as (read_stream, write_stream):
             await serve(read_stream, write_stream)
