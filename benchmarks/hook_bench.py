@@ -127,7 +127,7 @@ def write_sessions(
         for index in range(count):
             things = " ".join(rng.choice(WORDS) for _ in range(6))
             kind = kinds[index % len(kinds)]
-            day = index % len(commits)
+            day = (index // projects) % len(commits)  # each project's runs on every day
             edited, failed = rng.choice(files[day]), rng.choice(files[day])
             turns = [
                 {"role": "user", "content": f"Fix the {things} handling."},
