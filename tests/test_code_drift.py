@@ -438,3 +438,83 @@ def test_commits_since_are_counted_from_the_history_as_git_counts_them(tmp_path:
         assert history.made_since(sha) == expected, sha
     history._whole = False  # as when HISTORY commits were listed: older ones could count
     assert history.made_since(history.commits[-1][0]) is None
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_many_lessons_left_out_name_five_reasons_and_count_the_rest(tmp_path: Path) -> None:
+    """Their reasons would fill a hook's budget: five are named, the rest counted, and the
+    lessons left keep their place in the message."""
+    from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+
+    vocabulary = [
+        "amber",
+        "basil",
+        "cedar",
+        "delta",
+        "ember",
+        "fjord",
+        "grove",
+        "harbor",
+        "iris",
+        "jasper",
+        "kelp",
+        "lumen",
+        "mica",
+        "nectar",
+        "opal",
+        "pepper",
+        "quartz",
+        "raven",
+        "sage",
+        "tulip",
+        "umber",
+        "violet",
+        "willow",
+        "xenon",
+        "yarrow",
+        "zinc",
+        "anchor",
+        "beacon",
+        "canyon",
+        "dune",
+        "estuary",
+        "falcon",
+    ]
+
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    names = [f"src/m{n}.py" for n in range(8)]
+    for name in names:
+        (repo / name).write_text("def f():\n    return 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", f"https://{PROJECT}.git")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "rm", "-q", *names[:7], date="2026-03-02T10:00:00+00:00")
+    git(repo, "commit", "-q", "-m", "gone", date="2026-03-02T10:00:00+00:00")
+    runs, lessons = [], []
+    for n, name in enumerate(names):
+        step = f"step-{n + 1:04d}"
+        state = {"commit": base, "started": "2026-03-01T11:00:00+00:00", "files": [name]}
+        runs.append(
+            PastRun(step, str(n), "coding", "failure", f"Fix m{n}", project=PROJECT, repo=state)
+        )
+        lessons.append(
+            InsightEntry(
+                f"insight-{n + 1:04d}",
+                f"{vocabulary[n]} {name} {vocabulary[n + 8]} {vocabulary[n + 16]}",  # none alike
+                "coding",
+                f"{vocabulary[n + 24]} {name}.",
+                "When it changes.",
+                step,
+                "failure",
+                str(n),
+            )
+        )
+    memory = Memory(Path("."), runs, lessons, offline=False, leaders=list(range(len(names))))
+    message = memory.first_message("", project=PROJECT, checkout=repo, now=NOW, max_tokens=1500)
+    assert message.insights == ["insight-0008"] and len(message.left_out_gone) == 7
+    assert "7 lessons of this project are left out" in message.text
+    assert message.text.count("deleted since the run, 1 commit ago") == 5
+    assert "deleted since the run, 1 commit ago; and 2 more)." in message.text
