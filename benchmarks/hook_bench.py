@@ -1,16 +1,25 @@
 """Benchmark recall through an agent's hook: `wikitrace hooks recall`, run as the agent runs it
 (a new process, the hook's JSON on stdin), on a large corpus and on damaged ones.
 
-Builds (or reuses, with --keep DIR) a corpus of --runs synthetic coding sessions spread over
---projects repositories, compiled by benchmarks/prompt_bench.py's instant fake model (3 lessons a
-run). Makes a git repository whose remote is one of those projects, and one whose remote has no
-run. Then prints, each beside its target, the median wall and CPU time (the child's, from
-getrusage) of: a SessionStart in the project's repository (target <= 0.5 s), a UserPromptSubmit
-there, a SessionStart elsewhere (nothing to say); and with a damaged corpus (a garbage catalog;
-a catalog and manifest that never give their bytes, FIFOs: a hung disk) the wall time, the
-answer (empty) and the log line (target <= 2 s). Asserts nothing; prints the load average.
+Makes a git checkout whose remote is one of --projects projects, with --commits commits a day
+apart, each after the first deleting, renaming or changing one of its files (the same ids
+every time: fixed dates and author). Builds (or reuses, with --keep DIR) a corpus of --runs
+synthetic coding sessions spread over the projects, compiled by benchmarks/prompt_bench.py's
+instant fake model (3 lessons a run, each quoting a line that names a file the run touched);
+each session carries the repository state it saw (the commit of its day, named for half of
+the checkout's project's as Codex logs do, the others only when it started, as Claude Code's;
+two files of that commit, which it touched), so recall checks the lessons of the checkout's
+project against it
+(tools/first_message_drift.py: git runs). Makes one more repository whose remote has no run.
+Then prints, each beside its target, the median wall and CPU time (the child's and git's,
+from getrusage) of: a SessionStart in the checkout (target <= 0.5 s), a UserPromptSubmit
+there, a SessionStart elsewhere (nothing to say), with the lessons marked stale and left out;
+and with a damaged corpus (a garbage catalog; a catalog and manifest that never give their
+bytes, FIFOs: a hung disk) the wall time, the answer (empty) and the log line (target <= 2 s).
+Asserts nothing; prints the load average.
 
-    python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--repeat 5] [--keep DIR]
+    nice -n 10 python benchmarks/hook_bench.py [--runs 10000] [--projects 40] [--commits 40]
+        [--repeat 5] [--keep DIR] [--time-limit SECONDS] [--wikitrace COMMAND]
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -26,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,23 +47,100 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema.work import KINDS
 
 WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
+COMMAND = [WIKITRACE]
+"""The command the hook runs (--wikitrace)."""
+LIMIT: list[str] = []
+"""`--time-limit SECONDS` when given, for the recalls measured (not the damaged corpora's):
+past it the hook answers nothing (1 s unless said)."""
 RECALL_TARGET = 0.5
 DAMAGED_TARGET = 2.0
 
 
-def write_sessions(path: Path, count: int, projects: int) -> None:
-    """Coding sessions, each of one project and one kind of work."""
+PROJECT = 7
+"""The project whose checkout the agent works in."""
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def git(repo: Path, *arguments: str, day: int = 0) -> str:
+    """A git command in `repo` as of `day` days after START, with a fixed author, and no
+    setting of the machine's: the same commit ids on every machine and run."""
+    stamp = (START + timedelta(days=day)).isoformat()
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@example.invalid",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@example.invalid",
+        "GIT_AUTHOR_DATE": stamp,
+        "GIT_COMMITTER_DATE": stamp,
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+    )
+    return done.stdout.strip()
+
+
+def checkout(path: Path, remote: str, commits: int) -> tuple[list[str], list[list[str]]]:
+    """A repository of one file for each of WORDS (src/WORD.py) and `commits` commits, a day
+    apart: each after the first deletes, renames or changes one file. The ids, oldest first,
+    and the files of each."""
+    (path / "src").mkdir(parents=True)
+    for word in WORDS:
+        (path / "src" / f"{word}.py").write_text(f"def {word}_handling():\n    return 1\n")
+    git(path, "init", "-q", "-b", "main")
+    git(path, "remote", "add", "origin", remote)
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "first")
+    ids = [git(path, "rev-parse", "HEAD")]
+    files = [git(path, "ls-files").splitlines()]
+    for day in range(1, commits):
+        target = path / "src" / f"{WORDS[day % len(WORDS)]}.py"
+        if target.exists():
+            rel = str(target.relative_to(path))
+            if day % 3 == 0:
+                git(path, "rm", "-q", rel, day=day)
+            elif day % 3 == 1:
+                git(path, "mv", rel, f"src/moved_{day}.py", day=day)
+            else:
+                target.write_text(f"def changed_{day}():\n    return 0\n")
+                git(path, "add", ".", day=day)
+        git(path, "commit", "-q", "--allow-empty", "-m", f"c{day}", day=day)
+        ids.append(git(path, "rev-parse", "HEAD", day=day))
+        files.append(git(path, "ls-files").splitlines())
+    return ids, files
+
+
+def write_sessions(
+    path: Path, count: int, projects: int, commits: list[str], files: list[list[str]]
+) -> None:
+    """Coding sessions, each of one project and one kind of work, with the repository state it
+    saw: a day's commit, and two of the files it held."""
     rng = random.Random(7)
     kinds = sorted(KINDS)
     with path.open("w") as handle:
         for index in range(count):
             things = " ".join(rng.choice(WORDS) for _ in range(6))
             kind = kinds[index % len(kinds)]
+            day = (index // projects) % len(commits)  # each project's runs on every day
+            edited, failed = rng.choice(files[day]), rng.choice(files[day])
             turns = [
                 {"role": "user", "content": f"Fix the {things} handling."},
-                {"role": "assistant", "action": f"edit src/{rng.choice(WORDS)}.py"},
-                {"role": "tool", "observation": f"error: {rng.choice(WORDS)} failed"},
+                {"role": "assistant", "action": f"edit {edited}"},
+                # The last line, which the fake model quotes: the lesson names the file.
+                {"role": "tool", "observation": f"error: {failed} failed"},
             ]
+            repo = {
+                "started": (START + timedelta(days=day, hours=1)).isoformat(),
+                "files": [edited, failed],
+            }
+            if index % projects == PROJECT and index % 2:
+                repo["commit"] = commits[day]  # as Codex logs name it; Claude Code's do not
             record = {
                 "task_id": f"s{index}",
                 "task": f"Fix the {things} handling in the {rng.choice(WORDS)} module.",
@@ -60,6 +148,7 @@ def write_sessions(path: Path, count: int, projects: int) -> None:
                 "project": f"github.com/bench/p{index % projects}",
                 "kind": kind,
                 "success": rng.random() < 0.4,
+                "repo": repo,
                 "turns": turns,
             }
             handle.write(json.dumps(record) + "\n")
@@ -72,12 +161,14 @@ def repository(path: Path, remote: str) -> Path:
     return path
 
 
-def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, float, bytes]:
+def recall(
+    corpus: Path, payload: dict[str, str], log: Path, limit: list[str] | None = None
+) -> tuple[float, float, bytes]:
     """One hook call, cold (a new process): wall seconds, CPU seconds, stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
-        [WIKITRACE, "hooks", "recall", str(corpus), "--hook-log", str(log)],
+        [*COMMAND, "hooks", "recall", str(corpus), "--hook-log", str(log), *(limit or [])],
         input=json.dumps(payload).encode(),
         capture_output=True,
         timeout=60,
@@ -93,19 +184,26 @@ def recall(corpus: Path, payload: dict[str, str], log: Path) -> tuple[float, flo
 def measured(
     name: str, corpus: Path, payload: dict[str, str], log: Path, repeat: int, target: float
 ) -> None:
-    calls = [recall(corpus, payload, log) for _ in range(repeat)]
+    calls = [recall(corpus, payload, log, LIMIT) for _ in range(repeat)]
     wall = statistics.median(c[0] for c in calls)
     cpu = statistics.median(c[1] for c in calls)
     out = calls[-1][2]
     said = "nothing" if not out else f"{len(out)} bytes"
-    lessons = 0
+    lessons = stale = checked = 0
+    gone = "none"
     if out:
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         lessons = context.count("\n- **insight-")
+        stale = context.count("  - STALE: ")
+        checked = stale + context.count("  - Code: ")
+        found = re.search(r"(\d+) lessons? of this project (?:are|is) left out", context)
+        gone = found.group(1) if found else "none"
     verdict = "ok" if wall <= target else "OVER"
     print(
         f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (median of {repeat}; first "
-        f"{calls[0][0]:.2f} s); answer: {said}, {lessons} lessons; target <= {target} s: {verdict}",
+        f"{calls[0][0]:.2f} s); answer: {said}, {lessons} lessons ({checked} with a note on "
+        f"today's code, {stale} stale; {gone} left out, their files gone); target <= {target} "
+        f"s: {verdict}",
         flush=True,
     )
 
@@ -129,16 +227,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--projects", type=int, default=40)
+    parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="build here once, reuse it afterwards")
+    parser.add_argument("--wikitrace", default=WIKITRACE, help="the command the hook runs")
+    parser.add_argument(
+        "--time-limit", type=float, help="the hook's --time-limit (a busy machine's: past 1 s)"
+    )
     args = parser.parse_args()
+    COMMAND[0] = args.wikitrace
+    LIMIT.extend(["--time-limit", str(args.time_limit)] if args.time_limit else [])
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     with tempfile.TemporaryDirectory(prefix="wikitrace-hook-bench-") as scratch:
         work = Path(scratch)
+        app = work / "app"
+        commits, files = checkout(app, f"git@github.com:bench/p{PROJECT}.git", args.commits)
         corpus = args.keep or work / "corpus"
         if not corpus.exists():
             runs = work / "runs.jsonl"
-            write_sessions(runs, args.runs, args.projects)
+            write_sessions(runs, args.runs, args.projects, commits, files)
             started = time.perf_counter()
             llm = InstantModel()
             options = BuildOptions(
@@ -147,7 +254,6 @@ def main() -> None:
             build_corpus(options, llm=llm)  # type: ignore[arg-type]
             print(f"built {args.runs} runs in {time.perf_counter() - started:.1f} s", flush=True)
         print(f"load average before: {os.getloadavg()}", flush=True)
-        app = repository(work / "app", "git@github.com:bench/p7.git")
         other = repository(work / "other", "git@github.com:bench/nobody.git")
         log = work / "hook.log"
         start = {"hook_event_name": "SessionStart", "session_id": "b", "cwd": str(app)}

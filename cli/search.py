@@ -78,7 +78,7 @@ def search_command(
         SEARCH_KINDS if kind == "all" else tuple(k for k in SEARCH_KINDS if k == kind)
     )
     least = MIN_SCORE if min_score is None else min_score
-    memory = Memory.load(corpus)
+    memory = Memory.load(corpus, lazy=True)  # one search: its hits' records alone are read
     hits = memory.search(query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=least)
     if as_json:
         print_json([hit.as_dict() for hit in hits])

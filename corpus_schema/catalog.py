@@ -1,18 +1,19 @@
 """The catalog (catalog.jsonl): what test-time readers need of every run and shown insight,
 one line each, so that loading a corpus reads one file, not every page's header.
 
-Its records (`PastRun`, `InsightEntry`) and reading it back (`read_catalog`); writing it, from
-a version's pages, is `catalog_build.py`.
+Its records (`PastRun`, `InsightEntry`) and reading it back (`read_catalog`, or each record when
+first asked for: `LazyCatalog`); writing it, from a version's pages, is `catalog_build.py`.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import orjson
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:  # read without pydantic's models: a hook's recall reads the c
     from .records import Claim, Outcome
 
 CATALOG_VERSION = 2
+READ_ONLY_MARK = "READ CONTENT ONLY"
+"""How every place that shows a lesson whose only support is content the agent read
+(records.READ_ONLY) marks it: its page, the insight index, search hits (CLI and MCP), the
+site, `audit` and the first message. Here, not in records.py, so that a search's hits are
+printed without loading pydantic."""
 
 
 @dataclass(slots=True)  # a catalog holds one for every run
@@ -231,3 +237,96 @@ def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
     """The records of a catalog, read a line at a time."""
     with path.open("rb") as lines:
         yield from records_of(orjson.loads(next(lines)), lines)
+
+
+_Record = TypeVar("_Record")
+
+
+class LazyCatalog:
+    """A catalog read as its lines, each record made when first asked for: what a search reads
+    of a large corpus (the records of its hits, where `read_catalog` makes every one). A line
+    that is not what wikitrace writes is found when it is read (CorpusError)."""
+
+    def __init__(self, path: Path, lines: list[bytes], head: dict[str, Any]) -> None:
+        self.path = path
+        self._lines = lines
+        self._head = head
+        self.offline = bool(head["offline"])
+        self.withheld = int(head["withheld"])
+        # A version 2 catalog holds its runs' lines, then its insights'.
+        first = bisect.bisect_left(
+            lines, True, 1, len(lines), key=lambda line: not line.startswith(b'["run"')
+        )
+        self.runs: Sequence[PastRun] = _Lazy(first - 1, lambda i: self._run(1 + i))
+        self.insights: Sequence[InsightEntry] = _Lazy(
+            len(lines) - first, lambda i: self._insight(first, i)[1]
+        )
+        self.leaders: Sequence[int] = _Lazy(
+            len(lines) - first, lambda i: self._insight(first, i)[0]
+        )
+
+    @classmethod
+    def read(cls, root: Path) -> LazyCatalog | None:
+        """The catalog of the corpus at `root`; None for one of version 1 (its lines name their
+        kind in another way: read it whole)."""
+        path = root / CATALOG
+        try:
+            lines = path.read_bytes().splitlines()
+            head = orjson.loads(lines[0])
+            if head.get("catalog") == 1:
+                return None
+            if head.get("catalog") != CATALOG_VERSION:
+                raise ValueError(f"catalog version {head.get('catalog')!r}")
+            return cls(path, lines, head)
+        except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+            raise damaged(path, error) from None
+
+    def _record(self, line: int) -> PastRun | tuple[int, InsightEntry]:
+        try:
+            return next(records_of(self._head, [self._lines[line]]))
+        except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+            raise damaged(self.path, error) from None
+
+    def _run(self, line: int) -> PastRun:
+        record = self._record(line)
+        if not isinstance(record, PastRun):
+            raise damaged(self.path, ValueError(f"line {line + 1} is not a run's"))
+        return record
+
+    def _insight(self, first: int, index: int) -> tuple[int, InsightEntry]:
+        record = self._record(first + index)
+        if isinstance(record, PastRun) or not 0 <= record[0] <= index:
+            problem = "is a run's" if isinstance(record, PastRun) else "names a group out of range"
+            raise damaged(self.path, ValueError(f"line {first + index + 1} {problem}"))
+        return record
+
+
+class _Lazy(Sequence[_Record]):
+    """`size` records, each made by `make(index)` when first asked for, then kept."""
+
+    def __init__(self, size: int, make: Callable[[int], _Record]) -> None:
+        self._made: list[_Record | None] = [None] * size
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    @overload
+    def __getitem__(self, index: int) -> _Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[_Record]: ...
+
+    def __getitem__(self, index: int | slice) -> _Record | list[_Record]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self._made)
+        made = self._made[index]
+        if made is None:
+            made = self._made[index] = self._make(index)
+        return made
+
+    def __iter__(self) -> Iterator[_Record]:
+        for index in range(len(self._made)):
+            yield self[index]

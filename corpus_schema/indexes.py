@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from .catalog import READ_ONLY_MARK
 from .layout import (
     CATALOG,
     COMPILATION_DIR,
@@ -20,7 +21,7 @@ from .layout import (
     link,
     parse_step,
 )
-from .records import READ_ONLY, READ_ONLY_MARK, InsightHeader, InsightStatus, Outcome
+from .records import READ_ONLY, InsightHeader, InsightStatus, Outcome
 from .render import (
     OFFLINE_NOTE,
     TRUST_NOTE,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .catalog import READ_ONLY_MARK
 from .layout import INSIGHT_DIR, RAW_METADATA_NAME, RAW_TURNS_NAME, Layout, link
 from .records import (
     INSIGHT_DATA_FIELDS,
     READ_ONLY,
-    READ_ONLY_MARK,
     Claim,
     Compilation,
     Evidence,

@@ -185,10 +185,8 @@ QuoteSource = Literal["action", "result", "read"]
 Support = Literal["acted", "read-content-only"]
 READ_ONLY: Support = "read-content-only"
 """The support of a lesson whose every found quote is content the agent read: never committed
-by the gate without a probe that shows it helps (control/gate.py)."""
-READ_ONLY_MARK = "READ CONTENT ONLY"
-"""How every place that shows such a lesson marks it: its page, the insight index, search
-hits (CLI and MCP), the site, `audit` and the first message."""
+by the gate without a probe that shows it helps (control/gate.py); shown marked
+(catalog.READ_ONLY_MARK)."""
 
 
 class Evidence(_Strict):

@@ -222,13 +222,15 @@ def test_the_saved_rankers_rank_as_rankers_built_from_the_catalog(
                 assert saved.rank(query, everything, matched_only=matched_only) == built.rank(
                     query, everything, matched_only=matched_only
                 ), (name, query)
-    # The first message loads them: nothing is built. (A search of the compilations builds
-    # their ranker: it is not saved.)
+    # The first message and every kind of search load them: nothing is built.
     monkeypatch.setattr(Ranker, "of", None)
     fresh = Memory.load(root)
     task = "Fetch the letter from the drawer"
     assert fresh.first_message(task, max_tokens=300).text
-    assert fresh.search(loaded.runs[-1].task, ["insights", "tasks"], limit=3)
+    for memory in (fresh, Memory.load(root, lazy=True)):
+        found = memory.search(loaded.runs[-1].task, limit=3, min_score=0.0)
+        found += memory.search(loaded.insights[0].title, ["insights"], limit=3)
+        assert {hit.kind for hit in found} == {"insights", "compilations", "tasks"}
 
 
 def test_a_damaged_saved_ranker_is_a_one_line_error(tmp_path: Path) -> None:

@@ -410,3 +410,111 @@ def test_the_recall_hook_checks_the_lessons_against_the_agent_s_folder(
     said = recall(built[0], start)
     assert a not in said.insights and b in said.insights
     assert f"({a}: src/a.py deleted since the run, 1 commit ago)" in said.text
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_commits_since_are_counted_from_the_history_as_git_counts_them(tmp_path: Path) -> None:
+    """`_History.made_since` (no git call) against `git rev-list --count SHA..HEAD`, for every
+    commit of a history with branches and merges; and None when the history listed is cut."""
+    from wikitrace.tools.first_message_drift import HISTORY, _History
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    dates = iter(f"2026-03-01T{hour:02d}:00:00+00:00" for hour in range(24))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "root", date=next(dates))
+    for branch in ("x", "y"):
+        git(repo, "checkout", "-q", "-b", branch, "main")
+        for n in range(3):
+            git(repo, "commit", "-q", "--allow-empty", "-m", f"{branch}{n}", date=next(dates))
+        git(repo, "checkout", "-q", "main")
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"main-{branch}", date=next(dates))
+        git(repo, "merge", "-q", "--no-ff", "-m", f"merge {branch}", branch, date=next(dates))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "last", date=next(dates))
+    history = _History(git(repo, "log", f"--max-count={HISTORY}", "--format=%H %ct %P", "HEAD"))
+    assert len(history.commits) == 12
+    for sha, _ in history.commits:
+        expected = int(git(repo, "rev-list", "--count", f"{sha}..HEAD"))
+        assert history.made_since(sha) == expected, sha
+    history._whole = False  # as when HISTORY commits were listed: older ones could count
+    assert history.made_since(history.commits[-1][0]) is None
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_many_lessons_left_out_name_five_reasons_and_count_the_rest(tmp_path: Path) -> None:
+    """Their reasons would fill a hook's budget: five are named, the rest counted, and the
+    lessons left keep their place in the message."""
+    from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
+
+    vocabulary = [
+        "amber",
+        "basil",
+        "cedar",
+        "delta",
+        "ember",
+        "fjord",
+        "grove",
+        "harbor",
+        "iris",
+        "jasper",
+        "kelp",
+        "lumen",
+        "mica",
+        "nectar",
+        "opal",
+        "pepper",
+        "quartz",
+        "raven",
+        "sage",
+        "tulip",
+        "umber",
+        "violet",
+        "willow",
+        "xenon",
+        "yarrow",
+        "zinc",
+        "anchor",
+        "beacon",
+        "canyon",
+        "dune",
+        "estuary",
+        "falcon",
+    ]
+
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    names = [f"src/m{n}.py" for n in range(8)]
+    for name in names:
+        (repo / name).write_text("def f():\n    return 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", f"https://{PROJECT}.git")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "rm", "-q", *names[:7], date="2026-03-02T10:00:00+00:00")
+    git(repo, "commit", "-q", "-m", "gone", date="2026-03-02T10:00:00+00:00")
+    runs, lessons = [], []
+    for n, name in enumerate(names):
+        step = f"step-{n + 1:04d}"
+        state = {"commit": base, "started": "2026-03-01T11:00:00+00:00", "files": [name]}
+        runs.append(
+            PastRun(step, str(n), "coding", "failure", f"Fix m{n}", project=PROJECT, repo=state)
+        )
+        lessons.append(
+            InsightEntry(
+                f"insight-{n + 1:04d}",
+                f"{vocabulary[n]} {name} {vocabulary[n + 8]} {vocabulary[n + 16]}",  # none alike
+                "coding",
+                f"{vocabulary[n + 24]} {name}.",
+                "When it changes.",
+                step,
+                "failure",
+                str(n),
+            )
+        )
+    memory = Memory(Path("."), runs, lessons, offline=False, leaders=list(range(len(names))))
+    message = memory.first_message("", project=PROJECT, checkout=repo, now=NOW, max_tokens=1500)
+    assert message.insights == ["insight-0008"] and len(message.left_out_gone) == 7
+    assert "7 lessons of this project are left out" in message.text
+    assert message.text.count("deleted since the run, 1 commit ago") == 5
+    assert "deleted since the run, 1 commit ago; and 2 more)." in message.text

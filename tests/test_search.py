@@ -12,6 +12,7 @@ import pytest
 import search_queries
 from mcp import Client
 
+from wikitrace.corpus_schema import CorpusError
 from wikitrace.search import MIN_SCORE
 from wikitrace.search.rank import Ranker
 from wikitrace.tools.mcp_server import Corpus, build_server
@@ -126,3 +127,55 @@ def test_a_lesson_resting_on_an_excluded_tasks_runs_is_not_found(corpus: Path) -
     lesson.cited_steps = [*lesson.cited_steps, other.step]
     found = memory.search(query, ["insights"], limit=100, exclude_tasks=[other.task_id])
     assert lesson.id not in [h.id for h in found]
+
+
+def test_a_lazily_loaded_memory_answers_as_a_loaded_one_reading_its_hits_alone(
+    corpus: Path,
+) -> None:
+    """`wikitrace search` loads the catalog lazily (Memory.load(lazy=True)): the same hits as
+    the memory the MCP server loads whole, for every query, kind and task left out, and only
+    the hits' records made when no task is left out."""
+    whole = Memory.load(corpus)
+    tasks = sorted({run.task_id for run in whole.runs})
+    for query in [q.text for q in search_queries.QUERIES] + ["zebra", "the agent"]:
+        for excluded in ([], tasks[:2]):
+            for kinds in (["insights"], ["compilations"], ["tasks"], ["insights", "tasks"]):
+                lazy = Memory.load(corpus, lazy=True)
+                found = lazy.search(query, kinds, limit=3, exclude_tasks=excluded, min_score=0.0)
+                assert found == whole.search(
+                    query, kinds, limit=3, exclude_tasks=excluded, min_score=0.0
+                ), (query, excluded, kinds)
+                if not excluded:
+                    made = sum(r is not None for r in lazy.runs._made)  # type: ignore[attr-defined]
+                    made += sum(i is not None for i in lazy.insights._made)  # type: ignore[attr-defined]
+                    assert made <= len(found), (query, kinds)
+    lazy = Memory.load(corpus, lazy=True)
+    assert list(lazy.runs) == whole.runs and list(lazy.insights) == whole.insights
+    assert list(lazy.groups) == list(whole.groups) and (lazy.offline, lazy.withheld) == (
+        whole.offline,
+        whole.withheld,
+    )
+
+
+def test_a_damaged_catalog_line_is_found_when_a_lazy_search_reads_it(
+    corpus: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(corpus.resolve(), copy)
+    catalog = copy / "catalog.jsonl"
+    catalog.chmod(0o644)
+    lines = catalog.read_bytes().splitlines(keepends=True)
+    first_insight = next(i for i, line in enumerate(lines) if line.startswith(b'["insight"'))
+    lines[first_insight] = b'["insight",0,"cut short"]\n'
+    catalog.write_bytes(b"".join(lines))
+    lazy = Memory.load(copy, lazy=True)
+    assert lazy.insights[1].id  # the other lines read as written
+    with pytest.raises(CorpusError, match=r"catalog.jsonl: damaged \(ValueError: an insight's"):
+        lazy.insights[0]
+    lines[first_insight] = lines[1]  # a run's line where an insight's should be
+    catalog.write_bytes(b"".join(lines))
+    lazy = Memory.load(copy, lazy=True)
+    with pytest.raises(CorpusError, match=r"catalog.jsonl: damaged \(ValueError: line \d+ "):
+        list(lazy.insights)

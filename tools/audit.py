@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import CorpusError, InputError, drilldown, manifest, read
+from wikitrace.corpus_schema.catalog import READ_ONLY_MARK
 from wikitrace.corpus_schema.insight_pages import READ_ONLY_NOTE
 from wikitrace.corpus_schema.layout import RAW_DIR, RAW_METADATA_NAME, parse_step
 from wikitrace.corpus_schema.records import (
     READ_ONLY,
-    READ_ONLY_MARK,
     CompilationHeader,
     InsightHeader,
     MinedFinding,

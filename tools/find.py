@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from wikitrace.corpus_schema import InputError
+from wikitrace.corpus_schema.catalog import READ_ONLY_MARK
 from wikitrace.corpus_schema.layout import (
     COMPILATION_DIR,
     INSIGHT_DIR,
@@ -61,8 +62,6 @@ class Hit:
     def line(self) -> str:
         """The hit in one line, as `search` shows it: score, kind, id, task, outcome, title,
         page."""
-        from wikitrace.corpus_schema.records import READ_ONLY_MARK  # pydantic's: not at start
-
         task = f"task {self.task_id}" + (f", {self.task_type}" if self.task_type else "")
         if self.read_only:
             task += f", {READ_ONLY_MARK}"
@@ -94,10 +93,14 @@ def search(
         )
     excluded = set(exclude_tasks)
     hits: list[Hit] = []
+    # With no task left out, every entry may match: no record is read but the hits' (a
+    # memory loaded lazily reads no other).
     if "insights" in kinds:
-        allowed = [
-            i for i, item in enumerate(memory.insights) if not memory.drawn_from(item, excluded)
-        ]
+        allowed: Sequence[int] = range(len(memory.insights))
+        if excluded:
+            allowed = [
+                i for i, item in enumerate(memory.insights) if not memory.drawn_from(item, excluded)
+            ]
         for i, score in _best(memory.insight_ranker, query, allowed, limit, min_score):
             item = memory.insights[i]
             path = f"{INSIGHT_DIR}/{item.id}.md"
@@ -114,12 +117,12 @@ def search(
                     item.read_only,
                 )
             )
-    runs = [
-        i for i, run in enumerate(memory.runs) if not (excluded and run.task_key.named_in(excluded))
-    ]
+    runs: Sequence[int] = range(len(memory.runs))
+    if excluded:
+        runs = [i for i, run in enumerate(memory.runs) if not run.task_key.named_in(excluded)]
     if "compilations" in kinds:
-        compiled = [i for i in runs if memory.runs[i].explanation]
-        for i, score in _best(memory.compilation_ranker, query, compiled, limit, min_score):
+        # A run without a compilation ranks an empty text, which no query's word scores.
+        for i, score in _best(memory.compilation_ranker, query, runs, limit, min_score):
             run = memory.runs[i]
             path = f"{COMPILATION_DIR}/{run.step}.md"
             hits.append(

@@ -8,10 +8,11 @@ works in a git checkout of the lesson's project. What a run saw is its repositor
 text and its quotes (corpus_schema/code_names.py). Names come from logs and models: only plain
 relative paths inside the repository are looked at, and every git call takes them after `--`.
 
-Git is asked at most `MAX_CALLS` times (the checkout and its history, two calls for each of
-the `MAX_BASES` commits compared exactly, one for the rest), each within what is left of
-`budget` seconds; a missing git, a slow
-disk or a commit not in the history leaves lessons unchecked, never the message unmade.
+Git is asked at most `MAX_CALLS` times, in two rounds of calls run at once: the checkout and its
+history; then a diff for each of the `MAX_BASES` commits compared exactly and one for the rest,
+and the commits since each of those only when the history listed is not the whole. All within
+`budget` seconds; a missing git, a slow disk or a commit not in the history leaves lessons
+unchecked, never the message unmade.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ most lessons rest on); the other lessons are compared from the oldest of theirs.
 HISTORY = 2000
 """The most recent commits listed to find the commit a run saw and count those since."""
 MAX_CALLS = 3 + 2 * MAX_BASES
-"""Git calls a message makes at most: the checkout, its history, two for each commit compared
-exactly and one for the rest."""
+"""Git calls a message makes at most: the checkout, its history, a diff for each commit
+compared exactly and one for the rest, and, in a history longer than HISTORY commits, a count
+of those since each commit compared exactly."""
 SYMBOL_BYTES = 1 << 18
 """The most of a named file read to look for the symbols a lesson names."""
 SHOWN_NAMES = 3
@@ -126,9 +128,16 @@ def _check(
     git: _Git,
     found: CodeCheck,
 ) -> None:
-    top = Path(git("rev-parse", "--show-toplevel").strip())
+    # The checkout's top and its history at once (git's paths are the top's, from any folder).
+    toplevel, listed = git.at_once(
+        [
+            ("rev-parse", "--show-toplevel"),
+            ("log", f"--max-count={HISTORY}", "--format=%H %ct %P", "HEAD", "--"),
+        ]
+    )
+    top = Path(toplevel.strip())
     git.folder = top
-    history = _History(git("log", f"--max-count={HISTORY}", "--format=%H %ct", "HEAD", "--"))
+    history = _History(listed)
     by_base: dict[str, list[int]] = {}
     for i in own:
         base = history.base(runs[i])
@@ -138,14 +147,25 @@ def _check(
     # which tells what was deleted or renamed since (a change may be older than their run).
     ranked = sorted(by_base.items(), key=lambda item: (-len(item[1]), history.since(item[0])))
     exact, rest = ranked[:MAX_BASES], ranked[MAX_BASES:]
-    for base, lessons in exact:
-        since = int(git("rev-list", "--count", f"{base}..HEAD", "--").strip() or 0)
-        changes = _changes(git("diff", "--name-status", "-z", "-M", base, "--"))
+    oldest = max((base for base, _ in rest), key=history.since) if rest else None
+    # Every diff at once (and the counts the history cannot tell): git's time is the
+    # longest call's, not their sum.
+    counts = {base: history.made_since(base) for base, _ in exact}
+    asked: list[tuple[str, ...]] = [
+        ("diff", "--name-status", "-z", "-M", base, "--") for base, _ in exact
+    ]
+    asked += [("diff", "--name-status", "-z", "-M", oldest, "--")] if oldest else []
+    unknown = [base for base, count in counts.items() if count is None]
+    asked += [("rev-list", "--count", f"{base}..HEAD", "--") for base in unknown]
+    answers = git.at_once(asked)
+    for base, answer in zip(unknown, answers[len(exact) + bool(oldest) :], strict=True):
+        counts[base] = int(answer.strip() or 0)
+    for (base, lessons), answer in zip(exact, answers, strict=False):
+        changes, since = _changes(answer), counts[base] or 0
         for i in lessons:
             _noted(found, i, _note(memory.insights[i], runs[i], changes, since, top))
-    if rest:
-        oldest = max((base for base, _ in rest), key=history.since)
-        changes = _changes(git("diff", "--name-status", "-z", "-M", oldest, "--"))
+    if oldest:
+        changes = _changes(answers[len(exact)])
         for base, lessons in rest:
             for i in lessons:
                 note = _note(
@@ -160,21 +180,38 @@ def _noted(found: CodeCheck, insight: int, note: CodeNote | None) -> None:
 
 
 class _History:
-    """The checkout's last HISTORY commits (`git log --format='%H %ct'`), newest first: the
+    """The checkout's last HISTORY commits (`git log --format='%H %ct %P'`), newest first: the
     commit a run saw, and how many were made since, without asking git again."""
 
     def __init__(self, output: str) -> None:
         self.commits: list[tuple[str, int]] = []
+        self._parents: dict[str, list[str]] = {}
         for line in output.splitlines():
-            sha, _, stamp = line.partition(" ")
+            sha, stamp, *parents = line.split(" ")
             if len(sha) == 40 and stamp.isdigit():
                 self.commits.append((sha, int(stamp)))
+                self._parents[sha] = parents
         self._place = {sha: at for at, (sha, _) in enumerate(self.commits)}
         self._whole = len(self.commits) < HISTORY
 
     def since(self, sha: str) -> int:
         """Commits listed before `sha`: those made since, in a history without merges."""
         return self._place[sha]
+
+    def made_since(self, sha: str) -> int | None:
+        """The commits since `sha`, as `git rev-list --count sha..HEAD` counts them (merges
+        and their branches included): those of HEAD's history that are not `sha`'s. None when
+        the history listed is not the whole, where older commits could count."""
+        if not self._whole:
+            return None
+        seen = {sha}
+        waiting = [sha]
+        while waiting:
+            for parent in self._parents.get(waiting.pop(), ()):
+                if parent not in seen:
+                    seen.add(parent)
+                    waiting.append(parent)
+        return len(self.commits) - len(seen & self._place.keys())
 
     def base(self, run: PastRun | None) -> str | None:
         """The commit a run saw: the one its log names when the history has it, else the last
@@ -376,9 +413,28 @@ class _Git:
         } | {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
     def __call__(self, *arguments: str) -> str:
+        return self.at_once([arguments])[0]
+
+    def at_once(self, asked: Sequence[Sequence[str]]) -> list[str]:
+        """Each git command of `asked` (its arguments) run at the same time; their outputs,
+        in order, once all have ended."""
         left = self.budget - (time.perf_counter() - self.start)
         if left <= 0:
             raise _GitFailed(f"git took more than {self.budget:g} s", timed_out=True)
+        running: list[subprocess.Popen[bytes]] = []
+        try:
+            for arguments in asked:
+                running.append(self._started(arguments))
+            return [
+                self._ended(process, arguments)
+                for process, arguments in zip(running, asked, strict=True)
+            ]
+        finally:
+            for process in running:
+                if process.returncode is None:
+                    _killed(process)
+
+    def _started(self, arguments: Sequence[str]) -> subprocess.Popen[bytes]:
         self.calls += 1
         command = [
             "git",
@@ -393,7 +449,7 @@ class _Git:
         ]
         try:
             # Its own process group: a git that is too slow goes with whatever it started.
-            process = subprocess.Popen(
+            return subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -403,14 +459,22 @@ class _Git:
             )
         except OSError as error:
             raise _GitFailed(f"git could not run: {error.strerror or error}") from None
+
+    def _ended(self, process: subprocess.Popen[bytes], arguments: Sequence[str]) -> str:
+        left = self.budget - (time.perf_counter() - self.start)
         try:
-            out, err = process.communicate(timeout=left)
+            out, err = process.communicate(timeout=max(left, 0.001))
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+            _killed(process)
             raise _GitFailed(f"git took more than {self.budget:g} s", timed_out=True) from None
         if process.returncode != 0:
             first = err.decode(errors="replace").strip().splitlines()[:1]
             raise _GitFailed(f"git {arguments[0]}: {first[0] if first else process.returncode}")
         return out.decode(errors="replace")
+
+
+def _killed(process: subprocess.Popen[bytes]) -> None:
+    """A git call stopped with whatever it started, its pipes read to the end."""
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()

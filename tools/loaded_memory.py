@@ -16,8 +16,8 @@ from wikitrace.search.rank import Ranker
 class LoadedMemory(Protocol):
     """A corpus loaded once (tools/memory.py, `Memory`), as a first message or a search reads it."""
 
-    runs: list[PastRun]
-    insights: list[InsightEntry]
+    runs: Sequence[PastRun]
+    insights: Sequence[InsightEntry]
     offline: bool
     withheld: int
 

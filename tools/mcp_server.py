@@ -17,7 +17,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,6 +29,7 @@ from wikitrace.corpus_schema.projects import folder_aliases, project_named, repo
 from wikitrace.corpus_schema.work import KINDS, kind_named
 from wikitrace.search import MIN_SCORE
 
+from . import mcp_stdio
 from .message_options import BUDGET_TOKENS, DEFAULT_MOUNT, SIMILAR, SIMILAR_LIMIT, MessageOptions
 
 URI_ROOT = "wikitrace://corpus/"
@@ -154,12 +155,15 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _tool_errors(function: _Tool) -> _Tool:
-    """Errors a caller can act on become a one-line tool error, never a traceback."""
+def _tool_errors(function: _Tool) -> Callable[..., Awaitable[str]]:
+    """The tool as the server calls it: on its event loop (a coroutine function: the SDK
+    runs a plain one in a worker thread, a hop each way that costs more than most tools take
+    on a corpus loaded once), errors a caller can act on a one-line tool error, never a
+    traceback."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     @functools.wraps(function)
-    def wrapped(*args: Any, **kwargs: Any) -> str:
+    async def wrapped(*args: Any, **kwargs: Any) -> str:
         try:
             return function(*args, **kwargs)
         except drilldown.DrillError as error:
@@ -167,7 +171,7 @@ def _tool_errors(function: _Tool) -> _Tool:
         except (WikitraceError, ValueError, OSError) as error:
             raise ToolError(_one_line(error)) from None
 
-    return wrapped  # type: ignore[return-value]
+    return wrapped
 
 
 def build_server(corpus: Corpus) -> Any:
@@ -202,6 +206,16 @@ def _new_server(corpus: Corpus) -> Any:
                     )
                     raise ToolError(f"bad arguments to {name}: {problems}") from None
                 raise
+
+        async def run_stdio_async(self) -> None:
+            """Over stdin and stdout without a thread hop per message (tools/mcp_stdio.py)."""
+            lowlevel = self._lowlevel_server
+
+            async def serve(read_stream: Any, write_stream: Any) -> None:
+                options = lowlevel.create_initialization_options()
+                await lowlevel.run(read_stream, write_stream, options)
+
+            await mcp_stdio.run_stdio(serve, super().run_stdio_async)
 
     counts = corpus.manifest.counts
     server: Any = Server(
@@ -481,7 +495,7 @@ def _add_pages(server: Any, corpus: Corpus) -> None:
     """The pages as resources: the root and each layer's index by name, any page by path."""
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-    def page(path: str) -> str:
+    async def page(path: str) -> str:  # on the loop, as the tools are (`_tool_errors`)
         try:
             return corpus.page(path)
         except ValueError as error:

@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, read_catalog
+from wikitrace.corpus_schema.catalog import InsightEntry, LazyCatalog, PastRun, read_catalog
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import MIN_SCORE, consolidate
 from wikitrace.search.rank import Ranker, SearchName, search_texts
 
@@ -30,12 +31,12 @@ class Memory:
     def __init__(
         self,
         root: Path,
-        runs: list[PastRun],
-        insights: list[InsightEntry],
+        runs: Sequence[PastRun],
+        insights: Sequence[InsightEntry],
         offline: bool,
         withheld: int = 0,
         grouping: consolidate.Grouping = consolidate.group,
-        leaders: list[int] | None = None,
+        leaders: Sequence[int] | None = None,
         from_catalog: bool = False,
     ):
         self.root = root
@@ -44,18 +45,27 @@ class Memory:
         self.offline = offline
         self.withheld = withheld
         """Insights on record that the gate rejected or monitoring retired: never shown."""
-        # Near-duplicate lessons (search/consolidate.py): the message lists one of each group.
-        self._leader = (
-            leaders if leaders is not None else consolidate.of_lessons(insights, grouping)
-        )
+        self._leaders = leaders
+        self._grouping = grouping
         self._lexical = grouping is consolidate.group
         """Whether lessons are grouped by their words (the default), which one project's
         runs' lessons are also grouped by (`groups`)."""
-        self.task_of = {run.step: run.task_key for run in runs}
-        """Run step -> its task (source and id)."""
         self._by_step: dict[str, PastRun] | None = None
         """Run step -> its run, made when a message is scoped by project or kind."""
         self._from_catalog = from_catalog
+
+    @functools.cached_property
+    def _leader(self) -> Sequence[int]:
+        """Near-duplicate lessons (search/consolidate.py): each insight's group's first (the
+        message lists one of each group), as the catalog says or found now."""
+        if self._leaders is not None:
+            return self._leaders
+        return consolidate.of_lessons(self.insights, self._grouping)
+
+    @functools.cached_property
+    def task_of(self) -> dict[str, TaskKey]:
+        """Run step -> its task (source and id)."""
+        return {run.step: run.task_key for run in self.runs}
 
     def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
         """Whether `item` rests on a run of a task `excluded` names (TaskKey.named_in): its
@@ -125,10 +135,26 @@ class Memory:
         return Ranker.of(search_texts(name, lambda: self.runs, lambda: self.insights))
 
     @classmethod
-    def load(cls, root: Path, grouping: consolidate.Grouping = consolidate.group) -> Memory:
+    def load(
+        cls, root: Path, grouping: consolidate.Grouping = consolidate.group, *, lazy: bool = False
+    ) -> Memory:
         """The corpus at `root`; `grouping` says which lessons are near-duplicates (lexical
         by default, see search/consolidate.py). Read from its catalog (one file, written when
-        the version was made), or from its pages when it has none (made before catalogs)."""
+        the version was made), or from its pages when it has none (made before catalogs).
+        `lazy`: each record made when first read (a single search, which reads its hits'
+        alone), not all at once (what a first message reads, and a server that answers many)."""
+        if lazy and (root / CATALOG).is_file() and (catalog := LazyCatalog.read(root)):
+            kept = catalog.leaders if grouping is consolidate.group else None
+            return cls(
+                root,
+                catalog.runs,
+                catalog.insights,
+                catalog.offline,
+                catalog.withheld,
+                grouping,
+                kept,
+                from_catalog=True,
+            )
         if (root / CATALOG).is_file():
             runs, insights, offline, withheld, leaders = read_catalog(root)
             # The catalog's groups are the lexical ones; any other grouping is made anew.
