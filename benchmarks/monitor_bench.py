@@ -17,10 +17,11 @@ type (drawn from the same population) for the task-type base rate. Cases:
 
 Printed: the share retired within 100 and within 1,000 episodes (Wilson's 95% interval), and
 the median episode of retirement, with issue 52's target where it has one; the checked cases
-also exactly, over every path of violations (`exactly`). For each base: none (every failure
-counts in full: what monitoring did for a task the corpus never ran), the task type's rate at
-its upper bound (what it does now), and control episodes: one of each task (pooled over all,
-at the upper bound) or five of each (each task's own rate).
+also exactly, over every path of violations (`exactly`). For each base: none (nothing known of
+the new tasks nor of the lesson's task type: `monitor` judges no such episode, so the lesson is
+kept; before issue 52 every failure counted in full), the task type's `--type-runs` corpus runs
+at their upper bound, and control episodes: one of each task (pooled over all, at the upper
+bound) or five of each (each task's own rate).
 
     python benchmarks/monitor_bench.py               # 1,000 lessons a case
     python benchmarks/monitor_bench.py --reps 200    # quicker
@@ -103,16 +104,22 @@ def one_lesson(
         confidence=options.confidence,
     )
     watch = Watch(options.max_violation_rate, 1.0 - options.confidence)
+    judged = 0
     for episode in range(1, episodes + 1):
         task = rng.randrange(len(chances))
         if case.checked is not None:
             watch.observe(rng.random() < case.checked, 0.0)
+            judged += 1
         else:
             chance = chances[task]
             failure = chance + case.harm * (1 - chance)
-            allowance = rates.failure(TaskKey(None, str(task)), "type").failure
-            watch.observe(rng.random() < failure, allowance)
-        if episode >= options.min_judged and watch.retire():
+            allowance = rates.failure(TaskKey(None, str(task)), "type")
+            violated = rng.random() < failure
+            if not allowance.judged:
+                continue  # as `monitor` does: no base rate, not judged
+            judged += 1
+            watch.observe(violated, allowance.failure)
+        if judged >= options.min_judged and watch.retire():
             return episode
     return None
 
@@ -190,9 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{case.met(early, late)}"
             )
     print(
-        f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - started:.0f} s). The targets "
-        "hold for a base the monitor has (task type, controls); with none, every failure counts "
-        "in full"
+        f"\n{time.process_time():.1f} s CPU ({time.perf_counter() - started:.0f} s). With no "
+        "base an episode is not judged, so nothing is retired on outcomes alone, harmful or "
+        "not: give control episodes (--controls) or checks"
     )
     return 0
 

@@ -247,8 +247,9 @@ def monitor_command(
     an insight when it used it, its precondition held (unsaid: yes, it was used) and its
     expected effect was absent (unsaid: the episode failed, allowing for how often the task
     fails anyway: its --controls episodes, else the corpus's runs of it, else, for a new task,
-    the lesson's task type in the corpus at its upper 95% bound). Reports already counted are
-    not counted again.
+    the lesson's task type in the corpus at its upper 95% bound). An episode with none of these
+    (or no task_id) is not judged: reported as such, never held against the lesson. Reports
+    already counted are not counted again.
 
     An insight is retired when at least --min-judged episodes judged it and an anytime-valid
     test shows its violation rate above --max-violation-rate (so checking after every episode
@@ -265,7 +266,7 @@ def monitor_command(
       wikitrace monitor corpus reports.jsonl
     """
 
-    from wikitrace.control.monitor import monitor_corpus
+    from wikitrace.control.monitor import FEED_CONTROLS, NO_BASE, monitor_corpus
     from wikitrace.versions import Store
 
     result = monitor_corpus(corpus, list(reports), limits, deploy=not no_deploy)
@@ -281,16 +282,27 @@ def monitor_command(
             verdict = "kept"
             if record.retire:
                 verdict = f"RETIRED, replaced by {record.replaced_by or 'none'}"
+            unjudged = record.not_judged.get(NO_BASE, 0)
             click.echo(
                 f"{record.insight}: cited {record.cited}, judged {record.judged}, violations "
                 f"{record.violations} (rate {record.rate:.3f}, at least {record.rate_lower:.3f}; "
-                f"evidence {record.evidence:.3g}): {verdict}",
+                f"evidence {record.evidence:.3g})"
+                + (f", {unjudged} not judged ({NO_BASE})" if unjudged else "")
+                + f": {verdict}",
+                err=True,
+            )
+        if result.not_judged:
+            click.echo(
+                f"{plural(result.not_judged, 'episode')} not judged: {NO_BASE} for their tasks, "
+                "so a failure there may be the task's, not the lesson's, and counts against "
+                f"no lesson; to judge them, {FEED_CONTROLS}",
                 err=True,
             )
     if as_json:
         data = {
             "version": result.version,
             "new_reports": result.new_reports,
+            "not_judged": result.summary(),
             "records": [r.as_dict() for r in result.records],
         }
         print_json(data)

@@ -14,8 +14,11 @@ precondition held (the agent chose to use it) and the effect is judged by the ep
 the task's own control episodes, run without memory, or else the corpus's runs of it, when
 there are at least 5; or else a rate pooled over tasks at its upper confidence bound: every
 control episode given, or the corpus's runs of the lesson's task type; a failure on a task
-that fails half the time says less against the lesson than one on a task always solved; a
-report that names no task counts in full). An insight
+that fails half the time says less against the lesson than one on a task always solved). An
+episode with no base rate at all (its report names no task, or nothing is known of its task or
+the lesson's task type) is not judged: its failure cannot tell the lesson's harm from the
+task's difficulty, so it is counted as cited, reported as not judged (`not_judged`, with
+how to feed control episodes) and never counts against the lesson. An insight
 is retired when an anytime-valid test (control.sequential.Watch) shows its violation rate above
 `max_violation_rate`: checked after every report, a lesson violated no more often than that
 is retired with chance at most `alpha`. Retirement makes a new version: the insight is
@@ -95,6 +98,9 @@ class InsightRecord:
     episodes: list[dict[str, Any]] = field(default_factory=list)
     bases: dict[str, int] = field(default_factory=dict)
     """This call's judged episodes by where their base failure rate came from (`Base.source`)."""
+    not_judged: dict[str, int] = field(default_factory=dict)
+    """This call's episodes that used it with an outcome but were not judged, by why
+    (NO_BASE)."""
     replaced_by: str | None = None
     """For a lesson retired: the committed lesson of its scope added later that replaces it
     (`replacement`), which the first message shows instead; None when there is none."""
@@ -110,6 +116,7 @@ class InsightRecord:
             "evidence": self.evidence,
             "retire": self.retire,
             "bases": dict(self.bases),
+            "not_judged": dict(self.not_judged),
             **({"replaced_by": self.replaced_by} if self.retire else {}),
         }
 
@@ -123,6 +130,15 @@ class MonitorReport:
     monitored: str | None = None
     new_reports: int = 0
     """Reports this call counted for the first time (the others were counted before)."""
+
+    @property
+    def not_judged(self) -> int:
+        """This call's episodes, over every insight, left unjudged for want of a base rate."""
+        return sum(record.not_judged.get(NO_BASE, 0) for record in self.records)
+
+    def summary(self) -> dict[str, Any]:
+        """What the records leave unjudged, why and what to do about it (for `--json`)."""
+        return {"episodes": self.not_judged, "why": NO_BASE, "how_to_judge": FEED_CONTROLS}
 
 
 def judge(ident: str, report: CitationReport) -> tuple[bool, bool | None, bool]:
@@ -150,7 +166,25 @@ class Base:
     """checked (the report's own check: no allowance), controls (the task's own control
     episodes), task (the corpus's runs of the task), all controls (every control episode,
     upper bound), task type (the corpus's runs of the lesson's task type, upper bound), none
-    (nothing known: the failure counts in full)."""
+    (nothing known: the episode is not judged, `judged` is False)."""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the episode's outcome can be held against the lesson: not without a base
+        rate, where a failure may be the task's as well as the lesson's."""
+        return self.source != "none"
+
+
+NO_BASE = "no base rate"
+"""Why an episode that used a lesson is not judged: nothing says how often its task fails
+without the lesson (no control episodes of it, no corpus run of it or of the lesson's task
+type, or its report names no task)."""
+
+FEED_CONTROLS = (
+    "give control episodes (the same agent run without memory, a report line each with its "
+    "task_id and success) with --controls FILE, or a check of the lesson's own effect in each "
+    "report (checks: effect_observed); see docs/measuring.md"
+)
 
 
 Counts = tuple[int, int]
@@ -230,7 +264,8 @@ class BaseRates:
         )
 
     def failure(self, task: TaskKey | None, task_type: str | None) -> Base:
-        """`task`: the episode's task (None: its report names none)."""
+        """`task`: the episode's task (None: its report names none). Source "none" when
+        nothing is known: the episode is then not judged (`Base.judged`)."""
         if task is None:
             return Base(0.0, "none")
         for tallies, source in ((self._controls, "controls"), (self._tasks, "task")):
@@ -380,14 +415,19 @@ def _count_reports(
             record.cited += 1
             met, effect, checked = judge(ident, report)
             violation = met and effect is False
-            if met and effect is not None:
+            base = (
+                Base(0.0, "checked")
+                if checked
+                else rates.failure(report_task(report), types.get(ident))
+            )
+            if met and effect is not None and not base.judged:
+                # Its failure could be the task's as well as the lesson's: held against
+                # neither, and said so.
+                violation = False
+                record.not_judged[NO_BASE] = record.not_judged.get(NO_BASE, 0) + 1
+            elif met and effect is not None:
                 record.judged += 1
                 record.violations += violation
-                base = (
-                    Base(0.0, "checked")
-                    if checked
-                    else rates.failure(report_task(report), types.get(ident))
-                )
                 record.bases[base.source] = record.bases.get(base.source, 0) + 1
                 watches[ident].observe(violation, base.failure)
             record.episodes.append(
@@ -399,6 +439,7 @@ def _count_reports(
                     "precondition_met": met,
                     "effect_observed": effect,
                     "violation": violation,
+                    "base": base.source,
                 }
             )
     return new_reports

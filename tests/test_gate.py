@@ -21,6 +21,8 @@ from wikitrace.control import stats
 from wikitrace.control.gate import GateReport, gate_insights
 from wikitrace.control.gate_inputs import GateOptions
 from wikitrace.control.monitor import (
+    FEED_CONTROLS,
+    NO_BASE,
     Base,
     BaseRates,
     MonitorOptions,
@@ -303,6 +305,8 @@ def _episodes(
                 check=True,
             )
             result = json.loads(done.stdout)
+            # A harness that checks only `checked`'s effect: the toy agent's own checks dropped.
+            result.pop("checks", None)
             if checked in result["used"]["insights"]:
                 result["checks"] = {checked: {"effect_observed": result["success"]}}
             lines.append(json.dumps({**result, "task_id": task, "episode": f"{task}#{seed}"}))
@@ -378,7 +382,8 @@ def test_base_rates_for_known_and_new_tasks(tmp_path: Path) -> None:
     new = typed.failure(TaskKey(None, "new"), "drawer")
     assert new.source == "task type" and new.failure == pytest.approx(stats.upper(4, 10, 0.95))
     assert new.failure > 0.4 and typed.failure(b, "drawer") == new
-    assert typed.failure(TaskKey(None, "new"), "safe") == Base(0.0, "none")  # nothing known
+    nothing = typed.failure(TaskKey(None, "new"), "safe")  # nothing known: not judged
+    assert nothing == Base(0.0, "none") and not nothing.judged and new.judged
     controls = tmp_path / "controls.jsonl"
     controls.write_text('{"used": {}, "task_id": "a", "success": false}\n{"used": {}}\n')
     with pytest.raises(InputError, match=r"controls.jsonl:2: a control episode needs its task_id"):
@@ -417,16 +422,75 @@ def test_checks_in_a_report_decide_what_is_judged(tmp_path: Path, llm: FakeLLM) 
         {"used": used, "success": False, "checks": {"insight-0001": {"precondition_met": False}}},
         {"used": used, "success": True, "checks": {"insight-0001": {"effect_observed": False}}},
         {"used": used},  # no outcome: cited, not judged
-        {"used": used, "success": False},
+        {"used": used, "success": False},  # no task, so no base rate: not judged
+        {"used": used, "success": False, "task_id": "drawer-4"},  # the task type's base
     ]
     reports.write_text("".join(json.dumps(line) + "\n" for line in lines))
     # Only insight-0001 was gated (committed); the two ungated ones are watched too.
     records = {r.insight: r for r in monitor_corpus(corpus, [reports], MonitorOptions()).records}
     assert sorted(records) == ["insight-0001", "insight-0002", "insight-0003"]
     record = records["insight-0001"]
-    assert (record.cited, record.judged, record.violations) == (4, 2, 2)
+    assert (record.cited, record.judged, record.violations) == (5, 2, 2)
+    assert record.bases == {"checked": 1, "task type": 1}
+    assert record.not_judged == {NO_BASE: 1}
     assert not record.retire  # 2 judged is under --min-judged 5
     assert records["insight-0002"].cited == 0
+
+
+def test_an_episode_without_a_base_rate_is_not_held_against_the_lesson(
+    tmp_path: Path, llm: FakeLLM
+) -> None:
+    """Episodes on tasks nothing is known of may fail for the task's own reasons: a lesson
+    that failed in every one of them is kept, the CLI and --json say why and how to judge
+    them, and control episodes of those tasks then judge them."""
+    corpus = build_toy(tmp_path, llm)
+    used = {"insights": ["insight-0003"]}
+    reports, controls = tmp_path / "reports.jsonl", tmp_path / "controls.jsonl"
+    # Reports that name no task: nothing says how often their tasks fail anyway.
+    reports.write_text(
+        "".join(
+            json.dumps({"used": used, "success": False, "episode": f"e{n}"}) + "\n"
+            for n in range(8)
+        )
+    )
+    code, out, err = run(["monitor", str(corpus), str(reports), "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["version"] is None
+    assert data["not_judged"] == {"episodes": 8, "why": NO_BASE, "how_to_judge": FEED_CONTROLS}
+    (record,) = [r for r in data["records"] if r["insight"] == "insight-0003"]
+    assert (record["cited"], record["judged"], record["violations"], record["retire"]) == (
+        8,
+        0,
+        0,
+        False,
+    )
+    assert record["not_judged"] == {NO_BASE: 8} and record["bases"] == {}
+    assert "insight-0003: cited 8, judged 0, violations 0" in err
+    assert ", 8 not judged (no base rate): kept" in err
+    assert "8 episodes not judged: no base rate for their tasks" in err
+    assert "--controls FILE" in err
+    assert page(corpus, "insight/insight-0003.md")["status"] != "retired"
+    # Named, with controls: five of each task, which never fails without the lesson, so its
+    # failures are its own.
+    controls.write_text(
+        "".join(
+            json.dumps({"used": {}, "task_id": f"attic-{n}", "success": True}) + "\n"
+            for n in range(8)
+            for _ in range(5)
+        )
+    )
+    again = [
+        json.dumps({"used": used, "success": False, "task_id": f"attic-{n}", "episode": f"n{n}"})
+        for n in range(8)
+    ]
+    later = tmp_path / "later.jsonl"
+    later.write_text("\n".join(again) + "\n")
+    result = monitor_corpus(corpus, [later], MonitorOptions(controls=[controls]))
+    (record,) = [r for r in result.records if r.insight == "insight-0003"]
+    assert record.bases == {"controls": 8} and record.not_judged == {}
+    assert (record.judged, record.violations, record.retire) == (8, 8, True)
+    assert result.version is not None
 
 
 def test_monitoring_keeps_a_running_record_and_watches_ungated_lessons(
@@ -436,7 +500,8 @@ def test_monitoring_keeps_a_running_record_and_watches_ungated_lessons(
     an ungated lesson that keeps failing is retired like a committed one."""
     corpus = build_toy(tmp_path, llm)
     used = {"insights": ["insight-0003"]}
-    failing = [{"used": used, "success": False, "episode": f"e{n}"} for n in range(6)]
+    broken = {"insight-0003": {"effect_observed": False}}
+    failing = [{"used": used, "checks": broken, "episode": f"e{n}"} for n in range(6)]
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     first.write_text("".join(json.dumps(r) + "\n" for r in failing[:3]))
     second.write_text("".join(json.dumps(r) + "\n" for r in failing[3:]))

@@ -109,10 +109,11 @@ def test_a_gate_killed_before_its_version_is_recorded_is_finished_by_running_it_
 
 
 def reports(path: Path) -> Path:
-    """Ten failed episodes that used insight-0001 (enough to retire it), four good ones that
-    used insight-0002."""
+    """Ten episodes that used insight-0001 and checked it failed (enough to retire it), four
+    good ones that used insight-0002."""
+    broken = {"insight-0001": {"effect_observed": False}}
     lines = [
-        {"used": {"insights": ["insight-0001"]}, "success": False, "episode": f"a{n}"}
+        {"used": {"insights": ["insight-0001"]}, "checks": broken, "episode": f"a{n}"}
         for n in range(10)
     ]
     lines += [

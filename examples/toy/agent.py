@@ -7,7 +7,9 @@ leaving out those the admission gate rejected or monitoring retired. It plays th
 strategy of the lessons whose precondition (or, without one, "Applies when") fits the task,
 writes its trajectory as one line of wikitrace's native JSON Lines, and prints the one JSON
 object on stdout the runner protocol asks for, with the lessons it used:
-{"success": true, "used": {"insights": ["insight-0001"]}, "trajectory": "..."}.
+{"success": true, "used": {"insights": ["insight-0001"]}, "task_id": "drawer-4",
+"trajectory": "..."}: the task named, so that monitoring knows how often it fails anyway, and
+`checks` of each lesson's own effect (was the key under the doormat?) when the episode tried it.
 
 The agent is naive on purpose: it reads a precondition literally (the containers it names,
 locked or not) and follows the lesson wherever that reading fits. A guideline that says to look
@@ -107,6 +109,22 @@ def choose(task: Task, known: list[Lesson]) -> tuple[str, list[str]]:
     return "plain", []
 
 
+TRIED = {"mat": ("lift doormat", "You find a small key"), "force": ("force ", " is open")}
+"""For a strategy a lesson gives: the action that tries it, and what it shows when it works."""
+
+
+def checks(strategy: str, used: list[str], turns: list[dict[str, str]]) -> dict[str, object]:
+    """What the episode showed of the lessons it acted on, as a harness that watches the
+    lesson's own effect would report it (`checks` in a citation report): whether the key was
+    under the doormat, whether the container gave way. Unsaid when the episode never tried it
+    (an unlocked container opens without the doormat)."""
+    action, effect = TRIED.get(strategy, ("", ""))
+    tried = [t for t in turns if action and t.get("action", "").startswith(action)]
+    if not tried:
+        return {}
+    return {ident: {"effect_observed": effect in tried[0]["observation"]} for ident in used}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", required=True, choices=sorted(TASKS))
@@ -131,7 +149,13 @@ def main() -> None:
         success = not success
         turns.append({"role": "assistant", "content": "(the outcome was flipped by --noise)"})
     # The result, and a citation report of the lessons it acted on (see `wikitrace cite`).
-    result: dict[str, object] = {"success": success, "used": {"insights": used}}
+    result: dict[str, object] = {
+        "success": success,
+        "used": {"insights": used},
+        "task_id": task.task_id,
+    }
+    if checks(strategy, used, turns):
+        result["checks"] = checks(strategy, used, turns)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
