@@ -51,7 +51,8 @@ right then).
 
 `--tasks FILE` asks a second list of held-out tasks instead (JSON: {"tasks": [{name, task,
 project, left_out, expected, name_given, remote}]}, as benchmarks/data/realistic_tasks_second.json,
-written by a second reader before its messages were made); `--scores FILE` reads the judgments
+written by a second reader before its messages were made; realistic_tasks_third.json, a third
+list written before the change it measures, not tuned on); `--scores FILE` reads the judgments
 from another reader's file (same shape as realistic_scores.json), so a second reader scores blind.
 
     python benchmarks/realistic_bench.py [DATA] [--keep DIR] [--dump-prompts DIR]

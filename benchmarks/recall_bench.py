@@ -663,6 +663,9 @@ class Named:
     """Lessons of the task's own repository, of the lessons shown."""
     with_own: Rate = field(default_factory=Rate)
     """Messages showing at least one of its own repository's lessons."""
+    said_none: int = 0
+    """Messages showing none of its lessons that say none of them bears on the task and count
+    them, its similar runs all of the repository (the project found, with runs)."""
     wrong_domain: Rate = field(default_factory=Rate)
     """Items (lessons and similar runs) from another domain, of the items shown."""
 
@@ -729,6 +732,13 @@ def naming_figures(
             own = [truth.repo.get(source.step) == repo for source in sources]
             tally.messages += 1
             tally.with_own.add(any(own))
+            tally.said_none += (
+                not sources
+                and message["project_has_runs"]
+                and message["none_bear"]
+                and message["unlisted"] > 0
+                and all(truth.repo.get(other.step) == repo for other in similar)
+            )
             for hit in own:
                 tally.own_lessons.add(hit)
             for other in sources + similar:
@@ -862,7 +872,8 @@ def report(figures: Figures, settings: str) -> Iterator[str]:
     for name, named in figures.named.items():
         yield (
             f"(e) `prompt` given {name}: {named.messages} messages; showing the repository's "
-            f"own lessons: {named.with_own}; own lessons {named.own_lessons} lessons shown; "
+            f"own lessons: {named.with_own} (and saying none of them bears, counting them: "
+            f"{named.said_none}); own lessons {named.own_lessons} lessons shown; "
             f"another domain's items: {named.wrong_domain}"
         )
     yield (

@@ -12,13 +12,20 @@ from wikitrace.corpus_schema.catalog import damaged
 from .rank import Ranker, _bm25s, _tokenize
 
 
-def scored(ranker: Ranker, query: str, allowed: Iterable[int]) -> list[tuple[int, float]]:
+def scored(
+    ranker: Ranker, query: str, allowed: Iterable[int], *, within: bool = False
+) -> list[tuple[int, float]]:
     """(index, score) of each text in `allowed` that shares a word with `query`, best first
     (ties in text order). The score is the text's BM25 score over the query's own weight, the
     sum of its words' idf, where a word no text holds weighs as a word in none would: from 0
     to under 1. A query most of whose words the texts lack scores low whatever it matches; a
     text of average length that holds each of the query's words once scores 1 / (1 + k1), 0.4
-    with bm25s's k1 of 1.5 (docs/using.md, "Scores and no match")."""
+    with bm25s's k1 of 1.5 (docs/using.md, "Scores and no match").
+
+    `within`: each word weighs by its idf among the `allowed` texts alone, not the whole
+    index, so that the words most of a scope's texts hold (a project's own vocabulary:
+    "mix", "spotter", "bead" among one Elixir project's runs) weigh little there, however
+    rare they are in the corpus (`_scoped`)."""
     allowed = set(allowed)
     words = _query_words(query, stem=ranker.stemmed)
     if not allowed or not words or ranker.index is None:  # None: no text holds a word
@@ -27,7 +34,10 @@ def scored(ranker: Ranker, query: str, allowed: Iterable[int]) -> list[tuple[int
     if not known or weight <= 0:
         return []
     try:
-        scores = _sums(ranker, known)
+        factors: list[float] | None = None
+        if within:
+            factors, weight = _scoped(ranker, words, known, allowed)
+        scores = _sums(ranker, known, factors)
     except (IndexError, ValueError) as error:
         if ranker.source is None:
             raise
@@ -57,6 +67,37 @@ def holders(ranker: Ranker, query: str) -> dict[str, frozenset[int]]:
     return found
 
 
+def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[int, float]:
+    """For each item in `allowed` that holds a word of `query` in any of its texts (the same
+    items indexed several ways: a run's task text, its compilation), the share of the query's
+    weight it holds, from 0 to 1: each distinct word weighs its idf among the `allowed` items,
+    so a word most of them hold weighs little and a word one holds weighs most. Unlike
+    `scored`, a text's length does not count against it: a long compilation of a run that did
+    the task's work holds its words as surely as a short one that merely shares two."""
+    allowed = set(allowed)
+    if not allowed or not rankers or rankers[0].index is None:
+        return {}
+    # Position by position: each ranker's form of the same query word (stemmed or not).
+    forms = [_query_words(query, stem=ranker.stemmed) for ranker in rankers]
+    held_by = [holders(ranker, query) for ranker in rankers]
+    index = rankers[0].index
+    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    holding: dict[str, set[int]] = {}
+    for position, word in enumerate(forms[0]):
+        items = holding.setdefault(word, set())
+        for form, held in zip(forms, held_by, strict=True):
+            items |= held.get(form[position], frozenset()) & allowed
+    if not holding:
+        return {}
+    weight = {word: idf(len(items), len(allowed)) for word, items in holding.items()}
+    total = sum(weight.values())
+    share: dict[int, float] = {}
+    for word, items in holding.items():
+        for item in items:
+            share[item] = share.get(item, 0.0) + weight[word] / total
+    return share
+
+
 def words_of(ranker: Ranker, text: str) -> set[str]:
     """A text's words as the ranker's index holds them (their stems, when it indexed stems):
     those `holders` names."""
@@ -81,18 +122,47 @@ def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
     return known, weight
 
 
-def _sums(ranker: Ranker, known: list[int]) -> Any:
+def _scoped(
+    ranker: Ranker, words: list[str], known: list[int], allowed: set[int]
+) -> tuple[list[float], float]:
+    """For each of the `known` word ids, the factor that turns its idf over the whole index
+    into its idf among the `allowed` texts (a BM25 entry is idf times a part that depends on
+    the word's count and the text's length only); and the query's weight counted the same
+    way, a word the index lacks weighing as one no allowed text holds."""
+    import numpy as np
+
+    index = ranker.index
+    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    indices, indptr = index.scores["indices"], index.scores["indptr"]
+    members = np.zeros(ranker.size, dtype=bool)
+    members[sorted(allowed)] = True
+    size = len(allowed)
+    factors: list[float] = []
+    for number in known:
+        start, end = int(indptr[number]), int(indptr[number + 1])
+        overall = idf(end - start, ranker.size)
+        local = idf(int(members[indices[start:end]].sum()), size)
+        factors.append(local / overall if overall > 0 else 0.0)
+    weight = sum(
+        idf(int(members[indices[indptr[n] : indptr[n + 1]]].sum()), size) for n in known
+    ) + idf(0, size) * (len(words) - len(known))
+    return factors, float(weight)
+
+
+def _sums(ranker: Ranker, known: list[int], factors: list[float] | None = None) -> Any:
     """Each text's BM25 score for the words `known` (ids, repeats counted), summed in float64
     word by word in their order, as the site's script sums them (`export`), so that both give
-    the same numbers to the last bit."""
+    the same numbers to the last bit; each word's entries times its factor, when given
+    (`_scoped`)."""
     import numpy as np
 
     matrix = ranker.index.scores
     data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
     sums = np.zeros(ranker.size, dtype=np.float64)
-    for number in known:
+    for position, number in enumerate(known):
         start, end = int(indptr[number]), int(indptr[number + 1])
-        sums[indices[start:end]] += data[start:end].astype(np.float64)
+        entries = data[start:end].astype(np.float64)
+        sums[indices[start:end]] += entries if factors is None else entries * factors[position]
     return sums
 
 

@@ -110,7 +110,9 @@ def repo(tmp_path: Path, built: tuple[Path, str]) -> Path:
 
 def message(corpus: Path, checkout: Path | None) -> Any:
     memory = Memory.load(corpus)
-    return memory.first_message("Fix the parser flags", project=PROJECT, checkout=checkout, now=NOW)
+    return memory.first_message(
+        "Fix the parse_args flags and the defaults", project=PROJECT, checkout=checkout, now=NOW
+    )
 
 
 def lines_of(text: str, ident: str) -> list[str]:
@@ -385,12 +387,27 @@ def test_prompt_checks_the_lessons_against_the_folder_it_names(
 
     git(repo, "rm", "-q", "src/a.py")
     git(repo, "commit", "-q", "-m", "drop a", date=next(_DATES))
-    code, out, _ = run(["prompt", str(built[0]), "Fix the parser flags", "--project", str(repo)])
+    code, out, _ = run(
+        [
+            "prompt",
+            str(built[0]),
+            "Fix the parse_args flags and the defaults",
+            "--project",
+            str(repo),
+        ]
+    )
     assert code == 0
     a = ident_of(built[0], "Run src/a.py")
     assert f"({a}: src/a.py deleted since the run, 1 commit ago)." in out
     code, out, _ = run(
-        ["prompt", str(built[0]), "Fix the parser flags", "--project", PROJECT, "--json"]
+        [
+            "prompt",
+            str(built[0]),
+            "Fix the parse_args flags and the defaults",
+            "--project",
+            PROJECT,
+            "--json",
+        ]
     )
     shown = json.loads(out)
     assert code == 0 and shown["left_out_gone"] == {} and a in shown["insights"]  # no checkout

@@ -310,8 +310,9 @@ def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus
         "Fix the crash when the cart is empty", project="github.com/acme/shop"
     )
     assert (message.task_type, message.kind, message.kind_inferred) == ("coding", "fix-bug", True)
-    # The project has runs: its own lessons, whatever their kind, and no other project's.
-    assert listed(message.text) == [LESSONS["s1"][2], LESSONS["s2"][2]]
+    # The project has runs: its own lessons, whatever their kind, and no other project's
+    # (the docs one, which shares no word with the task, counted rather than listed).
+    assert listed(message.text) == [LESSONS["s1"][2]] and message.unlisted == 1
     assert message.other_kinds == 0 and message.project_has_runs
     assert "## Insights for coding in github.com/acme/shop" in message.text
     assert "other projects" not in message.text
@@ -343,9 +344,10 @@ def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus
 
 def test_an_unsure_kind_lists_every_kind_and_says_so(corpus: Path) -> None:
     memory = Memory.load(corpus)
-    # In a project with runs the kind does not matter: its three lessons, and nothing said.
+    # In a project with runs the kind does not matter: its three lessons, none of which
+    # bears on the task (counted, and said), and nothing said of the kind.
     own = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/web")
-    assert listed(own.text) == [LESSONS["w1"][2], LESSONS["w2"][2], LESSONS["w3"][2]]
+    assert listed(own.text) == [] and (own.unlisted, own.none_bear) == (3, True)
     assert "could not be inferred" not in own.text
     message = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/new")
     assert message.kind is None and message.kind_unsure == {"fix-bug": 1, "refactor": 1, "tests": 1}

@@ -97,21 +97,35 @@ def test_a_project_with_runs_gets_its_own_lessons_alone_and_another_domain_s_nev
     assert plain.task_type == "coding" and len(titles(plain)) == 3
 
 
-def test_a_projects_lessons_about_the_task_are_shown_whole_the_others_by_title(
+def test_a_projects_lessons_about_the_task_are_shown_whole_the_others_counted(
     corpus: Path,
 ) -> None:
     memory = Memory.load(corpus)
     message = memory.first_message("Regenerate the fixtures", project="github.com/acme/parser")
     whole = [line for line in message.text.splitlines() if line.startswith("  - Guideline:")]
     listed = titles(message)
-    # Both lessons stay listed (and in `insights`); the one about fixtures first and whole.
-    assert len(message.insights) == 2 and len(listed) == 2 and len(whole) == 1
-    assert TITLES["p2"] in listed[0] and TITLES["p1"] in listed[1]
-    assert "bear less on this task: their titles only" in message.text
-    # A task that shares no word with them but the project's name: both whole, as before.
-    both = memory.first_message("Work on parser", project="github.com/acme/parser")
-    assert "bear less" not in both.text
-    assert sum(line.startswith("  - Guideline:") for line in both.text.splitlines()) == 2
+    # The lesson about fixtures alone, whole; the other is counted, not listed by title.
+    assert len(listed) == 1 and len(whole) == 1 and TITLES["p2"] in listed[0]
+    assert TITLES["p1"] not in message.text and message.insights == [message.insights[0]]
+    assert (message.unlisted, message.none_bear) == (1, False)
+    assert "1 more lesson of this project bears less on this task and is not listed" in (
+        message.text
+    )
+    assert "grep -i WORD /work/corpus/insight/_index.md" in message.text
+    # A task that shares no word with them but the project's name: none listed, and said.
+    none = memory.first_message("Work on parser", project="github.com/acme/parser")
+    assert (
+        titles(none) == []
+        and none.insights == []
+        and (none.unlisted, none.none_bear)
+        == (
+            2,
+            True,
+        )
+    )
+    assert "No lesson of this project bears on this task" in none.text
+    assert "its 2 lessons are in `/work/corpus/insight/_index.md`" in none.text
+    assert "No insights apply here" not in none.text
 
 
 def test_an_unsure_inference_says_so(corpus: Path) -> None:

@@ -19,7 +19,7 @@ from mcp import Client
 
 from wikitrace.search import MIN_SCORE
 from wikitrace.search.rank import Ranker
-from wikitrace.search.score import scored
+from wikitrace.search.score import covered, scored
 from wikitrace.tools.find import Hit, no_match, search
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import Memory
@@ -60,6 +60,53 @@ def test_a_score_is_the_share_of_the_query_weight_a_text_matches() -> None:
     assert score == pytest.approx(0.4 * 2 * held / (2 * held + unknown), abs=1e-6)
     assert scored(ranker, "zebra quokka", range(2)) == []
     assert scored(ranker, "refund", [1]) == []  # only the texts allowed
+
+
+def test_within_a_scope_its_common_words_weigh_little() -> None:
+    """Across the six texts "mix" is rare (two hold it); among the scope's two texts, both
+    hold it, so a text that matches the query by "mix" alone holds less of its weight there:
+    each word weighs its idf counted among the scope's texts."""
+    texts = [
+        "mix phx.server does not start",
+        "ran mix ash.codegen for the session resource",
+        "book a flight",
+        "cancel a flight",
+        "refund a ticket",
+        "created the beads",
+    ]
+    ranker = Ranker.of(texts)
+
+    def idf(held: int, size: int) -> float:  # lucene's, as bm25s counts it
+        return math.log(1 + (size - held + 0.5) / (held + 0.5))
+
+    [(_, overall)] = scored(ranker, "mix codegen", [0])
+    [(_, within)] = scored(ranker, "mix codegen", [0, 1], within=True)[1:]
+    # The same text, the same match: only the words' weights differ.
+    assert within / overall == pytest.approx(
+        (idf(2, 2) / (idf(2, 2) + idf(1, 2))) / (idf(2, 6) / (idf(2, 6) + idf(1, 6))), rel=1e-5
+    )
+    assert within < overall * 0.6
+    assert [i for i, _ in scored(ranker, "mix codegen", [0, 1], within=True)] == [1, 0]
+
+
+def test_covered_counts_the_words_held_whatever_the_text_s_length() -> None:
+    """A long compilation that holds the task's rare words covers more of the task than a
+    short text that holds two of its words that other runs hold too."""
+    tasks = Ranker.of(["mix phx.server does not start", "work on bead a0y", "create beads"])
+    compilations = Ranker.of(
+        [
+            "the session ended before the server would start",
+            "added the bootstrap sync of a transcript when a session hook arrives, with a test "
+            + "and then many more claims about the registry, pubsub, tail workers, badges "
+            + "and a migration, each quoting the turns it rests on",
+            "",
+        ]
+    )
+    task = "Add a test that a session start hook triggers the bootstrap sync"
+    share = covered([tasks, compilations], task, range(3))
+    assert max(share, key=lambda i: share[i]) == 1 and set(share) == {0, 1}
+    assert 0 < share[0] < share[1] <= 1
+    assert covered([tasks, compilations], task, [2]) == {}  # only the items allowed
 
 
 def test_an_unrelated_question_answers_no_match_on_the_cli_and_over_mcp(corpus: Path) -> None:

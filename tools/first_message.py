@@ -19,7 +19,7 @@ from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
-from wikitrace.search.score import scored
+from wikitrace.search.score import covered, scored
 
 from .first_message_drift import CodeCheck, check_code
 from .message_options import MessageOptions
@@ -75,6 +75,12 @@ class FirstMessage:
     other_kinds: int = 0
     """Lessons (groups of near-duplicates) of other kinds of work from other projects, left
     out."""
+    unlisted: int = 0
+    """The project's own lessons that bear less on the task than those listed (or, when
+    `none_bear`, all of them): counted in the message, with how to list them, not listed."""
+    none_bear: bool = False
+    """True when no lesson of the project shares more than its common words with the task:
+    none is listed, and the message says so."""
     ages: dict[str, str] = field(default_factory=dict)
     """A listed insight -> its source run's age (`3 days ago`), when the run's start is known."""
     code: dict[str, str] = field(default_factory=dict)
@@ -138,7 +144,9 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
     if code.gone:
         gone = set(code.gone)
         listing.insights = [i for i in listing.insights if i not in gone]
-    listing.brief = _brief(memory, scope, listing.insights)
+    # The project's lessons that bear less on the task are counted, not listed (`_brief`).
+    listing.unlisted, listing.none_bear = _brief(memory, scope, listing.insights)
+    listing.insights = [i for i in listing.insights if i not in listing.unlisted]
     template = prompts.environment(options.prompts_dir).get_template(TEMPLATE)
     page = _Page(memory, scope, listing, template, options, code)
     chosen, text = _fitted(memory, scope, listing, page, options.max_tokens)
@@ -169,6 +177,8 @@ def _message(
         kind_inferred=scope.kind_inferred,
         kind_unsure=scope.kind_unsure,
         other_kinds=listing.other_kinds,
+        unlisted=len(listing.unlisted),
+        none_bear=listing.none_bear,
         ages={ids[i]: code.ages[i] for i in chosen if i in code.ages},
         code={ids[i]: code.notes[i].text for i in chosen if i in code.notes},
         stale=[ids[i] for i in chosen if i in code.notes and code.notes[i].stale],
@@ -198,9 +208,10 @@ class _Listing:
     similar_runs: list[PastRun]
     other_kinds: int
     """Groups of lessons of other kinds of work, left out."""
-    brief: frozenset[int] = frozenset()
-    """The project's own lessons that bear less on the task (`_brief`): listed by title only,
-    after those that bear on it."""
+    unlisted: frozenset[int] = frozenset()
+    """The project's own lessons that bear less on the task (`_brief`): counted, not listed."""
+    none_bear: bool = False
+    """No lesson of the project bears on the task: every one is in `unlisted`."""
 
 
 def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) -> _Listing:
@@ -277,34 +288,39 @@ def _mined_applies(
 
 
 BEARING = 0.5
-"""A project's lesson bears on the task when its score (search.score.scored, over its title,
-guideline and applicability) is at least this share of the best lesson's: a lesson that meets
-the task only in a word most of the project's lessons hold ("mix", "run") scores a fraction of
-one that holds the task's own subject ("Dialyzer", "phx.server")."""
+"""A project's lesson bears on the task when its score (search.score.scored within the
+project's lessons, over its title, guideline and applicability) is at least this share of the
+best lesson's: a lesson that meets the task only in a word most of the project's lessons hold
+("mix", "run") scores a fraction of one that holds the task's own subject ("Dialyzer")."""
 
 BEARING_FLOOR = 0.05
-"""The best lesson's least score for any lesson to be told apart: under it no lesson shares
-more than a stray word with the task, and all are listed whole, as before."""
+"""The best lesson's least score (its words weighed over the whole memory) for any lesson to
+bear on the task: under it no lesson shares more than a stray word with the task, and none is
+listed (the message says so)."""
 
 
-def _brief(memory: Memory, scope: Scope, listed: list[int]) -> frozenset[int]:
+def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[int], bool]:
     """The project's own lessons (when it has runs) that bear less on the task than the one
-    that bears most (`BEARING`): the message lists them by title only, after the others, so
-    that a project with many lessons does not bury the few about the task under the rest.
-    The task's words that name the project ("spotter") are left out of the comparison: every
-    lesson of the project may name it. Nothing when the task has no words, the project has
-    no runs, or no lesson scores `BEARING_FLOOR`."""
+    that bears most (`BEARING`), and whether none bears at all (`BEARING_FLOOR`): the
+    message counts them, with how to list them, rather than listing titles an agent must
+    skip. Which bear most is told by the words' weight among the project's lessons
+    (`within`), so its vocabulary ("mix", "phoenix", "bead") tells no lesson apart; the
+    task's words that name the project ("spotter") are left out too. Nothing when the task
+    has no words, the project has no runs, or it has fewer than two lessons."""
     own = [i for i in listed if scope.project_has_runs and scope.tier(memory.run_of(i)) == 0]
     names = {word for key in scope.projects for word in re.split(r"[^a-z0-9]+", key.lower())}
     words = [w for w in re.split(r"(\W+)", scope.task) if w.lower() not in names]
     query = "".join(words)
     if len(own) < 2 or not query.strip():
-        return frozenset()
-    found = dict(scored(memory.insight_ranker, query, own))
+        return frozenset(), False
+    # Whether any bears, by the words' weight in the whole memory: lessons that all share
+    # the task's subject ("phoenix") all bear on it, though the word tells none apart.
+    overall = max((score for _, score in scored(memory.insight_ranker, query, own)), default=0.0)
+    if overall < BEARING_FLOOR:
+        return frozenset(own), True
+    found = dict(scored(memory.insight_ranker, query, own, within=True))
     best = max(found.values(), default=0.0)
-    if best < BEARING_FLOOR:
-        return frozenset()
-    return frozenset(i for i in own if found.get(i, 0.0) < BEARING * best)
+    return frozenset(i for i in own if found.get(i, 0.0) < BEARING * best), False
 
 
 def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
@@ -319,7 +335,11 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     likeness = _likeness(memory, scope.task, run_ok)
     same = set(memory.runs_by_task.get(task_words(scope.task), ()))
     place = {i: n for n, i in enumerate(run_ok)}
-    ranked_runs = sorted(run_ok, key=lambda i: (i not in same, -likeness.get(i, 0.0), place[i]))
+    nothing = (0.0, 0.0)
+    ranked_runs = sorted(
+        run_ok,
+        key=lambda i: (i not in same, [-part for part in likeness.get(i, nothing)], place[i]),
+    )
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
@@ -329,18 +349,25 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     return similar_runs
 
 
-def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, float]:
-    """How like the task each run in scope is: the score (search.score.scored, 0 to under 1)
-    of its task text plus that of its compilation (its title and claims: what the run did,
-    the commands and files its quotes name). A task text alone says little of a session
-    ("Work on bead spotter-4te"), and a run that did the task's work (ran dialyzer, edited
-    the channel) is more like it than one whose task shares the project's name."""
+def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, tuple[float, float]]:
+    """How like the task each run in scope is, to sort by: first the share of the task's
+    words (each weighed by how rare it is among the runs in scope: a project's own vocabulary,
+    "mix", "start", weighs little there) that its task text or its compilation (its title and
+    claims: what the run did, the commands and files its quotes name) holds
+    (search.score.covered); then, between runs that hold as much, the BM25 score of each
+    (search.score.scored, within the scope). A task text alone says little of a session
+    ("Work on bead spotter-4te"); a run that did the task's work holds its subject's words
+    in a long compilation, where a short failed run that shares two common words holds
+    little, though BM25 (which weighs a word by the text's length) would rank it first."""
     if not task.strip():
         return {}
-    likeness: dict[int, float] = dict(scored(memory.run_ranker, task, run_ok))
-    for i, score in scored(memory.compilation_ranker, task, run_ok):
-        likeness[i] = likeness.get(i, 0.0) + score
-    return likeness
+    rankers = [memory.run_ranker, memory.compilation_ranker]
+    share = covered(rankers, task, run_ok)
+    score: dict[int, float] = {}
+    for ranker in rankers:
+        for i, value in scored(ranker, task, run_ok, within=True):
+            score[i] = score.get(i, 0.0) + value
+    return {i: (share.get(i, 0.0), score.get(i, 0.0)) for i in share.keys() | score.keys()}
 
 
 # --- the page --------------------------------------------------------------------------------
@@ -432,7 +459,8 @@ class _Page:
             shown=len(chosen),
             total=len(self._listing.insights),
             similar=self._similar,
-            brief={memory.insights[i].id for i in self._listing.brief},
+            unlisted=len(self._listing.unlisted),
+            none_bear=self._listing.none_bear,
             ages=self._ages,
             code=self._notes,
             gone=self._gone,
@@ -443,8 +471,7 @@ class _Page:
         kind's), each made safe to show and with its support counted."""
         memory, scope = self._memory, self._scope
         groups: dict[tuple[int, str], list[InsightEntry]] = {}
-        brief = self._listing.brief
-        for i in sorted(chosen, key=lambda i: (i in brief, i)):  # the brief ones last
+        for i in sorted(chosen):
             item = memory.insights[i]
             shown = replace(
                 item,
