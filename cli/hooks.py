@@ -16,7 +16,7 @@ from wikitrace.integrations.agent_hooks import AGENTS, REVIEW_NOTES, Agent, inst
 from wikitrace.tools.hook_recall import DEFAULT_MAX_TOKENS
 
 from .common import DetailedOption
-from .versions import HOOK_LOG_ENV
+from .hook_io import HOOK_LOG_ENV
 
 log = logging.getLogger(__name__)
 

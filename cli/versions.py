@@ -14,6 +14,7 @@ from wikitrace.corpus_schema.setting_fields import UPDATE_SETTINGS, declared
 from .build import RETRY_ADD, compile_with_progress, finish_report
 from .common import Command, DetailedOption, is_quiet, options
 from .compile_options import CompileSettings, compile_options
+from .hook_io import HOOK_LOG_ENV
 from .options import (
     POINTER,
     json_option,
@@ -25,9 +26,6 @@ from .options import (
 )
 from .profiles import profile_option
 from .progress import agent_runs
-
-HOOK_LOG_ENV = "WIKITRACE_HOOK_LOG"
-
 
 DEPLOYED_BY_HAND = "deployed by hand"
 

@@ -137,6 +137,7 @@ def _check(
     )
     top = Path(toplevel.strip())
     git.folder = top
+    tree = _Tree(top)
     history = _History(listed)
     by_base: dict[str, list[int]] = {}
     for i in own:
@@ -163,13 +164,13 @@ def _check(
     for (base, lessons), answer in zip(exact, answers, strict=False):
         changes, since = _changes(answer), counts[base] or 0
         for i in lessons:
-            _noted(found, i, _note(memory.insights[i], runs[i], changes, since, top))
+            _noted(found, i, _note(memory.insights[i], runs[i], changes, since, tree))
     if oldest:
         changes = _changes(answers[len(exact)])
         for base, lessons in rest:
             for i in lessons:
                 note = _note(
-                    memory.insights[i], runs[i], changes, history.since(base), top, exact=False
+                    memory.insights[i], runs[i], changes, history.since(base), tree, exact=False
                 )
                 _noted(found, i, note)
 
@@ -259,7 +260,23 @@ def _changes(output: str) -> dict[str, _Change]:
     return changes
 
 
-def _named(item: InsightEntry, run: PastRun, changes: dict[str, _Change], top: Path) -> list[str]:
+class _Tree:
+    """The checkout's files as they are now: whether one is there is asked of the disk once
+    a message, however many lessons name it."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self._files: dict[str, bool] = {}
+
+    def has(self, path: str) -> bool:
+        """Whether `path` (relative to the top) is a file in the checkout."""
+        found = self._files.get(path)
+        if found is None:
+            found = self._files[path] = (self.top / path).is_file()
+        return found
+
+
+def _named(item: InsightEntry, run: PastRun, changes: dict[str, _Change], tree: _Tree) -> list[str]:
     """The repository's files a lesson names: each name in its text or quotes that is a file
     the run touched (its path, a path ending in it, or a bare name's), a path with a folder
     in the repository at the run or now, or a bare name of a file there now."""
@@ -275,11 +292,7 @@ def _named(item: InsightEntry, run: PastRun, changes: dict[str, _Change], top: P
             if path == clean or clean.endswith("/" + path) or path.endswith("/" + clean)
         ]
         relative = safe_path(clean)
-        if (
-            not matches
-            and relative is not None
-            and (relative in changes or (top / relative).is_file())
-        ):
+        if not matches and relative is not None and (relative in changes or tree.has(relative)):
             matches = [relative]
         for path in matches:
             found.setdefault(path, None)
@@ -291,7 +304,7 @@ def _note(
     run: PastRun | None,
     changes: dict[str, _Change],
     since: int,
-    top: Path,
+    tree: _Tree,
     *,
     exact: bool = True,
 ) -> CodeNote | None:
@@ -299,7 +312,7 @@ def _note(
     commit was made since its run. Not `exact` (`changes` counted from an older commit than
     its run's): only files deleted or renamed are said, not those changed."""
     assert run is not None and run.repo is not None
-    named = _named(item, run, changes, top)
+    named = _named(item, run, changes, tree)
     gone: list[str] = []
     renamed: list[str] = []
     changed: list[str] = []
@@ -311,12 +324,12 @@ def _note(
         elif status == "R" and new is not None:
             renamed.append(f"{path} renamed to {new}")
             moved_to.append(new)
-        elif not (top / path).is_file():  # touched by the run, never committed
+        elif not tree.has(path):  # touched by the run, never committed
             gone.append(f"{path} not in the checkout")
         elif status and exact:
             changed.append(path)
     # A symbol can only have gone from a file that changed (or moved) since the run.
-    missing = _missing_symbols(item, changed + moved_to, top)
+    missing = _missing_symbols(item, changed + moved_to, tree.top)
     ago = f"{since} commit{'s' * (since != 1)} ago" if since else "not committed"
     stale = gone + renamed + missing
     if stale:
