@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from wikitrace.corpus_schema import RunRecord, Turn
@@ -44,7 +45,7 @@ from wikitrace.corpus_schema.drilldown import as_text, format_turn
 from wikitrace.corpus_schema.turns import ACTING_ROLES, ONE_LINE_MARK, preview, summarize
 
 from .evidence import turn_fields
-from .signals import failed_calls, failures
+from .signals import Failure, failed_calls, failures
 
 MIN_FIELD_CAP = 200
 """The least a field of a turn in focus keeps when ranges of the run are left out (step 4)."""
@@ -197,23 +198,41 @@ def _gap(first: int, last: int, fields: Sequence[dict[str, Any]]) -> Entry:
 
 
 class _Turns:
-    """The texts a turn can be shown as: whole, cut at a cap, or one line."""
+    """The texts a turn can be shown as: whole, cut at a cap, or one line. What only a run too
+    long to show whole needs (its failures, one lines, passages a cut keeps) is worked out
+    when first asked for: most runs are shown whole."""
 
     def __init__(self, record: RunRecord) -> None:
+        self.turns = record.turns
         self.fields = [view_fields(turn, record.task) for turn in record.turns]
         self.marks = [turn_mark(turn) for turn in record.turns]
-        failed = failed_calls(record.turns)
-        self.lines = [
-            skeleton_line(f, m, x) for f, m, x in zip(self.fields, self.marks, failed, strict=True)
-        ]
-        self.failed = failures(record.turns)
-        """The failed turns (1-based), each with why."""
-        self.keep = [
-            list(dict.fromkeys([*x.values(), *(self.failed[n].quotes if n in self.failed else ())]))
-            for n, x in enumerate(failed, start=1)
-        ]
-        """Per turn, the passages that say what failed in it: no cut drops them."""
         self._texts: dict[tuple[int, int | None], str] = {}
+
+    @cached_property
+    def _failed_calls(self) -> list[dict[int, str]]:
+        return failed_calls(self.turns)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """Each turn as one line."""
+        return [
+            skeleton_line(f, m, x)
+            for f, m, x in zip(self.fields, self.marks, self._failed_calls, strict=True)
+        ]
+
+    @cached_property
+    def failed(self) -> dict[int, Failure]:
+        """The failed turns (1-based), each with why."""
+        return failures(self.turns)
+
+    @cached_property
+    def keep(self) -> list[list[str]]:
+        """Per turn, the passages that say what failed in it: no cut drops them."""
+        failed = self.failed
+        return [
+            list(dict.fromkeys([*x.values(), *(failed[n].quotes if n in failed else ())]))
+            for n, x in enumerate(self._failed_calls, start=1)
+        ]
 
     def full(self, index: int, cap: int | None = None) -> str:
         """Turn `index` whole (cap None) or with fields longer than `cap` cut in the middle,
@@ -221,7 +240,8 @@ class _Turns:
         key = (index, cap)
         if key not in self._texts:
             mark = self.marks[index]
-            text = format_turn(self.fields[index], cap, self.keep[index])
+            keep = () if cap is None else self.keep[index]  # a whole turn cuts nothing
+            text = format_turn(self.fields[index], cap, keep)
             self._texts[key] = f"{mark}\n{text}" if mark else text
         return self._texts[key]
 

@@ -382,7 +382,7 @@ def test_a_page_that_cannot_be_written_ends_the_build_not_a_run(
     real_write = writing.write_new
     failed: list[str] = []
 
-    def fails_once(path: str, chunks: Any) -> str:
+    def fails_once(path: str, chunks: Any) -> tuple[str, int]:
         if "/insight/" in str(path) and not failed:
             failed.append(str(path))
             raise OSError(28, "No space left on device", str(path))

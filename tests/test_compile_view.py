@@ -202,3 +202,34 @@ def test_moved_and_inferred_evidence_is_recorded_and_shown(tmp_path: Path) -> No
     )
     assert "(inferred: the compiler's reading" in page.body
     assert "- turn 4 (verified; cited as turn 1; found in turn 4):" in page.body
+
+
+def _renders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each render of a template, as (mode, turns shown)."""
+    seen: list[tuple[str, int]] = []
+    render = Templates.render
+
+    def counted(self: Templates, name: str, **context: Any) -> str:
+        seen.append((context.get("mode", ""), len(context.get("turns") or [])))
+        return render(self, name, **context)
+
+    monkeypatch.setattr(Templates, "render", counted)
+    return seen
+
+
+def test_a_run_that_fits_renders_its_prompt_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    templates = Templates.load()
+    record = RunRecord.model_validate(make_run("a", turns=TURNS))
+    seen = _renders(monkeypatch)
+    prompt = render_prompt(templates, record, FakeLLM(), 24_000)
+    assert seen == [("whole", 3)] and prompt.view.mode == "whole"
+    monkeypatch.undo()
+    assert "Running the tests now" in prompt.text and len(prompt.view.entries) == 3
+    long = RunRecord.model_validate(
+        make_run("b", turns=[{"role": "tool", "content": "z" * 40_000}, *TURNS])
+    )
+    seen = _renders(monkeypatch)
+    cut = render_prompt(templates, long, FakeLLM(), 3000)
+    # A run that does not fit checks the instructions alone once, then looks for its view.
+    assert seen[:2] == [("whole", 4), ("whole", 0)] and seen.count(("whole", 0)) == 1
+    assert cut.view.mode != "whole"

@@ -302,7 +302,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_old_corpus_current(
     real_write = writing.write_new
     writes = [0]
 
-    def fills_up(path: Path, chunks: Iterable[bytes]) -> str:
+    def fills_up(path: Path, chunks: Iterable[bytes]) -> tuple[str, int]:
         writes[0] += 1
         if writes[0] > 5:
             raise OSError(28, "No space left on device", str(path))

@@ -273,6 +273,29 @@ def test_files_a_worker_writes_are_listed_as_the_writer_lists_its_own(tmp_path: 
     assert lists[0] == lists[1]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_a_new_file_is_read_only_and_keyed_as_it_stays(tmp_path: Path, umask: int) -> None:
+    """`write_new` makes a file read-only for everyone whatever the umask, with the hash of
+    its bytes and the `stat_key` a later look at it finds (the seal trusts that key)."""
+    import hashlib
+    import os
+
+    chunks = [b"x" * 70_000, b"", b"the end\n"]
+    old = os.umask(umask)
+    try:
+        file_hash, key = writing.write_new(tmp_path / "page.md", iter(chunks))
+    finally:
+        os.umask(old)
+    path = tmp_path / "page.md"
+    assert path.read_bytes() == b"".join(chunks)
+    assert file_hash == "sha256:" + hashlib.sha256(b"".join(chunks)).hexdigest()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert key == writing.stat_key(os.lstat(path))
+    with pytest.raises(CorpusError, match="written twice"):
+        writing.write_new(path, [b"again"])
+    assert path.read_bytes() == b"".join(chunks)
+
+
 def test_linking_files_together_is_linking_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
