@@ -233,6 +233,17 @@ def grader_details(record: RunRecord) -> str | None:
     return None
 
 
+def _within(text: str, max_prompt_tokens: int, llm: LLM) -> bool:
+    """Whether `text` fits the budget. Byte-level tokenizers never make more tokens than bytes,
+    and counting is slow on long runs: the byte length decides whenever it can, a count only
+    near the budget."""
+    if len(text.encode()) <= max_prompt_tokens:
+        return True
+    if len(text) // 8 > max_prompt_tokens:  # far over: no tokenizer packs 8 chars a token
+        return False
+    return llm.count_tokens(text) <= max_prompt_tokens
+
+
 def render_prompt(
     templates: Templates,
     record: RunRecord,
@@ -277,36 +288,25 @@ def render_prompt(
         )
 
     def check_bare() -> None:
-        bare = render([])
-        if len(bare.encode()) > max_prompt_tokens and llm.count_tokens(bare) > max_prompt_tokens:
+        if not _within(render([]), max_prompt_tokens, llm):
             raise CompileError(
                 f"the prompt's instructions and task alone do not fit in --max-prompt-tokens "
                 f"{max_prompt_tokens}; raise the budget"
             )
 
-    # Byte-level tokenizers never make more tokens than bytes, and counting is slow on long
-    # runs: the byte length decides whenever it can, a count only near the budget. Most runs
-    # fit whole, fit_view's first try: the prompt without turns is rendered (to say that the
-    # instructions alone are too long) only once the whole run does not fit, so a run that
-    # fits renders its prompt once.
+    # Most runs fit whole, fit_view's first try: the prompt without turns is rendered (to say
+    # that the instructions alone are too long) only once the whole run does not fit.
     last: dict[str, Any] = {}
 
     def fits(entries: list[Entry], mode: str) -> bool:
         text = render(entries, mode)
         last.update(entries=entries, mode=mode, text=text)  # the view chosen is the last tried
-        if within(text):
+        if _within(text, max_prompt_tokens, llm):
             return True
         if not last.get("bare_checked"):
             last["bare_checked"] = True
             check_bare()
         return False
-
-    def within(text: str) -> bool:
-        if len(text.encode()) <= max_prompt_tokens:
-            return True
-        if len(text) // 8 > max_prompt_tokens:  # far over: no tokenizer packs 8 chars a token
-            return False
-        return llm.count_tokens(text) <= max_prompt_tokens
 
     def used(entries: list[Entry], mode: str) -> int:
         text = render(entries, mode)
