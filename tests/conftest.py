@@ -102,6 +102,14 @@ def runs_file(tmp_path: Path) -> Path:
 # --- a local OpenAI-compatible HTTP stub ------------------------------------------------------
 
 
+class _StubServer(ThreadingHTTPServer):
+    """A stub server whose listen queue holds a build's burst of connections: socketserver's
+    default of 5 makes the kernel drop connections when 16 calls start at once (two call
+    workers), which a client with no retries reports as a failed call."""
+
+    request_queue_size = 128
+
+
 @pytest.fixture
 def openai_stub() -> Iterator[Stub]:
     requests: list[dict[str, Any]] = []
@@ -153,7 +161,7 @@ def openai_stub() -> Iterator[Stub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _StubServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
