@@ -14,7 +14,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
@@ -22,6 +22,8 @@ from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged
 from wikitrace.corpus_schema.counts import (
     CountsPage,
 )
+
+from .mapped import MappedIndex, mappable, split_words
 
 if TYPE_CHECKING:
     pass
@@ -89,23 +91,29 @@ STEMMED = "stems"
 saved without it (an earlier build's) indexed the words as written, and is asked in them."""
 
 
-def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Any:
-    """bm25s's words of each text (split as with_parts does, less English stop words), each
-    word its stem unless `stem` is False. Stems are numbered in the order they are first met,
-    as bm25s numbers words (its own stemming numbers them in a set's order, which changes from
-    one process to the next, and with it a saved index's bytes)."""
-    tokens = _bm25s().tokenize(
-        [with_parts(text) for text in texts], stopwords="en", show_progress=False
-    )
-    if not stem or not tokens.vocab:
-        return tokens
+def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Tokens:
+    """bm25s's words of each text (search/mapped.py's `split_words`: split as with_parts
+    does, less English stop words), each word its stem unless `stem` is False. Stems are
+    numbered in the order they are first met, as bm25s numbers words (its own stemming
+    numbers them in a set's order, which changes from one process to the next, and with it a
+    saved index's bytes)."""
+    ids, vocabulary = split_words([with_parts(text) for text in texts])
+    if not stem or not vocabulary:
+        return Tokens(ids, vocabulary)
     numbered: dict[str, int] = {}
     # bm25s numbers its words in the order of its vocab's keys.
     stem_of = [
-        numbered.setdefault(word, len(numbered))
-        for word in _stemmer().stemWords(list(tokens.vocab))
+        numbered.setdefault(word, len(numbered)) for word in _stemmer().stemWords(list(vocabulary))
     ]
-    return type(tokens)(ids=[[stem_of[i] for i in text] for text in tokens.ids], vocab=numbered)
+    return Tokens([[stem_of[i] for i in text] for text in ids], numbered)
+
+
+class Tokens(NamedTuple):
+    """Texts' words as ids (`ids`, a list a text) and the words' ids (`vocab`), as bm25s's
+    Tokenized holds them."""
+
+    ids: list[list[int]]
+    vocab: dict[str, int]
 
 
 SearchName = Literal["tasks", "insights", "compilations"]
@@ -258,20 +266,28 @@ class Ranker:
     @classmethod
     def load(cls, folder: Path, size: int) -> Ranker:
         """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
-        query needs it); CorpusError when it is damaged or does not rank `size` texts."""
-        bm25s = _bm25s()
+        query needs it), without bm25s when it can be (search/mapped.py's MappedIndex);
+        CorpusError when it is damaged or does not rank `size` texts."""
         try:
             saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
             if saved["texts"] != size:
                 raise ValueError(f"it ranks {saved['texts']} texts, the catalog has {size}")
-            index = (
-                bm25s.BM25.load(folder, mmap=True, show_progress=False)
-                if saved["indexed"]
-                else None
-            )
+            index: Any = None
+            if saved["indexed"] and mappable(folder):
+                index = MappedIndex(folder)  # read without bm25s (nor numpy)
+            elif saved["indexed"]:
+                index = _bm25s().BM25.load(folder, mmap=True, show_progress=False)
         except (OSError, KeyError, TypeError, ValueError) as error:
             raise damaged(folder, error) from None
         return cls(size, index, folder, stemmed=saved.get("words") == STEMMED)
+
+    def _retriever(self) -> Any:
+        """bm25s's index, to rank every text (its order of ties is numpy's): loaded by bm25s
+        from the folder when the ranker was read without it (`MappedIndex`)."""
+        if isinstance(self._index, MappedIndex):
+            assert self._source is not None  # a MappedIndex is only read from a folder
+            self._index = _bm25s().BM25.load(self._source, mmap=True, show_progress=False)
+        return self._index
 
     def rank(self, query: str, allowed: Iterable[int], *, matched_only: bool = False) -> list[int]:
         """Indices in `allowed`, most similar first; then, unless `matched_only`, those that
@@ -283,8 +299,11 @@ class Ranker:
         query_tokens = _tokenize([query], stem=self.stemmed)
         if self._index is not None and query_tokens.vocab:
             try:
-                documents, scores = self._index.retrieve(
-                    query_tokens, k=self.size, show_progress=False, backend_selection="numpy"
+                documents, scores = self._retriever().retrieve(
+                    _bm25s().tokenization.Tokenized(*query_tokens),
+                    k=self.size,
+                    show_progress=False,
+                    backend_selection="numpy",
                 )
             except (IndexError, ValueError) as error:
                 if self._source is None:

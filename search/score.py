@@ -4,11 +4,12 @@ needs to score as it does (`export`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from wikitrace.corpus_schema.catalog import damaged
 
+from .mapped import STOP_WORDS, idf_lucene
 from .rank import Ranker, _bm25s, _tokenize
 
 
@@ -81,7 +82,7 @@ def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[i
     forms = [_query_words(query, stem=ranker.stemmed) for ranker in rankers]
     held_by = [holders(ranker, query) for ranker in rankers]
     index = rankers[0].index
-    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    idf = idf_scorer(index)
     holding: dict[str, set[int]] = {}
     for position, word in enumerate(forms[0]):
         items = holding.setdefault(word, set())
@@ -108,7 +109,7 @@ def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
     """The ids of the query's `words` the index holds, and the query's weight: the sum of
     every word's idf, a word the index lacks counted as held by no text."""
     index = ranker.index
-    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    idf = idf_scorer(index)
     vocabulary, indptr = index.vocab_dict, index.scores["indptr"]
     known: list[int] = []
     weight = 0.0
@@ -129,40 +130,40 @@ def _scoped(
     into its idf among the `allowed` texts (a BM25 entry is idf times a part that depends on
     the word's count and the text's length only); and the query's weight counted the same
     way, a word the index lacks weighing as one no allowed text holds."""
-    import numpy as np
-
     index = ranker.index
-    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    idf = idf_scorer(index)
     indices, indptr = index.scores["indices"], index.scores["indptr"]
-    members = np.zeros(ranker.size, dtype=bool)
-    members[sorted(allowed)] = True
     size = len(allowed)
     factors: list[float] = []
+    weights: list[float] = []
     for number in known:
         start, end = int(indptr[number]), int(indptr[number + 1])
         overall = idf(end - start, ranker.size)
-        local = idf(int(members[indices[start:end]].sum()), size)
-        factors.append(local / overall if overall > 0 else 0.0)
-    weight = sum(
-        idf(int(members[indices[indptr[n] : indptr[n + 1]]].sum()), size) for n in known
-    ) + idf(0, size) * (len(words) - len(known))
-    return factors, float(weight)
+        weights.append(idf(len(allowed.intersection(indices[start:end].tolist())), size))
+        factors.append(weights[-1] / overall if overall > 0 else 0.0)
+    # sum() as before (Python's own float summation), to give the same weight to the bit.
+    return factors, sum(weights) + idf(0, size) * (len(words) - len(known))
 
 
-def _sums(ranker: Ranker, known: list[int], factors: list[float] | None = None) -> Any:
+def _sums(ranker: Ranker, known: list[int], factors: list[float] | None = None) -> list[float]:
     """Each text's BM25 score for the words `known` (ids, repeats counted), summed in float64
     word by word in their order, as the site's script sums them (`export`), so that both give
     the same numbers to the last bit; each word's entries times its factor, when given
     (`_scoped`)."""
-    import numpy as np
-
     matrix = ranker.index.scores
     data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
-    sums = np.zeros(ranker.size, dtype=np.float64)
+    sums = [0.0] * ranker.size
     for position, number in enumerate(known):
         start, end = int(indptr[number]), int(indptr[number + 1])
-        entries = data[start:end].astype(np.float64)
-        sums[indices[start:end]] += entries if factors is None else entries * factors[position]
+        entries = data[start:end].tolist()  # float32 to float64, exactly
+        factor = 1.0 if factors is None else factors[position]
+        texts = indices[start:end].tolist()
+        try:
+            for text, entry in zip(texts, entries, strict=True):
+                sums[text] += entry if factors is None else entry * factor
+        except IndexError:
+            past = next(t for t in texts if not -ranker.size <= t < ranker.size)
+            raise IndexError(f"index {past} is past the {ranker.size} texts") from None
     return sums
 
 
@@ -174,7 +175,7 @@ def export(ranker: Ranker) -> dict[str, Any]:
     index = ranker.index
     if index is None:
         return {**exported, "unknown": 0.0}
-    idf = _bm25s().scoring._select_idf_scorer(index.idf_method or index.method)
+    idf = idf_scorer(index)
     matrix = index.scores
     data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
     for word, number in index.vocab_dict.items():
@@ -184,14 +185,23 @@ def export(ranker: Ranker) -> dict[str, Any]:
         exported["words"][word] = [
             idf(end - start, ranker.size),
             indices[start:end].tolist(),
-            data[start:end].astype("float64").tolist(),
+            data[start:end].tolist(),
         ]
     return {**exported, "unknown": idf(0, ranker.size)}
 
 
 def stop_words() -> list[str]:
     """The English stop words search leaves out of every text and query (bm25s's)."""
-    return sorted(_bm25s().stopwords.STOPWORDS_EN)
+    return sorted(STOP_WORDS)
+
+
+def idf_scorer(index: Any) -> Callable[[int, int], float]:
+    """The idf of `index` (search/mapped.py's MappedIndex or bm25s's BM25): Lucene's, which
+    wikitrace's rankers use; bm25s's own for another method (bm25s then imported)."""
+    method = index.idf_method or index.method
+    if method == "lucene":
+        return idf_lucene
+    return _bm25s().scoring._select_idf_scorer(method)  # type: ignore[no-any-return]
 
 
 def _query_words(query: str, *, stem: bool) -> list[str]:

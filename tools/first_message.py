@@ -329,7 +329,7 @@ def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int)
     by the similarity of their tasks and of what they did (`_likeness`), whatever their
     project; runs that share no word with the task last, in corpus order."""
     if similar == 0:
-        return []  # nor is the runs' ranker loaded (bm25s, numpy: a hook's start-up time)
+        return []  # nor is the runs' ranker loaded (its files mapped: a hook's start-up time)
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     likeness = _likeness(memory, scope.task, run_ok)

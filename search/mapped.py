@@ -1,0 +1,147 @@
+"""A saved ranker read with the standard library alone: its words split as bm25s splits them
+(`split_words`), its index mapped from bm25s's saved files (`MappedIndex`), a word's idf
+(`idf_lucene`). Answering a query from a saved ranker then imports neither bm25s nor numpy
+(about 0.1 s of a hook's start-up); building one, and ranking every text (`Ranker.rank`),
+still go through bm25s."""
+
+from __future__ import annotations
+
+import ast
+import math
+import mmap
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+STOP_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    }
+)
+"""bm25s's English stop words (`stopwords="en"`: bm25s.stopwords.STOPWORDS_EN; a test checks
+that they are the same)."""
+
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+"""bm25s's default token pattern (scikit-learn's)."""
+
+
+def split_words(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
+    """What `bm25s.tokenize(texts, stopwords="en")` gives without a stemmer: each text's words
+    (lower-cased, the pattern's matches less the stop words) as ids, numbered in the order
+    first met, and the words' ids."""
+    vocabulary: dict[str, int] = {}
+    ids = [
+        [
+            vocabulary.setdefault(word, len(vocabulary))
+            for word in _WORD.findall(text.lower())
+            if word not in STOP_WORDS
+        ]
+        for text in texts
+    ]
+    return ids, vocabulary
+
+
+def idf_lucene(df: int, n: int) -> float:
+    """A word's idf when `df` of `n` texts hold it, as bm25s's "lucene" idf computes it."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+_FILES = {
+    "data": "data.csc.index.npy",
+    "indices": "indices.csc.index.npy",
+    "indptr": "indptr.csc.index.npy",
+}
+"""The score matrix's arrays as bm25s saves them (compressed sparse columns)."""
+_TYPES: dict[str, Literal["f", "i", "q", "d"]] = {"<f4": "f", "<i4": "i", "<i8": "q", "<f8": "d"}
+"""numpy's names of the arrays' types, and memoryview's (on a little-endian machine)."""
+
+
+def mappable(folder: Path) -> bool:
+    """Whether `MappedIndex` reads the index saved in `folder`: its method needs no array
+    but the score matrix's (bm25s's "lucene", which wikitrace saves) and this machine stores
+    numbers little-endian, as the files do."""
+    if sys.byteorder != "little":
+        return False
+    params = orjson.loads((folder / "params.index.json").read_bytes())
+    return bool(params.get("method") == "lucene" and params.get("idf_method") in (None, "lucene"))
+
+
+class MappedIndex:
+    """An index bm25s saved (`BM25.save`), as `BM25.load(folder, mmap=True)` reads it, for
+    what search/score.py reads of it: `vocab_dict`, `method`, `idf_method` and `scores` (its
+    arrays as memoryviews of the mapped files: slicing, `tolist` and indexing as numpy's
+    do). ValueError or OSError when a file is not one bm25s writes."""
+
+    def __init__(self, folder: Path) -> None:
+        params = orjson.loads((folder / "params.index.json").read_bytes())
+        self.method: str = params["method"]
+        self.idf_method: str | None = params.get("idf_method")
+        self.vocab_dict: dict[str, int] = orjson.loads((folder / "vocab.index.json").read_bytes())
+        if not isinstance(self.vocab_dict, dict):
+            raise ValueError("vocab.index.json is not an object")
+        self.scores: dict[str, Any] = {
+            name: _mapped_array(folder / file) for name, file in _FILES.items()
+        }
+        self.scores["num_docs"] = params.get("num_docs")
+
+
+def _mapped_array(path: Path) -> memoryview[Any]:
+    """A one-dimensional array np.save wrote (format 1.0 to 3.0), mapped read-only."""
+    with path.open("rb") as handle:
+        head = handle.read(10)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+            raise ValueError(f"{path.name} is not a .npy file")
+        if head[6] == 1:
+            size, start = int.from_bytes(head[8:10], "little"), 10
+        else:
+            size, start = int.from_bytes(head[8:10] + handle.read(2), "little"), 12
+        header = ast.literal_eval(handle.read(size).decode("latin1"))
+        if not isinstance(header, dict):
+            raise ValueError(f"{path.name}: its header is not a dictionary")
+        kind = _TYPES.get(header.get("descr"))  # type: ignore[arg-type]
+        shape = header.get("shape")
+        if kind is None or header.get("fortran_order") or not isinstance(shape, tuple):
+            raise ValueError(f"{path.name}: not a one-dimensional array of a type read here")
+        if len(shape) != 1:
+            raise ValueError(f"{path.name}: not a one-dimensional array")
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    body = memoryview(mapped)[start + size :]
+    array: memoryview[Any] = body.cast(kind)
+    if len(array) != shape[0]:
+        raise ValueError(f"{path.name} holds {len(array)} numbers, its header says {shape[0]}")
+    return array
