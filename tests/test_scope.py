@@ -250,3 +250,43 @@ def test_plain_words_find_a_tool_s_snake_case_name(tmp_path: Path) -> None:
     assert found("transfer_to_human_agents") == ["Lesson h1"]
     assert found("user details")[0] == "Lesson h2"  # h1 says "user" too
     assert with_parts("plain words") == "plain words"
+
+
+def test_lessons_that_score_low_and_close_are_not_shown_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When more than APART lessons reach half the best, each must score WHOLE_FLOOR too:
+    five lessons at 0.026 to 0.041 (the realistic benchmark's "tail worker" task) are all
+    counted; two that stand apart from the rest, however low, are still shown."""
+    from types import SimpleNamespace
+
+    from wikitrace.tools import first_message
+
+    scores: dict[int, float] = {}
+    """Each lesson's score weighed within the project's lessons."""
+
+    def fake_scored(
+        ranker: object, query: str, allowed: list[int], *, within: bool = False
+    ) -> list[tuple[int, float]]:
+        found = scores if within else {i: 0.06 for i in allowed}  # any bears, overall
+        return sorted(((i, s) for i, s in found.items() if s > 0), key=lambda item: -item[1])
+
+    monkeypatch.setattr(first_message, "scored", fake_scored)
+    memory = SimpleNamespace(insight_ranker=None, run_of=lambda index: index)
+    scope = SimpleNamespace(
+        project_has_runs=True, tier=lambda run: 0, projects=["acme"], task="Restart the tail"
+    )
+    lessons = list(range(8))
+
+    def brief(values: list[float]) -> tuple[frozenset[int], bool]:
+        scores.clear()
+        scores.update(enumerate(values))
+        return first_message._brief(memory, scope, lessons)  # type: ignore[arg-type]
+
+    close = [0.041, 0.039, 0.037, 0.027, 0.026, 0.014, 0.013, 0.005]
+    assert brief(close) == (frozenset(lessons), True)
+    apart = [0.031, 0.020, 0.014, 0.013, 0.010, 0.005, 0.003, 0.0]
+    assert brief(apart) == (frozenset(lessons) - {0, 1}, False)
+    # Above the floor, all five are shown; one under it is counted.
+    high = [0.09, 0.08, 0.07, 0.06, first_message.WHOLE_FLOOR - 0.001, 0.01, 0.0, 0.0]
+    assert brief(high) == (frozenset(lessons) - {0, 1, 2, 3}, False)

@@ -101,3 +101,48 @@ def test_one_run_that_shares_a_word_decides_nothing_below_the_lone_score(memory:
         frozenset(["browser"]),
         None,
     )
+
+
+def test_words_that_open_a_request_in_any_domain_are_no_evidence_of_one(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Two coding sessions that begin "Can you help me" share those words with a task of no
+    domain the corpus knows; so do other domains' tasks, as often: no vote (`LIFT`)."""
+    base = tmp_path_factory.mktemp("opening")
+    coding = [
+        "Can you help me implement a new feature with proper task management?",
+        "Hello! Can you help me understand how Python decorators work?",
+        "Fix the failing test in the parser module.",
+        "Add a command line flag to the exporter.",
+        "Rename the config loader and update its callers.",
+    ]
+    airline = [
+        "Can you help me change my flight from Seattle to Chicago to a later date, keeping the "
+        "same cabin class and the checked bags of my original reservation?",
+        "You want to book a round trip flight from New York to Miami for two passengers.",
+        "You want to add a checked bag to your flight reservation from Denver to Boston.",
+    ]
+    questions = [
+        *QUESTIONS,
+        "Can you help me find out who wrote the novel Blindness, about a city whose people lose "
+        "their sight one by one, and in which year its author won the Nobel Prize?",
+        "Can you help me name the river that flows through the capital of the country whose "
+        "national team won the first football World Cup held in South America?",
+    ]
+    runs = [make_run(f"c{n}", task=text, task_type="coding") for n, text in enumerate(coding)]
+    runs += [make_run(f"a{n}", task=text, task_type="airline") for n, text in enumerate(airline)]
+    runs += [make_run(f"q{n}", task=text, task_type="hotpotqa") for n, text in enumerate(questions)]
+    corpus = base / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(base / "runs.jsonl", runs)], output=corpus))
+    memory = Memory.load(corpus)
+    task = "Can you help me plan a gym membership refund?"
+    # The two sessions are near enough to vote by those words alone.
+    matched = scored(memory.run_ranker, task, range(len(memory.runs)))
+    near = [memory.runs[i].task_type for i, score in matched if score >= task_scope.VOTE_SCORE]
+    assert near.count("coding") == 2 and near[:3].count("coding") == 2
+    types, _ = _types(memory, task)
+    assert types == frozenset()
+    # A word the coding tasks hold far more often than the others' is evidence.
+    assert _types(memory, "Can you help me fix the failing parser test?")[0] == frozenset(
+        ["coding"]
+    )
