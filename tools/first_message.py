@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
-from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import consolidate
-from wikitrace.search.score import covered, scored
+from wikitrace.search.score import scored
 
 from .first_message_drift import CodeCheck, check_code
 from .message_options import MessageOptions
-from .task_scope import Scope, identical_task, task_scope, task_words
+from .similar_runs import most_similar_runs
+from .task_scope import Scope, identical_task, task_scope
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -235,7 +235,7 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     for i in visible:
         members.setdefault(memory.groups[i], []).append(i)
     alike_of = {group[0]: group for group in members.values()}
-    similar_runs = _similar_runs(memory, scope, scope.runs, similar)
+    similar_runs = most_similar_runs(memory, scope, scope.runs, similar)
     if insights_only:  # the control shows no run and mounts nothing
         similar_runs = []
     return _Listing(alike_of, sorted(alike_of), similar_runs, other_kinds)
@@ -347,53 +347,6 @@ def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[i
         bearing = [i for i in bearing if found[i] >= WHOLE_FLOOR]
     unlisted = frozenset(own) - frozenset(bearing)
     return unlisted, not bearing
-
-
-def _similar_runs(memory: Memory, scope: Scope, run_ok: list[int], similar: int) -> list[PastRun]:
-    """Up to `similar` runs most like the task among those in scope, one per task (three
-    attempts of one task say less than three tasks): runs of the identical task first, then
-    by the similarity of their tasks and of what they did (`_likeness`), whatever their
-    project; runs that share no word with the task last, in corpus order."""
-    if similar == 0:
-        return []  # nor is the runs' ranker loaded (its files mapped: a hook's start-up time)
-    similar_runs: list[PastRun] = []
-    seen_tasks: set[TaskKey] = set()
-    likeness = _likeness(memory, scope.task, run_ok)
-    same = set(memory.runs_by_task.get(task_words(scope.task), ()))
-    place = {i: n for n, i in enumerate(run_ok)}
-    nothing = (0.0, 0.0)
-    ranked_runs = sorted(
-        run_ok,
-        key=lambda i: (i not in same, [-part for part in likeness.get(i, nothing)], place[i]),
-    )
-    for i in ranked_runs:
-        if len(similar_runs) == similar:
-            break
-        if memory.runs[i].task_key not in seen_tasks:
-            seen_tasks.add(memory.runs[i].task_key)
-            similar_runs.append(memory.runs[i])
-    return similar_runs
-
-
-def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, tuple[float, float]]:
-    """How like the task each run in scope is, to sort by: first the share of the task's
-    words (each weighed by how rare it is among the runs in scope: a project's own vocabulary,
-    "mix", "start", weighs little there) that its task text or its compilation (its title and
-    claims: what the run did, the commands and files its quotes name) holds
-    (search.score.covered); then, between runs that hold as much, the BM25 score of each
-    (search.score.scored, within the scope). A task text alone says little of a session
-    ("Work on bead spotter-4te"); a run that did the task's work holds its subject's words
-    in a long compilation, where a short failed run that shares two common words holds
-    little, though BM25 (which weighs a word by the text's length) would rank it first."""
-    if not task.strip():
-        return {}
-    rankers = [memory.run_ranker, memory.compilation_ranker]
-    share = covered(rankers, task, run_ok)
-    score: dict[int, float] = {}
-    for ranker in rankers:
-        for i, value in scored(ranker, task, run_ok, within=True):
-            score[i] = score.get(i, 0.0) + value
-    return {i: (share.get(i, 0.0), score.get(i, 0.0)) for i in share.keys() | score.keys()}
 
 
 # --- the page --------------------------------------------------------------------------------
