@@ -89,13 +89,21 @@ _TIME_KEYS = ("timestamp", "started", "startTime", "start_time", "created_at")
 _NO_COMMIT = re.compile(r"^0+$")
 
 
+def _places(metadata: dict[str, Any], *, git: bool) -> list[dict[str, Any]]:
+    """Where a session's metadata may say something: itself, its tables one level down
+    (Codex's session_meta) and, with `git`, the `git` table of any of them."""
+    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
+    if git:
+        places += [v["git"] for v in places if isinstance(v.get("git"), dict)]
+    return places
+
+
 def repo_state(metadata: dict[str, Any], turns: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The repository as a session saw it (RunRecord.repo), from what its log says: the
     commit and branch (Codex: session_meta.git; Claude Code: gitBranch, no commit), when it
     started (its metadata's time, else its first turn's) and the files its tool calls touched
     (`touched_files`); None when the log says none of these."""
-    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
-    places += [v["git"] for v in places if isinstance(v.get("git"), dict)]
+    places = _places(metadata, git=True)
 
     def first(keys: tuple[str, ...]) -> str | None:
         for place in places:
@@ -178,7 +186,7 @@ def touched_files(turns: list[dict[str, Any]], folder: str | None = None) -> lis
 
 def folder_of(metadata: dict[str, Any]) -> str | None:
     """A session's working folder, as its metadata names it (see project_of)."""
-    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
+    places = _places(metadata, git=False)
     for place in places:
         for key in _FOLDER_KEYS:
             if isinstance(place.get(key), str) and place[key].strip():
@@ -192,8 +200,7 @@ def project_of(metadata: dict[str, Any]) -> str | None:
     belongs to (`project_of_folder`: a worktree's main repository, `app` for /home/me/app or
     C:\\src\\app, none for a temporary folder), else a Gemini CLI project hash. Looked for in
     the metadata and one level down (Codex keeps them in session_meta, with git inside)."""
-    places = [metadata] + [v for v in metadata.values() if isinstance(v, dict)]
-    places += [v["git"] for v in places if isinstance(v.get("git"), dict)]
+    places = _places(metadata, git=True)
     for place in places:
         for key in _REMOTE_KEYS:
             if isinstance(place.get(key), str) and place[key].strip():
