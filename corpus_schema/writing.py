@@ -200,12 +200,7 @@ class CorpusWriter:
         version's seal vouches for the file only if the link is still that file.
         """
         path = self._new_path(rel)
-        try:
-            os.link(source, path)
-        except FileExistsError:
-            raise CorpusError(f"internal error: {rel} written twice") from None
-        except OSError:
-            shutil.copy2(source, path)
+        _link_or_copy(os.fspath(source), path, rel)
         self._list(rel, file_hash, key if key and stat_key(os.lstat(path)) == key else 0)
 
     def link_all(self, source: Path, files: Iterable[tuple[str, str, int]]) -> None:
@@ -216,13 +211,7 @@ class CorpusWriter:
         try:
             for rel, file_hash, key in files:
                 path = self._new_path(rel)
-                from_path = os.path.join(source_root, rel)
-                try:
-                    os.link(from_path, path)
-                except FileExistsError:
-                    raise CorpusError(f"internal error: {rel} written twice") from None
-                except OSError:
-                    shutil.copy2(from_path, path)
+                _link_or_copy(os.path.join(source_root, rel), path, rel)
                 if key and stat_key(os.lstat(path)) != key:
                     key = 0
                 lines.append(listed_line(rel, file_hash, key))
@@ -511,3 +500,14 @@ def check_destination(dest: Path, *, force: bool) -> None:
                 f"{dest} exists and is not a wikitrace corpus; --force only replaces a corpus, "
                 "so choose another --output"
             )
+
+
+def _link_or_copy(source: str, path: str, rel: str) -> None:
+    """A frozen file taken as it is: a hard link, a copy across devices; `rel` names a file
+    the version already holds in the error."""
+    try:
+        os.link(source, path)
+    except FileExistsError:
+        raise CorpusError(f"internal error: {rel} written twice") from None
+    except OSError:
+        shutil.copy2(source, path)
