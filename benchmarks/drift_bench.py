@@ -30,9 +30,13 @@ PROJECT = "github.com/acme/p0"
 
 
 def git(repo: Path, *arguments: str, date: datetime) -> str:
+    """A git command in `repo` as of `date`, with a fixed author, and no setting of the
+    machine's: the same commit ids on every machine and run (hook_bench.py's too)."""
     stamp = date.isoformat()
     environment = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_AUTHOR_NAME": "b",
         "GIT_AUTHOR_EMAIL": "b@example.invalid",
         "GIT_COMMITTER_NAME": "b",

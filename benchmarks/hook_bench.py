@@ -41,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from drift_bench import git as drift_git
 from prompt_bench import WORDS, InstantModel
 
 from wikitrace.compiler import BuildOptions, build_corpus
@@ -62,28 +63,8 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def git(repo: Path, *arguments: str, day: int = 0) -> str:
-    """A git command in `repo` as of `day` days after START, with a fixed author, and no
-    setting of the machine's: the same commit ids on every machine and run."""
-    stamp = (START + timedelta(days=day)).isoformat()
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@example.invalid",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@example.invalid",
-        "GIT_AUTHOR_DATE": stamp,
-        "GIT_COMMITTER_DATE": stamp,
-    }
-    done = subprocess.run(
-        ["git", "-C", str(repo), *arguments],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environment,
-    )
-    return done.stdout.strip()
+    """A git command in `repo` as of `day` days after START (drift_bench.git)."""
+    return drift_git(repo, *arguments, date=START + timedelta(days=day))
 
 
 def checkout(path: Path, remote: str, commits: int) -> tuple[list[str], list[list[str]]]:
