@@ -12,8 +12,10 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers import local_server
 
 REPLY = "Done."
 """The model's whole answer to every request."""
@@ -195,12 +197,6 @@ def serving_agents() -> Iterator[AgentStub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stub.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_server(Handler) as port:
+        stub.url = f"http://127.0.0.1:{port}"
         yield stub
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from helpers import chat_completion, good_answer
+from helpers import chat_completion, good_answer, local_server
 
 Answer = Callable[[dict[str, Any]], str | None]
 """A request's body -> the answer's content, or None for an error line."""
@@ -173,12 +173,6 @@ def serving() -> Iterator[BatchStub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stub.url = f"http://127.0.0.1:{server.server_port}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_server(Handler) as port:
+        stub.url = f"http://127.0.0.1:{port}/v1"
         yield stub
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -9,13 +9,21 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import TIERS, Stub, chat_completion, good_answer, make_run, write_runs
+from helpers import (
+    TIERS,
+    Stub,
+    chat_completion,
+    good_answer,
+    local_server,
+    make_run,
+    write_runs,
+)
 from walk_throughs import WalkThrough, shared_walk_through
 
 # --- the tiers: the default leaves out the tests marked with these -----------------------------
@@ -102,14 +110,6 @@ def runs_file(tmp_path: Path) -> Path:
 # --- a local OpenAI-compatible HTTP stub ------------------------------------------------------
 
 
-class _StubServer(ThreadingHTTPServer):
-    """A stub server whose listen queue holds a build's burst of connections: socketserver's
-    default of 5 makes the kernel drop connections when 16 calls start at once (two call
-    workers), which a client with no retries reports as a failed call."""
-
-    request_queue_size = 128
-
-
 @pytest.fixture
 def openai_stub() -> Iterator[Stub]:
     requests: list[dict[str, Any]] = []
@@ -161,16 +161,8 @@ def openai_stub() -> Iterator[Stub]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = _StubServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Stub(
-            url=f"http://127.0.0.1:{server.server_port}/v1", requests=requests, script=script
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(Handler) as port:
+        yield Stub(url=f"http://127.0.0.1:{port}/v1", requests=requests, script=script)
 
 
 # --- the toy example's model server (examples/toy/model_server.py) ----------------------------
@@ -186,14 +178,8 @@ def serving_toy() -> Iterator[str]:
     sys.path.insert(0, str(TOY))
     from model_server import Handler  # type: ignore[import-not-found]
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_server(Handler) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture

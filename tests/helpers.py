@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +389,25 @@ def conflicting_lessons(root: Path) -> Path:
     )
     build_corpus(options, llm=llm)
     return root / "corpus"
+
+
+class _LocalServer(ThreadingHTTPServer):
+    """A test server whose listen queue holds a build's burst of connections: socketserver's
+    default of 5 makes the kernel drop connections when 16 calls start at once (two call
+    workers), which a client with no retries reports as a failed call."""
+
+    request_queue_size = 128
+
+
+@contextlib.contextmanager
+def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """`handler` served on a free port of 127.0.0.1, in a thread, until the block ends;
+    yields the port."""
+    server = _LocalServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()

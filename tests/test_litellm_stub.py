@@ -11,7 +11,7 @@ from wikitrace.compiler import BuildOptions, CompileLimits, build_corpus
 from wikitrace.corpus_schema import verify
 from wikitrace.transport.llm import LLMCallError
 
-from helpers import Stub, build_with_stub
+from helpers import Stub, build_with_stub, local_server
 
 pytestmark = pytest.mark.integration
 
@@ -158,8 +158,7 @@ def test_near_duplicates_by_an_embedding_model(tmp_path: Path, openai_stub: Stub
 def ollama_stub() -> Any:
     """A local stand-in for Ollama's API (/api/generate and /api/chat), on 127.0.0.1."""
     import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     from helpers import good_answer
 
@@ -192,12 +191,8 @@ def ollama_stub() -> Any:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", requests
-    server.shutdown()
-    server.server_close()
+    with local_server(Handler) as port:
+        yield f"http://127.0.0.1:{port}", requests
 
 
 @pytest.mark.parametrize("model", ["ollama/llama3.1", "ollama_chat/llama3.1"])
