@@ -4,12 +4,13 @@ needs to score as it does (`export`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from wikitrace.corpus_schema.catalog import damaged
 
-from .mapped import STOP_WORDS, idf_lucene
+from .mapped import COMMON_WORDS, STOP_WORDS, idf_lucene
 from .rank import Ranker, _bm25s, _tokenize
 
 
@@ -103,6 +104,18 @@ def words_of(ranker: Ranker, text: str) -> set[str]:
     """A text's words as the ranker's index holds them (their stems, when it indexed stems):
     those `holders` names."""
     return set(_query_words(text, stem=ranker.stemmed))
+
+
+def common_words(ranker: Ranker, but: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The common English words (search/mapped.py's `COMMON_WORDS`), those in `but` aside, as
+    the ranker's index holds them (their stems, when it indexed stems): words that say
+    nothing of a task's subject."""
+    return _common_forms(ranker.stemmed, but)
+
+
+@functools.cache
+def _common_forms(stem: bool, but: frozenset[str]) -> frozenset[str]:
+    return frozenset(_query_words(" ".join(sorted(COMMON_WORDS - but)), stem=stem))
 
 
 def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
