@@ -5,7 +5,7 @@ needs to score as it does (`export`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from wikitrace.corpus_schema.catalog import damaged
@@ -69,13 +69,20 @@ def holders(ranker: Ranker, query: str) -> dict[str, frozenset[int]]:
     return found
 
 
-def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[int, float]:
+def covered(
+    rankers: list[Ranker],
+    query: str,
+    allowed: Iterable[int],
+    also: Mapping[int, set[str]] | None = None,
+) -> dict[int, float]:
     """For each item in `allowed` that holds a word of `query` in any of its texts (the same
     items indexed several ways: a run's task text, its compilation), the share of the query's
     weight it holds, from 0 to 1: each distinct word weighs its idf among the `allowed` items,
     so a word most of them hold weighs little and a word one holds weighs most. Unlike
     `scored`, a text's length does not count against it: a long compilation of a run that did
-    the task's work holds its words as surely as a short one that merely shares two."""
+    the task's work holds its words as surely as a short one that merely shares two.
+    `also`: more words an item holds (as the first ranker's index holds them: `words_of`),
+    from a text no ranker indexes (the files a run touched)."""
     allowed = set(allowed)
     if not allowed or not rankers or rankers[0].index is None:
         return {}
@@ -84,9 +91,15 @@ def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[i
     held_by = [holders(ranker, query) for ranker in rankers]
     index = rankers[0].index
     idf = idf_scorer(index)
+    held_also: dict[str, set[int]] = {}
+    for item, words in (also or {}).items():
+        if item in allowed:
+            for word in words:
+                held_also.setdefault(word, set()).add(item)
     holding: dict[str, set[int]] = {}
     for position, word in enumerate(forms[0]):
         items = holding.setdefault(word, set())
+        items |= held_also.get(word, set())
         for form, held in zip(forms, held_by, strict=True):
             items |= held.get(form[position], frozenset()) & allowed
     if not holding:

@@ -339,3 +339,30 @@ def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_wo
     shown = {title for title, _ in lessons.values() if any(title in x for x in titles(fixtures))}
     assert shown == {lessons["p2"][0], lessons["p3"][0]}
     assert (fixtures.unlisted, fixtures.none_bear) == (1, False)
+
+
+def test_a_run_that_touched_the_task_s_files_is_the_most_similar(tmp_path: Path) -> None:
+    """A bead session's task text and compilation name none of the task's subject, but it
+    wrote the migration the task is about: the files a run touched count towards its
+    likeness, so it comes before a run whose task merely shares "add"."""
+    project = {"task_type": "coding", "project": "acme/app"}
+    runs = [
+        make_run("s1", task="Add a status badge to the server page", **project),
+        make_run("s2", task="Create beads for the review page", **project),
+        make_run(
+            "s3",
+            task="Work on bead app-a0y",
+            repo={
+                "files": ["lib/app/message.ex", "priv/repo/migrations/1_add_message_identity.exs"]
+            },
+            **project,
+        ),
+    ]
+    out = tmp_path / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(tmp_path / "runs.jsonl", runs)], output=out))
+    memory = Memory.load(out)
+    steps = {run.task_id: run.step for run in memory.runs}
+    task = "Add an upsert identity on messages and generate the migration"
+    message = memory.first_message(task, project="acme/app")
+    assert message.similar[0] == steps["s3"]
+    assert message.similar[1] == steps["s1"]  # shares "add"
