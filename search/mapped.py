@@ -56,6 +56,33 @@ STOP_WORDS = frozenset(
 """bm25s's English stop words (`stopwords="en"`: bm25s.stopwords.STOPWORDS_EN; a test checks
 that they are the same)."""
 
+COMMON_WORDS = frozenset(
+    [
+        *("a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and"),
+        *("any", "are", "aren", "aren't", "as", "at", "be", "because", "been", "before", "being"),
+        *("below", "between", "both", "but", "by", "can", "couldn", "couldn't", "d", "did"),
+        *("didn", "didn't", "do", "does", "doesn", "doesn't", "doing", "don", "don't", "down"),
+        *("during", "each", "few", "for", "from", "further", "had", "hadn", "hadn't", "has"),
+        *("hasn", "hasn't", "have", "haven", "haven't", "having", "he", "her", "here", "hers"),
+        *("herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn"),
+        *("isn't", "it", "it's", "its", "itself", "just", "ll", "m", "ma", "me", "mightn"),
+        *("mightn't", "more", "most", "mustn", "mustn't", "my", "myself", "needn", "needn't"),
+        *("no", "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our"),
+        *("ours", "ourselves", "out", "over", "own", "re", "s", "same", "shan", "shan't", "she"),
+        *("she's", "should", "should've", "shouldn", "shouldn't", "so", "some", "such", "t"),
+        *("than", "that", "that'll", "the", "their", "theirs", "them", "themselves", "then"),
+        *("there", "these", "they", "this", "those", "through", "to", "too", "under", "until"),
+        *("up", "ve", "very", "was", "wasn", "wasn't", "we", "were", "weren", "weren't", "what"),
+        *("when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "won't"),
+        *("wouldn", "wouldn't", "y", "you", "you'd", "you'll", "you're", "you've", "your"),
+        *("yours", "yourself", "yourselves"),
+    ]
+)
+"""Common English words: bm25s's longer list (bm25s.stopwords.STOPWORDS_EN_PLUS; a test checks
+that they are the same), kept here so that a query need not import bm25s. Search still ranks
+with them as bm25s does (`STOP_WORDS` aside); they are never evidence of what a task is about
+("my", "who", "over" open a request in any domain: tools/task_scope.py `_evidence`)."""
+
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 """bm25s's default token pattern (scikit-learn's)."""
 

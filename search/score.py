@@ -4,12 +4,13 @@ needs to score as it does (`export`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from wikitrace.corpus_schema.catalog import damaged
 
-from .mapped import STOP_WORDS, idf_lucene
+from .mapped import COMMON_WORDS, STOP_WORDS, idf_lucene
 from .rank import Ranker, _bm25s, _tokenize
 
 
@@ -68,13 +69,20 @@ def holders(ranker: Ranker, query: str) -> dict[str, frozenset[int]]:
     return found
 
 
-def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[int, float]:
+def covered(
+    rankers: list[Ranker],
+    query: str,
+    allowed: Iterable[int],
+    also: Mapping[int, set[str]] | None = None,
+) -> dict[int, float]:
     """For each item in `allowed` that holds a word of `query` in any of its texts (the same
     items indexed several ways: a run's task text, its compilation), the share of the query's
     weight it holds, from 0 to 1: each distinct word weighs its idf among the `allowed` items,
     so a word most of them hold weighs little and a word one holds weighs most. Unlike
     `scored`, a text's length does not count against it: a long compilation of a run that did
-    the task's work holds its words as surely as a short one that merely shares two."""
+    the task's work holds its words as surely as a short one that merely shares two.
+    `also`: more words an item holds (as the first ranker's index holds them: `words_of`),
+    from a text no ranker indexes (the files a run touched)."""
     allowed = set(allowed)
     if not allowed or not rankers or rankers[0].index is None:
         return {}
@@ -83,9 +91,15 @@ def covered(rankers: list[Ranker], query: str, allowed: Iterable[int]) -> dict[i
     held_by = [holders(ranker, query) for ranker in rankers]
     index = rankers[0].index
     idf = idf_scorer(index)
+    held_also: dict[str, set[int]] = {}
+    for item, words in (also or {}).items():
+        if item in allowed:
+            for word in words:
+                held_also.setdefault(word, set()).add(item)
     holding: dict[str, set[int]] = {}
     for position, word in enumerate(forms[0]):
         items = holding.setdefault(word, set())
+        items |= held_also.get(word, set())
         for form, held in zip(forms, held_by, strict=True):
             items |= held.get(form[position], frozenset()) & allowed
     if not holding:
@@ -103,6 +117,18 @@ def words_of(ranker: Ranker, text: str) -> set[str]:
     """A text's words as the ranker's index holds them (their stems, when it indexed stems):
     those `holders` names."""
     return set(_query_words(text, stem=ranker.stemmed))
+
+
+def common_words(ranker: Ranker, but: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The common English words (search/mapped.py's `COMMON_WORDS`), those in `but` aside, as
+    the ranker's index holds them (their stems, when it indexed stems): words that say
+    nothing of a task's subject."""
+    return _common_forms(ranker.stemmed, but)
+
+
+@functools.cache
+def _common_forms(stem: bool, but: frozenset[str]) -> frozenset[str]:
+    return frozenset(_query_words(" ".join(sorted(COMMON_WORDS - but)), stem=stem))
 
 
 def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:

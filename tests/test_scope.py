@@ -5,6 +5,7 @@ unsure rather than falling back to every type in silence."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +273,8 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
         return sorted(((i, s) for i, s in found.items() if s > 0), key=lambda item: -item[1])
 
     monkeypatch.setattr(first_message, "scored", fake_scored)
-    memory = SimpleNamespace(insight_ranker=None, run_of=lambda index: index)
+    narrow = SimpleNamespace(applicability="Tail workers of the transcript sync")
+    memory = SimpleNamespace(insight_ranker=None, run_of=lambda index: index, insights=[narrow] * 8)
     scope = SimpleNamespace(
         project_has_runs=True, tier=lambda run: 0, projects=["acme"], task="Restart the tail"
     )
@@ -290,3 +292,77 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
     # Above the floor, all five are shown; one under it is counted.
     high = [0.09, 0.08, 0.07, 0.06, first_message.WHOLE_FLOOR - 0.001, 0.01, 0.0, 0.0]
     assert brief(high) == (frozenset(lessons) - {0, 1, 2, 3}, False)
+
+
+def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_words(
+    tmp_path: Path,
+) -> None:
+    """A lesson whose applicability opens "Any commit in ..." bears on every task of its
+    project: listed when no other lesson bears (the realistic benchmark's xterm scrollback
+    task listed none, though "mix format before commit" would help its fix), and when
+    others do; the lessons that bear neither way are counted."""
+    lessons = {
+        "p1": ("Run the parser tests with -x", "Parser test failures; not for fixtures."),
+        "p2": ("Regenerate the parser fixtures", "Fixture changes in the parser."),
+        "p3": ("Run the formatter before git commit", "Any commit in the parser repository."),
+    }
+    runs = [
+        make_run(task_id, task=f"Parser work {task_id}", task_type="coding", project="acme/parser")
+        for task_id in lessons
+    ]
+    runs.append(make_run("a1", task="Book a flight from New York to Seattle", task_type="airline"))
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
+        if task_id in lessons:
+            title, applicability = lessons[task_id]
+            data["insights"][0].update(title=title, applicability=applicability)
+        return json.dumps(data)
+
+    llm = FakeLLM(answer=answer)
+    out = tmp_path / "corpus"
+    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
+    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
+    build_corpus(replace(options, mine=False), llm=llm)
+    memory = Memory.load(out)
+    # No lesson shares a word with the task: the one for any commit alone, and said.
+    message = memory.first_message("Fix the scrollback of the terminal", project="acme/parser")
+    listed = titles(message)
+    assert len(listed) == 1 and lessons["p3"][0] in listed[0]
+    assert (message.unlisted, message.none_bear) == (2, True)
+    assert "No other lesson of this project bears on this task" in message.text
+    assert "its 2 other lessons are in `/work/corpus/insight/_index.md`" in message.text
+    # One lesson bears by its words: it and the one for any commit.
+    fixtures = memory.first_message("Regenerate the fixtures", project="acme/parser")
+    shown = {title for title, _ in lessons.values() if any(title in x for x in titles(fixtures))}
+    assert shown == {lessons["p2"][0], lessons["p3"][0]}
+    assert (fixtures.unlisted, fixtures.none_bear) == (1, False)
+
+
+def test_a_run_that_touched_the_task_s_files_is_the_most_similar(tmp_path: Path) -> None:
+    """A bead session's task text and compilation name none of the task's subject, but it
+    wrote the migration the task is about: the files a run touched count towards its
+    likeness, so it comes before a run whose task merely shares "add"."""
+    project = {"task_type": "coding", "project": "acme/app"}
+    runs = [
+        make_run("s1", task="Add a status badge to the server page", **project),
+        make_run("s2", task="Create beads for the review page", **project),
+        make_run(
+            "s3",
+            task="Work on bead app-a0y",
+            repo={
+                "files": ["lib/app/message.ex", "priv/repo/migrations/1_add_message_identity.exs"]
+            },
+            **project,
+        ),
+    ]
+    out = tmp_path / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(tmp_path / "runs.jsonl", runs)], output=out))
+    memory = Memory.load(out)
+    steps = {run.task_id: run.step for run in memory.runs}
+    task = "Add an upsert identity on messages and generate the migration"
+    message = memory.first_message(task, project="acme/app")
+    assert message.similar[0] == steps["s3"]
+    assert message.similar[1] == steps["s1"]  # shares "add"

@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wikitrace.corpus_schema.errors import CorpusError
-from wikitrace.search.mapped import STOP_WORDS, MappedIndex, idf_lucene, split_words
+from wikitrace.search.mapped import (
+    COMMON_WORDS,
+    STOP_WORDS,
+    MappedIndex,
+    idf_lucene,
+    split_words,
+)
 from wikitrace.search.rank import Ranker, _bm25s
 from wikitrace.search.score import _query_words, _weights, covered, export, holders, scored
 
@@ -39,6 +45,10 @@ QUERIES = [
 
 def test_the_stop_words_are_bm25s_s() -> None:
     assert set(_bm25s().stopwords.STOPWORDS_EN) == STOP_WORDS
+
+
+def test_the_common_words_are_bm25s_s_longer_list() -> None:
+    assert set(_bm25s().stopwords.STOPWORDS_EN_PLUS) == COMMON_WORDS
 
 
 def test_the_idf_is_bm25s_s_to_the_bit() -> None:

@@ -19,7 +19,7 @@ from mcp import Client
 
 from wikitrace.search import MIN_SCORE
 from wikitrace.search.rank import Ranker
-from wikitrace.search.score import covered, scored
+from wikitrace.search.score import covered, scored, words_of
 from wikitrace.tools.find import Hit, no_match, search
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import Memory
@@ -248,3 +248,17 @@ def test_the_site_stems_words_as_search_does(corpus: Path) -> None:
     )
     pairs = zip(Stemmer.Stemmer("english").stemWords(words), json.loads(done.stdout), strict=True)
     assert [w for w, (py, js) in zip(words, pairs, strict=True) if py != js] == []
+
+
+def test_covered_counts_the_words_an_item_also_holds() -> None:
+    """Words given for an item (the files a run touched) count as words it holds: a run whose
+    task text and compilation name none of the task's subject, but that wrote its migration,
+    covers the task."""
+    tasks = Ranker.of(["mix phx.server does not start", "work on bead a0y", "create beads"])
+    compilations = Ranker.of(["the server would not start", "closed the epic", ""])
+    task = "Generate the migration for the message identity"
+    assert covered([tasks, compilations], task, range(3)) == {}
+    also = {1: words_of(tasks, "priv repo migrations add message upsert identity.exs")}
+    share = covered([tasks, compilations], task, range(3), also=also)
+    assert set(share) == {1} and share[1] > 0.5
+    assert covered([tasks, compilations], task, [0, 2], also=also) == {}  # only those allowed

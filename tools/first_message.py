@@ -77,10 +77,11 @@ class FirstMessage:
     out."""
     unlisted: int = 0
     """The project's own lessons that bear less on the task than those listed (or, when
-    `none_bear`, all of them): counted in the message, with how to list them, not listed."""
+    `none_bear`, all of them but those that apply to any change): counted in the message, with
+    how to list them, not listed."""
     none_bear: bool = False
     """True when no lesson of the project shares more than its common words with the task:
-    none is listed, and the message says so."""
+    none is listed but those that apply to any change in it, and the message says so."""
     ages: dict[str, str] = field(default_factory=dict)
     """A listed insight -> its source run's age (`3 days ago`), when the run's start is known."""
     code: dict[str, str] = field(default_factory=dict)
@@ -211,7 +212,8 @@ class _Listing:
     unlisted: frozenset[int] = frozenset()
     """The project's own lessons that bear less on the task (`_brief`): counted, not listed."""
     none_bear: bool = False
-    """No lesson of the project bears on the task: every one is in `unlisted`."""
+    """No lesson of the project bears on the task by its words: every one is in `unlisted`
+    but those that apply to any change (`applies_to_any_change`)."""
 
 
 def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) -> _Listing:
@@ -320,6 +322,23 @@ lessons reach half the best (0.031 and 0.020, both bearing) and so stand apart; 
 judged to show no bearing lesson whole score 0.031 to 0.041 at best (0.067 in one)."""
 
 
+_ANY_CHANGE = re.compile(r"\s*(any|every|all|always)\b", re.I)
+"""How an applicability that covers every change opens ("Any commit in the spotter
+repository (Elixir); ...")."""
+
+
+def applies_to_any_change(item: InsightEntry) -> bool:
+    """Whether a lesson says it applies to any change, commit or task of its kind: its
+    applicability's first clause (up to a semicolon, where a model's lesson says where else it
+    applies or when it does not) opens with "any", "every", "all" or "always". Such a lesson
+    ("Run mix format before git commit in spotter": any commit in the repository) bears on
+    every task of its project, whatever the task's words: a task that names neither
+    formatting nor commits ("Mouse-wheel scrollback in the xterm.js terminal ...; fix it")
+    still commits its fix. A narrow subject after "any" ("Any Phoenix start-up problem")
+    passes too: the rule reads how the lesson states its reach, not what it is about."""
+    return bool(_ANY_CHANGE.match(item.applicability.split(";", 1)[0]))
+
+
 def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[int], bool]:
     """The project's own lessons (when it has runs) that bear less on the task than the one
     that bears most (`BEARING`), and whether none bears at all (`BEARING_FLOOR`): the
@@ -328,7 +347,9 @@ def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[i
     (`within`), so its vocabulary ("mix", "phoenix", "bead") tells no lesson apart; the
     task's words that name the project ("spotter") are left out too. Nothing when the task
     has no words, the project has no runs, or it has fewer than two lessons. When more than
-    `APART` reach half the best, each must also score `WHOLE_FLOOR`."""
+    `APART` reach half the best, each must also score `WHOLE_FLOOR`. A lesson that applies to
+    any change (`applies_to_any_change`) is listed whatever its score, and does not count as
+    bearing by the task's words (`none_bear` may be true beside it)."""
     own = [i for i in listed if scope.project_has_runs and scope.tier(memory.run_of(i)) == 0]
     names = {word for key in scope.projects for word in re.split(r"[^a-z0-9]+", key.lower())}
     words = [w for w in re.split(r"(\W+)", scope.task) if w.lower() not in names]
@@ -338,14 +359,15 @@ def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[i
     # Whether any bears, by the words' weight in the whole memory: lessons that all share
     # the task's subject ("phoenix") all bear on it, though the word tells none apart.
     overall = max((score for _, score in scored(memory.insight_ranker, query, own)), default=0.0)
+    always = frozenset(i for i in own if applies_to_any_change(memory.insights[i]))
     if overall < BEARING_FLOOR:
-        return frozenset(own), True
+        return frozenset(own) - always, True
     found = dict(scored(memory.insight_ranker, query, own, within=True))
     best = max(found.values(), default=0.0)
     bearing = [i for i in own if found.get(i, 0.0) >= BEARING * best]
     if len(bearing) > APART:  # close together: each must also score the floor
         bearing = [i for i in bearing if found[i] >= WHOLE_FLOOR]
-    unlisted = frozenset(own) - frozenset(bearing)
+    unlisted = frozenset(own) - frozenset(bearing) - always
     return unlisted, not bearing
 
 

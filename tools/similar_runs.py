@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.tasks import TaskKey
-from wikitrace.search.score import covered, scored
+from wikitrace.search.score import covered, scored, words_of
 
 from .task_scope import Scope, task_words
 
@@ -52,13 +52,31 @@ def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, tuple[f
     (search.score.scored, within the scope). A task text alone says little of a session
     ("Work on bead spotter-4te"); a run that did the task's work holds its subject's words
     in a long compilation, where a short failed run that shares two common words holds
-    little, though BM25 (which weighs a word by the text's length) would rank it first."""
+    little, though BM25 (which weighs a word by the text's length) would rank it first.
+    The files a run touched count as text it holds (`_touched`)."""
     if not task.strip():
         return {}
     rankers = [memory.run_ranker, memory.compilation_ranker]
-    share = covered(rankers, task, run_ok)
+    share = covered(rankers, task, run_ok, also=_touched(memory, run_ok))
     score: dict[int, float] = {}
     for ranker in rankers:
         for i, value in scored(ranker, task, run_ok, within=True):
             score[i] = score.get(i, 0.0) + value
     return {i: (share.get(i, 0.0), score.get(i, 0.0)) for i in share.keys() | score.keys()}
+
+
+def _touched(memory: Memory, run_ok: list[int]) -> dict[int, set[str]]:
+    """The words of the paths of the files each run in scope touched (a coding session's
+    repository record), as the runs' ranker holds words: what a run did, where its task
+    text and compilation do not say it. "Work on bead spotter-a0y", whose compilation
+    names lifecycle hooks and a live tail, wrote priv/repo/migrations/... and
+    transcript_tail_worker.ex: a task that adds a migration, or fixes the tail worker, is
+    like it."""
+    touched: dict[int, set[str]] = {}
+    for i in run_ok:
+        repo = memory.runs[i].repo
+        files = repo.get("files") if repo else None
+        if files:
+            paths = " ".join(path for path in files if isinstance(path, str))
+            touched[i] = words_of(memory.run_ranker, paths.replace("/", " "))
+    return touched
