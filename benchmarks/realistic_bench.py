@@ -50,10 +50,13 @@ other project's lesson is shown, and J1 counts as met when no lesson is shown (a
 right then).
 
 `--tasks FILE` asks a second list of held-out tasks instead (JSON: {"tasks": [{name, task,
-project, left_out, expected, name_given, remote}]}, as benchmarks/data/realistic_tasks_second.json,
-written by a second reader before its messages were made; realistic_tasks_third.json, a third
-list written before the change it measures, not tuned on); `--scores FILE` reads the judgments
-from another reader's file (same shape as realistic_scores.json), so a second reader scores blind.
+project, left_out, expected, name_given, remote, domain}]}, as
+benchmarks/data/realistic_tasks_second.json, written by a second reader before its messages
+were made; realistic_tasks_third.json, a third list written before the change it measures,
+not tuned on; realistic_tasks_fourth.json, written by a blind fourth reader, with four tasks
+of domains the corpus lacks, `"domain": "none"`, counted apart: a message for one is right
+only when it shows no lesson and no run); `--scores FILE` reads the judgments from another
+reader's file (same shape as realistic_scores.json), so a second reader scores blind.
 
     python benchmarks/realistic_bench.py [DATA] [--keep DIR] [--dump-prompts DIR]
                                          [--messages DIR] [--tasks FILE] [--scores FILE] [--json]
@@ -286,6 +289,10 @@ class HeldOut:
     """What a user types as the project's name (None: the project key)."""
     remote: str | None = None
     """The git remote of the project's repository, when it has one."""
+    domain: str = "coding"
+    """The task's domain: "coding" for work in these projects; "none" for a task of a domain
+    the corpus lacks (a toast, a lease letter), for which every lesson or run shown is
+    another domain's item (M1): such a message is right only when it shows nothing."""
 
 
 def _session_task(task_id: str, data: Path) -> str:
@@ -419,6 +426,7 @@ def tasks_from(path: Path) -> list[HeldOut]:
                     frozenset(entry.get("expected", [])),
                     entry.get("name_given"),
                     entry.get("remote"),
+                    entry.get("domain", "coding"),
                 )
             )
         except (KeyError, TypeError) as error:
@@ -509,7 +517,7 @@ def score(corpus: Path, work: Path, items: list[HeldOut], judged: dict[str, Any]
             and truth.project(by_step[i.source_step]) == item.project
             and by_step[i.source_step].task_id != item.left_out
         ]
-        domain = "coding"
+        domain = item.domain
         for variant, (given, cwd) in variants(item, work).items():
             # --mount: where a local agent finds the corpus (the hooks pass it; `prompt`'s
             # default is a harness's mount, /work/corpus, which J4 would fail everywhere).
@@ -601,10 +609,13 @@ def main() -> None:
     )
     print("\n".join(table(scored)))
     totals = [row.total for row in scored if row.total is not None]
+    foreign = {item.name for item in items if item.domain != "coding"}
     where = [
         row.total
         for row in scored
-        if row.total is not None and row.task != "codex agent-sample (no other run)"
+        if row.total is not None
+        and row.task != "codex agent-sample (no other run)"
+        and row.task not in foreign
     ]
     print(
         f"messages: {len(scored)}; with another domain's items: "
@@ -612,6 +623,12 @@ def main() -> None:
         f"judged: {len(totals)}; at least 8 of 10 where the project has runs: "
         f"{sum(t >= 8 for t in where)} of {len(where)}"
     )
+    if foreign:
+        asked = [row for row in scored if row.task in foreign]
+        print(
+            f"tasks of a domain the corpus lacks: {len(asked)} messages, "
+            f"{sum(row.foreign_domain == 0 for row in asked)} showing no lesson and no run"
+        )
 
 
 if __name__ == "__main__":

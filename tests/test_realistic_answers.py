@@ -99,3 +99,16 @@ def test_a_second_task_list_reads_and_names_what_is_wrong(tmp_path: Path) -> Non
     bad.write_text(json.dumps({"tasks": [{"name": "n", "project": "p"}]}), encoding="utf-8")
     with pytest.raises(SystemExit, match=r"tasks\.json: tasks\[0\]: missing or bad field 'task'"):
         bench.tasks_from(bad)
+
+
+def test_a_task_of_a_domain_the_corpus_lacks_is_marked_and_coding_is_the_default() -> None:
+    """The fourth reader's list marks its four tasks of domains the corpus lacks with
+    `"domain": "none"` (every item a message shows for them is another domain's); a task
+    that says no domain is coding work, as every task of the earlier lists is."""
+    items = bench.tasks_from(ROOT / "benchmarks/data/realistic_tasks_fourth.json")
+    foreign = [item for item in items if item.domain == "none"]
+    assert len(items) == 16 and len(foreign) == 4
+    assert all(item.name.startswith("foreign4") and not item.expected for item in foreign)
+    assert {item.domain for item in items} == {"coding", "none"}
+    second = bench.tasks_from(ROOT / "benchmarks/data/realistic_tasks_second.json")
+    assert {item.domain for item in second} == {"coding"}
