@@ -231,7 +231,13 @@ def met(goal: str, rate: float, alpha: float) -> bool:
 
 
 def gate_table(
-    reps: int, noise: float, seed: int, tasks: int, schedule: Schedule, rates: Rates
+    reps: int,
+    noise: float,
+    seed: int,
+    tasks: int,
+    schedule: Schedule,
+    rates: Rates,
+    only: Sequence[str] = (),
 ) -> bool:
     schedule = schedule.through_noise(rates.flip_rate)
     tasks = tasks or schedule.max_runs // 2
@@ -250,6 +256,8 @@ def gate_table(
     )
     ok = True
     for s in SCENARIOS:
+        if only and not any(part in s.name for part in only):
+            continue
         rng = random.Random(f"{seed}:{s.name}:{noise}")
         results = [decide_lesson(rng, s, rates, schedule, world) for _ in range(reps)]
         commits = sum(c for c, _ in results)
@@ -421,6 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "an agent whose flip rate was measured would state)",
     )
     parser.add_argument("--skip", nargs="*", default=[], help="tasks, published, calls, monitor")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="the gate's scenarios whose names hold one of these (default: all); the verdict "
+        "on every target then speaks of those alone",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     schedule = Schedule(max_runs=args.max_runs)
@@ -429,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noise in args.noise:
         flip = noise if args.flip_rate == "same" else float(args.flip_rate)
         rates = Rates(eta=args.eta, flip_rate=flip)
-        good = gate_table(args.reps, noise, args.seed, args.tasks, schedule, rates)
+        good = gate_table(args.reps, noise, args.seed, args.tasks, schedule, rates, args.only)
         ok &= good if noise == 0 else True
     ok &= pfail_runs(args.reps, args.seed, tasks, schedule)
     if "tasks" not in args.skip:
