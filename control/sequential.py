@@ -275,16 +275,17 @@ class Sequential:
         # as they hurt later.) With a stated flip rate e, stakes on outcomes shrink by powers
         # of 1 - 2e: the best stake is about the mean over the variance of what a test reads,
         # and noise shrinks the mean by 1 - 2e while it raises the variance, so the noise-free
-        # stakes would overbet: D_reg's test by (1 - 2e)^2, help's by (1 - 2e)^3 (near the
-        # best growth for a noise-free gain of 0.2 at e = 0.15, and within a few percent of
-        # the former mixture of (1 - 2e)^2 and (1 - 2e)^3 for 0.34, without the mixture's
-        # price of log 2), D_reg's and help's futility tests by (1 - 2e)^2 (a futility test
-        # that bets less stops a lesson worth committing less often on noise alone: helpful-
-        # modest stopped early 8% of the time at 1 - 2e), P_fail's futility on outcomes by
-        # 1 - 2e. Chosen on `gate_bench.py --noise 0.15 --flip-rate same` (200 to 400 lessons
-        # a try): unshrunk, a lesson breaking 40% of the solved falsification tasks was
-        # admitted about 5% of the time and a strong lesson committed about 70%; docs/gate.md
-        # has the figures of the stakes chosen.
+        # stakes would overbet: D_reg's test by (1 - 2e)^2, help's by (1 - 2e)^3 (within 2%
+        # of the best growth for a noise-free gain of 0.2 at e = 0.15; the former mixture of
+        # (1 - 2e)^2 and (1 - 2e)^3 paid log 2 for a faster strong lesson, and committed the
+        # modest one 3 points less often at 0.15; at 0.30 the single stake is the slower for a
+        # strong lesson, 2,204 runs against 1,488), D_reg's and help's futility tests by
+        # (1 - 2e)^2 (a futility test that bets less stops a lesson worth committing less
+        # often on noise alone: `tests/test_sequential.py` bounds how often), P_fail's futility
+        # on outcomes by 1 - 2e. Chosen on `gate_bench.py --noise 0.15 --flip-rate same` (200
+        # to 800 lessons a try): unshrunk, a lesson breaking 40% of the solved falsification
+        # tasks was admitted about 5% of the time and a strong lesson committed about 70%;
+        # docs/gate.md has the figures of the stakes chosen.
         r = self.rates
         eta = r.seen_margin(r.eta)
         worth = WORTH * eta
