@@ -12,6 +12,8 @@ population), and its pairs go through the gate's code: `TaskDraws` (distinct tas
 
     python benchmarks/gate_bench.py              # 2,000 lessons a scenario
     python benchmarks/gate_bench.py --reps 300   # quicker
+    python benchmarks/gate_bench.py --reps 100 --noise 0 --only "no gain" --skip tasks calls
+    # one scenario; the verdict then speaks of it alone
 
 For each scenario it prints the share committed (Wilson's 95% interval), the median agent runs
 per decision (a narrowed lesson's two tests are two decisions) and per lesson, the bound for the
