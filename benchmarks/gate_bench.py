@@ -12,6 +12,8 @@ population), and its pairs go through the gate's code: `TaskDraws` (distinct tas
 
     python benchmarks/gate_bench.py              # 2,000 lessons a scenario
     python benchmarks/gate_bench.py --reps 300   # quicker
+    python benchmarks/gate_bench.py --reps 100 --noise 0 --only "no gain" --skip tasks calls
+    # one scenario; the verdict then speaks of it alone
 
 For each scenario it prints the share committed (Wilson's 95% interval), the median agent runs
 per decision (a narrowed lesson's two tests are two decisions) and per lesson, the bound for the
@@ -33,7 +35,14 @@ from dataclasses import dataclass
 from wikitrace.control.figures import Thresholds, gate_figures
 from wikitrace.control.gate_sim import Truth, World, lesson, simulate_call
 from wikitrace.control.probes import Probe
-from wikitrace.control.sequential import NARROWED_SHARE, WORTH, Rates, Schedule, Watch
+from wikitrace.control.sequential import (
+    FIRST_LOOK,
+    NARROWED_SHARE,
+    WORTH,
+    Rates,
+    Schedule,
+    Watch,
+)
 from wikitrace.control.stats import wilson
 from wikitrace.corpus_schema.tasks import TaskKey
 
@@ -179,33 +188,46 @@ def procedure_bound(truth: Truth, rates: Rates, noise: float, commit: bool) -> f
     - every stake is one the test may bet whatever the truth (`tests_of(valid=True)`): no
       valid test may bet as if an outcome the truth rules out (a pair better with a harmful
       lesson) could not happen;
-    - P_fail is read first, from falsification runs with the lesson alone (what brings a
-      misfiring lesson's rejection to a few runs): a lesson rejected by another test pays for
-      P_fail being shown first (log(1 / alpha) over its growth, one run each);
+    - P_fail is read alone first, from falsification runs with the lesson alone (what brings
+      a misfiring lesson's rejection to a few runs), until its evidence is FIRST_LOOK of the
+      way to 1 / alpha in log (`Sequential.first_look`): a lesson rejected by another test
+      pays for that look (FIRST_LOOK times log(1 / alpha) over P_fail's growth, one run
+      each), and a lesson committed pays for the rest of P_fail's evidence in falsification
+      pairs (free where D_reg on falsification probes reads that many pairs anyway);
     - a falsification outcome for D_reg costs one run (its run without the lesson) only while
-      runs with the lesson read for P_fail are left to complete; after that, a pair's two.
+      runs with the lesson read alone are left to complete; after that, a pair's two.
 
-    To commit: P_fail's runs, then every other test's. To reject: the least, over the
-    futility tests, of P_fail's runs (unless P_fail is the one rejecting) and that test's."""
+    To commit: P_fail's look, every other test's runs, and P_fail's rest where D_reg's pairs
+    do not cover it. To reject: the least, over the futility tests, of P_fail's own (when
+    P_fail is the one rejecting) or P_fail's look and that test's runs. (Until issue 52's
+    fourth try the gate read P_fail alone until it was shown, and this bound assumed so:
+    `_procedure_bound` with look 1 gives that one.)"""
+    return _procedure_bound(truth, rates, noise, commit, FIRST_LOOK)
+
+
+def _procedure_bound(truth: Truth, rates: Rates, noise: float, commit: bool, look: float) -> float:
     tests = tests_of(truth, rates, noise, valid=True)
 
     def runs(growth_rate: float, level: float) -> float:
         return math.log(1 / level) / growth_rate if growth_rate > 0 else math.inf
 
     p_fail = runs(tests["P_fail"][0], rates.alpha)
+    alone = look * p_fail  # runs read alone, before the other tests start
 
     def cost(name: str, outcomes: float) -> float:
         if name == "D_reg falsify":
-            return min(outcomes, p_fail) + 2 * max(0.0, outcomes - p_fail)
+            return min(outcomes, alone) + 2 * max(0.0, outcomes - alone)
         return outcomes * tests[name][2]
 
     if commit:
         others = [cost(n, runs(t[0], rates.alpha)) for n, t in tests.items() if n != "P_fail"]
-        return p_fail + sum(others)
+        falsify_pairs = max(0.0, runs(tests["D_reg falsify"][0], rates.alpha) - alone)
+        rest = 2 * max(0.0, p_fail - alone - falsify_pairs)
+        return alone + sum(others) + rest
     found = [runs(tests["P_fail"][1], rates.alpha_miss)]
     for name, (_, down, _) in tests.items():
         if name != "P_fail":
-            found.append(p_fail + cost(name, runs(down, rates.alpha_miss)))
+            found.append(alone + cost(name, runs(down, rates.alpha_miss)))
     return min(found)
 
 
@@ -231,7 +253,13 @@ def met(goal: str, rate: float, alpha: float) -> bool:
 
 
 def gate_table(
-    reps: int, noise: float, seed: int, tasks: int, schedule: Schedule, rates: Rates
+    reps: int,
+    noise: float,
+    seed: int,
+    tasks: int,
+    schedule: Schedule,
+    rates: Rates,
+    only: Sequence[str] = (),
 ) -> bool:
     schedule = schedule.through_noise(rates.flip_rate)
     tasks = tasks or schedule.max_runs // 2
@@ -250,6 +278,8 @@ def gate_table(
     )
     ok = True
     for s in SCENARIOS:
+        if only and not any(part in s.name for part in only):
+            continue
         rng = random.Random(f"{seed}:{s.name}:{noise}")
         results = [decide_lesson(rng, s, rates, schedule, world) for _ in range(reps)]
         commits = sum(c for c, _ in results)
@@ -421,6 +451,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "an agent whose flip rate was measured would state)",
     )
     parser.add_argument("--skip", nargs="*", default=[], help="tasks, published, calls, monitor")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="the gate's scenarios whose names hold one of these (default: all); the verdict "
+        "on every target then speaks of those alone",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     schedule = Schedule(max_runs=args.max_runs)
@@ -429,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noise in args.noise:
         flip = noise if args.flip_rate == "same" else float(args.flip_rate)
         rates = Rates(eta=args.eta, flip_rate=flip)
-        good = gate_table(args.reps, noise, args.seed, args.tasks, schedule, rates)
+        good = gate_table(args.reps, noise, args.seed, args.tasks, schedule, rates, args.only)
         ok &= good if noise == 0 else True
     ok &= pfail_runs(args.reps, args.seed, tasks, schedule)
     if "tasks" not in args.skip:

@@ -200,6 +200,19 @@ WORTH = 1.5
 DAMAGE_KINDS = ("falsify", "regress")
 """D_reg is tested on each of these kinds of probe on its own."""
 
+FIRST_LOOK = 0.5
+"""P_fail is read alone (from runs with the lesson alone) until its evidence reaches (1 /
+alpha) ** FIRST_LOOK, halfway to 1 / alpha in log: a lesson cited where it should not apply
+seldom gets there (under its null, at most alpha ** FIRST_LOOK of the time, by Ville's
+inequality), and a lesson another test will reject stops paying for P_fail's second half.
+Once there, falsification probes run as pairs (the runs read alone completed first), and
+P_fail goes on reading their citations until it is shown."""
+
+TIE_ORDER = ("falsify", "target", "regress")
+"""Which kind is drawn first when futility tests lean equally (none has read a pair yet):
+falsification probes first (a run read for P_fail is completed by one run), then targets
+(help is the test most lessons fail), then regression probes."""
+
 Verdict = str
 """committed, rejected or continue."""
 
@@ -209,7 +222,7 @@ def _damage_tests(r: Rates) -> tuple[dict[str, EProcess], dict[str, EProcess]]:
     top = 0.9 / (1 - r.beta * (1 - r.flip_rate))
     stake = min(lr_bet(r.beta, r.beta / 3), top) * r.signal**2
     low = {k: EProcess(stake) for k in DAMAGE_KINDS}
-    high = {k: EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9) * r.signal) for k in DAMAGE_KINDS}
+    high = {k: EProcess(max(lr_bet(r.beta / 2, r.beta), -0.9) * r.signal**2) for k in DAMAGE_KINDS}
     return low, high
 
 
@@ -223,7 +236,7 @@ class Sequential:
     regress_probes: bool = True
     """False when the task pool has no task the agent solved before: D_reg is then tested on
     the falsification probes alone."""
-    help: EProcess | Mixture = field(init=False)
+    help: EProcess = field(init=False)
     """Betting that the lesson's net gain on its targets is above eta (null: G <= eta)."""
     below_worth: Mixture = field(init=False)
     """Betting that the net gain is below WORTH * eta (futility): at half the most a pair's
@@ -236,9 +249,7 @@ class Sequential:
     failure_high: EProcess = field(init=False)
     reason: str = ""
     focused: str | None = None
-    """The kind of probe drawn alone while its futility test leans towards rejecting: kept
-    until it no longer leans, so that a lesson harmful on two kinds is not split between
-    them."""
+    """The kind of probe the last round drew: the one whose futility test leaned most."""
     reports: int = 0
     """Falsification runs with the lesson that returned a citation report."""
     unreported: int = 0
@@ -264,19 +275,25 @@ class Sequential:
         # as they hurt later.) With a stated flip rate e, stakes on outcomes shrink by powers
         # of 1 - 2e: the best stake is about the mean over the variance of what a test reads,
         # and noise shrinks the mean by 1 - 2e while it raises the variance, so the noise-free
-        # stakes would overbet: D_reg's test by (1 - 2e)^2, help a mixture of (1 - 2e)^2 and
-        # (1 - 2e)^3, the futility tests by 1 - 2e. Chosen on `gate_bench.py --noise 0.15
-        # --flip-rate same` (200 lessons a try): unshrunk, a lesson breaking 40% of the solved
-        # falsification tasks was admitted about 5% of the time and a strong lesson committed
-        # about 70%; docs/gate.md has the figures of the stakes chosen.
+        # stakes would overbet: D_reg's test by (1 - 2e)^2, help's by (1 - 2e)^3 (within 2%
+        # of the best growth for a noise-free gain of 0.2 at e = 0.15; the former mixture of
+        # (1 - 2e)^2 and (1 - 2e)^3 paid log 2 for a faster strong lesson, and committed the
+        # modest one 3 points less often at 0.15; at 0.30 the single stake is the slower for a
+        # strong lesson, 2,204 runs against 1,488), D_reg's and help's futility tests by
+        # (1 - 2e)^2 (a futility test that bets less stops a lesson worth committing less
+        # often on noise alone: `tests/test_sequential.py` bounds how often), P_fail's futility
+        # on outcomes by 1 - 2e. Chosen on `gate_bench.py --noise 0.15 --flip-rate same` (200
+        # to 800 lessons a try): unshrunk, a lesson breaking 40% of the solved falsification
+        # tasks was admitted about 5% of the time and a strong lesson committed about 70%;
+        # docs/gate.md has the figures of the stakes chosen.
         r = self.rates
         eta = r.seen_margin(r.eta)
         worth = WORTH * eta
         stake = -0.7 / (1 + eta)  # 1 + s * (X - eta), X in {-1, 0, 1}
-        self.help = (
-            Mixture((stake * r.signal**2, stake * r.signal**3)) if r.flip_rate else EProcess(stake)
+        self.help = EProcess(stake * r.signal**3)
+        self.below_worth = Mixture(
+            (0.5 / (1 - worth) * r.signal**2, 0.9 / (1 - worth) * r.signal**2)
         )
-        self.below_worth = Mixture((0.5 / (1 - worth) * r.signal, 0.9 / (1 - worth) * r.signal))
         self.damage, self.damage_high = _damage_tests(r)
         self.failure = EProcess(min(lr_bet(r.delta, r.delta / 2), 0.9 / (1 - r.delta)))
         self.failure_high = EProcess(
@@ -356,16 +373,25 @@ class Sequential:
         """P_fail is read from citation reports: every falsification run so far returned one."""
         return self.citations and not self.unreported
 
+    def first_look(self) -> bool:
+        """P_fail is still read alone: every falsification run so far returned a citation
+        report, and P_fail's evidence is below (1 / alpha) ** FIRST_LOOK (alpha as set, not
+        scaled: a narrowed lesson, asked for four times the evidence, does not read P_fail
+        alone for longer)."""
+        threshold = (1 / self.rates.alpha) ** FIRST_LOOK
+        return self.reading_citations() and self.failure.wealth < threshold
+
     def needs(self) -> dict[str, bool]:
-        """Which kinds of probe still tell something. While P_fail is read from citations and
-        not shown, falsification runs alone (it is the cheapest test, and the one a misfiring
-        lesson fails first). Then every kind whose test is not shown yet, until a futility
-        test leans towards rejecting (its wealth above 1): then only the kind whose futility
-        test leans most (`focused`, kept while it leans), so that a lesson failing one test
-        does not pay for the others too. A lesson that passes needs every test shown whatever
-        the order, so the order costs it nothing; which kind is drawn next is decided before
-        its outcomes, so every test stays valid."""
-        if self.reading_citations() and not self.falsification_holds:
+        """Which kinds of probe still tell something. While P_fail is read alone
+        (`first_look`), falsification runs alone (it is the cheapest test, and the one a
+        misfiring lesson fails first). Then one kind a round, among those whose tests are
+        not shown yet: the one whose futility test leans most towards rejecting (the log of
+        its wealth; ties in TIE_ORDER), so the test that will reject a lesson gets the runs
+        first and a lesson failing one test does not pay for the others. A lesson that passes
+        needs every test shown whatever the order, so the order costs it no run (its rounds
+        hold fewer runs to run at once); which kind is drawn next is decided before its
+        outcomes, so every test stays valid."""
+        if self.first_look():
             return {"target": False, "falsify": True, "regress": False}
         open_tests = {
             "target": not self.helps,
@@ -373,12 +399,10 @@ class Sequential:
             "regress": not self.safe_on("regress"),
         }
         lean = {kind: self.leaning(kind) for kind, needed in open_tests.items() if needed}
-        if self.focused not in lean or lean[self.focused] <= 0:
-            leader = max(lean, key=lambda kind: lean[kind], default=None)
-            self.focused = leader if leader is not None and lean[leader] > 0 else None
-        if self.focused is not None:
-            return {kind: kind == self.focused for kind in open_tests}
-        return open_tests
+        self.focused = max(
+            lean, key=lambda kind: (lean[kind], -TIE_ORDER.index(kind)), default=None
+        )
+        return {kind: kind == self.focused for kind in open_tests}
 
     def leaning(self, kind: str) -> float:
         """How far the futility test a kind of probe feeds leans towards rejecting: the log of
@@ -393,12 +417,10 @@ class Sequential:
     def needs_base(self, kind: str) -> bool:
         """Whether a pair of `kind` drawn now must also run without the lesson. Targets and
         regression probes always do (their tests compare the two sides). A falsification
-        probe does not while P_fail, read from citation reports that every falsification run
-        so far has returned, is not shown: its citation is all it tells then. Decided before
-        the pair is run, so skipping the base run keeps every test valid."""
-        if kind != "falsify":
-            return True
-        return not (self.reading_citations() and not self.falsification_holds)
+        probe does not while P_fail is read alone (`first_look`): its citation is all it
+        tells then. Decided before the pair is run, so skipping the base run keeps every test
+        valid."""
+        return kind != "falsify" or not self.first_look()
 
     def verdict(self) -> Verdict:
         r = self.rates
