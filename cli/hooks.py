@@ -58,7 +58,8 @@ _time_limit_option = click.option(
     cls=DetailedOption,
     help="Seconds recall may take; past them it answers nothing (logged) and exits 0.",
     more="A hard deadline, kept by a watchdog thread: a corpus on a slow or hung disk never "
-    "holds the agent up longer.",
+    "holds the agent up longer. `install` gives the agent's own limit for the hook 4 s more "
+    "(5 s at least), for the process's start.",
 )
 
 
@@ -91,7 +92,10 @@ def install_command(
     if time_limit != DEFAULT_TIME_LIMIT:
         recall += ["--time-limit", f"{time_limit:g}"]
     capture = [*program, "add", target, "--from-hook"]
-    for change in install(agent, recall, capture, repository=_repository(repo)):
+    installed = install(
+        agent, recall, capture, repository=_repository(repo), recall_limit=time_limit
+    )
+    for change in installed:
         click.echo(str(change))
     if agent in REVIEW_NOTES:
         click.echo(REVIEW_NOTES[agent], err=True)

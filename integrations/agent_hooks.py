@@ -13,6 +13,7 @@ handlers are told from the user's by their command (wikitrace's `hooks recall` o
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -36,7 +37,11 @@ release, or a default changed, runs them too."""
 CODEX_LEGACY_FEATURE = "codex_hooks"
 """Its older name: Codex 0.171 still reads it, with a warning at every start."""
 RECALL_SECONDS = 5
-"""The agent's own time limit for the recall hook (the hook keeps a shorter one itself)."""
+"""The agent's own time limit for the recall hook, at least (the hook keeps a shorter one
+itself: see `recall_seconds`)."""
+START_SECONDS = 4
+"""What the agent's limit leaves above recall's own, for the process's start, which recall's
+limit does not count: a few seconds on a busy machine."""
 CAPTURE_SECONDS = 30
 
 
@@ -111,10 +116,12 @@ def install(
     recall_command: Sequence[str],
     capture_command: Sequence[str],
     *,
-    repository: Path | None = None,
+    repository: Path | None,
+    recall_limit: float,
 ) -> list[Change]:
     """Put our recall and capture hooks into `agent`'s settings (replacing any of ours there
-    before, so that installing twice is installing once); every other key and hook is kept."""
+    before, so that installing twice is installing once); every other key and hook is kept.
+    `recall_limit` is the recall command's own --time-limit; the agent's is longer."""
     where = agent_hooks(agent, repository)
     recall = shlex.join(recall_command)
     capture = shlex.join(capture_command)
@@ -129,7 +136,9 @@ def install(
                     hint="fix that entry (a list of hook groups), then run the command again",
                 )
         for event in where.recall_events:
-            hooks.setdefault(event, []).append(_group(where, recall, "recall", RECALL_SECONDS))
+            hooks.setdefault(event, []).append(
+                _group(where, recall, "recall", recall_seconds(recall_limit))
+            )
         hooks.setdefault(where.capture_event, []).append(
             _group(where, capture, "capture", CAPTURE_SECONDS)
         )
@@ -176,6 +185,13 @@ def is_ours(handler: Any) -> bool:
     runs_us = any(Path(word).name == "wikitrace" or word == "wikitrace.cli" for word in words[:3])
     recall = any(words[i : i + 2] == ["hooks", "recall"] for i in range(len(words)))
     return runs_us and (recall or ("add" in words and "--from-hook" in words))
+
+
+def recall_seconds(recall_limit: float) -> int:
+    """The agent's time limit for a recall hook that keeps `recall_limit` itself: never below
+    RECALL_SECONDS, and START_SECONDS above a longer limit, so that the agent does not cut a
+    recall its own limit allows."""
+    return max(RECALL_SECONDS, math.ceil(recall_limit) + START_SECONDS)
 
 
 def _group(where: AgentHooks, command: str, role: str, seconds: int) -> dict[str, Any]:

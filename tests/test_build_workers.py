@@ -233,7 +233,7 @@ def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
         start_new_session=True,
     )
     staging = Store(corpus).staging("v0001")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not (staging / "compilation").is_dir() and build.poll() is None:
         assert time.monotonic() < deadline, "the build never started writing"
         time.sleep(0.05)
@@ -242,8 +242,8 @@ def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
 
 
 def none_left(mark: str) -> None:
-    """No process of the build's is left, within a few seconds."""
-    deadline = time.monotonic() + 10
+    """No process of the build's is left, within a minute (a few seconds on a busy machine)."""
+    deadline = time.monotonic() + 60
     while worker_processes(mark):  # the fork server ends once its workers have
         assert time.monotonic() < deadline, "a worker outlived its build"
         time.sleep(0.1)

@@ -134,7 +134,7 @@ def test_the_worker_ends_when_the_builder_is_gone(openai_stub: Stub) -> None:
     assert llm._socket is not None and llm._counts is not None
     llm._socket.close()
     llm._counts.close()
-    assert process.wait(timeout=20) == 0
+    assert process.wait(timeout=60) == 0
 
 
 def test_a_worker_that_dies_stops_the_calls_with_a_clear_error(openai_stub: Stub) -> None:

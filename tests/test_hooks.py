@@ -357,7 +357,7 @@ def test_codex_notify_gives_its_payload_as_the_argument(
 # --- two sessions ending at once ----------------------------------------------------------------
 
 
-def _wait_for(path: Path, text: str, count: int, seconds: float = 120.0) -> str:
+def _wait_for(path: Path, text: str, count: int, seconds: float = 300.0) -> str:
     """The log once it says `text` `count` times (the captures run in processes of their own)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -401,19 +401,20 @@ def test_the_lock_is_waited_for_then_given_up(tmp_path: Path) -> None:
     ):
         pass
     assert told == ["waiting"]
-    held = threading.Event()
+    # The holder lets go once the second build says it waits: no clock to race on a busy
+    # machine (a holder that slept 0.3 s could be gone before the second build started).
+    held, waited = threading.Event(), threading.Event()
 
-    def hold_briefly() -> None:
+    def hold_until_waited_for() -> None:
         with build_lock(pointer):
             held.set()
-            time.sleep(0.3)
+            waited.wait(60)
 
-    thread = threading.Thread(target=hold_briefly)
+    thread = threading.Thread(target=hold_until_waited_for)
     thread.start()
-    held.wait(10)
-    started = time.monotonic()
-    with build_lock(pointer, 30):  # taken once the holder lets go
-        assert time.monotonic() - started > 0.1
+    assert held.wait(60)
+    with build_lock(pointer, 120, waited.set):  # taken once the holder lets go
+        assert waited.is_set()
     thread.join()
 
 

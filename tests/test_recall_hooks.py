@@ -26,8 +26,9 @@ PAYLOADS = DATA / "hooks"
 SHOWCASE = DATA / "sessions/claude-code/minimal_showcase"
 SESSION = "55550000-0000-4000-8000-000000000001"
 THREAD = "22222222-2222-4222-8222-222222222222"
-HARD_LIMIT = 20.0
-"""No hook run here may take this long: each is expected well within a second or two."""
+HARD_LIMIT = 60.0
+"""No hook run here may take this long: each is expected well within a second or two on a quiet
+machine, and within a few at a load of 10 on 2 cores."""
 RECALL_LIMIT = ["--time-limit", "10"]
 """The recall limit of the tests that are not about it: the default (1 s) answers nothing on a
 busy machine (at a load of 12 on 2 cores, one recall in ten)."""
@@ -61,7 +62,7 @@ def copy_logs(source: Path, dest: Path, folder: str, repository: Path) -> None:
             target.write_text(path.read_text().replace(folder, str(repository)))
 
 
-def wait_for(log: Path, text: str, seconds: float = 60.0) -> str:
+def wait_for(log: Path, text: str, seconds: float = 300.0) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         found = log.read_text() if log.exists() else ""
@@ -294,7 +295,9 @@ def test_a_held_build_lock_does_not_stop_recall(home: Path, corpus: Path, tmp_pa
     other = git_repository(tmp_path / "other", "git@github.com:me/other.git")
     log = tmp_path / "hook.log"
     with build_lock(corpus):
-        code, out, _ = recall(corpus, payload("gemini-session-start", cwd=str(other)), log)
+        # A recall that waited for the lock would run into its limit and log that instead.
+        stdin = payload("gemini-session-start", cwd=str(other))
+        code, out, _ = recall(corpus, stdin, log, *RECALL_LIMIT)
     assert (code, out) == (0, "")
     assert (
         "SessionStart c0ffee00-0000-4000-8000-000000000009: nothing recalled: " in log.read_text()
@@ -378,6 +381,11 @@ def test_install_keeps_every_other_key_and_hook_and_twice_is_once(
     again = json.loads(settings.read_text())
     assert len(again["hooks"]["SessionStart"]) == 2
     assert again["hooks"]["SessionStart"][1]["hooks"][0]["command"].endswith("--max-tokens 800")
+    # A recall allowed longer than the agent's 5 s: the agent waits 4 s more than it.
+    code, _, _ = run(["hooks", "install", "claude-code", str(offline_copy), "--time-limit", "10"])
+    (longer,) = json.loads(settings.read_text())["hooks"]["SessionStart"][1]["hooks"]
+    assert code == 0 and longer["command"].endswith("--time-limit 10")
+    assert longer["timeout"] == 14
 
     code, out, err = run(["hooks", "remove", "claude-code"])
     assert code == 0, err
