@@ -130,13 +130,13 @@ def recall(
 
     from .memory import Memory
 
-    memory = Memory.load(corpus.absolute())
+    # Through the catalog's index when it has one: the project's runs and lessons are read,
+    # not every line of the catalog.
+    memory = Memory.load(corpus.absolute(), indexed=True)
     aliases = folder_aliases(folder, project) | dict(project_aliases or {})
-    if event == SESSION_START:
-        # Nothing to render for a project with no runs here: said before the message is made.
-        known = {run.project for run in memory.runs if run.project}
-        if not matching_projects(project, known, aliases):
-            return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
+    # At session start, nothing to render for a project with no runs here: said at once.
+    if event == SESSION_START and not matching_projects(project, memory.project_keys, aliases):
+        return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
     options = MessageOptions(
         # At a session's start there is no task yet to find similar past runs for.
         similar=SIMILAR if prompt else 0,  # as many as `prompt` lists
