@@ -3,7 +3,8 @@ whole catalog answers, byte for byte, and what the hook answered before the inde
 (`tests/data/hooks/recalled-before-the-index.json`, recorded with wikitrace at 3e41233), on a
 corpus whose lessons are checked against a git checkout: one deleted, one renamed, one changed
 file since their runs. A corpus with no index, or one that does not match its catalog, is read
-whole; the index reads the project's lines alone."""
+whole; the index reads the project's lines alone. The message's template, compiled once and
+kept for the next call, renders alike."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import jinja2
 import pytest
 from test_code_drift import git
 
@@ -20,6 +22,7 @@ from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema.catalog import read_catalog
 from wikitrace.corpus_schema.catalog_index import IndexedCatalog
 from wikitrace.corpus_schema.layout import CATALOG_INDEX
+from wikitrace.prompts import CompiledTemplates, environment
 from wikitrace.tools.hook_recall import RecallPayload, recall
 from wikitrace.tools.memory import Memory
 
@@ -199,3 +202,37 @@ def test_the_index_reads_the_project_s_lines_alone(built: tuple[Path, Path]) -> 
     assert shown == whole and shown.insights
     assert memory.runs.made <= len(steps) < len(runs)  # type: ignore[attr-defined]
     assert memory.insights.made <= len(steps) < len(insights)  # type: ignore[attr-defined]
+
+
+def _not_compiled(*_: object, **__: object) -> None:
+    raise AssertionError("a template was compiled again")
+
+
+def test_the_template_compiled_once_is_kept_for_the_next_call_and_renders_alike(
+    built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus, base = built
+    payload = RecallPayload("SessionStart", "s", str(base / "app"))
+    plain = recall(corpus, payload).text
+    kept = tmp_path / "cache" / "templates"
+    assert recall(corpus, payload, compiled_templates=kept).text == plain
+    files = sorted(kept.iterdir())
+    assert files and all(path.suffix == ".jinja" for path in files)
+    assert stat.S_IMODE(kept.stat().st_mode) == stat.S_IRWXU  # the user's alone
+    # Read back by another environment (a new process's), not compiled again; a damaged
+    # file is compiled anew.
+    environment.cache_clear()
+    with monkeypatch.context() as patched:
+        patched.setattr(jinja2.Environment, "compile", _not_compiled)
+        assert recall(corpus, payload, compiled_templates=kept).text == plain
+    for path in files:
+        path.write_bytes(b"\x00garbage")
+    environment.cache_clear()
+    assert recall(corpus, payload, compiled_templates=kept).text == plain
+    # A folder others may write to is not used: what it holds would run as code.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    assert CompiledTemplates.at(shared, environment()) is None
+    assert recall(corpus, payload, compiled_templates=shared).text == plain
+    assert list(shared.iterdir()) == []

@@ -147,7 +147,8 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
     # The project's lessons that bear less on the task are counted, not listed (`_brief`).
     listing.unlisted, listing.none_bear = _brief(memory, scope, listing.insights)
     listing.insights = [i for i in listing.insights if i not in listing.unlisted]
-    template = prompts.environment(options.prompts_dir).get_template(TEMPLATE)
+    environment = prompts.environment(options.prompts_dir, options.compiled_templates)
+    template = environment.get_template(TEMPLATE)
     page = _Page(memory, scope, listing, template, options, code)
     chosen, text = _fitted(memory, scope, listing, page, options.max_tokens)
     return _message(memory, scope, listing, code, sorted(chosen), text)
