@@ -15,6 +15,7 @@ from typing import Any, overload
 
 from wikitrace.corpus_schema.catalog import InsightEntry, LazyCatalog, PastRun, read_catalog
 from wikitrace.corpus_schema.catalog_index import IndexedCatalog
+from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import MIN_SCORE, consolidate
@@ -246,6 +247,8 @@ class Memory:
             # The catalog's groups are the lexical ones; any other grouping is made anew.
             kept = leaders if grouping is consolidate.group else None
             return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
+        if not root.is_dir():  # said before the manifest's models are imported
+            raise CorpusError.no_folder(root)
         from wikitrace.corpus_schema import manifest
         from wikitrace.corpus_schema.catalog_build import from_pages
 
