@@ -88,6 +88,10 @@ class ProjectRows:
     insights: list[int]
 
 
+def _regular(status: os.stat_result, size: int) -> bool:
+    return stat.S_ISREG(status.st_mode) and status.st_size == size
+
+
 class IndexedCatalog:
     """A catalog read through its index: each run and insight made from its own line when
     first asked for (a line that is not what wikitrace writes is a CorpusError then), with
@@ -129,10 +133,13 @@ class IndexedCatalog:
             index = orjson.loads((root / CATALOG_INDEX).read_bytes())
             if not isinstance(index, dict) or index.get("catalog_index") != INDEX_VERSION:
                 return None
+            # A regular file of the size indexed: never a FIFO (asked before it is opened, which
+            # would wait for a writer), nor a catalog written over.
+            if not _regular(os.stat(path), index["bytes"]):
+                return None
             with path.open("rb") as handle:
                 status = os.fstat(handle.fileno())
-                # A regular file of the size indexed: never a FIFO, nor a catalog written over.
-                if not stat.S_ISREG(status.st_mode) or status.st_size != index["bytes"]:
+                if not _regular(status, index["bytes"]):
                     return None
                 data: bytes | mmap.mmap = (
                     mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
