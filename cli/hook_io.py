@@ -68,9 +68,20 @@ def _is_json(data: bytearray) -> bool:
     return True
 
 
-def default_log() -> Path:
+def cache_folder() -> Path:
+    """The user's cache folder of wikitrace (~/.cache/wikitrace, or under $XDG_CACHE_HOME)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wikitrace" / "hook.log"
+    return Path(base) / "wikitrace"
+
+
+def default_log() -> Path:
+    return cache_folder() / "hook.log"
+
+
+def compiled_templates() -> Path:
+    """Where recall keeps its message's template compiled, for the next call (a new process
+    at every prompt): prompts.CompiledTemplates."""
+    return cache_folder() / "templates"
 
 
 @contextlib.contextmanager

@@ -135,7 +135,7 @@ def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: P
     """
     from wikitrace.tools.hook_recall import parse_recall_payload, recall
 
-    from .hook_io import default_log, logging_to, read_payload
+    from .hook_io import compiled_templates, default_log, logging_to, read_payload
     from .settings import user_projects
 
     with logging_to(hook_log or default_log()):
@@ -143,7 +143,13 @@ def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: P
         answer = b""
         try:
             payload = parse_recall_payload(read_payload(None, wait=time_limit))
-            said = recall(corpus, payload, max_tokens=max_tokens, project_aliases=user_projects())
+            said = recall(
+                corpus,
+                payload,
+                max_tokens=max_tokens,
+                project_aliases=user_projects(),
+                compiled_templates=compiled_templates(),
+            )
             who = f"{said.event} {payload.session_id or '-'}"
             if said.text:
                 log.info("%s: recalled %d lessons for %s", who, len(said.insights), said.project)

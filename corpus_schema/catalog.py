@@ -257,11 +257,11 @@ class LazyCatalog:
         first = bisect.bisect_left(
             lines, True, 1, len(lines), key=lambda line: not line.startswith(b'["run"')
         )
-        self.runs: Sequence[PastRun] = _Lazy(first - 1, lambda i: self._run(1 + i))
-        self.insights: Sequence[InsightEntry] = _Lazy(
+        self.runs: Sequence[PastRun] = LazyRecords(first - 1, lambda i: self._run(1 + i))
+        self.insights: Sequence[InsightEntry] = LazyRecords(
             len(lines) - first, lambda i: self._insight(first, i)[1]
         )
-        self.leaders: Sequence[int] = _Lazy(
+        self.leaders: Sequence[int] = LazyRecords(
             len(lines) - first, lambda i: self._insight(first, i)[0]
         )
 
@@ -301,7 +301,7 @@ class LazyCatalog:
         return record
 
 
-class _Lazy(Sequence[_Record]):
+class LazyRecords(Sequence[_Record]):
     """`size` records, each made by `make(index)` when first asked for, then kept."""
 
     def __init__(self, size: int, make: Callable[[int], _Record]) -> None:
@@ -310,6 +310,11 @@ class _Lazy(Sequence[_Record]):
 
     def __len__(self) -> int:
         return len(self._made)
+
+    @property
+    def made(self) -> int:
+        """How many records were made (their lines read) so far."""
+        return sum(record is not None for record in self._made)
 
     @overload
     def __getitem__(self, index: int) -> _Record: ...

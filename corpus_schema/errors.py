@@ -73,3 +73,8 @@ class CorpusError(WikitraceError):
     """A corpus folder that is missing, unreadable, locked or not in the expected format."""
 
     exit_code = 1
+
+    @classmethod
+    def no_folder(cls, root: object) -> CorpusError:
+        """What is said of a corpus whose folder is not there."""
+        return cls(f"{root} is not a folder (expected a wikitrace corpus)")

@@ -45,6 +45,9 @@ CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
 when a version is made (catalog_build.py; read back by catalog.py), so that they read one
 file, not every page."""
+CATALOG_INDEX = "catalog-index.json"
+"""Where each of the catalog's lines starts and which are each project's (catalog_index.py):
+a reader of one project's runs and lessons reads their lines alone."""
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
 instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
@@ -88,7 +91,7 @@ def parse_step(text: str) -> int:
 def with_catalog(rel: str) -> bool:
     """Whether `rel` is the catalog or one of its rankers: what every version and view writes
     anew from its own pages, never takes from the version it is made from."""
-    return rel == CATALOG or rel.startswith(f"{SEARCH_DIR}/")
+    return rel in (CATALOG, CATALOG_INDEX) or rel.startswith(f"{SEARCH_DIR}/")
 
 
 def parse_insight(text: str) -> int:

@@ -147,7 +147,7 @@ def manifest_problem(root: Path) -> str | None:
 def load(root: Path) -> Manifest:
     path = root / MANIFEST
     if not root.is_dir():
-        raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
+        raise CorpusError.no_folder(root)
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:

@@ -257,6 +257,17 @@ def within_projects(
     return list(ProjectGroups(leaders, titles, steps, project_of, threshold))
 
 
+class ProjectLessons(Protocol):
+    """Which lessons are each project's (those whose source runs are), as a reader that
+    knows it without reading every lesson tells it (a catalog's index)."""
+
+    def project_of(self, lesson: int) -> str | None:
+        """The project of a lesson's source run; None: none."""
+
+    def lessons(self, project: str) -> Sequence[int]:
+        """A project's lessons, in corpus order."""
+
+
 class ProjectGroups(Sequence[int]):
     """`within_projects`, each project's groups joined when first asked for one of its
     lessons: a reader that lists one project's lessons (a hook's recall) compares only its
@@ -269,21 +280,40 @@ class ProjectGroups(Sequence[int]):
         steps: Sequence[str],
         project_of: Callable[[str], str | None],
         threshold: float = THRESHOLD,
+        *,
+        lessons: ProjectLessons | None = None,
     ):
         self._leaders = leaders
         self._titles = titles
         self._steps = steps
         self._threshold = threshold
+        self._lessons = lessons
+        """Each lesson's project and each project's lessons, when known without reading
+        every lesson's step (a catalog's index): `project_of` is then not asked."""
         self._project: dict[int, str] = {}
         """A group's first lesson -> its project (groups of no project are never joined)."""
         self._firsts: dict[str, list[int]] = {}
         """A project -> the first lessons of its groups, in corpus order."""
-        for index, leader in enumerate(leaders):
-            if leader == index and (project := project_of(steps[index])) is not None:
-                self._project[index] = project
-                self._firsts.setdefault(project, []).append(index)
+        if lessons is None:
+            for index, leader in enumerate(leaders):
+                if leader == index and (project := project_of(steps[index])) is not None:
+                    self._project[index] = project
+                    self._firsts.setdefault(project, []).append(index)
         self._joined: dict[str, dict[int, int]] = {}
         """A project -> its groups that join an earlier one: first lesson -> the one joined."""
+
+    def _project_of(self, leader: int) -> str | None:
+        if self._lessons is None:
+            return self._project.get(leader)
+        if self._leaders[leader] != leader:  # no group's first: never joined, as above
+            return None
+        return self._lessons.project_of(leader)
+
+    def _firsts_of(self, project: str) -> list[int]:
+        if self._lessons is None:
+            return self._firsts[project]
+        leaders = self._leaders
+        return [i for i in self._lessons.lessons(project) if leaders[i] == i]
 
     def __len__(self) -> int:
         return len(self._leaders)
@@ -298,12 +328,12 @@ class ProjectGroups(Sequence[int]):
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
         leader = self._leaders[index]
-        project = self._project.get(leader)
+        project = self._project_of(leader)
         if project is None:
             return leader
         joined = self._joined.get(project)
         if joined is None:
-            joined = self._joined[project] = self._join(self._firsts[project])
+            joined = self._joined[project] = self._join(self._firsts_of(project))
         return joined.get(leader, leader)
 
     def _join(self, members: list[int]) -> dict[int, int]:

@@ -42,6 +42,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
     names = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*") if p.is_file())
     assert names == [
         "_index.md",
+        "catalog-index.json",
         "catalog.jsonl",
         "compilation/_index.md",
         "compilation/step-0001.md",

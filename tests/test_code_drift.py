@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers.repository import repo_state
@@ -286,6 +288,20 @@ def test_what_a_lesson_names() -> None:
         "Memory.load",
         "parse_args",
     ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*"ab.py/-+@_ :Makefile`1\né", "src/", ".py", "e.g.", "://"]),
+        max_size=30,
+    ).map("".join)
+)
+def test_the_quick_look_for_a_file_name_skips_no_text_that_names_one(text: str) -> None:
+    # `named_files` skips a text `_MAY_NAME_FILE` does not find in: never one `_FILE` would.
+    from wikitrace.corpus_schema import code_names
+
+    assert bool(code_names._MAY_NAME_FILE.search(text)) or not code_names._FILE.search(text)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

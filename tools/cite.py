@@ -273,7 +273,7 @@ def summarize(
     """Check every id against the corpus (an unknown one is an error), count usage, and tell
     the episodes that went below the insight layer from those that stayed."""
     if not root.is_dir():
-        raise CorpusError(f"{root} is not a folder (expected a wikitrace corpus)")
+        raise CorpusError.no_folder(root)
     known = known_ids(root)
     logs = read_logs(read_log_paths)
     summary = CitationSummary()

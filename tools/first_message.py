@@ -9,7 +9,7 @@ relevant lessons that fit a budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,7 +148,8 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
     # The project's lessons that bear less on the task are counted, not listed (`_brief`).
     listing.unlisted, listing.none_bear = _brief(memory, scope, listing.insights)
     listing.insights = [i for i in listing.insights if i not in listing.unlisted]
-    template = prompts.environment(options.prompts_dir).get_template(TEMPLATE)
+    environment = prompts.environment(options.prompts_dir, options.compiled_templates)
+    template = environment.get_template(TEMPLATE)
     page = _Page(memory, scope, listing, template, options, code)
     chosen, text = _fitted(memory, scope, listing, page, options.max_tokens)
     return _message(memory, scope, listing, code, sorted(chosen), text)
@@ -158,7 +159,7 @@ def _message(
     memory: Memory, scope: Scope, listing: _Listing, code: CodeCheck, chosen: list[int], text: str
 ) -> FirstMessage:
     """The message rendered, with what it lists (the `chosen` insights) and why."""
-    ids = [item.id for item in memory.insights]
+    ids = _Ids(memory)
     alike_of = listing.alike_of
     return FirstMessage(
         text=text,
@@ -186,6 +187,17 @@ def _message(
         left_out_gone={ids[i]: code.notes[i].text for i in code.gone},
         code_unchecked=code.unchecked,
     )
+
+
+class _Ids:
+    """Each insight's id, read when asked for (an indexed memory reads only the lines it is
+    asked for)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._insights = memory.insights
+
+    def __getitem__(self, index: int) -> str:
+        return self._insights[index].id
 
 
 def _checkout_of(checkout: Path, scope: Scope, aliases: Mapping[str, str] | None) -> bool:
@@ -219,13 +231,17 @@ class _Listing:
 def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) -> _Listing:
     """The insights the message may list (one per group of near-duplicates) and its similar
     runs (one per task), the project's own first, then the same kind's."""
-    visible = _visible(memory, scope)
     # The project's alone when it has runs; else the same kind's; no other kind's.
-    # Decided once a run (Memory.run_of's run by step), not once a lesson.
-    run_shown = {run.step: scope.shows(run) for run in memory.runs}
-    unknown_shown = scope.shows(None)
-    insights = memory.insights
-    kept = [i for i in visible if run_shown.get(insights[i].source_step, unknown_shown)]
+    own = memory.insights_of(scope.projects) if scope.project_has_runs else None
+    if own is not None:  # the catalog's index names them: no other lesson is read
+        visible = kept = _visible(memory, scope, own)
+    else:
+        visible = _visible(memory, scope, range(len(memory.insights)))
+        # Decided once a run (Memory.run_of's run by step), not once a lesson.
+        run_shown = {run.step: scope.shows(run) for run in memory.runs}
+        unknown_shown = scope.shows(None)
+        insights = memory.insights
+        kept = [i for i in visible if run_shown.get(insights[i].source_step, unknown_shown)]
     other_kinds = 0
     if scope.kind is not None and not scope.project_has_runs:
         other_kinds = len({memory.groups[i] for i in visible}) - len(
@@ -243,30 +259,32 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     return _Listing(alike_of, sorted(alike_of), similar_runs, other_kinds)
 
 
-def _visible(memory: Memory, scope: Scope) -> list[int]:
-    """The insights that may be shown for the task: of its type, drawn from no excluded task."""
+def _visible(memory: Memory, scope: Scope, among: Iterable[int]) -> list[int]:
+    """The insights `among` those given that may be shown for the task: of its type, drawn
+    from no excluded task."""
     excluded = scope.excluded
     types = scope.types
+    insights = memory.insights
     if not excluded:
         # No task left out (a hook, a plain `prompt`): `_mined_applies` less what can only
         # leave out, with no task key made an item (a tenth of a hook's time at 30,000).
-        return [
-            i
-            for i, item in enumerate(memory.insights)
-            if (types is None or item.task_type in types)
-            and (
+        shown = []
+        for i in among:
+            item = insights[i]
+            if (types is None or item.task_type in types) and (
                 item.pattern is None
                 or item.only_task is None
                 or identical_task(item.only_task, scope.task)
-            )
-        ]
+            ):
+                shown.append(i)
+        return shown
     # A mined contrast counts every run of its task type: with one of them left out, it
     # would still rest on that task's outcomes, so it is left out too.
     excluded_types = {run.task_type for run in memory.runs if run.task_key.named_in(excluded)}
     return [
         i
-        for i, item in enumerate(memory.insights)
-        if not item.source_task.named_in(excluded)
+        for i in among
+        if not (item := insights[i]).source_task.named_in(excluded)
         and (types is None or item.task_type in types)
         and _mined_applies(memory, item, scope.task, excluded, excluded_types)
     ]
@@ -391,7 +409,7 @@ class _Page:
         self._listing = listing
         self._template = template
         self._options = options
-        ids = [item.id for item in memory.insights]
+        ids = _Ids(memory)
         self._ages = {ids[i]: age for i, age in code.ages.items()}
         self._notes = {
             ids[i]: {"text": inline(note.text), "stale": note.stale}
@@ -399,7 +417,7 @@ class _Page:
             if not note.gone
         }
         self._gone = [(ids[i], inline(code.notes[i].text)) for i in code.gone]
-        self._gated = any(item.status == "committed" for item in memory.insights)
+        self._gated = memory.gated
         self._similar = [
             {
                 **asdict(run),

@@ -100,13 +100,16 @@ def recall(
     *,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     project_aliases: Mapping[str, str] | None = None,
+    compiled_templates: Path | None = None,
 ) -> Recall:
     """The lessons for the session `payload` names, from the corpus at `corpus`.
 
     The working folder's repository is the project. At session start, only a project with
     runs in the corpus gets anything (its own lessons, every kind). For a prompt, the scope is
     the `prompt` command's: the project's own lessons when it has runs, else the prompt's kind
-    of work's from other coding projects, and nothing when that kind cannot be inferred."""
+    of work's from other coding projects, and nothing when that kind cannot be inferred.
+    `compiled_templates`: where the message's template, compiled once, is kept for the next
+    call (MessageOptions)."""
     event = payload.hook_event_name
     if event not in RECALL_EVENTS:
         return Recall(event, reason=f"{event} is no recall event")
@@ -130,13 +133,13 @@ def recall(
 
     from .memory import Memory
 
-    memory = Memory.load(corpus.absolute())
+    # Through the catalog's index when it has one: the project's runs and lessons are read,
+    # not every line of the catalog.
+    memory = Memory.load(corpus.absolute(), indexed=True)
     aliases = folder_aliases(folder, project) | dict(project_aliases or {})
-    if event == SESSION_START:
-        # Nothing to render for a project with no runs here: said before the message is made.
-        known = {run.project for run in memory.runs if run.project}
-        if not matching_projects(project, known, aliases):
-            return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
+    # At session start, nothing to render for a project with no runs here: said at once.
+    if event == SESSION_START and not matching_projects(project, memory.project_keys, aliases):
+        return Recall(event, project=project, reason=f"{project} has no runs in {corpus}")
     options = MessageOptions(
         # At a session's start there is no task yet to find similar past runs for.
         similar=SIMILAR if prompt else 0,  # as many as `prompt` lists
@@ -152,6 +155,7 @@ def recall(
         # Its lessons checked against the code the agent works in: stale ones marked, those
         # whose every named file is gone left out (tools/first_message_drift.py).
         checkout=folder,
+        compiled_templates=compiled_templates,
     )
     message = memory.first_message(prompt, options)
     if not message.project_has_runs:

@@ -50,3 +50,25 @@ class LoadedMemory(Protocol):
 
     def run_of(self, insight: int) -> PastRun | None:
         """The run an insight was drawn from."""
+
+    def identical_runs(self, task: str, among: Sequence[int]) -> set[int]:
+        """The runs `among` those given whose task is `task` (task_scope.identical_task)."""
+
+    @property
+    def project_keys(self) -> frozenset[str]:
+        """The projects of the runs."""
+
+    @property
+    def task_types(self) -> list[str]:
+        """The runs' task types, sorted."""
+
+    @property
+    def gated(self) -> bool:
+        """Whether any lesson passed the admission gate."""
+
+    def runs_of(self, projects: Collection[str]) -> list[int]:
+        """The runs of `projects`, in corpus order."""
+
+    def insights_of(self, projects: Collection[str]) -> list[int] | None:
+        """The lessons drawn from runs of `projects`, in corpus order, when known without
+        reading every lesson; else None."""

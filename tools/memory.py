@@ -11,9 +11,11 @@ import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from wikitrace.corpus_schema.catalog import InsightEntry, LazyCatalog, PastRun, read_catalog
+from wikitrace.corpus_schema.catalog_index import IndexedCatalog
+from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search import MIN_SCORE, consolidate
@@ -38,6 +40,7 @@ class Memory:
         grouping: consolidate.Grouping = consolidate.group,
         leaders: Sequence[int] | None = None,
         from_catalog: bool = False,
+        index: IndexedCatalog | None = None,
     ):
         self.root = root
         self.runs = runs
@@ -53,6 +56,53 @@ class Memory:
         self._by_step: dict[str, PastRun] | None = None
         """Run step -> its run, made when a message is scoped by project or kind."""
         self._from_catalog = from_catalog
+        self._index = index
+        """The catalog's index, when the memory reads each record when first asked for: what
+        is said of a project (its runs, its lessons) is then read from it, not from every
+        record (a hook's recall, which reads one project's)."""
+        self._scoped: dict[int, str] = {}
+        """Indexed: each lesson of the projects asked for (`insights_of`) -> its project."""
+        self._scoped_runs: dict[str, dict[str, PastRun]] = {}
+        """Indexed: a project asked for -> its runs by step (the last of a step)."""
+
+    @functools.cached_property
+    def project_keys(self) -> frozenset[str]:
+        """The projects of the runs (their keys: corpus_schema/projects.py)."""
+        if self._index is not None:
+            return frozenset(self._index.projects)
+        return frozenset(run.project for run in self.runs if run.project)
+
+    @functools.cached_property
+    def task_types(self) -> list[str]:
+        """The runs' task types, sorted."""
+        if self._index is not None:
+            return list(self._index.task_types)
+        return sorted({run.task_type for run in self.runs if run.task_type})
+
+    @functools.cached_property
+    def gated(self) -> bool:
+        """Whether any lesson passed the admission gate (status committed)."""
+        if self._index is not None:
+            return self._index.committed
+        return any(item.status == "committed" for item in self.insights)
+
+    def runs_of(self, projects: Collection[str]) -> list[int]:
+        """The runs of `projects` (keys), in corpus order."""
+        if self._index is not None:
+            return self._index.runs_of(projects)
+        return [i for i, run in enumerate(self.runs) if run.project in projects]
+
+    def insights_of(self, projects: Collection[str]) -> list[int] | None:
+        """The lessons whose source runs (`run_of`) are of `projects`, in corpus order, when
+        the catalog's index says so without reading every lesson; else None."""
+        if self._index is None:
+            return None
+        for key in projects:
+            if key in self._index.projects and key not in self._scoped_runs:
+                rows = self._index.projects[key]
+                self._scoped_runs[key] = {self.runs[i].step: self.runs[i] for i in rows.runs}
+                self._scoped.update(dict.fromkeys(rows.insights, key))
+        return self._index.insights_of(projects)
 
     @functools.cached_property
     def _leader(self) -> Sequence[int]:
@@ -84,8 +134,16 @@ class Memory:
         """Each insight's group's first: the near-duplicates (`_leader`), with the groups of
         one project's runs whose titles say the same joined (consolidate.within_projects),
         each project's when first asked for."""
-        if not self._lexical or not any(run.project for run in self.runs):
+        if not self._lexical or not self.project_keys:
             return self._leader
+        if self._index is not None:  # each project's lessons as the index says, read if asked
+            return consolidate.ProjectGroups(
+                self._leader,
+                _Column(self.insights, "title"),
+                _Column(self.insights, "source_step"),
+                lambda step: None,
+                lessons=_IndexedLessons(self._index, self._scoped),
+            )
         by_step = {run.step: run.project for run in self.runs}
         return consolidate.ProjectGroups(
             self._leader,
@@ -109,6 +167,14 @@ class Memory:
         for i, run in enumerate(self.runs):
             found.setdefault(task_words(run.task), []).append(i)
         return found
+
+    def identical_runs(self, task: str, among: Sequence[int]) -> set[int]:
+        """The runs `among` those given whose task is `task` (task_scope.identical_task): from
+        `runs_by_task`, or, in an indexed memory, from those runs alone."""
+        words = task_words(task)
+        if self._index is not None:
+            return {i for i in among if task_words(self.runs[i].task) == words}
+        return set(self.runs_by_task.get(words, ())) & set(among)
 
     @functools.cached_property
     def repeated_sentences(self) -> dict[tuple[str, int], int]:
@@ -136,13 +202,34 @@ class Memory:
 
     @classmethod
     def load(
-        cls, root: Path, grouping: consolidate.Grouping = consolidate.group, *, lazy: bool = False
+        cls,
+        root: Path,
+        grouping: consolidate.Grouping = consolidate.group,
+        *,
+        lazy: bool = False,
+        indexed: bool = False,
     ) -> Memory:
         """The corpus at `root`; `grouping` says which lessons are near-duplicates (lexical
         by default, see search/consolidate.py). Read from its catalog (one file, written when
         the version was made), or from its pages when it has none (made before catalogs).
         `lazy`: each record made when first read (a single search, which reads its hits'
-        alone), not all at once (what a first message reads, and a server that answers many)."""
+        alone), not all at once (what a first message reads, and a server that answers many).
+        `indexed`: so too, through the catalog's index (corpus_schema/catalog_index.py), when
+        the corpus has one that matches its catalog: a message for a task of a project with
+        runs here (a hook's recall) then reads its runs' and lessons' lines alone."""
+        if indexed and (index := IndexedCatalog.read(root)) is not None:
+            kept = index.leaders if grouping is consolidate.group else None
+            return cls(
+                root,
+                index.runs,
+                index.insights,
+                index.offline,
+                index.withheld,
+                grouping,
+                kept,
+                from_catalog=True,
+                index=index,
+            )
         if lazy and (root / CATALOG).is_file() and (catalog := LazyCatalog.read(root)):
             kept = catalog.leaders if grouping is consolidate.group else None
             return cls(
@@ -160,6 +247,8 @@ class Memory:
             # The catalog's groups are the lexical ones; any other grouping is made anew.
             kept = leaders if grouping is consolidate.group else None
             return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
+        if not root.is_dir():  # said before the manifest's models are imported
+            raise CorpusError.no_folder(root)
         from wikitrace.corpus_schema import manifest
         from wikitrace.corpus_schema.catalog_build import from_pages
 
@@ -181,6 +270,9 @@ class Memory:
 
     def run_of(self, insight: int) -> PastRun | None:
         """The run an insight was drawn from."""
+        project = self._scoped.get(insight)
+        if project is not None:  # the last run of its step, which is of this project
+            return self._scoped_runs[project].get(self.insights[insight].source_step)
         if self._by_step is None:
             self._by_step = {run.step: run for run in self.runs}
         return self._by_step.get(self.insights[insight].source_step)
@@ -198,6 +290,52 @@ class Memory:
         return find.search(
             self, query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=min_score
         )
+
+
+class _Column(Sequence[str]):
+    """One text field of each insight, read when asked for (an indexed memory's records are
+    made from their lines when first read)."""
+
+    def __init__(self, insights: Sequence[InsightEntry], name: str) -> None:
+        self._insights = insights
+        self._name = name
+
+    def __len__(self) -> int:
+        return len(self._insights)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        return str(getattr(self._insights[index], self._name))
+
+
+class _IndexedLessons:
+    """Each project's lessons as a catalog's index says (consolidate.ProjectLessons)."""
+
+    def __init__(self, index: IndexedCatalog, scoped: dict[int, str]) -> None:
+        self._index = index
+        self._scoped = scoped
+        self._every: dict[int, str] | None = None
+
+    def project_of(self, lesson: int) -> str | None:
+        found = self._scoped.get(lesson)
+        if found is not None:
+            return found
+        if self._every is None:  # a lesson of a project not asked for: every one's, once
+            self._every = {
+                i: key for key, rows in self._index.projects.items() for i in rows.insights
+            }
+        return self._every.get(lesson)
+
+    def lessons(self, project: str) -> Sequence[int]:
+        rows = self._index.projects.get(project)
+        return rows.insights if rows is not None else []
 
 
 def insights_shown(corpus: Path) -> Callable[[str], list[InsightEntry]]:

@@ -58,6 +58,10 @@ class MessageOptions:
     """Where the agent sees the corpus; the message's paths and commands use it."""
     prompts_dir: Path | None = None
     """A folder whose first-message.j2 overrides the bundled template."""
+    compiled_templates: Path | None = None
+    """A folder of the user's own where the template, compiled once, is kept for the next
+    process (prompts.CompiledTemplates: a hook's recall is a new process at every prompt);
+    None: compiled once a process."""
     infer_type: bool = True
     """Infer the task's type when none is given; False: list every type's lessons."""
     insights_only: bool = False

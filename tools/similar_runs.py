@@ -9,7 +9,7 @@ from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.search.score import covered, scored, words_of
 
-from .task_scope import Scope, task_words
+from .task_scope import Scope
 
 if TYPE_CHECKING:
     from .loaded_memory import LoadedMemory as Memory
@@ -27,7 +27,7 @@ def most_similar_runs(
     similar_runs: list[PastRun] = []
     seen_tasks: set[TaskKey] = set()
     likeness = _likeness(memory, scope.task, run_ok)
-    same = set(memory.runs_by_task.get(task_words(scope.task), ()))
+    same = memory.identical_runs(scope.task, run_ok)
     place = {i: n for n, i in enumerate(run_ok)}
     nothing = (0.0, 0.0)
     ranked_runs = sorted(

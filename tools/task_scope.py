@@ -115,7 +115,7 @@ def task_scope(
     """The task's scope: its project's runs, its types (given, or found), its kind of work.
     A project found from the working folder (`project_found`), not named, counts only when
     it has runs here: a task run from inside some repository may be no coding task."""
-    known_types = sorted({run.task_type for run in memory.runs if run.task_type})
+    known_types = list(memory.task_types)
     if task_type is not None and task_type not in known_types:
         raise InputError(
             f"no task type {task_type!r} in this corpus; it has: "
@@ -124,14 +124,15 @@ def task_scope(
         )
     if project is not None:  # a remote as a key, however it was spelled
         project = normal_project(project)
-    known_projects = {run.project for run in memory.runs if run.project}
     projects = (
-        matching_projects(project, known_projects, aliases) if project is not None else frozenset()
+        matching_projects(project, memory.project_keys, aliases)
+        if project is not None
+        else frozenset()
     )
     own = [
         i
-        for i, run in enumerate(memory.runs)
-        if run.project in projects and not (excluded and run.task_key.named_in(excluded))
+        for i in memory.runs_of(projects)
+        if not (excluded and memory.runs[i].task_key.named_in(excluded))
     ]
     if project_found and not own:
         project = None
@@ -144,16 +145,16 @@ def task_scope(
         types, basis = None, "all"
     else:
         types, basis, unsure = _types(memory, task, excluded, own, project, kind, infer_type)
-    run_ok = [
-        i
-        for i, run in enumerate(memory.runs)
-        if not (excluded and run.task_key.named_in(excluded))
-        and (types is None or run.task_type in types)
-    ]
-    shown = set(run_ok)
-    has_runs = any(i in shown for i in own)
-    if has_runs:
-        run_ok = [i for i in run_ok if memory.runs[i].project in projects]
+    # The project's runs of the types kept, when it has any: they alone may be shown.
+    run_ok = [i for i in own if types is None or memory.runs[i].task_type in types]
+    has_runs = bool(run_ok)
+    if not has_runs:
+        run_ok = [
+            i
+            for i, run in enumerate(memory.runs)
+            if not (excluded and run.task_key.named_in(excluded))
+            and (types is None or run.task_type in types)
+        ]
     kind, kind_inferred, kind_unsure = _task_kind(memory, task, kind, run_ok)
     scope = Scope(
         task,
@@ -191,7 +192,7 @@ def _types(
     own_types = frozenset(t for i in own if (t := memory.runs[i].task_type))
     if own_types:
         return own_types, "project", None
-    known = {run.task_type for run in memory.runs if run.task_type}
+    known = set(memory.task_types)
     if project is not None and CODING in known:
         return frozenset([CODING]), "coding", None
     if kind is not None:

@@ -15,9 +15,11 @@ from typing import Any, TypeVar, overload
 from wikitrace.corpus_schema import Layout, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
+from wikitrace.corpus_schema.catalog_index import index_of
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     CATALOG,
+    CATALOG_INDEX,
     INDEX_PARTS,
     MANIFEST,
     TOOL_NAMES,
@@ -93,6 +95,8 @@ def write_catalog(
             written_insights=written_insights,
         ),
     )
+    # Its index, from the bytes just written: a reader of one project's lines reads those.
+    writer.write(CATALOG_INDEX, index_of(Path(writer.root) / CATALOG))
     # Made from the catalog just written: test time loads the rankers instead of building them.
     for rel, chunks in search_files(writer.root, parent.root if parent else None):
         writer.write(rel, chunks)
