@@ -115,11 +115,12 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
 
     Its scope (tools/task_scope.py) is the task's project (`project_found` from the working
     folder counts only when it has runs here), type and kind of work: a project with runs
-    gets its own lessons and runs alone; one with none, the same kind's in other coding
-    projects; else the domain of the most similar past runs when most agree, or no lesson,
-    said. Each lesson shows its source run's age; the project's own are checked against the
-    git `checkout` the agent works in (tools/first_message_drift.py): marked stale when a
-    file or symbol they name has gone since their run, left out when every file they name has.
+    gets its own lessons and runs alone; else (a project with none, or none named) the
+    domain of the most similar past runs when most agree, or no lesson, said; in the coding
+    domain, the same kind's in other coding projects, those that bear on the task. Each
+    lesson shows its source run's age; the project's own are checked against the git
+    `checkout` the agent works in (tools/first_message_drift.py): marked stale when a file
+    or symbol they name has gone since their run, left out when every file they name has.
     """
     from wikitrace import prompts
 

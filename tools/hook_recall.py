@@ -106,7 +106,8 @@ def recall(
     The working folder's repository is the project. At session start, only a project with
     runs in the corpus gets anything (its own lessons, every kind). For a prompt, the scope is
     the `prompt` command's: the project's own lessons when it has runs, else the prompt's kind
-    of work's from other coding projects, and nothing when that kind cannot be inferred."""
+    of work's from other coding projects, and nothing when its domain (told by its words: a
+    project with no runs is no evidence of coding work) or kind cannot be inferred."""
     event = payload.hook_event_name
     if event not in RECALL_EVENTS:
         return Recall(event, reason=f"{event} is no recall event")

@@ -24,7 +24,7 @@ def most_similar_runs(
     project. A run that shares no word with the task but common ones (search.score's
     `common_words`, numbers too) is not like it: "Write a two-minute toast for my sister's
     wedding" asked in spotter listed three bead sessions. With no task yet (a session just
-    started), the runs in scope in corpus order."""
+    started), or none with a word to compare by ("???"), the runs in scope in corpus order."""
     if similar == 0:
         return []  # nor is the runs' ranker loaded (its files mapped: a hook's start-up time)
     similar_runs: list[PastRun] = []
@@ -37,7 +37,7 @@ def most_similar_runs(
         run_ok,
         key=lambda i: (i not in same, [-part for part in likeness.get(i, nothing)], place[i]),
     )
-    if scope.task.strip():
+    if scope.task.strip() and words_of(memory.run_ranker, scope.task):
         ranked_runs = [i for i in ranked_runs if i in same or i in likeness]
     for i in ranked_runs:
         if len(similar_runs) == similar:
