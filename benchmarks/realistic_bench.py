@@ -45,9 +45,11 @@ The items add up to 11 points, not the 10 intended (an addition slip found once 
 messages were scored, after the rubric was committed): the score of 10 is the points times
 10/11, so that no item's weight was changed after reading the messages; "8 of 10" is then 8.8
 points of 11.
-Where the project has no runs (a project seen for the first time), M2, M3 count as met when no
-other project's lesson is shown, and J1 counts as met when no lesson is shown (abstaining is
-right then).
+Where the project has no runs in view (a project seen for the first time), M2 and M3 count as
+met whatever is shown (as `score` computes them, and always has): the project has no lesson to
+show, and other projects' lessons of the task's kind of work are what its scope falls back to;
+M1 still counts another domain's items, and J1 and J2 judge whether the others' lessons bear.
+J1 counts as met when no lesson is shown (abstaining is right then).
 
 `--tasks FILE` asks a second list of held-out tasks instead (JSON: {"tasks": [{name, task,
 project, left_out, expected, name_given, remote, domain}]}, as

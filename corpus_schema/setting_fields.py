@@ -852,7 +852,9 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
         more="A folder stands for its repository (a worktree for its main one; its git remote, "
         "else the main folder's name); a remote URL and a name match the runs' keys (a name "
         "matches any remote of that name). A project with runs here gets only its own lessons "
-        "and runs; one with none, the same kind of work's from other coding projects. The "
+        "and runs; one with none is told its domain by the task's words, as with no project, "
+        "and a coding task then gets the same kind of work's from other coding projects, those "
+        "that bear on it. The "
         "`[projects]` table of the user's settings file joins other names to a project.",
         refused=READS_OUTSIDE,
     ),

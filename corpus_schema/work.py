@@ -9,13 +9,19 @@ How a session's kind is inferred (`infer_kind`), in order:
    them), each classed as docs, tests, build-ci-deps or code (`file_class`): when every file
    changed is of one class other than code, the kind is that class (a session that changed
    only README.md and docs/ did docs work, whatever its task said).
-2. Else the task's words: each kind has cue words (`CUES`, read in the task's first
+2. Else the request's lead, where it is clear (`_lead`): a task that opens with a verb that
+   makes something (add, write, create, update, ...) and whose object names tests, docs or the
+   build is that kind ("Write tests for with_span: ... an exception ... marks the span as
+   error" is tests, though its later words name fix-bug twice; "Add a README.md to myapp" is
+   docs); one that opens with a verb that is a kind's cue of its own (fix, document,
+   refactor, explain) is that kind.
+3. Else the task's words: each kind has cue words (`CUES`, read in the task's first
    TASK_CHARS characters); the kind with strictly more cues than any other is the kind. A tie
    goes to the kind the task's first word names, when it names one of those tied (a request
    starts with its verb: "Explain how failed payments are retried" is investigate).
-3. Else it is unsure, and says why: no cue word, or a tie (the kinds and their counts).
+4. Else it is unsure, and says why: no cue word, or a tie (the kinds and their counts).
 
-A new task (the first message) has no files yet: its words alone decide, by rule 2.
+A new task (the first message) has no files yet: its words alone decide, by rules 2 and 3.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ CUES: dict[str, re.Pattern[str]] = {
             r"regression",
             r"wrong",
             r"debug",
+            r"warn(?:s|ed|ing|ings)?",
             _NOT_WORKING,
         ],
         "add-feature": [
@@ -205,6 +212,48 @@ def task_votes(task: str) -> dict[str, int]:
     return {k: n for k, n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])) if n}
 
 
+MAKING = frozenset(
+    ["add", "write", "create", "implement", "make", "update", "improve", "extend", "expand"]
+)
+"""Verbs that make or change something of any kind: the object they open says which."""
+
+_LEAD = re.compile(
+    r"(?:please\s+|(?:can|could|would)\s+you\s+(?:please\s+)?)?([a-z]+)\b(.*)", re.I | re.S
+)
+_OBJECT_END = re.compile(
+    r"[.,:;!?(\n]|\s(?:to|for|in|into|on|that|which|who|and|so|with|from|of|by|when|where|"
+    r"because|using|via)\s",
+    re.I,
+)
+"""Where the object of the leading verb ends: a preposition or a clause after it says where
+or what for ("Add a /ping slash command to the Discord bot and a test for it" adds a
+command)."""
+
+_OBJECT_KINDS = ("tests", "docs", "build-ci-deps")
+"""The kinds a making verb's object may name."""
+
+
+def _lead(task: str) -> tuple[str, str] | None:
+    """The kind the task's lead names, and how: its first word when that is a making verb
+    (`MAKING`) and its object names one kind of `_OBJECT_KINDS`, or when that word is the
+    cue of one kind other than add-feature (fix, document, refactor, explain). None when the
+    lead says nothing clear."""
+    found = _LEAD.match(task.lstrip(" \t\n/*-#>"))
+    if found is None:
+        return None
+    verb, rest = found.group(1), found.group(2)
+    if verb.lower() in MAKING:
+        head = _OBJECT_END.split(rest, maxsplit=1)[0]
+        named = [kind for kind in _OBJECT_KINDS if CUES[kind].search(head)]
+        if len(named) == 1:
+            return named[0], f"its lead: {verb} {' '.join(head.split())}"
+        return None
+    named = [kind for kind, cue in CUES.items() if cue.fullmatch(verb)]
+    if len(named) == 1 and named[0] != "add-feature":
+        return named[0], f"its lead: {verb}"
+    return None
+
+
 def _listed(names: Iterable[str], shown: int = 3) -> str:
     items = list(names)
     more = len(items) - shown
@@ -223,6 +272,9 @@ def infer_kind(task: str, changed: Iterable[str] = ()) -> KindGuess:
     votes = task_votes(task)
     counts = sorted(votes.values(), reverse=True)
     said = ", ".join(f"{n} {kind}" for kind, n in votes.items())
+    lead = _lead(task[:TASK_CHARS])
+    if lead is not None:
+        return KindGuess(lead[0], f"the task's words ({said}), {lead[1]}", votes)
     if counts and (len(counts) == 1 or counts[0] > counts[1]):
         best = next(iter(votes))
         return KindGuess(best, f"the task's words ({said})", votes)

@@ -83,6 +83,17 @@ that they are the same), kept here so that a query need not import bm25s. Search
 with them as bm25s does (`STOP_WORDS` aside); they are never evidence of what a task is about
 ("my", "who", "over" open a request in any domain: tools/task_scope.py `_evidence`)."""
 
+NUMBER_WORDS = frozenset(
+    [
+        *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+        *("eleven", "twelve", "twenty", "hundred", "thousand"),
+    ]
+)
+"""Numbers in words: a count says nothing of what a task is about ("a two-minute toast" met
+one spotter compilation by "two"; "one" let a lesson about OpenTelemetry into a task about
+beads), though a question may be told by one, so they are common only where a task is matched
+to a project's own texts (search/score.py `common_words`, `numbers`)."""
+
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 """bm25s's default token pattern (scikit-learn's)."""
 

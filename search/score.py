@@ -10,12 +10,17 @@ from typing import Any
 
 from wikitrace.corpus_schema.catalog import damaged
 
-from .mapped import COMMON_WORDS, STOP_WORDS, idf_lucene
+from .mapped import COMMON_WORDS, NUMBER_WORDS, STOP_WORDS, idf_lucene
 from .rank import Ranker, _bm25s, _tokenize
 
 
 def scored(
-    ranker: Ranker, query: str, allowed: Iterable[int], *, within: bool = False
+    ranker: Ranker,
+    query: str,
+    allowed: Iterable[int],
+    *,
+    within: bool = False,
+    ignore: frozenset[str] = frozenset(),
 ) -> list[tuple[int, float]]:
     """(index, score) of each text in `allowed` that shares a word with `query`, best first
     (ties in text order). The score is the text's BM25 score over the query's own weight, the
@@ -27,9 +32,12 @@ def scored(
     `within`: each word weighs by its idf among the `allowed` texts alone, not the whole
     index, so that the words most of a scope's texts hold (a project's own vocabulary:
     "mix", "spotter", "bead" among one Elixir project's runs) weigh little there, however
-    rare they are in the corpus (`_scoped`)."""
+    rare they are in the corpus (`_scoped`).
+
+    `ignore`: words (as the index holds them: `common_words`) left out of the query, so that
+    they neither match a text nor weigh in the query's weight."""
     allowed = set(allowed)
-    words = _query_words(query, stem=ranker.stemmed)
+    words = [word for word in _query_words(query, stem=ranker.stemmed) if word not in ignore]
     if not allowed or not words or ranker.index is None:  # None: no text holds a word
         return []
     known, weight = _weights(ranker, words)
@@ -74,6 +82,7 @@ def covered(
     query: str,
     allowed: Iterable[int],
     also: Mapping[int, set[str]] | None = None,
+    ignore: frozenset[str] = frozenset(),
 ) -> dict[int, float]:
     """For each item in `allowed` that holds a word of `query` in any of its texts (the same
     items indexed several ways: a run's task text, its compilation), the share of the query's
@@ -82,7 +91,8 @@ def covered(
     `scored`, a text's length does not count against it: a long compilation of a run that did
     the task's work holds its words as surely as a short one that merely shares two.
     `also`: more words an item holds (as the first ranker's index holds them: `words_of`),
-    from a text no ranker indexes (the files a run touched)."""
+    from a text no ranker indexes (the files a run touched). `ignore`: words (as the first
+    ranker's index holds them: `common_words`) left out of the query, as `scored` leaves them."""
     allowed = set(allowed)
     if not allowed or not rankers or rankers[0].index is None:
         return {}
@@ -98,6 +108,8 @@ def covered(
                 held_also.setdefault(word, set()).add(item)
     holding: dict[str, set[int]] = {}
     for position, word in enumerate(forms[0]):
+        if word in ignore:
+            continue
         items = holding.setdefault(word, set())
         items |= held_also.get(word, set())
         for form, held in zip(forms, held_by, strict=True):
@@ -119,16 +131,20 @@ def words_of(ranker: Ranker, text: str) -> set[str]:
     return set(_query_words(text, stem=ranker.stemmed))
 
 
-def common_words(ranker: Ranker, but: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The common English words (search/mapped.py's `COMMON_WORDS`), those in `but` aside, as
-    the ranker's index holds them (their stems, when it indexed stems): words that say
-    nothing of a task's subject."""
-    return _common_forms(ranker.stemmed, but)
+def common_words(
+    ranker: Ranker, but: frozenset[str] = frozenset(), *, numbers: bool = False
+) -> frozenset[str]:
+    """The common English words (search/mapped.py's `COMMON_WORDS`), with `numbers` its
+    `NUMBER_WORDS` too, those in `but` aside, as the ranker's index holds them (their stems,
+    when it indexed stems): words that say nothing of a task's subject. `scored` and
+    `covered` leave them out of a query when given them as `ignore`."""
+    return _common_forms(ranker.stemmed, but, numbers)
 
 
 @functools.cache
-def _common_forms(stem: bool, but: frozenset[str]) -> frozenset[str]:
-    return frozenset(_query_words(" ".join(sorted(COMMON_WORDS - but)), stem=stem))
+def _common_forms(stem: bool, but: frozenset[str], numbers: bool) -> frozenset[str]:
+    words = (COMMON_WORDS | NUMBER_WORDS) if numbers else COMMON_WORDS
+    return frozenset(_query_words(" ".join(sorted(words - but)), stem=stem))
 
 
 def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:

@@ -125,7 +125,8 @@ def answers(corpus: Path, base: Path) -> dict[str, str]:
         },
         "session start, other project": RecallPayload("SessionStart", "s", str(web)),
         "prompt, other project": RecallPayload("UserPromptSubmit", "s", str(web), WEB_PROMPT),
-        # A repository with no runs here: the same kind of work's lessons of other projects.
+        # A repository with no runs here: the same kind of work's lessons of other projects
+        # that bear on the prompt.
         "prompt, project without runs": RecallPayload(
             "UserPromptSubmit", "s", str(new), PROMPTS["prompt, lessons bear on it"]
         ),

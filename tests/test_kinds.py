@@ -162,6 +162,36 @@ def test_a_session_whose_kind_cannot_be_told_says_why(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("task", "kind"),
+    [
+        # A making verb's object names the kind, whatever the later words count.
+        (
+            "Write tests for SpotterWeb.OtelTraceHelpers.with_span: the span gets the given "
+            "attributes, and an exception inside the block marks the span as error and is "
+            "re-raised",
+            "tests",
+        ),
+        ("Add a README.md to myapp that says how to run hoge.py and what it prints", "docs"),
+        ("Please add a GitHub Actions workflow that runs the tests with pytest", "build-ci-deps"),
+        # The object is what the verb opens, not what a preposition adds.
+        ("Add a /ping slash command to the Discord bot and a test for it", "add-feature"),
+        # A verb that is a kind's own cue.
+        ("Document the plugin hook scripts: which endpoint each posts to", "docs"),
+        ("Fix the test that times out on the new checkout page", "fix-bug"),
+        # No clear lead: the words count; a warning is a fault, and an add after "when I"
+        # ties with it rather than making the task a feature.
+        (
+            "mix credo --strict wants an alias for Spotter.Services.Tmux, but when I add it the "
+            "compiler warns the alias is unused. Make both quiet without disabling the check",
+            None,
+        ),
+    ],
+)
+def test_a_task_s_lead_decides_its_kind_where_it_is_clear(task: str, kind: str | None) -> None:
+    assert infer_kind(task).kind == kind
+
+
 def test_real_sessions_get_their_kind() -> None:
     """A real Codex rollout that added a file by apply_patch, and a Claude Code session that
     toured a repository and changed nothing."""
@@ -257,6 +287,20 @@ LESSONS = {
 }
 
 
+TASKS = {
+    "s1": "Fix the crash in checkout when the cart is empty",
+    "s2": "Write the docs for the cart page",
+    "w1": "Fix the flaky server test",
+    "w2": "Document the API of the web server",
+    "w3": "Tidy up the flaky test helpers",
+}
+"""Each session's task: a shop task shares "cart" with the other, a web one "server" or
+"flaky test"."""
+
+DOCS_TASK = "Build the docs locally and keep the API reference generated"
+"""A docs task both docs lessons bear on."""
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("kinds")
@@ -268,7 +312,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         runs.append(
             make_run(
                 task_id,
-                task=f"Session {task_id} in the shop or web repository",
+                task=TASKS[task_id],
                 task_type="coding",
                 project=project,
                 kind=kind,
@@ -327,7 +371,8 @@ def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus
         "Fix the crash when the cart is empty", project="github.com/acme/new"
     )
     assert not new.project_has_runs and new.kind == "fix-bug"
-    assert listed(new.text) == [LESSONS["s1"][2], LESSONS["w1"][2]]
+    # Of those, the one that bears on the task; the other counted.
+    assert listed(new.text) == [LESSONS["s1"][2]] and new.unlisted == 1
     assert new.other_kinds == 3  # the docs lessons and web's unsure one
     assert "## Insights for coding: fix-bug, other projects" in new.text
     assert (
@@ -337,7 +382,7 @@ def test_a_project_s_lessons_alone_or_the_same_kind_s_and_no_other_kind_s(corpus
     ) in new.text
     assert steps["w2"] not in new.similar and steps["w3"] not in new.similar
     # Given, the kind is not inferred; without a project, only that kind's are listed.
-    docs = memory.first_message("Anything at all", kind="docs")
+    docs = memory.first_message(DOCS_TASK, kind="docs")
     assert listed(docs.text) == [LESSONS["s2"][2], LESSONS["w2"][2]]
     assert not docs.kind_inferred and "## Insights for coding: docs" in docs.text
 
@@ -351,7 +396,9 @@ def test_an_unsure_kind_lists_every_kind_and_says_so(corpus: Path) -> None:
     assert "could not be inferred" not in own.text
     message = memory.first_message("The flaky test needs a tidy up", project="github.com/acme/new")
     assert message.kind is None and message.kind_unsure == {"fix-bug": 1, "refactor": 1, "tests": 1}
-    assert len(listed(message.text)) == 5 and LESSONS["a1"][2] not in message.text
+    # Lessons of every kind, of which none bears on the task: counted, none listed.
+    assert listed(message.text) == [] and (message.unlisted, message.none_bear) == (5, True)
+    assert LESSONS["a1"][2] not in message.text
     assert "could not be inferred from its words (they name several kinds as often" in (
         message.text
     )
@@ -381,7 +428,7 @@ def test_a_kind_is_refused_where_runs_have_none(corpus: Path) -> None:
     assert code == 2 and out == ""
     assert "no run of this corpus that the task may be shown has a kind of work" in err
     # An airline task is never scoped by kind, nor shown a coding lesson.
-    airline = Memory.load(corpus).first_message("Book a flight to Seattle please")
+    airline = Memory.load(corpus).first_message("Book a flight to Seattle")
     assert airline.kind is None and airline.kind_unsure is None
     assert listed(airline.text) == [LESSONS["a1"][2]]
 
@@ -448,7 +495,7 @@ def test_mcp_s_first_message_takes_the_kind_and_refuses_an_unknown_one(corpus: P
         async with Client(build_server(Corpus(corpus))) as client:
             found = []
             for kind in ("docs", "poetry"):
-                arguments = {"task": "Anything at all", "kind": kind}
+                arguments = {"task": DOCS_TASK, "kind": kind}
                 result = await client.call_tool("first_message", arguments)
                 found.append((result.is_error, result.content[0].text))  # type: ignore[union-attr]
             return found

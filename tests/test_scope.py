@@ -88,14 +88,25 @@ def test_a_project_with_runs_gets_its_own_lessons_alone_and_another_domain_s_nev
     assert "other projects" not in message.text
     assert "(the type of this project's past runs)" in message.text
     assert message.similar == ["step-0003"]  # the project's own run alone
-    # A project with no runs here: the coding domain's lessons, never the airline one.
+    # A project with no runs here: its domain told by the similar runs, as with no project;
+    # the coding domain's lessons that bear on the task, the others counted, never airline's.
     new = memory.first_message("Fix the flaky test", project="github.com/acme/new")
     assert not new.project_has_runs and new.task_type == "coding"
-    assert "(a project's task is coding work)" in new.text
-    assert len(titles(new)) == 3 and not any(TITLES["a1"] in line for line in titles(new))
+    assert "(the domain of the most similar past runs" in new.text
+    assert len(titles(new)) + new.unlisted == 3 and titles(new)
+    assert not any(TITLES["a1"] in line for line in titles(new))
+    assert f"{new.unlisted} more lessons of other projects bear less on this task" in new.text
+    # A project named with no runs is no evidence of coding work: a task of no domain here
+    # gets nothing, as it does with no project named (from a folder with no runs).
+    training = "Plan a strength training session for a beginner"
+    named = memory.first_message(training, project="github.com/acme/new")
+    assert named.insights == named.similar == [] and named.type_unsure is not None
+    assert "lessons and runs of other projects follow" not in named.text
+    unnamed = memory.first_message(training)
+    assert (unnamed.insights, unnamed.similar, unnamed.unlisted) == ([], [], 0)
     # Without a project, a coding task's type is inferred from its most similar runs.
     plain = memory.first_message("Fix the failing unit test in the parser module")
-    assert plain.task_type == "coding" and len(titles(plain)) == 3
+    assert plain.task_type == "coding" and len(titles(plain)) + plain.unlisted == 3
 
 
 def test_a_projects_lessons_about_the_task_are_shown_whole_the_others_counted(
@@ -267,12 +278,13 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
     """Each lesson's score weighed within the project's lessons."""
 
     def fake_scored(
-        ranker: object, query: str, allowed: list[int], *, within: bool = False
+        ranker: object, query: str, allowed: list[int], *, within: bool = False, **_: object
     ) -> list[tuple[int, float]]:
         found = scores if within else {i: 0.06 for i in allowed}  # any bears, overall
         return sorted(((i, s) for i, s in found.items() if s > 0), key=lambda item: -item[1])
 
     monkeypatch.setattr(first_message, "scored", fake_scored)
+    monkeypatch.setattr(first_message, "common_words", lambda *_, **__: frozenset())
     narrow = SimpleNamespace(applicability="Tail workers of the transcript sync")
     memory = SimpleNamespace(insight_ranker=None, run_of=lambda index: index, insights=[narrow] * 8)
     scope = SimpleNamespace(
@@ -310,6 +322,7 @@ def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_wo
         make_run(task_id, task=f"Parser work {task_id}", task_type="coding", project="acme/parser")
         for task_id in lessons
     ]
+    runs[0]["task"] = "Parser work p1: the terminal's output"
     runs.append(make_run("a1", task="Book a flight from New York to Seattle", task_type="airline"))
 
     def answer(messages: list[dict[str, str]]) -> str:
@@ -339,6 +352,14 @@ def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_wo
     shown = {title for title, _ in lessons.values() if any(title in x for x in titles(fixtures))}
     assert shown == {lessons["p2"][0], lessons["p3"][0]}
     assert (fixtures.unlisted, fixtures.none_bear) == (1, False)
+    # A task that shares no word but common ones and numbers with the project's runs or
+    # lessons is no work in it: not even the lesson for any commit, and no similar run.
+    toast = memory.first_message(
+        "Write a two-minute toast for my sister's wedding", project="acme/parser"
+    )
+    assert titles(toast) == [] and toast.similar == []
+    assert (toast.unlisted, toast.none_bear) == (3, True)
+    assert "No lesson of this project bears on this task" in toast.text
 
 
 def test_a_run_that_touched_the_task_s_files_is_the_most_similar(tmp_path: Path) -> None:
@@ -366,3 +387,39 @@ def test_a_run_that_touched_the_task_s_files_is_the_most_similar(tmp_path: Path)
     message = memory.first_message(task, project="acme/app")
     assert message.similar[0] == steps["s3"]
     assert message.similar[1] == steps["s1"]  # shares "add"
+
+
+def test_common_words_never_decide_which_of_a_project_s_lessons_bear(tmp_path: Path) -> None:
+    """A lesson that meets the task only in common English words ("which", "after", "when":
+    the realistic benchmark's "Confirm the tool list ..." for a status badge) does not bear
+    on it; the one that holds its subject does."""
+    lessons = {
+        "p1": ("Regenerate the parser fixtures", "Fixture changes in the parser."),
+        "p2": ("Confirm which tools to use", "After a plan, when choosing which tools to use."),
+        "p3": ("Read the server log first", "A server that stops."),
+    }
+    runs = [
+        make_run(task_id, task=f"Parser work {task_id}", task_type="coding", project="acme/parser")
+        for task_id in lessons
+    ]
+    runs.append(make_run("a1", task="Book a flight from New York to Seattle", task_type="airline"))
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
+        if task_id in lessons:
+            title, applicability = lessons[task_id]
+            data["insights"][0].update(title=title, applicability=applicability)
+        return json.dumps(data)
+
+    llm = FakeLLM(answer=answer)
+    out = tmp_path / "corpus"
+    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
+    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
+    build_corpus(replace(options, mine=False), llm=llm)
+    memory = Memory.load(out)
+    task = "Regenerate the fixtures after the schema changes, which breaks them when it moves"
+    message = memory.first_message(task, project="acme/parser")
+    assert [line.split("**")[1].split(": ", 1)[1] for line in titles(message)] == [lessons["p1"][0]]
+    assert (message.unlisted, message.none_bear) == (2, False)

@@ -19,7 +19,7 @@ from mcp import Client
 
 from wikitrace.search import MIN_SCORE
 from wikitrace.search.rank import Ranker
-from wikitrace.search.score import covered, scored, words_of
+from wikitrace.search.score import common_words, covered, scored, words_of
 from wikitrace.tools.find import Hit, no_match, search
 from wikitrace.tools.mcp_server import Corpus, build_server
 from wikitrace.tools.memory import Memory
@@ -262,3 +262,20 @@ def test_covered_counts_the_words_an_item_also_holds() -> None:
     share = covered([tasks, compilations], task, range(3), also=also)
     assert set(share) == {1} and share[1] > 0.5
     assert covered([tasks, compilations], task, [0, 2], also=also) == {}  # only those allowed
+
+
+def test_ignored_words_neither_match_nor_weigh() -> None:
+    """`ignore` (common words and, asked for, numbers: `common_words`) leaves words out of the
+    query: a text that meets it only in them is not found, and the query's weight is that of
+    its other words."""
+    texts = ["which tools to list after two sessions", "regenerate the fixtures", "book a flight"]
+    ranker = Ranker.of(texts)
+    common = common_words(ranker, numbers=True)
+    assert "two" in common and "two" not in common_words(ranker)
+    query = "regenerate the fixtures after two changes, which breaks them"
+    assert [i for i, _ in scored(ranker, query, range(3))] == [1, 0]
+    found = scored(ranker, query, range(3), ignore=common)
+    assert [i for i, _ in found] == [1]
+    assert found[0][1] > scored(ranker, query, range(3))[0][1]  # less weight to share
+    shares = covered([ranker], query, range(3), ignore=common)
+    assert set(shares) == {1}

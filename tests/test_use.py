@@ -90,8 +90,11 @@ def test_leave_one_task_out_shows_nothing_of_that_task(corpus: Path) -> None:
 
 
 def test_task_type_filters(corpus: Path) -> None:
-    message = Memory.load(corpus).first_message("anything", task_type="heat")
+    message = Memory.load(corpus).first_message("Warm the kettle", task_type="heat")
     assert message.insights == ["insight-0004"] and message.similar == ["step-0004"]
+    # A task that shares no word with the run (but common ones) is not like it.
+    unlike = Memory.load(corpus).first_message("anything", task_type="heat")
+    assert unlike.insights == ["insight-0004"] and unlike.similar == []
 
 
 def test_a_budget_keeps_the_most_relevant_insights(corpus: Path) -> None:

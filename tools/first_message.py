@@ -18,7 +18,7 @@ from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
 from wikitrace.corpus_schema.projects import matching_projects, repository_at
 from wikitrace.corpus_schema.render import inline, shortened
 from wikitrace.search import consolidate
-from wikitrace.search.score import scored
+from wikitrace.search.score import common_words, scored
 
 from .first_message_drift import CodeCheck, check_code
 from .message_options import MessageOptions
@@ -115,11 +115,12 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
 
     Its scope (tools/task_scope.py) is the task's project (`project_found` from the working
     folder counts only when it has runs here), type and kind of work: a project with runs
-    gets its own lessons and runs alone; one with none, the same kind's in other coding
-    projects; else the domain of the most similar past runs when most agree, or no lesson,
-    said. Each lesson shows its source run's age; the project's own are checked against the
-    git `checkout` the agent works in (tools/first_message_drift.py): marked stale when a
-    file or symbol they name has gone since their run, left out when every file they name has.
+    gets its own lessons and runs alone; else (a project with none, or none named) the
+    domain of the most similar past runs when most agree, or no lesson, said; in the coding
+    domain, the same kind's in other coding projects, those that bear on the task. Each
+    lesson shows its source run's age; the project's own are checked against the git
+    `checkout` the agent works in (tools/first_message_drift.py): marked stale when a file
+    or symbol they name has gone since their run, left out when every file they name has.
     """
     from wikitrace import prompts
 
@@ -358,35 +359,70 @@ def applies_to_any_change(item: InsightEntry) -> bool:
 
 
 def _brief(memory: Memory, scope: Scope, listed: list[int]) -> tuple[frozenset[int], bool]:
-    """The project's own lessons (when it has runs) that bear less on the task than the one
-    that bears most (`BEARING`), and whether none bears at all (`BEARING_FLOOR`): the
-    message counts them, with how to list them, rather than listing titles an agent must
-    skip. Which bear most is told by the words' weight among the project's lessons
-    (`within`), so its vocabulary ("mix", "phoenix", "bead") tells no lesson apart; the
-    task's words that name the project ("spotter") are left out too. Nothing when the task
-    has no words, the project has no runs, or it has fewer than two lessons. When more than
-    `APART` reach half the best, each must also score `WHOLE_FLOOR`. A lesson that applies to
-    any change (`applies_to_any_change`) is listed whatever its score, and does not count as
-    bearing by the task's words (`none_bear` may be true beside it)."""
-    own = [i for i in listed if scope.project_has_runs and scope.tier(memory.run_of(i)) == 0]
+    """The lessons listed by project that bear less on the task than the one that bears most
+    (`BEARING`), and whether none bears at all (`BEARING_FLOOR`): the message counts them, with
+    how to list them, rather than listing titles an agent must skip. They are the project's
+    own when it has runs; else those of other projects (a project with no runs here, or none
+    named, gets other coding projects' lessons of its kind: "Fix the flaky test" asked in a
+    new folder listed all twelve of this corpus's whole). Which bear most is told by the
+    words' weight among those lessons (`within`), so a project's vocabulary ("mix",
+    "phoenix", "bead") tells no lesson apart; the task's words that name the project
+    ("spotter"), the common English words and numbers (search.score.common_words: "which",
+    "after", "when" let a lesson about creating beads into a task about a status badge) are
+    left out too. Nothing when the task has no other words, or the project with runs has
+    fewer than two lessons. When more than `APART` reach half the best, each must also score
+    `WHOLE_FLOOR`. A project's lesson that applies to any change in it
+    (`applies_to_any_change`) is listed whatever its score, and does not count as bearing by
+    the task's words (`none_bear` may be true beside it), when the task is of the project
+    at all (`_of_project`); another project's is not: its change is not this task's."""
+    if scope.project_has_runs:
+        own = [i for i in listed if scope.tier(memory.run_of(i)) == 0]
+        if len(own) < 2:
+            return frozenset(), False
+    else:
+        own = [i for i in listed if (run := memory.run_of(i)) is not None and run.project]
     names = {word for key in scope.projects for word in re.split(r"[^a-z0-9]+", key.lower())}
     words = [w for w in re.split(r"(\W+)", scope.task) if w.lower() not in names]
     query = "".join(words)
-    if len(own) < 2 or not query.strip():
+    if not own or not query.strip():
         return frozenset(), False
+    common = common_words(memory.insight_ranker, numbers=True)
     # Whether any bears, by the words' weight in the whole memory: lessons that all share
     # the task's subject ("phoenix") all bear on it, though the word tells none apart.
-    overall = max((score for _, score in scored(memory.insight_ranker, query, own)), default=0.0)
-    always = frozenset(i for i in own if applies_to_any_change(memory.insights[i]))
+    overall = max(
+        (score for _, score in scored(memory.insight_ranker, query, own, ignore=common)),
+        default=0.0,
+    )
+    always = frozenset(
+        i for i in own if scope.project_has_runs and applies_to_any_change(memory.insights[i])
+    )
     if overall < BEARING_FLOOR:
+        if always and overall == 0 and not _of_project(memory, scope):
+            always = frozenset()
         return frozenset(own) - always, True
-    found = dict(scored(memory.insight_ranker, query, own, within=True))
+    found = dict(scored(memory.insight_ranker, query, own, within=True, ignore=common))
     best = max(found.values(), default=0.0)
     bearing = [i for i in own if found.get(i, 0.0) >= BEARING * best]
     if len(bearing) > APART:  # close together: each must also score the floor
         bearing = [i for i in bearing if found[i] >= WHOLE_FLOOR]
     unlisted = frozenset(own) - frozenset(bearing) - always
     return unlisted, not bearing
+
+
+def _of_project(memory: Memory, scope: Scope) -> bool:
+    """Whether the task shares a word with its project's runs (their task texts,
+    compilations and the files they touched), common words and numbers aside, when it shares
+    none with the project's lessons: the
+    evidence that a task none of the project's lessons bears on is still work in the project
+    ("xterm: copy selection to clipboard on mouse-up" meets the session that scrolled
+    xterm.js), so that the lessons for any change in it bear on it. A task that shares none
+    ("Write a two-minute toast for my sister's wedding" asked in spotter) shows nothing of the
+    project: its words are no evidence of the project's work, and a lesson for any commit
+    there says nothing of a toast. (The task's domain told over the whole memory, as
+    `task_scope` tells it with no project, would not do: a terse coding task's words, "xterm",
+    are in no past task text, and abstain as a toast's do.) The same test as for similar runs
+    (tools/similar_runs.py)."""
+    return bool(most_similar_runs(memory, scope, scope.runs, 1))
 
 
 # --- the page --------------------------------------------------------------------------------

@@ -107,7 +107,9 @@ def recall(
     The working folder's repository is the project. At session start, only a project with
     runs in the corpus gets anything (its own lessons, every kind). For a prompt, the scope is
     the `prompt` command's: the project's own lessons when it has runs, else the prompt's kind
-    of work's from other coding projects, and nothing when that kind cannot be inferred.
+    of work's from other coding projects, and nothing when its domain (told by its words: a
+    project with no runs is no evidence of coding work) or kind cannot be inferred.
+
     `compiled_templates`: where the message's template, compiled once, is kept for the next
     call (MessageOptions)."""
     event = payload.hook_event_name

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.tasks import TaskKey
-from wikitrace.search.score import covered, scored, words_of
+from wikitrace.search.score import common_words, covered, scored, words_of
 
 from .task_scope import Scope
 
@@ -21,7 +21,10 @@ def most_similar_runs(
     """Up to `similar` runs most like the task among those in scope, one per task (three
     attempts of one task say less than three tasks): runs of the identical task first, then
     by the similarity of their tasks and of what they did (`_likeness`), whatever their
-    project; runs that share no word with the task last, in corpus order."""
+    project. A run that shares no word with the task but common ones (search.score's
+    `common_words`, numbers too) is not like it: "Write a two-minute toast for my sister's
+    wedding" asked in spotter listed three bead sessions. With no task yet (a session just
+    started), or none with a word to compare by ("???"), the runs in scope in corpus order."""
     if similar == 0:
         return []  # nor is the runs' ranker loaded (its files mapped: a hook's start-up time)
     similar_runs: list[PastRun] = []
@@ -34,6 +37,8 @@ def most_similar_runs(
         run_ok,
         key=lambda i: (i not in same, [-part for part in likeness.get(i, nothing)], place[i]),
     )
+    if scope.task.strip() and words_of(memory.run_ranker, scope.task):
+        ranked_runs = [i for i in ranked_runs if i in same or i in likeness]
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break
@@ -53,14 +58,23 @@ def _likeness(memory: Memory, task: str, run_ok: list[int]) -> dict[int, tuple[f
     ("Work on bead spotter-4te"); a run that did the task's work holds its subject's words
     in a long compilation, where a short failed run that shares two common words holds
     little, though BM25 (which weighs a word by the text's length) would rank it first.
-    The files a run touched count as text it holds (`_touched`)."""
+    The files a run touched count as text it holds (`_touched`). Common words and numbers
+    (`common_words`) are left out of the task: they say nothing of its subject. A run that
+    shares no other word with the task is not in the result."""
     if not task.strip():
         return {}
     rankers = [memory.run_ranker, memory.compilation_ranker]
-    share = covered(rankers, task, run_ok, also=_touched(memory, run_ok))
+    share = covered(
+        rankers,
+        task,
+        run_ok,
+        also=_touched(memory, run_ok),
+        ignore=common_words(rankers[0], numbers=True),
+    )
     score: dict[int, float] = {}
     for ranker in rankers:
-        for i, value in scored(ranker, task, run_ok, within=True):
+        common = common_words(ranker, numbers=True)
+        for i, value in scored(ranker, task, run_ok, within=True, ignore=common):
             score[i] = score.get(i, 0.0) + value
     return {i: (share.get(i, 0.0), score.get(i, 0.0)) for i in share.keys() | score.keys()}
 

@@ -3,12 +3,13 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 - a project with runs: its runs and lessons only, whatever their kind (a session with no
   kind included);
-- a project with none (a coding task): the same kind of work in other projects of the coding
-  domain;
-- no project: the domain of the most similar past runs when it has a clear majority of their
-  votes, the nearer the more (said to be theirs, never "this project's"); when no domain
-  has, or no past run is near enough (a task of a domain the corpus does not hold), the
-  message says so and lists no lesson of any domain.
+- a project with none, or no project: the domain of the most similar past runs when it has a
+  clear majority of their votes, the nearer the more (said to be theirs, never "this
+  project's"); when no domain has, or no past run is near enough (a task of a domain the
+  corpus does not hold), the message says so and lists no lesson of any domain. A project
+  named with no runs here is no evidence of coding work (a letter or a training plan is kept
+  in a folder too), so its name, its path and the folder it is asked from scope alike; in the
+  coding domain the same kind of work in other projects is then shown.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.catalog import PastRun
 from wikitrace.corpus_schema.projects import matching_projects, normal_project
 from wikitrace.corpus_schema.tasks import TaskKey
-from wikitrace.corpus_schema.work import CODING, domain_of, infer_kind, kind_named
+from wikitrace.corpus_schema.work import domain_of, infer_kind, kind_named
 from wikitrace.search.score import common_words, holders, scored, words_of
 
 if TYPE_CHECKING:
     from .loaded_memory import LoadedMemory as Memory  # memory.py imports this module
 
-TypeBasis = Literal["given", "project", "coding", "kind", "similar", "all"]
-"""How the task's types were found: given (--task-type), its project's runs' types, the
-coding domain (a project with no runs), the runs with kinds of work (--kind), the most
-similar past runs' domain, or every type (a corpus of one type, or --all-types)."""
+TypeBasis = Literal["given", "project", "kind", "similar", "all"]
+"""How the task's types were found: given (--task-type), its project's runs' types, the runs
+with kinds of work (--kind), the most similar past runs' domain, or every type (a corpus of
+one type, or --all-types)."""
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Scope:
 
     @property
     def type_inferred(self) -> bool:
-        return self.basis in ("project", "coding", "similar") and bool(self.types)
+        return self.basis in ("project", "similar") and bool(self.types)
 
     def tier(self, run: PastRun | None) -> int:
         """0: the project's own; 1: the same kind of work elsewhere; 2: any other."""
@@ -144,7 +145,7 @@ def task_scope(
     elif len(known_types) <= 1 or (not infer_type and not own):
         types, basis = None, "all"
     else:
-        types, basis, unsure = _types(memory, task, excluded, own, project, kind, infer_type)
+        types, basis, unsure = _types(memory, task, excluded, own, kind, infer_type)
     # The project's runs of the types kept, when it has any: they alone may be shown.
     run_ok = [i for i in own if types is None or memory.runs[i].task_type in types]
     has_runs = bool(run_ok)
@@ -180,21 +181,19 @@ def _types(
     task: str,
     excluded: set[str],
     own: list[int],
-    project: str | None,
     kind: str | None,
     infer_type: bool,
 ) -> tuple[frozenset[str], TypeBasis, dict[str, int] | None]:
     """The types of a task given none, in a memory of several: those of its project's runs;
-    the coding domain's for a project with no runs (when the memory has coding sessions);
     that of the runs with kinds of work (when `kind` is given); or the domain of the most
     similar runs when more than half of them agree. When none of these says, no type (the
-    message lists no lesson) and the similar runs' domains, counted."""
+    message lists no lesson) and the similar runs' domains, counted. A project with no runs
+    here decides nothing: "Plan a strength training session" asked in a new folder of that
+    name is no coding task, and its type is told by its words as with no project named."""
     own_types = frozenset(t for i in own if (t := memory.runs[i].task_type))
     if own_types:
         return own_types, "project", None
     known = set(memory.task_types)
-    if project is not None and CODING in known:
-        return frozenset([CODING]), "coding", None
     if kind is not None:
         # A kind of work is a coding session's: the task is of the type such runs have.
         with_kinds = {r.task_type for r in memory.runs if r.kind and r.task_type}
