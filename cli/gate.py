@@ -106,8 +106,9 @@ def gate_command(
     and estimates test a fixed set of probes instead (--targets, --falsify, --regress,
     --trials).
 
-    A probe run that errors (after --runner-retries) is never a failure: when errors leave too
-    little to commit, the insight is undecided and stays ungated, with its decision on record.
+    A probe run that errors (after runner-retries tries, a setting) is never a failure: when
+    errors leave too little to commit, the insight is undecided and stays ungated, with its
+    decision on record.
     """
 
     from wikitrace.control.gate_sim import dry_run_text

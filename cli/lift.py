@@ -50,8 +50,8 @@ def _attribution_settings(values: dict[str, Any]) -> AttributionSettings:
 
 
 def attribution_options(function: Command) -> Command:
-    """--judge, --judge-api-base, --corpus and --cache-dir, as `attribution:
-    AttributionSettings`."""
+    """--judge, --judge-api-base, --corpus and the reply cache (`cache-dir`), as
+    `attribution: AttributionSettings`."""
     return option_group(
         [
             click.option(
@@ -66,12 +66,7 @@ def attribution_options(function: Command) -> Command:
                 type=click.Path(path_type=Path, file_okay=False, exists=True),
                 help="The corpus the memory methods ran with (for --judge).",
             ),
-            click.option(
-                "--cache-dir",
-                type=click.Path(path_type=Path, file_okay=False),
-                hidden=True,
-                help="Where the judge's answers are cached (default: the user cache folder).",
-            ),
+            option(declared("cache-dir")),
         ],
         "attribution",
         _attribution_settings,

@@ -106,7 +106,7 @@ class JudgeSettings:
     cache_dir: Path | None
 
     def llm(self) -> Any:
-        """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
+        """The judge, reachable and cached (the user cache folder unless `cache-dir` says)."""
         from wikitrace.evaluation.attribute import OUTPUT_TOKENS
         from wikitrace.transport.clients import connect
         from wikitrace.transport.llm import LLMSettings, default_cache_dir
@@ -166,11 +166,7 @@ def judge_options(function: Command) -> Command:
             click.option("--api-base", help="Base URL of a local or self-hosted server."),
             option(declared("baseline")),
             option(declared("rerun")),
-            click.option(
-                "--cache-dir",
-                type=click.Path(path_type=Path, file_okay=False),
-                help="Where the judge's answers are cached (default: the user cache folder).",
-            ),
+            option(declared("cache-dir")),
         ],
         "judge",
         lambda values: JudgeSettings(**values),

@@ -38,7 +38,7 @@ from wikitrace.corpus_schema.setting_fields import (
     SETTINGS,
 )
 
-from .common import COMMON
+from .common import COMMON, FileSetting
 
 FILE_NAME = "wikitrace.toml"
 PYPROJECT = "pyproject.toml"
@@ -59,8 +59,6 @@ _UNDECLARED_REFUSED: dict[str, str] = {
             "judge-api-base",
             "second-model",
             "second-api-base",
-            "group-model",
-            "group-api-base",
             "http",
         ),
         SENDS_DATA,
@@ -243,18 +241,22 @@ def _read(path: Path, name: str) -> dict[str, Any]:
         raise SettingsError(f"{name}: not valid TOML: {error}") from None
 
 
-def key_of(option: click.Option) -> str:
-    """The name an option has in the file: its long flag without the dashes."""
+def key_of(option: click.Option | FileSetting) -> str:
+    """The name an option has in the file: its long flag without the dashes (a setting with
+    no flag: its key)."""
+    if isinstance(option, FileSetting):
+        return option.key
     longs = [flag for flag in option.opts if flag.startswith("--")]
     return (longs[0] if longs else option.opts[0]).lstrip("-")
 
 
-def settable(command: click.Command) -> dict[str, click.Option]:
-    """The options of `command` a file may set, by their name in the file."""
+def settable(command: click.Command) -> dict[str, click.Option | FileSetting]:
+    """The options of `command` a file may set, and its settings with no flag, by their name
+    in the file."""
     return {
         key_of(p): p
         for p in command.params
-        if isinstance(p, click.Option) and p.name not in COMMON and p.name != "help"
+        if isinstance(p, (click.Option, FileSetting)) and p.name not in COMMON and p.name != "help"
     }
 
 
@@ -413,7 +415,7 @@ def _command_map(
         option = options[key]
         said = f"{where}: {table_label + ' ' if table_label else ''}{key}"
         if option.multiple and not isinstance(value, list):
-            raise SettingsError(f"{said}: give a list ([...]): --{key} may be given more than once")
+            raise SettingsError(f"{said}: give a list ([...]): it takes several values")
         try:
             option.type_cast_value(ctx, value)
         except click.BadParameter as error:

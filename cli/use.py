@@ -22,7 +22,6 @@ from .common import (
     option,
     option_group,
     plural,
-    renamed_option,
 )
 from .options import print_json
 from .profiles import profile_option
@@ -104,20 +103,11 @@ class PromptSettings:
         )
 
 
-def _prompt_settings(values: dict[str, Any]) -> PromptSettings:
-    for old, new in (("group_model", "embedding_model"), ("group_api_base", "embedding_api_base")):
-        given = values.pop(old)
-        if given is not None:
-            if values[new] is not None:
-                said = old.replace("_", "-"), new.replace("_", "-")
-                raise click.UsageError(f"--{said[0]} is --{said[1]}: give one of them")
-            values[new] = given
-    return PromptSettings(**values)
-
-
 def prompt_options(function: Command) -> Command:
     """What the first message shows, as `shown: PromptSettings`."""
-    return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
+    return option_group(_prompt_option_list(), "shown", lambda values: PromptSettings(**values))(
+        function
+    )
 
 
 KIND_CHOICE = {
@@ -132,13 +122,10 @@ _template_option = option(declared("prompts-dir"))
 """The first message's template."""
 
 _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
-    # None, not "local": an old spelling given is then told from the new one left out.
-    option(declared("embedding-model"), default=None, show_default=False),
+    option(declared("embedding-model")),
     option(declared("embedding-api-base")),
-    renamed_option("--group-model", "--embedding-model"),
-    renamed_option("--group-api-base", "--embedding-api-base"),
 ]
-"""What tells near-duplicate lessons apart (and the options' old spellings)."""
+"""What tells near-duplicate lessons apart."""
 
 
 def _prompt_option_list() -> list[Callable[[Any], Any]]:

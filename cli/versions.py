@@ -382,17 +382,19 @@ def update_command(
     \f
     A momentum trigger decides whether to compare: the candidate's new insights are embedded,
     and an update that points the way deployed updates have (cosine with their moving average
-    >= --threshold) is accepted as is. One that turns away, the first one, or any with
-    --always-compare is compared: your agent runs with the current and with the candidate
-    memory on a mixed set of tasks (--fresh, --boundary, --coverage), --trials times each with
+    >= threshold) is accepted as is. One that turns away, the first one, or any with
+    always-compare set is compared: your agent runs with the current and with the candidate
+    memory on a mixed set of tasks (fresh, boundary, coverage), --trials times each with
     the same seeds, and the current memory once more on other seeds (the rerun band: how much
     outcomes move when nothing changes). The candidate is deployed when its gain (new minus
     current, summed over tasks) is beyond that noise; a tie keeps the current version.
 
     A comparison costs 3 x trials x (tasks chosen) agent runs, at most
     3 x trials x (fresh + boundary + coverage): 48 with the defaults (32 with
-    --no-rerun-band). Runs that crash, time out or print no valid JSON are retried, then
-    recorded as errors and left out of the scores.
+    rerun-band = false). threshold, always-compare, fresh, boundary, coverage and
+    rerun-band are settings with no flag (docs/settings.md), listed by --help-all. Runs
+    that crash, time out or print no valid JSON are retried, then recorded as errors and
+    left out of the scores.
 
     Every agent run is appended to CORPUS.versions/runs.jsonl, the decision (trigger figures,
     tasks and why each was chosen, seeds, run ids, scores) to

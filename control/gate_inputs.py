@@ -58,7 +58,7 @@ class GateOptions:
     harm otherwise; outcomes: outcome harm always."""
     narrow: bool = True
     prompts_dir: Path | None = None
-    """Templates that override ours (narrow.j2), as `build --prompts-dir`."""
+    """Templates that override ours (narrow.j2), as `build`'s `prompts-dir` setting."""
 
 
 @dataclass

@@ -55,7 +55,9 @@ class Setting:
     say about it."""
 
     flags: tuple[str, ...]
-    """The option's flags as click takes them: `("-f", "--format")`, `("--x/--no-x",)`."""
+    """The option's flags as click takes them: `("-f", "--format")`, `("--x/--no-x",)`; a
+    setting with no flag (a tuning or test knob, set in a settings file or by its environment
+    variable only) is named by its key alone: `("timeout",)`."""
     help: str
     """What --help says."""
     commands: tuple[str, ...]
@@ -96,8 +98,21 @@ class Setting:
     @property
     def key(self) -> str:
         """Its name in a settings file: the first long flag without its dashes."""
-        longs = [flag for flag in self.flags if flag.startswith("--")]
+        longs = [flag for flag in self.flags if flag.startswith("--")] or [self.flags[0]]
         return longs[0].split("/")[0].removeprefix("--")
+
+    @property
+    def on_command_line(self) -> bool:
+        """Whether a command takes it as an option (else only a file or its variable sets it)."""
+        return self.flags[0].startswith("-")
+
+    @property
+    def variable(self) -> str | None:
+        """The environment variable that sets it: the declared one, else WIKITRACE_<KEY> for a
+        setting with no flag (so that a test or a one-off run need not write a file)."""
+        if self.envvar is not None or self.on_command_line:
+            return self.envvar
+        return "WIKITRACE_" + self.key.upper().replace("-", "_")
 
     @property
     def param(self) -> str:
@@ -133,7 +148,7 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--context-tokens",),
         "The model's context window. Every call for a run fits in it: the prompt, the answer "
-        "(--max-output-tokens) and one repair round. A run of any length is shown to fit (long "
+        "(max-output-tokens) and one repair round. A run of any length is shown to fit (long "
         "fields cut, then the run's skeleton with the turns that matter in full).",
         COMPILE,
         kind="int",
@@ -143,13 +158,12 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         recorded=True,
     ),
     Setting(
-        ("--max-prompt-tokens",),
+        ("max-prompt-tokens",),
         "The prompt's budget, instead of what --context-tokens leaves "
         "(context - 2 x max-output-tokens - 1500).",
         COMPILE,
         kind="int",
         low=1000,
-        hidden=True,
         recorded=True,
     ),
     Setting(
@@ -173,21 +187,19 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     ),
     # The cache of the model's replies.
     Setting(
-        ("--cache-dir",),
+        ("cache-dir",),
         "Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the same "
-        "input, or a resumed build, makes no call twice.",
-        COMPILE,
+        "input, a resumed build or a judge asked again makes no call twice.",
+        (*COMPILE, "lift attribute", "lift drilldowns", "lift report"),
         kind="path",
         path_is="dir",
-        hidden=True,
         refused=OUTPUTS,
     ),
     Setting(
-        ("--no-cache",),
+        ("no-cache",),
         "Neither read nor write the reply cache.",
         COMPILE,
         kind="flag",
-        hidden=True,
     ),
     # What is redacted before a run is sent or written.
     Setting(
@@ -219,53 +231,48 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         refused=REDACTION,
     ),
     Setting(
-        ("--prompts-dir",),
+        ("prompts-dir",),
         "Folder of templates that override the bundled ones of the same name.",
         (*COMPILE, "gate", "hypothesize", "prompt"),
         kind="path",
         path_is="dir",
         exists=True,
-        hidden=True,
         refused=RUNS_CODE,
     ),
     # How one model call is made: sampling, answer length, time-out, retries.
     Setting(
-        ("--temperature",),
+        ("temperature",),
         "Sampling temperature of the model's calls.",
         COMPILE,
         kind="float",
         default=TEMPERATURE,
-        hidden=True,
         recorded=True,
     ),
     Setting(
-        ("--max-output-tokens",),
+        ("max-output-tokens",),
         "The longest answer one call may write.",
         COMPILE,
         kind="int",
         default=MAX_OUTPUT_TOKENS,
         low=256,
-        hidden=True,
         recorded=True,
     ),
     Setting(
-        ("--timeout",),
+        ("timeout",),
         "Seconds before one model call times out (and is retried).",
         COMPILE,
         kind="float",
         default=TIMEOUT_SECONDS,
         low=1,
-        hidden=True,
     ),
     Setting(
-        ("--max-retries",),
+        ("max-retries",),
         "Backoff retries of a call on rate limits, time-outs and server errors.",
         COMPILE,
         kind="int",
         default=MAX_RETRIES,
         low=0,
         high=20,
-        hidden=True,
     ),
     # What the model is asked for, and how often an answer that does not hold is sent back.
     Setting(
@@ -277,17 +284,16 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         hidden=True,
     ),
     Setting(
-        ("--invalid-retries",),
+        ("invalid-retries",),
         "Times an answer that is not valid JSON of the right shape is sent back.",
         COMPILE,
         kind="int",
         default=2,
         low=0,
         high=10,
-        hidden=True,
     ),
     Setting(
-        ("--quote-repairs",),
+        ("quote-repairs",),
         "Times quotes not found in their turn are sent back for repair; those still not found "
         "are marked UNVERIFIED.",
         COMPILE,
@@ -295,7 +301,6 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         default=1,
         low=0,
         high=10,
-        hidden=True,
     ),
     # Labelling the runs nothing else labels.
     Setting(
@@ -351,24 +356,23 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         COMPILE,
         kind="flag",
         more="Through the provider's batch API (OpenAI-compatible and Azure models). The build "
-        "waits, checking every --batch-poll seconds; stopped while it waits (Ctrl-C), the same "
+        "waits, checking every batch-poll seconds; stopped while it waits (Ctrl-C), the same "
         "command again waits for the same batches without submitting anything twice. "
         "Corrections and quote repairs go in further batches. Needs the reply cache.",
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--batch-poll",),
+        ("batch-poll",),
         "With --batch: how often to ask whether the batches are done.",
         COMPILE,
         kind="float",
         default=60.0,
         low=0.1,
         metavar="SECONDS",
-        hidden=True,
     ),
     # Which processes do the work: the call workers, the offline build's workers, the fast path.
     Setting(
-        ("--call-workers",),
+        ("call-workers",),
         "Processes that make the model calls, each importing litellm (about 225 MB each), so "
         "that litellm's work on each call (3 to 8 ms of CPU) runs on other cores than the "
         "build's own: with many calls in flight their answers queue less. One is enough unless "
@@ -381,10 +385,9 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=64,
         metavar="N",
-        hidden=True,
     ),
     Setting(
-        ("--workers",),
+        ("workers",),
         "Processes that read, redact, compile and render the runs of an offline build "
         "(--model offline), on as many cores. Default: one for each core this process may use "
         "that other work leaves idle (by the load average), for a build of 5,000 runs or more "
@@ -395,19 +398,17 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         low=1,
         high=256,
         metavar="N",
-        hidden=True,
     ),
     Setting(
-        ("--fast-path/--no-fast-path",),
+        ("fast-path",),
         "Call a plain OpenAI-compatible server (--model openai/NAME with --api-base, a name "
         "litellm neither rewrites nor prices) with one shared HTTP client instead of litellm: "
         "the same requests, replies and errors, about 1 ms of CPU a call instead of 3 to 10, "
-        "and no litellm import (8 s) at the start. --no-fast-path sends every call through "
+        "and no litellm import (8 s) at the start. fast-path = false sends every call through "
         "litellm.",
         COMPILE,
         kind="switch",
         default=True,
-        hidden=True,
     ),
 )
 """How runs are compiled (build, add, update), in the order --help lists them."""
@@ -480,23 +481,21 @@ RUNNER_SETTINGS: tuple[Setting, ...] = (
         metavar="N",
     ),
     Setting(
-        ("--runner-timeout",),
+        ("runner-timeout",),
         "Seconds before an agent run is killed (and counted as an error).",
         RUN,
         kind="float",
         default=600.0,
         low=0.1,
-        hidden=True,
     ),
     Setting(
-        ("--runner-retries",),
+        ("runner-retries",),
         "Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
         RUN,
         kind="int",
         default=2,
         low=0,
         high=10,
-        hidden=True,
     ),
 )
 """How the user's agent is run (gate, update), in the order --help lists them."""
@@ -730,7 +729,7 @@ UPDATE = ("update",)
 UPDATE_SETTINGS: tuple[Setting, ...] = (
     # When an update is compared: the momentum trigger, or always.
     Setting(
-        ("--momentum",),
+        ("momentum",),
         "Weight of the past in the moving average of update directions.",
         UPDATE,
         kind="float",
@@ -738,63 +737,56 @@ UPDATE_SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=1,
         high_open=True,
-        hidden=True,
     ),
     Setting(
-        ("--threshold",),
+        ("threshold",),
         "Compare when the cosine between this update's direction and the average is below it.",
         UPDATE,
         kind="float",
         default=0.5,
         low=-1,
         high=1,
-        hidden=True,
     ),
     Setting(
-        ("--always-compare",),
+        ("always-compare",),
         "Compare on every update.",
         UPDATE,
         kind="flag",
-        hidden=True,
     ),
     # What a comparison runs: the rerun band, the tasks of each kind (the trials, the seed and
     # the pool are the gate's settings).
     Setting(
-        ("--rerun-band/--no-rerun-band",),
+        ("rerun-band",),
         "Run the current memory once more per task and trial (other seeds) and deploy only when "
         "the candidate's gain is beyond that noise (a candidate that changes nothing passes "
         "about 5% of the time); without it, any higher mean deploys.",
         UPDATE,
         kind="switch",
         default=True,
-        hidden=True,
     ),
     Setting(
-        ("--coverage",),
+        ("coverage",),
         "Tasks chosen to stand for the tasks seen so far (spread over task types).",
         UPDATE,
         kind="int",
         default=8,
         low=0,
-        hidden=True,
     ),
     Setting(
-        ("--boundary",),
+        ("boundary",),
         "Tasks whose outcome changed with memory in earlier comparisons.",
         UPDATE,
         kind="int",
         default=4,
         low=0,
-        hidden=True,
     ),
     Setting(
-        ("--fresh",),
+        ("fresh",),
         "Tasks of the runs added since the last comparison (newest first).",
         UPDATE,
         kind="int",
         default=4,
         low=0,
-        hidden=True,
     ),
     # How an update's direction is measured (and, for prompt, near-duplicate lessons told).
     Setting(
@@ -808,21 +800,19 @@ UPDATE_SETTINGS: tuple[Setting, ...] = (
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--embedding-api-base",),
+        ("embedding-api-base",),
         "Base URL of a local embedding server.",
         ("update", "prompt"),
-        hidden=True,
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--encode",),
+        ("encode",),
         "What an update's direction encodes: the corpus (the insights and every run: what an "
         "agent reads; an update that only adds runs moves it too), or the insight set alone.",
         UPDATE,
         kind="choice",
         default="corpus",
         choices=("corpus", "insights"),
-        hidden=True,
     ),
 )
 """When `update` compares a candidate, on which tasks, and how its direction is measured."""
