@@ -39,8 +39,9 @@ setting where the meaning is one) is the next step; this list may only shrink.""
 MAX_OPTION_INSTANCES = 213
 """277 option instances when the declarations came, less the 62 instances of the 25 tuning
 and test knobs that lost their flag (a settings file's key, or WIKITRACE_<KEY>;
-docs/settings.md) and prompt's --group-model and --group-api-base (the old spellings of --embedding-model and
---embedding-api-base); issue 57's target is 220. The count may only fall."""
+docs/settings.md) and prompt's --group-model and --group-api-base (the old spellings of
+--embedding-model and --embedding-api-base); issue 57's target is 220. The count may only
+fall."""
 
 
 def counter() -> ModuleType:
