@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import Command, is_quiet, option_group, plural
+from wikitrace.corpus_schema.setting_fields import MONITOR_SETTINGS, declared
+
+from .common import Command, is_quiet, option, options, plural
 from .compile_options import prompts_dir_option
 from .gate_options import GateSettings, gate_options
 from .options import POINTER, no_deploy_option, print_json, runner_options
@@ -49,12 +51,7 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
     help="Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
 )
 @profile_option("gate")
-@click.option(
-    "--api-base",
-    hidden=True,
-    help="Base URL of the corpus's model server, for narrowing (default: the one it was built "
-    "with).",
-)
+@option(declared("api-base"), hidden=True)  # for narrowing: the corpus's server by default
 @prompts_dir_option
 @no_deploy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON on stdout.")
@@ -187,42 +184,7 @@ def _monitor_settings(values: dict[str, Any]) -> MonitorOptions:
 
 def monitor_options(function: Command) -> Command:
     """When monitoring retires an insight, as `limits: MonitorOptions`."""
-    return option_group(
-        [
-            click.option(
-                "--controls",
-                multiple=True,
-                type=click.Path(path_type=Path, exists=True, dir_okay=False),
-                help="Reports of control episodes run without memory (each with its task_id "
-                "and success): how often each task fails anyway. Repeatable; give them every "
-                "call.",
-            ),
-            click.option(
-                "--min-judged",
-                type=click.IntRange(1),
-                default=5,
-                show_default=True,
-                help="Fewest episodes that judged an insight before it can be retired.",
-            ),
-            click.option(
-                "--max-violation-rate",
-                type=click.FloatRange(0, 1, min_open=True, max_open=True),
-                default=0.3,
-                show_default=True,
-                help="Retire an insight once its violation rate is shown to be above this.",
-            ),
-            click.option(
-                "--confidence",
-                type=click.FloatRange(0.5, 1, max_open=True),
-                default=0.95,
-                show_default=True,
-                help="1 - the chance, at most, that an insight violated no more often than "
-                "--max-violation-rate is ever retired, however often monitoring runs.",
-            ),
-        ],
-        "limits",
-        _monitor_settings,
-    )(function)
+    return options(MONITOR_SETTINGS, "limits", _monitor_settings)(function)
 
 
 @click.command("monitor")
@@ -344,10 +306,7 @@ def retire_command(
 @click.command("hypothesize")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
-@click.option(
-    "--api-base",
-    help="Base URL of the corpus's model server (default: the one it was built with).",
-)
+@option(declared("api-base"))
 @prompts_dir_option
 @no_deploy_option
 def hypothesize_command(

@@ -33,11 +33,11 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AttributionSettings:
-    """`lift --judge` and what it needs: the judge model and its server, the corpus the memory
-    methods ran with, and where the judge's answers are cached."""
+    """`lift --attribute-with` and what it needs: the judge model and its server, the corpus
+    the memory methods ran with, and where the judge's answers are cached."""
 
     judge: str | None
-    judge_api_base: str | None
+    api_base: str | None
     corpus: Path | None
     cache_dir: Path | None
 
@@ -45,26 +45,23 @@ class AttributionSettings:
 def _attribution_settings(values: dict[str, Any]) -> AttributionSettings:
     settings = AttributionSettings(**values)
     if settings.judge and settings.corpus is None:
-        raise click.UsageError("--judge needs --corpus (the corpus the memory methods ran with)")
+        raise click.UsageError(
+            "--attribute-with needs --corpus (the corpus the memory methods ran with)"
+        )
     return settings
 
 
 def attribution_options(function: Command) -> Command:
-    """--judge, --judge-api-base, --corpus and the reply cache (`cache-dir`), as
+    """--attribute-with, --api-base, --corpus and the reply cache (`cache-dir`), as
     `attribution: AttributionSettings`."""
     return option_group(
         [
-            click.option(
-                "--judge",
-                metavar="MODEL",
-                help="Also attribute each Regression episode A-E with this judge (any model "
-                "litellm reaches), as `wikitrace lift attribute` does; needs --corpus.",
-            ),
-            click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server."),
+            option(declared("attribute-with")),
+            option(declared("api-base"), hidden=True),  # the judge's, rarely a local one
             click.option(
                 "--corpus",
                 type=click.Path(path_type=Path, file_okay=False, exists=True),
-                help="The corpus the memory methods ran with (for --judge).",
+                help="The corpus the memory methods ran with (for --attribute-with).",
             ),
             option(declared("cache-dir")),
         ],
@@ -93,8 +90,8 @@ def report_command(
     attribution: AttributionSettings,
 ) -> None:
     """What memory did, per suite: success with and without it, Gain and Regression against
-    the rerun band (95% task-level bootstrap intervals), with --judge the Regression episodes'
-    causes A-E, Stay/Descent, and tokens and seconds per episode.
+    the rerun band (95% task-level bootstrap intervals), with --attribute-with the Regression
+    episodes' causes A-E, Stay/Descent, and tokens and seconds per episode.
 
     RESULTS are row files (JSON Lines or CSV), folders holding a results.jsonl (what `lift
     run-inspect` writes), or Harbor job folders (`harbor run`'s jobs/JOB).
@@ -103,7 +100,7 @@ def report_command(
     Example:
       wikitrace lift runs/ --json
       wikitrace lift jobs/baseline jobs/rerun jobs/with-memory
-      wikitrace lift runs/ --judge openai/gpt-4o-mini --corpus corpus
+      wikitrace lift runs/ --attribute-with openai/gpt-4o-mini --corpus corpus
     \f
 
     Stay/Descent: the memory episodes that stayed at the first message or read the memory past
@@ -123,7 +120,7 @@ def report_command(
 
 
 def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSettings) -> Any:
-    """With --judge, each Regression episode's cause A-E, those the judge's answer does not
+    """With --attribute-with, each Regression episode's cause A-E, those the judge's answer does not
     count said on stderr; None without."""
     if not attribution.judge or attribution.corpus is None:
         return None
@@ -134,7 +131,7 @@ def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSe
 
     settings = JudgeSettings(
         model=attribution.judge,
-        api_base=attribution.judge_api_base,
+        api_base=attribution.api_base,
         baseline=scoring.baseline,
         rerun=scoring.rerun,
         cache_dir=attribution.cache_dir,
@@ -227,7 +224,7 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
 )
 @click.option("-T", "task_args", multiple=True, help="A task argument, key=value (repeat).")
 @click.option("-M", "model_args", multiple=True, help="A model argument, key=value (repeat).")
-@click.option("--limit", type=click.IntRange(1), help="Run only the first N samples.")
+@click.option("--samples", "limit", type=click.IntRange(1), help="Run only the first N samples.")
 @click.option(
     "--no-leave-one-out",
     is_flag=True,

@@ -163,7 +163,7 @@ def judge_options(function: Command) -> Command:
     return option_group(
         [
             click.option("--model", required=True, help="The judge: any model litellm reaches."),
-            click.option("--api-base", help="Base URL of a local or self-hosted server."),
+            option(declared("api-base")),
             option(declared("baseline")),
             option(declared("rerun")),
             option(declared("cache-dir")),

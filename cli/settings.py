@@ -56,22 +56,19 @@ _UNDECLARED_REFUSED: dict[str, str] = {
         (
             "model",
             "M",
-            "judge-api-base",
             "second-model",
             "second-api-base",
             "http",
         ),
         SENDS_DATA,
     ),
-    **dict.fromkeys(
-        ("output", "force", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
-    ),
-    **dict.fromkeys(("task-file", "read-log", "controls", "corpus"), READS_OUTSIDE),
+    **dict.fromkeys(("output", "force", "hook-log", "plot", "from-hook", "by", "deploy"), OUTPUTS),
+    **dict.fromkeys(("task-file", "read-log", "corpus"), READS_OUTSIDE),
 }
 """The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json limit lines list
-    max-violation-rate method min-judged min-score nl no-leave-one-out profile reason
-    remove report-request sandbox strict time-limit unlabelled wait"""
+_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json lines list method nl
+    no-leave-one-out profile reason remove report-request samples sandbox strict unlabelled
+    wait"""
 """The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
 
 REFUSED: dict[str, str] = {

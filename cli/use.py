@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from wikitrace.corpus_schema.setting_fields import PROMPT_SETTINGS, TASK_NAMED, declared
+from wikitrace.corpus_schema.setting_fields import PROMPT_SETTINGS, declared
 from wikitrace.corpus_schema.work import KINDS
 from wikitrace.tools.message_options import (
     MessageOptions,
@@ -42,7 +42,7 @@ class PromptSettings:
     report_at: str
     all_types: bool
     similar: int
-    max_tokens: int
+    message_tokens: int
     all_insights: bool
     flag_conflicts: bool
     prompts_dir: Path | None
@@ -88,7 +88,7 @@ class PromptSettings:
             task_type=self.task_type,
             exclude_tasks=self.exclude_tasks,
             similar=self.similar,
-            max_tokens=self.max_tokens or None,
+            max_tokens=self.message_tokens or None,
             mount=self.mount,
             prompts_dir=self.prompts_dir,
             infer_type=not self.all_types,
@@ -327,14 +327,7 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
 
 @click.command("view")
 @click.argument("corpus", type=CORPUS)
-@click.option(
-    "--exclude-task",
-    "exclude_tasks",
-    multiple=True,
-    required=True,
-    metavar="ID",
-    help="A task to leave out of every layer (repeatable)." + TASK_NAMED,
-)
+@option(declared("exclude-task"))
 @click.option(
     "-o",
     "--output",
@@ -365,6 +358,8 @@ def view_command(
 
     from wikitrace.versions import FrozenVersion, Store, leave_out
 
+    if not exclude_tasks:  # what it leaves out is what a view is
+        raise click.UsageError("Missing option '--exclude-task': name a task to leave out")
     store = Store(corpus)
     base = FrozenVersion.current(store)
     report = leave_out(base, output, list(exclude_tasks), force=force)

@@ -27,7 +27,7 @@ class GateOptions:
     """Explicit probe lists by kind (target, falsify, regress), instead of choosing."""
     trials: int = default("trials")
     seed: int = default("seed")
-    confidence: float = default("confidence")
+    confidence: float = default("bound-confidence")
     """Of the bounds rule's exact binomial bounds."""
     alpha: float = default("alpha")
     """Sequential rule: chance, at most, that a lesson with D_reg >= beta, P_fail >= delta

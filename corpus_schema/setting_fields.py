@@ -129,8 +129,9 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     # Where the model is, and how many calls it is sent at once.
     Setting(
         ("--api-base",),
-        "Base URL of a local model server (vLLM, Ollama, ...).",
-        COMPILE,
+        "Base URL of the model's server (a local vLLM, Ollama, ...).",
+        (*COMPILE, "gate", "hypothesize", "lift attribute", "lift drilldowns", "lift report"),
+        more="gate and hypothesize: by default the one the corpus was built with.",
         refused=SENDS_DATA,
         recorded=True,
     ),
@@ -631,9 +632,10 @@ GATE_SETTINGS: tuple[Setting, ...] = (
     ),
     # The figures a lesson must reach and the error rates the tests keep to.
     Setting(
-        ("--confidence",),
-        "Of each one-sided bound (exact binomial).",
+        ("--bound-confidence",),
+        "bounds: the confidence of each one-sided bound (exact binomial).",
         GATE,
+        name="confidence",
         kind="float",
         default=0.9,
         low=0.5,
@@ -862,13 +864,14 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         ("--exclude-task",),
-        "Show nothing drawn from runs of this task (repeatable).",
-        ("prompt", "search"),
+        "Leave out the runs of this task (repeatable): prompt and search show nothing drawn "
+        "from them; view writes a corpus without them (and needs one at least).",
+        ("prompt", "search", "view"),
         name="exclude_tasks",
         multiple=True,
         metavar="ID",
-        more="The mounted corpus still holds them: mount a `wikitrace view` without them in an "
-        "evaluation." + TASK_NAMED,
+        more="prompt and search: the mounted corpus still holds them; mount a `wikitrace view` "
+        "without them in an evaluation." + TASK_NAMED,
     ),
     # Where the agent sees the corpus, and what the message asks of it.
     Setting(
@@ -914,7 +917,7 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
         hidden=True,
     ),
     Setting(
-        ("--max-tokens",),
+        ("--message-tokens",),
         "Budget for the message (estimated as characters / 4). When not every insight fits, "
         "the most relevant ones are listed and the message points to insight/_index.md. 0: no "
         "budget, every insight.",
@@ -974,6 +977,131 @@ ROW_SETTINGS: tuple[Setting, ...] = (
 """How trial rows are read (lift and its parts): which methods are the baseline and the rerun,
 and the bootstrap's resamples (its threshold and seed are declared above)."""
 
+MONITOR = ("monitor",)
+
+MONITOR_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--controls",),
+        "Reports of control episodes run without memory (each with its task_id and success): "
+        "how often each task fails anyway. Repeatable; give them every call.",
+        MONITOR,
+        kind="path",
+        path_is="file",
+        exists=True,
+        multiple=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--min-judged",),
+        "Fewest episodes that judged an insight before it can be retired.",
+        MONITOR,
+        kind="int",
+        default=5,
+        low=1,
+    ),
+    Setting(
+        ("--max-violation-rate",),
+        "Retire an insight once its violation rate is shown to be above this.",
+        MONITOR,
+        kind="float",
+        default=0.3,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    ),
+    Setting(
+        ("--confidence",),
+        "1 - the chance, at most, that an insight violated no more often than "
+        "--max-violation-rate is ever retired, however often monitoring runs.",
+        MONITOR,
+        kind="float",
+        default=0.95,
+        low=0.5,
+        high=1,
+        high_open=True,
+    ),
+)
+"""When monitoring retires an insight."""
+
+SEARCH_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--layer",),
+        "Which layer to search: lessons, compilations (title, claims and quotes) or past tasks.",
+        ("search",),
+        name="kind",
+        kind="choice",
+        default="all",
+        choices=("all", "insights", "compilations", "tasks"),
+    ),
+    Setting(
+        ("--limit",),
+        "Hits of each layer, at most.",
+        ("search",),
+        kind="int",
+        default=10,
+        low=1,
+        high=100,
+    ),
+    Setting(
+        ("--min-score",),
+        'The least score a hit needs (from 0 to 1); below it for every entry, "no match".',
+        ("search",),
+        kind="float",
+        default=0.15,
+        low=0,
+        high=1,
+    ),
+)
+"""What `search` returns."""
+
+HOOKS = ("hooks install", "hooks recall")
+
+HOOK_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--repo",),
+        "The settings of the repository the current folder is in, instead of the user's "
+        "(Claude Code: .claude/settings.local.json; Codex: .codex/; Gemini CLI: .gemini/).",
+        ("hooks install", "hooks remove"),
+        kind="flag",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--max-tokens",),
+        "Budget of the recalled text (characters / 4); the most relevant lessons that fit.",
+        HOOKS,
+        kind="int",
+        default=1500,
+        low=0,
+    ),
+    Setting(
+        # The agent waits for its hook: a second by default.
+        ("--time-limit",),
+        "Seconds recall may take; past them it answers nothing (logged) and exits 0.",
+        HOOKS,
+        kind="float",
+        default=1.0,
+        low=0.1,
+        high=60,
+        more="A hard deadline, kept by a watchdog thread: a corpus on a slow or hung disk never "
+        "holds the agent up longer.",
+    ),
+)
+"""How the agents' hooks recall (hooks install writes them into the recall command)."""
+
+LIFT_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--attribute-with",),
+        "Also attribute each Regression episode A-E with this judge (any model litellm "
+        "reaches), as `wikitrace lift attribute` does; needs --corpus.",
+        ("lift report",),
+        name="judge",
+        metavar="MODEL",
+        refused=SENDS_DATA,
+    ),
+)
+"""What `lift`'s report adds."""
+
 VERSION_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--no-deploy",),
@@ -992,6 +1120,10 @@ SETTINGS: tuple[Setting, ...] = (
     + UPDATE_SETTINGS
     + PROMPT_SETTINGS
     + ROW_SETTINGS
+    + MONITOR_SETTINGS
+    + SEARCH_SETTINGS
+    + HOOK_SETTINGS
+    + LIFT_SETTINGS
     + VERSION_SETTINGS
 )
 """Every declared setting."""
