@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption, is_quiet, plural
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import DetailedOption, is_quiet, option, plural
 from .compile_options import CompileSettings, compile_options
 from .input_options import announce, where_of
 from .options import json_option, print_json
@@ -231,16 +233,7 @@ def _points_at(pointer: Path) -> str | None:
 
 @click.command("build")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    cls=DetailedOption,
-    help="The corpus to create (it appears when complete).",
-    more="A link to its first version, OUTPUT.versions/v0001 beside it (the store of its "
-    "versions).",
-)
+@option(declared("output"))
 @click.option(
     "--model",
     envvar=MODEL_ENV,
@@ -251,14 +244,7 @@ def _points_at(pointer: Path) -> str | None:
     more="Offline, the compilation is mechanical and the only insights are mined ones. "
     f"Env: {MODEL_ENV}.",
 )
-@click.option(
-    "--force",
-    is_flag=True,
-    cls=DetailedOption,
-    help="Replace an existing corpus once the new one is complete.",
-    more="The old one stays current until then; a folder that is not a wikitrace corpus is "
-    "never replaced.",
-)
+@option(declared("force"))
 @compile_options
 @profile_option("build")
 @json_option("the build report")

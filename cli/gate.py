@@ -45,11 +45,7 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 @click.argument("insights", nargs=-1)
 @runner_options()
 @gate_options
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
-)
+@option(declared("dry-run"))
 @profile_option("gate")
 @option(declared("api-base"), hidden=True)  # for narrowing: the corpus's server by default
 @prompts_dir_option
@@ -276,7 +272,7 @@ def monitor_command(
 @click.command("retire")
 @click.argument("corpus", type=POINTER)
 @click.argument("insight")
-@click.option("--by", "newer", metavar="NEWER", help="The newer lesson that replaces INSIGHT.")
+@option(declared("by"))
 @click.option("--reason", required=True, help="Why it is retired (kept on its decision page).")
 @no_deploy_option
 def retire_command(

@@ -16,7 +16,6 @@ from wikitrace.corpus_schema.setting_fields import declared, default
 from wikitrace.integrations.agent_hooks import AGENTS, REVIEW_NOTES, Agent, install, remove
 
 from .common import option
-from .hook_io import HOOK_LOG_ENV
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +90,7 @@ def remove_command(agent: Agent, repo: bool) -> None:
 @click.argument("corpus", type=click.Path(path_type=Path))
 @_max_tokens_option
 @_time_limit_option
-@click.option(
-    "--hook-log",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar=HOOK_LOG_ENV,
-    hidden=True,
-    help=f"Where what each hook did is logged (default: ~/.cache/wikitrace/hook.log). Env: "
-    f"{HOOK_LOG_ENV}.",
-)
+@option(declared("hook-log"))
 def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: Path | None) -> None:
     """Run as an agent's SessionStart, UserPromptSubmit or BeforeAgent hook: the lessons of
     CORPUS for the repository and prompt the hook's JSON on stdin names.

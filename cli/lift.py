@@ -76,11 +76,7 @@ def attribution_options(function: Command) -> Command:
 @attribution_options
 @option(declared("mount"))
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
-@click.option(
-    "--plot",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
-)
+@option(declared("plot"))
 def report_command(
     results: tuple[Path, ...],
     mount: str,
@@ -201,42 +197,14 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     help="The corpus the memory methods use.",
 )
 @click.option("--model", required=True, help="The agent's model, as inspect names it.")
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where the logs (a folder a method) and results.jsonl go.",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="Trials of each sample per method (odd: the baseline's majority never ties).",
-)
-@click.option(
-    "--method",
-    "methods",
-    multiple=True,
-    type=click.Choice(["no-memory", "no-memory-rerun", "insights-only", "wikitrace"]),
-    help="Run only these methods (repeat; default: all four).",
-)
-@click.option("-T", "task_args", multiple=True, help="A task argument, key=value (repeat).")
-@click.option("-M", "model_args", multiple=True, help="A model argument, key=value (repeat).")
-@click.option("--samples", "limit", type=click.IntRange(1), help="Run only the first N samples.")
-@click.option(
-    "--no-leave-one-out",
-    is_flag=True,
-    help="Show lessons drawn from the sample's own task too (by default they are left out).",
-)
-@click.option(
-    "--sandbox/--no-sandbox",
-    "use_sandbox",
-    default=None,
-    help="Copy the corpus into the sample's sandbox (default: when the task has one); "
-    "without, the agent gets the MCP server's tools.",
-)
+@option(declared("output"))
+@option(declared("epochs"))
+@option(declared("method"))
+@option(declared("T"))
+@option(declared("M"))
+@option(declared("samples"))
+@option(declared("no-leave-one-out"))
+@option(declared("sandbox"), default=None)  # tri-state: None is "when the task has one"
 def run_inspect_command(
     task: str,
     corpus: Path,

@@ -57,9 +57,7 @@ def print_rows(rows: list[Any], *, lines: bool) -> None:
         click.echo(orjson.dumps(row).decode())
 
 
-nl_option = click.option(
-    "--nl", "as_lines", is_flag=True, help="Print one JSON object a line (JSON Lines)."
-)
+nl_option = option(declared("nl"))
 
 
 def json_option(what: str) -> Callable[[Command], Command]:

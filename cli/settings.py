@@ -31,9 +31,7 @@ from typing import Any
 import click
 
 from wikitrace.corpus_schema.setting_fields import (
-    OUTPUTS,
     READS_OUTSIDE,
-    RUNS_CODE,
     SENDS_DATA,
     SETTINGS,
 )
@@ -51,24 +49,11 @@ PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
 _UNDECLARED_REFUSED: dict[str, str] = {
-    "T": RUNS_CODE,
-    **dict.fromkeys(
-        (
-            "model",
-            "M",
-            "second-model",
-            "second-api-base",
-            "http",
-        ),
-        SENDS_DATA,
-    ),
-    **dict.fromkeys(("output", "force", "hook-log", "plot", "from-hook", "by", "deploy"), OUTPUTS),
-    **dict.fromkeys(("task-file", "read-log", "corpus"), READS_OUTSIDE),
+    "model": SENDS_DATA,
+    **dict.fromkeys(("task-file", "corpus"), READS_OUTSIDE),
 }
 """The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json lines list method nl
-    no-leave-one-out profile reason remove report-request samples sandbox strict unlabelled
-    wait"""
+_UNDECLARED_SAFE = """json profile reason"""
 """The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
 
 REFUSED: dict[str, str] = {

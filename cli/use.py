@@ -159,12 +159,7 @@ def _task_text(task_file: str) -> str:
     help="Read the task from a file ('-' for stdin).",
 )
 @prompt_options
-@click.option(
-    "--report-request",
-    is_flag=True,
-    help="Print only what to send the agent when the episode ends, to get its citation "
-    "report (no TASK needed).",
-)
+@option(declared("report-request"))
 @profile_option("prompt")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
 def prompt_command(
@@ -228,13 +223,7 @@ def prompt_command(
 @click.command("cite")
 @click.argument("corpus", type=CORPUS)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option(
-    "--read-log",
-    "read_logs",
-    multiple=True,
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    help="A read log the drill-down tools wrote ($WIKITRACE_READ_LOG); repeatable.",
-)
+@option(declared("read-log"))
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as one JSON object.")
 def cite_command(
     corpus: Path, reports: tuple[Path, ...], read_logs: tuple[Path, ...], as_json: bool
@@ -328,14 +317,8 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
 @click.command("view")
 @click.argument("corpus", type=CORPUS)
 @option(declared("exclude-task"))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The folder to write the view to (a new one; --force replaces an older view).",
-)
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it is a corpus.")
+@option(declared("output"))
+@option(declared("force"))
 @click.option("--json", "as_json", is_flag=True, help="Print what was left out as JSON.")
 def view_command(
     corpus: Path, exclude_tasks: tuple[str, ...], output: Path, force: bool, as_json: bool

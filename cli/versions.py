@@ -12,9 +12,8 @@ import click
 from wikitrace.corpus_schema.setting_fields import UPDATE_SETTINGS, declared
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import Command, DetailedOption, is_quiet, options
+from .common import Command, is_quiet, option, options
 from .compile_options import CompileSettings, compile_options
-from .hook_io import HOOK_LOG_ENV
 from .options import (
     POINTER,
     json_option,
@@ -35,29 +34,9 @@ DEPLOYED_BY_HAND = "deployed by hand"
 # Text, not a Path: with --from-hook it may be Codex's JSON, which a Path would normalise.
 @click.argument("inputs", nargs=-1, type=click.Path())
 @no_deploy_option
-@click.option(
-    "--from-hook",
-    is_flag=True,
-    cls=DetailedOption,
-    help="Run as an agent's session-end hook: add the session its JSON names, in the background.",
-    more="Claude Code's SessionEnd or Stop hook input on stdin; Codex's notify argument as the "
-    "one input. Exits 0 at once; problems go to --hook-log.",
-)
-@click.option(
-    "--wait",
-    is_flag=True,
-    hidden=True,
-    help="With --from-hook: add in the foreground and exit as add does (1, 2 on a problem), "
-    "to try a hook by hand. Not in an agent's hook (Claude Code reads exit 2 as 'go on').",
-)
-@click.option(
-    "--hook-log",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar=HOOK_LOG_ENV,
-    hidden=True,
-    help="With --from-hook: the log of what each capture did "
-    f"(default: ~/.cache/wikitrace/hook.log). Env: {HOOK_LOG_ENV}.",
-)
+@option(declared("from-hook"))
+@option(declared("wait"))
+@option(declared("hook-log"))
 @compile_options
 @profile_option("add")
 @json_option("the report")
@@ -183,19 +162,9 @@ def superseding_lines(corpus: Path, review: dict[str, Any]) -> list[str]:
 @click.argument("corpus", type=POINTER)
 @json_option("an array")
 @nl_option
-@click.option("--history", is_flag=True, help="List every event (history.jsonl) instead.")
-@click.option(
-    "--current",
-    is_flag=True,
-    help="Print only the folder of the current version (for a mount, or a copy that must not "
-    "copy the link itself).",
-)
-@click.option(
-    "--deploy",
-    metavar="VERSION",
-    help="Point CORPUS at VERSION (vNNNN) instead: roll back, or deploy a candidate by hand; "
-    "prints its folder.",
-)
+@option(declared("history"))
+@option(declared("current"))
+@option(declared("deploy"))
 @click.option(
     "--reason",
     default=DEPLOYED_BY_HAND,

@@ -99,7 +99,7 @@ class Setting:
     def key(self) -> str:
         """Its name in a settings file: the first long flag without its dashes."""
         longs = [flag for flag in self.flags if flag.startswith("--")] or [self.flags[0]]
-        return longs[0].split("/")[0].removeprefix("--")
+        return longs[0].split("/")[0].lstrip("-")
 
     @property
     def on_command_line(self) -> bool:
@@ -1102,6 +1102,263 @@ LIFT_SETTINGS: tuple[Setting, ...] = (
 )
 """What `lift`'s report adds."""
 
+OTHER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--unlabelled",),
+        "Runs nothing labels: list them on stderr, or also write them with success null.",
+        ("convert",),
+        kind="choice",
+        choices=("skip", "keep"),
+        default="skip",
+        more="Fill it in, then build; a build lists and leaves out runs still null.",
+    ),
+    Setting(
+        ("--all",),
+        "Check every version in CORPUS.versions/, not just the one CORPUS points at.",
+        ("verify",),
+        name="every_version",
+        kind="flag",
+    ),
+    Setting(
+        ("--remove",),
+        "Stop trusting it.",
+        ("trust",),
+        kind="flag",
+    ),
+    Setting(
+        ("--report-request",),
+        "Print only what to send the agent when the episode ends, to get its citation report (no "
+        "TASK needed).",
+        ("prompt",),
+        kind="flag",
+    ),
+    Setting(
+        ("--lines",),
+        "Only lines A to B of each turn, numbered.",
+        ("turn",),
+        metavar="A-B",
+    ),
+    Setting(
+        ("--grep",),
+        "Only the lines holding WORDS (any case), with 2 lines around each, numbered.",
+        ("turn",),
+        metavar="WORDS",
+    ),
+    Setting(
+        ("--read-log",),
+        "A read log the drill-down tools wrote ($WIKITRACE_READ_LOG); repeatable.",
+        ("cite",),
+        name="read_logs",
+        kind="path",
+        path_is="file",
+        exists=True,
+        multiple=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--from-hook",),
+        "Run as an agent's session-end hook: add the session its JSON names, in the background.",
+        ("add",),
+        kind="flag",
+        more="Claude Code's SessionEnd or Stop hook input on stdin; Codex's notify argument as "
+        "the one input. Exits 0 at once; problems go to --hook-log.",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--wait",),
+        "With --from-hook: add in the foreground and exit as add does (1, 2 on a problem), to try "
+        "a hook by hand. Not in an agent's hook (Claude Code reads exit 2 as 'go on').",
+        ("add",),
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--hook-log",),
+        "Where what each hook did is logged (default: ~/.cache/wikitrace/hook.log; add: with "
+        "--from-hook). Env: WIKITRACE_HOOK_LOG.",
+        ("hooks recall", "add"),
+        kind="path",
+        path_is="file",
+        hidden=True,
+        envvar="WIKITRACE_HOOK_LOG",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--nl",),
+        "Print one JSON object a line (JSON Lines).",
+        ("versions",),
+        name="as_lines",
+        kind="flag",
+    ),
+    Setting(
+        ("--history",),
+        "List every event (history.jsonl) instead.",
+        ("versions",),
+        kind="flag",
+    ),
+    Setting(
+        ("--current",),
+        "Print only the folder of the current version (for a mount, or a copy that must not copy "
+        "the link itself).",
+        ("versions",),
+        kind="flag",
+    ),
+    Setting(
+        ("--deploy",),
+        "Point CORPUS at VERSION (vNNNN) instead: roll back, or deploy a candidate by hand; prints"
+        " its folder.",
+        ("versions",),
+        metavar="VERSION",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--dry-run",),
+        "Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
+        ("gate",),
+        kind="flag",
+    ),
+    Setting(
+        ("--by",),
+        "The newer lesson that replaces INSIGHT.",
+        ("retire",),
+        name="newer",
+        metavar="NEWER",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--second-model",),
+        "A second judge (any model litellm reaches) that labels the same episodes: its agreement "
+        "with the first (share alike and Cohen's kappa) is reported, as the method checks its "
+        "judge. Twice the calls.",
+        ("lift attribute",),
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--second-api-base",),
+        "Base URL of the second judge's server.",
+        ("lift attribute",),
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--strict",),
+        "Warnings (duplicate trials, tasks with no baseline) are errors.",
+        ("lift eval",),
+        kind="flag",
+    ),
+    Setting(
+        ("--csv",),
+        "CSV on stdout.",
+        ("lift eval",),
+        name="as_csv",
+        kind="flag",
+    ),
+    Setting(
+        ("--plot",),
+        "Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
+        ("lift eval", "lift report"),
+        kind="path",
+        path_is="file",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--epochs",),
+        "Trials of each sample per method (odd: the baseline's majority never ties).",
+        ("lift run-inspect",),
+        kind="int",
+        low=1,
+        default=3,
+    ),
+    Setting(
+        ("--method",),
+        "Run only these methods (repeat; default: all four).",
+        ("lift run-inspect",),
+        name="methods",
+        kind="choice",
+        choices=("no-memory", "no-memory-rerun", "insights-only", "wikitrace"),
+        multiple=True,
+    ),
+    Setting(
+        ("-T",),
+        "A task argument, key=value (repeat).",
+        ("lift run-inspect",),
+        name="task_args",
+        multiple=True,
+        refused=RUNS_CODE,
+    ),
+    Setting(
+        ("-M",),
+        "A model argument, key=value (repeat).",
+        ("lift run-inspect",),
+        name="model_args",
+        multiple=True,
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--samples",),
+        "Run only the first N samples.",
+        ("lift run-inspect",),
+        name="limit",
+        kind="int",
+        low=1,
+    ),
+    Setting(
+        ("--no-leave-one-out",),
+        "Show lessons drawn from the sample's own task too (by default they are left out).",
+        ("lift run-inspect",),
+        kind="flag",
+    ),
+    Setting(
+        ("--sandbox/--no-sandbox",),
+        "Copy the corpus into the sample's sandbox (default: when the task has one); without, the "
+        "agent gets the MCP server's tools.",
+        ("lift run-inspect",),
+        name="use_sandbox",
+        kind="switch",
+    ),
+    Setting(
+        ("--http",),
+        "Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio (loopback only).",
+        ("mcp",),
+        name="http_port",
+        kind="int",
+        low=1,
+        high=65535,
+        metavar="PORT",
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--list",),
+        "Print the tools and resources a client would see, as JSON, and exit.",
+        ("mcp",),
+        name="list_only",
+        kind="flag",
+    ),
+    Setting(
+        ("-o", "--output"),
+        "The folder this command writes (it appears when complete).",
+        ("build", "view", "lift run-inspect", "export site", "export skill"),
+        kind="path",
+        path_is="dir",
+        required=True,
+        more="build: the corpus, a link to its first version, OUTPUT.versions/v0001 beside it "
+        "(the store of its versions); view: the view; lift run-inspect: the logs (a folder a "
+        "method) and results.jsonl; export: the site, or the skill, whose folder's name is the "
+        "skill's name (lowercase, digits, hyphens), e.g. .claude/skills/airline-memory.",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--force",),
+        "Replace OUTPUT, once the new one is complete.",
+        ("build", "view", "export site", "export skill"),
+        kind="flag",
+        more="The old one stays current until then; only a folder wikitrace wrote (a corpus, a "
+        "view, an export) is ever replaced.",
+        refused=OUTPUTS,
+    ),
+)
+"""The other commands' own settings: where a command writes, what it prints, which part it runs
+(each command's, in the order `wikitrace --help` lists the commands)."""
+
 VERSION_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--no-deploy",),
@@ -1124,6 +1381,7 @@ SETTINGS: tuple[Setting, ...] = (
     + SEARCH_SETTINGS
     + HOOK_SETTINGS
     + LIFT_SETTINGS
+    + OTHER_SETTINGS
     + VERSION_SETTINGS
 )
 """Every declared setting."""
