@@ -10,14 +10,12 @@ import click
 
 from wikitrace.corpus_schema.setting_fields import declared
 
-from .common import DetailedOption, is_quiet, option, plural
+from .common import is_quiet, option, plural
 from .compile_options import CompileSettings, compile_options
 from .input_options import announce, where_of
 from .options import json_option, print_json
 from .profiles import profile_option
 from .progress import Progress
-
-MODEL_ENV = "WIKITRACE_MODEL"
 
 
 def _places(counts: dict[str, int]) -> str:
@@ -234,16 +232,7 @@ def _points_at(pointer: Path) -> str | None:
 @click.command("build")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @option(declared("output"))
-@click.option(
-    "--model",
-    envvar=MODEL_ENV,
-    default="offline",
-    show_default=True,
-    cls=DetailedOption,
-    help="A litellm model (openai/gpt-4o-mini, ...) or 'offline'.",
-    more="Offline, the compilation is mechanical and the only insights are mined ones. "
-    f"Env: {MODEL_ENV}.",
-)
+@option(declared("model"))
 @option(declared("force"))
 @compile_options
 @profile_option("build")

@@ -58,11 +58,7 @@ def attribution_options(function: Command) -> Command:
         [
             option(declared("attribute-with")),
             option(declared("api-base"), hidden=True),  # the judge's, rarely a local one
-            click.option(
-                "--corpus",
-                type=click.Path(path_type=Path, file_okay=False, exists=True),
-                help="The corpus the memory methods ran with (for --attribute-with).",
-            ),
+            option(declared("corpus")),
             option(declared("cache-dir")),
         ],
         "attribution",
@@ -190,13 +186,8 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     "run-inspect", short_help="Run an inspect_ai task with and without memory, for `lift`."
 )
 @click.argument("task")
-@click.option(
-    "--corpus",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The corpus the memory methods use.",
-)
-@click.option("--model", required=True, help="The agent's model, as inspect names it.")
+@option(declared("corpus"))
+@option(declared("agent-model"))
 @option(declared("output"))
 @option(declared("epochs"))
 @option(declared("method"))
@@ -207,7 +198,7 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
 @option(declared("sandbox"), default=None)  # tri-state: None is "when the task has one"
 def run_inspect_command(
     task: str,
-    corpus: Path,
+    corpus: Path | None,
     model: str,
     output: Path,
     epochs: int,
@@ -231,9 +222,11 @@ def run_inspect_command(
     \b
     Example:
       wikitrace lift run-inspect tasks.py@my_task --corpus corpus \\
-        --model openai/gpt-4o -o runs
+        --agent-model openai/gpt-4o -o runs
       wikitrace lift runs
     """
+    if corpus is None:  # optional where lift's report takes it, needed here
+        raise click.UsageError("Missing option '--corpus': the corpus the memory methods use")
     try:
         from wikitrace.integrations.inspect_runs import METHODS, RESULTS, run_methods
     except ImportError as error:

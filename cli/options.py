@@ -157,15 +157,22 @@ def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
 
 
 def judge_options(function: Command) -> Command:
-    """--model and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
+    """--judge and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
     return option_group(
         [
-            click.option("--model", required=True, help="The judge: any model litellm reaches."),
+            option(declared("judge")),
             option(declared("api-base")),
             option(declared("baseline")),
             option(declared("rerun")),
             option(declared("cache-dir")),
         ],
         "judge",
-        lambda values: JudgeSettings(**values),
+        _judge_settings,
     )(function)
+
+
+def _judge_settings(values: dict[str, Any]) -> JudgeSettings:
+    judge = values.pop("judge")
+    if judge is None:  # optional where a build may judge, needed where episodes are judged
+        raise click.UsageError("Missing option '--judge': the model that judges the episodes")
+    return JudgeSettings(model=judge, **values)

@@ -31,8 +31,6 @@ from typing import Any
 import click
 
 from wikitrace.corpus_schema.setting_fields import (
-    READS_OUTSIDE,
-    SENDS_DATA,
     SETTINGS,
 )
 
@@ -48,12 +46,9 @@ SETTINGS_META = "wikitrace.settings"
 PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
-_UNDECLARED_REFUSED: dict[str, str] = {
-    "model": SENDS_DATA,
-    **dict.fromkeys(("task-file", "corpus"), READS_OUTSIDE),
-}
+_UNDECLARED_REFUSED: dict[str, str] = {}
 """The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """json profile reason"""
+_UNDECLARED_SAFE = """json reason"""
 """The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
 
 REFUSED: dict[str, str] = {

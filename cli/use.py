@@ -153,11 +153,7 @@ def _task_text(task_file: str) -> str:
 @click.command("prompt")
 @click.argument("corpus", type=CORPUS)
 @click.argument("task", required=False)
-@click.option(
-    "--task-file",
-    type=click.Path(allow_dash=True, dir_okay=False),
-    help="Read the task from a file ('-' for stdin).",
-)
+@option(declared("task-file"))
 @prompt_options
 @option(declared("report-request"))
 @profile_option("prompt")

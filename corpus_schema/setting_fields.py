@@ -303,13 +303,14 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=10,
     ),
-    # Labelling the runs nothing else labels.
+    # The judge: of the runs nothing else labels, and of lift's episodes.
     Setting(
         ("--judge",),
-        "Label runs nothing else labels (sessions, traces) with MODEL.",
-        COMPILE,
+        "The judge: labels runs nothing else labels (sessions, traces), or lift's episodes.",
+        (*COMPILE, "lift attribute", "lift drilldowns"),
         metavar="MODEL",
-        more="One call of MODEL (any litellm model; --api-base applies) each: success, failure "
+        more="Any litellm model; lift attribute and drilldowns need it. build, add, update: one "
+        "call of MODEL (--api-base applies) each: success, failure "
         "or cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
         "none is found). The label is marked as judged wherever the outcome is shown; a run "
         "the judge cannot tell, or whose quotes are not found, stays unlabelled. Text in a run "
@@ -1103,6 +1104,49 @@ LIFT_SETTINGS: tuple[Setting, ...] = (
 """What `lift`'s report adds."""
 
 OTHER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--profile",),
+        "'paper': the choices the published method states; 'default': ours.",
+        ("build", "prompt", "add", "update", "gate", "lift eval"),
+        kind="choice",
+        choices=("default", "paper"),
+        more="Options given, or set in a settings file, still win. See docs/paper.md.",
+    ),
+    Setting(
+        ("--model",),
+        "A litellm model (openai/gpt-4o-mini, ...) or 'offline'.",
+        ("build",),
+        default="offline",
+        envvar="WIKITRACE_MODEL",
+        more="Offline, the compilation is mechanical and the only insights are mined ones. "
+        "Env: WIKITRACE_MODEL.",
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--task-file",),
+        "Read the task from a file ('-' for stdin).",
+        ("prompt",),
+        metavar="FILE",
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--corpus",),
+        "The corpus the memory methods ran with (lift report: for --attribute-with; "
+        "run-inspect: needed).",
+        ("lift report", "lift run-inspect"),
+        kind="path",
+        path_is="dir",
+        exists=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--agent-model",),
+        "The agent's model, as inspect names it.",
+        ("lift run-inspect",),
+        name="model",
+        required=True,
+        refused=SENDS_DATA,
+    ),
     Setting(
         ("--unlabelled",),
         "Runs nothing labels: list them on stderr, or also write them with success null.",

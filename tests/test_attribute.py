@@ -126,7 +126,7 @@ def test_an_answer_whose_quotes_are_not_found_is_not_counted(setup: tuple[Path, 
 @pytest.mark.integration
 def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub) -> None:
     corpus, results = setup
-    command = ["lift", "attribute", str(corpus), str(results), "--model", "openai/judge"]
+    command = ["lift", "attribute", str(corpus), str(results), "--judge", "openai/judge"]
     command += ["--api-base", openai_stub.url]
     cache = {"WIKITRACE_CACHE_DIR": str(results.parent / "cache")}
     code, out, err = run([*command, "--json"], env=cache)
@@ -275,7 +275,7 @@ def test_a_second_judge_s_agreement_is_reported(setup: tuple[Path, Path]) -> Non
 @pytest.mark.integration
 def test_the_second_judge_through_the_command(setup: tuple[Path, Path], openai_stub: Stub) -> None:
     corpus, results = setup
-    command = ["lift", "attribute", str(corpus), str(results), "--model", "openai/judge"]
+    command = ["lift", "attribute", str(corpus), str(results), "--judge", "openai/judge"]
     command += ["--api-base", openai_stub.url]
     command += ["--second-model", "openai/other", "--second-api-base", openai_stub.url]
     code, out, err = run(command, env={"WIKITRACE_CACHE_DIR": str(results.parent / "cache")})
