@@ -21,7 +21,7 @@ from .profiles import profile_option
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @row_options()
 @option(declared("strict"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("json"), help="JSON on stdout.")
 @option(declared("csv"))
 @option(declared("plot"))
 @profile_option("eval")
@@ -82,7 +82,7 @@ def not_counted(episodes: Sequence[Any]) -> None:
 @judge_options
 @option(declared("second-model"))
 @option(declared("second-api-base"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("json"), help="JSON on stdout.")
 def attribute_command(
     corpus: Path,
     results: tuple[Path, ...],
@@ -155,7 +155,7 @@ def attribute_command(
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
 @option(declared("mount"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("json"), help="JSON on stdout.")
 def drilldowns_command(
     results: tuple[Path, ...], judge: JudgeSettings, mount: str, as_json: bool
 ) -> None:

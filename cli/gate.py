@@ -50,7 +50,7 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 @option(declared("api-base"), hidden=True)  # for narrowing: the corpus's server by default
 @prompts_dir_option
 @no_deploy_option
-@click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON on stdout.")
+@option(declared("json"), help="Print the decisions as JSON on stdout.")
 def gate_command(
     corpus: Path,
     insights: tuple[str, ...],
@@ -190,7 +190,7 @@ def monitor_options(function: Command) -> Command:
 )
 @monitor_options
 @no_deploy_option
-@click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
+@option(declared("json"), help="Print every insight's record as JSON.")
 def monitor_command(
     corpus: Path,
     reports: tuple[Path, ...],
@@ -273,10 +273,10 @@ def monitor_command(
 @click.argument("corpus", type=POINTER)
 @click.argument("insight")
 @option(declared("by"))
-@click.option("--reason", required=True, help="Why it is retired (kept on its decision page).")
+@option(declared("reason"))
 @no_deploy_option
 def retire_command(
-    corpus: Path, insight: str, newer: str | None, reason: str, no_deploy: bool
+    corpus: Path, insight: str, newer: str | None, reason: str | None, no_deploy: bool
 ) -> None:
     """Retire INSIGHT by hand, or mark it superseded by a newer lesson (--by), in a new version.
 
@@ -293,6 +293,8 @@ def retire_command(
     from wikitrace.control.retire import retire_insight
     from wikitrace.versions import Store
 
+    if reason is None:  # a retirement says why
+        raise click.UsageError("Missing option '--reason': why the insight is retired")
     version = retire_insight(corpus, insight, reason, by=newer, deploy=not no_deploy)
     if not is_quiet():
         click.echo(f"{version}: {insight} retired", err=True)

@@ -71,7 +71,7 @@ def attribution_options(function: Command) -> Command:
 @row_options(tuning_hidden=True)
 @attribution_options
 @option(declared("mount"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("json"), help="JSON on stdout.")
 @option(declared("plot"))
 def report_command(
     results: tuple[Path, ...],

@@ -61,7 +61,7 @@ nl_option = option(declared("nl"))
 
 
 def json_option(what: str) -> Callable[[Command], Command]:
-    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
+    return option(declared("json"), help=f"Print {what} as JSON on stdout.")
 
 
 no_deploy_option = option(declared("no-deploy"))

@@ -65,7 +65,7 @@ def _writes_folder() -> Callable[[F], F]:
         made = [
             option(declared("output")),
             option(declared("force")),
-            click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON."),
+            option(declared("json"), help="Print what was written as JSON."),
         ]
         for one in reversed(made):
             command = one(command)

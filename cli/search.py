@@ -21,10 +21,8 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 @option(declared("limit"))
 @option(declared("min-score"))
 @option(declared("exclude-task"))
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
+@option(
+    declared("json"),
     help="One JSON array of hits, best first: kind, id, path, title, task_id, task_type, "
     "outcome, score ([] for no match).",
 )

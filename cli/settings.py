@@ -46,21 +46,11 @@ SETTINGS_META = "wikitrace.settings"
 PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
-_UNDECLARED_REFUSED: dict[str, str] = {}
-"""The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """json reason"""
-"""The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
-
-REFUSED: dict[str, str] = {
-    **{s.key: s.refused for s in SETTINGS if s.refused is not None},
-    **_UNDECLARED_REFUSED,
-}
+REFUSED: dict[str, str] = {s.key: s.refused for s in SETTINGS if s.refused is not None}
 """Keys a project's settings file may not set, trusted or not, and why: a cloned repository
 must not run its code, send the user's runs or keys elsewhere, switch redaction off, write
 over the user's files or read theirs. The user's own file and the command line may."""
-SAFE: frozenset[str] = frozenset(
-    [s.key for s in SETTINGS if s.refused is None] + _UNDECLARED_SAFE.split()
-)
+SAFE: frozenset[str] = frozenset(s.key for s in SETTINGS if s.refused is None)
 """Keys a trusted project's file may set: tuning, what to print, which built-in choice."""
 
 

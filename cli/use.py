@@ -157,7 +157,7 @@ def _task_text(task_file: str) -> str:
 @prompt_options
 @option(declared("report-request"))
 @profile_option("prompt")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
+@option(declared("json"), help="One JSON object: text, insights, similar.")
 def prompt_command(
     corpus: Path,
     task: str | None,
@@ -220,7 +220,7 @@ def prompt_command(
 @click.argument("corpus", type=CORPUS)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @option(declared("read-log"))
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as one JSON object.")
+@option(declared("json"), help="Print the counts as one JSON object.")
 def cite_command(
     corpus: Path, reports: tuple[Path, ...], read_logs: tuple[Path, ...], as_json: bool
 ) -> None:
@@ -274,7 +274,7 @@ def cite_command(
 @click.command("audit")
 @click.argument("corpus", type=CORPUS)
 @click.argument("ids", nargs=-1, metavar="[INSIGHT|STEP]...")
-@click.option("--json", "as_json", is_flag=True, help="Corpus-wide findings as JSON.")
+@option(declared("json"), help="Corpus-wide findings as JSON.")
 def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
     """Show the evidence behind insights, the lessons drawn from runs, or what deserves a look
     across CORPUS.
@@ -315,7 +315,7 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
 @option(declared("exclude-task"))
 @option(declared("output"))
 @option(declared("force"))
-@click.option("--json", "as_json", is_flag=True, help="Print what was left out as JSON.")
+@option(declared("json"), help="Print what was left out as JSON.")
 def view_command(
     corpus: Path, exclude_tasks: tuple[str, ...], output: Path, force: bool, as_json: bool
 ) -> None:

@@ -16,7 +16,7 @@ from .options import print_json
 @click.command("verify")
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False))
 @option(declared("all"))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@option(declared("json"), help="Print the result as one JSON object.")
 def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     """Check every file of CORPUS against the sha256 its manifest recorded.
 

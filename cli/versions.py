@@ -165,12 +165,7 @@ def superseding_lines(corpus: Path, review: dict[str, Any]) -> list[str]:
 @option(declared("history"))
 @option(declared("current"))
 @option(declared("deploy"))
-@click.option(
-    "--reason",
-    default=DEPLOYED_BY_HAND,
-    show_default=True,
-    help="Why --deploy: kept in history.",
-)
+@option(declared("reason"))
 def versions_command(
     corpus: Path,
     as_json: bool,
@@ -178,7 +173,7 @@ def versions_command(
     history: bool,
     current: bool,
     deploy: str | None,
-    reason: str,
+    reason: str | None,
 ) -> None:
     """List the versions of CORPUS: which is current, their parents and what each added; with
     --deploy, point CORPUS at one.
@@ -201,7 +196,7 @@ def versions_command(
             raise click.UsageError(
                 "--deploy lists nothing: give it without --history, --current, --json or --nl"
             )
-        _deploy(corpus, deploy, reason, hint="--deploy")
+        _deploy(corpus, deploy, reason or DEPLOYED_BY_HAND, hint="--deploy")
         return
     from wikitrace.versions import Store, list_versions
 
@@ -237,10 +232,10 @@ def versions_command(
 @click.command("deploy")
 @click.argument("corpus", type=POINTER)
 @click.argument("version")
-@click.option("--reason", default=DEPLOYED_BY_HAND, show_default=True, help="Kept in history.")
-def deploy_command(corpus: Path, version: str, reason: str) -> None:
+@option(declared("reason"))
+def deploy_command(corpus: Path, version: str, reason: str | None) -> None:
     """Point CORPUS at VERSION (vNNNN): now `wikitrace versions CORPUS --deploy VERSION`."""
-    _deploy(corpus, version, reason, hint="VERSION")
+    _deploy(corpus, version, reason or DEPLOYED_BY_HAND, hint="VERSION")
 
 
 def _deploy(corpus: Path, version: str, reason: str, *, hint: str) -> None:

@@ -9,10 +9,12 @@ docs/settings.md; the compiler's options (compiler/report.py), the model client
 read their defaults here, and the manifest's `model_settings` its names. Standard library only
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
-Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update), of the gate, of update, of the first message
-(prompt), of reading trial rows (lift) and --no-deploy. The other commands' options are still
-written as click options in cli/ and classified in cli/settings.py's lists.
+Every option of every command is declared here (a test checks it): the settings of compiling
+runs (build, add, update), of reading logs (convert too), of running the user's agent (gate,
+update), of the gate, of update, of the first message (prompt), of reading trial rows (lift),
+of monitoring, search, the hooks, lift's report, the other commands' own, and --no-deploy. A
+setting with no flag (`("timeout",)`) is a settings file's key and a variable only
+(cli/common.py, `FileSetting`).
 
 Long because it is a table more than code: one declaration of a dozen lines for each setting,
 kept in one place so that a key is declared once.
@@ -1104,6 +1106,39 @@ LIFT_SETTINGS: tuple[Setting, ...] = (
 """What `lift`'s report adds."""
 
 OTHER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--reason",),
+        "Why, kept on record: versions --deploy's in the history (default: deployed by "
+        "hand), retire's on its decision page (needed there).",
+        ("versions", "retire"),
+    ),
+    Setting(
+        # Each command's help says what it prints (`option(declared("json"), help=...)`).
+        ("--json",),
+        "Print the result as JSON on stdout.",
+        (
+            "build",
+            "verify",
+            "prompt",
+            "view",
+            "search",
+            "cite",
+            "audit",
+            "add",
+            "versions",
+            "update",
+            "gate",
+            "monitor",
+            "lift attribute",
+            "lift drilldowns",
+            "lift eval",
+            "lift report",
+            "export site",
+            "export skill",
+        ),
+        name="as_json",
+        kind="flag",
+    ),
     Setting(
         ("--profile",),
         "'paper': the choices the published method states; 'default': ours.",

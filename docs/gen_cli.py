@@ -1,6 +1,5 @@
 """Write docs/cli.md, the command reference, from the click commands themselves, and the
-tables of docs/settings.md from the declared settings (corpus_schema/setting_fields.py) and
-cli/settings.py's classification of the others.
+tables of docs/settings.md from the declared settings (corpus_schema/setting_fields.py).
 
 Run `python docs/gen_cli.py` after changing a command, an option, a setting or a help text;
 tests/test_cli_reference.py fails while docs/cli.md or docs/settings.md's tables differ from

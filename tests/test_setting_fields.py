@@ -77,6 +77,15 @@ def test_a_key_has_one_meaning_no_command_has_an_undeclared_option_of_a_declared
     assert found == set()
 
 
+def test_every_option_of_every_command_is_made_from_its_declaration() -> None:
+    by_key = {setting.key: setting for setting in SETTINGS}
+    for name, command in counter().commands(cli):
+        for key, param in settable(command).items():
+            assert key in by_key, f"{name}: --{key} is declared nowhere"
+            assert name in by_key[key].commands, (name, key)
+            assert param.name == by_key[key].param, (name, key)
+
+
 def test_a_declared_option_says_what_its_declaration_says() -> None:
     build = {p.name: p for p in _command("build").params}
     concurrency = build["concurrency"]
@@ -155,10 +164,7 @@ def test_a_user_file_sets_a_setting_with_no_flag_and_a_project_file_may_not_if_r
 
 
 def test_the_settings_file_keys_are_classified_by_their_declarations() -> None:
-    from wikitrace.cli import settings
-
-    undeclared = set(settings._UNDECLARED_SAFE.split()) | set(settings._UNDECLARED_REFUSED)
-    assert undeclared & {s.key for s in SETTINGS} == set()  # one home for each key's class
+    assert set(REFUSED) | SAFE == {s.key for s in SETTINGS}  # one home for each key's class
     for setting in SETTINGS:
         if setting.refused is None:
             assert setting.key in SAFE and setting.key not in REFUSED, setting.key
@@ -184,7 +190,7 @@ def _literal_defaults(path: Path, names: set[str]) -> list[str]:
             and isinstance(node.target, ast.Name)
             and node.target.id in names
             and isinstance(node.value, ast.Constant)
-            and node.value.value not in (None, False, ())
+            and node.value.value not in (None, False, (), "")  # no value: not a default
         ):
             found.append(f"{path.name}:{node.lineno}: {node.target.id} = {node.value.value!r}")
     return found
