@@ -254,10 +254,8 @@ class FileSetting(click.Parameter):
         self.more = setting.more
         self.shown_default = None if setting.kind == "flag" else setting.default
 
-    def _parse_decls(
-        self, decls: Any, expose_value: bool
-    ) -> tuple[str | None, list[str], list[str]]:
-        return decls[0], [], []
+    def _parse_decls(self, decls: Any, expose_value: bool) -> tuple[str, list[str], list[str]]:
+        return str(decls[0]), [], []
 
     def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
         """Nothing: the command line cannot give it."""

@@ -1482,3 +1482,9 @@ def default(key: str) -> Any:
 def recorded() -> tuple[str, ...]:
     """The names a manifest's `model_settings` keeps, in declaration order."""
     return tuple(setting.param for setting in SETTINGS if setting.recorded)
+
+
+def recorded_defaults() -> dict[str, Any]:
+    """Each name a manifest's `model_settings` keeps, with its built-in default: `add` and
+    `update` take the recorded value of a setting the user left at this default."""
+    return {setting.param: setting.default for setting in SETTINGS if setting.recorded}

@@ -4,6 +4,7 @@ that takes it, one settings-file key, its default written once, its manifest fie
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -289,3 +290,46 @@ def test_an_agent_run_s_threshold_is_success_threshold() -> None:
     assert [spec.success_threshold for spec in seen] == [1.0, 0.5]  # type: ignore[attr-defined]
     update = {p.name for p in _command("update").params}
     assert "score_threshold" not in update and "success_threshold" in update
+
+
+def _another(setting: Setting, step: int) -> object:
+    """A value of `setting` other than its default (`step` makes a second one)."""
+    if setting.kind == "int":
+        return int(setting.default or setting.low or 0) + 1000 * step
+    if setting.kind == "float":
+        return float(setting.default or 0) + 0.25 * step
+    if setting.kind == "choice":
+        return [c for c in setting.choices if c != setting.default][step - 1]
+    return f"http://127.0.0.1:{step}/v1"
+
+
+def test_add_calls_the_model_as_the_manifest_recorded_every_declared_recorded_setting() -> None:
+    from types import SimpleNamespace
+
+    from wikitrace.compiler import BuildOptions
+    from wikitrace.compiler.add import _as_built
+
+    settings = [s for s in SETTINGS if s.recorded]
+    base = SimpleNamespace(
+        model="openai/m", model_settings={s.param: _another(s, 1) for s in settings}
+    )
+
+    def values(options: BuildOptions) -> dict[str, object]:
+        return {
+            s.param: getattr(options.limits, s.param, getattr(options, s.param, None))
+            for s in settings
+        }
+
+    plain = BuildOptions(inputs=[], output=Path("c"), model="openai/other")
+    built = _as_built(plain, base)  # type: ignore[arg-type]
+    assert built.model == "openai/m"
+    assert values(built) == base.model_settings  # left at their defaults: as recorded
+    given = {s.param: _another(s, 2) for s in settings}
+    in_limits = {k: v for k, v in given.items() if hasattr(plain.limits, k)}
+    chosen = dataclasses.replace(
+        plain,
+        limits=dataclasses.replace(plain.limits, **in_limits),
+        **{k: v for k, v in given.items() if k not in in_limits},
+    )
+    # Given anew: as given.
+    assert values(_as_built(chosen, base)) == given  # type: ignore[arg-type]
