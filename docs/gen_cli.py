@@ -35,7 +35,8 @@ prints them; the tuning options `--help` leaves out are listed apart, under "Hid
 and the settings with no flag (a settings file's key or an environment variable only,
 [settings](settings.md)) under "Settings with no flag".
 Generated from the code by `docs/gen_cli.py`; do not edit by hand: run `{REGENERATE}` (a test
-fails while this page is out of date).
+fails while this page is out of date). Flags that changed (a tuning knob that became a setting
+with no flag, a key renamed to keep one meaning) are listed in [settings](settings.md#changed).
 """
 
 
