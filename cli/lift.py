@@ -33,7 +33,7 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AttributionSettings:
-    """`lift --attribute-with` and what it needs: the judge model and its server, the corpus
+    """`lift --judge` and what it needs: the judge model and its server, the corpus
     the memory methods ran with, and where the judge's answers are cached."""
 
     judge: str | None
@@ -45,18 +45,16 @@ class AttributionSettings:
 def _attribution_settings(values: dict[str, Any]) -> AttributionSettings:
     settings = AttributionSettings(**values)
     if settings.judge and settings.corpus is None:
-        raise click.UsageError(
-            "--attribute-with needs --corpus (the corpus the memory methods ran with)"
-        )
+        raise click.UsageError("--judge needs --corpus (the corpus the memory methods ran with)")
     return settings
 
 
 def attribution_options(function: Command) -> Command:
-    """--attribute-with, --api-base, --corpus and the reply cache (`cache-dir`), as
+    """--judge, --api-base, --corpus and the reply cache (`cache-dir`), as
     `attribution: AttributionSettings`."""
     return option_group(
         [
-            option(declared("attribute-with")),
+            option(declared("judge")),
             option(declared("api-base"), hidden=True),  # the judge's, rarely a local one
             option(declared("corpus")),
             option(declared("cache-dir")),
@@ -82,7 +80,7 @@ def report_command(
     attribution: AttributionSettings,
 ) -> None:
     """What memory did, per suite: success with and without it, Gain and Regression against
-    the rerun band (95% task-level bootstrap intervals), with --attribute-with the Regression
+    the rerun band (95% task-level bootstrap intervals), with --judge the Regression
     episodes' causes A-E, Stay/Descent, and tokens and seconds per episode.
 
     RESULTS are row files (JSON Lines or CSV), folders holding a results.jsonl (what `lift
@@ -92,7 +90,7 @@ def report_command(
     Example:
       wikitrace lift runs/ --json
       wikitrace lift jobs/baseline jobs/rerun jobs/with-memory
-      wikitrace lift runs/ --attribute-with openai/gpt-4o-mini --corpus corpus
+      wikitrace lift runs/ --judge openai/gpt-4o-mini --corpus corpus
     \f
 
     Stay/Descent: the memory episodes that stayed at the first message or read the memory past
@@ -112,7 +110,7 @@ def report_command(
 
 
 def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSettings) -> Any:
-    """With --attribute-with, each Regression episode's cause A-E, those the judge's answer does not
+    """With --judge, each Regression episode's cause A-E, those the judge's answer does not
     count said on stderr; None without."""
     if not attribution.judge or attribution.corpus is None:
         return None

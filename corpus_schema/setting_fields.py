@@ -309,11 +309,12 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--judge",),
         "The judge: labels runs nothing else labels (sessions, traces), or lift's episodes.",
-        (*COMPILE, "lift attribute", "lift drilldowns"),
+        (*COMPILE, "lift attribute", "lift drilldowns", "lift report"),
         metavar="MODEL",
-        more="Any litellm model; lift attribute and drilldowns need it. build, add, update: one "
-        "call of MODEL (--api-base applies) each: success, failure "
-        "or cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
+        more="Any litellm model; lift attribute and drilldowns need it, lift's report attributes "
+        "each Regression episode A-E with it, as `lift attribute` does (with --corpus). build, "
+        "add, update: one call of MODEL (--api-base applies) each: success, failure or "
+        "cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
         "none is found). The label is marked as judged wherever the outcome is shown; a run "
         "the judge cannot tell, or whose quotes are not found, stays unlabelled. Text in a run "
         "that addresses a judge is named to it and listed in the report. Cached like compile "
@@ -1092,19 +1093,6 @@ HOOK_SETTINGS: tuple[Setting, ...] = (
 )
 """How the agents' hooks recall (hooks install writes them into the recall command)."""
 
-LIFT_SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        ("--attribute-with",),
-        "Also attribute each Regression episode A-E with this judge (any model litellm "
-        "reaches), as `wikitrace lift attribute` does; needs --corpus.",
-        ("lift report",),
-        name="judge",
-        metavar="MODEL",
-        refused=SENDS_DATA,
-    ),
-)
-"""What `lift`'s report adds."""
-
 OTHER_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--reason",),
@@ -1166,8 +1154,7 @@ OTHER_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         ("--corpus",),
-        "The corpus the memory methods ran with (lift report: for --attribute-with; "
-        "run-inspect: needed).",
+        "The corpus the memory methods ran with (lift report: for --judge; run-inspect: needed).",
         ("lift report", "lift run-inspect"),
         kind="path",
         path_is="dir",
@@ -1459,7 +1446,6 @@ SETTINGS: tuple[Setting, ...] = (
     + MONITOR_SETTINGS
     + SEARCH_SETTINGS
     + HOOK_SETTINGS
-    + LIFT_SETTINGS
     + OTHER_SETTINGS
     + VERSION_SETTINGS
 )

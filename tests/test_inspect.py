@@ -610,9 +610,9 @@ def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
     assert (
         err == f"error: {tmp_path / 'nope.py'}: no such file (name a task as file.py@task_name)\n"
     )
-    code, out, err = run(["lift", str(tmp_path), "--attribute-with", "openai/x"])
+    code, out, err = run(["lift", str(tmp_path), "--judge", "openai/x"])
     assert (code, out) == (2, "")
-    assert "--attribute-with needs --corpus" in err
+    assert "--judge needs --corpus" in err
 
 
 def test_the_cli_starts_without_inspect_ai() -> None:
@@ -666,7 +666,7 @@ def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
             [
                 "lift",
                 results,
-                "--attribute-with",
+                "--judge",
                 "openai/j",
                 "--corpus",
                 str(corpus),
