@@ -23,6 +23,7 @@ from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
+from wikitrace.corpus_schema.setting_fields import declared
 from wikitrace.corpus_schema.writing import CorpusWriter, check_output, given
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client
@@ -229,7 +230,7 @@ def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> Batc
     if not isinstance(model, CachedLLM):
         raise InputError(
             "--batch keeps the batches' answers in the reply cache: drop no-cache (the "
-            "setting, from $WIKITRACE_NO_CACHE or a settings file)",
+            f"setting, from ${declared('no-cache').variable} or a settings file)",
             path=str(options.output),
         )
     return batch_model(model, BatchSettings(poll_seconds=options.batch_poll_seconds), say=say)

@@ -333,3 +333,21 @@ def test_add_calls_the_model_as_the_manifest_recorded_every_declared_recorded_se
     )
     # Given anew: as given.
     assert values(_as_built(chosen, base)) == given  # type: ignore[arg-type]
+
+
+def test_each_variable_sets_one_setting_and_none_is_one_wikitrace_sets_for_a_run() -> None:
+    import re
+
+    variables = [s.variable for s in SETTINGS if s.variable is not None]
+    assert len(variables) == len(set(variables))
+    packages = ("cli", "compiler", "control", "corpus_schema", "integrations", "tools", "versions")
+    named = {
+        name
+        for package in packages
+        for path in (ROOT / package).rglob("*.py")
+        for name in re.findall(r"WIKITRACE_[A-Z_]+[A-Z]", path.read_text())
+    }
+    # WIKITRACE_SEED, _MEMORY, _READ_LOG, ...: what a run, a hook or a drill-down tool is given.
+    assert {"WIKITRACE_SEED", "WIKITRACE_MEMORY", "WIKITRACE_READ_LOG"} <= named
+    # A setting with no flag has its variable made from its key, written nowhere by hand.
+    assert {s.variable for s in SETTINGS if not s.on_command_line} & named == set()
