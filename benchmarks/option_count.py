@@ -4,7 +4,10 @@ An option instance is one option of one command: `--concurrency` of build, add a
 three. Counted over every command `wikitrace --help` lists and every subcommand of a group
 (hidden tuning options and deprecated spellings included), without what every command has
 (-v, -q, --help-all, --help). The old command names kept for a release share their command's
-options and are not counted again. Prints one line per command, then the totals:
+options and are not counted again. A declared setting with no flag (a settings file's key or
+its environment variable only, cli/common.py `FileSetting`) is no option: the command line
+cannot give it; it is counted apart, as `file_settings`. Prints one line per command, then the
+totals:
 
     python benchmarks/option_count.py [--json]
 """
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 import click
 
-from wikitrace.cli.common import COMMON
+from wikitrace.cli.common import COMMON, file_settings
 from wikitrace.cli.main import cli
 from wikitrace.corpus_schema.setting_fields import SETTINGS
 
@@ -29,6 +32,8 @@ class Counted:
     hidden: int
     declared: int
     """Options made from a declaration (corpus_schema/setting_fields.py)."""
+    file_settings: int
+    """Declared settings with no flag (a file's key or a variable only)."""
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, click.Command]]:
@@ -67,6 +72,7 @@ def count() -> list[Counted]:
                 len(options),
                 sum(1 for o in options if o.hidden),
                 sum(1 for o in options if flags(o) in declared),
+                len(file_settings(command)),
             )
         )
     return rows
@@ -88,6 +94,7 @@ def main() -> int:
         "option_instances": sum(row.options for row in rows),
         "hidden": sum(row.hidden for row in rows),
         "declared": sum(row.declared for row in rows),
+        "file_settings": sum(row.file_settings for row in rows),
         "distinct_options": len({o.opts[-1] for _, c in commands(cli) for o in own_options(c)}),
         "declared_settings": len(SETTINGS),
     }
@@ -97,7 +104,7 @@ def main() -> int:
     for row in rows:
         print(
             f"{row.command:20} {row.options:3} options, {row.hidden:3} hidden, "
-            f"{row.declared:3} declared"
+            f"{row.declared:3} declared, {row.file_settings:3} with no flag"
         )
     print(" ".join(f"{key}={value}" for key, value in totals.items()))
     return 0

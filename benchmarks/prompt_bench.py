@@ -2,8 +2,8 @@
 
 Builds (or reuses, with --keep DIR) a corpus of --runs synthetic runs compiled by an instant
 fake model that draws 3 insights a run, then prints: the median wall time of the whole
-`wikitrace prompt CORPUS TASK --max-tokens 6000` command, and with the corpus loaded once, the
-time of first_message as --max-tokens grows (how many insights it shows, how many renders).
+`wikitrace prompt CORPUS TASK --message-tokens 6000` command, and with the corpus loaded once, the
+time of first_message as --message-tokens grows (how many insights it shows, how many renders).
 Asserts nothing.
 
     python benchmarks/prompt_bench.py [--runs 3400] [--repeat 3] [--keep DIR]
@@ -154,10 +154,10 @@ def main() -> None:
         insights = len(list((corpus / "insight").glob("insight-*.md")))
         task = "Put the mug and the lamp on the shelf by the window."
         seconds = median_seconds(
-            [WIKITRACE, "prompt", str(corpus), task, "--max-tokens", "6000"], args.repeat
+            [WIKITRACE, "prompt", str(corpus), task, "--message-tokens", "6000"], args.repeat
         )
         print(
-            f"{insights} insights: `wikitrace prompt --max-tokens 6000` {seconds:.2f} s "
+            f"{insights} insights: `wikitrace prompt --message-tokens 6000` {seconds:.2f} s "
             f"(median of {args.repeat}; target <= 1 s at 100k insights)"
         )
         from wikitrace.tools.memory import Memory
@@ -169,7 +169,7 @@ def main() -> None:
             started = time.perf_counter()
             message = memory.first_message(task, max_tokens=budget, infer_type=False)
             print(
-                f"--max-tokens {budget}: {len(message.insights)} insights shown in "
+                f"--message-tokens {budget}: {len(message.insights)} insights shown in "
                 f"{time.perf_counter() - started:.2f} s"
             )
 

@@ -252,8 +252,8 @@ def build(
     labels.write_text(json.dumps({k: ok for k, (ok, _) in LABELS.items()}), encoding="utf-8")
     with serving(answers, dump) as (url, served):
         command = ["-q", "build", *inputs, "-o", str(corpus), "--model", MODEL]
-        command += ["--api-base", url, "--no-cache", "--labels", str(labels), "--json"]
-        code, printed, error = recall_bench.wikitrace(command)
+        command += ["--api-base", url, "--labels", str(labels), "--json"]
+        code, printed, error = recall_bench.wikitrace(command, env={"WIKITRACE_NO_CACHE": "1"})
     if code != 0:
         raise SystemExit(f"build: exit {code}: {error[-2000:]}")
     report = json.loads(printed)

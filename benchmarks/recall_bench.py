@@ -74,14 +74,17 @@ def _entry(context: click.Context) -> None:
     wikitrace_main(list(context.args))
 
 
-def wikitrace(args: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
+def wikitrace(
+    args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     """`wikitrace ARGS` run in `cwd` as the console script runs it, in this process (a
-    process each would cost more than the command): its exit code, stdout and stderr."""
+    process each would cost more than the command): its exit code, stdout and stderr; `env`
+    adds variables (a setting with no flag)."""
     before = Path.cwd()
     try:
         if cwd is not None:
             os.chdir(cwd)
-        done = CliRunner().invoke(_entry, args)
+        done = CliRunner().invoke(_entry, args, env=env)
     finally:
         os.chdir(before)
     return done.exit_code, done.stdout, done.stderr

@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption, is_quiet, plural
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import is_quiet, option, plural
 from .compile_options import CompileSettings, compile_options
 from .input_options import announce, where_of
 from .options import json_option, print_json
 from .profiles import profile_option
 from .progress import Progress
-
-MODEL_ENV = "WIKITRACE_MODEL"
 
 
 def _places(counts: dict[str, int]) -> str:
@@ -231,34 +231,9 @@ def _points_at(pointer: Path) -> str | None:
 
 @click.command("build")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    cls=DetailedOption,
-    help="The corpus to create (it appears when complete).",
-    more="A link to its first version, OUTPUT.versions/v0001 beside it (the store of its "
-    "versions).",
-)
-@click.option(
-    "--model",
-    envvar=MODEL_ENV,
-    default="offline",
-    show_default=True,
-    cls=DetailedOption,
-    help="A litellm model (openai/gpt-4o-mini, ...) or 'offline'.",
-    more="Offline, the compilation is mechanical and the only insights are mined ones. "
-    f"Env: {MODEL_ENV}.",
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    cls=DetailedOption,
-    help="Replace an existing corpus once the new one is complete.",
-    more="The old one stays current until then; a folder that is not a wikitrace corpus is "
-    "never replaced.",
-)
+@option(declared("output"))
+@option(declared("model"))
+@option(declared("force"))
 @compile_options
 @profile_option("build")
 @json_option("the build report")

@@ -8,8 +8,9 @@ and how options reach a command: made from the declared settings
 without asking. A command's help text may end its first screen with a line holding only
 `\\f` (click's mark): what follows is shown by --help-all and in docs/cli.md.
 
-Also an option whose help --help leaves out (`DetailedOption`), and an old option or command
-name kept for a release.
+Also an option whose help --help leaves out (`DetailedOption`), a declared setting with no
+flag, set by a file or a variable only (`FileSetting`), and an old command name kept for a
+release.
 """
 
 from __future__ import annotations
@@ -76,20 +77,6 @@ class DetailedOption(click.Option):
         self.more = more
 
 
-def renamed_option(old: str, new: str) -> Any:
-    """An option's old spelling, kept so that scripts using it still work: hidden from
-    --help, it warns on stderr when used, and reaches the command under its old name (the
-    option group that takes it gives its value to `new`)."""
-
-    def warn(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        source = ctx.get_parameter_source(param.name or "")
-        if value is not None and source is not click.core.ParameterSource.DEFAULT:
-            click.echo(f"warning: {old} is deprecated: it is now {new}", err=True)
-        return value
-
-    return click.option(old, hidden=True, callback=warn, help=f"Deprecated spelling of {new}.")
-
-
 def deprecated_command(command: click.Command, old: str, now: str) -> click.Command:
     """A command's old name, kept for a release so that scripts using it still work: hidden
     from --help and from the count of commands, it says on stderr, in one line, what it is
@@ -126,7 +113,10 @@ def full_help(command: click.Command, ctx: click.Context) -> str:
                 param.help = f"{param.help} {param.more}"
         params.append(param)
     shown.params = params
-    return shown.get_help(ctx)
+    formatter = ctx.make_formatter()
+    shown.format_help(ctx, formatter)
+    format_file_settings(command, formatter)
+    return formatter.getvalue().rstrip("\n")
 
 
 def hidden_options(command: click.Command) -> list[click.Option]:
@@ -185,7 +175,7 @@ def attach(command: click.Command) -> click.Command:
                 help="Only errors on stderr.",
             )
         )
-    hidden = len(hidden_options(command))
+    hidden = len(hidden_options(command)) + len(file_settings(command))
     more = "\f" in (command.help or "") or any(
         isinstance(p, DetailedOption) and p.more for p in command.params
     )
@@ -250,9 +240,62 @@ def _type(setting: Setting) -> Any:
     return None
 
 
+class FileSetting(click.Parameter):
+    """A declared setting with no command-line flag (a tuning or test knob): its value comes
+    from its environment variable, a settings file's key (click's default_map) or its
+    default, checked by its type as an option's is. --help does not list it; --help-all and
+    docs/settings.md do."""
+
+    param_type_name = "setting"
+
+    def __init__(self, setting: Setting, **kwargs: Any) -> None:
+        super().__init__([setting.param], envvar=setting.variable, **kwargs)
+        self.key = setting.key
+        self.more = setting.more
+        self.shown_default = None if setting.kind == "flag" else setting.default
+
+    def _parse_decls(self, decls: Any, expose_value: bool) -> tuple[str, list[str], list[str]]:
+        return str(decls[0]), [], []
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        """Nothing: the command line cannot give it."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return f"setting {self.key!r} (a settings file's key, or ${self.envvar})"
+
+    def record(self) -> tuple[str, str]:
+        """Its line in --help-all: the key and variable, then the help and default."""
+        text = f"{self.help} {self.more}".strip()
+        if isinstance(self.shown_default, bool):
+            text += f" [default: {str(self.shown_default).lower()}]"
+        elif self.shown_default is not None:
+            text += f" [default: {self.shown_default}]"
+        return f"{self.key} (${self.envvar})", text
+
+
+def file_settings(command: click.Command) -> list[FileSetting]:
+    """The settings of `command` that only a file or a variable sets."""
+    return [p for p in command.params if isinstance(p, FileSetting)]
+
+
+FILE_SETTINGS = "Settings with no flag (a settings file's key, or the variable)"
+"""The heading --help-all and docs/cli.md list them under."""
+
+
+def format_file_settings(command: click.Command, formatter: click.HelpFormatter) -> None:
+    """`command`'s settings with no flag, as a section of its help (when it has any)."""
+    found = file_settings(command)
+    if found:
+        with formatter.section(FILE_SETTINGS):
+            formatter.write_dl([setting.record() for setting in found])
+
+
 def option(setting: Setting, **extra: Any) -> Callable[[Any], Any]:
-    """The click option of `setting`; `extra` adds what only click knows (a callback, or
-    the choices of a choice the declaration leaves to the CLI)."""
+    """The click option of `setting` (a `FileSetting` when it has no flag); `extra` adds what
+    only click knows (a callback, or the choices of a choice the declaration leaves to the
+    CLI)."""
+    if not setting.on_command_line:
+        return _file_setting(setting, **extra)
     kwargs: dict[str, Any] = {"help": setting.help, "hidden": setting.hidden}
     if setting.kind == "flag":
         kwargs["is_flag"] = True
@@ -273,6 +316,33 @@ def option(setting: Setting, **extra: Any) -> Callable[[Any], Any]:
         kwargs.update(cls=DetailedOption, more=setting.more)
     kwargs.update(extra)
     return click.option(*setting.flags, setting.param, **kwargs)
+
+
+def _file_setting(setting: Setting, **extra: Any) -> Callable[[Any], Any]:
+    # One value each: a repeatable setting keeps its flag (a variable would need a separator).
+    assert not setting.multiple, setting.key
+    kind = _type(setting)
+    kwargs: dict[str, Any] = {"help": setting.help}
+    if setting.kind in ("flag", "switch"):
+        kind = click.BOOL
+        kwargs["default"] = bool(setting.default)
+    elif setting.default is not None:
+        kwargs["default"] = setting.default
+    if kind is not None:
+        kwargs["type"] = kind
+    kwargs.update(extra)
+
+    def decorate(function: Any) -> Any:
+        param = FileSetting(setting, **kwargs)  # one for each command, as click.option makes
+        if isinstance(function, click.Command):
+            function.params.append(param)
+        else:
+            if not hasattr(function, "__click_params__"):
+                function.__click_params__ = []
+            function.__click_params__.append(param)
+        return function
+
+    return decorate
 
 
 def options(

@@ -131,7 +131,8 @@ REDACT_CHECK = {"redact": {"callback": _check_redact}, "redact-keep": {"callback
 """The redaction settings' patterns are checked as they are parsed."""
 
 prompts_dir_option = option(declared("prompts-dir"))
-"""--prompts-dir, for the commands that take it besides the compile group (gate, hypothesize)."""
+"""The prompts-dir setting, for the commands that take it besides the compile group (gate,
+hypothesize)."""
 
 
 def compile_options(function: Command) -> Command:

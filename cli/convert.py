@@ -10,7 +10,7 @@ import click
 
 from wikitrace.corpus_schema.setting_fields import declared
 
-from .common import DetailedOption, is_quiet, option, plural
+from .common import is_quiet, option, plural
 from .input_options import InputSettings, announce, input_options, where_of
 
 
@@ -18,15 +18,7 @@ from .input_options import InputSettings, announce, input_options, where_of
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @input_options
 @option(declared("on-error"))
-@click.option(
-    "--unlabelled",
-    type=click.Choice(["skip", "keep"]),
-    default="skip",
-    show_default=True,
-    cls=DetailedOption,
-    help="Runs nothing labels: list them on stderr, or also write them with success null.",
-    more="Fill it in, then build; a build lists and leaves out runs still null.",
-)
+@option(declared("unlabelled"))
 def convert_command(
     inputs: tuple[Path, ...], on_error: str, unlabelled: str, reading: InputSettings
 ) -> None:

@@ -6,6 +6,10 @@ import sys
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import option
+
 
 def _show(produce: object) -> None:
     from wikitrace.corpus_schema import drilldown
@@ -40,12 +44,8 @@ def actions_command(corpus: str, step: str) -> None:
 @click.argument("corpus", type=click.Path(file_okay=False))
 @click.argument("step")
 @click.argument("turns", metavar="N[-M]")
-@click.option("--lines", metavar="A-B", help="Only lines A to B of each turn, numbered.")
-@click.option(
-    "--grep",
-    metavar="WORDS",
-    help="Only the lines holding WORDS (any case), with 2 lines around each, numbered.",
-)
+@option(declared("lines"))
+@option(declared("grep"))
 def turn_command(corpus: str, step: str, turns: str, lines: str | None, grep: str | None) -> None:
     """Turn N (or turns N to M) of run STEP of CORPUS in full, as logged. The same as
     CORPUS/tools/turn STEP N. A long turn can be read a window at a time: --grep finds the

@@ -20,16 +20,10 @@ from .profiles import profile_option
 @click.command("eval", short_help="Gain and Regression only, against the no-memory baseline.")
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @row_options()
-@click.option(
-    "--strict", is_flag=True, help="Warnings (duplicate trials, tasks with no baseline) are errors."
-)
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
-@click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout.")
-@click.option(
-    "--plot",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
-)
+@option(declared("strict"))
+@option(declared("json"), help="JSON on stdout.")
+@option(declared("csv"))
+@option(declared("plot"))
 @profile_option("eval")
 def eval_command(
     results: tuple[Path, ...],
@@ -86,14 +80,9 @@ def not_counted(episodes: Sequence[Any]) -> None:
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
-@click.option(
-    "--second-model",
-    help="A second judge (any model litellm reaches) that labels the same episodes: its "
-    "agreement with the first (share alike and Cohen's kappa) is reported, as the method "
-    "checks its judge. Twice the calls.",
-)
-@click.option("--second-api-base", help="Base URL of the second judge's server.")
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("second-model"))
+@option(declared("second-api-base"))
+@option(declared("json"), help="JSON on stdout.")
 def attribute_command(
     corpus: Path,
     results: tuple[Path, ...],
@@ -166,7 +155,7 @@ def attribute_command(
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @judge_options
 @option(declared("mount"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@option(declared("json"), help="JSON on stdout.")
 def drilldowns_command(
     results: tuple[Path, ...], judge: JudgeSettings, mount: str, as_json: bool
 ) -> None:

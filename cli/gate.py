@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import Command, is_quiet, option_group, plural
+from wikitrace.corpus_schema.setting_fields import MONITOR_SETTINGS, declared
+
+from .common import Command, is_quiet, option, options, plural
 from .compile_options import prompts_dir_option
 from .gate_options import GateSettings, gate_options
 from .options import POINTER, no_deploy_option, print_json, runner_options
@@ -43,21 +45,12 @@ def _model_for(corpus: Path, api_base: str | None) -> Any:
 @click.argument("insights", nargs=-1)
 @runner_options()
 @gate_options
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
-)
+@option(declared("dry-run"))
 @profile_option("gate")
-@click.option(
-    "--api-base",
-    hidden=True,
-    help="Base URL of the corpus's model server, for narrowing (default: the one it was built "
-    "with).",
-)
+@option(declared("api-base"), hidden=True)  # for narrowing: the corpus's server by default
 @prompts_dir_option
 @no_deploy_option
-@click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON on stdout.")
+@option(declared("json"), help="Print the decisions as JSON on stdout.")
 def gate_command(
     corpus: Path,
     insights: tuple[str, ...],
@@ -106,8 +99,9 @@ def gate_command(
     and estimates test a fixed set of probes instead (--targets, --falsify, --regress,
     --trials).
 
-    A probe run that errors (after --runner-retries) is never a failure: when errors leave too
-    little to commit, the insight is undecided and stays ungated, with its decision on record.
+    A probe run that errors (after runner-retries tries, a setting) is never a failure: when
+    errors leave too little to commit, the insight is undecided and stays ungated, with its
+    decision on record.
     """
 
     from wikitrace.control.gate_sim import dry_run_text
@@ -186,42 +180,7 @@ def _monitor_settings(values: dict[str, Any]) -> MonitorOptions:
 
 def monitor_options(function: Command) -> Command:
     """When monitoring retires an insight, as `limits: MonitorOptions`."""
-    return option_group(
-        [
-            click.option(
-                "--controls",
-                multiple=True,
-                type=click.Path(path_type=Path, exists=True, dir_okay=False),
-                help="Reports of control episodes run without memory (each with its task_id "
-                "and success): how often each task fails anyway. Repeatable; give them every "
-                "call.",
-            ),
-            click.option(
-                "--min-judged",
-                type=click.IntRange(1),
-                default=5,
-                show_default=True,
-                help="Fewest episodes that judged an insight before it can be retired.",
-            ),
-            click.option(
-                "--max-violation-rate",
-                type=click.FloatRange(0, 1, min_open=True, max_open=True),
-                default=0.3,
-                show_default=True,
-                help="Retire an insight once its violation rate is shown to be above this.",
-            ),
-            click.option(
-                "--confidence",
-                type=click.FloatRange(0.5, 1, max_open=True),
-                default=0.95,
-                show_default=True,
-                help="1 - the chance, at most, that an insight violated no more often than "
-                "--max-violation-rate is ever retired, however often monitoring runs.",
-            ),
-        ],
-        "limits",
-        _monitor_settings,
-    )(function)
+    return options(MONITOR_SETTINGS, "limits", _monitor_settings)(function)
 
 
 @click.command("monitor")
@@ -231,7 +190,7 @@ def monitor_options(function: Command) -> Command:
 )
 @monitor_options
 @no_deploy_option
-@click.option("--json", "as_json", is_flag=True, help="Print every insight's record as JSON.")
+@option(declared("json"), help="Print every insight's record as JSON.")
 def monitor_command(
     corpus: Path,
     reports: tuple[Path, ...],
@@ -313,11 +272,11 @@ def monitor_command(
 @click.command("retire")
 @click.argument("corpus", type=POINTER)
 @click.argument("insight")
-@click.option("--by", "newer", metavar="NEWER", help="The newer lesson that replaces INSIGHT.")
-@click.option("--reason", required=True, help="Why it is retired (kept on its decision page).")
+@option(declared("by"))
+@option(declared("reason"))
 @no_deploy_option
 def retire_command(
-    corpus: Path, insight: str, newer: str | None, reason: str, no_deploy: bool
+    corpus: Path, insight: str, newer: str | None, reason: str | None, no_deploy: bool
 ) -> None:
     """Retire INSIGHT by hand, or mark it superseded by a newer lesson (--by), in a new version.
 
@@ -334,6 +293,8 @@ def retire_command(
     from wikitrace.control.retire import retire_insight
     from wikitrace.versions import Store
 
+    if reason is None:  # a retirement says why
+        raise click.UsageError("Missing option '--reason': why the insight is retired")
     version = retire_insight(corpus, insight, reason, by=newer, deploy=not no_deploy)
     if not is_quiet():
         click.echo(f"{version}: {insight} retired", err=True)
@@ -343,10 +304,7 @@ def retire_command(
 @click.command("hypothesize")
 @click.argument("corpus", type=POINTER)
 @click.argument("insights", nargs=-1)
-@click.option(
-    "--api-base",
-    help="Base URL of the corpus's model server (default: the one it was built with).",
-)
+@option(declared("api-base"))
 @prompts_dir_option
 @no_deploy_option
 def hypothesize_command(

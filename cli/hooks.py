@@ -12,16 +12,13 @@ from pathlib import Path
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared, default
 from wikitrace.integrations.agent_hooks import AGENTS, REVIEW_NOTES, Agent, install, remove
-from wikitrace.tools.hook_recall import DEFAULT_MAX_TOKENS
 
-from .common import DetailedOption
-from .hook_io import HOOK_LOG_ENV
+from .common import option
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIME_LIMIT = 1.0
-"""Seconds a recall hook may take before it answers nothing: the agent waits for it."""
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 
 
@@ -37,30 +34,9 @@ def hooks_group() -> None:
     """
 
 
-_repo_option = click.option(
-    "--repo",
-    is_flag=True,
-    help="The settings of the repository the current folder is in, instead of the user's "
-    "(Claude Code: .claude/settings.local.json; Codex: .codex/; Gemini CLI: .gemini/).",
-)
-_max_tokens_option = click.option(
-    "--max-tokens",
-    type=click.IntRange(0),
-    default=DEFAULT_MAX_TOKENS,
-    show_default=True,
-    help="Budget of the recalled text (characters / 4); the most relevant lessons that fit.",
-)
-_time_limit_option = click.option(
-    "--time-limit",
-    type=click.FloatRange(0.1, 60),
-    default=DEFAULT_TIME_LIMIT,
-    show_default=True,
-    cls=DetailedOption,
-    help="Seconds recall may take; past them it answers nothing (logged) and exits 0.",
-    more="A hard deadline, kept by a watchdog thread: a corpus on a slow or hung disk never "
-    "holds the agent up longer. `install` gives the agent's own limit for the hook 4 s more "
-    "(5 s at least), for the process's start.",
-)
+_repo_option = option(declared("repo"))
+_max_tokens_option = option(declared("max-tokens"))
+_time_limit_option = option(declared("time-limit"))
 
 
 @hooks_group.command("install")
@@ -87,9 +63,9 @@ def install_command(
     program = _program()
     target = str(corpus.absolute())
     recall = [*program, "hooks", "recall", target]
-    if max_tokens != DEFAULT_MAX_TOKENS:
+    if max_tokens != default("max-tokens"):
         recall += ["--max-tokens", str(max_tokens)]
-    if time_limit != DEFAULT_TIME_LIMIT:
+    if time_limit != default("time-limit"):
         recall += ["--time-limit", f"{time_limit:g}"]
     capture = [*program, "add", target, "--from-hook"]
     installed = install(
@@ -117,14 +93,7 @@ def remove_command(agent: Agent, repo: bool) -> None:
 @click.argument("corpus", type=click.Path(path_type=Path))
 @_max_tokens_option
 @_time_limit_option
-@click.option(
-    "--hook-log",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar=HOOK_LOG_ENV,
-    hidden=True,
-    help=f"Where what each hook did is logged (default: ~/.cache/wikitrace/hook.log). Env: "
-    f"{HOOK_LOG_ENV}.",
-)
+@option(declared("hook-log"))
 def recall_command(corpus: Path, max_tokens: int, time_limit: float, hook_log: Path | None) -> None:
     """Run as an agent's SessionStart, UserPromptSubmit or BeforeAgent hook: the lessons of
     CORPUS for the repository and prompt the hook's JSON on stdin names.

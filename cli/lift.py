@@ -33,11 +33,11 @@ def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AttributionSettings:
-    """`lift --judge` and what it needs: the judge model and its server, the corpus the memory
-    methods ran with, and where the judge's answers are cached."""
+    """`lift --judge` and what it needs: the judge model and its server, the corpus
+    the memory methods ran with, and where the judge's answers are cached."""
 
     judge: str | None
-    judge_api_base: str | None
+    api_base: str | None
     corpus: Path | None
     cache_dir: Path | None
 
@@ -50,28 +50,14 @@ def _attribution_settings(values: dict[str, Any]) -> AttributionSettings:
 
 
 def attribution_options(function: Command) -> Command:
-    """--judge, --judge-api-base, --corpus and --cache-dir, as `attribution:
-    AttributionSettings`."""
+    """--judge, --api-base, --corpus and the reply cache (`cache-dir`), as
+    `attribution: AttributionSettings`."""
     return option_group(
         [
-            click.option(
-                "--judge",
-                metavar="MODEL",
-                help="Also attribute each Regression episode A-E with this judge (any model "
-                "litellm reaches), as `wikitrace lift attribute` does; needs --corpus.",
-            ),
-            click.option("--judge-api-base", hidden=True, help="Base URL of the judge's server."),
-            click.option(
-                "--corpus",
-                type=click.Path(path_type=Path, file_okay=False, exists=True),
-                help="The corpus the memory methods ran with (for --judge).",
-            ),
-            click.option(
-                "--cache-dir",
-                type=click.Path(path_type=Path, file_okay=False),
-                hidden=True,
-                help="Where the judge's answers are cached (default: the user cache folder).",
-            ),
+            option(declared("judge")),
+            option(declared("api-base"), hidden=True),  # the judge's, rarely a local one
+            option(declared("corpus")),
+            option(declared("cache-dir")),
         ],
         "attribution",
         _attribution_settings,
@@ -83,12 +69,8 @@ def attribution_options(function: Command) -> Command:
 @row_options(tuning_hidden=True)
 @attribution_options
 @option(declared("mount"))
-@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
-@click.option(
-    "--plot",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
-)
+@option(declared("json"), help="JSON on stdout.")
+@option(declared("plot"))
 def report_command(
     results: tuple[Path, ...],
     mount: str,
@@ -98,8 +80,8 @@ def report_command(
     attribution: AttributionSettings,
 ) -> None:
     """What memory did, per suite: success with and without it, Gain and Regression against
-    the rerun band (95% task-level bootstrap intervals), with --judge the Regression episodes'
-    causes A-E, Stay/Descent, and tokens and seconds per episode.
+    the rerun band (95% task-level bootstrap intervals), with --judge the Regression
+    episodes' causes A-E, Stay/Descent, and tokens and seconds per episode.
 
     RESULTS are row files (JSON Lines or CSV), folders holding a results.jsonl (what `lift
     run-inspect` writes), or Harbor job folders (`harbor run`'s jobs/JOB).
@@ -139,7 +121,7 @@ def _attribute(rows: list[Any], attribution: AttributionSettings, scoring: RowSe
 
     settings = JudgeSettings(
         model=attribution.judge,
-        api_base=attribution.judge_api_base,
+        api_base=attribution.api_base,
         baseline=scoring.baseline,
         rerun=scoring.rerun,
         cache_dir=attribution.cache_dir,
@@ -202,52 +184,19 @@ def _read_results(results: tuple[Path, ...], baseline: str, rerun: str, mount: s
     "run-inspect", short_help="Run an inspect_ai task with and without memory, for `lift`."
 )
 @click.argument("task")
-@click.option(
-    "--corpus",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="The corpus the memory methods use.",
-)
-@click.option("--model", required=True, help="The agent's model, as inspect names it.")
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where the logs (a folder a method) and results.jsonl go.",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="Trials of each sample per method (odd: the baseline's majority never ties).",
-)
-@click.option(
-    "--method",
-    "methods",
-    multiple=True,
-    type=click.Choice(["no-memory", "no-memory-rerun", "insights-only", "wikitrace"]),
-    help="Run only these methods (repeat; default: all four).",
-)
-@click.option("-T", "task_args", multiple=True, help="A task argument, key=value (repeat).")
-@click.option("-M", "model_args", multiple=True, help="A model argument, key=value (repeat).")
-@click.option("--limit", type=click.IntRange(1), help="Run only the first N samples.")
-@click.option(
-    "--no-leave-one-out",
-    is_flag=True,
-    help="Show lessons drawn from the sample's own task too (by default they are left out).",
-)
-@click.option(
-    "--sandbox/--no-sandbox",
-    "use_sandbox",
-    default=None,
-    help="Copy the corpus into the sample's sandbox (default: when the task has one); "
-    "without, the agent gets the MCP server's tools.",
-)
+@option(declared("corpus"))
+@option(declared("agent-model"))
+@option(declared("output"))
+@option(declared("epochs"))
+@option(declared("method"))
+@option(declared("T"))
+@option(declared("M"))
+@option(declared("samples"))
+@option(declared("no-leave-one-out"))
+@option(declared("sandbox"), default=None)  # tri-state: None is "when the task has one"
 def run_inspect_command(
     task: str,
-    corpus: Path,
+    corpus: Path | None,
     model: str,
     output: Path,
     epochs: int,
@@ -271,9 +220,11 @@ def run_inspect_command(
     \b
     Example:
       wikitrace lift run-inspect tasks.py@my_task --corpus corpus \\
-        --model openai/gpt-4o -o runs
+        --agent-model openai/gpt-4o -o runs
       wikitrace lift runs
     """
+    if corpus is None:  # optional where lift's report takes it, needed here
+        raise click.UsageError("Missing option '--corpus': the corpus the memory methods use")
     try:
         from wikitrace.integrations.inspect_runs import METHODS, RESULTS, run_methods
     except ImportError as error:

@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> Any:
         errors = sys.modules.get("wikitrace.corpus_schema.errors")
         jinja = sys.modules.get("jinja2.exceptions")
         if jinja is not None and isinstance(error, jinja.TemplateError):
-            # A --prompts-dir template that fails, or reaches for what the sandbox forbids.
+            # A prompts-dir template that fails, or reaches for what the sandbox forbids.
             if os.environ.get(TRACEBACK_ENV):
                 traceback.print_exc()
             name = getattr(error, "name", None) or "a template"

@@ -57,13 +57,11 @@ def print_rows(rows: list[Any], *, lines: bool) -> None:
         click.echo(orjson.dumps(row).decode())
 
 
-nl_option = click.option(
-    "--nl", "as_lines", is_flag=True, help="Print one JSON object a line (JSON Lines)."
-)
+nl_option = option(declared("nl"))
 
 
 def json_option(what: str) -> Callable[[Command], Command]:
-    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
+    return option(declared("json"), help=f"Print {what} as JSON on stdout.")
 
 
 no_deploy_option = option(declared("no-deploy"))
@@ -106,7 +104,7 @@ class JudgeSettings:
     cache_dir: Path | None
 
     def llm(self) -> Any:
-        """The judge, reachable and cached (the user cache folder unless --cache-dir)."""
+        """The judge, reachable and cached (the user cache folder unless `cache-dir` says)."""
         from wikitrace.evaluation.attribute import OUTPUT_TOKENS
         from wikitrace.transport.clients import connect
         from wikitrace.transport.llm import LLMSettings, default_cache_dir
@@ -159,19 +157,22 @@ def row_options(*, tuning_hidden: bool = False) -> Callable[[Command], Command]:
 
 
 def judge_options(function: Command) -> Command:
-    """--model and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
+    """--judge and the rows to judge (attribute, drilldowns), as `judge: JudgeSettings`."""
     return option_group(
         [
-            click.option("--model", required=True, help="The judge: any model litellm reaches."),
-            click.option("--api-base", help="Base URL of a local or self-hosted server."),
+            option(declared("judge")),
+            option(declared("api-base")),
             option(declared("baseline")),
             option(declared("rerun")),
-            click.option(
-                "--cache-dir",
-                type=click.Path(path_type=Path, file_okay=False),
-                help="Where the judge's answers are cached (default: the user cache folder).",
-            ),
+            option(declared("cache-dir")),
         ],
         "judge",
-        lambda values: JudgeSettings(**values),
+        _judge_settings,
     )(function)
+
+
+def _judge_settings(values: dict[str, Any]) -> JudgeSettings:
+    judge = values.pop("judge")
+    if judge is None:  # optional where a build may judge, needed where episodes are judged
+        raise click.UsageError("Missing option '--judge': the model that judges the episodes")
+    return JudgeSettings(model=judge, **values)

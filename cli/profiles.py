@@ -18,7 +18,9 @@ from typing import Any
 
 import click
 
-from .common import DetailedOption
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import option
 
 PROFILES: dict[str, Path | None] = {
     "default": None,
@@ -74,24 +76,19 @@ def profile_option(command: str) -> Callable[[Any], Any]:
             ctx.default_map = {**defaults(value, ctx), **(ctx.default_map or {})}
         return value
 
+    profile = declared("profile")
     paper = table("paper").get(command, {})
     names = ", ".join(f"--{key} {_shown(value)}".strip() for key, value in paper.items())
+    # What the profile sets for this command is paper.toml's to say.
     said = (
-        "'paper': the choices the published method states; 'default': ours."
+        {"more": f"'paper' sets {names}. {profile.more}"}
         if names
-        else f"'paper' or 'default': `{command}` already does what the published method states."
+        else {
+            "help": f"'paper' or 'default': `{command}` already does what the published method "
+            "states."
+        }
     )
-    return click.option(
-        "--profile",
-        type=click.Choice(list(PROFILES)),
-        is_eager=True,
-        expose_value=False,
-        callback=apply,
-        cls=DetailedOption,
-        help=said,
-        more=(f"'paper' sets {names}. " if names else "")
-        + "Options given, or set in a settings file, still win. See docs/paper.md.",
-    )
+    return option(profile, is_eager=True, expose_value=False, callback=apply, **said)
 
 
 def _shown(value: Any) -> str:

@@ -8,6 +8,9 @@ from typing import TypeVar
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import option
 from .options import print_json
 
 CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -16,19 +19,8 @@ F = TypeVar("F", bound=Callable[..., None])
 
 @click.command("mcp")
 @click.argument("corpus", type=CORPUS)
-@click.option(
-    "--http",
-    "http_port",
-    type=click.IntRange(1, 65535),
-    metavar="PORT",
-    help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio (loopback only).",
-)
-@click.option(
-    "--list",
-    "list_only",
-    is_flag=True,
-    help="Print the tools and resources a client would see, as JSON, and exit.",
-)
+@option(declared("http"))
+@option(declared("list"))
 def mcp_command(corpus: Path, http_port: int | None, list_only: bool) -> None:
     """Serve CORPUS read-only over the Model Context Protocol, for agents without a shell
     (Claude Desktop, IDE agents, hosted agents).
@@ -66,25 +58,17 @@ def export_group() -> None:
     """Write a corpus in a form another tool loads: an Agent Skill, or a static HTML site."""
 
 
-def _writes_folder(what: str, kind: str) -> Callable[[F], F]:
+def _writes_folder() -> Callable[[F], F]:
     """-o/--output, --force and --json of a command that writes a folder from a corpus."""
 
     def decorate(command: F) -> F:
-        options = [
-            click.option(
-                "-o",
-                "--output",
-                required=True,
-                type=click.Path(path_type=Path, file_okay=False),
-                help=what,
-            ),
-            click.option(
-                "--force", is_flag=True, help=f"Replace OUTPUT if an earlier {kind} wrote it."
-            ),
-            click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON."),
+        made = [
+            option(declared("output")),
+            option(declared("force")),
+            option(declared("json"), help="Print what was written as JSON."),
         ]
-        for option in reversed(options):
-            command = option(command)
+        for one in reversed(made):
+            command = one(command)
         return command
 
     return decorate
@@ -92,11 +76,7 @@ def _writes_folder(what: str, kind: str) -> Callable[[F], F]:
 
 @export_group.command("skill")
 @click.argument("corpus", type=CORPUS)
-@_writes_folder(
-    "The skill's folder; its name is the skill's name (lowercase, digits, hyphens), "
-    "e.g. .claude/skills/airline-memory.",
-    "export",
-)
+@_writes_folder()
 def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Export CORPUS as an Agent Skill: a folder a coding agent loads from .claude/skills/NAME/
     (Claude Code), .agents/skills/NAME/ (Codex) or its equivalent.
@@ -134,7 +114,7 @@ def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> Non
 
 @export_group.command("site")
 @click.argument("corpus", type=CORPUS)
-@_writes_folder("The folder to write the site to.", "`export site`")
+@_writes_folder()
 def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Write CORPUS as a static HTML site for reviewers: open OUTPUT/index.html in a browser
     (file:// is fine: no server, no framework).

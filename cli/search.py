@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from wikitrace.corpus_schema.setting_fields import declared
-from wikitrace.search import MIN_SCORE
 
 from .common import option
 from .options import print_json
@@ -18,32 +17,12 @@ CORPUS = click.Path(path_type=Path, file_okay=False, exists=True)
 @click.command("search")
 @click.argument("corpus", type=CORPUS)
 @click.argument("query")
-@click.option(
-    "--kind",
-    type=click.Choice(["all", "insights", "compilations", "tasks"]),
-    default="all",
-    show_default=True,
-    help="Which layer to search: lessons, compilations (title, claims and quotes) or past tasks.",
-)
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 100),
-    default=10,
-    show_default=True,
-    help="Hits of each kind, at most.",
-)
-@click.option(
-    "--min-score",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help=f"The least score a hit needs (from 0 to 1; default {MIN_SCORE:g}); "
-    'below it for every entry, "no match".',
-)
+@option(declared("layer"))
+@option(declared("limit"))
+@option(declared("min-score"))
 @option(declared("exclude-task"))
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
+@option(
+    declared("json"),
     help="One JSON array of hits, best first: kind, id, path, title, task_id, task_type, "
     "outcome, score ([] for no match).",
 )
@@ -52,7 +31,7 @@ def search_command(
     query: str,
     kind: str,
     limit: int,
-    min_score: float | None,
+    min_score: float,
     exclude_tasks: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -69,7 +48,7 @@ def search_command(
     \b
     Example:
       wikitrace search corpus "transfer to human agent"
-      wikitrace search corpus "refund" --kind insights --limit 3 --json
+      wikitrace search corpus "refund" --layer insights --limit 3 --json
     """
     from wikitrace.tools.find import SEARCH_KINDS, SearchKind, no_match
     from wikitrace.tools.memory import Memory
@@ -77,12 +56,13 @@ def search_command(
     kinds: tuple[SearchKind, ...] = (
         SEARCH_KINDS if kind == "all" else tuple(k for k in SEARCH_KINDS if k == kind)
     )
-    least = MIN_SCORE if min_score is None else min_score
     memory = Memory.load(corpus, lazy=True)  # one search: its hits' records alone are read
-    hits = memory.search(query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=least)
+    hits = memory.search(
+        query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=min_score
+    )
     if as_json:
         print_json([hit.as_dict() for hit in hits])
     if not hits:
-        click.echo(no_match(least), err=True)
+        click.echo(no_match(min_score), err=True)
     elif not as_json:
         click.echo("\n".join(hit.line() for hit in hits))

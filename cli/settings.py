@@ -31,14 +31,10 @@ from typing import Any
 import click
 
 from wikitrace.corpus_schema.setting_fields import (
-    OUTPUTS,
-    READS_OUTSIDE,
-    RUNS_CODE,
-    SENDS_DATA,
     SETTINGS,
 )
 
-from .common import COMMON
+from .common import COMMON, FileSetting
 
 FILE_NAME = "wikitrace.toml"
 PYPROJECT = "pyproject.toml"
@@ -50,42 +46,11 @@ SETTINGS_META = "wikitrace.settings"
 PROJECTS = "projects"
 """A table of the user's file that is no command's (which project a name is)."""
 
-_UNDECLARED_REFUSED: dict[str, str] = {
-    "T": RUNS_CODE,
-    **dict.fromkeys(
-        (
-            "model",
-            "M",
-            "judge-api-base",
-            "second-model",
-            "second-api-base",
-            "group-model",
-            "group-api-base",
-            "http",
-        ),
-        SENDS_DATA,
-    ),
-    **dict.fromkeys(
-        ("output", "force", "hook-log", "plot", "from-hook", "by", "repo", "deploy"), OUTPUTS
-    ),
-    **dict.fromkeys(("task-file", "read-log", "controls", "corpus"), READS_OUTSIDE),
-}
-"""The refused keys of the options not declared in corpus_schema/setting_fields.py yet."""
-_UNDECLARED_SAFE = """all csv current dry-run epochs grep history json limit lines list
-    max-violation-rate method min-judged min-score nl no-leave-one-out profile reason
-    remove report-request sandbox strict time-limit unlabelled wait"""
-"""The safe keys of the options not declared in corpus_schema/setting_fields.py yet."""
-
-REFUSED: dict[str, str] = {
-    **{s.key: s.refused for s in SETTINGS if s.refused is not None},
-    **_UNDECLARED_REFUSED,
-}
+REFUSED: dict[str, str] = {s.key: s.refused for s in SETTINGS if s.refused is not None}
 """Keys a project's settings file may not set, trusted or not, and why: a cloned repository
 must not run its code, send the user's runs or keys elsewhere, switch redaction off, write
 over the user's files or read theirs. The user's own file and the command line may."""
-SAFE: frozenset[str] = frozenset(
-    [s.key for s in SETTINGS if s.refused is None] + _UNDECLARED_SAFE.split()
-)
+SAFE: frozenset[str] = frozenset(s.key for s in SETTINGS if s.refused is None)
 """Keys a trusted project's file may set: tuning, what to print, which built-in choice."""
 
 
@@ -243,18 +208,22 @@ def _read(path: Path, name: str) -> dict[str, Any]:
         raise SettingsError(f"{name}: not valid TOML: {error}") from None
 
 
-def key_of(option: click.Option) -> str:
-    """The name an option has in the file: its long flag without the dashes."""
+def key_of(option: click.Option | FileSetting) -> str:
+    """The name an option has in the file: its long flag without the dashes (a setting with
+    no flag: its key)."""
+    if isinstance(option, FileSetting):
+        return option.key
     longs = [flag for flag in option.opts if flag.startswith("--")]
     return (longs[0] if longs else option.opts[0]).lstrip("-")
 
 
-def settable(command: click.Command) -> dict[str, click.Option]:
-    """The options of `command` a file may set, by their name in the file."""
+def settable(command: click.Command) -> dict[str, click.Option | FileSetting]:
+    """The options of `command` a file may set, and its settings with no flag, by their name
+    in the file."""
     return {
         key_of(p): p
         for p in command.params
-        if isinstance(p, click.Option) and p.name not in COMMON and p.name != "help"
+        if isinstance(p, (click.Option, FileSetting)) and p.name not in COMMON and p.name != "help"
     }
 
 
@@ -413,7 +382,7 @@ def _command_map(
         option = options[key]
         said = f"{where}: {table_label + ' ' if table_label else ''}{key}"
         if option.multiple and not isinstance(value, list):
-            raise SettingsError(f"{said}: give a list ([...]): --{key} may be given more than once")
+            raise SettingsError(f"{said}: give a list ([...]): it takes several values")
         try:
             option.type_cast_value(ctx, value)
         except click.BadParameter as error:

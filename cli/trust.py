@@ -6,12 +6,14 @@ from pathlib import Path
 
 import click
 
-from .common import is_quiet
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import is_quiet, option
 from .settings import trust, trust_file
 
 
 @click.command("trust")
-@click.option("--remove", is_flag=True, help="Stop trusting it.")
+@option(declared("remove"))
 @click.pass_context
 def trust_command(ctx: click.Context, remove: bool) -> None:
     """Trust the settings file of this folder (or of the nearest folder above it that has one):

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from wikitrace.corpus_schema.setting_fields import PROMPT_SETTINGS, TASK_NAMED, declared
+from wikitrace.corpus_schema.setting_fields import PROMPT_SETTINGS, declared
 from wikitrace.corpus_schema.work import KINDS
 from wikitrace.tools.message_options import (
     MessageOptions,
@@ -22,7 +22,6 @@ from .common import (
     option,
     option_group,
     plural,
-    renamed_option,
 )
 from .options import print_json
 from .profiles import profile_option
@@ -43,7 +42,7 @@ class PromptSettings:
     report_at: str
     all_types: bool
     similar: int
-    max_tokens: int
+    message_tokens: int
     all_insights: bool
     flag_conflicts: bool
     prompts_dir: Path | None
@@ -89,7 +88,7 @@ class PromptSettings:
             task_type=self.task_type,
             exclude_tasks=self.exclude_tasks,
             similar=self.similar,
-            max_tokens=self.max_tokens or None,
+            max_tokens=self.message_tokens or None,
             mount=self.mount,
             prompts_dir=self.prompts_dir,
             infer_type=not self.all_types,
@@ -104,20 +103,11 @@ class PromptSettings:
         )
 
 
-def _prompt_settings(values: dict[str, Any]) -> PromptSettings:
-    for old, new in (("group_model", "embedding_model"), ("group_api_base", "embedding_api_base")):
-        given = values.pop(old)
-        if given is not None:
-            if values[new] is not None:
-                said = old.replace("_", "-"), new.replace("_", "-")
-                raise click.UsageError(f"--{said[0]} is --{said[1]}: give one of them")
-            values[new] = given
-    return PromptSettings(**values)
-
-
 def prompt_options(function: Command) -> Command:
     """What the first message shows, as `shown: PromptSettings`."""
-    return option_group(_prompt_option_list(), "shown", _prompt_settings)(function)
+    return option_group(_prompt_option_list(), "shown", lambda values: PromptSettings(**values))(
+        function
+    )
 
 
 KIND_CHOICE = {
@@ -132,13 +122,10 @@ _template_option = option(declared("prompts-dir"))
 """The first message's template."""
 
 _NEAR_DUPLICATES: list[Callable[[Any], Any]] = [
-    # None, not "local": an old spelling given is then told from the new one left out.
-    option(declared("embedding-model"), default=None, show_default=False),
+    option(declared("embedding-model")),
     option(declared("embedding-api-base")),
-    renamed_option("--group-model", "--embedding-model"),
-    renamed_option("--group-api-base", "--embedding-api-base"),
 ]
-"""What tells near-duplicate lessons apart (and the options' old spellings)."""
+"""What tells near-duplicate lessons apart."""
 
 
 def _prompt_option_list() -> list[Callable[[Any], Any]]:
@@ -166,20 +153,11 @@ def _task_text(task_file: str) -> str:
 @click.command("prompt")
 @click.argument("corpus", type=CORPUS)
 @click.argument("task", required=False)
-@click.option(
-    "--task-file",
-    type=click.Path(allow_dash=True, dir_okay=False),
-    help="Read the task from a file ('-' for stdin).",
-)
+@option(declared("task-file"))
 @prompt_options
-@click.option(
-    "--report-request",
-    is_flag=True,
-    help="Print only what to send the agent when the episode ends, to get its citation "
-    "report (no TASK needed).",
-)
+@option(declared("report-request"))
 @profile_option("prompt")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: text, insights, similar.")
+@option(declared("json"), help="One JSON object: text, insights, similar.")
 def prompt_command(
     corpus: Path,
     task: str | None,
@@ -241,14 +219,8 @@ def prompt_command(
 @click.command("cite")
 @click.argument("corpus", type=CORPUS)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option(
-    "--read-log",
-    "read_logs",
-    multiple=True,
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    help="A read log the drill-down tools wrote ($WIKITRACE_READ_LOG); repeatable.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as one JSON object.")
+@option(declared("read-log"))
+@option(declared("json"), help="Print the counts as one JSON object.")
 def cite_command(
     corpus: Path, reports: tuple[Path, ...], read_logs: tuple[Path, ...], as_json: bool
 ) -> None:
@@ -302,7 +274,7 @@ def cite_command(
 @click.command("audit")
 @click.argument("corpus", type=CORPUS)
 @click.argument("ids", nargs=-1, metavar="[INSIGHT|STEP]...")
-@click.option("--json", "as_json", is_flag=True, help="Corpus-wide findings as JSON.")
+@option(declared("json"), help="Corpus-wide findings as JSON.")
 def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
     """Show the evidence behind insights, the lessons drawn from runs, or what deserves a look
     across CORPUS.
@@ -340,23 +312,10 @@ def audit_command(corpus: Path, ids: tuple[str, ...], as_json: bool) -> None:
 
 @click.command("view")
 @click.argument("corpus", type=CORPUS)
-@click.option(
-    "--exclude-task",
-    "exclude_tasks",
-    multiple=True,
-    required=True,
-    metavar="ID",
-    help="A task to leave out of every layer (repeatable)." + TASK_NAMED,
-)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The folder to write the view to (a new one; --force replaces an older view).",
-)
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it is a corpus.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was left out as JSON.")
+@option(declared("exclude-task"))
+@option(declared("output"))
+@option(declared("force"))
+@option(declared("json"), help="Print what was left out as JSON.")
 def view_command(
     corpus: Path, exclude_tasks: tuple[str, ...], output: Path, force: bool, as_json: bool
 ) -> None:
@@ -378,6 +337,8 @@ def view_command(
 
     from wikitrace.versions import FrozenVersion, Store, leave_out
 
+    if not exclude_tasks:  # what it leaves out is what a view is
+        raise click.UsageError("Missing option '--exclude-task': name a task to leave out")
     store = Store(corpus)
     base = FrozenVersion.current(store)
     report = leave_out(base, output, list(exclude_tasks), force=force)

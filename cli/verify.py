@@ -7,18 +7,16 @@ from pathlib import Path
 
 import click
 
+from wikitrace.corpus_schema.setting_fields import declared
+
+from .common import option
 from .options import print_json
 
 
 @click.command("verify")
 @click.argument("corpus", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "--all",
-    "every_version",
-    is_flag=True,
-    help="Check every version in CORPUS.versions/, not just the one CORPUS points at.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@option(declared("all"))
+@option(declared("json"), help="Print the result as one JSON object.")
 def verify_command(corpus: Path, every_version: bool, as_json: bool) -> None:
     """Check every file of CORPUS against the sha256 its manifest recorded.
 

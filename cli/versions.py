@@ -12,9 +12,8 @@ import click
 from wikitrace.corpus_schema.setting_fields import UPDATE_SETTINGS, declared
 
 from .build import RETRY_ADD, compile_with_progress, finish_report
-from .common import Command, DetailedOption, is_quiet, options
+from .common import Command, is_quiet, option, options
 from .compile_options import CompileSettings, compile_options
-from .hook_io import HOOK_LOG_ENV
 from .options import (
     POINTER,
     json_option,
@@ -35,29 +34,9 @@ DEPLOYED_BY_HAND = "deployed by hand"
 # Text, not a Path: with --from-hook it may be Codex's JSON, which a Path would normalise.
 @click.argument("inputs", nargs=-1, type=click.Path())
 @no_deploy_option
-@click.option(
-    "--from-hook",
-    is_flag=True,
-    cls=DetailedOption,
-    help="Run as an agent's session-end hook: add the session its JSON names, in the background.",
-    more="Claude Code's SessionEnd or Stop hook input on stdin; Codex's notify argument as the "
-    "one input. Exits 0 at once; problems go to --hook-log.",
-)
-@click.option(
-    "--wait",
-    is_flag=True,
-    hidden=True,
-    help="With --from-hook: add in the foreground and exit as add does (1, 2 on a problem), "
-    "to try a hook by hand. Not in an agent's hook (Claude Code reads exit 2 as 'go on').",
-)
-@click.option(
-    "--hook-log",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar=HOOK_LOG_ENV,
-    hidden=True,
-    help="With --from-hook: the log of what each capture did "
-    f"(default: ~/.cache/wikitrace/hook.log). Env: {HOOK_LOG_ENV}.",
-)
+@option(declared("from-hook"))
+@option(declared("wait"))
+@option(declared("hook-log"))
 @compile_options
 @profile_option("add")
 @json_option("the report")
@@ -183,25 +162,10 @@ def superseding_lines(corpus: Path, review: dict[str, Any]) -> list[str]:
 @click.argument("corpus", type=POINTER)
 @json_option("an array")
 @nl_option
-@click.option("--history", is_flag=True, help="List every event (history.jsonl) instead.")
-@click.option(
-    "--current",
-    is_flag=True,
-    help="Print only the folder of the current version (for a mount, or a copy that must not "
-    "copy the link itself).",
-)
-@click.option(
-    "--deploy",
-    metavar="VERSION",
-    help="Point CORPUS at VERSION (vNNNN) instead: roll back, or deploy a candidate by hand; "
-    "prints its folder.",
-)
-@click.option(
-    "--reason",
-    default=DEPLOYED_BY_HAND,
-    show_default=True,
-    help="Why --deploy: kept in history.",
-)
+@option(declared("history"))
+@option(declared("current"))
+@option(declared("deploy"))
+@option(declared("reason"))
 def versions_command(
     corpus: Path,
     as_json: bool,
@@ -209,7 +173,7 @@ def versions_command(
     history: bool,
     current: bool,
     deploy: str | None,
-    reason: str,
+    reason: str | None,
 ) -> None:
     """List the versions of CORPUS: which is current, their parents and what each added; with
     --deploy, point CORPUS at one.
@@ -232,7 +196,7 @@ def versions_command(
             raise click.UsageError(
                 "--deploy lists nothing: give it without --history, --current, --json or --nl"
             )
-        _deploy(corpus, deploy, reason, hint="--deploy")
+        _deploy(corpus, deploy, reason or DEPLOYED_BY_HAND, hint="--deploy")
         return
     from wikitrace.versions import Store, list_versions
 
@@ -268,10 +232,10 @@ def versions_command(
 @click.command("deploy")
 @click.argument("corpus", type=POINTER)
 @click.argument("version")
-@click.option("--reason", default=DEPLOYED_BY_HAND, show_default=True, help="Kept in history.")
-def deploy_command(corpus: Path, version: str, reason: str) -> None:
+@option(declared("reason"))
+def deploy_command(corpus: Path, version: str, reason: str | None) -> None:
     """Point CORPUS at VERSION (vNNNN): now `wikitrace versions CORPUS --deploy VERSION`."""
-    _deploy(corpus, version, reason, hint="VERSION")
+    _deploy(corpus, version, reason or DEPLOYED_BY_HAND, hint="VERSION")
 
 
 def _deploy(corpus: Path, version: str, reason: str, *, hint: str) -> None:
@@ -382,17 +346,19 @@ def update_command(
     \f
     A momentum trigger decides whether to compare: the candidate's new insights are embedded,
     and an update that points the way deployed updates have (cosine with their moving average
-    >= --threshold) is accepted as is. One that turns away, the first one, or any with
-    --always-compare is compared: your agent runs with the current and with the candidate
-    memory on a mixed set of tasks (--fresh, --boundary, --coverage), --trials times each with
+    >= threshold) is accepted as is. One that turns away, the first one, or any with
+    always-compare set is compared: your agent runs with the current and with the candidate
+    memory on a mixed set of tasks (fresh, boundary, coverage), --trials times each with
     the same seeds, and the current memory once more on other seeds (the rerun band: how much
     outcomes move when nothing changes). The candidate is deployed when its gain (new minus
     current, summed over tasks) is beyond that noise; a tie keeps the current version.
 
     A comparison costs 3 x trials x (tasks chosen) agent runs, at most
     3 x trials x (fresh + boundary + coverage): 48 with the defaults (32 with
-    --no-rerun-band). Runs that crash, time out or print no valid JSON are retried, then
-    recorded as errors and left out of the scores.
+    rerun-band = false). threshold, always-compare, fresh, boundary, coverage and
+    rerun-band are settings with no flag (docs/settings.md), listed by --help-all. Runs
+    that crash, time out or print no valid JSON are retried, then recorded as errors and
+    left out of the scores.
 
     Every agent run is appended to CORPUS.versions/runs.jsonl, the decision (trigger figures,
     tasks and why each was chosen, seeds, run ids, scores) to

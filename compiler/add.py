@@ -14,6 +14,7 @@ from typing import Any
 from wikitrace.corpus_schema import manifest
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.setting_fields import recorded_defaults
 from wikitrace.transport.batch import Say
 from wikitrace.transport.llm import (
     LLM,
@@ -185,31 +186,17 @@ def _finish_left(store: Store, name: str, *, deploy: bool, started: float) -> Bu
 
 def _as_built(options: BuildOptions, base: manifest.Manifest) -> BuildOptions:
     """`options` for adding to the version of manifest `base`: its model, called as it was
-    (the endpoint, temperature and limits its manifest keeps), except what the user gives
-    anew."""
+    (every setting its manifest records: corpus_schema/setting_fields.py, `recorded`), except
+    what the user gives anew."""
     kept = base.model_settings
-    given, default = options.limits, CompileLimits()
-    # A setting left at its default takes the value the base was built with.
-    limits = dataclasses.replace(
-        given,
-        context_tokens=int(kept.get("context_tokens") or given.context_tokens)
-        if given.context_tokens == default.context_tokens
-        else given.context_tokens,
-        max_prompt_tokens=kept.get("max_prompt_tokens")
-        if given.max_prompt_tokens is None
-        else given.max_prompt_tokens,
-        max_output_tokens=int(kept.get("max_output_tokens") or given.max_output_tokens)
-        if given.max_output_tokens == default.max_output_tokens
-        else given.max_output_tokens,
-    )
-    temperature = BuildOptions(inputs=[], output=options.output).temperature
+    in_limits = {field.name for field in dataclasses.fields(CompileLimits)}
+    limits: dict[str, Any] = {}
+    others: dict[str, Any] = {}
+    for name, default in recorded_defaults().items():
+        given = getattr(options.limits if name in in_limits else options, name)
+        # A setting left at its default takes the value the base was built with.
+        value = kept.get(name, given) if given == default and kept.get(name) is not None else given
+        (limits if name in in_limits else others)[name] = value
     return dataclasses.replace(
-        options,
-        model=base.model,
-        api_base=options.api_base or kept.get("api_base"),
-        temperature=kept.get("temperature", options.temperature)
-        if options.temperature == temperature
-        else options.temperature,
-        limits=limits,
-        reasoning_effort=options.reasoning_effort or kept.get("reasoning_effort"),
+        options, model=base.model, limits=dataclasses.replace(options.limits, **limits), **others
     )

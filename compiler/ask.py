@@ -22,7 +22,7 @@ Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class Asker:
-    """One model and one template folder (`--prompts-dir` first, then ours)."""
+    """One model and one template folder (the `prompts-dir` setting's first, then ours)."""
 
     def __init__(self, llm: LLM, prompts_dir: Path | None = None) -> None:
         self.llm = llm

@@ -23,7 +23,8 @@ from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
-from wikitrace.corpus_schema.writing import CorpusWriter, check_output
+from wikitrace.corpus_schema.setting_fields import declared
+from wikitrace.corpus_schema.writing import CorpusWriter, check_output, given
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client
 from wikitrace.transport.clients import connect
@@ -174,20 +175,22 @@ def build_corpus(
 
 
 def check_cache_dir(options: BuildOptions) -> None:
-    """Refuse a --cache-dir inside a corpus or its store of versions (check_output, as for
-    -o), the corpus this command writes included, though it may not exist yet: the replies
-    written there would be files its manifest does not list."""
+    """Refuse a reply cache (the `cache-dir` setting) inside a corpus or its store of
+    versions (check_output, as for -o), the corpus this command writes included, though it
+    may not exist yet: the replies written there would be files its manifest does not list."""
     if options.cache_dir is None or not options.use_cache:
         return
-    check_output(options.cache_dir, "--cache-dir")
+    check_output(options.cache_dir, "cache-dir")
     cache = Path(os.path.realpath(options.cache_dir))
     for folder in (options.output, Store(options.output).dir):
         if cache.is_relative_to(os.path.realpath(folder)):
             raise InputError(
                 f"{options.cache_dir} is inside {folder}, which this command writes; keep "
-                f"the cache outside the corpus and its versions, e.g. --cache-dir "
-                f"{Path(os.path.abspath(options.output)).parent / 'wikitrace-cache'}",
-                field="--cache-dir",
+                "the cache outside the corpus and its versions, e.g. "
+                + given(
+                    "cache-dir", Path(os.path.abspath(options.output)).parent / "wikitrace-cache"
+                ),
+                field="cache-dir",
             )
 
 
@@ -226,7 +229,8 @@ def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> Batc
         )
     if not isinstance(model, CachedLLM):
         raise InputError(
-            "--batch keeps the batches' answers in the reply cache: drop --no-cache",
+            "--batch keeps the batches' answers in the reply cache: drop no-cache (the "
+            f"setting, from ${declared('no-cache').variable} or a settings file)",
             path=str(options.output),
         )
     return batch_model(model, BatchSettings(poll_seconds=options.batch_poll_seconds), say=say)

@@ -290,7 +290,7 @@ def render_prompt(
     def check_bare() -> None:
         if not _within(render([]), max_prompt_tokens, llm):
             raise CompileError(
-                f"the prompt's instructions and task alone do not fit in --max-prompt-tokens "
+                f"the prompt's instructions and task alone do not fit in max-prompt-tokens "
                 f"{max_prompt_tokens}; raise the budget"
             )
 
@@ -318,7 +318,7 @@ def render_prompt(
     try:
         view = fit_view(record, budget, longest)
     except ValueError as error:
-        raise CompileError(f"{error} (--max-prompt-tokens {max_prompt_tokens})") from None
+        raise CompileError(f"{error} (max-prompt-tokens {max_prompt_tokens})") from None
     same = last.get("entries") is view.entries and last.get("mode") == view.mode
     text = last["text"] if same else render(view.entries, view.mode)
     return Prompt(template=name, text=text, view=view, addressed=addressed)

@@ -1,4 +1,4 @@
-"""An offline build's per-run work in worker processes, on every core (`build --workers`).
+"""An offline build's per-run work in worker processes, on every core (`build`'s `workers` setting).
 
 The build takes the runs it checked (stages.CheckedRuns: the input, read once) a chunk at a
 time, and hands each chunk to a process pool twice. First each run is redacted and
@@ -55,10 +55,10 @@ send it and take its result back."""
 CHUNKS_PER_WORKER = 4
 """Chunks in flight for each worker: enough that none waits while the build writes."""
 AUTO_MIN_RUNS = 5000
-"""Without --workers, a build of fewer runs works in its own process. Measured side by side on
-a quiet machine (issue 58), two workers made a build of 1,000 runs slower (0.85x: starting
-them and the finish, which they do not share, cost more than they save) and one of 10,000
-faster (1.34x); this is where they start to pay, with room to spare."""
+"""Without the workers setting, a build of fewer runs works in its own process. Measured side
+by side on a quiet machine (issue 58), two workers made a build of 1,000 runs slower (0.85x:
+starting them and the finish, which they do not share, cost more than they save) and one of
+10,000 faster (1.34x); this is where they start to pay, with room to spare."""
 START_METHOD = "forkserver"
 """How the workers start: forked from a server process that multiprocessing starts afresh
 (not from the build, which may run threads), which imports the program and this module once

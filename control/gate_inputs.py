@@ -27,7 +27,7 @@ class GateOptions:
     """Explicit probe lists by kind (target, falsify, regress), instead of choosing."""
     trials: int = default("trials")
     seed: int = default("seed")
-    confidence: float = default("confidence")
+    confidence: float = default("bound-confidence")
     """Of the bounds rule's exact binomial bounds."""
     alpha: float = default("alpha")
     """Sequential rule: chance, at most, that a lesson with D_reg >= beta, P_fail >= delta
@@ -58,7 +58,7 @@ class GateOptions:
     harm otherwise; outcomes: outcome harm always."""
     narrow: bool = True
     prompts_dir: Path | None = None
-    """Templates that override ours (narrow.j2), as `build --prompts-dir`."""
+    """Templates that override ours (narrow.j2), as `build`'s `prompts-dir` setting."""
 
 
 @dataclass

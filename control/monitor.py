@@ -46,6 +46,7 @@ from wikitrace.corpus_schema.history import now
 from wikitrace.corpus_schema.layout import decision_id, parse_insight
 from wikitrace.corpus_schema.ledger import GateDecision, MonitorState, Tally, load_model
 from wikitrace.corpus_schema.lock import build_lock
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.search.contradict import Flag, candidates
 from wikitrace.tools.cite import CitationReport, read_reports
@@ -73,11 +74,11 @@ class MonitorOptions:
     controls: list[Path] = field(default_factory=list)
     """Reports of control episodes, run without memory (their `used` may be empty): how often
     each task fails anyway. Read anew by every call."""
-    min_judged: int = 5
+    min_judged: int = default("min-judged")
     """Fewest judged episodes before an insight can be retired."""
-    max_violation_rate: float = 0.3
+    max_violation_rate: float = default("max-violation-rate")
     """Retire when the violation rate is shown to be above this."""
-    confidence: float = 0.95
+    confidence: float = default("confidence")
     """1 - alpha: a lesson violated no more often than the limit is retired with chance at
     most alpha, however often it is checked."""
 
@@ -243,7 +244,7 @@ class BaseRates:
     types: dict[str | None, Counts] = field(default_factory=dict)
     controls: dict[TaskKey, Counts] = field(default_factory=dict)
     """Control episodes, by task."""
-    confidence: float = 0.95
+    confidence: float = default("confidence")
 
     def __post_init__(self) -> None:
         self._tasks, self._controls = _by_id(self.tasks), _by_id(self.controls)

@@ -201,7 +201,7 @@ class _Momentum:
         if direction is not None and average is not None:
             cos = round(turning(direction, average), 6)
         if options.always_compare:
-            why = "--always-compare"
+            why = "always-compare"
             compared = True
         elif direction is None:
             what = "memory" if options.encoded == "corpus" else "insight set"

@@ -56,8 +56,9 @@ class Manifest(BaseModel):
     model: str
     """The model that wrote the compilations (`offline` for none)."""
     model_settings: dict[str, Any] = Field(default_factory=dict)
-    """How the model was called, less any secret: api_base, temperature, max_output_tokens,
-    context_tokens, max_prompt_tokens. `add` and `update` call it the same way."""
+    """How the model was called, less any secret: the settings declared `recorded`
+    (corpus_schema/setting_fields.py, `recorded`: api_base, the context and answer lengths,
+    temperature, reasoning_effort when given). `add` and `update` call it the same way."""
     compiled_by: CompiledBy
     prompts: dict[str, str] = Field(default_factory=dict)
     """Template name -> sha256 of its source, for every template used."""

@@ -9,10 +9,12 @@ docs/settings.md; the compiler's options (compiler/report.py), the model client
 read their defaults here, and the manifest's `model_settings` its names. Standard library only
 (no click): `wikitrace --help` and `convert` read it without loading anything else.
 
-Declared so far: the settings of compiling runs (build, add, update), of reading logs (convert
-too), of running the user's agent (gate, update), of the gate, of update, of the first message
-(prompt), of reading trial rows (lift) and --no-deploy. The other commands' options are still
-written as click options in cli/ and classified in cli/settings.py's lists.
+Every option of every command is declared here (a test checks it): the settings of compiling
+runs (build, add, update), of reading logs (convert too), of running the user's agent (gate,
+update), of the gate, of update, of the first message (prompt), of reading trial rows (lift),
+of monitoring, search, the hooks, lift's report, the other commands' own, and --no-deploy. A
+setting with no flag (`("timeout",)`) is a settings file's key and a variable only
+(cli/common.py, `FileSetting`).
 
 Long because it is a table more than code: one declaration of a dozen lines for each setting,
 kept in one place so that a key is declared once.
@@ -55,7 +57,9 @@ class Setting:
     say about it."""
 
     flags: tuple[str, ...]
-    """The option's flags as click takes them: `("-f", "--format")`, `("--x/--no-x",)`."""
+    """The option's flags as click takes them: `("-f", "--format")`, `("--x/--no-x",)`; a
+    setting with no flag (a tuning or test knob, set in a settings file or by its environment
+    variable only) is named by its key alone: `("timeout",)`."""
     help: str
     """What --help says."""
     commands: tuple[str, ...]
@@ -96,8 +100,21 @@ class Setting:
     @property
     def key(self) -> str:
         """Its name in a settings file: the first long flag without its dashes."""
-        longs = [flag for flag in self.flags if flag.startswith("--")]
-        return longs[0].split("/")[0].removeprefix("--")
+        longs = [flag for flag in self.flags if flag.startswith("--")] or [self.flags[0]]
+        return longs[0].split("/")[0].lstrip("-")
+
+    @property
+    def on_command_line(self) -> bool:
+        """Whether a command takes it as an option (else only a file or its variable sets it)."""
+        return self.flags[0].startswith("-")
+
+    @property
+    def variable(self) -> str | None:
+        """The environment variable that sets it: the declared one, else WIKITRACE_<KEY> for a
+        setting with no flag (so that a test or a one-off run need not write a file)."""
+        if self.envvar is not None or self.on_command_line:
+            return self.envvar
+        return "WIKITRACE_" + self.key.upper().replace("-", "_")
 
     @property
     def param(self) -> str:
@@ -114,8 +131,9 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     # Where the model is, and how many calls it is sent at once.
     Setting(
         ("--api-base",),
-        "Base URL of a local model server (vLLM, Ollama, ...).",
-        COMPILE,
+        "Base URL of the model's server (a local vLLM, Ollama, ...).",
+        (*COMPILE, "gate", "hypothesize", "lift attribute", "lift drilldowns", "lift report"),
+        more="gate and hypothesize: by default the one the corpus was built with.",
         refused=SENDS_DATA,
         recorded=True,
     ),
@@ -133,7 +151,7 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--context-tokens",),
         "The model's context window. Every call for a run fits in it: the prompt, the answer "
-        "(--max-output-tokens) and one repair round. A run of any length is shown to fit (long "
+        "(max-output-tokens) and one repair round. A run of any length is shown to fit (long "
         "fields cut, then the run's skeleton with the turns that matter in full).",
         COMPILE,
         kind="int",
@@ -143,13 +161,12 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         recorded=True,
     ),
     Setting(
-        ("--max-prompt-tokens",),
+        ("max-prompt-tokens",),
         "The prompt's budget, instead of what --context-tokens leaves "
         "(context - 2 x max-output-tokens - 1500).",
         COMPILE,
         kind="int",
         low=1000,
-        hidden=True,
         recorded=True,
     ),
     Setting(
@@ -173,21 +190,19 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     ),
     # The cache of the model's replies.
     Setting(
-        ("--cache-dir",),
+        ("cache-dir",),
         "Cache of model replies (default: ~/.cache/wikitrace/llm). A rebuild of the same "
-        "input, or a resumed build, makes no call twice.",
-        COMPILE,
+        "input, a resumed build or a judge asked again makes no call twice.",
+        (*COMPILE, "lift attribute", "lift drilldowns", "lift report"),
         kind="path",
         path_is="dir",
-        hidden=True,
         refused=OUTPUTS,
     ),
     Setting(
-        ("--no-cache",),
+        ("no-cache",),
         "Neither read nor write the reply cache.",
         COMPILE,
         kind="flag",
-        hidden=True,
     ),
     # What is redacted before a run is sent or written.
     Setting(
@@ -219,53 +234,48 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         refused=REDACTION,
     ),
     Setting(
-        ("--prompts-dir",),
+        ("prompts-dir",),
         "Folder of templates that override the bundled ones of the same name.",
         (*COMPILE, "gate", "hypothesize", "prompt"),
         kind="path",
         path_is="dir",
         exists=True,
-        hidden=True,
         refused=RUNS_CODE,
     ),
     # How one model call is made: sampling, answer length, time-out, retries.
     Setting(
-        ("--temperature",),
+        ("temperature",),
         "Sampling temperature of the model's calls.",
         COMPILE,
         kind="float",
         default=TEMPERATURE,
-        hidden=True,
         recorded=True,
     ),
     Setting(
-        ("--max-output-tokens",),
+        ("max-output-tokens",),
         "The longest answer one call may write.",
         COMPILE,
         kind="int",
         default=MAX_OUTPUT_TOKENS,
         low=256,
-        hidden=True,
         recorded=True,
     ),
     Setting(
-        ("--timeout",),
+        ("timeout",),
         "Seconds before one model call times out (and is retried).",
         COMPILE,
         kind="float",
         default=TIMEOUT_SECONDS,
         low=1,
-        hidden=True,
     ),
     Setting(
-        ("--max-retries",),
+        ("max-retries",),
         "Backoff retries of a call on rate limits, time-outs and server errors.",
         COMPILE,
         kind="int",
         default=MAX_RETRIES,
         low=0,
         high=20,
-        hidden=True,
     ),
     # What the model is asked for, and how often an answer that does not hold is sent back.
     Setting(
@@ -277,17 +287,16 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         hidden=True,
     ),
     Setting(
-        ("--invalid-retries",),
+        ("invalid-retries",),
         "Times an answer that is not valid JSON of the right shape is sent back.",
         COMPILE,
         kind="int",
         default=2,
         low=0,
         high=10,
-        hidden=True,
     ),
     Setting(
-        ("--quote-repairs",),
+        ("quote-repairs",),
         "Times quotes not found in their turn are sent back for repair; those still not found "
         "are marked UNVERIFIED.",
         COMPILE,
@@ -295,16 +304,17 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         default=1,
         low=0,
         high=10,
-        hidden=True,
     ),
-    # Labelling the runs nothing else labels.
+    # The judge: of the runs nothing else labels, and of lift's episodes.
     Setting(
         ("--judge",),
-        "Label runs nothing else labels (sessions, traces) with MODEL.",
-        COMPILE,
+        "The judge: labels runs nothing else labels (sessions, traces), or lift's episodes.",
+        (*COMPILE, "lift attribute", "lift drilldowns", "lift report"),
         metavar="MODEL",
-        more="One call of MODEL (any litellm model; --api-base applies) each: success, failure "
-        "or cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
+        more="Any litellm model; lift attribute and drilldowns need it, lift's report attributes "
+        "each Regression episode A-E with it, as `lift attribute` does (with --corpus). build, "
+        "add, update: one call of MODEL (--api-base applies) each: success, failure or "
+        "cannot_tell, why, and verbatim quotes checked against the log (sent back once when "
         "none is found). The label is marked as judged wherever the outcome is shown; a run "
         "the judge cannot tell, or whose quotes are not found, stays unlabelled. Text in a run "
         "that addresses a judge is named to it and listed in the report. Cached like compile "
@@ -351,24 +361,23 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         COMPILE,
         kind="flag",
         more="Through the provider's batch API (OpenAI-compatible and Azure models). The build "
-        "waits, checking every --batch-poll seconds; stopped while it waits (Ctrl-C), the same "
+        "waits, checking every batch-poll seconds; stopped while it waits (Ctrl-C), the same "
         "command again waits for the same batches without submitting anything twice. "
         "Corrections and quote repairs go in further batches. Needs the reply cache.",
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--batch-poll",),
+        ("batch-poll",),
         "With --batch: how often to ask whether the batches are done.",
         COMPILE,
         kind="float",
         default=60.0,
         low=0.1,
         metavar="SECONDS",
-        hidden=True,
     ),
     # Which processes do the work: the call workers, the offline build's workers, the fast path.
     Setting(
-        ("--call-workers",),
+        ("call-workers",),
         "Processes that make the model calls, each importing litellm (about 225 MB each), so "
         "that litellm's work on each call (3 to 8 ms of CPU) runs on other cores than the "
         "build's own: with many calls in flight their answers queue less. One is enough unless "
@@ -381,10 +390,9 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=64,
         metavar="N",
-        hidden=True,
     ),
     Setting(
-        ("--workers",),
+        ("workers",),
         "Processes that read, redact, compile and render the runs of an offline build "
         "(--model offline), on as many cores. Default: one for each core this process may use "
         "that other work leaves idle (by the load average), for a build of 5,000 runs or more "
@@ -395,19 +403,17 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
         low=1,
         high=256,
         metavar="N",
-        hidden=True,
     ),
     Setting(
-        ("--fast-path/--no-fast-path",),
+        ("fast-path",),
         "Call a plain OpenAI-compatible server (--model openai/NAME with --api-base, a name "
         "litellm neither rewrites nor prices) with one shared HTTP client instead of litellm: "
         "the same requests, replies and errors, about 1 ms of CPU a call instead of 3 to 10, "
-        "and no litellm import (8 s) at the start. --no-fast-path sends every call through "
+        "and no litellm import (8 s) at the start. fast-path = false sends every call through "
         "litellm.",
         COMPILE,
         kind="switch",
         default=True,
-        hidden=True,
     ),
 )
 """How runs are compiled (build, add, update), in the order --help lists them."""
@@ -480,23 +486,21 @@ RUNNER_SETTINGS: tuple[Setting, ...] = (
         metavar="N",
     ),
     Setting(
-        ("--runner-timeout",),
+        ("runner-timeout",),
         "Seconds before an agent run is killed (and counted as an error).",
         RUN,
         kind="float",
         default=600.0,
         low=0.1,
-        hidden=True,
     ),
     Setting(
-        ("--runner-retries",),
+        ("runner-retries",),
         "Extra attempts of an agent run that crashes, times out or prints no valid JSON.",
         RUN,
         kind="int",
         default=2,
         low=0,
         high=10,
-        hidden=True,
     ),
 )
 """How the user's agent is run (gate, update), in the order --help lists them."""
@@ -632,9 +636,10 @@ GATE_SETTINGS: tuple[Setting, ...] = (
     ),
     # The figures a lesson must reach and the error rates the tests keep to.
     Setting(
-        ("--confidence",),
-        "Of each one-sided bound (exact binomial).",
+        ("--bound-confidence",),
+        "bounds: the confidence of each one-sided bound (exact binomial).",
         GATE,
+        name="confidence",
         kind="float",
         default=0.9,
         low=0.5,
@@ -730,7 +735,7 @@ UPDATE = ("update",)
 UPDATE_SETTINGS: tuple[Setting, ...] = (
     # When an update is compared: the momentum trigger, or always.
     Setting(
-        ("--momentum",),
+        ("momentum",),
         "Weight of the past in the moving average of update directions.",
         UPDATE,
         kind="float",
@@ -738,63 +743,56 @@ UPDATE_SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=1,
         high_open=True,
-        hidden=True,
     ),
     Setting(
-        ("--threshold",),
+        ("threshold",),
         "Compare when the cosine between this update's direction and the average is below it.",
         UPDATE,
         kind="float",
         default=0.5,
         low=-1,
         high=1,
-        hidden=True,
     ),
     Setting(
-        ("--always-compare",),
+        ("always-compare",),
         "Compare on every update.",
         UPDATE,
         kind="flag",
-        hidden=True,
     ),
     # What a comparison runs: the rerun band, the tasks of each kind (the trials, the seed and
     # the pool are the gate's settings).
     Setting(
-        ("--rerun-band/--no-rerun-band",),
+        ("rerun-band",),
         "Run the current memory once more per task and trial (other seeds) and deploy only when "
         "the candidate's gain is beyond that noise (a candidate that changes nothing passes "
         "about 5% of the time); without it, any higher mean deploys.",
         UPDATE,
         kind="switch",
         default=True,
-        hidden=True,
     ),
     Setting(
-        ("--coverage",),
+        ("coverage",),
         "Tasks chosen to stand for the tasks seen so far (spread over task types).",
         UPDATE,
         kind="int",
         default=8,
         low=0,
-        hidden=True,
     ),
     Setting(
-        ("--boundary",),
+        ("boundary",),
         "Tasks whose outcome changed with memory in earlier comparisons.",
         UPDATE,
         kind="int",
         default=4,
         low=0,
-        hidden=True,
     ),
     Setting(
-        ("--fresh",),
+        ("fresh",),
         "Tasks of the runs added since the last comparison (newest first).",
         UPDATE,
         kind="int",
         default=4,
         low=0,
-        hidden=True,
     ),
     # How an update's direction is measured (and, for prompt, near-duplicate lessons told).
     Setting(
@@ -808,21 +806,19 @@ UPDATE_SETTINGS: tuple[Setting, ...] = (
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--embedding-api-base",),
+        ("embedding-api-base",),
         "Base URL of a local embedding server.",
         ("update", "prompt"),
-        hidden=True,
         refused=SENDS_DATA,
     ),
     Setting(
-        ("--encode",),
+        ("encode",),
         "What an update's direction encodes: the corpus (the insights and every run: what an "
         "agent reads; an update that only adds runs moves it too), or the insight set alone.",
         UPDATE,
         kind="choice",
         default="corpus",
         choices=("corpus", "insights"),
-        hidden=True,
     ),
 )
 """When `update` compares a candidate, on which tasks, and how its direction is measured."""
@@ -874,13 +870,14 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         ("--exclude-task",),
-        "Show nothing drawn from runs of this task (repeatable).",
-        ("prompt", "search"),
+        "Leave out the runs of this task (repeatable): prompt and search show nothing drawn "
+        "from them; view writes a corpus without them (and needs one at least).",
+        ("prompt", "search", "view"),
         name="exclude_tasks",
         multiple=True,
         metavar="ID",
-        more="The mounted corpus still holds them: mount a `wikitrace view` without them in an "
-        "evaluation." + TASK_NAMED,
+        more="prompt and search: the mounted corpus still holds them; mount a `wikitrace view` "
+        "without them in an evaluation." + TASK_NAMED,
     ),
     # Where the agent sees the corpus, and what the message asks of it.
     Setting(
@@ -926,7 +923,7 @@ PROMPT_SETTINGS: tuple[Setting, ...] = (
         hidden=True,
     ),
     Setting(
-        ("--max-tokens",),
+        ("--message-tokens",),
         "Budget for the message (estimated as characters / 4). When not every insight fits, "
         "the most relevant ones are listed and the message points to insight/_index.md. 0: no "
         "budget, every insight.",
@@ -986,6 +983,451 @@ ROW_SETTINGS: tuple[Setting, ...] = (
 """How trial rows are read (lift and its parts): which methods are the baseline and the rerun,
 and the bootstrap's resamples (its threshold and seed are declared above)."""
 
+MONITOR = ("monitor",)
+
+MONITOR_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--controls",),
+        "Reports of control episodes run without memory (each with its task_id and success): "
+        "how often each task fails anyway. Repeatable; give them every call.",
+        MONITOR,
+        kind="path",
+        path_is="file",
+        exists=True,
+        multiple=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--min-judged",),
+        "Fewest episodes that judged an insight before it can be retired.",
+        MONITOR,
+        kind="int",
+        default=5,
+        low=1,
+    ),
+    Setting(
+        ("--max-violation-rate",),
+        "Retire an insight once its violation rate is shown to be above this.",
+        MONITOR,
+        kind="float",
+        default=0.3,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    ),
+    Setting(
+        ("--confidence",),
+        "1 - the chance, at most, that an insight violated no more often than "
+        "--max-violation-rate is ever retired, however often monitoring runs.",
+        MONITOR,
+        kind="float",
+        default=0.95,
+        low=0.5,
+        high=1,
+        high_open=True,
+    ),
+)
+"""When monitoring retires an insight."""
+
+SEARCH_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--layer",),
+        "Which layer to search: lessons, compilations (title, claims and quotes) or past tasks.",
+        ("search",),
+        name="kind",
+        kind="choice",
+        default="all",
+        choices=("all", "insights", "compilations", "tasks"),
+    ),
+    Setting(
+        ("--limit",),
+        "Hits of each layer, at most.",
+        ("search",),
+        kind="int",
+        default=10,
+        low=1,
+        high=100,
+    ),
+    Setting(
+        ("--min-score",),
+        'The least score a hit needs (from 0 to 1); below it for every entry, "no match".',
+        ("search",),
+        kind="float",
+        default=0.15,
+        low=0,
+        high=1,
+    ),
+)
+"""What `search` returns."""
+
+HOOKS = ("hooks install", "hooks recall")
+
+HOOK_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--repo",),
+        "The settings of the repository the current folder is in, instead of the user's "
+        "(Claude Code: .claude/settings.local.json; Codex: .codex/; Gemini CLI: .gemini/).",
+        ("hooks install", "hooks remove"),
+        kind="flag",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--max-tokens",),
+        "Budget of the recalled text (characters / 4); the most relevant lessons that fit.",
+        HOOKS,
+        kind="int",
+        default=1500,
+        low=0,
+    ),
+    Setting(
+        # The agent waits for its hook: a second by default.
+        ("--time-limit",),
+        "Seconds recall may take; past them it answers nothing (logged) and exits 0.",
+        HOOKS,
+        kind="float",
+        default=1.0,
+        low=0.1,
+        high=60,
+        more="A hard deadline, kept by a watchdog thread: a corpus on a slow or hung disk never "
+        "holds the agent up longer. `install` gives the agent's own limit for the hook 4 s more "
+        "(5 s at least), for the process's start.",
+    ),
+)
+"""How the agents' hooks recall (hooks install writes them into the recall command)."""
+
+OTHER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("--reason",),
+        "Why, kept on record: versions --deploy's in the history (default: deployed by "
+        "hand), retire's on its decision page (needed there).",
+        ("versions", "retire"),
+    ),
+    Setting(
+        # Each command's help says what it prints (`option(declared("json"), help=...)`).
+        ("--json",),
+        "Print the result as JSON on stdout.",
+        (
+            "build",
+            "verify",
+            "prompt",
+            "view",
+            "search",
+            "cite",
+            "audit",
+            "add",
+            "versions",
+            "update",
+            "gate",
+            "monitor",
+            "lift attribute",
+            "lift drilldowns",
+            "lift eval",
+            "lift report",
+            "export site",
+            "export skill",
+        ),
+        name="as_json",
+        kind="flag",
+    ),
+    Setting(
+        ("--profile",),
+        "'paper': the choices the published method states; 'default': ours.",
+        ("build", "prompt", "add", "update", "gate", "lift eval"),
+        kind="choice",
+        choices=("default", "paper"),
+        more="Options given, or set in a settings file, still win. See docs/paper.md.",
+    ),
+    Setting(
+        ("--model",),
+        "A litellm model (openai/gpt-4o-mini, ...) or 'offline'.",
+        ("build",),
+        default="offline",
+        envvar="WIKITRACE_MODEL",
+        more="Offline, the compilation is mechanical and the only insights are mined ones. "
+        "Env: WIKITRACE_MODEL.",
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--task-file",),
+        "Read the task from a file ('-' for stdin).",
+        ("prompt",),
+        metavar="FILE",
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--corpus",),
+        "The corpus the memory methods ran with (lift report: for --judge; run-inspect: needed).",
+        ("lift report", "lift run-inspect"),
+        kind="path",
+        path_is="dir",
+        exists=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--agent-model",),
+        "The agent's model, as inspect names it.",
+        ("lift run-inspect",),
+        name="model",
+        required=True,
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--unlabelled",),
+        "Runs nothing labels: list them on stderr, or also write them with success null.",
+        ("convert",),
+        kind="choice",
+        choices=("skip", "keep"),
+        default="skip",
+        more="Fill it in, then build; a build lists and leaves out runs still null.",
+    ),
+    Setting(
+        ("--all",),
+        "Check every version in CORPUS.versions/, not just the one CORPUS points at.",
+        ("verify",),
+        name="every_version",
+        kind="flag",
+    ),
+    Setting(
+        ("--remove",),
+        "Stop trusting it.",
+        ("trust",),
+        kind="flag",
+    ),
+    Setting(
+        ("--report-request",),
+        "Print only what to send the agent when the episode ends, to get its citation report (no "
+        "TASK needed).",
+        ("prompt",),
+        kind="flag",
+    ),
+    Setting(
+        ("--lines",),
+        "Only lines A to B of each turn, numbered.",
+        ("turn",),
+        metavar="A-B",
+    ),
+    Setting(
+        ("--grep",),
+        "Only the lines holding WORDS (any case), with 2 lines around each, numbered.",
+        ("turn",),
+        metavar="WORDS",
+    ),
+    Setting(
+        ("--read-log",),
+        "A read log the drill-down tools wrote ($WIKITRACE_READ_LOG); repeatable.",
+        ("cite",),
+        name="read_logs",
+        kind="path",
+        path_is="file",
+        exists=True,
+        multiple=True,
+        refused=READS_OUTSIDE,
+    ),
+    Setting(
+        ("--from-hook",),
+        "Run as an agent's session-end hook: add the session its JSON names, in the background.",
+        ("add",),
+        kind="flag",
+        more="Claude Code's SessionEnd or Stop hook input on stdin; Codex's notify argument as "
+        "the one input. Exits 0 at once; problems go to --hook-log.",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--wait",),
+        "With --from-hook: add in the foreground and exit as add does (1, 2 on a problem), to try "
+        "a hook by hand. Not in an agent's hook (Claude Code reads exit 2 as 'go on').",
+        ("add",),
+        kind="flag",
+        hidden=True,
+    ),
+    Setting(
+        ("--hook-log",),
+        "Where what each hook did is logged (default: ~/.cache/wikitrace/hook.log; add: with "
+        "--from-hook). Env: WIKITRACE_HOOK_LOG.",
+        ("hooks recall", "add"),
+        kind="path",
+        path_is="file",
+        hidden=True,
+        envvar="WIKITRACE_HOOK_LOG",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--nl",),
+        "Print one JSON object a line (JSON Lines).",
+        ("versions",),
+        name="as_lines",
+        kind="flag",
+    ),
+    Setting(
+        ("--history",),
+        "List every event (history.jsonl) instead.",
+        ("versions",),
+        kind="flag",
+    ),
+    Setting(
+        ("--current",),
+        "Print only the folder of the current version (for a mount, or a copy that must not copy "
+        "the link itself).",
+        ("versions",),
+        kind="flag",
+    ),
+    Setting(
+        ("--deploy",),
+        "Point CORPUS at VERSION (vNNNN) instead: roll back, or deploy a candidate by hand; prints"
+        " its folder.",
+        ("versions",),
+        metavar="VERSION",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--dry-run",),
+        "Run nothing: print what the sequential gate can detect, and its cost in agent runs.",
+        ("gate",),
+        kind="flag",
+    ),
+    Setting(
+        ("--by",),
+        "The newer lesson that replaces INSIGHT.",
+        ("retire",),
+        name="newer",
+        metavar="NEWER",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--second-model",),
+        "A second judge (any model litellm reaches) that labels the same episodes: its agreement "
+        "with the first (share alike and Cohen's kappa) is reported, as the method checks its "
+        "judge. Twice the calls.",
+        ("lift attribute",),
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--second-api-base",),
+        "Base URL of the second judge's server.",
+        ("lift attribute",),
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--strict",),
+        "Warnings (duplicate trials, tasks with no baseline) are errors.",
+        ("lift eval",),
+        kind="flag",
+    ),
+    Setting(
+        ("--csv",),
+        "CSV on stdout.",
+        ("lift eval",),
+        name="as_csv",
+        kind="flag",
+    ),
+    Setting(
+        ("--plot",),
+        "Also draw Gain and Regression per method to this PNG (needs wikitrace[plot]).",
+        ("lift eval", "lift report"),
+        kind="path",
+        path_is="file",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--epochs",),
+        "Trials of each sample per method (odd: the baseline's majority never ties).",
+        ("lift run-inspect",),
+        kind="int",
+        low=1,
+        default=3,
+    ),
+    Setting(
+        ("--method",),
+        "Run only these methods (repeat; default: all four).",
+        ("lift run-inspect",),
+        name="methods",
+        kind="choice",
+        choices=("no-memory", "no-memory-rerun", "insights-only", "wikitrace"),
+        multiple=True,
+    ),
+    Setting(
+        ("-T",),
+        "A task argument, key=value (repeat).",
+        ("lift run-inspect",),
+        name="task_args",
+        multiple=True,
+        refused=RUNS_CODE,
+    ),
+    Setting(
+        ("-M",),
+        "A model argument, key=value (repeat).",
+        ("lift run-inspect",),
+        name="model_args",
+        multiple=True,
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--samples",),
+        "Run only the first N samples.",
+        ("lift run-inspect",),
+        name="limit",
+        kind="int",
+        low=1,
+    ),
+    Setting(
+        ("--no-leave-one-out",),
+        "Show lessons drawn from the sample's own task too (by default they are left out).",
+        ("lift run-inspect",),
+        kind="flag",
+    ),
+    Setting(
+        ("--sandbox/--no-sandbox",),
+        "Copy the corpus into the sample's sandbox (default: when the task has one); without, the "
+        "agent gets the MCP server's tools.",
+        ("lift run-inspect",),
+        name="use_sandbox",
+        kind="switch",
+    ),
+    Setting(
+        ("--http",),
+        "Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio (loopback only).",
+        ("mcp",),
+        name="http_port",
+        kind="int",
+        low=1,
+        high=65535,
+        metavar="PORT",
+        refused=SENDS_DATA,
+    ),
+    Setting(
+        ("--list",),
+        "Print the tools and resources a client would see, as JSON, and exit.",
+        ("mcp",),
+        name="list_only",
+        kind="flag",
+    ),
+    Setting(
+        ("-o", "--output"),
+        "The folder this command writes (it appears when complete).",
+        ("build", "view", "lift run-inspect", "export site", "export skill"),
+        kind="path",
+        path_is="dir",
+        required=True,
+        more="build: the corpus, a link to its first version, OUTPUT.versions/v0001 beside it "
+        "(the store of its versions); view: the view; lift run-inspect: the logs (a folder a "
+        "method) and results.jsonl; export: the site, or the skill, whose folder's name is the "
+        "skill's name (lowercase, digits, hyphens), e.g. .claude/skills/airline-memory.",
+        refused=OUTPUTS,
+    ),
+    Setting(
+        ("--force",),
+        "Replace OUTPUT, once the new one is complete.",
+        ("build", "view", "export site", "export skill"),
+        kind="flag",
+        more="The old one stays current until then; only a folder wikitrace wrote (a corpus, a "
+        "view, an export) is ever replaced.",
+        refused=OUTPUTS,
+    ),
+)
+"""The other commands' own settings: where a command writes, what it prints, which part it runs
+(each command's, in the order `wikitrace --help` lists the commands)."""
+
 VERSION_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("--no-deploy",),
@@ -1004,6 +1446,10 @@ SETTINGS: tuple[Setting, ...] = (
     + UPDATE_SETTINGS
     + PROMPT_SETTINGS
     + ROW_SETTINGS
+    + MONITOR_SETTINGS
+    + SEARCH_SETTINGS
+    + HOOK_SETTINGS
+    + OTHER_SETTINGS
     + VERSION_SETTINGS
 )
 """Every declared setting."""
@@ -1025,3 +1471,9 @@ def default(key: str) -> Any:
 def recorded() -> tuple[str, ...]:
     """The names a manifest's `model_settings` keeps, in declaration order."""
     return tuple(setting.param for setting in SETTINGS if setting.recorded)
+
+
+def recorded_defaults() -> dict[str, Any]:
+    """Each name a manifest's `model_settings` keeps, with its built-in default: `add` and
+    `update` take the recorded value of a setting the user left at this default."""
+    return {setting.param: setting.default for setting in SETTINGS if setting.recorded}

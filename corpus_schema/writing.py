@@ -461,12 +461,19 @@ def check_output(dest: Path, option: str = "--output") -> None:
     else:
         assert corpus is not None
         where, outside = f"the corpus {corpus} ({frozen})", corpus.parent
-    flag = "-o" if option == "--output" else option
     raise InputError(
-        f"{dest} is inside {where}; write outside the corpus and its versions, e.g. {flag} "
-        f"{outside / _outside_name(dest)}",
+        f"{dest} is inside {where}; write outside the corpus and its versions, e.g. "
+        f"{given(option, outside / _outside_name(dest))}",
         field=option,
     )
+
+
+def given(option: str, path: Path) -> str:
+    """How a user gives `path` to `option`: `-o PATH`, `--flag PATH`, or, for a setting with
+    no flag, a settings file's line (`cache-dir = "PATH"`)."""
+    if option == "--output":
+        return f"-o {path}"
+    return f"{option} {path}" if option.startswith("-") else f'{option} = "{path}"'
 
 
 def _outside_name(dest: Path) -> str:

@@ -1,6 +1,5 @@
 """Write docs/cli.md, the command reference, from the click commands themselves, and the
-tables of docs/settings.md from the declared settings (corpus_schema/setting_fields.py) and
-cli/settings.py's classification of the others.
+tables of docs/settings.md from the declared settings (corpus_schema/setting_fields.py).
 
 Run `python docs/gen_cli.py` after changing a command, an option, a setting or a help text;
 tests/test_cli_reference.py fails while docs/cli.md or docs/settings.md's tables differ from
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from wikitrace.cli.common import DetailedOption
+from wikitrace.cli.common import DetailedOption, format_file_settings
 from wikitrace.cli.main import cli
 from wikitrace.cli.settings import REFUSED
 from wikitrace.corpus_schema.setting_fields import SETTINGS, Setting
@@ -32,9 +31,12 @@ REGENERATE = "python docs/gen_cli.py"
 HEADER = f"""# Command reference
 
 Every `wikitrace` command with its help and all its options, as `wikitrace COMMAND --help-all`
-prints them; the tuning options `--help` leaves out are listed apart, under "Hidden options".
+prints them; the tuning options `--help` leaves out are listed apart, under "Hidden options",
+and the settings with no flag (a settings file's key or an environment variable only,
+[settings](settings.md)) under "Settings with no flag".
 Generated from the code by `docs/gen_cli.py`; do not edit by hand: run `{REGENERATE}` (a test
-fails while this page is out of date).
+fails while this page is out of date). Flags that changed (a tuning knob that became a setting
+with no flag, a key renamed to keep one meaning) are listed in [settings](settings.md#changed).
 """
 
 
@@ -79,6 +81,7 @@ def _help(command: click.Command, ctx: click.Context) -> str:
     if hidden:
         with formatter.section("Hidden options"):
             formatter.write_dl(hidden)
+    format_file_settings(command, formatter)
     return formatter.getvalue().rstrip() + "\n"
 
 
@@ -122,14 +125,15 @@ def settings_tables() -> str:
         "The settings declared once each (`corpus_schema/setting_fields.py`), from which their",
         "options, keys, this table and the manifest's `model_settings` are made:",
         "",
-        "| key | commands | default | env | a project's file | manifest |",
-        "|---|---|---|---|---|---|",
+        "| key | flag | commands | default | env | a project's file | manifest |",
+        "|---|---|---|---|---|---|---|",
     ]
     for setting in SETTINGS:
         project = f"refused: {setting.refused}" if setting.refused else "may set it"
+        flag = " ".join(f"`{f}`" for f in setting.flags) if setting.on_command_line else "none"
         lines.append(
-            f"| `{setting.key}` | {', '.join(setting.commands)} | {_shown(setting)} | "
-            f"{setting.envvar or ''} | {project} | {'recorded' if setting.recorded else ''} |"
+            f"| `{setting.key}` | {flag} | {', '.join(setting.commands)} | {_shown(setting)} | "
+            f"{setting.variable or ''} | {project} | {'recorded' if setting.recorded else ''} |"
         )
     return BEGIN + "\n".join(lines) + "\n" + END
 

@@ -6,7 +6,7 @@ their titles alone do (`within_projects`). Each joins the first group whose firs
 member it is alike to, in corpus order, so grouping is deterministic. Nothing is merged or
 deleted: every insight keeps its page and its source run, and a group says how many runs back
 the lesson. `by_vectors` groups by embeddings instead, for a caller that has an embedding
-model (`wikitrace prompt --group-model`).
+model (`wikitrace prompt --embedding-model`).
 """
 
 from __future__ import annotations

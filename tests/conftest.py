@@ -201,8 +201,9 @@ def toy_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("toy") / "toy-corpus"
     runs = [str(TOY / "runs" / name) for name in ("start.jsonl", "mat.jsonl", "force.jsonl")]
     with serving_toy() as url:
-        model = ["--model", "openai/toy", "--api-base", url, "--cache-dir", str(root.parent)]
-        code, _, err = run(["-q", "build", *runs, "-o", str(root), *model])
+        model = ["--model", "openai/toy", "--api-base", url]
+        cache = {"WIKITRACE_CACHE_DIR": str(root.parent)}
+        code, _, err = run(["-q", "build", *runs, "-o", str(root), *model], env=cache)
     assert code == 0, err
     return root
 

@@ -305,9 +305,10 @@ def _entry(ctx: click.Context) -> None:
     main(list(ctx.args))
 
 
-def run(args: list[str]) -> tuple[int, str, str]:
-    """Run through main() as the console script does, capturing exit code, stdout, stderr."""
-    result = CliRunner().invoke(_entry, args)
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run through main() as the console script does, capturing exit code, stdout, stderr;
+    `env` adds environment variables (a setting with no flag: `{"WIKITRACE_CACHE_DIR": ...}`)."""
+    result = CliRunner().invoke(_entry, args, env=env)
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -126,14 +126,15 @@ def test_an_answer_whose_quotes_are_not_found_is_not_counted(setup: tuple[Path, 
 @pytest.mark.integration
 def test_the_command_through_litellm(setup: tuple[Path, Path], openai_stub: Stub) -> None:
     corpus, results = setup
-    command = ["lift", "attribute", str(corpus), str(results), "--model", "openai/judge"]
-    command += ["--api-base", openai_stub.url, "--cache-dir", str(results.parent / "cache")]
-    code, out, err = run([*command, "--json"])
+    command = ["lift", "attribute", str(corpus), str(results), "--judge", "openai/judge"]
+    command += ["--api-base", openai_stub.url]
+    cache = {"WIKITRACE_CACHE_DIR": str(results.parent / "cache")}
+    code, out, err = run([*command, "--json"], env=cache)
     assert code == 0, err
     data = json.loads(out)
     assert data["regressions"] == 3 and data["counts"]["A"] == 1 and data["counts"]["E"] == 1
     assert len(openai_stub.requests) == 2
-    code, out, err = run(command)
+    code, out, err = run(command, env=cache)  # answered from the cache
     assert code == 0 and len(openai_stub.requests) == 2
     assert "A (the memory entry it followed was wrong): 1  s/wikitrace/a#0" in out
     assert "not counted: s/wikitrace/c#0" in err
@@ -274,10 +275,10 @@ def test_a_second_judge_s_agreement_is_reported(setup: tuple[Path, Path]) -> Non
 @pytest.mark.integration
 def test_the_second_judge_through_the_command(setup: tuple[Path, Path], openai_stub: Stub) -> None:
     corpus, results = setup
-    command = ["lift", "attribute", str(corpus), str(results), "--model", "openai/judge"]
-    command += ["--api-base", openai_stub.url, "--cache-dir", str(results.parent / "cache")]
+    command = ["lift", "attribute", str(corpus), str(results), "--judge", "openai/judge"]
+    command += ["--api-base", openai_stub.url]
     command += ["--second-model", "openai/other", "--second-api-base", openai_stub.url]
-    code, out, err = run(command)
+    code, out, err = run(command, env={"WIKITRACE_CACHE_DIR": str(results.parent / "cache")})
     assert code == 0, err
     assert len(openai_stub.requests) == 4  # two episodes, two judges
     assert "second judge openai/other: the same cause on 2 of 2 episodes both counted" in out

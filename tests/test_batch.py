@@ -42,33 +42,21 @@ def runs(tmp_path: Path) -> Path:
     )
 
 
-def model_args(stub: BatchStub, cache: Path) -> list[str]:
-    return [
-        "--model",
-        "openai/stub-model",
-        "--api-base",
-        stub.url,
-        "--cache-dir",
-        str(cache),
-    ]
+def model_args(stub: BatchStub) -> list[str]:
+    return ["--model", "openai/stub-model", "--api-base", stub.url]
+
+
+def knobs(cache: Path, **more: str) -> dict[str, str]:
+    """The settings with no flag a batch test sets: its reply cache, a quick poll, `more`."""
+    return {"WIKITRACE_CACHE_DIR": str(cache), "WIKITRACE_BATCH_POLL": "0.1", **more}
 
 
 def build(
-    runs: Path, corpus: Path, stub: BatchStub, cache: Path, *more: str
+    runs: Path, corpus: Path, stub: BatchStub, cache: Path, **more: str
 ) -> tuple[int, dict[str, Any], str]:
     code, out, err = run(
-        [
-            "build",
-            str(runs),
-            "-o",
-            str(corpus),
-            "--json",
-            "--batch",
-            "--batch-poll",
-            "0.1",
-            *model_args(stub, cache),
-            *more,
-        ]
+        ["build", str(runs), "-o", str(corpus), "--json", "--batch", *model_args(stub)],
+        env=knobs(cache, **more),
     )
     return code, json.loads(out) if out.strip() else {}, err
 
@@ -99,7 +87,8 @@ def test_a_batch_build_writes_what_a_build_at_once_writes(
 
     # The same runs compiled at once (the stub answers chat calls alike): the same pages.
     code, _, err = run(
-        ["build", str(runs), "-o", str(tmp_path / "direct"), *model_args(stub, tmp_path / "k")]
+        ["build", str(runs), "-o", str(tmp_path / "direct"), *model_args(stub)],
+        env=knobs(tmp_path / "k"),
     )
     assert code == 0, err
     assert stub.chat_calls == 4
@@ -204,8 +193,8 @@ def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
     stub.hold = True
     corpus, cache = tmp_path / "c", tmp_path / "cache"
     command = [WIKITRACE, "build", str(runs), "-o", str(corpus), "--json", "--batch"]
-    command += ["--batch-poll", "0.1", *model_args(stub, cache)]
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command += model_args(stub)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **knobs(cache)}
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -243,13 +232,16 @@ def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
 def test_batch_needs_the_cache_and_a_provider_litellm_batches_for(
     runs: Path, tmp_path: Path, stub: BatchStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, _, err = build(runs, tmp_path / "c", stub, tmp_path / "cache", "--no-cache")
-    assert code == 2 and "drop --no-cache" in err
+    code, _, err = build(runs, tmp_path / "c", stub, tmp_path / "cache", WIKITRACE_NO_CACHE="1")
+    assert code == 2 and "drop no-cache" in err
     code, _, err = run(["build", str(runs), "-o", str(tmp_path / "e"), "--batch"])
     assert code == 2 and "give --model" in err and not (tmp_path / "e").exists()
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    model = ["--model", "anthropic/claude-3-5-haiku-latest", "--cache-dir", str(tmp_path / "k")]
-    code, _, err = run(["build", str(runs), "-o", str(tmp_path / "d"), "--batch", *model])
+    model = ["--model", "anthropic/claude-3-5-haiku-latest"]
+    code, _, err = run(
+        ["build", str(runs), "-o", str(tmp_path / "d"), "--batch", *model],
+        env=knobs(tmp_path / "k"),
+    )
     assert code != 0 and "--batch: litellm submits batches for openai" in err
     assert "not anthropic" in err and not (tmp_path / "d").exists()
     assert stub.uploads == 0
@@ -260,8 +252,8 @@ def test_add_batches_only_the_runs_it_adds(runs: Path, tmp_path: Path, stub: Bat
     code, _, err = build(runs, corpus, stub, cache)
     assert code == 0, err
     more = write_runs(tmp_path / "more.jsonl", [make_run("t9", success=True)])
-    given = ["--json", "--batch", "--batch-poll", "0.1", "--api-base", stub.url]
-    code, out, err = run(["add", str(corpus), str(more), *given, "--cache-dir", str(cache)])
+    given = ["--json", "--batch", "--api-base", stub.url]
+    code, out, err = run(["add", str(corpus), str(more), *given], env=knobs(cache))
     assert code == 0, err
     report = json.loads(out)
     assert report["runs"] == 1 and report["llm_calls"] == 1 and report["version"] == "v0002"

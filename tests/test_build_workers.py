@@ -1,5 +1,6 @@
-"""`build --workers N`: an offline build's per-run work in worker processes (compiler/workers.py)
-makes the very corpus the build's own process makes, and a stopped build leaves nothing."""
+"""The `workers` setting (N processes): an offline build's per-run work in worker processes
+(compiler/workers.py) makes the very corpus the build's own process makes, and a stopped build
+leaves nothing."""
 
 from __future__ import annotations
 
@@ -221,12 +222,12 @@ def children_of(pid: int) -> list[int]:
 
 
 def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
-    """`wikitrace build --workers 2` in a process group of its own, as a terminal's Ctrl-C
-    reaches it, once its workers write pages; `mark` in the environment of all its
+    """`wikitrace build` with 2 workers (WIKITRACE_WORKERS) in a process group of its own, as a
+    terminal's Ctrl-C reaches it, once its workers write pages; `mark` in the environment of all its
     processes."""
     build = subprocess.Popen(
-        [WIKITRACE, "build", str(runs_file), "-o", str(corpus), "--workers", "2"],
-        env={**os.environ, mark: "1"},
+        [WIKITRACE, "build", str(runs_file), "-o", str(corpus)],
+        env={**os.environ, mark: "1", "WIKITRACE_WORKERS": "2"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -218,10 +218,13 @@ def test_a_builder_killed_at_any_call_repays_at_most_one(tmp_path: Path, kill_af
     command = [
         sys.executable, "-m", "wikitrace.cli", "build", str(runs), "-o", str(tmp_path / "c"),
         "--model", "openai/stub-model", "--api-base", f"http://127.0.0.1:{server.server_port}/v1",
-        "--cache-dir", str(cache), "--concurrency", "4", "--no-mine",
+        "--concurrency", "4", "--no-mine",
     ]  # fmt: skip
+    env = {**os.environ, "WIKITRACE_CACHE_DIR": str(cache)}
     try:
-        builder = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        builder = subprocess.Popen(
+            command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env
+        )
         deadline = time.monotonic() + 120
         while len(served) < kill_after and builder.poll() is None:
             assert time.monotonic() < deadline

@@ -64,10 +64,11 @@ def test_bad_redact_pattern_is_usage_error(runs_file: Path, tmp_path: Path) -> N
 def test_call_workers_out_of_range_is_a_usage_error(runs_file: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     argv = ["build", str(runs_file), "-o", str(corpus), "--model", "openai/m"]
-    code, _, err = run([*argv, "--call-workers", "-1"])
-    assert code == 2 and "'--call-workers': -1 is not in the range 0<=x<=64" in err
-    code, _, err = run([*argv, "--no-call-worker"])  # now --call-workers 0
-    assert code == 2 and "No such option '--no-call-worker'" in err
+    code, _, err = run(argv, env={"WIKITRACE_CALL_WORKERS": "-1"})
+    assert code == 2 and "$WIKITRACE_CALL_WORKERS): -1 is not in the range 0<=x<=64" in err
+    for gone in ("--no-call-worker", "--call-workers"):  # a setting with no flag now
+        code, _, err = run([*argv, gone])
+        assert code == 2 and f"No such option '{gone}'" in err
     assert not corpus.exists()
 
 
@@ -98,9 +99,11 @@ def test_help_explains_each_command() -> None:
     assert result.exit_code == 0
     for option in ("--model", "--api-base", "--concurrency", "--on-error", "--help-all"):
         assert option in result.stdout
-    assert "--max-prompt-tokens" not in result.stdout  # a tuning option: --help-all shows it
+    assert "--context-tokens" not in result.stdout  # a tuning option: --help-all shows it
+    assert "max-prompt-tokens" not in result.stdout  # a setting with no flag: so does it
     result = CliRunner().invoke(cli, ["build", "--help-all"])
-    assert result.exit_code == 0 and "--max-prompt-tokens" in result.stdout
+    assert result.exit_code == 0 and "--context-tokens" in result.stdout
+    assert "max-prompt-tokens ($WIKITRACE_MAX_PROMPT_TOKENS)" in result.stdout
 
 
 def test_help_starts_without_heavy_imports() -> None:

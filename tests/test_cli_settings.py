@@ -68,9 +68,17 @@ def test_help_all_shows_every_hidden_option_and_the_rest_of_the_text() -> None:
 
 def test_the_tuning_options_still_work(runs_file: Path, tmp_path: Path) -> None:
     code, out, _ = run(
-        ["build", str(runs_file), "-o", str(tmp_path / "c"), "--max-output-tokens", "300"]
+        ["build", str(runs_file), "-o", str(tmp_path / "c"), "--context-tokens", "9000"]
     )
     assert (code, out) == (0, f"{tmp_path / 'c'}\n")
+    # A setting with no flag, from its variable.
+    knob = {"WIKITRACE_MAX_OUTPUT_TOKENS": "300"}
+    code, out, _ = run(["build", str(runs_file), "-o", str(tmp_path / "d")], env=knob)
+    assert (code, out) == (0, f"{tmp_path / 'd'}\n")
+    code, _, err = run(
+        ["build", str(runs_file), "-o", str(tmp_path / "e")], env={knob.popitem()[0]: "9"}
+    )
+    assert code == 2 and "9 is not in the range x>=256" in err
 
 
 def test_verbosity_after_the_command(tmp_path: Path) -> None:
@@ -97,17 +105,11 @@ def test_one_spelling_for_the_embedding_model() -> None:
         for param in _command(path).params
         if isinstance(param, click.Option)
     ]
-    old = [p for p in options if {"--group-model", "--group-api-base"} & set(p.opts)]
     assert {p.name for p in options if "--embedding-model" in p.opts} == {"embedding_model"}
-    assert old and all(p.hidden and (p.help or "").startswith("Deprecated") for p in old)
-    # The old spelling still works, and says what it is now.
-    code, out, err = run(
-        ["prompt", ".", "--report-request", "--group-model", "openai/text-embedding-3-small"]
-    )
-    assert code == 0 and out
-    assert err == "warning: --group-model is deprecated: it is now --embedding-model\n"
-    code, _, err = run(["prompt", ".", "x", "--group-model", "a", "--embedding-model", "b"])
-    assert code == 2 and "--group-model is --embedding-model: give one of them" in err
+    # The old spellings went: one name for one setting.
+    assert not [p for p in options if {"--group-model", "--group-api-base"} & set(p.opts)]
+    code, _, err = run(["prompt", ".", "x", "--group-model", "a"])
+    assert code == 2 and "No such option '--group-model'" in err
 
 
 # --- settings in a file ----------------------------------------------------------------------

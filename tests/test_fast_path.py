@@ -37,7 +37,7 @@ def test_only_a_plain_openai_compatible_endpoint_takes_the_fast_path() -> None:
     for local in ["openai/stub-model", "openai/Qwen/Qwen2.5-7B-Instruct", "openai/gpt-oss-20b"]:
         assert fast(local) and fast(local, reasoning_effort="high")
         assert isinstance(make_client(LLMSettings(model=local, api_base="http://h/v1")), FastClient)
-    assert not fast("openai/stub-model", fast_path=False)  # --no-fast-path
+    assert not fast("openai/stub-model", fast_path=False)  # fast-path = false
     assert not fast("openai/stub-model", None)  # OpenAI's own API: its models' quirks
     assert not fast("openai/stub-model", "https://h.example/v1?api-version=1")
     # Names litellm rewrites requests for, or prices: litellm's.
@@ -266,14 +266,17 @@ def test_a_build_on_the_fast_path_never_imports_litellm(
         "from wikitrace.cli.main import main\n"
         "try:\n"
         f"    main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / 'c')!r}, "
-        f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
-        f"'--cache-dir', {str(tmp_path / 'cache')!r}, "
-        f"'--call-workers', {'1' if worker else '0'!r}])\n"
+        f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}])\n"
         "except SystemExit as done:\n"
         "    assert not done.code, done.code\n"
         "print(any('call_worker' in a for a in started))\n"
     )
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPROFILEIMPORTTIME": "1",
+        "WIKITRACE_CACHE_DIR": str(tmp_path / "cache"),
+        "WIKITRACE_CALL_WORKERS": "1" if worker else "0",
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )

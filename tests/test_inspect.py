@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import subprocess
 import sys
@@ -599,7 +600,7 @@ def test_run_inspect_says_what_is_wrong(tmp_path: Path, corpus: Path) -> None:
             str(tmp_path / "nope.py"),
             "--corpus",
             str(corpus),
-            "--model",
+            "--agent-model",
             "mockllm/model",
             "-o",
             str(tmp_path / "out"),
@@ -620,13 +621,20 @@ def test_the_cli_starts_without_inspect_ai() -> None:
     assert result.stdout == "False\n", result.stderr
 
 
-def _cli_without_inspect(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli_without_inspect(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`wikitrace ARGS` in a fresh process in which inspect_ai cannot be imported (as for a user
-    without the inspect extra): the logs must be read by wikitrace alone."""
+    without the inspect extra): the logs must be read by wikitrace alone. `env` adds variables."""
     blocked = "import sys; sys.modules['inspect_ai'] = None; from wikitrace.cli.main import main"
     code = f"{blocked}; sys.argv[0] = 'wikitrace'; main()"
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -662,15 +670,15 @@ def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
                 "openai/j",
                 "--corpus",
                 str(corpus),
-                "--judge-api-base",
+                "--api-base",
                 stub,
             ],
-            ["lift", "attribute", str(corpus), results, "--model", "openai/j", "--api-base", stub],
+            ["lift", "attribute", str(corpus), results, "--judge", "openai/j", "--api-base", stub],
             [
                 "lift",
                 "drilldowns",
                 results,
-                "--model",
+                "--judge",
                 "openai/j",
                 "--api-base",
                 stub,
@@ -680,8 +688,8 @@ def test_the_cli_reads_today_s_zstd_logs_without_inspect_ai(
         )
     ):
         before = len(openai_stub.requests)
-        cache = ["--cache-dir", str(tmp_path / f"cache-{number}")]
-        done = _cli_without_inspect([*args, *cache], runs)
+        cache = {"WIKITRACE_CACHE_DIR": str(tmp_path / f"cache-{number}")}
+        done = _cli_without_inspect(args, runs, cache)
         assert done.returncode == 0, (args, done.stderr)
         sent = [r["messages"][0]["content"] for r in openai_stub.requests[before:]]
         # The judge was shown the episodes, read from their zstd logs.

@@ -148,8 +148,8 @@ def test_near_duplicates_by_an_embedding_model(tmp_path: Path, openai_stub: Stub
     code, out, err = run(args)
     assert code == 0, err
     assert json.loads(out)["alike"] == {}  # by words: three lessons
-    model = ["--group-model", "openai/stub-embed", "--group-api-base", openai_stub.url]
-    code, out, err = run([*args, *model])
+    model = ["--embedding-model", "openai/stub-embed"]
+    code, out, err = run([*args, *model], env={"WIKITRACE_EMBEDDING_API_BASE": openai_stub.url})
     assert code == 0, err
     assert json.loads(out)["alike"] == {"insight-0001": ["insight-0002"]}
 
@@ -248,6 +248,7 @@ def test_a_rebuild_from_the_cache_never_imports_litellm(
     fresh process, neither calls the model nor imports litellm (8 s, 190 MiB), in its own
     process or in a worker's (it starts none). Through litellm: the fast path imports it for
     neither build (tests/test_fast_path.py)."""
+    import os
     import subprocess
     import sys
 
@@ -263,11 +264,16 @@ def test_a_rebuild_from_the_cache_never_imports_litellm(
             "from wikitrace.cli.main import main\n"
             f"main(['-q', 'build', {str(runs_file)!r}, '-o', {str(tmp_path / name)!r}, "
             f"'--model', 'openai/stub-model', '--api-base', {openai_stub.url!r}, "
-            f"'--cache-dir', {str(tmp_path / 'cache')!r}, '--no-fast-path', "
-            f"'--call-workers', {'1' if worker else '0'!r}])\n"
+            "])\n"
             "print('litellm' in sys.modules, any('call_worker' in a for a in started))\n"
         )
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        env = {
+            **os.environ,
+            "WIKITRACE_CACHE_DIR": str(tmp_path / "cache"),
+            "WIKITRACE_FAST_PATH": "false",
+            "WIKITRACE_CALL_WORKERS": "1" if worker else "0",
+        }
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
         imported, started = done.stdout.split()[-2:]
         return imported, started

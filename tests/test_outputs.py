@@ -70,18 +70,20 @@ def test_no_cache_dir_is_inside_a_corpus_or_its_store(corpus: Path, tmp_path: Pa
     new = tmp_path / "new"
     for cache, where in inside_places(corpus, tmp_path):
         for args in (["build", str(runs), "-o", str(new)], ["add", str(corpus), str(runs)]):
-            code, out, err = run([*args, "--cache-dir", str(cache)])
+            code, out, err = run(args, env={"WIKITRACE_CACHE_DIR": str(cache)})
             assert (code, out) == (2, ""), (args, err)
-            assert err.startswith(f"error: field '--cache-dir': {cache} is inside {where}"), err
-            assert "write outside the corpus and its versions, e.g. --cache-dir" in err
+            assert err.startswith(f"error: field 'cache-dir': {cache} is inside {where}"), err
+            assert 'write outside the corpus and its versions, e.g. cache-dir = "' in err
             assert not os.path.lexists(cache) and not os.path.lexists(new), args
     # The corpus a build is about to write, though it does not exist yet.
     for cache in (new / "cache", tmp_path / "new.versions" / "cache"):
-        code, _, err = run(["build", str(runs), "-o", str(new), "--cache-dir", str(cache)])
+        code, _, err = run(
+            ["build", str(runs), "-o", str(new)], env={"WIKITRACE_CACHE_DIR": str(cache)}
+        )
         assert code == 2 and err.startswith(
-            f"error: field '--cache-dir': {cache} is inside {cache.parent}, which this command "
-            f"writes; keep the cache outside the corpus and its versions, e.g. --cache-dir "
-            f"{tmp_path / 'wikitrace-cache'}\n"
+            f"error: field 'cache-dir': {cache} is inside {cache.parent}, which this command "
+            f"writes; keep the cache outside the corpus and its versions, e.g. cache-dir = "
+            f'"{tmp_path / "wikitrace-cache"}"\n'
         ), err
         assert not os.path.lexists(cache.parent)
     assert verify(corpus).ok

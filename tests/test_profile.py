@@ -35,7 +35,7 @@ PAPER = {
     ("update", "reasoning_effort"): "high",
     ("update", "unfiltered_insights"): True,
     ("prompt", "report_at"): "end",
-    ("prompt", "max_tokens"): 0,
+    ("prompt", "message_tokens"): 0,
     ("prompt", "all_insights"): True,
     ("prompt", "all_types"): True,
 }
@@ -57,7 +57,7 @@ OURS = {
     ("update", "reasoning_effort"): None,
     ("update", "unfiltered_insights"): False,
     ("prompt", "report_at"): "first",
-    ("prompt", "max_tokens"): 6000,
+    ("prompt", "message_tokens"): 6000,
     ("prompt", "all_insights"): False,
     ("prompt", "all_types"): False,
 }
@@ -105,7 +105,7 @@ def test_an_option_given_wins_over_the_profile(args: dict[str, list[str]]) -> No
     values = parsed("gate", [*args["gate"], *given])
     assert (values["rule"], values["falsify"], values["regress"]) == ("bounds", 4, 16)
     values = parsed("prompt", [*args["prompt"], "--report-at", "first", "--profile", "paper"])
-    assert (values["report_at"], values["max_tokens"]) == ("first", 0)
+    assert (values["report_at"], values["message_tokens"]) == ("first", 0)
 
 
 def choices() -> list[tuple[str, tuple[str, ...], Any, Any]]:
@@ -231,8 +231,8 @@ def test_all_insights_and_no_budget_list_every_lesson(lessons: Path) -> None:
     every = message(lessons, "--all-insights")
     assert every["insights"] == ["insight-0001", "insight-0002", "insight-0003"]
     assert every["alike"] == {}
-    assert message(lessons, "--all-insights", "--max-tokens", "400")["truncated"] is True
-    assert message(lessons, "--all-insights", "--max-tokens", "0")["truncated"] is False
+    assert message(lessons, "--all-insights", "--message-tokens", "400")["truncated"] is True
+    assert message(lessons, "--all-insights", "--message-tokens", "0")["truncated"] is False
     assert message(lessons, "--profile", "paper")["insights"] == every["insights"]
 
 

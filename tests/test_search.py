@@ -88,7 +88,7 @@ def test_the_cli_searches_as_the_mcp_tool_does(corpus: Path) -> None:
     assert 2 <= len(lines) <= 6 and all(kinds.count(kind) <= 2 for kind in set(kinds))
     scores = [float(line.split()[0]) for line in lines]
     assert scores == sorted(scores, reverse=True) and scores[-1] >= MIN_SCORE
-    code, out, err = run(["search", str(corpus), query, "--kind", "insights", "--json"])
+    code, out, err = run(["search", str(corpus), query, "--layer", "insights", "--json"])
     assert code == 0 and err == ""
     hits = json.loads(out)
     assert set(hits[0]) == {

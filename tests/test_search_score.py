@@ -135,7 +135,7 @@ def test_a_compilation_is_found_from_the_words_of_its_quotes(corpus: Path) -> No
     assert quoting and not any("appreciate" in " ".join(lines) for lines in claimed)
     hits = memory.search(phrase, ["compilations"], limit=5)
     assert hits and {hit.id for hit in hits[: len(quoting)]} == quoting
-    code, out, _ = run(["search", str(corpus), phrase, "--kind", "compilations", "--json"])
+    code, out, _ = run(["search", str(corpus), phrase, "--layer", "compilations", "--json"])
     assert code == 0 and json.loads(out)[0]["id"] in quoting
 
 

@@ -521,9 +521,8 @@ def test_judge_through_litellm_against_the_local_stub(tmp_path: Path, openai_stu
             "openai/judge-model",
             "--api-base",
             openai_stub.url,
-            "--cache-dir",
-            str(tmp_path / "cache"),
-        ]
+        ],
+        env={"WIKITRACE_CACHE_DIR": str(tmp_path / "cache")},
     )
     assert code == 0, err
     assert [r["model"] for r in openai_stub.requests] == ["judge-model"]

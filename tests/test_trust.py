@@ -231,8 +231,8 @@ def test_templates_render_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(jinja2.exceptions.SecurityError):
         env.get_template("report-request.j2").render()
     assert not (tmp_path / PWNED).exists()
-    # Given on the command line (the user's say): refused in one line, exit 2, no traceback.
-    code, out, err = run(["prompt", ".", "--report-request", "--prompts-dir", "evil"])
+    # Given by the user (its variable): refused in one line, exit 2, no traceback.
+    code, out, err = run(["prompt", ".", "--report-request"], env={"WIKITRACE_PROMPTS_DIR": "evil"})
     assert (code, out) == (2, "") and "SecurityError" in err and "Traceback" not in err
     assert len(err.splitlines()) == 1 and not (tmp_path / PWNED).exists()
 

@@ -200,7 +200,7 @@ def test_always_compare_with_trials_and_set_sizes(toy: Path, llm: FakeLLM) -> No
     record = update(
         toy, "mat-again.jsonl", llm, always_compare=True, trials=2, seed=5, coverage=3, fresh=1
     ).record
-    assert record is not None and record.trigger.why == "--always-compare"
+    assert record is not None and record.trigger.why == "always-compare"
     assert record.seeds == [5, 6]
     assert [t.group for t in record.tasks] == ["fresh", "boundary", *["coverage"] * 3]
     # The rerun band runs the old memory again on the same seeds, kept apart from its first runs.
@@ -270,7 +270,7 @@ def test_deploys_beyond_the_band_and_not_a_reshuffle_when_the_seed_fixes_outcome
     assert not deploys(1.0, 0.0, 2.3) and deploys(2.4, 0.0, 2.3)
     # A noisy harness: the band stands for the noise, a task done worse is part of it.
     assert deploys(3.0, 2.0, 5.0) and not deploys(2.0, 2.0, None)
-    assert deploys(0.5, None, 3.0) and not deploys(0.0, None, None)  # --no-rerun-band
+    assert deploys(0.5, None, 3.0) and not deploys(0.0, None, None)  # rerun-band = false
 
 
 def test_directions() -> None:

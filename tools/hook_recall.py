@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from wikitrace.corpus_schema.errors import InputError
+from wikitrace.corpus_schema.setting_fields import default
 
 from .message_options import SIMILAR, MessageOptions
 
@@ -24,8 +25,9 @@ SESSION_START = "SessionStart"
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 """Events that carry the user's prompt: Claude Code's and Codex's, and Gemini CLI's."""
 RECALL_EVENTS = frozenset({SESSION_START, *PROMPT_EVENTS})
-DEFAULT_MAX_TOKENS = 1500
-"""A hook's answer is read at every start and prompt: shorter than `prompt`'s 6,000."""
+DEFAULT_MAX_TOKENS: int = default("max-tokens")
+"""A hook's answer is read at every start and prompt: shorter than `prompt`'s message
+(`hooks recall --max-tokens`, declared in corpus_schema/setting_fields.py)."""
 
 
 @dataclass(frozen=True)

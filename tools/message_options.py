@@ -29,7 +29,7 @@ DEFAULT_MOUNT: str = default("mount")
 """Where the agent sees the corpus unless told otherwise."""
 SIMILAR: int = default("similar")
 """How many similar past runs a message lists unless told otherwise."""
-BUDGET_TOKENS: int = default("max-tokens")
+BUDGET_TOKENS: int = default("message-tokens")
 """The budget a front end gives a message unless told otherwise (the record's own default is
 none: every lesson)."""
 SIMILAR_LIMIT = int(declared("similar").high or 0)

@@ -12,7 +12,7 @@ model litellm's price list knows (its price, as it would have reported it).
 
 The fast path is taken only where litellm is known to add nothing (`takes_fast_path`): any other
 provider, a hosted OpenAI model (whose names litellm rewrites requests for: o-series, gpt-5),
-a model litellm prices, or --no-fast-path goes through litellm as before.
+a model litellm prices, or fast-path = false goes through litellm as before.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ other 5xx is retried."""
 
 def takes_fast_path(settings: LLMSettings) -> bool:
     """Whether the calls `settings` name can skip litellm: `openai/NAME` at an --api-base, a
-    name litellm neither rewrites requests for nor prices, and no --no-fast-path."""
+    name litellm neither rewrites requests for nor prices, and fast-path not set false."""
     if not settings.fast_path or not settings.api_base:
         return False
     name = settings.model.removeprefix(PROVIDER)

@@ -443,7 +443,7 @@ class ResponseCache:
 
     def __post_init__(self) -> None:
         # Never inside a corpus or its store of versions: they are frozen.
-        check_output(self.root, "--cache-dir")
+        check_output(self.root, "cache-dir")
 
     @staticmethod
     def key(identity: dict[str, Any], messages: list[Message]) -> str:
