@@ -272,7 +272,7 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
     counted; two that stand apart from the rest, however low, are still shown."""
     from types import SimpleNamespace
 
-    from wikitrace.tools import first_message
+    from wikitrace.tools import bearing
 
     scores: dict[int, float] = {}
     """Each lesson's score weighed within the project's lessons."""
@@ -283,8 +283,8 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
         found = scores if within else {i: 0.06 for i in allowed}  # any bears, overall
         return sorted(((i, s) for i, s in found.items() if s > 0), key=lambda item: -item[1])
 
-    monkeypatch.setattr(first_message, "scored", fake_scored)
-    monkeypatch.setattr(first_message, "common_words", lambda *_, **__: frozenset())
+    monkeypatch.setattr(bearing, "scored", fake_scored)
+    monkeypatch.setattr(bearing, "common_words", lambda *_, **__: frozenset())
     narrow = SimpleNamespace(applicability="Tail workers of the transcript sync")
     memory = SimpleNamespace(insight_ranker=None, run_of=lambda index: index, insights=[narrow] * 8)
     scope = SimpleNamespace(
@@ -295,14 +295,14 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
     def brief(values: list[float]) -> tuple[frozenset[int], bool]:
         scores.clear()
         scores.update(enumerate(values))
-        return first_message._brief(memory, scope, lessons)  # type: ignore[arg-type]
+        return bearing.brief(memory, scope, lessons)  # type: ignore[arg-type]
 
     close = [0.041, 0.039, 0.037, 0.027, 0.026, 0.014, 0.013, 0.005]
     assert brief(close) == (frozenset(lessons), True)
     apart = [0.031, 0.020, 0.014, 0.013, 0.010, 0.005, 0.003, 0.0]
     assert brief(apart) == (frozenset(lessons) - {0, 1}, False)
     # Above the floor, all five are shown; one under it is counted.
-    high = [0.09, 0.08, 0.07, 0.06, first_message.WHOLE_FLOOR - 0.001, 0.01, 0.0, 0.0]
+    high = [0.09, 0.08, 0.07, 0.06, bearing.WHOLE_FLOOR - 0.001, 0.01, 0.0, 0.0]
     assert brief(high) == (frozenset(lessons) - {0, 1, 2, 3}, False)
 
 

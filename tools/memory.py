@@ -217,36 +217,11 @@ class Memory:
         `indexed`: so too, through the catalog's index (corpus_schema/catalog_index.py), when
         the corpus has one that matches its catalog: a message for a task of a project with
         runs here (a hook's recall) then reads its runs' and lessons' lines alone."""
-        if indexed and (index := IndexedCatalog.read(root)) is not None:
-            kept = index.leaders if grouping is consolidate.group else None
-            return cls(
-                root,
-                index.runs,
-                index.insights,
-                index.offline,
-                index.withheld,
-                grouping,
-                kept,
-                from_catalog=True,
-                index=index,
-            )
-        if lazy and (root / CATALOG).is_file() and (catalog := LazyCatalog.read(root)):
-            kept = catalog.leaders if grouping is consolidate.group else None
-            return cls(
-                root,
-                catalog.runs,
-                catalog.insights,
-                catalog.offline,
-                catalog.withheld,
-                grouping,
-                kept,
-                from_catalog=True,
-            )
-        if (root / CATALOG).is_file():
-            runs, insights, offline, withheld, leaders = read_catalog(root)
+        if (read := _from_catalog(root, lazy=lazy, indexed=indexed)) is not None:
+            runs, insights, offline, withheld, leaders, index = read
             # The catalog's groups are the lexical ones; any other grouping is made anew.
             kept = leaders if grouping is consolidate.group else None
-            return cls(root, runs, insights, offline, withheld, grouping, kept, from_catalog=True)
+            return cls(root, runs, insights, offline, withheld, grouping, kept, True, index=index)
         if not root.is_dir():  # said before the manifest's models are imported
             raise CorpusError.no_folder(root)
         from wikitrace.corpus_schema import manifest
@@ -290,6 +265,19 @@ class Memory:
         return find.search(
             self, query, kinds, limit=limit, exclude_tasks=exclude_tasks, min_score=min_score
         )
+
+
+def _from_catalog(root: Path, *, lazy: bool, indexed: bool) -> tuple[Any, ...] | None:
+    """A memory's records read from the corpus's catalog (Memory.load says how), with their
+    groups' leaders and the index read through; None when the corpus has no catalog."""
+    if indexed and (index := IndexedCatalog.read(root)) is not None:
+        return index.runs, index.insights, index.offline, index.withheld, index.leaders, index
+    if lazy and (root / CATALOG).is_file() and (catalog := LazyCatalog.read(root)):
+        runs, insights = catalog.runs, catalog.insights
+        return runs, insights, catalog.offline, catalog.withheld, catalog.leaders, None
+    if (root / CATALOG).is_file():
+        return (*read_catalog(root), None)
+    return None
 
 
 class _Column(Sequence[str]):
