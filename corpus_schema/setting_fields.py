@@ -538,7 +538,7 @@ GATE_SETTINGS: tuple[Setting, ...] = (
         "sequential: agent runs a lesson may take (both sides of every pair).",
         GATE,
         kind="int",
-        default=320,
+        default=400,
         low=2,
     ),
     Setting(

@@ -601,7 +601,7 @@ def test_the_readme_gate_walk_through(gate_walk_through: WalkThrough) -> None:
         line for line in gate_walk_through.stderr.splitlines() if "insight-0001 co" in line
     ]
     assert "tests read 3 target tasks (6 pairs)" in doormat
-    assert "e-BH asked it for evidence 15 within 473 agent runs: reached" in doormat
+    assert "e-BH asked it for evidence 15 within 591 agent runs: reached" in doormat
     # Monitoring retired the doormat lesson in a version of its own (the page says so).
     code, out, _ = run(["versions", str(gated), "--history"])
     events = [line.split()[1:3] for line in out.splitlines()]

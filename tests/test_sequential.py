@@ -81,7 +81,7 @@ def test_several_lessons_in_one_call_share_alpha_and_get_the_budget_to_reach_it(
     rng = random.Random(5)
     modest, harmful = Truth(0.20, 0.10, 0.05), Truth(0.34, 0.05, 0.5)
     calls = [simulate_call(rng, [modest, harmful, harmful], Rates(), Schedule()) for _ in range(60)]
-    assert sum(call[0][0] for call in calls) >= 40  # near its rate alone (0.80 at 320 runs)
+    assert sum(call[0][0] for call in calls) >= 40  # near its rate alone (0.88 at 400 runs)
     assert sum(c for call in calls for c, _ in call[1:]) <= 2
     assert Schedule(max_runs=100).for_evidence(1 / 3, 0.1).max_runs == 148  # log 30 / log 10
     assert Schedule(max_runs=100).for_evidence(1.0, 0.1).max_runs == 100
@@ -274,6 +274,20 @@ def test_a_lesson_that_breaks_only_regression_probes_stops_on_that_test_alone() 
     assert outcome.verdict == "rejected" and "on its regression probes" in tests.reason
     assert outcome.runs == 24  # 6 alone, 2 falsification pairs, 2 target, 3 regression
     assert [set(r) for r in rounds[3:]] == [{"falsify"}, {"target"}] + [{"regress"}] * 3
+
+
+def test_the_default_budget_commits_a_lesson_of_twice_eta_with_a_margin() -> None:
+    """Issue 52's helpful-modest (net gain 0.20, P_fail 0.10, D_reg 0.05; effects fixed per
+    task) is committed at least 80% of the time within the default --max-runs: gate_bench
+    measures 87.6% over seeds 0 to 3 at 400 runs and 79.5% at 320, where most misses ran out of
+    budget with help not yet shown. 400 lessons put 0.876 above 0.83 with 99.7% chance."""
+    rng = random.Random(7)
+    schedule = Schedule()
+    world = World(tasks=schedule.max_runs // 2)
+    modest = Truth(0.20, 0.10, 0.05)
+    outcomes = [simulate(rng, modest, Rates(), schedule, world) for _ in range(400)]
+    assert sum(c for c, _ in outcomes) / len(outcomes) >= 0.83
+    assert all(runs <= schedule.max_runs for _, runs in outcomes)
 
 
 def test_help_must_beat_eta() -> None:
