@@ -46,72 +46,7 @@ from dataclasses import dataclass, field
 
 from wikitrace.corpus_schema.setting_fields import default
 
-from .stats import e_bh
-
-
-def lr_bet(null: float, alternative: float) -> float:
-    """The bet under which wealth is the likelihood ratio of two rates: betting against the
-    null rate `null` on a 0-or-1 outcome X as 1 - bet * (X - null), the wealth after n
-    outcomes is P(outcomes | alternative) / P(outcomes | null) (a sequential probability
-    ratio test). Negative when the alternative is the higher rate."""
-    return (null - alternative) / (null * (1.0 - null))
-
-
-@dataclass
-class EProcess:
-    """Wealth betting against the null E[V] >= 0 at a fixed stake: each outcome V multiplies
-    it by 1 - stake * V. A stake above 0 bets that E[V] < 0 (it needs V <= 1 / stake), one
-    below 0 that E[V] > 0 (against the null E[V] <= 0; it needs V >= 1 / stake)."""
-
-    stake: float = 0.0
-    log_wealth: float = 0.0
-
-    def observe(self, value: float, stake: float | None = None) -> None:
-        """One outcome; `stake`, if given, is this outcome's own (set before it was seen)."""
-        stake = self.stake if stake is None else stake
-        factor = 1.0 - stake * value
-        if factor < 0:
-            raise ValueError(f"outcome {value} out of the range a stake of {stake} allows")
-        self.log_wealth += math.log(factor) if factor > 0 else -math.inf
-
-    @property
-    def wealth(self) -> float:
-        return math.exp(self.log_wealth)
-
-    def rejects(self, alpha: float) -> bool:
-        """The null is rejected at level alpha. A test that has rejected stops betting (its
-        owner stops feeding it), so its wealth stays where it crossed: an e-value."""
-        return self.log_wealth >= -math.log(alpha)
-
-
-@dataclass
-class Mixture:
-    """The average wealth of bets at several fixed stakes, each chosen before any outcome: an
-    average of test supermartingales is one, so it is a test at every alpha too. It grows
-    nearly as fast as its best stake for the truth at hand, whichever that is, for the price
-    of log(len(stakes)) in evidence."""
-
-    stakes: tuple[float, ...]
-    parts: list[EProcess] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.parts = [EProcess(stake) for stake in self.stakes]
-
-    def observe(self, value: float) -> None:
-        for part in self.parts:
-            part.observe(value)
-
-    @property
-    def wealth(self) -> float:
-        return sum(part.wealth for part in self.parts) / len(self.parts)
-
-    @property
-    def log_wealth(self) -> float:
-        wealth = self.wealth
-        return math.log(wealth) if wealth > 0 else -math.inf
-
-    def rejects(self, alpha: float) -> bool:
-        return self.wealth >= 1 / alpha
+from .stats import EProcess, Mixture, e_bh, lr_bet
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,15 @@ from wikitrace.control.sequential import (
     FIRST_LOOK,
     NARROWED_SHARE,
     WORTH,
-    EProcess,
     Pair,
     Rates,
     Schedule,
     Sequential,
     Watch,
     decide,
-    lr_bet,
     together,
 )
-from wikitrace.control.stats import e_bh
+from wikitrace.control.stats import EProcess, e_bh, lr_bet
 
 
 def test_a_bet_at_the_likelihood_ratio_is_the_likelihood_ratio() -> None:
