@@ -166,10 +166,15 @@ class NewFiles:
         of every path it parses, for good."""
         if "\t" in rel or "\n" in rel:
             raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
-        path = os.path.join(self.root, rel)
-        folder = os.path.dirname(path)
+        path = f"{self.root}/{rel}"
+        folder = path.rpartition("/")[0]
         if folder not in self._made_dirs:
-            os.makedirs(folder, exist_ok=True)
+            try:  # one system call for a run's folder, whose own folder is there already
+                os.mkdir(folder)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
             if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
                 self._made_dirs.clear()
             self._made_dirs.add(folder)
