@@ -92,7 +92,7 @@ def add_version(
     left = left_unrecorded(store, sources(options.inputs))
     if left is not None:
         return _finish_left(store, left, deploy=deploy, started=started)
-    base = FrozenVersion.current(store)
+    base = FrozenVersion.current(store, linked=True)  # checked as linked: layers.py
     parent = base.name
     built = _as_built(options, base.manifest)
     planned = plan_inputs(built, notice)

@@ -68,7 +68,7 @@ def write_layers(
             miner.release()
         rewritten = _write_mined(writer, layout, base, compiled, pages)
         if base:
-            writer.link_all(base.root, base.kept_files(rewritten))
+            base.link_kept(writer, rewritten)
         prompts = dict(base.manifest.prompts) if base else {}
         prompts.update(templates.hashes if templates else {})
         return Layers(

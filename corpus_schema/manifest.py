@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import stat
 import struct
-import time
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +27,7 @@ from .layout import (
     READ_FORMAT_VERSIONS,
 )
 from .records import CompiledBy
-from .writing import atomic_write, file_digest, stat_key
+from .writing import atomic_write, checked_key, stat_key
 
 
 def builder_version() -> str:
@@ -183,10 +181,6 @@ def load(root: Path) -> Manifest:
 
 _SEAL_END = struct.Struct("<qq8s")
 _SEAL_MAGIC = b"wtseal01"
-RACY_NS = 2_000_000_000
-"""A file is sealed after hashing only when its last change is older than this before the
-hash began: a write in the same tick of the file clock as the change it had could otherwise
-leave its key as it was."""
 
 
 def manifest_key(root: Path) -> int:
@@ -271,7 +265,7 @@ def verify(root: Path, seal: Path | None = None, manifest: Manifest | None = Non
             keys.append(0)
             continue
         report.checked += 1
-        key = _hashed_key(found, expected, sealed[index] if sealed is not None else 0)
+        key = checked_key(found, expected, sealed[index] if sealed is not None else 0)
         if key is None:
             report.changed.append(rel)
             key = 0
@@ -310,25 +304,3 @@ def _present(root: str) -> tuple[dict[str, str], list[str]]:
             empty.append(folder[prefix:])
     present.pop(MANIFEST, None)
     return present, empty
-
-
-def _hashed_key(path: str, expected: str, sealed: int) -> int | None:
-    """`path`'s key when it holds the bytes hashed `expected` (0 when right but too recently
-    changed to seal), None when it does not, or is no plain file. Hashed unless `sealed` is its
-    key."""
-    try:
-        # Never follow a link: it could point anywhere outside the corpus.
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        key = stat_key(info)
-        if key == sealed:
-            return key
-        started = time.time_ns()
-        if file_digest(path) != expected:
-            return None
-        if info.st_mtime_ns >= started - RACY_NS or stat_key(os.lstat(path)) != key:
-            return 0
-    except OSError:
-        return None
-    return key

@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -34,6 +35,43 @@ def stat_key(info: os.stat_result) -> int:
     change (what make, rsync and git trust too), as one signed 64-bit number, never 0 (what
     a seal keeps for a file it does not vouch for). See `manifest.verify`'s seal."""
     return hash((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)) or 1
+
+
+RACY_NS = 2_000_000_000
+"""A file is sealed after hashing only when its last change is older than this before the
+hash began: a write in the same tick of the file clock as the change it had could otherwise
+leave its key as it was."""
+
+
+def checked_key(path: str, expected: str, sealed: int) -> int | None:
+    """`path`'s key when it holds the bytes hashed `expected` (0 when right but too recently
+    changed to seal), None when it does not, or is no plain file. Hashed unless `sealed` is its
+    key."""
+    try:
+        # Never follow a link: it could point anywhere outside the corpus.
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        key = stat_key(info)
+        if key == sealed:
+            return key
+        started = time.time_ns()
+        if file_digest(path) != expected:
+            return None
+        if info.st_mtime_ns >= started - RACY_NS or stat_key(os.lstat(path)) != key:
+            return 0
+    except OSError:
+        return None
+    return key
+
+
+class ChangedFile(CorpusError):
+    """A file of a frozen version that no longer holds the bytes its manifest lists (or is
+    gone), found as a version made from it took it."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        super().__init__(f"{rel} does not hold the bytes its manifest lists")
 
 
 def temp_path(path: Path, kind: str = "tmp") -> Path:
@@ -128,10 +166,15 @@ class NewFiles:
         of every path it parses, for good."""
         if "\t" in rel or "\n" in rel:
             raise CorpusError(f"internal error: a file name with a tab or newline: {rel!r}")
-        path = os.path.join(self.root, rel)
-        folder = os.path.dirname(path)
+        path = f"{self.root}/{rel}"
+        folder = path.rpartition("/")[0]
         if folder not in self._made_dirs:
-            os.makedirs(folder, exist_ok=True)
+            try:  # one system call for a run's folder, whose own folder is there already
+                os.mkdir(folder)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
             if len(self._made_dirs) >= 64:  # a run's files are written together: recent is enough
                 self._made_dirs.clear()
             self._made_dirs.add(folder)
@@ -203,17 +246,31 @@ class CorpusWriter:
         _link_or_copy(os.fspath(source), path, rel)
         self._list(rel, file_hash, key if key and stat_key(os.lstat(path)) == key else 0)
 
-    def link_all(self, source: Path, files: Iterable[tuple[str, str, int]]) -> None:
+    def link_all(
+        self, source: Path, files: Iterable[tuple[str, str, int]], *, check: bool = False
+    ) -> None:
         """`link` each (path, hash, key) of the frozen version at `source`: the same files and
-        list, in a loop of strings (a version of 20,000 runs keeps some 110,000 files)."""
+        list, in a loop of strings (a version of 20,000 runs keeps some 110,000 files).
+
+        With `check`, the links are the check of the source's files (`ChangedFile` for the
+        first gone or changed): a link is the source's own file, so one whose key is not the
+        one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
         source_root = os.fspath(source)
         lines: list[bytes] = []
         try:
             for rel, file_hash, key in files:
-                path = self._new_path(rel)
-                _link_or_copy(os.path.join(source_root, rel), path, rel)
-                if key and stat_key(os.lstat(path)) != key:
-                    key = 0
+                path, source_path = self._new_path(rel), os.path.join(source_root, rel)
+                try:
+                    _link_or_copy(source_path, path, rel)
+                except FileNotFoundError:
+                    if check:
+                        raise ChangedFile(rel) from None
+                    raise
+                if not key or stat_key(os.lstat(path)) != key:
+                    found = checked_key(source_path, file_hash, 0) if check else 0
+                    if found is None:
+                        raise ChangedFile(rel)
+                    key = found
                 lines.append(listed_line(rel, file_hash, key))
                 if len(lines) >= self.LINK_BATCH:
                     self._list_lines(lines)

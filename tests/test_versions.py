@@ -15,8 +15,8 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
-from wikitrace.corpus_schema import manifest as manifest_module
 from wikitrace.corpus_schema import read as corpus_read
+from wikitrace.corpus_schema import writing as writing_module
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
@@ -289,15 +289,17 @@ def test_an_attempt_with_the_same_turns_as_another_is_a_run_of_its_own(tmp_path:
 
 
 def _hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files `verify` hashes from here on."""
+    """The files of finished versions hashed from here on (by `verify`, or by an add
+    checking its parent), not those of a version being made."""
     hashed: list[str] = []
-    real = manifest_module.file_digest
+    real = writing_module.file_digest
 
     def counting(path: str | Path) -> str:
-        hashed.append(os.fspath(path))
+        if ".partial/" not in os.fspath(path):
+            hashed.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(manifest_module, "file_digest", counting)
+    monkeypatch.setattr(writing_module, "file_digest", counting)
     return hashed
 
 
@@ -475,3 +477,33 @@ def test_rows_kept_for_another_manifest_or_damaged_are_not_used(
     v2.write_bytes(b'{"rows": 1}\nnot json\n')
     assert read_version_rows(v2, bound) is None
     _same(*_read_both(store, "v0002"))
+
+
+@pytest.mark.parametrize("how", ["linked gone", "linked changed", "never linked", "rewritten"])
+def test_an_add_checks_each_parent_file_it_takes_without_a_walk(
+    runs_file: Path, tmp_path: Path, how: str
+) -> None:
+    """With a seal, an add checks the parent through the links it makes (a link whose key
+    is not the sealed one is hashed), the files it never links (catalog, rankers, indexes,
+    tools) and those it writes anew from the parent's (mining's table, read and written
+    again with the new runs' rows): a change in any is refused, and no version is made."""
+    more = write_runs(tmp_path / "more.jsonl", [make_run("t9")])
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    v1 = Store(corpus).version_path("v0001")
+    target = {
+        "linked gone": "raw/step-0002/solver.full.jsonl",
+        "linked changed": "raw/step-0001/metadata.md",
+        "never linked": "catalog.jsonl",
+        "rewritten": MINED_PATTERNS,
+    }[how]
+    (v1 / target).parent.chmod(0o755)
+    if how == "linked gone":
+        (v1 / target).unlink()
+    else:
+        (v1 / target).chmod(0o644)
+        (v1 / target).write_bytes((v1 / target).read_bytes() + b" ")
+    with pytest.raises(CorpusError, match=rf"v0001 .* does not match its manifest .*{target}"):
+        add_runs(options([more], corpus))
+    assert Store(corpus).versions() == ["v0001"]
+    assert not verify(v1).ok

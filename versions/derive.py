@@ -112,7 +112,7 @@ def derive_version(
         for rel in change.files:
             if rel in base.manifest.files:
                 raise CorpusError(f"internal error: {rel} is already in {base.name}")
-        writer.link_all(base.root, base.kept_files(replaced))
+        base.link_kept(writer, replaced)
         rows = {row.number: row for row in base.insight_rows}
         for ident, (header, guideline) in sorted(change.insights.items()):
             number = parse_insight(ident)

@@ -3,6 +3,7 @@ keeps of it, and the identity of its runs."""
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,6 +24,7 @@ from wikitrace.corpus_schema.layout import (
 from wikitrace.corpus_schema.records import InsightHeader, RawHeader, is_judged, repo_json
 from wikitrace.corpus_schema.spill import read_version_rows
 from wikitrace.corpus_schema.tasks import TaskKey
+from wikitrace.corpus_schema.writing import ChangedFile, CorpusWriter, checked_key
 
 from .store import Store
 
@@ -65,29 +67,57 @@ class FrozenVersion:
     keys: array[int]
     """Each file's `stat_key` as found right, in the manifest's order (0 where unknown)."""
 
+    checked: bool = True
+    """Whether every file was found right when it was read back; else only those a version
+    made from it never links were, and `link_kept` checks the rest as it links them."""
+
     @classmethod
-    def current(cls, store: Store) -> FrozenVersion:
-        """The version the store's pointer names (the caller holds the store's lock)."""
+    def current(cls, store: Store, *, linked: bool = False) -> FrozenVersion:
+        """The version the store's pointer names (the caller holds the store's lock); see
+        `load` for `linked`."""
         name = store.current()
         seal, rows = store.sidecars(name)
-        return cls.load(name, store.version_path(name), seal=seal, rows=rows)
+        return cls.load(name, store.version_path(name), seal=seal, rows=rows, linked=linked)
 
     @classmethod
     def load(
-        cls, name: str, root: Path, seal: Path | None = None, rows: Path | None = None
+        cls,
+        name: str,
+        root: Path,
+        seal: Path | None = None,
+        rows: Path | None = None,
+        *,
+        linked: bool = False,
     ) -> FrozenVersion:
         """Read a version back; refuse one whose files no longer match its manifest (a file its
         `seal` vouches for is not hashed again: see `manifest.read_seal`). Its rows are read
         from `rows` when they were kept there for this manifest (`spill.read_version_rows`),
-        else from its pages."""
+        else from its pages.
+
+        `linked`: the caller makes a version from it that links what it keeps (`link_kept`,
+        which it calls before that version is placed). With a seal made for its manifest, only
+        the files never linked are checked here; each linked file is checked through its link
+        (the parent's own inode: its key is the seal's, or it is hashed), where a walk of the
+        whole version and a look at every file would cost what it holds. Files the manifest
+        does not list are then not looked for: the new version takes none of them, and
+        `wikitrace verify` still finds them."""
         manifest = manifest_io.load(root)
-        check = manifest_io.verify(root, seal, manifest)
-        if not check.ok:
-            problems = check.missing + check.changed + check.extra
-            raise CorpusError(
-                f"version {name} at {root} does not match its manifest "
-                f"({len(problems)} files, first {problems[0]}); run `wikitrace verify` on it"
-            )
+        sealed = (
+            manifest_io.read_seal(seal, root, len(manifest.files))
+            if linked and seal is not None
+            else None
+        )
+        if sealed is None:
+            check = manifest_io.verify(root, seal, manifest)
+            if not check.ok:
+                problems = check.missing + check.changed + check.extra
+                raise _changed(name, root, problems)
+            keys = check.keys
+        else:
+            keys = sealed
+            for (rel, file_hash), key in zip(manifest.files.items(), sealed, strict=True):
+                if not _linked(rel) and not _holds(root, rel, file_hash, key):
+                    raise _changed(name, root, [rel])
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
         kept = None if rows is None else read_version_rows(rows, manifest_io.manifest_key(root))
         if kept is None or [len(kept[0]), len(kept[1])] != [
@@ -116,7 +146,8 @@ class FrozenVersion:
             insights=InsightPages(root, [layout.insight(row.number) for row in insight_rows]),
             fingerprints=fingerprints,
             attempts=Counter(row.task_key for row in run_rows),
-            keys=check.keys,
+            keys=keys,
+            checked=sealed is None,
         )
 
     def task_text(self, step: int) -> str:
@@ -139,13 +170,44 @@ class FrozenVersion:
         manifest and `rewritten_also` (files the new version writes anew)."""
         rewritten = set(rewritten_also)
         for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
-            if (
-                rel not in rewritten
-                and not with_catalog(rel)
-                and not Layout.is_index(rel)
-                and not rel.startswith(f"{TOOLS_DIR}/")
-            ):
+            if rel not in rewritten and _linked(rel):
                 yield rel, file_hash, key
+
+    def link_kept(self, writer: CorpusWriter, rewritten_also: Iterable[str] = ()) -> None:
+        """Link `kept_files` into the version `writer` makes. Of a version read back with
+        `linked` (its files not all checked then), each linked file is checked through its link
+        and each of `rewritten_also` here: a version whose file changed is refused as `load`
+        refuses it."""
+        rewritten = set(rewritten_also)
+        try:
+            writer.link_all(self.root, self.kept_files(rewritten), check=not self.checked)
+        except ChangedFile as error:
+            raise _changed(self.name, self.root, [error.rel]) from None
+        if self.checked:
+            return
+        for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
+            if rel in rewritten and not _holds(self.root, rel, file_hash, key):
+                raise _changed(self.name, self.root, [rel])
+
+
+def _linked(rel: str) -> bool:
+    """Whether a version made from another takes its file `rel` as it is (unless it writes it
+    anew): all but the indexes, the catalog and its rankers, and the tools."""
+    return not (with_catalog(rel) or Layout.is_index(rel) or rel.startswith(f"{TOOLS_DIR}/"))
+
+
+def _holds(root: Path, rel: str, file_hash: str, sealed: int) -> bool:
+    """Whether the version's file `rel` holds the bytes its manifest lists (hashed unless its
+    key is the `sealed` one)."""
+    return checked_key(os.path.join(root, rel), file_hash, sealed) is not None
+
+
+def _changed(name: str, root: Path, problems: list[str]) -> CorpusError:
+    return CorpusError(
+        f"version {name} at {root} does not match its manifest ({len(problems)} "
+        f"file{'' if len(problems) == 1 else 's'}, first {problems[0]}); run `wikitrace verify` "
+        "on it"
+    )
 
 
 def _from_pages(root: Path) -> tuple[list[indexes.RunRow], list[indexes.InsightRow]]:
