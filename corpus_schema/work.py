@@ -232,18 +232,26 @@ command)."""
 _OBJECT_KINDS = ("tests", "docs", "build-ci-deps")
 """The kinds a making verb's object may name."""
 
+_PLANNING = re.compile(r"\b(?:beads?|issues?|tickets?|epics?|stories|story|todos?)\b", re.I)
+"""A making verb's object that is an item of a tracker ("Create beads for an epic that adds a
+commit review page ...", "Add a ticket for the login bug"): planning work, which no kind of
+work covers, though the words after it name the kinds the planned work will be."""
 
-def _lead(task: str) -> tuple[str, str] | None:
+
+def _lead(task: str) -> tuple[str | None, str] | None:
     """The kind the task's lead names, and how: its first word when that is a making verb
     (`MAKING`) and its object names one kind of `_OBJECT_KINDS`, or when that word is the
-    cue of one kind other than add-feature (fix, document, refactor, explain). None when the
-    lead says nothing clear."""
+    cue of one kind other than add-feature (fix, document, refactor, explain); no kind (None)
+    when a making verb's object is a tracker's item (`_PLANNING`). None when the lead says
+    nothing clear."""
     found = _LEAD.match(task.lstrip(" \t\n/*-#>"))
     if found is None:
         return None
     verb, rest = found.group(1), found.group(2)
     if verb.lower() in MAKING:
         head = _OBJECT_END.split(rest, maxsplit=1)[0]
+        if _PLANNING.search(head):
+            return None, f"its lead: {verb} {' '.join(head.split())}, planning work no kind covers"
         named = [kind for kind in _OBJECT_KINDS if CUES[kind].search(head)]
         if len(named) == 1:
             return named[0], f"its lead: {verb} {' '.join(head.split())}"
@@ -274,7 +282,8 @@ def infer_kind(task: str, changed: Iterable[str] = ()) -> KindGuess:
     said = ", ".join(f"{n} {kind}" for kind, n in votes.items())
     lead = _lead(task[:TASK_CHARS])
     if lead is not None:
-        return KindGuess(lead[0], f"the task's words ({said}), {lead[1]}", votes)
+        unsure = "unsure: " if lead[0] is None else ""
+        return KindGuess(lead[0], f"{unsure}the task's words ({said}), {lead[1]}", votes)
     if counts and (len(counts) == 1 or counts[0] > counts[1]):
         best = next(iter(votes))
         return KindGuess(best, f"the task's words ({said})", votes)

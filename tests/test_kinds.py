@@ -179,6 +179,14 @@ def test_a_session_whose_kind_cannot_be_told_says_why(tmp_path: Path) -> None:
         # A verb that is a kind's own cue.
         ("Document the plugin hook scripts: which endpoint each posts to", "docs"),
         ("Fix the test that times out on the new checkout page", "fix-bug"),
+        # A tracker's items made: planning work, which no kind covers, whatever the planned
+        # work's words say (the realistic bench's fourth reader counted add-feature untrue).
+        (
+            "Create beads for an epic that adds a commit review page: one task for the "
+            "LiveView, one for its tests, one for the migration",
+            None,
+        ),
+        ("Add a ticket for the login bug", None),
         # No clear lead: the words count; a warning is a fault, and an add after "when I"
         # ties with it rather than making the task a feature.
         (
