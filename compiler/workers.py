@@ -60,6 +60,8 @@ AUTO_MIN_RUNS = 5000
 a quiet machine (issue 58), two workers made a build of 1,000 runs slower (0.85x: starting
 them and the finish, which they do not share, cost more than they save) and one of 10,000
 faster (1.34x); this is where they start to pay, with room to spare."""
+PRELOAD = ["__main__", __name__, "wikitrace.compiler.worker_start"]
+"""What the fork server imports once for every worker (compiler/worker_start.py)."""
 T = TypeVar("T")
 R = TypeVar("R")
 START_METHOD = "forkserver"
@@ -282,7 +284,7 @@ def fork_server(workers: int | None) -> Iterator[None]:
         return
     from multiprocessing import forkserver
 
-    multiprocessing.get_context(START_METHOD).set_forkserver_preload(["__main__", __name__])
+    multiprocessing.get_context(START_METHOD).set_forkserver_preload(PRELOAD)
     forkserver.ensure_running()
     try:
         yield
@@ -309,7 +311,7 @@ class Farm:
         )
         context = multiprocessing.get_context(START_METHOD)
         if START_METHOD == "forkserver":  # what the server imports (before it first starts)
-            context.set_forkserver_preload(["__main__", __name__])
+            context.set_forkserver_preload(PRELOAD)
         self.workers = workers
         self.pool = ProcessPoolExecutor(
             workers, mp_context=context, initializer=_start, initargs=(setup,)
