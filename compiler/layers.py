@@ -300,26 +300,29 @@ def _name_mined(
     replaced: set[str] = set()
     parent_steps = len(base.rows) if base else 0
     parent_root = os.fspath(base.root) if base else None
-    named: list[_Named] = []
-    cites.sort()
-    for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
-        step = parse_step(step_id)
-        rel = layout.compilation_rel(step)
-        source = None
-        if base is not None and step <= parent_steps:
-            if rel not in base.manifest.files:
-                continue  # its compilation failed
-            source = parent_root
-            replaced |= {rel, data_rel(rel)}
-        source_of: list[tuple[int, str]] = []
-        cited_by: list[tuple[int, str]] = []
-        for _, at, is_source in group:
-            row = insight_rows[at]
-            (source_of if is_source else cited_by).append((row.number, row.title))
-        named.append(_Named(rel, source, source_of, cited_by))
+
+    def named() -> Iterator[_Named]:
+        cites.sort()
+        for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
+            step = parse_step(step_id)
+            rel = layout.compilation_rel(step)
+            source = None
+            if base is not None and step <= parent_steps:
+                if rel not in base.manifest.files:
+                    continue  # its compilation failed
+                source = parent_root
+                replaced.update((rel, data_rel(rel)))
+            source_of: list[tuple[int, str]] = []
+            cited_by: list[tuple[int, str]] = []
+            for _, at, is_source in group:
+                row = insight_rows[at]
+                (source_of if is_source else cited_by).append((row.number, row.title))
+            yield _Named(rel, source, source_of, cited_by)
+
+    pages = named()
     jobs = (
-        (os.fspath(writer.root), layout, named[at : at + PAGES_A_JOB])
-        for at in range(0, len(named), PAGES_A_JOB)
+        (os.fspath(writer.root), layout, chunk)
+        for chunk in iter(lambda: list(itertools.islice(pages, PAGES_A_JOB)), [])
     )
     for lines in farm_map(_named_pages, jobs):
         writer.listed(lines)
