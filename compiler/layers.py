@@ -218,7 +218,7 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
     made = []
     for number, found, task in job.pages:
         found.load = quotes.actions
-        lesson = lessons.divergence(found, lambda _step, task=task: task)
+        lesson = lessons.divergence(found, {found.success.step: task}.__getitem__)
         header = lesson.header
         header.id = layout.insight(number)
         lines = files.write_files(insight_pages.insight_files(header, lesson.guideline))
