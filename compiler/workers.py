@@ -6,10 +6,13 @@ fingerprinted; the build, taking the chunks back in input order, drops the dupli
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
 numbered run is compiled (offline.py), its raw files and compilation page are written into
 the staging folder (their paths are known once it is numbered) and hashed, and the worker
-gives back each file's line in the build's list of files (store.NewFiles) with what mining
-keeps of the run. The build lists those, in step order, and does the rest (mining, indexes,
-the manifest) as it does alone: the corpus is the same, byte for byte, with any number of
-workers.
+gives back each file's line in the build's list of files (writing.NewFiles) with what mining
+keeps of the run. The build lists those, in step order, and mines. The same pool (`Farm`)
+stays for the finish, whose pages it hands on through `Farm.map` (results in order, as
+`map` gives them without workers): the new divergences' pages, the compilation pages
+written again to name mined lessons (compiler/layers.py), the rankers' word counts
+(search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
+manifest): the corpus is the same, byte for byte, with any number of workers.
 
 Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
 before it removes its staging folder, as it does for any failure, so nothing they wrote
