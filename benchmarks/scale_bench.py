@@ -13,10 +13,11 @@ nothing. The scratch folder is the system's temporary folder unless --dir.
         [--workers 1 2] [--repeat 3] [--dir /dev/shm] [--reference CHECKOUT]
 
 With --reference, a checkout of another commit (`git worktree add /tmp/old COMMIT`, or `git
-archive COMMIT | tar -x -C /tmp/old`) builds the same runs with --workers 1 too, in each turn
-after this code's builds, its CPU is printed beside this code's (issue 58's floor: at or
-below the older code's), and the two corpora are compared file by file, the manifest aside
-(it holds the build's time): a change that makes the build faster must not change a page.
+archive COMMIT | tar -x -C /tmp/old`) builds the same runs with each --workers count too, in
+each turn after this code's builds, its CPU and its speed with workers are printed beside this
+code's (issue 58's floor: at or below the older code's CPU), and the two corpora are compared
+file by file, the manifest aside (it holds the build's time): a change that makes the build
+faster must not change a page.
 
 Each figure is printed beside its floor (issue 58): the offline build within 4x `cp -r` of its
 own output; 2 workers at least 1.7x as fast as 1 at 10,000 runs and never slower at 1,000. The
@@ -180,7 +181,7 @@ def main() -> None:
             # files costs as much as writing them on some disks, and would weigh on the next.
             builds: list[list[tuple[float, float, float, float]]] = [[] for _ in args.workers]
             copies: list[float] = []
-            references: list[tuple[float, float, float, float]] = []
+            references: list[list[tuple[float, float, float, float]]] = [[] for _ in args.workers]
             python_path = reference_path(args.reference, work) if args.reference else None
             for turn in range(args.repeat):
                 loads = [os.getloadavg()[0]]
@@ -189,15 +190,17 @@ def main() -> None:
                     builds[attempt].append(_build(runs_file, corpus, workers))
                     loads.append(os.getloadavg()[0])
                 if python_path is not None:  # in turn with this code's, under the same load
-                    built = work / f"reference-{turn}"
-                    references.append(_build(runs_file, built, 1, python_path))
-                    loads.append(os.getloadavg()[0])
-                    print(
-                        f"{count} runs, turn {turn + 1}: CPU --workers {args.workers[0]} "
-                        f"{sum(builds[0][-1][2:]):.2f} s, --reference {sum(references[-1][2:]):.2f}"
-                        " s",
-                        flush=True,
-                    )
+                    for attempt, workers in enumerate(args.workers):
+                        built = work / f"reference-{turn}-{attempt}"
+                        references[attempt].append(_build(runs_file, built, workers, python_path))
+                        loads.append(os.getloadavg()[0])
+                        print(
+                            f"{count} runs, turn {turn + 1}: --workers {workers}: CPU "
+                            f"{sum(builds[attempt][-1][2:]):.2f} s, {builds[attempt][-1][0]:.2f}"
+                            f" s; --reference {sum(references[attempt][-1][2:]):.2f} s, "
+                            f"{references[attempt][-1][0]:.2f} s",
+                            flush=True,
+                        )
                 copies.append(_copy(corpus.resolve(), work / f"copy-{turn}"))
                 loads.append(os.getloadavg()[0])
                 if args.repeat > 1:
@@ -213,7 +216,7 @@ def main() -> None:
                     )
             if references:
                 ours = (work / "corpus-0-0").resolve()
-                different = differing_files(ours, (work / "reference-0").resolve())
+                different = differing_files(ours, (work / "reference-0-0").resolve())
                 print(
                     f"{count} runs: the corpus of --reference and this code's "
                     + (
@@ -265,16 +268,20 @@ def main() -> None:
                     "(target <= 300 MB)",
                     flush=True,
                 )
-            if references:
-                ours_cpu = statistics.median(t[2] + t[3] for t in builds[0])
-                ref_cpu = statistics.median(t[2] + t[3] for t in references)
-                print(
-                    f"  --reference, --workers 1: {median}CPU {ref_cpu:.2f} s "
-                    f"({ref_cpu / count * 1e3:.2f} ms a run); this code's --workers "
-                    f"{args.workers[0]} uses {ours_cpu / ref_cpu:.2f}x its CPU (floor <= 1x "
-                    "against the code of three weeks before issue 58)",
-                    flush=True,
-                )
+            if references[0]:
+                ref_first = statistics.median(t[0] for t in references[0])
+                for workers, taken, theirs in zip(args.workers, builds, references, strict=True):
+                    ours_cpu = statistics.median(t[2] + t[3] for t in taken)
+                    ref_cpu = statistics.median(t[2] + t[3] for t in theirs)
+                    ref_s = statistics.median(t[0] for t in theirs)
+                    print(
+                        f"  --reference, --workers {workers}: {median}{ref_s:.2f} s "
+                        f"({ref_first / ref_s:.2f}x as fast as --workers {args.workers[0]}), "
+                        f"CPU {ref_cpu:.2f} s ({ref_cpu / count * 1e3:.2f} ms a run); this "
+                        f"code's uses {ours_cpu / ref_cpu:.2f}x its CPU (floor <= 1x against "
+                        "the code of three weeks before issue 58)",
+                        flush=True,
+                    )
         finally:
             remove_work(work)
 

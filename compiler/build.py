@@ -25,6 +25,7 @@ from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.setting_fields import declared
 from wikitrace.corpus_schema.writing import CorpusWriter, check_output, given
+from wikitrace.search.saved import FarmMap
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client
 from wikitrace.transport.clients import connect
@@ -66,7 +67,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
-from .workers import build_in_workers, worker_count
+from .workers import Farm, build_in_workers, fork_server, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +267,11 @@ def make_version(
     started = time.monotonic()
     judge = _make_judge(options, judge_llm)
     _start_call_workers(options, llm)  # while the inputs are read
-    read = read_inputs(options, planned.plan, staging_dir.parent, judge)
-    with contextlib.closing(read.runs):
+    with contextlib.ExitStack() as stack:
+        # An offline build's workers, asked for, start while the inputs are read.
+        stack.enter_context(fork_server(options.workers if options.offline else None))
+        read = read_inputs(options, planned.plan, staging_dir.parent, judge)
+        stack.enter_context(contextlib.closing(read.runs))
         log.info("%d runs to build (%d records skipped)", read.total, len(read.skipped))
         templates = None if options.offline else Templates.load(options.prompts_dir)
         model = None if options.offline else make_llm(options, llm)
@@ -346,9 +350,11 @@ class _Stages:
         with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
             # Spill files go when the build ends, even when interrupted.
             layout = self._layout(root)
-            compiled = self.compile(writer, layout, spills)
+            farm = self._farm(layout, root, spills)
+            compiled = self.compile(writer, layout, spills, farm=farm)
             if not isinstance(compiled, CompiledRuns):
                 return compiled
+            farm_map: FarmMap = farm.map if farm is not None else map
             seconds = round(time.monotonic() - self.started, 3)
             layers = write_layers(
                 writer,
@@ -359,6 +365,7 @@ class _Stages:
                 templates=self.templates,
                 base=base,
                 miner=compiled.miner,
+                farm_map=farm_map,
             )
             spills.enter_context(contextlib.closing(layers.all_rows))
             report = assemble_report(
@@ -378,8 +385,24 @@ class _Stages:
                 model_settings=options.model_settings(),
                 base=base,
                 store=self.store,
+                farm_map=farm_map,
             )
             return MadeVersion(report, finished)
+
+    def _farm(
+        self, layout: Layout, root: Path, spills: contextlib.ExitStack[bool | None]
+    ) -> Farm | None:
+        """The worker processes of an offline build that uses them (`worker_count`), kept
+        until the version is finished and stopped before its staging folder may be removed."""
+        options = self.planned.options
+        if self.model is not None:
+            return None
+        workers = worker_count(options.workers, self.read.total)
+        if workers <= 1:
+            return None
+        farm = Farm(options, layout, root, workers, mine=options.mine)
+        spills.push(lambda failed, *_: farm.close(failed=failed is not None))
+        return farm
 
     def compile_only(self, root: Path) -> None:
         """The compile stage alone, in `root`, mining nothing: what a --batch pass's round
@@ -399,6 +422,7 @@ class _Stages:
         spills: contextlib.ExitStack[bool | None],
         *,
         mine: bool = True,
+        farm: Farm | None = None,
     ) -> CompiledRuns | NothingNew:
         """Stage three: each run checked written to the raw layer (redacted, numbered) and
         compiled, offline, by the model, or in worker processes."""
@@ -419,9 +443,8 @@ class _Stages:
         if miner is not None:
             spills.enter_context(contextlib.closing(miner))
         runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
-        workers = worker_count(options.workers, total) if model is None else 1
-        if workers > 1:  # the same work (and corpus) on other cores
-            build_in_workers(options, raw, producer, miner, workers)
+        if farm is not None:  # the same work (and corpus) on other cores
+            build_in_workers(raw, producer, miner, farm)
         elif model is None or self.templates is None:
             producer.offline(runs)
         else:

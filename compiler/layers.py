@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import (
@@ -23,12 +26,16 @@ from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
-from wikitrace.corpus_schema.writing import CorpusWriter
+from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
+from wikitrace.search.saved import FarmMap
 from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
 
 from .compile import Templates
-from .mine import MinedPage, Miner, mine_version
+from .mine import MinedPage, Miner, NewDivergence, mine_version
+from .mine_divergence import Divergence
+from .mine_lessons import LessonWriter, Quotes
+from .mine_patterns import Action
 from .mine_table import patterns_file
 from .produce import Compiled, Summary
 from .report import BuildReport
@@ -45,10 +52,13 @@ def write_layers(
     templates: Templates | None,
     base: FrozenVersion | None,
     miner: Miner | None = None,
+    farm_map: FarmMap = map,
 ) -> Layers:
     """Everything of the version but its raw layer (written as the runs were read) and what
     `finish_layers` writes: its mined lessons, the pages of every insight, the parent's files
-    kept; and the rows the indexes are made from. `inputs`: what was read, a line per format."""
+    kept; and the rows the indexes are made from. `inputs`: what was read, a line per format.
+    `farm_map`: how the pages of the new divergences and the compilation pages that name
+    mined lessons are made (`map`, or a build's worker processes: workers.Farm.map)."""
     compiled = runs.compiled
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
     all_rows = RunRows(writer.root.parent, base.rows if base else ())
@@ -66,7 +76,7 @@ def write_layers(
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
             miner.release()
-        rewritten = _write_mined(writer, layout, base, compiled, pages)
+        rewritten = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
         if base:
             base.link_kept(writer, rewritten)
         prompts = dict(base.manifest.prompts) if base else {}
@@ -111,6 +121,8 @@ def _write_mined(
     base: FrozenVersion | None,
     compiled: Compiled,
     pages: list[MinedPage],
+    rows: RunRows,
+    farm_map: FarmMap,
 ) -> set[str]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
     recounted, replaces its row); the compilation pages that cite them written anew. Returns
@@ -119,10 +131,24 @@ def _write_mined(
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
     rewritten = {MINED_PATTERNS}
     cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
+    parent = (os.fspath(base.root), len(base.rows)) if base else None
+    made = itertools.chain.from_iterable(
+        farm_map(
+            _divergence_pages,
+            (
+                _Divergences(os.fspath(writer.root), layout, parent, chunk)
+                for chunk in _new_divergences(pages, rows)
+            ),
+        )
+    )
     for page in pages:
-        header, guideline = page.content()
-        header.id = layout.insight(page.number)
-        writer.write_files(insight_pages.insight_files(header, guideline))
+        if isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
+            header, guideline, lines = next(made)
+            writer.listed(lines)
+        else:
+            header, guideline = page.content()
+            header.id = layout.insight(page.number)
+            writer.write_files(insight_pages.insight_files(header, guideline))
         mined_row = indexes.insight_row(page.number, header, guideline)
         if page.new:
             at = len(insight_rows)
@@ -134,7 +160,70 @@ def _write_mined(
             rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
         cites += [(step, at, step == header.source_step) for step in header.rests_on]
     pages.clear()  # each page's lesson was made as it was written: none is held from here
-    return rewritten | _name_mined(writer, layout, base, cites, insight_rows)
+    return rewritten | _name_mined(writer, layout, base, cites, insight_rows, farm_map)
+
+
+PAGES_A_JOB = 64
+"""Pages made in one piece of work handed on (`_divergence_pages`, `_named_pages`)."""
+
+
+@dataclass(frozen=True)
+class _Divergences:
+    """New divergences whose pages are to be written, as a worker process takes them."""
+
+    root: str
+    """The staging folder."""
+    layout: Layout
+    """The version's layout, its insight ids as wide as they are written."""
+    parent: tuple[str, int] | None
+    """The parent version's folder and runs (their logs are read there)."""
+    pages: list[tuple[int, Divergence, str]]
+    """Each page's number, its divergence (not `load`ing) and its successful run's task."""
+
+
+def _new_divergences(
+    pages: Iterable[MinedPage], rows: RunRows
+) -> Iterator[list[tuple[int, Divergence, str]]]:
+    """The pages of new divergences, PAGES_A_JOB at a time, in order; each divergence's
+    successful run's task read here (the rows are this process's)."""
+    chunk: list[tuple[int, Divergence, str]] = []
+    for page in pages:
+        if isinstance(page.lesson, NewDivergence):
+            found = dataclasses.replace(page.lesson.divergence, load=_not_loaded)
+            chunk.append((page.number, found, rows.by_step(found.success.step).task))
+            if len(chunk) == PAGES_A_JOB:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def _not_loaded(step: int) -> Sequence[Action]:
+    raise AssertionError(f"a divergence's actions of step {step} asked before they are read")
+
+
+def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes]]]:
+    """Each divergence's lesson made (its runs' actions read from their logs) and its page
+    written: its header, guideline, and the lines of its files in the build's list."""
+    layout, parent = job.layout, job.parent
+
+    def layout_of(step: int) -> Layout:
+        if parent is not None and step <= parent[1]:
+            return Layout(Path(parent[0]), layout.step_width, layout.insight_width)
+        return layout
+
+    quotes = Quotes(layout_of)
+    lessons = LessonWriter(layout, quotes)
+    files = NewFiles(job.root)
+    made = []
+    for number, found, task in job.pages:
+        found.load = quotes.actions
+        lesson = lessons.divergence(found, {found.success.step: task}.__getitem__)
+        header = lesson.header
+        header.id = layout.insight(number)
+        lines = files.write_files(insight_pages.insight_files(header, lesson.guideline))
+        made.append((header, lesson.guideline, lines))
+    return made
 
 
 def _changes(
@@ -172,9 +261,10 @@ def finish_layers(
     model_settings: dict[str, Any],
     base: FrozenVersion | None,
     store: Store | None,
+    farm_map: FarmMap = map,
 ) -> Finished:
     """The last stage: what every version ends with (versions.finish_version), the `report`
-    in its manifest."""
+    in its manifest; the rankers' texts counted through `farm_map` (see `write_layers`)."""
     return finish_version(
         writer,
         layers.layout,
@@ -192,6 +282,7 @@ def finish_layers(
         written=_written(layers.layout, runs.rows, runs.tasks, runs.compiled.in_order()),
         written_insights=runs.compiled.written_insights,
         kept_rows=len(base.rows) if base else 0,
+        farm_map=farm_map,
     )
 
 
@@ -201,37 +292,76 @@ def _name_mined(
     base: FrozenVersion | None,
     cites: list[tuple[str, int, bool]],
     insight_rows: Sequence[indexes.InsightRow],
+    farm_map: FarmMap,
 ) -> set[str]:
     """Each compilation page of a run a mined lesson rests on, written anew to name it
-    (compilation_pages.with_mined); the parent's pages so written, which the version does not
-    keep."""
+    (compilation_pages.with_mined, by `_named_pages`); the parent's pages so written, which
+    the version does not keep."""
     replaced: set[str] = set()
-    written: set[str] = set()  # this version's own files the page replaces
     parent_steps = len(base.rows) if base else 0
-    cites.sort()
-    for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
-        step = parse_step(step_id)
-        rel = layout.compilation_rel(step)
-        if base is not None and step <= parent_steps:
-            if rel not in base.manifest.files:
-                continue  # its compilation failed
-            page = read.read_page(base.root, rel, CompilationHeader)
-            replaced |= {rel, data_rel(rel)}
-        else:
-            if not (writer.root / rel).exists():
-                continue
-            page = read.read_page(writer.root, rel, CompilationHeader)
-            written |= {rel, page.header.data} if page.header.data else {rel}
-        source_of: list[tuple[int, str]] = []
-        cited_by: list[tuple[int, str]] = []
-        for _, at, source in group:
-            row = insight_rows[at]
-            (source_of if source else cited_by).append((row.number, row.title))
-        writer.rewrite_files(
-            compilation_pages.with_mined(layout, page.header, page.body, source_of, cited_by),
-            written,
-        )
+    parent_root = os.fspath(base.root) if base else None
+
+    def named() -> Iterator[_Named]:
+        cites.sort()
+        for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
+            step = parse_step(step_id)
+            rel = layout.compilation_rel(step)
+            source = None
+            if base is not None and step <= parent_steps:
+                if rel not in base.manifest.files:
+                    continue  # its compilation failed
+                source = parent_root
+                replaced.update((rel, data_rel(rel)))
+            source_of: list[tuple[int, str]] = []
+            cited_by: list[tuple[int, str]] = []
+            for _, at, is_source in group:
+                row = insight_rows[at]
+                (source_of if is_source else cited_by).append((row.number, row.title))
+            yield _Named(rel, source, source_of, cited_by)
+
+    pages = named()
+    jobs = (
+        (os.fspath(writer.root), layout, chunk)
+        for chunk in iter(lambda: list(itertools.islice(pages, PAGES_A_JOB)), [])
+    )
+    for lines in farm_map(_named_pages, jobs):
+        writer.listed(lines)
     return replaced
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """A compilation page to write anew naming the mined lessons that rest on its run."""
+
+    rel: str
+    source: str | None
+    """The parent version's folder when the page is the parent's; None: this version's."""
+    source_of: list[tuple[int, str]]
+    cited_by: list[tuple[int, str]]
+
+
+def _named_pages(job: tuple[str, Layout, list[_Named]]) -> list[bytes]:
+    """Each page of `job` (the staging folder, the version's layout, the pages) written anew
+    to name its mined lessons: over this version's own page in place, beside a parent's;
+    the lines of the build's list of files this changes (a page whose compilation failed
+    has none)."""
+    root, layout, named = job
+    files = NewFiles(root)
+    lines: list[bytes] = []
+    for page in named:
+        written: set[str] = set()  # this version's own files the page replaces
+        if page.source is not None:
+            found = read.read_page(Path(page.source), page.rel, CompilationHeader)
+        else:
+            if not os.path.exists(os.path.join(root, page.rel)):
+                continue
+            found = read.read_page(Path(root), page.rel, CompilationHeader)
+            written |= {page.rel, found.header.data} if found.header.data else {page.rel}
+        rendered = compilation_pages.with_mined(
+            layout, found.header, found.body, page.source_of, page.cited_by
+        )
+        lines += files.rewrite(rendered, written)
+    return lines
 
 
 def _written(

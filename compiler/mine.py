@@ -36,12 +36,19 @@ from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.tasks import TaskKey
 
 from .mine_contrast import MiningReport, contrasts
-from .mine_divergence import divergence_key, divergences
+from .mine_divergence import Divergence, divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, actions_of, patterns
 from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes, task_of
 
-__all__ = ["MinedPage", "Miner", "mine_version", "patterns_of_written", "run_patterns"]
+__all__ = [
+    "MinedPage",
+    "Miner",
+    "NewDivergence",
+    "mine_version",
+    "patterns_of_written",
+    "run_patterns",
+]
 
 
 def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPatterns, list[Action]]:
@@ -121,6 +128,18 @@ class MinedPage:
         return lesson.header, lesson.guideline
 
 
+@dataclass
+class NewDivergence:
+    """A new divergence's lesson, made when its page is written (`LessonWriter.divergence`
+    called then: here, or in a build's worker process, which has the `divergence`)."""
+
+    divergence: Divergence
+    make: Callable[[], MinedLesson]
+
+    def __call__(self) -> MinedLesson:
+        return self.make()
+
+
 def _made(lesson: MinedLesson | Callable[[], MinedLesson]) -> MinedLesson:
     return lesson if isinstance(lesson, MinedLesson) else lesson()
 
@@ -180,7 +199,7 @@ def mine_version(
     for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
         # Its task's text is read when its page is made, not held until then.
         make = functools.partial(writer.divergence, divergence, task_text)
-        lessons.append((divergence_key(divergence.task), make))
+        lessons.append((divergence_key(divergence.task), NewDivergence(divergence, make)))
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()

@@ -6,10 +6,13 @@ fingerprinted; the build, taking the chunks back in input order, drops the dupli
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
 numbered run is compiled (offline.py), its raw files and compilation page are written into
 the staging folder (their paths are known once it is numbered) and hashed, and the worker
-gives back each file's line in the build's list of files (store.NewFiles) with what mining
-keeps of the run. The build lists those, in step order, and does the rest (mining, indexes,
-the manifest) as it does alone: the corpus is the same, byte for byte, with any number of
-workers.
+gives back each file's line in the build's list of files (writing.NewFiles) with what mining
+keeps of the run. The build lists those, in step order, and mines. The same pool (`Farm`)
+stays for the finish, whose pages it hands on through `Farm.map` (results in order, as
+`map` gives them without workers): the new divergences' pages, the compilation pages
+written again to name mined lessons (compiler/layers.py), the rankers' word counts
+(search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
+manifest): the corpus is the same, byte for byte, with any number of workers.
 
 Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
 before it removes its staging folder, as it does for any failure, so nothing they wrote
@@ -20,6 +23,7 @@ killed build leaves is the next build's to clear, as it is without workers.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -28,11 +32,11 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.identity import turn_log
@@ -59,6 +63,10 @@ AUTO_MIN_RUNS = 5000
 by side on a quiet machine (issue 58), two workers made a build of 1,000 runs slower (0.85x:
 starting them and the finish, which they do not share, cost more than they save) and one of
 10,000 faster (1.34x); this is where they start to pay, with room to spare."""
+PRELOAD = ["__main__", __name__, "wikitrace.compiler.worker_start"]
+"""What the fork server imports once for every worker (compiler/worker_start.py)."""
+T = TypeVar("T")
+R = TypeVar("R")
 START_METHOD = "forkserver"
 """How the workers start: forked from a server process that multiprocessing starts afresh
 (not from the build, which may run threads), which imports the program and this module once
@@ -269,36 +277,71 @@ def _pickled(value: Any) -> bytes:
 # --- in the build -------------------------------------------------------------------------
 
 
-def build_in_workers(
-    options: BuildOptions,
-    raw: RawLayer,
-    producer: Producer,
-    miner: Miner | None,
-    workers: int,
-) -> None:
-    """What `producer.offline(raw.runs())` does (through `miner.watch` when mining), the
-    per-run work done by `workers` processes."""
-    setup = _Setup(
-        layout=raw.layout,
-        root=os.fspath(raw.writer.root),
-        inputs=list(options.inputs),
-        redact=options.redact,
-        redact_patterns=tuple(options.redact_patterns),
-        redact_keep=tuple(options.redact_keep),
-        mine=miner is not None,
-    )
-    context = multiprocessing.get_context(START_METHOD)
-    if START_METHOD == "forkserver":  # what the server imports (before it first starts)
-        context.set_forkserver_preload(["__main__", __name__])
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start, initargs=(setup,))
+@contextlib.contextmanager
+def fork_server(workers: int | None) -> Iterator[None]:
+    """With more than one worker asked for, their fork server started at once, so that it
+    imports wikitrace while the build reads its input (the `Farm` made then forks from it);
+    stopped when the block ends, if no Farm stopped it before."""
+    if workers is None or workers <= 1 or START_METHOD != "forkserver":
+        yield
+        return
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context(START_METHOD).set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
     try:
-        _Pipeline(pool, raw, producer, miner, CHUNKS_PER_WORKER * workers).run()
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
+        yield
+    finally:
         _stop_fork_server()
-        raise
-    pool.shutdown(wait=True)
-    _stop_fork_server()
+
+
+class Farm:
+    """The build's worker processes, kept from its first run to its last page: the runs'
+    work (`build_in_workers`), then the finish's pages (`map`). Close it before the staging
+    folder is removed (the workers write into it)."""
+
+    def __init__(
+        self, options: BuildOptions, layout: Layout, root: Path, workers: int, *, mine: bool
+    ) -> None:
+        setup = _Setup(
+            layout=layout,
+            root=os.fspath(root),
+            inputs=list(options.inputs),
+            redact=options.redact,
+            redact_patterns=tuple(options.redact_patterns),
+            redact_keep=tuple(options.redact_keep),
+            mine=mine,
+        )
+        context = multiprocessing.get_context(START_METHOD)
+        if START_METHOD == "forkserver":  # what the server imports (before it first starts)
+            context.set_forkserver_preload(PRELOAD)
+        self.workers = workers
+        self.pool = ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_start, initargs=(setup,)
+        )
+
+    def map(self, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """`function` of each item, in the items' order, done by the workers (`function` and
+        the items pickled: a module's function, each item a chunk of work worth sending)."""
+        pending: deque[Future[R]] = deque()
+        for item in items:
+            if len(pending) >= CHUNKS_PER_WORKER * self.workers:
+                yield pending.popleft().result()
+            pending.append(self.pool.submit(function, item))
+        while pending:
+            yield pending.popleft().result()
+
+    def close(self, failed: bool = False) -> None:
+        """Stop the workers (a `failed` build's at the end of their chunk, the rest of its
+        work dropped) and their fork server."""
+        self.pool.shutdown(wait=True, cancel_futures=failed)
+        _stop_fork_server()
+
+
+def build_in_workers(raw: RawLayer, producer: Producer, miner: Miner | None, farm: Farm) -> None:
+    """What `producer.offline(raw.runs())` does (through `miner.watch` when mining), the
+    per-run work done by the `farm`'s workers."""
+    _Pipeline(farm.pool, raw, producer, miner, CHUNKS_PER_WORKER * farm.workers).run()
 
 
 def _stop_fork_server() -> None:

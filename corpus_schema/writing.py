@@ -161,6 +161,42 @@ class NewFiles:
         """`write` each (path, text); their lines."""
         return [self.write(rel, data) for rel, data in files]
 
+    def remove(self, rel: str) -> bytes:
+        """Take back a file written before; the line that takes it off the list."""
+        path = os.path.join(self.root, rel)
+        file_hash = file_digest(path)
+        os.unlink(path)
+        return unlisted_line(rel, file_hash)
+
+    def rewrite(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> list[bytes]:
+        """What `remove` of each of `written` (files written under this root, none of them
+        linked) and then `write_files(files)` do, with each file in both written over in
+        place, then cut to its new length: no block is freed unless it is shorter. On this
+        project's ext4 (mounted with `discard`) freeing a file's blocks costs some 2 ms, in an
+        unlink or a truncation to nothing, and writing over 0.03 ms. `written` is emptied. A
+        file linked from a frozen version (more links than one) is never written over: it is
+        removed, and written anew. The lines that take the old files off the list and put
+        the new ones on it."""
+        lines: list[bytes] = []
+        for rel, data in files:
+            path = os.path.join(self.root, rel)
+            if rel not in written or os.lstat(path).st_nlink != 1:
+                if rel in written:
+                    lines.append(self.remove(rel))
+                    written.discard(rel)
+                lines.append(self.write(rel, data))
+                continue
+            written.discard(rel)
+            lines.append(unlisted_line(rel, file_digest(path)))
+            encoded = data.encode("utf-8") if isinstance(data, str) else data
+            with open(path, "r+b") as handle:  # the staging folder's own file
+                handle.write(encoded)
+                handle.truncate()
+            lines.append(listed_line(rel, digest(encoded), stat_key(os.lstat(path))))
+        lines += [self.remove(rel) for rel in written]
+        written.clear()
+        return lines
+
     def path(self, rel: str) -> str:
         """Where `rel` goes, its folder made. Strings, not pathlib: pathlib interns every part
         of every path it parses, for good."""
@@ -184,6 +220,12 @@ class NewFiles:
 def listed_line(rel: str, file_hash: str, key: int) -> bytes:
     """A file's line in a CorpusWriter's list: its path, its hash and its `stat_key`."""
     return f"{rel}\t{file_hash}\t{key}\n".encode()
+
+
+def unlisted_line(rel: str, file_hash: str) -> bytes:
+    """The line that takes a file off a CorpusWriter's list: `-` sorts before the hash's
+    tag, so a path's removals come before what it lists."""
+    return f"{rel}\t-{file_hash}\t0\n".encode()
 
 
 SORT_CHUNK_LINES = 1 << 16
@@ -278,9 +320,12 @@ class CorpusWriter:
             self._list_lines(lines)
 
     def listed(self, lines: list[bytes]) -> None:
-        """List files written under the root by others (`NewFiles`: a build's worker
-        processes), given their lines; `lines` is emptied."""
+        """List files written (or taken back: `NewFiles.remove`) under the root by others
+        (`NewFiles`: a build's worker processes), given their lines; `lines` is emptied."""
+        # A line of `unlisted_line` takes a file off: its hash, the second field, after `-`.
+        removed = sum(line.split(b"\t", 2)[1][:1] == b"-" for line in lines)
         self._list_lines(lines)
+        self.count -= 2 * removed
 
     def _list_lines(self, lines: list[bytes]) -> None:
         self._listed.seek(0, os.SEEK_END)
@@ -300,43 +345,11 @@ class CorpusWriter:
 
     def remove(self, rel: str) -> None:
         """Take back a file written before (to write it again, or another in its place)."""
-        path = os.path.join(self._root, rel)
-        file_hash = file_digest(path)
-        os.unlink(path)
-        self._unlist(rel, file_hash)
+        self.listed([self._new.remove(rel)])
 
     def rewrite_files(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> None:
-        """What `remove` of each of `written` (files this writer wrote, none of them linked)
-        and then `write_files(files)` do, with each file in both written over in place, then
-        cut to its new length: no block is freed unless it is shorter. On this project's ext4
-        (mounted with `discard`) freeing a file's blocks costs some 2 ms, in an unlink or a
-        truncation to nothing, and writing over 0.03 ms. `written` is emptied. A file linked
-        from a frozen version (more links than one) is never written over: it is removed, and
-        written anew."""
-        for rel, data in files:
-            path = os.path.join(self._root, rel)
-            if rel not in written or os.lstat(path).st_nlink != 1:
-                if rel in written:
-                    self.remove(rel)
-                    written.discard(rel)
-                self.write(rel, data)
-                continue
-            written.discard(rel)
-            self._unlist(rel, file_digest(path))
-            encoded = data.encode("utf-8") if isinstance(data, str) else data
-            with open(path, "r+b") as handle:  # the staging folder's own file
-                handle.write(encoded)
-                handle.truncate()
-            self._list(rel, digest(encoded), stat_key(os.lstat(path)))
-        for rel in written:
-            self.remove(rel)
-        written.clear()
-
-    def _unlist(self, rel: str, file_hash: str) -> None:
-        self._listed.seek(0, os.SEEK_END)
-        # `-` sorts before the hash's tag: a path's removals come before what it lists.
-        self._listed.write(f"{rel}\t-{file_hash}\t0\n".encode())
-        self.count -= 1
+        """`NewFiles.rewrite` under this writer's root, listed."""
+        self.listed(self._new.rewrite(files, written))
 
     def files(self) -> Iterator[tuple[str, str]]:
         """Every file written or linked with its hash, sorted by path, read from disk."""

@@ -9,9 +9,9 @@ import functools
 import itertools
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wikitrace.corpus_schema.catalog import PastRun, records_in
 from wikitrace.corpus_schema.counts import PAGE_TEXTS, CountsPage, load_page, page_name, text_digest
@@ -31,21 +31,38 @@ if TYPE_CHECKING:
     from wikitrace.corpus_schema.spill import JsonLines
 
 
-def count_pages(texts: Iterable[str], parent: Path | None = None) -> Iterator[CountsPage]:
-    """`texts` counted as a ranker indexes them, PAGE_TEXTS a page. What a page of the ranker
-    saved in `parent` (a folder, as search_files writes it) counted of the very same text is
-    read back instead of tokenizing it again: a page of texts all counted before is the
-    parent's as it is; a page is the same, text for text, however it was counted."""
-    texts = iter(texts)
-    number = 0
-    while part := list(itertools.islice(texts, PAGE_TEXTS)):
-        number += 1
-        digests = [text_digest(text) for text in part]
-        kept = load_page(parent / page_name(number)) if parent is not None else None
-        if kept is not None and kept.digests == digests:
-            yield kept
-            continue
-        yield _counted(part, digests, kept)
+FarmMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
+"""`map`, or what does its work elsewhere (a build's worker processes), the results in the
+items' order."""
+
+
+def count_pages(
+    texts: Iterable[str], parent: Path | None = None, farm_map: FarmMap = map
+) -> Iterable[CountsPage]:
+    """`texts` counted as a ranker indexes them, PAGE_TEXTS a page, each page by `farm_map`.
+    What a page of the ranker saved in `parent` (a folder, as search_files writes it) counted
+    of the very same text is read back instead of tokenizing it again: a page of texts all
+    counted before is the parent's as it is; a page is the same, text for text, however it
+    was counted."""
+
+    def pages() -> Iterator[tuple[list[str], Path | None]]:
+        held = iter(texts)
+        number = 0
+        while part := list(itertools.islice(held, PAGE_TEXTS)):
+            number += 1
+            yield part, parent / page_name(number) if parent is not None else None
+
+    return farm_map(_page, pages())
+
+
+def _page(job: tuple[list[str], Path | None]) -> CountsPage:
+    """A page of texts counted (`count_pages`), given the parent's page of the same number."""
+    part, kept_path = job
+    digests = [text_digest(text) for text in part]
+    kept = load_page(kept_path) if kept_path is not None else None
+    if kept is not None and kept.digests == digests:
+        return kept
+    return _counted(part, digests, kept)
 
 
 def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> CountsPage:
@@ -75,13 +92,16 @@ def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> C
     return CountsPage(digests, list(numbered), lengths, ends, ids, counts)
 
 
-def search_files(root: Path, parent: Path | None = None) -> Iterator[tuple[str, Iterator[bytes]]]:
+def search_files(
+    root: Path, parent: Path | None = None, farm_map: FarmMap = map
+) -> Iterator[tuple[str, Iterator[bytes]]]:
     """The saved rankers of the version at `root`, made from its catalog as written: each
     file's path in the version and its bytes. One ranker is held at a time, each made from the
     texts read back from the catalog, counted a page at a time (`count_pages`: a page of the
     `parent` version's ranker that counted the same texts is taken as it is, so a version made
     from another tokenizes only the pages whose texts it changes); the pages are saved with it.
-    bm25s writes its files into a scratch folder in `root`, gone when the last is read."""
+    bm25s writes its files into a scratch folder in `root`, gone when the last is read.
+    `farm_map`: how the pages are counted (`count_pages`)."""
     # The catalog is read once: each ranker's texts wait on disk, a line each (search_texts'
     # texts, read back as they are needed: the tasks twice, for their common lines).
     from wikitrace.corpus_schema.spill import JsonLines  # writing a version only
@@ -97,11 +117,11 @@ def search_files(root: Path, parent: Path | None = None) -> Iterator[tuple[str, 
                 spilled["compilations"].append(item.explanation)
             else:
                 spilled["insights"].append(insight_text(item[1]))
-        yield from _saved_rankers(root, parent, spilled)
+        yield from _saved_rankers(root, parent, spilled, farm_map)
 
 
 def _saved_rankers(
-    root: Path, parent: Path | None, spilled: dict[SearchName, JsonLines]
+    root: Path, parent: Path | None, spilled: dict[SearchName, JsonLines], farm_map: FarmMap
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
     """search_files' rankers, from their texts kept on disk (`spilled`)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
@@ -115,7 +135,7 @@ def _saved_rankers(
                 else iter(held)
             )
             before = parent / SEARCH_DIR / name if parent is not None else None
-            pages = _saved(count_pages(texts, before), folder)
+            pages = _saved(count_pages(texts, before, farm_map), folder)
             Ranker.of_pages(pages, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
             for path in sorted(folder.iterdir()):
                 yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)

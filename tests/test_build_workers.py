@@ -1,6 +1,6 @@
 """The `workers` setting (N processes): an offline build's per-run work in worker processes
-(compiler/workers.py) makes the very corpus the build's own process makes, and a stopped build
-leaves nothing."""
+(compiler/workers.py) makes the very corpus the build's own process makes (its finish's pages
+too, `Farm.map` keeping their order), and a stopped build leaves nothing."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.compiler.workers import available_cores, idle_cores, worker_count
-from wikitrace.corpus_schema import verify
+from wikitrace.compiler.workers import Farm, available_cores, idle_cores, worker_count
+from wikitrace.corpus_schema import CorpusError, Layout, verify
+from wikitrace.search import saved
 from wikitrace.versions import Store
 
 from helpers import make_run, write_runs
@@ -271,3 +272,19 @@ def test_the_workers_of_a_killed_build_end(tmp_path: Path) -> None:
     build.kill()  # the build alone, with no time to stop anything
     build.communicate(timeout=60)
     none_left(mark)  # its staging folder is the next build's to clear (test_crash_safety)
+
+
+def test_the_farm_gives_each_result_back_in_order_and_a_worker_s_error_to_the_build(
+    tmp_path: Path,
+) -> None:
+    options = BuildOptions(inputs=[tmp_path], output=tmp_path / "corpus")
+    farm = Farm(options, Layout(tmp_path, step_width=3), tmp_path, 2, mine=False)
+    try:
+        # Pages of texts of unlike sizes, so that the workers finish them out of order.
+        jobs = [([f"text {i} of get_user_details"] * (1 + 40 * (i % 3)), None) for i in range(24)]
+        assert list(farm.map(saved._page, jobs)) == list(map(saved._page, jobs))
+        (tmp_path / "damaged.json").write_text("{not json")
+        with pytest.raises(CorpusError, match=r"damaged\.json"):
+            list(farm.map(saved._page, [*jobs[:3], (["a text"], tmp_path / "damaged.json")]))
+    finally:
+        farm.close()

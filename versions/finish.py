@@ -29,7 +29,7 @@ from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
 from wikitrace.corpus_schema.writing import CorpusWriter, atomic_write, freeze, remove_tree
 from wikitrace.search import consolidate
-from wikitrace.search.saved import search_files
+from wikitrace.search.saved import FarmMap, search_files
 
 from .frozen import FrozenVersion
 from .store import Store
@@ -78,10 +78,12 @@ def write_catalog(
     parent: FrozenVersion | None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
+    farm_map: FarmMap = map,
 ) -> None:
     """The version's catalog, from its pages as written (what the `parent` version's catalog
     says of the pages it keeps unchanged is taken from there, and the runs and insights
-    just `written` as they were written), and the rankers saved with it."""
+    just `written` as they were written), and the rankers saved with it (their texts
+    counted through `farm_map`: search.saved.count_pages)."""
     writer.write(
         CATALOG,
         catalog_of(
@@ -98,7 +100,7 @@ def write_catalog(
     # Its index, from the bytes just written: a reader of one project's lines reads those.
     writer.write(CATALOG_INDEX, index_of(Path(writer.root) / CATALOG))
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in search_files(writer.root, parent.root if parent else None):
+    for rel, chunks in search_files(writer.root, parent.root if parent else None, farm_map):
         writer.write(rel, chunks)
 
 
@@ -172,13 +174,15 @@ def finish_version(
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     kept_rows: int = 0,
+    farm_map: FarmMap = map,
 ) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
     `written`) and the manifest (last); then, for a version of a `store`, what the store keeps
     beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
-    them all), whose index parts it may link rather than write."""
+    them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
+    does its work in a build's worker processes (compiler/workers.py), for the rankers."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
@@ -189,6 +193,7 @@ def finish_version(
         parent=parent,
         written=written,
         written_insights=written_insights,
+        farm_map=farm_map,
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
