@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from wikitrace.corpus_schema.ledger import GateFigures
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.tasks import TaskKey
 
 from . import stats
@@ -38,13 +39,13 @@ fixed set of probes; estimates: the figures themselves must pass (the method as 
 
 @dataclass(frozen=True)
 class Thresholds:
-    eta: float = 0.1
+    eta: float = default("eta")
     """Least transfer gain G (its lower bound) to commit."""
-    delta: float = 0.3
+    delta: float = default("delta")
     """Most falsification failure rate P_fail (its upper bound) to commit."""
-    beta: float = 0.3
+    beta: float = default("beta")
     """Most regression damage D_reg (its upper bound) to commit."""
-    confidence: float = 0.9
+    confidence: float = default("bound-confidence")
     rule: Rule = "bounds"
 
 

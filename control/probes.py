@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 
 from wikitrace.corpus_schema import InputError
 from wikitrace.corpus_schema.ledger import ProbeKind
+from wikitrace.corpus_schema.setting_fields import default
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.search import consolidate
 from wikitrace.search.rank import Ranker
@@ -70,9 +71,9 @@ class Lesson:
 
 @dataclass(frozen=True)
 class Budget:
-    targets: int = 8
-    falsify: int = 8
-    regress: int = 8
+    targets: int = default("targets")
+    falsify: int = default("falsify")
+    regress: int = default("regress")
     similar: int = 8
     """Targets taken by similarity alone, when no task has the precondition's words."""
 

@@ -85,18 +85,18 @@ class Pair:
 class Rates:
     """What the sequential gate controls, and what it tests against."""
 
-    eta: float = 0.1
+    eta: float = default("eta")
     """The margin help must beat: a lesson is committed only once its net gain on its targets
     (pairs better with it minus pairs worse) is shown above eta; one whose gain is shown below
     WORTH times eta stops early."""
-    delta: float = 0.3
+    delta: float = default("delta")
     """Most falsification failure rate P_fail."""
-    beta: float = 0.3
+    beta: float = default("beta")
     """Most regression damage D_reg, on each kind of probe."""
-    alpha: float = 0.1
+    alpha: float = default("alpha")
     """Chance, at most, that a harmful lesson (D_reg >= beta on its falsification or on its
     regression probes, or P_fail >= delta) or one whose net gain is at most eta is committed."""
-    alpha_miss: float = 0.1
+    alpha_miss: float = default("alpha-miss")
     """Chance, at most, that a lesson worth committing (gain at least WORTH times eta, each harm
     rate at most half its limit) is stopped early and rejected; one can still be rejected when
     the budget runs out before the evidence is clear (`gate --dry-run` prints how often)."""
@@ -528,7 +528,7 @@ class Watch:
     only failures beyond it count against the lesson (a harmless lesson cited on hard tasks is
     not retired for their difficulty)."""
 
-    max_violation_rate: float = 0.3
+    max_violation_rate: float = default("max-violation-rate")
     alpha: float = 0.05
     """Chance, at most, that a lesson violated no more often than the limit is ever retired."""
     test: EProcess = field(default_factory=EProcess)

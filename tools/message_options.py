@@ -66,7 +66,7 @@ class MessageOptions:
     """Infer the task's type when none is given; False: list every type's lessons."""
     insights_only: bool = False
     """The method's Insights Only control: no mount, no similar runs, no drill-down."""
-    report_at: ReportAt = "first"
+    report_at: ReportAt = default("report-at")  # noqa: RUF009 (a string, declared once)
     """Ask for the citation report in the message, or leave it for the harness at the end."""
     flag_conflicts: bool = False
     """Name the listed pairs whose applicability overlaps and whose source runs ended
