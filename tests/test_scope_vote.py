@@ -183,3 +183,53 @@ def test_a_common_english_word_is_no_evidence_of_a_domain(
         ["popularity"]
     )
     assert _types(memory, "Who painted Guernica?")[0] == (frozenset(["hotpotqa"]))
+
+
+def test_one_evidence_word_the_task_s_other_words_contradict_decides_nothing(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two questions say "loves", and "who" asks in many: "Write a limerick about a cat who
+    loves cheese" is near enough to them to vote, but "who" asks nothing in a task that is
+    no question, and "write" and "cat" are evidence of coding: one word against two decides
+    no domain (`_Support.decides`). A question by the same word is a question's."""
+    base = tmp_path_factory.mktemp("lone")
+    pad = (
+        " Keep the public interface, run the whole suite, update the changelog and the"
+        " documentation pages, and explain the change in the pull request description."
+    )
+    coding = [
+        "Calculate the interest in the loan module and fix the rounding test." + pad,
+        "Write a test for the cat command of the shell and calculate its coverage." + pad,
+        "Fix the failing test in the parser module.",
+        "Add a command line flag to the exporter.",
+    ]
+    questions = [
+        *QUESTIONS,
+        "Which singer who loves jazz recorded the album of the year?",
+        "Who loves the river in the poem that won the prize?",
+    ]
+    runs = [make_run(f"c{n}", task=text, task_type="coding") for n, text in enumerate(coding)]
+    runs += [make_run(f"a{n}", task=text, task_type="airline") for n, text in enumerate(AIRLINE)]
+    runs += [make_run(f"q{n}", task=text, task_type="hotpotqa") for n, text in enumerate(questions)]
+    corpus = base / "corpus"
+    build_corpus(BuildOptions(inputs=[write_runs(base / "runs.jsonl", runs)], output=corpus))
+    memory = Memory.load(corpus)
+    task = "Write a limerick about a cat who loves cheese."
+    voters, _, support = task_scope._voters(memory, task, set(), 5)
+    assert [name for name, _ in voters] == ["hotpotqa", "hotpotqa"]  # near enough to vote
+    assert support is not None and support.shared == {"hotpotqa": {"love"}}  # "who" asks not
+    assert _types(memory, task) == (frozenset(), {"hotpotqa": 2})
+    message = memory.first_message(task)
+    assert message.task_type is None and message.insights == [] and message.similar == []
+    assert _types(memory, "Which painter loves the sea?")[0] == frozenset(["hotpotqa"])
+    # One word against two decides when it is strong evidence: all 4 airline tasks say
+    # "flight", no other does (`STRONG_TASKS`, `STRONG_LIFT`).
+    flight = "Write about the flight of the cat, a flight over your flight"
+    _, _, support = task_scope._voters(memory, flight, set(), 5)
+    assert support is not None and support.shared == {"airline": {"flight"}}
+    assert _types(memory, flight)[0] == frozenset(["airline"])
+    monkeypatch.setattr(task_scope, "STRONG_TASKS", 5)
+    assert _types(memory, flight)[0] == frozenset()
+    # Without the rule the two questions decide.
+    monkeypatch.setattr(task_scope._Support, "decides", lambda self, domain: True)
+    assert _types(memory, task)[0] == frozenset(["hotpotqa"])

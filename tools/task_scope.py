@@ -14,6 +14,7 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -274,7 +275,7 @@ def _by_similar(
         if run.task_type and not (excluded and run.task_key.named_in(excluded)):
             # A past run of this very task says what it is, whatever else shares its words.
             return frozenset([run.task_type]), "similar", None
-    voters, matched = _voters(memory, task, excluded, nearest)
+    voters, matched, support = _voters(memory, task, excluded, nearest)
     counted = Counter(_domain(name) for name, _ in voters)
     votes = dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))
     weight: dict[str, float] = {}
@@ -300,6 +301,7 @@ def _by_similar(
         or not agreed
         or weight[best] * 2 <= sum(weight.values())
         or weight[best] < MARGIN * next_best
+        or not (support and support.decides(best))
     ):
         return frozenset(), "similar", votes
     of_type: dict[str, float] = {}
@@ -314,13 +316,14 @@ def _by_similar(
 
 def _voters(
     memory: Memory, task: str, excluded: set[str], nearest: int
-) -> tuple[list[tuple[str | None, float]], list[tuple[int, float]]]:
+) -> tuple[list[tuple[str | None, float]], list[tuple[int, float]], _Support | None]:
     """The type and score of each past run that votes on the task's domain, nearest first, and
     every run that shares a word with the task (search.score.scored). The voters are
     one run per task, up to `nearest` tasks, each scoring at least `VOTE_SCORE` against it (a
     run that shares a stray word with the task is no evidence of its domain), and sharing a
     word with it outside its domain's template (`_Template`) that is evidence of its domain
-    (`LIFT`)."""
+    (`LIFT`); and the evidence words the voters share with the task (`_Support`; None when no
+    run scored enough to vote)."""
     allowed = [
         i for i, run in enumerate(memory.runs) if not (excluded and run.task_key.named_in(excluded))
     ]
@@ -328,6 +331,7 @@ def _voters(
     template: _Template | None = None
     voters: list[tuple[str | None, float]] = []
     seen: set[TaskKey] = set()
+    voting: list[int] = []
     for i, score in matched:
         if score < VOTE_SCORE or len(seen) == nearest:
             break  # best first: the rest score less
@@ -340,7 +344,9 @@ def _voters(
             continue
         seen.add(run.task_key)
         voters.append((run.task_type or None, score))
-    return voters, matched
+        voting.append(i)
+    support = None if template is None else _Support(task, template, voting)
+    return voters, matched, support
 
 
 def repeated_sentences(runs: Iterable[PastRun]) -> dict[tuple[str, int], int]:
@@ -386,7 +392,7 @@ class _Template:
         self.held = holders(memory.run_ranker, task)
         """The runs that hold each of the task's words (search.score.holders)."""
         self.evidence = _evidence(memory, self.held, excluded)
-        """Each of the task's words -> the domains it is evidence of (`LIFT`)."""
+        """Each of the task's words -> the domains it is evidence of, how strongly (`LIFT`)."""
         self.repeated = memory.repeated_sentences
         self.own = set(_sentences(task))
         """The task's sentences: a template the task repeats is its domain's too."""
@@ -424,22 +430,22 @@ class _Template:
 
 def _evidence(
     memory: Memory, held: Mapping[str, frozenset[int]], excluded: set[str]
-) -> dict[str, frozenset[str]]:
+) -> dict[str, dict[str, _Strength]]:
     """Each word -> the domains whose task texts in view hold it at least `LIFT` times as
     often as the other domains' do (a share of each one's tasks); a common English word
     (search.score.common_words) but the words that ask (`ASKING`) is evidence of none, however
     its counts fall: "my" in "Write a limerick about my cat" made inspect's popularity tasks
-    ("my favourite ...") its domain."""
+    ("my favourite ...") its domain. Each domain with how strongly (`_Strength`)."""
     common = common_words(memory.run_ranker, but=ASKING)
     tasks: dict[str, set[TaskKey]] = {}
     for run in memory.runs:
         if not (excluded and run.task_key.named_in(excluded)):
             tasks.setdefault(_domain(run.task_type), set()).add(run.task_key)
     total = sum(len(keys) for keys in tasks.values())
-    evidence: dict[str, frozenset[str]] = {}
+    evidence: dict[str, dict[str, _Strength]] = {}
     for word, holding in held.items():
         if word in common:
-            evidence[word] = frozenset()
+            evidence[word] = {}
             continue
         holders_of: dict[str, set[TaskKey]] = {}
         for i in holding:
@@ -447,13 +453,81 @@ def _evidence(
             if not (excluded and run.task_key.named_in(excluded)):
                 holders_of.setdefault(_domain(run.task_type), set()).add(run.task_key)
         every = sum(len(keys) for keys in holders_of.values())
-        evidence[word] = frozenset(
-            domain
-            for domain, keys in holders_of.items()
-            if len(keys) / len(tasks[domain])
-            >= LIFT * (every - len(keys)) / max(total - len(tasks[domain]), 1)
-        )
+        evidence[word] = {}
+        for domain, keys in holders_of.items():
+            share = len(keys) / len(tasks[domain])
+            others = (every - len(keys)) / max(total - len(tasks[domain]), 1)
+            if share >= LIFT * others:
+                evidence[word][domain] = _Strength(
+                    len(keys), share / others if others else math.inf
+                )
     return evidence
+
+
+@dataclass(frozen=True)
+class _Strength:
+    """How strongly a word is evidence of a domain (`_evidence`)."""
+
+    tasks: int
+    """How many of the domain's tasks in view hold the word."""
+    lift: float
+    """How many times as often as the other domains' tasks (a share of each one's); inf when
+    none of theirs holds it."""
+
+
+STRONG_TASKS = 3
+STRONG_LIFT = 3.0
+"""When one evidence word alone may decide a domain (`_Support.decides`): the domain's tasks
+hold it at least `STRONG_TASKS` times and `STRONG_LIFT` times as often as the others' ("start"
+in 4 coding sessions, 17 times; "company" in 4 HotpotQA questions, none elsewhere). "year"
+(in 9 of 100 HotpotQA questions, 2.6 times as often) made "Calculate the compound interest
+on 10,000 euros over eight years at 3% a year" a HotpotQA question, and "love" (2 questions)
+"Write a limerick about a cat who loves cheese". Chosen on benchmarks/recall_bench.py over
+../shared/data with the rest of `_Support.decides`: tasks of a domain the corpus lacks given
+one 3 to 1 of 75, right task types 345 to 338 of 531 (7 runs of 3 tasks now abstain, "Create
+a hello world function" by "hello", 3 of 26 coding tasks, 2.5 times), another domain's items
+0 of 544 before and after."""
+
+
+class _Support:
+    """The evidence words the runs that voted share with the task, by domain, each counted
+    once however many runs share it; and the task's words that are evidence of other
+    domains only."""
+
+    def __init__(self, task: str, template: _Template, voting: list[int]) -> None:
+        self.evidence = template.evidence
+        self.asks = "?" in task
+        """A question: its asking words (`ASKING`) are evidence; else ("a cat who loves
+        cheese") they are none."""
+        self.shared: dict[str, set[str]] = {}
+        for i in voting:
+            domain = _domain(template.memory.runs[i].task_type)
+            for word, holding in template.held.items():
+                if (
+                    i in holding
+                    and domain in self.evidence.get(word, {})
+                    and (self.asks or word not in ASKING)
+                ):
+                    self.shared.setdefault(domain, set()).add(word)
+
+    def decides(self, domain: str) -> bool:
+        """Whether the voters' evidence words may decide `domain`: two distinct words or
+        more; or one that is strong evidence (`STRONG_TASKS`, `STRONG_LIFT`) or an asking
+        word of a question; or one, where at most one of the task's words is evidence of
+        other domains only. One word that the task's other words contradict is no
+        decision: "year" against "calculate" (airline), "interest" (inspect's popularity
+        tasks) and "10" (SWE-bench)."""
+        words = self.shared.get(domain, set())
+        if len(words) != 1:
+            return len(words) >= 2
+        (word,) = words
+        strength = self.evidence[word][domain]
+        against = sum(1 for domains in self.evidence.values() if domains and domain not in domains)
+        return (
+            (strength.tasks >= STRONG_TASKS and strength.lift >= STRONG_LIFT)
+            or word in ASKING
+            or against <= 1
+        )
 
 
 def _task_kind(
