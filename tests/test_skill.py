@@ -12,6 +12,7 @@ import frontmatter
 import pytest
 
 from wikitrace.corpus_schema import manifest
+from wikitrace.corpus_schema.writing import file_digest
 from wikitrace.tools import skill as skill_module
 from wikitrace.tools.memory import Memory
 
@@ -66,7 +67,7 @@ def test_the_exported_corpus_verifies_and_its_scripts_are_the_corpus_s_tools(
     for name in ("actions", "turn"):
         script = dest / "scripts" / name
         assert script.resolve() == (dest / "corpus" / "tools" / name).resolve()
-        assert listed[f"tools/{name}"] == manifest.file_digest(script)
+        assert listed[f"tools/{name}"] == file_digest(script)
     # Copies, never hard links: an agent that writes to the skill's files changes no corpus.
     page = "insight/insight-0001.md"
     assert not os.path.samefile(dest / "corpus" / page, example / page)
