@@ -384,7 +384,7 @@ def main() -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        help="worker processes of the offline build (build --workers; default: as build's)",
+        help="worker processes of the offline build (the workers setting; default: as build's)",
     )
     parser.add_argument(
         "--call-workers",

@@ -151,7 +151,7 @@ def main() -> None:
         type=int,
         nargs="+",
         default=[1],
-        help="build each size once with each count of worker processes (build --workers)",
+        help="build each size once with each count of worker processes (the workers setting)",
     )
     parser.add_argument(
         "--repeat",

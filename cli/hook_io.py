@@ -25,8 +25,6 @@ STDIN_WAIT_SECONDS = 5.0
 """How long to wait for a payload on stdin: some agents never close it."""
 LOG_BYTES = 1 << 20
 """The log is cut at 1 MB (the one before is kept as hook.log.1)."""
-HOOK_LOG_ENV = "WIKITRACE_HOOK_LOG"
-"""The environment variable naming the hook log (`add --from-hook`, `hooks recall`)."""
 LOG_SUFFIX = ".log"
 """A hook log's name ends so: no option sends the log's lines into a shell's start-up file."""
 

@@ -242,28 +242,58 @@ def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
 _Record = TypeVar("_Record")
 
 
-class LazyCatalog:
+class CatalogLines:
+    """A catalog's records, each made from its line when first asked for (a line that is not
+    what wikitrace writes is a CorpusError then): its runs, insights and their groups' leaders.
+    A subclass says where the catalog's lines are (`_line`, by number in the file, the head 0)."""
+
+    def __init__(self, path: Path, head: dict[str, Any], runs: int, insights: int) -> None:
+        self.path = path
+        self._head = head
+        self.offline = bool(head["offline"])
+        self.withheld = int(head["withheld"])
+        # A version 2 catalog holds its runs' lines, then its insights'.
+        first = 1 + runs
+        self.runs: Sequence[PastRun] = LazyRecords(runs, lambda i: self._run(1 + i))
+        self.insights: Sequence[InsightEntry] = LazyRecords(
+            insights, lambda i: self._insight(first, i)[1]
+        )
+        self.leaders: Sequence[int] = LazyRecords(insights, lambda i: self._insight(first, i)[0])
+
+    def _line(self, number: int) -> bytes:
+        raise NotImplementedError
+
+    def _record(self, line: int) -> PastRun | tuple[int, InsightEntry]:
+        try:
+            return next(records_of(self._head, [self._line(line)]))
+        except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+            raise damaged(self.path, error) from None
+
+    def _run(self, line: int) -> PastRun:
+        record = self._record(line)
+        if not isinstance(record, PastRun):
+            raise damaged(self.path, ValueError(f"line {line + 1} is not a run's"))
+        return record
+
+    def _insight(self, first: int, index: int) -> tuple[int, InsightEntry]:
+        record = self._record(first + index)
+        if isinstance(record, PastRun) or not 0 <= record[0] <= index:
+            problem = "is a run's" if isinstance(record, PastRun) else "names a group out of range"
+            raise damaged(self.path, ValueError(f"line {first + index + 1} {problem}"))
+        return record
+
+
+class LazyCatalog(CatalogLines):
     """A catalog read as its lines, each record made when first asked for: what a search reads
     of a large corpus (the records of its hits, where `read_catalog` makes every one). A line
     that is not what wikitrace writes is found when it is read (CorpusError)."""
 
     def __init__(self, path: Path, lines: list[bytes], head: dict[str, Any]) -> None:
-        self.path = path
         self._lines = lines
-        self._head = head
-        self.offline = bool(head["offline"])
-        self.withheld = int(head["withheld"])
-        # A version 2 catalog holds its runs' lines, then its insights'.
         first = bisect.bisect_left(
             lines, True, 1, len(lines), key=lambda line: not line.startswith(b'["run"')
         )
-        self.runs: Sequence[PastRun] = LazyRecords(first - 1, lambda i: self._run(1 + i))
-        self.insights: Sequence[InsightEntry] = LazyRecords(
-            len(lines) - first, lambda i: self._insight(first, i)[1]
-        )
-        self.leaders: Sequence[int] = LazyRecords(
-            len(lines) - first, lambda i: self._insight(first, i)[0]
-        )
+        super().__init__(path, head, first - 1, len(lines) - first)
 
     @classmethod
     def read(cls, root: Path) -> LazyCatalog | None:
@@ -281,24 +311,8 @@ class LazyCatalog:
         except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
             raise damaged(path, error) from None
 
-    def _record(self, line: int) -> PastRun | tuple[int, InsightEntry]:
-        try:
-            return next(records_of(self._head, [self._lines[line]]))
-        except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
-            raise damaged(self.path, error) from None
-
-    def _run(self, line: int) -> PastRun:
-        record = self._record(line)
-        if not isinstance(record, PastRun):
-            raise damaged(self.path, ValueError(f"line {line + 1} is not a run's"))
-        return record
-
-    def _insight(self, first: int, index: int) -> tuple[int, InsightEntry]:
-        record = self._record(first + index)
-        if isinstance(record, PastRun) or not 0 <= record[0] <= index:
-            problem = "is a run's" if isinstance(record, PastRun) else "names a group out of range"
-            raise damaged(self.path, ValueError(f"line {first + index + 1} {problem}"))
-        return record
+    def _line(self, number: int) -> bytes:
+        return self._lines[number]
 
 
 class LazyRecords(Sequence[_Record]):

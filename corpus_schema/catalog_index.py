@@ -13,21 +13,14 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .catalog import (
-    CATALOG_VERSION,
-    InsightEntry,
-    LazyRecords,
-    PastRun,
-    damaged,
-    records_of,
-)
+from .catalog import CATALOG_VERSION, CatalogLines, PastRun, records_of
 from .layout import CATALOG, CATALOG_INDEX
 
 INDEX_VERSION = 1
@@ -92,21 +85,18 @@ def _regular(status: os.stat_result, size: int) -> bool:
     return stat.S_ISREG(status.st_mode) and status.st_size == size
 
 
-class IndexedCatalog:
+class IndexedCatalog(CatalogLines):
     """A catalog read through its index: each run and insight made from its own line when
     first asked for (a line that is not what wikitrace writes is a CorpusError then), with
     what the index says of them all (the projects' runs and lessons, the task types)."""
 
     def __init__(self, path: Path, data: bytes | mmap.mmap, index: dict[str, Any]) -> None:
-        self.path = path
         self._data = data
         offsets: list[int] = index["offsets"]
         self._offsets = offsets
-        self._head = orjson.loads(data[: offsets[0]])
-        if self._head.get("catalog") != CATALOG_VERSION:
-            raise ValueError(f"catalog version {self._head.get('catalog')!r}")
-        self.offline = bool(self._head["offline"])
-        self.withheld = int(self._head["withheld"])
+        head = orjson.loads(data[: offsets[0]])
+        if head.get("catalog") != CATALOG_VERSION:
+            raise ValueError(f"catalog version {head.get('catalog')!r}")
         run_count, insight_count = int(index["runs"]), int(index["insights"])
         if len(offsets) != run_count + insight_count + 1 or offsets[-1] != len(data):
             raise ValueError("its offsets do not match the catalog's lines")
@@ -116,13 +106,7 @@ class IndexedCatalog:
             str(key): ProjectRows([int(i) for i in mine], [int(i) for i in lessons])
             for key, (mine, lessons) in index["projects"].items()
         }
-        self.runs: Sequence[PastRun] = LazyRecords(run_count, self._run)
-        self.insights: Sequence[InsightEntry] = LazyRecords(
-            insight_count, lambda i: self._insight(run_count, i)[1]
-        )
-        self.leaders: Sequence[int] = LazyRecords(
-            insight_count, lambda i: self._insight(run_count, i)[0]
-        )
+        super().__init__(path, head, run_count, insight_count)
 
     @classmethod
     def read(cls, root: Path) -> IndexedCatalog | None:
@@ -150,28 +134,9 @@ class IndexedCatalog:
         except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
-    def line(self, position: int) -> bytes:
-        """The catalog's line after its first at `position` (runs first, then insights)."""
-        return bytes(self._data[self._offsets[position] : self._offsets[position + 1]])
-
-    def _record(self, position: int) -> PastRun | tuple[int, InsightEntry]:
-        try:
-            return next(records_of(self._head, [self.line(position)]))
-        except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
-            raise damaged(self.path, error) from None
-
-    def _run(self, index: int) -> PastRun:
-        record = self._record(index)
-        if not isinstance(record, PastRun):
-            raise damaged(self.path, ValueError(f"line {index + 2} is not a run's"))
-        return record
-
-    def _insight(self, runs: int, index: int) -> tuple[int, InsightEntry]:
-        record = self._record(runs + index)
-        if isinstance(record, PastRun) or not 0 <= record[0] <= index:
-            problem = "is a run's" if isinstance(record, PastRun) else "names a group out of range"
-            raise damaged(self.path, ValueError(f"line {runs + index + 2} {problem}"))
-        return record
+    def _line(self, number: int) -> bytes:
+        # The index says where each line after the head starts, and where the last ends.
+        return bytes(self._data[self._offsets[number - 1] : self._offsets[number]])
 
     def runs_of(self, keys: Iterable[str]) -> list[int]:
         """The runs of the projects `keys` names, in catalog order."""

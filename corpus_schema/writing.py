@@ -347,10 +347,6 @@ class CorpusWriter:
         """Take back a file written before (to write it again, or another in its place)."""
         self.listed([self._new.remove(rel)])
 
-    def rewrite_files(self, files: Iterable[tuple[str, str | bytes]], written: set[str]) -> None:
-        """`NewFiles.rewrite` under this writer's root, listed."""
-        self.listed(self._new.rewrite(files, written))
-
     def files(self) -> Iterator[tuple[str, str]]:
         """Every file written or linked with its hash, sorted by path, read from disk."""
         for rel, file_hash, _ in self.entries():

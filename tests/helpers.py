@@ -182,6 +182,24 @@ def good_answer(prompt: str, *, insights: int = 1, wrong_quote: bool = False) ->
     return json.dumps(answer)
 
 
+def task_id_of(prompt: str) -> str:
+    """The id of the run a compile prompt is about."""
+    return prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
+
+
+def lesson_answer(fields: Callable[[str], dict[str, str]]) -> Callable[[list[Message]], str]:
+    """A FakeLLM answer: good_answer's, with its first insight's fields as `fields` gives them
+    for the id of the run compiled (none changed where it gives none)."""
+
+    def answer(messages: list[Message]) -> str:
+        prompt = messages[0]["content"]
+        data = json.loads(good_answer(prompt))
+        data["insights"][0].update(fields(task_id_of(prompt)))
+        return json.dumps(data)
+
+    return answer
+
+
 def chat_completion(
     model: str, content: str, completion_id: str = "chatcmpl-stub"
 ) -> dict[str, Any]:

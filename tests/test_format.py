@@ -225,7 +225,8 @@ def test_the_writer_lists_every_file_sorted_with_its_hash(
 
 
 def test_files_written_again_in_place_are_listed_as_removed_and_written(tmp_path: Path) -> None:
-    """`rewrite_files` lists what `remove` then `write_files` list, and leaves the same bytes:
+    """`NewFiles.rewrite` (a build's worker's, its lines handed to the writer) lists what
+    `remove` then `write_files` list, and leaves the same bytes:
     a file written over in place, shorter or longer; one of `written` not given again,
     removed; one given anew, written; a file linked from a frozen version never written
     over (its source keeps its bytes)."""
@@ -243,7 +244,7 @@ def test_files_written_again_in_place_are_listed_as_removed_and_written(tmp_path
             writer.link("linked.md", source, "sha256:given")
             written = {*old, "linked.md"}
             if in_place:
-                writer.rewrite_files(new, written)
+                writer.listed(writing.NewFiles(root).rewrite(new, written))
                 assert written == set()
             else:
                 for rel in sorted(written):

@@ -26,7 +26,7 @@ from wikitrace.prompts import CompiledTemplates, environment
 from wikitrace.tools.hook_recall import RecallPayload, recall
 from wikitrace.tools.memory import Memory
 
-from helpers import FakeLLM, good_answer, make_run, write_runs
+from helpers import FakeLLM, lesson_answer, make_run, write_runs
 
 PROJECT = "github.com/acme/app"
 OTHER = "github.com/acme/web"
@@ -91,15 +91,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         }
         runs.append(run)
 
-    def answer(messages: list[dict[str, str]]) -> str:
-        prompt = messages[0]["content"]
-        data = json.loads(good_answer(prompt))
-        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
-        data["insights"][0]["title"] = TITLES[task_id]
-        data["insights"][0]["guideline"] = f"{TITLES[task_id]}: the run that did not failed."
-        return json.dumps(data)
+    def fields(task_id: str) -> dict[str, str]:
+        title = TITLES[task_id]
+        return {"title": title, "guideline": f"{title}: the run that did not failed."}
 
-    llm = FakeLLM(answer=answer)
+    llm = FakeLLM(answer=lesson_answer(fields))
     out = base / "corpus"
     build_corpus(
         BuildOptions(

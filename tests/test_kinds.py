@@ -18,7 +18,7 @@ from wikitrace.corpus_schema.work import KINDS, file_class, infer_kind
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 
-from helpers import DATA, FakeLLM, good_answer, make_run, run, write_runs
+from helpers import DATA, FakeLLM, lesson_answer, make_run, run, write_runs
 
 CWD = "/home/dev/projects/shop"
 
@@ -328,14 +328,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
         )
 
-    def answer(messages: list[dict[str, str]]) -> str:
-        prompt = messages[0]["content"]
-        data = json.loads(good_answer(prompt))
-        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
-        data["insights"][0].update(title=LESSONS[task_id][2], guideline=f"Lesson of {task_id}.")
-        return json.dumps(data)
+    def fields(task_id: str) -> dict[str, str]:
+        return {"title": LESSONS[task_id][2], "guideline": f"Lesson of {task_id}."}
 
-    llm = FakeLLM(answer=answer)
+    llm = FakeLLM(answer=lesson_answer(fields))
     out = base / "corpus"
     build_corpus(
         BuildOptions(

@@ -17,7 +17,7 @@ from wikitrace.compiler.importers.repository import project_of
 from wikitrace.corpus_schema.projects import normal_project, project_at, project_named
 from wikitrace.tools.memory import Memory
 
-from helpers import FakeLLM, good_answer, make_run, run, write_runs
+from helpers import FakeLLM, good_answer, lesson_answer, make_run, run, write_runs
 
 TITLES = {
     "p1": "Run the parser tests with -x",
@@ -306,6 +306,26 @@ def test_lessons_that_score_low_and_close_are_not_shown_whole(
     assert brief(high) == (frozenset(lessons) - {0, 1, 2, 3}, False)
 
 
+def parser_lessons(
+    tmp_path: Path, runs: list[dict[str, Any]], lessons: dict[str, tuple[str, str]]
+) -> Memory:
+    """The memory built from `runs`, the lesson of each run `lessons` names given its title and
+    applicability."""
+
+    def fields(task_id: str) -> dict[str, str]:
+        if task_id not in lessons:
+            return {}
+        title, applicability = lessons[task_id]
+        return {"title": title, "applicability": applicability}
+
+    llm = FakeLLM(answer=lesson_answer(fields))
+    out = tmp_path / "corpus"
+    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
+    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
+    build_corpus(replace(options, mine=False), llm=llm)
+    return Memory.load(out)
+
+
 def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_words(
     tmp_path: Path,
 ) -> None:
@@ -325,21 +345,7 @@ def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_wo
     runs[0]["task"] = "Parser work p1: the terminal's output"
     runs.append(make_run("a1", task="Book a flight from New York to Seattle", task_type="airline"))
 
-    def answer(messages: list[dict[str, str]]) -> str:
-        prompt = messages[0]["content"]
-        data = json.loads(good_answer(prompt))
-        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
-        if task_id in lessons:
-            title, applicability = lessons[task_id]
-            data["insights"][0].update(title=title, applicability=applicability)
-        return json.dumps(data)
-
-    llm = FakeLLM(answer=answer)
-    out = tmp_path / "corpus"
-    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
-    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
-    build_corpus(replace(options, mine=False), llm=llm)
-    memory = Memory.load(out)
+    memory = parser_lessons(tmp_path, runs, lessons)
     # No lesson shares a word with the task: the one for any commit alone, and said.
     message = memory.first_message("Fix the scrollback of the terminal", project="acme/parser")
     listed = titles(message)
@@ -404,21 +410,7 @@ def test_common_words_never_decide_which_of_a_project_s_lessons_bear(tmp_path: P
     ]
     runs.append(make_run("a1", task="Book a flight from New York to Seattle", task_type="airline"))
 
-    def answer(messages: list[dict[str, str]]) -> str:
-        prompt = messages[0]["content"]
-        data = json.loads(good_answer(prompt))
-        task_id = prompt.split("TASK ID: ", 1)[1].split("\n", 1)[0]
-        if task_id in lessons:
-            title, applicability = lessons[task_id]
-            data["insights"][0].update(title=title, applicability=applicability)
-        return json.dumps(data)
-
-    llm = FakeLLM(answer=answer)
-    out = tmp_path / "corpus"
-    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
-    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
-    build_corpus(replace(options, mine=False), llm=llm)
-    memory = Memory.load(out)
+    memory = parser_lessons(tmp_path, runs, lessons)
     task = "Regenerate the fixtures after the schema changes, which breaks them when it moves"
     message = memory.first_message(task, project="acme/parser")
     assert [line.split("**")[1].split(": ", 1)[1] for line in titles(message)] == [lessons["p1"][0]]

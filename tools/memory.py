@@ -270,11 +270,10 @@ class Memory:
 def _from_catalog(root: Path, *, lazy: bool, indexed: bool) -> tuple[Any, ...] | None:
     """A memory's records read from the corpus's catalog (Memory.load says how), with their
     groups' leaders and the index read through; None when the corpus has no catalog."""
-    if indexed and (index := IndexedCatalog.read(root)) is not None:
-        return index.runs, index.insights, index.offline, index.withheld, index.leaders, index
-    if lazy and (root / CATALOG).is_file() and (catalog := LazyCatalog.read(root)):
-        runs, insights = catalog.runs, catalog.insights
-        return runs, insights, catalog.offline, catalog.withheld, catalog.leaders, None
+    index = IndexedCatalog.read(root) if indexed else None
+    lines = index or (LazyCatalog.read(root) if lazy and (root / CATALOG).is_file() else None)
+    if lines is not None:
+        return lines.runs, lines.insights, lines.offline, lines.withheld, lines.leaders, index
     if (root / CATALOG).is_file():
         return (*read_catalog(root), None)
     return None
