@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from wikitrace.corpus_schema import (
     Layout,
@@ -137,7 +137,7 @@ def _write_mined(
             _divergence_pages,
             (
                 _Divergences(os.fspath(writer.root), layout, parent, chunk)
-                for chunk in _new_divergences(pages, rows)
+                for chunk in _jobs(_new_divergences(pages, rows))
             ),
         )
     )
@@ -165,6 +165,7 @@ def _write_mined(
 
 PAGES_A_JOB = 64
 """Pages made in one piece of work handed on (`_divergence_pages`, `_named_pages`)."""
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -181,21 +182,22 @@ class _Divergences:
     """Each page's number, its divergence (not `load`ing) and its successful run's task."""
 
 
+def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
+    """`items` PAGES_A_JOB at a time, in order."""
+    left = iter(items)
+    while job := list(itertools.islice(left, PAGES_A_JOB)):
+        yield job
+
+
 def _new_divergences(
     pages: Iterable[MinedPage], rows: RunRows
-) -> Iterator[list[tuple[int, Divergence, str]]]:
-    """The pages of new divergences, PAGES_A_JOB at a time, in order; each divergence's
-    successful run's task read here (the rows are this process's)."""
-    chunk: list[tuple[int, Divergence, str]] = []
+) -> Iterator[tuple[int, Divergence, str]]:
+    """The pages of new divergences, in order; each divergence's successful run's task read
+    here (the rows are this process's)."""
     for page in pages:
         if isinstance(page.lesson, NewDivergence):
             found = dataclasses.replace(page.lesson.divergence, load=_not_loaded)
-            chunk.append((page.number, found, rows.by_step(found.success.step).task))
-            if len(chunk) == PAGES_A_JOB:
-                yield chunk
-                chunk = []
-    if chunk:
-        yield chunk
+            yield page.number, found, rows.by_step(found.success.step).task
 
 
 def _not_loaded(step: int) -> Sequence[Action]:
@@ -319,11 +321,7 @@ def _name_mined(
                 (source_of if is_source else cited_by).append((row.number, row.title))
             yield _Named(rel, source, source_of, cited_by)
 
-    pages = named()
-    jobs = (
-        (os.fspath(writer.root), layout, chunk)
-        for chunk in iter(lambda: list(itertools.islice(pages, PAGES_A_JOB)), [])
-    )
+    jobs = ((os.fspath(writer.root), layout, chunk) for chunk in _jobs(named()))
     for lines in farm_map(_named_pages, jobs):
         writer.listed(lines)
     return replaced
