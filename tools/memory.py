@@ -267,7 +267,14 @@ class Memory:
         )
 
 
-def _from_catalog(root: Path, *, lazy: bool, indexed: bool) -> tuple[Any, ...] | None:
+_Read = tuple[
+    Sequence[PastRun], Sequence[InsightEntry], bool, int, Sequence[int], IndexedCatalog | None
+]
+"""A memory's records as read from its catalog: runs, insights, whether compiled offline, the
+insights withheld, each insight's group's first, and the index they were read through."""
+
+
+def _from_catalog(root: Path, *, lazy: bool, indexed: bool) -> _Read | None:
     """A memory's records read from the corpus's catalog (Memory.load says how), with their
     groups' leaders and the index read through; None when the corpus has no catalog."""
     index = IndexedCatalog.read(root) if indexed else None
