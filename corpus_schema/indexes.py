@@ -505,10 +505,9 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
                 "`manifest.json`: format version, how it was built, and the sha256 of every file.",
                 f"`{CATALOG}`: a JSON line per run and per insight an agent may be shown, "
                 "written from the pages for `wikitrace prompt` and `wikitrace mcp` to read at "
-                f"once (the pages are the record), with `{CATALOG_INDEX}`, where each of its "
-                "lines starts and which are each project's (a hook's recall reads its "
-                "project's alone), and `search/`: the BM25 indexes over its tasks, insights "
-                "and compilations (bm25s's saved format), loaded at test time instead of built.",
+                f"once (the pages are the record; `{CATALOG_INDEX}` says where each project's "
+                "lines are), and `search/`: the BM25 indexes over its tasks, insights and "
+                "compilations (bm25s's saved format), loaded at test time instead of built.",
                 f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
                 "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
                 "header names it as `data`, and its body shows the same once, as lines.",
