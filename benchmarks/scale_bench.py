@@ -214,7 +214,7 @@ def main() -> None:
                         + " to ".join(f"{load:.1f}" for load in (min(loads), max(loads))),
                         flush=True,
                     )
-            if references:
+            if python_path is not None:
                 ours = (work / "corpus-0-0").resolve()
                 different = differing_files(ours, (work / "reference-0-0").resolve())
                 print(
