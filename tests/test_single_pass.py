@@ -348,3 +348,36 @@ def test_a_runs_scan_is_every_pattern_on_each_part() -> None:
         assert found.task == bool(flagged[0])
         assert found.turns == tuple(n for n, names in enumerate(flagged) if n and names)
         assert set(found.patterns) == set().union(*flagged)
+
+
+def test_a_checkers_quote_sources_are_quote_sources() -> None:
+    """QuoteChecker makes each cited turn's spans once for all its quotes: each quote's source
+    is what quote_source finds on its own, wherever in the turn the quote starts and ends."""
+    from wikitrace.compiler.evidence import QuoteChecker, quote_source, render_turn
+    from wikitrace.corpus_schema import ToolCall, Turn
+
+    turns = [
+        Turn(role="user", content="Please fix the failing test in tests/test_io.py today."),
+        Turn(
+            role="assistant",
+            reasoning="I will read the test first, then run it.",
+            action="cat tests/test_io.py",
+            tool_calls=[
+                ToolCall(id="c1", name="bash", arguments={"cmd": "pytest -x"}, result="1 failed")
+            ],
+            observation="def test_read():\n    assert read('x') == 'y'  # “typographic”",
+        ),
+    ]
+    checker = QuoteChecker(turns)
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(300):
+        number = rng.choice([1, 2])
+        text = render_turn(turns[number - 1])
+        start = rng.randrange(len(text) - 12)
+        quote = text[start : start + rng.randint(12, 60)]
+        found = checker.check(number, quote)
+        if found.verified:
+            assert found.source == quote_source(turns, found.turn, quote), quote
+            seen.add(found.source)
+    assert seen == {"action", "read"}
