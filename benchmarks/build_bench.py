@@ -470,6 +470,7 @@ def main() -> None:
                 answered.append(time.perf_counter())
 
             before = cpu_seconds()
+            began = time.perf_counter()
             seconds, _ = timed(
                 lambda w=workers, d=done: build_corpus(
                     BuildOptions(
@@ -502,6 +503,9 @@ def main() -> None:
             where = f"in {workers} worker process(es)" if workers else "in the build process"
             floor = 0.9 if args.latency >= 1 else 0.7
             per_run = (own + worker) / slow_count
+            # What no call overlaps: before the first answer (less one latency), after the last.
+            before_calls = answered[0] - began - args.latency
+            after_calls = began + seconds - answered[-1]
             print(
                 f"latency {args.latency:.2f} s, concurrency {args.concurrency}, {slow_count} "
                 f"runs, calls {where}: "
@@ -511,7 +515,10 @@ def main() -> None:
                 + f"; CPU per run {own / slow_count * 1e3:.2f} ms in the build's process"
                 + (f", {worker / slow_count * 1e3:.2f} ms in its call workers" if workers else "")
                 + f"; {(per_run - bare[1]) * 1e3:.2f} ms a run above the bare client (floor "
-                "<= 3 ms); load average " + f"{os.getloadavg()[0]:.2f}",
+                f"<= 3 ms); the build's process had {own / seconds:.0%} of a core; no call "
+                f"overlaps {before_calls:.2f} s before the first answer (its latency aside) "
+                f"and {after_calls:.2f} s after the last; load average "
+                + f"{os.getloadavg()[0]:.2f}",
                 flush=True,
             )
         stub.close()

@@ -138,18 +138,33 @@ def turn_spans(turns: list[Turn], index: int) -> list[Span]:
     return spans
 
 
-def quote_source(turns: list[Turn], number: int, quote: str) -> QuoteSource:
+LooseSpans = tuple[list[Span], str]
+"""A turn's spans (`turn_spans`) with typography and spacing dropped (`_loose`), and those
+joined: what `quote_source` reads; a checker keeps them for each turn it cites."""
+
+
+def loose_spans(turns: list[Turn], index: int) -> LooseSpans:
+    """`LooseSpans` of turn `index` (0-based)."""
+    spans = [(source, _loose(text)) for source, text in turn_spans(turns, index)]
+    return spans, "".join(text for _, text in spans)
+
+
+def quote_source(
+    turns: list[Turn], number: int, quote: str, loose: LooseSpans | None = None
+) -> QuoteSource:
     """Where a quote found in turn `number` (1-based) comes from (turn_spans): the source of
     most of its text, read before result before action on a tie. A quote of a shortened view
     that is not in the whole turn takes the source of the piece sharing most of it; read when
-    none shares MIN_QUOTE_CHARS."""
-    spans = [(source, _loose(text)) for source, text in turn_spans(turns, number - 1)]
+    none shares MIN_QUOTE_CHARS. `loose`: the turn's `loose_spans`, when known."""
+    spans, joined = loose or loose_spans(turns, number - 1)
     wanted = _loose(quote)
-    start = "".join(text for _, text in spans).find(wanted) if wanted else -1
+    start = joined.find(wanted) if wanted else -1
     shares: dict[QuoteSource, int] = {}
     if start >= 0:
         end, offset = start + len(wanted), 0
         for source, text in spans:
+            if offset >= end:
+                break  # the spans left start past the quote
             overlap = min(end, offset + len(text)) - max(start, offset)
             if source is not None and overlap > 0:
                 shares[source] = shares.get(source, 0) + overlap
@@ -194,6 +209,7 @@ class QuoteChecker:
         self._texts: dict[int, str] = {}
         self._normalised: dict[int, str] = {}
         self._loose: dict[int, str] = {}
+        self._spans: dict[int, LooseSpans] = {}
 
     def text(self, turn: int) -> str:
         """Turn `turn` (1-based) as the model saw it."""
@@ -224,14 +240,20 @@ class QuoteChecker:
             level = self._level(turn, quote)
             if level is not None:
                 note = "typography and spacing normalised" if level == "loose" else None
-                return Check(True, turn, note, quote_source(self._turns, turn, quote))
+                return Check(True, turn, note, self._source(turn, quote))
         # Cited under the wrong turn? The nearest turn that holds it.
         others = sorted(range(1, len(self._turns) + 1), key=lambda n: (abs(n - turn), n))
         for other in others:
             if other != turn and self._level(other, quote) is not None:
                 note = f"cited as turn {turn}; found in turn {other}"
-                return Check(True, other, note, quote_source(self._turns, other, quote))
+                return Check(True, other, note, self._source(other, quote))
         return Check(False, turn, "not found in the turn")
+
+    def _source(self, turn: int, quote: str) -> QuoteSource:
+        """`quote_source`, each turn's spans made once for all the quotes that cite it."""
+        if turn not in self._spans:
+            self._spans[turn] = loose_spans(self._turns, turn - 1)
+        return quote_source(self._turns, turn, quote, self._spans[turn])
 
     def found(self, turn: int, quote: str) -> bool:
         """True when the quote is in turn `turn` (for quotes cut mechanically from the log,

@@ -45,8 +45,10 @@ A flag is no verdict: it names the turns to the judge and in the report, and not
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,9 +162,17 @@ def _texts(value: Any) -> Iterator[str]:
             stack.append(to_jsonable_python(item))  # a tuple, a date: as its JSON has it
 
 
-def _turn_texts(turn: Turn) -> Iterator[str]:
-    """Every string of a turn but its role."""
-    return _texts([value for name, value in turn.__dict__.items() if name != "role"])
+def _turn_texts(turn: Turn) -> list[str]:
+    """Every string of a turn but its role. Most of a turn's fields are text or absent:
+    those are taken as they are, the rest walked (`_texts`)."""
+    texts: list[str] = []
+    for name, value in turn.__dict__.items():
+        if type(value) is str:
+            if name != "role":
+                texts.append(value)
+        elif value is not None:
+            texts.extend(_texts(value))
+    return texts
 
 
 _JUDGE_WORDS = ("judge", "grader", "evaluator", "scorer", "labeler", "labeller")
@@ -189,11 +199,42 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 }
 """Pattern -> words (in lower case) of which every match of it holds one: a pattern is tried
 only on a text that holds one of its words."""
-_ANY_NEEDED = re.compile("|".join(sorted({w for words in _NEEDS.values() for w in words})))
-"""Any word of _NEEDS: most texts hold none, and are passed over after this one search."""
 
 
-def _matches(texts: Iterator[str]) -> set[str]:
+@functools.cache
+def _words() -> Any:
+    """An Aho-Corasick automaton (pyahocorasick) of the words of _NEEDS, each word's value
+    the patterns that need it: every word a text holds, in one scan. A regex alternation of
+    the same words took four times as long, about 26 ns a character."""
+    import ahocorasick
+
+    needed_by: dict[str, set[str]] = {}
+    for name, words in _NEEDS.items():
+        for word in words:
+            needed_by.setdefault(word, set()).add(name)
+    automaton = ahocorasick.Automaton()
+    for word, names in needed_by.items():
+        automaton.add_word(word, frozenset(names))
+    automaton.make_automaton()
+    return automaton
+
+
+def _needed(lower: str) -> set[str]:
+    """The patterns whose words (_NEEDS) a text in lower case holds."""
+    names: set[str] = set()
+    for _, needing in _words().iter(lower):
+        names |= needing
+    return names
+
+
+def _holds_no_word(texts: list[str]) -> bool:
+    """Whether `texts`, all ASCII, hold no word of _NEEDS: then no pattern matches any of
+    them. One scan of them joined; NUL, in no word, keeps a word from spanning two."""
+    joined = "\x00".join(texts)
+    return joined.isascii() and not _needed(joined.lower())
+
+
+def _matches(texts: Iterable[str]) -> set[str]:
     """The names of the PATTERNS that match some text of `texts`. An ASCII text is searched
     once, in lower case, for the words each pattern needs (_NEEDS), and only the patterns whose
     words it holds are tried: the patterns ignore case, so in ASCII text a word of theirs is
@@ -201,13 +242,7 @@ def _matches(texts: Iterator[str]) -> set[str]:
     letters such as the Kelvin sign, which lower() keeps)."""
     found: set[str] = set()
     for text in texts:
-        if text.isascii():
-            lower = text.lower()
-            if _ANY_NEEDED.search(lower) is None:
-                continue
-            names = [n for n, words in _NEEDS.items() if any(w in lower for w in words)]
-        else:
-            names = list(PATTERNS)
+        names: Iterable[str] = _needed(text.lower()) if text.isascii() else PATTERNS
         for name in names:
             if name not in found and PATTERNS[name].search(text):
                 found.add(name)
@@ -217,11 +252,15 @@ def _matches(texts: Iterator[str]) -> set[str]:
 def addressing_model(record: RunRecord) -> Addressed | None:
     """Where `record`'s text addresses the model reading it, a judge, a grader or the
     compiler (PATTERNS); None when nowhere."""
-    patterns = _matches(iter([record.task]))
+    texts = [_turn_texts(turn) for turn in record.turns]
+    # Most runs hold no word any pattern needs: one scan of all their text says so.
+    if _holds_no_word([record.task, *itertools.chain.from_iterable(texts)]):
+        return None
+    patterns = _matches([record.task])
     in_task = bool(patterns)
     turns = []
-    for number, turn in enumerate(record.turns, start=1):
-        found = _matches(_turn_texts(turn))
+    for number, turn_texts in enumerate(texts, start=1):
+        found = set() if _holds_no_word(turn_texts) else _matches(turn_texts)
         if found:
             turns.append(number)
             patterns |= found

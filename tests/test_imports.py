@@ -278,6 +278,13 @@ def test_importing_the_convert_command_loads_nothing_heavy(tmp_path: Path) -> No
     assert [name for name in loaded if name.startswith("wikitrace.compiler")] == []
 
 
+def test_a_call_worker_starts_without_the_corpus_records(tmp_path: Path) -> None:
+    """The call worker's modules (it starts while a build reads its inputs, and the build's
+    first call waits for it): no pydantic, which the corpus's typed records need."""
+    loaded = _loaded("import wikitrace.transport.call_worker", tmp_path)
+    assert [name for name in (*HEAVY, "pydantic") if name in loaded] == []
+
+
 def test_a_conversion_loads_the_readers_not_the_compiler(tmp_path: Path) -> None:
     runs = write_runs(tmp_path / "runs.jsonl", [make_run("t1", success=True)])
     loaded = _loaded(_cli("convert", str(runs)), tmp_path)

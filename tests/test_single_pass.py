@@ -311,3 +311,73 @@ def test_tool_says_failed_as_with_the_whole_pattern() -> None:
         assert got == _tool_says_failed_by_the_whole_pattern(text), repr(text)
         found += got is not None
     assert found > 1000
+
+
+def test_a_runs_scan_is_every_pattern_on_each_part() -> None:
+    """addressing_model skips a run, then a turn, whose joined text holds no word a pattern
+    needs: the parts it flags are those every pattern finds, text by text, NUL and non-ASCII
+    text included."""
+    from wikitrace.corpus_schema import RunRecord, ToolCall, Turn
+
+    rng = random.Random(6)
+    plain = ["the agent opens it", "error: no such file", "ls -la\ntotal 0", "", "ok \x00 done"]
+    for _ in range(400):
+        turns = []
+        for _ in range(rng.randint(0, 5)):
+            texts = [rng.choice(plain) for _ in range(3)]
+            if rng.random() < 0.3:
+                at = rng.randrange(3)
+                texts[at] += rng.choice(["\n", " ", "\x00", ""]) + rng.choice(_FLAGGED)
+            turns.append(
+                Turn(
+                    role=rng.choice(["assistant", "user", "system"]),
+                    content=texts[0],
+                    observation=texts[1],
+                    tool_calls=[ToolCall(name="bash", arguments={"cmd": texts[2]})],
+                )
+            )
+        task = rng.choice([*plain, *_FLAGGED])
+        record = RunRecord(task_id="t", task=task, success=True, turns=turns)
+        parts = [[task]] + [sorted(injection._turn_texts(turn)) for turn in turns]
+        flagged = [_matches_every_pattern(texts) for texts in parts]
+        found = injection.addressing_model(record)
+        if not any(flagged):
+            assert found is None
+            continue
+        assert found is not None
+        assert found.task == bool(flagged[0])
+        assert found.turns == tuple(n for n, names in enumerate(flagged) if n and names)
+        assert set(found.patterns) == set().union(*flagged)
+
+
+def test_a_checkers_quote_sources_are_quote_sources() -> None:
+    """QuoteChecker makes each cited turn's spans once for all its quotes: each quote's source
+    is what quote_source finds on its own, wherever in the turn the quote starts and ends."""
+    from wikitrace.compiler.evidence import QuoteChecker, quote_source, render_turn
+    from wikitrace.corpus_schema import ToolCall, Turn
+
+    turns = [
+        Turn(role="user", content="Please fix the failing test in tests/test_io.py today."),
+        Turn(
+            role="assistant",
+            reasoning="I will read the test first, then run it.",
+            action="cat tests/test_io.py",
+            tool_calls=[
+                ToolCall(id="c1", name="bash", arguments={"cmd": "pytest -x"}, result="1 failed")
+            ],
+            observation="def test_read():\n    assert read('x') == 'y'  # “typographic”",
+        ),
+    ]
+    checker = QuoteChecker(turns)
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(300):
+        number = rng.choice([1, 2])
+        text = render_turn(turns[number - 1])
+        start = rng.randrange(len(text) - 12)
+        quote = text[start : start + rng.randint(12, 60)]
+        found = checker.check(number, quote)
+        if found.verified:
+            assert found.source == quote_source(turns, found.turn, quote), quote
+            seen.add(found.source)
+    assert seen == {"action", "read"}

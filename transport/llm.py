@@ -29,7 +29,6 @@ from wikitrace.corpus_schema.setting_fields import (
     TIMEOUT_SECONDS,
     default,
 )
-from wikitrace.corpus_schema.writing import atomic_write, check_output
 
 log = logging.getLogger(__name__)
 
@@ -443,6 +442,8 @@ class ResponseCache:
 
     def __post_init__(self) -> None:
         # Never inside a corpus or its store of versions: they are frozen.
+        from wikitrace.corpus_schema.writing import check_output
+
         check_output(self.root, "cache-dir")
 
     @staticmethod
@@ -493,7 +494,7 @@ class ResponseCache:
         if path.parent not in self._made:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(path.parent)
-        atomic_write(path, data)
+        _atomic_write(path, data)
 
     def put(self, key: str, reply: LLMReply) -> None:
         self._save(self.path(key), self.record(reply))
@@ -516,7 +517,15 @@ class ResponseCache:
         from any process: the call worker saves each reply the moment it arrives."""
         path = root / key[:2] / f"{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, cls.record(reply))
+        _atomic_write(path, cls.record(reply))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """corpus_schema.writing's `atomic_write`, imported on the first reply saved: the call
+    worker then starts without the corpus's typed records (pydantic; 0.1 s of its start)."""
+    from wikitrace.corpus_schema.writing import atomic_write
+
+    atomic_write(path, data)
 
 
 class CachedLLM:
