@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -99,6 +100,19 @@ def no_network_for_shared_fixtures(tmp_path_factory: pytest.TempPathFactory) -> 
 def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Fail any connection that leaves this machine; keep caches out of the home folder."""
     _guard(monkeypatch, tmp_path / "xdg-cache")
+
+
+@pytest.fixture(autouse=True)
+def wikitrace_logger_as_found() -> Iterator[None]:
+    """The package's logger as it was before the test: a command run in this process sets
+    its handler, level and propagation (cli/common.set_verbosity), and a later test's caplog
+    would not see a warning that no longer reaches the root logger."""
+    logger = logging.getLogger("wikitrace")
+    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 @pytest.fixture
