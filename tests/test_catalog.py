@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema.catalog import read_catalog
+from wikitrace.corpus_schema.catalog import LazyCatalog, read_catalog
 from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG
 from wikitrace.search import consolidate
@@ -491,3 +491,23 @@ def test_bm25s_is_imported_without_scipy_numba_or_jax_and_they_are_put_back(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "[0, 2, 1]"
+
+
+def test_a_lazy_catalog_reads_a_line_once_and_a_pass_makes_the_rest_at_once(
+    toy_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An insight's line holds its group's first too: reading either keeps both. A pass over
+    the records (a first message's over every run) makes those not made yet, the same."""
+    runs, insights, _, _, leaders = read_catalog(toy_corpus)
+    lines = LazyCatalog.read(toy_corpus)
+    assert lines is not None
+    read: list[int] = []
+    real = LazyCatalog._line
+    monkeypatch.setattr(LazyCatalog, "_line", lambda self, n: read.append(n) or real(self, n))
+    assert lines.leaders[1] == leaders[1] and lines.insights[1] == insights[1]
+    assert lines.insights[-1] == insights[-1] and lines.leaders[-1] == leaders[-1]
+    assert read == [1 + len(runs) + 1, 1 + len(runs) + len(insights) - 1]
+    assert lines.runs[2] == runs[2]
+    assert list(lines.runs) == runs and list(lines.insights) == insights
+    assert list(lines.leaders) == leaders
+    assert sorted(read) == list(range(1, 1 + len(runs) + len(insights)))  # each line once
