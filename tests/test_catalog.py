@@ -511,3 +511,14 @@ def test_a_lazy_catalog_reads_a_line_once_and_a_pass_makes_the_rest_at_once(
     assert list(lines.runs) == runs and list(lines.insights) == insights
     assert list(lines.leaders) == leaders
     assert sorted(read) == list(range(1, 1 + len(runs) + len(insights)))  # each line once
+
+
+def test_a_message_that_lists_no_lesson_reads_none(toy_corpus: Path) -> None:
+    """When the task's domain cannot be told, the message lists no lesson: a memory that reads
+    its records when first asked for (as `prompt` loads one) then reads no lesson's line."""
+    task = "Write a limerick about my cat"
+    memory = Memory.load(toy_corpus, indexed=True)
+    message = memory.first_message(task, max_tokens=6000)
+    assert message.type_unsure is not None and not message.insights
+    assert message == Memory.load(toy_corpus).first_message(task, max_tokens=6000)
+    assert memory.insights.made == 0  # type: ignore[attr-defined]
