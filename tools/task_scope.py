@@ -443,10 +443,18 @@ def _evidence(
     its counts fall: "my" in "Write a limerick about my cat" made inspect's popularity tasks
     ("my favourite ...") its domain. Each domain with how strongly (`_Strength`)."""
     common = common_words(memory.run_ranker, but=ASKING)
+    # Each run's domain and task, made once (None: left out): a word's holders are counted
+    # from them, and a run holds many of the task's words.
+    in_view: list[tuple[str, TaskKey] | None] = []
     tasks: dict[str, set[TaskKey]] = {}
     for run in memory.runs:
-        if not (excluded and run.task_key.named_in(excluded)):
-            tasks.setdefault(_domain(run.task_type), set()).add(run.task_key)
+        key = run.task_key
+        if excluded and key.named_in(excluded):
+            in_view.append(None)
+            continue
+        domain = _domain(run.task_type)
+        in_view.append((domain, key))
+        tasks.setdefault(domain, set()).add(key)
     total = sum(len(keys) for keys in tasks.values())
     evidence: dict[str, dict[str, _Strength]] = {}
     for word, holding in held.items():
@@ -455,9 +463,8 @@ def _evidence(
             continue
         holders_of: dict[str, set[TaskKey]] = {}
         for i in holding:
-            run = memory.runs[i]
-            if not (excluded and run.task_key.named_in(excluded)):
-                holders_of.setdefault(_domain(run.task_type), set()).add(run.task_key)
+            if (seen := in_view[i]) is not None:
+                holders_of.setdefault(seen[0], set()).add(seen[1])
         every = sum(len(keys) for keys in holders_of.values())
         evidence[word] = {}
         for domain, keys in holders_of.items():
