@@ -522,3 +522,18 @@ def test_a_message_that_lists_no_lesson_reads_none(toy_corpus: Path) -> None:
     assert message.type_unsure is not None and not message.insights
     assert message == Memory.load(toy_corpus).first_message(task, max_tokens=6000)
     assert memory.insights.made == 0  # type: ignore[attr-defined]
+
+
+def test_a_message_makes_the_records_of_its_type_s_lessons_alone(toy_corpus: Path) -> None:
+    """A message for a task of one type reads every lesson's line, but makes a record of those
+    of its type alone: the same message as a memory read whole."""
+    task = "Fetch the ring from the safe in the study."
+    _, insights, _, _, _ = read_catalog(toy_corpus)
+    of_type = [i for i, item in enumerate(insights) if item.task_type == "safe"]
+    assert 0 < len(of_type) < len(insights)
+    memory = Memory.load(toy_corpus, indexed=True)
+    message = memory.first_message(task, task_type="safe")
+    assert message == Memory.load(toy_corpus).first_message(task, task_type="safe")
+    assert message.insights
+    assert memory.insights.made == len(of_type)  # type: ignore[attr-defined]
+    assert list(memory.insights_of_types({"safe"})) == [(i, insights[i]) for i in of_type]

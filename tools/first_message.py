@@ -268,8 +268,8 @@ def _visible(memory: Memory, scope: Scope, among: Iterable[int] | None) -> list[
     if types is not None and not types:
         return []  # no domain could be told: no lesson is read (a lazy memory reads none)
     insights = memory.insights
-    # Every one in a pass of their own (a lazy memory makes them in one go), else by place.
-    items = enumerate(insights) if among is None else ((i, insights[i]) for i in among)
+    # Every one of its types (a lazy memory makes theirs alone), else by place.
+    items = memory.insights_of_types(types) if among is None else ((i, insights[i]) for i in among)
     if not excluded:
         # No task left out (a hook, a plain `prompt`): `_mined_applies` less what can only
         # leave out, with no task key made an item (a tenth of a hook's time at 30,000).
