@@ -14,6 +14,7 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -335,12 +336,13 @@ def _voters(
     for i, score in matched:
         if score < VOTE_SCORE or len(seen) == nearest:
             break  # best first: the rest score less
-        run = memory.runs[i]
-        if run.task_key in seen:
-            continue
         if template is None:  # read once a run would vote
             template = _Template(memory, task, excluded)
+        # Whether it is alone first: most runs are, and that needs no task key made.
         if template.alone(i):
+            continue
+        run = memory.runs[i]
+        if run.task_key in seen:
             continue
         seen.add(run.task_key)
         voters.append((run.task_type or None, score))
@@ -393,7 +395,6 @@ class _Template:
         """The runs that hold each of the task's words (search.score.holders)."""
         self.evidence = _evidence(memory, self.held, excluded)
         """Each of the task's words -> the domains it is evidence of, how strongly (`LIFT`)."""
-        self.repeated = memory.repeated_sentences
         self.own = set(_sentences(task))
         """The task's sentences: a template the task repeats is its domain's too."""
         # The tasks left out hold sentences too: a sentence is the view's template only when
@@ -409,6 +410,13 @@ class _Template:
             texts.add(text)
             if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
                 self.left_out.update(_sentence_keys(run))
+
+    @functools.cached_property
+    def repeated(self) -> dict[tuple[str, int], int]:
+        """The domains' templates (Memory.repeated_sentences), counted when a run that shares
+        an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
+        message's time, which a task no run shares such a word with never needs)."""
+        return self.memory.repeated_sentences
 
     def alone(self, index: int) -> bool:
         """Whether every word the task shares with the run is in its template's sentences (and
