@@ -273,7 +273,7 @@ class CatalogLines:
         self._insights: LazyRecords[InsightEntry] = LazyRecords(insights, self._insight)
         self.insights: Sequence[InsightEntry] = self._insights
         self.leaders: Sequence[int] = self._leaders
-        fields = head.get("insight")
+        fields: list[str] = head.get("insight") or []  # none in a catalog of version 1
         self._type_at = (
             fields.index("task_type") + 1
             if head.get("catalog") == CATALOG_VERSION and "task_type" in fields
