@@ -321,7 +321,7 @@ class CatalogLines:
                 line = self._first + index
                 try:
                     task_type = loads(self._line(line))[at]
-                except (IndexError, TypeError, ValueError) as error:
+                except (IndexError, KeyError, TypeError, ValueError) as error:
                     raise damaged(self.path, error) from None
                 if task_type not in types:
                     continue
@@ -425,5 +425,5 @@ class LazyRecords(Sequence[_Record]):
                 for index, record in enumerate(made):
                     if record is None:
                         made[index] = make(index)
-            self._left = 0
+                        self._left -= 1
         return iter(self._made)  # type: ignore[arg-type]  # every one made

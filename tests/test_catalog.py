@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -537,3 +538,20 @@ def test_a_message_makes_the_records_of_its_type_s_lessons_alone(toy_corpus: Pat
     assert message.insights
     assert memory.insights.made == len(of_type)  # type: ignore[attr-defined]
     assert list(memory.insights_of_types({"safe"})) == [(i, insights[i]) for i in of_type]
+
+
+def test_a_damaged_lesson_line_read_for_its_type_is_a_one_line_error(
+    toy_corpus: Path, tmp_path: Path
+) -> None:
+    """A line written over with garbage of its length (the index still matches the catalog's
+    size) is found when `prompt` reads it for its lesson's type."""
+    root = tmp_path / "damaged"
+    shutil.copytree(toy_corpus, root)
+    path = root / CATALOG
+    path.chmod(0o644)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = b"x" * (len(lines[-1]) - 1) + b"\n"
+    path.write_bytes(b"".join(lines))
+    code, _, err = run(["prompt", str(root), "Fetch the ring", "--task-type", "safe"])
+    assert code == 1 and "damaged/catalog.jsonl: damaged (JSONDecodeError" in err
+    assert "wikitrace verify" in err and len(err.splitlines()) == 1
