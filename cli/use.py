@@ -77,6 +77,7 @@ class PromptSettings:
         of the current folder) and the folder it is checked out in."""
         from wikitrace.corpus_schema.projects import folder_aliases, project_named, repository_at
 
+        from .hook_io import compiled_templates
         from .settings import user_projects
 
         project = project_named(self.project) if self.project else repository_at(Path.cwd())
@@ -91,6 +92,7 @@ class PromptSettings:
             max_tokens=self.message_tokens or None,
             mount=self.mount,
             prompts_dir=self.prompts_dir,
+            compiled_templates=compiled_templates(),  # as a hook keeps it, for the next call
             infer_type=not self.all_types,
             insights_only=self.insights_only,
             report_at="end" if self.report_at == "end" else "first",
@@ -192,7 +194,9 @@ def prompt_command(
 
     from wikitrace.tools.memory import Memory
 
-    message = Memory.load(corpus, shown.grouping()).first_message(text, shown.message())
+    message = Memory.load(corpus, shown.grouping(), indexed=True).first_message(
+        text, shown.message()
+    )
     if message.kind_unsure is not None and not message.project_has_runs and not is_quiet():
         cues = ", ".join(f"{n} {name}" for name, n in message.kind_unsure.items())
         why = f"its words name several kinds as often: {cues}" if cues else "no word names one"

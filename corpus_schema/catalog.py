@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -195,14 +195,16 @@ def records_of(
     """Each run, and each insight with its group's first, of the `lines` after a catalog's
     first, `head`; ValueError or its kin (IndexError, KeyError, TypeError) when a line is not
     what wikitrace writes."""
+    return map(line_reader(head), lines)
+
+
+def line_reader(head: dict[str, Any]) -> Callable[[bytes], PastRun | tuple[int, InsightEntry]]:
+    """What makes the record of one of the lines after a catalog's first, `head` (a run, or
+    an insight with its group's first), the head checked once here, not once a line: a lazy
+    catalog makes its records one at a time. ValueError or its kin (IndexError, KeyError,
+    TypeError) when the head, or a line, is not what wikitrace writes."""
     if head.get("catalog") == 1:
-        for line in lines:
-            item = orjson.loads(line)
-            if "run" in item:
-                yield PastRun(**item["run"])
-            else:
-                yield int(item["leader"]), InsightEntry(**item["insight"])
-        return
+        return _version_1
     if head.get("catalog") != CATALOG_VERSION:
         raise ValueError(f"catalog version {head.get('catalog')!r}")
     # A catalog an earlier wikitrace wrote may hold fewer of a run's or an insight's values:
@@ -218,19 +220,29 @@ def records_of(
     # lengths counted once (with the kind), the line not unpacked into a list of its own.
     run_length, insight_length = len(run_fields) + 1, len(insight_fields) + 2
     loads = orjson.loads
-    for line in lines:
+
+    def record(line: bytes) -> PastRun | tuple[int, InsightEntry]:
         item = loads(line)
         kind = item[0]
         if kind == "run":
             if len(item) != run_length:
                 raise ValueError(f"a run's line holds {len(item) - 1} values")
-            yield PastRun(*item[1:])
-        elif kind == "insight":
+            return PastRun(*item[1:])
+        if kind == "insight":
             if len(item) != insight_length:
                 raise ValueError(f"an insight's line holds {len(item) - 1} values")
-            yield int(item[1]), InsightEntry(*item[2:])
-        else:
-            raise ValueError(f"a line of kind {kind!r}")
+            return int(item[1]), InsightEntry(*item[2:])
+        raise ValueError(f"a line of kind {kind!r}")
+
+    return record
+
+
+def _version_1(line: bytes) -> PastRun | tuple[int, InsightEntry]:
+    """A line of a version 1 catalog: a JSON object a line."""
+    item = orjson.loads(line)
+    if "run" in item:
+        return PastRun(**item["run"])
+    return int(item["leader"]), InsightEntry(**item["insight"])
 
 
 def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
@@ -250,36 +262,80 @@ class CatalogLines:
     def __init__(self, path: Path, head: dict[str, Any], runs: int, insights: int) -> None:
         self.path = path
         self._head = head
+        self._reader = line_reader(head)
         self.offline = bool(head["offline"])
         self.withheld = int(head["withheld"])
         # A version 2 catalog holds its runs' lines, then its insights'.
-        first = 1 + runs
-        self.runs: Sequence[PastRun] = LazyRecords(runs, lambda i: self._run(1 + i))
-        self.insights: Sequence[InsightEntry] = LazyRecords(
-            insights, lambda i: self._insight(first, i)[1]
+        self._first = 1 + runs
+        self.runs: Sequence[PastRun] = LazyRecords(runs, self._run)
+        # An insight's line holds its group's first too: both kept when it is read, once.
+        self._leaders: LazyRecords[int] = LazyRecords(insights, self._leader)
+        self._insights: LazyRecords[InsightEntry] = LazyRecords(insights, self._insight)
+        self.insights: Sequence[InsightEntry] = self._insights
+        self.leaders: Sequence[int] = self._leaders
+        fields: list[str] = head.get("insight") or []  # none in a catalog of version 1
+        self._type_at = (
+            fields.index("task_type") + 1
+            if head.get("catalog") == CATALOG_VERSION and "task_type" in fields
+            else None
         )
-        self.leaders: Sequence[int] = LazyRecords(insights, lambda i: self._insight(first, i)[0])
+        """Where an insight's line holds its task type (after its kind), when it is known."""
 
     def _line(self, number: int) -> bytes:
         raise NotImplementedError
 
     def _record(self, line: int) -> PastRun | tuple[int, InsightEntry]:
         try:
-            return next(records_of(self._head, [self._line(line)]))
+            return self._reader(self._line(line))
         except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
             raise damaged(self.path, error) from None
 
-    def _run(self, line: int) -> PastRun:
-        record = self._record(line)
+    def _run(self, index: int) -> PastRun:
+        record = self._record(1 + index)
         if not isinstance(record, PastRun):
-            raise damaged(self.path, ValueError(f"line {line + 1} is not a run's"))
+            raise damaged(self.path, ValueError(f"line {index + 2} is not a run's"))
         return record
 
-    def _insight(self, first: int, index: int) -> tuple[int, InsightEntry]:
-        record = self._record(first + index)
+    def _insight(self, index: int) -> InsightEntry:
+        leader, item = self._pair(index)
+        self._leaders.keep(index, leader)
+        return item
+
+    def _leader(self, index: int) -> int:
+        leader, item = self._pair(index)
+        self._insights.keep(index, item)
+        return leader
+
+    def insights_of_types(self, types: Collection[str]) -> Iterator[tuple[int, InsightEntry]]:
+        """Each insight of one of `types`, with its place, in order: a line not read yet is
+        made into a record only when its task type is one of them (a first message for a task
+        of one domain reads every line, and makes a sixth of them at 100,000)."""
+        insights = self._insights
+        if self._type_at is None:  # a catalog of version 1: each record made
+            yield from ((i, item) for i, item in enumerate(insights) if item.task_type in types)
+            return
+        loads, at = orjson.loads, self._type_at
+        for index in range(len(insights)):
+            item = insights.made_or_none(index)
+            if item is None:
+                line = self._first + index
+                try:
+                    task_type = loads(self._line(line))[at]
+                except (IndexError, KeyError, TypeError, ValueError) as error:
+                    raise damaged(self.path, error) from None
+                if task_type not in types:
+                    continue
+                item = insights[index]
+            elif item.task_type not in types:
+                continue
+            yield index, item
+
+    def _pair(self, index: int) -> tuple[int, InsightEntry]:
+        line = self._first + index
+        record = self._record(line)
         if isinstance(record, PastRun) or not 0 <= record[0] <= index:
             problem = "is a run's" if isinstance(record, PastRun) else "names a group out of range"
-            raise damaged(self.path, ValueError(f"line {first + index + 1} {problem}"))
+            raise damaged(self.path, ValueError(f"line {line + 1} {problem}"))
         return record
 
 
@@ -321,6 +377,8 @@ class LazyRecords(Sequence[_Record]):
     def __init__(self, size: int, make: Callable[[int], _Record]) -> None:
         self._made: list[_Record | None] = [None] * size
         self._make = make
+        self._left = size
+        """How many are not made yet."""
 
     def __len__(self) -> int:
         return len(self._made)
@@ -339,13 +397,33 @@ class LazyRecords(Sequence[_Record]):
     def __getitem__(self, index: int | slice) -> _Record | list[_Record]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self._made)
-        made = self._made[index]
+        made = self._made[index]  # the record made, asked for again and again: checked first
         if made is None:
+            if index < 0:
+                index += len(self._made)
             made = self._made[index] = self._make(index)
+            self._left -= 1
         return made
 
+    def made_or_none(self, index: int) -> _Record | None:
+        """The record at `index` if it was made, else None (nothing is read)."""
+        return self._made[index]
+
+    def keep(self, index: int, record: _Record) -> None:
+        """Keep `record`, made with another, as the one at `index` (not made again)."""
+        if self._made[index] is None:
+            self._made[index] = record
+            self._left -= 1
+
     def __iter__(self) -> Iterator[_Record]:
-        for index in range(len(self._made)):
-            yield self[index]
+        # A pass over them all (a first message's over every run): those not made yet are
+        # made in one go, as read_catalog makes them (the collector paused), and the pass is
+        # the list's own.
+        if self._left:
+            made, make = self._made, self._make
+            with _collector_paused():
+                for index, record in enumerate(made):
+                    if record is None:
+                        made[index] = make(index)
+                        self._left -= 1
+        return iter(self._made)  # type: ignore[arg-type]  # every one made

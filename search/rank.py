@@ -310,13 +310,15 @@ class Ranker:
                     raise
                 # Files that load but do not fit together (a word's entries past the texts).
                 raise damaged(self._source, error) from None
-            ranked = [int(d) for d, s in zip(documents[0], scores[0], strict=True) if s > 0]
+            # numpy picks the scored ones: every text is ranked (100,000 numbers at a time).
+            ranked = documents[0][scores[0] > 0].tolist()
+        matched = [i for i in ranked if i in allowed]
         if matched_only:
-            return [i for i in ranked if i in allowed]
+            return matched
         # Runs with no word in common with the task come last, in corpus order.
         scored = set(ranked)
-        rest = [i for i in range(self.size) if i not in scored]
-        return [i for i in ranked + rest if i in allowed]
+        rest = sorted(i for i in allowed if i not in scored and 0 <= i < self.size)
+        return matched + rest
 
 
 class _TokenIds:

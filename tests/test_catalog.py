@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema.catalog import read_catalog
+from wikitrace.corpus_schema.catalog import LazyCatalog, read_catalog
 from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import CATALOG
 from wikitrace.search import consolidate
@@ -491,3 +492,66 @@ def test_bm25s_is_imported_without_scipy_numba_or_jax_and_they_are_put_back(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "[0, 2, 1]"
+
+
+def test_a_lazy_catalog_reads_a_line_once_and_a_pass_makes_the_rest_at_once(
+    toy_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An insight's line holds its group's first too: reading either keeps both. A pass over
+    the records (a first message's over every run) makes those not made yet, the same."""
+    runs, insights, _, _, leaders = read_catalog(toy_corpus)
+    lines = LazyCatalog.read(toy_corpus)
+    assert lines is not None
+    read: list[int] = []
+    real = LazyCatalog._line
+    monkeypatch.setattr(LazyCatalog, "_line", lambda self, n: read.append(n) or real(self, n))
+    assert lines.leaders[1] == leaders[1] and lines.insights[1] == insights[1]
+    assert lines.insights[-1] == insights[-1] and lines.leaders[-1] == leaders[-1]
+    assert read == [1 + len(runs) + 1, 1 + len(runs) + len(insights) - 1]
+    assert lines.runs[2] == runs[2]
+    assert list(lines.runs) == runs and list(lines.insights) == insights
+    assert list(lines.leaders) == leaders
+    assert sorted(read) == list(range(1, 1 + len(runs) + len(insights)))  # each line once
+
+
+def test_a_message_that_lists_no_lesson_reads_none(toy_corpus: Path) -> None:
+    """When the task's domain cannot be told, the message lists no lesson: a memory that reads
+    its records when first asked for (as `prompt` loads one) then reads no lesson's line."""
+    task = "Write a limerick about my cat"
+    memory = Memory.load(toy_corpus, indexed=True)
+    message = memory.first_message(task, max_tokens=6000)
+    assert message.type_unsure is not None and not message.insights
+    assert message == Memory.load(toy_corpus).first_message(task, max_tokens=6000)
+    assert memory.insights.made == 0  # type: ignore[attr-defined]
+
+
+def test_a_message_makes_the_records_of_its_type_s_lessons_alone(toy_corpus: Path) -> None:
+    """A message for a task of one type reads every lesson's line, but makes a record of those
+    of its type alone: the same message as a memory read whole."""
+    task = "Fetch the ring from the safe in the study."
+    _, insights, _, _, _ = read_catalog(toy_corpus)
+    of_type = [i for i, item in enumerate(insights) if item.task_type == "safe"]
+    assert 0 < len(of_type) < len(insights)
+    memory = Memory.load(toy_corpus, indexed=True)
+    message = memory.first_message(task, task_type="safe")
+    assert message == Memory.load(toy_corpus).first_message(task, task_type="safe")
+    assert message.insights
+    assert memory.insights.made == len(of_type)  # type: ignore[attr-defined]
+    assert list(memory.insights_of_types({"safe"})) == [(i, insights[i]) for i in of_type]
+
+
+def test_a_damaged_lesson_line_read_for_its_type_is_a_one_line_error(
+    toy_corpus: Path, tmp_path: Path
+) -> None:
+    """A line written over with garbage of its length (the index still matches the catalog's
+    size) is found when `prompt` reads it for its lesson's type."""
+    root = tmp_path / "damaged"
+    shutil.copytree(toy_corpus, root)
+    path = root / CATALOG
+    path.chmod(0o644)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = b"x" * (len(lines[-1]) - 1) + b"\n"
+    path.write_bytes(b"".join(lines))
+    code, _, err = run(["prompt", str(root), "Fetch the ring", "--task-type", "safe"])
+    assert code == 1 and "damaged/catalog.jsonl: damaged (JSONDecodeError" in err
+    assert "wikitrace verify" in err and len(err.splitlines()) == 1

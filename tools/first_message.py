@@ -237,7 +237,7 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     if own is not None:  # the catalog's index names them: no other lesson is read
         visible = kept = _visible(memory, scope, own)
     else:
-        visible = _visible(memory, scope, range(len(memory.insights)))
+        visible = _visible(memory, scope, None)
         # Decided once a run (Memory.run_of's run by step), not once a lesson.
         run_shown = {run.step: scope.shows(run) for run in memory.runs}
         unknown_shown = scope.shows(None)
@@ -260,18 +260,21 @@ def _listing(memory: Memory, scope: Scope, similar: int, insights_only: bool) ->
     return _Listing(alike_of, sorted(alike_of), similar_runs, other_kinds)
 
 
-def _visible(memory: Memory, scope: Scope, among: Iterable[int]) -> list[int]:
-    """The insights `among` those given that may be shown for the task: of its type, drawn
-    from no excluded task."""
+def _visible(memory: Memory, scope: Scope, among: Iterable[int] | None) -> list[int]:
+    """The insights `among` those given (None: every one) that may be shown for the task: of
+    its type, drawn from no excluded task."""
     excluded = scope.excluded
     types = scope.types
+    if types is not None and not types:
+        return []  # no domain could be told: no lesson is read (a lazy memory reads none)
     insights = memory.insights
+    # Every one of its types (a lazy memory makes theirs alone), else by place.
+    items = memory.insights_of_types(types) if among is None else ((i, insights[i]) for i in among)
     if not excluded:
         # No task left out (a hook, a plain `prompt`): `_mined_applies` less what can only
         # leave out, with no task key made an item (a tenth of a hook's time at 30,000).
         shown = []
-        for i in among:
-            item = insights[i]
+        for i, item in items:
             if (types is None or item.task_type in types) and (
                 item.pattern is None
                 or item.only_task is None
@@ -284,8 +287,8 @@ def _visible(memory: Memory, scope: Scope, among: Iterable[int]) -> list[int]:
     excluded_types = {run.task_type for run in memory.runs if run.task_key.named_in(excluded)}
     return [
         i
-        for i in among
-        if not (item := insights[i]).source_task.named_in(excluded)
+        for i, item in items
+        if not item.source_task.named_in(excluded)
         and (types is None or item.task_type in types)
         and _mined_applies(memory, item, scope.task, excluded, excluded_types)
     ]

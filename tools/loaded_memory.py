@@ -6,7 +6,7 @@ because memory.py imports them (a cycle, even if only the type checker followed 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun
@@ -47,6 +47,11 @@ class LoadedMemory(Protocol):
 
     def drawn_from(self, item: InsightEntry, excluded: Collection[str]) -> bool:
         """Whether `item` rests on a run of a task `excluded` names."""
+
+    def insights_of_types(
+        self, types: Collection[str] | None
+    ) -> Iterable[tuple[int, InsightEntry]]:
+        """Each insight of one of `types` (None: every one), with its place, in order."""
 
     def run_of(self, insight: int) -> PastRun | None:
         """The run an insight was drawn from."""

@@ -8,7 +8,7 @@ print(message.text)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, overload
@@ -103,6 +103,17 @@ class Memory:
                 self._scoped_runs[key] = {self.runs[i].step: self.runs[i] for i in rows.runs}
                 self._scoped.update(dict.fromkeys(rows.insights, key))
         return self._index.insights_of(projects)
+
+    def insights_of_types(
+        self, types: Collection[str] | None
+    ) -> Iterable[tuple[int, InsightEntry]]:
+        """Each insight of one of `types` (None: every one), with its place, in order: in a
+        memory that reads each record when first asked for, only theirs are made."""
+        if types is None:
+            return enumerate(self.insights)
+        if self._index is not None:
+            return self._index.insights_of_types(types)
+        return ((i, item) for i, item in enumerate(self.insights) if item.task_type in types)
 
     @functools.cached_property
     def _leader(self) -> Sequence[int]:

@@ -33,12 +33,16 @@ def most_similar_runs(
     same = memory.identical_runs(scope.task, run_ok)
     place = {i: n for n, i in enumerate(run_ok)}
     nothing = (0.0, 0.0)
-    ranked_runs = sorted(
-        run_ok,
-        key=lambda i: (i not in same, [-part for part in likeness.get(i, nothing)], place[i]),
-    )
+    candidates = run_ok
     if scope.task.strip() and words_of(memory.run_ranker, scope.task):
-        ranked_runs = [i for i in ranked_runs if i in same or i in likeness]
+        # Left out before the sort, not after: the same order of fewer runs.
+        candidates = [i for i in run_ok if i in same or i in likeness]
+
+    def order(i: int) -> tuple[bool, float, float, int]:
+        share, score = likeness.get(i, nothing)
+        return (i not in same, -share, -score, place[i])
+
+    ranked_runs = sorted(candidates, key=order)
     for i in ranked_runs:
         if len(similar_runs) == similar:
             break

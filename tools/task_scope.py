@@ -14,6 +14,7 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -335,12 +336,13 @@ def _voters(
     for i, score in matched:
         if score < VOTE_SCORE or len(seen) == nearest:
             break  # best first: the rest score less
-        run = memory.runs[i]
-        if run.task_key in seen:
-            continue
         if template is None:  # read once a run would vote
             template = _Template(memory, task, excluded)
+        # Whether it is alone first: most runs are, and that needs no task key made.
         if template.alone(i):
+            continue
+        run = memory.runs[i]
+        if run.task_key in seen:
             continue
         seen.add(run.task_key)
         voters.append((run.task_type or None, score))
@@ -393,7 +395,6 @@ class _Template:
         """The runs that hold each of the task's words (search.score.holders)."""
         self.evidence = _evidence(memory, self.held, excluded)
         """Each of the task's words -> the domains it is evidence of, how strongly (`LIFT`)."""
-        self.repeated = memory.repeated_sentences
         self.own = set(_sentences(task))
         """The task's sentences: a template the task repeats is its domain's too."""
         # The tasks left out hold sentences too: a sentence is the view's template only when
@@ -410,11 +411,27 @@ class _Template:
             if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
                 self.left_out.update(_sentence_keys(run))
 
+    @functools.cached_property
+    def repeated(self) -> dict[tuple[str, int], int]:
+        """The domains' templates (Memory.repeated_sentences), counted when a run that shares
+        an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
+        message's time, which a task no run shares such a word with never needs)."""
+        return self.memory.repeated_sentences
+
     def alone(self, index: int) -> bool:
         """Whether every word the task shares with the run is in its template's sentences (and
         not in a sentence of the task's own)."""
         run = self.memory.runs[index]
         domain = _domain(run.task_type)
+        # The words it shares with the task that are evidence of its domain, found first: a
+        # run that shares none is alone without its sentences read (most runs, at 30,000).
+        shared = [
+            word
+            for word, holding in self.held.items()
+            if index in holding and domain in self.evidence[word]
+        ]
+        if not shared:
+            return True
         own = "\n".join(
             sentence
             for sentence in _sentences(run.task)
@@ -422,10 +439,7 @@ class _Template:
             or self.repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
         )
         words = words_of(self.memory.run_ranker, own)
-        return not any(
-            index in holding and word in words and domain in self.evidence[word]
-            for word, holding in self.held.items()
-        )
+        return not any(word in words for word in shared)
 
 
 def _evidence(
@@ -437,10 +451,18 @@ def _evidence(
     its counts fall: "my" in "Write a limerick about my cat" made inspect's popularity tasks
     ("my favourite ...") its domain. Each domain with how strongly (`_Strength`)."""
     common = common_words(memory.run_ranker, but=ASKING)
+    # Each run's domain and task, made once (None: left out): a word's holders are counted
+    # from them, and a run holds many of the task's words.
+    in_view: list[tuple[str, TaskKey] | None] = []
     tasks: dict[str, set[TaskKey]] = {}
     for run in memory.runs:
-        if not (excluded and run.task_key.named_in(excluded)):
-            tasks.setdefault(_domain(run.task_type), set()).add(run.task_key)
+        key = run.task_key
+        if excluded and key.named_in(excluded):
+            in_view.append(None)
+            continue
+        domain = _domain(run.task_type)
+        in_view.append((domain, key))
+        tasks.setdefault(domain, set()).add(key)
     total = sum(len(keys) for keys in tasks.values())
     evidence: dict[str, dict[str, _Strength]] = {}
     for word, holding in held.items():
@@ -449,9 +471,8 @@ def _evidence(
             continue
         holders_of: dict[str, set[TaskKey]] = {}
         for i in holding:
-            run = memory.runs[i]
-            if not (excluded and run.task_key.named_in(excluded)):
-                holders_of.setdefault(_domain(run.task_type), set()).add(run.task_key)
+            if (seen := in_view[i]) is not None:
+                holders_of.setdefault(seen[0], set()).add(seen[1])
         every = sum(len(keys) for keys in holders_of.values())
         evidence[word] = {}
         for domain, keys in holders_of.items():
