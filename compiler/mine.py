@@ -199,31 +199,7 @@ def mine_version(
             return Layout(parent_root, layout.step_width, layout.insight_width)
         return layout
 
-    quotes = Quotes(layout_of)
-    writer = LessonWriter(layout, quotes)
-    table = miner.runs
-    # Only the task types the version's runs touch are recounted (and those whose patterns
-    # the adjustment then makes significant): the others' tests are the parent's.
-    found, miner.tests = contrasts_of_types(
-        table.task_types(),
-        table.of_type,
-        report,
-        kept=miner.kept_tests if parent is not None else None,
-        touched=miner.new_types,
-    )
-    # New lessons are numbered contrasts first (by key), then divergences in the order runs
-    # in step order found them: a chain of adds numbers them as one build of its runs does.
-    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
-        _contrast_lessons(writer, found, report.patterns_tried), key=lambda keyed: keyed[0]
-    )
-    # A divergence of a parent's task is kept unless this version added runs of that task:
-    # only those tasks' runs are read back.
-    only = miner.new_tasks if parent is not None else None
-    runs = list(table) if only is None else table.of_tasks(only)
-    for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
-        # Its task's text is read when its page is made, not held until then.
-        make = functools.partial(writer.divergence, divergence, task_text)
-        lessons.append((divergence_key(divergence.task), NewDivergence(divergence, make)))
+    lessons = _found(miner, Quotes(layout_of), layout, report, task_text, parent is not None)
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()
@@ -263,6 +239,43 @@ def mine_version(
         )
         pages.append(MinedPage(old_number, new=False, lesson=MinedLesson(gone, guideline, key)))
     return pages, report
+
+
+def _found(
+    miner: Miner,
+    quotes: Quotes,
+    layout: Layout,
+    report: MiningReport,
+    task_text: Callable[[int], str],
+    added: bool,
+) -> list[tuple[str, MinedLesson | Callable[[], MinedLesson]]]:
+    """The lessons mining finds in the miner's runs, by key, in the order new ones are
+    numbered. `added`: the version is made from a parent (an add)."""
+    writer = LessonWriter(layout, quotes)
+    table = miner.runs
+    # Only the task types the version's runs touch are recounted (and those whose patterns
+    # the adjustment then makes significant): the others' tests are the parent's.
+    found, miner.tests = contrasts_of_types(
+        table.task_types(),
+        table.of_type,
+        report,
+        kept=miner.kept_tests if added else None,
+        touched=miner.new_types,
+    )
+    # New lessons are numbered contrasts first (by key), then divergences in the order runs
+    # in step order found them: a chain of adds numbers them as one build of its runs does.
+    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
+        _contrast_lessons(writer, found, report.patterns_tried), key=lambda keyed: keyed[0]
+    )
+    # A divergence of a parent's task is kept unless this version added runs of that task:
+    # only those tasks' runs are read back.
+    only = miner.new_tasks if added else None
+    runs = list(table) if only is None else table.of_tasks(only)
+    for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
+        # Its task's text is read when its page is made, not held until then.
+        make = functools.partial(writer.divergence, divergence, task_text)
+        lessons.append((divergence_key(divergence.task), NewDivergence(divergence, make)))
+    return lessons
 
 
 def _contrast_lessons(
