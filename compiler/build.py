@@ -19,8 +19,9 @@ from pathlib import Path
 
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
+from wikitrace.corpus_schema.contrast_tests import load_tests
 from wikitrace.corpus_schema.history import VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.setting_fields import declared
@@ -53,6 +54,7 @@ from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
 from .layers import finish_layers, write_layers
 from .mine import Miner, patterns_of_written
+from .mine_contrast import mining_thresholds
 from .mine_table import read_patterns
 from .produce import Compiled, Producer, Progress
 from .raw import RawLayer
@@ -216,7 +218,11 @@ def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
     known = read_patterns(base.root / MINED_PATTERNS)
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())
-    return Miner(known, folder=folder)
+        return Miner(known, folder=folder)
+    # What the parent tested of each task type: the types no new run touches are not counted
+    # again (compiler/mine_contrast.py, `contrasts_of_types`).
+    tests = load_tests(base.root / MINED_TESTS, mining_thresholds())
+    return Miner(known, folder=folder, tests=tests)
 
 
 def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> BatchLLM | None:

@@ -23,7 +23,7 @@ from wikitrace.corpus_schema import (
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_build import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
+from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
@@ -75,6 +75,8 @@ def write_layers(
         compiled.finish(layout.insight_width)  # the model's insights' pages, all written
         if miner is not None:
             writer.write(MINED_PATTERNS, patterns_file(miner.runs))
+            if miner.tests is not None:
+                writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
         rewritten = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
         if base:
@@ -129,7 +131,7 @@ def _write_mined(
     the parent's files the version does not keep."""
     insight_rows = compiled.insight_rows
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
-    rewritten = {MINED_PATTERNS}
+    rewritten = {MINED_PATTERNS, MINED_TESTS}
     cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
     parent = (os.fspath(base.root), len(base.rows)) if base else None
     made = itertools.chain.from_iterable(

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from wikitrace.corpus_schema import Layout, RunRecord
+from wikitrace.corpus_schema.contrast_tests import ContrastTests
 from wikitrace.corpus_schema.records import InsightHeader
 from wikitrace.corpus_schema.tasks import TaskKey
 
-from .mine_contrast import MiningReport, contrasts
+from .mine_contrast import Contrast, MiningReport, contrasts_of_types
 from .mine_divergence import Divergence, divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, actions_of, patterns
@@ -70,9 +71,19 @@ class Miner:
     """Reduces each run of a build to its patterns as it streams past (and, given a folder
     for them, keeps its actions' hashes on disk for the divergences)."""
 
-    def __init__(self, base: Iterable[RunPatterns] = (), folder: Path | None = None) -> None:
+    def __init__(
+        self,
+        base: Iterable[RunPatterns] = (),
+        folder: Path | None = None,
+        tests: ContrastTests | None = None,
+    ) -> None:
         self.runs = base if isinstance(base, PatternTable) else PatternTable(base)
         self.new_tasks: set[TaskKey] = set()
+        self.new_types: set[str | None] = set()
+        self.kept_tests = tests
+        """What the parent's mining tested of each task type (`raw/_contrast_tests.json`)."""
+        self.tests: ContrastTests | None = None
+        """What this version's mining tested, once it has mined (`mine_version`)."""
         self.actions = ActionHashes(folder) if folder is not None else None
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
@@ -85,12 +96,14 @@ class Miner:
             self.actions.add_hashes(run.step, hashes)
         self.runs.append(run)
         self.new_tasks.add(task_of(run))
+        self.new_types.add(run.task_type)
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns
         table is written: the catalog and rankers made after them reuse that memory."""
         self.runs = PatternTable()
         self.new_tasks = set()
+        self.new_types = set()
         self.close()
 
     def close(self) -> None:
@@ -186,20 +199,7 @@ def mine_version(
             return Layout(parent_root, layout.step_width, layout.insight_width)
         return layout
 
-    quotes = Quotes(layout_of)
-    writer = LessonWriter(layout, quotes)
-    runs = list(miner.runs)  # made once from the table, for both kinds of lesson
-    # New lessons are numbered contrasts first (by key), then divergences in the order runs
-    # in step order found them: a chain of adds numbers them as one build of its runs does.
-    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
-        _contrast_lessons(writer, runs, report), key=lambda keyed: keyed[0]
-    )
-    # A divergence of a parent's task is kept unless this version added runs of that task.
-    only = miner.new_tasks if parent is not None else None
-    for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
-        # Its task's text is read when its page is made, not held until then.
-        make = functools.partial(writer.divergence, divergence, task_text)
-        lessons.append((divergence_key(divergence.task), NewDivergence(divergence, make)))
+    lessons = _found(miner, Quotes(layout_of), layout, report, task_text, parent is not None)
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()
@@ -241,12 +241,49 @@ def mine_version(
     return pages, report
 
 
+def _found(
+    miner: Miner,
+    quotes: Quotes,
+    layout: Layout,
+    report: MiningReport,
+    task_text: Callable[[int], str],
+    added: bool,
+) -> list[tuple[str, MinedLesson | Callable[[], MinedLesson]]]:
+    """The lessons mining finds in the miner's runs, by key, in the order new ones are
+    numbered. `added`: the version is made from a parent (an add)."""
+    writer = LessonWriter(layout, quotes)
+    table = miner.runs
+    # Only the task types the version's runs touch are recounted (and those whose patterns
+    # the adjustment then makes significant): the others' tests are the parent's.
+    found, miner.tests = contrasts_of_types(
+        table.task_types(),
+        table.of_type,
+        report,
+        kept=miner.kept_tests if added else None,
+        touched=miner.new_types,
+    )
+    # New lessons are numbered contrasts first (by key), then divergences in the order runs
+    # in step order found them: a chain of adds numbers them as one build of its runs does.
+    lessons: list[tuple[str, MinedLesson | Callable[[], MinedLesson]]] = sorted(
+        _contrast_lessons(writer, found, report.patterns_tried), key=lambda keyed: keyed[0]
+    )
+    # A divergence of a parent's task is kept unless this version added runs of that task:
+    # only those tasks' runs are read back.
+    only = miner.new_tasks if added else None
+    runs = list(table) if only is None else table.of_tasks(only)
+    for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
+        # Its task's text is read when its page is made, not held until then.
+        make = functools.partial(writer.divergence, divergence, task_text)
+        lessons.append((divergence_key(divergence.task), NewDivergence(divergence, make)))
+    return lessons
+
+
 def _contrast_lessons(
-    writer: LessonWriter, runs: list[RunPatterns], report: MiningReport
+    writer: LessonWriter, found: list[Contrast], patterns_tried: int
 ) -> Iterator[tuple[str, MinedLesson]]:
-    """Each contrast found in `runs` as a lesson, by its key."""
-    for contrast in contrasts(runs, report):
-        lesson = writer.contrast(contrast, report.patterns_tried)
+    """Each contrast found as a lesson, by its key."""
+    for contrast in found:
+        lesson = writer.contrast(contrast, patterns_tried)
         yield lesson.key, lesson
 
 

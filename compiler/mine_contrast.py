@@ -16,12 +16,13 @@ import itertools
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeAlias
 
+from wikitrace.corpus_schema.contrast_tests import ContrastTests, Tried, TypeTests
 from wikitrace.corpus_schema.tasks import TaskKey
 
 from .mine_table import RunPatterns, task_of
@@ -365,49 +366,131 @@ def contrasts(
     by_type: dict[str | None, list[RunPatterns]] = defaultdict(list)
     for run in runs:
         by_type[run.task_type].append(run)
-    tried: list[Contrast] = []
-    for task_type, members in sorted(by_type.items(), key=lambda kv: kv[0] or ""):
+    counts = {task_type: len(members) for task_type, members in by_type.items()}
+    return contrasts_of_types(counts, by_type.__getitem__, report, fdr=fdr)[0]
+
+
+def mining_thresholds(fdr: float = FDR) -> dict[str, float]:
+    """The thresholds that decide which patterns a task type's runs are tried for: tests
+    kept under others are not taken (`contrasts_of_types`)."""
+    return {
+        "fdr": fdr,
+        "min_support": MIN_SUPPORT,
+        "min_tasks": MIN_TASKS,
+        "max_kinds_for_order": MAX_KINDS_FOR_ORDER,
+    }
+
+
+def contrasts_of_types(
+    counts: Mapping[str | None, int],
+    members_of: Callable[[str | None], Sequence[RunPatterns]],
+    report: MiningReport,
+    *,
+    kept: ContrastTests | None = None,
+    touched: AbstractSet[str | None] = frozenset(),
+    fdr: float = FDR,
+) -> tuple[list[Contrast], ContrastTests]:
+    """`contrasts` of the runs of each task type in `counts` (how many runs each has;
+    `members_of` gives them), and what was tested of each type. A type not `touched`, whose
+    tests `kept` made of as many runs under the same thresholds, is not recounted: its
+    p-values are adjusted with the others' as they are, and its runs are read only when one
+    of its patterns is then significant (its lessons are made from them). The result is the
+    same as counting every type anew."""
+    settings = mining_thresholds(fdr)
+    reusable = kept.types if kept is not None and kept.settings == settings else {}
+    tested: dict[str | None, TypeTests] = {}
+    made: dict[str | None, list[Contrast]] = {}
+    for task_type in sorted(counts, key=lambda key: key or ""):
+        old = reusable.get(task_type)
+        if old is not None and task_type not in touched and old.runs == counts[task_type]:
+            tested[task_type] = old
+        else:
+            tested[task_type], made[task_type] = _type_tests(task_type, members_of(task_type), fdr)
+    q_values = iter(
+        benjamini_hochberg([tried.p_value for tests in tested.values() for tried in tests.tried])
+    )
+    report.patterns_tried = sum(len(tests.tried) for tests in tested.values())
+    kept_contrasts: list[Contrast] = []
+    for task_type, tests in tested.items():
         name = task_type or NO_TYPE
-        why = _untried(members)
-        if why is not None:
-            report.task_types[name] = why
+        if tests.note is not None:
+            report.task_types[name] = tests.note
+        if not tests.tried:
             continue
-        before = len(tried)
-        tried += _tried(task_type, members, fdr)
-        if len(tried) == before:
-            report.task_types[name] = (
-                f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
-                f"of {MIN_TASKS} tasks with both outcomes that could reach q <= {fdr:g}"
+        adjusted = [next(q_values) for _ in tests.tried]
+        if task_type not in made and min(adjusted) <= fdr:
+            made[task_type] = _type_tests(task_type, members_of(task_type), fdr)[1]
+            if [(c.pattern, c.p_value) for c in made[task_type]] != [
+                (t.pattern, t.p_value) for t in tests.tried
+            ]:
+                raise ValueError(
+                    f"internal error: the kept tests of task type {name} are not what its runs "
+                    "give; run `wikitrace verify` on the corpus"
+                )
+        if task_type not in made:  # kept, and nothing significant
+            best_at = min(range(len(tests.tried)), key=lambda i: tests.tried[i].p_value)
+            best = tests.tried[best_at]
+            report.task_types[name] = _nothing_significant(
+                best.pattern, best.p_value, adjusted[best_at], best.tasks
             )
-    report.patterns_tried = len(tried)
-    for contrast, q_value in zip(
-        tried, benjamini_hochberg([c.p_value for c in tried]), strict=True
-    ):
-        contrast.q_value = q_value
-    kept: list[Contrast] = []
-    for task_type in dict.fromkeys(c.task_type for c in tried):
-        significant = sorted(
-            (c for c in tried if c.task_type == task_type and c.q_value <= fdr),
-            key=lambda c: (c.p_value, c.pattern),
+            continue
+        for contrast, q_value in zip(made[task_type], adjusted, strict=True):
+            contrast.q_value = q_value
+        chosen = _chosen(made[task_type], fdr)
+        if not chosen:
+            best_contrast = min(made[task_type], key=lambda c: c.p_value)
+            report.task_types[name] = _nothing_significant(
+                best_contrast.pattern,
+                best_contrast.p_value,
+                best_contrast.q_value,
+                best_contrast.within.tasks,
+            )
+        kept_contrasts += chosen
+    report.contrasts = len(kept_contrasts)
+    return kept_contrasts, ContrastTests(settings=settings, types=tested)
+
+
+def _type_tests(
+    task_type: str | None, members: Sequence[RunPatterns], fdr: float
+) -> tuple[TypeTests, list[Contrast]]:
+    """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts."""
+    why = _untried(members)
+    if why is not None:
+        return TypeTests(runs=len(members), tried=(), note=why), []
+    found = list(_tried(task_type, members, fdr))
+    note = None
+    if not found:
+        note = (
+            f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
+            f"of {MIN_TASKS} tasks with both outcomes that could reach q <= {fdr:g}"
         )
-        chosen: list[Contrast] = []
-        for contrast in significant:
-            steps = {run.step for run in contrast.present}
-            if any(_overlap(steps, {r.step for r in other.present}) >= 0.9 for other in chosen):
-                continue  # says nearly what a stronger one says, of nearly the same runs
-            chosen.append(contrast)
-            if len(chosen) == MAX_PER_TYPE:
-                break
-        name = task_type or NO_TYPE
-        if not chosen and name not in report.task_types:
-            best = min((c for c in tried if c.task_type == task_type), key=lambda c: c.p_value)
-            report.task_types[name] = (
-                f"nothing significant: the strongest pattern ({best.pattern}) has p = "
-                f"{best.p_value:.3g}, q = {best.q_value:.3g} within {best.within.tasks} tasks"
-            )
-        kept += chosen
-    report.contrasts = len(kept)
-    return kept
+    tried = tuple(Tried(c.pattern, c.p_value, c.within.tasks) for c in found)
+    return TypeTests(runs=len(members), tried=tried, note=note), found
+
+
+def _chosen(tried: Sequence[Contrast], fdr: float) -> list[Contrast]:
+    """A task type's significant contrasts, strongest first, but for one that says nearly
+    what a stronger one says of nearly the same runs; at most `MAX_PER_TYPE`."""
+    significant = sorted(
+        (c for c in tried if c.q_value <= fdr), key=lambda c: (c.p_value, c.pattern)
+    )
+    chosen: list[Contrast] = []
+    for contrast in significant:
+        steps = {run.step for run in contrast.present}
+        if any(_overlap(steps, {r.step for r in other.present}) >= 0.9 for other in chosen):
+            continue
+        chosen.append(contrast)
+        if len(chosen) == MAX_PER_TYPE:
+            break
+    return chosen
+
+
+def _nothing_significant(pattern: str, p_value: float, q_value: float, tasks: int) -> str:
+    """What the report says of a task type whose patterns were tried, none significant."""
+    return (
+        f"nothing significant: the strongest pattern ({pattern}) has p = "
+        f"{p_value:.3g}, q = {q_value:.3g} within {tasks} tasks"
+    )
 
 
 def strata(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -126,6 +128,22 @@ class PatternTable(Sequence[RunPatterns]):
 
     def __iter__(self) -> Iterator[RunPatterns]:
         return (self._run(i) for i in range(len(self)))
+
+    def task_types(self) -> Counter[str | None]:
+        """How many runs of each task type the table holds (no run read back)."""
+        return Counter(self._task_types)
+
+    def of_type(self, task_type: str | None) -> list[RunPatterns]:
+        """The runs of `task_type`, in the table's order."""
+        return [self._run(i) for i, held in enumerate(self._task_types) if held == task_type]
+
+    def of_tasks(self, tasks: AbstractSet[TaskKey]) -> list[RunPatterns]:
+        """The runs of `tasks`, in the table's order."""
+        return [
+            self._run(i)
+            for i, (origin, task_id) in enumerate(zip(self._origins, self._task_ids, strict=True))
+            if task_key(origin, task_id) in tasks
+        ]
 
     def _run(self, i: int) -> RunPatterns:
         start, end = self._ends[i - 1] if i else 0, self._ends[i]

@@ -41,6 +41,9 @@ RAW_TURN_INDEX_NAME = "solver.index.jsonl"
 MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
 """One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
 that `add` mines across the whole corpus without reading every run again."""
+MINED_TESTS = f"{RAW_DIR}/_contrast_tests.json"
+"""What mining tested of each task type (corpus_schema/contrast_tests.py): every pattern's
+p-value, so that `add` recounts only the task types its runs touch."""
 CATALOG = "catalog.jsonl"
 """What test-time readers need of every run and shown insight, one JSON line each, written
 when a version is made (catalog_build.py; read back by catalog.py), so that they read one

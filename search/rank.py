@@ -349,6 +349,18 @@ class _TokenIds:
         self.ends.append(self.pairs)
         self.lengths.append(length)
 
+    def append_texts(
+        self, words: array[int], counts: array[int], ends: Iterable[int], lengths: Iterable[int]
+    ) -> None:
+        """Texts at once, as `append_counted` adds each: their (word, count) pairs in a row,
+        where each text's pairs end among them (`ends`), and each text's length."""
+        self._words.write(words.tobytes())
+        self._counts.write(counts.tobytes())
+        first = self.pairs
+        self.ends.extend(first + end for end in ends)
+        self.lengths.extend(lengths)
+        self.pairs += len(words)
+
     def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
         """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
         text order, as numpy arrays."""
@@ -569,5 +581,6 @@ class _Tokens:
         """Add the texts a page counted: its words numbered on from the pages before, in the
         order it first met them (as `extend` numbers a part's)."""
         ids = [self.vocab.setdefault(word, len(self.vocab)) for word in page.words]
-        for length, words, counts in page.texts():
-            self.ids.append_counted(array("i", [ids[i] for i in words]), array("i", counts), length)
+        self.ids.append_texts(
+            array("i", [ids[i] for i in page.ids]), array("i", page.counts), page.ends, page.lengths
+        )

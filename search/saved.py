@@ -7,11 +7,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import struct
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wikitrace.corpus_schema.catalog import PastRun, records_in
 from wikitrace.corpus_schema.counts import PAGE_TEXTS, CountsPage, load_page, page_name, text_digest
@@ -26,10 +27,6 @@ from .rank import (
     insight_text,
     without_boilerplate,
 )
-
-if TYPE_CHECKING:
-    from wikitrace.corpus_schema.spill import JsonLines
-
 
 FarmMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
 """`map`, or what does its work elsewhere (a build's worker processes), the results in the
@@ -102,26 +99,66 @@ def search_files(
     from another tokenizes only the pages whose texts it changes); the pages are saved with it.
     bm25s writes its files into a scratch folder in `root`, gone when the last is read.
     `farm_map`: how the pages are counted (`count_pages`)."""
-    # The catalog is read once: each ranker's texts wait on disk, a line each (search_texts'
-    # texts, read back as they are needed: the tasks twice, for their common lines).
-    from wikitrace.corpus_schema.spill import JsonLines  # writing a version only
-
+    # The catalog is read once: each ranker's texts wait on disk (search_texts' texts, read
+    # back as they are needed: the tasks twice, for their common lines).
     with contextlib.ExitStack() as stack:
         spilled = {
-            name: stack.enter_context(JsonLines(root.parent, f"{name}-texts"))
+            name: stack.enter_context(_Texts(root.parent, f"{name}-texts"))
             for name in SAVED_SEARCHES
         }
+        tasks, compilations, insights = (
+            spilled[name].add for name in ("tasks", "compilations", "insights")
+        )
         for item in records_in(root / CATALOG):
             if isinstance(item, PastRun):
-                spilled["tasks"].append(item.task)
-                spilled["compilations"].append(item.explanation)
+                tasks(item.task)
+                compilations(item.explanation)
             else:
-                spilled["insights"].append(insight_text(item[1]))
+                insights(insight_text(item[1]))
         yield from _saved_rankers(root, parent, spilled, farm_map)
 
 
+class _Texts:
+    """Texts kept in an unnamed file in `folder` in the order added, each its length and its
+    UTF-8 bytes, and read back in that order (as often as asked) once all are added."""
+
+    _LENGTH = struct.Struct("<I")
+
+    def __init__(self, folder: Path, what: str) -> None:
+        from wikitrace.corpus_schema.writing import spill_file  # writing a version only
+
+        self._file = spill_file(folder, what)
+
+    def __enter__(self) -> _Texts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def add(self, text: str) -> None:
+        data = text.encode("utf-8", "surrogatepass")
+        self._file.write(self._LENGTH.pack(len(data)) + data)
+
+    def __iter__(self) -> Iterator[str]:
+        handle = self._file
+        handle.flush()
+        handle.seek(0)
+        held, at = b"", 0
+        size = self._LENGTH.size
+        while chunk := handle.read(1 << 20):
+            held, at = held[at:] + chunk, 0
+            while at + size <= len(held):
+                (length,) = self._LENGTH.unpack_from(held, at)
+                if at + size + length > len(held):
+                    break
+                yield held[at + size : at + size + length].decode("utf-8", "surrogatepass")
+                at += size + length
+        if at != len(held):
+            raise ValueError("internal error: a spilled text was cut short")
+
+
 def _saved_rankers(
-    root: Path, parent: Path | None, spilled: dict[SearchName, JsonLines], farm_map: FarmMap
+    root: Path, parent: Path | None, spilled: dict[SearchName, _Texts], farm_map: FarmMap
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
     """search_files' rankers, from their texts kept on disk (`spilled`)."""
     with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus, mine_contrast
 from wikitrace.corpus_schema import indexes
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.layout import MANIFEST
+from wikitrace.corpus_schema.layout import MANIFEST, MINED_TESTS
 from wikitrace.corpus_schema.writing import file_digest
 from wikitrace.search import rank, saved
 
@@ -161,3 +161,31 @@ def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(
     assert not (ours / "raw/_index/0001.md").samefile(part)
     assert (ours / "raw/_index/0002.md").samefile(parent / "raw/_index/0002.md")
     assert _files(ours) == _files(one.resolve())
+
+
+def test_an_add_of_another_task_type_keeps_the_tests_of_the_type_it_does_not_touch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # planted(): the "shop" runs' contrast and divergences; then runs of another task type,
+    # of both outcomes, added. The add counts "desk" anew and takes "shop"'s tests from its
+    # parent (reading its runs only to write its lesson, significant still): the version is
+    # page for page what one build of every run writes, tests file included.
+    desk = [
+        make_run(f"desk-{i}", success=i % 2 == 0, task_type="desk", task=f"Clear desk {i}.")
+        for i in range(12)
+    ]
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", planted() + desk)], one))
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", planted())], chain))
+    counted: list[str | None] = []
+    real = mine_contrast._type_tests
+
+    def counting(task_type, members, fdr):  # type: ignore[no-untyped-def]
+        counted.append(task_type)
+        return real(task_type, members, fdr)
+
+    monkeypatch.setattr(mine_contrast, "_type_tests", counting)
+    add_runs(BuildOptions([_inputs(tmp_path / "b", planted() + desk)], chain))
+    assert counted == ["desk", "shop"]  # shop after the adjustment, for its lesson
+    assert _files(chain.resolve()) == _files(one.resolve())
+    assert MINED_TESTS in manifest_io.load(chain.resolve()).files

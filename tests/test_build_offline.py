@@ -53,6 +53,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "data/compilation/step-0003.json",
         "insight/_index.md",
         "manifest.json",
+        "raw/_contrast_tests.json",
         "raw/_index.md",
         "raw/_patterns.jsonl",
         "raw/step-0001/metadata.md",

@@ -103,3 +103,12 @@ def test_a_parent_saved_before_the_pages_has_its_texts_counted(tmp_path: Path) -
     from_old, from_nothing = saved(old), saved(None)
     assert from_old == from_nothing
     assert {"search/tasks/counts-0001.json", "search/insights/counts-0001.json"} <= set(from_old)
+
+
+def test_texts_kept_on_disk_read_back_as_added_as_often_as_asked(tmp_path: Path) -> None:
+    texts = ["", "plain", "naïve café ☕", "x" * (3 << 20), "a\ud800b", "last"]
+    with saved._Texts(tmp_path, "texts") as kept:
+        for text in texts:
+            kept.add(text)
+        assert list(kept) == texts
+        assert list(kept) == texts  # the tasks' texts are read twice

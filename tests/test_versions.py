@@ -17,7 +17,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema import writing as writing_module
-from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
 from wikitrace.corpus_schema.read import read_page
@@ -208,8 +208,8 @@ def test_cli_add_versions_and_verify_all(runs_file: Path, tmp_path: Path) -> Non
     code, out, err = run(["verify", str(corpus), "--all"])
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "v0001: ok: 40 files match the manifest",
-        "v0002: ok: 45 files match the manifest",
+        "v0001: ok: 41 files match the manifest",
+        "v0002: ok: 46 files match the manifest",
     ]
     code, out, err = run(["-q", "add", str(corpus), str(more)])
     assert (code, out) == (0, "")
@@ -366,7 +366,9 @@ def test_an_add_keeps_each_file_of_its_parent_as_a_link_listed_as_before(
     assert any(rel.startswith("raw/") for rel in linked)
     assert {rel: listed[rel] for rel in linked} == {rel: kept[rel] for rel in linked}
     for rel in set(kept) - linked:  # written anew: a mined lesson recounted, or its pages
-        assert rel == MINED_PATTERNS or rel.startswith(("insight/", "compilation/")), rel
+        assert rel in (MINED_PATTERNS, MINED_TESTS) or rel.startswith(
+            ("insight/", "compilation/")
+        ), rel
     keys = read_seal(store.seal_path("v0002"), v2, len(listed))
     assert keys is not None and 0 not in keys
     assert verify(v2).ok

@@ -21,7 +21,13 @@ import orjson
 from wikitrace.corpus_schema import CorpusError, InputError, Layout, compilation_pages, read
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.indexes import InsightRow, RunRow
-from wikitrace.corpus_schema.layout import GATE_DIR, MINED_PATTERNS, parse_insight, parse_step
+from wikitrace.corpus_schema.layout import (
+    GATE_DIR,
+    MINED_PATTERNS,
+    MINED_TESTS,
+    parse_insight,
+    parse_step,
+)
 from wikitrace.corpus_schema.records import CompilationHeader
 from wikitrace.corpus_schema.writing import (
     CorpusWriter,
@@ -158,7 +164,9 @@ def _files_gone(
 ) -> set[str]:
     """The files of left-out runs and insights, and those written anew (the mined-pattern
     table, the renamed compilations)."""
-    gone_files: set[str] = {MINED_PATTERNS}  # it names every run: written anew without them
+    # The pattern table names every run: written anew without them. The tests of each task
+    # type counted them: left out (an add to the view counts every type anew).
+    gone_files: set[str] = {MINED_PATTERNS, MINED_TESTS}
     for step in gone_steps:
         prefix = layout.raw_dir_rel(step) + "/"
         gone_files |= {rel for rel in base.manifest.files if rel.startswith(prefix)}
