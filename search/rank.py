@@ -64,6 +64,10 @@ def _bm25s() -> Any:
 
 
 _COMPOUND = re.compile(r"\b\w*(?:_\w|[a-z][A-Z])\w*")
+_JOINED = re.compile(r"_\w|[a-z][A-Z]")
+"""What every match of _COMPOUND holds: a text without it has no compound word. Searched
+for first, as a text's first character class: some 3x as fast over texts that have none as
+_COMPOUND, which tries its pattern at each word."""
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -71,7 +75,7 @@ def with_parts(text: str) -> str:
     """`text` with each snake_case or camelCase word followed by its parts, so that plain
     words find a tool's name ("transfer to human" finds transfer_to_human_agents) and the
     name still finds itself."""
-    if "_" not in text and not any(c.isupper() for c in text):
+    if _JOINED.search(text) is None:
         return text
     return _COMPOUND.sub(
         lambda m: m.group(0) + " " + _CAMEL.sub(" ", m.group(0)).replace("_", " "), text

@@ -311,3 +311,29 @@ def test_tool_says_failed_as_with_the_whole_pattern() -> None:
         assert got == _tool_says_failed_by_the_whole_pattern(text), repr(text)
         found += got is not None
     assert found > 1000
+
+
+_COMPOUND = re.compile(r"\b\w*(?:_\w|[a-z][A-Z])\w*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _with_parts_as_it_was(text: str) -> str:
+    """`rank.with_parts` as it was: the substitution run unless the text has no underscore
+    and no upper-case letter."""
+    if "_" not in text and not any(c.isupper() for c in text):
+        return text
+    return _COMPOUND.sub(
+        lambda m: m.group(0) + " " + _CAMEL.sub(" ", m.group(0)).replace("_", " "), text
+    )
+
+
+def test_with_parts_as_it_was() -> None:
+    from wikitrace.search.rank import with_parts
+
+    texts = _random_texts("aZ_ 1.é\u01c5\n-", 20_000, 14, seed=8)
+    texts += ["transfer_to_human_agents", "getUserId now", "A plain Sentence.", "__init__", ""]
+    changed = 0
+    for text in texts:
+        assert with_parts(text) == _with_parts_as_it_was(text), repr(text)
+        changed += with_parts(text) != text
+    assert changed > 1000
