@@ -337,3 +337,22 @@ def test_with_parts_as_it_was() -> None:
         assert with_parts(text) == _with_parts_as_it_was(text), repr(text)
         changed += with_parts(text) != text
     assert changed > 1000
+
+
+def _part_as_it_was(text: str, width: int) -> str:
+    """`turns._part` as it was: the whole text folded, then cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(width - 1, 0)] + "…"
+
+
+def test_part_folds_a_long_texts_start_as_the_whole() -> None:
+    from wikitrace.corpus_schema.turns import _part
+
+    texts = _random_texts("ab \n\t\u2003\x1c", 3000, 400, seed=9)
+    texts += ["a" * 1000, " " * 1000 + "b", "x " * 300, ""]
+    cut = 0
+    for text in texts:
+        for width in (0, 1, 8, 24, 80):
+            assert _part(text, width) == _part_as_it_was(text, width), (repr(text), width)
+            cut += len(text) > 4 * width + 64 and _part(text, width).endswith("…")
+    assert cut > 1000
