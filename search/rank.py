@@ -101,15 +101,18 @@ def _tokenize(texts: Sequence[str], *, stem: bool = True) -> Tokens:
     numbered in the order they are first met, as bm25s numbers words (its own stemming
     numbers them in a set's order, which changes from one process to the next, and with it a
     saved index's bytes)."""
-    ids, vocabulary = split_words([with_parts(text) for text in texts])
-    if not stem or not vocabulary:
-        return Tokens(ids, vocabulary)
+    if not stem:
+        return Tokens(*split_words([with_parts(text) for text in texts]))
+    # Each word numbered by its stem as it is first met: the stems in the order their first
+    # words are met, as bm25s numbers its words in the order of its vocab's keys.
     numbered: dict[str, int] = {}
-    # bm25s numbers its words in the order of its vocab's keys.
-    stem_of = [
-        numbered.setdefault(word, len(numbered)) for word in _stemmer().stemWords(list(vocabulary))
-    ]
-    return Tokens([[stem_of[i] for i in text] for text in ids], numbered)
+    stem_word = _stemmer().stemWord
+
+    def stem_number(word: str) -> int:
+        return numbered.setdefault(stem_word(word), len(numbered))
+
+    ids, _ = split_words([with_parts(text) for text in texts], stem_number)
+    return Tokens(ids, numbered)
 
 
 class Tokens(NamedTuple):

@@ -356,3 +356,35 @@ def test_part_folds_a_long_texts_start_as_the_whole() -> None:
             assert _part(text, width) == _part_as_it_was(text, width), (repr(text), width)
             cut += len(text) > 4 * width + 64 and _part(text, width).endswith("…")
     assert cut > 1000
+
+
+def _tokenize_as_it_was(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
+    """`rank._tokenize` as it was: the words numbered, their stems found in one call, each
+    text's ids mapped to its stems' after."""
+    from wikitrace.search.mapped import split_words
+    from wikitrace.search.rank import _stemmer, with_parts
+
+    ids, vocabulary = split_words([with_parts(text) for text in texts])
+    if not vocabulary:
+        return ids, vocabulary
+    numbered: dict[str, int] = {}
+    stem_of = [
+        numbered.setdefault(word, len(numbered)) for word in _stemmer().stemWords(list(vocabulary))
+    ]
+    return [[stem_of[i] for i in text] for text in ids], numbered
+
+
+def test_tokenize_numbers_stems_as_it_did() -> None:
+    from wikitrace.search.rank import _tokenize
+
+    words = "refund refunds refunded Refunding the a transfer_to_human getUserId running ran é x"
+    rng = random.Random(10)
+    for size in (0, 1, 5, 40):
+        texts = [
+            " ".join(rng.choice(words.split()) for _ in range(rng.randint(0, 12)))
+            for _ in range(size)
+        ]
+        texts += _random_texts("ab_Z é\n", 3, 30, seed=size)
+        tokens = _tokenize(texts)
+        assert (tokens.ids, tokens.vocab) == _tokenize_as_it_was(texts), texts
+    assert len(_tokenize(["refund refunds refunded"]).vocab) == 1
