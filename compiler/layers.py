@@ -348,14 +348,17 @@ def _named_pages(job: tuple[str, Layout, list[_Named]]) -> list[bytes]:
     root, layout, named = job
     files = NewFiles(root)
     lines: list[bytes] = []
+    # Each version's folder resolved once for the job's pages (read_page would for each).
+    real: dict[str, Path] = {}
     for page in named:
         written: set[str] = set()  # this version's own files the page replaces
-        if page.source is not None:
-            found = read.read_page(Path(page.source), page.rel, CompilationHeader)
-        else:
-            if not os.path.exists(os.path.join(root, page.rel)):
-                continue
-            found = read.read_page(Path(root), page.rel, CompilationHeader)
+        folder = page.source if page.source is not None else root
+        if folder not in real:
+            real[folder] = Path(os.path.realpath(folder))
+        if page.source is None and not os.path.exists(os.path.join(root, page.rel)):
+            continue
+        found = read.read_page(real[folder], page.rel, CompilationHeader, resolved=True)
+        if page.source is None:
             written |= {page.rel, found.header.data} if found.header.data else {page.rel}
         rendered = compilation_pages.with_mined(
             layout, found.header, found.body, page.source_of, page.cited_by

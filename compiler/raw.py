@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class RawLayer:
             Redactor(options.redact_patterns, options.redact_keep) if options.redact else None
         )
         self.attempts: Counter[TaskKey] = Counter(base.attempts) if base else Counter()
+        self.source_names = SourceNames(options.inputs)
         self._step = 0
         """The last step numbered (`number`)."""
         self._seen = SeenRuns()
@@ -127,7 +128,7 @@ class RawLayer:
         offsets: list[int],
     ) -> RunRecord:
         attempt = self.attempt(record.task_key, record.metadata.get("attempt"))
-        source = source_name(item.path, item.line, item.at, self.options.inputs)
+        source = self.source_names(item.path, item.line, item.at)
         self.writer.write_files(
             raw_files(self.layout, step, attempt, source, data, record, log_bytes, offsets)
         )
@@ -171,14 +172,29 @@ def run_key(record: RunRecord, log_bytes: bytes) -> str:
     )
 
 
-def source_name(path: str, line: int | None, at: str | None, inputs: list[Path]) -> str:
-    """Where a run came from, as the corpus names it (report.corpus_path)."""
-    where = corpus_path(path, inputs)
-    if line is not None:
-        where += f":{line}"
-    if at is not None:
-        where += f":{at}"
-    return where
+class SourceNames:
+    """Where each run of one build came from, as the corpus names it (report.corpus_path):
+    each input file's name found once. Finding it resolves the file's path and the inputs',
+    some system calls a folder of each, and a file holds many runs (a JSONL of thousands)."""
+
+    KEPT = 4096
+    """Files' names kept at once: runs of one file come together."""
+
+    def __init__(self, inputs: Sequence[Path]) -> None:
+        self._inputs = [root.resolve() for root in inputs]
+        self._names: dict[str, str] = {}
+
+    def __call__(self, path: str, line: int | None, at: str | None) -> str:
+        where = self._names.get(path)
+        if where is None:
+            if len(self._names) >= self.KEPT:
+                self._names.clear()
+            where = self._names[path] = corpus_path(path, self._inputs, resolved_inputs=True)
+        if line is not None:
+            where += f":{line}"
+        if at is not None:
+            where += f":{at}"
+        return where
 
 
 def raw_files(

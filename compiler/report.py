@@ -104,14 +104,15 @@ def sources(paths: list[Path]) -> list[str]:
     ]
 
 
-def corpus_path(path: str, inputs: Sequence[Path]) -> str:
+def corpus_path(path: str, inputs: Sequence[Path], *, resolved_inputs: bool = False) -> str:
     """A path as a corpus keeps it: under the input it was found in, named from that input's
     own name (`sessions/2026/01/x.jsonl` for `~/.codex/sessions`), however the input was
-    spelled; never the builder's absolute path (the corpus is mounted in other machines)."""
+    spelled; never the builder's absolute path (the corpus is mounted in other machines).
+    `resolved_inputs`: the inputs are their real paths already (raw.SourceNames)."""
     given = Path(path)
     resolved = given.resolve()
     for root in inputs:
-        top = root.resolve()
+        top = root if resolved_inputs else root.resolve()
         if resolved == top:
             return top.name
         if resolved.is_relative_to(top):

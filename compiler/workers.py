@@ -49,7 +49,7 @@ from .mine import Miner, run_patterns
 from .mine_table import RunPatterns, signature_hashes
 from .offline import compile_offline
 from .produce import Producer, Summary, plain_compilation, summarize
-from .raw import RawLayer, raw_files, run_key, run_row, source_name
+from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
 from .redact import Redactor
 from .report import BuildOptions
 
@@ -126,13 +126,15 @@ class _Setup:
 _setup: _Setup | None = None
 _redactor: Redactor | None = None
 _files: NewFiles | None = None
+_source_names: SourceNames
 
 
 def _start(setup: _Setup) -> None:
     """A worker's start: its settings, and Ctrl-C left to the build (which stops the pool)."""
-    global _setup, _redactor, _files
+    global _setup, _redactor, _files, _source_names
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _setup = setup
+    _source_names = SourceNames(setup.inputs)
     _files = NewFiles(setup.root)
     _redactor = Redactor(setup.redact_patterns, setup.redact_keep) if setup.redact else None
     threading.Thread(target=_end_with_build, daemon=True).start()
@@ -240,7 +242,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             item: SourceRun = pickle.loads(run.data)
             data, record = item.data, item.record
         log_bytes, offsets = turn_log(data["turns"])
-        source = source_name(run.path, run.line, run.at, _setup.inputs)
+        source = _source_names(run.path, run.line, run.at)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
         judged = is_judged(record.metadata)
         compiled: Summary | str

@@ -167,8 +167,7 @@ def wrapped(text: str, first: str = "", indent: str = "", width: int = WRAP) -> 
     line: list[str] = []
     size = len(first)
     limit = max(width, len(indent) + 20)
-    for word in _words(text, LINE_LIMIT - len(indent) - 4):
-        shown = _shown_length(word)
+    for word, shown in _words(text, LINE_LIMIT - len(indent) - 4):
         if line and size + 1 + shown > limit:
             lines.append(inline(" ".join(line)))
             line, size = [], len(indent)
@@ -190,14 +189,19 @@ def _shown_length(word: str) -> int:
     return length
 
 
-def _words(text: str, longest: int) -> Iterator[str]:
+def _words(text: str, longest: int) -> Iterator[tuple[str, int]]:
+    """The words of `text`, each with its `_shown_length`, a word longer than `longest`
+    shown cut into pieces."""
     for word in text.split():
-        if _shown_length(word) <= longest:
-            yield word
+        shown = _shown_length(word)
+        if shown <= longest:
+            yield word, shown
             continue
         # Escaping at most doubles a word: cut it so that each piece fits a line escaped.
         step = max(longest // 2, 1)
-        yield from (word[i : i + step] for i in range(0, len(word), step))
+        for start in range(0, len(word), step):
+            piece = word[start : start + step]
+            yield piece, _shown_length(piece)
 
 
 def fit_line(prefix: str, text: str, suffix: str = "", cell: bool = False) -> str:

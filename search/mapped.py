@@ -11,6 +11,7 @@ import math
 import mmap
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,24 +95,47 @@ one spotter compilation by "two"; "one" let a lesson about OpenTelemetry into a 
 beads), though a question may be told by one, so they are common only where a task is matched
 to a project's own texts (search/score.py `common_words`, `numbers`)."""
 
-_WORD = re.compile(r"(?u)\b\w\w+\b")
-"""bm25s's default token pattern (scikit-learn's)."""
+_WORD = re.compile(r"\w{2,}")
+"""bm25s's default token pattern (scikit-learn's, two word characters or more between word
+boundaries) as findall meets it: a run of word characters is matched whole, greedily from its
+first, so the boundaries add nothing but their cost."""
 
 
-def split_words(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
+class _Numbering(dict[str, int | None]):
+    """Words numbered as first met: a word not yet held takes `number(word)` when given, else
+    the next number; the stop words held as None."""
+
+    def __init__(self, number: Callable[[str], int] | None) -> None:
+        super().__init__(dict.fromkeys(STOP_WORDS))
+        self.count = 0
+        self._number = number
+
+    def __missing__(self, word: str) -> int:
+        if self._number is not None:
+            self[word] = number = self._number(word)
+            return number
+        self[word] = number = self.count
+        self.count += 1
+        return number
+
+
+def split_words(
+    texts: list[str], number: Callable[[str], int] | None = None
+) -> tuple[list[list[int]], dict[str, int]]:
     """What `bm25s.tokenize(texts, stopwords="en")` gives without a stemmer: each text's words
     (lower-cased, the pattern's matches less the stop words) as ids, numbered in the order
-    first met, and the words' ids."""
-    vocabulary: dict[str, int] = {}
+    first met, and the words' ids. `number`: each new word's id, asked once a word, in the
+    order first met (its stem's, say: search/rank.py `_tokenize`), in place of that order."""
+    numbering = _Numbering(number)
     ids = [
         [
-            vocabulary.setdefault(word, len(vocabulary))
-            for word in _WORD.findall(text.lower())
-            if word not in STOP_WORDS
+            found
+            for found in map(numbering.__getitem__, _WORD.findall(text.lower()))
+            if found is not None
         ]
         for text in texts
     ]
-    return ids, vocabulary
+    return ids, {word: found for word, found in numbering.items() if found is not None}
 
 
 def idf_lucene(df: int, n: int) -> float:

@@ -381,3 +381,80 @@ def test_a_checkers_quote_sources_are_quote_sources() -> None:
             assert found.source == quote_source(turns, found.turn, quote), quote
             seen.add(found.source)
     assert seen == {"action", "read"}
+
+
+_COMPOUND = re.compile(r"\b\w*(?:_\w|[a-z][A-Z])\w*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _with_parts_as_it_was(text: str) -> str:
+    """`rank.with_parts` as it was: the substitution run unless the text has no underscore
+    and no upper-case letter."""
+    if "_" not in text and not any(c.isupper() for c in text):
+        return text
+    return _COMPOUND.sub(
+        lambda m: m.group(0) + " " + _CAMEL.sub(" ", m.group(0)).replace("_", " "), text
+    )
+
+
+def test_with_parts_as_it_was() -> None:
+    from wikitrace.search.rank import with_parts
+
+    texts = _random_texts("aZ_ 1.é\u01c5\n-", 20_000, 14, seed=8)
+    texts += ["transfer_to_human_agents", "getUserId now", "A plain Sentence.", "__init__", ""]
+    changed = 0
+    for text in texts:
+        assert with_parts(text) == _with_parts_as_it_was(text), repr(text)
+        changed += with_parts(text) != text
+    assert changed > 1000
+
+
+def _part_as_it_was(text: str, width: int) -> str:
+    """`turns._part` as it was: the whole text folded, then cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(width - 1, 0)] + "…"
+
+
+def test_part_folds_a_long_texts_start_as_the_whole() -> None:
+    from wikitrace.corpus_schema.turns import _part
+
+    texts = _random_texts("ab \n\t\u2003\x1c", 3000, 400, seed=9)
+    texts += ["a" * 1000, " " * 1000 + "b", "x " * 300, ""]
+    cut = 0
+    for text in texts:
+        for width in (0, 1, 8, 24, 80):
+            assert _part(text, width) == _part_as_it_was(text, width), (repr(text), width)
+            cut += len(text) > 4 * width + 64 and _part(text, width).endswith("…")
+    assert cut > 1000
+
+
+def _tokenize_as_it_was(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
+    """`rank._tokenize` as it was: the words numbered, their stems found in one call, each
+    text's ids mapped to its stems' after."""
+    from wikitrace.search.mapped import split_words
+    from wikitrace.search.rank import _stemmer, with_parts
+
+    ids, vocabulary = split_words([with_parts(text) for text in texts])
+    if not vocabulary:
+        return ids, vocabulary
+    numbered: dict[str, int] = {}
+    stem_of = [
+        numbered.setdefault(word, len(numbered)) for word in _stemmer().stemWords(list(vocabulary))
+    ]
+    return [[stem_of[i] for i in text] for text in ids], numbered
+
+
+def test_tokenize_numbers_stems_as_it_did() -> None:
+    from wikitrace.search.rank import _tokenize
+
+    words = "refund refunds refunded Refunding the a transfer_to_human getUserId running ran é x"
+    rng = random.Random(10)
+    for size in (0, 1, 5, 40):
+        texts = [
+            " ".join(rng.choice(words.split()) for _ in range(rng.randint(0, 12)))
+            for _ in range(size)
+        ]
+        texts += _random_texts("ab_Z é\n", 3, 30, seed=size)
+        tokens = _tokenize(texts)
+        assert (tokens.ids, tokens.vocab) == _tokenize_as_it_was(texts), texts
+    assert len(_tokenize(["refund refunds refunded"]).vocab) == 1
