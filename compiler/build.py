@@ -347,7 +347,8 @@ class _Stages:
 
     def __call__(self, root: Path) -> MadeVersion | NothingNew:
         options, base = self.planned.options, self.base
-        with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
+        writing = CorpusWriter(root, track_written=base is not None)
+        with writing as writer, contextlib.ExitStack() as spills:
             # Spill files go when the build ends, even when interrupted.
             layout = self._layout(root)
             farm = self._farm(layout, root, spills)

@@ -244,13 +244,16 @@ class CorpusWriter:
     LINK_BATCH = 4096
     """Lines `link_all` lists at once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, track_written: bool = False) -> None:
         self.root = root
         self._root = str(root)
         self._new = NewFiles(root)
         self._listed = spill_file(root.parent, "files")
         self.count = 0
         """Files written or linked so far."""
+        self.written: set[str] | None = set() if track_written else None
+        """With `track_written` (a version made from another, which writes few files of its
+        own), the files written, not linked nor copied: what it does not take as it is."""
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -297,11 +300,11 @@ class CorpusWriter:
         With `check`, the links are the check of the source's files (`ChangedFile` for the
         first gone or changed): a link is the source's own file, so one whose key is not the
         one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
-        source_root = os.fspath(source)
+        source_root = os.fspath(source) + os.sep
         lines: list[bytes] = []
         try:
             for rel, file_hash, key in files:
-                path, source_path = self._new_path(rel), os.path.join(source_root, rel)
+                path, source_path = self._new_path(rel), source_root + rel
                 try:
                     _link_or_copy(source_path, path, rel)
                 except FileNotFoundError:
@@ -315,9 +318,9 @@ class CorpusWriter:
                     key = found
                 lines.append(listed_line(rel, file_hash, key))
                 if len(lines) >= self.LINK_BATCH:
-                    self._list_lines(lines)
+                    self._list_lines(lines, linked=True)
         finally:  # what was linked is listed, as `link` lists each file as it goes
-            self._list_lines(lines)
+            self._list_lines(lines, linked=True)
 
     def listed(self, lines: list[bytes]) -> None:
         """List files written (or taken back: `NewFiles.remove`) under the root by others
@@ -327,7 +330,9 @@ class CorpusWriter:
         self._list_lines(lines)
         self.count -= 2 * removed
 
-    def _list_lines(self, lines: list[bytes]) -> None:
+    def _list_lines(self, lines: list[bytes], *, linked: bool = False) -> None:
+        if self.written is not None and not linked:
+            self.written.update(line.split(b"\t", 1)[0].decode() for line in lines)
         self._listed.seek(0, os.SEEK_END)
         self._listed.writelines(lines)
         self.count += len(lines)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
-from wikitrace.corpus_schema import indexes
+from wikitrace.corpus_schema import catalog_runs, indexes
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.layout import MANIFEST
+from wikitrace.corpus_schema.layout import CATALOG_PAGE_RUNS, MANIFEST
 from wikitrace.corpus_schema.writing import file_digest
 from wikitrace.search import rank, saved
 
@@ -109,6 +109,8 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     # build writes.
     for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
         monkeypatch.setattr(index, "__defaults__", (page_rows,))
+    # And the catalog's runs in pages of as many.
+    monkeypatch.setattr(catalog_runs, "CATALOG_PAGE_RUNS", min(page_rows, CATALOG_PAGE_RUNS))
     planted_runs = planted()
     runs = [planted_runs[29], *planted_runs[:29], *planted_runs[30:]]
     one, chain = tmp_path / "one", tmp_path / "chain"
@@ -128,6 +130,11 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     if page_rows == 8:
         part = "raw/_index/0003.md"  # steps 17-24: linked by each add
         assert (ours / part).samefile(tmp_path / "chain.versions" / "v0001" / part)
+        page = "catalog/runs-0003.jsonl"  # runs 17-24, none of whose pages an add changes
+        assert (ours / page).samefile(tmp_path / "chain.versions" / "v0001" / page)
+        assert not (ours / "catalog/runs-0004.jsonl").samefile(
+            tmp_path / "chain.versions" / "v0001" / "catalog/runs-0004.jsonl"
+        )
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)

@@ -15,15 +15,13 @@ from typing import Any, TypeVar, overload
 from wikitrace.corpus_schema import Layout, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
-from wikitrace.corpus_schema.catalog_index import index_of
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
-    CATALOG,
-    CATALOG_INDEX,
     INDEX_PARTS,
     MANIFEST,
     TOOL_NAMES,
     TOOLS_LAYOUT,
+    is_catalog_page,
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
@@ -79,29 +77,40 @@ def write_catalog(
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     farm_map: FarmMap = map,
+    copy: bool = False,
 ) -> None:
-    """The version's catalog, from its pages as written (what the `parent` version's catalog
-    says of the pages it keeps unchanged is taken from there, and the runs and insights
-    just `written` as they were written), and the rankers saved with it (their texts
-    counted through `farm_map`: search.saved.count_pages)."""
-    writer.write(
-        CATALOG,
-        catalog_of(
-            writer.root,
-            offline=offline,
-            leaders_of=consolidate.of_lessons,
-            parent=parent.root if parent else None,
-            parent_files=parent.manifest.files if parent else None,
-            files=writer.files() if parent else None,
-            written=written,
-            written_insights=written_insights,
-        ),
-    )
-    # Its index, from the bytes just written: a reader of one project's lines reads those.
-    writer.write(CATALOG_INDEX, index_of(Path(writer.root) / CATALOG))
+    """The version's catalog and its index, from its pages as written (what the `parent`
+    version's catalog says of the pages it keeps unchanged is taken from there, its full
+    pages of runs linked, or copied with `copy`, and the runs and insights just `written` as
+    they were written), and the rankers saved with it (their texts counted through
+    `farm_map`: search.saved.count_pages)."""
+    changed = writer.written
+    if parent is not None and changed is None:  # a writer that did not keep them: its list
+        files = parent.manifest.files
+        changed = {rel for rel, file_hash in writer.files() if files.get(rel) != file_hash}
+    pages = _ParentFiles(parent, is_catalog_page) if parent is not None else None
+    for rel, chunks in catalog_of(
+        writer.root,
+        offline=offline,
+        leaders_of=consolidate.of_lessons,
+        parent=parent.root if parent else None,
+        parent_files=parent.manifest.files if parent else None,
+        changed=changed,
+        written=written,
+        written_insights=written_insights,
+    ):
+        if chunks is not None:
+            writer.write(rel, chunks)
+            continue
+        assert pages is not None
+        file_hash, key = pages[rel]
+        if copy:
+            writer.copy(rel, pages.root / rel, file_hash)
+        else:
+            writer.link(rel, pages.root / rel, file_hash, key)
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in search_files(writer.root, parent.root if parent else None, farm_map):
-        writer.write(rel, chunks)
+    for rel, rank_chunks in search_files(writer.root, parent.root if parent else None, farm_map):
+        writer.write(rel, rank_chunks)
 
 
 class _WithAlike(Sequence[indexes.InsightRow]):
@@ -175,6 +184,7 @@ def finish_version(
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     kept_rows: int = 0,
     farm_map: FarmMap = map,
+    copy: bool = False,
 ) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
@@ -182,7 +192,9 @@ def finish_version(
     beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
-    does its work in a build's worker processes (compiler/workers.py), for the rankers."""
+    does its work in a build's worker processes (compiler/workers.py), for the rankers. With
+    `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
+    linked."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
@@ -194,6 +206,7 @@ def finish_version(
         written=written,
         written_insights=written_insights,
         farm_map=farm_map,
+        copy=copy,
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
@@ -272,7 +285,7 @@ def _write_indexes(
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
-    parts = _IndexParts(parent) if parent is not None and kept_rows else None
+    parts = _ParentFiles(parent, _is_index_part) if parent is not None and kept_rows else None
     reuse = parts.holds if parts is not None else None
     for pages in (
         indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
@@ -290,25 +303,30 @@ def _write_indexes(
                 writer.write(rel, text)
 
 
-class _IndexParts(dict[str, tuple[str, int]]):
-    """A parent version's index parts: each one's hash and key as found, by path."""
+class _ParentFiles(dict[str, tuple[str, int]]):
+    """A parent version's files of a kind (`kind`: whether a path is one): each one's hash
+    and key as found, by path."""
 
-    def __init__(self, parent: FrozenVersion) -> None:
+    def __init__(self, parent: FrozenVersion, kind: Callable[[str], bool]) -> None:
         super().__init__(
             (rel, (file_hash, key))
             for (rel, file_hash), key in zip(
                 parent.manifest.files.items(), parent.keys, strict=True
             )
-            if f"/{INDEX_PARTS}/" in rel and Layout.is_index(rel)
+            if kind(rel)
         )
         self.root = parent.root
 
     def holds(self, rel: str, first_line: str) -> bool:
-        """Whether the parent holds the part at `rel` and it begins with `first_line`."""
+        """Whether the parent holds the file at `rel` and it begins with `first_line`."""
         if rel not in self:
             return False
         with open(self.root / rel, "rb") as page:
             return page.readline() == f"{first_line}\n".encode()
+
+
+def _is_index_part(rel: str) -> bool:
+    return f"/{INDEX_PARTS}/" in rel and Layout.is_index(rel)
 
 
 def _write_root_index(
