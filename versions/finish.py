@@ -78,16 +78,21 @@ def write_catalog(
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     farm_map: FarmMap = map,
     copy: bool = False,
+    same_lines: set[str] | None = None,
 ) -> None:
     """The version's catalog and its index, from its pages as written (what the `parent`
     version's catalog says of the pages it keeps unchanged is taken from there, its full
     pages of runs linked, or copied with `copy`, and the runs and insights just `written` as
     they were written), and the rankers saved with it (their texts counted through
-    `farm_map`: search.saved.count_pages)."""
+    `farm_map`: search.saved.count_pages). `same_lines`: the parent's pages the version wrote
+    anew whose runs the catalog says the same of (compilation pages that only name more mined
+    lessons: a run's line holds its title and claims, not the lessons citing it)."""
     changed = writer.written
     if parent is not None and changed is None:  # a writer that did not keep them: its list
         files = parent.manifest.files
         changed = {rel for rel, file_hash in writer.files() if files.get(rel) != file_hash}
+    if changed is not None and same_lines:
+        changed = changed - same_lines
     pages = _ParentFiles(parent, is_catalog_page) if parent is not None else None
     for rel, chunks in catalog_of(
         writer.root,
@@ -185,6 +190,7 @@ def finish_version(
     kept_rows: int = 0,
     farm_map: FarmMap = map,
     copy: bool = False,
+    same_lines: set[str] | None = None,
 ) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
@@ -194,7 +200,8 @@ def finish_version(
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
     does its work in a build's worker processes (compiler/workers.py), for the rankers. With
     `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
-    linked."""
+    linked. `same_lines`: the parent's pages written anew whose runs' catalog lines are as
+    they were (see `write_catalog`)."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
@@ -207,6 +214,7 @@ def finish_version(
         written_insights=written_insights,
         farm_map=farm_map,
         copy=copy,
+        same_lines=same_lines,
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
