@@ -301,22 +301,31 @@ class CorpusWriter:
         first gone or changed): a link is the source's own file, so one whose key is not the
         one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
         source_root = os.fspath(source) + os.sep
+        root = self._root + os.sep
         lines: list[bytes] = []
+        folder = None  # the folder of the last file: a run's files come one after another
         try:
             for rel, file_hash, key in files:
-                path, source_path = self._new_path(rel), source_root + rel
+                if rel.rpartition("/")[0] == folder and "\t" not in rel and "\n" not in rel:
+                    path = root + rel
+                else:  # its folder made, and its name checked (NewFiles.path)
+                    path = self._new_path(rel)
+                    folder = rel.rpartition("/")[0]
+                source_path = source_root + rel
                 try:
-                    _link_or_copy(source_path, path, rel)
+                    os.link(source_path, path)
                 except FileNotFoundError:
                     if check:
                         raise ChangedFile(rel) from None
                     raise
+                except OSError:
+                    _link_or_copy(source_path, path, rel)
                 if not key or stat_key(os.lstat(path)) != key:
                     found = checked_key(source_path, file_hash, 0) if check else 0
                     if found is None:
                         raise ChangedFile(rel)
                     key = found
-                lines.append(listed_line(rel, file_hash, key))
+                lines.append(f"{rel}\t{file_hash}\t{key}\n".encode())  # listed_line
                 if len(lines) >= self.LINK_BATCH:
                     self._list_lines(lines, linked=True)
         finally:  # what was linked is listed, as `link` lists each file as it goes

@@ -3,6 +3,7 @@ indexes, manifest), then freezing it."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import importlib.util
@@ -311,19 +312,32 @@ def _write_indexes(
                 writer.write(rel, text)
 
 
-class _ParentFiles(dict[str, tuple[str, int]]):
+class _ParentFiles:
     """A parent version's files of a kind (`kind`: whether a path is one): each one's hash
-    and key as found, by path."""
+    and key as found, by path. Looked up one at a time: the manifest lists its files by path,
+    so a file's key (at the same place in the seal) is found by bisection, not by a pass over
+    every file of a large version."""
 
     def __init__(self, parent: FrozenVersion, kind: Callable[[str], bool]) -> None:
-        super().__init__(
-            (rel, (file_hash, key))
-            for (rel, file_hash), key in zip(
-                parent.manifest.files.items(), parent.keys, strict=True
-            )
-            if kind(rel)
-        )
+        self._files = parent.manifest.files
+        self._keys = parent.keys
+        self._names: list[str] | None = None
+        self._kind = kind
         self.root = parent.root
+
+    def __contains__(self, rel: object) -> bool:
+        return isinstance(rel, str) and self._kind(rel) and rel in self._files
+
+    def __getitem__(self, rel: str) -> tuple[str, int]:
+        if rel not in self:
+            raise KeyError(rel)
+        if self._names is None:
+            self._names = list(self._files)
+        names = self._names
+        place = bisect.bisect_left(names, rel)
+        if place == len(names) or names[place] != rel:
+            place = names.index(rel)  # a manifest not in path order: found all the same
+        return self._files[rel], self._keys[place]
 
     def holds(self, rel: str, first_line: str) -> bool:
         """Whether the parent holds the file at `rel` and it begins with `first_line`."""
