@@ -296,8 +296,8 @@ def make_version(
     return outcome
 
 
-def _is_made(outcome: MadeVersion | NothingNew) -> bool:
-    return isinstance(outcome, MadeVersion)
+def _is_made(outcome: MadeVersion | NothingNew) -> Finished | None:
+    return outcome.finished if isinstance(outcome, MadeVersion) else None
 
 
 def _batch_pass(stages: _Stages, batch: BatchLLM, scratch: Path, say: Say | None) -> None:
@@ -310,7 +310,7 @@ def _batch_pass(stages: _Stages, batch: BatchLLM, scratch: Path, say: Say | None
     while True:
         batch.start_round()
         try:
-            in_staging(scratch, stages.compile_only, keep=lambda _: False)
+            in_staging(scratch, stages.compile_only, keep=lambda _: None)
         except BaseException:
             batch.discard()
             raise

@@ -141,6 +141,10 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)
+    # Frozen through the folders its manifest's files are in, with no walk: every one.
+    for version in versions:
+        folders = [version, *(path for path in version.rglob("*") if path.is_dir())]
+        assert not [path for path in folders if path.stat().st_mode & 0o222]
 
 
 def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(

@@ -26,7 +26,13 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
-from wikitrace.corpus_schema.writing import CorpusWriter, atomic_write, freeze, remove_tree
+from wikitrace.corpus_schema.writing import (
+    CorpusWriter,
+    atomic_write,
+    freeze,
+    freeze_folders,
+    remove_tree,
+)
 from wikitrace.search import consolidate
 from wikitrace.search.saved import FarmMap, search_files
 
@@ -51,17 +57,21 @@ def staging(path: Path) -> Iterator[Path]:
 Made = TypeVar("Made")
 
 
-def in_staging(path: Path, make: Callable[[Path], Made], keep: Callable[[Made], bool]) -> Made:
+def in_staging(
+    path: Path, make: Callable[[Path], Made], keep: Callable[[Made], Finished | None]
+) -> Made:
     """What `make` returns, having made it in a fresh staging folder (see `staging`): the
-    folder is frozen when `keep` says the result is a version, else removed. Its files are
-    written by a CorpusWriter (read-only as written, or linked from a frozen version) and
-    finish_version's manifest: freezing makes its folders read-only."""
+    folder is frozen when `keep` finds a version's last stage in the result, else removed.
+    Its files are written by a CorpusWriter (read-only as written, or linked from a frozen
+    version) and finish_version's manifest: freezing makes its folders read-only, those the
+    manifest's files are in (`Finished.folders`), with no walk of the folder."""
     remove_tree(path)
     path.mkdir(parents=True)
     try:
         made = make(path)
-        if keep(made):
-            freeze(path, files_read_only=True)
+        finished = keep(made)
+        if finished is not None:
+            freeze_folders(path, finished.folders)
         else:
             remove_tree(path)
     except BaseException:
@@ -164,11 +174,14 @@ def drilldown_script() -> bytes:
 
 @dataclass(frozen=True)
 class Finished:
-    """What the last stage of a version wrote: the counts its manifest keeps, and how many
-    files the manifest lists."""
+    """What the last stage of a version wrote: the counts its manifest keeps, how many files
+    the manifest lists, and the folders they are in."""
 
     counts: dict[str, int]
     files: int
+    folders: set[str]
+    """Each folder (a path from the version's root) that holds a file the manifest lists, or
+    a folder that does: what freezing the version makes read-only."""
 
 
 def finish_version(
@@ -233,12 +246,12 @@ def finish_version(
         version=version,
         files={},
     )
-    keys = _write_manifest(writer, manifest)
+    keys, folders = _write_manifest(writer, manifest)
     if store is not None:
         seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
         write_version_rows(rows_file, manifest_io.manifest_key(writer.root), rows, insight_rows)
-    return Finished(counts, len(keys))
+    return Finished(counts, len(keys), folders)
 
 
 def _write_tools(writer: CorpusWriter, layout: Layout) -> None:
@@ -385,16 +398,26 @@ def _write_root_index(
     }
 
 
-def _write_manifest(writer: CorpusWriter, manifest: manifest_io.Manifest) -> array[int]:
+def _write_manifest(
+    writer: CorpusWriter, manifest: manifest_io.Manifest
+) -> tuple[array[int], set[str]]:
     """The manifest, every file written listed in it (last); returns each file's key, in
-    the order listed, for the seal."""
+    the order listed, for the seal, and the folders the files are in (see `Finished`)."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
+    folders: set[str] = set()
 
     def listed() -> Iterator[tuple[str, str]]:
+        last = ""
         for rel, file_hash, key in writer.entries():
             keys.append(key)
+            folder = rel.rpartition("/")[0]
+            if folder != last:  # a folder's files come one after another
+                last = folder
+                while folder and folder not in folders:
+                    folders.add(folder)
+                    folder = folder.rpartition("/")[0]
             yield rel, file_hash
 
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
     (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
-    return keys
+    return keys, folders
