@@ -335,21 +335,21 @@ def _each_insight(
     next_fresh = next(fresh, None)
     parents = taken.insights() if taken is not None else None
     for rel in read.numbered(root, INSIGHT_DIR):
-        if next_fresh is not None and next_fresh[0] == parse_insight(Path(rel).stem):
-            shown = next_fresh[1]
-            next_fresh = next(fresh, None)
-            if shown is None:
-                yield 1
-            else:
-                shown[0].id = Path(rel).stem  # its id as written (a guessed width may change)
-                yield shown
-            continue
+        if next_fresh is not None:
+            stem = rel.rpartition("/")[2].removesuffix(".md")
+            if next_fresh[0] == parse_insight(stem):
+                shown = next_fresh[1]
+                next_fresh = next(fresh, None)
+                if shown is None:
+                    yield 1
+                else:
+                    shown[0].id = stem  # its id as written (a guessed width may change)
+                    yield shown
+                continue
         if taken is not None and parents is not None and taken.kept(rel):
+            # The parent's record, read from its line for this insight alone: taken as it is.
             entry = parents.get(by_number(rel))
-            if entry is None:
-                yield 1  # withheld in the parent, and unchanged
-            else:
-                yield replace(entry), [], False, False
+            yield 1 if entry is None else (entry, [], False, False)  # None: withheld there
             continue
         page = read.read_page(root, rel, InsightHeader, resolved=True)
         shown = shown_entry(page.header, read.guideline(page))
