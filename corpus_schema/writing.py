@@ -252,8 +252,8 @@ class CorpusWriter:
         self.count = 0
         """Files written or linked so far."""
         self.written: set[str] | None = set() if track_written else None
-        """With `track_written` (a version made from another, which writes few files of its
-        own), the files written, not linked nor copied: what it does not take as it is."""
+        """With `track_written` (a version made from another): the files written, not linked
+        nor copied."""
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -300,18 +300,14 @@ class CorpusWriter:
         With `check`, the links are the check of the source's files (`ChangedFile` for the
         first gone or changed): a link is the source's own file, so one whose key is not the
         one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
-        source_root = os.fspath(source) + os.sep
-        root = self._root + os.sep
+        source_root, root = os.fspath(source) + os.sep, self._root + os.sep
         lines: list[bytes] = []
-        folder = None  # the folder of the last file: a run's files come one after another
+        folder = None  # the last file's: a run's files come one after another
         try:
             for rel, file_hash, key in files:
-                if rel.rpartition("/")[0] == folder and "\t" not in rel and "\n" not in rel:
-                    path = root + rel
-                else:  # its folder made, and its name checked (NewFiles.path)
-                    path = self._new_path(rel)
-                    folder = rel.rpartition("/")[0]
-                source_path = source_root + rel
+                same = rel.rpartition("/")[0] == folder and "\t" not in rel and "\n" not in rel
+                path = root + rel if same else self._new_path(rel)  # NewFiles.path makes folders
+                folder, source_path = rel.rpartition("/")[0], source_root + rel
                 try:
                     os.link(source_path, path)
                 except FileNotFoundError:
@@ -453,23 +449,18 @@ _READ_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _READ_DIR = _READ_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
-def freeze(root: Path, *, files_read_only: bool = False) -> None:
+def freeze(
+    root: Path, *, files_read_only: bool = False, folders: Iterable[str] | None = None
+) -> None:
     """Make every file and folder read-only (the manifest's hashes are the real guarantee).
     A file already so (linked from a frozen version) is left as it is; the drill-down tools
     stay executable; a symbolic link is not followed. With `files_read_only` (a folder whose
     every file a CorpusWriter wrote, read-only as written, or linked from a frozen version),
-    only the folders are made so: no file is looked at."""
-    _freeze(os.fspath(root), files_read_only)
-    os.chmod(root, _READ_DIR)
-
-
-def freeze_folders(root: Path, folders: Iterable[str]) -> None:
-    """`freeze(root, files_read_only=True)` of a folder whose subfolders are `folders` (paths
-    from `root`, every one of them): each made read-only, with no walk of the folder."""
-    base = os.fspath(root) + os.sep
-    for folder in folders:
-        os.chmod(base + folder, _READ_DIR)
-    os.chmod(root, _READ_DIR)
+    only the folders are made so: no file is looked at; given `folders`, those alone."""
+    if folders is None:
+        _freeze(os.fspath(root), files_read_only)
+    for folder in [*(folders or ()), "."]:  # the root last
+        os.chmod(f"{root}/{folder}", _READ_DIR)
 
 
 def _freeze(folder: str, files_read_only: bool) -> None:

@@ -30,7 +30,6 @@ from wikitrace.corpus_schema.writing import (
     CorpusWriter,
     atomic_write,
     freeze,
-    freeze_folders,
     remove_tree,
 )
 from wikitrace.search import consolidate
@@ -71,7 +70,7 @@ def in_staging(
         made = make(path)
         finished = keep(made)
         if finished is not None:
-            freeze_folders(path, finished.folders)
+            freeze(path, files_read_only=True, folders=finished.folders)
         else:
             remove_tree(path)
     except BaseException:
