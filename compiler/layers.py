@@ -21,7 +21,7 @@ from wikitrace.corpus_schema import (
     read,
 )
 from wikitrace.corpus_schema.catalog import PastRun, explanation
-from wikitrace.corpus_schema.catalog_build import WrittenRun
+from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader

@@ -21,7 +21,15 @@ from .catalog import (
     PastRun,
 )
 from .catalog_index import IndexWriter
-from .catalog_runs import CatalogFile, CatalogRuns, ParentCatalog, by_number, run_pages, runs_read
+from .catalog_runs import (
+    CatalogFile,
+    CatalogRuns,
+    ParentCatalog,
+    WrittenRun,
+    by_number,
+    run_pages,
+    runs_read,
+)
 from .code_names import named_files
 from .errors import CorpusError
 from .layout import (
@@ -36,17 +44,6 @@ from .records import (
     MinedFinding,
 )
 from .spill import JsonLines
-
-
-@dataclass(slots=True)
-class WrittenRun:
-    """A run whose pages the version being made has just written, as its catalog line would
-    read them: taken as it is (see catalog_of), so a build does not read back what it wrote."""
-
-    run: PastRun
-    backing: list[bool] | None
-    """Its compilation's read.claim_backing (what an insight drawn from it needs to know
-    whether its claims are backed); None when it has no compilation."""
 
 
 def _mined_line(finding: MinedFinding) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
@@ -36,8 +37,28 @@ from .layout import (
 )
 from .records import CompilationHeader, RawHeader, is_judged, repo_json
 
-if TYPE_CHECKING:
-    from .catalog_build import WrittenRun, _Waiting
+
+class Learners(Protocol):
+    """The insights of a catalog being written, as its runs teach them (catalog_build.py's
+    `_Waiting`): which need which run, and what each learns from it."""
+
+    def by_step(self) -> dict[str, list[int]]: ...
+
+    def divergence(self, index: int) -> bool: ...
+
+    def learn(self, index: int, run: PastRun, backing: list[bool] | None) -> None: ...
+
+
+@dataclass(slots=True)
+class WrittenRun:
+    """A run whose pages the version being made has just written, as its catalog line would
+    read them: taken as it is (see catalog_of), so a build does not read back what it wrote."""
+
+    run: PastRun
+    backing: list[bool] | None
+    """Its compilation's read.claim_backing (what an insight drawn from it needs to know
+    whether its claims are backed); None when it has no compilation."""
+
 
 CatalogFile = tuple[str, Iterable[bytes] | None]
 """A file of a catalog being written: its path, and its bytes, or None for the parent's file
@@ -197,7 +218,7 @@ def by_number(name: str) -> tuple[int, int]:
     return int(digits), -len(digits)
 
 
-def runs_read(root: Path, shown: _Waiting) -> Iterator[PastRun]:
+def runs_read(root: Path, shown: Learners) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, read from its pages in step order;
     each insight drawn from it that needs to learns its task (see `_Runs.run`)."""
     runs = CatalogRuns(root, shown, None, ())
@@ -236,7 +257,7 @@ class CatalogRuns:
     def __init__(
         self,
         root: Path,
-        shown: _Waiting,
+        shown: Learners,
         taken: ParentCatalog | None,
         written: Iterable[WrittenRun],
     ) -> None:

@@ -15,7 +15,8 @@ from typing import Any, TypeVar, overload
 
 from wikitrace.corpus_schema import Layout, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
+from wikitrace.corpus_schema.catalog_build import ShownEntry, catalog_of
+from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     INDEX_PARTS,
