@@ -8,8 +8,10 @@ should not grow with the corpus (issue 58: at 20,000 runs at most 2x what it is 
 The corpus is built once into `--keep` (under nice, it takes long at 20,000 runs) and kept:
 each invocation adds `--repeat` batches of `--add` new runs to it, a version each, and prints
 each add's CPU time (this process's, and its finished children's) beside the floor, with the
-load average. The runs are `build_bench.synthetic_runs` of the corpus size plus room for 100
-batches, so a kept corpus always receives runs it lacks.
+load average. The floors' links are removed once every add is timed (removing them just
+before an add made its own links cost more system time). The runs are
+`build_bench.synthetic_runs` of the corpus size plus room for 100 batches, so a kept corpus
+always receives runs it lacks.
 
     python benchmarks/add_floor_bench.py --runs 1000 --keep /tmp/addspeed_corpora/1k
 """
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -89,41 +92,57 @@ def main() -> None:
             f"(this process; its workers' not counted)",
             flush=True,
         )
-    store = Store(corpus)
     added, floors, above = [], [], []
-    for _ in range(args.repeat):
-        batch = len(store.versions()) - 1
-        if batch >= BATCHES:
-            sys.exit(f"{corpus} has had its {BATCHES} batches: build it anew")
-        more = keep / f"more-{batch:03d}.jsonl"
-        chosen = runs[args.runs + batch * args.add : args.runs + (batch + 1) * args.add]
-        more.write_text("".join(json.dumps(run) + "\n" for run in chosen))
-        parent = store.version_path(store.current())
-        scratch = Path(tempfile.mkdtemp(prefix="add-floor-", dir=keep))
-        try:
-            files, floor, folders, made = link_floor(parent, scratch)
-        finally:
+    scratches: list[Path] = []
+    try:
+        for _ in range(args.repeat):
+            scratches.append(Path(tempfile.mkdtemp(prefix="add-floor-", dir=keep)))
+            spent, floor = added_one(args, corpus, runs, scratches[-1])
+            added.append(spent)
+            floors.append(floor)
+            above.append(spent - floor)
+    finally:
+        # Removed once every add is timed: removing 110,000 links just before an add made
+        # its own links cost some 3.5 s more of system time at 20,000 runs.
+        for scratch in scratches:
             remove_work(scratch)
-        time.sleep(2.5)  # files written within 2 s of a check are hashed, not sealed
-        load = os.getloadavg()[0]
-        started, cpu = time.perf_counter(), cpu_seconds()
-        report = add_runs(BuildOptions(inputs=[more], output=corpus))
-        wall, spent = time.perf_counter() - started, cpu_seconds() - cpu
-        added.append(spent)
-        floors.append(floor)
-        above.append(spent - floor)
-        print(
-            f"add {report.runs} runs to {parent.name} ({files} files): {spent:.2f} s CPU "
-            f"({wall:.2f} s wall); floor, os.link of its {files} files: {floor:.2f} s CPU; "
-            f"above the floor: {spent - floor:.2f} s (making its {folders} folders, which "
-            f"the floor leaves out: {made:.2f} s) (load {load:.1f})",
-            flush=True,
-        )
     print(
         f"median of {args.repeat} adds to {args.runs}+ runs: {statistics.median(added):.2f} s "
         f"CPU; floor {statistics.median(floors):.2f} s; above the floor "
         f"{statistics.median(above):.2f} s"
     )
+
+
+def added_one(
+    args: argparse.Namespace,
+    corpus: Path,
+    runs: list[dict[str, Any]],
+    scratch: Path,
+) -> tuple[float, float]:
+    """Time the floor (links into `scratch`) and one add of the next batch to `corpus`; print
+    both. The add's CPU and the floor's."""
+    store, keep = Store(corpus), corpus.parent
+    batch = len(store.versions()) - 1
+    if batch >= BATCHES:
+        sys.exit(f"{corpus} has had its {BATCHES} batches: build it anew")
+    more = keep / f"more-{batch:03d}.jsonl"
+    chosen = runs[args.runs + batch * args.add : args.runs + (batch + 1) * args.add]
+    more.write_text("".join(json.dumps(run) + "\n" for run in chosen))
+    parent = store.version_path(store.current())
+    files, floor, folders, made = link_floor(parent, scratch)
+    time.sleep(2.5)  # files written within 2 s of a check are hashed, not sealed
+    load = os.getloadavg()[0]
+    started, cpu = time.perf_counter(), cpu_seconds()
+    report = add_runs(BuildOptions(inputs=[more], output=corpus))
+    wall, spent = time.perf_counter() - started, cpu_seconds() - cpu
+    print(
+        f"add {report.runs} runs to {parent.name} ({files} files): {spent:.2f} s CPU "
+        f"({wall:.2f} s wall); floor, os.link of its {files} files: {floor:.2f} s CPU; "
+        f"above the floor: {spent - floor:.2f} s (making its {folders} folders, which "
+        f"the floor leaves out: {made:.2f} s) (load {load:.1f})",
+        flush=True,
+    )
+    return spent, floor
 
 
 if __name__ == "__main__":

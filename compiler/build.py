@@ -302,8 +302,8 @@ def make_version(
     return outcome
 
 
-def _is_made(outcome: MadeVersion | NothingNew) -> bool:
-    return isinstance(outcome, MadeVersion)
+def _is_made(outcome: MadeVersion | NothingNew) -> Finished | None:
+    return outcome.finished if isinstance(outcome, MadeVersion) else None
 
 
 def _batch_pass(stages: _Stages, batch: BatchLLM, scratch: Path, say: Say | None) -> None:
@@ -316,7 +316,7 @@ def _batch_pass(stages: _Stages, batch: BatchLLM, scratch: Path, say: Say | None
     while True:
         batch.start_round()
         try:
-            in_staging(scratch, stages.compile_only, keep=lambda _: False)
+            in_staging(scratch, stages.compile_only, keep=lambda _: None)
         except BaseException:
             batch.discard()
             raise
@@ -353,7 +353,8 @@ class _Stages:
 
     def __call__(self, root: Path) -> MadeVersion | NothingNew:
         options, base = self.planned.options, self.base
-        with CorpusWriter(root) as writer, contextlib.ExitStack() as spills:
+        writing = CorpusWriter(root, track_written=base is not None)
+        with writing as writer, contextlib.ExitStack() as spills:
             # Spill files go when the build ends, even when interrupted.
             layout = self._layout(root)
             farm = self._farm(layout, root, spills)

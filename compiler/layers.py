@@ -21,7 +21,7 @@ from wikitrace.corpus_schema import (
     read,
 )
 from wikitrace.corpus_schema.catalog import PastRun, explanation
-from wikitrace.corpus_schema.catalog_build import WrittenRun
+from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
@@ -78,7 +78,7 @@ def write_layers(
             if miner.tests is not None:
                 writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
-        rewritten = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
+        rewritten, renamed = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
         if base:
             base.link_kept(writer, rewritten)
         prompts = dict(base.manifest.prompts) if base else {}
@@ -95,6 +95,7 @@ def write_layers(
             ),
             compiled_by="offline" if templates is None else "llm",
             prompts=prompts,
+            renamed=renamed,
         )
     except BaseException:
         all_rows.close()
@@ -125,10 +126,11 @@ def _write_mined(
     pages: list[MinedPage],
     rows: RunRows,
     farm_map: FarmMap,
-) -> set[str]:
+) -> tuple[set[str], set[str]]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
     recounted, replaces its row); the compilation pages that cite them written anew. Returns
-    the parent's files the version does not keep."""
+    the parent's files the version does not keep, and of those the compilation pages (and
+    their data) written anew only to name mined lessons."""
     insight_rows = compiled.insight_rows
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
     rewritten = {MINED_PATTERNS, MINED_TESTS}
@@ -162,7 +164,8 @@ def _write_mined(
             rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
         cites += [(step, at, step == header.source_step) for step in header.rests_on]
     pages.clear()  # each page's lesson was made as it was written: none is held from here
-    return rewritten | _name_mined(writer, layout, base, cites, insight_rows, farm_map)
+    renamed = _name_mined(writer, layout, base, cites, insight_rows, farm_map)
+    return rewritten | renamed, renamed
 
 
 PAGES_A_JOB = 64
@@ -287,6 +290,7 @@ def finish_layers(
         written_insights=runs.compiled.written_insights,
         kept_rows=len(base.rows) if base else 0,
         farm_map=farm_map,
+        same_lines=layers.renamed,
     )
 
 

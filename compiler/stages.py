@@ -267,6 +267,9 @@ class Layers:
     changes: Changes
     compiled_by: CompiledBy
     prompts: dict[str, str]
+    renamed: set[str] = field(default_factory=set)
+    """The parent's compilation pages (and data files) written anew only to name the mined
+    lessons that rest on their runs: what the catalog says of those runs is unchanged."""
 
 
 def assemble_report(

@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import orjson
 
 from .errors import CorpusError
-from .layout import CATALOG
+from .layout import CATALOG, catalog_page_rel
 from .tasks import TaskKey, task_key
 
 if TYPE_CHECKING:  # read without pydantic's models: a hook's recall reads the catalog alone
     from .records import Claim, Outcome
 
-CATALOG_VERSION = 2
+CATALOG_VERSION = 3
+"""3: the runs' lines in pages (`catalog/runs-NNNN.jsonl`), the head saying how many runs
+and how many a full page holds; 2: every line in catalog.jsonl; 1: a JSON object a line.
+All three are read."""
 READ_ONLY_MARK = "READ CONTENT ONLY"
 """How every place that shows a lesson whose only support is content the agent read
 (records.READ_ONLY) marks it: its page, the insight index, search hits (CLI and MCP), the
@@ -146,9 +149,34 @@ def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, i
     path = root / CATALOG
     try:
         with _collector_paused():
-            return _catalog_lines(path.read_bytes().splitlines())
+            return _catalog_lines(catalog_lines(root))
     except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
         raise damaged(path, error) from None
+
+
+def catalog_lines(root: Path) -> list[bytes]:
+    """The lines of the catalog of the corpus at `root` as version 2 holds them: its head, its
+    runs', its insights'. A version 3 catalog's runs are read from their pages (`page_count`),
+    between the head and the insights of catalog.jsonl. OSError, ValueError and their kin
+    when they are not there or not what wikitrace writes."""
+    lines = (root / CATALOG).read_bytes().splitlines()
+    head = orjson.loads(lines[0])
+    if head.get("catalog") != CATALOG_VERSION:
+        return lines
+    runs: list[bytes] = []
+    for number in range(1, page_count(head) + 1):
+        runs += (root / catalog_page_rel(number)).read_bytes().splitlines()
+    if len(runs) != head["runs"]:
+        raise ValueError(f"its pages hold {len(runs)} runs, its head says {head['runs']}")
+    return [lines[0], *runs, *lines[1:]]
+
+
+def page_count(head: dict[str, Any]) -> int:
+    """How many pages hold the runs of a version 3 catalog with this head."""
+    runs, full = head["runs"], head["page_runs"]
+    if not isinstance(runs, int) or runs < 0 or not isinstance(full, int) or full < 1:
+        raise ValueError(f"its head's run count {runs!r} or page size {full!r}")
+    return -(-runs // full)
 
 
 @contextlib.contextmanager
@@ -205,7 +233,7 @@ def line_reader(head: dict[str, Any]) -> Callable[[bytes], PastRun | tuple[int, 
     TypeError) when the head, or a line, is not what wikitrace writes."""
     if head.get("catalog") == 1:
         return _version_1
-    if head.get("catalog") != CATALOG_VERSION:
+    if head.get("catalog") not in (2, CATALOG_VERSION):
         raise ValueError(f"catalog version {head.get('catalog')!r}")
     # A catalog an earlier wikitrace wrote may hold fewer of a run's or an insight's values:
     # those it names are the first of ours, and the rest take their defaults.
@@ -246,9 +274,15 @@ def _version_1(line: bytes) -> PastRun | tuple[int, InsightEntry]:
 
 
 def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
-    """The records of a catalog, read a line at a time."""
+    """The records of the catalog at `path` (catalog.jsonl), read a line at a time: of a
+    version 3 catalog, its pages of runs (beside it), then its insights (see `catalog_lines`)."""
     with path.open("rb") as lines:
-        yield from records_of(orjson.loads(next(lines)), lines)
+        head = orjson.loads(next(lines))
+        if head.get("catalog") == CATALOG_VERSION:
+            for number in range(1, page_count(head) + 1):
+                with (path.parent / catalog_page_rel(number)).open("rb") as page:
+                    yield from records_of(head, page)
+        yield from records_of(head, lines)
 
 
 _Record = TypeVar("_Record")
@@ -265,7 +299,7 @@ class CatalogLines:
         self._reader = line_reader(head)
         self.offline = bool(head["offline"])
         self.withheld = int(head["withheld"])
-        # A version 2 catalog holds its runs' lines, then its insights'.
+        # Its lines (as catalog_lines gives them): the head, the runs', then the insights'.
         self._first = 1 + runs
         self.runs: Sequence[PastRun] = LazyRecords(runs, self._run)
         # An insight's line holds its group's first too: both kept when it is read, once.
@@ -276,7 +310,7 @@ class CatalogLines:
         fields: list[str] = head.get("insight") or []  # none in a catalog of version 1
         self._type_at = (
             fields.index("task_type") + 1
-            if head.get("catalog") == CATALOG_VERSION and "task_type" in fields
+            if head.get("catalog") in (2, CATALOG_VERSION) and "task_type" in fields
             else None
         )
         """Where an insight's line holds its task type (after its kind), when it is known."""
@@ -357,11 +391,11 @@ class LazyCatalog(CatalogLines):
         kind in another way: read it whole)."""
         path = root / CATALOG
         try:
-            lines = path.read_bytes().splitlines()
+            lines = catalog_lines(root)
             head = orjson.loads(lines[0])
             if head.get("catalog") == 1:
                 return None
-            if head.get("catalog") != CATALOG_VERSION:
+            if head.get("catalog") not in (2, CATALOG_VERSION):
                 raise ValueError(f"catalog version {head.get('catalog')!r}")
             return cls(path, lines, head)
         except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:

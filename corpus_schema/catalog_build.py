@@ -8,7 +8,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, overload
 
 import orjson
 
@@ -19,35 +19,31 @@ from .catalog import (
     RUN_FIELDS,
     InsightEntry,
     PastRun,
-    claim_texts,
-    damaged,
-    explanation,
-    records_of,
+)
+from .catalog_index import IndexWriter
+from .catalog_runs import (
+    CatalogFile,
+    CatalogRuns,
+    ParentCatalog,
+    WrittenRun,
+    by_number,
+    run_pages,
+    runs_read,
 )
 from .code_names import named_files
 from .errors import CorpusError
-from .layout import CATALOG, COMPILATION_DIR, INSIGHT_DIR, RAW_DIR, parse_insight
+from .layout import (
+    CATALOG,
+    CATALOG_INDEX,
+    INSIGHT_DIR,
+    parse_insight,
+)
 from .records import (
     READ_ONLY,
-    CompilationHeader,
     InsightHeader,
     MinedFinding,
-    RawHeader,
-    is_judged,
-    repo_json,
 )
 from .spill import JsonLines
-
-
-@dataclass(slots=True)
-class WrittenRun:
-    """A run whose pages the version being made has just written, as its catalog line would
-    read them: taken as it is (see catalog_of), so a build does not read back what it wrote."""
-
-    run: PastRun
-    backing: list[bool] | None
-    """Its compilation's read.claim_backing (what an insight drawn from it needs to know
-    whether its claims are backed); None when it has no compilation."""
 
 
 def _mined_line(finding: MinedFinding) -> str:
@@ -79,94 +75,11 @@ def from_pages(root: Path) -> tuple[list[PastRun], list[InsightEntry], int]:
     held = _Waiting()
     for item in shown:
         held.append(*item)
-    runs = list(_runs(root, held, None))
+    runs = list(runs_read(root, held))
     entries = []
     for index, (entry, *_) in enumerate(shown):
         entries.append(replace(entry, **held.learnt(index)))
     return runs, entries, withheld
-
-
-T = TypeVar("T")
-
-
-class _Parent:
-    """What a version made from another can take from the parent's catalog: the lines of the
-    runs and insights whose pages it keeps unchanged (the same hash in both manifests). The
-    lines are read from the catalog one at a time, in the order the version's pages are
-    listed (the parent's are in the same order), not held: a run's record is 3.2 KB, its
-    task and claims included, in a catalog of 10,000 made-up runs."""
-
-    def __init__(
-        self,
-        catalog: Path,
-        files: Iterable[tuple[str, str]],
-        parent_hashes: dict[str, str],
-    ) -> None:
-        self.catalog = catalog
-        self.parent_hashes = parent_hashes
-        self.changed = {rel for rel, file_hash in files if parent_hashes.get(rel) != file_hash}
-        """The version's files the parent does not hold as they are: only what it adds or
-        writes again, where a dict of every file would grow with the corpus."""
-
-    def kept(self, rel: str) -> bool:
-        """Whether the version's file `rel` is the parent's, unchanged."""
-        return rel in self.parent_hashes and rel not in self.changed
-
-    @classmethod
-    def of(
-        cls,
-        parent: Path | None,
-        parent_files: dict[str, str] | None,
-        files: Iterable[tuple[str, str]] | None,
-    ) -> _Parent | None:
-        if parent is None or parent_files is None or files is None:
-            return None
-        if not (parent / CATALOG).is_file():
-            return None
-        return cls(parent / CATALOG, files, parent_files)
-
-    def runs(self) -> _InOrder[PastRun]:
-        """The parent's runs, by step."""
-        return _InOrder(
-            (_by_number(record.step), record)
-            for record in self._records(insights=False)
-            if isinstance(record, PastRun)
-        )
-
-    def insights(self) -> _InOrder[InsightEntry]:
-        """The parent's insights that may be shown, by id."""
-        return _InOrder(
-            (_by_number(record[1].id), record[1])
-            for record in self._records(insights=True)
-            if not isinstance(record, PastRun)
-        )
-
-    def _records(self, *, insights: bool) -> Iterator[PastRun | tuple[int, InsightEntry]]:
-        try:
-            with self.catalog.open("rb") as handle:
-                head = orjson.loads(next(handle))
-                lines: Iterable[bytes] = handle
-                if insights and head.get("catalog") == CATALOG_VERSION:
-                    lines = (line for line in handle if not line.startswith(b'["run"'))
-                yield from records_of(head, lines)
-        except (OSError, StopIteration, IndexError, KeyError, TypeError, ValueError) as error:
-            raise damaged(self.catalog, error) from None
-
-
-class _InOrder(Generic[T]):
-    """Records read in order, each asked for by its place in that order (a place asked for
-    is never before one asked for earlier); what is passed over is let go."""
-
-    def __init__(self, records: Iterator[tuple[tuple[int, int], T]]) -> None:
-        self._records = records
-        self._next = next(records, None)
-
-    def get(self, place: tuple[int, int]) -> T | None:
-        while self._next is not None and self._next[0] < place:
-            self._next = next(self._records, None)
-        if self._next is not None and self._next[0] == place:
-            return self._next[1]
-        return None
 
 
 def catalog_of(
@@ -176,20 +89,22 @@ def catalog_of(
     leaders_of: LeadersOf,
     parent: Path | None = None,
     parent_files: dict[str, str] | None = None,
-    files: Iterable[tuple[str, str]] | None = None,
+    changed: set[str] | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
-) -> Iterator[bytes]:
-    """The catalog of the version at `root`, a line at a time (see read_catalog): read from
-    its pages, except that what a `parent` version's catalog says of a page this version keeps
-    unchanged (its hash in `files`, this version's (path, hash) pairs, is the one
-    `parent_files`, the parent's manifest, lists) is taken as it is, and so are the runs
-    `written` (in step order) and `written_insights` (WrittenInsights) by the build making
-    the version: a version made by adding runs reads none of its runs' pages, nor its new
-    insights'. Memory grows with the insights and with what the version changes.
+) -> Iterator[CatalogFile]:
+    """The catalog of the version at `root` (see read_catalog), a file at a time: its pages of
+    runs, then catalog.jsonl (each file's bytes taken before the next file is asked for).
+    Read from its pages, except that what a `parent` version's catalog says of a page this
+    version keeps unchanged (in `parent_files`, the parent's manifest, and not among
+    `changed`, the files this version wrote) is taken as it is, a full page of runs that are
+    all kept being the parent's file; and so are the runs `written` (in step order) and
+    `written_insights` (WrittenInsights) by the build making the version: a version made by
+    adding runs reads none of its runs' pages, nor its new insights'. Memory grows with the
+    insights and with what the version changes.
     `leaders_of` groups the near-duplicate insights (search/consolidate.py, `of_lessons`):
     each line names its group's first."""
-    taken = _Parent.of(parent, parent_files, files)
+    taken = ParentCatalog.of(parent, parent_files, changed)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
     with JsonLines(root.parent, "catalog") as lines:
@@ -202,23 +117,36 @@ def catalog_of(
             entry, claims, divergence, needs = item
             lines.append(entry)  # a dataclass, written as asdict would give it
             held.append(entry, claims, divergence, needs)
-        yield orjson.dumps(
-            {
-                "catalog": CATALOG_VERSION,
-                "offline": offline,
-                "withheld": withheld,
-                "run": RUN_FIELDS,
-                "insight": ["leader", *INSIGHT_FIELDS],
-            }
+        runs = CatalogRuns(root, held, taken, written)
+        index = IndexWriter(runs.page_runs, runs.steps)
+        yield from run_pages(runs, index)
+        head = {
+            "catalog": CATALOG_VERSION,
+            "offline": offline,
+            "withheld": withheld,
+            "runs": len(runs.steps),
+            "page_runs": runs.page_runs,
+            "run": RUN_FIELDS,
+            "insight": ["leader", *INSIGHT_FIELDS],
+        }
+        yield (
+            CATALOG,
+            index.catalog(orjson.dumps(head) + b"\n", _insight_lines(held, lines, leaders_of)),
         )
-        yield b"\n"
-        for run in _runs(root, held, taken, written):
-            yield orjson.dumps(["run", *(getattr(run, name) for name in RUN_FIELDS)]) + b"\n"
-        leaders = leaders_of(_Lessons(held, lines))
-        for index, (line, leader) in enumerate(zip(lines, leaders, strict=True)):
-            # What the runs said of it (its source's task; whether its claims are backed).
-            line.update(held.learnt(index))
-            yield orjson.dumps(["insight", leader, *(line[n] for n in INSIGHT_FIELDS)]) + b"\n"
+        yield CATALOG_INDEX, index.dumps()
+
+
+def _insight_lines(
+    held: _Waiting, lines: JsonLines, leaders_of: LeadersOf
+) -> Iterator[tuple[bytes, str | None, bool]]:
+    """catalog.jsonl's line for each insight, with its source run's step and whether it is
+    committed (what the catalog's index says of it)."""
+    leaders = leaders_of(_Lessons(held, lines))
+    for index, (line, leader) in enumerate(zip(lines, leaders, strict=True)):
+        # What the runs said of it (its source's task; whether its claims are backed).
+        line.update(held.learnt(index))
+        text = orjson.dumps(["insight", leader, *(line[n] for n in INSIGHT_FIELDS)]) + b"\n"
+        yield text, line["source_step"], line["status"] == "committed"
 
 
 _NO_NAME = -1
@@ -381,7 +309,7 @@ ShownEntry = tuple[InsightEntry, list[int], bool, bool]
 whether it still needs what its source run says (its task; whether its claims are backed)."""
 
 
-def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry], int]:
+def _shown_insights(root: Path, taken: ParentCatalog | None) -> tuple[list[ShownEntry], int]:
     """The insights that may be shown, and how many are withheld."""
     shown: list[ShownEntry] = []
     withheld = 0
@@ -395,7 +323,7 @@ def _shown_insights(root: Path, taken: _Parent | None) -> tuple[list[ShownEntry]
 
 def _each_insight(
     root: Path,
-    taken: _Parent | None,
+    taken: ParentCatalog | None,
     written: Iterable[tuple[int, ShownEntry | None]] = (),
 ) -> Iterator[ShownEntry | int]:
     """Each insight that may be shown, in order; 1 for each one withheld. `root` is resolved.
@@ -404,21 +332,21 @@ def _each_insight(
     next_fresh = next(fresh, None)
     parents = taken.insights() if taken is not None else None
     for rel in read.numbered(root, INSIGHT_DIR):
-        if next_fresh is not None and next_fresh[0] == parse_insight(Path(rel).stem):
-            shown = next_fresh[1]
-            next_fresh = next(fresh, None)
-            if shown is None:
-                yield 1
-            else:
-                shown[0].id = Path(rel).stem  # its id as written (a guessed width may change)
-                yield shown
-            continue
+        if next_fresh is not None:
+            stem = rel.rpartition("/")[2].removesuffix(".md")
+            if next_fresh[0] == parse_insight(stem):
+                shown = next_fresh[1]
+                next_fresh = next(fresh, None)
+                if shown is None:
+                    yield 1
+                else:
+                    shown[0].id = stem  # its id as written (a guessed width may change)
+                    yield shown
+                continue
         if taken is not None and parents is not None and taken.kept(rel):
-            entry = parents.get(_by_number(rel))
-            if entry is None:
-                yield 1  # withheld in the parent, and unchanged
-            else:
-                yield replace(entry), [], False, False
+            # The parent's record, read from its line for this insight alone: taken as it is.
+            entry = parents.get(by_number(rel))
+            yield 1 if entry is None else (entry, [], False, False)  # None: withheld there
             continue
         page = read.read_page(root, rel, InsightHeader, resolved=True)
         shown = shown_entry(page.header, read.guideline(page))
@@ -491,84 +419,3 @@ class WrittenInsights(JsonLines):
             return number, None
         entry, claims, divergence, needs = shown
         return number, (InsightEntry(**entry), claims, divergence, needs)
-
-
-def _by_number(name: str) -> tuple[int, int]:
-    """Where a page (`compilation/step-N.md`) or an id (`step-N`) comes in its layer's order:
-    by number, the longer spelling first (read.numbered's order)."""
-    digits = name.rsplit("-", 1)[1].removesuffix(".md")
-    return int(digits), -len(digits)
-
-
-def _runs(
-    root: Path,
-    shown: _Waiting,
-    taken: _Parent | None,
-    written: Iterable[WrittenRun] = (),
-) -> Iterator[PastRun]:
-    """Every run with its compilation's title and claims, in step order; each insight drawn
-    from it that needs to learns its task (and, for a model's lesson, whether its claims are
-    backed). `root` is resolved. The runs `written` (in step order) are taken as they are."""
-    drawn = shown.by_step()
-    # Both layers list their pages by step: a run has a compilation when the next one is its.
-    compilations = read.numbered(root, COMPILATION_DIR)
-    next_compiled = next(compilations, None)
-    fresh = iter(written)
-    next_fresh = next(fresh, None)
-    parents = taken.runs() if taken is not None else None
-    for rel in read.numbered(root, RAW_DIR):
-        step = rel.split("/")[1]
-        compiled_rel = f"{COMPILATION_DIR}/{step}.md"
-        while next_compiled is not None and _by_number(next_compiled) < _by_number(compiled_rel):
-            next_compiled = next(compilations, None)  # a compilation of no run: verify says so
-        has_compilation = next_compiled == compiled_rel
-        needs = drawn.get(step, [])
-        parent_run = parents.get(_by_number(step)) if parents is not None else None
-        kept = (
-            taken is not None
-            and parent_run is not None
-            and taken.kept(rel)
-            and (
-                taken.kept(compiled_rel)
-                if has_compilation
-                else compiled_rel not in taken.parent_hashes  # none in the parent either
-            )
-        )
-        backing: list[bool] | None = None
-        if next_fresh is not None and next_fresh.run.step == step:
-            if (next_fresh.backing is not None) != has_compilation:
-                raise CorpusError(f"internal error: {step}'s compilation is not as written")
-            run, backing = next_fresh.run, next_fresh.backing
-            next_fresh = next(fresh, None)
-        elif kept and parent_run is not None:
-            run = parent_run
-            if has_compilation and not all(map(shown.divergence, needs)):
-                compiled = read.read_page(root, compiled_rel, CompilationHeader, resolved=True)
-                backing = read.claim_backing(compiled.header.claims)
-        else:
-            page = read.read_page(root, rel, RawHeader, resolved=True)
-            header = None
-            if has_compilation:
-                header = read.read_page(root, compiled_rel, CompilationHeader, resolved=True).header
-                backing = read.claim_backing(header.claims)
-            run = PastRun(
-                step=step,
-                task_id=page.header.task_id,
-                task_type=page.header.task_type,
-                outcome=page.header.outcome,
-                task=read.task_text(page),
-                title=header.title if header is not None else None,
-                judged=is_judged(page.header.metadata),
-                explanation=""
-                if header is None
-                else explanation(header.title, claim_texts(header.claims)),
-                project=page.header.project,
-                kind=page.header.kind,
-                origin=page.header.origin,
-                repo=repo_json(page.header.repo),
-            )
-        for index in needs:
-            shown.learn(index, run, backing)
-        yield run
-    if next_fresh is not None:
-        raise CorpusError(f"internal error: {next_fresh.run.step} written, but not in {RAW_DIR}")

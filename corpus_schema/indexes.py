@@ -13,6 +13,7 @@ from .catalog import READ_ONLY_MARK
 from .layout import (
     CATALOG,
     CATALOG_INDEX,
+    CATALOG_RUNS,
     COMPILATION_DIR,
     DATA_DIR,
     INDEX_NAME,
@@ -503,8 +504,8 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
                 "reports behind it. An insight's header says its `status` and links its "
                 "`decisions`.",
                 "`manifest.json`: format version, how it was built, and the sha256 of every file.",
-                f"`{CATALOG}`: a JSON line per run and per insight an agent may be shown, "
-                "written from the pages for `wikitrace prompt` and `wikitrace mcp` to read at "
+                f"`{CATALOG}`: a JSON line per insight an agent may be shown (and per run: "
+                f"`{CATALOG_RUNS}/`), written from the pages for `prompt` and `mcp` to read at "
                 f"once (the pages are the record; `{CATALOG_INDEX}` says where each project's "
                 "lines are), and `search/`: the BM25 indexes over its tasks, insights and "
                 "compilations (bm25s's saved format), loaded at test time instead of built.",

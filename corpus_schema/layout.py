@@ -51,6 +51,24 @@ file, not every page."""
 CATALOG_INDEX = "catalog-index.json"
 """Where each of the catalog's lines starts and which are each project's (catalog_index.py):
 a reader of one project's runs and lessons reads their lines alone."""
+CATALOG_RUNS = "catalog"
+"""The folder of a catalog's runs (version 3), in pages of CATALOG_PAGE_RUNS:
+`catalog/runs-0001.jsonl`, ... A full page never changes, so a version made from another
+links its parent's full pages whose runs it keeps."""
+CATALOG_PAGE_RUNS = 2048
+"""Runs in a full page of a catalog."""
+
+
+def catalog_page_rel(number: int) -> str:
+    """Page `number` (from 1) of a catalog's runs."""
+    return f"{CATALOG_RUNS}/runs-{number:04d}.jsonl"
+
+
+def is_catalog_page(rel: str) -> bool:
+    """Whether `rel` is a page of a catalog's runs."""
+    return rel.startswith(f"{CATALOG_RUNS}/")
+
+
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
 instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
@@ -94,7 +112,7 @@ def parse_step(text: str) -> int:
 def with_catalog(rel: str) -> bool:
     """Whether `rel` is the catalog or one of its rankers: what every version and view writes
     anew from its own pages, never takes from the version it is made from."""
-    return rel in (CATALOG, CATALOG_INDEX) or rel.startswith(f"{SEARCH_DIR}/")
+    return rel in (CATALOG, CATALOG_INDEX) or rel.startswith((f"{SEARCH_DIR}/", f"{CATALOG_RUNS}/"))
 
 
 def parse_insight(text: str) -> int:

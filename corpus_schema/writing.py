@@ -244,13 +244,16 @@ class CorpusWriter:
     LINK_BATCH = 4096
     """Lines `link_all` lists at once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, track_written: bool = False) -> None:
         self.root = root
         self._root = str(root)
         self._new = NewFiles(root)
         self._listed = spill_file(root.parent, "files")
         self.count = 0
         """Files written or linked so far."""
+        self.written: set[str] | None = set() if track_written else None
+        """With `track_written` (a version made from another): the files written, not linked
+        nor copied."""
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -297,27 +300,32 @@ class CorpusWriter:
         With `check`, the links are the check of the source's files (`ChangedFile` for the
         first gone or changed): a link is the source's own file, so one whose key is not the
         one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
-        source_root = os.fspath(source)
+        source_root, root = os.fspath(source) + os.sep, self._root + os.sep
         lines: list[bytes] = []
+        folder = None  # the last file's: a run's files come one after another
         try:
             for rel, file_hash, key in files:
-                path, source_path = self._new_path(rel), os.path.join(source_root, rel)
+                same = rel.rpartition("/")[0] == folder and "\t" not in rel and "\n" not in rel
+                path = root + rel if same else self._new_path(rel)  # NewFiles.path makes folders
+                folder, source_path = rel.rpartition("/")[0], source_root + rel
                 try:
-                    _link_or_copy(source_path, path, rel)
+                    os.link(source_path, path)
                 except FileNotFoundError:
                     if check:
                         raise ChangedFile(rel) from None
                     raise
+                except OSError:
+                    _link_or_copy(source_path, path, rel)
                 if not key or stat_key(os.lstat(path)) != key:
                     found = checked_key(source_path, file_hash, 0) if check else 0
                     if found is None:
                         raise ChangedFile(rel)
                     key = found
-                lines.append(listed_line(rel, file_hash, key))
+                lines.append(f"{rel}\t{file_hash}\t{key}\n".encode())  # listed_line
                 if len(lines) >= self.LINK_BATCH:
-                    self._list_lines(lines)
+                    self._list_lines(lines, linked=True)
         finally:  # what was linked is listed, as `link` lists each file as it goes
-            self._list_lines(lines)
+            self._list_lines(lines, linked=True)
 
     def listed(self, lines: list[bytes]) -> None:
         """List files written (or taken back: `NewFiles.remove`) under the root by others
@@ -327,7 +335,9 @@ class CorpusWriter:
         self._list_lines(lines)
         self.count -= 2 * removed
 
-    def _list_lines(self, lines: list[bytes]) -> None:
+    def _list_lines(self, lines: list[bytes], *, linked: bool = False) -> None:
+        if self.written is not None and not linked:
+            self.written.update(line.split(b"\t", 1)[0].decode() for line in lines)
         self._listed.seek(0, os.SEEK_END)
         self._listed.writelines(lines)
         self.count += len(lines)
@@ -439,14 +449,18 @@ _READ_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _READ_DIR = _READ_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
-def freeze(root: Path, *, files_read_only: bool = False) -> None:
+def freeze(
+    root: Path, *, files_read_only: bool = False, folders: Iterable[str] | None = None
+) -> None:
     """Make every file and folder read-only (the manifest's hashes are the real guarantee).
     A file already so (linked from a frozen version) is left as it is; the drill-down tools
     stay executable; a symbolic link is not followed. With `files_read_only` (a folder whose
     every file a CorpusWriter wrote, read-only as written, or linked from a frozen version),
-    only the folders are made so: no file is looked at."""
-    _freeze(os.fspath(root), files_read_only)
-    os.chmod(root, _READ_DIR)
+    only the folders are made so: no file is looked at; given `folders`, those alone."""
+    if folders is None:
+        _freeze(os.fspath(root), files_read_only)
+    for folder in [*(folders or ()), "."]:  # the root last
+        os.chmod(f"{root}/{folder}", _READ_DIR)
 
 
 def _freeze(folder: str, files_read_only: bool) -> None:

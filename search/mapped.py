@@ -119,6 +119,47 @@ class _Numbering(dict[str, int | None]):
         return number
 
 
+_SNAKE = re.compile(r"_\w")
+_CAPITAL = re.compile(r"[A-Z]")
+_WORD_REST = re.compile(r"\w*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def with_parts(text: str) -> str:
+    """`text` with each snake_case or camelCase word followed by its parts, so that plain
+    words find a tool's name ("transfer to human" finds transfer_to_human_agents) and the
+    name still finds itself. A word is compound where it holds `_` and a word character, or
+    a lower-case letter then a capital (a-z, A-Z): only the words around those are read,
+    found by searching for the underscore and the capital alone (a substitution that tried
+    its pattern at every word, most of the rankers' time before, is 5 to 8x slower)."""
+    pieces: list[str] = []
+    done = 0
+    snake = _SNAKE.search(text)
+    while True:
+        # The first compound pair from `done`: the snake's, or a capital's after a-z before it.
+        first = snake.start() if snake is not None else len(text)
+        capital = _CAPITAL.search(text, done + 1, first + 1)
+        while capital is not None and not "a" <= text[capital.start() - 1] <= "z":
+            capital = _CAPITAL.search(text, capital.start() + 1, first + 1)
+        if capital is not None:
+            first = capital.start() - 1
+        elif snake is None:
+            break
+        start = first
+        while start > done and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            start -= 1  # to the word's start: `\w` is a letter, digit or underscore
+        end = _WORD_REST.match(text, first + 2).end()  # type: ignore[union-attr]
+        word = text[start:end]
+        pieces += (text[done:end], " ", _CAMEL.sub(" ", word).replace("_", " "))
+        done = end
+        if snake is not None and snake.start() < end:
+            snake = _SNAKE.search(text, end)
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def split_words(
     texts: list[str], number: Callable[[str], int] | None = None
 ) -> tuple[list[list[int]], dict[str, int]]:

@@ -430,3 +430,72 @@ def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def unpaged_catalog(root: Path) -> list[bytes]:
+    """The lines of the catalog of the corpus copy at `root` as a version 2 catalog held them
+    (every line in catalog.jsonl, none in pages): its pages of runs are removed, and the
+    caller writes the lines (changed as an older wikitrace wrote them) to catalog.jsonl."""
+    import shutil
+
+    from wikitrace.corpus_schema.catalog import catalog_lines
+    from wikitrace.corpus_schema.layout import CATALOG, CATALOG_RUNS
+
+    head, *lines = catalog_lines(root)
+    names = json.loads(head)
+    del names["runs"], names["page_runs"]
+    root.chmod(0o755)
+    (root / CATALOG_RUNS).chmod(0o755)
+    shutil.rmtree(root / CATALOG_RUNS)
+    (root / CATALOG).chmod(0o644)
+    return [json.dumps({**names, "catalog": 2}).encode(), *lines]
+
+
+def version_1_index(catalog: Path) -> bytes:
+    """The index (version 1) of the catalog (version 2) at `catalog`, as wikitrace wrote it
+    before the catalog's runs were paged: its size, where each line after the first starts
+    (and where the last ends), its runs' task types, whether any lesson is committed, and
+    each project's runs and lessons, by position."""
+    import orjson
+
+    from wikitrace.corpus_schema.catalog import PastRun, records_of
+
+    with catalog.open("rb") as lines:
+        first = next(lines)
+        head = orjson.loads(first)
+        if head.get("catalog") != 2:
+            raise ValueError(f"catalog version {head.get('catalog')!r}: no index is written")
+        offsets = [len(first)]
+        project_of_step: dict[str, str | None] = {}
+        projects: dict[str, tuple[list[int], list[int]]] = {}
+        task_types: set[str] = set()
+        committed = False
+        runs = insights = 0
+        for line in lines:
+            offsets.append(offsets[-1] + len(line))
+            record = next(records_of(head, [line]))
+            if isinstance(record, PastRun):
+                project_of_step[record.step] = record.project
+                if record.task_type:
+                    task_types.add(record.task_type)
+                if record.project:
+                    projects.setdefault(record.project, ([], []))[0].append(runs)
+                runs += 1
+            else:
+                item = record[1]
+                committed = committed or item.status == "committed"
+                project = project_of_step.get(item.source_step)
+                if project:
+                    projects[project][1].append(insights)
+                insights += 1
+    index = {
+        "catalog_index": 1,
+        "bytes": offsets[-1],
+        "runs": runs,
+        "insights": insights,
+        "task_types": sorted(task_types),
+        "committed": committed,
+        "offsets": offsets,
+        "projects": {key: [mine, lessons] for key, (mine, lessons) in sorted(projects.items())},
+    }
+    return orjson.dumps(index) + b"\n"

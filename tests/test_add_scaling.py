@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus, mine_contrast
-from wikitrace.corpus_schema import indexes
+from wikitrace.corpus_schema import catalog_runs, indexes
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.layout import MANIFEST, MINED_TESTS
+from wikitrace.corpus_schema.layout import CATALOG_PAGE_RUNS, MANIFEST, MINED_TESTS
 from wikitrace.corpus_schema.writing import file_digest
 from wikitrace.search import rank, saved
 
@@ -109,6 +109,8 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     # build writes.
     for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
         monkeypatch.setattr(index, "__defaults__", (page_rows,))
+    # And the catalog's runs in pages of as many.
+    monkeypatch.setattr(catalog_runs, "CATALOG_PAGE_RUNS", min(page_rows, CATALOG_PAGE_RUNS))
     planted_runs = planted()
     runs = [planted_runs[29], *planted_runs[:29], *planted_runs[30:]]
     one, chain = tmp_path / "one", tmp_path / "chain"
@@ -128,9 +130,21 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     if page_rows == 8:
         part = "raw/_index/0003.md"  # steps 17-24: linked by each add
         assert (ours / part).samefile(tmp_path / "chain.versions" / "v0001" / part)
+        # The catalog's full pages of runs, linked by each add, the compilation pages of their
+        # runs that a mined lesson's recount names anew (their lines are the same) included.
+        for number in (1, 2, 3):
+            page = f"catalog/runs-{number:04d}.jsonl"
+            assert (ours / page).samefile(tmp_path / "chain.versions" / "v0001" / page)
+        assert not (ours / "catalog/runs-0004.jsonl").samefile(
+            tmp_path / "chain.versions" / "v0001" / "catalog/runs-0004.jsonl"
+        )
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)
+    # Frozen through the folders its manifest's files are in, with no walk: every one.
+    for version in versions:
+        folders = [version, *(path for path in version.rglob("*") if path.is_dir())]
+        assert not [path for path in folders if path.stat().st_mode & 0o222]
 
 
 def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(

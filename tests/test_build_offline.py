@@ -44,6 +44,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "_index.md",
         "catalog-index.json",
         "catalog.jsonl",
+        "catalog/runs-0001.jsonl",
         "compilation/_index.md",
         "compilation/step-0001.md",
         "compilation/step-0002.md",

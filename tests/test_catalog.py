@@ -15,9 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema.catalog import LazyCatalog, read_catalog
+from wikitrace.corpus_schema.catalog import LazyCatalog, catalog_lines, read_catalog, records_in
 from wikitrace.corpus_schema.catalog_build import from_pages
-from wikitrace.corpus_schema.layout import CATALOG
+from wikitrace.corpus_schema.layout import (
+    CATALOG,
+    CATALOG_INDEX,
+    CATALOG_PAGE_RUNS,
+    catalog_page_rel,
+)
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 
@@ -140,18 +145,25 @@ def test_a_version_made_by_adding_runs_takes_the_parent_s_lines_and_says_the_sam
     from wikitrace.corpus_schema import manifest
     from wikitrace.corpus_schema.catalog_build import catalog_of
 
+    parent_files = manifest.load(root.parent / "v0001").files
     with _pages_read() as seen:
-        lines = b"".join(
-            catalog_of(
+        files = {
+            rel: b"".join(chunks or [])
+            for rel, chunks in catalog_of(
                 root,
                 offline=False,
                 leaders_of=consolidate.of_lessons,
                 parent=root.parent / "v0001",
-                parent_files=manifest.load(root.parent / "v0001").files,
-                files=manifest.load(root).files.items(),
+                parent_files=parent_files,
+                changed={
+                    rel
+                    for rel, file_hash in manifest.load(root).files.items()
+                    if parent_files.get(rel) != file_hash
+                },
             )
-        )
-    assert lines == (root / CATALOG).read_bytes()
+        }
+    assert files == {rel: (root / rel).read_bytes() for rel in files}
+    assert list(files) == [catalog_page_rel(1), CATALOG, CATALOG_INDEX]
     assert not any("step-0001" in rel or "step-0002" in rel for rel in seen), seen
     assert any("step-0004" in rel for rel in seen)
 
@@ -280,7 +292,7 @@ def test_a_catalog_of_version_1_is_read_as_it_was_written(toy_corpus: Path, tmp_
     copy = tmp_path / "old"
     shutil.copytree(toy_corpus.resolve(), copy)
     copy.chmod(0o755)
-    head, *lines = (copy / CATALOG).read_text().splitlines()
+    head, *lines = [line.decode() for line in catalog_lines(copy)]
     names = json.loads(head)
     old = [json.dumps({"catalog": 1, "offline": names["offline"], "withheld": names["withheld"]})]
     for line in lines:
@@ -357,6 +369,30 @@ def test_a_ranker_tokenized_a_part_at_a_time_is_the_one_bm25s_makes_at_once(
             assert made.rank(query, range(len(texts))) == Ranker(len(texts), index).rank(
                 query, range(len(texts))
             )
+
+
+def test_a_catalog_of_version_2_is_read_as_it_was_written(toy_corpus: Path, tmp_path: Path) -> None:
+    """Corpora made before the catalog's runs were paged hold every line in catalog.jsonl;
+    they load the same memory, whole and line by line."""
+    import json
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(toy_corpus.resolve(), copy)
+    copy.chmod(0o755)
+    head, *lines = catalog_lines(copy)
+    names = json.loads(head)
+    assert names.pop("runs") == len(read_catalog(copy)[0]) and names["catalog"] == 3
+    assert names.pop("page_runs") == CATALOG_PAGE_RUNS
+    old = [json.dumps({**names, "catalog": 2}).encode(), *lines]
+    (copy / CATALOG).chmod(0o644)
+    (copy / CATALOG).write_bytes(b"\n".join(old) + b"\n")
+    (copy / "catalog").chmod(0o755)
+    shutil.rmtree(copy / "catalog")
+    assert read_catalog(copy) == read_catalog(toy_corpus.resolve())
+    assert list(records_in(copy / CATALOG)) == list(records_in(toy_corpus.resolve() / CATALOG))
+    lazy, whole = LazyCatalog.read(copy), read_catalog(copy)
+    assert lazy is not None and list(lazy.runs) == whole[0] and list(lazy.insights) == whole[1]
 
 
 def _boilerplate_as_it_was(texts: list[str], share: float = 0.3) -> list[str]:

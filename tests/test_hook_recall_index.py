@@ -19,14 +19,22 @@ import pytest
 from test_code_drift import git
 
 from wikitrace.compiler import BuildOptions, build_corpus
+from wikitrace.corpus_schema import catalog_runs
 from wikitrace.corpus_schema.catalog import read_catalog
 from wikitrace.corpus_schema.catalog_index import IndexedCatalog
-from wikitrace.corpus_schema.layout import CATALOG_INDEX
+from wikitrace.corpus_schema.layout import CATALOG, CATALOG_INDEX, catalog_page_rel
 from wikitrace.prompts import CompiledTemplates, environment
 from wikitrace.tools.hook_recall import RecallPayload, recall
 from wikitrace.tools.memory import Memory
 
-from helpers import FakeLLM, lesson_answer, make_run, write_runs
+from helpers import (
+    FakeLLM,
+    lesson_answer,
+    make_run,
+    unpaged_catalog,
+    version_1_index,
+    write_runs,
+)
 
 PROJECT = "github.com/acme/app"
 OTHER = "github.com/acme/web"
@@ -73,7 +81,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A corpus of five runs of the project, each with one lesson naming its files, and two
     of another project; beside it, the project's checkout (`app`), the other's (`web`) and
     one of a project with no runs (`new`)."""
-    base = tmp_path_factory.mktemp("indexed")
+    return build(tmp_path_factory.mktemp("indexed"))
+
+
+@pytest.fixture(scope="module")
+def built_in_pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same, its catalog's runs in pages of 2 (four pages, the last not full)."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(catalog_runs, "CATALOG_PAGE_RUNS", 2)
+        return build(tmp_path_factory.mktemp("paged"))
+
+
+def build(base: Path) -> tuple[Path, Path]:
+    """The corpus of `built` in `base`, and `base`."""
     commit = checkout(base / "app", PROJECT)
     checkout(base / "web", OTHER)
     checkout(base / "new", "github.com/acme/new")
@@ -175,6 +195,32 @@ def test_a_corpus_without_an_index_or_with_a_stale_one_is_read_whole_alike(
     (stale / CATALOG_INDEX).write_bytes(b"\x00not json")
     assert IndexedCatalog.read(stale) is None
     assert answers(stale, base) == indexed
+
+
+def test_a_catalog_in_pages_is_recalled_through_its_index_as_before(
+    built_in_pages: tuple[Path, Path],
+) -> None:
+    # Its index says where each page's lines start (a part a page, made as they were
+    # written): recall opens the pages of the project's runs alone.
+    corpus, base = built_in_pages
+    assert (corpus / catalog_page_rel(4)).is_file() and not (corpus / catalog_page_rel(5)).exists()
+    assert len(json.loads((corpus / CATALOG_INDEX).read_text())["pages"]) == 4
+    assert IndexedCatalog.read(corpus) is not None
+    assert answers(corpus, base) == json.loads(RECORDED.read_text())
+    test_the_index_reads_the_project_s_lines_alone(built_in_pages)
+
+
+def test_an_older_corpus_is_recalled_through_its_index_as_before(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Catalog version 2 (every line in catalog.jsonl) with index version 1 (its offsets).
+    corpus, base = built
+    old = copied(corpus, tmp_path / "old")
+    (old / CATALOG).write_bytes(b"".join(line + b"\n" for line in unpaged_catalog(old)))
+    (old / CATALOG_INDEX).write_bytes(version_1_index(old / CATALOG))
+    assert IndexedCatalog.read(old) is not None
+    assert answers(old, base) == answers(corpus, base)
+    test_the_index_reads_the_project_s_lines_alone((old, base))
 
 
 def test_the_index_reads_the_project_s_lines_alone(built: tuple[Path, Path]) -> None:

@@ -17,7 +17,7 @@ from wikitrace.compiler.importers.repository import project_of
 from wikitrace.corpus_schema.projects import normal_project, project_at, project_named
 from wikitrace.tools.memory import Memory
 
-from helpers import FakeLLM, good_answer, lesson_answer, make_run, run, write_runs
+from helpers import FakeLLM, good_answer, lesson_answer, make_run, run, unpaged_catalog, write_runs
 
 TITLES = {
     "p1": "Run the parser tests with -x",
@@ -210,7 +210,7 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
 
     old = tmp_path / "old"
     shutil.copytree(corpus.resolve(), old)
-    lines = (old / CATALOG).read_bytes().splitlines()
+    lines = unpaged_catalog(old)
     head = orjson.loads(lines[0])
     cut = head["run"].index("project")
     assert head["run"][cut:] == ["project", "kind", "origin", "repo"]
@@ -228,7 +228,7 @@ def test_a_catalog_written_before_runs_had_a_project_still_loads(
 def test_plain_words_find_a_tool_s_snake_case_name(tmp_path: Path) -> None:
     """`search "transfer to human"` finds the lesson about transfer_to_human_agents, and a
     camelCase name its words; the name itself still finds it."""
-    from wikitrace.search.rank import with_parts
+    from wikitrace.search.mapped import with_parts
 
     guidelines = {
         "h1": "Call transfer_to_human_agents only after the user asks twice.",

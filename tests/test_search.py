@@ -174,7 +174,8 @@ def test_a_damaged_catalog_line_is_found_when_a_lazy_search_reads_it(
     assert lazy.insights[1].id  # the other lines read as written
     with pytest.raises(CorpusError, match=r"catalog.jsonl: damaged \(ValueError: an insight's"):
         lazy.insights[0]
-    lines[first_insight] = lines[1]  # a run's line where an insight's should be
+    run_line = (copy / "catalog/runs-0001.jsonl").read_bytes().splitlines(keepends=True)[0]
+    lines[first_insight] = run_line  # a run's line where an insight's should be
     catalog.write_bytes(b"".join(lines))
     lazy = Memory.load(copy, lazy=True)
     with pytest.raises(CorpusError, match=r"catalog.jsonl: damaged \(ValueError: line \d+ "):

@@ -398,7 +398,7 @@ def _with_parts_as_it_was(text: str) -> str:
 
 
 def test_with_parts_as_it_was() -> None:
-    from wikitrace.search.rank import with_parts
+    from wikitrace.search.mapped import with_parts
 
     texts = _random_texts("aZ_ 1.é\u01c5\n-", 20_000, 14, seed=8)
     texts += ["transfer_to_human_agents", "getUserId now", "A plain Sentence.", "__init__", ""]
@@ -431,8 +431,8 @@ def test_part_folds_a_long_texts_start_as_the_whole() -> None:
 def _tokenize_as_it_was(texts: list[str]) -> tuple[list[list[int]], dict[str, int]]:
     """`rank._tokenize` as it was: the words numbered, their stems found in one call, each
     text's ids mapped to its stems' after."""
-    from wikitrace.search.mapped import split_words
-    from wikitrace.search.rank import _stemmer, with_parts
+    from wikitrace.search.mapped import split_words, with_parts
+    from wikitrace.search.rank import _stemmer
 
     ids, vocabulary = split_words([with_parts(text) for text in texts])
     if not vocabulary:

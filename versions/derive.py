@@ -99,7 +99,7 @@ def derive_version(
 ) -> str:
     """Write the next version from `base` with `change`; the caller holds the store's lock."""
     name = store.next_name()
-    with staging(store.staging(name)) as root, CorpusWriter(root) as writer:
+    with staging(store.staging(name)) as root, CorpusWriter(root, track_written=True) as writer:
         layout = base.layout(root)
         replaced = {
             rel
@@ -204,7 +204,9 @@ def write_view(
         for rel, text in indexes.insight_index(layout, rows, base.manifest.compiled_by):
             writer.write(rel, text)
         # What the agent is shown must be this view's insights, not the base's.
-        write_catalog(writer, offline=base.manifest.compiled_by == "offline", parent=base)
+        write_catalog(
+            writer, offline=base.manifest.compiled_by == "offline", parent=base, copy=True
+        )
     freeze(dest)
     return dest
 

@@ -3,6 +3,7 @@ indexes, manifest), then freezing it."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import importlib.util
@@ -14,20 +15,24 @@ from typing import Any, TypeVar, overload
 
 from wikitrace.corpus_schema import Layout, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
-from wikitrace.corpus_schema.catalog_build import ShownEntry, WrittenRun, catalog_of
-from wikitrace.corpus_schema.catalog_index import index_of
+from wikitrace.corpus_schema.catalog_build import ShownEntry, catalog_of
+from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
-    CATALOG,
-    CATALOG_INDEX,
     INDEX_PARTS,
     MANIFEST,
     TOOL_NAMES,
     TOOLS_LAYOUT,
+    is_catalog_page,
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
-from wikitrace.corpus_schema.writing import CorpusWriter, atomic_write, freeze, remove_tree
+from wikitrace.corpus_schema.writing import (
+    CorpusWriter,
+    atomic_write,
+    freeze,
+    remove_tree,
+)
 from wikitrace.search import consolidate
 from wikitrace.search.saved import FarmMap, search_files
 
@@ -52,17 +57,21 @@ def staging(path: Path) -> Iterator[Path]:
 Made = TypeVar("Made")
 
 
-def in_staging(path: Path, make: Callable[[Path], Made], keep: Callable[[Made], bool]) -> Made:
+def in_staging(
+    path: Path, make: Callable[[Path], Made], keep: Callable[[Made], Finished | None]
+) -> Made:
     """What `make` returns, having made it in a fresh staging folder (see `staging`): the
-    folder is frozen when `keep` says the result is a version, else removed. Its files are
-    written by a CorpusWriter (read-only as written, or linked from a frozen version) and
-    finish_version's manifest: freezing makes its folders read-only."""
+    folder is frozen when `keep` finds a version's last stage in the result, else removed.
+    Its files are written by a CorpusWriter (read-only as written, or linked from a frozen
+    version) and finish_version's manifest: freezing makes its folders read-only, those the
+    manifest's files are in (`Finished.folders`), with no walk of the folder."""
     remove_tree(path)
     path.mkdir(parents=True)
     try:
         made = make(path)
-        if keep(made):
-            freeze(path, files_read_only=True)
+        finished = keep(made)
+        if finished is not None:
+            freeze(path, files_read_only=True, folders=finished.folders)
         else:
             remove_tree(path)
     except BaseException:
@@ -79,29 +88,45 @@ def write_catalog(
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     farm_map: FarmMap = map,
+    copy: bool = False,
+    same_lines: set[str] | None = None,
 ) -> None:
-    """The version's catalog, from its pages as written (what the `parent` version's catalog
-    says of the pages it keeps unchanged is taken from there, and the runs and insights
-    just `written` as they were written), and the rankers saved with it (their texts
-    counted through `farm_map`: search.saved.count_pages)."""
-    writer.write(
-        CATALOG,
-        catalog_of(
-            writer.root,
-            offline=offline,
-            leaders_of=consolidate.of_lessons,
-            parent=parent.root if parent else None,
-            parent_files=parent.manifest.files if parent else None,
-            files=writer.files() if parent else None,
-            written=written,
-            written_insights=written_insights,
-        ),
-    )
-    # Its index, from the bytes just written: a reader of one project's lines reads those.
-    writer.write(CATALOG_INDEX, index_of(Path(writer.root) / CATALOG))
+    """The version's catalog and its index, from its pages as written (what the `parent`
+    version's catalog says of the pages it keeps unchanged is taken from there, its full
+    pages of runs linked, or copied with `copy`, and the runs and insights just `written` as
+    they were written), and the rankers saved with it (their texts counted through
+    `farm_map`: search.saved.count_pages). `same_lines`: the parent's pages the version wrote
+    anew whose runs the catalog says the same of (compilation pages that only name more mined
+    lessons: a run's line holds its title and claims, not the lessons citing it)."""
+    changed = writer.written
+    if parent is not None and changed is None:  # a writer that did not keep them: its list
+        files = parent.manifest.files
+        changed = {rel for rel, file_hash in writer.files() if files.get(rel) != file_hash}
+    if changed is not None and same_lines:
+        changed = changed - same_lines
+    pages = _ParentFiles(parent, is_catalog_page) if parent is not None else None
+    for rel, chunks in catalog_of(
+        writer.root,
+        offline=offline,
+        leaders_of=consolidate.of_lessons,
+        parent=parent.root if parent else None,
+        parent_files=parent.manifest.files if parent else None,
+        changed=changed,
+        written=written,
+        written_insights=written_insights,
+    ):
+        if chunks is not None:
+            writer.write(rel, chunks)
+            continue
+        assert pages is not None
+        file_hash, key = pages[rel]
+        if copy:
+            writer.copy(rel, pages.root / rel, file_hash)
+        else:
+            writer.link(rel, pages.root / rel, file_hash, key)
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, chunks in search_files(writer.root, parent.root if parent else None, farm_map):
-        writer.write(rel, chunks)
+    for rel, rank_chunks in search_files(writer.root, parent.root if parent else None, farm_map):
+        writer.write(rel, rank_chunks)
 
 
 class _WithAlike(Sequence[indexes.InsightRow]):
@@ -149,11 +174,14 @@ def drilldown_script() -> bytes:
 
 @dataclass(frozen=True)
 class Finished:
-    """What the last stage of a version wrote: the counts its manifest keeps, and how many
-    files the manifest lists."""
+    """What the last stage of a version wrote: the counts its manifest keeps, how many files
+    the manifest lists, and the folders they are in."""
 
     counts: dict[str, int]
     files: int
+    folders: set[str]
+    """Each folder (a path from the version's root) that holds a file the manifest lists, or
+    a folder that does: what freezing the version makes read-only."""
 
 
 def finish_version(
@@ -175,6 +203,8 @@ def finish_version(
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
     kept_rows: int = 0,
     farm_map: FarmMap = map,
+    copy: bool = False,
+    same_lines: set[str] | None = None,
 ) -> Finished:
     """What every version ends with: tools, the four indexes, the catalog (what it can of it
     taken from the `parent` version's, for the pages it keeps, and the runs and insights just
@@ -182,7 +212,10 @@ def finish_version(
     beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
-    does its work in a build's worker processes (compiler/workers.py), for the rankers."""
+    does its work in a build's worker processes (compiler/workers.py), for the rankers. With
+    `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
+    linked. `same_lines`: the parent's pages written anew whose runs' catalog lines are as
+    they were (see `write_catalog`)."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
@@ -194,6 +227,8 @@ def finish_version(
         written=written,
         written_insights=written_insights,
         farm_map=farm_map,
+        copy=copy,
+        same_lines=same_lines,
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
@@ -211,12 +246,12 @@ def finish_version(
         version=version,
         files={},
     )
-    keys = _write_manifest(writer, manifest)
+    keys, folders = _write_manifest(writer, manifest)
     if store is not None:
         seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
         write_version_rows(rows_file, manifest_io.manifest_key(writer.root), rows, insight_rows)
-    return Finished(counts, len(keys))
+    return Finished(counts, len(keys), folders)
 
 
 def _write_tools(writer: CorpusWriter, layout: Layout) -> None:
@@ -272,7 +307,7 @@ def _write_indexes(
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
-    parts = _IndexParts(parent) if parent is not None and kept_rows else None
+    parts = _ParentFiles(parent, _is_index_part) if parent is not None and kept_rows else None
     reuse = parts.holds if parts is not None else None
     for pages in (
         indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
@@ -290,25 +325,43 @@ def _write_indexes(
                 writer.write(rel, text)
 
 
-class _IndexParts(dict[str, tuple[str, int]]):
-    """A parent version's index parts: each one's hash and key as found, by path."""
+class _ParentFiles:
+    """A parent version's files of a kind (`kind`: whether a path is one): each one's hash
+    and key as found, by path. Looked up one at a time: the manifest lists its files by path,
+    so a file's key (at the same place in the seal) is found by bisection, not by a pass over
+    every file of a large version."""
 
-    def __init__(self, parent: FrozenVersion) -> None:
-        super().__init__(
-            (rel, (file_hash, key))
-            for (rel, file_hash), key in zip(
-                parent.manifest.files.items(), parent.keys, strict=True
-            )
-            if f"/{INDEX_PARTS}/" in rel and Layout.is_index(rel)
-        )
+    def __init__(self, parent: FrozenVersion, kind: Callable[[str], bool]) -> None:
+        self._files = parent.manifest.files
+        self._keys = parent.keys
+        self._names: list[str] | None = None
+        self._kind = kind
         self.root = parent.root
 
+    def __contains__(self, rel: object) -> bool:
+        return isinstance(rel, str) and self._kind(rel) and rel in self._files
+
+    def __getitem__(self, rel: str) -> tuple[str, int]:
+        if rel not in self:
+            raise KeyError(rel)
+        if self._names is None:
+            self._names = list(self._files)
+        names = self._names
+        place = bisect.bisect_left(names, rel)
+        if place == len(names) or names[place] != rel:
+            place = names.index(rel)  # a manifest not in path order: found all the same
+        return self._files[rel], self._keys[place]
+
     def holds(self, rel: str, first_line: str) -> bool:
-        """Whether the parent holds the part at `rel` and it begins with `first_line`."""
+        """Whether the parent holds the file at `rel` and it begins with `first_line`."""
         if rel not in self:
             return False
         with open(self.root / rel, "rb") as page:
             return page.readline() == f"{first_line}\n".encode()
+
+
+def _is_index_part(rel: str) -> bool:
+    return f"/{INDEX_PARTS}/" in rel and Layout.is_index(rel)
 
 
 def _write_root_index(
@@ -345,16 +398,26 @@ def _write_root_index(
     }
 
 
-def _write_manifest(writer: CorpusWriter, manifest: manifest_io.Manifest) -> array[int]:
+def _write_manifest(
+    writer: CorpusWriter, manifest: manifest_io.Manifest
+) -> tuple[array[int], set[str]]:
     """The manifest, every file written listed in it (last); returns each file's key, in
-    the order listed, for the seal."""
+    the order listed, for the seal, and the folders the files are in (see `Finished`)."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
+    folders: set[str] = set()
 
     def listed() -> Iterator[tuple[str, str]]:
+        last = ""
         for rel, file_hash, key in writer.entries():
             keys.append(key)
+            folder = rel.rpartition("/")[0]
+            if folder != last:  # a folder's files come one after another
+                last = folder
+                while folder and folder not in folders:
+                    folders.add(folder)
+                    folder = folder.rpartition("/")[0]
             yield rel, file_hash
 
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
     (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
-    return keys
+    return keys, folders

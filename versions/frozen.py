@@ -15,7 +15,10 @@ from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema.identity import fingerprint, given_attempt
 from wikitrace.corpus_schema.layout import (
+    COMPILATION_DIR,
+    DATA_DIR,
     INSIGHT_DIR,
+    RAW_DIR,
     TOOLS_DIR,
     parse_insight,
     parse_step,
@@ -190,10 +193,17 @@ class FrozenVersion:
                 raise _changed(self.name, self.root, [rel])
 
 
+_PAGES = (f"{RAW_DIR}/step-", f"{COMPILATION_DIR}/step-", f"{INSIGHT_DIR}/insight-", f"{DATA_DIR}/")
+"""Where nearly all of a version's files are, none of them an index, the catalog or a tool:
+taken at once (asked of each of a large version's files, twice)."""
+
+
 def _linked(rel: str) -> bool:
     """Whether a version made from another takes its file `rel` as it is (unless it writes it
     anew): all but the indexes, the catalog and its rankers, and the tools."""
-    return not (with_catalog(rel) or Layout.is_index(rel) or rel.startswith(f"{TOOLS_DIR}/"))
+    return rel.startswith(_PAGES) or not (
+        with_catalog(rel) or Layout.is_index(rel) or rel.startswith(f"{TOOLS_DIR}/")
+    )
 
 
 def _holds(root: Path, rel: str, file_hash: str, sealed: int) -> bool:

@@ -238,6 +238,7 @@ def _finish_view(
             changes=Changes(reason=f"leave-one-task-out view of {base.name}"),
         ),
         parent=base,
+        copy=True,
     )
 
 
