@@ -104,11 +104,16 @@ def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def wikitrace_logger_as_found() -> Iterator[None]:
-    """The package's logger as it was before the test: a command run in this process sets
-    its handler, level and propagation (cli/common.set_verbosity), and a later test's caplog
-    would not see a warning that no longer reaches the root logger."""
+    """The package's logger as it was before the test, each of its modules' loggers enabled:
+    a command run in this process sets its handler, level and propagation (cli/common.
+    set_verbosity), a library's `logging.config.dictConfig` disables every logger made
+    before it, and a later test's caplog would not see a warning that no longer reaches the
+    root logger."""
     logger = logging.getLogger("wikitrace")
     handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    for name, made in logging.root.manager.loggerDict.items():
+        if name.startswith("wikitrace") and isinstance(made, logging.Logger):
+            made.disabled = False
     yield
     logger.handlers[:] = handlers
     logger.setLevel(level)
