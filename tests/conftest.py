@@ -103,21 +103,28 @@ def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(autouse=True)
-def wikitrace_logger_as_found() -> Iterator[None]:
-    """The package's logger as it was before the test, each of its modules' loggers enabled:
-    a command run in this process sets its handler, level and propagation (cli/common.
-    set_verbosity), a library's `logging.config.dictConfig` disables every logger made
-    before it, and a later test's caplog would not see a warning that no longer reaches the
-    root logger."""
-    logger = logging.getLogger("wikitrace")
-    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
-    for name, made in logging.root.manager.loggerDict.items():
-        if name.startswith("wikitrace") and isinstance(made, logging.Logger):
-            made.disabled = False
+def wikitrace_loggers_as_imported() -> Iterator[None]:
+    """The package's loggers as importing it leaves them, before each test and after it: a
+    command run in this process sets the package logger's handler, level and propagation
+    (cli/common.set_verbosity), a call worker served in a thread stops its propagation, a
+    library's `logging.config.dictConfig` disables every logger made before it, and a later
+    test's caplog would not see a warning that no longer reaches the root logger."""
+
+    def as_imported() -> None:
+        package = logging.getLogger("wikitrace")
+        package.handlers[:] = []
+        package.setLevel(logging.NOTSET)
+        package.propagate = True
+        for name, made in logging.root.manager.loggerDict.items():
+            if name.startswith("wikitrace.") and isinstance(made, logging.Logger):
+                made.disabled = False
+                made.setLevel(logging.NOTSET)
+                made.propagate = True
+        package.disabled = False
+
+    as_imported()
     yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+    as_imported()
 
 
 @pytest.fixture
