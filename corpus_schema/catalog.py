@@ -138,6 +138,21 @@ def damaged(path: Path, error: Exception) -> CorpusError:
     )
 
 
+def versioned_json(path: Path, key: str, version: int) -> dict[str, Any] | None:
+    """The JSON object in the file at `path` whose `key` says `version`; None when there is
+    no file or it is of another version (what it holds is made anew); CorpusError when it is
+    damaged."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise damaged(path, error) from None
+    if not isinstance(data, dict) or data.get(key) != version:
+        return None
+    return data
+
+
 def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
     """catalog.jsonl: line 1 says whether the memory was compiled offline, how many insights
     are withheld, and the names of the values each later line holds; then a line a run

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from .catalog import damaged
+from .catalog import damaged, versioned_json
 
 TESTS_VERSION = 1
 """What the file's "tests" says; a file of another version is not read (every type is
@@ -78,13 +78,8 @@ class ContrastTests:
 def load_tests(path: Path, settings: Mapping[str, float]) -> ContrastTests | None:
     """The file at `path`; None when there is none, it is of another version or its tests
     were made under other `settings`; CorpusError when it is damaged."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise damaged(path, error) from None
-    if not isinstance(data, dict) or data.get("tests") != TESTS_VERSION:
+    data = versioned_json(path, "tests", TESTS_VERSION)
+    if data is None:
         return None
     try:
         if data["settings"] != dict(settings):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from .catalog import damaged
+from .catalog import damaged, versioned_json
 
 PAGE_TEXTS = 2048
 """Texts a page counts: page N holds texts (N - 1) * PAGE_TEXTS to N * PAGE_TEXTS - 1 of the
@@ -76,13 +76,8 @@ class CountsPage:
 def load_page(path: Path) -> CountsPage | None:
     """The page at `path`; None when there is none or it is of another version (its texts
     are counted anew); CorpusError when it is damaged."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise damaged(path, error) from None
-    if not isinstance(data, dict) or data.get("counts") != COUNTS_VERSION:
+    data = versioned_json(path, "counts", COUNTS_VERSION)
+    if data is None:
         return None
     try:
         page = CountsPage(
