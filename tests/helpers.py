@@ -200,6 +200,28 @@ def lesson_answer(fields: Callable[[str], dict[str, str]]) -> Callable[[list[Mes
     return answer
 
 
+def build_lessons(
+    runs: list[dict[str, Any]], folder: Path, fields: Callable[[str], dict[str, str]]
+) -> Path:
+    """`folder/corpus`, built unmined from `runs` (written to `folder/runs.jsonl`) by a
+    FakeLLM whose first lesson of each run has the `fields` that `lesson_answer` gives it."""
+    from wikitrace.compiler import BuildOptions, build_corpus
+
+    llm = FakeLLM(answer=lesson_answer(fields))
+    out = folder / "corpus"
+    build_corpus(
+        BuildOptions(
+            inputs=[write_runs(folder / "runs.jsonl", runs)],
+            output=out,
+            model=llm.model,
+            cache_dir=folder / "cache",
+            mine=False,
+        ),
+        llm=llm,
+    )
+    return out
+
+
 def chat_completion(
     model: str, content: str, completion_id: str = "chatcmpl-stub"
 ) -> dict[str, Any]:

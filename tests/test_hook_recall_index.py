@@ -18,7 +18,6 @@ import jinja2
 import pytest
 from test_code_drift import git
 
-from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.corpus_schema import catalog_runs
 from wikitrace.corpus_schema.catalog import read_catalog
 from wikitrace.corpus_schema.catalog_index import IndexedCatalog
@@ -28,12 +27,10 @@ from wikitrace.tools.hook_recall import RecallPayload, recall
 from wikitrace.tools.memory import Memory
 
 from helpers import (
-    FakeLLM,
-    lesson_answer,
+    build_lessons,
     make_run,
     unpaged_catalog,
     version_1_index,
-    write_runs,
 )
 
 PROJECT = "github.com/acme/app"
@@ -115,19 +112,7 @@ def build(base: Path) -> tuple[Path, Path]:
         title = TITLES[task_id]
         return {"title": title, "guideline": f"{title}: the run that did not failed."}
 
-    llm = FakeLLM(answer=lesson_answer(fields))
-    out = base / "corpus"
-    build_corpus(
-        BuildOptions(
-            inputs=[write_runs(base / "runs.jsonl", runs)],
-            output=out,
-            model=llm.model,
-            cache_dir=base / "cache",
-            mine=False,
-        ),
-        llm=llm,
-    )
-    return out, base
+    return build_lessons(runs, base, fields), base
 
 
 def answers(corpus: Path, base: Path) -> dict[str, str]:

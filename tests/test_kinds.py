@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, build_corpus
 from wikitrace.compiler.importers.repository import changed_files
 from wikitrace.corpus_schema import RunRecord
 from wikitrace.corpus_schema.records import RawHeader
@@ -18,7 +17,7 @@ from wikitrace.corpus_schema.work import KINDS, file_class, infer_kind
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 
-from helpers import DATA, FakeLLM, lesson_answer, make_run, run, write_runs
+from helpers import DATA, build_lessons, make_run, run
 
 CWD = "/home/dev/projects/shop"
 
@@ -331,19 +330,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def fields(task_id: str) -> dict[str, str]:
         return {"title": LESSONS[task_id][2], "guideline": f"Lesson of {task_id}."}
 
-    llm = FakeLLM(answer=lesson_answer(fields))
-    out = base / "corpus"
-    build_corpus(
-        BuildOptions(
-            inputs=[write_runs(base / "runs.jsonl", runs)],
-            output=out,
-            model=llm.model,
-            use_cache=False,
-            mine=False,
-        ),
-        llm=llm,
-    )
-    return out
+    return build_lessons(runs, base, fields)
 
 
 def listed(text: str) -> list[str]:

@@ -5,7 +5,6 @@ unsure rather than falling back to every type in silence."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,15 @@ from wikitrace.compiler.importers.repository import project_of
 from wikitrace.corpus_schema.projects import normal_project, project_at, project_named
 from wikitrace.tools.memory import Memory
 
-from helpers import FakeLLM, good_answer, lesson_answer, make_run, run, unpaged_catalog, write_runs
+from helpers import (
+    FakeLLM,
+    build_lessons,
+    good_answer,
+    make_run,
+    run,
+    unpaged_catalog,
+    write_runs,
+)
 
 TITLES = {
     "p1": "Run the parser tests with -x",
@@ -318,12 +325,7 @@ def parser_lessons(
         title, applicability = lessons[task_id]
         return {"title": title, "applicability": applicability}
 
-    llm = FakeLLM(answer=lesson_answer(fields))
-    out = tmp_path / "corpus"
-    inputs = [write_runs(tmp_path / "runs.jsonl", runs)]
-    options = BuildOptions(inputs=inputs, output=out, model=llm.model, cache_dir=tmp_path / "c")
-    build_corpus(replace(options, mine=False), llm=llm)
-    return Memory.load(out)
+    return Memory.load(build_lessons(runs, tmp_path, fields))
 
 
 def test_a_lesson_for_any_change_in_the_project_is_listed_whatever_the_task_s_words(
