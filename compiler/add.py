@@ -193,10 +193,13 @@ def _as_built(options: BuildOptions, base: manifest.Manifest) -> BuildOptions:
     limits: dict[str, Any] = {}
     others: dict[str, Any] = {}
     for name, default in recorded_defaults().items():
-        given = getattr(options.limits if name in in_limits else options, name)
+        in_limit = name in in_limits
+        given = getattr(options.limits if in_limit else options, name)
+        recorded = kept.get(name)
         # A setting left at its default takes the value the base was built with.
-        value = kept.get(name, given) if given == default and kept.get(name) is not None else given
-        (limits if name in in_limits else others)[name] = value
+        (limits if in_limit else others)[name] = (
+            recorded if given == default and recorded is not None else given
+        )
     return dataclasses.replace(
         options, model=base.model, limits=dataclasses.replace(options.limits, **limits), **others
     )

@@ -289,7 +289,7 @@ def make_version(
             if batch is not None:
                 _batch_pass(dataclasses.replace(stages, model=batch), batch, staging_dir, say)
                 stages = dataclasses.replace(stages, model=batch.answers())
-            outcome = in_staging(staging_dir, stages, keep=_is_made)
+            outcome = in_staging(staging_dir, stages, keep=_finished)
         finally:
             close(model)
     if isinstance(outcome, NothingNew):
@@ -302,7 +302,8 @@ def make_version(
     return outcome
 
 
-def _is_made(outcome: MadeVersion | NothingNew) -> Finished | None:
+def _finished(outcome: MadeVersion | NothingNew) -> Finished | None:
+    """A made version's last stage, whose folder `in_staging` freezes; None: nothing new."""
     return outcome.finished if isinstance(outcome, MadeVersion) else None
 
 

@@ -32,7 +32,7 @@ from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
 
 from .compile import Templates
-from .mine import MinedPage, Miner, NewDivergence, mine_version
+from .mine import MinedPage, Miner, NewDivergence, mine_version, runs_layout
 from .mine_divergence import Divergence
 from .mine_lessons import LessonWriter, Quotes
 from .mine_patterns import Action
@@ -213,13 +213,8 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
     """Each divergence's lesson made (its runs' actions read from their logs) and its page
     written: its header, guideline, and the lines of its files in the build's list."""
     layout, parent = job.layout, job.parent
-
-    def layout_of(step: int) -> Layout:
-        if parent is not None and step <= parent[1]:
-            return Layout(Path(parent[0]), layout.step_width, layout.insight_width)
-        return layout
-
-    quotes = Quotes(layout_of)
+    parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
+    quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
     lessons = LessonWriter(layout, quotes)
     files = NewFiles(job.root)
     made = []

@@ -49,6 +49,7 @@ __all__ = [
     "mine_version",
     "patterns_of_written",
     "run_patterns",
+    "runs_layout",
 ]
 
 
@@ -176,6 +177,20 @@ def _same(old: InsightHeader, new: InsightHeader) -> bool:
     )
 
 
+def runs_layout(
+    layout: Layout, parent_root: Path | None, parent_steps: int
+) -> Callable[[int], Layout]:
+    """Where each run's files are read (`Quotes`): runs up to `parent_steps` in the parent
+    version at `parent_root` (laid out as `layout`), the rest in `layout`'s version."""
+
+    def layout_of(step: int) -> Layout:
+        if parent_root is not None and step <= parent_steps:
+            return Layout(parent_root, layout.step_width, layout.insight_width)
+        return layout
+
+    return layout_of
+
+
 def mine_version(
     miner: Miner,
     layout: Layout,
@@ -193,13 +208,8 @@ def mine_version(
     its numbers changed; one no longer found is written anew as no longer holding. Runs up
     to `parent_steps` are read from `parent_root`, the rest from `layout`."""
     report = MiningReport()
-
-    def layout_of(step: int) -> Layout:
-        if parent_root is not None and step <= parent_steps:
-            return Layout(parent_root, layout.step_width, layout.insight_width)
-        return layout
-
-    lessons = _found(miner, Quotes(layout_of), layout, report, task_text, parent is not None)
+    quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
+    lessons = _found(miner, quotes, layout, report, task_text, parent is not None)
     by_key = {
         key: (number, header, guideline)
         for number, (header, guideline) in (parent or {}).items()

@@ -279,6 +279,15 @@ def _pickled(value: Any) -> bytes:
 # --- in the build -------------------------------------------------------------------------
 
 
+def _context() -> Any:
+    """The workers' start method, told what its fork server imports (PRELOAD: heeded only
+    before the server first starts)."""
+    context = multiprocessing.get_context(START_METHOD)
+    if START_METHOD == "forkserver":
+        context.set_forkserver_preload(PRELOAD)
+    return context
+
+
 @contextlib.contextmanager
 def fork_server(workers: int | None) -> Iterator[None]:
     """With more than one worker asked for, their fork server started at once, so that it
@@ -289,7 +298,7 @@ def fork_server(workers: int | None) -> Iterator[None]:
         return
     from multiprocessing import forkserver
 
-    multiprocessing.get_context(START_METHOD).set_forkserver_preload(PRELOAD)
+    _context()
     forkserver.ensure_running()
     try:
         yield
@@ -314,12 +323,9 @@ class Farm:
             redact_keep=tuple(options.redact_keep),
             mine=mine,
         )
-        context = multiprocessing.get_context(START_METHOD)
-        if START_METHOD == "forkserver":  # what the server imports (before it first starts)
-            context.set_forkserver_preload(PRELOAD)
         self.workers = workers
         self.pool = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_start, initargs=(setup,)
+            workers, mp_context=_context(), initializer=_start, initargs=(setup,)
         )
 
     def map(self, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
