@@ -310,7 +310,6 @@ class CatalogLines:
 
     def __init__(self, path: Path, head: dict[str, Any], runs: int, insights: int) -> None:
         self.path = path
-        self._head = head
         self._reader = line_reader(head)
         self.offline = bool(head["offline"])
         self.withheld = int(head["withheld"])
