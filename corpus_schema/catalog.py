@@ -153,6 +153,13 @@ def versioned_json(path: Path, key: str, version: int) -> dict[str, Any] | None:
     return data
 
 
+def by_number(name: str) -> tuple[int, int]:
+    """Where a page (`compilation/step-N.md`) or an id (`step-N`) comes in its layer's order:
+    by number, the longer spelling first (read.numbered's order)."""
+    digits = name.rsplit("-", 1)[1].removesuffix(".md")
+    return int(digits), -len(digits)
+
+
 def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
     """catalog.jsonl: line 1 says whether the memory was compiled offline, how many insights
     are withheld, and the names of the values each later line holds; then a line a run

@@ -18,6 +18,7 @@ from .catalog import (
     RUN_FIELDS,
     InsightEntry,
     PastRun,
+    by_number,
     claim_texts,
     damaged,
     explanation,
@@ -209,13 +210,6 @@ class InOrder(Generic[T]):
         if self._next is not None and self._next[0] == place:
             return self._next[1]
         return None
-
-
-def by_number(name: str) -> tuple[int, int]:
-    """Where a page (`compilation/step-N.md`) or an id (`step-N`) comes in its layer's order:
-    by number, the longer spelling first (read.numbered's order)."""
-    digits = name.rsplit("-", 1)[1].removesuffix(".md")
-    return int(digits), -len(digits)
 
 
 def runs_read(root: Path, shown: Learners) -> Iterator[PastRun]:
