@@ -416,9 +416,7 @@ class LazyCatalog(CatalogLines):
             head = orjson.loads(lines[0])
             if head.get("catalog") == 1:
                 return None
-            if head.get("catalog") not in (2, CATALOG_VERSION):
-                raise ValueError(f"catalog version {head.get('catalog')!r}")
-            return cls(path, lines, head)
+            return cls(path, lines, head)  # another version: line_reader's ValueError
         except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
             raise damaged(path, error) from None
 
