@@ -214,7 +214,7 @@ class InOrder(Generic[T]):
 
 def runs_read(root: Path, shown: Learners) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, read from its pages in step order;
-    each insight drawn from it that needs to learns its task (see `_Runs.run`)."""
+    each insight drawn from it that needs to learns its task (see `CatalogRuns.run`)."""
     runs = CatalogRuns(root, shown, None, ())
     for step in runs.steps:
         yield runs.run(step)
