@@ -153,6 +153,13 @@ def versioned_json(path: Path, key: str, version: int) -> dict[str, Any] | None:
     return data
 
 
+def by_number(name: str) -> tuple[int, int]:
+    """Where a page (`compilation/step-N.md`) or an id (`step-N`) comes in its layer's order:
+    by number, the longer spelling first (read.numbered's order)."""
+    digits = name.rsplit("-", 1)[1].removesuffix(".md")
+    return int(digits), -len(digits)
+
+
 def read_catalog(root: Path) -> tuple[list[PastRun], list[InsightEntry], bool, int, list[int]]:
     """catalog.jsonl: line 1 says whether the memory was compiled offline, how many insights
     are withheld, and the names of the values each later line holds; then a line a run
@@ -310,7 +317,6 @@ class CatalogLines:
 
     def __init__(self, path: Path, head: dict[str, Any], runs: int, insights: int) -> None:
         self.path = path
-        self._head = head
         self._reader = line_reader(head)
         self.offline = bool(head["offline"])
         self.withheld = int(head["withheld"])
@@ -410,9 +416,7 @@ class LazyCatalog(CatalogLines):
             head = orjson.loads(lines[0])
             if head.get("catalog") == 1:
                 return None
-            if head.get("catalog") not in (2, CATALOG_VERSION):
-                raise ValueError(f"catalog version {head.get('catalog')!r}")
-            return cls(path, lines, head)
+            return cls(path, lines, head)  # another version: line_reader's ValueError
         except (OSError, IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
             raise damaged(path, error) from None
 

@@ -19,6 +19,7 @@ from .catalog import (
     RUN_FIELDS,
     InsightEntry,
     PastRun,
+    by_number,
 )
 from .catalog_index import IndexWriter
 from .catalog_runs import (
@@ -26,7 +27,6 @@ from .catalog_runs import (
     CatalogRuns,
     ParentCatalog,
     WrittenRun,
-    by_number,
     run_pages,
     runs_read,
 )

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .catalog import CATALOG_VERSION, CatalogLines, PastRun, damaged, page_count
+from .catalog import CATALOG_VERSION, CatalogLines, PastRun, by_number, damaged, page_count
 from .layout import CATALOG, CATALOG_INDEX, catalog_page_rel
 
 INDEX_VERSION = 2
@@ -50,11 +50,6 @@ def page_part(lines: list[bytes], runs: list[PastRun]) -> dict[str, Any]:
         "task_types": sorted({run.task_type for run in runs if run.task_type}),
         "projects": projects,
     }
-
-
-def _step_number(step: str) -> tuple[int, int]:
-    digits = step.rsplit("-", 1)[1]
-    return int(digits), -len(digits)
 
 
 class IndexWriter:
@@ -100,7 +95,7 @@ class IndexWriter:
     def _project_of(self, step: str) -> str | None:
         """The project of run `step` (None when it has none or is not in the catalog)."""
         steps = self._steps
-        position = bisect.bisect_left(steps, _step_number(step), key=_step_number)
+        position = bisect.bisect_left(steps, by_number(step), key=by_number)
         if position == len(steps) or steps[position] != step:
             return None
         page, place = divmod(position, self.page_runs)

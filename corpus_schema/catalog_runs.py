@@ -18,6 +18,7 @@ from .catalog import (
     RUN_FIELDS,
     InsightEntry,
     PastRun,
+    by_number,
     claim_texts,
     damaged,
     explanation,
@@ -211,16 +212,9 @@ class InOrder(Generic[T]):
         return None
 
 
-def by_number(name: str) -> tuple[int, int]:
-    """Where a page (`compilation/step-N.md`) or an id (`step-N`) comes in its layer's order:
-    by number, the longer spelling first (read.numbered's order)."""
-    digits = name.rsplit("-", 1)[1].removesuffix(".md")
-    return int(digits), -len(digits)
-
-
 def runs_read(root: Path, shown: Learners) -> Iterator[PastRun]:
     """Every run with its compilation's title and claims, read from its pages in step order;
-    each insight drawn from it that needs to learns its task (see `_Runs.run`)."""
+    each insight drawn from it that needs to learns its task (see `CatalogRuns.run`)."""
     runs = CatalogRuns(root, shown, None, ())
     for step in runs.steps:
         yield runs.run(step)

@@ -380,9 +380,8 @@ class CorpusWriter:
                 yield rel, file_hash, int(key)
 
     def _list(self, rel: str, file_hash: str, key: int) -> None:
-        self._listed.seek(0, os.SEEK_END)
-        self._listed.write(listed_line(rel, file_hash, key))
-        self.count += 1
+        """List a file linked or copied from a frozen version (not one `written`)."""
+        self._list_lines([listed_line(rel, file_hash, key)], linked=True)
 
     def _new_path(self, rel: str) -> str:
         return self._new.path(rel)
