@@ -14,7 +14,6 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections import Counter
@@ -411,13 +410,6 @@ class _Template:
             if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
                 self.left_out.update(_sentence_keys(run))
 
-    @functools.cached_property
-    def repeated(self) -> dict[tuple[str, int], int]:
-        """The domains' templates (Memory.repeated_sentences), counted when a run that shares
-        an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
-        message's time, which a task no run shares such a word with never needs)."""
-        return self.memory.repeated_sentences
-
     def alone(self, index: int) -> bool:
         """Whether every word the task shares with the run is in its template's sentences (and
         not in a sentence of the task's own)."""
@@ -432,11 +424,15 @@ class _Template:
         ]
         if not shared:
             return True
+        # The domains' templates (Memory.repeated_sentences), counted when a run that shares
+        # an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
+        # message's time, which a task no run shares such a word with never needs).
+        repeated = self.memory.repeated_sentences
         own = "\n".join(
             sentence
             for sentence in _sentences(run.task)
             if sentence in self.own
-            or self.repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
+            or repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
         )
         words = words_of(self.memory.run_ranker, own)
         return not any(word in words for word in shared)
