@@ -410,6 +410,14 @@ class _Template:
             if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
                 self.left_out.update(_sentence_keys(run))
 
+    def shared(self, index: int, domain: str) -> list[str]:
+        """The task's words the run `index` holds that are evidence of `domain` (`LIFT`)."""
+        return [
+            word
+            for word, holding in self.held.items()
+            if index in holding and domain in self.evidence[word]
+        ]
+
     def alone(self, index: int) -> bool:
         """Whether every word the task shares with the run is in its template's sentences (and
         not in a sentence of the task's own)."""
@@ -417,11 +425,7 @@ class _Template:
         domain = _domain(run.task_type)
         # The words it shares with the task that are evidence of its domain, found first: a
         # run that shares none is alone without its sentences read (most runs, at 30,000).
-        shared = [
-            word
-            for word, holding in self.held.items()
-            if index in holding and domain in self.evidence[word]
-        ]
+        shared = self.shared(index, domain)
         if not shared:
             return True
         # The domains' templates (Memory.repeated_sentences), counted when a run that shares
@@ -519,12 +523,8 @@ class _Support:
         self.shared: dict[str, set[str]] = {}
         for i in voting:
             domain = _domain(template.memory.runs[i].task_type)
-            for word, holding in template.held.items():
-                if (
-                    i in holding
-                    and domain in self.evidence.get(word, {})
-                    and (self.asks or word not in ASKING)
-                ):
+            for word in template.shared(i, domain):
+                if self.asks or word not in ASKING:
                     self.shared.setdefault(domain, set()).add(word)
 
     def decides(self, domain: str) -> bool:
