@@ -58,25 +58,21 @@ def export_group() -> None:
     """Write a corpus in a form another tool loads: an Agent Skill, or a static HTML site."""
 
 
-def _writes_folder() -> Callable[[F], F]:
+def _writes_folder(command: F) -> F:
     """-o/--output, --force and --json of a command that writes a folder from a corpus."""
-
-    def decorate(command: F) -> F:
-        made = [
-            option(declared("output")),
-            option(declared("force")),
-            option(declared("json"), help="Print what was written as JSON."),
-        ]
-        for one in reversed(made):
-            command = one(command)
-        return command
-
-    return decorate
+    made = [
+        option(declared("output")),
+        option(declared("force")),
+        option(declared("json"), help="Print what was written as JSON."),
+    ]
+    for one in reversed(made):
+        command = one(command)
+    return command
 
 
 @export_group.command("skill")
 @click.argument("corpus", type=CORPUS)
-@_writes_folder()
+@_writes_folder
 def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Export CORPUS as an Agent Skill: a folder a coding agent loads from .claude/skills/NAME/
     (Claude Code), .agents/skills/NAME/ (Codex) or its equivalent.
@@ -114,7 +110,7 @@ def skill_command(corpus: Path, output: Path, force: bool, as_json: bool) -> Non
 
 @export_group.command("site")
 @click.argument("corpus", type=CORPUS)
-@_writes_folder()
+@_writes_folder
 def site_command(corpus: Path, output: Path, force: bool, as_json: bool) -> None:
     """Write CORPUS as a static HTML site for reviewers: open OUTPUT/index.html in a browser
     (file:// is fine: no server, no framework).

@@ -196,7 +196,7 @@ def versions_command(
             raise click.UsageError(
                 "--deploy lists nothing: give it without --history, --current, --json or --nl"
             )
-        _deploy(corpus, deploy, reason or DEPLOYED_BY_HAND, hint="--deploy")
+        _deploy(corpus, deploy, reason, hint="--deploy")
         return
     from wikitrace.versions import Store, list_versions
 
@@ -235,11 +235,12 @@ def versions_command(
 @option(declared("reason"))
 def deploy_command(corpus: Path, version: str, reason: str | None) -> None:
     """Point CORPUS at VERSION (vNNNN): now `wikitrace versions CORPUS --deploy VERSION`."""
-    _deploy(corpus, version, reason or DEPLOYED_BY_HAND, hint="VERSION")
+    _deploy(corpus, version, reason, hint="VERSION")
 
 
-def _deploy(corpus: Path, version: str, reason: str, *, hint: str) -> None:
-    """Point CORPUS at VERSION under the build lock; say so on stderr, its folder on stdout."""
+def _deploy(corpus: Path, version: str, reason: str | None, *, hint: str) -> None:
+    """Point CORPUS at VERSION under the build lock, for `reason` (none given: deployed by
+    hand); say so on stderr, its folder on stdout."""
     from wikitrace.corpus_schema import CorpusError
     from wikitrace.corpus_schema.lock import build_lock
     from wikitrace.versions import Store
@@ -255,7 +256,7 @@ def _deploy(corpus: Path, version: str, reason: str, *, hint: str) -> None:
                 f"no version {version} in {store.dir} (see `wikitrace versions {corpus}`)",
                 param_hint=hint,
             )
-        previous = store.deploy(path.name, reason=reason)
+        previous = store.deploy(path.name, reason=reason or DEPLOYED_BY_HAND)
     click.echo(f"{corpus} -> {path.name} (was {previous})", err=True)
     click.echo(str(path))
 

@@ -146,7 +146,7 @@ def render_first_message(memory: Memory, task: str, options: MessageOptions) -> 
     if code.gone:
         gone = set(code.gone)
         listing.insights = [i for i in listing.insights if i not in gone]
-    # The project's lessons that bear less on the task are counted, not listed (`_brief`).
+    # The project's lessons that bear less on the task are counted, not listed (tools/bearing.py).
     listing.unlisted, listing.none_bear = brief(memory, scope, listing.insights)
     listing.insights = [i for i in listing.insights if i not in listing.unlisted]
     environment = prompts.environment(options.prompts_dir, options.compiled_templates)
@@ -223,7 +223,7 @@ class _Listing:
     other_kinds: int
     """Groups of lessons of other kinds of work, left out."""
     unlisted: frozenset[int] = frozenset()
-    """The project's own lessons that bear less on the task (`_brief`): counted, not listed."""
+    """The project's own lessons that bear less on the task (bearing.brief): counted, not listed."""
     none_bear: bool = False
     """No lesson of the project bears on the task by its words: every one is in `unlisted`
     but those that apply to any change (`applies_to_any_change`)."""

@@ -14,7 +14,6 @@ given or found, and the runs it may show. A scope abstains rather than guess acr
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections import Counter
@@ -411,12 +410,13 @@ class _Template:
             if all(memory.runs[i].task_key.named_in(excluded) for i in memory.runs_by_task[text]):
                 self.left_out.update(_sentence_keys(run))
 
-    @functools.cached_property
-    def repeated(self) -> dict[tuple[str, int], int]:
-        """The domains' templates (Memory.repeated_sentences), counted when a run that shares
-        an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
-        message's time, which a task no run shares such a word with never needs)."""
-        return self.memory.repeated_sentences
+    def shared(self, index: int, domain: str) -> list[str]:
+        """The task's words the run `index` holds that are evidence of `domain` (`LIFT`)."""
+        return [
+            word
+            for word, holding in self.held.items()
+            if index in holding and domain in self.evidence[word]
+        ]
 
     def alone(self, index: int) -> bool:
         """Whether every word the task shares with the run is in its template's sentences (and
@@ -425,18 +425,18 @@ class _Template:
         domain = _domain(run.task_type)
         # The words it shares with the task that are evidence of its domain, found first: a
         # run that shares none is alone without its sentences read (most runs, at 30,000).
-        shared = [
-            word
-            for word, holding in self.held.items()
-            if index in holding and domain in self.evidence[word]
-        ]
+        shared = self.shared(index, domain)
         if not shared:
             return True
+        # The domains' templates (Memory.repeated_sentences), counted when a run that shares
+        # an evidence word with the task is first asked about (at 34,000 runs, a tenth of a
+        # message's time, which a task no run shares such a word with never needs).
+        repeated = self.memory.repeated_sentences
         own = "\n".join(
             sentence
             for sentence in _sentences(run.task)
             if sentence in self.own
-            or self.repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
+            or repeated.get(key := (domain, hash(sentence)), 0) - self.left_out[key] < 2
         )
         words = words_of(self.memory.run_ranker, own)
         return not any(word in words for word in shared)
@@ -523,12 +523,8 @@ class _Support:
         self.shared: dict[str, set[str]] = {}
         for i in voting:
             domain = _domain(template.memory.runs[i].task_type)
-            for word, holding in template.held.items():
-                if (
-                    i in holding
-                    and domain in self.evidence.get(word, {})
-                    and (self.asks or word not in ASKING)
-                ):
+            for word in template.shared(i, domain):
+                if self.asks or word not in ASKING:
                     self.shared.setdefault(domain, set()).add(word)
 
     def decides(self, domain: str) -> bool:
