@@ -18,6 +18,8 @@ from .layout import (
     DATA_DIR,
     INDEX_NAME,
     INSIGHT_DIR,
+    MINED_PATTERNS,
+    MINED_TESTS,
     RAW_DIR,
     Layout,
     link,
@@ -487,33 +489,7 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
     lines += [
         "## Layout",
         "",
-        *map(
-            bullet,
-            [
-                f"{link(layout.index_rel(INSIGHT_DIR), INDEX_NAME)}: lessons by task type, then "
-                "the divergences between runs of one task. `insight/insight-NNNN.md` names its "
-                "`source_step`.",
-                f"{link(layout.index_rel(COMPILATION_DIR), INDEX_NAME)}: why each run succeeded or"
-                " failed, each claim with quotes from numbered turns. "
-                "`compilation/step-NNNN.md`.",
-                f"{link(layout.index_rel(RAW_DIR), INDEX_NAME)}: every run as logged. "
-                "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is "
-                "turn N).",
-                "`gate/` (once the admission gate or monitoring has run): each decision about "
-                "an insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or "
-                "reports behind it. An insight's header says its `status` and links its "
-                "`decisions`.",
-                "`manifest.json`: format version, how it was built, and the sha256 of every file.",
-                f"`{CATALOG}`: a JSON line per insight an agent may be shown (and per run: "
-                f"`{CATALOG_RUNS}/`), written from the pages for `prompt` and `mcp` to read at "
-                f"once (the pages are the record; `{CATALOG_INDEX}` says where each project's "
-                "lines are), and `search/`: the BM25 indexes over its tasks, insights and "
-                "compilations (bm25s's saved format), loaded at test time instead of built.",
-                f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
-                "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
-                "header names it as `data`, and its body shows the same once, as lines.",
-            ],
-        ),
+        *map(bullet, _layout_rows(layout)),
         "",
         "## Trust gradient",
         "",
@@ -541,3 +517,34 @@ def root_index(layout: Layout, summary: CorpusSummary) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _layout_rows(layout: Layout) -> list[str]:
+    """The entry page's list of what the corpus holds, a row per file or folder."""
+    return [
+        f"{link(layout.index_rel(INSIGHT_DIR), INDEX_NAME)}: lessons by task type, then "
+        "the divergences between runs of one task. `insight/insight-NNNN.md` names its "
+        "`source_step`.",
+        f"{link(layout.index_rel(COMPILATION_DIR), INDEX_NAME)}: why each run succeeded or"
+        " failed, each claim with quotes from numbered turns. "
+        "`compilation/step-NNNN.md`.",
+        f"{link(layout.index_rel(RAW_DIR), INDEX_NAME)}: every run as logged. "
+        "`raw/step-NNNN/metadata.md` and `raw/step-NNNN/solver.full.jsonl` (line N is "
+        "turn N).",
+        "`gate/` (once the admission gate or monitoring has run): each decision about "
+        "an insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or "
+        "reports behind it. An insight's header says its `status` and links its "
+        "`decisions`.",
+        "`manifest.json`: format version, how it was built, and the sha256 of every file.",
+        f"`{CATALOG}`: a JSON line per insight an agent may be shown (and per run: "
+        f"`{CATALOG_RUNS}/`), written from the pages for `prompt` and `mcp` to read at "
+        f"once (the pages are the record; `{CATALOG_INDEX}` says where each project's "
+        "lines are), and `search/`: the BM25 indexes over its tasks, insights and "
+        "compilations (bm25s's saved format), loaded at test time instead of built.",
+        f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
+        "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
+        "header names it as `data`, and its body shows the same once, as lines.",
+        f"`{MINED_PATTERNS}` and `{MINED_TESTS}` (once lessons were mined): the action "
+        "patterns each run shows, and every pattern tested per task type with its p-value, "
+        "so that `add` mines without reading every run again.",
+    ]
