@@ -13,19 +13,14 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged
-from wikitrace.corpus_schema.counts import (
-    CountsPage,
-)
+from wikitrace.corpus_schema.counts import POSTINGS_VERSION, STATS, load_stats
 
-from .mapped import MappedIndex, mappable, split_words, with_parts
-
-if TYPE_CHECKING:
-    pass
+from .mapped import MappedIndex, MatrixColumns, PostingsIndex, mappable, split_words, with_parts
 
 _OPTIONAL = ("scipy", "numba", "jax", "tqdm")
 """What bm25s imports when it is installed, to build or rank another way than wikitrace does,
@@ -108,10 +103,7 @@ SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
 """The rankers a version saves: those its first message needs, and the compilations' for
 `search` (so that a search loads it instead of building it on every call). A version made
 before the compilations' was saved builds it when a search first asks for it."""
-_SEARCH_COUNT = "texts.json"
-SCORE_COLUMNS = 1 << 20
-"""(text, word) pairs of a saved ranker's scores held at once while it is made (8 bytes
-each): a range of words' columns (`_scores`)."""
+SEARCH_COUNT = "texts.json"
 
 
 def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
@@ -165,16 +157,25 @@ class Ranker:
     ) -> None:
         self.size = size
         self._index = index
-        """bm25s's index, or None when no text holds a word to index (they rank in order)."""
+        """The index: postings whose scores are computed as asked (`PostingsIndex`), bm25s's
+        score matrix as saved (`MappedIndex`) or as bm25s holds it; None when no text holds a
+        word to index (they rank in order)."""
+        self._columns: PostingsIndex | MatrixColumns | None = None
         self._source = source
         """The folder it was loaded from, if it was."""
         self.stemmed = stemmed
         """It indexed the words' stems (an index saved by an earlier build: the words)."""
 
     @property
-    def index(self) -> Any:
-        """bm25s's index, or None when no text holds a word (search/score.py reads it)."""
-        return self._index
+    def index(self) -> PostingsIndex | MatrixColumns | None:
+        """The index read a word at a time (search/score.py reads it), or None when no text
+        holds a word."""
+        if self._columns is None and self._index is not None:
+            held = self._index
+            self._columns = (
+                held if isinstance(held, (PostingsIndex, MatrixColumns)) else MatrixColumns.of(held)
+            )
+        return self._columns
 
     @property
     def source(self) -> Path | None:
@@ -207,29 +208,10 @@ class Ranker:
             tokens.ids.close()
 
     @classmethod
-    def of_pages(
-        cls,
-        pages: Iterable[CountsPage],
-        block: int = 1 << 16,
-        folder: Path | None = None,
-        columns: int | None = None,
-    ) -> Ranker:
-        """A ranker over the texts `pages` counted (`count_pages`), read once: the same as
-        `of` makes of those texts (their words numbered in the order first met), without
-        tokenizing them. `block`, `folder` and `columns` as for `of`."""
-        tokens = _Tokens(folder)
-        try:
-            for page in pages:
-                tokens.extend_counted(page)
-            return cls._indexed(tokens, block, folder, columns)
-        finally:
-            tokens.ids.close()
-
-    @classmethod
     def _indexed(
         cls, tokens: _Tokens, block: int, folder: Path | None, columns: int | None
     ) -> Ranker:
-        """A ranker over the texts `tokens` holds (`of`, `of_pages`)."""
+        """A ranker over the texts `tokens` holds (`of`)."""
         if not tokens.vocab:  # no text holds a word to index: they rank in order
             return cls(len(tokens.ids), None)
         index = _index_class()(block, folder if columns else None, columns)
@@ -237,8 +219,9 @@ class Ranker:
         return cls(len(tokens.ids), index)
 
     def save(self, folder: Path) -> None:
-        """Into `folder` (made, or empty but for the pages `count_pages` gave): how many texts
-        it ranks, and bm25s's files of its index."""
+        """Into `folder` (made, or empty): how many texts it ranks, and bm25s's files of its
+        index, the form versions saved before their rankers' postings (search/saved.py writes
+        those), which `load` still reads."""
         folder.mkdir(parents=True, exist_ok=True)
         if self._index is not None:
             self._index.save(folder, show_progress=False)
@@ -248,19 +231,28 @@ class Ranker:
         }
         if self.stemmed:
             saved["words"] = STEMMED
-        (folder / _SEARCH_COUNT).write_bytes(orjson.dumps(saved))
+        (folder / SEARCH_COUNT).write_bytes(orjson.dumps(saved))
 
     @classmethod
     def load(cls, folder: Path, size: int) -> Ranker:
-        """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
-        query needs it), without bm25s when it can be (search/mapped.py's MappedIndex);
-        CorpusError when it is damaged or does not rank `size` texts."""
+        """A ranker search/saved.py saved (its postings: `PostingsIndex`, pages mapped as a
+        query needs them) or `save` wrote (its arrays mapped from the files, without bm25s
+        when it can be: search/mapped.py's MappedIndex); CorpusError when it is damaged or does
+        not rank `size` texts."""
         try:
-            saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
+            saved = orjson.loads((folder / SEARCH_COUNT).read_bytes())
             if saved["texts"] != size:
                 raise ValueError(f"it ranks {saved['texts']} texts, the catalog has {size}")
             index: Any = None
-            if saved["indexed"] and mappable(folder):
+            if saved.get("postings") is not None:
+                stats = load_stats(folder / STATS)
+                if saved["postings"] != POSTINGS_VERSION or stats is None:
+                    raise ValueError(f"its postings are not of version {POSTINGS_VERSION}")
+                if stats.texts != size:
+                    raise ValueError(f"its stats count {stats.texts} texts, the catalog {size}")
+                if saved["indexed"]:
+                    index = PostingsIndex(folder, stats)
+            elif saved["indexed"] and mappable(folder):
                 index = MappedIndex(folder)  # read without bm25s (nor numpy)
             elif saved["indexed"]:
                 index = _bm25s().BM25.load(folder, mmap=True, show_progress=False)
@@ -284,7 +276,9 @@ class Ranker:
             return []
         ranked: list[int] = []
         query_tokens = _tokenize([query], stem=self.stemmed)
-        if self._index is not None and query_tokens.vocab:
+        if isinstance(self._index, PostingsIndex) and query_tokens.vocab:
+            ranked = self._ranked(query_tokens)
+        elif self._index is not None and query_tokens.vocab:
             try:
                 documents, scores = self._retriever().retrieve(
                     _bm25s().tokenization.Tokenized(*query_tokens),
@@ -306,6 +300,29 @@ class Ranker:
         scored = set(ranked)
         rest = sorted(i for i in allowed if i not in scored and 0 <= i < self.size)
         return matched + rest
+
+    def _ranked(self, query_tokens: Tokens) -> list[int]:
+        """The texts with a score above 0 for the query, best first, as bm25s's `retrieve`
+        ranks them (a `PostingsIndex`): each text's score summed in float32 word by word in
+        the query's order (bm25s's `np.add.at`), then ordered by bm25s's own top-k."""
+        import numpy as np
+
+        index = self._index
+        assert isinstance(index, PostingsIndex)
+        by_id = {number: word for word, number in query_tokens.vocab.items()}
+        scores = np.zeros(self.size, dtype=np.float32)
+        for word in (by_id[number] for number in query_tokens.ids[0]):
+            number = index.known(word)
+            if number is None:
+                continue
+            try:
+                texts, entries = index.column(number)
+                np.add.at(scores, np.array(texts, dtype=np.int64), np.array(entries, np.float32))
+            except IndexError as error:
+                assert self._source is not None  # a PostingsIndex is only read from a folder
+                raise damaged(self._source, error) from None
+        found, documents = _bm25s().selection.topk(scores, self.size, backend="numpy", sorted=True)
+        return documents[found > 0].tolist()  # type: ignore[no-any-return]
 
 
 class _TokenIds:
@@ -335,18 +352,6 @@ class _TokenIds:
         self.pairs += len(words)
         self.ends.append(self.pairs)
         self.lengths.append(length)
-
-    def append_texts(
-        self, words: array[int], counts: array[int], ends: Iterable[int], lengths: Iterable[int]
-    ) -> None:
-        """Texts at once, as `append_counted` adds each: their (word, count) pairs in a row,
-        where each text's pairs end among them (`ends`), and each text's length."""
-        self._words.write(words.tobytes())
-        self._counts.write(counts.tobytes())
-        first = self.pairs
-        self.ends.extend(first + end for end in ends)
-        self.lengths.extend(lengths)
-        self.pairs += len(words)
 
     def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
         """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
@@ -563,11 +568,3 @@ class _Tokens:
         ids = [self.vocab.setdefault(word, len(self.vocab)) for word, _ in local]
         for text in part.ids:
             self.ids.append([ids[i] for i in text])
-
-    def extend_counted(self, page: CountsPage) -> None:
-        """Add the texts a page counted: its words numbered on from the pages before, in the
-        order it first met them (as `extend` numbers a part's)."""
-        ids = [self.vocab.setdefault(word, len(self.vocab)) for word in page.words]
-        self.ids.append_texts(
-            array("i", [ids[i] for i in page.ids]), array("i", page.counts), page.ends, page.lengths
-        )

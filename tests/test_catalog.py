@@ -252,20 +252,29 @@ def test_a_damaged_saved_ranker_is_a_one_line_error(tmp_path: Path) -> None:
     assert run(["-q", "build", str(example), "-o", str(root)])[0] == 0
     count = root.resolve() / "search" / "tasks" / "texts.json"
     count.chmod(0o644)
+    written = count.read_bytes()
     count.write_bytes(b'{"texts":11,"indexed":true}')
     code, _, err = run(["prompt", str(root), "Cancel my reservation"])
     assert code == 1 and "search/tasks: damaged (ValueError: it ranks 11 texts" in err
     assert "wikitrace verify" in err and len(err.splitlines()) == 1
     assert run(["verify", str(root)])[0] == 1
-    # Files that load, of the right sizes, but do not fit together: found when first ranked.
-    import numpy as np
+    # A page that loads, of the right size, whose texts are past its own: found when ranked.
+    from array import array
 
-    count.write_bytes(b'{"texts":12,"indexed":true}')
-    words = count.parent / "indices.csc.index.npy"
-    words.chmod(0o644)
-    np.save(words, np.full_like(np.load(words), 10**6))
+    from wikitrace.corpus_schema.counts import MappedPostings, PostingsPage
+
+    count.write_bytes(written)
+    page = count.parent / "postings-0001.bin"
+    read = MappedPostings(page)
+    fields = {
+        name: array(part.format, part) for name, part in vars(read).items() if name != "digests"
+    }
+    fields["texts"] = array("H", [60000] * len(read.texts))
+    page.chmod(0o644)
+    page.write_bytes(PostingsPage(**fields, digests=read.digests).dumps())
+    del read
     code, _, err = run(["prompt", str(root), "Cancel my reservation"])
-    assert code == 1 and "search/tasks: damaged (IndexError: index 1000000" in err
+    assert code == 1 and "tasks/postings-0001.bin: damaged (IndexError: text 60000 is past" in err
     assert len(err.splitlines()) == 1
 
 
