@@ -165,6 +165,7 @@ class MappedPostings:
     the arrays are read into memory, byte-swapped."""
 
     def __init__(self, path: Path) -> None:
+        self.name = str(path)
         with path.open("rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size < _HEAD.size:
@@ -229,7 +230,7 @@ class RankerStats:
     """What a ranker's scores need beyond its pages: how many texts it ranks and their
     length in all (words), each word (by id) and how many texts hold it, and each page's
     texts and how many words the pages up to it hold (the ids are numbered in the order the
-    texts first use them, so a page's own new words follow those of the pages before)."""
+    pages first use them, so a page's own new words follow those of the pages before)."""
 
     texts: int
     length: int

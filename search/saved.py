@@ -104,26 +104,27 @@ def _parent_words(parent: Path) -> list[str]:
 
 
 def _forward(page: MappedPostings, words: list[str]) -> CountsPage:
-    """A postings page as the counts of each of its texts (their words in the order of the
-    words' ids)."""
-    held: list[list[tuple[int, int]]] = [[] for _ in range(len(page))]
-    texts, counts = page.texts.tolist(), page.counts.tolist()
-    start = 0
-    for word, end in zip(page.words.tolist(), page.ends.tolist(), strict=True):
-        for text, count in zip(texts[start:end], counts[start:end], strict=True):
-            held[text].append((word, count))
-        start = end
-    numbered: dict[int, int] = {}
-    ids, times, ends = [], [], []
-    for pairs in held:
-        ids.extend(numbered.setdefault(word, len(numbered)) for word, _ in pairs)
-        times.extend(count for _, count in pairs)
-        ends.append(len(ids))
-    try:
-        named = [words[word] for word in numbered]
-    except IndexError as error:
-        raise ValueError(f"a word past the ranker's {len(words)}") from error
-    return CountsPage(page.digest_list(), named, page.lengths.tolist(), ends, ids, times)
+    """A postings page as the counts of each of its texts (a text's words in the order of
+    their ids)."""
+    import numpy as np
+
+    held = np.frombuffer(page.words, dtype=np.int32)
+    ends = np.frombuffer(page.ends, dtype=np.int32)
+    texts = np.frombuffer(page.texts, dtype=np.uint16)
+    if len(held) and int(held[-1]) >= len(words):
+        raise damaged(Path(page.name), ValueError(f"a word past the ranker's {len(words)}"))
+    if len(texts) and int(texts.max()) >= len(page):
+        raise damaged(Path(page.name), ValueError(f"a text past its {len(page)}"))
+    word_of_pair = np.repeat(np.arange(len(held)), np.diff(ends, prepend=0))
+    order = np.argsort(texts, kind="stable")  # by text, then word
+    return CountsPage(
+        digests=page.digest_list(),
+        words=[words[word] for word in held.tolist()],
+        lengths=page.lengths.tolist(),
+        ends=np.cumsum(np.bincount(texts, minlength=len(page))).tolist(),
+        ids=word_of_pair[order].tolist(),
+        counts=np.frombuffer(page.counts, dtype=np.int32)[order].tolist(),
+    )
 
 
 def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> CountsPage:
@@ -282,7 +283,7 @@ def _ranker_files(
 
 class _Postings:
     """A ranker's postings pages made one after another (`add`), its words numbered as the
-    texts first use them (a text's new words in the order of their spelling, so that a page
+    pages first use them (a page's new words in the order of their spelling, so that a page
     read back from its postings numbers them as counting its texts did), and its stats."""
 
     def __init__(self) -> None:
@@ -317,19 +318,11 @@ class _Postings:
         import numpy as np
 
         ids, words, frequencies = self.ids, self.words, self.frequencies
-        numbered: list[int] = [-1] * len(page.words)
-        start = 0
-        for end in page.ends:
-            for local in sorted(page.ids[start:end], key=page.words.__getitem__):
-                if numbered[local] < 0:
-                    word = page.words[local]
-                    number = ids.get(word)
-                    if number is None:
-                        number = ids[word] = len(words)
-                        words.append(word)
-                        frequencies.append(0)
-                    numbered[local] = number
-            start = end
+        for word in sorted(word for word in page.words if word not in ids):
+            ids[word] = len(words)
+            words.append(word)
+            frequencies.append(0)
+        numbered = [ids[word] for word in page.words]
         pairs_of = np.diff(np.array([0, *page.ends], dtype=np.int64))
         by_pair = np.array(numbered, dtype=np.int64)[np.array(page.ids, dtype=np.int64)]
         order = np.argsort(by_pair, kind="stable")  # by word, then text
