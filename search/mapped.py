@@ -306,8 +306,9 @@ class PostingsIndex:
             self._bases.append(base)
             base += texts
         self._pages: list[MappedPostings | None] = [None] * len(stats.pages)
-        self._norms: list[list[float] | None] = [None] * len(stats.pages)
-        """Each page's texts' length part of the score (`_norm`), made when first needed."""
+        self._norms: dict[int, float] = {}
+        """The length part of a text's score, k1 * ((1 - b) + b * length / average), by
+        length, made when first needed."""
 
     def known(self, word: str) -> int | None:
         return self.vocab_dict.get(word)
@@ -343,35 +344,26 @@ class PostingsIndex:
         # bm25s's entry: idf (float32) times tf / (k1 * ((1 - b) + b * length / average) +
         # tf), in float64, stored as float32 (search/rank.py's `_Columns.fill`).
         idf = array("f", [idf_lucene(self._frequencies[number], self.size)])[0]
+        norms = self._norms
         held: list[int] = []
         values: list[float] = []
         for place, page, start, end in self._found(number):
             base = self._bases[place]
-            norms = self._norms[place] or self._norm(place, page)
             local = page.texts[start:end].tolist()
-            if local and local[-1] >= len(norms):  # its texts ascend
-                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(norms)}"))
+            if local and local[-1] >= len(page):  # its texts ascend
+                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
             held.extend(base + text for text in local)
-            values.extend(
-                idf * (count / (norms[text] + count))
-                for text, count in zip(local, page.counts[start:end].tolist(), strict=True)
-            )
+            lengths = page.lengths
+            for text, count in zip(local, page.counts[start:end].tolist(), strict=True):
+                length = lengths[text]
+                norm = norms.get(length)
+                if norm is None:  # the length part, once a length
+                    norm = norms[length] = K1 * ((1 - B) + B * length / self._average)
+                values.append(idf * (count / (norm + count)))
         return held, array("f", values).tolist()
 
     def _damaged(self, place: int, error: Exception) -> NoReturn:
         raise damaged(self._folder / postings_name(place + 1), error)
-
-    def _norm(self, place: int, page: MappedPostings) -> list[float]:
-        """k1 * ((1 - b) + b * length / average) of each text of the page."""
-        average = self._average
-        by_length: dict[int, float] = {}
-        norms = [
-            by_length.get(length)
-            or by_length.setdefault(length, K1 * ((1 - B) + B * length / average))
-            for length in page.lengths.tolist()
-        ]
-        self._norms[place] = norms
-        return norms
 
 
 def _mapped_array(path: Path) -> memoryview[Any]:
