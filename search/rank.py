@@ -3,12 +3,9 @@ part at a time, saving and loading it, and the rankers a version saves with its 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import os
 import sys
-import tempfile
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -189,32 +186,27 @@ class Ranker:
         chunk: int = 1024,
         block: int = 1 << 16,
         folder: Path | None = None,
-        columns: int | None = None,
     ) -> Ranker:
         """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
         text's distinct words kept as an id and a count (8 bytes a word of a text) in files in
         `folder` (a temporary folder when None), not as a list a text: the same words,
         numbered the same, as tokenizing them all at once. Its scores are computed about
-        `block` (text, word) pairs at a time (`_scores`). With `columns` (and a `folder`),
-        the scores go to files in `folder`, as `save` writes them, about `columns` pairs at a
-        time, and are mapped from there: a ranker made to be saved is never held whole."""
+        `block` (text, word) pairs at a time (`_scores`)."""
         tokens = _Tokens(folder)
         try:
             texts = iter(texts)
             while part := list(itertools.islice(texts, chunk)):
                 tokens.extend(_tokenize(part))
-            return cls._indexed(tokens, block, folder, columns)
+            return cls._indexed(tokens, block)
         finally:
             tokens.ids.close()
 
     @classmethod
-    def _indexed(
-        cls, tokens: _Tokens, block: int, folder: Path | None, columns: int | None
-    ) -> Ranker:
+    def _indexed(cls, tokens: _Tokens, block: int) -> Ranker:
         """A ranker over the texts `tokens` holds (`of`)."""
         if not tokens.vocab:  # no text holds a word to index: they rank in order
             return cls(len(tokens.ids), None)
-        index = _index_class()(block, folder if columns else None, columns)
+        index = _index_class()(block)
         index.index(tokens, show_progress=False)
         return cls(len(tokens.ids), index)
 
@@ -381,16 +373,9 @@ def _index_class() -> Any:
     base: Any = _bm25s().BM25
 
     class Streamed(base):  # type: ignore[misc]
-        def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
+        def __init__(self, block: int) -> None:
             super().__init__()
             self.block = block
-            self.folder = folder
-            """Where the scores' two long arrays are written, when not held (`columns`)."""
-            self.columns = columns
-            self.files: dict[str, str] = {}
-            """The files of those arrays not saved yet, by the name `save` gives them."""
-            self.scores: dict[str, Any] = {}
-            """The score matrix (`index` sets it)."""
 
         def build_index_from_ids(
             self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
@@ -399,27 +384,7 @@ def _index_class() -> Any:
             self.nonoccurrence_array = None  # lucene, its default, has none
             return _scores(self, len(unique_token_ids), corpus_token_ids)
 
-        def save(self, save_dir: Any, **kwargs: Any) -> None:
-            """bm25s's save, but for the arrays already in files, which are moved in."""
-            if not self.files:
-                return super().save(save_dir, **kwargs)  # type: ignore[no-any-return]
-            held = self.scores
-            # bm25s writes them empty (np.save would read the whole map through), then ours
-            # take their place.
-            self.scores = {**held, "data": held["data"][:0], "indices": held["indices"][:0]}
-            try:
-                super().save(save_dir, **kwargs)
-            finally:
-                self.scores = held
-            for name, path in self.files.items():
-                os.replace(path, Path(save_dir) / name)
-            self.files = {}
-
     return Streamed
-
-
-_SCORE_FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy"}
-"""The names bm25s's save gives the score matrix's two arrays a (text, word) pair long."""
 
 
 def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
@@ -429,23 +394,22 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
     a pair; this fills the two results from the pairs on disk, about `index.block` pairs at
     a time: each pair goes to the next free place of its word's column, so a column holds its
-    texts in order. It holds the two results (8 bytes a pair), or, given `index.columns`,
-    about that many pairs of them at once: a range of words' columns is filled, written to
-    the end of its file in `index.folder`, and let go; the pairs are read once a range."""
+    texts in order. It holds the two results (8 bytes a pair)."""
     import numpy as np
 
     if index.method in index.methods_requiring_nonoccurrence:
         raise ValueError(f"BM25 variant {index.method} is not built here")
     columns = _Columns(index, vocabulary, ids)
     pairs = int(columns.indptr[-1])
-    if index.folder is None or not pairs:
-        data = np.empty(pairs, dtype=index.dtype)
-        indices = np.empty(pairs, dtype=index.int_dtype)
-        columns.fill(0, vocabulary, data, indices)
-        maps = {"data": data, "indices": indices}
-    else:
-        maps = _scores_in_files(index, columns, pairs)
-    return {**maps, "indptr": columns.indptr, "num_docs": len(columns.ends)}
+    data = np.empty(pairs, dtype=index.dtype)
+    indices = np.empty(pairs, dtype=index.int_dtype)
+    columns.fill(0, vocabulary, data, indices)
+    return {
+        "data": data,
+        "indices": indices,
+        "indptr": columns.indptr,
+        "num_docs": len(columns.ends),
+    }
 
 
 class _Columns:
@@ -508,49 +472,6 @@ class _Columns:
                 delta=index.delta,
             )
             indices[places] = texts
-
-
-def _scores_in_files(index: Any, columns: _Columns, pairs: int) -> dict[str, Any]:
-    """The score matrix's two long arrays, filled a range of words' columns at a time (about
-    `index.columns` pairs), each range written to the end of its file in `index.folder` and
-    let go; the files are named in `index.files` and mapped back."""
-    import numpy as np
-
-    dtypes = {"data": np.dtype(index.dtype), "indices": np.dtype(index.int_dtype)}
-    with contextlib.ExitStack() as stack:
-        files = {
-            name: stack.enter_context(
-                tempfile.NamedTemporaryFile(dir=index.folder, prefix=".scores-", delete=False)
-            )
-            for name in _SCORE_FILES
-        }
-        index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
-        for name, handle in files.items():  # the header np.save writes for the whole array
-            descr = np.lib.format.dtype_to_descr(dtypes[name])
-            header = {"descr": descr, "fortran_order": False, "shape": (pairs,)}
-            np.lib.format.write_array_header_1_0(handle, header)
-        indptr = columns.indptr
-        for low, high in _column_ranges(indptr, index.columns):
-            size = int(indptr[high] - indptr[low])
-            part = {name: np.empty(size, dtype=dtype) for name, dtype in dtypes.items()}
-            columns.fill(low, high, part["data"], part["indices"])
-            for name, handle in files.items():
-                handle.write(part[name].data)  # its buffer, not a copy
-            del part
-    return {name: np.load(handle.name, mmap_mode="r") for name, handle in files.items()}
-
-
-def _column_ranges(indptr: Any, columns: int) -> Iterator[tuple[int, int]]:
-    """Ranges of words (low, high) whose columns hold about `columns` pairs in all, at least
-    one word each."""
-    import numpy as np
-
-    low, words = 0, len(indptr) - 1
-    while low < words:
-        high = int(np.searchsorted(indptr, indptr[low] + columns, side="right")) - 1
-        high = min(max(high, low + 1), words)
-        yield low, high
-        low = high
 
 
 class _Tokens:
