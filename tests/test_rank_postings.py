@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.corpus_schema.counts import postings_name
+from wikitrace.corpus_schema.counts import page_name, postings_name
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.search import rank, saved
 from wikitrace.search.mapped import K1, B, PostingsIndex
@@ -183,3 +183,27 @@ def test_a_query_imports_neither_bm25s_nor_numpy(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_an_add_to_a_ranker_saved_before_the_postings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parent of an earlier version (bm25s's files and counts pages of version 1): the
+    texts it counted are read back, not tokenized, and the postings are those of one save."""
+    old = tmp_path / "old"
+    Ranker.of(TEXTS[:45]).save(old)
+    for number, page in enumerate(saved.count_pages(TEXTS[:45]), 1):
+        assert isinstance(page, saved.CountsPage)
+        (old / page_name(number)).write_bytes(page.dumps())
+    tokenized: list[int] = []
+    real = rank._tokenize
+
+    def counting(texts: list[str], **kwargs: bool) -> rank.Tokens:
+        tokenized.append(len(texts))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(rank, "_tokenize", counting)
+    added = _save(TEXTS, tmp_path / "added", old)
+    assert None not in added.values() and sum(tokenized) == len(TEXTS) - 45
+    for name, data in _save(TEXTS, tmp_path / "fresh").items():
+        assert added[name] == data, name
