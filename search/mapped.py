@@ -306,6 +306,8 @@ class PostingsIndex:
             self._bases.append(base)
             base += texts
         self._pages: list[MappedPostings | None] = [None] * len(stats.pages)
+        self._page_norms: list[list[float] | None] = [None] * len(stats.pages)
+        """Each page's texts' length parts, made when a word many of them hold is scored."""
         self._norms: dict[int, float] = {}
         """The length part of a text's score, k1 * ((1 - b) + b * length / average), by
         length, made when first needed."""
@@ -337,7 +339,7 @@ class PostingsIndex:
             local = page.texts[start:end].tolist()
             if local and local[-1] >= len(page):  # its texts ascend
                 self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
-            held.extend(base + text for text in local)
+            held.extend(map(base.__add__, local) if base else local)
         return held
 
     def column(self, number: int) -> tuple[list[int], list[float]]:
@@ -352,15 +354,29 @@ class PostingsIndex:
             local = page.texts[start:end].tolist()
             if local and local[-1] >= len(page):  # its texts ascend
                 self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
-            held.extend(base + text for text in local)
+            held.extend(map(base.__add__, local) if base else local)
+            counts = page.counts[start:end].tolist()
+            if len(local) > len(page) >> 4:  # a word of many of its texts: each text's part
+                of_text = self._page_norms[place] or self._norms_of(place, page)
+                pairs = zip(local, counts, strict=True)
+                values.extend([idf * (count / (of_text[text] + count)) for text, count in pairs])
+                continue
             lengths = page.lengths
-            for text, count in zip(local, page.counts[start:end].tolist(), strict=True):
+            for text, count in zip(local, counts, strict=True):
                 length = lengths[text]
                 norm = norms.get(length)
                 if norm is None:  # the length part, once a length
                     norm = norms[length] = K1 * ((1 - B) + B * length / self._average)
                 values.append(idf * (count / (norm + count)))
         return held, array("f", values).tolist()
+
+    def _norms_of(self, place: int, page: MappedPostings) -> list[float]:
+        """The length part of the score of each text of a page (`_norms`), kept."""
+        norms, average = self._norms, self._average
+        for length in set(page.lengths.tolist()) - norms.keys():
+            norms[length] = K1 * ((1 - B) + B * length / average)
+        made = self._page_norms[place] = [norms[length] for length in page.lengths.tolist()]
+        return made
 
     def _damaged(self, place: int, error: Exception) -> NoReturn:
         raise damaged(self._folder / postings_name(place + 1), error)
