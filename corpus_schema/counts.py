@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
@@ -180,13 +181,14 @@ class MappedPostings:
         body = memoryview(mapped)
         at = _HEAD.size
         parts: list[memoryview[int]] = []
-        for count, kind, width in (
+        layout: list[tuple[int, Literal["i", "H"], int]] = [
             (words, "i", 4),
             (words, "i", 4),
             (texts, "i", 4),
             (pairs, "i", 4),
             (pairs, "H", 2),
-        ):
+        ]
+        for count, kind, width in layout:
             part = body[at : at + width * count].cast(kind)
             if sys.byteorder != "little":
                 swapped = array(kind, part)

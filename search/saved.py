@@ -323,7 +323,7 @@ class _Postings:
             words.append(word)
             frequencies.append(0)
         numbered = [ids[word] for word in page.words]
-        pairs_of = np.diff(np.array([0, *page.ends], dtype=np.int64))
+        pairs_of = np.diff(np.array([0, *page.ends], dtype=np.int64)).astype(np.int64)
         by_pair = np.array(numbered, dtype=np.int64)[np.array(page.ids, dtype=np.int64)]
         order = np.argsort(by_pair, kind="stable")  # by word, then text
         held, held_by = np.unique(by_pair[order], return_counts=True)

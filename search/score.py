@@ -147,6 +147,7 @@ def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
     """The ids of the query's `words` the index holds, and the query's weight: the sum of
     every word's idf, a word the index lacks counted as held by no text."""
     index = ranker.index
+    assert index is not None  # its callers ask of an index
     idf = idf_scorer(index)
     known: list[int] = []
     weight = 0.0
@@ -168,6 +169,7 @@ def _scoped(
     the word's count and the text's length only); and the query's weight counted the same
     way, a word the index lacks weighing as one no allowed text holds."""
     index = ranker.index
+    assert index is not None  # its callers ask of an index
     idf = idf_scorer(index)
     size = len(allowed)
     factors: list[float] = []
@@ -186,6 +188,7 @@ def _sums(ranker: Ranker, known: list[int], factors: list[float] | None = None) 
     the same numbers to the last bit; each word's entries times its factor, when given
     (`_scoped`)."""
     index = ranker.index
+    assert index is not None  # its callers ask of an index
     sums = [0.0] * ranker.size
     for position, number in enumerate(known):
         texts, entries = index.column(number)  # float32 scores, as float64 exactly
