@@ -101,6 +101,8 @@ SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
 `search` (so that a search loads it instead of building it on every call). A version made
 before the compilations' was saved builds it when a search first asks for it."""
 SEARCH_COUNT = "texts.json"
+"""A saved ranker's count: how many texts it ranks, whether any holds a word to index, that
+it indexed stems ("words"), and, saved as postings (search/saved.py), their version."""
 
 
 def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
@@ -403,7 +405,7 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     pairs = int(columns.indptr[-1])
     data = np.empty(pairs, dtype=index.dtype)
     indices = np.empty(pairs, dtype=index.int_dtype)
-    columns.fill(0, vocabulary, data, indices)
+    columns.fill(data, indices)
     return {
         "data": data,
         "indices": indices,
@@ -439,31 +441,22 @@ class _Columns:
         self.indptr = np.zeros(vocabulary + 1, dtype=np.int64)
         np.cumsum(frequencies, out=self.indptr[1:])
 
-    def fill(self, low: int, high: int, data: Any, indices: Any) -> None:
-        """The columns of words `low` to `high` into `data` and `indices` (theirs alone)."""
+    def fill(self, data: Any, indices: Any) -> None:
+        """Every word's column into `data` and `indices`."""
         import numpy as np
 
-        index, ends, indptr = self.index, self.ends, self.indptr
-        start = int(indptr[low])
-        free = indptr[low:high] - start
+        index, ends = self.index, self.ends
+        free = self.indptr[:-1].copy()
         """The next place of each word's column."""
         for first, words, counts in self.ids.blocks(index.block):
-            positions = None
-            if high - low < self.vocabulary:  # only this range's words
-                positions = np.flatnonzero((words >= low) & (words < high))
-                words, counts = words[positions], counts[positions]
-                if not len(words):
-                    continue
             order = np.argsort(words, kind="stable")  # by word, then text
-            texts = np.searchsorted(
-                ends, first + (order if positions is None else positions[order]), side="right"
-            )
-            by_word = words[order] - low
+            texts = np.searchsorted(ends, first + order, side="right")
+            by_word = words[order]
             starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
             runs = np.diff(np.append(starts, len(by_word)))
             places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
             free[by_word[starts]] += runs
-            data[places] = self.idf[by_word + low] * self.tfc(
+            data[places] = self.idf[by_word] * self.tfc(
                 tf_array=counts[order].astype(index.dtype),
                 l_d=self.lengths[texts],
                 l_avg=self.average,
