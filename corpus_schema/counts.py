@@ -1,12 +1,22 @@
-"""A saved ranker's word counts in pages (`search/NAME/counts-NNNN.json`): each text's words
-as counted, so that a version made from another tokenizes only the pages whose texts changed."""
+"""A saved ranker's word counts in pages: `search/NAME/postings-NNNN.bin` (`PostingsPage`: each
+word's texts and counts) and `search/NAME/stats.json` (`RankerStats`), from which a query
+computes the scores; an earlier version's `counts-NNNN.json` (`CountsPage`: each text's words)
+is still read, so that a version made from another tokenizes only the pages whose texts
+changed."""
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import mmap
+import os
+import struct
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
@@ -98,3 +108,175 @@ def load_page(path: Path) -> CountsPage | None:
     except (KeyError, TypeError, ValueError) as error:
         raise damaged(path, error) from None
     return page
+
+
+# The rankers' stored form since counts version 2: postings a page, and the stats of the
+# whole ranker. A ranker's scores are computed when a query asks for them (search/mapped.py's
+# PostingsIndex) from each text's length and word counts and each word's document frequency,
+# so that an add writes only the pages whose texts it changes, and the stats.
+
+POSTINGS_VERSION = 1
+"""What a postings page's header says (after `_MAGIC`); a page of another version is counted
+anew when a version is made from it, and its ranker is the corpus's error when read."""
+STATS = "stats.json"
+"""A ranker's stats (`RankerStats`), in its folder beside its postings pages."""
+_MAGIC = b"WTPOSTS\x00"
+_HEAD = struct.Struct("<8sIIII")
+"""The magic, the version, and the page's texts, words and (word, text) pairs."""
+DIGEST_BYTES = 12
+
+
+def postings_name(number: int) -> str:
+    """`postings-0001.bin`: the postings page `number` (from 1), in its ranker's folder."""
+    return f"postings-{number:04d}.bin"
+
+
+@dataclass(frozen=True)
+class PostingsPage:
+    """The texts of a page as the ranker reads them, by word: for each word any of its texts
+    holds (`words`: the ranker's word ids, ascending), the texts that hold it (`texts`: their
+    places in the page, ascending) and how often each does (`counts`), the word's pairs ending
+    at `ends`; each text's length in words and digest (`text_digest`, 12 bytes)."""
+
+    words: array[int]
+    ends: array[int]
+    lengths: array[int]
+    counts: array[int]
+    texts: array[int]
+    digests: bytes
+
+    def dumps(self) -> bytes:
+        """The page's file: a header, then its arrays (little-endian int32; the texts uint16),
+        then the digests."""
+        head = _HEAD.pack(
+            _MAGIC, POSTINGS_VERSION, len(self.lengths), len(self.words), len(self.counts)
+        )
+        arrays = [self.words, self.ends, self.lengths, self.counts, self.texts]
+        if sys.byteorder != "little":
+            arrays = [array(part.typecode, part) for part in arrays]
+            for part in arrays:
+                part.byteswap()
+        return b"".join([head, *(part.tobytes() for part in arrays), self.digests])
+
+
+class MappedPostings:
+    """A postings page (`PostingsPage.dumps`) mapped read-only: its arrays as memoryviews
+    (`words`, `ends`, `lengths`, `counts`, `texts`) and its `digests`. ValueError when the file
+    is not a page of this version (OSError when it cannot be read); on a big-endian machine
+    the arrays are read into memory, byte-swapped."""
+
+    def __init__(self, path: Path) -> None:
+        self.name = str(path)
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < _HEAD.size:
+                raise ValueError(f"{path.name} is too short for a postings page")
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        magic, version, texts, words, pairs = _HEAD.unpack_from(mapped)
+        if magic != _MAGIC or version != POSTINGS_VERSION:
+            raise ValueError(f"{path.name} is not a postings page of version {POSTINGS_VERSION}")
+        expected = _HEAD.size + 4 * (2 * words + texts + pairs) + 2 * pairs + DIGEST_BYTES * texts
+        if size != expected:
+            raise ValueError(f"{path.name} holds {size} bytes, its header says {expected}")
+        body = memoryview(mapped)
+        at = _HEAD.size
+        parts: list[memoryview[int]] = []
+        layout: list[tuple[int, Literal["i", "H"], int]] = [
+            (words, "i", 4),
+            (words, "i", 4),
+            (texts, "i", 4),
+            (pairs, "i", 4),
+            (pairs, "H", 2),
+        ]
+        for count, kind, width in layout:
+            part = body[at : at + width * count].cast(kind)
+            if sys.byteorder != "little":
+                swapped = array(kind, part)
+                swapped.byteswap()
+                part = memoryview(swapped)
+            parts.append(part)
+            at += width * count
+        self.words, self.ends, self.lengths, self.counts, self.texts = parts
+        self.digests = bytes(body[at:])
+        if self.ends and self.ends[-1] != pairs:
+            raise ValueError(f"{path.name}: its words' pairs do not end with its pairs")
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def pairs(self, word: int) -> tuple[int, int] | None:
+        """Where the pairs of the ranker's word `word` start and end; None when no text of
+        the page holds it."""
+        words = self.words
+        place = bisect.bisect_left(words, word)
+        if place == len(words) or words[place] != word:
+            return None
+        return (self.ends[place - 1] if place else 0), self.ends[place]
+
+    def digest_list(self) -> list[str]:
+        """Each text's digest, as `text_digest` spells it."""
+        data = self.digests
+        return [data[i : i + DIGEST_BYTES].hex() for i in range(0, len(data), DIGEST_BYTES)]
+
+
+def load_postings(path: Path) -> MappedPostings:
+    """The postings page at `path`; CorpusError when it is missing or damaged."""
+    try:
+        return MappedPostings(path)
+    except (OSError, ValueError) as error:
+        raise damaged(path, error) from None
+
+
+@dataclass(frozen=True)
+class RankerStats:
+    """What a ranker's scores need beyond its pages: how many texts it ranks and their
+    length in all (words), each word (by id) and how many texts hold it, and each page's
+    texts and how many words the pages up to it hold (the ids are numbered in the order the
+    pages first use them, so a page's own new words follow those of the pages before)."""
+
+    texts: int
+    length: int
+    words: list[str]
+    frequencies: list[int]
+    pages: list[tuple[int, int]]
+    """(texts, words so far) of each page, in order."""
+
+    def dumps(self) -> bytes:
+        return (
+            orjson.dumps(
+                {
+                    "stats": POSTINGS_VERSION,
+                    "texts": self.texts,
+                    "length": self.length,
+                    "pages": self.pages,
+                    "words": self.words,
+                    "frequencies": self.frequencies,
+                }
+            )
+            + b"\n"
+        )
+
+
+def load_stats(path: Path) -> RankerStats | None:
+    """The stats at `path` (a ranker's STATS); None when there are none or they are of
+    another version; CorpusError when they are damaged."""
+    data = versioned_json(path, "stats", POSTINGS_VERSION)
+    if data is None:
+        return None
+    try:
+        stats = RankerStats(
+            texts=int(data["texts"]),
+            length=int(data["length"]),
+            words=list(data["words"]),
+            frequencies=list(data["frequencies"]),
+            pages=[(int(texts), int(words)) for texts, words in data["pages"]],
+        )
+        if len(stats.words) != len(stats.frequencies):
+            raise ValueError("its words and frequencies do not fit together")
+        if sum(texts for texts, _ in stats.pages) != stats.texts:
+            raise ValueError("its pages do not hold its texts")
+        if stats.pages and stats.pages[-1][1] != len(stats.words):
+            raise ValueError("its pages do not hold its words")
+    except (KeyError, TypeError, ValueError) as error:
+        raise damaged(path, error) from None
+    return stats

@@ -69,11 +69,17 @@ def is_catalog_page(rel: str) -> bool:
     return rel.startswith(f"{CATALOG_RUNS}/")
 
 
+def is_ranker_file(rel: str) -> bool:
+    """Whether `rel` is a file of a saved ranker (`SEARCH_DIR`)."""
+    return rel.startswith(f"{SEARCH_DIR}/")
+
+
 SEARCH_DIR = "search"
 """BM25 indexes over the catalog's texts, written with it so that test-time readers load them
 instead of building them (search/rank.py): `search/tasks/` and `search/insights/`, each with
-`texts.json` (how many texts it ranks), its word counts in pages (`counts.py`) and, when
-they hold a word to index, the files of bm25s's saved index."""
+`texts.json` (how many texts it ranks), its postings in pages and its stats (`counts.py`),
+from which a query computes the scores (a version saved before the postings holds bm25s's
+saved index and its word counts in pages instead)."""
 TOOLS_DIR = "tools"
 TOOLS_LAYOUT = f"{TOOLS_DIR}/layout.json"
 TOOL_NAMES = ("actions", "turn")

@@ -11,11 +11,20 @@ import math
 import mmap
 import re
 import sys
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import orjson
+
+from wikitrace.corpus_schema.catalog import damaged
+from wikitrace.corpus_schema.counts import (
+    MappedPostings,
+    RankerStats,
+    load_postings,
+    postings_name,
+)
 
 STOP_WORDS = frozenset(
     {
@@ -204,7 +213,53 @@ def mappable(folder: Path) -> bool:
     return bool(params.get("method") == "lucene" and params.get("idf_method") in (None, "lucene"))
 
 
-class MappedIndex:
+class MatrixColumns:
+    """bm25s's score matrix (compressed sparse columns: `scores`' data, indices, indptr) read
+    a word's column at a time, as search/score.py reads every index: mapped from the files
+    bm25s saved (`MappedIndex`), or as bm25s holds it (`of`)."""
+
+    def __init__(
+        self, vocab_dict: dict[str, int], scores: dict[str, Any], method: str, idf_method: Any
+    ) -> None:
+        self.vocab_dict = vocab_dict
+        self.scores = scores
+        self.method = method
+        self.idf_method: str | None = idf_method
+
+    @classmethod
+    def of(cls, index: Any) -> MatrixColumns:
+        """bm25s's BM25 `index`, read by column."""
+        return cls(index.vocab_dict, index.scores, index.method, index.idf_method)
+
+    def known(self, word: str) -> int | None:
+        """The word's id; None when the index does not hold it (or holds no column for it)."""
+        number = self.vocab_dict.get(word)
+        if number is None or number >= len(self.scores["indptr"]) - 1:
+            return None
+        return number
+
+    def frequency(self, number: int) -> int:
+        """How many texts hold word `number`."""
+        indptr = self.scores["indptr"]
+        return int(indptr[number + 1] - indptr[number])
+
+    def texts(self, number: int) -> list[int]:
+        """The texts that hold word `number`, in order."""
+        indptr = self.scores["indptr"]
+        return self.scores["indices"][int(indptr[number]) : int(indptr[number + 1])].tolist()  # type: ignore[no-any-return]
+
+    def column(self, number: int) -> tuple[list[int], list[float]]:
+        """The texts that hold word `number`, in order, and each one's score for it (a
+        float32, as a float)."""
+        indptr = self.scores["indptr"]
+        start, end = int(indptr[number]), int(indptr[number + 1])
+        return (
+            self.scores["indices"][start:end].tolist(),
+            self.scores["data"][start:end].tolist(),  # float32 to float64, exactly
+        )
+
+
+class MappedIndex(MatrixColumns):
     """An index bm25s saved (`BM25.save`), as `BM25.load(folder, mmap=True)` reads it, for
     what search/score.py reads of it: `vocab_dict`, `method`, `idf_method` and `scores` (its
     arrays as memoryviews of the mapped files: slicing, `tolist` and indexing as numpy's
@@ -212,15 +267,119 @@ class MappedIndex:
 
     def __init__(self, folder: Path) -> None:
         params = orjson.loads((folder / "params.index.json").read_bytes())
-        self.method: str = params["method"]
-        self.idf_method: str | None = params.get("idf_method")
-        self.vocab_dict: dict[str, int] = orjson.loads((folder / "vocab.index.json").read_bytes())
-        if not isinstance(self.vocab_dict, dict):
+        vocab_dict = orjson.loads((folder / "vocab.index.json").read_bytes())
+        if not isinstance(vocab_dict, dict):
             raise ValueError("vocab.index.json is not an object")
-        self.scores: dict[str, Any] = {
+        scores: dict[str, Any] = {
             name: _mapped_array(folder / file) for name, file in _FILES.items()
         }
-        self.scores["num_docs"] = params.get("num_docs")
+        scores["num_docs"] = params.get("num_docs")
+        super().__init__(vocab_dict, scores, params["method"], params.get("idf_method"))
+
+
+K1 = 1.5
+B = 0.75
+"""bm25s's k1 and b (BM25's defaults there; a test checks them), with which wikitrace's
+rankers score."""
+
+
+class PostingsIndex:
+    """A ranker saved as postings pages and stats (corpus_schema/counts.py), its scores
+    computed as a query asks for them, as bm25s's "lucene" BM25 computes them into its score
+    matrix (float32, to the bit): a word's idf from how many of the texts hold it, and a
+    text's part from how often it holds the word, its length and the texts' average length.
+    Each page is mapped when a word is first looked up in it."""
+
+    method = "lucene"
+    idf_method = "lucene"
+
+    def __init__(self, folder: Path, stats: RankerStats) -> None:
+        self.size = stats.texts
+        self.vocab_dict = dict(zip(stats.words, range(len(stats.words)), strict=True))
+        self._frequencies = stats.frequencies
+        self._average = stats.length / stats.texts if stats.texts else 0.0
+        self._folder = folder
+        self._bases: list[int] = []
+        """Where each page's texts start among the ranker's."""
+        base = 0
+        for texts, _ in stats.pages:
+            self._bases.append(base)
+            base += texts
+        self._pages: list[MappedPostings | None] = [None] * len(stats.pages)
+        self._page_norms: list[list[float] | None] = [None] * len(stats.pages)
+        """Each page's texts' length parts, made when a word many of them hold is scored."""
+        self._norms: dict[int, float] = {}
+        """The length part of a text's score, k1 * ((1 - b) + b * length / average), by
+        length, made when first needed."""
+
+    def known(self, word: str) -> int | None:
+        return self.vocab_dict.get(word)
+
+    def frequency(self, number: int) -> int:
+        return self._frequencies[number]
+
+    def _page(self, place: int) -> MappedPostings:
+        page = self._pages[place]
+        if page is None:
+            page = self._pages[place] = load_postings(self._folder / postings_name(place + 1))
+        return page
+
+    def _found(self, number: int) -> Iterator[tuple[int, MappedPostings, int, int]]:
+        """(page's place, page, start, end) of each page that holds word `number`."""
+        for place in range(len(self._pages)):
+            page = self._page(place)
+            found = page.pairs(number)
+            if found is not None:
+                yield place, page, found[0], found[1]
+
+    def texts(self, number: int) -> list[int]:
+        held: list[int] = []
+        for place, page, start, end in self._found(number):
+            base = self._bases[place]
+            local = page.texts[start:end].tolist()
+            if local and local[-1] >= len(page):  # its texts ascend
+                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
+            held.extend(map(base.__add__, local) if base else local)
+        return held
+
+    def column(self, number: int) -> tuple[list[int], list[float]]:
+        # bm25s's entry: idf (float32) times tf / (k1 * ((1 - b) + b * length / average) +
+        # tf), in float64, stored as float32 (search/rank.py's `_Columns.fill`).
+        idf = array("f", [idf_lucene(self._frequencies[number], self.size)])[0]
+        norms = self._norms
+        held: list[int] = []
+        values: list[float] = []
+        for place, page, start, end in self._found(number):
+            base = self._bases[place]
+            local = page.texts[start:end].tolist()
+            if local and local[-1] >= len(page):  # its texts ascend
+                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
+            held.extend(map(base.__add__, local) if base else local)
+            counts = page.counts[start:end].tolist()
+            if len(local) > len(page) >> 4:  # a word of many of its texts: each text's part
+                of_text = self._page_norms[place] or self._norms_of(place, page)
+                pairs = zip(local, counts, strict=True)
+                values.extend([idf * (count / (of_text[text] + count)) for text, count in pairs])
+                continue
+            lengths = page.lengths
+            for text, count in zip(local, counts, strict=True):
+                length = lengths[text]
+                norm = norms.get(length)
+                if norm is None:  # the length part, once a length
+                    norm = norms[length] = K1 * ((1 - B) + B * length / self._average)
+                values.append(idf * (count / (norm + count)))
+        return held, array("f", values).tolist()
+
+    def _norms_of(self, place: int, page: MappedPostings) -> list[float]:
+        """The length part of the score of each text of a page (`_norms`), kept."""
+        norms, average = self._norms, self._average
+        for length in set(page.lengths.tolist()) - norms.keys():
+            norms[length] = K1 * ((1 - B) + B * length / average)
+        made = self._page_norms[place] = [norms[length] for length in page.lengths.tolist()]
+        return made
+
+    def _damaged(self, place: int, error: Exception) -> NoReturn:
+        raise damaged(self._folder / postings_name(place + 1), error)
 
 
 def _mapped_array(path: Path) -> memoryview[Any]:

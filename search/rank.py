@@ -3,29 +3,21 @@ part at a time, saving and loading it, and the rankers a version saves with its 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import os
 import sys
-import tempfile
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged
-from wikitrace.corpus_schema.counts import (
-    CountsPage,
-)
+from wikitrace.corpus_schema.counts import POSTINGS_VERSION, STATS, load_stats
 
-from .mapped import MappedIndex, mappable, split_words, with_parts
-
-if TYPE_CHECKING:
-    pass
+from .mapped import MappedIndex, MatrixColumns, PostingsIndex, mappable, split_words, with_parts
 
 _OPTIONAL = ("scipy", "numba", "jax", "tqdm")
 """What bm25s imports when it is installed, to build or rank another way than wikitrace does,
@@ -108,10 +100,9 @@ SAVED_SEARCHES: tuple[SearchName, ...] = ("tasks", "insights", "compilations")
 """The rankers a version saves: those its first message needs, and the compilations' for
 `search` (so that a search loads it instead of building it on every call). A version made
 before the compilations' was saved builds it when a search first asks for it."""
-_SEARCH_COUNT = "texts.json"
-SCORE_COLUMNS = 1 << 20
-"""(text, word) pairs of a saved ranker's scores held at once while it is made (8 bytes
-each): a range of words' columns (`_scores`)."""
+SEARCH_COUNT = "texts.json"
+"""A saved ranker's count: how many texts it ranks, whether any holds a word to index, that
+it indexed stems ("words"), and, saved as postings (search/saved.py), their version."""
 
 
 def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
@@ -165,16 +156,25 @@ class Ranker:
     ) -> None:
         self.size = size
         self._index = index
-        """bm25s's index, or None when no text holds a word to index (they rank in order)."""
+        """The index: postings whose scores are computed as asked (`PostingsIndex`), bm25s's
+        score matrix as saved (`MappedIndex`) or as bm25s holds it; None when no text holds a
+        word to index (they rank in order)."""
+        self._columns: PostingsIndex | MatrixColumns | None = None
         self._source = source
         """The folder it was loaded from, if it was."""
         self.stemmed = stemmed
         """It indexed the words' stems (an index saved by an earlier build: the words)."""
 
     @property
-    def index(self) -> Any:
-        """bm25s's index, or None when no text holds a word (search/score.py reads it)."""
-        return self._index
+    def index(self) -> PostingsIndex | MatrixColumns | None:
+        """The index read a word at a time (search/score.py reads it), or None when no text
+        holds a word."""
+        if self._columns is None and self._index is not None:
+            held = self._index
+            self._columns = (
+                held if isinstance(held, (PostingsIndex, MatrixColumns)) else MatrixColumns.of(held)
+            )
+        return self._columns
 
     @property
     def source(self) -> Path | None:
@@ -188,57 +188,34 @@ class Ranker:
         chunk: int = 1024,
         block: int = 1 << 16,
         folder: Path | None = None,
-        columns: int | None = None,
     ) -> Ranker:
         """A ranker over `texts`, read once. They are tokenized `chunk` at a time and each
         text's distinct words kept as an id and a count (8 bytes a word of a text) in files in
         `folder` (a temporary folder when None), not as a list a text: the same words,
         numbered the same, as tokenizing them all at once. Its scores are computed about
-        `block` (text, word) pairs at a time (`_scores`). With `columns` (and a `folder`),
-        the scores go to files in `folder`, as `save` writes them, about `columns` pairs at a
-        time, and are mapped from there: a ranker made to be saved is never held whole."""
+        `block` (text, word) pairs at a time (`_scores`)."""
         tokens = _Tokens(folder)
         try:
             texts = iter(texts)
             while part := list(itertools.islice(texts, chunk)):
                 tokens.extend(_tokenize(part))
-            return cls._indexed(tokens, block, folder, columns)
+            return cls._indexed(tokens, block)
         finally:
             tokens.ids.close()
 
     @classmethod
-    def of_pages(
-        cls,
-        pages: Iterable[CountsPage],
-        block: int = 1 << 16,
-        folder: Path | None = None,
-        columns: int | None = None,
-    ) -> Ranker:
-        """A ranker over the texts `pages` counted (`count_pages`), read once: the same as
-        `of` makes of those texts (their words numbered in the order first met), without
-        tokenizing them. `block`, `folder` and `columns` as for `of`."""
-        tokens = _Tokens(folder)
-        try:
-            for page in pages:
-                tokens.extend_counted(page)
-            return cls._indexed(tokens, block, folder, columns)
-        finally:
-            tokens.ids.close()
-
-    @classmethod
-    def _indexed(
-        cls, tokens: _Tokens, block: int, folder: Path | None, columns: int | None
-    ) -> Ranker:
-        """A ranker over the texts `tokens` holds (`of`, `of_pages`)."""
+    def _indexed(cls, tokens: _Tokens, block: int) -> Ranker:
+        """A ranker over the texts `tokens` holds (`of`)."""
         if not tokens.vocab:  # no text holds a word to index: they rank in order
             return cls(len(tokens.ids), None)
-        index = _index_class()(block, folder if columns else None, columns)
+        index = _index_class()(block)
         index.index(tokens, show_progress=False)
         return cls(len(tokens.ids), index)
 
     def save(self, folder: Path) -> None:
-        """Into `folder` (made, or empty but for the pages `count_pages` gave): how many texts
-        it ranks, and bm25s's files of its index."""
+        """Into `folder` (made, or empty): how many texts it ranks, and bm25s's files of its
+        index, the form versions saved before their rankers' postings (search/saved.py writes
+        those), which `load` still reads."""
         folder.mkdir(parents=True, exist_ok=True)
         if self._index is not None:
             self._index.save(folder, show_progress=False)
@@ -248,19 +225,28 @@ class Ranker:
         }
         if self.stemmed:
             saved["words"] = STEMMED
-        (folder / _SEARCH_COUNT).write_bytes(orjson.dumps(saved))
+        (folder / SEARCH_COUNT).write_bytes(orjson.dumps(saved))
 
     @classmethod
     def load(cls, folder: Path, size: int) -> Ranker:
-        """A ranker `save` wrote, its arrays mapped from the files (nothing is read until a
-        query needs it), without bm25s when it can be (search/mapped.py's MappedIndex);
-        CorpusError when it is damaged or does not rank `size` texts."""
+        """A ranker search/saved.py saved (its postings: `PostingsIndex`, pages mapped as a
+        query needs them) or `save` wrote (its arrays mapped from the files, without bm25s
+        when it can be: search/mapped.py's MappedIndex); CorpusError when it is damaged or does
+        not rank `size` texts."""
         try:
-            saved = orjson.loads((folder / _SEARCH_COUNT).read_bytes())
+            saved = orjson.loads((folder / SEARCH_COUNT).read_bytes())
             if saved["texts"] != size:
                 raise ValueError(f"it ranks {saved['texts']} texts, the catalog has {size}")
             index: Any = None
-            if saved["indexed"] and mappable(folder):
+            if saved.get("postings") is not None:
+                stats = load_stats(folder / STATS)
+                if saved["postings"] != POSTINGS_VERSION or stats is None:
+                    raise ValueError(f"its postings are not of version {POSTINGS_VERSION}")
+                if stats.texts != size:
+                    raise ValueError(f"its stats count {stats.texts} texts, the catalog {size}")
+                if saved["indexed"]:
+                    index = PostingsIndex(folder, stats)
+            elif saved["indexed"] and mappable(folder):
                 index = MappedIndex(folder)  # read without bm25s (nor numpy)
             elif saved["indexed"]:
                 index = _bm25s().BM25.load(folder, mmap=True, show_progress=False)
@@ -284,7 +270,9 @@ class Ranker:
             return []
         ranked: list[int] = []
         query_tokens = _tokenize([query], stem=self.stemmed)
-        if self._index is not None and query_tokens.vocab:
+        if isinstance(self._index, PostingsIndex) and query_tokens.vocab:
+            ranked = self._ranked(query_tokens)
+        elif self._index is not None and query_tokens.vocab:
             try:
                 documents, scores = self._retriever().retrieve(
                     _bm25s().tokenization.Tokenized(*query_tokens),
@@ -306,6 +294,29 @@ class Ranker:
         scored = set(ranked)
         rest = sorted(i for i in allowed if i not in scored and 0 <= i < self.size)
         return matched + rest
+
+    def _ranked(self, query_tokens: Tokens) -> list[int]:
+        """The texts with a score above 0 for the query, best first, as bm25s's `retrieve`
+        ranks them (a `PostingsIndex`): each text's score summed in float32 word by word in
+        the query's order (bm25s's `np.add.at`), then ordered by bm25s's own top-k."""
+        import numpy as np
+
+        index = self._index
+        assert isinstance(index, PostingsIndex)
+        by_id = {number: word for word, number in query_tokens.vocab.items()}
+        scores = np.zeros(self.size, dtype=np.float32)
+        for word in (by_id[number] for number in query_tokens.ids[0]):
+            number = index.known(word)
+            if number is None:
+                continue
+            try:
+                texts, entries = index.column(number)
+                np.add.at(scores, np.array(texts, dtype=np.int64), np.array(entries, np.float32))
+            except IndexError as error:
+                assert self._source is not None  # a PostingsIndex is only read from a folder
+                raise damaged(self._source, error) from None
+        found, documents = _bm25s().selection.topk(scores, self.size, backend="numpy", sorted=True)
+        return documents[found > 0].tolist()  # type: ignore[no-any-return]
 
 
 class _TokenIds:
@@ -336,18 +347,6 @@ class _TokenIds:
         self.ends.append(self.pairs)
         self.lengths.append(length)
 
-    def append_texts(
-        self, words: array[int], counts: array[int], ends: Iterable[int], lengths: Iterable[int]
-    ) -> None:
-        """Texts at once, as `append_counted` adds each: their (word, count) pairs in a row,
-        where each text's pairs end among them (`ends`), and each text's length."""
-        self._words.write(words.tobytes())
-        self._counts.write(counts.tobytes())
-        first = self.pairs
-        self.ends.extend(first + end for end in ends)
-        self.lengths.extend(lengths)
-        self.pairs += len(words)
-
     def blocks(self, size: int) -> Iterator[tuple[int, Any, Any]]:
         """(position of the first pair, word ids, counts) of up to `size` pairs at a time, in
         text order, as numpy arrays."""
@@ -376,16 +375,9 @@ def _index_class() -> Any:
     base: Any = _bm25s().BM25
 
     class Streamed(base):  # type: ignore[misc]
-        def __init__(self, block: int, folder: Path | None, columns: int | None) -> None:
+        def __init__(self, block: int) -> None:
             super().__init__()
             self.block = block
-            self.folder = folder
-            """Where the scores' two long arrays are written, when not held (`columns`)."""
-            self.columns = columns
-            self.files: dict[str, str] = {}
-            """The files of those arrays not saved yet, by the name `save` gives them."""
-            self.scores: dict[str, Any] = {}
-            """The score matrix (`index` sets it)."""
 
         def build_index_from_ids(
             self, unique_token_ids: list[int], corpus_token_ids: Any, **_: Any
@@ -394,27 +386,7 @@ def _index_class() -> Any:
             self.nonoccurrence_array = None  # lucene, its default, has none
             return _scores(self, len(unique_token_ids), corpus_token_ids)
 
-        def save(self, save_dir: Any, **kwargs: Any) -> None:
-            """bm25s's save, but for the arrays already in files, which are moved in."""
-            if not self.files:
-                return super().save(save_dir, **kwargs)  # type: ignore[no-any-return]
-            held = self.scores
-            # bm25s writes them empty (np.save would read the whole map through), then ours
-            # take their place.
-            self.scores = {**held, "data": held["data"][:0], "indices": held["indices"][:0]}
-            try:
-                super().save(save_dir, **kwargs)
-            finally:
-                self.scores = held
-            for name, path in self.files.items():
-                os.replace(path, Path(save_dir) / name)
-            self.files = {}
-
     return Streamed
-
-
-_SCORE_FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy"}
-"""The names bm25s's save gives the score matrix's two arrays a (text, word) pair long."""
 
 
 def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
@@ -424,23 +396,22 @@ def _scores(index: Any, vocabulary: int, ids: _TokenIds) -> dict[str, Any]:
     holds five or six arrays the length of all the (text, word) pairs at once, about 50 bytes
     a pair; this fills the two results from the pairs on disk, about `index.block` pairs at
     a time: each pair goes to the next free place of its word's column, so a column holds its
-    texts in order. It holds the two results (8 bytes a pair), or, given `index.columns`,
-    about that many pairs of them at once: a range of words' columns is filled, written to
-    the end of its file in `index.folder`, and let go; the pairs are read once a range."""
+    texts in order. It holds the two results (8 bytes a pair)."""
     import numpy as np
 
     if index.method in index.methods_requiring_nonoccurrence:
         raise ValueError(f"BM25 variant {index.method} is not built here")
     columns = _Columns(index, vocabulary, ids)
     pairs = int(columns.indptr[-1])
-    if index.folder is None or not pairs:
-        data = np.empty(pairs, dtype=index.dtype)
-        indices = np.empty(pairs, dtype=index.int_dtype)
-        columns.fill(0, vocabulary, data, indices)
-        maps = {"data": data, "indices": indices}
-    else:
-        maps = _scores_in_files(index, columns, pairs)
-    return {**maps, "indptr": columns.indptr, "num_docs": len(columns.ends)}
+    data = np.empty(pairs, dtype=index.dtype)
+    indices = np.empty(pairs, dtype=index.int_dtype)
+    columns.fill(data, indices)
+    return {
+        "data": data,
+        "indices": indices,
+        "indptr": columns.indptr,
+        "num_docs": len(columns.ends),
+    }
 
 
 class _Columns:
@@ -470,31 +441,22 @@ class _Columns:
         self.indptr = np.zeros(vocabulary + 1, dtype=np.int64)
         np.cumsum(frequencies, out=self.indptr[1:])
 
-    def fill(self, low: int, high: int, data: Any, indices: Any) -> None:
-        """The columns of words `low` to `high` into `data` and `indices` (theirs alone)."""
+    def fill(self, data: Any, indices: Any) -> None:
+        """Every word's column into `data` and `indices`."""
         import numpy as np
 
-        index, ends, indptr = self.index, self.ends, self.indptr
-        start = int(indptr[low])
-        free = indptr[low:high] - start
+        index, ends = self.index, self.ends
+        free = self.indptr[:-1].copy()
         """The next place of each word's column."""
         for first, words, counts in self.ids.blocks(index.block):
-            positions = None
-            if high - low < self.vocabulary:  # only this range's words
-                positions = np.flatnonzero((words >= low) & (words < high))
-                words, counts = words[positions], counts[positions]
-                if not len(words):
-                    continue
             order = np.argsort(words, kind="stable")  # by word, then text
-            texts = np.searchsorted(
-                ends, first + (order if positions is None else positions[order]), side="right"
-            )
-            by_word = words[order] - low
+            texts = np.searchsorted(ends, first + order, side="right")
+            by_word = words[order]
             starts = np.flatnonzero(np.concatenate(([True], by_word[1:] != by_word[:-1])))
             runs = np.diff(np.append(starts, len(by_word)))
             places = free[by_word] + (np.arange(len(by_word)) - np.repeat(starts, runs))
             free[by_word[starts]] += runs
-            data[places] = self.idf[by_word + low] * self.tfc(
+            data[places] = self.idf[by_word] * self.tfc(
                 tf_array=counts[order].astype(index.dtype),
                 l_d=self.lengths[texts],
                 l_avg=self.average,
@@ -503,49 +465,6 @@ class _Columns:
                 delta=index.delta,
             )
             indices[places] = texts
-
-
-def _scores_in_files(index: Any, columns: _Columns, pairs: int) -> dict[str, Any]:
-    """The score matrix's two long arrays, filled a range of words' columns at a time (about
-    `index.columns` pairs), each range written to the end of its file in `index.folder` and
-    let go; the files are named in `index.files` and mapped back."""
-    import numpy as np
-
-    dtypes = {"data": np.dtype(index.dtype), "indices": np.dtype(index.int_dtype)}
-    with contextlib.ExitStack() as stack:
-        files = {
-            name: stack.enter_context(
-                tempfile.NamedTemporaryFile(dir=index.folder, prefix=".scores-", delete=False)
-            )
-            for name in _SCORE_FILES
-        }
-        index.files = {_SCORE_FILES[name]: handle.name for name, handle in files.items()}
-        for name, handle in files.items():  # the header np.save writes for the whole array
-            descr = np.lib.format.dtype_to_descr(dtypes[name])
-            header = {"descr": descr, "fortran_order": False, "shape": (pairs,)}
-            np.lib.format.write_array_header_1_0(handle, header)
-        indptr = columns.indptr
-        for low, high in _column_ranges(indptr, index.columns):
-            size = int(indptr[high] - indptr[low])
-            part = {name: np.empty(size, dtype=dtype) for name, dtype in dtypes.items()}
-            columns.fill(low, high, part["data"], part["indices"])
-            for name, handle in files.items():
-                handle.write(part[name].data)  # its buffer, not a copy
-            del part
-    return {name: np.load(handle.name, mmap_mode="r") for name, handle in files.items()}
-
-
-def _column_ranges(indptr: Any, columns: int) -> Iterator[tuple[int, int]]:
-    """Ranges of words (low, high) whose columns hold about `columns` pairs in all, at least
-    one word each."""
-    import numpy as np
-
-    low, words = 0, len(indptr) - 1
-    while low < words:
-        high = int(np.searchsorted(indptr, indptr[low] + columns, side="right")) - 1
-        high = min(max(high, low + 1), words)
-        yield low, high
-        low = high
 
 
 class _Tokens:
@@ -563,11 +482,3 @@ class _Tokens:
         ids = [self.vocab.setdefault(word, len(self.vocab)) for word, _ in local]
         for text in part.ids:
             self.ids.append([ids[i] for i in text])
-
-    def extend_counted(self, page: CountsPage) -> None:
-        """Add the texts a page counted: its words numbered on from the pages before, in the
-        order it first met them (as `extend` numbers a part's)."""
-        ids = [self.vocab.setdefault(word, len(self.vocab)) for word in page.words]
-        self.ids.append_texts(
-            array("i", [ids[i] for i in page.ids]), array("i", page.counts), page.ends, page.lengths
-        )

@@ -1,6 +1,6 @@
-"""The rankers a version saves with its catalog (`search_files`), their texts counted a page at
-a time (`count_pages`: corpus_schema/counts.py), so that a version made from another tokenizes
-only the texts it changes."""
+"""The rankers a version saves with its catalog (`search_files`): their texts counted a page at
+a time (`count_pages`) into postings pages and stats (corpus_schema/counts.py), so that a
+version made from another counts and writes only the pages whose texts it changes."""
 
 from __future__ import annotations
 
@@ -8,21 +8,38 @@ import contextlib
 import functools
 import itertools
 import struct
-import tempfile
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema.catalog import PastRun, records_in
-from wikitrace.corpus_schema.counts import PAGE_TEXTS, CountsPage, load_page, page_name, text_digest
+import orjson
+
+from wikitrace.corpus_schema.catalog import PastRun, damaged, records_in
+from wikitrace.corpus_schema.counts import (
+    PAGE_TEXTS,
+    POSTINGS_VERSION,
+    STATS,
+    CountsPage,
+    MappedPostings,
+    PostingsPage,
+    RankerStats,
+    load_page,
+    load_postings,
+    load_stats,
+    page_name,
+    postings_name,
+    text_digest,
+)
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
 
 from . import rank
 from .rank import (
     SAVED_SEARCHES,
-    SCORE_COLUMNS,
-    Ranker,
+    SEARCH_COUNT,
+    STEMMED,
     SearchName,
     insight_text,
     without_boilerplate,
@@ -33,33 +50,81 @@ FarmMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
 items' order."""
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A page whose texts are those of the parent's page of the same number, text for text:
+    the parent's postings page (`count_pages`)."""
+
+    texts: int
+
+
 def count_pages(
     texts: Iterable[str], parent: Path | None = None, farm_map: FarmMap = map
-) -> Iterable[CountsPage]:
+) -> Iterable[CountsPage | Kept]:
     """`texts` counted as a ranker indexes them, PAGE_TEXTS a page, each page by `farm_map`.
-    What a page of the ranker saved in `parent` (a folder, as search_files writes it) counted
-    of the very same text is read back instead of tokenizing it again: a page of texts all
-    counted before is the parent's as it is; a page is the same, text for text, however it
-    was counted."""
+    What the ranker saved in `parent` (a folder, as search_files writes it) counted of the
+    very same text is read back instead of tokenizing it again: a page of texts all counted
+    before is `Kept` (its postings page taken as it is); a page is the same, text for text,
+    however it was counted."""
 
-    def pages() -> Iterator[tuple[list[str], Path | None]]:
+    def pages() -> Iterator[tuple[list[str], Path | None, int]]:
         held = iter(texts)
         number = 0
         while part := list(itertools.islice(held, PAGE_TEXTS)):
             number += 1
-            yield part, parent / page_name(number) if parent is not None else None
+            yield part, parent, number
 
     return farm_map(_page, pages())
 
 
-def _page(job: tuple[list[str], Path | None]) -> CountsPage:
-    """A page of texts counted (`count_pages`), given the parent's page of the same number."""
-    part, kept_path = job
+def _page(job: tuple[list[str], Path | None, int]) -> CountsPage | Kept:
+    """A page of texts counted (`count_pages`), given the parent's ranker folder."""
+    part, parent, number = job
     digests = [text_digest(text) for text in part]
-    kept = load_page(kept_path) if kept_path is not None else None
-    if kept is not None and kept.digests == digests:
-        return kept
+    kept: CountsPage | None = None
+    if parent is not None and (parent / postings_name(number)).exists():
+        postings = load_postings(parent / postings_name(number))
+        if postings.digest_list() == digests:
+            return Kept(len(part))
+        kept = _forward(postings, _parent_words(parent))
+    elif parent is not None:
+        kept = load_page(parent / page_name(number))  # an earlier version's counts
+        if kept is not None and kept.digests == digests:
+            return kept
     return _counted(part, digests, kept)
+
+
+@functools.lru_cache(maxsize=4)
+def _parent_words(parent: Path) -> list[str]:
+    """The words of the ranker saved in `parent`, by id."""
+    stats = load_stats(parent / STATS)
+    if stats is None:
+        raise damaged(parent / STATS, ValueError("its postings pages have no stats"))
+    return stats.words
+
+
+def _forward(page: MappedPostings, words: list[str]) -> CountsPage:
+    """A postings page as the counts of each of its texts (a text's words in the order of
+    their ids)."""
+    import numpy as np
+
+    held = np.frombuffer(page.words, dtype=np.int32)
+    ends = np.frombuffer(page.ends, dtype=np.int32)
+    texts = np.frombuffer(page.texts, dtype=np.uint16)
+    if len(held) and int(held[-1]) >= len(words):
+        raise damaged(Path(page.name), ValueError(f"a word past the ranker's {len(words)}"))
+    if len(texts) and int(texts.max()) >= len(page):
+        raise damaged(Path(page.name), ValueError(f"a text past its {len(page)}"))
+    word_of_pair = np.repeat(np.arange(len(held)), np.diff(ends, prepend=0))
+    order = np.argsort(texts, kind="stable")  # by text, then word
+    return CountsPage(
+        digests=page.digest_list(),
+        words=[words[word] for word in held.tolist()],
+        lengths=page.lengths.tolist(),
+        ends=np.cumsum(np.bincount(texts, minlength=len(page))).tolist(),
+        ids=word_of_pair[order].tolist(),
+        counts=np.frombuffer(page.counts, dtype=np.int32)[order].tolist(),
+    )
 
 
 def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> CountsPage:
@@ -91,14 +156,15 @@ def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> C
 
 def search_files(
     root: Path, parent: Path | None = None, farm_map: FarmMap = map
-) -> Iterator[tuple[str, Iterator[bytes]]]:
+) -> Iterator[tuple[str, Iterator[bytes] | None]]:
     """The saved rankers of the version at `root`, made from its catalog as written: each
-    file's path in the version and its bytes. One ranker is held at a time, each made from the
-    texts read back from the catalog, counted a page at a time (`count_pages`: a page of the
-    `parent` version's ranker that counted the same texts is taken as it is, so a version made
-    from another tokenizes only the pages whose texts it changes); the pages are saved with it.
-    bm25s writes its files into a scratch folder in `root`, gone when the last is read.
-    `farm_map`: how the pages are counted (`count_pages`)."""
+    file's path in the version and its bytes, or None for a file of the `parent` version's to
+    take as it is. Each ranker is its texts' postings, a page at a time, and its stats
+    (corpus_schema/counts.py; its scores are computed when a query asks: search/mapped.py's
+    PostingsIndex), made from the texts read back from the catalog, counted a page at a time
+    (`count_pages`): the parent's first pages that hold the same texts are taken as they are,
+    and only the pages whose texts changed are counted and written, so that an add writes
+    its last page, its new pages and the stats. `farm_map`: how the pages are counted."""
     # The catalog is read once: each ranker's texts wait on disk (search_texts' texts, read
     # back as they are needed: the tasks twice, for their common lines).
     with contextlib.ExitStack() as stack:
@@ -159,30 +225,131 @@ class _Texts:
 
 def _saved_rankers(
     root: Path, parent: Path | None, spilled: dict[SearchName, _Texts], farm_map: FarmMap
-) -> Iterator[tuple[str, Iterator[bytes]]]:
+) -> Iterator[tuple[str, Iterator[bytes] | None]]:
     """search_files' rankers, from their texts kept on disk (`spilled`)."""
-    with tempfile.TemporaryDirectory(dir=root, prefix=".search-") as scratch:
-        for name in SAVED_SEARCHES:
-            folder = Path(scratch) / name
-            folder.mkdir()
-            held = spilled[name]
-            texts: Iterable[str] = (
-                without_boilerplate(functools.partial(iter, held))
-                if name == "tasks"
-                else iter(held)
-            )
-            before = parent / SEARCH_DIR / name if parent is not None else None
-            pages = _saved(count_pages(texts, before, farm_map), folder)
-            Ranker.of_pages(pages, folder=Path(scratch), columns=SCORE_COLUMNS).save(folder)
-            for path in sorted(folder.iterdir()):
-                yield f"{SEARCH_DIR}/{name}/{path.name}", _file_chunks(path)
+    for name in SAVED_SEARCHES:
+        held = spilled[name]
+        texts: Iterable[str] = (
+            without_boilerplate(functools.partial(iter, held)) if name == "tasks" else iter(held)
+        )
+        before = parent / SEARCH_DIR / name if parent is not None else None
+        pages = count_pages(texts, before, farm_map)
+        yield from _ranker_files(f"{SEARCH_DIR}/{name}", pages, before)
 
 
-def _saved(pages: Iterable[CountsPage], folder: Path) -> Iterator[CountsPage]:
-    """`pages`, each written into `folder` as it passes."""
+def _ranker_files(
+    folder: str, pages: Iterable[CountsPage | Kept], parent: Path | None
+) -> Iterator[tuple[str, Iterator[bytes] | None]]:
+    """A ranker's files (in `folder`, a path in the version) made from its counted `pages`:
+    its postings pages, None for a page of the `parent` ranker's taken as it is (the first
+    pages, while each is `Kept`), then its stats and texts.json."""
+    stats = load_stats(parent / STATS) if parent is not None else None
+    ranker = _Postings()
+    kept = 0
+    taken = False
+    """Whether the parent's first `kept` pages are counted into `ranker`."""
     for number, page in enumerate(pages, 1):
-        (folder / page_name(number)).write_bytes(page.dumps())
-        yield page
+        rel = f"{folder}/{postings_name(number)}"
+        if isinstance(page, Kept) and not taken:
+            if (
+                stats is None
+                or number > len(stats.pages)
+                or stats.pages[number - 1][0] != page.texts
+            ):
+                assert parent is not None  # a page is Kept only from a parent
+                raise damaged(
+                    parent / STATS, ValueError(f"it does not say what page {number} holds")
+                )
+            kept += 1
+            yield rel, None
+            continue
+        if not taken:
+            if kept:
+                assert stats is not None and parent is not None
+                ranker.take(stats, parent, kept)
+            taken = True
+        if isinstance(page, Kept):  # after a page that changed: its words numbered anew
+            assert stats is not None and parent is not None
+            page = _forward(load_postings(parent / postings_name(number)), stats.words)
+        yield rel, iter([ranker.add(page).dumps()])
+    if not taken and kept:
+        assert stats is not None and parent is not None
+        ranker.take(stats, parent, kept)
+    made = ranker.stats()
+    yield f"{folder}/{STATS}", iter([made.dumps()])
+    count = {"texts": made.texts, "indexed": bool(made.words), "words": STEMMED}
+    yield f"{folder}/{SEARCH_COUNT}", iter([orjson.dumps({**count, "postings": POSTINGS_VERSION})])
+
+
+class _Postings:
+    """A ranker's postings pages made one after another (`add`), its words numbered as the
+    pages first use them (a page's new words in the order of their spelling, so that a page
+    read back from its postings numbers them as counting its texts did), and its stats."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.words: list[str] = []
+        self.frequencies: list[int] = []
+        self.length = 0
+        self.pages: list[tuple[int, int]] = []
+
+    def take(self, stats: RankerStats, parent: Path, kept: int) -> None:
+        """Start from the first `kept` pages of the ranker saved in `parent` (`stats`): its
+        stats less what its later pages hold (read from those pages alone)."""
+        frequencies = list(stats.frequencies)
+        length = stats.length
+        for number in range(kept + 1, len(stats.pages) + 1):
+            page = load_postings(parent / postings_name(number))
+            start = 0
+            for word, end in zip(page.words.tolist(), page.ends.tolist(), strict=True):
+                frequencies[word] -= end - start
+                start = end
+            length -= sum(page.lengths)
+        words = stats.pages[kept - 1][1]
+        self.words = stats.words[:words]
+        self.ids = dict(zip(self.words, range(words), strict=True))
+        self.frequencies = frequencies[:words]
+        self.length = length
+        self.pages = stats.pages[:kept]
+
+    def add(self, page: CountsPage) -> PostingsPage:
+        """The postings of a page of counted texts, its words numbered on from the pages
+        before."""
+        import numpy as np
+
+        ids, words, frequencies = self.ids, self.words, self.frequencies
+        for word in sorted(word for word in page.words if word not in ids):
+            ids[word] = len(words)
+            words.append(word)
+            frequencies.append(0)
+        numbered = [ids[word] for word in page.words]
+        pairs_of = np.diff(np.array([0, *page.ends], dtype=np.int64)).astype(np.int64)
+        by_pair = np.array(numbered, dtype=np.int64)[np.array(page.ids, dtype=np.int64)]
+        order = np.argsort(by_pair, kind="stable")  # by word, then text
+        held, held_by = np.unique(by_pair[order], return_counts=True)
+        for number, texts in zip(held.tolist(), held_by.tolist(), strict=True):
+            frequencies[number] += texts
+        self.length += sum(page.lengths)
+        self.pages.append((len(page.lengths), len(words)))
+        texts = np.repeat(np.arange(len(page.lengths), dtype=np.int64), pairs_of)[order]
+        counts = np.array(page.counts, dtype=np.int64)[order]
+        return PostingsPage(
+            words=array("i", held.astype("<i4").tobytes()),
+            ends=array("i", np.cumsum(held_by).astype("<i4").tobytes()),
+            lengths=array("i", page.lengths),
+            counts=array("i", counts.astype("<i4").tobytes()),
+            texts=array("H", texts.astype("<u2").tobytes()),
+            digests=bytes.fromhex("".join(page.digests)),
+        )
+
+    def stats(self) -> RankerStats:
+        return RankerStats(
+            texts=sum(texts for texts, _ in self.pages),
+            length=self.length,
+            words=self.words,
+            frequencies=self.frequencies,
+            pages=self.pages,
+        )
 
 
 def _file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:

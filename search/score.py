@@ -65,15 +65,11 @@ def holders(ranker: Ranker, query: str) -> dict[str, frozenset[int]]:
     index = ranker.index
     if not words or index is None:
         return {}
-    matrix = index.scores
-    indices, indptr = matrix["indices"], matrix["indptr"]
     found: dict[str, frozenset[int]] = {}
     for word in dict.fromkeys(words):
-        number = index.vocab_dict.get(word)
-        if number is None or number >= len(indptr) - 1:
-            continue
-        start, end = int(indptr[number]), int(indptr[number + 1])
-        found[word] = frozenset(indices[start:end].tolist())
+        number = index.known(word)
+        if number is not None:
+            found[word] = frozenset(index.texts(number))
     return found
 
 
@@ -151,17 +147,17 @@ def _weights(ranker: Ranker, words: list[str]) -> tuple[list[int], float]:
     """The ids of the query's `words` the index holds, and the query's weight: the sum of
     every word's idf, a word the index lacks counted as held by no text."""
     index = ranker.index
+    assert index is not None  # its callers ask of an index
     idf = idf_scorer(index)
-    vocabulary, indptr = index.vocab_dict, index.scores["indptr"]
     known: list[int] = []
     weight = 0.0
     for word in words:
-        number = vocabulary.get(word)
-        if number is None or number >= len(indptr) - 1:
+        number = index.known(word)
+        if number is None:
             weight += idf(0, ranker.size)
             continue
         known.append(number)
-        weight += idf(int(indptr[number + 1] - indptr[number]), ranker.size)
+        weight += idf(index.frequency(number), ranker.size)
     return known, weight
 
 
@@ -173,15 +169,14 @@ def _scoped(
     the word's count and the text's length only); and the query's weight counted the same
     way, a word the index lacks weighing as one no allowed text holds."""
     index = ranker.index
+    assert index is not None  # its callers ask of an index
     idf = idf_scorer(index)
-    indices, indptr = index.scores["indices"], index.scores["indptr"]
     size = len(allowed)
     factors: list[float] = []
     weights: list[float] = []
     for number in known:
-        start, end = int(indptr[number]), int(indptr[number + 1])
-        overall = idf(end - start, ranker.size)
-        weights.append(idf(len(allowed.intersection(indices[start:end].tolist())), size))
+        overall = idf(index.frequency(number), ranker.size)
+        weights.append(idf(len(allowed.intersection(index.texts(number))), size))
         factors.append(weights[-1] / overall if overall > 0 else 0.0)
     # sum() as before (Python's own float summation), to give the same weight to the bit.
     return factors, sum(weights) + idf(0, size) * (len(words) - len(known))
@@ -192,14 +187,12 @@ def _sums(ranker: Ranker, known: list[int], factors: list[float] | None = None) 
     word by word in their order, as the site's script sums them (`export`), so that both give
     the same numbers to the last bit; each word's entries times its factor, when given
     (`_scoped`)."""
-    matrix = ranker.index.scores
-    data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
+    index = ranker.index
+    assert index is not None  # its callers ask of an index
     sums = [0.0] * ranker.size
     for position, number in enumerate(known):
-        start, end = int(indptr[number]), int(indptr[number + 1])
-        entries = data[start:end].tolist()  # float32 to float64, exactly
+        texts, entries = index.column(number)  # float32 scores, as float64 exactly
         factor = 1.0 if factors is None else factors[position]
-        texts = indices[start:end].tolist()
         try:
             for text, entry in zip(texts, entries, strict=True):
                 sums[text] += entry if factors is None else entry * factor
@@ -218,17 +211,12 @@ def export(ranker: Ranker) -> dict[str, Any]:
     if index is None:
         return {**exported, "unknown": 0.0}
     idf = idf_scorer(index)
-    matrix = index.scores
-    data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
-    for word, number in index.vocab_dict.items():
-        if not word or number >= len(indptr) - 1:
+    for word in index.vocab_dict:
+        number = index.known(word) if word else None
+        if number is None:
             continue
-        start, end = int(indptr[number]), int(indptr[number + 1])
-        exported["words"][word] = [
-            idf(end - start, ranker.size),
-            indices[start:end].tolist(),
-            data[start:end].tolist(),
-        ]
+        texts, entries = index.column(number)
+        exported["words"][word] = [idf(index.frequency(number), ranker.size), texts, entries]
     return {**exported, "unknown": idf(0, ranker.size)}
 
 
@@ -238,7 +226,7 @@ def stop_words() -> list[str]:
 
 
 def idf_scorer(index: Any) -> Callable[[int, int], float]:
-    """The idf of `index` (search/mapped.py's MappedIndex or bm25s's BM25): Lucene's, which
+    """The idf of `index` (search/mapped.py's MatrixColumns or PostingsIndex): Lucene's, which
     wikitrace's rankers use; bm25s's own for another method (bm25s then imported)."""
     method = index.idf_method or index.method
     if method == "lucene":

@@ -60,11 +60,16 @@ def test_a_chain_of_adds_saves_the_search_files_of_one_build(
     # The fourth run's task and its compilation alone: the third's page is rewritten from its
     # counts, the first page kept, and the insights' texts are the parent's.
     assert tokenized == [1, 1]
+    # The first page is the parent's file, linked; the third's, rewritten, is not.
+    versions = chain.resolve().parent
+    for page, same in (("postings-0001.bin", True), ("postings-0002.bin", False)):
+        before, after = (versions / v / "search" / "tasks" / page for v in ("v0001", "v0002"))
+        assert before.exists() and after.samefile(before) is same
     add_runs(BuildOptions([_inputs(tmp_path / "c", RUNS)], chain))
     ours, theirs = manifest_io.load(chain.resolve()).files, manifest_io.load(one.resolve()).files
     for name in ("tasks", "compilations"):
         files = {rel: h for rel, h in theirs.items() if rel.startswith(f"search/{name}/")}
-        assert any("counts-0003.json" in rel for rel in files)
+        assert any("postings-0003.bin" in rel for rel in files)
         assert files == {rel: h for rel, h in ours.items() if rel.startswith(f"search/{name}/")}
     assert manifest_io.verify(chain.resolve()).ok
 

@@ -25,14 +25,7 @@ def build(inputs: list[Path], output: Path, **options: object) -> object:
     return build_corpus(BuildOptions(inputs=inputs, output=output, **options))  # type: ignore[arg-type]
 
 
-BM25_FILES = [
-    "data.csc.index.npy",
-    "indices.csc.index.npy",
-    "indptr.csc.index.npy",
-    "params.index.json",
-    "texts.json",
-    "vocab.index.json",
-]
+RANKER_FILES = ["postings-0001.bin", "stats.json", "texts.json"]
 
 
 def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
@@ -66,9 +59,10 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "raw/step-0003/metadata.md",
         "raw/step-0003/solver.full.jsonl",
         "raw/step-0003/solver.index.jsonl",
-        *(f"search/compilations/{name}" for name in ["counts-0001.json", *BM25_FILES]),
-        "search/insights/texts.json",  # no insight: nothing to index, no page of counts
-        *(f"search/tasks/{name}" for name in ["counts-0001.json", *BM25_FILES]),
+        *(f"search/compilations/{name}" for name in RANKER_FILES),
+        "search/insights/stats.json",  # no insight: nothing to index, no page of postings
+        "search/insights/texts.json",
+        *(f"search/tasks/{name}" for name in RANKER_FILES),
         "tools/actions",
         "tools/layout.json",
         "tools/turn",

@@ -1,7 +1,7 @@
-"""A saved ranker's word counts in pages (corpus_schema/counts.py, search/rank.py's
-`count_pages`): a page is the same however it was counted, a version made from another reads
-back what its parent counted and tokenizes only texts it has not, and the ranker made from the
-pages is the one made from the texts."""
+"""A saved ranker's word counts in pages (corpus_schema/counts.py, search/saved.py's
+`count_pages`): a page is the same however it was counted, and a version made from another
+(its counts pages of version 1 too) reads back what its parent counted and tokenizes only
+texts it has not (tests/test_rank_postings.py: the postings made from them)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from wikitrace.corpus_schema.counts import load_page, page_name
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.search import rank, saved
-from wikitrace.search.rank import Ranker
 from wikitrace.search.saved import count_pages
 
 TEXTS = [
@@ -60,21 +59,6 @@ def test_a_page_is_the_same_however_it_was_counted(tmp_path: Path, monkeypatch) 
     assert [p.dumps() for p in from_other] == [p.dumps() for p in fresh]
 
 
-def test_the_ranker_of_the_pages_is_the_ranker_of_the_texts(tmp_path: Path) -> None:
-    ours, theirs = tmp_path / "pages", tmp_path / "texts"
-    Ranker.of_pages(count_pages(TEXTS)).save(ours)
-    Ranker.of(TEXTS).save(theirs)
-    names = sorted(p.name for p in theirs.iterdir())
-    assert names == sorted(p.name for p in ours.iterdir()) and len(names) > 1
-    for name in names:
-        assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
-    # Written in files a range of words at a time, as a version saves it: the same.
-    saved = tmp_path / "columns"
-    Ranker.of_pages(count_pages(TEXTS), folder=tmp_path, columns=2).save(saved)
-    for name in names:
-        assert (saved / name).read_bytes() == (theirs / name).read_bytes(), name
-
-
 def test_a_page_of_another_version_is_counted_anew_and_a_damaged_one_said(tmp_path: Path) -> None:
     assert load_page(tmp_path / page_name(1)) is None
     (tmp_path / page_name(1)).write_bytes(b'{"counts": 99}\n')
@@ -102,7 +86,8 @@ def test_a_parent_saved_before_the_pages_has_its_texts_counted(tmp_path: Path) -
 
     from_old, from_nothing = saved(old), saved(None)
     assert from_old == from_nothing
-    assert {"search/tasks/counts-0001.json", "search/insights/counts-0001.json"} <= set(from_old)
+    pages = {f"search/{name}/postings-0001.bin" for name in ("tasks", "insights")}
+    assert pages | {"search/tasks/stats.json"} <= set(from_old)
 
 
 def test_texts_kept_on_disk_read_back_as_added_as_often_as_asked(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from wikitrace.corpus_schema.layout import (
     TOOL_NAMES,
     TOOLS_LAYOUT,
     is_catalog_page,
+    is_ranker_file,
 )
 from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
@@ -125,8 +126,25 @@ def write_catalog(
         else:
             writer.link(rel, pages.root / rel, file_hash, key)
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    for rel, rank_chunks in search_files(writer.root, parent.root if parent else None, farm_map):
-        writer.write(rel, rank_chunks)
+    _write_rankers(writer, parent, farm_map, copy=copy)
+
+
+def _write_rankers(
+    writer: CorpusWriter, parent: FrozenVersion | None, farm_map: FarmMap, *, copy: bool
+) -> None:
+    """The version's rankers (search.saved.search_files): the pages it takes of the
+    `parent`'s linked (copied with `copy`), the rest written."""
+    files = _ParentFiles(parent, is_ranker_file) if parent is not None else None
+    for rel, chunks in search_files(writer.root, parent.root if parent else None, farm_map):
+        if chunks is not None:
+            writer.write(rel, chunks)
+            continue
+        assert files is not None  # only a parent's pages are taken
+        file_hash, key = files[rel]
+        if copy:
+            writer.copy(rel, files.root / rel, file_hash)
+        else:
+            writer.link(rel, files.root / rel, file_hash, key)
 
 
 class _WithAlike(Sequence[indexes.InsightRow]):
