@@ -246,7 +246,8 @@ def finish_version(
         version=version,
         files={},
     )
-    keys, folders = _write_manifest(writer, manifest)
+    on = _chain_on(writer, parent) if parent is not None and not copy else None
+    keys, folders = _write_manifest(writer, manifest, on)
     if store is not None:
         seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
@@ -398,11 +399,32 @@ def _write_root_index(
     }
 
 
+def _chain_on(writer: CorpusWriter, parent: FrozenVersion) -> FrozenVersion | None:
+    """Link `parent`'s manifest into the version `writer` makes, and the manifests it is
+    written on (`manifest.Manifest.parent_manifest`), so that the version's manifest may list
+    only what changed since `parent`'s and the version still holds all it needs to be checked
+    (no link leaves it). None, with nothing linked, when the manifest must list every file:
+    the parent's chain is `CHAIN_LIMIT` long, or its manifest cannot be vouched for (written
+    before checksums, or changed)."""
+    chained = _ParentFiles(parent, manifest_io.is_chained)
+    held = [rel for rel in parent.manifest.files if manifest_io.is_chained(rel)]
+    if len(held) + 1 >= manifest_io.CHAIN_LIMIT:
+        return None
+    own = manifest_io.chain_hash(parent.root)
+    if own is None:
+        return None
+    for rel in held:
+        writer.link(rel, parent.root / rel, *chained[rel])
+    writer.link(manifest_io.chain_rel(parent.name), parent.root / MANIFEST, *own)
+    return parent
+
+
 def _write_manifest(
-    writer: CorpusWriter, manifest: manifest_io.Manifest
+    writer: CorpusWriter, manifest: manifest_io.Manifest, on: FrozenVersion | None = None
 ) -> tuple[array[int], set[str]]:
-    """The manifest, every file written listed in it (last); returns each file's key, in
-    the order listed, for the seal, and the folders the files are in (see `Finished`)."""
+    """The manifest (last): every file written listed in it, or with `on` (see `_chain_on`)
+    what changed since that version's manifest; returns each file's key, in the order of
+    every file, for the seal, and the folders the files are in (see `Finished`)."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
     folders: set[str] = set()
 
@@ -418,6 +440,10 @@ def _write_manifest(
                     folder = folder.rpartition("/")[0]
             yield rel, file_hash
 
-    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
+    files: Iterable[tuple[str, str | None]] = listed()
+    if on is not None:
+        manifest = manifest.model_copy(update={"parent_manifest": manifest_io.chain_rel(on.name)})
+        files = manifest_io.changes(on.manifest.files, listed())
+    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, files))
     (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
     return keys, folders
