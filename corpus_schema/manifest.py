@@ -201,13 +201,15 @@ def load(root: Path) -> Manifest:
                 "damaged (run `wikitrace verify`)"
             ) from None
     files = chain.pop()[0].files
+    added = False
     for changed, gone in reversed(chain):
         for rel in gone:
             files.pop(rel, None)
         known = len(files)
         files.update(changed.files)
-        if len(files) != known:  # files added: listed in path order, as written
-            files = dict(sorted(files.items()))
+        added = added or len(files) != known
+    if added:  # listed in path order, as written (an added file went last)
+        files = {rel: files[rel] for rel in sorted(files)}
     return manifest.model_copy(update={"files": files})
 
 
