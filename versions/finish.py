@@ -7,6 +7,8 @@ import bisect
 import contextlib
 import functools
 import importlib.util
+import itertools
+import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     INDEX_PARTS,
     MANIFEST,
+    MANIFESTS_DIR,
     TOOL_NAMES,
     TOOLS_LAYOUT,
     is_catalog_page,
@@ -353,6 +356,17 @@ class _ParentFiles:
             place = names.index(rel)  # a manifest not in path order: found all the same
         return self._files[rel], self._keys[place]
 
+    def under(self, folder: str) -> list[str]:
+        """The parent's files of this kind in `folder`, in path order: found by bisection
+        (by a pass over every file in a manifest not in path order)."""
+        if self._names is None:
+            self._names = list(self._files)
+        names = self._names
+        if all(map(operator.lt, names, itertools.islice(names, 1, None))):
+            start = bisect.bisect_left(names, f"{folder}/")
+            names = names[start : bisect.bisect_left(names, f"{folder}0", start)]  # "0" > "/"
+        return sorted(rel for rel in names if rel.startswith(f"{folder}/") and self._kind(rel))
+
     def holds(self, rel: str, first_line: str) -> bool:
         """Whether the parent holds the file at `rel` and it begins with `first_line`."""
         if rel not in self:
@@ -407,7 +421,7 @@ def _chain_on(writer: CorpusWriter, parent: FrozenVersion) -> FrozenVersion | No
     the parent's chain is `CHAIN_LIMIT` long, or its manifest cannot be vouched for (written
     before checksums, or changed)."""
     chained = _ParentFiles(parent, manifest_io.is_chained)
-    held = [rel for rel in parent.manifest.files if manifest_io.is_chained(rel)]
+    held = chained.under(MANIFESTS_DIR)
     if len(held) + 1 >= manifest_io.CHAIN_LIMIT:
         return None
     own = manifest_io.chain_hash(parent.root)
