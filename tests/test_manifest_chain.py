@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -37,7 +38,7 @@ def _on_disk(root: Path) -> set[str]:
     return found - {MANIFEST}
 
 
-def _written(root: Path) -> dict[str, object]:
+def _written(root: Path) -> dict[str, Any]:
     """manifest.json as written."""
     written = orjson.loads((root / MANIFEST).read_bytes())
     assert isinstance(written, dict)
@@ -50,7 +51,7 @@ def test_a_chain_of_three_adds_lists_what_changed_and_verifies_every_file(
     store = _chain(tmp_path, 3)
     built = _written(store / "v0001")
     assert "parent_manifest" not in built  # a build's manifest: every file, as before chains
-    assert set(built["files"]) == _on_disk(store / "v0001")  # type: ignore[arg-type]
+    assert set(built["files"]) == _on_disk(store / "v0001")
     for n in (2, 3, 4):
         root = store / f"v{n:04d}"
         written = _written(root)
@@ -63,8 +64,8 @@ def test_a_chain_of_three_adds_lists_what_changed_and_verifies_every_file(
             rel: file_hash for rel, file_hash in listed.items() if before.get(rel) != file_hash
         }
         assert any(rel.startswith("raw/step-") for rel in before)
-        assert not any(rel in before for rel in written["files"] if rel.startswith("raw/step-"))  # type: ignore[attr-defined]
-        assert written["files"][f"manifests/v{n - 1:04d}.json"] == file_digest(  # type: ignore[index]
+        assert not any(rel in before for rel in written["files"] if rel.startswith("raw/step-"))
+        assert written["files"][f"manifests/v{n - 1:04d}.json"] == file_digest(
             store / f"v{n - 1:04d}" / MANIFEST
         )
         # Every manifest it is written on is in the folder: it checks alone, anywhere.
@@ -98,7 +99,7 @@ def test_an_edited_manifest_of_the_chain_is_caught_by_verify(tmp_path: Path) -> 
     chained = child / "manifests" / "v0002.json"
     written = orjson.loads(chained.read_bytes())
     rel = "raw/step-0002/metadata.md"  # added by v0002, kept by v0003
-    assert rel in written["files"] and rel not in _written(child)["files"]  # type: ignore[operator]
+    assert rel in written["files"] and rel not in _written(child)["files"]
     written["files"][rel] = "sha256:" + "0" * 64
     chained.chmod(0o644)
     chained.write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
@@ -195,12 +196,12 @@ def test_what_changed_lists_files_gone_as_null_and_load_takes_them_off(
     listed = manifest_io.load(child)
     dropped = next(rel for rel in listed.files if rel.startswith("raw/step-0001/"))
     written = _written(child)
-    written["files"][dropped] = None  # type: ignore[index]
+    written["files"][dropped] = None
     del written["checksum"]
     manifest = manifest_io.Manifest.model_validate(
-        {**written, "files": {rel: h for rel, h in written["files"].items() if h}}  # type: ignore[attr-defined]
+        {**written, "files": {rel: h for rel, h in written["files"].items() if h}}
     )
-    entries = sorted(written["files"].items())  # type: ignore[attr-defined]
+    entries = sorted(written["files"].items())
     (child / MANIFEST).chmod(0o644)
     (child / MANIFEST).write_bytes(b"".join(manifest_io.dump_chunks(manifest, entries)))
     assert dropped not in manifest_io.load(child).files
