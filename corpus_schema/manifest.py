@@ -218,8 +218,8 @@ _CHAINED = re.compile(rf"{MANIFESTS_DIR}/[A-Za-z0-9_-][A-Za-z0-9._-]*\.json")
 
 
 CHAIN_LIMIT = 64
-"""Manifests a version's chain holds at most: the next version writes every file, so that
-reading a manifest never reads more than this many files."""
+"""Manifests a version's chain holds at most (the version's own aside): a version that would
+hold more lists every file, so that reading a manifest reads at most this many more files."""
 _CHAIN_READ_LIMIT = 10_000
 """A chain longer than this is a loop (a damaged or hostile manifest naming itself)."""
 

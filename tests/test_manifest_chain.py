@@ -163,21 +163,17 @@ def test_a_parent_whose_manifest_cannot_be_vouched_for_gets_a_child_of_every_fil
 
 
 def test_the_chain_is_cut_at_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifest_io, "CHAIN_LIMIT", 3)
-    store = _chain(tmp_path, 4)
+    monkeypatch.setattr(manifest_io, "CHAIN_LIMIT", 2)
+    store = _chain(tmp_path, 3)
     chained = {
         name: sorted(p.name for p in (store / name / "manifests").glob("*"))
-        for name in ("v0002", "v0003", "v0004", "v0005")
+        for name in ("v0002", "v0003", "v0004")
         if (store / name / "manifests").exists()
     }
-    # v0004 would be written on a chain of 3: it lists every file, and v0005 starts anew.
-    assert chained == {
-        "v0002": ["v0001.json"],
-        "v0003": ["v0001.json", "v0002.json"],
-        "v0005": ["v0004.json"],
-    }
+    # v0004 would hold a chain of 3: it lists every file, and holds none.
+    assert chained == {"v0002": ["v0001.json"], "v0003": ["v0001.json", "v0002.json"]}
     assert "parent_manifest" not in _written(store / "v0004")
-    assert all(verify(store / f"v{n:04d}").ok for n in range(1, 6))
+    assert all(verify(store / f"v{n:04d}").ok for n in range(1, 5))
 
 
 def test_what_changed_lists_files_gone_as_null_and_load_takes_them_off(

@@ -422,7 +422,7 @@ def _chain_on(writer: CorpusWriter, parent: FrozenVersion) -> FrozenVersion | No
     before checksums, or changed)."""
     chained = _ParentFiles(parent, manifest_io.is_chained)
     held = chained.under(MANIFESTS_DIR)
-    if len(held) + 1 >= manifest_io.CHAIN_LIMIT:
+    if len(held) + 1 > manifest_io.CHAIN_LIMIT:
         return None
     own = manifest_io.chain_hash(parent.root)
     if own is None:
