@@ -20,6 +20,10 @@ MAX_ID_WIDTH = 9
 id is damaged or tampered with, and would have the tools pad ids to any length."""
 
 MANIFEST = "manifest.json"
+MANIFESTS_DIR = "manifests"
+"""Where a version made from another keeps its ancestors' manifests (`manifests/v0003.json`,
+the parent's manifest.json linked in): its own manifest lists only what changed since its
+parent's (corpus_schema/manifest.py, `Manifest.parent_manifest`)."""
 RAW_DIR = "raw"
 COMPILATION_DIR = "compilation"
 INSIGHT_DIR = "insight"

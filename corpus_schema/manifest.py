@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
+import operator
 import os
+import re
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
@@ -22,6 +25,7 @@ from .identity import digest, tagged
 from .layout import (
     FORMAT_VERSION,
     MANIFEST,
+    MANIFESTS_DIR,
     MAX_ID_WIDTH,
     MIN_ID_WIDTH,
     READ_FORMAT_VERSIONS,
@@ -73,8 +77,18 @@ class Manifest(BaseModel):
     version: VersionInfo | None = None
     """Which version this is, its parent and what it adds (none in corpora built before
     versions were kept)."""
+    parent_manifest: str | None = None
+    """Where this version holds its parent's manifest (`manifests/v0003.json`: the parent's
+    manifest.json linked in, listed in `files` with its hash), when it is written as what
+    changed since that one: `files` then lists only the files this version added or holds
+    changed, and as `null` each file of the parent's that it lacks. The parent's manifest may
+    be written on its own parent's in turn, each in this version's `manifests/`; `load`
+    follows them and gives every file. None (a manifest of every file) in a version built
+    whole, and in manifests written before these chains."""
     files: dict[str, str]
-    """Every file but this one, by path relative to the root: `sha256:<hex>`."""
+    """Every file but this one, by path relative to the root: `sha256:<hex>` (as written
+    with `parent_manifest`, only what changed since the parent's manifest; `load` gives every
+    file)."""
     checksum: str | None = None
     """`sha256:<hex>` of this manifest as written without this field (see `dump`), so an
     edit of the manifest itself (a file's hash, an entry removed with its file, the model,
@@ -85,18 +99,28 @@ def _bytes(data: dict[str, Any]) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def _fields(manifest: Manifest, *also: str) -> dict[str, Any]:
+    """What is written of `manifest` but `also`: a manifest of every file leaves out the
+    chain's fields, so that its bytes are those written before chains."""
+    left = {"checksum", *also}
+    if manifest.parent_manifest is None:
+        left.add("parent_manifest")
+    return manifest.model_dump(mode="json", exclude=left)
+
+
 def dump(manifest: Manifest) -> bytes:
     """The manifest's bytes, with the checksum of its other fields as the last one."""
-    data = manifest.model_dump(mode="json", exclude={"checksum"})
+    data = _fields(manifest)
     data["checksum"] = digest(_bytes(data))
     return _bytes(data)
 
 
-def dump_chunks(manifest: Manifest, files: Iterable[tuple[str, str]]) -> Iterator[bytes]:
+def dump_chunks(manifest: Manifest, files: Iterable[tuple[str, str | None]]) -> Iterator[bytes]:
     """`dump` of `manifest` with `files` (path, hash) in place of its own, a chunk at a time:
     a million runs list four million files, which are never held as one dict nor one text.
-    `files` must be in sorted order. The bytes are exactly `dump`'s."""
-    data = manifest.model_dump(mode="json", exclude={"checksum", "files"})
+    `files` must be in sorted order; a hash of None (with `parent_manifest` only) is a file
+    of the parent's that the version lacks. The bytes are exactly `dump`'s."""
+    data = _fields(manifest, "files")
     head = orjson.dumps({**data, "files": {}}, option=orjson.OPT_INDENT_2)
     # `files` is the last field: its empty `{}` closes the text, the entries go inside it.
     assert head.endswith(b'"files": {}\n}'), "files must be the manifest's last field"
@@ -131,7 +155,10 @@ def manifest_problem(root: Path) -> str | None:
     path = root / MANIFEST
     if path.is_symlink():
         return "it is a link, not a file of the corpus"
-    raw = path.read_bytes()
+    return _problem(path.read_bytes())
+
+
+def _problem(raw: bytes) -> str | None:
     data = orjson.loads(raw)
     checksum = data.pop("checksum", None) if isinstance(data, dict) else None
     if checksum is None:
@@ -144,15 +171,115 @@ def manifest_problem(root: Path) -> str | None:
 
 
 def load(root: Path) -> Manifest:
-    path = root / MANIFEST
+    """The manifest of the version at `root`, listing every file: one written as what changed
+    since its parent's (`Manifest.parent_manifest`) is applied to that one, read from the
+    version's own `manifests/`, and so on back to a manifest of every file."""
     if not root.is_dir():
         raise CorpusError.no_folder(root)
+    path = root / MANIFEST
     try:
-        data = orjson.loads(path.read_bytes())
+        manifest, gone = _load_one(path)
     except FileNotFoundError:
         raise CorpusError(
             f"{root} has no {MANIFEST}: it is not a finished wikitrace corpus"
         ) from None
+    if manifest.parent_manifest is None:
+        return manifest
+    chain, named_by = [(manifest, gone)], path
+    while (rel := chain[-1][0].parent_manifest) is not None:
+        if not _CHAINED.fullmatch(rel) or len(chain) > _CHAIN_READ_LIMIT:
+            raise CorpusError(
+                f"{named_by}: field 'parent_manifest': {rel!r} is not the manifest of an "
+                f"earlier version in {MANIFESTS_DIR}/ (a damaged manifest: run `wikitrace verify`)"
+            )
+        named_by = root / rel
+        try:
+            chain.append(_load_one(named_by))
+        except FileNotFoundError:
+            raise CorpusError(
+                f"{path}: the manifest it is written on, {rel}, is missing: the version is "
+                "damaged (run `wikitrace verify`)"
+            ) from None
+    files = chain.pop()[0].files
+    added = False
+    for changed, gone in reversed(chain):
+        for rel in gone:
+            files.pop(rel, None)
+        known = len(files)
+        files.update(changed.files)
+        added = added or len(files) != known
+    if added:  # listed in path order, as written (an added file went last)
+        files = {rel: files[rel] for rel in sorted(files)}
+    return manifest.model_copy(update={"files": files})
+
+
+_CHAINED = re.compile(rf"{MANIFESTS_DIR}/[A-Za-z0-9_-][A-Za-z0-9._-]*\.json")
+"""A chained manifest's path: in `manifests/`, never outside the version."""
+
+
+CHAIN_LIMIT = 64
+"""Manifests a version's chain holds at most (the version's own aside): a version that would
+hold more lists every file, so that reading a manifest reads at most this many more files."""
+_CHAIN_READ_LIMIT = 10_000
+"""A chain longer than this is a loop (a damaged or hostile manifest naming itself)."""
+
+
+def chain_rel(parent: str) -> str:
+    """Where a version made from version `parent` holds its manifest."""
+    return f"{MANIFESTS_DIR}/{parent}.json"
+
+
+def is_chained(rel: str) -> bool:
+    """Whether file `rel` of a version is an ancestor's manifest (in `manifests/`)."""
+    return rel.startswith(f"{MANIFESTS_DIR}/")
+
+
+def chain_hash(root: Path) -> tuple[str, int] | None:
+    """The hash and `stat_key` of the manifest at `root` when a version made from it may list
+    only what changed since (its bytes exactly as written, checksum included: see
+    `manifest_problem`); else None, and the new version lists every file. wikitrace replaces
+    a manifest whole, never writes into it, so the key it had before and after the bytes were
+    read names those bytes (0 when it changed meanwhile)."""
+    key = manifest_key(root)
+    raw = (root / MANIFEST).read_bytes()
+    if _problem(raw) is not None:
+        return None
+    return digest(raw), key if manifest_key(root) == key else 0
+
+
+def changes(
+    parent: dict[str, str], files: Iterable[tuple[str, str]]
+) -> Iterator[tuple[str, str | None]]:
+    """Of `files` (path, hash; sorted by path), those `parent` (a manifest's `files`) does not
+    list with the same hash, and each path `parent` lists that `files` lacks with None: what
+    a manifest written on `parent`'s lists (see `Manifest.parent_manifest`). One pass over
+    both, in path order."""
+    theirs = iter(parent if _in_order(parent) else sorted(parent))
+    pending = next(theirs, None)
+    for rel, file_hash in files:
+        while pending is not None and pending < rel:
+            yield pending, None
+            pending = next(theirs, None)
+        if pending == rel:
+            pending = next(theirs, None)
+            if parent[rel] == file_hash:
+                continue
+        yield rel, file_hash
+    while pending is not None:
+        yield pending, None
+        pending = next(theirs, None)
+
+
+def _in_order(files: dict[str, str]) -> bool:
+    names = list(files)
+    return all(map(operator.lt, names, itertools.islice(names, 1, None)))
+
+
+def _load_one(path: Path) -> tuple[Manifest, list[str]]:
+    """One manifest file as written (its `files` only what it lists), and the files it lists
+    as gone (`null`: one written on its parent's, `Manifest.parent_manifest`)."""
+    try:
+        data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as error:
         raise CorpusError(f"{path}: not valid JSON ({error})") from None
     given = data.get("format_version", FORMAT_VERSION) if isinstance(data, dict) else None
@@ -161,8 +288,14 @@ def load(root: Path) -> Manifest:
             f"{path}: corpus format version {given} is not supported (this wikitrace reads "
             f"versions {', '.join(map(str, READ_FORMAT_VERSIONS))})"
         )
+    gone: list[str] = []
+    files = data.get("files") if isinstance(data, dict) else None
+    if isinstance(files, dict) and data.get("parent_manifest") is not None:
+        gone = [rel for rel, file_hash in files.items() if file_hash is None]
+        for rel in gone:
+            del files[rel]
     try:
-        return Manifest.model_validate(data)
+        return Manifest.model_validate(data), gone
     except ValidationError as error:
         where, message = first_problem(error)
         raise CorpusError(f"{path}: field '{where}': {message}") from None

@@ -88,14 +88,25 @@ def test_every_file_and_folder_of_an_added_version_is_read_only(tmp_path: Path) 
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    """Every file of a version but its manifest, by path."""
+    """Every file of a version but its manifests, by path. What differs between a chain of
+    adds and one build is there alone: manifest.json (the time it was made; and an added
+    version's lists what changed since its parent's, on which it is written), and the
+    manifests an added version is written on (`manifests/vNNNN.json`, its parent's and those
+    that one is written on), which one build has none of."""
     found = {}
     for folder, _, names in os.walk(root):
         for name in names:
             path = Path(folder, name)
             found[path.relative_to(root).as_posix()] = path.read_bytes()
     del found[MANIFEST]
-    return found
+    return {rel: data for rel, data in found.items() if not manifest_io.is_chained(rel)}
+
+
+def _listed(root: Path) -> dict[str, str]:
+    """Every file the manifest of the version at `root` lists, as `load` gives them, but the
+    manifests it is written on (see `_files`)."""
+    listed = manifest_io.load(root).files
+    return {rel: h for rel, h in listed.items() if not manifest_io.is_chained(rel)}
 
 
 @pytest.mark.parametrize(
@@ -131,7 +142,14 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     assert sum(rel.startswith("insight/insight-") for rel in pages) == 9  # 1 contrast, 8 tasks
     assert _files(ours) == pages
     mine, built = manifest_io.load(ours), manifest_io.load(theirs)
-    assert (mine.files, mine.counts) == (built.files, built.counts)
+    assert (_listed(ours), mine.counts) == (_listed(theirs), built.counts)
+    # Each add's manifest is written on its parent's, linked in with those it is written on.
+    assert built.parent_manifest is None
+    assert mine.parent_manifest == f"manifests/v{len(bounds) - 2:04d}.json"
+    chain = [f"manifests/v{n:04d}.json" for n in range(1, len(bounds) - 1)]
+    assert sorted(rel for rel in mine.files if manifest_io.is_chained(rel)) == chain
+    for n, rel in enumerate(chain, start=1):
+        assert (ours / rel).samefile(tmp_path / "chain.versions" / f"v{n:04d}" / MANIFEST)
     if page_rows == 8:
         part = "raw/_index/0003.md"  # steps 17-24: linked by each add
         assert (ours / part).samefile(tmp_path / "chain.versions" / "v0001" / part)

@@ -7,6 +7,8 @@ import bisect
 import contextlib
 import functools
 import importlib.util
+import itertools
+import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     INDEX_PARTS,
     MANIFEST,
+    MANIFESTS_DIR,
     TOOL_NAMES,
     TOOLS_LAYOUT,
     is_catalog_page,
@@ -264,7 +267,8 @@ def finish_version(
         version=version,
         files={},
     )
-    keys, folders = _write_manifest(writer, manifest)
+    on = _chain_on(writer, parent) if parent is not None and not copy else None
+    keys, folders = _write_manifest(writer, manifest, on)
     if store is not None:
         seal, rows_file = store.sidecars(version.name)
         manifest_io.write_seal(seal, writer.root, keys)
@@ -370,6 +374,17 @@ class _ParentFiles:
             place = names.index(rel)  # a manifest not in path order: found all the same
         return self._files[rel], self._keys[place]
 
+    def under(self, folder: str) -> list[str]:
+        """The parent's files of this kind in `folder`, in path order: found by bisection
+        (by a pass over every file in a manifest not in path order)."""
+        if self._names is None:
+            self._names = list(self._files)
+        names = self._names
+        if all(map(operator.lt, names, itertools.islice(names, 1, None))):
+            start = bisect.bisect_left(names, f"{folder}/")
+            names = names[start : bisect.bisect_left(names, f"{folder}0", start)]  # "0" > "/"
+        return sorted(rel for rel in names if rel.startswith(f"{folder}/") and self._kind(rel))
+
     def holds(self, rel: str, first_line: str) -> bool:
         """Whether the parent holds the file at `rel` and it begins with `first_line`."""
         if rel not in self:
@@ -416,11 +431,32 @@ def _write_root_index(
     }
 
 
+def _chain_on(writer: CorpusWriter, parent: FrozenVersion) -> FrozenVersion | None:
+    """Link `parent`'s manifest into the version `writer` makes, and the manifests it is
+    written on (`manifest.Manifest.parent_manifest`), so that the version's manifest may list
+    only what changed since `parent`'s and the version still holds all it needs to be checked
+    (no link leaves it). None, with nothing linked, when the manifest must list every file:
+    the parent's chain is `CHAIN_LIMIT` long, or its manifest cannot be vouched for (written
+    before checksums, or changed)."""
+    chained = _ParentFiles(parent, manifest_io.is_chained)
+    held = chained.under(MANIFESTS_DIR)
+    if len(held) + 1 > manifest_io.CHAIN_LIMIT:
+        return None
+    own = manifest_io.chain_hash(parent.root)
+    if own is None:
+        return None
+    for rel in held:
+        writer.link(rel, parent.root / rel, *chained[rel])
+    writer.link(manifest_io.chain_rel(parent.name), parent.root / MANIFEST, *own)
+    return parent
+
+
 def _write_manifest(
-    writer: CorpusWriter, manifest: manifest_io.Manifest
+    writer: CorpusWriter, manifest: manifest_io.Manifest, on: FrozenVersion | None = None
 ) -> tuple[array[int], set[str]]:
-    """The manifest, every file written listed in it (last); returns each file's key, in
-    the order listed, for the seal, and the folders the files are in (see `Finished`)."""
+    """The manifest (last): every file written listed in it, or with `on` (see `_chain_on`)
+    what changed since that version's manifest; returns each file's key, in the order of
+    every file, for the seal, and the folders the files are in (see `Finished`)."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
     folders: set[str] = set()
 
@@ -436,6 +472,10 @@ def _write_manifest(
                     folder = folder.rpartition("/")[0]
             yield rel, file_hash
 
-    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, listed()))
+    files: Iterable[tuple[str, str | None]] = listed()
+    if on is not None:
+        manifest = manifest.model_copy(update={"parent_manifest": manifest_io.chain_rel(on.name)})
+        files = manifest_io.changes(on.manifest.files, listed())
+    atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, files))
     (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
     return keys, folders

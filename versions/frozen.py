@@ -18,6 +18,7 @@ from wikitrace.corpus_schema.layout import (
     COMPILATION_DIR,
     DATA_DIR,
     INSIGHT_DIR,
+    MANIFEST,
     RAW_DIR,
     TOOLS_DIR,
     parse_insight,
@@ -113,7 +114,8 @@ class FrozenVersion:
         if sealed is None:
             check = manifest_io.verify(root, seal, manifest)
             if not check.ok:
-                problems = check.missing + check.changed + check.extra
+                # Only the manifest itself may be wrong (edited, or without a checksum).
+                problems = check.missing + check.changed + check.extra or [MANIFEST]
                 raise _changed(name, root, problems)
             keys = check.keys
         else:
@@ -170,7 +172,8 @@ class FrozenVersion:
     def kept_files(self, rewritten_also: Iterable[str] = ()) -> Iterator[tuple[str, str, int]]:
         """Files a new version takes as they are, each with its hash and its key as found
         (for `CorpusWriter.link`): all but the indexes, the catalog and its rankers, tools,
-        manifest and `rewritten_also` (files the new version writes anew)."""
+        manifest and the manifests it is written on, and `rewritten_also` (files the new
+        version writes anew)."""
         rewritten = set(rewritten_also)
         for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
             if rel not in rewritten and _linked(rel):
@@ -200,9 +203,13 @@ taken at once (asked of each of a large version's files, twice)."""
 
 def _linked(rel: str) -> bool:
     """Whether a version made from another takes its file `rel` as it is (unless it writes it
-    anew): all but the indexes, the catalog and its rankers, and the tools."""
+    anew): all but the indexes, the catalog and its rankers, the tools and the manifests of
+    the version's chain."""
     return rel.startswith(_PAGES) or not (
-        with_catalog(rel) or Layout.is_index(rel) or rel.startswith(f"{TOOLS_DIR}/")
+        with_catalog(rel)
+        or Layout.is_index(rel)
+        or rel.startswith(f"{TOOLS_DIR}/")
+        or manifest_io.is_chained(rel)  # linked by finish_version when its manifest is chained
     )
 
 
