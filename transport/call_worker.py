@@ -79,6 +79,39 @@ def _receive(sock: socket.socket) -> Any:
     return orjson.loads(_exactly(sock, _LENGTH.unpack(head)[0]))
 
 
+def _taken(buffer: bytearray) -> dict[str, Any] | None:
+    """The first frame in `buffer`, taken out of it; None while it has not all come."""
+    if len(buffer) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack_from(buffer)
+    if len(buffer) < _LENGTH.size + length:
+        return None
+    frame: dict[str, Any] = orjson.loads(buffer[_LENGTH.size : _LENGTH.size + length])
+    del buffer[: _LENGTH.size + length]
+    return frame
+
+
+def _frame_in(buffer: bytearray, receive: Any) -> dict[str, Any]:
+    """The first frame of `buffer` and what `receive(size)` (a blocking recv) adds to it;
+    what comes after it stays in `buffer`. ConnectionError when the other end has closed."""
+    while (frame := _taken(buffer)) is None:
+        chunk = receive(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed")
+        buffer += chunk
+    return frame
+
+
+async def _frame_in_async(buffer: bytearray, receive: Any) -> dict[str, Any] | None:
+    """`_frame_in` with an awaited `receive`; None when the other end has closed."""
+    while (frame := _taken(buffer)) is None:
+        chunk = await receive(1 << 16)
+        if not chunk:
+            return None
+        buffer += chunk
+    return frame
+
+
 def _exactly(sock: socket.socket, size: int) -> bytes:
     data = bytearray()
     while len(data) < size:
@@ -99,8 +132,9 @@ class WorkerLLM:
     """The LLM protocol over a worker process running LiteLLMClient.
 
     The worker starts on the first call or token count (a build whose replies are all cached
-    never starts it, nor imports litellm), and the caller waits while it imports litellm, as
-    it would for an import of its own.
+    never starts it, nor imports litellm). A token count waits while it starts (and imports
+    litellm), as it would for an import of its own; the calls wait without holding up their
+    event loop, on which the build goes on reading and writing the next runs meanwhile.
     """
 
     def __init__(self, settings: LLMSettings) -> None:
@@ -113,6 +147,11 @@ class WorkerLLM:
         self._refused: LLMCallError | None = None
         self._connection: _Connection | None = None
         self._ready = False
+        self._early = bytearray()
+        """What the worker sent before its calls' connection was made: the frame that says it
+        is ready, as far as it has come, and anything after it."""
+        self._readying: asyncio.Task[None] | None = None
+        """Reading that frame on an event loop (`_until_ready`)."""
         self._ids = itertools.count(1)
 
     def cache_identity(self) -> dict[str, Any]:
@@ -143,16 +182,64 @@ class WorkerLLM:
         if self._ready:
             return
         assert self._socket is not None, "start() first"
+        if self._readying is not None:
+            # A call waits for the frame on its event loop, which is this thread's, held here:
+            # its read stops before the loop looks at the socket again; what it got is kept.
+            self._readying.cancel()
+        self._socket.setblocking(True)
         try:
-            answer = _receive(self._socket)
-            refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
+            answer = _frame_in(self._early, self._socket.recv)
         except ConnectionError:
-            refused = _gone(self.model)
+            answer = None
+        self._answered(answer)
+
+    def _answered(self, answer: dict[str, Any] | None) -> None:
+        """Take the worker's first frame (None: it has gone): ready, or refused (raised)."""
+        if answer is None:
+            refused: LLMCallError | None = _gone(self.model)
+        else:
+            refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
         if refused is not None:
             self._refused = refused
             self.close()
             raise refused
         self._ready = True
+
+    async def _until_ready(self) -> None:
+        """Start the worker and wait until it is ready, without holding up this event loop;
+        raise what it refused (`wait_ready`)."""
+        if self._refused is None and not self._ready:
+            self.start()
+        if self._refused is not None or self._ready:
+            self.wait_ready()
+            return
+        loop = asyncio.get_running_loop()
+        if self._readying is None or self._readying.get_loop() is not loop:
+            self._readying = loop.create_task(self._read_ready(loop))
+        reading = self._readying
+        try:
+            await asyncio.shield(reading)  # one read, shared by the calls that wait
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not reading.cancelled() or (task is not None and task.cancelling()):
+                raise  # this call was cancelled; else wait_ready took the frame itself
+        self.wait_ready()  # ready or refused by now
+
+    async def _read_ready(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self._socket is not None
+        sock = self._socket
+        sock.setblocking(False)
+
+        async def receive(size: int) -> bytes:
+            return await loop.sock_recv(sock, size)
+
+        try:
+            answer = await _frame_in_async(self._early, receive)
+        except OSError:
+            answer = None
+        if not self._ready and self._refused is None:
+            with contextlib.suppress(LLMCallError):  # each waiting call raises it
+                self._answered(answer)
 
     def count_tokens(self, text: str) -> int:
         self.preflight()
@@ -185,6 +272,7 @@ class WorkerLLM:
         return await self._call({"messages": messages, "save": [str(cache), key]})
 
     async def _call(self, request: dict[str, Any]) -> tuple[LLMReply, bool]:
+        await self._until_ready()
         connection = self._connected()
         call = next(self._ids)
         answer = connection.expect(call)
@@ -203,7 +291,7 @@ class WorkerLLM:
             assert self._socket is not None
             self._socket.setblocking(False)
             # What a reader of an ended loop had received and not read is read first.
-            left = self._connection.received if self._connection else bytearray()
+            left = self._connection.received if self._connection else self._early
             self._connection = _Connection(self._socket, self.settings.model, left)
         return self._connection
 
@@ -212,6 +300,7 @@ class WorkerLLM:
         Spares no worker took go too: the build that started them is over."""
         _end_spares()
         self._connection = None
+        self._readying = None
         for sock in (self._socket, self._counts):
             if sock is not None:
                 sock.close()
