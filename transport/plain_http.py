@@ -13,7 +13,7 @@ through httpx2 as before."""
 from __future__ import annotations
 
 import asyncio
-import os
+import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -21,10 +21,6 @@ MAX_HEAD = 64 * 1024
 """The most bytes a reply's status line and headers may take."""
 KEEP_IDLE = 100
 """Connections kept open between calls (httpx2's limit, which the fast path set)."""
-
-
-_PROXIES = {"http_proxy", "all_proxy"}
-"""The variables that send an `http://` request through a proxy, in any case."""
 
 
 class PlainHTTPError(Exception):
@@ -51,10 +47,6 @@ def takes_plain_http(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         return False
-    if not any(name.lower() in _PROXIES for name in os.environ):
-        return True  # urllib.request, which reads them as httpx2 does, not imported (10 ms)
-    import urllib.request
-
     proxies = urllib.request.getproxies_environment()
     if not proxies.keys() & {"http", "all"}:
         return True
