@@ -540,6 +540,8 @@ def _count(client: Client, sock: socket.socket) -> None:
 
 
 async def _serve(sock: socket.socket, counts: socket.socket) -> None:
+    import httpx2  # noqa: F401  (the fast path's; imported while a spare waits for its settings)
+
     reader, writer = await asyncio.open_connection(sock=sock)
     try:
         settings = LLMSettings(**await _read(reader))

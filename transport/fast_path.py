@@ -1,6 +1,5 @@
 """The fast path: model calls to a plain OpenAI-compatible chat completions endpoint made with
-one shared HTTP client (plain_http's for an `http://` server, else httpx2's), none of
-litellm's work on each call.
+one shared httpx2 client, none of litellm's work on each call.
 
 litellm spends 3 to 10 ms of CPU a call building the request, parsing the reply into its
 objects, pricing it and logging it. For `openai/NAME` with --api-base (vLLM, llama.cpp, LM
@@ -42,7 +41,6 @@ from .llm import (
     _import_litellm,
     with_backoff,
 )
-from .plain_http import PlainHTTP, PlainHTTPError, PlainHTTPTimeout, Reply, takes_plain_http
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +141,14 @@ async def _holding(client: Any) -> AsyncIterator[Any]:
 
 
 class FastClient:
-    """Calls a plain OpenAI-compatible chat completions endpoint with one HTTP client an event
-    loop (connections kept open and shared by every call on it).
+    """Calls a plain OpenAI-compatible chat completions endpoint with one httpx2.AsyncClient
+    an event loop (connections kept open and shared by every call on it).
 
-    For an `http://` server (a local vLLM, llama.cpp) with no proxy: plain_http.PlainHTTP,
-    about 0.1 ms of CPU a call. For https or a proxy: httpx2, 0.8 to 1 ms; not httpx, whose
-    pool (httpcore 1) checks every pooled connection on every request (4.8 ms a call at 64 in
-    flight). litellm, where it is taken, keeps its own clients."""
+    httpx2, not httpx: httpx's pool (httpcore 1) checks every pooled connection on every
+    request, so that with 64 calls in flight most of a call's CPU went to the pool (4.8 ms a
+    call against a local server at 0.2 s latency, 8% of the ideal rate); httpx2's took 0.8 ms
+    and reached 50-61% on a machine at load 12 (benchmarks/build_bench.py). litellm, where it
+    is taken, keeps its own clients."""
 
     def __init__(
         self,
@@ -194,30 +193,34 @@ class FastClient:
         return orjson.dumps(self.settings.chat_body(self._name, messages))
 
     async def _http(self) -> Any:
-        """This event loop's client, made on its first call (a build runs a loop a round):
-        plain_http's for an `http://` server with no proxy, else httpx2's."""
+        """This event loop's client, made on its first call (a build runs a loop a round)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            if takes_plain_http(self._url):
-                client: Any = PlainHTTP(self._url, self._headers, self.settings.timeout_seconds)
-            else:
-                client = _Httpx2(self._url, self._headers, self.settings.timeout_seconds)
+            import httpx2
+
+            client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.settings.timeout_seconds),
+                # The OpenAI SDK's limits, which litellm's calls had.
+                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
+            )
             self._holder = _holding(client)
             self._client = await anext(self._holder)
             self._loop = loop
         return self._client
 
     async def complete(self, messages: list[Message]) -> LLMReply:
+        import httpx2
+
         client = await self._http()
         content = self._body(messages)
 
         async def attempt() -> Any:
             try:
-                response = await client.post(content)
-            except PlainHTTPTimeout as error:
-                raise Transient("Timeout", f"the request timed out: {error}") from None
-            except PlainHTTPError as error:  # refused, reset, a broken connection
-                raise Transient("APIConnectionError", f"connection error: {error}") from None
+                response = await client.post(self._url, content=content, headers=self._headers)
+            except httpx2.TimeoutException as error:
+                raise Transient("Timeout", f"the request timed out: {error!r}") from None
+            except httpx2.HTTPError as error:  # refused, reset, a broken connection
+                raise Transient("APIConnectionError", f"connection error: {error!r}") from None
             if response.status_code != 200:
                 self._refuse(response)
             return self._read(response.content)
@@ -279,36 +282,6 @@ class FastClient:
             self._priced[served] = False
             return None
         return float(cost)
-
-
-class _Httpx2:
-    """httpx2's client with plain_http's face (`post`, `aclose`, its errors): for an https
-    server or one behind a proxy, which plain_http leaves to it."""
-
-    def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
-        import httpx2
-
-        self._url = url
-        self._headers = headers
-        self._client = httpx2.AsyncClient(
-            timeout=httpx2.Timeout(timeout),
-            # The OpenAI SDK's limits, which litellm's calls had.
-            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
-        )
-
-    async def post(self, content: bytes) -> Reply:
-        import httpx2
-
-        try:
-            response = await self._client.post(self._url, content=content, headers=self._headers)
-        except httpx2.TimeoutException as error:
-            raise PlainHTTPTimeout(repr(error)) from None
-        except httpx2.HTTPError as error:  # refused, reset, a broken connection
-            raise PlainHTTPError(repr(error)) from None
-        return Reply(response.status_code, dict(response.headers), response.content)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _error_message(content: bytes) -> str:
