@@ -540,7 +540,7 @@ def _count(client: Client, sock: socket.socket) -> None:
 
 
 async def _serve(sock: socket.socket, counts: socket.socket) -> None:
-    import httpx2  # noqa: F401  (the fast path's; imported while a spare waits for its settings)
+    import aiohttp  # noqa: F401  (the fast path's; imported while a spare waits for its settings)
 
     reader, writer = await asyncio.open_connection(sock=sock)
     try:
