@@ -299,7 +299,8 @@ def environment_proxy(url: str) -> str | None:
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+    # proxy_bypass reads NO_PROXY (typeshed lacks proxy_bypass_environment, which it is).
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     return proxy
 
