@@ -73,53 +73,27 @@ def _gone(model: str) -> LLMCallError:
     return LLMCallError(f"{model}: the process that makes the model calls stopped", fatal=True)
 
 
-def _receive(sock: socket.socket) -> Any:
-    """The next frame, waited for; ConnectionError when the other end has closed."""
-    head = _exactly(sock, _LENGTH.size)
-    return orjson.loads(_exactly(sock, _LENGTH.unpack(head)[0]))
+def _receive(sock: socket.socket, buffer: bytearray | None = None) -> Any:
+    """The next frame, waited for: the first in `buffer` and what the socket adds to it (what
+    comes after it stays there; without a buffer, the other end sends one frame and waits for
+    the answer). ConnectionError when the other end has closed."""
+    buffer = bytearray() if buffer is None else buffer
+    while (frame := _taken(buffer)) is None:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed")
+        buffer += chunk
+    return frame
 
 
-def _taken(buffer: bytearray) -> dict[str, Any] | None:
+def _taken(buffer: bytearray) -> Any:
     """The first frame in `buffer`, taken out of it; None while it has not all come."""
-    if len(buffer) < _LENGTH.size:
+    (length,) = _LENGTH.unpack_from(buffer) if len(buffer) >= _LENGTH.size else (None,)
+    if length is None or len(buffer) < _LENGTH.size + length:
         return None
-    (length,) = _LENGTH.unpack_from(buffer)
-    if len(buffer) < _LENGTH.size + length:
-        return None
-    frame: dict[str, Any] = orjson.loads(buffer[_LENGTH.size : _LENGTH.size + length])
+    frame = orjson.loads(buffer[_LENGTH.size : _LENGTH.size + length])
     del buffer[: _LENGTH.size + length]
     return frame
-
-
-def _frame_in(buffer: bytearray, receive: Any) -> dict[str, Any]:
-    """The first frame of `buffer` and what `receive(size)` (a blocking recv) adds to it;
-    what comes after it stays in `buffer`. ConnectionError when the other end has closed."""
-    while (frame := _taken(buffer)) is None:
-        chunk = receive(1 << 16)
-        if not chunk:
-            raise ConnectionError("closed")
-        buffer += chunk
-    return frame
-
-
-async def _frame_in_async(buffer: bytearray, receive: Any) -> dict[str, Any] | None:
-    """`_frame_in` with an awaited `receive`; None when the other end has closed."""
-    while (frame := _taken(buffer)) is None:
-        chunk = await receive(1 << 16)
-        if not chunk:
-            return None
-        buffer += chunk
-    return frame
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return bytes(data)
 
 
 async def _read(reader: asyncio.StreamReader) -> Any:
@@ -188,7 +162,7 @@ class WorkerLLM:
             self._readying.cancel()
         self._socket.setblocking(True)
         try:
-            answer = _frame_in(self._early, self._socket.recv)
+            answer = _receive(self._socket, self._early)
         except ConnectionError:
             answer = None
         self._answered(answer)
@@ -227,16 +201,15 @@ class WorkerLLM:
 
     async def _read_ready(self, loop: asyncio.AbstractEventLoop) -> None:
         assert self._socket is not None
-        sock = self._socket
-        sock.setblocking(False)
-
-        async def receive(size: int) -> bytes:
-            return await loop.sock_recv(sock, size)
-
-        try:
-            answer = await _frame_in_async(self._early, receive)
-        except OSError:
-            answer = None
+        self._socket.setblocking(False)
+        while (answer := _taken(self._early)) is None:
+            try:
+                chunk = await loop.sock_recv(self._socket, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break  # the worker has gone: answer is None
+            self._early += chunk
         if not self._ready and self._refused is None:
             with contextlib.suppress(LLMCallError):  # each waiting call raises it
                 self._answered(answer)
@@ -475,12 +448,7 @@ class _Connection:
 
     async def _read_all(self) -> None:
         while True:
-            while len(self.received) >= _LENGTH.size:
-                (length,) = _LENGTH.unpack_from(self.received)
-                if len(self.received) < _LENGTH.size + length:
-                    break
-                frame = orjson.loads(self.received[_LENGTH.size : _LENGTH.size + length])
-                del self.received[: _LENGTH.size + length]
+            while (frame := _taken(self.received)) is not None:
                 self._take(frame)
             try:
                 chunk = await self.loop.sock_recv(self.sock, 1 << 16)
