@@ -256,26 +256,26 @@ async def _each(bodies: list[bytes], concurrency: int, one: Any) -> None:
 
 
 async def bare_client(url: str, bodies: list[bytes], concurrency: int) -> None:
-    """A bare httpx2 client (the fast path's library) posting `bodies` (JSON, as the stub
+    """A bare aiohttp session (the fast path's library) posting `bodies` (JSON, as the stub
     received them), `concurrency` at a time, and reading each answer's text: the floor any
     client can reach."""
-    import httpx2
+    import aiohttp
 
-    limits = httpx2.Limits(max_connections=concurrency)
     headers = {"content-type": "application/json", "authorization": "Bearer no-key"}
-    async with httpx2.AsyncClient(limits=limits, timeout=120) as client:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(body: bytes) -> None:
-            response = await client.post(f"{url}/chat/completions", content=body, headers=headers)
-            response.raise_for_status()
-            json.loads(response.content)["choices"][0]["message"]["content"]
+            async with session.post(f"{url}/chat/completions", data=body, headers=headers) as r:
+                r.raise_for_status()
+                json.loads(await r.read())["choices"][0]["message"]["content"]
 
         await _each(bodies, concurrency, one)
 
 
 def replay(url: str, bodies: list[bytes], concurrency: int, rounds: int) -> dict[str, float]:
     """This process's CPU seconds to make the requests `bodies`, `concurrency` at a time, and
-    read each answer: by a bare httpx client, by the fast path's client (`FastClient`) and by
+    read each answer: by a bare aiohttp session, by the fast path's client (`FastClient`) and by
     litellm's (`LiteLLMClient`), as the call worker runs them (litellm imported and one call
     made before the clock starts). The least of `rounds` rounds, the three taking turns, so
     that a busy machine weighs on each alike."""
@@ -297,7 +297,7 @@ def replay(url: str, bodies: list[bytes], concurrency: int, rounds: int) -> dict
 
         return run
 
-    runs = {"a bare httpx2 client": lambda: bare_client(url, bodies, concurrency)}
+    runs = {"a bare aiohttp session": lambda: bare_client(url, bodies, concurrency)}
     runs.update({name: through(client) for name, client in clients.items()})
     for client in clients.values():
         asyncio.run(client.complete(json.loads(bodies[0])["messages"]))  # litellm imported
@@ -491,7 +491,7 @@ def main() -> None:
                 bare = bare_figures(stub.url, requests_file, slow_count, args.concurrency)
                 print(
                     f"latency {args.latency:.2f} s, concurrency {args.concurrency}: a bare "
-                    f"httpx2 client making {slow_count} of the build's requests: "
+                    f"aiohttp session making {slow_count} of the build's requests: "
                     f"{bare[0]:.1f} calls/s, {bare[0] / ideal:.0%} of ideal; "
                     f"{bare[1] * 1e3:.2f} ms of CPU a call; load average "
                     f"{os.getloadavg()[0]:.2f}",

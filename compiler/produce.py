@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -73,6 +74,9 @@ class _Finished:
 
 DECIDE_AFTER = 256
 """Runs numbered before a new corpus's insight id width is chosen (see Compiled)."""
+BACKLOG_STEP = 4
+"""Pages of runs numbered before the width was chosen written with each run numbered after
+it (see Compiled), besides that run's own."""
 
 
 def guess_width(drawn: int, done: int, total: int) -> int:
@@ -117,7 +121,10 @@ class Compiled:
     made from another keeps its parent's width. A new corpus's ids are sized to fit every
     insight, mined ones too, whose count is known only at the end: the width is guessed after
     DECIDE_AFTER runs, and `finish` writes those pages again in the rare build whose final
-    count needs another. What the indexes need of each run (its Summary) waits in a second
+    count needs another. The pages waiting for the width are then written BACKLOG_STEP with
+    each run numbered after (in number order, the later runs' after them), not all at once:
+    that would stop the event loop, and the calls it keeps in flight, for a few tenths of a
+    second. What the indexes need of each run (its Summary) waits in a second
     file, in step order. Both are unnamed temporary files beside the staging folder, gone
     with the process."""
 
@@ -152,8 +159,9 @@ class Compiled:
         self._next = first_step
         self._done = 0
         self._finished: dict[int, _Finished | None] = {}
-        self._unwritten: list[Summary] = []
-        """Numbered, their pages not written: only while the width is not chosen."""
+        self._unwritten: collections.deque[Summary] = collections.deque()
+        """Numbered, their pages not written, in number order: every run while the width is
+        not chosen, then those left of them and the runs numbered after them."""
         self._folder = writer.root.parent
         self._spill = spill_file(self._folder, "compiled")
         self._summaries = spill_file(self._folder, "summaries")
@@ -199,6 +207,7 @@ class Compiled:
     def _number_ready(self) -> None:
         """Number the insights of each run whose earlier runs are all done, in step order,
         and write their pages once the width is known."""
+        numbered = 0  # runs with insights numbered now
         while self._next in self._finished:
             done = self._finished.pop(self._next)
             self._next += 1
@@ -225,7 +234,8 @@ class Compiled:
                             == READ_ONLY,
                         )
                     )
-                if self._width is None:
+                numbered += 1
+                if self._width is None or self._unwritten:
                     self._unwritten.append(summary)
                 else:
                     self._write_pages(summary, self._width, result)
@@ -233,12 +243,14 @@ class Compiled:
             self._summaries.write(orjson.dumps(line) + b"\n")
         if self._width is None and self._done >= min(DECIDE_AFTER, self._total) > 0:
             self._width = guess_width(self.number - self.first_number + 1, self._done, self._total)
-            self._write_unwritten(self._width)
+        if self._width is not None:
+            self._write_unwritten(self._width, BACKLOG_STEP + numbered)
 
-    def _write_unwritten(self, width: int) -> None:
-        for summary in self._unwritten:
-            self._write_pages(summary, width)
-        self._unwritten.clear()
+    def _write_unwritten(self, width: int, most: int | None = None) -> None:
+        """The pages of the first `most` runs waiting (all of them when None)."""
+        left = len(self._unwritten) if most is None else min(most, len(self._unwritten))
+        for _ in range(left):
+            self._write_pages(self._unwritten.popleft(), width)
 
     def _write_pages(
         self,
@@ -275,9 +287,8 @@ class Compiled:
     def finish(self, width: int) -> None:
         """Every compilation with insights written with ids `width` digits wide (the pages
         written with a width guessed otherwise are written again)."""
-        if self._width is None:
-            self._write_unwritten(width)
-        elif self._width != width:
+        self._write_unwritten(self._width or width)
+        if self._width is not None and self._width != width:
             guessed = dataclasses.replace(self.layout, insight_width=self._width)
             log.info(
                 "insight ids need %d digits, not %d: writing their pages again", width, self._width

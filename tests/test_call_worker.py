@@ -125,6 +125,33 @@ def test_token_counts_are_the_worker_clients(openai_stub: Stub) -> None:
         llm.close()
 
 
+def test_calls_wait_for_the_worker_without_holding_up_their_event_loop(
+    openai_stub: Stub,
+) -> None:
+    """A call started before the worker is ready waits for it on the event loop, which runs
+    other work meanwhile (the build's next runs); a wait of the caller's own in the middle of
+    it (preflight, or a token count as a prompt is fitted) takes the worker's ready frame."""
+    hello: list[Any] = [{"role": "user", "content": "hello"}]
+
+    async def calls(wait_in_between: bool) -> tuple[bool, list[str]]:
+        first = asyncio.create_task(llm.complete(hello))
+        await asyncio.sleep(0)  # the first call has started the worker and waits for it
+        waited = not llm._ready and llm._process is not None
+        if wait_in_between:
+            llm.preflight()
+        second = asyncio.create_task(llm.complete(hello))
+        return waited, [(await first).text, (await second).text]
+
+    openai_stub.script += [(200, "answer")] * 4
+    for wait_in_between in (False, True):
+        llm = _worker(openai_stub)
+        try:
+            assert asyncio.run(calls(wait_in_between)) == (True, ["answer", "answer"])
+        finally:
+            llm.close()
+    assert len(openai_stub.requests) == 4
+
+
 def test_the_worker_ends_when_the_builder_is_gone(openai_stub: Stub) -> None:
     llm = _worker(openai_stub)
     llm.preflight()

@@ -371,6 +371,36 @@ def test_pages_are_written_while_later_runs_compile(
     assert verify(tmp_path / "corpus").ok
 
 
+def test_pages_waiting_for_the_width_are_written_a_few_with_each_run_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pages of the runs numbered before the width was chosen are written BACKLOG_STEP
+    with each run numbered after it, in number order, not all at once (which stops the calls
+    in flight); the corpus is the one written all at once."""
+    from wikitrace.compiler import produce
+
+    monkeypatch.setattr(produce, "DECIDE_AFTER", 6)
+    path = write_runs(tmp_path / "runs.jsonl", [make_run(f"t{n}") for n in range(12)])
+    llm = FakeLLM(answer=lambda messages: good_answer(prompt_of(messages), insights=2))
+    build(path, tmp_path / "at-once", llm, concurrency=1, use_cache=False)
+    seen: list[int] = []  # insight pages on disk when each call is made
+
+    class Watching(FakeLLM):
+        async def complete(self, messages: list[Message]) -> Any:
+            seen.append(len(list(tmp_path.glob("gradual*/**/insight/insight-*.md"))))
+            return await super().complete(messages)
+
+    monkeypatch.setattr(produce, "BACKLOG_STEP", 1)
+    watching = Watching(answer=lambda messages: good_answer(prompt_of(messages), insights=2))
+    build(path, tmp_path / "gradual", watching, concurrency=1, use_cache=False)
+    # The 6th run's end writes 2 of the 6 runs waiting; each later run adds itself and 2 go.
+    assert seen == [0, 0, 0, 0, 0, 0, 4, 8, 12, 16, 20, 22]
+    gradual, at_once = tmp_path / "gradual", tmp_path / "at-once"
+    assert _model_pages(gradual) == _model_pages(at_once)
+    assert (gradual / "catalog.jsonl").read_bytes() == (at_once / "catalog.jsonl").read_bytes()
+    assert verify(gradual).ok
+
+
 def test_a_page_that_cannot_be_written_ends_the_build_not_a_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

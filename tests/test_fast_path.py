@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from wikitrace.transport.clients import make_client
-from wikitrace.transport.fast_path import FastClient, may_be_priced, takes_fast_path
+from wikitrace.transport.fast_path import (
+    FastClient,
+    environment_proxy,
+    may_be_priced,
+    takes_fast_path,
+)
 from wikitrace.transport.llm import LiteLLMClient, LLMCallError, LLMSettings
 
 from helpers import Stub, build_with_stub, chat_completion
@@ -146,10 +151,18 @@ class _Server:
                 data = body.encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                chunked = headers.get("transfer-encoding") == "chunked"
+                if not chunked:
+                    self.send_header("content-length", str(len(data)))
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
+                if chunked:  # in pieces of 7 bytes, each written on its own
+                    for at in range(0, len(data), 7):
+                        piece = data[at : at + 7]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                    data = b"0\r\n\r\n"
                 self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
@@ -234,6 +247,28 @@ def test_retries_errors_and_time_outs_as_litellm_has_them(
         _call(client())
 
 
+def test_a_chunked_reply_is_read_whole(server: _Server) -> None:
+    settings = LLMSettings(model="openai/stub-model", api_base=server.url)
+    body = json.dumps(chat_completion("stub-model", "a chunked answer"))
+    server.script.append((200, body, {"transfer-encoding": "chunked"}))
+    assert _call(FastClient(settings)).text == "a chunked answer"
+
+
+def test_the_environments_proxy_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        for spelled in (name, name.upper()):
+            monkeypatch.delenv(spelled, raising=False)
+    url = "http://models.internal:8000/v1/chat/completions"
+    assert environment_proxy(url) is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert environment_proxy(url) == "http://proxy:3128"
+    assert environment_proxy("https://models.internal/v1/chat/completions") is None
+    monkeypatch.setenv("ALL_PROXY", "http://every:3128")
+    assert environment_proxy("https://models.internal/v1/chat/completions") == "http://every:3128"
+    monkeypatch.setenv("NO_PROXY", "models.internal")
+    assert environment_proxy(url) is None
+
+
 def test_nothing_listening_is_a_connection_error_retried() -> None:
     async def sleep(seconds: float) -> None:
         pass
@@ -282,6 +317,6 @@ def test_a_build_on_the_fast_path_never_imports_litellm(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
-    assert "orjson" in imported and "httpx2" in imported  # the profile is there; the fast path ran
+    assert "orjson" in imported and "aiohttp" in imported  # the profile is there; the fast path ran
     assert done.stdout.split()[-1] == str(worker) and len(openai_stub.requests) == 3
     assert [name for name in imported if name.split(".")[0] in ("litellm", "openai")] == []

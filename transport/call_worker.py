@@ -73,20 +73,27 @@ def _gone(model: str) -> LLMCallError:
     return LLMCallError(f"{model}: the process that makes the model calls stopped", fatal=True)
 
 
-def _receive(sock: socket.socket) -> Any:
-    """The next frame, waited for; ConnectionError when the other end has closed."""
-    head = _exactly(sock, _LENGTH.size)
-    return orjson.loads(_exactly(sock, _LENGTH.unpack(head)[0]))
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
+def _receive(sock: socket.socket, buffer: bytearray | None = None) -> Any:
+    """The next frame, waited for: the first in `buffer` and what the socket adds to it (what
+    comes after it stays there; without a buffer, the other end sends one frame and waits for
+    the answer). ConnectionError when the other end has closed."""
+    buffer = bytearray() if buffer is None else buffer
+    while (frame := _taken(buffer)) is None:
+        chunk = sock.recv(1 << 16)
         if not chunk:
             raise ConnectionError("closed")
-        data += chunk
-    return bytes(data)
+        buffer += chunk
+    return frame
+
+
+def _taken(buffer: bytearray) -> Any:
+    """The first frame in `buffer`, taken out of it; None while it has not all come."""
+    (length,) = _LENGTH.unpack_from(buffer) if len(buffer) >= _LENGTH.size else (None,)
+    if length is None or len(buffer) < _LENGTH.size + length:
+        return None
+    frame = orjson.loads(buffer[_LENGTH.size : _LENGTH.size + length])
+    del buffer[: _LENGTH.size + length]
+    return frame
 
 
 async def _read(reader: asyncio.StreamReader) -> Any:
@@ -99,8 +106,9 @@ class WorkerLLM:
     """The LLM protocol over a worker process running LiteLLMClient.
 
     The worker starts on the first call or token count (a build whose replies are all cached
-    never starts it, nor imports litellm), and the caller waits while it imports litellm, as
-    it would for an import of its own.
+    never starts it, nor imports litellm). A token count waits while it starts (and imports
+    litellm), as it would for an import of its own; the calls wait without holding up their
+    event loop, on which the build goes on reading and writing the next runs meanwhile.
     """
 
     def __init__(self, settings: LLMSettings) -> None:
@@ -113,6 +121,11 @@ class WorkerLLM:
         self._refused: LLMCallError | None = None
         self._connection: _Connection | None = None
         self._ready = False
+        self._early = bytearray()
+        """What the worker sent before its calls' connection was made: the frame that says it
+        is ready, as far as it has come, and anything after it."""
+        self._readying: asyncio.Task[None] | None = None
+        """Reading that frame on an event loop (`_until_ready`)."""
         self._ids = itertools.count(1)
 
     def cache_identity(self) -> dict[str, Any]:
@@ -143,16 +156,63 @@ class WorkerLLM:
         if self._ready:
             return
         assert self._socket is not None, "start() first"
+        if self._readying is not None:
+            # A call waits for the frame on its event loop, which is this thread's, held here:
+            # its read stops before the loop looks at the socket again; what it got is kept.
+            self._readying.cancel()
+        self._socket.setblocking(True)
         try:
-            answer = _receive(self._socket)
-            refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
+            answer = _receive(self._socket, self._early)
         except ConnectionError:
-            refused = _gone(self.model)
+            answer = None
+        self._answered(answer)
+
+    def _answered(self, answer: dict[str, Any] | None) -> None:
+        """Take the worker's first frame (None: it has gone): ready, or refused (raised)."""
+        if answer is None:
+            refused: LLMCallError | None = _gone(self.model)
+        else:
+            refused = LLMCallError(answer["refused"], fatal=True) if "refused" in answer else None
         if refused is not None:
             self._refused = refused
             self.close()
             raise refused
         self._ready = True
+
+    async def _until_ready(self) -> None:
+        """Start the worker and wait until it is ready, without holding up this event loop;
+        raise what it refused (`wait_ready`)."""
+        if self._refused is None and not self._ready:
+            self.start()
+        if self._refused is not None or self._ready:
+            self.wait_ready()
+            return
+        loop = asyncio.get_running_loop()
+        if self._readying is None or self._readying.get_loop() is not loop:
+            self._readying = loop.create_task(self._read_ready(loop))
+        reading = self._readying
+        try:
+            await asyncio.shield(reading)  # one read, shared by the calls that wait
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not reading.cancelled() or (task is not None and task.cancelling()):
+                raise  # this call was cancelled; else wait_ready took the frame itself
+        self.wait_ready()  # ready or refused by now
+
+    async def _read_ready(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self._socket is not None
+        self._socket.setblocking(False)
+        while (answer := _taken(self._early)) is None:
+            try:
+                chunk = await loop.sock_recv(self._socket, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break  # the worker has gone: answer is None
+            self._early += chunk
+        if not self._ready and self._refused is None:
+            with contextlib.suppress(LLMCallError):  # each waiting call raises it
+                self._answered(answer)
 
     def count_tokens(self, text: str) -> int:
         self.preflight()
@@ -185,6 +245,7 @@ class WorkerLLM:
         return await self._call({"messages": messages, "save": [str(cache), key]})
 
     async def _call(self, request: dict[str, Any]) -> tuple[LLMReply, bool]:
+        await self._until_ready()
         connection = self._connected()
         call = next(self._ids)
         answer = connection.expect(call)
@@ -203,7 +264,7 @@ class WorkerLLM:
             assert self._socket is not None
             self._socket.setblocking(False)
             # What a reader of an ended loop had received and not read is read first.
-            left = self._connection.received if self._connection else bytearray()
+            left = self._connection.received if self._connection else self._early
             self._connection = _Connection(self._socket, self.settings.model, left)
         return self._connection
 
@@ -212,6 +273,7 @@ class WorkerLLM:
         Spares no worker took go too: the build that started them is over."""
         _end_spares()
         self._connection = None
+        self._readying = None
         for sock in (self._socket, self._counts):
             if sock is not None:
                 sock.close()
@@ -386,12 +448,7 @@ class _Connection:
 
     async def _read_all(self) -> None:
         while True:
-            while len(self.received) >= _LENGTH.size:
-                (length,) = _LENGTH.unpack_from(self.received)
-                if len(self.received) < _LENGTH.size + length:
-                    break
-                frame = orjson.loads(self.received[_LENGTH.size : _LENGTH.size + length])
-                del self.received[: _LENGTH.size + length]
+            while (frame := _taken(self.received)) is not None:
                 self._take(frame)
             try:
                 chunk = await self.loop.sock_recv(self.sock, 1 << 16)
@@ -451,7 +508,7 @@ def _count(client: Client, sock: socket.socket) -> None:
 
 
 async def _serve(sock: socket.socket, counts: socket.socket) -> None:
-    import httpx2  # noqa: F401  (the fast path's; imported while a spare waits for its settings)
+    import aiohttp  # noqa: F401  (the fast path's; imported while a spare waits for its settings)
 
     reader, writer = await asyncio.open_connection(sock=sock)
     try:

@@ -38,7 +38,13 @@ def connect(
         check_reachable(settings.api_base)
     client = client or make_client(settings)
     if cache_dir is None:
-        client.preflight()
+        # Call workers are started, not waited for: each call waits for them, and refuses
+        # what they refuse (nothing is sent), while the build reads and writes the first runs.
+        start = getattr(client, "start", None)
+        if start is not None:
+            start()
+        else:
+            client.preflight()
         return client
     # Checked before the first call or token count the cache cannot answer: a rebuild whose
     # every answer is cached never imports litellm.

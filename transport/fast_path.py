@@ -1,5 +1,5 @@
 """The fast path: model calls to a plain OpenAI-compatible chat completions endpoint made with
-one shared httpx2 client, none of litellm's work on each call.
+one shared aiohttp session, none of litellm's work on each call.
 
 litellm spends 3 to 10 ms of CPU a call building the request, parsing the reply into its
 objects, pricing it and logging it. For `openai/NAME` with --api-base (vLLM, llama.cpp, LM
@@ -131,24 +131,24 @@ def may_be_priced(name: str) -> bool:
     )
 
 
-async def _holding(client: Any) -> AsyncIterator[Any]:
-    """Hands out `client`, and closes it when its event loop ends: asyncio.run finalizes the
+async def _holding(session: Any) -> AsyncIterator[Any]:
+    """Hands out `session`, and closes it when its event loop ends: asyncio.run finalizes the
     async generators still open on its loop, so this one's `finally` runs there."""
     try:
-        yield client
+        yield session
     finally:
-        await client.aclose()
+        await session.close()
 
 
 class FastClient:
-    """Calls a plain OpenAI-compatible chat completions endpoint with one httpx2.AsyncClient
-    an event loop (connections kept open and shared by every call on it).
+    """Calls a plain OpenAI-compatible chat completions endpoint with one aiohttp session an
+    event loop (connections kept open and shared by every call on it).
 
-    httpx2, not httpx: httpx's pool (httpcore 1) checks every pooled connection on every
-    request, so that with 64 calls in flight most of a call's CPU went to the pool (4.8 ms a
-    call against a local server at 0.2 s latency, 8% of the ideal rate); httpx2's took 0.8 ms
-    and reached 50-61% on a machine at load 12 (benchmarks/build_bench.py). litellm, where it
-    is taken, keeps its own clients."""
+    aiohttp (its C parser), not httpx2 nor httpx: with 64 calls in flight against a local
+    server, httpx's pool (httpcore 1) spent 4.8 ms of CPU a call checking every pooled
+    connection on every request, httpx2 0.96 ms in its request and response models, and
+    aiohttp 0.21 ms (docs/scale.md), which is the build's process's own when the calls are
+    made in it. litellm, where it is taken, keeps its own clients."""
 
     def __init__(
         self,
@@ -193,37 +193,44 @@ class FastClient:
         return orjson.dumps(self.settings.chat_body(self._name, messages))
 
     async def _http(self) -> Any:
-        """This event loop's client, made on its first call (a build runs a loop a round)."""
+        """This event loop's session, made on its first call (a build runs a loop a round)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            import httpx2
+            import aiohttp
 
-            client = httpx2.AsyncClient(
-                timeout=httpx2.Timeout(self.settings.timeout_seconds),
-                # The OpenAI SDK's limits, which litellm's calls had.
-                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
+            seconds = self.settings.timeout_seconds
+            session = aiohttp.ClientSession(
+                # The OpenAI SDK's limit on connections, which litellm's calls had.
+                connector=aiohttp.TCPConnector(limit=1000),
+                # As httpx's Timeout(seconds): to connect (a free connection included), and
+                # between two reads of a reply.
+                timeout=aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds),
+                # The proxy the environment sets for the URL, found once: trust_env would look
+                # again on every call, and would read ~/.netrc on a thread for each.
+                proxy=environment_proxy(self._url),
             )
-            self._holder = _holding(client)
+            self._holder = _holding(session)
             self._client = await anext(self._holder)
             self._loop = loop
         return self._client
 
     async def complete(self, messages: list[Message]) -> LLMReply:
-        import httpx2
+        import aiohttp
 
-        client = await self._http()
+        session = await self._http()
         content = self._body(messages)
 
         async def attempt() -> Any:
             try:
-                response = await client.post(self._url, content=content, headers=self._headers)
-            except httpx2.TimeoutException as error:
+                async with session.post(self._url, data=content, headers=self._headers) as reply:
+                    body = await reply.read()
+            except TimeoutError as error:
                 raise Transient("Timeout", f"the request timed out: {error!r}") from None
-            except httpx2.HTTPError as error:  # refused, reset, a broken connection
+            except aiohttp.ClientError as error:  # refused, reset, a broken connection
                 raise Transient("APIConnectionError", f"connection error: {error!r}") from None
-            if response.status_code != 200:
-                self._refuse(response)
-            return self._read(response.content)
+            if reply.status != 200:
+                self._refuse(reply.status, reply.headers.get("retry-after"), body)
+            return self._read(body)
 
         data, attempts = await with_backoff(self.settings, attempt, self._sleep)
         message = data["choices"][0]["message"]
@@ -236,16 +243,15 @@ class FastClient:
             attempts=attempts,
         )
 
-    def _refuse(self, response: Any) -> None:
+    def _refuse(self, status: int, retry_after: str | None, content: bytes) -> None:
         """Raise what a reply other than 200 means: Transient (retried) or LLMCallError."""
-        status = response.status_code
         kind, retried, fatal = _ERRORS.get(
             status,
             ("InternalServerError", True, False) if status >= 500 else ("APIError", False, False),
         )
-        detail = f"HTTP {status}: {shortened(_error_message(response.content), 240)}"
+        detail = f"HTTP {status}: {shortened(_error_message(content), 240)}"
         if retried:
-            raise Transient(kind, detail, _retry_after(response.headers.get("retry-after")))
+            raise Transient(kind, detail, _retry_after(retry_after))
         raise LLMCallError(f"{self.model}: {kind}: {detail}", fatal=fatal)
 
     def _read(self, content: bytes) -> dict[str, Any]:
@@ -282,6 +288,21 @@ class FastClient:
             self._priced[served] = False
             return None
         return float(cost)
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy that HTTP_PROXY, HTTPS_PROXY or ALL_PROXY (and NO_PROXY) name for `url`, as
+    httpx's clients took them; None for none."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    # proxy_bypass reads NO_PROXY (typeshed lacks proxy_bypass_environment, which it is).
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
 
 
 def _error_message(content: bytes) -> str:
