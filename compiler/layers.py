@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from .mine import MinedPage, Miner, NewDivergence, mine_version, runs_layout
 from .mine_divergence import Divergence
 from .mine_lessons import LessonWriter, Quotes
 from .mine_patterns import Action
-from .mine_table import patterns_file
+from .mine_table import ActionHashes, patterns_file
 from .produce import Compiled, Summary
 from .report import BuildReport
 from .stages import CompiledRuns, Layers
@@ -78,7 +79,16 @@ def write_layers(
             if miner.tests is not None:
                 writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
-        rewritten, renamed = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
+        rewritten, renamed = _write_mined(
+            writer,
+            layout,
+            base,
+            compiled,
+            pages,
+            all_rows,
+            farm_map,
+            miner.actions if miner is not None else None,
+        )
         if base:
             base.link_kept(writer, rewritten)
         prompts = dict(base.manifest.prompts) if base else {}
@@ -126,11 +136,14 @@ def _write_mined(
     pages: list[MinedPage],
     rows: RunRows,
     farm_map: FarmMap,
+    actions: ActionHashes | None,
 ) -> tuple[set[str], set[str]]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
     recounted, replaces its row); the compilation pages that cite them written anew. Returns
     the parent's files the version does not keep, and of those the compilation pages (and
-    their data) written anew only to name mined lessons."""
+    their data) written anew only to name mined lessons. `actions`: the places of the
+    actions of the runs the build mined, so that a divergence's page reads only the turns
+    it quotes."""
     insight_rows = compiled.insight_rows
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
     rewritten = {MINED_PATTERNS, MINED_TESTS}
@@ -140,8 +153,14 @@ def _write_mined(
         farm_map(
             _divergence_pages,
             (
-                _Divergences(os.fspath(writer.root), layout, parent, chunk)
-                for chunk in _jobs(_new_divergences(pages, rows))
+                _Divergences(
+                    os.fspath(writer.root),
+                    layout,
+                    parent,
+                    [(number, found, task) for number, found, task, _ in chunk],
+                    {step: held for *_, places in chunk for step, held in places.items()},
+                )
+                for chunk in _jobs(_new_divergences(pages, rows, actions))
             ),
         )
     )
@@ -185,6 +204,9 @@ class _Divergences:
     """The parent version's folder and runs (their logs are read there)."""
     pages: list[tuple[int, Divergence, str]]
     """Each page's number, its divergence (not `load`ing) and its successful run's task."""
+    places: dict[int, array[int]]
+    """The places of the actions of the pages' runs the build mined (ActionHashes.places),
+    by step: those runs' turns are read only where a page quotes them."""
 
 
 def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
@@ -195,14 +217,20 @@ def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
 
 
 def _new_divergences(
-    pages: Iterable[MinedPage], rows: RunRows
-) -> Iterator[tuple[int, Divergence, str]]:
-    """The pages of new divergences, in order; each divergence's successful run's task read
-    here (the rows are this process's)."""
+    pages: Iterable[MinedPage], rows: RunRows, actions: ActionHashes | None
+) -> Iterator[tuple[int, Divergence, str, dict[int, array[int]]]]:
+    """The pages of new divergences, in order, each with the places of its runs' actions
+    where the build kept them; each divergence's successful run's task read here (the rows
+    are this process's)."""
     for page in pages:
         if isinstance(page.lesson, NewDivergence):
             found = dataclasses.replace(page.lesson.divergence, load=_not_loaded)
-            yield page.number, found, rows.by_step(found.success.step).task
+            places = {}
+            for run in (found.success, found.failure):
+                held = actions.places(run.step) if actions is not None else None
+                if held is not None:
+                    places[run.step] = held
+            yield page.number, found, rows.by_step(found.success.step).task, places
 
 
 def _not_loaded(step: int) -> Sequence[Action]:
@@ -215,6 +243,8 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
     layout, parent = job.layout, job.parent
     parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
     quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
+    for step, places in job.places.items():
+        quotes.know(step, places)
     lessons = LessonWriter(layout, quotes)
     files = NewFiles(job.root)
     made = []

@@ -31,6 +31,7 @@ import pickle
 import signal
 import sys
 import threading
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -46,6 +47,7 @@ from wikitrace.corpus_schema.writing import NewFiles
 
 from .importers.runs import SourceRun
 from .mine import Miner, run_patterns
+from .mine_patterns import action_places
 from .mine_table import RunPatterns, signature_hashes
 from .offline import compile_offline
 from .produce import Producer, Summary, plain_compilation, summarize
@@ -224,8 +226,9 @@ class _Made:
     judged: bool
     compiled: Summary | str
     """Its compilation's summary, or why it failed."""
-    mined: tuple[RunPatterns, list[str]] | None
-    """What mining keeps of it, and its actions' signatures (hashed by the build)."""
+    mined: tuple[RunPatterns, list[str], array[int]] | None
+    """What mining keeps of it, its actions' signatures (hashed by the build) and places
+    (mine_patterns.action_places)."""
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
@@ -256,7 +259,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
         mined = None
         if _setup.mine:
             patterns, actions = run_patterns(run.step, record, judged)
-            mined = (patterns, [action.signature for action in actions])
+            mined = (patterns, [action.signature for action in actions], action_places(actions))
         made.append(
             _Made(
                 _files.write_files(files),
@@ -447,10 +450,10 @@ class _Pipeline:
             self.raw.add(made.row, made.task, input_format, made.success)
             step = made.row.step
             if self.miner is not None and made.mined is not None:
-                patterns, signatures = made.mined
+                patterns, signatures, places = made.mined
                 if patterns.task_type:
                     patterns.task_type = sys.intern(patterns.task_type)
-                self.miner.add(patterns, signature_hashes(signatures))
+                self.miner.add(patterns, signature_hashes(signatures), places)
             if isinstance(made.compiled, str):
                 self.producer.record_failure(step, made.row.task_id, made.compiled)
             else:

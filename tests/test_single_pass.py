@@ -8,7 +8,9 @@ import random
 import re
 import shlex
 import textwrap
+from pathlib import Path
 
+import orjson
 import pytest
 
 from wikitrace.compiler import injection
@@ -458,3 +460,88 @@ def test_tokenize_numbers_stems_as_it_did() -> None:
         tokens = _tokenize(texts)
         assert (tokens.ids, tokens.vocab) == _tokenize_as_it_was(texts), texts
     assert len(_tokenize(["refund refunds refunded"]).vocab) == 1
+
+
+def _runs_with_actions() -> list[list[dict[str, object]]]:
+    """Runs' turns as logged: tool calls (one and several a turn, some failed by `is_error`,
+    by an exit code or by what came back), text actions, turns with none, repeats."""
+    tau2 = Path(__file__).parent / "data" / "tau2-telecom-20runs.jsonl"
+    logged = [orjson.loads(line)["turns"] for line in tau2.read_bytes().splitlines()[:6]]
+    bash = {"name": "bash", "arguments": {"command": "pytest -q"}}
+    return [
+        *logged,
+        [
+            {"role": "user", "content": "fix the tests"},
+            {"role": "assistant", "tool_calls": [{**bash, "result": "1 failed in 0.1s"}]},
+            {
+                "role": "assistant",
+                "action": "cat a.py",
+                "tool_calls": [
+                    {**bash, "result": "ok", "metadata": {"is_error": True}},
+                    {"name": "read", "arguments": {"path": "a.py"}, "result": "x = 1"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {**bash, "result": "fine", "metadata": {"is_error": True}},
+                    {**bash, "result": "fine", "metadata": {"exit_code": 2}},
+                ],
+            },
+            {  # a search that found nothing: its call failed, its turn did not
+                "role": "assistant",
+                "action": "look for foo",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {"command": "grep -n foo a.py"},
+                        "result": "Exit code 1",
+                        "metadata": {"is_error": True},
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "thinking only"},
+            {"role": "assistant", "action": "  go to   shelf 1 ", "observation": "Traceback"},
+            {"role": "assistant", "action": "go to shelf 1", "observation": "Nothing happens."},
+            {"role": "assistant", "action": "   "},
+        ],
+        [
+            {"role": "assistant", "action": "go to desk", "observation": "error: no desk"},
+            {"role": "assistant", "action": "open drawer", "observation": "You open it."},
+        ],
+        [{"role": "user", "content": "no actions at all"}],
+    ]
+
+
+def test_a_runs_actions_from_their_places_are_its_actions(tmp_path: Path) -> None:
+    """A divergence's page reads only the turns it quotes, by the places the build kept
+    (mine_lessons.Quotes.know): the actions and evidence are those of the whole run read."""
+    from wikitrace.compiler.mine_lessons import Quotes
+    from wikitrace.compiler.mine_patterns import action_places, actions_of
+    from wikitrace.corpus_schema import Layout, Turn
+    from wikitrace.corpus_schema.identity import turn_log
+
+    layout = Layout(tmp_path)
+    runs = _runs_with_actions()
+    for step, turns in enumerate(runs, start=1):
+        path = tmp_path / layout.raw_turns_rel(step)
+        path.parent.mkdir(parents=True)
+        path.write_bytes(turn_log(turns)[0])
+    whole, known = Quotes(lambda _: layout), Quotes(lambda _: layout)
+    failed_calls = 0
+    for step, turns in enumerate(runs, start=1):
+        actions = actions_of([Turn.model_validate(turn) for turn in turns])
+        known.know(step, action_places(actions))
+        assert list(whole.actions(step)) == actions
+        kept = known.actions(step)
+        assert len(kept) == len(actions)
+        # Each by its index, either end first, then all at once.
+        for index in [*range(-len(actions), 0), *range(len(actions))]:
+            assert kept[index] == actions[index], (step, index)
+        assert kept[:] == actions and kept[1::2] == actions[1::2]
+        with pytest.raises(IndexError):
+            kept[len(actions)]
+        for turn in range(1, len(turns) + 2):
+            assert known.evidence(step, turn, "s") == whole.evidence(step, turn, "s")
+        failed_calls += sum(a.failed for a in actions if a.kind and a.quote.startswith("bash"))
+    assert failed_calls >= 4  # failed by the turn, by is_error, by both
