@@ -163,7 +163,7 @@ def action_places(actions: Sequence[Action]) -> array[int]:
     made again from that turn alone (`turn_actions`), its `failed` being whether every one of
     them failed: a text action fails with its turn, and a call with its turn or by its own
     `is_error`."""
-    return array("i", (action.turn << 1 | action.failed for action in actions))
+    return array("i", [action.turn << 1 | action.failed for action in actions])
 
 
 # --- patterns of one run ---------------------------------------------------------------------
