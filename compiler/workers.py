@@ -4,14 +4,15 @@ The build takes the runs it checked (stages.CheckedRuns: the input, read once) a
 time, and hands each chunk to a process pool twice. First each run is redacted and
 fingerprinted; the build, taking the chunks back in input order, drops the duplicates and
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
-numbered run is compiled (offline.py), its raw files and compilation page are written into
-the staging folder (their paths are known once it is numbered) and hashed, and the worker
-gives back each file's line in the build's list of files (writing.NewFiles) with what mining
-keeps of the run. The build lists those, in step order, and mines. The same pool (`Farm`)
-stays for the finish, whose pages it hands on through `Farm.map` (results in order, as
-`map` gives them without workers): the new divergences' pages, the compilation pages
-written again to name mined lessons (compiler/layers.py), the rankers' word counts
-(search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
+numbered run is compiled (offline.py), its raw files are written into the staging folder
+(their paths are known once it is numbered) and hashed, and the worker gives back each
+file's line in the build's list of files (writing.NewFiles), its compilation page rendered
+(it waits to name the mined lessons that rest on its run: produce.WaitingPages) and what
+mining keeps of the run. The build lists those, in step order, and mines. The same pool
+(`Farm`) stays for the finish, whose pages it hands on through `Farm.map` (results in
+order, as `map` gives them without workers): the new divergences' pages, the compilation
+pages, each written once naming its mined lessons (compiler/layers.py), the rankers' word
+counts (search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
 manifest): the corpus is the same, byte for byte, with any number of workers.
 
 Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
@@ -42,6 +43,7 @@ from typing import Any, TypeVar
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.identity import turn_log
 from wikitrace.corpus_schema.records import Outcome
+from wikitrace.corpus_schema.render import PageFiles
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.writing import NewFiles
 
@@ -226,14 +228,16 @@ class _Made:
     judged: bool
     compiled: Summary | str
     """Its compilation's summary, or why it failed."""
+    page: PageFiles | None
+    """Its compilation's page and data file, rendered (written at the end: Compiled.waiting)."""
     mined: tuple[RunPatterns, list[str], array[int]] | None
     """What mining keeps of it, its actions' signatures (hashed by the build) and places
     (mine_patterns.action_places)."""
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
-    """Pass two: each numbered run compiled, its files written into the staging folder, and
-    observed for mining."""
+    """Pass two: each numbered run compiled, its raw files written into the staging folder
+    (its compilation page rendered, written at the end), and observed for mining."""
     assert _setup is not None and _files is not None
     layout = _setup.layout
     made = []
@@ -249,12 +253,13 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
         judged = is_judged(record.metadata)
         compiled: Summary | str
+        page = None
         try:
             result = compile_offline(run.step, record)
         except Exception as error:  # one run's failure never aborts the others
             compiled = str(error)
         else:
-            files += plain_compilation(layout, record, result)
+            page = plain_compilation(layout, record, result)
             compiled = summarize(run.step, record, result)
         mined = None
         if _setup.mine:
@@ -269,6 +274,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
                 record.outcome,
                 judged,
                 compiled,
+                page,
                 mined,
             )
         )
@@ -454,8 +460,8 @@ class _Pipeline:
                 if patterns.task_type:
                     patterns.task_type = sys.intern(patterns.task_type)
                 self.miner.add(patterns, signature_hashes(signatures), places)
-            if isinstance(made.compiled, str):
-                self.producer.record_failure(step, made.row.task_id, made.compiled)
+            if isinstance(made.compiled, str) or made.page is None:
+                self.producer.record_failure(step, made.row.task_id, str(made.compiled))
             else:
-                self.producer.results.written(made.compiled, made.outcome, made.judged)
+                self.producer.results.rendered(made.compiled, made.outcome, made.judged, made.page)
             self.producer.advance()

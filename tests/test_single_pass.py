@@ -545,3 +545,31 @@ def test_a_runs_actions_from_their_places_are_its_actions(tmp_path: Path) -> Non
             assert known.evidence(step, turn, "s") == whole.evidence(step, turn, "s")
         failed_calls += sum(a.failed for a in actions if a.kind and a.quote.startswith("bash"))
     assert failed_calls >= 4  # failed by the turn, by is_error, by both
+
+
+def test_a_waiting_page_is_named_as_the_page_read_back(tmp_path: Path) -> None:
+    """A compilation page waits, rendered, until mining names the lessons that rest on its
+    run (produce.WaitingPages): read from its text (read.page_of), it is the page written
+    and read back (read.read_page), and names them alike."""
+    from wikitrace.compiler.offline import compile_offline
+    from wikitrace.compiler.produce import plain_compilation
+    from wikitrace.corpus_schema import Layout, RunRecord, compilation_pages, read
+    from wikitrace.corpus_schema.records import CompilationHeader
+
+    layout = Layout(tmp_path)
+    tau2 = Path(__file__).parent / "data" / "tau2-telecom-20runs.jsonl"
+    names = [[], [(3, "a lesson")], [(7, "[another] *one*"), (2, "x")]]
+    for step, line in enumerate(tau2.read_bytes().splitlines()[:6], start=1):
+        record = RunRecord.model_validate(orjson.loads(line))
+        files = plain_compilation(layout, record, compile_offline(step, record))
+        for rel, text in files:
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        (rel, text), (_, data) = files
+        waiting = read.page_of(rel, text, data, CompilationHeader)
+        written = read.read_page(tmp_path, rel, CompilationHeader)
+        assert (waiting.header, waiting.body) == (written.header, written.body)
+        source_of, cited_by = names[step % 3], names[(step + 1) % 3]
+        assert compilation_pages.with_mined(
+            layout, waiting.header, waiting.body, source_of, cited_by
+        ) == compilation_pages.with_mined(layout, written.header, written.body, source_of, cited_by)
