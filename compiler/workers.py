@@ -47,7 +47,6 @@ from wikitrace.corpus_schema.render import PageFiles
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.writing import NewFiles
 
-from .importers.runs import SourceRun
 from .mine import Miner, run_patterns
 from .mine_patterns import action_places
 from .mine_table import RunPatterns, signature_hashes
@@ -56,6 +55,7 @@ from .produce import Producer, Summary, plain_compilation, summarize
 from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
 from .redact import Redactor
 from .report import BuildOptions
+from .stages import kept_run
 
 CHUNK_RUNS = 64
 """Runs a worker takes at once: about 0.1 s of work, against a few hundred microseconds to
@@ -171,11 +171,11 @@ class _Checked:
 
 
 def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tuple[str, str], int]]:
-    """Pass one: each run (a SourceRun pickled, as stages.CheckedRuns keeps it) redacted and
-    fingerprinted; and the secrets redacted, by kind and by place."""
+    """Pass one: each run (as stages.CheckedRuns keeps it) redacted and fingerprinted; and the
+    secrets redacted, by kind and by place."""
     checked = []
     for blob in runs:
-        item: SourceRun = pickle.loads(blob)
+        item = kept_run(blob)
         data = item.data
         clean = _redactor.value(data) if _redactor is not None else data
         log_bytes, _ = turn_log(clean["turns"])
@@ -206,7 +206,8 @@ class _Numbered:
     """A new run, numbered: what pass two needs."""
 
     data: bytes
-    """Its JSON redacted, pickled; or, when redaction changed nothing, its SourceRun pickled."""
+    """Its JSON redacted, pickled; or, when redaction changed nothing, the run as
+    stages.CheckedRuns keeps it."""
     redacted: bool
     path: str
     line: int | None
@@ -246,7 +247,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             data = pickle.loads(run.data)
             record = RunRecord.model_validate(data)
         else:  # the run as read, its record with it (as raw.RawLayer.runs takes it)
-            item: SourceRun = pickle.loads(run.data)
+            item = kept_run(run.data)
             data, record = item.data, item.record
         log_bytes, offsets = turn_log(data["turns"])
         source = _source_names(run.path, run.line, run.at)

@@ -573,3 +573,29 @@ def test_a_waiting_page_is_named_as_the_page_read_back(tmp_path: Path) -> None:
         assert compilation_pages.with_mined(
             layout, waiting.header, waiting.body, source_of, cited_by
         ) == compilation_pages.with_mined(layout, written.header, written.body, source_of, cited_by)
+
+
+def test_a_kept_run_is_the_run_read(tmp_path: Path) -> None:
+    """stages.CheckedRuns keeps a run's JSON and makes its record again as it is read back
+    (`kept_run`), where it kept the record pickled: the runs of several formats come back
+    as the importers read them."""
+    from wikitrace.compiler.importers import SourceRun, plan_inputs
+    from wikitrace.compiler.stages import CheckedRuns, kept_run
+
+    data = Path(__file__).parent / "data"
+    inputs = [
+        data / "tau2-telecom-20runs.jsonl",
+        data / "importers" / "openhands-prontoqa-2runs.jsonl",
+        data / "importers" / "alfworld-2episodes.out",
+        data / "importers" / "inspect-popularity.json",
+    ]
+    read = [item for item in plan_inputs(inputs).items() if isinstance(item, SourceRun)]
+    assert len({item.format for item in read}) >= 3
+    kept = CheckedRuns(tmp_path)
+    try:
+        for item in read:
+            kept.append(item)
+        assert list(kept) == read
+        assert [kept_run(blob) for blob in kept.pickled()] == read
+    finally:
+        kept.close()
