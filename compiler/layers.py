@@ -26,7 +26,6 @@ from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS, data_rel
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
-from wikitrace.corpus_schema.render import PageFiles
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
 from wikitrace.search.saved import FarmMap
@@ -39,7 +38,7 @@ from .mine_divergence import Divergence
 from .mine_lessons import LessonWriter, Quotes
 from .mine_patterns import Action
 from .mine_table import ActionHashes, patterns_file
-from .produce import Compiled, Summary
+from .produce import Compiled, Summary, unpickled_page
 from .report import BuildReport
 from .stages import CompiledRuns, Layers
 
@@ -330,7 +329,7 @@ def _name_mined(
     cites: list[tuple[str, int, bool]],
     insight_rows: Sequence[indexes.InsightRow],
     farm_map: FarmMap,
-    waiting: Iterable[tuple[int, PageFiles]],
+    waiting: Iterable[tuple[int, bytes]],
 ) -> set[str]:
     """The compilation pages that wait to be written (`waiting`, in step order: Compiled's),
     each naming the mined lessons that rest on its run, and each page written before of a
@@ -385,9 +384,9 @@ class _Named:
     """The parent version's folder when the page is the parent's; None: this version's."""
     source_of: list[tuple[int, str]]
     cited_by: list[tuple[int, str]]
-    texts: PageFiles | None = None
-    """The page and its data file, rendered and waiting to be written (Compiled.waiting);
-    None: a page written before, read back."""
+    texts: bytes | None = None
+    """The page and its data file, rendered and waiting to be written (Compiled.waiting,
+    pickled: produce.pickled_page); None: a page written before, read back."""
 
 
 def _named_pages(job: tuple[str, Layout, list[_Named]]) -> list[bytes]:
@@ -402,9 +401,9 @@ def _named_pages(job: tuple[str, Layout, list[_Named]]) -> list[bytes]:
     real: dict[str, Path] = {}
     for page in named:
         if page.texts is not None:
-            rendered = page.texts
+            rendered = unpickled_page(page.texts)
             if page.source_of or page.cited_by:
-                (rel, text), (_, data) = page.texts
+                (rel, text), (_, data) = rendered
                 waiting = read.page_of(rel, text, data, CompilationHeader)
                 rendered = compilation_pages.with_mined(
                     layout, waiting.header, waiting.body, page.source_of, page.cited_by

@@ -109,6 +109,18 @@ def plain_compilation(layout: Layout, record: RunRecord, result: Compilation) ->
     )
 
 
+def pickled_page(files: render.PageFiles) -> bytes:
+    """A page and its data file as WaitingPages keeps them (and worker processes send them:
+    the build passes the bytes on, never reading them)."""
+    return pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpickled_page(data: bytes) -> render.PageFiles:
+    """The page and data file `pickled_page` made `data` of."""
+    files: render.PageFiles = pickle.loads(data)
+    return files
+
+
 class WaitingPages:
     """The pages (and data files) of compilations with no insight drafted, rendered as their
     runs are compiled, waiting in an unnamed file beside the staging folder until mining has
@@ -122,7 +134,10 @@ class WaitingPages:
         self._size = 0
 
     def add(self, step: int, files: render.PageFiles) -> None:
-        data = pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL)
+        self.add_pickled(step, pickled_page(files))
+
+    def add_pickled(self, step: int, data: bytes) -> None:
+        """`add` of a page pickled (`pickled_page`: by a worker process)."""
         self._file.seek(self._size)
         self._file.write(data)
         self._size += len(data)
@@ -132,16 +147,15 @@ class WaitingPages:
     def __len__(self) -> int:
         return len(self._steps)
 
-    def in_order(self) -> Iterator[tuple[int, render.PageFiles]]:
-        """Each page's step and files, in step order (runs compiled with a model come in
-        the order their answers did)."""
+    def in_order(self) -> Iterator[tuple[int, bytes]]:
+        """Each page's step and files, pickled (`unpickled_page` reads them), in step order
+        (runs compiled with a model come in the order their answers did)."""
         self._file.flush()
         order = sorted(range(len(self._steps)), key=self._steps.__getitem__)
         for index in order:
             start = self._ends[index - 1] if index else 0
             self._file.seek(start)
-            files: render.PageFiles = pickle.loads(self._file.read(self._ends[index] - start))
-            yield self._steps[index], files
+            yield self._steps[index], self._file.read(self._ends[index] - start)
 
     def close(self) -> None:
         self._file.close()
@@ -220,13 +234,11 @@ class Compiled:
         kept = result if step == self._next and spilled else None
         self._done_with(summary, record.outcome, is_judged(record.metadata), kept)
 
-    def rendered(
-        self, summary: Summary, outcome: Outcome, judged: bool, page: render.PageFiles
-    ) -> None:
+    def rendered(self, summary: Summary, outcome: Outcome, judged: bool, page: bytes) -> None:
         """A run compiled with no insight drafted, its `page` rendered (`plain_compilation`)
-        by the caller: an offline build's worker processes render them."""
+        and pickled (`pickled_page`) by the caller: an offline build's worker processes."""
         assert summary.spilled is None, "a compilation with insights is added with add()"
-        self.waiting.add(summary.step, page)
+        self.waiting.add_pickled(summary.step, page)
         self._done_with(summary, outcome, judged, None)
 
     def _done_with(

@@ -43,7 +43,6 @@ from typing import Any, TypeVar
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, is_judged, raw_pages
 from wikitrace.corpus_schema.identity import turn_log
 from wikitrace.corpus_schema.records import Outcome
-from wikitrace.corpus_schema.render import PageFiles
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.writing import NewFiles
 
@@ -51,7 +50,7 @@ from .mine import Miner, run_patterns
 from .mine_patterns import action_places
 from .mine_table import RunPatterns, signature_hashes
 from .offline import compile_offline
-from .produce import Producer, Summary, plain_compilation, summarize
+from .produce import Producer, Summary, pickled_page, plain_compilation, summarize
 from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
 from .redact import Redactor
 from .report import BuildOptions
@@ -229,8 +228,9 @@ class _Made:
     judged: bool
     compiled: Summary | str
     """Its compilation's summary, or why it failed."""
-    page: PageFiles | None
-    """Its compilation's page and data file, rendered (written at the end: Compiled.waiting)."""
+    page: bytes | None
+    """Its compilation's page and data file, rendered and pickled (produce.pickled_page),
+    written at the end (Compiled.waiting)."""
     mined: tuple[RunPatterns, list[str], array[int]] | None
     """What mining keeps of it, its actions' signatures (hashed by the build) and places
     (mine_patterns.action_places)."""
@@ -260,7 +260,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
         except Exception as error:  # one run's failure never aborts the others
             compiled = str(error)
         else:
-            page = plain_compilation(layout, record, result)
+            page = pickled_page(plain_compilation(layout, record, result))
             compiled = summarize(run.step, record, result)
         mined = None
         if _setup.mine:
