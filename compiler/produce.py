@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import pickle
 from array import array
@@ -151,7 +152,12 @@ class WaitingPages:
         """Each page's step and files, pickled (`unpickled_page` reads them), in step order
         (runs compiled with a model come in the order their answers did)."""
         self._file.flush()
-        order = sorted(range(len(self._steps)), key=self._steps.__getitem__)
+        steps = self._steps
+        # An offline build adds them in step order: no index of them all is made to sort.
+        in_step_order = all(a < b for a, b in itertools.pairwise(steps))
+        order = (
+            range(len(steps)) if in_step_order else sorted(range(len(steps)), key=steps.__getitem__)
+        )
         for index in order:
             start = self._ends[index - 1] if index else 0
             self._file.seek(start)

@@ -599,3 +599,21 @@ def test_a_kept_run_is_the_run_read(tmp_path: Path) -> None:
         assert [kept_run(blob) for blob in kept.pickled()] == read
     finally:
         kept.close()
+
+
+def test_waiting_pages_come_back_in_step_order(tmp_path: Path) -> None:
+    """Pages wait in the order their runs were compiled (a model's answers come in any order)
+    and are written in step order, each as it was given."""
+    from wikitrace.compiler.produce import WaitingPages, unpickled_page
+
+    for steps in ([1, 2, 3, 5], [3, 1, 5, 2]):
+        waiting = WaitingPages(tmp_path)
+        try:
+            for step in steps:
+                waiting.add(step, [(f"p{step}.md", "é" * step), (f"d{step}.json", "{}")])
+            back = [(step, unpickled_page(page)) for step, page in waiting.in_order()]
+        finally:
+            waiting.close()
+        assert back == [
+            (step, [(f"p{step}.md", "é" * step), (f"d{step}.json", "{}")]) for step in sorted(steps)
+        ]
