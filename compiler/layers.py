@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,8 @@ from .mine import MinedPage, Miner, NewDivergence, mine_version, runs_layout
 from .mine_divergence import Divergence
 from .mine_lessons import LessonWriter, Quotes
 from .mine_patterns import Action
-from .mine_table import patterns_file
-from .produce import Compiled, Summary
+from .mine_table import ActionHashes, patterns_file
+from .produce import Compiled, Summary, unpickled_page
 from .report import BuildReport
 from .stages import CompiledRuns, Layers
 
@@ -57,8 +58,9 @@ def write_layers(
     """Everything of the version but its raw layer (written as the runs were read) and what
     `finish_layers` writes: its mined lessons, the pages of every insight, the parent's files
     kept; and the rows the indexes are made from. `inputs`: what was read, a line per format.
-    `farm_map`: how the pages of the new divergences and the compilation pages that name
-    mined lessons are made (`map`, or a build's worker processes: workers.Farm.map)."""
+    `farm_map`: how the pages of the new divergences and the compilation pages (each naming
+    the mined lessons that rest on its run) are made (`map`, or a build's worker processes:
+    workers.Farm.map)."""
     compiled = runs.compiled
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
     all_rows = RunRows(writer.root.parent, base.rows if base else ())
@@ -78,7 +80,16 @@ def write_layers(
             if miner.tests is not None:
                 writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
-        rewritten, renamed = _write_mined(writer, layout, base, compiled, pages, all_rows, farm_map)
+        rewritten, renamed = _write_mined(
+            writer,
+            layout,
+            base,
+            compiled,
+            pages,
+            all_rows,
+            farm_map,
+            miner.actions if miner is not None else None,
+        )
         if base:
             base.link_kept(writer, rewritten)
         prompts = dict(base.manifest.prompts) if base else {}
@@ -126,11 +137,14 @@ def _write_mined(
     pages: list[MinedPage],
     rows: RunRows,
     farm_map: FarmMap,
+    actions: ActionHashes | None,
 ) -> tuple[set[str], set[str]]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
-    recounted, replaces its row); the compilation pages that cite them written anew. Returns
+    recounted, replaces its row); the compilation pages written, naming them. Returns
     the parent's files the version does not keep, and of those the compilation pages (and
-    their data) written anew only to name mined lessons."""
+    their data) written anew only to name mined lessons. `actions`: the places of the
+    actions of the runs the build mined, so that a divergence's page reads only the turns
+    it quotes."""
     insight_rows = compiled.insight_rows
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
     rewritten = {MINED_PATTERNS, MINED_TESTS}
@@ -140,8 +154,14 @@ def _write_mined(
         farm_map(
             _divergence_pages,
             (
-                _Divergences(os.fspath(writer.root), layout, parent, chunk)
-                for chunk in _jobs(_new_divergences(pages, rows))
+                _Divergences(
+                    os.fspath(writer.root),
+                    layout,
+                    parent,
+                    [(number, found, task) for number, found, task, _ in chunk],
+                    {step: held for *_, places in chunk for step, held in places.items()},
+                )
+                for chunk in _jobs(_new_divergences(pages, rows, actions))
             ),
         )
     )
@@ -164,7 +184,9 @@ def _write_mined(
             rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
         cites += [(step, at, step == header.source_step) for step in header.rests_on]
     pages.clear()  # each page's lesson was made as it was written: none is held from here
-    renamed = _name_mined(writer, layout, base, cites, insight_rows, farm_map)
+    renamed = _name_mined(
+        writer, layout, base, cites, insight_rows, farm_map, compiled.waiting.in_order()
+    )
     return rewritten | renamed, renamed
 
 
@@ -185,6 +207,9 @@ class _Divergences:
     """The parent version's folder and runs (their logs are read there)."""
     pages: list[tuple[int, Divergence, str]]
     """Each page's number, its divergence (not `load`ing) and its successful run's task."""
+    places: dict[int, array[int]]
+    """The places of the actions of the pages' runs the build mined (ActionHashes.places),
+    by step: those runs' turns are read only where a page quotes them."""
 
 
 def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
@@ -195,14 +220,20 @@ def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
 
 
 def _new_divergences(
-    pages: Iterable[MinedPage], rows: RunRows
-) -> Iterator[tuple[int, Divergence, str]]:
-    """The pages of new divergences, in order; each divergence's successful run's task read
-    here (the rows are this process's)."""
+    pages: Iterable[MinedPage], rows: RunRows, actions: ActionHashes | None
+) -> Iterator[tuple[int, Divergence, str, dict[int, array[int]]]]:
+    """The pages of new divergences, in order, each with the places of its runs' actions
+    where the build kept them; each divergence's successful run's task read here (the rows
+    are this process's)."""
     for page in pages:
         if isinstance(page.lesson, NewDivergence):
             found = dataclasses.replace(page.lesson.divergence, load=_not_loaded)
-            yield page.number, found, rows.by_step(found.success.step).task
+            places = {}
+            for run in (found.success, found.failure):
+                held = actions.places(run.step) if actions is not None else None
+                if held is not None:
+                    places[run.step] = held
+            yield page.number, found, rows.by_step(found.success.step).task, places
 
 
 def _not_loaded(step: int) -> Sequence[Action]:
@@ -215,6 +246,8 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
     layout, parent = job.layout, job.parent
     parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
     quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
+    for step, places in job.places.items():
+        quotes.know(step, places)
     lessons = LessonWriter(layout, quotes)
     files = NewFiles(job.root)
     made = []
@@ -296,18 +329,28 @@ def _name_mined(
     cites: list[tuple[str, int, bool]],
     insight_rows: Sequence[indexes.InsightRow],
     farm_map: FarmMap,
+    waiting: Iterable[tuple[int, bytes]],
 ) -> set[str]:
-    """Each compilation page of a run a mined lesson rests on, written anew to name it
-    (compilation_pages.with_mined, by `_named_pages`); the parent's pages so written, which
-    the version does not keep."""
+    """The compilation pages that wait to be written (`waiting`, in step order: Compiled's),
+    each naming the mined lessons that rest on its run, and each page written before of a
+    run a mined lesson rests on written anew to name them (compilation_pages.with_mined, by
+    `_named_pages`); the parent's pages so written, which the version does not keep."""
     replaced: set[str] = set()
     parent_steps = len(base.rows) if base else 0
     parent_root = os.fspath(base.root) if base else None
 
     def named() -> Iterator[_Named]:
-        cites.sort()
+        pages = iter(waiting)
+        page = next(pages, None)
+        cites.sort(key=lambda cite: (parse_step(cite[0]), cite[1], cite[2]))
         for step_id, group in itertools.groupby(cites, key=lambda cite: cite[0]):
             step = parse_step(step_id)
+            while page is not None and page[0] < step:  # named by no mined lesson
+                yield _Named(layout.compilation_rel(page[0]), None, [], [], page[1])
+                page = next(pages, None)
+            texts = None
+            if page is not None and page[0] == step:
+                texts, page = page[1], next(pages, None)
             rel = layout.compilation_rel(step)
             source = None
             if base is not None and step <= parent_steps:
@@ -320,7 +363,10 @@ def _name_mined(
             for _, at, is_source in group:
                 row = insight_rows[at]
                 (source_of if is_source else cited_by).append((row.number, row.title))
-            yield _Named(rel, source, source_of, cited_by)
+            yield _Named(rel, source, source_of, cited_by, texts)
+        while page is not None:
+            yield _Named(layout.compilation_rel(page[0]), None, [], [], page[1])
+            page = next(pages, None)
 
     jobs = ((os.fspath(writer.root), layout, chunk) for chunk in _jobs(named()))
     for lines in farm_map(_named_pages, jobs):
@@ -330,26 +376,40 @@ def _name_mined(
 
 @dataclass(frozen=True, slots=True)
 class _Named:
-    """A compilation page to write anew naming the mined lessons that rest on its run."""
+    """A compilation page to write naming the mined lessons that rest on its run (none: a
+    waiting page written as it is)."""
 
     rel: str
     source: str | None
     """The parent version's folder when the page is the parent's; None: this version's."""
     source_of: list[tuple[int, str]]
     cited_by: list[tuple[int, str]]
+    texts: bytes | None = None
+    """The page and its data file, rendered and waiting to be written (Compiled.waiting,
+    pickled: produce.pickled_page); None: a page written before, read back."""
 
 
 def _named_pages(job: tuple[str, Layout, list[_Named]]) -> list[bytes]:
-    """Each page of `job` (the staging folder, the version's layout, the pages) written anew
-    to name its mined lessons: over this version's own page in place, beside a parent's;
-    the lines of the build's list of files this changes (a page whose compilation failed
-    has none)."""
+    """Each page of `job` (the staging folder, the version's layout, the pages) written,
+    naming its mined lessons: a waiting page once, a page written before anew (over this
+    version's own page in place, beside a parent's); the lines of the build's list of files
+    this changes (a page whose compilation failed has none)."""
     root, layout, named = job
     files = NewFiles(root)
     lines: list[bytes] = []
     # Each version's folder resolved once for the job's pages (read_page would for each).
     real: dict[str, Path] = {}
     for page in named:
+        if page.texts is not None:
+            rendered = unpickled_page(page.texts)
+            if page.source_of or page.cited_by:
+                (rel, text), (_, data) = rendered
+                waiting = read.page_of(rel, text, data, CompilationHeader)
+                rendered = compilation_pages.with_mined(
+                    layout, waiting.header, waiting.body, page.source_of, page.cited_by
+                )
+            lines += files.write_files(rendered)
+            continue
         written: set[str] = set()  # this version's own files the page replaces
         folder = page.source if page.source is not None else root
         if folder not in real:

@@ -39,7 +39,7 @@ from wikitrace.corpus_schema.tasks import TaskKey
 from .mine_contrast import Contrast, MiningReport, contrasts_of_types
 from .mine_divergence import Divergence, divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
-from .mine_patterns import Action, actions_of, patterns
+from .mine_patterns import Action, action_places, actions_of, patterns
 from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes, task_of
 
 __all__ = [
@@ -89,23 +89,24 @@ class Miner:
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
         run, actions = run_patterns(step, record, judged)
-        self.add(run, action_hashes(actions))
+        self.add(run, action_hashes(actions), action_places(actions))
 
-    def add(self, run: RunPatterns, hashes: array[int]) -> None:
-        """A run observed (`run_patterns`), in step order, with its actions' hashes."""
+    def add(self, run: RunPatterns, hashes: array[int], places: array[int]) -> None:
+        """A run observed (`run_patterns`), in step order, with its actions' hashes and
+        places (`action_places`)."""
         if self.actions is not None:
-            self.actions.add_hashes(run.step, hashes)
+            self.actions.add_hashes(run.step, hashes, places)
         self.runs.append(run)
         self.new_tasks.add(task_of(run))
         self.new_types.add(run.task_type)
 
     def release(self) -> None:
         """Let go of every run's patterns, once the version's lessons are mined and its patterns
-        table is written: the catalog and rankers made after them reuse that memory."""
+        table is written: the catalog and rankers made after them reuse that memory. The
+        actions' file stays until `close`: the new divergences' pages read it."""
         self.runs = PatternTable()
         self.new_tasks = set()
         self.new_types = set()
-        self.close()
 
     def close(self) -> None:
         """Remove the file of actions' hashes (no file of the corpus)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -19,7 +19,7 @@ from wikitrace.corpus_schema.tasks import TaskKey
 from .evidence import QuoteChecker
 from .mine_contrast import Contrast, _overlap, _tasks
 from .mine_divergence import Divergence, divergence_key
-from .mine_patterns import Action, actions_of, describe
+from .mine_patterns import Action, actions_of, describe, turn_actions
 from .mine_table import RunPatterns, task_of
 
 MINED_MODEL = "mined"
@@ -85,7 +85,8 @@ class MinedLesson:
 
 class Quotes:
     """Turns of written runs, read when a lesson cites them: `runs_root(step)` says where.
-    The last few runs read are kept, with their actions."""
+    The last few runs read are kept, with their actions. A run whose actions' places are
+    known (`know`: mine_patterns.action_places) has only the turns asked for read."""
 
     KEPT = 32
     """Runs kept read: lessons cite few runs each."""
@@ -94,13 +95,21 @@ class Quotes:
         self._layout_of = layout_of
         self._turns: dict[int, list[Turn]] = {}
         self._actions: dict[int, list[Action]] = {}
+        self._places: dict[int, Sequence[int]] = {}
+        self._lines: dict[int, list[bytes]] = {}
+        """Runs whose places are known: their turn logs' lines, each parsed when asked."""
+        self._read_turns: dict[tuple[int, int], tuple[Turn, list[Action]]] = {}
+        """(step, number) -> a turn of a run whose places are known, and its actions."""
+
+    def know(self, step: int, places: Sequence[int]) -> None:
+        """The places of run `step`'s actions, as the build kept them (mine_table.ActionHashes):
+        `actions(step)` and `evidence` read only the turns asked for."""
+        self._places[step] = places
 
     def turns(self, step: int) -> list[Turn]:
         if step not in self._turns:
-            layout: Layout = self._layout_of(step)
-            data = (layout.root / layout.raw_turns_rel(step)).read_bytes()
             self._turns[step] = [
-                Turn.model_validate(orjson.loads(line)) for line in data.splitlines()
+                Turn.model_validate(orjson.loads(line)) for line in self._read(step)
             ]
             if len(self._turns) > self.KEPT:
                 gone = next(iter(self._turns))
@@ -108,7 +117,39 @@ class Quotes:
                 self._actions.pop(gone, None)
         return self._turns[step]
 
-    def actions(self, step: int) -> list[Action]:
+    def _read(self, step: int) -> list[bytes]:
+        """The lines of a run's turn log (line N is turn N)."""
+        layout: Layout = self._layout_of(step)
+        return (layout.root / layout.raw_turns_rel(step)).read_bytes().splitlines()
+
+    def _turn(self, step: int, number: int) -> tuple[Turn, list[Action]]:
+        """Turn `number` of run `step`, whose places are known, and its actions: made from its
+        line alone."""
+        known = self._read_turns.get((step, number))
+        if known is None:
+            if step not in self._lines:
+                self._lines[step] = self._read(step)
+                if len(self._lines) > self.KEPT:
+                    del self._lines[next(iter(self._lines))]
+            turn = Turn.model_validate(orjson.loads(self._lines[step][number - 1]))
+            failed = all(place & 1 for place in self._places[step] if place >> 1 == number)
+            known = (turn, turn_actions(number, turn, failed))
+            if len(self._read_turns) >= 4 * self.KEPT:
+                self._read_turns.clear()
+            self._read_turns[step, number] = known
+        return known
+
+    def _turn_actions(self, step: int, number: int) -> list[Action]:
+        """The actions of turn `number` of run `step`, whose places are known (none, and the
+        turn not read, when no action is at that turn)."""
+        if not any(place >> 1 == number for place in self._places[step]):
+            return []
+        return self._turn(step, number)[1]
+
+    def actions(self, step: int) -> Sequence[Action]:
+        places = self._places.get(step)
+        if places is not None:
+            return _ActionsAt(self, step, places)
         turns = self.turns(step)
         if step not in self._actions:
             self._actions[step] = actions_of(turns)
@@ -116,17 +157,53 @@ class Quotes:
 
     def evidence(self, step: int, turn: int, step_id: str) -> Evidence:
         """The action at `turn` of run `step`, quoted verbatim and checked."""
-        turns = self.turns(step)
-        # The run's actions, found once (an action's quote is its turn's alone).
-        chosen = next((a for a in self.actions(step) if a.turn == turn and a.quote), None)
+        if step in self._places:
+            actions: Sequence[Action] = self._turn_actions(step, turn)
+        else:
+            # The run's actions, found once (an action's quote is its turn's alone).
+            actions = [a for a in self.actions(step) if a.turn == turn]
+        chosen = next((a for a in actions if a.quote), None)
         quote = chosen.quote if chosen is not None else ""
-        checker = QuoteChecker(turns)
         return Evidence(
             turn=turn,
             quote=quote,
-            verified=bool(quote) and checker.found(turn, quote),
+            verified=bool(quote) and self._holds(step, turn, quote),
             step=step_id,
         )
+
+    def _holds(self, step: int, turn: int, quote: str) -> bool:
+        """Whether turn `turn` of run `step` holds `quote` (QuoteChecker.found): a turn's
+        quote is checked against that turn alone."""
+        if step in self._places:
+            return QuoteChecker([self._turn(step, turn)[0]]).found(1, quote)
+        return QuoteChecker(self.turns(step)).found(turn, quote)
+
+
+class _ActionsAt(Sequence[Action]):
+    """A run's actions (`actions_of`) whose places are known: each made from its turn alone
+    when asked for."""
+
+    def __init__(self, quotes: Quotes, step: int, places: Sequence[int]) -> None:
+        self._quotes = quotes
+        self._step = step
+        self._places = places
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    @overload
+    def __getitem__(self, index: int) -> Action: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Action]: ...
+    def __getitem__(self, index: int | slice) -> Action | list[Action]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        index = range(len(self))[index]  # IndexError past either end
+        turn = self._places[index] >> 1
+        first = index
+        while first and self._places[first - 1] >> 1 == turn:
+            first -= 1
+        return self._quotes._turn_actions(self._step, turn)[index - first]
 
 
 class LessonWriter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -114,40 +115,55 @@ def actions_of(turns: Sequence[Turn]) -> list[Action]:
     found: list[Action] = []
     failed_turns = failures(turns)
     for number, turn in enumerate(turns, start=1):
-        calls = turn.tool_calls or []
-        if not turn.action and not calls:
-            continue
-        failed = number in failed_turns
-        if turn.action and turn.action.strip():
-            found.append(
-                Action(
-                    number,
-                    _text_kind(turn.action),
-                    " ".join(turn.action.split()),
-                    _first_line(turn.action),
-                    failed,
-                    shell_files(turn.action),
-                )
-            )
-        for call in calls:
-            arguments = "" if call.arguments is None else as_text(call.arguments)
-            kind: str | None = call.name
-            command = None
-            if call.name.lower() in _SHELL_TOOLS:
-                command = _command(call.arguments)
-                kind = (_program(command) if command else None) or call.name
-            errored = call.metadata.get("is_error") is True or failed
-            found.append(
-                Action(
-                    number,
-                    _UNSAFE.sub("_", kind)[:60] if kind else None,
-                    f"{call.name} {' '.join(arguments.split())}",
-                    f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip(),
-                    errored,
-                    shell_files(command) if command else call_files(call.name, call.arguments),
-                )
-            )
+        found += turn_actions(number, turn, number in failed_turns)
     return found
+
+
+def turn_actions(number: int, turn: Turn, failed: bool) -> list[Action]:
+    """The actions of turn `number` of a run (`failed`: whether the turn failed, by
+    signals.failures, which reads the whole run), in order."""
+    calls = turn.tool_calls or []
+    if not turn.action and not calls:
+        return []
+    found: list[Action] = []
+    if turn.action and turn.action.strip():
+        found.append(
+            Action(
+                number,
+                _text_kind(turn.action),
+                " ".join(turn.action.split()),
+                _first_line(turn.action),
+                failed,
+                shell_files(turn.action),
+            )
+        )
+    for call in calls:
+        arguments = "" if call.arguments is None else as_text(call.arguments)
+        kind: str | None = call.name
+        command = None
+        if call.name.lower() in _SHELL_TOOLS:
+            command = _command(call.arguments)
+            kind = (_program(command) if command else None) or call.name
+        errored = call.metadata.get("is_error") is True or failed
+        found.append(
+            Action(
+                number,
+                _UNSAFE.sub("_", kind)[:60] if kind else None,
+                f"{call.name} {' '.join(arguments.split())}",
+                f"{call.name}: {arguments}"[:QUOTE_LIMIT].strip(),
+                errored,
+                shell_files(command) if command else call_files(call.name, call.arguments),
+            )
+        )
+    return found
+
+
+def action_places(actions: Sequence[Action]) -> array[int]:
+    """Where each action is: its turn times 2, plus 1 when it failed. A turn's actions are
+    made again from that turn alone (`turn_actions`), its `failed` being whether every one of
+    them failed: a text action fails with its turn, and a call with its turn or by its own
+    `is_error`."""
+    return array("i", [action.turn << 1 | action.failed for action in actions])
 
 
 # --- patterns of one run ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ import orjson
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.corpus_schema.writing import spill_file
 
-from .mine_patterns import Action
+from .mine_patterns import Action, action_places
 
 # --- runs seen by the miner -----------------------------------------------------------------
 
@@ -196,39 +196,57 @@ def signature_hashes(signatures: Sequence[str]) -> array[int]:
 
 class ActionHashes:
     """The actions of each run that streamed past, as hashes of their signatures (8 bytes an
-    action), in an unnamed file beside the staging folder: a divergence compares the runs of
-    a task without reading their logs back and checking every turn again. Runs come in step
-    order; a run not held (a parent's) is None."""
+    action) and their places (`mine_patterns.action_places`, 4 bytes), in an unnamed file
+    beside the staging folder: a divergence compares the runs of a task without reading
+    their logs back and checking every turn again, and its page reads only the turns of the
+    actions it names. Runs come in step order; a run not held (a parent's) is None."""
 
     def __init__(self, folder: Path) -> None:
         self._file = spill_file(folder, "actions")
         self._first = 0
-        self._ends = array("q")  # where each run's hashes end in the file
+        self._ends = array("q")  # where each run's hashes and places end in the file
         self._size = 0
 
     def add(self, step: int, actions: Sequence[Action]) -> None:
-        self.add_hashes(step, action_hashes(actions))
+        self.add_hashes(step, action_hashes(actions), action_places(actions))
 
-    def add_hashes(self, step: int, hashes: array[int]) -> None:
-        """The next run's actions, as `action_hashes` gives them."""
+    def add_hashes(self, step: int, hashes: array[int], places: array[int]) -> None:
+        """The next run's actions, as `action_hashes` and `action_places` give them."""
         if not self._ends:
             self._first = step
         elif step != self._first + len(self._ends):
             last = self._first + len(self._ends) - 1
             raise ValueError(f"internal error: run {step} observed after run {last}")
-        data = hashes.tobytes()
+        if len(places) != len(hashes) or places.itemsize != _PLACE_SIZE:
+            raise ValueError(f"internal error: run {step}'s actions' places do not fit")
+        data = hashes.tobytes() + places.tobytes()
         self._file.seek(self._size)
         self._file.write(data)
         self._size += len(data)
         self._ends.append(self._size)
 
     def get(self, step: int) -> array[int] | None:
+        """A run's actions' hashes."""
+        held = self._read(step)
+        return None if held is None else array("q", held[: len(held) // _ACTION_SIZE * 8])
+
+    def places(self, step: int) -> array[int] | None:
+        """A run's actions' places (`mine_patterns.action_places`)."""
+        held = self._read(step)
+        return None if held is None else array("i", held[len(held) // _ACTION_SIZE * 8 :])
+
+    def _read(self, step: int) -> bytes | None:
         index = step - self._first
         if not self._ends or not 0 <= index < len(self._ends):
             return None
         start = self._ends[index - 1] if index else 0
         self._file.seek(start)
-        return array("q", self._file.read(self._ends[index] - start))
+        return self._file.read(self._ends[index] - start)
 
     def close(self) -> None:
         self._file.close()
+
+
+_PLACE_SIZE = array("i").itemsize
+_ACTION_SIZE = 8 + _PLACE_SIZE
+"""Bytes an action takes in `ActionHashes`' file: its hash and its place."""

@@ -6,9 +6,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import itertools
 import logging
+import pickle
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
@@ -110,12 +114,70 @@ def plain_compilation(layout: Layout, record: RunRecord, result: Compilation) ->
     )
 
 
+def pickled_page(files: render.PageFiles) -> bytes:
+    """A page and its data file as WaitingPages keeps them (and worker processes send them:
+    the build passes the bytes on, never reading them)."""
+    return pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpickled_page(data: bytes) -> render.PageFiles:
+    """The page and data file `pickled_page` made `data` of."""
+    files: render.PageFiles = pickle.loads(data)
+    return files
+
+
+class WaitingPages:
+    """The pages (and data files) of compilations with no insight drafted, rendered as their
+    runs are compiled, waiting in an unnamed file beside the staging folder until mining has
+    counted the lessons that rest on their runs (layers.py names them): each page is written
+    once, and none is read back. About 4 KB of disk a run, gone with the process."""
+
+    def __init__(self, folder: Path) -> None:
+        self._file = spill_file(folder, "pages")
+        self._steps = array("q")
+        self._ends = array("q")
+        self._size = 0
+
+    def add(self, step: int, files: render.PageFiles) -> None:
+        self.add_pickled(step, pickled_page(files))
+
+    def add_pickled(self, step: int, data: bytes) -> None:
+        """`add` of a page pickled (`pickled_page`: by a worker process)."""
+        self._file.seek(self._size)
+        self._file.write(data)
+        self._size += len(data)
+        self._steps.append(step)
+        self._ends.append(self._size)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def in_order(self) -> Iterator[tuple[int, bytes]]:
+        """Each page's step and files, pickled (`unpickled_page` reads them), in step order
+        (runs compiled with a model come in the order their answers did)."""
+        self._file.flush()
+        steps = self._steps
+        # An offline build adds them in step order: no index of them all is made to sort.
+        in_step_order = all(a < b for a, b in itertools.pairwise(steps))
+        order = (
+            range(len(steps)) if in_step_order else sorted(range(len(steps)), key=steps.__getitem__)
+        )
+        for index in order:
+            start = self._ends[index - 1] if index else 0
+            self._file.seek(start)
+            yield self._steps[index], self._file.read(self._ends[index] - start)
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class Compiled:
     """The compilations of a version, kept off the heap, and its model's insights numbered in
     step order while later runs still compile.
 
-    A compilation with no insight drafted is written at once (its page links to nothing
-    unnumbered). One with drafts waits in a spill file until every earlier run is done
+    A compilation with no insight drafted waits, rendered, in `waiting` (its page links to
+    nothing unnumbered; the mined lessons that rest on its run are named in it when it is
+    written, at the end). One with drafts waits in a spill file until every earlier run is done
     (compiled or not); then its insights are numbered and, once their ids' width is known,
     its compilation and insight pages are written while later calls are in flight. A version
     made from another keeps its parent's width. A new corpus's ids are sized to fit every
@@ -169,11 +231,13 @@ class Compiled:
         self.written_insights = WrittenInsights(self._folder)
         """The insights written, as the catalog takes them: the model's, then (added by
         the caller) the new mined lessons."""
+        self.waiting = WaitingPages(self._folder)
+        """The pages of compilations with no insight drafted, to write (layers.py)."""
 
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
         spilled = None
         if not result.insights:
-            self.writer.write_files(plain_compilation(self.layout, record, result))
+            self.waiting.add(step, plain_compilation(self.layout, record, result))
         else:
             data = orjson.dumps(result.model_dump(mode="json"))
             self._spill.seek(self._size)
@@ -184,10 +248,11 @@ class Compiled:
         kept = result if step == self._next and spilled else None
         self._done_with(summary, record.outcome, is_judged(record.metadata), kept)
 
-    def written(self, summary: Summary, outcome: Outcome, judged: bool) -> None:
-        """A run compiled with no insight drafted, its pages rendered (`plain_compilation`)
-        and written by the caller: an offline build's worker processes render them."""
+    def rendered(self, summary: Summary, outcome: Outcome, judged: bool, page: bytes) -> None:
+        """A run compiled with no insight drafted, its `page` rendered (`plain_compilation`)
+        and pickled (`pickled_page`) by the caller: an offline build's worker processes."""
         assert summary.spilled is None, "a compilation with insights is added with add()"
+        self.waiting.add_pickled(summary.step, page)
         self._done_with(summary, outcome, judged, None)
 
     def _done_with(
@@ -324,6 +389,7 @@ class Compiled:
         self._summaries.close()
         self.insight_rows.close()
         self.written_insights.close()
+        self.waiting.close()
 
 
 class Producer:

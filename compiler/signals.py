@@ -426,9 +426,9 @@ layer's index, mining, the prompt's view or the offline compilation), and a mode
 reads up to --concurrency runs ahead of the prompts it renders (64 by default)."""
 _RECENT_TURNS = 16_384
 """At most this many turns kept with them: the runs it keeps alive are a bounded memory."""
-_recent: OrderedDict[int, tuple[Sequence[Turn], dict[int, Failure]]] = OrderedDict()
-"""id(turns) -> (those turns, their failures), the latest last; the turns are kept so that
-an id is never taken for another run's once the first is gone."""
+_recent: OrderedDict[int, tuple[Sequence[Turn], dict[int, Failure], bool]] = OrderedDict()
+"""id(turns) -> (those turns, their failures, whether error words counted), the latest last;
+the turns are kept so that an id is never taken for another run's once the first is gone."""
 _recent_turns = 0
 _recent_lock = threading.Lock()
 
@@ -436,11 +436,17 @@ _recent_lock = threading.Lock()
 def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
     """The failed turns of a run (1-based number -> why), by `turn_failure`; found once for
     each of the last _RECENT_RUNS runs (the same list of turns) it was asked about."""
+    return dict(_failures(turns)[0])
+
+
+def _failures(turns: Sequence[Turn]) -> tuple[dict[int, Failure], bool]:
+    """`failures` as kept (not to be changed), and whether error words counted in them
+    (`not marks_failures(turns)`)."""
     with _recent_lock:
         known = _recent.get(id(turns))
         if known is not None and known[0] is turns:
             _recent.move_to_end(id(turns))
-            return dict(known[1])
+            return known[1], known[2]
     keywords = not marks_failures(turns)
     found = {}
     for number, turn in enumerate(turns, start=1):
@@ -451,11 +457,11 @@ def failures(turns: Sequence[Turn]) -> dict[int, Failure]:
         global _recent_turns
         if id(turns) in _recent:  # found by two threads at once
             _recent_turns -= len(_recent.pop(id(turns))[0])
-        _recent[id(turns)] = (turns, found)
+        _recent[id(turns)] = (turns, found, keywords)
         _recent_turns += len(turns)
         while len(_recent) > _RECENT_RUNS or (_recent_turns > _RECENT_TURNS and len(_recent) > 1):
             _recent_turns -= len(_recent.popitem(last=False)[1][0])
-    return dict(found)
+    return found, keywords
 
 
 def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
@@ -463,8 +469,7 @@ def failed_calls(turns: Sequence[Turn]) -> list[dict[int, str]]:
     each call that failed by `turn_failure`'s rule, by its index, with the passage that shows
     it; TURN_FAILED when the turn failed but none of its calls alone did. Empty for a turn that
     did not fail."""
-    failed = failures(turns)
-    keywords = not marks_failures(turns) if failed else False
+    failed, keywords = _failures(turns)
     found: list[dict[int, str]] = []
     for number, turn in enumerate(turns, start=1):
         failure = failed.get(number)

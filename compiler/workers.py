@@ -4,14 +4,15 @@ The build takes the runs it checked (stages.CheckedRuns: the input, read once) a
 time, and hands each chunk to a process pool twice. First each run is redacted and
 fingerprinted; the build, taking the chunks back in input order, drops the duplicates and
 numbers the rest, exactly as it does in its own process (raw.RawLayer.number). Then each
-numbered run is compiled (offline.py), its raw files and compilation page are written into
-the staging folder (their paths are known once it is numbered) and hashed, and the worker
-gives back each file's line in the build's list of files (writing.NewFiles) with what mining
-keeps of the run. The build lists those, in step order, and mines. The same pool (`Farm`)
-stays for the finish, whose pages it hands on through `Farm.map` (results in order, as
-`map` gives them without workers): the new divergences' pages, the compilation pages
-written again to name mined lessons (compiler/layers.py), the rankers' word counts
-(search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
+numbered run is compiled (offline.py), its raw files are written into the staging folder
+(their paths are known once it is numbered) and hashed, and the worker gives back each
+file's line in the build's list of files (writing.NewFiles), its compilation page rendered
+(it waits to name the mined lessons that rest on its run: produce.WaitingPages) and what
+mining keeps of the run. The build lists those, in step order, and mines. The same pool
+(`Farm`) stays for the finish, whose pages it hands on through `Farm.map` (results in
+order, as `map` gives them without workers): the new divergences' pages, the compilation
+pages, each written once naming its mined lessons (compiler/layers.py), the rankers' word
+counts (search/saved.py). The build's process keeps the rest (mining's counts, indexes, catalog,
 manifest): the corpus is the same, byte for byte, with any number of workers.
 
 Workers ignore Ctrl-C: the build stops them (each ends its chunk, a fraction of a second)
@@ -31,6 +32,7 @@ import pickle
 import signal
 import sys
 import threading
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -44,14 +46,15 @@ from wikitrace.corpus_schema.records import Outcome
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.writing import NewFiles
 
-from .importers.runs import SourceRun
 from .mine import Miner, run_patterns
+from .mine_patterns import action_places
 from .mine_table import RunPatterns, signature_hashes
 from .offline import compile_offline
-from .produce import Producer, Summary, plain_compilation, summarize
+from .produce import Producer, Summary, pickled_page, plain_compilation, summarize
 from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
 from .redact import Redactor
 from .report import BuildOptions
+from .stages import kept_run
 
 CHUNK_RUNS = 64
 """Runs a worker takes at once: about 0.1 s of work, against a few hundred microseconds to
@@ -167,11 +170,11 @@ class _Checked:
 
 
 def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tuple[str, str], int]]:
-    """Pass one: each run (a SourceRun pickled, as stages.CheckedRuns keeps it) redacted and
-    fingerprinted; and the secrets redacted, by kind and by place."""
+    """Pass one: each run (as stages.CheckedRuns keeps it) redacted and fingerprinted; and the
+    secrets redacted, by kind and by place."""
     checked = []
     for blob in runs:
-        item: SourceRun = pickle.loads(blob)
+        item = kept_run(blob)
         data = item.data
         clean = _redactor.value(data) if _redactor is not None else data
         log_bytes, _ = turn_log(clean["turns"])
@@ -202,7 +205,8 @@ class _Numbered:
     """A new run, numbered: what pass two needs."""
 
     data: bytes
-    """Its JSON redacted, pickled; or, when redaction changed nothing, its SourceRun pickled."""
+    """Its JSON redacted, pickled; or, when redaction changed nothing, the run as
+    stages.CheckedRuns keeps it."""
     redacted: bool
     path: str
     line: int | None
@@ -224,13 +228,17 @@ class _Made:
     judged: bool
     compiled: Summary | str
     """Its compilation's summary, or why it failed."""
-    mined: tuple[RunPatterns, list[str]] | None
-    """What mining keeps of it, and its actions' signatures (hashed by the build)."""
+    page: bytes | None
+    """Its compilation's page and data file, rendered and pickled (produce.pickled_page),
+    written at the end (Compiled.waiting)."""
+    mined: tuple[RunPatterns, list[str], array[int]] | None
+    """What mining keeps of it, its actions' signatures (hashed by the build) and places
+    (mine_patterns.action_places)."""
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
-    """Pass two: each numbered run compiled, its files written into the staging folder, and
-    observed for mining."""
+    """Pass two: each numbered run compiled, its raw files written into the staging folder
+    (its compilation page rendered, written at the end), and observed for mining."""
     assert _setup is not None and _files is not None
     layout = _setup.layout
     made = []
@@ -239,24 +247,25 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
             data = pickle.loads(run.data)
             record = RunRecord.model_validate(data)
         else:  # the run as read, its record with it (as raw.RawLayer.runs takes it)
-            item: SourceRun = pickle.loads(run.data)
+            item = kept_run(run.data)
             data, record = item.data, item.record
         log_bytes, offsets = turn_log(data["turns"])
         source = _source_names(run.path, run.line, run.at)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
         judged = is_judged(record.metadata)
         compiled: Summary | str
+        page = None
         try:
             result = compile_offline(run.step, record)
         except Exception as error:  # one run's failure never aborts the others
             compiled = str(error)
         else:
-            files += plain_compilation(layout, record, result)
+            page = pickled_page(plain_compilation(layout, record, result))
             compiled = summarize(run.step, record, result)
         mined = None
         if _setup.mine:
             patterns, actions = run_patterns(run.step, record, judged)
-            mined = (patterns, [action.signature for action in actions])
+            mined = (patterns, [action.signature for action in actions], action_places(actions))
         made.append(
             _Made(
                 _files.write_files(files),
@@ -266,6 +275,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
                 record.outcome,
                 judged,
                 compiled,
+                page,
                 mined,
             )
         )
@@ -447,12 +457,12 @@ class _Pipeline:
             self.raw.add(made.row, made.task, input_format, made.success)
             step = made.row.step
             if self.miner is not None and made.mined is not None:
-                patterns, signatures = made.mined
+                patterns, signatures, places = made.mined
                 if patterns.task_type:
                     patterns.task_type = sys.intern(patterns.task_type)
-                self.miner.add(patterns, signature_hashes(signatures))
-            if isinstance(made.compiled, str):
-                self.producer.record_failure(step, made.row.task_id, made.compiled)
+                self.miner.add(patterns, signature_hashes(signatures), places)
+            if isinstance(made.compiled, str) or made.page is None:
+                self.producer.record_failure(step, made.row.task_id, str(made.compiled))
             else:
-                self.producer.results.written(made.compiled, made.outcome, made.judged)
+                self.producer.results.rendered(made.compiled, made.outcome, made.judged, made.page)
             self.producer.advance()

@@ -101,17 +101,35 @@ def read_page(root: Path, rel: str, model: type[Header], *, resolved: bool = Fal
         raise CorpusError(f"{rel} is missing from the corpus at {root}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise CorpusError(f"{path}: cannot read its header ({error})") from None
+    data = metadata.get("data")
+    fields = _data_fields(root, data, path, resolved) if isinstance(data, str) else None
+    return Page(rel=rel, header=_header(path, metadata, fields, model), body=content)
+
+
+def page_of(rel: str, text: str, data: str | None, model: type[Header]) -> Page[Header]:
+    """A page as `read_page` reads it, from its text and its data file's (`data`; None for a
+    page of format 1): a page its writer still holds, not yet written."""
+    try:
+        metadata, content = frontmatter.parse(text, handler=_HANDLER)
+        fields = orjson.loads(data) if data is not None else None
+    except (yaml.YAMLError, orjson.JSONDecodeError) as error:
+        raise CorpusError(f"{rel}: cannot read its header ({error})") from None
+    return Page(rel=rel, header=_header(Path(rel), metadata, fields, model), body=content)
+
+
+def _header(path: Path, metadata: dict[str, Any], fields: Any, model: type[Header]) -> Header:
+    """A page's header (its data file's `fields` with it, for format 2), checked."""
     if not metadata:
         raise CorpusError(f"{path}: no frontmatter header (is this a wikitrace corpus file?)")
-    data = metadata.get("data")
-    if isinstance(data, str):  # format 2: the fields the header leaves to its data file
-        metadata = {**_data_fields(root, data, path, resolved), **metadata}
+    if fields is not None:  # format 2: the fields the header leaves to its data file
+        if not isinstance(fields, dict):
+            raise CorpusError(f"{path}: its data file is not a JSON object")
+        metadata = {**fields, **metadata}
     try:
-        header = model.model_validate(metadata)
+        return model.model_validate(metadata)
     except ValidationError as error:
         where, message = first_problem(error)
         raise CorpusError(f"{path}: header field '{where}': {message}") from None
-    return Page(rel=rel, header=header, body=content)
 
 
 def _data_fields(root: Path, rel: str, page: Path, resolved: bool) -> dict[str, Any]:

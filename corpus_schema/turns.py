@@ -108,9 +108,12 @@ def _part(text: str, width: int) -> str:
     """`text` on one line, cut to `width` characters with a `…`. A long text is folded from a
     stretch of its start: folded, a text's start is the start of the text folded, so once
     that is longer than `width` the rest cannot change the line (every turn's observation
-    is shown so, and some are megabytes)."""
-    if len(text) > 4 * width + 64:
-        flat = " ".join(text[: 4 * width + 64].split())
+    is shown so, and some are megabytes). A short stretch is tried first (enough for text of
+    single spaces), then a longer one."""
+    for stretch in (width + width // 2 + 16, 4 * width + 64):
+        if len(text) <= stretch:
+            break
+        flat = " ".join(text[:stretch].split())
         if len(flat) > width:
             return flat[: max(width - 1, 0)] + "…"
     flat = " ".join(text.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from wikitrace.compiler.mine_contrast import (
     contrasts,
     stratified_exact,
 )
-from wikitrace.compiler.mine_patterns import actions_of, patterns
+from wikitrace.compiler.mine_patterns import action_places, actions_of, patterns
 from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify
 from wikitrace.corpus_schema.layout import MINED_PATTERNS
@@ -323,7 +324,10 @@ def test_action_hashes_give_back_each_run_s_actions(tmp_path: Path) -> None:
         assert kept.get(5) == action_hashes([]) and kept.get(6) == action_hashes(
             actions_of(turns[1:])
         )
+        assert kept.places(4) == action_places(actions_of(turns)) == array("i", [2, 4, 6])
+        assert kept.places(5) == array("i") and kept.get(6) == action_hashes(actions_of(turns[1:]))
         assert kept.get(3) is None and kept.get(7) is None  # not streamed: read from its log
+        assert kept.places(3) is None and kept.places(7) is None
         with pytest.raises(ValueError, match="after run 6"):
             kept.add(9, [])
     finally:

@@ -8,7 +8,9 @@ import random
 import re
 import shlex
 import textwrap
+from pathlib import Path
 
+import orjson
 import pytest
 
 from wikitrace.compiler import injection
@@ -458,3 +460,160 @@ def test_tokenize_numbers_stems_as_it_did() -> None:
         tokens = _tokenize(texts)
         assert (tokens.ids, tokens.vocab) == _tokenize_as_it_was(texts), texts
     assert len(_tokenize(["refund refunds refunded"]).vocab) == 1
+
+
+def _runs_with_actions() -> list[list[dict[str, object]]]:
+    """Runs' turns as logged: tool calls (one and several a turn, some failed by `is_error`,
+    by an exit code or by what came back), text actions, turns with none, repeats."""
+    tau2 = Path(__file__).parent / "data" / "tau2-telecom-20runs.jsonl"
+    logged = [orjson.loads(line)["turns"] for line in tau2.read_bytes().splitlines()[:6]]
+    bash = {"name": "bash", "arguments": {"command": "pytest -q"}}
+    return [
+        *logged,
+        [
+            {"role": "user", "content": "fix the tests"},
+            {"role": "assistant", "tool_calls": [{**bash, "result": "1 failed in 0.1s"}]},
+            {
+                "role": "assistant",
+                "action": "cat a.py",
+                "tool_calls": [
+                    {**bash, "result": "ok", "metadata": {"is_error": True}},
+                    {"name": "read", "arguments": {"path": "a.py"}, "result": "x = 1"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {**bash, "result": "fine", "metadata": {"is_error": True}},
+                    {**bash, "result": "fine", "metadata": {"exit_code": 2}},
+                ],
+            },
+            {  # a search that found nothing: its call failed, its turn did not
+                "role": "assistant",
+                "action": "look for foo",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {"command": "grep -n foo a.py"},
+                        "result": "Exit code 1",
+                        "metadata": {"is_error": True},
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "thinking only"},
+            {"role": "assistant", "action": "  go to   shelf 1 ", "observation": "Traceback"},
+            {"role": "assistant", "action": "go to shelf 1", "observation": "Nothing happens."},
+            {"role": "assistant", "action": "   "},
+        ],
+        [
+            {"role": "assistant", "action": "go to desk", "observation": "error: no desk"},
+            {"role": "assistant", "action": "open drawer", "observation": "You open it."},
+        ],
+        [{"role": "user", "content": "no actions at all"}],
+    ]
+
+
+def test_a_runs_actions_from_their_places_are_its_actions(tmp_path: Path) -> None:
+    """A divergence's page reads only the turns it quotes, by the places the build kept
+    (mine_lessons.Quotes.know): the actions and evidence are those of the whole run read."""
+    from wikitrace.compiler.mine_lessons import Quotes
+    from wikitrace.compiler.mine_patterns import action_places, actions_of
+    from wikitrace.corpus_schema import Layout, Turn
+    from wikitrace.corpus_schema.identity import turn_log
+
+    layout = Layout(tmp_path)
+    runs = _runs_with_actions()
+    for step, turns in enumerate(runs, start=1):
+        path = tmp_path / layout.raw_turns_rel(step)
+        path.parent.mkdir(parents=True)
+        path.write_bytes(turn_log(turns)[0])
+    whole, known = Quotes(lambda _: layout), Quotes(lambda _: layout)
+    failed_calls = 0
+    for step, turns in enumerate(runs, start=1):
+        actions = actions_of([Turn.model_validate(turn) for turn in turns])
+        known.know(step, action_places(actions))
+        assert list(whole.actions(step)) == actions
+        kept = known.actions(step)
+        assert len(kept) == len(actions)
+        # Each by its index, either end first, then all at once.
+        for index in [*range(-len(actions), 0), *range(len(actions))]:
+            assert kept[index] == actions[index], (step, index)
+        assert kept[:] == actions and kept[1::2] == actions[1::2]
+        with pytest.raises(IndexError):
+            kept[len(actions)]
+        for turn in range(1, len(turns) + 2):
+            assert known.evidence(step, turn, "s") == whole.evidence(step, turn, "s")
+        failed_calls += sum(a.failed for a in actions if a.kind and a.quote.startswith("bash"))
+    assert failed_calls >= 4  # failed by the turn, by is_error, by both
+
+
+def test_a_waiting_page_is_named_as_the_page_read_back(tmp_path: Path) -> None:
+    """A compilation page waits, rendered, until mining names the lessons that rest on its
+    run (produce.WaitingPages): read from its text (read.page_of), it is the page written
+    and read back (read.read_page), and names them alike."""
+    from wikitrace.compiler.offline import compile_offline
+    from wikitrace.compiler.produce import plain_compilation
+    from wikitrace.corpus_schema import Layout, RunRecord, compilation_pages, read
+    from wikitrace.corpus_schema.records import CompilationHeader
+
+    layout = Layout(tmp_path)
+    tau2 = Path(__file__).parent / "data" / "tau2-telecom-20runs.jsonl"
+    names = [[], [(3, "a lesson")], [(7, "[another] *one*"), (2, "x")]]
+    for step, line in enumerate(tau2.read_bytes().splitlines()[:6], start=1):
+        record = RunRecord.model_validate(orjson.loads(line))
+        files = plain_compilation(layout, record, compile_offline(step, record))
+        for rel, text in files:
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        (rel, text), (_, data) = files
+        waiting = read.page_of(rel, text, data, CompilationHeader)
+        written = read.read_page(tmp_path, rel, CompilationHeader)
+        assert (waiting.header, waiting.body) == (written.header, written.body)
+        source_of, cited_by = names[step % 3], names[(step + 1) % 3]
+        assert compilation_pages.with_mined(
+            layout, waiting.header, waiting.body, source_of, cited_by
+        ) == compilation_pages.with_mined(layout, written.header, written.body, source_of, cited_by)
+
+
+def test_a_kept_run_is_the_run_read(tmp_path: Path) -> None:
+    """stages.CheckedRuns keeps a run's JSON and makes its record again as it is read back
+    (`kept_run`), where it kept the record pickled: the runs of several formats come back
+    as the importers read them."""
+    from wikitrace.compiler.importers import SourceRun, plan_inputs
+    from wikitrace.compiler.stages import CheckedRuns, kept_run
+
+    data = Path(__file__).parent / "data"
+    inputs = [
+        data / "tau2-telecom-20runs.jsonl",
+        data / "importers" / "openhands-prontoqa-2runs.jsonl",
+        data / "importers" / "alfworld-2episodes.out",
+        data / "importers" / "inspect-popularity.json",
+    ]
+    read = [item for item in plan_inputs(inputs).items() if isinstance(item, SourceRun)]
+    assert len({item.format for item in read}) >= 3
+    kept = CheckedRuns(tmp_path)
+    try:
+        for item in read:
+            kept.append(item)
+        assert list(kept) == read
+        assert [kept_run(blob) for blob in kept.pickled()] == read
+    finally:
+        kept.close()
+
+
+def test_waiting_pages_come_back_in_step_order(tmp_path: Path) -> None:
+    """Pages wait in the order their runs were compiled (a model's answers come in any order)
+    and are written in step order, each as it was given."""
+    from wikitrace.compiler.produce import WaitingPages, unpickled_page
+
+    for steps in ([1, 2, 3, 5], [3, 1, 5, 2]):
+        waiting = WaitingPages(tmp_path)
+        try:
+            for step in steps:
+                waiting.add(step, [(f"p{step}.md", "é" * step), (f"d{step}.json", "{}")])
+            back = [(step, unpickled_page(page)) for step, page in waiting.in_order()]
+        finally:
+            waiting.close()
+        assert back == [
+            (step, [(f"p{step}.md", "é" * step), (f"d{step}.json", "{}")]) for step in sorted(steps)
+        ]
