@@ -21,6 +21,7 @@ import pytest
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.workers import Farm, available_cores, idle_cores, worker_count
 from wikitrace.corpus_schema import CorpusError, Layout, verify
+from wikitrace.corpus_schema.counts import postings_name
 from wikitrace.search import saved
 from wikitrace.versions import Store
 
@@ -89,12 +90,20 @@ def corpus_files(corpus: Path) -> dict[str, bytes]:
         for path in root.rglob("*")
         if path.is_file()
     }
-    found = json.loads(files.pop("manifest.json"))
-    for key in VOLATILE:
-        found.pop(key)
-    found["build"].pop("seconds")
-    found["build"].pop("output")
-    files["manifest.json (less its times)"] = json.dumps(found, indent=1).encode()
+    # A version made from another holds its parent's manifest (manifests/vNNNN.json): each
+    # manifest less its times, and less the hashes of those manifests, which hold them.
+    for name in [name for name in files if name.startswith("manifests/")] + ["manifest.json"]:
+        found = json.loads(files.pop(name))
+        for key in VOLATILE:
+            found.pop(key)
+        found["build"].pop("seconds")
+        found["build"].pop("output")
+        found["files"] = {
+            rel: digest
+            for rel, digest in found["files"].items()
+            if not rel.startswith("manifests/") and rel != "manifest.json"
+        }
+        files[f"{name} (less its times)"] = json.dumps(found, indent=1).encode()
     # The rows the store keeps beside it, less the key of the manifest file as written.
     head, rest = Store(corpus).rows_path(root.name).read_bytes().split(b"\n", 1)
     files["rows"] = json.dumps({**json.loads(head), "manifest": None}).encode() + rest
@@ -281,10 +290,12 @@ def test_the_farm_gives_each_result_back_in_order_and_a_worker_s_error_to_the_bu
     farm = Farm(options, Layout(tmp_path, step_width=3), tmp_path, 2, mine=False)
     try:
         # Pages of texts of unlike sizes, so that the workers finish them out of order.
-        jobs = [([f"text {i} of get_user_details"] * (1 + 40 * (i % 3)), None) for i in range(24)]
+        jobs: list[tuple[list[str], Path | None, int]] = [
+            ([f"text {i} of get_user_details"] * (1 + 40 * (i % 3)), None, i + 1) for i in range(24)
+        ]
         assert list(farm.map(saved._page, jobs)) == list(map(saved._page, jobs))
-        (tmp_path / "damaged.json").write_text("{not json")
-        with pytest.raises(CorpusError, match=r"damaged\.json"):
-            list(farm.map(saved._page, [*jobs[:3], (["a text"], tmp_path / "damaged.json")]))
+        (tmp_path / postings_name(1)).write_bytes(b"not a postings page")
+        with pytest.raises(CorpusError, match=r"postings-0001\.bin"):
+            list(farm.map(saved._page, [*jobs[:3], (["a text"], tmp_path, 1)]))
     finally:
         farm.close()
