@@ -193,6 +193,20 @@ def catalog_lines(root: Path) -> list[bytes]:
     return [lines[0], *runs, *lines[1:]]
 
 
+def page_size(path: Path) -> int | None:
+    """How many runs a full page of the catalog at `path` (catalog.jsonl) holds; None for a
+    catalog whose runs are not in pages (before version 3) or a head that does not say."""
+    with path.open("rb") as lines:
+        try:
+            head = orjson.loads(next(lines))
+        except (StopIteration, ValueError) as error:
+            raise damaged(path, error) from None
+    if not isinstance(head, dict):
+        raise damaged(path, TypeError("its first line is not its head"))
+    full = head.get("page_runs") if head.get("catalog") == CATALOG_VERSION else None
+    return full if isinstance(full, int) and full > 0 else None
+
+
 def page_count(head: dict[str, Any]) -> int:
     """How many pages hold the runs of a version 3 catalog with this head."""
     runs, full = head["runs"], head["page_runs"]
