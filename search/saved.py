@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from wikitrace.corpus_schema.catalog import PastRun, damaged, page_size, records_in
+from wikitrace.corpus_schema.catalog import PastRun, damaged, page_size, tasks_and_records
 from wikitrace.corpus_schema.counts import (
     PAGE_TEXTS,
     POSTINGS_VERSION,
@@ -195,13 +195,13 @@ def search_files(
         tasks, compilations, insights = (
             spilled[name].add for name in ("tasks", "compilations", "insights")
         )
-        run = 0
-        for item in records_in(root / CATALOG):
-            if isinstance(item, PastRun):
+        # The runs of the pages the same: their tasks alone (page N's runs are its texts).
+        for item in tasks_and_records(root / CATALOG, same):
+            if isinstance(item, str):
+                tasks(item)
+            elif isinstance(item, PastRun):
                 tasks(item.task)
-                if run // PAGE_TEXTS + 1 not in same:
-                    compilations(item.explanation)
-                run += 1
+                compilations(item.explanation)
             else:
                 insights(insight_text(item[1]))
         yield from _saved_rankers(root, parent, spilled, farm_map, {"compilations": same})
