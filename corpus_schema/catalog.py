@@ -339,9 +339,10 @@ def tasks_and_records(
         head = orjson.loads(next(lines))
         reader = line_reader(head)
         if head.get("catalog") == CATALOG_VERSION:
+            matched = _TASK if head["run"][4:5] == ["task"] else None  # its lines as ours
             for number in range(1, page_count(head) + 1):
                 page = path.parent / catalog_page_rel(number)
-                if number not in tasks_of or head["run"][4:5] != ["task"]:
+                if number not in tasks_of:
                     with page.open("rb") as held:
                         yield from map(reader, held)
                     continue
@@ -349,8 +350,8 @@ def tasks_and_records(
                 start = 0
                 while start < len(data):
                     end = data.find(b"\n", start) + 1 or len(data)
-                    found = _TASK.match(data, start, end)
-                    if found is None:  # not as written: the whole line says what is wrong
+                    found = matched.match(data, start, end) if matched is not None else None
+                    if found is None:  # read whole (and what is wrong with it said)
                         run = reader(data[start:end])
                         if not isinstance(run, PastRun):
                             raise damaged(page, ValueError("an insight's line among its runs"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wikitrace.corpus_schema import catalog
 from wikitrace.corpus_schema.catalog import (
     LazyCatalog,
     PastRun,
@@ -660,10 +662,16 @@ def test_the_tasks_of_a_page_read_alone_are_its_records(
     assert list(tasks_and_records(path, ())) == list(records_in(path)) == runs
 
 
-def test_a_page_read_for_its_tasks_that_is_not_as_written_is_an_error(tmp_path: Path) -> None:
-    # A line cut short before its task ends: read whole, it is the line's error.
+def test_a_page_read_for_its_tasks_that_is_not_as_written_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runs = [PastRun(f"step-{i:05d}", "t", None, "success", f"task {i}") for i in (1, 2)]
     path = _paged_catalog(tmp_path, runs, 2)
+    # A line the match does not find the task in is read whole: the same tasks.
+    with monkeypatch.context() as patch:
+        patch.setattr(catalog, "_TASK", re.compile(b"(?!)"))
+        assert list(tasks_and_records(path, {1})) == ["task 1", "task 2"]
+    # A line cut short before its task ends: read whole, it is the line's error.
     page = tmp_path / catalog_page_rel(1)
     first, second = page.read_bytes().splitlines(keepends=True)
     page.write_bytes(first + second[:20] + b"\n")
