@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -193,6 +194,20 @@ def catalog_lines(root: Path) -> list[bytes]:
     return [lines[0], *runs, *lines[1:]]
 
 
+def page_size(path: Path) -> int | None:
+    """How many runs a full page of the catalog at `path` (catalog.jsonl) holds; None for a
+    catalog whose runs are not in pages (before version 3) or a head that does not say."""
+    with path.open("rb") as lines:
+        try:
+            head = orjson.loads(next(lines))
+        except (StopIteration, ValueError) as error:
+            raise damaged(path, error) from None
+    if not isinstance(head, dict):
+        raise damaged(path, TypeError("its first line is not its head"))
+    full = head.get("page_runs") if head.get("catalog") == CATALOG_VERSION else None
+    return full if isinstance(full, int) and full > 0 else None
+
+
 def page_count(head: dict[str, Any]) -> int:
     """How many pages hold the runs of a version 3 catalog with this head."""
     runs, full = head["runs"], head["page_runs"]
@@ -305,6 +320,46 @@ def records_in(path: Path) -> Iterator[PastRun | tuple[int, InsightEntry]]:
                 with (path.parent / catalog_page_rel(number)).open("rb") as page:
                     yield from records_of(head, page)
         yield from records_of(head, lines)
+
+
+_STRING = rb'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+_TASK = re.compile(
+    rb'\["run",(?:%s|null),(?:%s|null),(?:%s|null),(?:%s|null),(%s)' % ((_STRING,) * 5)
+)
+"""What a run's line begins with (as line_reader reads it): its kind, step, task id, task
+type and outcome, then its task."""
+
+
+def tasks_and_records(
+    path: Path, tasks_of: Collection[int]
+) -> Iterator[PastRun | tuple[int, InsightEntry] | str]:
+    """What `records_in` gives, but that of the pages of runs numbered in `tasks_of` only
+    each run's task is read (a str), not the rest of its line (a compilation's 5 KB text)."""
+    with path.open("rb") as lines:
+        head = orjson.loads(next(lines))
+        reader = line_reader(head)
+        if head.get("catalog") == CATALOG_VERSION:
+            matched = _TASK if head["run"][4:5] == ["task"] else None  # its lines as ours
+            for number in range(1, page_count(head) + 1):
+                page = path.parent / catalog_page_rel(number)
+                if number not in tasks_of:
+                    with page.open("rb") as held:
+                        yield from map(reader, held)
+                    continue
+                data = page.read_bytes()
+                start = 0
+                while start < len(data):
+                    end = data.find(b"\n", start) + 1 or len(data)
+                    found = matched.match(data, start, end) if matched is not None else None
+                    if found is None:  # read whole (and what is wrong with it said)
+                        run = reader(data[start:end])
+                        if not isinstance(run, PastRun):
+                            raise damaged(page, ValueError("an insight's line among its runs"))
+                        yield run.task
+                    else:
+                        yield orjson.loads(found.group(1))
+                    start = end
+        yield from map(reader, lines)
 
 
 _Record = TypeVar("_Record")

@@ -10,14 +10,14 @@ import itertools
 import struct
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from wikitrace.corpus_schema.catalog import PastRun, damaged, records_in
+from wikitrace.corpus_schema.catalog import PastRun, damaged, page_size, tasks_and_records
 from wikitrace.corpus_schema.counts import (
     PAGE_TEXTS,
     POSTINGS_VERSION,
@@ -33,7 +33,7 @@ from wikitrace.corpus_schema.counts import (
     postings_name,
     text_digest,
 )
-from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR
+from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR, catalog_page_rel
 
 from . import rank
 from .rank import (
@@ -59,27 +59,40 @@ class Kept:
 
 
 def count_pages(
-    texts: Iterable[str], parent: Path | None = None, farm_map: FarmMap = map
+    texts: Iterable[str],
+    parent: Path | None = None,
+    farm_map: FarmMap = map,
+    same: Collection[int] = (),
 ) -> Iterable[CountsPage | Kept]:
     """`texts` counted as a ranker indexes them, PAGE_TEXTS a page, each page by `farm_map`.
     What the ranker saved in `parent` (a folder, as search_files writes it) counted of the
     very same text is read back instead of tokenizing it again: a page of texts all counted
     before is `Kept` (its postings page taken as it is); a page is the same, text for text,
-    however it was counted."""
+    however it was counted. `same`: the numbers of the pages known to hold the texts of the
+    parent's full page of that number, which `texts` leaves out (each `Kept`, its texts
+    neither read nor hashed)."""
 
-    def pages() -> Iterator[tuple[list[str], Path | None, int]]:
+    def pages() -> Iterator[tuple[list[str] | None, Path | None, int]]:
         held = iter(texts)
         number = 0
-        while part := list(itertools.islice(held, PAGE_TEXTS)):
+        while True:
             number += 1
-            yield part, parent, number
+            if number in same:
+                yield None, parent, number
+            elif part := list(itertools.islice(held, PAGE_TEXTS)):
+                yield part, parent, number
+            else:
+                return
 
     return farm_map(_page, pages())
 
 
-def _page(job: tuple[list[str], Path | None, int]) -> CountsPage | Kept:
-    """A page of texts counted (`count_pages`), given the parent's ranker folder."""
+def _page(job: tuple[list[str] | None, Path | None, int]) -> CountsPage | Kept:
+    """A page of texts counted (`count_pages`), given the parent's ranker folder; None for
+    texts: the parent's full page of that number."""
     part, parent, number = job
+    if part is None:
+        return Kept(PAGE_TEXTS)
     digests = [text_digest(text) for text in part]
     kept: CountsPage | None = None
     if parent is not None and (parent / postings_name(number)).exists():
@@ -155,7 +168,10 @@ def _counted(texts: list[str], digests: list[str], kept: CountsPage | None) -> C
 
 
 def search_files(
-    root: Path, parent: Path | None = None, farm_map: FarmMap = map
+    root: Path,
+    parent: Path | None = None,
+    farm_map: FarmMap = map,
+    linked: Collection[str] = (),
 ) -> Iterator[tuple[str, Iterator[bytes] | None]]:
     """The saved rankers of the version at `root`, made from its catalog as written: each
     file's path in the version and its bytes, or None for a file of the `parent` version's to
@@ -164,7 +180,11 @@ def search_files(
     PostingsIndex), made from the texts read back from the catalog, counted a page at a time
     (`count_pages`): the parent's first pages that hold the same texts are taken as they are,
     and only the pages whose texts changed are counted and written, so that an add writes
-    its last page, its new pages and the stats. `farm_map`: how the pages are counted."""
+    its last page, its new pages and the stats. `linked`: the catalog's pages of runs that
+    are the parent's files (catalog_build.catalog_of); the compilations' ranker takes the
+    parent's page of the same runs with neither reading nor hashing their texts.
+    `farm_map`: how the pages are counted."""
+    same = _same_pages(root, parent, linked)
     # The catalog is read once: each ranker's texts wait on disk (search_texts' texts, read
     # back as they are needed: the tasks twice, for their common lines).
     with contextlib.ExitStack() as stack:
@@ -175,13 +195,38 @@ def search_files(
         tasks, compilations, insights = (
             spilled[name].add for name in ("tasks", "compilations", "insights")
         )
-        for item in records_in(root / CATALOG):
-            if isinstance(item, PastRun):
+        # The runs of the pages the same: their tasks alone (page N's runs are its texts).
+        for item in tasks_and_records(root / CATALOG, same):
+            if isinstance(item, str):
+                tasks(item)
+            elif isinstance(item, PastRun):
                 tasks(item.task)
                 compilations(item.explanation)
             else:
                 insights(insight_text(item[1]))
-        yield from _saved_rankers(root, parent, spilled, farm_map)
+        yield from _saved_rankers(root, parent, spilled, farm_map, {"compilations": same})
+
+
+def _same_pages(root: Path, parent: Path | None, linked: Collection[str]) -> frozenset[int]:
+    """The pages of the compilations' ranker whose texts are those of the `parent` ranker's
+    page of the same number: one text a run, so page N holds the runs of the catalog's page
+    N when the catalog's pages hold PAGE_TEXTS runs, and that page is the parent's file
+    (`linked`: the parent's page of runs at that place), full in both, and the parent's
+    ranker has it as postings (PAGE_TEXTS texts, as have the pages before it)."""
+    if parent is None or not linked or page_size(root / CATALOG) != PAGE_TEXTS:
+        return frozenset()
+    before = parent / SEARCH_DIR / "compilations"
+    stats = load_stats(before / STATS) if (before / STATS).exists() else None
+    if stats is None:
+        return frozenset()
+    full = 0  # the parent's first pages that hold PAGE_TEXTS texts
+    while full < len(stats.pages) and stats.pages[full][0] == PAGE_TEXTS:
+        full += 1
+    return frozenset(
+        number
+        for number in range(1, full + 1)
+        if catalog_page_rel(number) in linked and (before / postings_name(number)).exists()
+    )
 
 
 class _Texts:
@@ -224,16 +269,21 @@ class _Texts:
 
 
 def _saved_rankers(
-    root: Path, parent: Path | None, spilled: dict[SearchName, _Texts], farm_map: FarmMap
+    root: Path,
+    parent: Path | None,
+    spilled: dict[SearchName, _Texts],
+    farm_map: FarmMap,
+    same: dict[SearchName, frozenset[int]],
 ) -> Iterator[tuple[str, Iterator[bytes] | None]]:
-    """search_files' rankers, from their texts kept on disk (`spilled`)."""
+    """search_files' rankers, from their texts kept on disk (`spilled`), less the pages
+    `same` says hold the parent's texts (see `count_pages`)."""
     for name in SAVED_SEARCHES:
         held = spilled[name]
         texts: Iterable[str] = (
             without_boilerplate(functools.partial(iter, held)) if name == "tasks" else iter(held)
         )
         before = parent / SEARCH_DIR / name if parent is not None else None
-        pages = count_pages(texts, before, farm_map)
+        pages = count_pages(texts, before, farm_map, same.get(name, frozenset()))
         yield from _ranker_files(f"{SEARCH_DIR}/{name}", pages, before)
 
 

@@ -125,8 +125,17 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     # build writes.
     for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
         monkeypatch.setattr(index, "__defaults__", (page_rows,))
-    # And the catalog's runs in pages of as many.
+    # And the catalog's runs in pages of as many, the rankers' texts too.
     monkeypatch.setattr(catalog_runs, "CATALOG_PAGE_RUNS", min(page_rows, CATALOG_PAGE_RUNS))
+    monkeypatch.setattr(saved, "PAGE_TEXTS", min(page_rows, saved.PAGE_TEXTS))
+    counted: list[tuple[str, int, bool]] = []  # each ranker's pages: whether given texts
+    real_page = saved._page
+
+    def page(job):  # type: ignore[no-untyped-def]
+        counted.append((job[1].name if job[1] else "", job[2], job[0] is not None))
+        return real_page(job)
+
+    monkeypatch.setattr(saved, "_page", page)
     planted_runs = planted()
     runs = [planted_runs[29], *planted_runs[:29], *planted_runs[30:]]
     one, chain = tmp_path / "one", tmp_path / "chain"
@@ -135,6 +144,7 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     for n, stop in enumerate(bounds[1:]):
         # Each input holds the runs before it too (an add skips them): sources read alike.
         given = BuildOptions([_inputs(tmp_path / f"part-{n}", runs[:stop])], chain)
+        counted.clear()
         (add_runs if n else build_corpus)(given)
     ours, theirs = chain.resolve(), one.resolve()
     assert ours.name == f"v{len(bounds) - 1:04d}"
@@ -161,6 +171,24 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
         assert not (ours / "catalog/runs-0004.jsonl").samefile(
             tmp_path / "chain.versions" / "v0001" / "catalog/runs-0004.jsonl"
         )
+        # The compilations' ranker pages of the runs of the catalog's pages the last add
+        # linked (1-4; 5 is new): the parent's, taken with their texts neither read nor
+        # hashed (no texts given to count), which the tasks' ranker (its texts less their
+        # common lines) still reads.
+        parent = tmp_path / "chain.versions" / f"v{len(bounds) - 2:04d}"
+        for number in (1, 2, 3, 4):
+            page = f"catalog/runs-{number:04d}.jsonl"
+            assert (ours / page).samefile(parent / page)
+            page = f"search/compilations/postings-{number:04d}.bin"
+            assert (ours / page).samefile(parent / page)
+        assert [(n, texts) for name, n, texts in counted if name == "compilations"] == [
+            (1, False),
+            (2, False),
+            (3, False),
+            (4, False),
+            (5, True),
+        ]
+        assert all(texts for name, _, texts in counted if name == "tasks")
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,11 +12,20 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wikitrace.corpus_schema.catalog import LazyCatalog, catalog_lines, read_catalog, records_in
+from wikitrace.corpus_schema import catalog
+from wikitrace.corpus_schema.catalog import (
+    LazyCatalog,
+    PastRun,
+    catalog_lines,
+    read_catalog,
+    records_in,
+    tasks_and_records,
+)
 from wikitrace.corpus_schema.catalog_build import from_pages
 from wikitrace.corpus_schema.layout import (
     CATALOG,
@@ -599,3 +609,71 @@ def test_a_damaged_lesson_line_read_for_its_type_is_a_one_line_error(
     code, _, err = run(["prompt", str(root), "Fetch the ring", "--task-type", "safe"])
     assert code == 1 and "damaged/catalog.jsonl: damaged (JSONDecodeError" in err
     assert "wikitrace verify" in err and len(err.splitlines()) == 1
+
+
+def _paged_catalog(folder: Path, runs: list[PastRun], page_runs: int) -> Path:
+    """A version 3 catalog of `runs` (no insights), its runs in pages of `page_runs`, written
+    as catalog_build writes its lines."""
+    from wikitrace.corpus_schema.catalog import CATALOG_VERSION, INSIGHT_FIELDS, RUN_FIELDS
+
+    head = {
+        "catalog": CATALOG_VERSION,
+        "offline": True,
+        "withheld": 0,
+        "runs": len(runs),
+        "page_runs": page_runs,
+        "run": RUN_FIELDS,
+        "insight": ["leader", *INSIGHT_FIELDS],
+    }
+    (folder / "catalog").mkdir(parents=True, exist_ok=True)
+    for start in range(0, len(runs), page_runs):
+        lines = [
+            orjson.dumps(["run", *(getattr(run, n) for n in RUN_FIELDS)]) + b"\n"
+            for run in runs[start : start + page_runs]
+        ]
+        (folder / catalog_page_rel(start // page_runs + 1)).write_bytes(b"".join(lines))
+    (folder / "catalog.jsonl").write_bytes(orjson.dumps(head) + b"\n")
+    return folder / "catalog.jsonl"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    tasks=st.lists(st.text(), min_size=1, max_size=7),
+    types=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=7, max_size=7),
+)
+def test_the_tasks_of_a_page_read_alone_are_its_records(
+    tmp_path_factory: pytest.TempPathFactory, tasks: list[str], types: list[str | None]
+) -> None:
+    runs = [
+        PastRun(
+            step=f"step-{i + 1:05d}",
+            task_id=f'"t\\{i}"',
+            task_type=types[i],
+            outcome="failure",
+            task=task,
+            explanation=f'said "{task}" \\ {i}',
+        )
+        for i, task in enumerate(tasks)
+    ]
+    path = _paged_catalog(tmp_path_factory.mktemp("catalog"), runs, 3)
+    # Pages 1 and 3 (runs 1-3 and 7): their tasks alone; page 2 (runs 4-6) its records.
+    expected = [run.task if i // 3 + 1 in (1, 3) else run for i, run in enumerate(runs)]
+    assert list(tasks_and_records(path, {1, 3})) == expected
+    assert list(tasks_and_records(path, ())) == list(records_in(path)) == runs
+
+
+def test_a_page_read_for_its_tasks_that_is_not_as_written_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [PastRun(f"step-{i:05d}", "t", None, "success", f"task {i}") for i in (1, 2)]
+    path = _paged_catalog(tmp_path, runs, 2)
+    # A line the match does not find the task in is read whole: the same tasks.
+    with monkeypatch.context() as patch:
+        patch.setattr(catalog, "_TASK", re.compile(b"(?!)"))
+        assert list(tasks_and_records(path, {1})) == ["task 1", "task 2"]
+    # A line cut short before its task ends: read whole, it is the line's error.
+    page = tmp_path / catalog_page_rel(1)
+    first, second = page.read_bytes().splitlines(keepends=True)
+    page.write_bytes(first + second[:20] + b"\n")
+    with pytest.raises(ValueError):
+        list(tasks_and_records(path, {1}))

@@ -53,12 +53,16 @@ def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(saved, "PAGE_TEXTS", 8)
 
 
-def _save(texts: list[str], folder: Path, parent: Path | None = None) -> dict[str, bytes | None]:
+def _save(
+    texts: list[str], folder: Path, parent: Path | None = None, same: frozenset[int] = frozenset()
+) -> dict[str, bytes | None]:
     """The ranker of `texts` saved into `folder` as a version saves it (a page taken from the
-    `parent` ranker's is copied), and each file's bytes, None for those taken."""
+    `parent` ranker's is copied; `same`: pages known to be the parent's, their texts left out
+    of `texts`), and each file's bytes, None for those taken."""
     folder.mkdir(parents=True)
     made: dict[str, bytes | None] = {}
-    for rel, chunks in saved._ranker_files("r", saved.count_pages(texts, parent), parent):
+    pages = saved.count_pages(texts, parent, same=same)
+    for rel, chunks in saved._ranker_files("r", pages, parent):
         name = rel.split("/", 1)[1]
         if chunks is None:
             assert parent is not None
@@ -156,6 +160,25 @@ def test_an_add_writes_only_the_pages_it_changes(tmp_path: Path) -> None:
     assert fewer.keys() == _save(TEXTS[:20], tmp_path / "fewer-fresh").keys()
     for name, data in _save(TEXTS[:20], tmp_path / "fewer-again").items():
         assert (tmp_path / "fewer" / name).read_bytes() == data, name
+
+
+def test_pages_known_to_be_the_parent_s_are_taken_without_their_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = tmp_path / "parent"
+    _save(TEXTS[:45], parent)  # 5 full pages of 8 and one of 5
+    changed = [*TEXTS[:9], "w29 w28 refund", *TEXTS[10:]]  # page 2 changed
+    digested: list[str] = []
+    real = saved.text_digest
+    monkeypatch.setattr(saved, "text_digest", lambda text: digested.append(text) or real(text))
+    # Pages 1, 3 and 4 known the same: their texts neither given nor hashed; 3 and 4, after
+    # a page that changed, read back from the parent's postings with their words renumbered.
+    given = [*changed[8:16], *changed[32:]]
+    added = _save(given, tmp_path / "added", parent, frozenset({1, 3, 4}))
+    assert digested == given
+    assert [name for name, data in added.items() if data is None] == [postings_name(1)]
+    for name, data in _save(changed, tmp_path / "fresh").items():
+        assert (tmp_path / "added" / name).read_bytes() == data, name
 
 
 def test_a_damaged_page_is_the_corpus_s_error(tmp_path: Path) -> None:

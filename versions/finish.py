@@ -109,6 +109,7 @@ def write_catalog(
     if changed is not None and same_lines:
         changed = changed - same_lines
     pages = _ParentFiles(parent, is_catalog_page) if parent is not None else None
+    linked: set[str] = set()
     for rel, chunks in catalog_of(
         writer.root,
         offline=offline,
@@ -128,17 +129,25 @@ def write_catalog(
             writer.copy(rel, pages.root / rel, file_hash)
         else:
             writer.link(rel, pages.root / rel, file_hash, key)
+        linked.add(rel)
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    _write_rankers(writer, parent, farm_map, copy=copy)
+    _write_rankers(writer, parent, farm_map, copy=copy, linked=linked)
 
 
 def _write_rankers(
-    writer: CorpusWriter, parent: FrozenVersion | None, farm_map: FarmMap, *, copy: bool
+    writer: CorpusWriter,
+    parent: FrozenVersion | None,
+    farm_map: FarmMap,
+    *,
+    copy: bool,
+    linked: set[str],
 ) -> None:
     """The version's rankers (search.saved.search_files): the pages it takes of the
-    `parent`'s linked (copied with `copy`), the rest written."""
+    `parent`'s linked (copied with `copy`), the rest written. `linked`: the catalog's pages
+    taken as they are from the parent, whose runs' texts the rankers need not read again."""
     files = _ParentFiles(parent, is_ranker_file) if parent is not None else None
-    for rel, chunks in search_files(writer.root, parent.root if parent else None, farm_map):
+    parent_root = parent.root if parent else None
+    for rel, chunks in search_files(writer.root, parent_root, farm_map, linked):
         if chunks is not None:
             writer.write(rel, chunks)
             continue
