@@ -535,12 +535,15 @@ def _layout_rows(layout: Layout) -> list[str]:
         "an insight (`gate/gate-NNNN.md`, `gate/monitor-NNNN.md`) and the runs or "
         "reports behind it. An insight's header says its `status` and links its "
         "`decisions`.",
-        "`manifest.json`: format version, how it was built, and the sha256 of every file.",
+        "`manifest.json`: format version, how it was built, and the sha256 of every file "
+        "(a version made from another lists what changed since its parent's manifest, kept "
+        "in `manifests/`).",
         f"`{CATALOG}`: a JSON line per insight an agent may be shown (and per run: "
         f"`{CATALOG_RUNS}/`), written from the pages for `prompt` and `mcp` to read at "
         f"once (the pages are the record; `{CATALOG_INDEX}` says where each project's "
         "lines are), and `search/`: the BM25 indexes over its tasks, insights and "
-        "compilations (bm25s's saved format), loaded at test time instead of built.",
+        "compilations (each word's texts and counts, in pages, scored when a query asks), "
+        "loaded at test time instead of built.",
         f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
         "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
         "header names it as `data`, and its body shows the same once, as lines.",
