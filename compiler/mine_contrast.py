@@ -113,16 +113,33 @@ class Within:
     """The smallest p-value the tasks' counts allow: a pattern that cannot reach the false
     discovery rate is not tried (Tarone; it cannot be a discovery, and counting it would only
     weaken the correction for the others)."""
+    strata_key: str = ""
+    """`strata_key` of the tasks compared."""
+    taken: tuple[Stratum, ...] = ()
+    """The tasks compared, when the p-values were taken from the parent's tests rather than
+    computed (checked should the pattern be kept: `contrasts_of_types`)."""
 
     @property
     def harmful(self) -> bool:
         return self.with_pattern[0] > self.expected
 
 
-def within_tasks(strata: Sequence[Stratum]) -> Within | None:
+KnownTests: TypeAlias = "Mapping[str, tuple[float, float]]"
+"""`stratified_exact`'s p-values of the tests a parent made, by `strata_key` of their tasks."""
+
+
+def strata_key(compared: Sequence[Stratum]) -> str:
+    """A digest of a test's tasks' counts, in order: `stratified_exact` is a function of them
+    alone (their order included: its sums are of floats)."""
+    flat = array("q", itertools.chain.from_iterable(compared))
+    return hashlib.blake2b(flat.tobytes(), digest_size=16).hexdigest()
+
+
+def within_tasks(strata: Sequence[Stratum], known: KnownTests | None = None) -> Within | None:
     """The stratified comparison over the tasks of `strata` that can say something of the
     pattern; None when fewer than `MIN_TASKS` can, or their runs with (or without) it are
-    fewer than `MIN_SUPPORT`."""
+    fewer than `MIN_SUPPORT`. A test of the same tasks' counts in `known` gives its p-values
+    (not computed again)."""
     compared = [s for s in strata if 0 < s[2] < s[0] and 0 < s[1] < s[0]]
     shown = sum(s[2] for s in compared)
     runs = sum(s[0] for s in compared)
@@ -136,7 +153,9 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
     fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
     failed_with = sum(s[3] for s in compared)
     failed = sum(s[1] for s in compared)
-    p_value, smallest = stratified_exact(compared)
+    key = strata_key(compared)
+    taken = known.get(key) if known is not None else None
+    p_value, smallest = taken if taken is not None else stratified_exact(compared)
     return Within(
         tasks=len(compared),
         with_pattern=(failed_with, shown),
@@ -147,6 +166,8 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
         odds_ratio=float(odds_for / odds_against) if odds_against else math.inf,
         p_value=p_value,
         smallest_p=smallest,
+        strata_key=key,
+        taken=tuple(compared) if taken is not None else (),
     )
 
 
@@ -405,7 +426,9 @@ def contrasts_of_types(
         if old is not None and task_type not in touched and old.runs == counts[task_type]:
             tested[task_type] = old
         else:
-            tested[task_type], made[task_type] = _type_tests(task_type, members_of(task_type), fdr)
+            tested[task_type], made[task_type] = _type_tests(
+                task_type, members_of(task_type), fdr, _known(old)
+            )
     q_values = iter(
         benjamini_hochberg([tried.p_value for tests in tested.values() for tried in tests.tried])
     )
@@ -437,6 +460,7 @@ def contrasts_of_types(
         for contrast, q_value in zip(made[task_type], adjusted, strict=True):
             contrast.q_value = q_value
         chosen = _chosen(made[task_type], fdr)
+        _check_taken(name, chosen)
         if not chosen:
             best_contrast = min(made[task_type], key=lambda c: c.p_value)
             report.task_types[name] = _nothing_significant(
@@ -450,21 +474,47 @@ def contrasts_of_types(
     return kept_contrasts, ContrastTests(settings=settings, types=tested)
 
 
+def _known(kept: TypeTests | None) -> KnownTests | None:
+    """The p-values of a parent's tests of a task type, by their tasks' counts."""
+    if kept is None:
+        return None
+    return {tried.strata: (tried.p_value, tried.smallest_p) for tried in kept.tried}
+
+
+def _check_taken(name: str, chosen: Sequence[Contrast]) -> None:
+    """A contrast kept whose p-values were taken from the parent's tests: computed again, as a
+    lesson rests on them (a few a version)."""
+    for contrast in chosen:
+        within = contrast.within
+        if within.taken and stratified_exact(within.taken) != (within.p_value, within.smallest_p):
+            raise ValueError(
+                f"internal error: the kept test of {contrast.pattern} in task type {name} is "
+                "not what its runs give; run `wikitrace verify` on the corpus"
+            )
+
+
 def _type_tests(
-    task_type: str | None, members: Sequence[RunPatterns], fdr: float
+    task_type: str | None,
+    members: Sequence[RunPatterns],
+    fdr: float,
+    known: KnownTests | None = None,
 ) -> tuple[TypeTests, list[Contrast]]:
-    """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts."""
+    """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts (the
+    p-values of a test whose tasks' counts are in `known` taken from it)."""
     why = _untried(members)
     if why is not None:
         return TypeTests(runs=len(members), tried=(), note=why), []
-    found = list(_tried(task_type, members, fdr))
+    found = list(_tried(task_type, members, fdr, known))
     note = None
     if not found:
         note = (
             f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
             f"of {MIN_TASKS} tasks with both outcomes that could reach q <= {fdr:g}"
         )
-    tried = tuple(Tried(c.pattern, c.p_value, c.within.tasks) for c in found)
+    tried = tuple(
+        Tried(c.pattern, c.p_value, c.within.tasks, c.within.smallest_p, c.within.strata_key)
+        for c in found
+    )
     return TypeTests(runs=len(members), tried=tried, note=note), found
 
 
@@ -526,11 +576,14 @@ def strata(
 
 
 def _tried(
-    task_type: str | None, members: Sequence[RunPatterns], fdr: float = FDR
+    task_type: str | None,
+    members: Sequence[RunPatterns],
+    fdr: float = FDR,
+    known: KnownTests | None = None,
 ) -> Iterator[Contrast]:
     """The contrasts tried in a task type's runs: each pattern seen in and missing from
     enough runs of enough tasks compared, that could reach `fdr`, once for each way of
-    splitting the runs."""
+    splitting the runs (`within_tasks`, given `known`)."""
     import numpy as np
 
     failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
@@ -555,7 +608,7 @@ def _tried(
         if key in seen_splits:
             continue
         seen_splits.add(key)
-        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True))
+        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True), known)
         if within is None or within.smallest_p > fdr:
             continue
         a, c = int(failed[at].sum()), int(failed[absent].sum())

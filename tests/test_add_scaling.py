@@ -217,9 +217,9 @@ def test_an_add_of_another_task_type_keeps_the_tests_of_the_type_it_does_not_tou
     counted: list[str | None] = []
     real = mine_contrast._type_tests
 
-    def counting(task_type, members, fdr):  # type: ignore[no-untyped-def]
+    def counting(task_type, members, fdr, known=None):  # type: ignore[no-untyped-def]
         counted.append(task_type)
-        return real(task_type, members, fdr)
+        return real(task_type, members, fdr, known)
 
     monkeypatch.setattr(mine_contrast, "_type_tests", counting)
     add_runs(BuildOptions([_inputs(tmp_path / "b", planted() + desk)], chain))
