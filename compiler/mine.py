@@ -267,7 +267,7 @@ def _found(
     # the adjustment then makes significant): the others' tests are the parent's.
     found, miner.tests = contrasts_of_types(
         table.task_types(),
-        table.of_type,
+        table.type_runs,
         report,
         kept=miner.kept_tests if added else None,
         touched=miner.new_types,

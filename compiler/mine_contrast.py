@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import math
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -23,9 +23,8 @@ from fractions import Fraction
 from typing import Any, TypeAlias
 
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, Tried, TypeTests
-from wikitrace.corpus_schema.tasks import TaskKey
 
-from .mine_table import RunPatterns, task_of
+from .mine_table import Columns, RunPatterns, columns_of, task_of
 
 FDR = 0.05
 """The false discovery rate Benjamini-Hochberg holds across every pattern tried."""
@@ -283,39 +282,55 @@ Candidate: TypeAlias = "tuple[str, array[int], array[int]]"
 """A pattern, the runs that show it and the runs it is counted among, by index."""
 
 
-def _seen(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
-    """Each pattern but an order, the runs that show it, and all the runs, by index: the
-    runs are read once, each adding its position to each of its patterns'."""
-    everyone = array("i", range(len(runs)))
-    showing: dict[str, array[int]] = {}
-    for index, run in enumerate(runs):
-        for pattern in run.patterns:
-            if not pattern.startswith("order"):
-                found = showing.get(pattern)
-                if found is None:
-                    found = showing[pattern] = array("i")
-                found.append(index)
-    for pattern in sorted(showing):
-        yield pattern, showing[pattern], everyone
-
-
-def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
-    """`order:A<B`, the runs that used A first and the runs that used both (in order), by
-    index in `runs`: one pair of the commonest kinds at a time, from each kind's first turn
-    in every run (read once a kind), compared as arrays (`_first_before` of every run)."""
+def _seen(columns: Columns) -> Iterator[Candidate]:
+    """Each pattern but an order (by name), the runs that show it, and all the runs, by
+    index: the entries grouped by pattern, each group's runs in order."""
     import numpy as np
 
-    kinds: Counter[str] = Counter()
-    for run in runs:
-        kinds.update(p for p in run.patterns if p.startswith("uses:"))
-    common = [k for k, _ in kinds.most_common(MAX_KINDS_FOR_ORDER)]
-    turns: dict[str, tuple[Any, Any]] = {}  # a kind's: whether each run used it, and when
+    runs = len(columns.failed)
+    everyone = array("i", range(runs))
+    is_order = np.fromiter(
+        (name.startswith("order") for name in columns.names), dtype=bool, count=len(columns.names)
+    )
+    counted = ~is_order[columns.entry_names]
+    names = columns.entry_names[counted]
+    order = np.argsort(names, kind="stable")  # a run's entries stay in run order
+    grouped_names, grouped_runs = names[order], columns.entry_runs[counted][order]
+    bounds = np.flatnonzero(np.diff(grouped_names)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [len(grouped_names)]))
+    groups = {
+        columns.names[int(grouped_names[start])]: (start, stop)
+        for start, stop in zip(starts, stops, strict=True)
+        if stop > start
+    }
+    for pattern in sorted(groups):
+        start, stop = groups[pattern]
+        yield pattern, _positions(grouped_runs[start:stop]), everyone
+
+
+def _orders(columns: Columns) -> Iterator[Candidate]:
+    """`order:A<B`, the runs that used A first and the runs that used both (in order), by
+    index: one pair of the commonest kinds at a time (ties: the first met first), from each
+    kind's first turn in every run, compared as arrays (`_first_before` of every run)."""
+    import numpy as np
+
+    runs = len(columns.failed)
+    is_kind = np.fromiter(
+        (name.startswith("uses:") for name in columns.names), dtype=bool, count=len(columns.names)
+    )
+    kind_numbers = columns.entry_names[is_kind[columns.entry_names]]
+    seen, first_at, counts = np.unique(kind_numbers, return_index=True, return_counts=True)
+    ranked = sorted(range(len(seen)), key=lambda i: (-int(counts[i]), int(first_at[i])))
+    common = [int(seen[i]) for i in ranked[:MAX_KINDS_FOR_ORDER]]
+    turns: dict[int, tuple[Any, Any]] = {}  # a kind's: whether each run used it, and when
     for kind in common:
-        at = [run.patterns.get(kind) for run in runs]
-        turns[kind] = (
-            np.fromiter((turn is not None for turn in at), dtype=bool, count=len(at)),
-            np.fromiter((turn or 0 for turn in at), dtype=np.int64, count=len(at)),
-        )
+        held = columns.entry_names == kind
+        used = np.zeros(runs, dtype=bool)
+        at = np.zeros(runs, dtype=np.int64)
+        used[columns.entry_runs[held]] = True
+        at[columns.entry_runs[held]] = columns.entry_turns[held]
+        turns[kind] = (used, at)
     for i, first in enumerate(common):
         for second in common[i + 1 :]:
             (used_a, at_a), (used_b, at_b) = turns[first], turns[second]
@@ -323,7 +338,7 @@ def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
             a_first = _positions(np.flatnonzero(counted & (at_a < at_b)))
             b_first = _positions(np.flatnonzero(counted & (at_a > at_b)))
             both = _positions(np.flatnonzero(counted))
-            name_a, name_b = first[5:], second[5:]
+            name_a, name_b = columns.names[first][5:], columns.names[second][5:]
             if len(a_first) >= len(b_first):
                 yield f"order:{name_a}<{name_b}", a_first, both
             else:
@@ -356,24 +371,22 @@ def split(pattern: str, runs: Sequence[RunPatterns]) -> tuple[list[RunPatterns],
     ]
 
 
-def _both_outcomes(members: Sequence[RunPatterns]) -> int:
-    """How many tasks of `members` have runs of both outcomes."""
-    outcomes: dict[TaskKey, set[bool]] = defaultdict(set)
-    for run in members:
-        outcomes[task_of(run)].add(run.success)
-    return sum(len(seen) == 2 for seen in outcomes.values())
-
-
-def _untried(members: Sequence[RunPatterns]) -> str | None:
+def _untried(columns: Columns) -> str | None:
     """Why a task type's runs cannot be mined at all, or None."""
-    failed = sum(not run.success for run in members)
-    if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
-        return f"{len(members)} runs, {failed} failed: too few of one outcome to compare"
-    mixed = _both_outcomes(members)
+    import numpy as np
+
+    runs = len(columns.failed)
+    failed = int(columns.failed.sum())
+    if failed < MIN_SUPPORT or runs - failed < MIN_SUPPORT:
+        return f"{runs} runs, {failed} failed: too few of one outcome to compare"
+    tasks = int(columns.task_codes.max()) + 1
+    failures = np.bincount(columns.task_codes, weights=columns.failed, minlength=tasks)
+    per_task = np.bincount(columns.task_codes, minlength=tasks)
+    mixed = int(((failures > 0) & (failures < per_task)).sum())
     if mixed < MIN_TASKS:
         return (
-            f"{len(members)} runs, {failed} failed, but {mixed} of their "
-            f"{_tasks(members)} tasks have both outcomes: runs are compared within a task, "
+            f"{runs} runs, {failed} failed, but {mixed} of their "
+            f"{tasks} tasks have both outcomes: runs are compared within a task, "
             f"and a pattern needs {MIN_TASKS} such tasks"
         )
     return None
@@ -501,10 +514,11 @@ def _type_tests(
 ) -> tuple[TypeTests, list[Contrast]]:
     """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts (the
     p-values of a test whose tasks' counts are in `known` taken from it)."""
-    why = _untried(members)
+    columns = columns_of(members)
+    why = _untried(columns)
     if why is not None:
         return TypeTests(runs=len(members), tried=(), note=why), []
-    found = list(_tried(task_type, members, fdr, known))
+    found = list(_tried(task_type, members, fdr, known, columns))
     note = None
     if not found:
         note = (
@@ -580,22 +594,19 @@ def _tried(
     members: Sequence[RunPatterns],
     fdr: float = FDR,
     known: KnownTests | None = None,
+    columns: Columns | None = None,
 ) -> Iterator[Contrast]:
     """The contrasts tried in a task type's runs: each pattern seen in and missing from
     enough runs of enough tasks compared, that could reach `fdr`, once for each way of
-    splitting the runs (`within_tasks`, given `known`)."""
+    splitting the runs (`within_tasks`, given `known`). `columns`: the members', if made."""
     import numpy as np
 
-    failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
-    numbers: dict[TaskKey, int] = {}
-    task_codes = np.fromiter(
-        (numbers.setdefault(task_of(run), len(numbers)) for run in members),
-        dtype=np.intp,
-        count=len(members),
-    )
+    if columns is None:
+        columns = columns_of(members)
+    failed, task_codes = columns.failed, columns.task_codes
     shown = np.zeros(len(members), dtype=bool)
     seen_splits: set[bytes] = set()
-    for pattern, present, population in itertools.chain(_seen(members), _orders(members)):
+    for pattern, present, population in itertools.chain(_seen(columns), _orders(columns)):
         at = np.frombuffer(present, dtype=np.intc)
         everyone = np.frombuffer(population, dtype=np.intc)
         shown[at] = True

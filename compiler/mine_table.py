@@ -137,6 +137,40 @@ class PatternTable(Sequence[RunPatterns]):
         """The runs of `task_type`, in the table's order."""
         return [self._run(i) for i, held in enumerate(self._task_types) if held == task_type]
 
+    def type_runs(self, task_type: str | None) -> TypeRuns:
+        """The runs of `task_type` as mining counts them (`TypeRuns`): no run read back
+        until one is asked for."""
+        return TypeRuns(self, [i for i, held in enumerate(self._task_types) if held == task_type])
+
+    def columns(self, indexes: Sequence[int]) -> Columns:
+        """`Columns` of the runs at `indexes` (ascending), from the table's arrays."""
+        import numpy as np
+
+        chosen = np.asarray(indexes, dtype=np.int64)
+        ends = np.frombuffer(self._ends, dtype=np.int64)
+        starts = np.concatenate(([0], ends[:-1]))[chosen] if len(ends) else ends
+        lengths = ends[chosen] - starts if len(ends) else ends
+        # Each chosen run's entries, in order: its start repeated, plus 0, 1, ... within it.
+        entry_runs = np.repeat(np.arange(len(chosen), dtype=np.intc), lengths)
+        offsets = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(lengths) - lengths, lengths
+        )
+        entries = np.repeat(starts, lengths) + offsets
+        flags = np.frombuffer(bytes(self._flags), dtype=np.uint8)[chosen]
+        numbers: dict[TaskKey, int] = {}
+        codes = [
+            numbers.setdefault(task_key(self._origins[i], self._task_ids[i]), len(numbers))
+            for i in indexes
+        ]
+        return Columns(
+            names=self._names,
+            failed=(flags & 1) == 0,
+            task_codes=np.asarray(codes, dtype=np.intp),
+            entry_runs=entry_runs,
+            entry_names=np.frombuffer(self._patterns, dtype=np.intc)[entries],
+            entry_turns=np.frombuffer(self._turns, dtype=np.int64)[entries],
+        )
+
     def of_tasks(self, tasks: AbstractSet[TaskKey]) -> list[RunPatterns]:
         """The runs of `tasks`, in the table's order."""
         return [
@@ -162,6 +196,66 @@ class PatternTable(Sequence[RunPatterns]):
             },
             origin=self._origins[i],
         )
+
+
+class TypeRuns(Sequence[RunPatterns]):
+    """A task type's runs in a `PatternTable`, in its order: counted from the table's arrays
+    (`columns`), each run read back (a new RunPatterns) only when asked for, as the runs of a
+    contrast kept are."""
+
+    def __init__(self, table: PatternTable, indexes: list[int]) -> None:
+        self._table = table
+        self._indexes = indexes
+        self._runs: list[RunPatterns] | None = None
+
+    def columns(self) -> Columns:
+        return self._table.columns(self._indexes)
+
+    def _read(self) -> list[RunPatterns]:
+        if self._runs is None:
+            self._runs = [self._table[i] for i in self._indexes]
+        return self._runs
+
+    def __len__(self) -> int:
+        return len(self._indexes)
+
+    @overload
+    def __getitem__(self, index: int) -> RunPatterns: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RunPatterns]: ...
+    def __getitem__(self, index: int | slice) -> RunPatterns | list[RunPatterns]:
+        return self._read()[index]
+
+    def __iter__(self) -> Iterator[RunPatterns]:
+        return iter(self._read())
+
+
+@dataclass
+class Columns:
+    """Runs as mining counts them, in numpy arrays: each run's outcome and task, and each
+    (run, pattern, turn) it shows, by run and then in the order the run's patterns were
+    found."""
+
+    names: Sequence[str]
+    """The patterns' names, by number."""
+    failed: Any
+    """Whether each run failed (bool)."""
+    task_codes: Any
+    """Each run's task, numbered as first met (intp)."""
+    entry_runs: Any
+    """The run (its index) of each entry (intc), ascending."""
+    entry_names: Any
+    """The number of each entry's pattern (intc)."""
+    entry_turns: Any
+    """The turn that shows it (int64)."""
+
+
+def columns_of(runs: Sequence[RunPatterns]) -> Columns:
+    """`Columns` of `runs`: a `TypeRuns`'s from its table's arrays, others' from each run."""
+    if isinstance(runs, TypeRuns):
+        return runs.columns()
+    table = PatternTable(runs)
+    return table.columns(range(len(table)))
 
 
 def read_patterns(path: Path) -> PatternTable:

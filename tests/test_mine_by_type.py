@@ -21,7 +21,7 @@ from wikitrace.compiler.mine_contrast import (
     contrasts_of_types,
     mining_thresholds,
 )
-from wikitrace.compiler.mine_table import RunPatterns
+from wikitrace.compiler.mine_table import PatternTable, RunPatterns
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, load_tests
 from wikitrace.corpus_schema.errors import CorpusError
 
@@ -242,3 +242,48 @@ def test_a_kept_test_taken_for_a_touched_type_is_checked_when_its_lesson_is_kept
     kept.types["a"] = dataclasses.replace(tests, tried=tuple(forged))
     with pytest.raises(ValueError, match="kept test of uses:v in task type a is not what"):
         _mined(parent + added, kept, frozenset({"a"}))
+
+
+def test_a_tables_columns_count_what_each_runs_patterns_say() -> None:
+    # The counts mining tries patterns by come from the table's arrays (`Columns`); each
+    # contrast's runs with and without its pattern, split from the runs themselves
+    # (`mine_contrast.split`), must give the same counts, and a list of the runs the same
+    # tests and contrasts.
+    rng = random.Random(5)
+    runs = []
+    for step in range(1, 401):
+        kinds = rng.sample(["uses:x", "uses:y", "uses:z", "errors", "order_x"], rng.randint(0, 4))
+        shown = {name: rng.randint(1, 6) for name in kinds}
+        failing = 0.3 + 0.3 * ("uses:x" in shown)
+        runs.append(
+            RunPatterns(
+                step=step,
+                task_id=f"t{rng.randint(0, 30)}",
+                task_type=rng.choice(["a", "b"]),
+                success=rng.random() >= failing,
+                judged=False,
+                patterns=shown,
+                origin=rng.choice([None, "src"]),
+            )
+        )
+    table = PatternTable(runs)
+    tried = 0
+    for task_type in ("a", "b"):
+        members = table.type_runs(task_type)
+        for contrast in mine_contrast._tried(task_type, members):
+            present, absent = contrast.present, contrast.absent
+            assert contrast.counts == (
+                len(present),
+                sum(not run.success for run in present),
+                len(absent),
+                sum(not run.success for run in absent),
+            )
+            tried += 1
+    assert tried >= 8
+    by_list = contrasts_of_types(table.task_types(), table.of_type, MiningReport())
+    by_columns = contrasts_of_types(table.task_types(), table.type_runs, MiningReport())
+    assert by_list[1].dumps() == by_columns[1].dumps()
+    assert [(c.pattern, c.q_value) for c in by_list[0]] == [
+        (c.pattern, c.q_value) for c in by_columns[0]
+    ]
+    assert by_columns[0]
