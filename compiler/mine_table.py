@@ -15,6 +15,11 @@ from typing import Any, overload
 
 import orjson
 
+from wikitrace.corpus_schema.layout import (
+    MINED_PATTERNS_PAGE_RUNS,
+    mined_patterns_files,
+    mined_patterns_page,
+)
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.corpus_schema.writing import spill_file
 
@@ -258,23 +263,31 @@ def columns_of(runs: Sequence[RunPatterns]) -> Columns:
     return table.columns(range(len(table)))
 
 
-def read_patterns(path: Path) -> PatternTable:
-    """`raw/_patterns.jsonl` of a version (empty when it has none: built before mining)."""
+def read_patterns(root: Path, files: Iterable[str]) -> PatternTable:
+    """The mined patterns of the version at `root` whose files are `files` (its pages, or the
+    one file of versions before them; empty when it has none: built before mining)."""
     table = PatternTable()
-    try:
-        with path.open("rb") as lines:
+    for rel in mined_patterns_files(files):
+        with (root / rel).open("rb") as lines:
             for line in lines:
                 if line.strip():
                     table.append(RunPatterns.from_json(line))
-    except FileNotFoundError:
-        pass
     return table
 
 
 def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
-    """`raw/_patterns.jsonl`, a line at a time."""
+    """Mined patterns' lines, a line at a time."""
     for run in runs:
         yield run.as_json() + b"\n"
+
+
+def patterns_pages(table: PatternTable, kept: int = 0) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """Each page of the table's mined patterns after its first `kept` (full pages a parent
+    holds as they are), and its lines."""
+    size = MINED_PATTERNS_PAGE_RUNS
+    for number in range(kept + 1, -(-len(table) // size) + 1):
+        runs = range((number - 1) * size, min(number * size, len(table)))
+        yield mined_patterns_page(number), patterns_file(table[i] for i in runs)
 
 
 def action_hashes(actions: Sequence[Action]) -> array[int]:
