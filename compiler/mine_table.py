@@ -110,13 +110,28 @@ class PatternTable(Sequence[RunPatterns]):
         self._task_types.append(run.task_type)
         self._origins.append(_interned(run.origin))
         self._flags.append(run.success | run.judged << 1)
-        for name, turn in run.patterns.items():
+        self._add_patterns(run.patterns)
+
+    def append_json(self, line: bytes) -> None:
+        """A run as `RunPatterns.as_json` wrote it (read as `RunPatterns.from_json` reads it,
+        without making one)."""
+        data = orjson.loads(line)
+        self._steps.append(int(data["step"]))
+        self._task_ids.append(sys.intern(str(data["task_id"])))
+        self._task_types.append(_interned(data.get("task_type")))
+        self._origins.append(_interned(data.get("origin")))
+        self._flags.append(bool(data["success"]) | bool(data.get("judged")) << 1)
+        self._add_patterns(data["patterns"])
+
+    def _add_patterns(self, patterns: dict[str, Any]) -> None:
+        """A run's patterns and the turn of each, its names numbered once for the table."""
+        for name, turn in patterns.items():
             number = self._numbers.get(name)
             if number is None:
                 number = self._numbers[name] = len(self._names)
-                self._names.append(name)
+                self._names.append(sys.intern(str(name)))
             self._patterns.append(number)
-            self._turns.append(turn)
+            self._turns.append(int(turn))
         self._ends.append(len(self._patterns))
 
     def __len__(self) -> int:
@@ -271,7 +286,7 @@ def read_patterns(root: Path, files: Iterable[str]) -> PatternTable:
         with (root / rel).open("rb") as lines:
             for line in lines:
                 if line.strip():
-                    table.append(RunPatterns.from_json(line))
+                    table.append_json(line)
     return table
 
 
