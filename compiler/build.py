@@ -21,7 +21,7 @@ from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
 from wikitrace.corpus_schema.contrast_tests import load_tests
 from wikitrace.corpus_schema.history import VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS
+from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_PATTERNS_PAGE_RUNS, MINED_TESTS
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.setting_fields import declared
@@ -215,14 +215,17 @@ def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
     goes in `folder`."""
     if base is None:
         return Miner(folder=folder)
-    known = read_patterns(base.root / MINED_PATTERNS)
+    known = read_patterns(base.root, base.manifest.files)
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())
         return Miner(known, folder=folder)
     # What the parent tested of each task type: the types no new run touches are not counted
-    # again (compiler/mine_contrast.py, `contrasts_of_types`).
+    # again (compiler/mine_contrast.py, `contrasts_of_types`). Its full pages of patterns are
+    # kept as they are (not those of the one file of versions before pages).
     tests = load_tests(base.root / MINED_TESTS, mining_thresholds())
-    return Miner(known, folder=folder, tests=tests)
+    paged = MINED_PATTERNS not in base.manifest.files
+    kept = len(known) // MINED_PATTERNS_PAGE_RUNS if paged else 0
+    return Miner(known, folder=folder, tests=tests, pages_kept=kept)
 
 
 def _batching(options: BuildOptions, model: LLM | None, say: Say | None) -> BatchLLM | None:

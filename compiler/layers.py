@@ -24,7 +24,12 @@ from wikitrace.corpus_schema import (
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
 from wikitrace.corpus_schema.history import Changes, VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS, data_rel
+from wikitrace.corpus_schema.layout import (
+    MINED_PATTERNS,
+    MINED_TESTS,
+    data_rel,
+    mined_patterns_files,
+)
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
 from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
@@ -37,7 +42,7 @@ from .mine import MinedPage, Miner, NewDivergence, mine_version, runs_layout
 from .mine_divergence import Divergence
 from .mine_lessons import LessonWriter, Quotes
 from .mine_patterns import Action
-from .mine_table import ActionHashes, patterns_file
+from .mine_table import ActionHashes, patterns_pages
 from .produce import Compiled, Summary, unpickled_page
 from .report import BuildReport
 from .stages import CompiledRuns, Layers
@@ -62,6 +67,10 @@ def write_layers(
     the mined lessons that rest on its run) are made (`map`, or a build's worker processes:
     workers.Farm.map)."""
     compiled = runs.compiled
+    # Pages of mined patterns written: the parent's are not linked (none kept without mining).
+    patterns_written = (
+        set(mined_patterns_files(base.manifest.files)) if base and not miner else set()
+    )
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
     all_rows = RunRows(writer.root.parent, base.rows if base else ())
     try:
@@ -76,7 +85,9 @@ def write_layers(
             layout = dataclasses.replace(layout, insight_width=id_width(number))
         compiled.finish(layout.insight_width)  # the model's insights' pages, all written
         if miner is not None:
-            writer.write(MINED_PATTERNS, patterns_file(miner.runs))
+            for rel, lines in patterns_pages(miner.runs, miner.pages_kept):
+                writer.write(rel, lines)
+                patterns_written.add(rel)
             if miner.tests is not None:
                 writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
@@ -91,7 +102,7 @@ def write_layers(
             miner.actions if miner is not None else None,
         )
         if base:
-            base.link_kept(writer, rewritten)
+            base.link_kept(writer, rewritten | patterns_written)
         prompts = dict(base.manifest.prompts) if base else {}
         prompts.update(templates.hashes if templates else {})
         return Layers(

@@ -17,9 +17,9 @@ never from what the environment said about the outcome:
 
 A run is reduced to its patterns as it streams through the build (`Miner.observe`); what is
 kept is a row of pattern -> turn per run in a table of arrays (`PatternTable`), also written
-to `raw/_patterns.jsonl` so that `add` mines across the whole corpus without reading every
-run again. Quotes are cut from the raw turn logs as written (redacted) and checked like any
-compilation's.
+in pages (`raw/_patterns-NNNN.jsonl`, `mine_table.patterns_pages`) so that `add` mines
+across the whole corpus without reading every run again. Quotes are cut from the raw turn
+logs as written (redacted) and checked like any compilation's.
 """
 
 from __future__ import annotations
@@ -77,8 +77,12 @@ class Miner:
         base: Iterable[RunPatterns] = (),
         folder: Path | None = None,
         tests: ContrastTests | None = None,
+        pages_kept: int = 0,
     ) -> None:
         self.runs = base if isinstance(base, PatternTable) else PatternTable(base)
+        self.pages_kept = pages_kept
+        """How many full pages of the parent's mined patterns the version keeps as they are
+        (the table's first runs)."""
         self.new_tasks: set[TaskKey] = set()
         self.new_types: set[str | None] = set()
         self.kept_tests = tests
@@ -268,7 +272,7 @@ def _found(
     # the adjustment then makes significant): the others' tests are the parent's.
     found, miner.tests = contrasts_of_types(
         table.task_types(),
-        table.of_type,
+        table.type_runs,
         report,
         kept=miner.kept_tests if added else None,
         touched=miner.new_types,

@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import math
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -23,9 +23,8 @@ from fractions import Fraction
 from typing import Any, TypeAlias
 
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, Tried, TypeTests
-from wikitrace.corpus_schema.tasks import TaskKey
 
-from .mine_table import RunPatterns, task_of
+from .mine_table import Columns, RunPatterns, columns_of, task_of
 
 FDR = 0.05
 """The false discovery rate Benjamini-Hochberg holds across every pattern tried."""
@@ -113,16 +112,33 @@ class Within:
     """The smallest p-value the tasks' counts allow: a pattern that cannot reach the false
     discovery rate is not tried (Tarone; it cannot be a discovery, and counting it would only
     weaken the correction for the others)."""
+    strata_key: str = ""
+    """`strata_key` of the tasks compared."""
+    taken: tuple[Stratum, ...] = ()
+    """The tasks compared, when the p-values were taken from the parent's tests rather than
+    computed (checked should the pattern be kept: `contrasts_of_types`)."""
 
     @property
     def harmful(self) -> bool:
         return self.with_pattern[0] > self.expected
 
 
-def within_tasks(strata: Sequence[Stratum]) -> Within | None:
+KnownTests: TypeAlias = "Mapping[str, tuple[float, float]]"
+"""`stratified_exact`'s p-values of the tests a parent made, by `strata_key` of their tasks."""
+
+
+def strata_key(compared: Sequence[Stratum]) -> str:
+    """A digest of a test's tasks' counts, in order: `stratified_exact` is a function of them
+    alone (their order included: its sums are of floats)."""
+    flat = array("q", itertools.chain.from_iterable(compared))
+    return hashlib.blake2b(flat.tobytes(), digest_size=16).hexdigest()
+
+
+def within_tasks(strata: Sequence[Stratum], known: KnownTests | None = None) -> Within | None:
     """The stratified comparison over the tasks of `strata` that can say something of the
     pattern; None when fewer than `MIN_TASKS` can, or their runs with (or without) it are
-    fewer than `MIN_SUPPORT`."""
+    fewer than `MIN_SUPPORT`. A test of the same tasks' counts in `known` gives its p-values
+    (not computed again)."""
     compared = [s for s in strata if 0 < s[2] < s[0] and 0 < s[1] < s[0]]
     shown = sum(s[2] for s in compared)
     runs = sum(s[0] for s in compared)
@@ -136,7 +152,9 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
     fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
     failed_with = sum(s[3] for s in compared)
     failed = sum(s[1] for s in compared)
-    p_value, smallest = stratified_exact(compared)
+    key = strata_key(compared)
+    taken = known.get(key) if known is not None else None
+    p_value, smallest = taken if taken is not None else stratified_exact(compared)
     return Within(
         tasks=len(compared),
         with_pattern=(failed_with, shown),
@@ -147,6 +165,8 @@ def within_tasks(strata: Sequence[Stratum]) -> Within | None:
         odds_ratio=float(odds_for / odds_against) if odds_against else math.inf,
         p_value=p_value,
         smallest_p=smallest,
+        strata_key=key,
+        taken=tuple(compared) if taken is not None else (),
     )
 
 
@@ -262,39 +282,55 @@ Candidate: TypeAlias = "tuple[str, array[int], array[int]]"
 """A pattern, the runs that show it and the runs it is counted among, by index."""
 
 
-def _seen(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
-    """Each pattern but an order, the runs that show it, and all the runs, by index: the
-    runs are read once, each adding its position to each of its patterns'."""
-    everyone = array("i", range(len(runs)))
-    showing: dict[str, array[int]] = {}
-    for index, run in enumerate(runs):
-        for pattern in run.patterns:
-            if not pattern.startswith("order"):
-                found = showing.get(pattern)
-                if found is None:
-                    found = showing[pattern] = array("i")
-                found.append(index)
-    for pattern in sorted(showing):
-        yield pattern, showing[pattern], everyone
-
-
-def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
-    """`order:A<B`, the runs that used A first and the runs that used both (in order), by
-    index in `runs`: one pair of the commonest kinds at a time, from each kind's first turn
-    in every run (read once a kind), compared as arrays (`_first_before` of every run)."""
+def _seen(columns: Columns) -> Iterator[Candidate]:
+    """Each pattern but an order (by name), the runs that show it, and all the runs, by
+    index: the entries grouped by pattern, each group's runs in order."""
     import numpy as np
 
-    kinds: Counter[str] = Counter()
-    for run in runs:
-        kinds.update(p for p in run.patterns if p.startswith("uses:"))
-    common = [k for k, _ in kinds.most_common(MAX_KINDS_FOR_ORDER)]
-    turns: dict[str, tuple[Any, Any]] = {}  # a kind's: whether each run used it, and when
+    runs = len(columns.failed)
+    everyone = array("i", range(runs))
+    is_order = np.fromiter(
+        (name.startswith("order") for name in columns.names), dtype=bool, count=len(columns.names)
+    )
+    counted = ~is_order[columns.entry_names]
+    names = columns.entry_names[counted]
+    order = np.argsort(names, kind="stable")  # a run's entries stay in run order
+    grouped_names, grouped_runs = names[order], columns.entry_runs[counted][order]
+    bounds = np.flatnonzero(np.diff(grouped_names)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [len(grouped_names)]))
+    groups = {
+        columns.names[int(grouped_names[start])]: (start, stop)
+        for start, stop in zip(starts, stops, strict=True)
+        if stop > start
+    }
+    for pattern in sorted(groups):
+        start, stop = groups[pattern]
+        yield pattern, _positions(grouped_runs[start:stop]), everyone
+
+
+def _orders(columns: Columns) -> Iterator[Candidate]:
+    """`order:A<B`, the runs that used A first and the runs that used both (in order), by
+    index: one pair of the commonest kinds at a time (ties: the first met first), from each
+    kind's first turn in every run, compared as arrays (`_first_before` of every run)."""
+    import numpy as np
+
+    runs = len(columns.failed)
+    is_kind = np.fromiter(
+        (name.startswith("uses:") for name in columns.names), dtype=bool, count=len(columns.names)
+    )
+    kind_numbers = columns.entry_names[is_kind[columns.entry_names]]
+    seen, first_at, counts = np.unique(kind_numbers, return_index=True, return_counts=True)
+    ranked = sorted(range(len(seen)), key=lambda i: (-int(counts[i]), int(first_at[i])))
+    common = [int(seen[i]) for i in ranked[:MAX_KINDS_FOR_ORDER]]
+    turns: dict[int, tuple[Any, Any]] = {}  # a kind's: whether each run used it, and when
     for kind in common:
-        at = [run.patterns.get(kind) for run in runs]
-        turns[kind] = (
-            np.fromiter((turn is not None for turn in at), dtype=bool, count=len(at)),
-            np.fromiter((turn or 0 for turn in at), dtype=np.int64, count=len(at)),
-        )
+        held = columns.entry_names == kind
+        used = np.zeros(runs, dtype=bool)
+        at = np.zeros(runs, dtype=np.int64)
+        used[columns.entry_runs[held]] = True
+        at[columns.entry_runs[held]] = columns.entry_turns[held]
+        turns[kind] = (used, at)
     for i, first in enumerate(common):
         for second in common[i + 1 :]:
             (used_a, at_a), (used_b, at_b) = turns[first], turns[second]
@@ -302,7 +338,7 @@ def _orders(runs: Sequence[RunPatterns]) -> Iterator[Candidate]:
             a_first = _positions(np.flatnonzero(counted & (at_a < at_b)))
             b_first = _positions(np.flatnonzero(counted & (at_a > at_b)))
             both = _positions(np.flatnonzero(counted))
-            name_a, name_b = first[5:], second[5:]
+            name_a, name_b = columns.names[first][5:], columns.names[second][5:]
             if len(a_first) >= len(b_first):
                 yield f"order:{name_a}<{name_b}", a_first, both
             else:
@@ -335,24 +371,22 @@ def split(pattern: str, runs: Sequence[RunPatterns]) -> tuple[list[RunPatterns],
     ]
 
 
-def _both_outcomes(members: Sequence[RunPatterns]) -> int:
-    """How many tasks of `members` have runs of both outcomes."""
-    outcomes: dict[TaskKey, set[bool]] = defaultdict(set)
-    for run in members:
-        outcomes[task_of(run)].add(run.success)
-    return sum(len(seen) == 2 for seen in outcomes.values())
-
-
-def _untried(members: Sequence[RunPatterns]) -> str | None:
+def _untried(columns: Columns) -> str | None:
     """Why a task type's runs cannot be mined at all, or None."""
-    failed = sum(not run.success for run in members)
-    if failed < MIN_SUPPORT or len(members) - failed < MIN_SUPPORT:
-        return f"{len(members)} runs, {failed} failed: too few of one outcome to compare"
-    mixed = _both_outcomes(members)
+    import numpy as np
+
+    runs = len(columns.failed)
+    failed = int(columns.failed.sum())
+    if failed < MIN_SUPPORT or runs - failed < MIN_SUPPORT:
+        return f"{runs} runs, {failed} failed: too few of one outcome to compare"
+    tasks = int(columns.task_codes.max()) + 1
+    failures = np.bincount(columns.task_codes, weights=columns.failed, minlength=tasks)
+    per_task = np.bincount(columns.task_codes, minlength=tasks)
+    mixed = int(((failures > 0) & (failures < per_task)).sum())
     if mixed < MIN_TASKS:
         return (
-            f"{len(members)} runs, {failed} failed, but {mixed} of their "
-            f"{_tasks(members)} tasks have both outcomes: runs are compared within a task, "
+            f"{runs} runs, {failed} failed, but {mixed} of their "
+            f"{tasks} tasks have both outcomes: runs are compared within a task, "
             f"and a pattern needs {MIN_TASKS} such tasks"
         )
     return None
@@ -405,7 +439,9 @@ def contrasts_of_types(
         if old is not None and task_type not in touched and old.runs == counts[task_type]:
             tested[task_type] = old
         else:
-            tested[task_type], made[task_type] = _type_tests(task_type, members_of(task_type), fdr)
+            tested[task_type], made[task_type] = _type_tests(
+                task_type, members_of(task_type), fdr, _known(old)
+            )
     q_values = iter(
         benjamini_hochberg([tried.p_value for tests in tested.values() for tried in tests.tried])
     )
@@ -437,6 +473,7 @@ def contrasts_of_types(
         for contrast, q_value in zip(made[task_type], adjusted, strict=True):
             contrast.q_value = q_value
         chosen = _chosen(made[task_type], fdr)
+        _check_taken(name, chosen)
         if not chosen:
             best_contrast = min(made[task_type], key=lambda c: c.p_value)
             report.task_types[name] = _nothing_significant(
@@ -450,21 +487,48 @@ def contrasts_of_types(
     return kept_contrasts, ContrastTests(settings=settings, types=tested)
 
 
+def _known(kept: TypeTests | None) -> KnownTests | None:
+    """The p-values of a parent's tests of a task type, by their tasks' counts."""
+    if kept is None:
+        return None
+    return {tried.strata: (tried.p_value, tried.smallest_p) for tried in kept.tried}
+
+
+def _check_taken(name: str, chosen: Sequence[Contrast]) -> None:
+    """A contrast kept whose p-values were taken from the parent's tests: computed again, as a
+    lesson rests on them (a few a version)."""
+    for contrast in chosen:
+        within = contrast.within
+        if within.taken and stratified_exact(within.taken) != (within.p_value, within.smallest_p):
+            raise ValueError(
+                f"internal error: the kept test of {contrast.pattern} in task type {name} is "
+                "not what its runs give; run `wikitrace verify` on the corpus"
+            )
+
+
 def _type_tests(
-    task_type: str | None, members: Sequence[RunPatterns], fdr: float
+    task_type: str | None,
+    members: Sequence[RunPatterns],
+    fdr: float,
+    known: KnownTests | None = None,
 ) -> tuple[TypeTests, list[Contrast]]:
-    """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts."""
-    why = _untried(members)
+    """The patterns tried in a task type's runs, as kept (`TypeTests`) and as contrasts (the
+    p-values of a test whose tasks' counts are in `known` taken from it)."""
+    columns = columns_of(members)
+    why = _untried(columns)
     if why is not None:
         return TypeTests(runs=len(members), tried=(), note=why), []
-    found = list(_tried(task_type, members, fdr))
+    found = list(_tried(task_type, members, fdr, known, columns))
     note = None
     if not found:
         note = (
             f"{len(members)} runs: no pattern seen in and missing from {MIN_SUPPORT} runs "
             f"of {MIN_TASKS} tasks with both outcomes that could reach q <= {fdr:g}"
         )
-    tried = tuple(Tried(c.pattern, c.p_value, c.within.tasks) for c in found)
+    tried = tuple(
+        Tried(c.pattern, c.p_value, c.within.tasks, c.within.smallest_p, c.within.strata_key)
+        for c in found
+    )
     return TypeTests(runs=len(members), tried=tried, note=note), found
 
 
@@ -526,23 +590,23 @@ def strata(
 
 
 def _tried(
-    task_type: str | None, members: Sequence[RunPatterns], fdr: float = FDR
+    task_type: str | None,
+    members: Sequence[RunPatterns],
+    fdr: float = FDR,
+    known: KnownTests | None = None,
+    columns: Columns | None = None,
 ) -> Iterator[Contrast]:
     """The contrasts tried in a task type's runs: each pattern seen in and missing from
     enough runs of enough tasks compared, that could reach `fdr`, once for each way of
-    splitting the runs."""
+    splitting the runs (`within_tasks`, given `known`). `columns`: the members', if made."""
     import numpy as np
 
-    failed = np.fromiter((not run.success for run in members), dtype=bool, count=len(members))
-    numbers: dict[TaskKey, int] = {}
-    task_codes = np.fromiter(
-        (numbers.setdefault(task_of(run), len(numbers)) for run in members),
-        dtype=np.intp,
-        count=len(members),
-    )
+    if columns is None:
+        columns = columns_of(members)
+    failed, task_codes = columns.failed, columns.task_codes
     shown = np.zeros(len(members), dtype=bool)
     seen_splits: set[bytes] = set()
-    for pattern, present, population in itertools.chain(_seen(members), _orders(members)):
+    for pattern, present, population in itertools.chain(_seen(columns), _orders(columns)):
         at = np.frombuffer(present, dtype=np.intc)
         everyone = np.frombuffer(population, dtype=np.intc)
         shown[at] = True
@@ -555,7 +619,7 @@ def _tried(
         if key in seen_splits:
             continue
         seen_splits.add(key)
-        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True))
+        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True), known)
         if within is None or within.smallest_p > fdr:
             continue
         a, c = int(failed[at].sum()), int(failed[absent].sum())

@@ -15,6 +15,11 @@ from typing import Any, overload
 
 import orjson
 
+from wikitrace.corpus_schema.layout import (
+    MINED_PATTERNS_PAGE_RUNS,
+    mined_patterns_files,
+    mined_patterns_page,
+)
 from wikitrace.corpus_schema.tasks import TaskKey, task_key
 from wikitrace.corpus_schema.writing import spill_file
 
@@ -105,13 +110,28 @@ class PatternTable(Sequence[RunPatterns]):
         self._task_types.append(run.task_type)
         self._origins.append(_interned(run.origin))
         self._flags.append(run.success | run.judged << 1)
-        for name, turn in run.patterns.items():
+        self._add_patterns(run.patterns)
+
+    def append_json(self, line: bytes) -> None:
+        """A run as `RunPatterns.as_json` wrote it (read as `RunPatterns.from_json` reads it,
+        without making one)."""
+        data = orjson.loads(line)
+        self._steps.append(int(data["step"]))
+        self._task_ids.append(sys.intern(str(data["task_id"])))
+        self._task_types.append(_interned(data.get("task_type")))
+        self._origins.append(_interned(data.get("origin")))
+        self._flags.append(bool(data["success"]) | bool(data.get("judged")) << 1)
+        self._add_patterns(data["patterns"])
+
+    def _add_patterns(self, patterns: dict[str, Any]) -> None:
+        """A run's patterns and the turn of each, its names numbered once for the table."""
+        for name, turn in patterns.items():
             number = self._numbers.get(name)
             if number is None:
                 number = self._numbers[name] = len(self._names)
-                self._names.append(name)
+                self._names.append(sys.intern(str(name)))
             self._patterns.append(number)
-            self._turns.append(turn)
+            self._turns.append(int(turn))
         self._ends.append(len(self._patterns))
 
     def __len__(self) -> int:
@@ -136,6 +156,40 @@ class PatternTable(Sequence[RunPatterns]):
     def of_type(self, task_type: str | None) -> list[RunPatterns]:
         """The runs of `task_type`, in the table's order."""
         return [self._run(i) for i, held in enumerate(self._task_types) if held == task_type]
+
+    def type_runs(self, task_type: str | None) -> TypeRuns:
+        """The runs of `task_type` as mining counts them (`TypeRuns`): no run read back
+        until one is asked for."""
+        return TypeRuns(self, [i for i, held in enumerate(self._task_types) if held == task_type])
+
+    def columns(self, indexes: Sequence[int]) -> Columns:
+        """`Columns` of the runs at `indexes` (ascending), from the table's arrays."""
+        import numpy as np
+
+        chosen = np.asarray(indexes, dtype=np.int64)
+        ends = np.frombuffer(self._ends, dtype=np.int64)
+        starts = np.concatenate(([0], ends[:-1]))[chosen] if len(ends) else ends
+        lengths = ends[chosen] - starts if len(ends) else ends
+        # Each chosen run's entries, in order: its start repeated, plus 0, 1, ... within it.
+        entry_runs = np.repeat(np.arange(len(chosen), dtype=np.intc), lengths)
+        offsets = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(lengths) - lengths, lengths
+        )
+        entries = np.repeat(starts, lengths) + offsets
+        flags = np.frombuffer(bytes(self._flags), dtype=np.uint8)[chosen]
+        numbers: dict[TaskKey, int] = {}
+        codes = [
+            numbers.setdefault(task_key(self._origins[i], self._task_ids[i]), len(numbers))
+            for i in indexes
+        ]
+        return Columns(
+            names=self._names,
+            failed=(flags & 1) == 0,
+            task_codes=np.asarray(codes, dtype=np.intp),
+            entry_runs=entry_runs,
+            entry_names=np.frombuffer(self._patterns, dtype=np.intc)[entries],
+            entry_turns=np.frombuffer(self._turns, dtype=np.int64)[entries],
+        )
 
     def of_tasks(self, tasks: AbstractSet[TaskKey]) -> list[RunPatterns]:
         """The runs of `tasks`, in the table's order."""
@@ -164,23 +218,91 @@ class PatternTable(Sequence[RunPatterns]):
         )
 
 
-def read_patterns(path: Path) -> PatternTable:
-    """`raw/_patterns.jsonl` of a version (empty when it has none: built before mining)."""
+class TypeRuns(Sequence[RunPatterns]):
+    """A task type's runs in a `PatternTable`, in its order: counted from the table's arrays
+    (`columns`), each run read back (a new RunPatterns) only when asked for, as the runs of a
+    contrast kept are."""
+
+    def __init__(self, table: PatternTable, indexes: list[int]) -> None:
+        self._table = table
+        self._indexes = indexes
+        self._runs: list[RunPatterns] | None = None
+
+    def columns(self) -> Columns:
+        return self._table.columns(self._indexes)
+
+    def _read(self) -> list[RunPatterns]:
+        if self._runs is None:
+            self._runs = [self._table[i] for i in self._indexes]
+        return self._runs
+
+    def __len__(self) -> int:
+        return len(self._indexes)
+
+    @overload
+    def __getitem__(self, index: int) -> RunPatterns: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RunPatterns]: ...
+    def __getitem__(self, index: int | slice) -> RunPatterns | list[RunPatterns]:
+        return self._read()[index]
+
+    def __iter__(self) -> Iterator[RunPatterns]:
+        return iter(self._read())
+
+
+@dataclass
+class Columns:
+    """Runs as mining counts them, in numpy arrays: each run's outcome and task, and each
+    (run, pattern, turn) it shows, by run and then in the order the run's patterns were
+    found."""
+
+    names: Sequence[str]
+    """The patterns' names, by number."""
+    failed: Any
+    """Whether each run failed (bool)."""
+    task_codes: Any
+    """Each run's task, numbered as first met (intp)."""
+    entry_runs: Any
+    """The run (its index) of each entry (intc), ascending."""
+    entry_names: Any
+    """The number of each entry's pattern (intc)."""
+    entry_turns: Any
+    """The turn that shows it (int64)."""
+
+
+def columns_of(runs: Sequence[RunPatterns]) -> Columns:
+    """`Columns` of `runs`: a `TypeRuns`'s from its table's arrays, others' from each run."""
+    if isinstance(runs, TypeRuns):
+        return runs.columns()
+    table = PatternTable(runs)
+    return table.columns(range(len(table)))
+
+
+def read_patterns(root: Path, files: Iterable[str]) -> PatternTable:
+    """The mined patterns of the version at `root` whose files are `files` (its pages, or the
+    one file of versions before them; empty when it has none: built before mining)."""
     table = PatternTable()
-    try:
-        with path.open("rb") as lines:
+    for rel in mined_patterns_files(files):
+        with (root / rel).open("rb") as lines:
             for line in lines:
                 if line.strip():
-                    table.append(RunPatterns.from_json(line))
-    except FileNotFoundError:
-        pass
+                    table.append_json(line)
     return table
 
 
 def patterns_file(runs: Iterable[RunPatterns]) -> Iterator[bytes]:
-    """`raw/_patterns.jsonl`, a line at a time."""
+    """Mined patterns' lines, a line at a time."""
     for run in runs:
         yield run.as_json() + b"\n"
+
+
+def patterns_pages(table: PatternTable, kept: int = 0) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """Each page of the table's mined patterns after its first `kept` (full pages a parent
+    holds as they are), and its lines."""
+    size = MINED_PATTERNS_PAGE_RUNS
+    for number in range(kept + 1, -(-len(table) // size) + 1):
+        runs = range((number - 1) * size, min(number * size, len(table)))
+        yield mined_patterns_page(number), patterns_file(table[i] for i in runs)
 
 
 def action_hashes(actions: Sequence[Action]) -> array[int]:

@@ -1,7 +1,9 @@
 """What mining tested of each task type (`raw/_contrast_tests.json`): the p-value of every
 pattern tried, in the order tried, so that a version made from another recounts only the task
 types its new runs touch and adjusts their p-values together with the others' as one build of
-every run does (compiler/mine_contrast.py, Benjamini-Hochberg)."""
+every run does (compiler/mine_contrast.py, Benjamini-Hochberg); and the digest of the counts
+each test was made from, so that a type recounted takes a test's p-value again when its counts
+are the same (the exact test is a function of them alone)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ import orjson
 
 from .catalog import damaged, versioned_json
 
-TESTS_VERSION = 1
+TESTS_VERSION = 2
 """What the file's "tests" says; a file of another version is not read (every type is
-counted anew)."""
+counted anew). Version 1 kept no smallest p-value nor counts' digest."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,11 @@ class Tried:
     p_value: float
     tasks: int
     """How many tasks its test compared."""
+    smallest_p: float
+    """The smallest p-value its tasks' counts allow."""
+    strata: str
+    """A digest of the counts of the tasks compared, in order (compiler/mine_contrast.py,
+    `strata_key`): the test's p-values are those of any test of the same counts."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,10 @@ class ContrastTests:
                             "task_type": task_type,
                             "runs": tests.runs,
                             "note": tests.note,
-                            "tried": [[t.pattern, t.p_value, t.tasks] for t in tests.tried],
+                            "tried": [
+                                [t.pattern, t.p_value, t.tasks, t.smallest_p, t.strata]
+                                for t in tests.tried
+                            ],
                         }
                         for task_type, tests in sorted(
                             self.types.items(), key=lambda item: item[0] or ""
@@ -93,8 +103,8 @@ def load_tests(path: Path, settings: Mapping[str, float]) -> ContrastTests | Non
             if note is not None and not isinstance(note, str):
                 raise ValueError(f"the note of {task_type!r} is not a text")
             tried = tuple(
-                Tried(str(pattern), float(p_value), int(tasks))
-                for pattern, p_value, tasks in item["tried"]
+                Tried(str(pattern), float(p_value), int(tasks), float(smallest), str(strata))
+                for pattern, p_value, tasks, smallest, strata in item["tried"]
             )
             types[task_type] = TypeTests(runs=int(item["runs"]), tried=tried, note=note)
     except (KeyError, TypeError, ValueError) as error:

@@ -547,7 +547,8 @@ def _layout_rows(layout: Layout) -> list[str]:
         f"`{DATA_DIR}/`: what the tools read of each insight and compilation page but a "
         "person need not (its claims, quotes, counts, hypothesis), as JSON; the page's "
         "header names it as `data`, and its body shows the same once, as lines.",
-        f"`{MINED_PATTERNS}` and `{MINED_TESTS}` (once lessons were mined): the action "
-        "patterns each run shows, and every pattern tested per task type with its p-value, "
-        "so that `add` mines without reading every run again.",
+        f"`{RAW_DIR}/_patterns-NNNN.jsonl` (`{MINED_PATTERNS}` in versions before its "
+        f"pages) and `{MINED_TESTS}` (once lessons were mined): the action patterns each run "
+        "shows, and every pattern tested per task type with its p-value, so that `add` "
+        "mines without reading every run again.",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,11 @@ RAW_TURNS_NAME = "solver.full.jsonl"
 RAW_TURN_INDEX_NAME = "solver.index.jsonl"
 MINED_PATTERNS = f"{RAW_DIR}/_patterns.jsonl"
 """One line per run: the action patterns it shows and the turn of each (compiler/mine.py), so
-that `add` mines across the whole corpus without reading every run again."""
+that `add` mines across the whole corpus without reading every run again. Written whole by
+versions before its pages (`mined_patterns_page`); still read."""
+MINED_PATTERNS_PAGE_RUNS = 2048
+"""Runs in a full page of the mined patterns: a full page never changes, so a version made
+from another links its parent's full pages."""
 MINED_TESTS = f"{RAW_DIR}/_contrast_tests.json"
 """What mining tested of each task type (corpus_schema/contrast_tests.py): every pattern's
 p-value, so that `add` recounts only the task types its runs touch."""
@@ -61,6 +66,25 @@ CATALOG_RUNS = "catalog"
 links its parent's full pages whose runs it keeps."""
 CATALOG_PAGE_RUNS = 2048
 """Runs in a full page of a catalog."""
+
+
+def mined_patterns_page(number: int) -> str:
+    """Page `number` (from 1) of the mined patterns: `raw/_patterns-0001.jsonl`, ..., the
+    runs in step order, MINED_PATTERNS_PAGE_RUNS a page."""
+    return f"{RAW_DIR}/_patterns-{number:04d}.jsonl"
+
+
+def mined_patterns_files(files: Iterable[str]) -> list[str]:
+    """The files of a version's mined patterns among its `files`, in order: its pages, or
+    the one file versions before them wrote (none: built before mining)."""
+    prefix = f"{RAW_DIR}/_patterns-"
+    pages = sorted(
+        (rel for rel in files if rel.startswith(prefix) and rel.endswith(".jsonl")),
+        key=lambda rel: int(rel[len(prefix) : -len(".jsonl")]),
+    )
+    if pages:
+        return pages
+    return [rel for rel in files if rel == MINED_PATTERNS]
 
 
 def catalog_page_rel(number: int) -> str:

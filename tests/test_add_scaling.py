@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.compiler import BuildOptions, add_runs, build_corpus, mine_contrast
-from wikitrace.corpus_schema import catalog_runs, indexes
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus, mine_contrast, mine_table
+from wikitrace.compiler import build as build_module
+from wikitrace.corpus_schema import catalog_runs, indexes, layout
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import CATALOG_PAGE_RUNS, MANIFEST, MINED_TESTS
 from wikitrace.corpus_schema.writing import file_digest
@@ -245,12 +246,54 @@ def test_an_add_of_another_task_type_keeps_the_tests_of_the_type_it_does_not_tou
     counted: list[str | None] = []
     real = mine_contrast._type_tests
 
-    def counting(task_type, members, fdr):  # type: ignore[no-untyped-def]
+    def counting(task_type, members, fdr, known=None):  # type: ignore[no-untyped-def]
         counted.append(task_type)
-        return real(task_type, members, fdr)
+        return real(task_type, members, fdr, known)
 
     monkeypatch.setattr(mine_contrast, "_type_tests", counting)
     add_runs(BuildOptions([_inputs(tmp_path / "b", planted() + desk)], chain))
     assert counted == ["desk", "shop"]  # shop after the adjustment, for its lesson
     assert _files(chain.resolve()) == _files(one.resolve())
     assert MINED_TESTS in manifest_io.load(chain.resolve()).files
+
+
+def test_a_chain_of_adds_links_the_full_pages_of_mined_patterns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of 2 runs: the first kept, the last rewritten, new ones; as one build writes them.
+    for module in (layout, mine_table, build_module):
+        monkeypatch.setattr(module, "MINED_PATTERNS_PAGE_RUNS", 2)
+    one, chain = tmp_path / "one", tmp_path / "chain"
+    build_corpus(BuildOptions([_inputs(tmp_path / "all", RUNS)], one))
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", RUNS[:3])], chain))
+    add_runs(BuildOptions([_inputs(tmp_path / "b", RUNS)], chain))
+    versions = chain.resolve().parent
+    for page, same in ((1, True), (2, False)):
+        before, after = (
+            versions / v / layout.mined_patterns_page(page) for v in ("v0001", "v0002")
+        )
+        assert before.exists() and after.samefile(before) is same
+    ours, theirs = manifest_io.load(chain.resolve()).files, manifest_io.load(one.resolve()).files
+    pages = {rel: h for rel, h in theirs.items() if rel.startswith("raw/_patterns")}
+    assert sorted(pages) == [layout.mined_patterns_page(n) for n in (1, 2, 3)]
+    assert pages == {rel: h for rel, h in ours.items() if rel.startswith("raw/_patterns")}
+    table = mine_table.read_patterns(chain.resolve(), ours)
+    assert [run.step for run in table] == list(range(1, len(RUNS) + 1))
+
+
+def test_the_one_file_of_mined_patterns_of_older_versions_is_read(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    build_corpus(BuildOptions([_inputs(tmp_path / "a", RUNS)], corpus))
+    files = manifest_io.load(corpus.resolve()).files
+    paged = mine_table.read_patterns(corpus.resolve(), files)
+    old = tmp_path / "old"
+    (old / "raw").mkdir(parents=True)
+    (old / layout.MINED_PATTERNS).write_bytes(
+        (corpus.resolve() / layout.mined_patterns_page(1)).read_bytes()
+    )
+    assert layout.mined_patterns_files([layout.MINED_PATTERNS, "raw/_index.md"]) == [
+        layout.MINED_PATTERNS
+    ]
+    read_back = mine_table.read_patterns(old, [layout.MINED_PATTERNS])
+    assert list(read_back) == list(paged) and len(paged) == len(RUNS)
+    assert len(mine_table.read_patterns(old, [])) == 0  # built before mining

@@ -49,7 +49,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         "manifest.json",
         "raw/_contrast_tests.json",
         "raw/_index.md",
-        "raw/_patterns.jsonl",
+        "raw/_patterns-0001.jsonl",
         "raw/step-0001/metadata.md",
         "raw/step-0001/solver.full.jsonl",
         "raw/step-0001/solver.index.jsonl",

@@ -26,7 +26,7 @@ from wikitrace.compiler.mine_contrast import (
 from wikitrace.compiler.mine_patterns import action_places, actions_of, patterns
 from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify
-from wikitrace.corpus_schema.layout import MINED_PATTERNS
+from wikitrace.corpus_schema.layout import mined_patterns_page
 from wikitrace.corpus_schema.records import MinedFinding
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
@@ -350,7 +350,7 @@ def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
     assert "counted over this corpus's runs" in again.content
     assert again["mined"]["tasks_compared"] == 8
     assert len([p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]) == 1
-    assert len((corpus / MINED_PATTERNS).read_bytes().splitlines()) == 40
+    assert len((corpus / mined_patterns_page(1)).read_bytes().splitlines()) == 40
     # Tasks that break the pattern: in each, the runs that refund succeed and those that do
     # not fail. It no longer holds, and is not shown.
     fixes = [
@@ -370,7 +370,7 @@ def test_add_recounts_mined_lessons_in_place(tmp_path: Path) -> None:
 def test_add_to_a_corpus_built_without_mining_reads_its_runs(tmp_path: Path) -> None:
     runs = planted()
     corpus = build(tmp_path, runs[:39], mine=False)
-    assert not (corpus / MINED_PATTERNS).exists() and not insight_pages(corpus)
+    assert not (corpus / mined_patterns_page(1)).exists() and not insight_pages(corpus)
     add_runs(BuildOptions(inputs=[write_runs(tmp_path / "last.jsonl", runs[39:])], output=corpus))
     (page,) = [p for p in insight_pages(corpus) if p["mined"]["kind"] == "contrast"]
     assert page["mined"]["with_pattern"] == [14, 20] and page["mined"]["without_pattern"] == [1, 20]
@@ -398,7 +398,7 @@ def test_views_and_leave_one_out_hide_mined_lessons_that_count_the_task(tmp_path
     report = leave_out(base, tmp_path / "view", ["order-9"], force=False)
     assert page["id"] in report.insights_left_out
     assert not (tmp_path / "view" / "insight" / f"{page['id']}.md").exists()
-    table = (tmp_path / "view" / MINED_PATTERNS).read_text()
+    table = (tmp_path / "view" / mined_patterns_page(1)).read_text()
     assert '"order-9"' not in table and table.count("\n") == 36
     assert verify(tmp_path / "view").ok
 

@@ -6,6 +6,7 @@ threshold past a pattern of another that no new run touches."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from wikitrace.compiler.mine_contrast import (
     contrasts_of_types,
     mining_thresholds,
 )
-from wikitrace.compiler.mine_table import RunPatterns
+from wikitrace.compiler.mine_table import PatternTable, RunPatterns
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, load_tests
 from wikitrace.corpus_schema.errors import CorpusError
 
@@ -148,7 +149,7 @@ def test_kept_tests_that_the_runs_do_not_give_are_refused(tmp_path: Path) -> Non
     parent, added = _scenario("found")
     kept = _tests(parent, tmp_path)
     forged = kept.types["a"]
-    wrong = [type(t)(t.pattern, t.p_value / 10, t.tasks) for t in forged.tried]
+    wrong = [dataclasses.replace(t, p_value=t.p_value / 10) for t in forged.tried]
     kept.types["a"] = type(forged)(forged.runs, tuple(wrong), forged.note)
     with pytest.raises(ValueError, match="kept tests of task type a are not what its runs give"):
         _mined(parent + added, kept, frozenset({"b"}))
@@ -156,9 +157,133 @@ def test_kept_tests_that_the_runs_do_not_give_are_refused(tmp_path: Path) -> Non
 
 def test_a_damaged_tests_file_names_itself(tmp_path: Path) -> None:
     path = tmp_path / "_contrast_tests.json"
-    path.write_text('{"tests": 1, "settings": {}, "types": [{"task_type": 3}]}\n')
+    path.write_text('{"tests": 2, "settings": {}, "types": [{"task_type": 3}]}\n')
     with pytest.raises(CorpusError, match=r"_contrast_tests.json: damaged .*wikitrace verify"):
         load_tests(path, {})
-    path.write_text('{"tests": 2}\n')
+    path.write_text('{"tests": 1}\n')  # an older version's: every type is counted anew
     assert load_tests(path, {}) is None
     assert load_tests(tmp_path / "none.json", {}) is None
+
+
+def _added_to_a_task(
+    seed: int, strength: float, flip: str
+) -> tuple[list[RunPatterns], list[RunPatterns]]:
+    """A parent's runs of type "a" (8 tasks, 6 trials each; task a0's runs never show
+    "uses:v"), and 8 runs an add brings to its task a0: with "uses:x" they succeed ("lost")
+    or fail ("found"), without it the other way (seeds found by trying; the test checks
+    that "uses:x" flips)."""
+    rng = random.Random(seed)
+    parent = _runs(rng, "a", 8, 6, strength, ["uses:x", "uses:y", "uses:v"], 1, "a")
+    for run in parent:
+        if run.task_id == "a0":
+            run.patterns.pop("uses:v", None)
+    added = [
+        RunPatterns(
+            step=500 + index,
+            task_id="a0",
+            task_type="a",
+            success=(index % 2 == 0) == (flip == "lost"),
+            judged=False,
+            patterns={"uses:x": 1, "uses:y": 2} if index % 2 == 0 else {"uses:y": 1},
+        )
+        for index in range(8)
+    ]
+    return parent, added
+
+
+@pytest.mark.parametrize(("flip", "seed", "strength"), [("lost", 93, 0.45), ("found", 1, 0.25)])
+def test_an_add_to_a_task_with_runs_flips_its_contrast_as_a_full_count_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flip: str, seed: int, strength: float
+) -> None:
+    parent, added = _added_to_a_task(seed, strength, flip)
+    before = [c[1] for c in _mined(parent)[0]]
+    whole = _mined(parent + added)
+    assert ("uses:x" in before, "uses:x" in [c[1] for c in whole[0]]) == (
+        (True, False) if flip == "lost" else (False, True)
+    )
+    kept = _tests(parent, tmp_path)
+    computed: list[object] = []
+    real = mine_contrast.stratified_exact
+
+    def counting(strata: Sequence[mine_contrast.Stratum]) -> tuple[float, float]:
+        computed.append(strata)
+        return real(strata)
+
+    monkeypatch.setattr(mine_contrast, "stratified_exact", counting)
+    ours = _mined(parent + added, kept, frozenset({"a"}))
+    assert ours[:3] == whole[:3]
+    # "uses:v" is never shown in task a0: its test's counts are the parent's, and its
+    # p-values are taken from the parent's tests (computed again only to check them when it
+    # is kept as a lesson, in "lost").
+    v_kept = next(t for t in kept.types["a"].tried if t.pattern == "uses:v")
+    path = tmp_path / "after.json"
+    path.write_bytes(ours[2])
+    after = load_tests(path, mining_thresholds())
+    assert after is not None
+    assert v_kept in after.types["a"].tried
+    full: list[object] = []
+    monkeypatch.setattr(
+        mine_contrast, "stratified_exact", lambda strata: full.append(1) or real(strata)
+    )
+    _mined(parent + added)
+    assert len(computed) == len(full) - (0 if flip == "lost" else 1)
+
+
+def test_a_kept_test_taken_for_a_touched_type_is_checked_when_its_lesson_is_kept(
+    tmp_path: Path,
+) -> None:
+    parent, added = _added_to_a_task(93, 0.45, "lost")
+    kept = _tests(parent, tmp_path)
+    tests = kept.types["a"]
+    forged = [
+        dataclasses.replace(t, p_value=t.p_value / 10) if t.pattern == "uses:v" else t
+        for t in tests.tried
+    ]
+    kept.types["a"] = dataclasses.replace(tests, tried=tuple(forged))
+    with pytest.raises(ValueError, match="kept test of uses:v in task type a is not what"):
+        _mined(parent + added, kept, frozenset({"a"}))
+
+
+def test_a_tables_columns_count_what_each_runs_patterns_say() -> None:
+    # The counts mining tries patterns by come from the table's arrays (`Columns`); each
+    # contrast's runs with and without its pattern, split from the runs themselves
+    # (`mine_contrast.split`), must give the same counts, and a list of the runs the same
+    # tests and contrasts.
+    rng = random.Random(5)
+    runs = []
+    for step in range(1, 401):
+        kinds = rng.sample(["uses:x", "uses:y", "uses:z", "errors", "order_x"], rng.randint(0, 4))
+        shown = {name: rng.randint(1, 6) for name in kinds}
+        failing = 0.3 + 0.3 * ("uses:x" in shown)
+        runs.append(
+            RunPatterns(
+                step=step,
+                task_id=f"t{rng.randint(0, 30)}",
+                task_type=rng.choice(["a", "b"]),
+                success=rng.random() >= failing,
+                judged=False,
+                patterns=shown,
+                origin=rng.choice([None, "src"]),
+            )
+        )
+    table = PatternTable(runs)
+    tried = 0
+    for task_type in ("a", "b"):
+        members = table.type_runs(task_type)
+        for contrast in mine_contrast._tried(task_type, members):
+            present, absent = contrast.present, contrast.absent
+            assert contrast.counts == (
+                len(present),
+                sum(not run.success for run in present),
+                len(absent),
+                sum(not run.success for run in absent),
+            )
+            tried += 1
+    assert tried >= 8
+    by_list = contrasts_of_types(table.task_types(), table.of_type, MiningReport())
+    by_columns = contrasts_of_types(table.task_types(), table.type_runs, MiningReport())
+    assert by_list[1].dumps() == by_columns[1].dumps()
+    assert [(c.pattern, c.q_value) for c in by_list[0]] == [
+        (c.pattern, c.q_value) for c in by_columns[0]
+    ]
+    assert by_columns[0]

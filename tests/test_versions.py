@@ -17,7 +17,7 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import read as corpus_read
 from wikitrace.corpus_schema import writing as writing_module
-from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_TESTS
+from wikitrace.corpus_schema.layout import MINED_TESTS, mined_patterns_page
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.manifest import load, manifest_key, read_seal
 from wikitrace.corpus_schema.read import read_page
@@ -366,7 +366,7 @@ def test_an_add_keeps_each_file_of_its_parent_as_a_link_listed_as_before(
     assert any(rel.startswith("raw/") for rel in linked)
     assert {rel: listed[rel] for rel in linked} == {rel: kept[rel] for rel in linked}
     for rel in set(kept) - linked:  # written anew: a mined lesson recounted, or its pages
-        assert rel in (MINED_PATTERNS, MINED_TESTS) or rel.startswith(
+        assert rel in (mined_patterns_page(1), MINED_TESTS) or rel.startswith(
             ("insight/", "compilation/")
         ), rel
     keys = read_seal(store.seal_path("v0002"), v2, len(listed))
@@ -497,7 +497,7 @@ def test_an_add_checks_each_parent_file_it_takes_without_a_walk(
         "linked gone": "raw/step-0002/solver.full.jsonl",
         "linked changed": "raw/step-0001/metadata.md",
         "never linked": "catalog.jsonl",
-        "rewritten": MINED_PATTERNS,
+        "rewritten": mined_patterns_page(1),
     }[how]
     (v1 / target).parent.chmod(0o755)
     if how == "linked gone":

@@ -23,8 +23,10 @@ from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.indexes import InsightRow, RunRow
 from wikitrace.corpus_schema.layout import (
     GATE_DIR,
-    MINED_PATTERNS,
+    MINED_PATTERNS_PAGE_RUNS,
     MINED_TESTS,
+    mined_patterns_files,
+    mined_patterns_page,
     parse_insight,
     parse_step,
 )
@@ -166,7 +168,7 @@ def _files_gone(
     table, the renamed compilations)."""
     # The pattern table names every run: written anew without them. The tests of each task
     # type counted them: left out (an add to the view counts every type anew).
-    gone_files: set[str] = {MINED_PATTERNS, MINED_TESTS}
+    gone_files: set[str] = {MINED_TESTS, *mined_patterns_files(base.manifest.files)}
     for step in gone_steps:
         prefix = layout.raw_dir_rel(step) + "/"
         gone_files |= {rel for rel in base.manifest.files if rel.startswith(prefix)}
@@ -198,8 +200,10 @@ def _copy_kept(base: FrozenVersion, layout: Layout, writer: CorpusWriter, gone: 
         writer.write_files(
             compilation_pages.with_mined(layout, page.header, page.body, dropped=set(gone.insights))
         )
-    if MINED_PATTERNS in base.manifest.files:
-        writer.write(MINED_PATTERNS, _patterns_without(base, gone.steps))
+    kept = _patterns_without(base, gone.steps)
+    size = MINED_PATTERNS_PAGE_RUNS
+    for start in range(0, len(kept), size):
+        writer.write(mined_patterns_page(start // size + 1), kept[start : start + size])
 
 
 def _finish_view(
@@ -261,11 +265,16 @@ def _mined_on(
     return finding.kind == "contrast" and row.task_type in gone_types
 
 
-def _patterns_without(base: FrozenVersion, gone_steps: set[int]) -> bytes:
-    """The version's mined-pattern table less the lines of left-out runs."""
-    lines = (base.root / MINED_PATTERNS).read_bytes().splitlines()
+def _patterns_without(base: FrozenVersion, gone_steps: set[int]) -> list[bytes]:
+    """The version's mined patterns' lines (each with its newline) less those of left-out
+    runs; none when it has none."""
+    lines = [
+        line
+        for rel in mined_patterns_files(base.manifest.files)
+        for line in (base.root / rel).read_bytes().splitlines()
+    ]
     kept = [line for line in lines if line.strip() and orjson.loads(line)["step"] not in gone_steps]
-    return b"".join(line + b"\n" for line in kept)
+    return [line + b"\n" for line in kept]
 
 
 def _records_naming(base: FrozenVersion, names: set[str]) -> set[str]:
