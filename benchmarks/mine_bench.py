@@ -53,11 +53,10 @@ from wikitrace.compiler.mine_contrast import (
     _orders,
     _seen,
     _tried,
-    benjamini_hochberg,
     contrasts,
     split,
-    stratified_exact,
 )
+from wikitrace.compiler.mine_exact import benjamini_hochberg, stratified_exact
 from wikitrace.compiler.mine_patterns import actions_of, describe, patterns
 from wikitrace.compiler.mine_table import RunPatterns, task_of
 from wikitrace.corpus_schema import is_judged

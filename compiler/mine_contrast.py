@@ -19,11 +19,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, TypeAlias
 
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, Tried, TypeTests
 
+from .mine_exact import Stratum, benjamini_hochberg, over_runs, stratified_exact
 from .mine_table import Columns, RunPatterns, columns_of, task_of
 
 FDR = 0.05
@@ -41,50 +41,6 @@ NO_TYPE = "(no task type)"
 
 
 # --- statistics --------------------------------------------------------------------------------
-
-
-Stratum: TypeAlias = "tuple[int, int, int, int]"
-"""A task's runs, as the stratified test counts them: how many, how many failed, how many
-show the pattern, how many of those failed."""
-
-
-TIE = 1e-7
-"""Relative tolerance under which two totals are equally likely (as exact tests use): the
-law is summed in floats."""
-
-
-def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
-    """Two-sided p-value of the exact conditional test that a pattern makes no difference to
-    failure within any task (the exact form of the Cochran-Mantel-Haenszel test), and the
-    smallest p-value the tasks' counts allow whatever the outcomes fall on.
-
-    Given each task's runs, failures and runs with the pattern, the failures among its runs
-    with the pattern are hypergeometric (each probability a ratio of binomial coefficients,
-    correctly rounded); the statistic is their sum over tasks, whose law is the convolution of
-    the tasks' laws. The p-value is the probability of every total no more likely than the
-    one seen (`TIE`). With one task it is Fisher's exact test."""
-    import numpy as np
-
-    law = np.ones(1)
-    seen = 0
-    for runs, failed, shown, shown_failed in strata:
-        low, high = max(0, shown + failed - runs), min(shown, failed)
-        if low == high:
-            continue  # one total only: nothing to add
-        total = math.comb(runs, shown)
-        task = np.array(
-            [
-                math.comb(failed, x) * math.comb(runs - failed, shown - x) / total
-                for x in range(low, high + 1)
-            ]
-        )
-        law = np.convolve(law, task)
-        seen += shown_failed - low
-    observed = law[seen] * (1 + TIE)
-    rarest = law.min() * (1 + TIE)
-    p_value = float(law[law <= observed].sum())
-    smallest = float(law[law <= rarest].sum())
-    return min(1.0, p_value), min(1.0, smallest)
 
 
 @dataclass(frozen=True)
@@ -145,9 +101,9 @@ def within_tasks(strata: Sequence[Stratum], known: KnownTests | None = None) -> 
     if len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT:
         return None
     # Exact sums of fractions, each denominator once (tasks share few run counts).
-    expected = _over_runs((n, t * m) for n, m, t, _ in compared)
-    odds_for = _over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
-    odds_against = _over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
+    expected = over_runs((n, t * m) for n, m, t, _ in compared)
+    odds_for = over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
+    odds_against = over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
     more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
     fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
     failed_with = sum(s[3] for s in compared)
@@ -168,28 +124,6 @@ def within_tasks(strata: Sequence[Stratum], known: KnownTests | None = None) -> 
         strata_key=key,
         taken=tuple(compared) if taken is not None else (),
     )
-
-
-def _over_runs(terms: Iterable[tuple[int, int]]) -> Fraction:
-    """The exact sum of numerator / runs over (runs, numerator) pairs: the numerators of
-    each denominator summed as integers first."""
-    by_runs: dict[int, int] = defaultdict(int)
-    for runs, numerator in terms:
-        by_runs[runs] += numerator
-    return sum((Fraction(total, runs) for runs, total in sorted(by_runs.items())), Fraction(0))
-
-
-def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
-    """Adjusted p-values (q-values), in the order given."""
-    count = len(p_values)
-    order = sorted(range(count), key=lambda i: p_values[i])
-    adjusted = [1.0] * count
-    running = 1.0
-    for rank in range(count, 0, -1):
-        index = order[rank - 1]
-        running = min(running, p_values[index] * count / rank)
-        adjusted[index] = running
-    return adjusted
 
 
 # --- contrasts ------------------------------------------------------------------------------

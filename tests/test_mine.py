@@ -19,10 +19,9 @@ from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.mine_contrast import (
     FDR,
     MiningReport,
-    benjamini_hochberg,
     contrasts,
-    stratified_exact,
 )
+from wikitrace.compiler.mine_exact import benjamini_hochberg, stratified_exact
 from wikitrace.compiler.mine_patterns import action_places, actions_of, patterns
 from wikitrace.compiler.mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes
 from wikitrace.corpus_schema import Turn, verify

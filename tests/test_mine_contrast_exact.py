@@ -25,13 +25,11 @@ from wikitrace.compiler.mine_contrast import (
     MAX_KINDS_FOR_ORDER,
     MIN_SUPPORT,
     MIN_TASKS,
-    TIE,
     MiningReport,
     _tried,
-    benjamini_hochberg,
     contrasts,
-    stratified_exact,
 )
+from wikitrace.compiler.mine_exact import TIE, benjamini_hochberg, stratified_exact
 from wikitrace.compiler.mine_table import RunPatterns
 
 # --- the counting as it was: every pattern over every run ----------------------------------
