@@ -8,7 +8,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 __all__ = ["TIE", "Stratum", "benjamini_hochberg", "over_runs", "stratified_exact"]
 
@@ -47,13 +47,28 @@ def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
                 for x in range(low, high + 1)
             ]
         )
-        law = np.convolve(law, task)
+        law = _convolve(law, task)
         seen += shown_failed - low
     observed = law[seen] * (1 + TIE)
     rarest = law.min() * (1 + TIE)
-    p_value = float(law[law <= observed].sum())
-    smallest = float(law[law <= rarest].sum())
+    p_value = math.fsum(law[law <= observed].tolist())
+    smallest = math.fsum(law[law <= rarest].tolist())
     return min(1.0, p_value), min(1.0, smallest)
+
+
+def _convolve(law: Any, task: Any) -> Any:
+    """The law of the sum of two independent totals: `np.convolve`, but made of elementwise
+    products and sums in a fixed order, so that the same counts give the same bits on every
+    CPU (np.convolve goes through the BLAS, whose kernel, and so its rounding, depends on the
+    CPU: a parent's p-values, kept in `raw/_contrast_tests.json`, must be what an add on
+    another machine computes)."""
+    import numpy as np
+
+    short, long = (law, task) if len(law) <= len(task) else (task, law)
+    out = np.zeros(len(law) + len(task) - 1)
+    for shift, weight in enumerate(short.tolist()):
+        out[shift : shift + len(long)] += long * weight
+    return out
 
 
 def over_runs(terms: Iterable[tuple[int, int]]) -> Fraction:

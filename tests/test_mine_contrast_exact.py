@@ -283,3 +283,36 @@ def test_with_patterns_that_separate_outcomes_the_same_are_kept() -> None:
                 run.patterns = {"uses:tool0": 0, **run.patterns}
         kept += check_the_same(runs)
     assert kept > 0
+
+
+_SAME_BITS = """
+import random
+from wikitrace.compiler.mine_exact import stratified_exact
+rng = random.Random(5)
+for _ in range(200):
+    strata = []
+    for _ in range(rng.randrange(3, 15)):
+        n = rng.randrange(4, 60)
+        m, t = rng.randrange(1, n), rng.randrange(1, n)
+        strata.append((n, m, t, rng.randrange(max(0, t + m - n), min(t, m) + 1)))
+    print(*(value.hex() for value in stratified_exact(strata)))
+"""
+
+
+def test_the_p_values_are_the_same_bits_whatever_kernel_the_cpu_gives_the_blas() -> None:
+    # A parent's p-values are kept (raw/_contrast_tests.json) and an add, maybe on another
+    # machine, must compute the same: numpy's OpenBLAS picks its kernel by CPU, and the
+    # kernels round np.convolve's sums differently (150 of 300 tests differed between
+    # Prescott and Haswell before the convolution was made of elementwise steps).
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for core in ("Prescott", "Haswell", "SkylakeX", "Sandybridge"):
+        env = {**os.environ, "OPENBLAS_CORETYPE": core}
+        done = subprocess.run(
+            [sys.executable, "-c", _SAME_BITS], env=env, capture_output=True, text=True, check=True
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1 and len(next(iter(outputs)).splitlines()) == 200
