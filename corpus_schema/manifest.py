@@ -8,6 +8,7 @@ import itertools
 import operator
 import os
 import re
+import stat
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
@@ -185,16 +186,22 @@ def load(root: Path) -> Manifest:
         ) from None
     if manifest.parent_manifest is None:
         return manifest
-    chain, named_by = [(manifest, gone)], path
+    chain, named_by, seen = [(manifest, gone)], path, set()
     while (rel := chain[-1][0].parent_manifest) is not None:
-        if not _CHAINED.fullmatch(rel) or len(chain) > _CHAIN_READ_LIMIT:
+        if not _CHAINED.fullmatch(rel) or rel in seen or len(chain) > CHAIN_LIMIT + 1:
             raise CorpusError(
                 f"{named_by}: field 'parent_manifest': {rel!r} is not the manifest of an "
                 f"earlier version in {MANIFESTS_DIR}/ (a damaged manifest: run `wikitrace verify`)"
             )
+        seen.add(rel)
         named_by = root / rel
+        if (root / MANIFESTS_DIR).is_symlink():
+            raise CorpusError(
+                f"{root / MANIFESTS_DIR}: a link, where a version holds its ancestors' "
+                "manifests itself: the version is damaged (run `wikitrace verify`)"
+            )
         try:
-            chain.append(_load_one(named_by))
+            chain.append(_load_one(named_by, follow=False))
         except FileNotFoundError:
             raise CorpusError(
                 f"{path}: the manifest it is written on, {rel}, is missing: the version is "
@@ -220,8 +227,6 @@ _CHAINED = re.compile(rf"{MANIFESTS_DIR}/[A-Za-z0-9_-][A-Za-z0-9._-]*\.json")
 CHAIN_LIMIT = 64
 """Manifests a version's chain holds at most (the version's own aside): a version that would
 hold more lists every file, so that reading a manifest reads at most this many more files."""
-_CHAIN_READ_LIMIT = 10_000
-"""A chain longer than this is a loop (a damaged or hostile manifest naming itself)."""
 
 
 def chain_rel(parent: str) -> str:
@@ -275,11 +280,13 @@ def _in_order(files: dict[str, str]) -> bool:
     return all(map(operator.lt, names, itertools.islice(names, 1, None)))
 
 
-def _load_one(path: Path) -> tuple[Manifest, list[str]]:
+def _load_one(path: Path, follow: bool = True) -> tuple[Manifest, list[str]]:
     """One manifest file as written (its `files` only what it lists), and the files it lists
-    as gone (`null`: one written on its parent's, `Manifest.parent_manifest`)."""
+    as gone (`null`: one written on its parent's, `Manifest.parent_manifest`). Only a regular
+    file is read (a pipe or a device named so is refused, never waited on), and with `follow`
+    False not through a link (an ancestor's manifest is the version's own file)."""
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads(_regular_bytes(path, follow))
     except orjson.JSONDecodeError as error:
         raise CorpusError(f"{path}: not valid JSON ({error})") from None
     given = data.get("format_version", FORMAT_VERSION) if isinstance(data, dict) else None
@@ -299,6 +306,21 @@ def _load_one(path: Path) -> tuple[Manifest, list[str]]:
     except ValidationError as error:
         where, message = first_problem(error)
         raise CorpusError(f"{path}: field '{where}': {message}") from None
+
+
+def _regular_bytes(path: Path, follow: bool) -> bytes:
+    """The bytes of `path` when it is a regular file (FileNotFoundError when it is missing)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        handle = os.open(path, flags)
+    except OSError as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise CorpusError(f"{path}: cannot be read as a manifest ({error.strerror})") from None
+    with os.fdopen(handle, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise CorpusError(f"{path}: not a regular file, where a manifest is one")
+        return file.read()
 
 
 # --- the seal: which files are known to hold the bytes the manifest lists ------------------

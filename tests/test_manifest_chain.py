@@ -123,6 +123,33 @@ def test_a_manifest_naming_a_parent_outside_the_version_is_refused(tmp_path: Pat
         manifest_io.load(child)
 
 
+def test_a_chain_that_loops_or_leaves_the_folder_through_a_link_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    store = _chain(tmp_path, 2)
+    child = store / "v0003"
+    chained = child / "manifests" / "v0002.json"
+    # Naming itself, with many entries: refused at the first repeat, not after 10,000 reads.
+    written = orjson.loads(chained.read_bytes())
+    written["parent_manifest"] = "manifests/v0002.json"
+    written["files"].update({f"x/{n}": "sha256:" + "0" * 64 for n in range(5000)})
+    chained.chmod(0o644)
+    chained.write_bytes(orjson.dumps(written))
+    with pytest.raises(CorpusError, match=r"v0002\.json: field 'parent_manifest'"):
+        manifest_io.load(child)
+    # A link out of the version, and a pipe, where the parent's manifest should be.
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(orjson.dumps(_written(store / "v0002")))
+    chained.unlink()
+    chained.symlink_to(outside)
+    with pytest.raises(CorpusError, match=r"v0002\.json: cannot be read as a manifest"):
+        manifest_io.load(child)
+    chained.unlink()
+    os.mkfifo(chained)
+    with pytest.raises(CorpusError, match=r"v0002\.json: not a regular file"):
+        manifest_io.load(child)
+
+
 def test_an_add_to_a_version_whose_manifest_was_edited_is_refused(tmp_path: Path) -> None:
     store = _chain(tmp_path, 1)
     parent = store / "v0002"
