@@ -267,6 +267,11 @@ def test_the_environments_proxy_is_taken(monkeypatch: pytest.MonkeyPatch) -> Non
     assert environment_proxy("https://models.internal/v1/chat/completions") == "http://every:3128"
     monkeypatch.setenv("NO_PROXY", "models.internal")
     assert environment_proxy(url) is None
+    # Given as host:port, as shells often set it: an http:// proxy (aiohttp refuses the bare
+    # form, and every call would fail as a connection error).
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("HTTP_PROXY", "127.0.0.1:3128")
+    assert environment_proxy(url) == "http://127.0.0.1:3128"
 
 
 def test_nothing_listening_is_a_connection_error_retried() -> None:

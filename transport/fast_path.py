@@ -302,7 +302,8 @@ def environment_proxy(url: str) -> str | None:
     # proxy_bypass reads NO_PROXY (typeshed lacks proxy_bypass_environment, which it is).
     if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
         return None
-    return proxy
+    # A proxy given as host:port is an http:// one, as httpx took it (aiohttp refuses it).
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 def _error_message(content: bytes) -> str:
