@@ -21,7 +21,12 @@ from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
 from wikitrace.corpus_schema.contrast_tests import load_tests
 from wikitrace.corpus_schema.history import VersionInfo
-from wikitrace.corpus_schema.layout import MINED_PATTERNS, MINED_PATTERNS_PAGE_RUNS, MINED_TESTS
+from wikitrace.corpus_schema.layout import (
+    MINED_PATTERNS,
+    MINED_PATTERNS_PAGE_RUNS,
+    MINED_TESTS,
+    mined_patterns_files,
+)
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.setting_fields import declared
@@ -215,6 +220,13 @@ def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
     goes in `folder`."""
     if base is None:
         return Miner(folder=folder)
+    # Mining takes the parent's patterns and p-values as they are: checked first, not only
+    # when the new version links them (`link_kept`), after they were used.
+    base.check(
+        rel
+        for rel in (*mined_patterns_files(base.manifest.files), MINED_TESTS)
+        if rel in base.manifest.files
+    )
     known = read_patterns(base.root, base.manifest.files)
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())

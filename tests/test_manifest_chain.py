@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler import build as build_module
 from wikitrace.corpus_schema import CorpusError, verify
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import MANIFEST
@@ -230,3 +231,25 @@ def test_what_changed_lists_files_gone_as_null_and_load_takes_them_off(
     assert dropped not in manifest_io.load(child).files
     assert verify(child).extra == [dropped]
     assert verify(child).manifest is None  # written as wikitrace writes it, checksum right
+
+
+def test_an_add_refuses_a_parent_whose_mining_tests_were_changed_before_it_mines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The p-values an add takes from its parent (raw/_contrast_tests.json) are checked against
+    # the parent's manifest before mining reads them, not only when they are linked after.
+    store = _chain(tmp_path, 1)
+    parent = store / "v0002"
+    tests = parent / "raw" / "_contrast_tests.json"
+    assert "raw/_contrast_tests.json" in manifest_io.load(parent).files
+    (parent / "raw").chmod(0o755)
+    tests.chmod(0o644)
+    tests.write_bytes(tests.read_bytes().replace(b"{", b"{ ", 1))
+    runs = [make_run(f"t{n}", success=n % 2 == 0) for n in range(3)]
+
+    def mined(*args: object) -> None:
+        raise AssertionError("the parent's tests were read before they were checked")
+
+    monkeypatch.setattr(build_module, "load_tests", mined)
+    with pytest.raises(CorpusError, match=r"v0002 .*first raw/_contrast_tests\.json"):
+        add_runs(BuildOptions([write_runs(tmp_path / "more.jsonl", runs)], tmp_path / "corpus"))

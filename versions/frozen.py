@@ -179,6 +179,17 @@ class FrozenVersion:
             if rel not in rewritten and _linked(rel):
                 yield rel, file_hash, key
 
+    def check(self, rels: Iterable[str]) -> None:
+        """Refuse the version, as `load` does, when one of its files `rels` (listed in its
+        manifest) no longer holds the bytes listed: for a file read before `link_kept` checks
+        it through its link (one read back with `linked`)."""
+        if self.checked:
+            return
+        keys = dict(zip(self.manifest.files, self.keys, strict=True))
+        for rel in rels:
+            if not _holds(self.root, rel, self.manifest.files[rel], keys[rel]):
+                raise _changed(self.name, self.root, [rel])
+
     def link_kept(self, writer: CorpusWriter, rewritten_also: Iterable[str] = ()) -> None:
         """Link `kept_files` into the version `writer` makes. Of a version read back with
         `linked` (its files not all checked then), each linked file is checked through its link
