@@ -116,8 +116,8 @@ def load_page(path: Path) -> CountsPage | None:
 # so that an add writes only the pages whose texts it changes, and the stats.
 
 POSTINGS_VERSION = 1
-"""What a postings page's header says (after `_MAGIC`); a page of another version is counted
-anew when a version is made from it, and its ranker is the corpus's error when read."""
+"""What a postings page's header says (after `_MAGIC`); a page or stats of another version
+are the corpus's error when read (a query, or an add counting on its parent's pages)."""
 STATS = "stats.json"
 """A ranker's stats (`RankerStats`), in its folder beside its postings pages."""
 _MAGIC = b"WTPOSTS\x00"
@@ -277,6 +277,14 @@ def load_stats(path: Path) -> RankerStats | None:
             raise ValueError("its pages do not hold its texts")
         if stats.pages and stats.pages[-1][1] != len(stats.words):
             raise ValueError("its pages do not hold its words")
+        if not all(isinstance(word, str) for word in stats.words):
+            raise ValueError("a word is not a string")
+        if not all(type(f) is int and 0 <= f <= stats.texts for f in stats.frequencies):
+            raise ValueError("a word's frequency is not a count of its texts")
+        if stats.length < 0 or (stats.length == 0 and any(stats.frequencies)):
+            raise ValueError("its texts' length in all does not fit their words")
+        if any(texts < 0 or words < 0 for texts, words in stats.pages):
+            raise ValueError("a page holds fewer than no texts or words")
     except (KeyError, TypeError, ValueError) as error:
         raise damaged(path, error) from None
     return stats

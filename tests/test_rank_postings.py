@@ -7,6 +7,7 @@ page is the corpus's error; a query imports neither bm25s nor numpy."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -230,3 +231,32 @@ def test_an_add_to_a_ranker_saved_before_the_postings(
     assert None not in added.values() and sum(tokenized) == len(TEXTS) - 45
     for name, data in _save(TEXTS, tmp_path / "fresh").items():
         assert added[name] == data, name
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("length", 0), ("frequencies", -1), ("frequencies", "1"), ("words", 7)],
+)
+def test_stats_edited_out_of_range_are_the_corpus_s_error_naming_the_file(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    from wikitrace.corpus_schema.counts import STATS, load_stats
+
+    path = tmp_path / STATS
+    stats = {
+        "stats": 1,
+        "texts": 2,
+        "length": 5,
+        "words": ["alpha", "beta"],
+        "frequencies": [1, 2],
+        "pages": [[2, 2]],
+    }
+    path.write_text(json.dumps(stats))
+    assert load_stats(path) is not None
+    if field == "length":
+        stats["length"] = value
+    else:
+        stats[field] = [value, *stats[field][1:]]  # type: ignore[index]
+    path.write_text(json.dumps(stats))
+    with pytest.raises(CorpusError, match=r"stats\.json"):
+        load_stats(path)
