@@ -278,10 +278,9 @@ def test_a_hung_read_is_cut_at_the_time_limit(
     """A catalog that never gives its bytes (a FIFO no one writes: a hung disk) holds the
     hook only until --time-limit."""
     app = git_repository(tmp_path / "app", "git@github.com:me/app.git")
-    (offline_copy / "catalog.jsonl").unlink()
-    os.mkfifo(offline_copy / "catalog.jsonl")
-    (offline_copy / "manifest.json").unlink()
-    os.mkfifo(offline_copy / "manifest.json")
+    for name in ("catalog.jsonl", "catalog-index.json"):
+        (offline_copy / name).unlink()
+        os.mkfifo(offline_copy / name)
     log = tmp_path / "hook.log"
     stdin = payload("codex-session-start", cwd=str(app))
     code, out, seconds = recall(offline_copy, stdin, log, "--time-limit", "0.5")
