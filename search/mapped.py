@@ -332,14 +332,22 @@ class PostingsIndex:
             if found is not None:
                 yield place, page, found[0], found[1]
 
+    def _held(
+        self, place: int, page: MappedPostings, start: int, end: int, held: list[int]
+    ) -> list[int]:
+        """The page's own numbers of the texts in its entries `start:end`, their numbers in
+        the whole ranker added to `held`."""
+        local = page.texts[start:end].tolist()
+        if local and local[-1] >= len(page):  # its texts ascend
+            self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
+        base = self._bases[place]
+        held.extend(map(base.__add__, local) if base else local)
+        return local
+
     def texts(self, number: int) -> list[int]:
         held: list[int] = []
         for place, page, start, end in self._found(number):
-            base = self._bases[place]
-            local = page.texts[start:end].tolist()
-            if local and local[-1] >= len(page):  # its texts ascend
-                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
-            held.extend(map(base.__add__, local) if base else local)
+            self._held(place, page, start, end, held)
         return held
 
     def column(self, number: int) -> tuple[list[int], list[float]]:
@@ -350,11 +358,7 @@ class PostingsIndex:
         held: list[int] = []
         values: list[float] = []
         for place, page, start, end in self._found(number):
-            base = self._bases[place]
-            local = page.texts[start:end].tolist()
-            if local and local[-1] >= len(page):  # its texts ascend
-                self._damaged(place, IndexError(f"text {local[-1]} is past its {len(page)}"))
-            held.extend(map(base.__add__, local) if base else local)
+            local = self._held(place, page, start, end, held)
             counts = page.counts[start:end].tolist()
             if len(local) > len(page) >> 4:  # a word of many of its texts: each text's part
                 of_text = self._page_norms[place] or self._norms_of(place, page)
