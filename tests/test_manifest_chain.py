@@ -46,6 +46,13 @@ def _written(root: Path) -> dict[str, Any]:
     return written
 
 
+def _rewrite(path: Path, written: dict[str, Any]) -> None:
+    """Edit a manifest of the version (made read-only) to hold `written`, as wikitrace lays
+    one out."""
+    path.chmod(0o644)
+    path.write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
+
+
 def test_a_chain_of_three_adds_lists_what_changed_and_verifies_every_file(
     tmp_path: Path,
 ) -> None:
@@ -102,8 +109,7 @@ def test_an_edited_manifest_of_the_chain_is_caught_by_verify(tmp_path: Path) -> 
     rel = "raw/step-0002/metadata.md"  # added by v0002, kept by v0003
     assert rel in written["files"] and rel not in _written(child)["files"]
     written["files"][rel] = "sha256:" + "0" * 64
-    chained.chmod(0o644)
-    chained.write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
+    _rewrite(chained, written)
     report = verify(child)
     assert "manifests/v0002.json" in report.changed
     assert rel in report.changed  # the file now checked against the edited hash
@@ -118,8 +124,7 @@ def test_a_manifest_naming_a_parent_outside_the_version_is_refused(tmp_path: Pat
     child = store / "v0002"
     written = _written(child)
     written["parent_manifest"] = "../v0001/manifest.json"
-    (child / MANIFEST).chmod(0o644)
-    (child / MANIFEST).write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
+    _rewrite(child / MANIFEST, written)
     with pytest.raises(CorpusError, match=r"field 'parent_manifest': '\.\./v0001/manifest\.json'"):
         manifest_io.load(child)
 
@@ -156,8 +161,7 @@ def test_an_add_to_a_version_whose_manifest_was_edited_is_refused(tmp_path: Path
     parent = store / "v0002"
     written = _written(parent)
     written["created"] = "2000-01-01T00:00:00+00:00"
-    (parent / MANIFEST).chmod(0o644)
-    (parent / MANIFEST).write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
+    _rewrite(parent / MANIFEST, written)
     runs = [make_run(f"t{n}") for n in range(3)]
     with pytest.raises(CorpusError, match=r"v0002 .* \(1 file, first manifest\.json\)"):
         add_runs(BuildOptions([write_runs(tmp_path / "more.jsonl", runs)], tmp_path / "corpus"))
@@ -177,8 +181,7 @@ def test_a_parent_whose_manifest_cannot_be_vouched_for_gets_a_child_of_every_fil
     assert keys is not None
     written = _written(parent)
     del written["checksum"]
-    (parent / MANIFEST).chmod(0o644)
-    (parent / MANIFEST).write_bytes(orjson.dumps(written, option=orjson.OPT_INDENT_2) + b"\n")
+    _rewrite(parent / MANIFEST, written)
     (parent / MANIFEST).chmod(0o444)
     manifest_io.write_seal(seal, parent, keys)
     assert "no checksum" in (verify(parent).manifest or "")
