@@ -521,3 +521,24 @@ def version_1_index(catalog: Path) -> bytes:
         "projects": {key: [mine, lessons] for key, (mine, lessons) in sorted(projects.items())},
     }
     return orjson.dumps(index) + b"\n"
+
+
+def heavy_modules_of_a_query(ranker: Path, size: int, query: str) -> str:
+    """Which of bm25s and numpy a new process imports to load the ranker saved in `ranker`
+    (`size` texts) and score `query` over it, as a printed list (a query imports neither:
+    search/rank.py)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from wikitrace.search.rank import Ranker\n"
+        "from wikitrace.search.score import scored\n"
+        f"ranker = Ranker.load(Path({str(ranker)!r}), {size})\n"
+        f"assert scored(ranker, {query!r}, range({size}), within=True)\n"
+        "print(sorted({'bm25s', 'numpy'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

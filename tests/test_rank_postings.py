@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,8 @@ from wikitrace.search import rank, saved
 from wikitrace.search.mapped import K1, B, PostingsIndex
 from wikitrace.search.rank import Ranker, _bm25s
 from wikitrace.search.score import covered, export, holders, scored
+
+from helpers import heavy_modules_of_a_query
 
 
 def _texts() -> list[str]:
@@ -195,18 +195,7 @@ def test_a_damaged_page_is_the_corpus_s_error(tmp_path: Path) -> None:
 
 def test_a_query_imports_neither_bm25s_nor_numpy(tmp_path: Path) -> None:
     _save(TEXTS, tmp_path / "r")
-    script = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from wikitrace.search.rank import Ranker\n"
-        "from wikitrace.search.score import scored\n"
-        f"ranker = Ranker.load(Path({str(tmp_path / 'r')!r}), {len(TEXTS)})\n"
-        f"assert scored(ranker, 'w1 refund', range({len(TEXTS)}), within=True)\n"
-        "print(sorted({'bm25s', 'numpy'} & set(sys.modules)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert heavy_modules_of_a_query(tmp_path / "r", len(TEXTS), "w1 refund") == "[]"
 
 
 def test_an_add_to_a_ranker_saved_before_the_postings(

@@ -5,8 +5,6 @@ the corpus's one-line error."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,8 @@ from wikitrace.search.mapped import (
 )
 from wikitrace.search.rank import Ranker, _bm25s
 from wikitrace.search.score import _query_words, _weights, covered, export, holders, scored
+
+from helpers import heavy_modules_of_a_query
 
 TEXTS = [
     "Cancel the reservation and refund the card",
@@ -148,18 +148,7 @@ def test_a_mapped_ranker_exports_as_bm25s_s_index_does(saved: Path) -> None:
 
 
 def test_a_query_to_a_saved_ranker_imports_neither_bm25s_nor_numpy(saved: Path) -> None:
-    script = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from wikitrace.search.rank import Ranker\n"
-        "from wikitrace.search.score import scored\n"
-        f"ranker = Ranker.load(Path({str(saved)!r}), {len(TEXTS)})\n"
-        f"assert scored(ranker, 'mug handling', range({len(TEXTS)}), within=True)\n"
-        "print(sorted({'bm25s', 'numpy'} & set(sys.modules)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert heavy_modules_of_a_query(saved, len(TEXTS), "mug handling") == "[]"
 
 
 @pytest.mark.parametrize(
