@@ -180,14 +180,15 @@ class FrozenVersion:
                 yield rel, file_hash, key
 
     def check(self, rels: Iterable[str]) -> None:
-        """Refuse the version, as `load` does, when one of its files `rels` (listed in its
-        manifest) no longer holds the bytes listed: for a file read before `link_kept` checks
-        it through its link (one read back with `linked`)."""
+        """Refuse the version, as `load` does, when one of its files `rels` (those its
+        manifest lists; others are not looked for) no longer holds the bytes listed: for a
+        file read before `link_kept` checks it through its link (one read back with
+        `linked`)."""
         if self.checked:
             return
-        keys = dict(zip(self.manifest.files, self.keys, strict=True))
-        for rel in rels:
-            if not _holds(self.root, rel, self.manifest.files[rel], keys[rel]):
+        wanted = set(rels)
+        for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
+            if rel in wanted and not _holds(self.root, rel, file_hash, key):
                 raise _changed(self.name, self.root, [rel])
 
     def link_kept(self, writer: CorpusWriter, rewritten_also: Iterable[str] = ()) -> None:
@@ -200,11 +201,7 @@ class FrozenVersion:
             writer.link_all(self.root, self.kept_files(rewritten), check=not self.checked)
         except ChangedFile as error:
             raise _changed(self.name, self.root, [error.rel]) from None
-        if self.checked:
-            return
-        for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
-            if rel in rewritten and not _holds(self.root, rel, file_hash, key):
-                raise _changed(self.name, self.root, [rel])
+        self.check(rewritten)
 
 
 _PAGES = (f"{RAW_DIR}/step-", f"{COMPILATION_DIR}/step-", f"{INSIGHT_DIR}/insight-", f"{DATA_DIR}/")
