@@ -54,11 +54,13 @@ def input_problem(path: Path) -> str | None:
     return what_it_is(info)
 
 
-def open_input(path: Path) -> io.BufferedReader:
+def open_input(path: Path, follow: bool = True) -> io.BufferedReader:
     """`path` opened for reading when it is a regular file within MAX_INPUT_BYTES; else raises
     NotAnInputFile. Checked on the file opened (fstat), without waiting: opening a FIFO to
-    read blocks until a writer comes, which may be never."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    read blocks until a writer comes, which may be never. With `follow` False, a link is not
+    followed (an OSError, ELOOP)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
     try:
         problem = what_it_is(os.fstat(fd))
         if problem is not None:
@@ -70,7 +72,7 @@ def open_input(path: Path) -> io.BufferedReader:
         raise
 
 
-def read_input(path: Path) -> bytes:
+def read_input(path: Path, follow: bool = True) -> bytes:
     """A whole input file's bytes (see open_input)."""
-    with open_input(path) as handle:
+    with open_input(path, follow) as handle:
         return handle.read()

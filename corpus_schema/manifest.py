@@ -8,7 +8,6 @@ import itertools
 import operator
 import os
 import re
-import stat
 import struct
 from array import array
 from collections.abc import Iterable, Iterator
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import CorpusError, first_problem
 from .history import VersionInfo
 from .identity import digest, tagged
+from .input_files import NotAnInputFile, read_input
 from .layout import (
     FORMAT_VERSION,
     MANIFEST,
@@ -310,17 +310,14 @@ def _load_one(path: Path, follow: bool = True) -> tuple[Manifest, list[str]]:
 
 def _regular_bytes(path: Path, follow: bool) -> bytes:
     """The bytes of `path` when it is a regular file (FileNotFoundError when it is missing)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
     try:
-        handle = os.open(path, flags)
+        return read_input(path, follow)
+    except NotAnInputFile:
+        raise CorpusError(f"{path}: not a regular file, where a manifest is one") from None
+    except FileNotFoundError:
+        raise
     except OSError as error:
-        if isinstance(error, FileNotFoundError):
-            raise
         raise CorpusError(f"{path}: cannot be read as a manifest ({error.strerror})") from None
-    with os.fdopen(handle, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise CorpusError(f"{path}: not a regular file, where a manifest is one")
-        return file.read()
 
 
 # --- the seal: which files are known to hold the bytes the manifest lists ------------------
