@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -57,7 +58,7 @@ from wikitrace.versions.finish import Finished, in_staging
 from .compile import Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
-from .layers import finish_layers, write_layers
+from .layers import finish_layers, premine, write_layers
 from .mine import Miner, patterns_of_written
 from .mine_contrast import mining_thresholds
 from .mine_table import read_patterns
@@ -462,14 +463,21 @@ class _Stages:
         if miner is not None:
             spills.enter_context(contextlib.closing(miner))
         runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
+        premined = None
         if farm is not None:  # the same work (and corpus) on other cores
             build_in_workers(raw, producer, miner, farm)
         elif model is None or self.templates is None:
             producer.offline(runs)
         else:
-            asyncio.run(
+            # Mining needs the runs alone: it is done while the last calls are in flight.
+            meanwhile = (
+                functools.partial(premine, miner, layout, raw.rows, self.version, base)
+                if miner is not None
+                else None
+            )
+            premined = asyncio.run(
                 producer.with_model(
-                    runs, model, self.templates, options.limits, options.concurrency
+                    runs, model, self.templates, options.limits, options.concurrency, meanwhile
                 )
             )
         if base is not None and not raw.rows:
@@ -483,4 +491,5 @@ class _Stages:
             raw.counts(),
             producer.failed,
             miner,
+            premined,
         )

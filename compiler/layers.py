@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 import os
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,7 +45,7 @@ from .mine_patterns import Action
 from .mine_table import ActionHashes, patterns_pages
 from .produce import Compiled, Summary, unpickled_page
 from .report import BuildReport
-from .stages import CompiledRuns, Layers
+from .stages import CompiledRuns, Layers, Premined
 
 
 def write_layers(
@@ -77,7 +77,14 @@ def write_layers(
         first_row = len(all_rows)
         _add_rows(all_rows, runs.rows, compiled.in_order())
         number = compiled.number
-        pages, mining = _mine(miner, layout, all_rows, version, base, number + 1)
+        premined = runs.premined
+        if premined is None:
+            task_text = _task_text(all_rows)
+            pages, mining = _mine(miner, layout, task_text, version, base, number + 1)
+        else:  # its new lessons numbered from 1: after the model's now
+            pages, mining = premined.pages, premined.mining
+            for page in pages:
+                page.number += number if page.new else 0
         mined = len(pages)
         number += sum(page.new for page in pages)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
@@ -100,6 +107,7 @@ def write_layers(
             all_rows,
             farm_map,
             miner.actions if miner is not None else None,
+            premined.divergences if premined is not None else None,
         )
         if base:
             base.link_kept(writer, rewritten | patterns_written)
@@ -149,36 +157,37 @@ def _write_mined(
     rows: RunRows,
     farm_map: FarmMap,
     actions: ActionHashes | None,
+    made_lessons: list[tuple[InsightHeader, str]] | None = None,
 ) -> tuple[set[str], set[str]]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
     recounted, replaces its row); the compilation pages written, naming them. Returns
     the parent's files the version does not keep, and of those the compilation pages (and
     their data) written anew only to name mined lessons. `actions`: the places of the
     actions of the runs the build mined, so that a divergence's page reads only the turns
-    it quotes."""
+    it quotes. `made_lessons`: each new divergence's lesson made already (Premined), or
+    None: made here, through `farm_map`."""
     insight_rows = compiled.insight_rows
     position = {item.number: index for index, item in enumerate(base.insight_rows)} if base else {}
     rewritten = {MINED_PATTERNS, MINED_TESTS}
     cites: list[tuple[str, int, bool]] = []  # (step, row position, whether its source)
-    parent = (os.fspath(base.root), len(base.rows)) if base else None
-    made = itertools.chain.from_iterable(
+    made = iter(made_lessons) if made_lessons is not None else None
+    written = itertools.chain.from_iterable(
         farm_map(
             _divergence_pages,
-            (
-                _Divergences(
-                    os.fspath(writer.root),
-                    layout,
-                    parent,
-                    [(number, found, task) for number, found, task, _ in chunk],
-                    {step: held for *_, places in chunk for step, held in places.items()},
-                )
-                for chunk in _jobs(_new_divergences(pages, rows, actions))
+            _divergence_jobs(
+                os.fspath(writer.root), layout, base, pages, _task_text(rows), actions
             ),
         )
+        if made is None
+        else ()
     )
     for page in pages:
-        if isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
-            header, guideline, lines = next(made)
+        if isinstance(page.lesson, NewDivergence) and made is not None:
+            header, guideline = next(made)
+            header.id = layout.insight(page.number)
+            writer.write_files(insight_pages.insight_files(header, guideline))
+        elif isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
+            header, guideline, lines = next(written)
             writer.listed(lines)
         else:
             header, guideline = page.content()
@@ -230,8 +239,36 @@ def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
         yield job
 
 
+def _divergence_jobs(
+    root: str,
+    layout: Layout,
+    base: FrozenVersion | None,
+    pages: Iterable[MinedPage],
+    task_text: Callable[[int], str],
+    actions: ActionHashes | None,
+) -> Iterator[_Divergences]:
+    """The new divergences among `pages`, PAGES_A_JOB a job (`root`: the staging folder)."""
+    parent = (os.fspath(base.root), len(base.rows)) if base else None
+    for chunk in _jobs(_new_divergences(pages, task_text, actions)):
+        yield _Divergences(
+            root,
+            layout,
+            parent,
+            [(number, found, task) for number, found, task, _ in chunk],
+            {step: held for *_, places in chunk for step, held in places.items()},
+        )
+
+
+def _task_text(rows: Sequence[indexes.RunRow]) -> Callable[[int], str]:
+    """The task of run `step` as `rows` (a RunRows, or the parent's rows: steps from 1 with
+    no gap) hold it."""
+    if isinstance(rows, RunRows):
+        return lambda step: rows.by_step(step).task
+    return lambda step: rows[step - 1].task
+
+
 def _new_divergences(
-    pages: Iterable[MinedPage], rows: RunRows, actions: ActionHashes | None
+    pages: Iterable[MinedPage], task_text: Callable[[int], str], actions: ActionHashes | None
 ) -> Iterator[tuple[int, Divergence, str, dict[int, array[int]]]]:
     """The pages of new divergences, in order, each with the places of its runs' actions
     where the build kept them; each divergence's successful run's task read here (the rows
@@ -244,31 +281,41 @@ def _new_divergences(
                 held = actions.places(run.step) if actions is not None else None
                 if held is not None:
                     places[run.step] = held
-            yield page.number, found, rows.by_step(found.success.step).task, places
+            yield page.number, found, task_text(found.success.step), places
 
 
 def _not_loaded(step: int) -> Sequence[Action]:
     raise AssertionError(f"a divergence's actions of step {step} asked before they are read")
 
 
-def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes]]]:
-    """Each divergence's lesson made (its runs' actions read from their logs) and its page
-    written: its header, guideline, and the lines of its files in the build's list."""
+def _divergence_lessons(job: _Divergences) -> list[tuple[InsightHeader, str]]:
+    """Each divergence's lesson made (its runs' actions read from their logs): its header
+    (its id not set) and guideline."""
     layout, parent = job.layout, job.parent
     parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
     quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
     for step, places in job.places.items():
         quotes.know(step, places)
     lessons = LessonWriter(layout, quotes)
-    files = NewFiles(job.root)
     made = []
-    for number, found, task in job.pages:
+    for _, found, task in job.pages:
         found.load = quotes.actions
         lesson = lessons.divergence(found, {found.success.step: task}.__getitem__)
-        header = lesson.header
-        header.id = layout.insight(number)
-        lines = files.write_files(insight_pages.insight_files(header, lesson.guideline))
-        made.append((header, lesson.guideline, lines))
+        made.append((lesson.header, lesson.guideline))
+    return made
+
+
+def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes]]]:
+    """Each divergence's lesson made (`_divergence_lessons`) and its page written: its
+    header, guideline, and the lines of its files in the build's list."""
+    files = NewFiles(job.root)
+    made = []
+    for (number, _, _), (header, guideline) in zip(
+        job.pages, _divergence_lessons(job), strict=True
+    ):
+        header.id = job.layout.insight(number)
+        lines = files.write_files(insight_pages.insight_files(header, guideline))
+        made.append((header, guideline, lines))
     return made
 
 
@@ -468,16 +515,41 @@ def _written(
         yield WrittenRun(run, compiled.backing if compiled else None)
 
 
+def premine(
+    miner: Miner,
+    layout: Layout,
+    new_rows: RunRows,
+    version: VersionInfo,
+    base: FrozenVersion | None,
+) -> Premined:
+    """The version's mining from its runs alone, once every run is read (`new_rows`: the new
+    runs' rows), while the last calls are in flight: its lessons, new ones numbered from 1,
+    and each new divergence's lesson made. Reads the runs' logs and rows, writes nothing."""
+    parent_steps = len(base.rows) if base else 0
+    new_text = _task_text(new_rows)
+    parent_text = _task_text(base.rows) if base else new_text
+
+    def task_text(step: int) -> str:
+        return parent_text(step) if step <= parent_steps else new_text(step)
+
+    pages, mining = _mine(miner, layout, task_text, version, base, 1)
+    assert mining is not None
+    jobs = _divergence_jobs(os.fspath(layout.root), layout, base, pages, task_text, miner.actions)
+    made = [lesson for job in jobs for lesson in _divergence_lessons(job)]
+    return Premined(pages, mining, made)
+
+
 def _mine(
     miner: Miner | None,
     layout: Layout,
-    rows: RunRows,
+    task_text: Callable[[int], str],
     version: VersionInfo,
     base: FrozenVersion | None,
     first_number: int,
 ) -> tuple[list[MinedPage], dict[str, Any] | None]:
-    """The mined lessons of the version (compiler/mine.py), numbered after the model's, and
-    what mining tried and found (None: --no-mine)."""
+    """The mined lessons of the version (compiler/mine.py), numbered from `first_number` (after
+    the model's), and what mining tried and found (None: --no-mine); `task_text`: a run's
+    task, by step."""
     if miner is None:
         return [], None
     parent: dict[int, tuple[InsightHeader, str]] = {}
@@ -500,7 +572,7 @@ def _mine(
         layout,
         version=version.name,
         first_number=first_number,
-        task_text=lambda step: rows.by_step(step).task,
+        task_text=task_text,
         parent=parent if base is not None else None,
         parent_root=base.root if base else None,
         parent_steps=len(base.rows) if base else 0,

@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
@@ -41,6 +42,7 @@ from .offline import compile_offline
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+_Meanwhile = TypeVar("_Meanwhile")
 
 
 @dataclass(slots=True)
@@ -481,8 +483,12 @@ class Producer:
         templates: Templates,
         limits: CompileLimits,
         concurrency: int,
-    ) -> None:
-        """Each run's raw layer is written as it is read; up to `concurrency` compile at once."""
+        meanwhile: Callable[[], _Meanwhile] | None = None,
+    ) -> _Meanwhile | None:
+        """Each run's raw layer is written as it is read; up to `concurrency` compile at once.
+        `meanwhile`: work that needs the runs alone (mining), done in a thread once every run
+        is read, while the last calls are in flight; what it returns is returned (None
+        without it). It must write nothing: a build stopped leaves no half-written file."""
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -503,7 +509,13 @@ class Producer:
             # and written: else the first `concurrency` runs' raw layers are all written
             # before the first call leaves, and the calls in flight wait for the next ones'.
             await asyncio.sleep(0)
+        # The loop takes the answers between the thread's bytecodes (the GIL passes every 5
+        # ms) and waits for the network the rest of the time: the thread has those waits.
+        early = None
+        if meanwhile is not None and not self.fatal:
+            early = asyncio.get_running_loop().run_in_executor(None, meanwhile)
         if tasks:
             await asyncio.gather(*tasks)
         if self.fatal:
             raise self.fatal
+        return await early if early is not None else None

@@ -15,7 +15,7 @@ from typing import Any
 
 from wikitrace.corpus_schema import InputError, Layout, RunRecord
 from wikitrace.corpus_schema.history import Changes
-from wikitrace.corpus_schema.records import CompiledBy
+from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import InsightRows, JsonLines, RunRows
 from wikitrace.corpus_schema.writing import spill_file
 
@@ -23,7 +23,7 @@ from .compile import CompileStats
 from .importers import InputPlan
 from .importers.runs import FormatCounts, SourceRun, Unlabelled, refuse_bad_records, tally
 from .judge import Judge
-from .mine import Miner
+from .mine import MinedPage, Miner
 from .produce import Compiled
 from .redact import Redactor
 from .report import BuildOptions, BuildReport, sources
@@ -246,6 +246,21 @@ class CompiledRuns:
     """Runs whose compilation failed: step, task_id, error, kind."""
     miner: Miner | None
     """What mining observed of the runs (None: --no-mine)."""
+    premined: Premined | None = None
+    """Mining done while the last calls were in flight (a model build's), or None."""
+
+
+@dataclass(frozen=True)
+class Premined:
+    """A version's mining, done from its runs alone once every run is read (layers.premine):
+    its new lessons numbered from 1, as if the model drew no insight (write_layers numbers them
+    after the model's), and the lesson of each new divergence made, its id not set."""
+
+    pages: list[MinedPage]
+    mining: dict[str, Any]
+    """What mining tried and found (MiningReport.as_dict)."""
+    divergences: list[tuple[InsightHeader, str]]
+    """Each new divergence's header and guideline, in the order of `pages`."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ task, and how they live in the corpus, the first message, `add`, views and audit
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+import threading
 from array import array
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler import build as build_module
 from wikitrace.compiler.mine_contrast import (
     FDR,
     MiningReport,
@@ -291,6 +294,56 @@ def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) 
     assert " tools/actions" not in same.text and "(tools/" not in same.text
     assert "/work/corpus/tools/actions step-NNNN" in same.text
     assert memory.first_message("Put the mug away.").insights == []
+
+
+def test_a_model_build_mines_while_its_last_calls_are_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mining needs the runs alone: a model build mines once every run is read, before the
+    answers come (here every answer waits for it, 10 s at most), and numbers its lessons after
+    the model's all the same."""
+    mined = threading.Event()
+    real = build_module.premine
+
+    def premine(*args: Any, **kwargs: Any) -> Any:
+        made = real(*args, **kwargs)
+        mined.set()
+        return made
+
+    monkeypatch.setattr(build_module, "premine", premine)
+    answered_after_mining: list[bool] = []
+
+    class AfterMining(FakeLLM):
+        async def complete(self, messages: list[Any]) -> Any:
+            for _ in range(1000):
+                if mined.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            answered_after_mining.append(mined.is_set())
+            return await super().complete(messages)
+
+    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
+    win = make_run(
+        "letter", success=True, task="Fetch.", turns=[*common, call("take", what="letter")]
+    )
+    loss = make_run(
+        "letter", success=False, task="Fetch.", turns=[*common, call("force", what="drawer")]
+    )
+    llm = AfterMining()
+    corpus = tmp_path / "corpus"
+    source = write_runs(tmp_path / "runs.jsonl", [loss, win, make_run("mug", success=True)])
+    build_corpus(
+        BuildOptions(
+            inputs=[source], output=corpus, model=llm.model, cache_dir=tmp_path / "c", concurrency=8
+        ),
+        llm=llm,
+    )
+    assert answered_after_mining and all(answered_after_mining)
+    pages = insight_pages(corpus)
+    (divergence,) = [p for p in pages if p.get("mined")]
+    model = [p for p in pages if not p.get("mined")]
+    assert model and divergence["id"] == f"insight-{len(model) + 1:04d}"
+    assert divergence["mined"]["kind"] == "divergence"
 
 
 def test_a_divergence_across_versions_reads_the_parent_s_run_from_its_log(tmp_path: Path) -> None:
