@@ -534,6 +534,8 @@ class _Population:
     held: array[int]
     """The runs, by index (the candidate's own array)."""
     digest: bytes
+    """A digest of `held`: with the runs that show a pattern, it tells its split of the runs
+    from every other candidate's."""
     runs: Any
     """How many of them each task has (by task code)."""
     failures: Any
