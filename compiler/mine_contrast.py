@@ -46,7 +46,9 @@ NO_TYPE = "(no task type)"
 @dataclass(frozen=True)
 class Within:
     """A pattern compared within the tasks that can say something of it (each with runs with
-    and without it, and runs of both outcomes)."""
+    and without it, and runs of both outcomes). Its other figures (`expected`, `odds_ratio`,
+    `more`, `fewer`) are exact sums over the tasks, made when first asked for: a build tries
+    hundreds of patterns and keeps a few."""
 
     tasks: int
     """How many tasks were compared: the strata of the test."""
@@ -54,25 +56,57 @@ class Within:
     """[failed, total] among their runs that show the pattern."""
     without_pattern: tuple[int, int]
     """[failed, total] among their runs that do not."""
-    expected: float
-    """Failures expected among the runs with the pattern had it made no difference within
-    their task (the sum over tasks of its runs with the pattern times its failure rate)."""
-    more: int
-    """Tasks whose runs with the pattern failed at a higher rate than those without."""
-    fewer: int
-    """...at a lower rate (the rest: at the same)."""
-    odds_ratio: float
-    """The Mantel-Haenszel common odds ratio of failure with the pattern (inf: never lower)."""
     p_value: float
     smallest_p: float
     """The smallest p-value the tasks' counts allow: a pattern that cannot reach the false
     discovery rate is not tried (Tarone; it cannot be a discovery, and counting it would only
     weaken the correction for the others)."""
-    strata_key: str = ""
+    strata_key: str
     """`strata_key` of the tasks compared."""
-    taken: tuple[Stratum, ...] = ()
-    """The tasks compared, when the p-values were taken from the parent's tests rather than
-    computed (checked should the pattern be kept: `contrasts_of_types`)."""
+    counts: Any = field(repr=False, compare=False)
+    """Each compared task's `Stratum`, in order: an int64 numpy array of shape (tasks, 4)."""
+    taken: bool = False
+    """Whether the p-values were taken from the parent's tests rather than computed (checked
+    should the pattern be kept: `contrasts_of_types`)."""
+
+    @property
+    def compared(self) -> list[Stratum]:
+        """The tasks compared, each its `Stratum`."""
+        return [(n, m, t, a) for n, m, t, a in self.counts.tolist()]
+
+    @functools.cached_property
+    def _sums(self) -> tuple[float, float, int, int]:
+        compared = self.compared
+        # Exact sums of fractions, each denominator once (tasks share few run counts).
+        expected = over_runs((n, t * m) for n, m, t, _ in compared)
+        odds_for = over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
+        odds_against = over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
+        more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
+        fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
+        odds = float(odds_for / odds_against) if odds_against else math.inf
+        return float(expected), odds, more, fewer
+
+    @property
+    def expected(self) -> float:
+        """Failures expected among the runs with the pattern had it made no difference within
+        their task (the sum over tasks of its runs with the pattern times its failure rate)."""
+        return self._sums[0]
+
+    @property
+    def odds_ratio(self) -> float:
+        """The Mantel-Haenszel common odds ratio of failure with the pattern (inf: never
+        lower)."""
+        return self._sums[1]
+
+    @property
+    def more(self) -> int:
+        """Tasks whose runs with the pattern failed at a higher rate than those without."""
+        return self._sums[2]
+
+    @property
+    def fewer(self) -> int:
+        """...at a lower rate (the rest: at the same)."""
+        return self._sums[3]
 
     @property
     def harmful(self) -> bool:
@@ -83,46 +117,44 @@ KnownTests: TypeAlias = "Mapping[str, tuple[float, float]]"
 """`stratified_exact`'s p-values of the tests a parent made, by `strata_key` of their tasks."""
 
 
-def strata_key(compared: Sequence[Stratum]) -> str:
-    """A digest of a test's tasks' counts, in order: `stratified_exact` is a function of them
-    alone (their order included: its sums are of floats)."""
-    flat = array("q", itertools.chain.from_iterable(compared))
+def strata_key(compared: Any) -> str:
+    """A digest of a test's tasks' counts (`Stratum`s, or their (tasks, 4) array), in order:
+    `stratified_exact` is a function of them alone (their order included: its sums are of
+    floats)."""
+    import numpy as np
+
+    flat = np.ascontiguousarray(np.asarray(compared, dtype=np.int64).reshape(-1))
     return hashlib.blake2b(flat.tobytes(), digest_size=16).hexdigest()
 
 
-def within_tasks(strata: Sequence[Stratum], known: KnownTests | None = None) -> Within | None:
-    """The stratified comparison over the tasks of `strata` that can say something of the
-    pattern; None when fewer than `MIN_TASKS` can, or their runs with (or without) it are
-    fewer than `MIN_SUPPORT`. A test of the same tasks' counts in `known` gives its p-values
-    (not computed again)."""
-    compared = [s for s in strata if 0 < s[2] < s[0] and 0 < s[1] < s[0]]
-    shown = sum(s[2] for s in compared)
-    runs = sum(s[0] for s in compared)
+def within_tasks(strata: Any, known: KnownTests | None = None) -> Within | None:
+    """The stratified comparison over the tasks of `strata` (`Stratum`s, or their (tasks, 4)
+    array) that can say something of the pattern; None when fewer than `MIN_TASKS` can, or
+    their runs with (or without) it are fewer than `MIN_SUPPORT`. A test of the same tasks'
+    counts in `known` gives its p-values (not computed again)."""
+    import numpy as np
+
+    counts = np.asarray(strata, dtype=np.int64).reshape(-1, 4)
+    n, m, t = counts[:, 0], counts[:, 1], counts[:, 2]
+    compared = counts[(t > 0) & (t < n) & (m > 0) & (m < n)]
+    shown = int(compared[:, 2].sum())
+    runs = int(compared[:, 0].sum())
     if len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT:
         return None
-    # Exact sums of fractions, each denominator once (tasks share few run counts).
-    expected = over_runs((n, t * m) for n, m, t, _ in compared)
-    odds_for = over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
-    odds_against = over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
-    more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
-    fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
-    failed_with = sum(s[3] for s in compared)
-    failed = sum(s[1] for s in compared)
+    failed_with = int(compared[:, 3].sum())
+    failed = int(compared[:, 1].sum())
     key = strata_key(compared)
     taken = known.get(key) if known is not None else None
-    p_value, smallest = taken if taken is not None else stratified_exact(compared)
+    p_value, smallest = taken if taken is not None else stratified_exact(compared.tolist())
     return Within(
         tasks=len(compared),
         with_pattern=(failed_with, shown),
         without_pattern=(failed - failed_with, runs - shown),
-        expected=float(expected),
-        more=more,
-        fewer=fewer,
-        odds_ratio=float(odds_for / odds_against) if odds_against else math.inf,
         p_value=p_value,
         smallest_p=smallest,
         strata_key=key,
-        taken=tuple(compared) if taken is not None else (),
+        counts=compared,
+        taken=taken is not None,
     )
 
 
@@ -433,7 +465,10 @@ def _check_taken(name: str, chosen: Sequence[Contrast]) -> None:
     lesson rests on them (a few a version)."""
     for contrast in chosen:
         within = contrast.within
-        if within.taken and stratified_exact(within.taken) != (within.p_value, within.smallest_p):
+        if within.taken and stratified_exact(within.compared) != (
+            within.p_value,
+            within.smallest_p,
+        ):
             raise ValueError(
                 f"internal error: the kept test of {contrast.pattern} in task type {name} is "
                 "not what its runs give; run `wikitrace verify` on the corpus"
@@ -491,36 +526,55 @@ def _nothing_significant(pattern: str, p_value: float, q_value: float, tasks: in
     )
 
 
-def strata(
-    task_codes: Any, failed: Any, present: Any, population: Any, *, comparable: bool = False
-) -> list[Stratum]:
-    """Each task's `Stratum` among the runs at `population` (numpy arrays of positions), those
-    at `present` showing the pattern; `task_codes` numbers each run's task. With `comparable`,
-    only those of tasks `within_tasks` compares (runs with and without the pattern, and of
-    both outcomes), and none when they are too few to compare."""
+@dataclass
+class _Population:
+    """The runs a candidate pattern is counted among (`Candidate`), counted by task once for
+    every candidate counted among the same runs (every pattern but the orders)."""
+
+    held: array[int]
+    """The runs, by index (the candidate's own array)."""
+    digest: bytes
+    """A digest of `held`: with the runs that show a pattern, it tells its split of the runs
+    from every other candidate's."""
+    runs: Any
+    """How many of them each task has (by task code)."""
+    failures: Any
+    """...and how many of those failed."""
+    failed: int
+    """How many of them failed."""
+
+
+def _population(task_codes: Any, failed: Any, held: array[int], size: int) -> _Population:
     import numpy as np
 
-    size = int(task_codes.max()) + 1 if len(task_codes) else 0
-    runs = np.bincount(task_codes[population], minlength=size)
-    failures = np.bincount(task_codes[population], weights=failed[population], minlength=size)
-    shown = np.bincount(task_codes[present], minlength=size)
-    shown_failed = np.bincount(task_codes[present], weights=failed[present], minlength=size)
-    if comparable:
-        kept = (shown > 0) & (shown < runs) & (failures > 0) & (failures < runs)
-        runs, failures, shown, shown_failed = (
-            runs[kept],
-            failures[kept],
-            shown[kept],
-            shown_failed[kept],
-        )
-        held = int(shown.sum())
-        if len(runs) < MIN_TASKS or min(held, int(runs.sum()) - held) < MIN_SUPPORT:
-            return []
-    return [
-        (int(n), int(m), int(t), int(a))
-        for n, m, t, a in zip(runs, failures, shown, shown_failed, strict=True)
-        if n
-    ]
+    at = np.frombuffer(held, dtype=np.intc)
+    codes = task_codes[at]
+    failing = failed[at]
+    return _Population(
+        held=held,
+        digest=hashlib.blake2b(held.tobytes()).digest(),
+        runs=np.bincount(codes, minlength=size),
+        failures=np.bincount(codes[failing], minlength=size),
+        failed=int(failing.sum()),
+    )
+
+
+def strata(task_codes: Any, failed: Any, present: Any, population: _Population) -> Any:
+    """Each task's `Stratum` among the runs of `population` whose tasks `within_tasks`
+    compares (runs with and without the pattern, and of both outcomes), those at `present`
+    (a numpy array of positions) showing the pattern: an int64 array of shape (tasks, 4), by
+    task code."""
+    import numpy as np
+
+    size = len(population.runs)
+    codes = task_codes[present]
+    shown = np.bincount(codes, minlength=size)
+    shown_failed = np.bincount(codes[failed[present]], minlength=size)
+    runs, failures = population.runs, population.failures
+    kept = (shown > 0) & (shown < runs) & (failures > 0) & (failures < runs)
+    return np.stack((runs[kept], failures[kept], shown[kept], shown_failed[kept]), axis=1).astype(
+        np.int64
+    )
 
 
 def _tried(
@@ -538,26 +592,26 @@ def _tried(
     if columns is None:
         columns = columns_of(members)
     failed, task_codes = columns.failed, columns.task_codes
-    shown = np.zeros(len(members), dtype=bool)
+    size = int(task_codes.max()) + 1 if len(task_codes) else 0
+    counted: _Population | None = None
     seen_splits: set[bytes] = set()
     for pattern, present, population in itertools.chain(_seen(columns), _orders(columns)):
-        at = np.frombuffer(present, dtype=np.intc)
-        everyone = np.frombuffer(population, dtype=np.intc)
-        shown[at] = True
-        absent = everyone[~shown[everyone]]  # the population without the pattern, in order
-        shown[at] = False
-        if min(len(present), len(absent)) < MIN_SUPPORT:
+        absent = len(population) - len(present)  # the pattern's runs are of its population
+        if min(len(present), absent) < MIN_SUPPORT:
             continue
+        if counted is None or counted.held is not population:
+            counted = _population(task_codes, failed, population, size)
         # The same runs split the same way: one pattern is enough.
-        key = hashlib.blake2b(present.tobytes() + b"/" + absent.tobytes()).digest()
+        key = hashlib.blake2b(present.tobytes() + b"/" + counted.digest).digest()
         if key in seen_splits:
             continue
         seen_splits.add(key)
-        within = within_tasks(strata(task_codes, failed, at, everyone, comparable=True), known)
+        at = np.frombuffer(present, dtype=np.intc)
+        within = within_tasks(strata(task_codes, failed, at, counted), known)
         if within is None or within.smallest_p > fdr:
             continue
-        a, c = int(failed[at].sum()), int(failed[absent].sum())
-        counts = (len(present), a, len(absent), c)
+        a = int(failed[at].sum())
+        counts = (len(present), a, absent, counted.failed - a)
         yield Contrast(task_type, pattern, members, counts, within)
 
 

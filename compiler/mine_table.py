@@ -177,10 +177,11 @@ class PatternTable(Sequence[RunPatterns]):
         )
         entries = np.repeat(starts, lengths) + offsets
         flags = np.frombuffer(bytes(self._flags), dtype=np.uint8)[chosen]
-        numbers: dict[TaskKey, int] = {}
+        # Tasks numbered as first met; keyed as `task_key` is (source or None, id), in tuples.
+        numbers: dict[tuple[str | None, str], int] = {}
+        origins, task_ids = self._origins, self._task_ids
         codes = [
-            numbers.setdefault(task_key(self._origins[i], self._task_ids[i]), len(numbers))
-            for i in indexes
+            numbers.setdefault((origins[i] or None, task_ids[i]), len(numbers)) for i in indexes
         ]
         return Columns(
             names=self._names,
@@ -193,10 +194,11 @@ class PatternTable(Sequence[RunPatterns]):
 
     def of_tasks(self, tasks: AbstractSet[TaskKey]) -> list[RunPatterns]:
         """The runs of `tasks`, in the table's order."""
+        wanted = {(task.origin, task.id) for task in tasks}  # as `task_key` makes them
         return [
             self._run(i)
             for i, (origin, task_id) in enumerate(zip(self._origins, self._task_ids, strict=True))
-            if task_key(origin, task_id) in tasks
+            if (origin or None, task_id) in wanted
         ]
 
     def _run(self, i: int) -> RunPatterns:

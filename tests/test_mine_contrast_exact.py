@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +29,8 @@ from wikitrace.compiler.mine_contrast import (
     MiningReport,
     _tried,
     contrasts,
+    strata_key,
+    within_tasks,
 )
 from wikitrace.compiler.mine_exact import TIE, benjamini_hochberg, stratified_exact
 from wikitrace.compiler.mine_table import RunPatterns
@@ -316,3 +319,38 @@ def test_the_p_values_are_the_same_bits_whatever_kernel_the_cpu_gives_the_blas()
         )
         outputs.add(done.stdout)
     assert len(outputs) == 1 and len(next(iter(outputs)).splitlines()) == 200
+
+
+def test_a_tests_digest_is_the_one_a_parent_wrote() -> None:
+    # `raw/_contrast_tests.json` of corpora already made names each test by this digest of its
+    # tasks' counts: an add takes a test's p-values only if it computes the same digest.
+    compared = [(10, 4, 5, 3), (8, 2, 3, 1), (6, 3, 2, 1)]
+    assert strata_key(compared) == "233c85e5bcb0bc2e244836ad39eed0f2"
+    assert strata_key(np.array(compared)) == strata_key(compared)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_strata(most=12))
+def test_within_tasks_sums_are_exact_over_the_tasks_compared(
+    strata: list[tuple[int, int, int, int]],
+) -> None:
+    within = within_tasks(strata)
+    compared = [s for s in strata if 0 < s[2] < s[0] and 0 < s[1] < s[0]]
+    if within is None:
+        shown = sum(s[2] for s in compared)
+        runs = sum(s[0] for s in compared)
+        assert len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT
+        return
+    assert within.compared == compared and not within.taken
+    expected = sum((Fraction(t * m, n) for n, m, t, _ in compared), Fraction(0))
+    odds_for = sum((Fraction(a * (n - m - t + a), n) for n, m, t, a in compared), Fraction(0))
+    odds_against = sum((Fraction((t - a) * (m - a), n) for n, m, t, a in compared), Fraction(0))
+    assert within.expected == float(expected)
+    assert within.odds_ratio == (float(odds_for / odds_against) if odds_against else math.inf)
+    assert within.more == sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
+    assert within.fewer == sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
+    assert (within.p_value, within.smallest_p) == stratified_exact(compared)
+    # A test of the same counts known from a parent: its p-values taken, not computed.
+    taken = within_tasks(strata, {within.strata_key: (0.5, 0.25)})
+    assert taken is not None and taken.taken and taken.compared == compared
+    assert (taken.p_value, taken.smallest_p, taken.expected) == (0.5, 0.25, within.expected)
