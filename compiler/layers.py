@@ -78,13 +78,7 @@ def write_layers(
         _add_rows(all_rows, runs.rows, compiled.in_order())
         number = compiled.number
         premined = runs.premined
-        if premined is None:
-            task_text = _task_text(all_rows)
-            pages, mining = _mine(miner, layout, task_text, version, base, number + 1)
-        else:  # its new lessons numbered from 1: after the model's now
-            pages, mining = premined.pages, premined.mining
-            for page in pages:
-                page.number += number if page.new else 0
+        pages, mining = _mined(miner, layout, runs, all_rows, version, base, number)
         mined = len(pages)
         number += sum(page.new for page in pages)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
@@ -130,6 +124,26 @@ def write_layers(
     except BaseException:
         all_rows.close()
         raise
+
+
+def _mined(
+    miner: Miner | None,
+    layout: Layout,
+    runs: CompiledRuns,
+    all_rows: RunRows,
+    version: VersionInfo,
+    base: FrozenVersion | None,
+    number: int,
+) -> tuple[list[MinedPage], dict[str, Any] | None]:
+    """The mined lessons' pages and what mining tried and found, new lessons numbered after
+    the model's `number` insights: mined now, or taken from what a model build mined while its
+    last calls were in flight (`premine`, which numbered them from 1)."""
+    premined = runs.premined
+    if premined is None:
+        return _mine(miner, layout, _task_text(all_rows), version, base, number + 1)
+    for page in premined.pages:
+        page.number += number if page.new else 0
+    return premined.pages, premined.mining
 
 
 def _add_rows(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import math
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -23,7 +22,13 @@ from typing import Any, TypeAlias
 
 from wikitrace.corpus_schema.contrast_tests import ContrastTests, Tried, TypeTests
 
-from .mine_exact import Stratum, benjamini_hochberg, over_runs, stratified_exact
+from .mine_exact import (
+    KnownTests,
+    Within,
+    benjamini_hochberg,
+    strata_key,
+    stratified_exact,
+)
 from .mine_table import Columns, RunPatterns, columns_of, task_of
 
 FDR = 0.05
@@ -41,90 +46,6 @@ NO_TYPE = "(no task type)"
 
 
 # --- statistics --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Within:
-    """A pattern compared within the tasks that can say something of it (each with runs with
-    and without it, and runs of both outcomes). Its other figures (`expected`, `odds_ratio`,
-    `more`, `fewer`) are exact sums over the tasks, made when first asked for: a build tries
-    hundreds of patterns and keeps a few."""
-
-    tasks: int
-    """How many tasks were compared: the strata of the test."""
-    with_pattern: tuple[int, int]
-    """[failed, total] among their runs that show the pattern."""
-    without_pattern: tuple[int, int]
-    """[failed, total] among their runs that do not."""
-    p_value: float
-    smallest_p: float
-    """The smallest p-value the tasks' counts allow: a pattern that cannot reach the false
-    discovery rate is not tried (Tarone; it cannot be a discovery, and counting it would only
-    weaken the correction for the others)."""
-    strata_key: str
-    """`strata_key` of the tasks compared."""
-    counts: Any = field(repr=False, compare=False)
-    """Each compared task's `Stratum`, in order: an int64 numpy array of shape (tasks, 4)."""
-    taken: bool = False
-    """Whether the p-values were taken from the parent's tests rather than computed (checked
-    should the pattern be kept: `contrasts_of_types`)."""
-
-    @property
-    def compared(self) -> list[Stratum]:
-        """The tasks compared, each its `Stratum`."""
-        return [(n, m, t, a) for n, m, t, a in self.counts.tolist()]
-
-    @functools.cached_property
-    def _sums(self) -> tuple[float, float, int, int]:
-        compared = self.compared
-        # Exact sums of fractions, each denominator once (tasks share few run counts).
-        expected = over_runs((n, t * m) for n, m, t, _ in compared)
-        odds_for = over_runs((n, a * (n - m - t + a)) for n, m, t, a in compared)
-        odds_against = over_runs((n, (t - a) * (m - a)) for n, m, t, a in compared)
-        more = sum(a * (n - t) > (m - a) * t for n, m, t, a in compared)
-        fewer = sum(a * (n - t) < (m - a) * t for n, m, t, a in compared)
-        odds = float(odds_for / odds_against) if odds_against else math.inf
-        return float(expected), odds, more, fewer
-
-    @property
-    def expected(self) -> float:
-        """Failures expected among the runs with the pattern had it made no difference within
-        their task (the sum over tasks of its runs with the pattern times its failure rate)."""
-        return self._sums[0]
-
-    @property
-    def odds_ratio(self) -> float:
-        """The Mantel-Haenszel common odds ratio of failure with the pattern (inf: never
-        lower)."""
-        return self._sums[1]
-
-    @property
-    def more(self) -> int:
-        """Tasks whose runs with the pattern failed at a higher rate than those without."""
-        return self._sums[2]
-
-    @property
-    def fewer(self) -> int:
-        """...at a lower rate (the rest: at the same)."""
-        return self._sums[3]
-
-    @property
-    def harmful(self) -> bool:
-        return self.with_pattern[0] > self.expected
-
-
-KnownTests: TypeAlias = "Mapping[str, tuple[float, float]]"
-"""`stratified_exact`'s p-values of the tests a parent made, by `strata_key` of their tasks."""
-
-
-def strata_key(compared: Any) -> str:
-    """A digest of a test's tasks' counts (`Stratum`s, or their (tasks, 4) array), in order:
-    `stratified_exact` is a function of them alone (their order included: its sums are of
-    floats)."""
-    import numpy as np
-
-    flat = np.ascontiguousarray(np.asarray(compared, dtype=np.int64).reshape(-1))
-    return hashlib.blake2b(flat.tobytes(), digest_size=16).hexdigest()
 
 
 def within_tasks(strata: Any, known: KnownTests | None = None) -> Within | None:

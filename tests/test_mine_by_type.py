@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitrace.compiler import mine_contrast
+from wikitrace.compiler import mine_contrast, mine_exact
 from wikitrace.compiler.mine_contrast import (
     FDR,
     MiningReport,
@@ -205,7 +205,7 @@ def test_an_add_to_a_task_with_runs_flips_its_contrast_as_a_full_count_does(
     computed: list[object] = []
     real = mine_contrast.stratified_exact
 
-    def counting(strata: Sequence[mine_contrast.Stratum]) -> tuple[float, float]:
+    def counting(strata: Sequence[mine_exact.Stratum]) -> tuple[float, float]:
         computed.append(strata)
         return real(strata)
 
