@@ -3,6 +3,7 @@ lock.py's)."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import hashlib
@@ -13,7 +14,9 @@ import shutil
 import stat
 import tempfile
 import time
+from array import array
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -233,6 +236,30 @@ SORT_CHUNK_LINES = 1 << 16
 temporary files and are merged."""
 
 
+@dataclass
+class Linked:
+    """The files one `CorpusWriter.link_all` linked from a frozen version (`source`), in path
+    order, kept in memory apart from the writer's list on disk: a version made from another
+    links nearly every file of it (some 110,000 at 20,000 runs), and a manifest written on
+    the source's (finish.py) takes them as they are, with neither a line each written, sorted
+    and read back nor a pass of Python over them. 24 bytes a file: the path and hash are the
+    caller's own strings (the source manifest's), the key a number."""
+
+    source: str
+    rels: list[str] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+    keys: array[int] = field(default_factory=lambda: array("q"))
+    folders: set[str] = field(default_factory=set)
+    """The folder of each file (not their own folders)."""
+
+    def entries(self) -> Iterator[tuple[str, str, int]]:
+        return zip(self.rels, self.hashes, self.keys, strict=True)
+
+    def lines(self) -> Iterator[bytes]:
+        for rel, file_hash, key in self.entries():
+            yield listed_line(rel, file_hash, key)
+
+
 class CorpusWriter:
     """Writes files under a (staging) corpus root and keeps the hash of each.
 
@@ -254,6 +281,8 @@ class CorpusWriter:
         self.written: set[str] | None = set() if track_written else None
         """With `track_written` (a version made from another): the files written, not linked
         nor copied."""
+        self.linked: Linked | None = None
+        """What the first `link_all` linked, in path order (not in the list on disk)."""
 
     def __enter__(self) -> CorpusWriter:
         return self
@@ -299,10 +328,16 @@ class CorpusWriter:
 
         With `check`, the links are the check of the source's files (`ChangedFile` for the
         first gone or changed): a link is the source's own file, so one whose key is not the
-        one given (the source's seal's) is hashed, as `manifest.verify` would hash it."""
+        one given (the source's seal's) is hashed, as `manifest.verify` would hash it.
+
+        The first call keeps what it links in path order in memory (`linked`), where a file
+        costs no line on disk; a file that does not come after the one before goes to the
+        list on disk, as do the files of later calls."""
         source_root, root = os.fspath(source) + os.sep, self._root + os.sep
         lines: list[bytes] = []
         folder = None  # the last file's: a run's files come one after another
+        kept = self.linked = Linked(os.fspath(source)) if self.linked is None else None
+        last = ""
         try:
             for rel, file_hash, key in files:
                 same = rel.rpartition("/")[0] == folder and "\t" not in rel and "\n" not in rel
@@ -321,19 +356,46 @@ class CorpusWriter:
                     if found is None:
                         raise ChangedFile(rel)
                     key = found
+                if kept is not None and rel > last:
+                    last = rel
+                    kept.rels.append(rel)
+                    kept.hashes.append(file_hash)
+                    kept.keys.append(key)
+                    if not same:
+                        kept.folders.add(folder)
+                    self.count += 1
+                    continue
                 lines.append(f"{rel}\t{file_hash}\t{key}\n".encode())  # listed_line
                 if len(lines) >= self.LINK_BATCH:
                     self._list_lines(lines, linked=True)
         finally:  # what was linked is listed, as `link` lists each file as it goes
             self._list_lines(lines, linked=True)
+            if kept is not None and not kept.rels:
+                self.linked = None
 
     def listed(self, lines: list[bytes]) -> None:
         """List files written (or taken back: `NewFiles.remove`) under the root by others
         (`NewFiles`: a build's worker processes), given their lines; `lines` is emptied."""
         # A line of `unlisted_line` takes a file off: its hash, the second field, after `-`.
-        removed = sum(line.split(b"\t", 2)[1][:1] == b"-" for line in lines)
+        removed = [
+            fields[0].decode()
+            for fields in (line.split(b"\t", 2) for line in lines)
+            if fields[1][:1] == b"-"
+        ]
+        if self.linked is not None and any(map(self._is_linked, removed)):
+            # Rare (a linked file taken back): what `link_all` kept goes to the list on disk,
+            # where each removal takes its file off.
+            self._listed.seek(0, os.SEEK_END)
+            self._listed.writelines(self.linked.lines())
+            self.linked = None
         self._list_lines(lines)
-        self.count -= 2 * removed
+        self.count -= 2 * len(removed)
+
+    def _is_linked(self, rel: str) -> bool:
+        assert self.linked is not None
+        rels = self.linked.rels
+        place = bisect.bisect_left(rels, rel)
+        return place < len(rels) and rels[place] == rel
 
     def _list_lines(self, lines: list[bytes], *, linked: bool = False) -> None:
         if self.written is not None and not linked:
@@ -362,8 +424,16 @@ class CorpusWriter:
         for rel, file_hash, _ in self.entries():
             yield rel, file_hash
 
-    def entries(self) -> Iterator[tuple[str, str, int]]:
-        """`files()`, each with its `stat_key` as written or linked (0 when unknown)."""
+    def entries(self, *, linked: bool = True) -> Iterator[tuple[str, str, int]]:
+        """`files()`, each with its `stat_key` as written or linked (0 when unknown); without
+        `linked`, those the `linked` record holds are left out."""
+        listed = self._entries_listed()
+        if not linked or self.linked is None:
+            return listed
+        return heapq.merge(self.linked.entries(), listed)
+
+    def _entries_listed(self) -> Iterator[tuple[str, str, int]]:
+        """The entries of the list on disk, sorted by path."""
         self._listed.flush()
         self._listed.seek(0)
         current = ""

@@ -500,3 +500,35 @@ def test_insight_rows_kept_on_disk_read_back_as_a_list_with_rows_replaced(
             index = data.draw(st.integers(-len(rows), len(rows) - 1))
             assert kept[index] == expected[index]
     assert not list(folder.iterdir())
+
+
+def test_files_linked_together_are_listed_in_path_order_and_may_be_taken_back(
+    tmp_path: Path,
+) -> None:
+    """What `link_all` keeps in memory (`CorpusWriter.linked`: the files that come in path
+    order) is listed with the files written and linked otherwise, all in path order; a file
+    out of order goes to the list on disk; a linked file taken back is no longer listed."""
+    source = tmp_path / "v1"
+    rels = ["b/1.md", "b/2.md", "a/0.md", "d/3.md"]  # a/0.md out of order
+    for rel in rels:
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(rel)
+    root = tmp_path / "staging"
+    root.mkdir()
+    with writing.CorpusWriter(root) as writer:
+        writer.write("c.md", "c")
+        hashes = {rel: writing.file_digest(source / rel) for rel in rels}
+        writer.link_all(source, [(rel, hashes[rel], 0) for rel in rels])
+        assert writer.linked is not None
+        assert (writer.linked.rels, writer.linked.folders) == (
+            ["b/1.md", "b/2.md", "d/3.md"],
+            {"b", "d"},
+        )
+        assert [rel for rel, _ in writer.files()] == sorted([*rels, "c.md"])
+        assert [rel for rel, _, _ in writer.entries(linked=False)] == ["a/0.md", "c.md"]
+        writer.remove("b/2.md")
+        assert writer.linked is None  # the linked files went to the list on disk
+        del hashes["b/2.md"]
+        assert dict(writer.files()) == {**hashes, "c.md": writing.digest(b"c")}
+        assert writer.count == 4
+    assert not (root / "b/2.md").exists()

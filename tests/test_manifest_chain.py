@@ -13,7 +13,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler import build as build_module
-from wikitrace.corpus_schema import CorpusError, verify
+from wikitrace.corpus_schema import CorpusError, verify, writing
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import MANIFEST
 from wikitrace.corpus_schema.writing import file_digest
@@ -256,3 +256,25 @@ def test_an_add_refuses_a_parent_whose_mining_tests_were_changed_before_it_mines
     monkeypatch.setattr(build_module, "load_tests", mined)
     with pytest.raises(CorpusError, match=r"v0002 .*first raw/_contrast_tests\.json"):
         add_runs(BuildOptions([write_runs(tmp_path / "more.jsonl", runs)], tmp_path / "corpus"))
+
+
+def test_an_added_versions_seal_holds_each_files_own_key_in_the_manifests_order(
+    tmp_path: Path,
+) -> None:
+    """The seal's keys of an added version (most of its files linked from the parent, their
+    keys taken whole from the links made, the rest merged in path order) are each file's own
+    `stat_key`, in the order of the manifest's files: a key at the wrong place would make
+    the next add hash what it need not, or vouch for the wrong file."""
+    store = Store(_chain(tmp_path, 2) / ".." / "corpus")
+    for name in ("v0002", "v0003"):
+        root = store.version_path(name)
+        files = manifest_io.load(root).files
+        seal, _ = store.sidecars(name)
+        keys = manifest_io.read_seal(seal, root, len(files))
+        assert keys is not None
+        found = [writing.stat_key(os.lstat(root / rel)) for rel in files]
+        assert [key for key in keys if key] == [
+            own for own, key in zip(found, keys, strict=True) if key
+        ]
+        linked = [rel for rel in files if rel.startswith("raw/step-")]
+        assert linked and all(keys[list(files).index(rel)] for rel in linked)

@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import itertools
 import operator
+import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from wikitrace.corpus_schema.records import CompiledBy
 from wikitrace.corpus_schema.spill import write_version_rows
 from wikitrace.corpus_schema.writing import (
     CorpusWriter,
+    Linked,
     atomic_write,
     freeze,
     remove_tree,
@@ -465,26 +467,57 @@ def _write_manifest(
 ) -> tuple[array[int], set[str]]:
     """The manifest (last): every file written listed in it, or with `on` (see `_chain_on`)
     what changed since that version's manifest; returns each file's key, in the order of
-    every file, for the seal, and the folders the files are in (see `Finished`)."""
+    every file, for the seal, and the folders the files are in (see `Finished`). The files
+    `writer` linked from `on` as its manifest lists them (`_linked_from`) are taken whole:
+    their keys as a slice, their folders as a set, and none of them is a change."""
     keys = array("q")  # 8 bytes a file: 32 MB for the four million files of a million runs
     folders: set[str] = set()
+    kept = _linked_from(writer, on)
 
     def listed() -> Iterator[tuple[str, str]]:
         last = ""
-        for rel, file_hash, key in writer.entries():
+        at = 0  # the linked files before `at` have their keys in `keys`
+        for rel, file_hash, key in writer.entries(linked=kept is None):
+            if kept is not None:
+                place = bisect.bisect_left(kept.rels, rel, at)
+                keys.extend(kept.keys[at:place])
+                at = place
             keys.append(key)
             folder = rel.rpartition("/")[0]
             if folder != last:  # a folder's files come one after another
                 last = folder
-                while folder and folder not in folders:
-                    folders.add(folder)
-                    folder = folder.rpartition("/")[0]
+                _with_parents(folders, folder)
             yield rel, file_hash
+        if kept is not None:
+            keys.extend(kept.keys[at:])
 
     files: Iterable[tuple[str, str | None]] = listed()
     if on is not None:
         manifest = manifest.model_copy(update={"parent_manifest": manifest_io.chain_rel(on.name)})
-        files = manifest_io.changes(on.manifest.files, listed())
+        listed_before = on.manifest.files
+        if kept is not None:
+            taken = set(kept.rels)
+            listed_before = {rel: h for rel, h in listed_before.items() if rel not in taken}
+        files = manifest_io.changes(listed_before, listed())
     atomic_write(writer.root / MANIFEST, manifest_io.dump_chunks(manifest, files))
     (writer.root / MANIFEST).chmod(0o444)  # read-only, as the writer's files are
+    for folder in kept.folders if kept is not None else ():
+        _with_parents(folders, folder)
     return keys, folders
+
+
+def _linked_from(writer: CorpusWriter, on: FrozenVersion | None) -> Linked | None:
+    """What `writer` linked in path order (`CorpusWriter.linked`) when it is files of `on`,
+    each with the hash `on`'s manifest lists for it: files the version's manifest, written on
+    `on`'s, has no line for."""
+    kept = writer.linked
+    if on is None or kept is None or kept.source != os.fspath(on.root):
+        return None
+    return kept if list(map(on.manifest.files.get, kept.rels)) == kept.hashes else None
+
+
+def _with_parents(folders: set[str], folder: str) -> None:
+    """Add `folder` (a path from the version's root) and the folders it is in to `folders`."""
+    while folder and folder not in folders:
+        folders.add(folder)
+        folder = folder.rpartition("/")[0]
