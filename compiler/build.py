@@ -21,6 +21,7 @@ from pathlib import Path
 from wikitrace import prompts
 from wikitrace.corpus_schema import InputError, Layout, WikitraceError, id_width
 from wikitrace.corpus_schema.contrast_tests import load_tests
+from wikitrace.corpus_schema.destination import check_output, given
 from wikitrace.corpus_schema.history import VersionInfo
 from wikitrace.corpus_schema.layout import (
     MINED_PATTERNS,
@@ -31,7 +32,7 @@ from wikitrace.corpus_schema.layout import (
 from wikitrace.corpus_schema.lock import build_lock
 from wikitrace.corpus_schema.records import is_judged
 from wikitrace.corpus_schema.setting_fields import declared
-from wikitrace.corpus_schema.writing import CorpusWriter, check_output, given
+from wikitrace.corpus_schema.writing import CorpusWriter
 from wikitrace.search.saved import FarmMap
 from wikitrace.transport.batch import BatchLLM, BatchSettings, Say, batch_model
 from wikitrace.transport.call_worker import start_spares, worker_client

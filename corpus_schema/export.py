@@ -9,8 +9,9 @@ from pathlib import Path
 
 import orjson
 
+from .destination import check_output, is_empty_dir
 from .errors import CorpusError
-from .writing import check_output, is_empty_dir, remove_tree
+from .writing import remove_tree
 
 EXPORT_MARKER = ".wikitrace-export"
 """A file in every folder `wikitrace export skill` or `wikitrace site` writes: what it is and

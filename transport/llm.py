@@ -442,7 +442,7 @@ class ResponseCache:
 
     def __post_init__(self) -> None:
         # Never inside a corpus or its store of versions: they are frozen.
-        from wikitrace.corpus_schema.writing import check_output
+        from wikitrace.corpus_schema.destination import check_output
 
         check_output(self.root, "cache-dir")
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from wikitrace.corpus_schema import manifest
+from wikitrace.corpus_schema.destination import check_destination, check_output, is_corpus
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import (
     DEPLOYING,
@@ -37,14 +38,7 @@ from wikitrace.corpus_schema.history import (
     version_name,
 )
 from wikitrace.corpus_schema.ledger import append_line, read_lines
-from wikitrace.corpus_schema.writing import (
-    atomic_write,
-    check_destination,
-    check_output,
-    is_corpus,
-    remove_tree,
-    temp_path,
-)
+from wikitrace.corpus_schema.writing import atomic_write, remove_tree, temp_path
 
 
 class Store:

@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 
 from wikitrace.corpus_schema import CorpusError, InputError, Layout, compilation_pages, read
+from wikitrace.corpus_schema.destination import check_destination, check_output
 from wikitrace.corpus_schema.history import Changes, VersionInfo
 from wikitrace.corpus_schema.indexes import InsightRow, RunRow
 from wikitrace.corpus_schema.layout import (
@@ -31,12 +32,7 @@ from wikitrace.corpus_schema.layout import (
     parse_step,
 )
 from wikitrace.corpus_schema.records import CompilationHeader
-from wikitrace.corpus_schema.writing import (
-    CorpusWriter,
-    check_destination,
-    check_output,
-    remove_tree,
-)
+from wikitrace.corpus_schema.writing import CorpusWriter, remove_tree
 
 from .finish import finish_version, staging
 from .frozen import FrozenVersion
