@@ -20,6 +20,7 @@ from wikitrace.corpus_schema import (
     insight_pages,
     parse_step,
     read,
+    render,
 )
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
@@ -178,9 +179,10 @@ def _write_mined(
     )
     for page in pages:
         if isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
-            header, guideline, lines = next(made)
+            header, guideline, lines, line = next(made)
             writer.listed(lines)
         else:
+            line = None
             header, guideline = page.content()
             header.id = layout.insight(page.number)
             writer.write_files(insight_pages.insight_files(header, guideline))
@@ -188,7 +190,7 @@ def _write_mined(
         if page.new:
             at = len(insight_rows)
             insight_rows.append(mined_row)
-            compiled.written_insights.add(page.number, header, guideline)
+            compiled.written_insights.add(page.number, header, guideline, line)
         else:  # a parent's mined lesson, recounted
             at = position[page.number]
             insight_rows[at] = mined_row
@@ -251,9 +253,11 @@ def _not_loaded(step: int) -> Sequence[Action]:
     raise AssertionError(f"a divergence's actions of step {step} asked before they are read")
 
 
-def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes]]]:
+def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes], str]]:
     """Each divergence's lesson made (its runs' actions read from their logs) and its page
-    written: its header, guideline, and the lines of its files in the build's list."""
+    written: its header, guideline, the lines of its files in the build's list, and its
+    guideline as the catalog shows it (`render.page_line`, made here, not in the build's
+    process, which takes the pages back one by one)."""
     layout, parent = job.layout, job.parent
     parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
     quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
@@ -268,7 +272,7 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
         header = lesson.header
         header.id = layout.insight(number)
         lines = files.write_files(insight_pages.insight_files(header, lesson.guideline))
-        made.append((header, lesson.guideline, lines))
+        made.append((header, lesson.guideline, lines, render.page_line(lesson.guideline)))
     return made
 
 
