@@ -20,6 +20,7 @@ from wikitrace.corpus_schema import (
     insight_pages,
     parse_step,
     read,
+    render,
 )
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
@@ -200,10 +201,12 @@ def _write_mined(
             header, guideline = next(made)
             header.id = layout.insight(page.number)
             writer.write_files(insight_pages.insight_files(header, guideline))
+            line = None
         elif isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
-            header, guideline, lines = next(written)
+            header, guideline, lines, line = next(written)
             writer.listed(lines)
         else:
+            line = None
             header, guideline = page.content()
             header.id = layout.insight(page.number)
             writer.write_files(insight_pages.insight_files(header, guideline))
@@ -211,7 +214,7 @@ def _write_mined(
         if page.new:
             at = len(insight_rows)
             insight_rows.append(mined_row)
-            compiled.written_insights.add(page.number, header, guideline)
+            compiled.written_insights.add(page.number, header, guideline, line)
         else:  # a parent's mined lesson, recounted
             at = position[page.number]
             insight_rows[at] = mined_row
@@ -319,9 +322,11 @@ def _divergence_lessons(job: _Divergences) -> list[tuple[InsightHeader, str]]:
     return made
 
 
-def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes]]]:
+def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes], str]]:
     """Each divergence's lesson made (`_divergence_lessons`) and its page written: its
-    header, guideline, and the lines of its files in the build's list."""
+    header, guideline, the lines of its files in the build's list, and its guideline as the
+    catalog shows it (`render.page_line`, made here, not in the build's process, which takes
+    the pages back one by one)."""
     files = NewFiles(job.root)
     made = []
     for (number, _, _), (header, guideline) in zip(
@@ -329,7 +334,7 @@ def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[
     ):
         header.id = job.layout.insight(number)
         lines = files.write_files(insight_pages.insight_files(header, guideline))
-        made.append((header, guideline, lines))
+        made.append((header, guideline, lines, render.page_line(guideline)))
     return made
 
 

@@ -403,12 +403,16 @@ class WrittenInsights(JsonLines):
         super().__init__(folder, "written-insights")
         self._last = 0
 
-    def add(self, number: int, header: InsightHeader, guideline: str) -> None:
-        """Insight `number`, written with this header and guideline."""
+    def add(
+        self, number: int, header: InsightHeader, guideline: str, line: str | None = None
+    ) -> None:
+        """Insight `number`, written with this header and guideline (`line`: its
+        `render.page_line`, when a build's worker made it with the page)."""
         if number <= self._last:
             raise ValueError(f"internal error: insight {number} written after {self._last}")
         self._last = number
-        self.append((number, shown_entry(header, render.page_line(guideline))))
+        shown = render.page_line(guideline) if line is None else line
+        self.append((number, shown_entry(header, shown)))
 
     def _values(self, row: tuple[int, ShownEntry | None]) -> Any:
         return row  # orjson writes the entry, a dataclass, as asdict would

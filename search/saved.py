@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import operator
 import struct
 from array import array
 from collections import Counter
@@ -71,23 +72,31 @@ def count_pages(
     however it was counted. `same`: the numbers of the pages known to hold the texts of the
     parent's full page of that number, which `texts` leaves out (each `Kept`, its texts
     neither read nor hashed)."""
-
-    def pages() -> Iterator[tuple[list[str] | None, Path | None, int]]:
-        held = iter(texts)
-        number = 0
-        while True:
-            number += 1
-            if number in same:
-                yield None, parent, number
-            elif part := list(itertools.islice(held, PAGE_TEXTS)):
-                yield part, parent, number
-            else:
-                return
-
-    return farm_map(_page, pages())
+    return farm_map(_page, _page_jobs(texts, parent, same))
 
 
-def _page(job: tuple[list[str] | None, Path | None, int]) -> CountsPage | Kept:
+_PageJob = tuple[list[str] | None, Path | None, int]
+"""A page to count (`_page`): its texts (None: the parent's full page of that number), the
+parent's ranker folder, its number."""
+
+
+def _page_jobs(
+    texts: Iterable[str], parent: Path | None, same: Collection[int]
+) -> Iterator[_PageJob]:
+    """`count_pages`' pages, each as `_page` takes it."""
+    held = iter(texts)
+    number = 0
+    while True:
+        number += 1
+        if number in same:
+            yield None, parent, number
+        elif part := list(itertools.islice(held, PAGE_TEXTS)):
+            yield part, parent, number
+        else:
+            return
+
+
+def _page(job: _PageJob) -> CountsPage | Kept:
     """A page of texts counted (`count_pages`), given the parent's ranker folder; None for
     texts: the parent's full page of that number."""
     part, parent, number = job
@@ -276,15 +285,40 @@ def _saved_rankers(
     same: dict[SearchName, frozenset[int]],
 ) -> Iterator[tuple[str, Iterator[bytes] | None]]:
     """search_files' rankers, from their texts kept on disk (`spilled`), less the pages
-    `same` says hold the parent's texts (see `count_pages`)."""
-    for name in SAVED_SEARCHES:
+    `same` says hold the parent's texts (see `count_pages`). Every ranker's pages are handed
+    to `farm_map` as one stream, so that a build's workers count the next ranker's first
+    pages while this process takes in the last of the one before."""
+
+    def before(name: SearchName) -> Path | None:
+        return parent / SEARCH_DIR / name if parent is not None else None
+
+    def jobs(name: SearchName) -> Iterator[tuple[SearchName, _PageJob]]:
         held = spilled[name]
         texts: Iterable[str] = (
             without_boilerplate(functools.partial(iter, held)) if name == "tasks" else iter(held)
         )
-        before = parent / SEARCH_DIR / name if parent is not None else None
-        pages = count_pages(texts, before, farm_map, same.get(name, frozenset()))
-        yield from _ranker_files(f"{SEARCH_DIR}/{name}", pages, before)
+        for job in _page_jobs(texts, before(name), same.get(name, frozenset())):
+            yield name, job
+
+    counted = itertools.groupby(
+        farm_map(_ranker_page, itertools.chain.from_iterable(map(jobs, SAVED_SEARCHES))),
+        key=operator.itemgetter(0),
+    )
+    group = next(counted, None)
+    for name in SAVED_SEARCHES:
+        pages: Iterable[CountsPage | Kept] = ()
+        if group is not None and group[0] == name:  # a ranker without texts has no page
+            pages = (page for _, page in group[1])
+            group = None
+        yield from _ranker_files(f"{SEARCH_DIR}/{name}", pages, before(name))
+        if group is None:
+            group = next(counted, None)
+
+
+def _ranker_page(job: tuple[SearchName, _PageJob]) -> tuple[SearchName, CountsPage | Kept]:
+    """A page of the ranker named counted (`_page`), its ranker's name with it."""
+    name, page = job
+    return name, _page(page)
 
 
 def _ranker_files(

@@ -299,3 +299,30 @@ def test_the_farm_gives_each_result_back_in_order_and_a_worker_s_error_to_the_bu
             list(farm.map(saved._page, [*jobs[:3], (["a text"], tmp_path, 1)]))
     finally:
         farm.close()
+
+
+def test_the_indexes_are_written_while_the_rankers_pages_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finish's indexes wait for nothing the workers make: the build's process writes them
+    once the rankers' first pages are handed on, while its workers count the rest."""
+    from wikitrace.versions import finish
+
+    counted: list[str] = []
+    at_indexes: list[int] = []
+    count_page, write_indexes = saved._ranker_page, finish._write_indexes
+
+    def ranker_page(job: Any) -> Any:
+        counted.append(job[0])
+        return count_page(job)
+
+    def indexes(*args: Any, **kwargs: Any) -> None:
+        at_indexes.append(len(counted))
+        write_indexes(*args, **kwargs)
+
+    monkeypatch.setattr(saved, "_ranker_page", ranker_page)
+    monkeypatch.setattr(finish, "_write_indexes", indexes)
+    monkeypatch.setattr(saved, "PAGE_TEXTS", 16)  # pages of several rankers to count
+    runs = write_runs(tmp_path / "runs.jsonl", varied_runs(120, seed=5))
+    build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=1))
+    assert len(at_indexes) == 1 and 0 < at_indexes[0] < len(counted), (at_indexes, counted)

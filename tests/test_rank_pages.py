@@ -97,3 +97,27 @@ def test_texts_kept_on_disk_read_back_as_added_as_often_as_asked(tmp_path: Path)
             kept.add(text)
         assert list(kept) == texts
         assert list(kept) == texts  # the tasks' texts are read twice
+
+
+def test_every_ranker_s_pages_go_to_the_workers_as_one_stream(tmp_path: Path) -> None:
+    """A build's workers count the next ranker's first pages while the build takes in the last
+    of the one before: search_files hands every ranker's pages to its farm_map in one call,
+    and saves what it saves with plain `map`."""
+    import shutil
+
+    from wikitrace.search.saved import search_files
+
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "format1-corpus", old)
+    calls: list[list[str]] = []
+
+    def farm_map(function, items):  # type: ignore[no-untyped-def]
+        calls.append([])
+        for item in items:
+            calls[-1].append(item[0])
+            yield function(item)
+
+    farmed = {rel: b"".join(chunks) for rel, chunks in search_files(old, None, farm_map)}
+    assert farmed == {rel: b"".join(chunks) for rel, chunks in search_files(old, None)}
+    assert len(calls) == 1
+    assert list(dict.fromkeys(calls[0])) == list(saved.SAVED_SEARCHES)  # each in its turn

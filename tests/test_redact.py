@@ -444,3 +444,15 @@ def test_a_secret_quoted_in_a_skipped_record_message_stays_out_of_the_manifest(
     report = build_corpus(BuildOptions(inputs=[path], output=corpus, on_error="skip"))
     assert report.skipped[0]["message"] == "unexpected key '[REDACTED:openai-api-key]'"
     assert secret not in (corpus / "manifest.json").read_text()
+
+
+def test_a_redactor_makes_its_rules_when_it_first_reads_a_text() -> None:
+    """A build whose workers redact its runs never makes the rules in its own process (about
+    0.4 s of CPU), nor does a report with no bad record to redact."""
+    from wikitrace.compiler import redact_rules
+
+    redact_rules.all_rules.cache_clear()
+    redactor = Redactor()
+    assert redact_rules.all_rules.cache_info().currsize == 0
+    assert redactor.text("key AKIAIOSFODNN7EXAMPLE here") != "key AKIAIOSFODNN7EXAMPLE here"
+    assert redact_rules.all_rules.cache_info().currsize == 1

@@ -96,6 +96,7 @@ def write_catalog(
     farm_map: FarmMap = map,
     copy: bool = False,
     same_lines: set[str] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> None:
     """The version's catalog and its index, from its pages as written (what the `parent`
     version's catalog says of the pages it keeps unchanged is taken from there, its full
@@ -103,7 +104,9 @@ def write_catalog(
     they were written), and the rankers saved with it (their texts counted through
     `farm_map`: search.saved.count_pages). `same_lines`: the parent's pages the version wrote
     anew whose runs the catalog says the same of (compilation pages that only name more mined
-    lessons: a run's line holds its title and claims, not the lessons citing it)."""
+    lessons: a run's line holds its title and claims, not the lessons citing it).
+    `meanwhile`: this process's work to do once the rankers' first pages are handed to
+    `farm_map` (a build's workers count them while it is done)."""
     changed = writer.written
     if parent is not None and changed is None:  # a writer that did not keep them: its list
         files = parent.manifest.files
@@ -133,7 +136,7 @@ def write_catalog(
             writer.link(rel, pages.root / rel, file_hash, key)
         linked.add(rel)
     # Made from the catalog just written: test time loads the rankers instead of building them.
-    _write_rankers(writer, parent, farm_map, copy=copy, linked=linked)
+    _write_rankers(writer, parent, farm_map, copy=copy, linked=linked, meanwhile=meanwhile)
 
 
 def _write_rankers(
@@ -143,22 +146,29 @@ def _write_rankers(
     *,
     copy: bool,
     linked: set[str],
+    meanwhile: Callable[[], None] | None = None,
 ) -> None:
     """The version's rankers (search.saved.search_files): the pages it takes of the
     `parent`'s linked (copied with `copy`), the rest written. `linked`: the catalog's pages
-    taken as they are from the parent, whose runs' texts the rankers need not read again."""
+    taken as they are from the parent, whose runs' texts the rankers need not read again.
+    `meanwhile`: done once the first file is taken, the next pages in the workers' hands."""
     files = _ParentFiles(parent, is_ranker_file) if parent is not None else None
     parent_root = parent.root if parent else None
     for rel, chunks in search_files(writer.root, parent_root, farm_map, linked):
         if chunks is not None:
             writer.write(rel, chunks)
-            continue
-        assert files is not None  # only a parent's pages are taken
-        file_hash, key = files[rel]
-        if copy:
-            writer.copy(rel, files.root / rel, file_hash)
         else:
-            writer.link(rel, files.root / rel, file_hash, key)
+            assert files is not None  # only a parent's pages are taken
+            file_hash, key = files[rel]
+            if copy:
+                writer.copy(rel, files.root / rel, file_hash)
+            else:
+                writer.link(rel, files.root / rel, file_hash, key)
+        if meanwhile is not None:
+            meanwhile()
+            meanwhile = None
+    if meanwhile is not None:
+        meanwhile()
 
 
 class _WithAlike(Sequence[indexes.InsightRow]):
@@ -238,9 +248,10 @@ def finish_version(
     copy: bool = False,
     same_lines: set[str] | None = None,
 ) -> Finished:
-    """What every version ends with: tools, the four indexes, the catalog (what it can of it
-    taken from the `parent` version's, for the pages it keeps, and the runs and insights just
-    `written`) and the manifest (last); then, for a version of a `store`, what the store keeps
+    """What every version ends with: tools, the catalog (what it can of it taken from the
+    `parent` version's, for the pages it keeps, and the runs and insights just `written`), the
+    four indexes (written while the rankers' first pages are counted) and the manifest
+    (last); then, for a version of a `store`, what the store keeps
     beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
@@ -250,8 +261,8 @@ def finish_version(
     they were (see `write_catalog`)."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
-    _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
-    # Last of the pages: what test-time readers load instead of every page's header.
+    # Last of the pages: what test-time readers load instead of every page's header; the
+    # indexes are written while a build's workers count the rankers' first pages.
     write_catalog(
         writer,
         offline=compiled_by == "offline",
@@ -261,6 +272,9 @@ def finish_version(
         farm_map=farm_map,
         copy=copy,
         same_lines=same_lines,
+        meanwhile=lambda: _write_indexes(
+            writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows
+        ),
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
