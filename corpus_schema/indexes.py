@@ -4,10 +4,13 @@ show, and the root index of the corpus."""
 from __future__ import annotations
 
 import bisect
+import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
+
+import orjson
 
 from .catalog import READ_ONLY_MARK
 from .layout import (
@@ -200,6 +203,12 @@ Reuse = Callable[[str, str], bool]
 then the new version takes it as it is."""
 
 
+PartMark = Callable[[int, int, int], str]
+"""What a part's first line ends with, after the ids it holds, for a section's rows from
+`start` to `stop` (section, start, stop; sections count from 0): a digest of what its rows
+show, so that a parent's part that begins with the same line shows the same rows."""
+
+
 def _paged(
     layout: Layout,
     layer: str,
@@ -208,6 +217,7 @@ def _paged(
     page_rows: int,
     unchanged: int = 0,
     reuse: Reuse | None = None,
+    mark: PartMark | None = None,
 ) -> Iterator[tuple[str, str | None]]:
     """An index: `head`, then each section (a heading or None, its table's header lines, its
     rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
@@ -215,7 +225,9 @@ def _paged(
     a page at a time, parts first, so that only one page is held at once. Of an index of one
     section whose first `unchanged` rows are those its parent version wrote, a full part of
     those rows that `reuse` finds in the parent is yielded as (path, None): taken as it is, not
-    rendered (nothing in a part depends on the rows after it)."""
+    rendered (nothing in a part depends on the rows after it). With `mark`, each part's first
+    line ends with its mark, and any part whose first line `reuse` finds in the parent is
+    taken as it is."""
     rel = layout.index_rel(layer)
     total = sum(len(rows) for _, _, rows in sections)
     if total <= page_rows:
@@ -237,10 +249,11 @@ def _paged(
             first, last = rows[start][0], rows[stop - 1][0]
             title = f"{heading.split(chr(10), 1)[0].lstrip('# ')}: " if heading else ""
             top = f"# {title}part {part}: {first} to {last}"
+            if mark is not None:
+                top += f" {mark(number - 1, start, stop)}"
             lines.append(f"- {link(part_rel, rel)}: {first} to {last}")
             if (
-                len(sections) == 1
-                and start + page_rows <= unchanged
+                (mark is not None or (len(sections) == 1 and start + page_rows <= unchanged))
                 and reuse is not None
                 and reuse(part_rel, top)
             ):
@@ -352,12 +365,49 @@ def compilation_index(
     return _paged(layout, COMPILATION_DIR, head, [(None, table, rendered)], page_rows, kept, reuse)
 
 
+INSIGHT_PAGE_ROWS = 1000
+"""Rows a part of the insights' index holds (a row is longer than a run's, and an add links
+every part whose rows show what they showed)."""
+INSIGHT_ROWS_SHOWN = 1
+"""How the insights' index shows a row: part of each part's mark (`_insight_marks`), so that
+a part a wikitrace that showed rows otherwise wrote is never taken. Change it when a row is
+shown otherwise."""
+
+
+@overload
 def insight_index(
     layout: Layout,
     rows: Sequence[InsightRow],
     compiled_by: str,
-    page_rows: int = INDEX_PAGE_ROWS,
-) -> Iterator[tuple[str, str]]:
+    page_rows: int = INSIGHT_PAGE_ROWS,
+    *,
+    reuse: None = None,
+) -> Iterator[tuple[str, str]]: ...
+
+
+@overload
+def insight_index(
+    layout: Layout,
+    rows: Sequence[InsightRow],
+    compiled_by: str,
+    page_rows: int = INSIGHT_PAGE_ROWS,
+    *,
+    reuse: Reuse,
+) -> Iterator[tuple[str, str | None]]: ...
+
+
+def insight_index(
+    layout: Layout,
+    rows: Sequence[InsightRow],
+    compiled_by: str,
+    page_rows: int = INSIGHT_PAGE_ROWS,
+    *,
+    reuse: Reuse | None = None,
+) -> Iterator[tuple[str, str | None]]:
+    """The insights' index: a section for each task type, then the divergences. Past
+    `page_rows` rows, in parts, each part's first line naming the ids it holds and ending
+    with a digest of what its rows show (`_insight_marks`): a part `reuse` finds in the parent
+    version with that first line is yielded as (path, None), taken as it is (`_paged`)."""
     rel = layout.index_rel(INSIGHT_DIR)
     head = ["# Insights by task type", ""]
     if compiled_by == "offline":
@@ -428,10 +478,50 @@ def insight_index(
         (f"## {inline(task_type)}", table, _Rows(_Picked(rows, by_type[task_type]), line))
         for task_type in sorted(by_type)
     ]
+    positions = [by_type[task_type] for task_type in sorted(by_type)]
     if diverged:
         heading = f"## {DIVERGENCES_HEADING}\n\n" + prose(DIVERGENCES_NOTE)
         sections.append((heading, table, _Rows(_Picked(rows, diverged), line)))
-    return _rendered(_paged(layout, INSIGHT_DIR, head, sections, page_rows))
+        positions.append(diverged)
+    mark = _insight_marks(layout, rows, positions, copies)
+    pages = _paged(layout, INSIGHT_DIR, head, sections, page_rows, reuse=reuse, mark=mark)
+    return pages if reuse is not None else _rendered(pages)
+
+
+def _insight_marks(
+    layout: Layout,
+    rows: Sequence[InsightRow],
+    positions: list[array[int]],
+    copies: dict[int, int],
+) -> PartMark:
+    """Each part's mark: a digest of what its rows show (each row's values that `line` shows,
+    the size of the group it leads), the layout's id widths and how rows are shown
+    (INSIGHT_ROWS_SHOWN). Two parts of a section that begin with the same line show the same
+    rows: a parent's part so found is taken without rendering a row, where reading and hashing
+    them is cheap (a mined lesson recounted to the same row keeps its part)."""
+    seed = f"{INSIGHT_ROWS_SHOWN}:{layout.step_width}:{layout.insight_width}".encode()
+
+    def mark(section: int, start: int, stop: int) -> str:
+        digest = hashlib.blake2b(seed, digest_size=16)
+        for row in _Picked(rows, positions[section][start:stop])[:]:
+            shown = (
+                row.number,
+                row.title,
+                row.source_step,
+                row.source_outcome,
+                row.source_judged,
+                row.status,
+                row.verified,
+                row.pattern is not None,
+                row.holds,
+                row.read_only,
+                row.alike,
+                copies.get(row.number, 1),
+            )
+            digest.update(orjson.dumps(shown))
+        return f"<!-- blake2b:{digest.hexdigest()} -->"
+
+    return mark
 
 
 DIVERGENCE = "diverge"

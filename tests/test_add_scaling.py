@@ -190,6 +190,13 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
             (5, True),
         ]
         assert all(texts for name, _, texts in counted if name == "tasks")
+        # The insights' index parts (the contrast's type, then the divergences): the last add
+        # shows the same rows (the contrast recounted to the same row), so both are linked.
+        parts = sorted(part.name for part in (ours / "insight/_index").iterdir())
+        assert parts == ["001-0001.md", "002-0001.md"]
+        for name in parts:
+            part = f"insight/_index/{name}"
+            assert (ours / part).samefile(parent / part)
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)

@@ -248,7 +248,9 @@ def finish_version(
     they were (see `write_catalog`)."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
-    _write_indexes(writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows)
+    _write_indexes(
+        writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows, copy=copy
+    )
     # Last of the pages: what test-time readers load instead of every page's header.
     write_catalog(
         writer,
@@ -328,32 +330,45 @@ def _write_indexes(
     compiled_by: CompiledBy,
     parent: FrozenVersion | None,
     kept_rows: int,
+    *,
+    copy: bool = False,
 ) -> None:
     """The index of each layer (in parts past a page's rows); a part of the raw and the
     compilations' index whose rows are all among the first `kept_rows` runs, as the `parent`
-    version wrote them, is linked from it where it holds that part."""
+    version wrote them, is linked from it where it holds that part, and so is a part of the
+    insights' index that begins with the same line (the same rows shown: see
+    indexes.insight_index). With `copy` (a view handed to others), copied, never linked."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
-    parts = _ParentFiles(parent, _is_index_part) if parent is not None and kept_rows else None
+    parts = _ParentFiles(parent, _is_index_part) if parent is not None else None
     reuse = parts.holds if parts is not None else None
+    kept_reuse = reuse if kept_rows else None
     for pages in (
-        indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
+        indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=kept_reuse),
         indexes.compilation_index(
-            layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse, compiled=runs.compiled
+            layout,
+            rows,
+            compiled_by,
+            unchanged=kept_rows,
+            reuse=kept_reuse,
+            compiled=runs.compiled,
         ),
-        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
+        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by, reuse=reuse),
     ):
         for rel, text in pages:
-            if text is None:
-                assert parts is not None
-                file_hash, key = parts[rel]
-                writer.link(rel, parts.root / rel, file_hash, key)
-            else:
+            if text is not None:
                 writer.write(rel, text)
+                continue
+            assert parts is not None
+            file_hash, key = parts[rel]
+            if copy:
+                writer.copy(rel, parts.root / rel, file_hash)
+            else:
+                writer.link(rel, parts.root / rel, file_hash, key)
 
 
 class _ParentFiles:
