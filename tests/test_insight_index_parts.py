@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from wikitrace.corpus_schema.indexes import InsightRow, insight_index
+from wikitrace.corpus_schema.index_insights import insight_index
+from wikitrace.corpus_schema.indexes import InsightRow
 from wikitrace.corpus_schema.layout import Layout
 
 LAYOUT = Layout(Path("corpus"))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from wikitrace.corpus_schema import Layout, indexes, raw_pages
+from wikitrace.corpus_schema import Layout, index_insights, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, catalog_of
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
@@ -337,7 +337,7 @@ def _write_indexes(
     compilations' index whose rows are all among the first `kept_rows` runs, as the `parent`
     version wrote them, is linked from it where it holds that part, and so is a part of the
     insights' index that begins with the same line (the same rows shown: see
-    indexes.insight_index). With `copy` (a view handed to others), copied, never linked."""
+    index_insights.insight_index). With `copy` (a view handed to others), copied, never linked."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
@@ -357,7 +357,9 @@ def _write_indexes(
             reuse=kept_reuse,
             compiled=runs.compiled,
         ),
-        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by, reuse=reuse),
+        index_insights.insight_index(
+            layout, _WithAlike(insight_rows, alike), compiled_by, reuse=reuse
+        ),
     ):
         for rel, text in pages:
             if text is not None:
