@@ -3,6 +3,7 @@ can from its parent version's catalog and from what the build just wrote."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,7 +44,7 @@ from .records import (
     InsightHeader,
     MinedFinding,
 )
-from .spill import JsonLines
+from .spill import READ_AHEAD, JsonLines
 
 
 def _mined_line(finding: MinedFinding) -> str:
@@ -260,47 +261,86 @@ class LessonTexts:
     goes_with: str | None
 
 
-class _Lessons(Sequence[LessonTexts]):
-    """The insights of a catalog being written, as grouping reads them: what is held of each,
-    with its title and guideline read from its line in `lines`."""
+class _Lessons(Sequence["_HeldLesson"]):
+    """The insights of a catalog being written, as grouping reads them: what is held of each
+    (its task type, outcome, pattern), its title and guideline read from its line in `lines`
+    only when asked (grouping reads the texts of the model's lessons alone), a few hundred
+    lines at a time."""
 
     def __init__(self, held: _Waiting, lines: JsonLines) -> None:
         self._held = held
         self._lines = lines
+        self._block: tuple[int, list[dict[str, Any]]] = (0, [])
+        """The lines last read: the first's place, and the lines."""
 
     def __len__(self) -> int:
         return len(self._held)
 
     @overload
-    def __getitem__(self, index: int) -> LessonTexts: ...
+    def __getitem__(self, index: int) -> _HeldLesson: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[LessonTexts]: ...
+    def __getitem__(self, index: slice) -> list[_HeldLesson]: ...
 
-    def __getitem__(self, index: int | slice) -> LessonTexts | list[LessonTexts]:
+    def __getitem__(self, index: int | slice) -> _HeldLesson | list[_HeldLesson]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return self._made(index, self._lines[index])
+        return _HeldLesson(self, range(len(self))[index])
 
-    def __iter__(self) -> Iterator[LessonTexts]:
-        for index, line in enumerate(self._lines):
-            yield self._made(index, line)
+    def __iter__(self) -> Iterator[_HeldLesson]:
+        return map(_HeldLesson, itertools.repeat(self), range(len(self)))
 
-    def _made(self, index: int, line: dict[str, Any]) -> LessonTexts:
-        value = self._held.value
-        outcome = value("source_outcome", index)
+    def value(self, name: str, index: int) -> str | None:
+        return self._held.value(name, index)
+
+    def texts(self, index: int) -> tuple[str, str]:
+        """The title and guideline of the insight at `index`, read with the lines after it."""
+        first, lines = self._block
+        if not first <= index < first + len(lines):
+            first, lines = index, self._lines[index : index + READ_AHEAD]
+            self._block = (first, lines)
+        line = lines[index - first]
+        return line["title"], line["guideline"]
+
+
+class _HeldLesson:
+    """An insight of a catalog being written, as grouping reads it (search/consolidate.py's
+    `Lesson`): what is held of it, and its texts read from its line when asked."""
+
+    __slots__ = ("_index", "_lessons")
+
+    def __init__(self, lessons: _Lessons, index: int) -> None:
+        self._lessons = lessons
+        self._index = index
+
+    @property
+    def title(self) -> str:
+        return self._lessons.texts(self._index)[0]
+
+    @property
+    def guideline(self) -> str:
+        return self._lessons.texts(self._index)[1]
+
+    @property
+    def task_type(self) -> str | None:
+        return self._lessons.value("task_type", self._index)
+
+    @property
+    def source_outcome(self) -> str:
+        outcome = self._lessons.value("source_outcome", self._index)
         assert outcome is not None
-        return LessonTexts(
-            line["title"],
-            line["guideline"],
-            value("task_type", index),
-            outcome,
-            value("pattern", index),
-            value("goes_with", index),
-        )
+        return outcome
+
+    @property
+    def pattern(self) -> str | None:
+        return self._lessons.value("pattern", self._index)
+
+    @property
+    def goes_with(self) -> str | None:
+        return self._lessons.value("goes_with", self._index)
 
 
-LeadersOf = Callable[[Sequence[LessonTexts]], list[int]]
+LeadersOf = Callable[[Sequence[_HeldLesson]], list[int]]
 """Each insight of a catalog being written -> the index of its group's first (itself when it
 leads one)."""
 

@@ -95,9 +95,12 @@ class IndexWriter:
     def _project_of(self, step: str) -> str | None:
         """The project of run `step` (None when it has none or is not in the catalog)."""
         steps = self._steps
-        position = bisect.bisect_left(steps, by_number(step), key=by_number)
-        if position == len(steps) or steps[position] != step:
-            return None
+        # A version's steps count from 1 with no gap: run N is at N - 1 (else found by halves).
+        position = by_number(step)[0] - 1
+        if not (0 <= position < len(steps) and steps[position] == step):
+            position = bisect.bisect_left(steps, by_number(step), key=by_number)
+            if position == len(steps) or steps[position] != step:
+                return None
         page, place = divmod(position, self.page_runs)
         projects = self._project_at.get(page)
         if projects is None:

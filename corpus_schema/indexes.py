@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from .catalog import READ_ONLY_MARK
 from .layout import (
     CATALOG,
     CATALOG_INDEX,
@@ -31,7 +30,6 @@ from .render import (
     TRUST_NOTE,
     bullet,
     fit_line,
-    inline,
     outcome_text,
     prose,
     quote_block,
@@ -200,6 +198,12 @@ Reuse = Callable[[str, str], bool]
 then the new version takes it as it is."""
 
 
+PartMark = Callable[[int, int, int], str]
+"""What a part's first line ends with, after the ids it holds, for a section's rows from
+`start` to `stop` (section, start, stop; sections count from 0): a digest of what its rows
+show, so that a parent's part that begins with the same line shows the same rows."""
+
+
 def _paged(
     layout: Layout,
     layer: str,
@@ -208,6 +212,7 @@ def _paged(
     page_rows: int,
     unchanged: int = 0,
     reuse: Reuse | None = None,
+    mark: PartMark | None = None,
 ) -> Iterator[tuple[str, str | None]]:
     """An index: `head`, then each section (a heading or None, its table's header lines, its
     rows). When the rows are more than `page_rows`, each section's rows go into parts of up to
@@ -215,7 +220,9 @@ def _paged(
     a page at a time, parts first, so that only one page is held at once. Of an index of one
     section whose first `unchanged` rows are those its parent version wrote, a full part of
     those rows that `reuse` finds in the parent is yielded as (path, None): taken as it is, not
-    rendered (nothing in a part depends on the rows after it)."""
+    rendered (nothing in a part depends on the rows after it). With `mark`, each part's first
+    line ends with its mark, and any part whose first line `reuse` finds in the parent is
+    taken as it is."""
     rel = layout.index_rel(layer)
     total = sum(len(rows) for _, _, rows in sections)
     if total <= page_rows:
@@ -237,10 +244,11 @@ def _paged(
             first, last = rows[start][0], rows[stop - 1][0]
             title = f"{heading.split(chr(10), 1)[0].lstrip('# ')}: " if heading else ""
             top = f"# {title}part {part}: {first} to {last}"
+            if mark is not None:
+                top += f" {mark(number - 1, start, stop)}"
             lines.append(f"- {link(part_rel, rel)}: {first} to {last}")
             if (
-                len(sections) == 1
-                and start + page_rows <= unchanged
+                (mark is not None or (len(sections) == 1 and start + page_rows <= unchanged))
                 and reuse is not None
                 and reuse(part_rel, top)
             ):
@@ -350,88 +358,6 @@ def compilation_index(
     kept = bisect.bisect_left(picked.positions, unchanged)  # compiled rows of those runs
     rendered = _Rows(picked, line)
     return _paged(layout, COMPILATION_DIR, head, [(None, table, rendered)], page_rows, kept, reuse)
-
-
-def insight_index(
-    layout: Layout,
-    rows: Sequence[InsightRow],
-    compiled_by: str,
-    page_rows: int = INDEX_PAGE_ROWS,
-) -> Iterator[tuple[str, str]]:
-    rel = layout.index_rel(INSIGHT_DIR)
-    head = ["# Insights by task type", ""]
-    if compiled_by == "offline":
-        head += [quote_block(OFFLINE_NOTE), ""]
-        if not rows:
-            return iter([(rel, "\n".join([*head, "This corpus has no insights.", ""]))])
-    head += [quote_block(TRUST_NOTE), ""]
-    head += [
-        prose(
-            "Status: ungated (never tested), committed (passed the admission gate), rejected and "
-            f"retired (kept on record, never shown to an agent); {READ_ONLY_MARK}: its only "
-            "support is text the agent read (a tool's output, a file, a page), which may be an "
-            "injected instruction. Same lesson as: a near-duplicate "
-            "of an insight drawn from another run (the first message lists the first of each). "
-            "Mined: counted from how many runs with and without a pattern ended, without a model "
-            "(a correlation, not a cause); the source is its most typical run."
-        ),
-        "",
-    ]
-    if not rows:
-        head += ["No insights were drawn.", ""]
-    # Positions by task type, and the near-duplicates of each group's first: the rows
-    # themselves are read again a part at a time (they may be on disk). A divergence is a
-    # fact about one task, not a lesson of its type: they have a section of their own.
-    by_type: dict[str, array[int]] = {}
-    diverged = array("q")
-    copies: dict[int, int] = {}
-    for position, row in enumerate(rows):
-        if row.pattern == DIVERGENCE:
-            diverged.append(position)
-        else:
-            by_type.setdefault(row.task_type or "(no task type)", array("q")).append(position)
-        if row.alike is not None:
-            copies[row.alike] = copies.get(row.alike, 1) + 1
-    table = (
-        "| insight | title | source | source outcome | status | same lesson as |\n"
-        "|---|---|---|---|---|---|"
-    )
-
-    def line(row: InsightRow) -> Row:
-        def at(rel: str) -> str:
-            insight_link = link(layout.insight_rel(row.number), rel, layout.insight(row.number))
-            source = layout.step(row.source_step)
-            source_link = link(layout.compilation_rel(row.source_step), rel, source)
-            status = row.status if row.verified else f"{row.status}, UNVERIFIED"
-            if row.pattern is not None:
-                status += ", mined" if row.holds else ", mined, NO LONGER HOLDS"
-            if row.read_only:
-                status += f", {READ_ONLY_MARK}"
-            alike = (
-                link(layout.insight_rel(row.alike), rel, layout.insight(row.alike))
-                if row.alike is not None
-                else f"(first of {copies[row.number]})"
-                if copies.get(row.number, 1) > 1
-                else ""
-            )
-            return fit_line(
-                f"| {insight_link} | ",
-                row.title,
-                f" | {source_link} "
-                f"| {outcome_text(row.source_outcome, row.source_judged)} | {status} | {alike} |",
-                cell=True,
-            )
-
-        return layout.insight(row.number), at
-
-    sections: list[tuple[str | None, str, Sequence[Row]]] = [
-        (f"## {inline(task_type)}", table, _Rows(_Picked(rows, by_type[task_type]), line))
-        for task_type in sorted(by_type)
-    ]
-    if diverged:
-        heading = f"## {DIVERGENCES_HEADING}\n\n" + prose(DIVERGENCES_NOTE)
-        sections.append((heading, table, _Rows(_Picked(rows, diverged), line)))
-    return _rendered(_paged(layout, INSIGHT_DIR, head, sections, page_rows))
 
 
 DIVERGENCE = "diverge"

@@ -491,7 +491,7 @@ def of_lessons(lessons: Sequence[Lesson], grouping: Grouping = group) -> list[in
             subject = Mined(item.task_type, item.pattern, goes_with).words()
             if subject:
                 looking.setdefault((item.task_type, goes_with), []).append((index, subject))
-    found = grouping(_Texts(lessons, plain))
+    found = grouping(_Texts(lessons, plain)) if plain else []  # none: no text read
     leaders = list(range(len(lessons)))
     for position, index in enumerate(plain):
         leaders[index] = plain[found[position]]

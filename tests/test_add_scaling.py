@@ -13,7 +13,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus, mine_contrast, mine_table
 from wikitrace.compiler import build as build_module
-from wikitrace.corpus_schema import catalog_runs, indexes, layout
+from wikitrace.corpus_schema import catalog_runs, index_insights, indexes, layout
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.layout import CATALOG_PAGE_RUNS, MANIFEST, MINED_TESTS
 from wikitrace.corpus_schema.writing import file_digest
@@ -124,7 +124,7 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
     # once its first trial (the 30th run, an add's) fails. In parts of 8 rows, an add links
     # the parent's full parts of the raw and compilations' indexes: they must be what one
     # build writes.
-    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+    for index in (indexes.raw_index, indexes.compilation_index, index_insights.insight_index):
         monkeypatch.setattr(index, "__defaults__", (page_rows,))
     # And the catalog's runs in pages of as many, the rankers' texts too.
     monkeypatch.setattr(catalog_runs, "CATALOG_PAGE_RUNS", min(page_rows, CATALOG_PAGE_RUNS))
@@ -190,6 +190,13 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
             (5, True),
         ]
         assert all(texts for name, _, texts in counted if name == "tasks")
+        # The insights' index parts (the contrast's type, then the divergences): the last add
+        # shows the same rows (the contrast recounted to the same row), so both are linked.
+        parts = sorted(part.name for part in (ours / "insight/_index").iterdir())
+        assert parts == ["001-0001.md", "002-0001.md"]
+        for name in parts:
+            part = f"insight/_index/{name}"
+            assert (ours / part).samefile(parent / part)
     versions = sorted((tmp_path / "chain.versions").glob("v*"))
     assert len(versions) == len(bounds) - 1
     assert all(manifest_io.verify(version).ok for version in versions)
@@ -204,7 +211,7 @@ def test_an_add_writes_anew_a_parent_s_index_part_that_begins_otherwise(
 ) -> None:
     # A parent written before parts named their ids ("# part 1 of 3"): its parts are not
     # taken, and the add's are what one build writes.
-    for index in (indexes.raw_index, indexes.compilation_index, indexes.insight_index):
+    for index in (indexes.raw_index, indexes.compilation_index, index_insights.insight_index):
         monkeypatch.setattr(index, "__defaults__", (4,))
     runs = planted()
     one, chain = tmp_path / "one", tmp_path / "chain"

@@ -293,12 +293,12 @@ def test_an_index_past_a_page_is_in_parts_that_link_every_row(
 ) -> None:
     """Past INDEX_PAGE_ROWS rows, a layer's _index.md lists parts of up to that many rows, so
     no index page grows with the corpus; every row is in one part, and every link resolves."""
-    from wikitrace.corpus_schema import indexes
+    from wikitrace.corpus_schema import index_insights, indexes
 
     monkeypatch.setattr(indexes, "INDEX_PAGE_ROWS", 4)
     monkeypatch.setattr(indexes.raw_index, "__defaults__", (4,))
     monkeypatch.setattr(indexes.compilation_index, "__defaults__", (4,))
-    monkeypatch.setattr(indexes.insight_index, "__defaults__", (4,))
+    monkeypatch.setattr(index_insights.insight_index, "__defaults__", (4,))
     runs = [make_run(f"t{n}", success=n % 2 == 0, task_type=f"type{n % 2}") for n in range(10)]
     corpus = tmp_path / "corpus"
     build([write_runs(tmp_path / "runs.jsonl", runs)], corpus)

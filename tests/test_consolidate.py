@@ -203,3 +203,29 @@ def test_a_lesson_and_its_opposite_are_never_near_duplicates() -> None:
         ("Never pass --strict to the parser", "Never give the parser its --strict flag."),
     ]
     assert consolidate.group(lessons) == [0, 1, 1]
+
+
+class _MinedOnly:
+    """A mined lesson as grouping reads it, whose texts may not be read."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.task_type = "shop"
+        self.source_outcome = "failure"
+        self.goes_with = "failure"
+
+    @property
+    def title(self) -> str:
+        raise AssertionError("a mined lesson's texts read")
+
+    guideline = title
+
+
+def test_mined_lessons_alone_are_grouped_without_reading_a_text() -> None:
+    # A catalog of divergences and contrasts (mined: never grouped with each other, and no
+    # model lesson to join): neither the grouping nor a text is called for.
+    def grouping(texts: object) -> list[int]:
+        raise AssertionError("grouped")
+
+    lessons = [_MinedOnly("diverge"), _MinedOnly("uses:issue_refund"), _MinedOnly("diverge")]
+    assert consolidate.of_lessons(lessons, grouping) == [0, 1, 2]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wikitrace.corpus_schema import InputError, gate_pages, indexes, insight_pages
+from wikitrace.corpus_schema import InputError, gate_pages, index_insights, insight_pages
 from wikitrace.corpus_schema.errors import CorpusError
 from wikitrace.corpus_schema.history import Changes, Event, VersionInfo
 from wikitrace.corpus_schema.layout import (
@@ -201,7 +201,7 @@ def write_view(
                 writer.write_files(insight_pages.insight_files(header, guideline))
                 row = dataclasses.replace(row, status=header.status)
             rows.append(row)
-        for rel, text in indexes.insight_index(layout, rows, base.manifest.compiled_by):
+        for rel, text in index_insights.insight_index(layout, rows, base.manifest.compiled_by):
             writer.write(rel, text)
         # What the agent is shown must be this view's insights, not the base's.
         write_catalog(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from wikitrace.corpus_schema import Layout, indexes, raw_pages
+from wikitrace.corpus_schema import Layout, index_insights, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, catalog_of
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
@@ -273,7 +273,7 @@ def finish_version(
         copy=copy,
         same_lines=same_lines,
         meanwhile=lambda: _write_indexes(
-            writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows
+            writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows, copy=copy
         ),
     )
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
@@ -344,32 +344,47 @@ def _write_indexes(
     compiled_by: CompiledBy,
     parent: FrozenVersion | None,
     kept_rows: int,
+    *,
+    copy: bool = False,
 ) -> None:
     """The index of each layer (in parts past a page's rows); a part of the raw and the
     compilations' index whose rows are all among the first `kept_rows` runs, as the `parent`
-    version wrote them, is linked from it where it holds that part."""
+    version wrote them, is linked from it where it holds that part, and so is a part of the
+    insights' index that begins with the same line (the same rows shown: see
+    index_insights.insight_index). With `copy` (a view handed to others), copied, never linked."""
     # Near-duplicates: the index says of which (the rows may be on disk: they are read as
     # they are needed, and the number of each group's first kept).
     leaders = consolidate.of_lessons(insight_rows)
     numbers = array("q", (row.number for row in insight_rows))
     alike = array("q", (-1 if lead == i else numbers[lead] for i, lead in enumerate(leaders)))
     del leaders, numbers
-    parts = _ParentFiles(parent, _is_index_part) if parent is not None and kept_rows else None
+    parts = _ParentFiles(parent, _is_index_part) if parent is not None else None
     reuse = parts.holds if parts is not None else None
+    kept_reuse = reuse if kept_rows else None
     for pages in (
-        indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse),
+        indexes.raw_index(layout, rows, compiled_by, unchanged=kept_rows, reuse=kept_reuse),
         indexes.compilation_index(
-            layout, rows, compiled_by, unchanged=kept_rows, reuse=reuse, compiled=runs.compiled
+            layout,
+            rows,
+            compiled_by,
+            unchanged=kept_rows,
+            reuse=kept_reuse,
+            compiled=runs.compiled,
         ),
-        indexes.insight_index(layout, _WithAlike(insight_rows, alike), compiled_by),
+        index_insights.insight_index(
+            layout, _WithAlike(insight_rows, alike), compiled_by, reuse=reuse
+        ),
     ):
         for rel, text in pages:
-            if text is None:
-                assert parts is not None
-                file_hash, key = parts[rel]
-                writer.link(rel, parts.root / rel, file_hash, key)
-            else:
+            if text is not None:
                 writer.write(rel, text)
+                continue
+            assert parts is not None
+            file_hash, key = parts[rel]
+            if copy:
+                writer.copy(rel, parts.root / rel, file_hash)
+            else:
+                writer.link(rel, parts.root / rel, file_hash, key)
 
 
 class _ParentFiles:
