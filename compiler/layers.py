@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -221,6 +222,8 @@ def _write_mined(
             rewritten |= {layout.insight_rel(page.number), layout.insight_data_rel(page.number)}
         cites += [(step, at, step == header.source_step) for step in header.rests_on]
     pages.clear()  # each page's lesson was made as it was written: none is held from here
+    if made_lessons is not None:
+        made_lessons.clear()
     renamed = _name_mined(
         writer, layout, base, cites, insight_rows, farm_map, compiled.waiting.in_order()
     )
@@ -540,10 +543,12 @@ def premine(
     new_rows: RunRows,
     version: VersionInfo,
     base: FrozenVersion | None,
+    stop: threading.Event,
 ) -> Premined:
     """The version's mining from its runs alone, once every run is read (`new_rows`: the new
     runs' rows), while the last calls are in flight: its lessons, new ones numbered from 1,
-    and each new divergence's lesson made. Reads the runs' logs and rows, writes nothing."""
+    and each new divergence's lesson made. Reads the runs' logs and rows, writes nothing.
+    Once `stop` is set (the build stopped) it ends at its next step, with `MiningStopped`."""
     parent_steps = len(base.rows) if base else 0
     new_text = _task_text(new_rows)
     parent_text = _task_text(base.rows) if base else new_text
@@ -553,9 +558,18 @@ def premine(
 
     pages, mining = _mine(miner, layout, task_text, version, base, 1)
     assert mining is not None
-    jobs = _divergence_jobs(os.fspath(layout.root), layout, base, pages, task_text, miner.actions)
-    made = [lesson for job in jobs for lesson in _divergence_lessons(job)]
+    made: list[tuple[InsightHeader, str]] = []
+    for job in _divergence_jobs(
+        os.fspath(layout.root), layout, base, pages, task_text, miner.actions
+    ):
+        if stop.is_set():
+            raise MiningStopped("the build stopped while its mining ran")
+        made += _divergence_lessons(job)
     return Premined(pages, mining, made)
+
+
+class MiningStopped(Exception):
+    """`premine` ended early: the build it ran beside stopped."""
 
 
 def _mine(

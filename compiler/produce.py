@@ -9,11 +9,12 @@ import dataclasses
 import itertools
 import logging
 import pickle
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -43,6 +44,12 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _Meanwhile = TypeVar("_Meanwhile")
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Take a stopped thread's outcome, so that no "exception never retrieved" is logged."""
+    if not future.cancelled():
+        future.exception()
 
 
 @dataclass(slots=True)
@@ -483,12 +490,14 @@ class Producer:
         templates: Templates,
         limits: CompileLimits,
         concurrency: int,
-        meanwhile: Callable[[], _Meanwhile] | None = None,
+        meanwhile: Callable[[threading.Event], _Meanwhile] | None = None,
     ) -> _Meanwhile | None:
         """Each run's raw layer is written as it is read; up to `concurrency` compile at once.
         `meanwhile`: work that needs the runs alone (mining), done in a thread once every run
         is read, while the last calls are in flight; what it returns is returned (None
-        without it). It must write nothing: a build stopped leaves no half-written file."""
+        without it). It must write nothing: a build stopped leaves no half-written file. It is
+        given an event set when the build stops (Ctrl-C, a fatal error) and should end soon
+        after: the build waits for it before it removes what the thread reads."""
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -512,10 +521,17 @@ class Producer:
         # The loop takes the answers between the thread's bytecodes (the GIL passes every 5
         # ms) and waits for the network the rest of the time: the thread has those waits.
         early = None
+        stop = threading.Event()
         if meanwhile is not None and not self.fatal:
-            early = asyncio.get_running_loop().run_in_executor(None, meanwhile)
-        if tasks:
-            await asyncio.gather(*tasks)
-        if self.fatal:
-            raise self.fatal
+            early = asyncio.get_running_loop().run_in_executor(None, meanwhile, stop)
+        try:
+            if tasks:
+                await asyncio.gather(*tasks)
+            if self.fatal:
+                raise self.fatal
+        except BaseException:
+            stop.set()
+            if early is not None:  # what it raised, once stopped, is the build's error's
+                early.add_done_callback(_retrieved)
+            raise
         return await early if early is not None else None

@@ -260,7 +260,9 @@ class Premined:
     mining: dict[str, Any]
     """What mining tried and found (MiningReport.as_dict)."""
     divergences: list[tuple[InsightHeader, str]]
-    """Each new divergence's header and guideline, in the order of `pages`."""
+    """Each new divergence's header and guideline, in the order of `pages`: held until
+    write_layers writes their pages, then cleared (a model build holds them all at once, where
+    an offline build makes each as its page is written)."""
 
 
 @dataclass(frozen=True)

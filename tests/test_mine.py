@@ -7,6 +7,7 @@ import asyncio
 import json
 import random
 import threading
+import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus, layers
 from wikitrace.compiler import build as build_module
 from wikitrace.compiler.mine_contrast import (
     FDR,
@@ -32,6 +33,7 @@ from wikitrace.corpus_schema.layout import mined_patterns_page
 from wikitrace.corpus_schema.records import MinedFinding
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
+from wikitrace.transport.llm import LLMCallError
 from wikitrace.versions import FrozenVersion, Store, leave_out
 
 from helpers import DATA, FakeLLM, call, good_answer, make_run, planted, run, shop_run, write_runs
@@ -344,6 +346,56 @@ def test_a_model_build_mines_while_its_last_calls_are_in_flight(
     model = [p for p in pages if not p.get("mined")]
     assert model and divergence["id"] == f"insight-{len(model) + 1:04d}"
     assert divergence["mined"]["kind"] == "divergence"
+
+
+def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fatal model error while mining runs beside the last calls stops the mining at its next
+    step: the build fails at once, not when mining would have ended (here twenty slow pieces of
+    divergence work, 0.5 s each), and leaves no corpus."""
+    started = threading.Event()
+    real_jobs, real_lessons = layers._divergence_jobs, layers._divergence_lessons
+
+    def many_jobs(*args: Any) -> Any:
+        jobs = list(real_jobs(*args))
+        return iter(jobs * 20)
+
+    def slow_lessons(job: Any) -> Any:
+        started.set()
+        time.sleep(0.5)
+        return real_lessons(job)
+
+    monkeypatch.setattr(layers, "_divergence_jobs", many_jobs)
+    monkeypatch.setattr(layers, "_divergence_lessons", slow_lessons)
+
+    class FailsOnceMiningRuns(FakeLLM):
+        async def complete(self, messages: list[Any]) -> Any:
+            for _ in range(1000):
+                if started.is_set():
+                    raise LLMCallError("the key was revoked", fatal=True)
+                await asyncio.sleep(0.01)
+            return await super().complete(messages)
+
+    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
+    win = make_run(
+        "letter", success=True, task="Fetch.", turns=[*common, call("take", what="letter")]
+    )
+    loss = make_run(
+        "letter", success=False, task="Fetch.", turns=[*common, call("force", what="drawer")]
+    )
+    llm = FailsOnceMiningRuns()
+    corpus = tmp_path / "corpus"
+    source = write_runs(tmp_path / "runs.jsonl", [loss, win, make_run("mug", success=True)])
+    options = BuildOptions(
+        inputs=[source], output=corpus, model=llm.model, cache_dir=tmp_path / "c", concurrency=8
+    )
+    began = time.monotonic()
+    with pytest.raises(LLMCallError, match="revoked"):
+        build_corpus(options, llm=llm)
+    assert started.is_set()
+    assert time.monotonic() - began < 6  # mining alone would take 10 s
+    assert not corpus.exists()
 
 
 def test_a_divergence_across_versions_reads_the_parent_s_run_from_its_log(tmp_path: Path) -> None:
