@@ -59,7 +59,8 @@ from wikitrace.versions.finish import Finished, in_staging
 from .compile import Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
-from .layers import finish_layers, premine, write_layers
+from .layers import finish_layers, write_layers
+from .layers_mined import premine
 from .mine import Miner, patterns_of_written
 from .mine_contrast import mining_thresholds
 from .mine_table import read_patterns

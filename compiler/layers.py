@@ -6,12 +6,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import threading
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from wikitrace.corpus_schema import (
     Layout,
@@ -21,7 +19,6 @@ from wikitrace.corpus_schema import (
     insight_pages,
     parse_step,
     read,
-    render,
 )
 from wikitrace.corpus_schema.catalog import PastRun, explanation
 from wikitrace.corpus_schema.catalog_runs import WrittenRun
@@ -40,14 +37,12 @@ from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
 
 from .compile import Templates
-from .mine import MinedPage, Miner, NewDivergence, mine_version, runs_layout
-from .mine_divergence import Divergence
-from .mine_lessons import LessonWriter, Quotes
-from .mine_patterns import Action
+from .layers_mined import divergence_jobs, divergence_pages, in_jobs, mined_pages, task_text_of
+from .mine import MinedPage, Miner, NewDivergence
 from .mine_table import ActionHashes, patterns_pages
 from .produce import Compiled, Summary, unpickled_page
 from .report import BuildReport
-from .stages import CompiledRuns, Layers, Premined
+from .stages import CompiledRuns, Layers
 
 
 def write_layers(
@@ -80,7 +75,7 @@ def write_layers(
         _add_rows(all_rows, runs.rows, compiled.in_order())
         number = compiled.number
         premined = runs.premined
-        pages, mining = _mined(miner, layout, runs, all_rows, version, base, number)
+        pages, mining = mined_pages(miner, layout, runs, all_rows, version, base, number)
         mined = len(pages)
         number += sum(page.new for page in pages)
         # Ids keep the parent's width, so nothing is renamed; a new corpus sizes them to fit.
@@ -128,26 +123,6 @@ def write_layers(
         raise
 
 
-def _mined(
-    miner: Miner | None,
-    layout: Layout,
-    runs: CompiledRuns,
-    all_rows: RunRows,
-    version: VersionInfo,
-    base: FrozenVersion | None,
-    number: int,
-) -> tuple[list[MinedPage], dict[str, Any] | None]:
-    """The mined lessons' pages and what mining tried and found, new lessons numbered after
-    the model's `number` insights: mined now, or taken from what a model build mined while its
-    last calls were in flight (`premine`, which numbered them from 1)."""
-    premined = runs.premined
-    if premined is None:
-        return _mine(miner, layout, _task_text(all_rows), version, base, number + 1)
-    for page in premined.pages:
-        page.number += number if page.new else 0
-    return premined.pages, premined.mining
-
-
 def _add_rows(
     all_rows: RunRows, rows: Iterable[indexes.RunRow], summaries: Iterator[Summary]
 ) -> None:
@@ -189,9 +164,9 @@ def _write_mined(
     made = iter(made_lessons) if made_lessons is not None else None
     written = itertools.chain.from_iterable(
         farm_map(
-            _divergence_pages,
-            _divergence_jobs(
-                os.fspath(writer.root), layout, base, pages, _task_text(rows), actions
+            divergence_pages,
+            divergence_jobs(
+                os.fspath(writer.root), layout, base, pages, task_text_of(rows), actions
             ),
         )
         if made is None
@@ -203,7 +178,7 @@ def _write_mined(
             header.id = layout.insight(page.number)
             writer.write_files(insight_pages.insight_files(header, guideline))
             line = None
-        elif isinstance(page.lesson, NewDivergence):  # its page written by `_divergence_pages`
+        elif isinstance(page.lesson, NewDivergence):  # its page written by `divergence_pages`
             header, guideline, lines, line = next(written)
             writer.listed(lines)
         else:
@@ -228,117 +203,6 @@ def _write_mined(
         writer, layout, base, cites, insight_rows, farm_map, compiled.waiting.in_order()
     )
     return rewritten | renamed, renamed
-
-
-PAGES_A_JOB = 64
-"""Pages made in one piece of work handed on (`_divergence_pages`, `_named_pages`)."""
-_Item = TypeVar("_Item")
-
-
-@dataclass(frozen=True)
-class _Divergences:
-    """New divergences whose pages are to be written, as a worker process takes them."""
-
-    root: str
-    """The staging folder."""
-    layout: Layout
-    """The version's layout, its insight ids as wide as they are written."""
-    parent: tuple[str, int] | None
-    """The parent version's folder and runs (their logs are read there)."""
-    pages: list[tuple[int, Divergence, str]]
-    """Each page's number, its divergence (not `load`ing) and its successful run's task."""
-    places: dict[int, array[int]]
-    """The places of the actions of the pages' runs the build mined (ActionHashes.places),
-    by step: those runs' turns are read only where a page quotes them."""
-
-
-def _jobs(items: Iterable[_Item]) -> Iterator[list[_Item]]:
-    """`items` PAGES_A_JOB at a time, in order."""
-    left = iter(items)
-    while job := list(itertools.islice(left, PAGES_A_JOB)):
-        yield job
-
-
-def _divergence_jobs(
-    root: str,
-    layout: Layout,
-    base: FrozenVersion | None,
-    pages: Iterable[MinedPage],
-    task_text: Callable[[int], str],
-    actions: ActionHashes | None,
-) -> Iterator[_Divergences]:
-    """The new divergences among `pages`, PAGES_A_JOB a job (`root`: the staging folder)."""
-    parent = (os.fspath(base.root), len(base.rows)) if base else None
-    for chunk in _jobs(_new_divergences(pages, task_text, actions)):
-        yield _Divergences(
-            root,
-            layout,
-            parent,
-            [(number, found, task) for number, found, task, _ in chunk],
-            {step: held for *_, places in chunk for step, held in places.items()},
-        )
-
-
-def _task_text(rows: Sequence[indexes.RunRow]) -> Callable[[int], str]:
-    """The task of run `step` as `rows` (a RunRows, or the parent's rows: steps from 1 with
-    no gap) hold it."""
-    if isinstance(rows, RunRows):
-        return lambda step: rows.by_step(step).task
-    return lambda step: rows[step - 1].task
-
-
-def _new_divergences(
-    pages: Iterable[MinedPage], task_text: Callable[[int], str], actions: ActionHashes | None
-) -> Iterator[tuple[int, Divergence, str, dict[int, array[int]]]]:
-    """The pages of new divergences, in order, each with the places of its runs' actions
-    where the build kept them; each divergence's successful run's task read here (the rows
-    are this process's)."""
-    for page in pages:
-        if isinstance(page.lesson, NewDivergence):
-            found = dataclasses.replace(page.lesson.divergence, load=_not_loaded)
-            places = {}
-            for run in (found.success, found.failure):
-                held = actions.places(run.step) if actions is not None else None
-                if held is not None:
-                    places[run.step] = held
-            yield page.number, found, task_text(found.success.step), places
-
-
-def _not_loaded(step: int) -> Sequence[Action]:
-    raise AssertionError(f"a divergence's actions of step {step} asked before they are read")
-
-
-def _divergence_lessons(job: _Divergences) -> list[tuple[InsightHeader, str]]:
-    """Each divergence's lesson made (its runs' actions read from their logs): its header
-    (its id not set) and guideline."""
-    layout, parent = job.layout, job.parent
-    parent_root, parent_steps = (Path(parent[0]), parent[1]) if parent else (None, 0)
-    quotes = Quotes(runs_layout(layout, parent_root, parent_steps))
-    for step, places in job.places.items():
-        quotes.know(step, places)
-    lessons = LessonWriter(layout, quotes)
-    made = []
-    for _, found, task in job.pages:
-        found.load = quotes.actions
-        lesson = lessons.divergence(found, {found.success.step: task}.__getitem__)
-        made.append((lesson.header, lesson.guideline))
-    return made
-
-
-def _divergence_pages(job: _Divergences) -> list[tuple[InsightHeader, str, list[bytes], str]]:
-    """Each divergence's lesson made (`_divergence_lessons`) and its page written: its
-    header, guideline, the lines of its files in the build's list, and its guideline as the
-    catalog shows it (`render.page_line`, made here, not in the build's process, which takes
-    the pages back one by one)."""
-    files = NewFiles(job.root)
-    made = []
-    for (number, _, _), (header, guideline) in zip(
-        job.pages, _divergence_lessons(job), strict=True
-    ):
-        header.id = job.layout.insight(number)
-        lines = files.write_files(insight_pages.insight_files(header, guideline))
-        made.append((header, guideline, lines, render.page_line(guideline)))
-    return made
 
 
 def _changes(
@@ -448,7 +312,7 @@ def _name_mined(
             yield _Named(layout.compilation_rel(page[0]), None, [], [], page[1])
             page = next(pages, None)
 
-    jobs = ((os.fspath(writer.root), layout, chunk) for chunk in _jobs(named()))
+    jobs = ((os.fspath(writer.root), layout, chunk) for chunk in in_jobs(named()))
     for lines in farm_map(_named_pages, jobs):
         writer.listed(lines)
     return replaced
@@ -535,79 +399,3 @@ def _written(
             repo=row.repo,
         )
         yield WrittenRun(run, compiled.backing if compiled else None)
-
-
-def premine(
-    miner: Miner,
-    layout: Layout,
-    new_rows: RunRows,
-    version: VersionInfo,
-    base: FrozenVersion | None,
-    stop: threading.Event,
-) -> Premined:
-    """The version's mining from its runs alone, once every run is read (`new_rows`: the new
-    runs' rows), while the last calls are in flight: its lessons, new ones numbered from 1,
-    and each new divergence's lesson made. Reads the runs' logs and rows, writes nothing.
-    Once `stop` is set (the build stopped) it ends at its next step, with `MiningStopped`."""
-    parent_steps = len(base.rows) if base else 0
-    new_text = _task_text(new_rows)
-    parent_text = _task_text(base.rows) if base else new_text
-
-    def task_text(step: int) -> str:
-        return parent_text(step) if step <= parent_steps else new_text(step)
-
-    pages, mining = _mine(miner, layout, task_text, version, base, 1)
-    assert mining is not None
-    made: list[tuple[InsightHeader, str]] = []
-    for job in _divergence_jobs(
-        os.fspath(layout.root), layout, base, pages, task_text, miner.actions
-    ):
-        if stop.is_set():
-            raise MiningStopped("the build stopped while its mining ran")
-        made += _divergence_lessons(job)
-    return Premined(pages, mining, made)
-
-
-class MiningStopped(Exception):
-    """`premine` ended early: the build it ran beside stopped."""
-
-
-def _mine(
-    miner: Miner | None,
-    layout: Layout,
-    task_text: Callable[[int], str],
-    version: VersionInfo,
-    base: FrozenVersion | None,
-    first_number: int,
-) -> tuple[list[MinedPage], dict[str, Any] | None]:
-    """The mined lessons of the version (compiler/mine.py), numbered from `first_number` (after
-    the model's), and what mining tried and found (None: --no-mine); `task_text`: a run's
-    task, by step."""
-    if miner is None:
-        return [], None
-    parent: dict[int, tuple[InsightHeader, str]] = {}
-    if base is not None:
-        for row in base.insight_rows:
-            if row.pattern is None:
-                continue  # a lesson a model drew
-            if (
-                row.pattern == indexes.DIVERGENCE
-                and base.rows[row.source_step - 1].task_key not in miner.new_tasks
-            ):
-                # Its task (its source run's) has no new run: mining neither finds it again
-                # nor drops it (mine_version), so its page is not read.
-                continue
-            page = base.insights[base.layout().insight(row.number)]  # its page alone
-            if page.header.mined is not None:
-                parent[row.number] = (page.header, row.guideline)
-    pages, mining = mine_version(
-        miner,
-        layout,
-        version=version.name,
-        first_number=first_number,
-        task_text=task_text,
-        parent=parent if base is not None else None,
-        parent_root=base.root if base else None,
-        parent_steps=len(base.rows) if base else 0,
-    )
-    return pages, mining.as_dict()

@@ -252,7 +252,7 @@ class CompiledRuns:
 
 @dataclass(frozen=True)
 class Premined:
-    """A version's mining, done from its runs alone once every run is read (layers.premine):
+    """A version's mining, done from its runs alone once every run is read (layers_mined.premine):
     its new lessons numbered from 1, as if the model drew no insight (write_layers numbers them
     after the model's), and the lesson of each new divergence made, its id not set."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from wikitrace.search import saved  # noqa: F401  (the rankers' pages, counted by the workers)
 
-from . import layers  # noqa: F401  (the mined lessons' pages, made by the workers)
+from . import layers, layers_mined  # noqa: F401  (the mined lessons' pages, made by the workers)
 from .redact_match import SecretMatcher
 
 SecretMatcher()

@@ -245,9 +245,12 @@ def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
     )
     staging = Store(corpus).staging("v0001")
     deadline = time.monotonic() + 120
-    while not (staging / "compilation").is_dir() and build.poll() is None:
+    # The raw layer's first files, which the workers write as the runs come (the compilation
+    # pages are written in the finish, which a busy machine's test may not see in time).
+    while not (staging / "raw").is_dir() and build.poll() is None:
         assert time.monotonic() < deadline, "the build never started writing"
         time.sleep(0.05)
+    assert build.poll() is None, "the build ended before its workers were seen"
     assert len(worker_processes(mark)) >= 4  # the build, the fork server, its two workers
     return build
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from wikitrace.compiler import BuildOptions, add_runs, build_corpus, layers
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus, layers_mined
 from wikitrace.compiler import build as build_module
 from wikitrace.compiler.mine_contrast import (
     FDR,
@@ -355,7 +355,7 @@ def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
     step: the build fails at once, not when mining would have ended (here twenty slow pieces of
     divergence work, 0.5 s each), and leaves no corpus."""
     started = threading.Event()
-    real_jobs, real_lessons = layers._divergence_jobs, layers._divergence_lessons
+    real_jobs, real_lessons = layers_mined.divergence_jobs, layers_mined._divergence_lessons
 
     def many_jobs(*args: Any) -> Any:
         jobs = list(real_jobs(*args))
@@ -366,8 +366,8 @@ def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
         time.sleep(0.5)
         return real_lessons(job)
 
-    monkeypatch.setattr(layers, "_divergence_jobs", many_jobs)
-    monkeypatch.setattr(layers, "_divergence_lessons", slow_lessons)
+    monkeypatch.setattr(layers_mined, "divergence_jobs", many_jobs)
+    monkeypatch.setattr(layers_mined, "_divergence_lessons", slow_lessons)
 
     class FailsOnceMiningRuns(FakeLLM):
         async def complete(self, messages: list[Any]) -> Any:
