@@ -12,7 +12,8 @@ import string
 from collections.abc import Iterable
 
 from . import gitleaks
-from .redact_rules import NEUTRAL_KEYS, Rule, all_rules, gitleaks_allowlists, rule_automaton
+from .redact_rules import NEUTRAL_KEYS, all_rules, gitleaks_allowlists, rule_automaton
+from .redact_table import Rule
 
 MIN_SECRET_TEXT = 6
 """A text shorter than this holds no secret any rule finds (it is still read with its key)."""
