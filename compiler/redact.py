@@ -81,8 +81,9 @@ class Redactor:
 
     @cached_property
     def _matcher(self) -> SecretMatcher:
-        """The rules and their automaton, made when a first text is read (about 0.4 s of CPU
-        the first time in a process): a build whose workers redact its runs never makes them
+        """The rules and their automaton, made when a first text is read (their shipped table,
+        about 0.02 s of CPU the first time in a process, and each rule's expression compiled
+        when a text first calls for it): a build whose workers redact its runs never makes them
         in its own process, nor does a report with no bad record to redact."""
         return SecretMatcher()
 

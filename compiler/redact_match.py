@@ -8,10 +8,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import string
 from collections.abc import Iterable
 
 from . import gitleaks
-from .redact_rules import NEUTRAL_KEYS, Rule, all_rules, rule_automaton
+from .redact_rules import NEUTRAL_KEYS, all_rules, gitleaks_allowlists, rule_automaton
+from .redact_table import Rule
 
 MIN_SECRET_TEXT = 6
 """A text shorter than this holds no secret any rule finds (it is still read with its key)."""
@@ -112,16 +114,47 @@ def high_entropy(value: str) -> bool:
     return gitleaks.shannon_entropy(token) >= min(4.5, 3.5 + len(token) / 40)
 
 
+# detect-secrets' false-positive filters (`detect_secrets/filters/heuristic.py`), written out
+# here: importing detect-secrets costs a build 0.1 s of CPU (it imports requests and
+# multiprocessing). tests/test_redact_table.py checks them against detect-secrets' own.
+_SEQUENCES = (
+    string.ascii_uppercase + string.ascii_uppercase + string.digits + "+/",
+    string.digits + string.ascii_uppercase + string.ascii_uppercase + "+/",
+    (string.digits + string.ascii_uppercase) * 2,
+    string.digits * 2,
+    string.hexdigits.upper() + string.hexdigits.upper(),
+    string.ascii_uppercase + "=/",
+)
+_UUID = re.compile(r"[a-f0-9]{8}\-[a-f0-9]{4}\-[a-f0-9]{4}\-[a-f0-9]{4}\-[a-f0-9]{12}", re.I)
+
+
+def is_templated_secret(secret: str) -> bool:
+    """`{secret}`, `<secret>`, `${secret}`; also `` and `$`, where detect-secrets' test reads
+    past the end."""
+    try:
+        return (
+            (secret[0] == "{" and secret[-1] == "}")
+            or (secret[0] == "<" and secret[-1] == ">")
+            or (secret[0] == "$" and secret[1] == "{" and secret[-1] == "}")
+        )
+    except IndexError:
+        return True
+
+
+def is_sequential_string(secret: str) -> bool:
+    """A run of the alphabet, digits or hex digits (`ABCDEF`, `123456`)."""
+    uppercase = secret.upper()
+    return any(uppercase in sequence for sequence in _SEQUENCES)
+
+
 def _plausible(value: str, text: str, match: re.Match[str], end: int) -> bool:
     """False for a value that only looks like a secret: a template, a variable, a name, a call
     (`end` is where the value ends in `text`)."""
-    from detect_secrets.filters import heuristic
-
     if (
-        heuristic.is_templated_secret(value)
-        or heuristic.is_prefixed_with_dollar_sign(value)
-        or heuristic.is_sequential_string(value)
-        or heuristic.is_potential_uuid(value)
+        is_templated_secret(value)
+        or value.startswith("$")
+        or is_sequential_string(value)
+        or _UUID.search(value)
         or _NUMBERS.match(value)
         or value.startswith(("{{", "${", "%("))
     ):
@@ -313,12 +346,10 @@ class SecretMatcher:
             secret = text[start:end]
             if rule.origin.entropy and gitleaks.shannon_entropy(secret) <= rule.origin.entropy:
                 return None
-            config = gitleaks.default_config()
-            if gitleaks.allowed(config.allowlists, secret, whole, text, (match_start, match.end())):
+            span = (match_start, match.end())
+            if gitleaks.allowed(gitleaks_allowlists(), secret, whole, text, span):
                 return None
-            if gitleaks.allowed(
-                rule.origin.allowlists, secret, whole, text, (match_start, match.end())
-            ):
+            if gitleaks.allowed(rule.origin.allowlists, secret, whole, text, span):
                 return None
         elif style == "detect-secrets":
             start, end = match.span()

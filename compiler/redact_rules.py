@@ -7,45 +7,14 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 from typing import Any
 
-from . import gitleaks
-
-
-@dataclass(frozen=True, eq=False)
-class Rule:
-    """One way to find a secret: an expression, the keywords that let it run, and how a match
-    is judged."""
-
-    kind: str
-    source: str
-    """The expression, as Python's `re` reads it."""
-    needles: tuple[str, ...]
-    """Lower-cased text any match must hold: the rule runs only on text holding one of them."""
-    style: str
-    """How a match is judged and which part of it goes:
-    `own`: the group named `secret`, else the whole match; `checked`: the same, and the value
-    must look like a secret (`_plausible`); `entropy`: the group `secret`, if it is random
-    enough (`high_entropy`); `detect-secrets`: the first group after the match's start, else the
-    whole match; `gitleaks`: as gitleaks judges it (entropy, allowlists, its secret group)."""
-    flags: int = 0
-    also: tuple[str, ...] = ()
-    """Text any match must hold besides a needle (one of them): `=` or `:` for an assignment."""
-    origin: gitleaks.GitleaksRule | None = None
-    anchor: tuple[int, tuple[str, ...]] | None = None
-    """For a rule every match of which starts with one of a few words (lower-cased): how far
-    back before the word the match may start, and the words. The expression is then tried only
-    where a word occurs (the automaton finds them), not at every character of the text. A
-    gitleaks rule that starts `(?i)[\\w.-]{0,50}?(?:keyword|...)` loses that prefix
-    (`source` is the rest) and may start 50 word characters before its keyword."""
-
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        return re.compile(self.source, self.flags)
-
+from . import gitleaks, redact_table
+from .redact_table import Rule
 
 _KEY_BLOCK = (
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
@@ -407,7 +376,21 @@ def _gitleaks_rule(rule: gitleaks.GitleaksRule) -> Rule:
 
 @cache
 def all_rules() -> tuple[Rule, ...]:
-    """Every rule, in the order that names a secret two of them find."""
+    """Every rule, in the order that names a secret two of them find: as shipped in
+    `secret_rules/rules.json` (redact_table.py), which is `compute_rules()` made at development
+    time."""
+    return redact_table.shipped_rules()
+
+
+@cache
+def gitleaks_allowlists() -> tuple[gitleaks.Allowlist, ...]:
+    """gitleaks' global allowlists, as shipped with the rules."""
+    return redact_table.shipped_allowlists()
+
+
+def compute_rules() -> tuple[Rule, ...]:
+    """Every rule made from its source: our expressions, gitleaks' file, detect-secrets'
+    plugins (imported here). What `all_rules` ships, made anew."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
     rules = [_rule(kind, source, needles, style) for kind, source, needles, style in _OWN]
@@ -507,3 +490,27 @@ def rule_automaton() -> _Automaton:
         ),
         decode,
     )
+
+
+def made_table() -> str:
+    """The text of `secret_rules/rules.json`, made from the rules' sources."""
+    from importlib.metadata import version
+
+    return redact_table.dumps(
+        compute_rules(),
+        gitleaks.default_config().allowlists,
+        detect_secrets_version=version("detect-secrets"),
+    )
+
+
+def main() -> None:
+    """Write `secret_rules/rules.json` into the package (a development step)."""
+    target = redact_table.table_path()
+    temporary = target.with_suffix(".json.tmp")
+    temporary.write_text(made_table())
+    temporary.replace(target)
+    print(f"wrote {target}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -381,7 +381,9 @@ def test_recall_at_a_session_s_start_loads_no_pydantic_nor_search(tmp_path: Path
     payload = f'{{"hook_event_name": "SessionStart", "cwd": "{app}"}}'.encode()
     log = tmp_path / "hook.log"
     stdin = f"import io, sys\nsys.stdin = io.TextIOWrapper(io.BytesIO({payload!r}))\n"
-    loaded = _loaded(stdin + _cli("hooks", "recall", "corpus", "--hook-log", str(log)), tmp_path)
+    # A time limit a busy machine meets: past it the hook exits at once, before the listing.
+    recall = _cli("hooks", "recall", "corpus", "--hook-log", str(log), "--time-limit", "60")
+    loaded = _loaded(stdin + recall, tmp_path)
     # Its project has runs here: the message was rendered (the offline build drew no lesson).
     assert "nothing recalled: no lesson applies" in log.read_text()
     assert "wikitrace.tools.first_message" in loaded

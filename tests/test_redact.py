@@ -448,7 +448,7 @@ def test_a_secret_quoted_in_a_skipped_record_message_stays_out_of_the_manifest(
 
 def test_a_redactor_makes_its_rules_when_it_first_reads_a_text() -> None:
     """A build whose workers redact its runs never makes the rules in its own process (about
-    0.4 s of CPU), nor does a report with no bad record to redact."""
+    0.02 s of CPU), nor does a report with no bad record to redact."""
     from wikitrace.compiler import redact_rules
 
     redact_rules.all_rules.cache_clear()
