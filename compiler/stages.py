@@ -91,10 +91,19 @@ class CheckedRuns:
         self._file.close()
 
 
-def kept_run(data: bytes) -> SourceRun:
-    """A run as CheckedRuns keeps it (`CheckedRuns.pickled`), its record made again."""
+def kept_run(data: bytes, *, head_only: bool = False) -> SourceRun:
+    """A run as CheckedRuns keeps it (`CheckedRuns.pickled`), its record made again; with
+    `head_only`, a record of all but its turns (`record_head`)."""
     path, line, run, at, input_format = pickle.loads(data)
-    return SourceRun(path, line, run, RunRecord.model_validate(run), at, input_format)
+    record = record_head(run) if head_only else RunRecord.model_validate(run)
+    return SourceRun(path, line, run, record, at, input_format)
+
+
+def record_head(run: dict[str, Any]) -> RunRecord:
+    """A run's record without its turns (its `turns` empty): what its fingerprint and its
+    task need (raw.run_key), the checks of its other fields made as they are for the whole
+    record, at a small part of the cost of validating every turn."""
+    return RunRecord.model_validate({**run, "turns": []})
 
 
 @dataclass(frozen=True)

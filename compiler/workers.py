@@ -54,7 +54,7 @@ from .produce import Producer, Summary, pickled_page, plain_compilation, summari
 from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
 from .redact import Redactor
 from .report import BuildOptions
-from .stages import kept_run
+from .stages import kept_run, record_head
 
 CHUNK_RUNS = 64
 """Runs a worker takes at once: about 0.1 s of work, against a few hundred microseconds to
@@ -174,11 +174,11 @@ def _check(runs: list[bytes]) -> tuple[list[_Checked], dict[str, int], dict[tupl
     secrets redacted, by kind and by place."""
     checked = []
     for blob in runs:
-        item = kept_run(blob)
+        item = kept_run(blob, head_only=True)  # pass two validates the turns
         data = item.data
         clean = _redactor.value(data) if _redactor is not None else data
         log_bytes, _ = turn_log(clean["turns"])
-        record = item.record if clean is data else RunRecord.model_validate(clean)
+        record = item.record if clean is data else record_head(clean)
         checked.append(
             _Checked(
                 run_key(record, log_bytes),

@@ -601,6 +601,43 @@ def test_a_kept_run_is_the_run_read(tmp_path: Path) -> None:
         kept.close()
 
 
+def test_a_records_head_fingerprints_it_as_the_whole(tmp_path: Path) -> None:
+    """The workers' first pass checks a run's record without its turns (stages.record_head):
+    its fingerprint, task and attempt are the whole record's, and a bad field besides the
+    turns is refused as the whole record refuses it."""
+    from pydantic import ValidationError
+
+    from wikitrace.compiler.importers import SourceRun, plan_inputs
+    from wikitrace.compiler.raw import run_key
+    from wikitrace.compiler.stages import CheckedRuns, kept_run, record_head
+    from wikitrace.corpus_schema import RunRecord
+    from wikitrace.corpus_schema.identity import turn_log
+
+    data = Path(__file__).parent / "data"
+    inputs = [data / "tau2-telecom-20runs.jsonl", data / "importers" / "alfworld-2episodes.out"]
+    read = [item for item in plan_inputs(inputs).items() if isinstance(item, SourceRun)]
+    kept = CheckedRuns(tmp_path)
+    try:
+        for item in read:
+            kept.append(item)
+        for blob, item in zip(kept.pickled(), read, strict=True):
+            head = kept_run(blob, head_only=True).record
+            log_bytes, _ = turn_log(item.data["turns"])
+            assert head.turns == [] and item.record.turns
+            assert run_key(head, log_bytes) == run_key(item.record, log_bytes)
+            assert head.task_key == item.record.task_key
+            assert head.metadata == item.record.metadata
+    finally:
+        kept.close()
+    run = {**read[0].data, "task_id": 7}
+    assert record_head(run).task_id == RunRecord.model_validate(run).task_id == "7"
+    for bad in ({"task_id": " "}, {"success": "yes"}, {"origin": ""}, {"extra": 1}):
+        with pytest.raises(ValidationError):
+            RunRecord.model_validate({**read[0].data, **bad})
+        with pytest.raises(ValidationError):
+            record_head({**read[0].data, **bad})
+
+
 def test_waiting_pages_come_back_in_step_order(tmp_path: Path) -> None:
     """Pages wait in the order their runs were compiled (a model's answers come in any order)
     and are written in step order, each as it was given."""
