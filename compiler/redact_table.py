@@ -164,11 +164,16 @@ def shipped_text() -> str:
 
 @cache
 def _shipped() -> dict[str, Any]:
-    table: dict[str, Any] = json.loads(shipped_text())
-    if table.get("version") != TABLE_VERSION:
+    try:
+        table: dict[str, Any] = json.loads(shipped_text())
+    except (OSError, ValueError) as error:
         raise RuntimeError(
-            f"secret_rules/{TABLE_FILE} is version {table.get('version')!r}, this wikitrace "
-            f"reads {TABLE_VERSION}: reinstall wikitrace"
+            f"{table_path()} cannot be read ({error}): reinstall wikitrace"
+        ) from None
+    if not isinstance(table, dict) or table.get("version") != TABLE_VERSION:
+        raise RuntimeError(
+            f"{table_path()} is not a table of version {TABLE_VERSION}, which this wikitrace "
+            "reads: reinstall wikitrace"
         )
     return table
 
