@@ -215,7 +215,7 @@ def search_files(
                 compilations(item.explanation)
             else:
                 insights(insight_text(item[1]))
-        same_of = {"compilations": same, "tasks": same_tasks}
+        same_of: dict[SearchName, frozenset[int]] = {"compilations": same, "tasks": same_tasks}
         yield from _saved_rankers(root, parent, spilled, farm_map, same_of)
 
 
