@@ -255,6 +255,8 @@ class _Texts:
         from wikitrace.corpus_schema.writing import spill_file  # writing a version only
 
         self._file = spill_file(folder, what)
+        self.count = 0
+        """Texts added."""
 
     def __enter__(self) -> _Texts:
         return self
@@ -265,6 +267,7 @@ class _Texts:
     def add(self, text: str) -> None:
         data = text.encode("utf-8", "surrogatepass")
         self._file.write(self._LENGTH.pack(len(data)) + data)
+        self.count += 1
 
     def __iter__(self) -> Iterator[str]:
         handle = self._file
@@ -336,7 +339,7 @@ def _task_texts(
     the parent's and the texts are those off them; else every task is counted and stripped
     (no page known the same before its texts are)."""
     kept = load_line_counts(parent / LINES) if parent is not None and same else None
-    if kept is not None:
+    if kept is not None and parent is not None and _holds_parent_s(held, parent, same, kept):
         counter = LineCounter(kept)
         counter.extend(_off_pages(held, same))
         counts = counter.counts()
@@ -347,6 +350,32 @@ def _task_texts(
     counts = counter.counts()
     common = common_lines(counts)
     return (strip(text, common, counter) for text in held), frozenset(), counts
+
+
+def _holds_parent_s(held: _Texts, parent: Path, same: frozenset[int], kept: LineCounts) -> bool:
+    """Whether the texts `held` begin with every text of the `parent` ranker's, so that its
+    line counts count none that is gone (a view leaves runs out): as many texts at least,
+    and each of the parent's off the pages `same` (those are its own) at its place, as the
+    parent's postings page holds it (its digest, less the parent's common lines)."""
+    stats = load_stats(parent / STATS)
+    if stats is None or held.count < stats.texts:
+        return False
+    common, counter = common_lines(kept), LineCounter()
+    digests: dict[int, list[str]] = {}
+    for at, text in enumerate(held):
+        number = at // PAGE_TEXTS + 1
+        if at >= stats.texts:
+            break
+        if number in same:
+            continue
+        if number not in digests:
+            digests[number] = load_postings(parent / postings_name(number)).digest_list()
+        theirs = digests[number]
+        if at % PAGE_TEXTS >= len(theirs):
+            return False
+        if text_digest(strip(text, common, counter)) != theirs[at % PAGE_TEXTS]:
+            return False
+    return True
 
 
 def _off_pages(held: Iterable[str], pages: frozenset[int]) -> Iterator[str]:

@@ -141,3 +141,38 @@ def test_an_add_takes_its_parent_s_task_pages_unread_while_the_common_lines_stay
         searched = {rel: h for rel, h in theirs.items() if rel.startswith("search/")}
         assert searched == {rel: h for rel, h in ours.items() if rel.startswith("search/")}
     assert manifest_io.verify(chain.resolve()).ok
+
+
+def test_a_view_that_leaves_a_task_out_counts_its_lines_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view keeps its parent's full pages of runs but not all its tasks: the parent's
+    counts hold a task that is gone, so they are not added to (search/saved.py,
+    `_holds_parent_s`)."""
+    from wikitrace.compiler import BuildOptions, build_corpus
+    from wikitrace.corpus_schema import catalog_runs
+    from wikitrace.corpus_schema import manifest as manifest_io
+    from wikitrace.search import saved
+    from wikitrace.versions import FrozenVersion, Store, leave_out
+
+    from helpers import make_run, write_runs
+
+    monkeypatch.setattr(catalog_runs, "CATALOG_PAGE_RUNS", 2)
+    monkeypatch.setattr(saved, "PAGE_TEXTS", 2)
+    runs = [
+        make_run(f"task-{i}", success=i % 2 == 0, task=f"Sort the {i} files.") for i in range(7)
+    ]
+    (tmp_path / "in").mkdir()
+    build_corpus(BuildOptions([write_runs(tmp_path / "in" / "runs.jsonl", runs)], tmp_path / "c"))
+    leave_out(
+        FrozenVersion.current(Store(tmp_path / "c")), tmp_path / "view", ["task-6"], force=False
+    )
+    (tmp_path / "in6").mkdir()
+    build_corpus(
+        BuildOptions([write_runs(tmp_path / "in6" / "runs.jsonl", runs[:6])], tmp_path / "d")
+    )
+    ours = manifest_io.load(tmp_path / "view").files
+    theirs = manifest_io.load((tmp_path / "d").resolve()).files
+    tasks = {rel: h for rel, h in theirs.items() if rel.startswith("search/tasks/")}
+    assert "search/tasks/lines.bin" in tasks
+    assert tasks == {rel: h for rel, h in ours.items() if rel.startswith("search/tasks/")}
