@@ -17,6 +17,7 @@ import orjson
 from wikitrace.corpus_schema.catalog import InsightEntry, PastRun, damaged
 from wikitrace.corpus_schema.counts import POSTINGS_VERSION, STATS, load_stats
 
+from .boilerplate import SHARE, LineCounter, common_lines, strip
 from .mapped import MappedIndex, MatrixColumns, PostingsIndex, mappable, split_words, with_parts
 
 _OPTIONAL = ("scipy", "numba", "jax", "tqdm")
@@ -105,27 +106,19 @@ SEARCH_COUNT = "texts.json"
 it indexed stems ("words"), and, saved as postings (search/saved.py), their version."""
 
 
-def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = 0.3) -> Iterator[str]:
+def without_boilerplate(texts: Callable[[], Iterable[str]], share: float = SHARE) -> Iterator[str]:
     """Each text less the lines that many of the texts hold (a benchmark's generic
     instructions), so that similarity is judged on what sets a task apart. `texts()` is read
-    twice: once to count, by their hashes, the distinct texts each line of more than 20
-    characters is in, then to leave out those in at least `share` of them (and of two)."""
-    distinct: set[int] = set()
-    counts: Counter[int] = Counter()
-    for text in texts():
-        if (key := hash(text)) in distinct:
-            continue
-        distinct.add(key)
-        counts.update({hash(line) for line in map(str.strip, text.splitlines()) if len(line) > 20})
-    limit = max(2, int(len(distinct) * share))
-    common = {line for line, n in counts.items() if n >= limit}
-    del distinct, counts
+    twice: once to count, by their digests, the distinct texts each line of more than 20
+    characters is in (search/boilerplate.py), then to leave out those in at least `share` of
+    them (and of two)."""
+    counter = LineCounter().extend(texts())
+    common = common_lines(counter.counts(), share)
     if not common:
         yield from texts()
         return
     for text in texts():
-        kept = [line for line in text.splitlines() if hash(line.strip()) not in common]
-        yield "\n".join(kept) or text
+        yield strip(text, common, counter)
 
 
 def search_texts(

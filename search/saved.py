@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from wikitrace.corpus_schema.catalog import PastRun, damaged, page_size, tasks_and_records
+from wikitrace.corpus_schema.common_lines import LINES, LineCounts, load_line_counts
 from wikitrace.corpus_schema.counts import (
     PAGE_TEXTS,
     POSTINGS_VERSION,
@@ -37,13 +38,13 @@ from wikitrace.corpus_schema.counts import (
 from wikitrace.corpus_schema.layout import CATALOG, SEARCH_DIR, catalog_page_rel
 
 from . import rank
+from .boilerplate import LineCounter, common_lines, strip
 from .rank import (
     SAVED_SEARCHES,
     SEARCH_COUNT,
     STEMMED,
     SearchName,
     insight_text,
-    without_boilerplate,
 )
 
 FarmMap = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
@@ -193,7 +194,8 @@ def search_files(
     are the parent's files (catalog_build.catalog_of); the compilations' ranker takes the
     parent's page of the same runs with neither reading nor hashing their texts.
     `farm_map`: how the pages are counted."""
-    same = _same_pages(root, parent, linked)
+    same = _same_pages(root, parent, linked, "compilations")
+    same_tasks = _same_pages(root, parent, linked, "tasks")
     # The catalog is read once: each ranker's texts wait on disk (search_texts' texts, read
     # back as they are needed: the tasks twice, for their common lines).
     with contextlib.ExitStack() as stack:
@@ -213,18 +215,23 @@ def search_files(
                 compilations(item.explanation)
             else:
                 insights(insight_text(item[1]))
-        yield from _saved_rankers(root, parent, spilled, farm_map, {"compilations": same})
+        same_of: dict[SearchName, frozenset[int]] = {"compilations": same, "tasks": same_tasks}
+        yield from _saved_rankers(root, parent, spilled, farm_map, same_of)
 
 
-def _same_pages(root: Path, parent: Path | None, linked: Collection[str]) -> frozenset[int]:
-    """The pages of the compilations' ranker whose texts are those of the `parent` ranker's
-    page of the same number: one text a run, so page N holds the runs of the catalog's page
-    N when the catalog's pages hold PAGE_TEXTS runs, and that page is the parent's file
-    (`linked`: the parent's page of runs at that place), full in both, and the parent's
-    ranker has it as postings (PAGE_TEXTS texts, as have the pages before it)."""
+def _same_pages(
+    root: Path, parent: Path | None, linked: Collection[str], name: SearchName
+) -> frozenset[int]:
+    """The pages of the ranker `name` (of the compilations or the tasks: one text a run)
+    that may hold the texts of the `parent` ranker's page of the same number: page N holds
+    the runs of the catalog's page N when the catalog's pages hold PAGE_TEXTS runs, and that
+    page is the parent's file (`linked`: the parent's page of runs at that place), full in
+    both, and the parent's ranker has it as postings (PAGE_TEXTS texts, as have the pages
+    before it). The compilations' texts are then the same; the tasks' are when the lines
+    left out as common are (`_task_texts`)."""
     if parent is None or not linked or page_size(root / CATALOG) != PAGE_TEXTS:
         return frozenset()
-    before = parent / SEARCH_DIR / "compilations"
+    before = parent / SEARCH_DIR / name
     stats = load_stats(before / STATS) if (before / STATS).exists() else None
     if stats is None:
         return frozenset()
@@ -248,6 +255,8 @@ class _Texts:
         from wikitrace.corpus_schema.writing import spill_file  # writing a version only
 
         self._file = spill_file(folder, what)
+        self.count = 0
+        """Texts added."""
 
     def __enter__(self) -> _Texts:
         return self
@@ -258,6 +267,7 @@ class _Texts:
     def add(self, text: str) -> None:
         data = text.encode("utf-8", "surrogatepass")
         self._file.write(self._LENGTH.pack(len(data)) + data)
+        self.count += 1
 
     def __iter__(self) -> Iterator[str]:
         handle = self._file
@@ -292,11 +302,13 @@ def _saved_rankers(
     def before(name: SearchName) -> Path | None:
         return parent / SEARCH_DIR / name if parent is not None else None
 
+    tasks, same_tasks, line_counts = _task_texts(
+        spilled["tasks"], before("tasks"), same.get("tasks", frozenset())
+    )
+    same = {**same, "tasks": same_tasks}
+
     def jobs(name: SearchName) -> Iterator[tuple[SearchName, _PageJob]]:
-        held = spilled[name]
-        texts: Iterable[str] = (
-            without_boilerplate(functools.partial(iter, held)) if name == "tasks" else iter(held)
-        )
+        texts = tasks if name == "tasks" else iter(spilled[name])
         for job in _page_jobs(texts, before(name), same.get(name, frozenset())):
             yield name, job
 
@@ -311,8 +323,66 @@ def _saved_rankers(
             pages = (page for _, page in group[1])
             group = None
         yield from _ranker_files(f"{SEARCH_DIR}/{name}", pages, before(name))
+        if name == "tasks":
+            yield f"{SEARCH_DIR}/{name}/{LINES}", iter([line_counts.dumps()])
         if group is None:
             group = next(counted, None)
+
+
+def _task_texts(
+    held: _Texts, parent: Path | None, same: frozenset[int]
+) -> tuple[Iterator[str], frozenset[int], LineCounts]:
+    """The tasks' ranker's texts (each task less its common lines: search/boilerplate.py),
+    the pages of them that are the `parent` ranker's, and the line counts to keep. With the
+    parent's line counts (`LINES`), only the tasks off the pages `same` are counted: when the
+    lines common to the tasks are then those common to the parent's, the pages `same` are
+    the parent's and the texts are those off them; else every task is counted and stripped
+    (no page known the same before its texts are)."""
+    kept = load_line_counts(parent / LINES) if parent is not None and same else None
+    if kept is not None and parent is not None and _holds_parent_s(held, parent, same, kept):
+        counter = LineCounter(kept)
+        counter.extend(_off_pages(held, same))
+        counts = counter.counts()
+        common = common_lines(counts)
+        if common == common_lines(kept):
+            return (strip(text, common, counter) for text in _off_pages(held, same)), same, counts
+    counter = LineCounter().extend(held)
+    counts = counter.counts()
+    common = common_lines(counts)
+    return (strip(text, common, counter) for text in held), frozenset(), counts
+
+
+def _holds_parent_s(held: _Texts, parent: Path, same: frozenset[int], kept: LineCounts) -> bool:
+    """Whether the texts `held` begin with every text of the `parent` ranker's, so that its
+    line counts count none that is gone (a view leaves runs out): as many texts at least,
+    and each of the parent's off the pages `same` (those are its own) at its place, as the
+    parent's postings page holds it (its digest, less the parent's common lines)."""
+    stats = load_stats(parent / STATS)
+    if stats is None or held.count < stats.texts:
+        return False
+    common, counter = common_lines(kept), LineCounter()
+    digests: dict[int, list[str]] = {}
+    for at, text in enumerate(held):
+        number = at // PAGE_TEXTS + 1
+        if at >= stats.texts:
+            break
+        if number in same:
+            continue
+        if number not in digests:
+            digests[number] = load_postings(parent / postings_name(number)).digest_list()
+        theirs = digests[number]
+        if at % PAGE_TEXTS >= len(theirs):
+            return False
+        if text_digest(strip(text, common, counter)) != theirs[at % PAGE_TEXTS]:
+            return False
+    return True
+
+
+def _off_pages(held: Iterable[str], pages: frozenset[int]) -> Iterator[str]:
+    """The texts of `held` that are not on the pages numbered `pages` (PAGE_TEXTS a page)."""
+    for at, text in enumerate(held):
+        if at // PAGE_TEXTS + 1 not in pages:
+            yield text
 
 
 def _ranker_page(job: tuple[SearchName, _PageJob]) -> tuple[SearchName, CountsPage | Kept]:

@@ -174,8 +174,8 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
         )
         # The compilations' ranker pages of the runs of the catalog's pages the last add
         # linked (1-4; 5 is new): the parent's, taken with their texts neither read nor
-        # hashed (no texts given to count), which the tasks' ranker (its texts less their
-        # common lines) still reads.
+        # hashed (no texts given to count); the tasks' ranker's too, its common lines (none
+        # here) the same as its parent's (search/tasks/lines.bin).
         parent = tmp_path / "chain.versions" / f"v{len(bounds) - 2:04d}"
         for number in (1, 2, 3, 4):
             page = f"catalog/runs-{number:04d}.jsonl"
@@ -189,7 +189,13 @@ def test_a_chain_of_adds_writes_the_pages_of_one_build(
             (4, False),
             (5, True),
         ]
-        assert all(texts for name, _, texts in counted if name == "tasks")
+        assert [(n, texts) for name, n, texts in counted if name == "tasks"] == [
+            (1, False),
+            (2, False),
+            (3, False),
+            (4, False),
+            (5, True),
+        ]
         # The insights' index parts (the contrast's type, then the divergences): the last add
         # shows the same rows (the contrast recounted to the same row), so both are linked.
         parts = sorted(part.name for part in (ours / "insight/_index").iterdir())

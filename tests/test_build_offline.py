@@ -62,6 +62,7 @@ def test_layout_links_and_hashes(runs_file: Path, tmp_path: Path) -> None:
         *(f"search/compilations/{name}" for name in RANKER_FILES),
         "search/insights/stats.json",  # no insight: nothing to index, no page of postings
         "search/insights/texts.json",
+        "search/tasks/lines.bin",  # how many tasks each line is in
         *(f"search/tasks/{name}" for name in RANKER_FILES),
         "tools/actions",
         "tools/layout.json",
