@@ -28,7 +28,6 @@ from .mine_exact import (
     benjamini_hochberg,
     strata_key,
     stratified_exact,
-    stratified_exact_many,
 )
 from .mine_table import Columns, RunPatterns, columns_of, task_of
 
@@ -49,10 +48,11 @@ NO_TYPE = "(no task type)"
 # --- statistics --------------------------------------------------------------------------------
 
 
-def _compared(strata: Any) -> Any:
-    """The rows of `strata` (`Stratum`s, or their (tasks, 4) array) whose tasks can say
-    something of the pattern, as an int64 array; None when fewer than `MIN_TASKS` can, or
-    their runs with (or without) it are fewer than `MIN_SUPPORT`."""
+def within_tasks(strata: Any, known: KnownTests | None = None) -> Within | None:
+    """The stratified comparison over the tasks of `strata` (`Stratum`s, or their (tasks, 4)
+    array) that can say something of the pattern; None when fewer than `MIN_TASKS` can, or
+    their runs with (or without) it are fewer than `MIN_SUPPORT`. A test of the same tasks'
+    counts in `known` gives its p-values (not computed again)."""
     import numpy as np
 
     counts = np.asarray(strata, dtype=np.int64).reshape(-1, 4)
@@ -62,27 +62,11 @@ def _compared(strata: Any) -> Any:
     runs = int(compared[:, 0].sum())
     if len(compared) < MIN_TASKS or min(shown, runs - shown) < MIN_SUPPORT:
         return None
-    return compared
-
-
-def within_tasks(
-    strata: Any, known: KnownTests | None = None, made: KnownTests | None = None
-) -> Within | None:
-    """The stratified comparison over the tasks of `strata` (`Stratum`s, or their (tasks, 4)
-    array) that can say something of the pattern (`_compared`); None when too few can. A
-    test of the same tasks' counts in `known` gives its p-values (not computed again); one in
-    `made` was just computed (`stratified_exact_many`)."""
-    compared = _compared(strata)
-    if compared is None:
-        return None
-    shown = int(compared[:, 2].sum())
-    runs = int(compared[:, 0].sum())
     failed_with = int(compared[:, 3].sum())
     failed = int(compared[:, 1].sum())
     key = strata_key(compared)
     taken = known.get(key) if known is not None else None
-    ready = taken if taken is not None else (made or {}).get(key)
-    p_value, smallest = ready if ready is not None else stratified_exact(compared.tolist())
+    p_value, smallest = taken if taken is not None else stratified_exact(compared.tolist())
     return Within(
         tasks=len(compared),
         with_pattern=(failed_with, shown),
@@ -532,7 +516,6 @@ def _tried(
     size = int(task_codes.max()) + 1 if len(task_codes) else 0
     counted: _Population | None = None
     seen_splits: set[bytes] = set()
-    splits: list[tuple[str, array[int], _Population, Any]] = []
     for pattern, present, population in itertools.chain(_seen(columns), _orders(columns)):
         absent = len(population) - len(present)  # the pattern's runs are of its population
         if min(len(present), absent) < MIN_SUPPORT:
@@ -545,30 +528,12 @@ def _tried(
             continue
         seen_splits.add(key)
         at = np.frombuffer(present, dtype=np.intc)
-        splits.append((pattern, present, counted, strata(task_codes, failed, at, counted)))
-    made = _made_tests([split[3] for split in splits], known or {})
-    for pattern, present, counted, counts_by_task in splits:
-        absent = len(counted.held) - len(present)
-        at = np.frombuffer(present, dtype=np.intc)
-        within = within_tasks(counts_by_task, known, made)
+        within = within_tasks(strata(task_codes, failed, at, counted), known)
         if within is None or within.smallest_p > fdr:
             continue
         a = int(failed[at].sum())
         counts = (len(present), a, absent, counted.failed - a)
         yield Contrast(task_type, pattern, members, counts, within)
-
-
-def _made_tests(strata_of: Sequence[Any], known: KnownTests) -> KnownTests:
-    """The p-values of each test of `strata_of` (each candidate's strata) whose tasks' counts
-    `known` lacks, made side by side (`stratified_exact_many`), by `strata_key`."""
-    pending: dict[str, list[Any]] = {}
-    for counts_by_task in strata_of:
-        compared = _compared(counts_by_task)
-        if compared is not None:
-            key = strata_key(compared)
-            if key not in known and key not in pending:
-                pending[key] = compared.tolist()
-    return dict(zip(pending, stratified_exact_many(list(pending.values())), strict=True))
 
 
 def _overlap(a: AbstractSet[Any], b: AbstractSet[Any]) -> float:

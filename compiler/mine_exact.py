@@ -23,7 +23,6 @@ __all__ = [
     "over_runs",
     "strata_key",
     "stratified_exact",
-    "stratified_exact_many",
 ]
 
 Stratum: TypeAlias = "tuple[int, int, int, int]"
@@ -56,62 +55,11 @@ def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
             continue  # one total only: nothing to add
         law = _convolve(law, _task_law(runs, failed, shown))
         seen += shown_failed - low
-    return _tails(law, seen)
-
-
-def _tails(law: Any, seen: int) -> tuple[float, float]:
-    """The p-value of the total `seen` under `law`, and the smallest any total gets."""
     observed = law[seen] * (1 + TIE)
     rarest = law.min() * (1 + TIE)
     p_value = math.fsum(law[law <= observed].tolist())
     smallest = math.fsum(law[law <= rarest].tolist())
     return min(1.0, p_value), min(1.0, smallest)
-
-
-def stratified_exact_many(tests: Sequence[Iterable[Stratum]]) -> list[tuple[float, float]]:
-    """`stratified_exact` of each test (its strata), to the bit: the tests' laws convolved
-    side by side, a task of each at a time, as rows of one array (a test of fewer tasks goes
-    on with a task of one total). Each total of a row is summed in the order `_convolve` sums
-    it, plus zeros (x + 0.0 is x): a test where `_convolve` would sum three terms or more in
-    another order (a task of three totals or more met while the law is no longer) is made
-    alone."""
-    import numpy as np
-
-    found: list[tuple[float, float] | None] = [None] * len(tests)
-    rows: list[tuple[int, list[Any], int, int]] = []  # the test, its tasks' laws, seen, length
-    for at, strata in enumerate(tests):
-        laws: list[Any] = []
-        seen, length, alone = 0, 1, False
-        for runs, failed, shown, shown_failed in strata:
-            low, high = max(0, shown + failed - runs), min(shown, failed)
-            if low == high:
-                continue
-            task = _task_law(runs, failed, shown)
-            alone = alone or (length <= len(task) and length >= 3)
-            laws.append(task)
-            seen += shown_failed - low
-            length += len(task) - 1
-        if alone:
-            found[at] = stratified_exact(strata)
-        else:
-            rows.append((at, laws, seen, length))
-    if rows:
-        law = np.ones((len(rows), 1))  # each row's law, then zeros
-        for step in range(max(len(row[1]) for row in rows)):
-            width = max(len(row[1][step]) if step < len(row[1]) else 1 for row in rows)
-            tasks = np.zeros((len(rows), width))
-            tasks[:, 0] = 1.0
-            for number, row in enumerate(rows):
-                if step < len(row[1]):
-                    tasks[number, : len(row[1][step])] = row[1][step]
-            filled = law.shape[1]
-            out = np.zeros((len(rows), filled + width - 1))
-            for shift in range(width):
-                out[:, shift : filled + shift] += law * tasks[:, shift : shift + 1]
-            law = out
-        for number, (at, _, seen, length) in enumerate(rows):
-            found[at] = _tails(law[number, :length], seen)
-    return [result for result in found if result is not None]
 
 
 @functools.lru_cache(maxsize=4096)

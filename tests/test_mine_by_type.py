@@ -203,18 +203,13 @@ def test_an_add_to_a_task_with_runs_flips_its_contrast_as_a_full_count_does(
     )
     kept = _tests(parent, tmp_path)
     computed: list[object] = []
-    real, real_many = mine_contrast.stratified_exact, mine_contrast.stratified_exact_many
+    real = mine_contrast.stratified_exact
 
     def counting(strata: Sequence[mine_exact.Stratum]) -> tuple[float, float]:
         computed.append(strata)
         return real(strata)
 
-    def counting_many(tests: Sequence[Sequence[mine_exact.Stratum]]) -> list[tuple[float, float]]:
-        computed.extend(tests)
-        return real_many(tests)
-
     monkeypatch.setattr(mine_contrast, "stratified_exact", counting)
-    monkeypatch.setattr(mine_contrast, "stratified_exact_many", counting_many)
     ours = _mined(parent + added, kept, frozenset({"a"}))
     assert ours[:3] == whole[:3]
     # "uses:v" is never shown in task a0: its test's counts are the parent's, and its
@@ -229,9 +224,6 @@ def test_an_add_to_a_task_with_runs_flips_its_contrast_as_a_full_count_does(
     full: list[object] = []
     monkeypatch.setattr(
         mine_contrast, "stratified_exact", lambda strata: full.append(1) or real(strata)
-    )
-    monkeypatch.setattr(
-        mine_contrast, "stratified_exact_many", lambda tests: full.extend(tests) or real_many(tests)
     )
     _mined(parent + added)
     assert len(computed) == len(full) - (0 if flip == "lost" else 1)

@@ -351,28 +351,6 @@ def test_a_tasks_law_kept_once_made_gives_the_bits_made_anew() -> None:
         mine_exact._task_law(3, 1, 1)[0] = 0.5  # kept laws are read-only
 
 
-def test_tests_made_side_by_side_are_the_bits_of_each_made_alone() -> None:
-    # `stratified_exact_many` convolves many tests' laws as rows of one array: each must be
-    # the bits `stratified_exact` gives it, whether its tasks are few or many, of two totals
-    # or of many (a test that would sum in another order is made alone), or none.
-    from wikitrace.compiler.mine_exact import stratified_exact_many
-
-    rng = random.Random(17)
-    tests: list[list[tuple[int, int, int, int]]] = [[]]
-    for most in (3, 3, 5, 12, 40):
-        for _ in range(40):
-            strata = []
-            for _ in range(rng.randrange(0, 30)):
-                n = rng.randrange(1, most + 1)
-                m, t = rng.randrange(0, n + 1), rng.randrange(0, n + 1)
-                strata.append((n, m, t, rng.randrange(max(0, t + m - n), min(t, m) + 1)))
-            tests.append(strata)
-    made = stratified_exact_many(tests)
-    alone = [stratified_exact(strata) for strata in tests]
-    assert [p.hex() for pair in made for p in pair] == [p.hex() for pair in alone for p in pair]
-    assert stratified_exact_many([]) == []
-
-
 def test_a_tests_digest_is_the_one_a_parent_wrote() -> None:
     # `raw/_contrast_tests.json` of corpora already made names each test by this digest of its
     # tasks' counts: an add takes a test's p-values only if it computes the same digest.
