@@ -225,8 +225,9 @@ def _make_miner(base: FrozenVersion | None, folder: Path) -> Miner:
         return Miner(folder=folder)
     # Mining takes the parent's patterns and p-values as they are: checked first, not only
     # when the new version links them (`link_kept`), after they were used.
-    base.check([*mined_patterns_files(base.manifest.files), MINED_TESTS])
-    known = read_patterns(base.root, base.manifest.files)
+    pages = mined_patterns_files(base.manifest.files)  # the manifest's names walked once
+    base.check([*pages, MINED_TESTS])
+    known = read_patterns(base.root, pages)
     if len(known) != len(base.rows):
         known = patterns_of_written(base.rows, lambda step: base.layout())
         return Miner(known, folder=folder)

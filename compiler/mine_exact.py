@@ -53,20 +53,33 @@ def stratified_exact(strata: Iterable[Stratum]) -> tuple[float, float]:
         low, high = max(0, shown + failed - runs), min(shown, failed)
         if low == high:
             continue  # one total only: nothing to add
-        total = math.comb(runs, shown)
-        task = np.array(
-            [
-                math.comb(failed, x) * math.comb(runs - failed, shown - x) / total
-                for x in range(low, high + 1)
-            ]
-        )
-        law = _convolve(law, task)
+        law = _convolve(law, _task_law(runs, failed, shown))
         seen += shown_failed - low
     observed = law[seen] * (1 + TIE)
     rarest = law.min() * (1 + TIE)
     p_value = math.fsum(law[law <= observed].tolist())
     smallest = math.fsum(law[law <= rarest].tolist())
     return min(1.0, p_value), min(1.0, smallest)
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_law(runs: int, failed: int, shown: int) -> Any:
+    """The law of a task's failures among its runs with the pattern, from the fewest its
+    counts allow (hypergeometric; each probability a ratio of binomial coefficients, correctly
+    rounded). Kept once made, read-only: the tests of a task type's patterns meet the same
+    tasks' counts again and again (a task of 3 runs has a few dozen)."""
+    import numpy as np
+
+    low, high = max(0, shown + failed - runs), min(shown, failed)
+    total = math.comb(runs, shown)
+    law = np.array(
+        [
+            math.comb(failed, x) * math.comb(runs - failed, shown - x) / total
+            for x in range(low, high + 1)
+        ]
+    )
+    law.flags.writeable = False
+    return law
 
 
 def _convolve(law: Any, task: Any) -> Any:

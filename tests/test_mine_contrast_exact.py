@@ -321,6 +321,36 @@ def test_the_p_values_are_the_same_bits_whatever_kernel_the_cpu_gives_the_blas()
     assert len(outputs) == 1 and len(next(iter(outputs)).splitlines()) == 200
 
 
+def test_a_tasks_law_kept_once_made_gives_the_bits_made_anew() -> None:
+    # Each task's law is kept once made (`_task_law`); a test met first, or after other tests
+    # filled the cache, or with every law made anew, gives one p-value to the bit.
+    from wikitrace.compiler import mine_exact
+
+    rng = random.Random(11)
+    tests = []
+    for _ in range(40):
+        strata = []
+        for _ in range(rng.randrange(3, 30)):
+            n = rng.randrange(2, 8)
+            m, t = rng.randrange(1, n), rng.randrange(1, n)
+            strata.append((n, m, t, rng.randrange(max(0, t + m - n), min(t, m) + 1)))
+        tests.append(strata)
+    mine_exact._task_law.cache_clear()
+    first = [stratified_exact(strata) for strata in tests]
+    assert mine_exact._task_law.cache_info().hits > 0
+    again = [stratified_exact(strata) for strata in reversed(tests)][::-1]
+    anew = []
+    for strata in tests:
+        mine_exact._task_law.cache_clear()
+        anew.append(stratified_exact(strata))
+    assert [p.hex() for pair in first for p in pair] == [p.hex() for pair in again for p in pair]
+    assert [p.hex() for pair in first for p in pair] == [p.hex() for pair in anew for p in pair]
+    for found, strata in zip(first, tests, strict=True):
+        assert found == pytest.approx(reference_stratified(strata), rel=1e-9, abs=1e-300)
+    with pytest.raises(ValueError):
+        mine_exact._task_law(3, 1, 1)[0] = 0.5  # kept laws are read-only
+
+
 def test_a_tests_digest_is_the_one_a_parent_wrote() -> None:
     # `raw/_contrast_tests.json` of corpora already made names each test by this digest of its
     # tasks' counts: an add takes a test's p-values only if it computes the same digest.
