@@ -231,6 +231,10 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
     """`wikitrace build` with 2 workers (WIKITRACE_WORKERS) in a process group of its own, as a
     terminal's Ctrl-C reaches it, once its workers write pages; `mark` in the environment of all its
@@ -242,6 +246,9 @@ def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C as a terminal's shell leaves it: a test process may ignore SIGINT (an
+        # ignored signal stays ignored across exec, and Python then installs no handler).
+        preexec_fn=_default_sigint,
     )
     staging = Store(corpus).staging("v0001")
     deadline = time.monotonic() + 120

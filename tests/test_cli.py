@@ -75,14 +75,14 @@ def test_call_workers_out_of_range_is_a_usage_error(runs_file: Path, tmp_path: P
 def test_verify_ok_and_failed(runs_file: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     run(["build", str(runs_file), "-o", str(corpus)])
-    assert run(["verify", str(corpus)]) == (0, "ok: 35 files match the manifest\n", "")
+    assert run(["verify", str(corpus)]) == (0, "ok: 36 files match the manifest\n", "")
     target = corpus / "raw/step-0001/metadata.md"
     target.chmod(0o644)
     target.write_text("tampered\n")
     code, out, err = run(["verify", str(corpus)])
     assert (code, err) == (1, "")
     assert out == (
-        "changed raw/step-0001/metadata.md\nFAILED: 0 missing, 1 changed, 0 extra (35 checked)\n"
+        "changed raw/step-0001/metadata.md\nFAILED: 0 missing, 1 changed, 0 extra (36 checked)\n"
     )
     code, out, _ = run(["verify", str(corpus), "--json"])
     assert code == 1 and json.loads(out)["changed"] == ["raw/step-0001/metadata.md"]

@@ -42,7 +42,7 @@ def test_the_quick_start(scratch: Path) -> None:
     result = shell(build + "\n" + look.replace(".venv/bin/", ""), scratch)
     assert result.returncode == 0, result.stderr
     assert "# Corpus" in result.stdout or "step-0001" in result.stdout
-    assert "ok: 85 files match the manifest" in result.stdout
+    assert "ok: 86 files match the manifest" in result.stdout
 
 
 def _history(done: WalkThrough) -> list[str]:

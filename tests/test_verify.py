@@ -24,9 +24,9 @@ def corpus(runs_file: Path, tmp_path: Path) -> Path:
 
 def test_a_fresh_corpus_verifies(corpus: Path) -> None:
     report = verify(corpus)
-    assert report.ok and report.checked == 35  # with each compilation's data file and ranker,
-    # each ranker's page of postings and its stats, the catalog's index and its page of runs,
-    # and mining's tests of each task type
+    assert report.ok and report.checked == 36  # with each compilation's data file and ranker,
+    # each ranker's page of postings and its stats, the tasks' ranker's line counts, the
+    # catalog's index and its page of runs, and mining's tests of each task type
 
 
 def test_changed_missing_and_extra_files_are_reported(corpus: Path) -> None:
