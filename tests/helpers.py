@@ -6,6 +6,7 @@ import contextlib
 import json
 import random
 import re
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -542,3 +543,10 @@ def heavy_modules_of_a_query(ranker: Path, size: int, query: str) -> str:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def ctrl_c_at_its_default() -> None:
+    """A child's `preexec_fn`, before it runs: SIGINT as a terminal leaves it. pytest run in the
+    background (`pytest &` in a script, nohup) ignores SIGINT, a child inherits that across
+    exec, and Python then installs no handler: the child never hears its Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

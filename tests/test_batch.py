@@ -21,7 +21,7 @@ from wikitrace.transport.batch import BatchLLM, BatchSettings, Deferred
 from wikitrace.transport.llm import CachedLLM, LLMCallError, ResponseCache
 
 from batch_stub import BatchStub, default_answer, serving
-from helpers import FakeLLM, good_answer, make_run, run, write_runs
+from helpers import FakeLLM, ctrl_c_at_its_default, good_answer, make_run, run, write_runs
 
 pytestmark = pytest.mark.integration
 
@@ -180,13 +180,6 @@ def test_a_failed_batch_fails_its_runs(runs: Path, tmp_path: Path, stub: BatchSt
     assert not (tmp_path / "c").exists()
 
 
-def _ctrl_c_at_its_default() -> None:
-    """In the child, before the build starts: SIGINT as a terminal leaves it. pytest run in
-    the background (`pytest &` in a script, nohup) ignores SIGINT, and a child inherits that:
-    the build never heard its Ctrl-C and went on waiting for the batch."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
     runs: Path, tmp_path: Path, stub: BatchStub
 ) -> None:
@@ -201,7 +194,7 @@ def test_stopped_while_waiting_the_same_command_waits_for_the_same_batch(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=_ctrl_c_at_its_default,
+        preexec_fn=ctrl_c_at_its_default,
     )
     try:
         # Generous deadlines, each met as soon as it can be: at a load of 17 on 2 cores the

@@ -25,7 +25,7 @@ from wikitrace.corpus_schema.counts import postings_name
 from wikitrace.search import saved
 from wikitrace.versions import Store
 
-from helpers import make_run, write_runs
+from helpers import ctrl_c_at_its_default, make_run, write_runs
 
 WIKITRACE = str(Path(sys.executable).parent / "wikitrace")
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's published example key: redacted as an AWS key
@@ -231,10 +231,6 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
     """`wikitrace build` with 2 workers (WIKITRACE_WORKERS) in a process group of its own, as a
     terminal's Ctrl-C reaches it, once its workers write pages; `mark` in the environment of all its
@@ -246,9 +242,7 @@ def building(runs_file: Path, corpus: Path, mark: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        # Ctrl-C as a terminal's shell leaves it: a test process may ignore SIGINT (an
-        # ignored signal stays ignored across exec, and Python then installs no handler).
-        preexec_fn=_default_sigint,
+        preexec_fn=ctrl_c_at_its_default,
     )
     staging = Store(corpus).staging("v0001")
     deadline = time.monotonic() + 120
