@@ -129,11 +129,7 @@ def write_catalog(
             writer.write(rel, chunks)
             continue
         assert pages is not None
-        file_hash, key = pages[rel]
-        if copy:
-            writer.copy(rel, pages.root / rel, file_hash)
-        else:
-            writer.link(rel, pages.root / rel, file_hash, key)
+        pages.take(writer, rel, copy=copy)
         linked.add(rel)
     # Made from the catalog just written: test time loads the rankers instead of building them.
     _write_rankers(writer, parent, farm_map, copy=copy, linked=linked, meanwhile=meanwhile)
@@ -159,11 +155,7 @@ def _write_rankers(
             writer.write(rel, chunks)
         else:
             assert files is not None  # only a parent's pages are taken
-            file_hash, key = files[rel]
-            if copy:
-                writer.copy(rel, files.root / rel, file_hash)
-            else:
-                writer.link(rel, files.root / rel, file_hash, key)
+            files.take(writer, rel, copy=copy)
         if meanwhile is not None:
             meanwhile()
             meanwhile = None
@@ -380,11 +372,7 @@ def _write_indexes(
                 writer.write(rel, text)
                 continue
             assert parts is not None
-            file_hash, key = parts[rel]
-            if copy:
-                writer.copy(rel, parts.root / rel, file_hash)
-            else:
-                writer.link(rel, parts.root / rel, file_hash, key)
+            parts.take(writer, rel, copy=copy)
 
 
 class _ParentFiles:
@@ -413,6 +401,15 @@ class _ParentFiles:
         if place == len(names) or names[place] != rel:
             place = names.index(rel)  # a manifest not in path order: found all the same
         return self._files[rel], self._keys[place]
+
+    def take(self, writer: CorpusWriter, rel: str, *, copy: bool) -> None:
+        """The parent's file `rel` taken into the version as it is: linked, or copied (a view
+        handed to others)."""
+        file_hash, key = self[rel]
+        if copy:
+            writer.copy(rel, self.root / rel, file_hash)
+        else:
+            writer.link(rel, self.root / rel, file_hash, key)
 
     def under(self, folder: str) -> list[str]:
         """The parent's files of this kind in `folder`, in path order: found by bisection
