@@ -298,6 +298,19 @@ def test_where_a_task_s_runs_diverged_is_a_lesson_for_that_task(tmp_path: Path) 
     assert memory.first_message("Put the mug away.").insights == []
 
 
+def _a_divergence_and_a_run(tmp_path: Path) -> Path:
+    """A task's failed and successful runs that part at their second action (a divergence),
+    and a run of another task."""
+    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
+    win = make_run(
+        "letter", success=True, task="Fetch.", turns=[*common, call("take", what="letter")]
+    )
+    loss = make_run(
+        "letter", success=False, task="Fetch.", turns=[*common, call("force", what="drawer")]
+    )
+    return write_runs(tmp_path / "runs.jsonl", [loss, win, make_run("mug", success=True)])
+
+
 def test_a_model_build_mines_while_its_last_calls_are_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,16 +337,9 @@ def test_a_model_build_mines_while_its_last_calls_are_in_flight(
             answered_after_mining.append(mined.is_set())
             return await super().complete(messages)
 
-    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
-    win = make_run(
-        "letter", success=True, task="Fetch.", turns=[*common, call("take", what="letter")]
-    )
-    loss = make_run(
-        "letter", success=False, task="Fetch.", turns=[*common, call("force", what="drawer")]
-    )
     llm = AfterMining()
     corpus = tmp_path / "corpus"
-    source = write_runs(tmp_path / "runs.jsonl", [loss, win, make_run("mug", success=True)])
+    source = _a_divergence_and_a_run(tmp_path)
     build_corpus(
         BuildOptions(
             inputs=[source], output=corpus, model=llm.model, cache_dir=tmp_path / "c", concurrency=8
@@ -377,16 +383,9 @@ def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
                 await asyncio.sleep(0.01)
             return await super().complete(messages)
 
-    common = [{"role": "user", "content": "Fetch the letter."}, call("look", where="study")]
-    win = make_run(
-        "letter", success=True, task="Fetch.", turns=[*common, call("take", what="letter")]
-    )
-    loss = make_run(
-        "letter", success=False, task="Fetch.", turns=[*common, call("force", what="drawer")]
-    )
     llm = FailsOnceMiningRuns()
     corpus = tmp_path / "corpus"
-    source = write_runs(tmp_path / "runs.jsonl", [loss, win, make_run("mug", success=True)])
+    source = _a_divergence_and_a_run(tmp_path)
     options = BuildOptions(
         inputs=[source], output=corpus, model=llm.model, cache_dir=tmp_path / "c", concurrency=8
     )
