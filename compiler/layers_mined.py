@@ -176,7 +176,8 @@ def premine(
     """The version's mining from its runs alone, once every run is read (`new_rows`: the new
     runs' rows), while the last calls are in flight: its lessons, new ones numbered from 1,
     and each new divergence's lesson made. Reads the runs' logs and rows, writes nothing.
-    Once `stop` is set (the build stopped) it ends at its next step, with `MiningStopped`."""
+    Once `stop` is set (the build stopped) it ends before its next task type's contrast tests or
+    piece of divergence work, with `mine.MiningStopped`."""
     parent_steps = len(base.rows) if base else 0
     new_text = task_text_of(new_rows)
     parent_text = task_text_of(base.rows) if base else new_text
@@ -184,20 +185,16 @@ def premine(
     def task_text(step: int) -> str:
         return parent_text(step) if step <= parent_steps else new_text(step)
 
+    miner.stop = stop
     pages, mining = _mine(miner, layout, task_text, version, base, 1)
     assert mining is not None
     made: list[tuple[InsightHeader, str]] = []
     for job in divergence_jobs(
         os.fspath(layout.root), layout, base, pages, task_text, miner.actions
     ):
-        if stop.is_set():
-            raise MiningStopped("the build stopped while its mining ran")
+        miner.check_stopped()
         made += _divergence_lessons(job)
     return Premined(pages, mining, made)
-
-
-class MiningStopped(Exception):
-    """`premine` ended early: the build it ran beside stopped."""
 
 
 def _mine(

@@ -25,8 +25,9 @@ logs as written (redacted) and checked like any compilation's.
 from __future__ import annotations
 
 import functools
+import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPattern
     return run, actions
 
 
+class MiningStopped(Exception):
+    """Mining ended early: the build it ran beside stopped (`Miner.stop`)."""
+
+
 class Miner:
     """Reduces each run of a build to its patterns as it streams past (and, given a folder
     for them, keeps its actions' hashes on disk for the divergences)."""
@@ -90,6 +95,14 @@ class Miner:
         self.tests: ContrastTests | None = None
         """What this version's mining tested, once it has mined (`mine_version`)."""
         self.actions = ActionHashes(folder) if folder is not None else None
+        self.stop: threading.Event | None = None
+        """Set when the build this mining runs beside has stopped (`layers_mined.premine`):
+        mining then ends before its next task type's tests, with `MiningStopped`."""
+
+    def check_stopped(self) -> None:
+        """Raises `MiningStopped` once the build this mining runs beside has stopped."""
+        if self.stop is not None and self.stop.is_set():
+            raise MiningStopped("the build stopped while its mining ran")
 
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
         run, actions = run_patterns(step, record, judged)
@@ -268,11 +281,16 @@ def _found(
     numbered. `added`: the version is made from a parent (an add)."""
     writer = LessonWriter(layout, quotes)
     table = miner.runs
+
     # Only the task types the version's runs touch are recounted (and those whose patterns
     # the adjustment then makes significant): the others' tests are the parent's.
+    def members_of(task_type: str | None) -> Sequence[RunPatterns]:
+        miner.check_stopped()  # between two types' tests, each up to a few tenths of a second
+        return table.type_runs(task_type)
+
     found, miner.tests = contrasts_of_types(
         table.task_types(),
-        table.type_runs,
+        members_of,
         report,
         kept=miner.kept_tests if added else None,
         touched=miner.new_types,

@@ -20,6 +20,7 @@ from scipy import stats as scipy_stats
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus, layers_mined
 from wikitrace.compiler import build as build_module
+from wikitrace.compiler import mine as mine_module
 from wikitrace.compiler.mine_contrast import (
     FDR,
     MiningReport,
@@ -354,14 +355,17 @@ def test_a_model_build_mines_while_its_last_calls_are_in_flight(
     assert divergence["mined"]["kind"] == "divergence"
 
 
+@pytest.mark.parametrize("slow", ["divergences", "contrasts"])
 def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str
 ) -> None:
     """A fatal model error while mining runs beside the last calls stops the mining at its next
     step: the build fails at once, not when mining would have ended (here twenty slow pieces of
-    divergence work, 0.5 s each), and leaves no corpus."""
+    divergence work, or twenty task types' slow contrast tests, 0.5 s each), and leaves no
+    corpus."""
     started = threading.Event()
     real_jobs, real_lessons = layers_mined.divergence_jobs, layers_mined._divergence_lessons
+    real_contrasts = mine_module.contrasts_of_types
 
     def many_jobs(*args: Any) -> Any:
         jobs = list(real_jobs(*args))
@@ -372,8 +376,18 @@ def test_a_model_build_that_stops_ends_the_mining_beside_its_last_calls(
         time.sleep(0.5)
         return real_lessons(job)
 
-    monkeypatch.setattr(layers_mined, "divergence_jobs", many_jobs)
-    monkeypatch.setattr(layers_mined, "_divergence_lessons", slow_lessons)
+    def many_types(counts: Any, members_of: Any, *args: Any, **kwargs: Any) -> Any:
+        for _ in range(20):  # as if twenty types' tests were made, each asking for its runs
+            started.set()
+            time.sleep(0.5)
+            members_of(None)
+        return real_contrasts(counts, members_of, *args, **kwargs)
+
+    if slow == "divergences":
+        monkeypatch.setattr(layers_mined, "divergence_jobs", many_jobs)
+        monkeypatch.setattr(layers_mined, "_divergence_lessons", slow_lessons)
+    else:
+        monkeypatch.setattr(mine_module, "contrasts_of_types", many_types)
 
     class FailsOnceMiningRuns(FakeLLM):
         async def complete(self, messages: list[Any]) -> Any:
