@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 import struct
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,6 +303,9 @@ class Layers:
     renamed: set[str] = field(default_factory=set)
     """The parent's compilation pages (and data files) written anew only to name the mined
     lessons that rest on their runs: what the catalog says of those runs is unchanged."""
+    pending: Callable[[], None] | None = None
+    """Lists the compilation pages a build's workers still write (layers.PagesLater), once
+    they are written: called before the manifest."""
 
 
 def assemble_report(

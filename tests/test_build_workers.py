@@ -11,6 +11,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -330,3 +331,43 @@ def test_the_indexes_are_written_while_the_rankers_pages_are_counted(
     runs = write_runs(tmp_path / "runs.jsonl", varied_runs(120, seed=5))
     build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=1))
     assert len(at_indexes) == 1 and 0 < at_indexes[0] < len(counted), (at_indexes, counted)
+
+
+def test_pages_handed_on_in_a_thread_are_listed_once_waited_for(tmp_path: Path) -> None:
+    """A new corpus's compilation pages go to the workers from a thread (layers.PagesLater):
+    the build goes on at once (to write its catalog), and lists their files once it waits."""
+    from wikitrace.compiler import layers
+    from wikitrace.corpus_schema.writing import CorpusWriter
+
+    release = threading.Event()
+
+    def farm_map(function: Any, jobs: Any) -> Any:
+        assert function is layers._named_pages
+        for job in jobs:
+            assert release.wait(30), "the build waited for the pages before going on"
+            yield [f"compilation/step-{job}.md\tsha256:{job}\t0\n".encode()]
+
+    (tmp_path / "root").mkdir()
+    later = layers.PagesLater(farm_map, iter(["0001", "0002", "0003"]), tmp_path)
+    release.set()  # reached only if the pages did not hold the build up
+    with CorpusWriter(tmp_path / "root") as writer:
+        later.list_in(writer)
+        assert [rel for rel, *_ in writer.entries()] == [
+            f"compilation/step-000{n}.md" for n in (1, 2, 3)
+        ]
+    assert later._lines.closed  # its file of lines is let go
+
+
+def test_an_error_writing_pages_in_a_thread_reaches_the_build(tmp_path: Path) -> None:
+    from wikitrace.compiler import layers
+    from wikitrace.corpus_schema.writing import CorpusWriter
+
+    def farm_map(function: Any, jobs: Any) -> Any:
+        yield [b"compilation/step-0001.md\tsha256:1\t0\n"]
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "root").mkdir()
+    later = layers.PagesLater(farm_map, iter(["0001", "0002"]), tmp_path)
+    with CorpusWriter(tmp_path / "root") as writer, pytest.raises(OSError, match="No space"):
+        later.list_in(writer)
+    assert later._lines.closed
