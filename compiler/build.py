@@ -409,6 +409,7 @@ class _Stages:
                 base=base,
                 store=self.store,
                 farm_map=farm_map,
+                done=farm.release if farm is not None else None,
             )
             return MadeVersion(report, finished)
 

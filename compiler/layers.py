@@ -8,7 +8,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,9 +252,11 @@ def finish_layers(
     base: FrozenVersion | None,
     store: Store | None,
     farm_map: FarmMap = map,
+    done: Callable[[], None] | None = None,
 ) -> Finished:
     """The last stage: what every version ends with (versions.finish_version), the `report`
-    in its manifest; the rankers' texts counted through `farm_map` (see `write_layers`)."""
+    in its manifest; the rankers' texts counted through `farm_map` (see `write_layers`).
+    `done`: called once `farm_map` has nothing more to do (a build's workers let go)."""
     return finish_version(
         writer,
         layers.layout,
@@ -275,6 +277,7 @@ def finish_layers(
         farm_map=farm_map,
         same_lines=layers.renamed,
         pending=layers.pending,
+        done=done,
     )
 
 

@@ -371,3 +371,29 @@ def test_an_error_writing_pages_in_a_thread_reaches_the_build(tmp_path: Path) ->
     with CorpusWriter(tmp_path / "root") as writer, pytest.raises(OSError, match="No space"):
         later.list_in(writer)
     assert later._lines.closed
+
+
+def test_the_workers_are_let_go_before_the_manifest_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers end while the build writes its manifest (their last work, the rankers'
+    pages, taken back), not after it."""
+    from wikitrace.versions import finish
+
+    order: list[str] = []
+    release, write_manifest = Farm.release, finish._write_manifest
+
+    def released(farm: Farm) -> None:
+        order.append("release")
+        release(farm)
+
+    def manifest(*args: Any, **kwargs: Any) -> Any:
+        order.append("manifest")
+        return write_manifest(*args, **kwargs)
+
+    monkeypatch.setattr(Farm, "release", released)
+    monkeypatch.setattr(finish, "_write_manifest", manifest)
+    runs = write_runs(tmp_path / "runs.jsonl", varied_runs(80, seed=3))
+    build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
+    assert order == ["release", "manifest"]
+    assert verify(tmp_path / "corpus").ok

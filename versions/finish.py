@@ -243,6 +243,7 @@ def finish_version(
     copy: bool = False,
     same_lines: set[str] | None = None,
     pending: Callable[[], None] | None = None,
+    done: Callable[[], None] | None = None,
 ) -> Finished:
     """What every version ends with: tools, the catalog (what it can of it taken from the
     `parent` version's, for the pages it keeps, and the runs and insights just `written`), the
@@ -255,7 +256,9 @@ def finish_version(
     `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
     linked. `same_lines`: the parent's pages written anew whose runs' catalog lines are as
     they were (see `write_catalog`). `pending`: what waits for pages the workers still write
-    (none of which the catalog reads) and lists them, called before the manifest."""
+    (none of which the catalog reads) and lists them, called before the manifest. `done`:
+    called once `farm_map` has nothing more to do (a build's workers let go to end while the
+    manifest is written)."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     # Last of the pages: what test-time readers load instead of every page's header; the
@@ -276,6 +279,8 @@ def finish_version(
     )
     if pending is not None:
         pending()
+    if done is not None:
+        done()
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
         builder={"name": "wikitrace", "version": manifest_io.builder_version()},
