@@ -248,17 +248,16 @@ def finish_version(
     """What every version ends with: tools, the catalog (what it can of it taken from the
     `parent` version's, for the pages it keeps, and the runs and insights just `written`), the
     four indexes (written while the rankers' first pages are counted) and the manifest
-    (last); then, for a version of a `store`, what the store keeps
-    beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
+    (last); then, for a version of a `store`, what the store keeps beside it: its seal
+    (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
     does its work in a build's worker processes (compiler/workers.py), for the rankers. With
     `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
     linked. `same_lines`: the parent's pages written anew whose runs' catalog lines are as
-    they were (see `write_catalog`). `pending`: what waits for pages the workers still write
-    (none of which the catalog reads) and lists them, called before the manifest. `done`:
-    called once `farm_map` has nothing more to do (a build's workers let go to end while the
-    manifest is written)."""
+    they were (see `write_catalog`). `pending`: waits for the pages a build's workers still
+    write (the catalog reads none) and lists them; `done`: lets the workers go, `farm_map`
+    having nothing more to do; both called before the manifest."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     # Last of the pages: what test-time readers load instead of every page's header; the
@@ -277,10 +276,8 @@ def finish_version(
         ),
         compiled={layout.step(row.step) for row in rows if row.compiled} if pending else None,
     )
-    if pending is not None:
-        pending()
-    if done is not None:
-        done()
+    for then in (then for then in (pending, done) if then is not None):
+        then()
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
         builder={"name": "wikitrace", "version": manifest_io.builder_version()},
