@@ -415,24 +415,21 @@ class _Pipeline:
         self.miner = miner
         self.limit = limit
         self.checking: deque[tuple[list[bytes], Future[Any]]] = deque()
+        self.meanwhile: Callable[[], None] | None = None
         self.making: deque[tuple[list[str], Future[list[_Made]]]] = deque()
 
     def run(self, meanwhile: Callable[[], None] | None = None) -> None:
         """Every run built; `meanwhile`: this process's work to do once the first chunk is
-        handed on."""
+        back (the workers started, and busy with the next ones)."""
+        self.meanwhile = meanwhile
         chunk: list[bytes] = []
         for blob in self.raw.pickled_sources():
             chunk.append(blob)
             if len(chunk) == CHUNK_RUNS:
                 self._check(chunk)
                 chunk = []
-                if meanwhile is not None:
-                    meanwhile()
-                    meanwhile = None
         if chunk:
             self._check(chunk)
-        if meanwhile is not None:
-            meanwhile()
         while self.checking or self.making:
             self._take_one()
 
@@ -449,6 +446,9 @@ class _Pipeline:
             self._number(*self.checking.popleft())
         else:
             self._write(*self.making.popleft())
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
 
     def _number(self, chunk: list[bytes], future: Future[Any]) -> None:
         checked, counts, places = future.result()
