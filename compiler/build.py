@@ -391,6 +391,8 @@ class _Stages:
                 farm_map=farm_map,
             )
             spills.enter_context(contextlib.closing(layers.all_rows))
+            if layers.pending is not None:
+                spills.enter_context(contextlib.closing(layers.pending))
             report = assemble_report(
                 self.planned,
                 self.read,

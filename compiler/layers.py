@@ -119,7 +119,7 @@ def write_layers(
             compiled_by="offline" if templates is None else "llm",
             prompts=prompts,
             renamed=renamed,
-            pending=functools.partial(later.list_in, writer) if later is not None else None,
+            pending=later,
         )
     except BaseException:
         all_rows.close()
@@ -276,7 +276,7 @@ def finish_layers(
         kept_rows=len(base.rows) if base else 0,
         farm_map=farm_map,
         same_lines=layers.renamed,
-        pending=layers.pending,
+        pending=functools.partial(layers.pending.list_in, writer) if layers.pending else None,
         done=done,
     )
 
@@ -376,6 +376,11 @@ class PagesLater:
                 writer.listed(lines)
         finally:
             self._lines.close()
+
+    def close(self) -> None:
+        """Let go of the lines' file (a build that failed lists none: the thread, if still
+        handing pages on, ends once the workers are stopped)."""
+        self._lines.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ too, `Farm.map` keeping their order), and a stopped build leaves nothing."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -397,3 +398,23 @@ def test_the_workers_are_let_go_before_the_manifest_is_written(
     build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
     assert order == ["release", "manifest"]
     assert verify(tmp_path / "corpus").ok
+
+
+def test_a_build_failing_while_its_workers_write_pages_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that fails while its workers still write the compilation pages (its catalog,
+    here) removes its staging folder and lets go of what it kept of them (an unclosed file
+    would warn when collected)."""
+    from wikitrace.versions import finish
+
+    def broken_catalog(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the catalog broke")
+        yield  # a generator, as catalog_of is
+
+    monkeypatch.setattr(finish, "catalog_of", broken_catalog)
+    runs = write_runs(tmp_path / "runs.jsonl", varied_runs(80, seed=4))
+    with pytest.raises(RuntimeError, match="the catalog broke"):
+        build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    gc.collect()
