@@ -391,6 +391,8 @@ class _Stages:
                 farm_map=farm_map,
             )
             spills.enter_context(contextlib.closing(layers.all_rows))
+            if layers.pending is not None:
+                spills.enter_context(contextlib.closing(layers.pending))
             report = assemble_report(
                 self.planned,
                 self.read,
@@ -409,6 +411,7 @@ class _Stages:
                 base=base,
                 store=self.store,
                 farm_map=farm_map,
+                done=farm.release if farm is not None else None,
             )
             return MadeVersion(report, finished)
 

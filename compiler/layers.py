@@ -4,9 +4,11 @@ compilation and insight page written, the parent's files kept, then the version 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from wikitrace.corpus_schema.layout import (
 )
 from wikitrace.corpus_schema.records import CompilationHeader, InsightHeader
 from wikitrace.corpus_schema.spill import RunRows
-from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
+from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles, spill_file
 from wikitrace.search.saved import FarmMap
 from wikitrace.versions import FrozenVersion, Store, finish_version
 from wikitrace.versions.finish import Finished
@@ -89,7 +91,7 @@ def write_layers(
             if miner.tests is not None:
                 writer.write(MINED_TESTS, [miner.tests.dumps()])
             miner.release()
-        rewritten, renamed = _write_mined(
+        rewritten, renamed, later = _write_mined(
             writer,
             layout,
             base,
@@ -117,6 +119,7 @@ def write_layers(
             compiled_by="offline" if templates is None else "llm",
             prompts=prompts,
             renamed=renamed,
+            pending=later,
         )
     except BaseException:
         all_rows.close()
@@ -149,11 +152,12 @@ def _write_mined(
     farm_map: FarmMap,
     actions: ActionHashes | None,
     made_lessons: list[tuple[InsightHeader, str]] | None = None,
-) -> tuple[set[str], set[str]]:
+) -> tuple[set[str], set[str], PagesLater | None]:
     """The mined lessons' pages, and their rows after the model's (a parent's mined lesson,
     recounted, replaces its row); the compilation pages written, naming them. Returns
     the parent's files the version does not keep, and of those the compilation pages (and
-    their data) written anew only to name mined lessons. `actions`: the places of the
+    their data) written anew only to name mined lessons; and the compilation pages still
+    being written by a build's workers (`_name_mined`), if any. `actions`: the places of the
     actions of the runs the build mined, so that a divergence's page reads only the turns
     it quotes. `made_lessons`: each new divergence's lesson made already (Premined), or
     None: made here, through `farm_map`."""
@@ -199,10 +203,17 @@ def _write_mined(
     pages.clear()  # each page's lesson was made as it was written: none is held from here
     if made_lessons is not None:
         made_lessons.clear()
-    renamed = _name_mined(
-        writer, layout, base, cites, insight_rows, farm_map, compiled.waiting.in_order()
+    renamed, later = _name_mined(
+        writer,
+        layout,
+        base,
+        cites,
+        insight_rows,
+        farm_map,
+        compiled.waiting.in_order(),
+        later=farm_map is not map,
     )
-    return rewritten | renamed, renamed
+    return rewritten | renamed, renamed, later
 
 
 def _changes(
@@ -241,9 +252,11 @@ def finish_layers(
     base: FrozenVersion | None,
     store: Store | None,
     farm_map: FarmMap = map,
+    done: Callable[[], None] | None = None,
 ) -> Finished:
     """The last stage: what every version ends with (versions.finish_version), the `report`
-    in its manifest; the rankers' texts counted through `farm_map` (see `write_layers`)."""
+    in its manifest; the rankers' texts counted through `farm_map` (see `write_layers`).
+    `done`: called once `farm_map` has nothing more to do (a build's workers let go)."""
     return finish_version(
         writer,
         layers.layout,
@@ -263,6 +276,8 @@ def finish_layers(
         kept_rows=len(base.rows) if base else 0,
         farm_map=farm_map,
         same_lines=layers.renamed,
+        pending=functools.partial(layers.pending.list_in, writer) if layers.pending else None,
+        done=done,
     )
 
 
@@ -274,14 +289,22 @@ def _name_mined(
     insight_rows: Sequence[indexes.InsightRow],
     farm_map: FarmMap,
     waiting: Iterable[tuple[int, bytes]],
-) -> set[str]:
+    later: bool = False,
+) -> tuple[set[str], PagesLater | None]:
     """The compilation pages that wait to be written (`waiting`, in step order: Compiled's),
     each naming the mined lessons that rest on its run, and each page written before of a
     run a mined lesson rests on written anew to name them (compilation_pages.with_mined, by
-    `_named_pages`); the parent's pages so written, which the version does not keep."""
+    `_named_pages`); the parent's pages so written, which the version does not keep. With
+    `later` (a new corpus built by workers: nothing of a parent is replaced), the pages are
+    handed to `farm_map` by a thread, while this process goes on (`PagesLater`)."""
     replaced: set[str] = set()
     parent_steps = len(base.rows) if base else 0
     parent_root = os.fspath(base.root) if base else None
+    # Each lesson cited read once, here: the rows are on disk, read by this thread alone.
+    shown: dict[int, tuple[int, str]] = {}
+    for at in sorted({cite[1] for cite in cites}):
+        row = insight_rows[at]
+        shown[at] = (row.number, row.title)
 
     def named() -> Iterator[_Named]:
         pages = iter(waiting)
@@ -305,17 +328,59 @@ def _name_mined(
             source_of: list[tuple[int, str]] = []
             cited_by: list[tuple[int, str]] = []
             for _, at, is_source in group:
-                row = insight_rows[at]
-                (source_of if is_source else cited_by).append((row.number, row.title))
+                (source_of if is_source else cited_by).append(shown[at])
             yield _Named(rel, source, source_of, cited_by, texts)
         while page is not None:
             yield _Named(layout.compilation_rel(page[0]), None, [], [], page[1])
             page = next(pages, None)
 
     jobs = ((os.fspath(writer.root), layout, chunk) for chunk in in_jobs(named()))
+    if later and base is None:
+        return replaced, PagesLater(farm_map, jobs, writer.root.parent)
     for lines in farm_map(_named_pages, jobs):
         writer.listed(lines)
-    return replaced
+    return replaced, None
+
+
+class PagesLater:
+    """Pages handed to a build's workers (`farm_map` of `_named_pages`) by a thread of this
+    process, which meanwhile writes the catalog and counts the rankers' texts: a new corpus's
+    catalog reads none of the compilation pages (it is made from what the build kept of each
+    run). Their lines of the build's list of files wait in an unnamed file beside the staging
+    folder until `list_in` (before the manifest). A build that fails stops its workers, which
+    ends the thread (its pages' results are cancelled)."""
+
+    def __init__(self, farm_map: FarmMap, jobs: Iterable[Any], folder: Path) -> None:
+        self._lines = spill_file(folder, "named")
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._take, args=(farm_map, jobs), name="wikitrace-pages", daemon=True
+        )
+        self._thread.start()
+
+    def _take(self, farm_map: FarmMap, jobs: Iterable[Any]) -> None:
+        try:
+            for lines in farm_map(_named_pages, jobs):
+                self._lines.writelines(lines)
+        except BaseException as error:  # raised where the build waits for the pages
+            self._error = error
+
+    def list_in(self, writer: CorpusWriter) -> None:
+        """Wait for the pages to be written, and list them in `writer`."""
+        self._thread.join()
+        try:
+            if self._error is not None:
+                raise self._error
+            self._lines.seek(0)
+            while lines := self._lines.readlines(1 << 20):
+                writer.listed(lines)
+        finally:
+            self._lines.close()
+
+    def close(self) -> None:
+        """Let go of the lines' file (a build that failed lists none: the thread, if still
+        handing pages on, ends once the workers are stopped)."""
+        self._lines.close()
 
 
 @dataclass(frozen=True, slots=True)

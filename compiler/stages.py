@@ -11,13 +11,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wikitrace.corpus_schema import InputError, Layout, RunRecord
 from wikitrace.corpus_schema.history import Changes
 from wikitrace.corpus_schema.records import CompiledBy, InsightHeader
 from wikitrace.corpus_schema.spill import InsightRows, JsonLines, RunRows
-from wikitrace.corpus_schema.writing import spill_file
+from wikitrace.corpus_schema.writing import CorpusWriter, spill_file
 
 from .compile import CompileStats
 from .importers import InputPlan
@@ -303,6 +303,19 @@ class Layers:
     renamed: set[str] = field(default_factory=set)
     """The parent's compilation pages (and data files) written anew only to name the mined
     lessons that rest on their runs: what the catalog says of those runs is unchanged."""
+    pending: PagesDue | None = None
+    """The compilation pages a build's workers still write (layers.PagesLater), listed before
+    the manifest."""
+
+
+class PagesDue(Protocol):
+    """Pages still being written by others (layers.PagesLater)."""
+
+    def list_in(self, writer: CorpusWriter) -> None:
+        """Wait for them, and list them in `writer`."""
+
+    def close(self) -> None:
+        """Let go of what is kept of them (a build that failed lists none)."""
 
 
 def assemble_report(

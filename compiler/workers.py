@@ -337,6 +337,7 @@ class Farm:
         self.pool = ProcessPoolExecutor(
             workers, mp_context=_context(), initializer=_start, initargs=(setup,)
         )
+        self._ending: threading.Thread | None = None
 
     def map(self, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         """`function` of each item, in the items' order, done by the workers (`function` and
@@ -349,17 +350,36 @@ class Farm:
         while pending:
             yield pending.popleft().result()
 
+    def release(self) -> None:
+        """Let the workers end, the build handing them nothing more: they end while it writes
+        its last files (`close` waits for them)."""
+        if self._ending is None:
+            self._ending = threading.Thread(
+                target=self.pool.shutdown, name="wikitrace-workers-end", daemon=True
+            )
+            self._ending.start()
+
     def close(self, failed: bool = False) -> None:
         """Stop the workers (a `failed` build's at the end of their chunk, the rest of its
         work dropped) and their fork server."""
-        self.pool.shutdown(wait=True, cancel_futures=failed)
+        if self._ending is not None:  # released: nothing was left to drop
+            self._ending.join()
+        else:
+            self.pool.shutdown(wait=True, cancel_futures=failed)
         _stop_fork_server()
 
 
 def build_in_workers(raw: RawLayer, producer: Producer, miner: Miner | None, farm: Farm) -> None:
     """What `producer.offline(raw.runs())` does (through `miner.watch` when mining), the
     per-run work done by the `farm`'s workers."""
-    _Pipeline(farm.pool, raw, producer, miner, CHUNKS_PER_WORKER * farm.workers).run()
+    pipeline = _Pipeline(farm.pool, raw, producer, miner, CHUNKS_PER_WORKER * farm.workers)
+    pipeline.run(meanwhile=_import_mining if miner is not None else None)
+
+
+def _import_mining() -> None:
+    """What mining imports (numpy, about 0.1 s of CPU), imported while the workers compile
+    rather than once the last run is back, when nothing else runs."""
+    import numpy  # noqa: F401
 
 
 def _stop_fork_server() -> None:
@@ -395,9 +415,13 @@ class _Pipeline:
         self.miner = miner
         self.limit = limit
         self.checking: deque[tuple[list[bytes], Future[Any]]] = deque()
+        self.meanwhile: Callable[[], None] | None = None
         self.making: deque[tuple[list[str], Future[list[_Made]]]] = deque()
 
-    def run(self) -> None:
+    def run(self, meanwhile: Callable[[], None] | None = None) -> None:
+        """Every run built; `meanwhile`: this process's work to do once the first chunk is
+        back (the workers started, and busy with the next ones)."""
+        self.meanwhile = meanwhile
         chunk: list[bytes] = []
         for blob in self.raw.pickled_sources():
             chunk.append(blob)
@@ -422,6 +446,9 @@ class _Pipeline:
             self._number(*self.checking.popleft())
         else:
             self._write(*self.making.popleft())
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
 
     def _number(self, chunk: list[bytes], future: Future[Any]) -> None:
         checked, counts, places = future.result()

@@ -93,6 +93,7 @@ def catalog_of(
     changed: set[str] | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
+    compiled: set[str] | None = None,
 ) -> Iterator[CatalogFile]:
     """The catalog of the version at `root` (see read_catalog), a file at a time: its pages of
     runs, then catalog.jsonl (each file's bytes taken before the next file is asked for).
@@ -104,7 +105,9 @@ def catalog_of(
     adding runs reads none of its runs' pages, nor its new insights'. Memory grows with the
     insights and with what the version changes.
     `leaders_of` groups the near-duplicate insights (search/consolidate.py, `of_lessons`):
-    each line names its group's first."""
+    each line names its group's first. `compiled`: the steps whose compilation pages the
+    version holds, when its build knows them (its workers may still be writing them); else
+    they are listed from its folder."""
     taken = ParentCatalog.of(parent, parent_files, changed)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
@@ -118,7 +121,7 @@ def catalog_of(
             entry, claims, divergence, needs = item
             lines.append(entry)  # a dataclass, written as asdict would give it
             held.append(entry, claims, divergence, needs)
-        runs = CatalogRuns(root, held, taken, written)
+        runs = CatalogRuns(root, held, taken, written, compiled)
         index = IndexWriter(runs.page_runs, runs.steps)
         yield from run_pages(runs, index)
         head = {

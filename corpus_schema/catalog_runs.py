@@ -272,6 +272,7 @@ class CatalogRuns:
         shown: Learners,
         taken: ParentCatalog | None,
         written: Iterable[WrittenRun],
+        compiled: set[str] | None = None,
     ) -> None:
         self.root = root
         self.shown = shown
@@ -281,10 +282,16 @@ class CatalogRuns:
         """Runs in a full page of the catalog."""
         self.steps = [rel.split("/")[1] for rel in read.numbered(root, RAW_DIR)]
         # Both layers list their pages by step: a compilation of no run is left out (verify
-        # says so).
-        self.compiled = {
-            rel.split("/")[1].removesuffix(".md") for rel in read.numbered(root, COMPILATION_DIR)
-        }
+        # says so). `compiled`: the steps with a compilation page, given by a build whose
+        # workers may still be writing them.
+        self.compiled = (
+            compiled
+            if compiled is not None
+            else {
+                rel.split("/")[1].removesuffix(".md")
+                for rel in read.numbered(root, COMPILATION_DIR)
+            }
+        )
         self._fresh = iter(written)
         self._next_fresh = next(self._fresh, None)
 

@@ -4,6 +4,7 @@ too, `Farm.map` keeping their order), and a stopped build leaves nothing."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -11,6 +12,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -330,3 +332,89 @@ def test_the_indexes_are_written_while_the_rankers_pages_are_counted(
     runs = write_runs(tmp_path / "runs.jsonl", varied_runs(120, seed=5))
     build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=1))
     assert len(at_indexes) == 1 and 0 < at_indexes[0] < len(counted), (at_indexes, counted)
+
+
+def test_pages_handed_on_in_a_thread_are_listed_once_waited_for(tmp_path: Path) -> None:
+    """A new corpus's compilation pages go to the workers from a thread (layers.PagesLater):
+    the build goes on at once (to write its catalog), and lists their files once it waits."""
+    from wikitrace.compiler import layers
+    from wikitrace.corpus_schema.writing import CorpusWriter
+
+    release = threading.Event()
+
+    def farm_map(function: Any, jobs: Any) -> Any:
+        assert function is layers._named_pages
+        for job in jobs:
+            assert release.wait(30), "the build waited for the pages before going on"
+            yield [f"compilation/step-{job}.md\tsha256:{job}\t0\n".encode()]
+
+    (tmp_path / "root").mkdir()
+    later = layers.PagesLater(farm_map, iter(["0001", "0002", "0003"]), tmp_path)
+    release.set()  # reached only if the pages did not hold the build up
+    with CorpusWriter(tmp_path / "root") as writer:
+        later.list_in(writer)
+        assert [rel for rel, *_ in writer.entries()] == [
+            f"compilation/step-000{n}.md" for n in (1, 2, 3)
+        ]
+    assert later._lines.closed  # its file of lines is let go
+
+
+def test_an_error_writing_pages_in_a_thread_reaches_the_build(tmp_path: Path) -> None:
+    from wikitrace.compiler import layers
+    from wikitrace.corpus_schema.writing import CorpusWriter
+
+    def farm_map(function: Any, jobs: Any) -> Any:
+        yield [b"compilation/step-0001.md\tsha256:1\t0\n"]
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "root").mkdir()
+    later = layers.PagesLater(farm_map, iter(["0001", "0002"]), tmp_path)
+    with CorpusWriter(tmp_path / "root") as writer, pytest.raises(OSError, match="No space"):
+        later.list_in(writer)
+    assert later._lines.closed
+
+
+def test_the_workers_are_let_go_before_the_manifest_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers end while the build writes its manifest (their last work, the rankers'
+    pages, taken back), not after it."""
+    from wikitrace.versions import finish
+
+    order: list[str] = []
+    release, write_manifest = Farm.release, finish._write_manifest
+
+    def released(farm: Farm) -> None:
+        order.append("release")
+        release(farm)
+
+    def manifest(*args: Any, **kwargs: Any) -> Any:
+        order.append("manifest")
+        return write_manifest(*args, **kwargs)
+
+    monkeypatch.setattr(Farm, "release", released)
+    monkeypatch.setattr(finish, "_write_manifest", manifest)
+    runs = write_runs(tmp_path / "runs.jsonl", varied_runs(80, seed=3))
+    build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
+    assert order == ["release", "manifest"]
+    assert verify(tmp_path / "corpus").ok
+
+
+def test_a_build_failing_while_its_workers_write_pages_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that fails while its workers still write the compilation pages (its catalog,
+    here) removes its staging folder and lets go of what it kept of them (an unclosed file
+    would warn when collected)."""
+    from wikitrace.versions import finish
+
+    def broken_catalog(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the catalog broke")
+        yield  # a generator, as catalog_of is
+
+    monkeypatch.setattr(finish, "catalog_of", broken_catalog)
+    runs = write_runs(tmp_path / "runs.jsonl", varied_runs(80, seed=4))
+    with pytest.raises(RuntimeError, match="the catalog broke"):
+        build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    gc.collect()

@@ -97,6 +97,7 @@ def write_catalog(
     copy: bool = False,
     same_lines: set[str] | None = None,
     meanwhile: Callable[[], None] | None = None,
+    compiled: set[str] | None = None,
 ) -> None:
     """The version's catalog and its index, from its pages as written (what the `parent`
     version's catalog says of the pages it keeps unchanged is taken from there, its full
@@ -106,7 +107,8 @@ def write_catalog(
     anew whose runs the catalog says the same of (compilation pages that only name more mined
     lessons: a run's line holds its title and claims, not the lessons citing it).
     `meanwhile`: this process's work to do once the rankers' first pages are handed to
-    `farm_map` (a build's workers count them while it is done)."""
+    `farm_map` (a build's workers count them while it is done). `compiled`: the steps with a
+    compilation page, when the workers may still be writing them (see catalog_build)."""
     changed = writer.written
     if parent is not None and changed is None:  # a writer that did not keep them: its list
         files = parent.manifest.files
@@ -124,6 +126,7 @@ def write_catalog(
         changed=changed,
         written=written,
         written_insights=written_insights,
+        compiled=compiled,
     ):
         if chunks is not None:
             writer.write(rel, chunks)
@@ -239,18 +242,22 @@ def finish_version(
     farm_map: FarmMap = map,
     copy: bool = False,
     same_lines: set[str] | None = None,
+    pending: Callable[[], None] | None = None,
+    done: Callable[[], None] | None = None,
 ) -> Finished:
     """What every version ends with: tools, the catalog (what it can of it taken from the
     `parent` version's, for the pages it keeps, and the runs and insights just `written`), the
     four indexes (written while the rankers' first pages are counted) and the manifest
-    (last); then, for a version of a `store`, what the store keeps
-    beside it: its seal (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
+    (last); then, for a version of a `store`, what the store keeps beside it: its seal
+    (`manifest.read_seal`) and its rows (`spill.read_version_rows`).
     `kept_rows`: how many of the first `rows` are the parent's as it wrote them (an add keeps
     them all), whose index parts it may link rather than write. `farm_map`: `map`, or what
     does its work in a build's worker processes (compiler/workers.py), for the rankers. With
     `copy` (a view handed to others), what is taken of the parent's catalog is copied, never
     linked. `same_lines`: the parent's pages written anew whose runs' catalog lines are as
-    they were (see `write_catalog`)."""
+    they were (see `write_catalog`). `pending`: waits for the pages a build's workers still
+    write (the catalog reads none) and lists them; `done`: lets the workers go, `farm_map`
+    having nothing more to do; both called before the manifest."""
     _write_tools(writer, layout)
     runs = _Runs.of(rows)
     # Last of the pages: what test-time readers load instead of every page's header; the
@@ -267,7 +274,10 @@ def finish_version(
         meanwhile=lambda: _write_indexes(
             writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows, copy=copy
         ),
+        compiled={layout.step(row.step) for row in rows if row.compiled} if pending else None,
     )
+    for then in (then for then in (pending, done) if then is not None):
+        then()
     counts = _write_root_index(writer, layout, runs, insight_rows, model, compiled_by)
     manifest = manifest_io.Manifest(
         builder={"name": "wikitrace", "version": manifest_io.builder_version()},
