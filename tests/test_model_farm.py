@@ -1,0 +1,126 @@
+"""A model build's per-run work in worker processes while its calls flow
+(compiler/model_farm.py): the raw layer, the pages and mining's patterns made there give the
+very corpus the build's own process makes, answers coming back in any order; a stopped build
+leaves nothing and no worker; a small build starts none."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_build_workers import children_of, corpus_files, differences, varied_runs
+
+from wikitrace.compiler import BuildOptions, add_runs, build_corpus
+from wikitrace.compiler.model_farm import MIN_RUNS, pool_size
+from wikitrace.corpus_schema import verify
+from wikitrace.transport.llm import LLMCallError, LLMReply, Message
+
+from helpers import good_answer, write_runs
+
+
+class ShuffledLLM:
+    """Answers a run's prompt as its hash says, after a pause of its own (so that answers
+    come back out of order): with no insight, one or two, a quote found in no turn, or an
+    answer that is no JSON at all (the run fails)."""
+
+    model = "fake/compiler"
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        prompt = messages[0]["content"]
+        draw = hashlib.sha256(prompt.encode()).digest()
+        await asyncio.sleep(draw[1] / 255 * 0.004)
+        kind = draw[0] % 8
+        if kind == 0:
+            text = "no JSON here"
+        else:
+            text = good_answer(prompt, insights=kind % 3, wrong_quote=kind == 7)
+        return LLMReply(text=text, prompt_tokens=100, completion_tokens=20, cost_usd=0.001)
+
+
+def model_options(inputs: list[Path], corpus: Path, workers: int) -> BuildOptions:
+    return BuildOptions(
+        inputs=inputs,
+        output=corpus,
+        model=ShuffledLLM.model,
+        use_cache=False,
+        concurrency=32,
+        workers=workers,
+    )
+
+
+def test_a_model_build_s_workers_make_the_bytes_its_own_process_makes(tmp_path: Path) -> None:
+    runs = varied_runs(120, seed=17)
+    first = write_runs(tmp_path / "first.jsonl", runs)
+    second = write_runs(tmp_path / "second.jsonl", runs[::9])  # runs given twice: written once
+    built = {}
+    for workers in (1, 2):
+        corpus = tmp_path / f"corpus-{workers}"
+        report = build_corpus(model_options([first, second], corpus, workers), llm=ShuffledLLM())
+        assert verify(corpus).ok
+        built[workers] = corpus_files(corpus)
+    assert report.duplicates > len(runs[::9]) and report.redactions, report
+    assert report.mined and report.failed and 0 < report.compiled < report.runs, report
+    insights = [name for name in built[2] if name.startswith("insight/insight-")]
+    assert len(insights) > report.compiled  # the model's, and mined
+    assert differences(built[1], built[2]) == []
+
+
+def test_an_add_with_a_model_build_s_workers_is_the_add_made_without(tmp_path: Path) -> None:
+    runs = varied_runs(150, seed=19)
+    old = write_runs(tmp_path / "old.jsonl", runs[:50])
+    new = write_runs(tmp_path / "new.jsonl", runs[30:])  # 20 runs the parent holds
+    added = {}
+    for workers in (1, 2):
+        corpus = tmp_path / f"corpus-{workers}"
+        build_corpus(model_options([old], corpus, 1), llm=ShuffledLLM())
+        report = add_runs(model_options([new], corpus, workers), llm=ShuffledLLM())
+        assert report.version == "v0002" and report.duplicates >= 20
+        added[workers] = corpus_files(corpus)
+    assert differences(added[1], added[2]) == []
+
+
+def test_a_small_model_build_starts_no_worker() -> None:
+    assert pool_size(None, MIN_RUNS - 1) == 0
+    assert pool_size(None, MIN_RUNS) == pool_size(None, 10**6) == 1
+    assert pool_size(1, 10**6) == 0  # 1: all in the build's own process
+    assert pool_size(3, 10) == 3
+
+
+class RevokedMidway(ShuffledLLM):
+    """The key is revoked after `answers` answers (a fatal error: the build stops, as on
+    Ctrl-C), telling which fork server the build's workers came from as it is."""
+
+    def __init__(self, answers: int) -> None:
+        self.answers = answers
+        self.server: int | None = None
+
+    async def complete(self, messages: list[Message]) -> LLMReply:
+        from multiprocessing import forkserver
+
+        self.answers -= 1
+        if self.answers < 0:
+            self.server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+            raise LLMCallError("the key was revoked", fatal=True)
+        return await super().complete(messages)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_model_build_stopped_leaves_nothing_and_no_worker(tmp_path: Path) -> None:
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(200, seed=23))
+    llm = RevokedMidway(answers=100)
+    with pytest.raises(LLMCallError, match="revoked"):
+        build_corpus(model_options([runs_file], tmp_path / "corpus", 2), llm=llm)
+    assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
+    assert llm.server is not None  # the workers were started from it
+    assert children_of(llm.server) == [], "a worker outlived its build"
+    assert not Path(f"/proc/{llm.server}").exists(), "the fork server outlived its build"
