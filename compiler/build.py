@@ -78,7 +78,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
-from .workers import Farm, build_in_workers, fork_server, worker_count
+from .workers import START_METHOD, Farm, build_in_workers, fork_server, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -428,8 +428,12 @@ class _Stages:
             workers = model_farm.pool_size(options.workers, self.read.total)
             if workers == 0:
                 return None
-        farm = Farm(options, layout, root, workers, mine=options.mine)
+        method = START_METHOD if self.model is None else model_farm.start_method()
+        farm = Farm(options, layout, root, workers, mine=options.mine, start_method=method)
         spills.push(lambda failed, *_: farm.close(failed=failed is not None))
+        if method == "fork":  # now, while the build has one thread (ProcessPoolExecutor forks
+            # every worker as the first work is sent)
+            farm.pool.submit(os.getpid).result()
         return farm
 
     def compile_only(self, root: Path) -> None:

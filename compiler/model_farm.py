@@ -6,10 +6,11 @@ event loop keeps reading, redaction, numbering, the prompt, the HTTP client and 
 bookkeeping: insight numbers and their width, the list of files, mining's table, each taken
 in the order it is today, so the corpus is the same, byte for byte, with or without workers.
 
-The workers are a workers.Farm's, started once the input is read and stopped with the build
-(Ctrl-C, a kill: see compiler/workers.py). Work goes to them in chunks; what each chunk gives
-back is taken in the order the chunks were sent, between the loop's other work, never by
-waiting on the loop while calls are in flight (`OffLoop.room` and `drain` await it)."""
+The workers are a workers.Farm's, started once the input is read (forked from the build:
+`start_method`) and stopped with the build (Ctrl-C, a kill: see compiler/workers.py). Work
+goes to them in chunks; what each chunk gives back is taken in the order the chunks were
+sent, between the loop's other work, never by waiting on the loop while calls are in flight
+(`OffLoop.room` and `drain` await it)."""
 
 from __future__ import annotations
 
@@ -44,11 +45,13 @@ from .mine_table import RunPatterns, signature_hashes
 from .produce import pickled_page
 from .raw import raw_files
 from .stages import kept_run
+from .workers import START_METHOD
 
 MIN_RUNS = 256
 """A model build of fewer runs does its per-run work in its own process (the `workers`
-setting unset): the pool's start (its fork server imports wikitrace, some 0.3 s of CPU on
-another core) costs more than it saves in a build of a second or two."""
+setting unset): handing it over costs the build some tenths of a millisecond a chunk, and a
+worker started from a fork server some 0.5 s of CPU, more than it saves in a build of a second
+or two."""
 CHUNK = 16
 """Runs (or compiled runs' pages) a worker takes at once: a few milliseconds of its work,
 against some tenths of a millisecond of the build's to send a chunk and take its result."""
@@ -58,6 +61,16 @@ CHUNKS_PER_WORKER = 8
 Mined = tuple[RunPatterns, list[str], "array[int]"]
 """What mining keeps of a run, its actions' signatures (hashed by the build: Python's hash of
 a text is the process's own) and places (mine_patterns.action_places)."""
+
+
+def start_method() -> str:
+    """How a model build's workers start: forked from the build itself where that is safe (on
+    Linux, before the build runs a thread of its own: a fork copies the one thread that
+    forks), with every module it imported, in a few milliseconds of CPU; else from a fork
+    server, which imports wikitrace for them (some 0.5 s of CPU, workers.START_METHOD)."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return START_METHOD
 
 
 def pool_size(workers: int | None, runs: int) -> int:
