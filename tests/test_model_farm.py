@@ -8,18 +8,30 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import signal
+import subprocess
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_build_workers import children_of, corpus_files, differences, varied_runs
+from test_build_workers import (
+    WIKITRACE,
+    children_of,
+    corpus_files,
+    differences,
+    none_left,
+    varied_runs,
+    worker_processes,
+)
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.compiler.model_farm import MIN_RUNS, pool_size
 from wikitrace.corpus_schema import verify
 from wikitrace.transport.llm import LLMCallError, LLMReply, Message
 
-from helpers import good_answer, write_runs
+from helpers import Stub, ctrl_c_at_its_default, good_answer, write_runs
 
 
 class ShuffledLLM:
@@ -123,3 +135,51 @@ def test_a_model_build_stopped_leaves_nothing_and_no_worker(tmp_path: Path) -> N
     assert [pid for pid in llm.workers if Path(f"/proc/{pid}").exists()] == [], (
         "a worker outlived its build"
     )
+
+
+def model_building(tmp_path: Path, stub: Stub, mark: str) -> subprocess.Popen[str]:
+    """`wikitrace build` of 1,200 runs with a model (`stub`) in a process group of its own,
+    as a terminal's Ctrl-C reaches it, once its worker writes pages; `mark` in the
+    environment of all its processes."""
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(1200, seed=31))
+    command = [WIKITRACE, "build", str(runs_file), "-o", str(tmp_path / "corpus")]
+    build = subprocess.Popen(
+        [*command, "--model", "openai/stub", "--api-base", stub.url],
+        env={**os.environ, mark: "1", "WIKITRACE_CACHE_DIR": str(tmp_path / "cache")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ctrl_c_at_its_default,
+    )
+    deadline = time.monotonic() + 120
+    # The pages the worker writes as the answers come.
+    while not list(tmp_path.glob("corpus.versions/*/compilation")) and build.poll() is None:
+        assert time.monotonic() < deadline, "the build never wrote a page"
+        time.sleep(0.05)
+    assert build.poll() is None, "the build ended before it was stopped"
+    assert len(worker_processes(mark)) >= 3  # the build, its call worker, its worker
+    return build
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_ctrl_c_stops_a_model_build_and_its_worker_and_leaves_nothing(
+    tmp_path: Path, openai_stub: Stub
+) -> None:
+    mark = f"WIKITRACE_TEST_{uuid.uuid4().hex}"
+    build = model_building(tmp_path, openai_stub, mark)
+    os.killpg(build.pid, signal.SIGINT)
+    _, err = build.communicate(timeout=60)
+    assert build.returncode == 130, err
+    assert "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["cache", "runs.jsonl"]
+    none_left(mark)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_the_worker_of_a_killed_model_build_ends(tmp_path: Path, openai_stub: Stub) -> None:
+    mark = f"WIKITRACE_TEST_{uuid.uuid4().hex}"
+    build = model_building(tmp_path, openai_stub, mark)
+    build.kill()  # the build alone, with no time to stop anything
+    build.communicate(timeout=60)
+    none_left(mark)  # its staging folder is the next build's to clear (test_crash_safety)
