@@ -49,12 +49,16 @@ from .workers import START_METHOD
 
 MIN_RUNS = 256
 """A model build of fewer runs does its per-run work in its own process (the `workers`
-setting unset): handing it over costs the build some tenths of a millisecond a chunk, and a
-worker started from a fork server some 0.5 s of CPU, more than it saves in a build of a second
-or two."""
+setting unset). At 128 runs (0.2 s, 64 in flight, load 4 to 5.6, three turns each) a worker
+gave 14% of the ideal with a call worker and 18 to 36% with the calls in the build's process,
+none 10 to 20% and 17 to 28%: no gain the turns resolve, for 2 to 3 ms more CPU a run in all
+the build's processes (a worker started from a fork server, not forked, costs 0.6 s more)."""
 CHUNK = 16
 """Runs (or compiled runs' pages) a worker takes at once: a few milliseconds of its work,
 against some tenths of a millisecond of the build's to send a chunk and take its result."""
+LAST_CHUNK = 4
+"""Compiled runs a chunk holds once every run is read: the last answers' pages go as they
+come, while the last calls are in flight, not after the last answer."""
 CHUNKS_PER_WORKER = 8
 """Chunks sent and not taken back, for each worker, before the build reads its next run."""
 
@@ -193,6 +197,7 @@ class OffLoop:
         """Chunks made while the workers start, sent once they are up, in order."""
         self._sent: deque[tuple[Future[list[Any]], list[Then]]] = deque()
         self._chunks_made = self._chunks_taken = 0
+        self._chunk_size = CHUNK
         self._ready: Future[None] = Future()
         # Starting a worker waits for the fork server to import wikitrace (some tenths of a
         # second): on a thread, not the loop's, which makes the first calls meanwhile.
@@ -242,7 +247,7 @@ class OffLoop:
         items, thens = self._gathering.setdefault(job, ([], []))
         items.append(item)
         thens.append(then)
-        if len(items) >= CHUNK:
+        if len(items) >= self._chunk_size:
             self._chunk(job)
         self.take_done()
 
@@ -281,9 +286,10 @@ class OffLoop:
 
     async def drain(self) -> None:
         """Send what is gathered, and take the result of all that is sent by then (on the
-        loop: what is handed over meanwhile may wait)."""
+        loop: what is handed over meanwhile may wait); from now on, chunks of LAST_CHUNK."""
         for job in list(self._gathering):
             self._chunk(job)
+        self._chunk_size = LAST_CHUNK  # every run is read: what comes now is the last
         last = self._chunks_made
         while self._chunks_taken < last:
             if self._held:
