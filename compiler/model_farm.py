@@ -68,13 +68,27 @@ a text is the process's own) and places (mine_patterns.action_places)."""
 
 
 def start_method() -> str:
-    """How a model build's workers start: forked from the build itself where that is safe (on
-    Linux, before the build runs a thread of its own: a fork copies the one thread that
-    forks), with every module it imported, in a few milliseconds of CPU; else from a fork
-    server, which imports wikitrace for them (some 0.5 s of CPU, workers.START_METHOD)."""
-    if sys.platform == "linux" and threading.active_count() == 1:
+    """How a model build's workers start: forked from the build itself where that is safe
+    (on Linux, while the build has one thread, a library's own threads counted: a fork copies
+    only the thread that forks), with every module it imported, in a few milliseconds of CPU;
+    else from a fork server, which imports wikitrace for them (some 0.6 s of CPU,
+    workers.START_METHOD)."""
+    if sys.platform == "linux" and _threads() == 1:
         return "fork"
     return START_METHOD
+
+
+def _threads() -> int:
+    """This process's threads as the system counts them: those a library started in C
+    (numpy's BLAS pool, say) too, which Python's `threading` does not list."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0  # not known: never forked
 
 
 def pool_size(workers: int | None, runs: int) -> int:

@@ -108,9 +108,25 @@ def test_a_small_model_build_starts_no_worker() -> None:
     assert pool_size(3, 10) == 3
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and those they started: a build's workers are its own
+    children when forked from it, its fork server's otherwise (model_farm.start_method)."""
+    found = [child for child in children_of(pid) if not _resource_tracker(child)]
+    return found + [grandchild for child in found for grandchild in descendants(child)]
+
+
+def _resource_tracker(pid: int) -> bool:
+    """Whether `pid` is multiprocessing's resource tracker, which a fork server starts and
+    which lives as long as the process that started it (here, pytest)."""
+    try:
+        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone
+        return False
+
+
 class RevokedMidway(ShuffledLLM):
     """The key is revoked after `answers` answers (a fatal error: the build stops, as on
-    Ctrl-C), noting the build's child processes as it is (its workers, forked from it)."""
+    Ctrl-C), noting the build's processes as it is (its workers)."""
 
     def __init__(self, answers: int) -> None:
         self.answers = answers
@@ -119,7 +135,7 @@ class RevokedMidway(ShuffledLLM):
     async def complete(self, messages: list[Message]) -> LLMReply:
         self.answers -= 1
         if self.answers < 0:
-            self.workers = self.workers or children_of(os.getpid())
+            self.workers = self.workers or descendants(os.getpid())
             raise LLMCallError("the key was revoked", fatal=True)
         return await super().complete(messages)
 
@@ -131,10 +147,34 @@ def test_a_model_build_stopped_leaves_nothing_and_no_worker(tmp_path: Path) -> N
     with pytest.raises(LLMCallError, match="revoked"):
         build_corpus(model_options([runs_file], tmp_path / "corpus", 2), llm=llm)
     assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
-    assert len(llm.workers) >= 2  # its two workers, while it ran
+    assert llm.workers  # its workers (or, still starting, their fork server) while it ran
     assert [pid for pid in llm.workers if Path(f"/proc/{pid}").exists()] == [], (
         "a worker outlived its build"
     )
+
+
+def test_a_model_build_s_forked_worker_makes_the_bytes_its_own_process_makes(
+    tmp_path: Path, openai_stub: Stub
+) -> None:
+    """In a new process (as the command runs) the worker is forked from the build; in this
+    test's process, whose earlier builds started threads, it comes from a fork server."""
+    runs_file = write_runs(tmp_path / "runs.jsonl", varied_runs(120, seed=37))
+    built = {}
+    for workers in ("1", "2"):
+        corpus = tmp_path / f"corpus-{workers}"
+        command = [WIKITRACE, "-q", "build", str(runs_file), "-o", str(corpus)]
+        env = {**os.environ, "WIKITRACE_WORKERS": workers}
+        env["WIKITRACE_CACHE_DIR"] = str(tmp_path / f"cache-{workers}")
+        done = subprocess.run(
+            [*command, "--model", "openai/stub", "--api-base", openai_stub.url],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        built[workers] = corpus_files(corpus)
+    assert differences(built["1"], built["2"]) == []
 
 
 def model_building(tmp_path: Path, stub: Stub, mark: str) -> subprocess.Popen[str]:
