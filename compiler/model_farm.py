@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import multiprocessing
 import os
 import pickle
 import sys
@@ -94,7 +95,10 @@ def _threads() -> int:
 def pool_size(workers: int | None, runs: int) -> int:
     """The worker processes a model build of `runs` runs uses: `workers` as given, 1 for
     none (the build's own process does the work); else one from MIN_RUNS runs on (the loop's
-    own process and the model's HTTP client take a core)."""
+    own process and the model's HTTP client take a core). None where no worker can be
+    started so (Windows)."""
+    if START_METHOD not in multiprocessing.get_all_start_methods():
+        return 0
     if workers is not None:
         return workers if workers > 1 else 0
     return 1 if runs >= MIN_RUNS else 0
