@@ -7,9 +7,13 @@ the prompt, the answer's parsing and quote check, the compilation's pages, minin
 thread while the last calls are in flight), the layers after the last answer (the mined
 pages) and the finish (indexes, catalog, manifest). What no part holds ("the rest": the
 event loop, the HTTP client's sending and reading, imports) is the process's CPU (getrusage)
-less the parts. Prints its figures; asserts nothing.
+less the parts. A build of 256 runs or more hands the raw layer's files, the pages and
+mining's patterns to a worker process (compiler/model_farm.py): their CPU is printed as the
+children's (--workers 1 keeps that work, and its parts, in the build's process). Prints its
+figures; asserts nothing.
 
     python benchmarks/model_parts_bench.py [--runs 640] [--latency 0.2] [--call-workers 0]
+        [--workers N]
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ def main() -> None:
     parser.add_argument(
         "--call-workers", type=int, default=0, help="0: the calls in the build's process"
     )
+    parser.add_argument(
+        "--workers", type=int, help="the workers setting (default: as build's; 1: none)"
+    )
     args = parser.parse_args()
     spent = timed_parts()
     work = Path(tempfile.mkdtemp(prefix="wikitrace-bench-"))
@@ -87,6 +94,7 @@ def main() -> None:
         write_runs(runs_file, args.runs, args.turns)
         print(f"load average {os.getloadavg()[0]:.2f} at the start", flush=True)
         before = resource.getrusage(resource.RUSAGE_SELF)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         build_corpus(
             BuildOptions(
@@ -97,21 +105,27 @@ def main() -> None:
                 use_cache=False,
                 concurrency=args.concurrency,
                 call_workers=args.call_workers,
+                workers=args.workers,
             )
         )
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
+        children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         stub.close()
         remove_work(work)
     total = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     system = after.ru_stime - before.ru_stime
+    children = (children_after.ru_utime + children_after.ru_stime) - (
+        children_before.ru_utime + children_before.ru_stime
+    )
     ideal = args.concurrency / args.latency
     print(
         f"{args.runs} runs, latency {args.latency} s, {args.concurrency} in flight, "
         f"{args.call_workers} call workers: {seconds:.2f} s, {args.runs / seconds / ideal:.0%} "
         f"of the ideal; the build's process {total / args.runs * 1e3:.2f} ms of CPU a run "
-        f"({system / args.runs * 1e3:.2f} ms of it system time); load average "
+        f"({system / args.runs * 1e3:.2f} ms of it system time), its children (call workers, "
+        f"workers) {children / args.runs * 1e3:.2f} ms; load average "
         f"{os.getloadavg()[0]:.2f} at the end"
     )
     rest = total - sum(spent.values())

@@ -56,6 +56,7 @@ from wikitrace.versions import (
 )
 from wikitrace.versions.finish import Finished, in_staging
 
+from . import model_farm
 from .compile import Templates
 from .importers import InputPlan
 from .judge import JUDGE_OUTPUT_TOKENS, Judge
@@ -77,7 +78,7 @@ from .stages import (
     plan_build,
     read_inputs,
 )
-from .workers import Farm, build_in_workers, fork_server, worker_count
+from .workers import START_METHOD, Farm, build_in_workers, fork_server, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -418,16 +419,24 @@ class _Stages:
     def _farm(
         self, layout: Layout, root: Path, spills: contextlib.ExitStack[bool | None]
     ) -> Farm | None:
-        """The worker processes of an offline build that uses them (`worker_count`), kept
-        until the version is finished and stopped before its staging folder may be removed."""
+        """The worker processes of a build that uses them (`worker_count`; a model build's:
+        `model_farm.pool_size`), kept until the version is finished and stopped before its
+        staging folder may be removed."""
         options = self.planned.options
-        if self.model is not None:
-            return None
-        workers = worker_count(options.workers, self.read.total)
-        if workers <= 1:
-            return None
-        farm = Farm(options, layout, root, workers, mine=options.mine)
+        if self.model is None:
+            workers = worker_count(options.workers, self.read.total)
+            if workers <= 1:
+                return None
+        else:  # the runs' work beside the calls, while they flow (model_farm.py)
+            workers = model_farm.pool_size(options.workers, self.read.total)
+            if workers == 0:
+                return None
+        method = START_METHOD if self.model is None else model_farm.start_method()
+        farm = Farm(options, layout, root, workers, mine=options.mine, start_method=method)
         spills.push(lambda failed, *_: farm.close(failed=failed is not None))
+        if method == "fork":  # now, while the build has one thread (ProcessPoolExecutor forks
+            # every worker as the first work is sent)
+            farm.pool.submit(os.getpid).result()
         return farm
 
     def compile_only(self, root: Path) -> None:
@@ -470,11 +479,17 @@ class _Stages:
             spills.enter_context(contextlib.closing(miner))
         runs = raw.runs() if miner is None else miner.watch(raw.runs(), is_judged)
         premined = None
-        if farm is not None:  # the same work (and corpus) on other cores
+        if farm is not None and model is None:  # the same work (and corpus) on other cores
             build_in_workers(raw, producer, miner, farm)
         elif model is None or self.templates is None:
             producer.offline(runs)
         else:
+            if farm is not None:  # the runs' files, their pages and what mining keeps of
+                # them, made by the workers while the calls flow (the same corpus)
+                compiled.off_loop = raw.off_loop = model_farm.OffLoop(
+                    farm.pool, farm.workers, writer.root, layout, writer, miner
+                )
+                runs = raw.runs()
             # Mining needs the runs alone: it is done while the last calls are in flight.
             meanwhile = (
                 functools.partial(premine, miner, layout, raw.rows, self.version, base)

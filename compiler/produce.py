@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import itertools
 import logging
 import pickle
@@ -14,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -44,6 +45,27 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _Meanwhile = TypeVar("_Meanwhile")
+
+
+class OffLoop(Protocol):
+    """Where a model build's worker processes render and write the compiled runs' pages
+    while its calls flow, and the raw layer's files (model_farm.OffLoop)."""
+
+    def pages(
+        self,
+        result: Compilation,
+        task_id: str,
+        task_type: str | None,
+        numbers: list[int],
+        width: int,
+        then: Callable[[bytes], None] | None = None,
+    ) -> None: ...
+
+    async def room(self) -> None:
+        """Wait until the workers have room for more."""
+
+    async def drain(self) -> None:
+        """Take back all that was handed over."""
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -242,10 +264,22 @@ class Compiled:
         the caller) the new mined lessons."""
         self.waiting = WaitingPages(self._folder)
         """The pages of compilations with no insight drafted, to write (layers.py)."""
+        self.off_loop: OffLoop | None = None
+        """Where a model build's worker processes render and write the pages while the
+        calls flow (model_farm.py); None: here."""
 
     def add(self, step: int, record: RunRecord, result: Compilation) -> None:
         spilled = None
-        if not result.insights:
+        if not result.insights and self.off_loop is not None:
+            self.off_loop.pages(
+                result,
+                record.task_id,
+                record.task_type,
+                [],
+                self.layout.insight_width,
+                functools.partial(self.waiting.add_pickled, step),
+            )
+        elif not result.insights:
             self.waiting.add(step, plain_compilation(self.layout, record, result))
         else:
             data = orjson.dumps(result.model_dump(mode="json"))
@@ -340,20 +374,27 @@ class Compiled:
         assert summary.spilled is not None
         layout = dataclasses.replace(self.layout, insight_width=width)
         result = result or self.read(summary.spilled)
-        self.writer.write_files(
-            compilation_pages.compilation(
-                layout,
-                result,
-                task_id=summary.task_id,
-                task_type=summary.task_type,
-                insight_numbers=summary.insights,
-            ),
-        )
+        # Written by a model build's workers while the calls flow: their headers are made
+        # here too, for the catalog.
+        off_loop = None if again else self.off_loop
+        if off_loop is not None:
+            off_loop.pages(result, summary.task_id, summary.task_type, summary.insights, width)
+        else:
+            self.writer.write_files(
+                compilation_pages.compilation(
+                    layout,
+                    result,
+                    task_id=summary.task_id,
+                    task_type=summary.task_type,
+                    insight_numbers=summary.insights,
+                ),
+            )
         for number, draft in zip(summary.insights, result.insights, strict=True):
             header = insight_pages.insight_header(
                 layout, number, draft, source=result, task_type=summary.task_type
             )
-            self.writer.write_files(insight_pages.insight_files(header, draft.guideline))
+            if off_loop is None:
+                self.writer.write_files(insight_pages.insight_files(header, draft.guideline))
             if not again:
                 self.written_insights.add(number, header, draft.guideline)
                 self.read_only_insights += header.support == READ_ONLY
@@ -492,7 +533,8 @@ class Producer:
         concurrency: int,
         meanwhile: Callable[[threading.Event], _Meanwhile] | None = None,
     ) -> _Meanwhile | None:
-        """Each run's raw layer is written as it is read; up to `concurrency` compile at once.
+        """Each run's raw layer is written as it is read (by the worker processes of the
+        compilations' `off_loop`, when it has one); up to `concurrency` compile at once.
         `meanwhile`: work that needs the runs alone (mining), done in a thread once every run
         is read, while the last calls are in flight; what it returns is returned (None
         without it). It must write nothing: a build stopped leaves no half-written file. It is
@@ -507,7 +549,10 @@ class Producer:
             finally:
                 slots.release()
 
+        off_loop = self.results.off_loop
         for step, record in runs:
+            if off_loop is not None:
+                await off_loop.room()
             await slots.acquire()
             if self.fatal:
                 break
@@ -522,6 +567,8 @@ class Producer:
         # ms) and waits for the network the rest of the time: the thread has those waits.
         early = None
         stop = threading.Event()
+        if off_loop is not None and not self.fatal:  # mining reads the runs' raw files
+            await off_loop.drain()
         if meanwhile is not None and not self.fatal:
             early = asyncio.get_running_loop().run_in_executor(None, meanwhile, stop)
         try:
@@ -529,6 +576,9 @@ class Producer:
                 await asyncio.gather(*tasks)
             if self.fatal:
                 raise self.fatal
+            if off_loop is not None:  # the pages the last answers gave
+                await off_loop.drain()
+                self.results.off_loop = None
         except BaseException:
             stop.set()
             if early is not None:  # what it raised, once stopped, is the build's error's

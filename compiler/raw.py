@@ -3,11 +3,12 @@ out when the parent holds it, numbered, and written as logged with its metadata 
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wikitrace.corpus_schema import Layout, RunRecord, indexes, raw_pages, render
 from wikitrace.corpus_schema.identity import digest, fingerprint, given_attempt, turn_log
@@ -22,7 +23,14 @@ from .importers.runs import FormatCounts, SeenRuns, SourceRun, tally
 from .redact import Redactor
 from .report import BuildOptions, corpus_path
 from .signals import failed_calls
-from .stages import CheckedRuns, RawCounts
+from .stages import CheckedRuns, RawCounts, kept_run
+
+
+class OffLoop(Protocol):
+    """Where a model build's worker processes write each new run's raw files
+    (model_farm.OffLoop)."""
+
+    def raw(self, step: int, attempt: int, source: str, data: bytes, redacted: bool) -> None: ...
 
 
 class RawLayer:
@@ -58,6 +66,9 @@ class RawLayer:
         self._seen = SeenRuns()
         self._runs = self._successes = self._failures = self._duplicates = 0
         self._formats: FormatCounts = {}
+        self.off_loop: OffLoop | None = None
+        """Where a model build's worker processes write each run's files (model_farm.py);
+        None: written here."""
 
     def counts(self) -> RawCounts:
         """What was written so far, and left out as held already."""
@@ -70,8 +81,10 @@ class RawLayer:
         self.tasks.close()
 
     def runs(self) -> Iterator[tuple[int, RunRecord]]:
-        """Each run checked, numbered, after its raw layer is written."""
-        for item in self.sources():
+        """Each run checked, numbered, after its raw layer is written (or handed to the
+        `off_loop` to write)."""
+        for kept in self.pickled_sources():
+            item = kept_run(kept)
             data, record = redacted(self.redactor, item.data, item.record)
             # Interned: mining holds these for every run, and runs share them.
             record.task_id = sys.intern(record.task_id)
@@ -81,16 +94,24 @@ class RawLayer:
                 record.origin = sys.intern(record.origin)
             log_bytes, offsets = turn_log(data["turns"])
             step = self.number(run_key(record, log_bytes))
-            if step is not None:
+            if step is None:
+                continue
+            if self.off_loop is None:
                 yield step, self.write(step, item, data, record, log_bytes, offsets)
-
-    def sources(self) -> Iterator[SourceRun]:
-        """The runs checked, before redaction; `number` numbers them in this order."""
-        self._restart()
-        yield from self.checked
+                continue
+            attempt = self.attempt(record.task_key, record.metadata.get("attempt"))
+            source = self.source_names(item.path, item.line, item.at)
+            changed = data is not item.data
+            payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL) if changed else kept
+            self.off_loop.raw(step, attempt, source, payload, changed)
+            self.add(
+                run_row(step, record), raw_pages.page_task(record.task), item.format, record.success
+            )
+            yield step, record
 
     def pickled_sources(self) -> Iterator[bytes]:
-        """`sources`, each pickled as kept (stages.CheckedRuns.pickled)."""
+        """The runs checked, before redaction, each pickled as kept (stages.CheckedRuns.pickled,
+        read by stages.kept_run); `number` numbers them in this order."""
         self._restart()
         yield from self.checked.pickled()
 

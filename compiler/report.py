@@ -71,8 +71,10 @@ class BuildOptions:
     HTTP client instead of litellm (transport/fast_path.py); False: litellm for every call."""
     workers: int | None = None
     """Processes that read, redact, compile and render the runs of an offline build
-    (compiler/workers.py); None: one for each core available that other work leaves idle, for a
-    build of 5,000 runs or more; 1: all in the build's own process."""
+    (compiler/workers.py), or write a model build's runs' files and pages while its calls flow
+    (compiler/model_farm.py); None: offline, one for each core available that other work leaves
+    idle, for a build of 5,000 runs or more; with a model, one from 256 runs; 1: all in the
+    build's own process."""
 
     @property
     def offline(self) -> bool:

@@ -289,11 +289,11 @@ def _pickled(value: Any) -> bytes:
 # --- in the build -------------------------------------------------------------------------
 
 
-def _context() -> Any:
+def _context(method: str = START_METHOD) -> Any:
     """The workers' start method, told what its fork server imports (PRELOAD: heeded only
     before the server first starts)."""
-    context = multiprocessing.get_context(START_METHOD)
-    if START_METHOD == "forkserver":
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
         context.set_forkserver_preload(PRELOAD)
     return context
 
@@ -322,7 +322,14 @@ class Farm:
     folder is removed (the workers write into it)."""
 
     def __init__(
-        self, options: BuildOptions, layout: Layout, root: Path, workers: int, *, mine: bool
+        self,
+        options: BuildOptions,
+        layout: Layout,
+        root: Path,
+        workers: int,
+        *,
+        mine: bool,
+        start_method: str = START_METHOD,
     ) -> None:
         setup = _Setup(
             layout=layout,
@@ -335,7 +342,7 @@ class Farm:
         )
         self.workers = workers
         self.pool = ProcessPoolExecutor(
-            workers, mp_context=_context(), initializer=_start, initargs=(setup,)
+            workers, mp_context=_context(start_method), initializer=_start, initargs=(setup,)
         )
         self._ending: threading.Thread | None = None
 

@@ -394,10 +394,12 @@ COMPILE_SETTINGS: tuple[Setting, ...] = (
     Setting(
         ("workers",),
         "Processes that read, redact, compile and render the runs of an offline build "
-        "(--model offline), on as many cores. Default: one for each core this process may use "
-        "that other work leaves idle (by the load average), for a build of 5,000 runs or more "
-        "(fewer are built in the build's own process, as with 1). The corpus is the same, byte "
-        "for byte, whatever N.",
+        "(--model offline), on as many cores; in a build with a model, processes that write "
+        "each run's files and pages while the calls flow. Default: offline, one for each core "
+        "this process may use that other work leaves idle (by the load average), for a build "
+        "of 5,000 runs or more; with a model, one for a build of 256 runs or more. Fewer runs "
+        "are built in the build's own process, as with 1. The corpus is the same, byte for "
+        "byte, whatever N.",
         COMPILE,
         kind="int",
         low=1,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,43 @@ def test_templates_render_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.Mon
     code, out, err = run(["prompt", ".", "--report-request"], env={"WIKITRACE_PROMPTS_DIR": "evil"})
     assert (code, out) == (2, "") and "SecurityError" in err and "Traceback" not in err
     assert len(err.splitlines()) == 1 and not (tmp_path / PWNED).exists()
+
+
+def test_the_sandbox_keeps_jinja2_s_answer_for_each_attribute() -> None:
+    """The environment keeps its answer for each type and attribute name; each is the one
+    jinja2's own sandbox gives, asked again and for an object that lies about its class."""
+
+    class Liar:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return types.FunctionType
+
+    def function() -> None: ...
+
+    def generator() -> Any:
+        yield 1
+
+    own = jinja2.sandbox.SandboxedEnvironment()
+    env = prompts.environment()
+    cases: list[tuple[Any, str]] = [
+        (function, "__globals__"),
+        (function, "__name__"),
+        (Path("x").exists, "__func__"),
+        (str, "mro"),
+        (str, "upper"),
+        (generator(), "gi_frame"),
+        ("text", "upper"),
+        ("text", "_private"),
+        (Liar(), "__globals__"),
+        (Liar(), "func_code"),
+        (function, "func_code"),
+    ]
+    for _ in range(2):
+        for obj, attr in cases:
+            value = getattr(obj, attr, None)
+            assert env.is_safe_attribute(obj, attr, value) == own.is_safe_attribute(
+                obj, attr, value
+            ), (obj, attr)
 
 
 # --- the hook ---------------------------------------------------------------------------------
