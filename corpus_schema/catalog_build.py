@@ -26,6 +26,7 @@ from .catalog_index import IndexWriter
 from .catalog_runs import (
     CatalogFile,
     CatalogRuns,
+    ListedRuns,
     ParentCatalog,
     WrittenRun,
     run_pages,
@@ -93,6 +94,7 @@ def catalog_of(
     changed: set[str] | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
+    listed: ListedRuns | None = None,
 ) -> Iterator[CatalogFile]:
     """The catalog of the version at `root` (see read_catalog), a file at a time: its pages of
     runs, then catalog.jsonl (each file's bytes taken before the next file is asked for).
@@ -101,8 +103,9 @@ def catalog_of(
     `changed`, the files this version wrote) is taken as it is, a full page of runs that are
     all kept being the parent's file; and so are the runs `written` (in step order) and
     `written_insights` (WrittenInsights) by the build making the version: a version made by
-    adding runs reads none of its runs' pages, nor its new insights'. Memory grows with the
-    insights and with what the version changes.
+    adding runs reads none of its runs' pages, nor its new insights'. `listed`: its runs, as
+    the build lists them (else its raw and compilation folders are listed). Memory grows with
+    the insights and with what the version changes.
     `leaders_of` groups the near-duplicate insights (search/consolidate.py, `of_lessons`):
     each line names its group's first."""
     taken = ParentCatalog.of(parent, parent_files, changed)
@@ -118,7 +121,7 @@ def catalog_of(
             entry, claims, divergence, needs = item
             lines.append(entry)  # a dataclass, written as asdict would give it
             held.append(entry, claims, divergence, needs)
-        runs = CatalogRuns(root, held, taken, written)
+        runs = CatalogRuns(root, held, taken, written, listed)
         index = IndexWriter(runs.page_runs, runs.steps)
         yield from run_pages(runs, index)
         head = {
