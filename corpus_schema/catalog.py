@@ -331,10 +331,11 @@ type and outcome, then its task."""
 
 
 def tasks_and_records(
-    path: Path, tasks_of: Collection[int]
+    path: Path, tasks_of: Collection[int], unread: Collection[int] = ()
 ) -> Iterator[PastRun | tuple[int, InsightEntry] | str]:
     """What `records_in` gives, but that of the pages of runs numbered in `tasks_of` only
-    each run's task is read (a str), not the rest of its line (a compilation's 5 KB text)."""
+    each run's task is read (a str), not the rest of its line (a compilation's 5 KB text),
+    and of those numbered in `unread` nothing: they are not opened."""
     with path.open("rb") as lines:
         head = orjson.loads(next(lines))
         reader = line_reader(head)
@@ -342,6 +343,8 @@ def tasks_and_records(
             matched = _TASK if head["run"][4:5] == ["task"] else None  # its lines as ours
             for number in range(1, page_count(head) + 1):
                 page = path.parent / catalog_page_rel(number)
+                if number in unread:
+                    continue
                 if number not in tasks_of:
                     with page.open("rb") as held:
                         yield from map(reader, held)

@@ -26,6 +26,7 @@ from .catalog_index import IndexWriter
 from .catalog_runs import (
     CatalogFile,
     CatalogRuns,
+    ListedRuns,
     ParentCatalog,
     WrittenRun,
     run_pages,
@@ -93,7 +94,7 @@ def catalog_of(
     changed: set[str] | None = None,
     written: Iterable[WrittenRun] = (),
     written_insights: Iterable[tuple[int, ShownEntry | None]] = (),
-    compiled: set[str] | None = None,
+    listed: ListedRuns | None = None,
 ) -> Iterator[CatalogFile]:
     """The catalog of the version at `root` (see read_catalog), a file at a time: its pages of
     runs, then catalog.jsonl (each file's bytes taken before the next file is asked for).
@@ -102,12 +103,12 @@ def catalog_of(
     `changed`, the files this version wrote) is taken as it is, a full page of runs that are
     all kept being the parent's file; and so are the runs `written` (in step order) and
     `written_insights` (WrittenInsights) by the build making the version: a version made by
-    adding runs reads none of its runs' pages, nor its new insights'. Memory grows with the
+    adding runs reads none of its runs' pages, nor its new insights'. `listed`: its runs, as
+    the build lists them (else its raw and compilation folders are listed, which a build whose
+    workers may still be writing compilation pages must not leave to them). Memory grows with the
     insights and with what the version changes.
     `leaders_of` groups the near-duplicate insights (search/consolidate.py, `of_lessons`):
-    each line names its group's first. `compiled`: the steps whose compilation pages the
-    version holds, when its build knows them (its workers may still be writing them); else
-    they are listed from its folder."""
+    each line names its group's first."""
     taken = ParentCatalog.of(parent, parent_files, changed)
     root = Path(os.path.realpath(root))  # once: every page is read from this version
     # Each insight's line waits on disk; memory keeps what grouping and the runs need of it.
@@ -121,7 +122,7 @@ def catalog_of(
             entry, claims, divergence, needs = item
             lines.append(entry)  # a dataclass, written as asdict would give it
             held.append(entry, claims, divergence, needs)
-        runs = CatalogRuns(root, held, taken, written, compiled)
+        runs = CatalogRuns(root, held, taken, written, listed)
         index = IndexWriter(runs.page_runs, runs.steps)
         yield from run_pages(runs, index)
         head = {

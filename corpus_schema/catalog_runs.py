@@ -61,6 +61,18 @@ class WrittenRun:
     whether its claims are backed); None when it has no compilation."""
 
 
+@dataclass(frozen=True)
+class ListedRuns:
+    """A version's runs as the build that wrote them lists them (its rows, in step order),
+    so that its catalog is made without listing its layers' folders (20,000 names each at
+    20,000 runs)."""
+
+    steps: list[str]
+    """Each run's step (its folder in the raw layer), in step order."""
+    compiled: set[str]
+    """The steps of the runs that have a compilation page."""
+
+
 CatalogFile = tuple[str, Iterable[bytes] | None]
 """A file of a catalog being written: its path, and its bytes, or None for the parent's file
 of that path, which the version keeps as it is (a full page of runs it keeps)."""
@@ -272,7 +284,7 @@ class CatalogRuns:
         shown: Learners,
         taken: ParentCatalog | None,
         written: Iterable[WrittenRun],
-        compiled: set[str] | None = None,
+        listed: ListedRuns | None = None,
     ) -> None:
         self.root = root
         self.shown = shown
@@ -280,18 +292,18 @@ class CatalogRuns:
         self.drawn = shown.by_step()
         self.page_runs = CATALOG_PAGE_RUNS
         """Runs in a full page of the catalog."""
-        self.steps = [rel.split("/")[1] for rel in read.numbered(root, RAW_DIR)]
-        # Both layers list their pages by step: a compilation of no run is left out (verify
-        # says so). `compiled`: the steps with a compilation page, given by a build whose
-        # workers may still be writing them.
-        self.compiled = (
-            compiled
-            if compiled is not None
-            else {
+        self.steps: list[str]
+        self.compiled: set[str]
+        if listed is not None:
+            self.steps, self.compiled = listed.steps, listed.compiled
+        else:
+            self.steps = [rel.split("/")[1] for rel in read.numbered(root, RAW_DIR)]
+            # Both layers list their pages by step: a compilation of no run is left out
+            # (verify says so).
+            self.compiled = {
                 rel.split("/")[1].removesuffix(".md")
                 for rel in read.numbered(root, COMPILATION_DIR)
             }
-        )
         self._fresh = iter(written)
         self._next_fresh = next(self._fresh, None)
 

@@ -29,6 +29,9 @@ class _Spilled(Sequence[T]):
     def __init__(self, folder: Path, name: str) -> None:
         self._file = spill_file(folder, name)
         self._ends = array("q", [0])
+        self._at_end = True
+        """Whether the file is where the next line goes: a seek flushes what is buffered, so
+        appends one after another are not made a write each."""
 
     def __enter__(self) -> Self:
         return self
@@ -49,7 +52,9 @@ class _Spilled(Sequence[T]):
 
     def append(self, row: T) -> None:
         line = orjson.dumps(self._values(row))
-        self._file.seek(self._ends[-1])
+        if not self._at_end:
+            self._file.seek(self._ends[-1])
+            self._at_end = True
         self._file.write(line + b"\n")
         self._ends.append(self._ends[-1] + len(line) + 1)
 
@@ -88,6 +93,7 @@ class _Spilled(Sequence[T]):
 
     def _read(self, start: int, stop: int) -> list[T]:
         self._file.flush()
+        self._at_end = False
         self._file.seek(self._ends[start])
         data = self._file.read(self._ends[stop] - self._ends[start])
         return [self._row(orjson.loads(line)) for line in data.splitlines()]

@@ -196,6 +196,9 @@ def search_files(
     `farm_map`: how the pages are counted."""
     same = _same_pages(root, parent, linked, "compilations")
     same_tasks = _same_pages(root, parent, linked, "tasks")
+    # The pages of runs neither ranker reads: the tasks' are read only if the common lines
+    # change (`_task_texts`).
+    unread = same & same_tasks
     # The catalog is read once: each ranker's texts wait on disk (search_texts' texts, read
     # back as they are needed: the tasks twice, for their common lines).
     with contextlib.ExitStack() as stack:
@@ -207,7 +210,7 @@ def search_files(
             spilled[name].add for name in ("tasks", "compilations", "insights")
         )
         # The runs of the pages the same: their tasks alone (page N's runs are its texts).
-        for item in tasks_and_records(root / CATALOG, same):
+        for item in tasks_and_records(root / CATALOG, same, unread):
             if isinstance(item, str):
                 tasks(item)
             elif isinstance(item, PastRun):
@@ -215,8 +218,18 @@ def search_files(
                 compilations(item.explanation)
             else:
                 insights(insight_text(item[1]))
+
+        def every_task() -> _Texts:
+            """Every run's task, those of the pages `unread` included, read from the catalog."""
+            held = stack.enter_context(_Texts(root.parent, "every-task"))
+            for item in tasks_and_records(root / CATALOG, same | same_tasks):
+                if isinstance(item, str | PastRun):
+                    held.add(item if isinstance(item, str) else item.task)
+            return held
+
         same_of: dict[SearchName, frozenset[int]] = {"compilations": same, "tasks": same_tasks}
-        yield from _saved_rankers(root, parent, spilled, farm_map, same_of)
+        task_texts = _TaskTexts(spilled["tasks"], unread, every_task)
+        yield from _saved_rankers(root, parent, spilled, task_texts, farm_map, same_of)
 
 
 def _same_pages(
@@ -243,6 +256,36 @@ def _same_pages(
         for number in range(1, full + 1)
         if catalog_page_rel(number) in linked and (before / postings_name(number)).exists()
     )
+
+
+@dataclass(frozen=True)
+class _TaskTexts:
+    """The tasks as read from the catalog: `held`, those of every page of runs but the
+    `unread` (full pages, PAGE_TEXTS tasks each), in order; `every`, each task, read again
+    when asked."""
+
+    held: _Texts
+    unread: frozenset[int]
+    every: Callable[[], _Texts]
+
+    @property
+    def count(self) -> int:
+        return self.held.count + PAGE_TEXTS * len(self.unread)
+
+    def placed(self) -> Iterator[tuple[int, str]]:
+        """Each task held, with its place among every task."""
+        at = 0
+        for text in self.held:
+            while at // PAGE_TEXTS + 1 in self.unread:  # a page left unread starts here
+                at += PAGE_TEXTS
+            yield at, text
+            at += 1
+
+    def off_pages(self, pages: frozenset[int]) -> Iterator[str]:
+        """The tasks that are not on the pages numbered `pages` (those `unread` among them)."""
+        for at, text in self.placed():
+            if at // PAGE_TEXTS + 1 not in pages:
+                yield text
 
 
 class _Texts:
@@ -291,19 +334,21 @@ def _saved_rankers(
     root: Path,
     parent: Path | None,
     spilled: dict[SearchName, _Texts],
+    task_texts: _TaskTexts,
     farm_map: FarmMap,
     same: dict[SearchName, frozenset[int]],
 ) -> Iterator[tuple[str, Iterator[bytes] | None]]:
-    """search_files' rankers, from their texts kept on disk (`spilled`), less the pages
-    `same` says hold the parent's texts (see `count_pages`). Every ranker's pages are handed
-    to `farm_map` as one stream, so that a build's workers count the next ranker's first
-    pages while this process takes in the last of the one before."""
+    """search_files' rankers, from their texts kept on disk (`spilled`; the tasks' as
+    `task_texts`), less the pages `same` says hold the parent's texts (see `count_pages`).
+    Every ranker's pages are handed to `farm_map` as one stream, so that a build's workers
+    count the next ranker's first pages while this process takes in the last of the one
+    before."""
 
     def before(name: SearchName) -> Path | None:
         return parent / SEARCH_DIR / name if parent is not None else None
 
     tasks, same_tasks, line_counts = _task_texts(
-        spilled["tasks"], before("tasks"), same.get("tasks", frozenset())
+        task_texts, before("tasks"), same.get("tasks", frozenset())
     )
     same = {**same, "tasks": same_tasks}
 
@@ -330,29 +375,30 @@ def _saved_rankers(
 
 
 def _task_texts(
-    held: _Texts, parent: Path | None, same: frozenset[int]
+    held: _TaskTexts, parent: Path | None, same: frozenset[int]
 ) -> tuple[Iterator[str], frozenset[int], LineCounts]:
     """The tasks' ranker's texts (each task less its common lines: search/boilerplate.py),
     the pages of them that are the `parent` ranker's, and the line counts to keep. With the
     parent's line counts (`LINES`), only the tasks off the pages `same` are counted: when the
     lines common to the tasks are then those common to the parent's, the pages `same` are
     the parent's and the texts are those off them; else every task is counted and stripped
-    (no page known the same before its texts are)."""
+    (no page known the same before its texts are), those left unread read now."""
     kept = load_line_counts(parent / LINES) if parent is not None and same else None
     if kept is not None and parent is not None and _holds_parent_s(held, parent, same, kept):
         counter = LineCounter(kept)
-        counter.extend(_off_pages(held, same))
+        counter.extend(held.off_pages(same))
         counts = counter.counts()
         common = common_lines(counts)
         if common == common_lines(kept):
-            return (strip(text, common, counter) for text in _off_pages(held, same)), same, counts
-    counter = LineCounter().extend(held)
+            return (strip(text, common, counter) for text in held.off_pages(same)), same, counts
+    every = held.every() if held.unread else held.held
+    counter = LineCounter().extend(every)
     counts = counter.counts()
     common = common_lines(counts)
-    return (strip(text, common, counter) for text in held), frozenset(), counts
+    return (strip(text, common, counter) for text in every), frozenset(), counts
 
 
-def _holds_parent_s(held: _Texts, parent: Path, same: frozenset[int], kept: LineCounts) -> bool:
+def _holds_parent_s(held: _TaskTexts, parent: Path, same: frozenset[int], kept: LineCounts) -> bool:
     """Whether the texts `held` begin with every text of the `parent` ranker's, so that its
     line counts count none that is gone (a view leaves runs out): as many texts at least,
     and each of the parent's off the pages `same` (those are its own) at its place, as the
@@ -362,7 +408,7 @@ def _holds_parent_s(held: _Texts, parent: Path, same: frozenset[int], kept: Line
         return False
     common, counter = common_lines(kept), LineCounter()
     digests: dict[int, list[str]] = {}
-    for at, text in enumerate(held):
+    for at, text in held.placed():
         number = at // PAGE_TEXTS + 1
         if at >= stats.texts:
             break
@@ -376,13 +422,6 @@ def _holds_parent_s(held: _Texts, parent: Path, same: frozenset[int], kept: Line
         if text_digest(strip(text, common, counter)) != theirs[at % PAGE_TEXTS]:
             return False
     return True
-
-
-def _off_pages(held: Iterable[str], pages: frozenset[int]) -> Iterator[str]:
-    """The texts of `held` that are not on the pages numbered `pages` (PAGE_TEXTS a page)."""
-    for at, text in enumerate(held):
-        if at // PAGE_TEXTS + 1 not in pages:
-            yield text
 
 
 def _ranker_page(job: tuple[SearchName, _PageJob]) -> tuple[SearchName, CountsPage | Kept]:

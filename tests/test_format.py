@@ -448,6 +448,12 @@ def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
             assert chosen[1:-1] == [rows[i] for i in picked][1:-1]
         with pytest.raises(ValueError, match="after"):
             kept.append(indexes.RunRow(step, "t", None, "success", 1, ""))
+        # Appended after reading: after the rows, not where the last read ended.
+        more = [indexes.RunRow(step + n, "t", None, "success", n, "") for n in (1, 2)]
+        kept.append(more[0])
+        assert kept[len(rows) :] == more[:1]
+        kept.append(more[1])
+        assert list(kept) == rows + more
     assert not list(folder.iterdir())
 
 

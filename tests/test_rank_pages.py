@@ -90,6 +90,37 @@ def test_a_parent_saved_before_the_pages_has_its_texts_counted(tmp_path: Path) -
     assert pages | {"search/tasks/stats.json"} <= set(from_old)
 
 
+def test_tasks_of_pages_left_unread_are_placed_and_read_again_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tasks held skip the full pages left unread (their places count them); with no
+    parent's line counts to add to, every task is read again and stripped, none kept."""
+    monkeypatch.setattr(saved, "PAGE_TEXTS", 2)
+    shared = "Always check the whole house before you leave it."
+    tasks = [f"{shared}\nCarry the {thing} to the sink." for thing in ["mug", "cup", "pen"]]
+    tasks += ["Put the map on the shelf.", "Put the hat on the shelf."]
+    read_again: list[bool] = []
+    with saved._Texts(tmp_path, "held") as held, saved._Texts(tmp_path, "every") as every:
+        for text in tasks[:2] + tasks[4:]:  # page 2 (tasks 3 and 4) left unread
+            held.add(text)
+        for text in tasks:
+            every.add(text)
+
+        def again() -> saved._Texts:
+            read_again.append(True)
+            return every
+
+        texts = saved._TaskTexts(held, frozenset({2}), again)
+        assert texts.count == 5
+        assert list(texts.placed()) == [(0, tasks[0]), (1, tasks[1]), (4, tasks[4])]
+        assert list(texts.off_pages(frozenset({1, 2}))) == [tasks[4]]
+        stripped, same, counts = saved._task_texts(texts, None, frozenset({2}))
+        assert read_again == [True] and same == frozenset()
+        assert len(counts.texts) == 5
+        # The shared line is in 3 of 5 tasks (common at 2): left out of those.
+        assert list(stripped) == [t.replace(f"{shared}\n", "") for t in tasks]
+
+
 def test_texts_kept_on_disk_read_back_as_added_as_often_as_asked(tmp_path: Path) -> None:
     texts = ["", "plain", "naïve café ☕", "x" * (3 << 20), "a\ud800b", "last"]
     with saved._Texts(tmp_path, "texts") as kept:

@@ -117,6 +117,23 @@ def test_an_add_takes_its_parent_s_task_pages_unread_while_the_common_lines_stay
         return real_page(job)
 
     monkeypatch.setattr(saved, "_page", page)
+    real_tasks = saved.tasks_and_records
+    opened: list[list[int]] = []  # the catalog's pages of runs each read opens
+
+    def tasks_and_records(path, tasks_of, unread=()):  # type: ignore[no-untyped-def]
+        opened.append([])
+        real_open = Path.open
+
+        def open_page(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if self.parent.name == "catalog" and self.name.startswith("runs-"):
+                opened[-1].append(int(self.stem.removeprefix("runs-")))
+            return real_open(self, *args, **kwargs)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(Path, "open", open_page)
+            yield from real_tasks(path, tasks_of, unread)
+
+    monkeypatch.setattr(saved, "tasks_and_records", tasks_and_records)
 
     def inputs(name: str, stop: int) -> list[Path]:
         (tmp_path / name).mkdir()
@@ -125,12 +142,18 @@ def test_an_add_takes_its_parent_s_task_pages_unread_while_the_common_lines_stay
     chain = tmp_path / "chain"
     build_corpus(BuildOptions(inputs("a", 8), chain))
     # 2 of 10 distinct tasks share a line (common at 3): the common lines stay none, and the
-    # 4 full pages linked are unread; then 4 of 12 (common at 3): every task is read again.
-    for name, stop, unread in (("b", 10, [1, 2, 3, 4]), ("c", 12, [])):
+    # 4 full pages linked are unread, their catalog pages not opened; then 4 of 12 (common at
+    # 3): every task is read again, from every page of runs.
+    for name, stop, unread, reads in (
+        ("b", 10, [1, 2, 3, 4], [[5]]),
+        ("c", 12, [], [[6], [1, 2, 3, 4, 5, 6]]),
+    ):
         counted.clear()
+        opened.clear()
         add_runs(BuildOptions(inputs(name, stop), chain))
         tasks_pages = [(n, texts) for ranker, n, texts in counted if ranker == "tasks"]
         assert [n for n, texts in tasks_pages if not texts] == unread, name
+        assert opened == reads, name
         one = tmp_path / f"one-{name}"
         build_corpus(BuildOptions(inputs(f"all-{name}", stop), one))
         ours, theirs = (

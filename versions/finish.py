@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 from wikitrace.corpus_schema import Layout, index_insights, indexes, raw_pages
 from wikitrace.corpus_schema import manifest as manifest_io
 from wikitrace.corpus_schema.catalog_build import ShownEntry, catalog_of
-from wikitrace.corpus_schema.catalog_runs import WrittenRun
+from wikitrace.corpus_schema.catalog_runs import ListedRuns, WrittenRun
 from wikitrace.corpus_schema.history import VersionInfo, now
 from wikitrace.corpus_schema.layout import (
     INDEX_PARTS,
@@ -97,7 +97,7 @@ def write_catalog(
     copy: bool = False,
     same_lines: set[str] | None = None,
     meanwhile: Callable[[], None] | None = None,
-    compiled: set[str] | None = None,
+    listed: ListedRuns | None = None,
 ) -> None:
     """The version's catalog and its index, from its pages as written (what the `parent`
     version's catalog says of the pages it keeps unchanged is taken from there, its full
@@ -107,8 +107,8 @@ def write_catalog(
     anew whose runs the catalog says the same of (compilation pages that only name more mined
     lessons: a run's line holds its title and claims, not the lessons citing it).
     `meanwhile`: this process's work to do once the rankers' first pages are handed to
-    `farm_map` (a build's workers count them while it is done). `compiled`: the steps with a
-    compilation page, when the workers may still be writing them (see catalog_build)."""
+    `farm_map` (a build's workers count them while it is done). `listed`: the version's runs
+    as its rows list them (else its folders are listed)."""
     changed = writer.written
     if parent is not None and changed is None:  # a writer that did not keep them: its list
         files = parent.manifest.files
@@ -126,7 +126,7 @@ def write_catalog(
         changed=changed,
         written=written,
         written_insights=written_insights,
-        compiled=compiled,
+        listed=listed,
     ):
         if chunks is not None:
             writer.write(rel, chunks)
@@ -274,7 +274,7 @@ def finish_version(
         meanwhile=lambda: _write_indexes(
             writer, layout, rows, runs, insight_rows, compiled_by, parent, kept_rows, copy=copy
         ),
-        compiled={layout.step(row.step) for row in rows if row.compiled} if pending else None,
+        listed=runs.listed(layout),
     )
     for then in (then for then in (pending, done) if then is not None):
         then()
@@ -323,18 +323,28 @@ class _Runs:
     failed_steps: list[int]
     """The steps of the runs whose compilation failed."""
 
+    steps: array[int]
+    """Each run's step, in order."""
+
     @classmethod
     def of(cls, rows: Sequence[indexes.RunRow]) -> _Runs:
         successes = 0
         compiled = array("q")
         failed: list[int] = []
+        steps = array("q")
         for position, row in enumerate(rows):
             successes += row.outcome == "success"
+            steps.append(row.step)
             if row.compiled:
                 compiled.append(position)
             else:
                 failed.append(row.step)
-        return cls(len(rows), successes, compiled, failed)
+        return cls(len(rows), successes, compiled, failed, steps)
+
+    def listed(self, layout: Layout) -> ListedRuns:
+        """The runs as the catalog lists them: each one's step id, and those compiled."""
+        steps = list(map(layout.step, self.steps))
+        return ListedRuns(steps, {steps[position] for position in self.compiled})
 
 
 def _write_indexes(
