@@ -125,7 +125,11 @@ class FrozenVersion:
         else:
             keys = sealed
             for (rel, file_hash), key in zip(manifest.files.items(), sealed, strict=True):
-                if not _linked(rel) and not _holds(root, rel, file_hash, key):
+                if (
+                    not rel.startswith(_PAGES)
+                    and not _linked(rel)
+                    and not _holds(root, rel, file_hash, key)
+                ):
                     raise _changed(name, root, [rel])
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
         kept = None if rows is None else read_version_rows(rows, manifest_io.manifest_key(root))
@@ -210,7 +214,8 @@ class FrozenVersion:
         version writes anew)."""
         rewritten = set(rewritten_also)
         for (rel, file_hash), key in zip(self.manifest.files.items(), self.keys, strict=True):
-            if rel not in rewritten and _linked(rel):
+            # `_PAGES` first: asked of 110,000 files at 20,000 runs, it spares nearly every call.
+            if rel not in rewritten and (rel.startswith(_PAGES) or _linked(rel)):
                 yield rel, file_hash, key
 
     def check(self, rels: Iterable[str]) -> None:
