@@ -133,12 +133,14 @@ class FrozenVersion:
                     raise _changed(name, root, [rel])
         layout = Layout(root, manifest.step_id_width, manifest.insight_id_width)
         kept = None if rows is None else read_version_rows(rows, manifest_io.manifest_key(root))
+        kept_runs: KeptRuns | None = None
         if kept is None or [len(kept[0]), len(kept[1])] != [
             manifest.counts.get("runs"),
             manifest.counts.get("insights"),
         ]:
-            kept = (*_from_pages(root), None)
-        run_rows, insight_rows, kept_runs = kept
+            run_rows, insight_rows = _from_pages(root)
+        else:
+            run_rows, insight_rows, kept_runs = kept
         if [row.step for row in run_rows] != list(range(1, len(run_rows) + 1)):
             raise CorpusError(f"{root}: raw steps are not numbered 1..{len(run_rows)}")
         fingerprints = {
