@@ -91,15 +91,15 @@ class _Spilled(Sequence[T]):
             yield from self._read(start, min(start + READ_AHEAD, len(self)))
 
     def chunks(self) -> Iterator[bytes]:
-        """Every line as written, in blocks of lines."""
+        """Every line as written, in blocks (read where they are: the file's place, where the
+        next line is appended, does not move)."""
         self._file.flush()
-        self._file.seek(0)
-        left = self._ends[-1]
-        while left > 0:
-            block = self._file.read(min(left, COPY_BLOCK))
+        done, end = 0, self._ends[-1]
+        while done < end:
+            block = os.pread(self._file.fileno(), min(end - done, COPY_BLOCK), done)
             if not block:
-                raise OSError(f"{self._file.name}: ended {left} bytes early")
-            left -= len(block)
+                raise OSError(f"rows kept on disk ended {end - done} bytes early")
+            done += len(block)
             yield block
 
     def _copy_lines(self, source: Path, key: int, ends: array[int]) -> bool:

@@ -472,9 +472,14 @@ def test_kept_rows_are_copied_as_bytes_both_ways(
     assert kept is not None and kept[0] == rows and kept[1] == insights
     copied = spill.RunRows.copied(folder, kept[2])
     assert copied is not None
+    half = len(more) // 2
     with copied:
         assert list(copied) == rows
-        copied.extend(more)  # a row of a step not after the last is refused, as ever
+        copied.extend(more[:half])  # a row of a step not after the last is refused, as ever
+        spill.write_version_rows(spilled, 7, copied, insights)
+        spill.write_version_rows(listed, 7, [*rows, *more[:half]], insights)
+        assert spilled.read_bytes() == listed.read_bytes()
+        copied.extend(more[half:])  # after the rows: writing them moved nothing
         assert list(copied) == [*rows, *more]
         spill.write_version_rows(spilled, 7, copied, insights)
     spill.write_version_rows(listed, 7, [*rows, *more], insights)
