@@ -7,8 +7,9 @@ should not grow with the corpus (issue 58: at 20,000 runs at most 2x what it is 
 The floor's folders are timed apart and printed beside it, and each add's CPU above links
 and folders too: the layout keeps each run's files in a folder of its own (`raw/step-NNNN/`),
 which cannot be linked and which `cp -al` of the parent makes as well, and making 20,000 of
-them costs the kernel 0.6 to 4.5 s, as noisy as it is large. Issue 58's figure stays the
-first (above the links alone).
+them costs the kernel 0.6 to 4.5 s, as noisy as it is large. So is a stat of each link,
+the check an add makes of each parent file (its key against the seal's), and the add's CPU
+above all three. Issue 58's figure stays the first (above the links alone).
 
 The corpus is built once into `--keep` (under nice, it takes long at 20,000 runs) and kept:
 each invocation adds `--repeat` batches of `--add` new runs to it, a version each, and prints
@@ -31,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +59,24 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def link_floor(parent: Path, scratch: Path) -> tuple[int, float, int, float]:
-    """How many files the parent version lists and the CPU an os.link loop over them takes
-    (their folders made first); how many folders hold them, and the CPU making those took."""
+@dataclass(frozen=True)
+class Floor:
+    """What the kernel's part of an add costs, timed apart on the parent's files."""
+
+    files: int
+    links: float
+    """CPU of an os.link loop over the parent's files: issue 58's floor."""
+    folders: int
+    made: float
+    """CPU of making the folders the links go in (which the floor leaves out)."""
+    stats: float
+    """CPU of an os.lstat of each link: the check an add makes of each parent file through
+    its link (its key against the seal's)."""
+
+
+def link_floor(parent: Path, scratch: Path) -> Floor:
+    """The parent version's files linked into `scratch` (their folders made first), each
+    part timed."""
     files = list(manifest_io.load(parent).files)
     source = os.fspath(parent)
     target = os.fspath(scratch)
@@ -71,7 +88,11 @@ def link_floor(parent: Path, scratch: Path) -> tuple[int, float, int, float]:
     started = cpu_seconds()
     for rel in files:
         os.link(os.path.join(source, rel), os.path.join(target, rel))
-    return len(files), cpu_seconds() - started, len(folders), made
+    links = cpu_seconds() - started
+    started = cpu_seconds()
+    for rel in files:
+        os.lstat(os.path.join(target, rel))
+    return Floor(len(files), links, len(folders), made, cpu_seconds() - started)
 
 
 def main() -> None:
@@ -97,16 +118,17 @@ def main() -> None:
             f"(this process; its workers' not counted)",
             flush=True,
         )
-    added, floors, above, above_both = [], [], [], []
+    added, floors, above, above_both, above_all = [], [], [], [], []
     scratches: list[Path] = []
     try:
         for _ in range(args.repeat):
             scratches.append(Path(tempfile.mkdtemp(prefix="add-floor-", dir=keep)))
-            spent, floor, made = added_one(args, corpus, runs, scratches[-1])
+            spent, floor = added_one(args, corpus, runs, scratches[-1])
             added.append(spent)
-            floors.append(floor)
-            above.append(spent - floor)
-            above_both.append(spent - floor - made)
+            floors.append(floor.links)
+            above.append(spent - floor.links)
+            above_both.append(spent - floor.links - floor.made)
+            above_all.append(spent - floor.links - floor.made - floor.stats)
     finally:
         # Removed once every add is timed: removing 110,000 links just before an add made
         # its own links cost some 3.5 s more of system time at 20,000 runs.
@@ -116,7 +138,8 @@ def main() -> None:
         f"median of {args.repeat} adds to {args.runs}+ runs: {statistics.median(added):.2f} s "
         f"CPU; floor {statistics.median(floors):.2f} s; above the floor "
         f"{statistics.median(above):.2f} s; above the floor and its folders "
-        f"{statistics.median(above_both):.2f} s"
+        f"{statistics.median(above_both):.2f} s; above those and a stat of each file "
+        f"{statistics.median(above_all):.2f} s"
     )
 
 
@@ -125,9 +148,9 @@ def added_one(
     corpus: Path,
     runs: list[dict[str, Any]],
     scratch: Path,
-) -> tuple[float, float, float]:
+) -> tuple[float, Floor]:
     """Time the floor (links into `scratch`) and one add of the next batch to `corpus`; print
-    both. The add's CPU, the floor's, and that of making the floor's folders."""
+    both. The add's CPU, and the floor's parts."""
     store, keep = Store(corpus), corpus.parent
     batch = len(store.versions()) - 1
     if batch >= BATCHES:
@@ -136,7 +159,8 @@ def added_one(
     chosen = runs[args.runs + batch * args.add : args.runs + (batch + 1) * args.add]
     more.write_text("".join(json.dumps(run) + "\n" for run in chosen))
     parent = store.version_path(store.current())
-    files, floor, folders, made = link_floor(parent, scratch)
+    floor = link_floor(parent, scratch)
+    files, made, stats = floor.files, floor.made, floor.stats
     time.sleep(2.5)  # files written within 2 s of a check are hashed, not sealed
     load = os.getloadavg()[0]
     started, cpu = time.perf_counter(), cpu_seconds()
@@ -144,13 +168,15 @@ def added_one(
     wall, spent = time.perf_counter() - started, cpu_seconds() - cpu
     print(
         f"add {report.runs} runs to {parent.name} ({files} files): {spent:.2f} s CPU "
-        f"({wall:.2f} s wall); floor, os.link of its {files} files: {floor:.2f} s CPU; "
-        f"above the floor: {spent - floor:.2f} s (making its {folders} folders, which "
-        f"the floor leaves out: {made:.2f} s; above both: {spent - floor - made:.2f} s) "
-        f"(load {load:.1f})",
+        f"({wall:.2f} s wall); floor, os.link of its {files} files: {floor.links:.2f} s "
+        f"CPU; above the floor: {spent - floor.links:.2f} s (making its {floor.folders} "
+        f"folders, which the floor leaves out: {made:.2f} s; above both: "
+        f"{spent - floor.links - made:.2f} s; a stat of each link, as an add checks the "
+        f"parent's files: {stats:.2f} s; above all three: "
+        f"{spent - floor.links - made - stats:.2f} s) (load {load:.1f})",
         flush=True,
     )
-    return spent, floor, made
+    return spent, floor
 
 
 if __name__ == "__main__":

@@ -92,23 +92,23 @@ def add_version(
     left = left_unrecorded(store, sources(options.inputs))
     if left is not None:
         return _finish_left(store, left, deploy=deploy, started=started)
-    base = FrozenVersion.current(store, linked=True)  # checked as linked: layers.py
-    parent = base.name
-    built = _as_built(options, base.manifest)
-    planned = plan_inputs(built, notice)
-    name = store.next_name()
-    staging = store.staging(name)
-    made = make_version(
-        planned,
-        staging,
-        VersionInfo(name=name, parent=parent),
-        llm,
-        progress,
-        base,
-        judge_llm=judge_llm,
-        say=say,
-        store=store,
-    )
+    with FrozenVersion.held(store) as base:  # checked as linked: layers.py
+        parent = base.name
+        built = _as_built(options, base.manifest)
+        planned = plan_inputs(built, notice)
+        name = store.next_name()
+        staging = store.staging(name)
+        made = make_version(
+            planned,
+            staging,
+            VersionInfo(name=name, parent=parent),
+            llm,
+            progress,
+            base,
+            judge_llm=judge_llm,
+            say=say,
+            store=store,
+        )
     report = made.report
     if made.finished is None:  # nothing new
         return dataclasses.replace(report, seconds=round(time.monotonic() - started, 3))

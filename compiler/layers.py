@@ -71,7 +71,7 @@ def write_layers(
         set(mined_patterns_files(base.manifest.files)) if base and not miner else set()
     )
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
-    all_rows = RunRows(writer.root.parent, base.rows if base else ())
+    all_rows = base.run_rows(writer.root.parent) if base else RunRows(writer.root.parent)
     try:
         first_row = len(all_rows)
         _add_rows(all_rows, runs.rows, compiled.in_order())

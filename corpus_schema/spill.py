@@ -4,6 +4,7 @@ million runs is built in the memory of a few thousand."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -12,10 +13,13 @@ from typing import Any, Self, TypeVar, overload
 import orjson
 
 from .indexes import InsightRow, RunRow
-from .writing import atomic_write, spill_file
+from .writing import atomic_write, spill_file, stat_key
 
 READ_AHEAD = 512
 """Rows read from the file at once when they are read in order."""
+
+COPY_BLOCK = 1 << 20
+"""Bytes copied at once when lines are copied as they are."""
 
 
 T = TypeVar("T")
@@ -91,6 +95,44 @@ class _Spilled(Sequence[T]):
         for start in range(first, len(self), READ_AHEAD):
             yield from self._read(start, min(start + READ_AHEAD, len(self)))
 
+    def chunks(self) -> Iterator[bytes]:
+        """Every line as written, in blocks (read where they are: the file's place, where the
+        next line is appended, does not move)."""
+        self._file.flush()
+        done, end = 0, self._ends[-1]
+        while done < end:
+            block = os.pread(self._file.fileno(), min(end - done, COPY_BLOCK), done)
+            if not block:
+                raise OSError(f"rows kept on disk ended {end - done} bytes early")
+            done += len(block)
+            yield block
+
+    def _copy_lines(self, source: Path, key: int, ends: array[int]) -> bool:
+        """Append the lines of the file `source` that end at `ends` (offsets in it; the first
+        is where the first line starts), as bytes: lines in this file's own format. False,
+        and nothing appended, when `source` is no longer the file whose `stat_key` was
+        `key`."""
+        if len(ends) < 2:
+            return True
+        try:
+            with open(source, "rb") as handle:
+                if stat_key(os.fstat(handle.fileno())) != key:
+                    return False
+                handle.seek(ends[0])
+                self._file.seek(self._ends[-1])
+                left = ends[-1] - ends[0]
+                while left > 0:
+                    block = handle.read(min(left, COPY_BLOCK))
+                    if not block:
+                        return False
+                    self._file.write(block)
+                    left -= len(block)
+        except OSError:
+            return False
+        shift = self._ends[-1] - ends[0]
+        self._ends.extend(end + shift for end in ends[1:])
+        return True
+
     def _read(self, start: int, stop: int) -> list[T]:
         self._file.flush()
         self._at_end = False
@@ -111,17 +153,32 @@ class JsonLines(_Spilled[Any]):
 
 
 _RUN_FIELDS = [field.name for field in dataclasses.fields(RunRow)]
+_RUN = "run"
+"""What begins a run's row on its line (`write_version_rows`)."""
 _INSIGHT_FIELDS = [field.name for field in dataclasses.fields(InsightRow)]
 
 
 class RunRows(_Spilled[RunRow]):
     """The rows of a version's runs, in step order: change a row read back, then append it to
-    another RunRows."""
+    another RunRows. Each is the line the rows kept beside a version hold for it
+    (`write_version_rows`), so that those lines are copied as bytes, both ways: a version's
+    kept rows into the rows of one made from it (`copied`), and these into its kept rows."""
 
     def __init__(self, folder: Path, rows: Iterable[RunRow] = ()) -> None:
         super().__init__(folder, "rows")
         self._last_step = 0
         self.extend(rows)
+
+    @classmethod
+    def copied(cls, folder: Path, kept: KeptRuns) -> RunRows | None:
+        """The rows of `kept` (a version's kept rows, as read), copied as bytes from its
+        file; None when the file is no longer the one read."""
+        rows = cls(folder)
+        if not rows._copy_lines(kept.path, kept.key, kept.ends):
+            rows.close()
+            return None
+        rows._last_step = kept.last_step
+        return rows
 
     def append(self, row: RunRow) -> None:
         if row.step <= self._last_step:
@@ -130,10 +187,10 @@ class RunRows(_Spilled[RunRow]):
         super().append(row)
 
     def _values(self, row: RunRow) -> list[Any]:
-        return [getattr(row, name) for name in _RUN_FIELDS]
+        return [_RUN, *(getattr(row, name) for name in _RUN_FIELDS)]
 
     def _row(self, values: Any) -> RunRow:
-        return RunRow(*values)
+        return RunRow(*values[1:])
 
     def by_step(self, step: int) -> RunRow:
         """The row of run `step` (steps count from 1 with no gap in a version; a search
@@ -203,12 +260,17 @@ def _rows_head(bound: int) -> dict[str, Any]:
 def write_version_rows(
     path: Path, bound: int, runs: Iterable[RunRow], insights: Iterable[InsightRow]
 ) -> None:
-    """Keep a version's rows at `path`; `bound` is its manifest's `stat_key`."""
+    """Keep a version's rows at `path`; `bound` is its manifest's `stat_key`. Rows `runs`
+    kept on disk (`RunRows`) are copied as the lines they are."""
 
     def chunks() -> Iterator[bytes]:
         pending = [orjson.dumps(_rows_head(bound)), b"\n"]
+        if isinstance(runs, RunRows):
+            yield b"".join(pending)
+            yield from runs.chunks()
+            pending = []
         for kind, rows, names in (
-            ("run", runs, _RUN_FIELDS),
+            (_RUN, () if isinstance(runs, RunRows) else runs, _RUN_FIELDS),
             ("insight", insights, _INSIGHT_FIELDS),
         ):
             for row in rows:
@@ -222,23 +284,43 @@ def write_version_rows(
     atomic_write(path, chunks())
 
 
-def read_version_rows(path: Path, bound: int) -> tuple[list[RunRow], list[InsightRow]] | None:
-    """The rows `write_version_rows` kept at `path` for the manifest whose key is `bound`;
-    None when there are none, they were kept for another manifest, or cannot be read."""
+@dataclasses.dataclass(frozen=True)
+class KeptRuns:
+    """Where the run rows a version's kept rows hold are in their file (`read_version_rows`),
+    to be copied as bytes (`RunRows.copied`)."""
+
+    path: Path
+    key: int
+    """The file's `stat_key` as it was read."""
+    ends: array[int]
+    """Where the first run's line starts, then where each ends."""
+    last_step: int
+
+
+def read_version_rows(
+    path: Path, bound: int
+) -> tuple[list[RunRow], list[InsightRow], KeptRuns] | None:
+    """The rows `write_version_rows` kept at `path` for the manifest whose key is `bound`, and
+    where its runs' are; None when there are none, they were kept for another manifest, or
+    cannot be read."""
     runs: list[RunRow] = []
     insights: list[InsightRow] = []
     try:
         with open(path, "rb") as handle:
-            if orjson.loads(handle.readline()) != _rows_head(bound):
+            key = stat_key(os.fstat(handle.fileno()))
+            head = handle.readline()
+            if orjson.loads(head) != _rows_head(bound):
                 return None
+            ends = array("q", [len(head)])
             for line in handle:
                 kind, *values = orjson.loads(line)
-                if kind == "run" and not insights:
+                if kind == _RUN and not insights:
                     runs.append(RunRow(*values))
+                    ends.append(ends[-1] + len(line))
                 elif kind == "insight":
                     insights.append(InsightRow(*values))
                 else:
                     return None
     except (OSError, ValueError, TypeError):
         return None
-    return runs, insights
+    return runs, insights, KeptRuns(path, key, ends, runs[-1].step if runs else 0)

@@ -457,6 +457,50 @@ def test_rows_kept_on_disk_read_back_as_the_rows_kept_in_a_list(
     assert not list(folder.iterdir())
 
 
+@settings(max_examples=30, deadline=None)
+@given(rows=run_rows, more=run_rows)
+def test_kept_rows_are_copied_as_bytes_both_ways(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[indexes.RunRow],
+    more: list[indexes.RunRow],
+) -> None:
+    """A version's kept rows copied into the rows of one made from it (`RunRows.copied`), and
+    rows on disk written as kept rows, give the bytes and rows written row by row."""
+    step = 0
+    for row in [*rows, *more]:
+        step += row.step
+        row.step = step
+    folder = tmp_path_factory.mktemp("kept")
+    insights = [indexes.InsightRow(1, "a lesson", None, 1, "failure")]
+    listed, spilled = folder / "listed.rows", folder / "spilled.rows"
+    spill.write_version_rows(listed, 7, rows, insights)
+    kept = spill.read_version_rows(listed, 7)
+    assert kept is not None and kept[0] == rows and kept[1] == insights
+    copied = spill.RunRows.copied(folder, kept[2])
+    assert copied is not None
+    half = len(more) // 2
+    with copied:
+        assert list(copied) == rows
+        copied.extend(more[:half])  # a row of a step not after the last is refused, as ever
+        spill.write_version_rows(spilled, 7, copied, insights)
+        spill.write_version_rows(listed, 7, [*rows, *more[:half]], insights)
+        assert spilled.read_bytes() == listed.read_bytes()
+        copied.extend(more[half:])  # after the rows: writing them moved nothing
+        assert list(copied) == [*rows, *more]
+        spill.write_version_rows(spilled, 7, copied, insights)
+    spill.write_version_rows(listed, 7, [*rows, *more], insights)
+    assert spilled.read_bytes() == listed.read_bytes()
+    # The file replaced since it was read: not copied (the caller writes the rows it read).
+    again = spill.read_version_rows(listed, 7)
+    assert again is not None
+    spill.write_version_rows(listed, 7, rows, insights)
+    refused = spill.RunRows.copied(folder, again[2])
+    if refused is not None:
+        refused.close()
+    assert refused is None or not rows  # no rows: nothing to copy
+    assert not [path for path in folder.iterdir() if path.suffix != ".rows"]
+
+
 insight_rows = st.lists(
     st.builds(
         indexes.InsightRow,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -457,6 +458,27 @@ def test_the_rows_kept_beside_a_version_are_what_its_pages_say(
     # Read from the kept rows: no page header is read for them.
     monkeypatch.setattr(frozen_module, "_from_pages", _never)
     assert FrozenVersion.current(store).rows == kept.rows
+
+
+def test_a_version_held_for_an_add_is_out_of_the_collector_s_passes_until_the_block_ends(
+    runs_file: Path, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "mem"
+    build_corpus(BuildOptions(inputs=[runs_file], output=corpus))
+    store = Store(corpus)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    with FrozenVersion.held(store) as base:
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+        assert base.rows == FrozenVersion.current(store).rows
+    assert gc.get_freeze_count() == 0
+    gc.disable()
+    try:  # a caller that paused collection finds it paused
+        with FrozenVersion.held(store):
+            assert not gc.isenabled()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
 
 
 def _never(root: Path) -> Any:
