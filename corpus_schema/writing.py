@@ -188,9 +188,13 @@ class NewFiles:
             written.discard(rel)
             lines.append(unlisted_line(rel, file_digest(path)))
             encoded = data.encode("utf-8") if isinstance(data, str) else data
-            with open(path, "r+b") as handle:  # the staging folder's own file
+            # The staging folder's own file, written read-only (`write`): its owner makes it
+            # writable again for this, as one who is not root cannot open it for writing.
+            os.chmod(path, _READ_FILE | stat.S_IWUSR)
+            with open(path, "r+b") as handle:
                 handle.write(encoded)
                 handle.truncate()
+                os.fchmod(handle.fileno(), _READ_FILE)  # changes no field stat_key reads
             lines.append(listed_line(rel, digest(encoded), stat_key(os.lstat(path))))
         lines += [self.remove(rel) for rel in written]
         written.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import stat
 from pathlib import Path
@@ -254,6 +255,39 @@ def test_files_written_again_in_place_are_listed_as_removed_and_written(tmp_path
             assert {p.name: p.read_text() for p in root.iterdir()} == dict(new)
     assert lists[0] == lists[1]
     assert source.read_bytes() == b"the frozen version's bytes"
+
+
+def test_files_written_again_in_place_need_no_root(tmp_path: Path) -> None:
+    """Staging files are written read-only; `rewrite` writes over one in place as its owner,
+    not root (whom no file mode stops): run as a user who is not root (root's test drops to
+    `nobody` in a child), and the file is read-only again after."""
+    root = tmp_path / "staging"
+    root.mkdir()
+    writing.NewFiles(os.fspath(root)).write("page.md", b"old bytes")
+    if os.geteuid() != 0:
+        _rewrite_page(root)
+    else:
+        os.chown(root, 65534, 65534)
+        os.chown(root / "page.md", 65534, 65534)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports through its exit status
+            code = 1
+            try:
+                os.chdir(root)  # pytest's folders above it are its owner's alone
+                os.setgid(65534)
+                os.setuid(65534)
+                _rewrite_page(Path("."))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "rewrite failed as a user who is not root"
+    assert (root / "page.md").read_bytes() == b"new"
+    assert stat.S_IMODE((root / "page.md").stat().st_mode) == 0o444
+
+
+def _rewrite_page(root: Path) -> None:
+    writing.NewFiles(os.fspath(root)).rewrite([("page.md", "new")], {"page.md"})
 
 
 def test_files_a_worker_writes_are_listed_as_the_writer_lists_its_own(tmp_path: Path) -> None:
