@@ -217,6 +217,9 @@ class OffLoop:
         self._chunks_made = self._chunks_taken = 0
         self._chunk_size = CHUNK
         self._ready: Future[None] = Future()
+        self._failed: BaseException | None = None
+        """A chunk's error, once taken: raised again to whoever asks next, as the task that
+        took it first may be one whose error the loop does not see at once."""
         # Starting a worker waits for the fork server to import wikitrace (some tenths of a
         # second): on a thread, not the loop's, which makes the first calls meanwhile.
         threading.Thread(target=self._start, args=(workers,), daemon=True).start()
@@ -226,9 +229,11 @@ class OffLoop:
             for started in [self._pool.submit(os.getpid) for _ in range(workers)]:
                 started.result()
         except BaseException as error:  # raised by the next chunk's sending
-            self._ready.set_exception(error)
+            if not self._ready.cancelled():
+                self._ready.set_exception(error)
         else:
-            self._ready.set_result(None)
+            if not self._ready.cancelled():
+                self._ready.set_result(None)
 
     def raw(self, step: int, attempt: int, source: str, data: bytes, redacted: bool) -> None:
         """Write a new run's raw files (`RawRun`; numbered in step order: mining takes them so)."""
@@ -288,19 +293,35 @@ class OffLoop:
     def take_done(self) -> None:
         """Send the chunks made, once the workers are up, and take what they are done with,
         as far as every chunk before it is done."""
+        if self._failed is not None:
+            raise self._failed
         self._send_held()
         while self._sent and self._sent[0][0].done():
             future, thens = self._sent.popleft()
             self._chunks_taken += 1
-            for then, made in zip(thens, future.result(), strict=True):  # a worker's error
+            try:
+                results = future.result()  # a worker's error
+            except BaseException as error:
+                self._failed = error
+                raise
+            for then, made in zip(thens, results, strict=True):
                 then(made)
 
     async def room(self) -> None:
-        """Wait (on the loop) until the workers have at most their share of chunks (while
-        they start, the chunks wait for them)."""
+        """Wait (on the loop) until the workers have at most their share of chunks, those
+        made while they start counted (what each holds is a run's data)."""
+        self.take_done()
+        while len(self._sent) + len(self._held) > self._limit:
+            if self._held:  # the workers are starting
+                await self._started()
+            else:
+                await self._first_done()
+
+    async def _started(self) -> None:
+        """Wait for the workers to be up (shielded: a Ctrl-C that cancels the wait leaves the
+        starting thread's future as it is), and send what waited for them."""
+        await asyncio.shield(asyncio.wrap_future(self._ready))
         self._send_held()
-        while len(self._sent) > self._limit:
-            await self._first_done()
 
     async def drain(self) -> None:
         """Send what is gathered, and take the result of all that is sent by then (on the
@@ -310,9 +331,10 @@ class OffLoop:
         self._chunk_size = LAST_CHUNK  # every run is read: what comes now is the last
         last = self._chunks_made
         while self._chunks_taken < last:
+            if self._failed is not None:
+                raise self._failed
             if self._held:
-                await asyncio.wrap_future(self._ready)
-                self._send_held()
+                await self._started()
             else:
                 await self._first_done()
 

@@ -542,6 +542,15 @@ class Producer:
         after: the build waits for it before it removes what the thread reads."""
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
+        failed: list[asyncio.Task[None]] = []
+
+        def settled(task: asyncio.Task[None]) -> None:
+            # A task that raised stays in `tasks`, its error raised by the gather below: a
+            # run's pages or a chunk of the workers' results failed to be written.
+            if task.cancelled() or task.exception() is None:
+                tasks.discard(task)
+            else:
+                failed.append(task)
 
         async def guarded(step: int, record: RunRecord) -> None:
             try:
@@ -554,11 +563,11 @@ class Producer:
             if off_loop is not None:
                 await off_loop.room()
             await slots.acquire()
-            if self.fatal:
+            if self.fatal or failed:
                 break
             task = asyncio.create_task(guarded(step, record))
             tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            task.add_done_callback(settled)
             # The run's prompt is rendered and its call sent now, before the next run is read
             # and written: else the first `concurrency` runs' raw layers are all written
             # before the first call leaves, and the calls in flight wait for the next ones'.
@@ -567,6 +576,8 @@ class Producer:
         # ms) and waits for the network the rest of the time: the thread has those waits.
         early = None
         stop = threading.Event()
+        if failed:
+            await asyncio.gather(*failed)  # raises the first one's error
         if off_loop is not None and not self.fatal:  # mining reads the runs' raw files
             await off_loop.drain()
         if meanwhile is not None and not self.fatal:

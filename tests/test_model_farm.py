@@ -10,6 +10,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -151,6 +152,63 @@ def test_a_model_build_stopped_leaves_nothing_and_no_worker(tmp_path: Path) -> N
     assert [pid for pid in llm.workers if Path(f"/proc/{pid}").exists()] == [], (
         "a worker outlived its build"
     )
+
+
+FAILS_ONCE = """
+import sys
+from pathlib import Path
+
+import test_model_farm
+from wikitrace.compiler import build_corpus, model_farm, produce
+
+folder, at = Path(sys.argv[1]), int(sys.argv[2])
+now, raised = folder / "now", folder / "raised"
+write_pages, add = model_farm.write_pages, produce.Compiled.add
+answers = 0
+
+
+def fails_once(job):  # in the worker, forked from this process with these changes
+    if now.exists() and not raised.exists():
+        raised.touch()
+        raise OSError(28, "No space left on device")
+    return write_pages(job)
+
+
+def counted(self, *args):
+    global answers
+    answers += 1
+    if answers == at:
+        now.touch()
+    return add(self, *args)
+
+
+model_farm.write_pages, produce.Compiled.add = fails_once, counted
+if __name__ == "__main__":
+    assert model_farm.start_method() == "fork", "the worker would not have these changes"
+    options = test_model_farm.model_options([folder / "runs.jsonl"], folder / "corpus", 2)
+    build_corpus(options, llm=test_model_farm.ShuffledLLM())
+"""
+
+
+@pytest.mark.parametrize("at", [20, 40, 60, 100])
+def test_a_worker_s_error_fails_the_model_build(tmp_path: Path, at: int) -> None:
+    """A chunk of pages the worker fails to write (a full disk, once, after `at` answers)
+    fails the build, whichever of its tasks takes the error first, and leaves no corpus: not a
+    build that ends well with the pages of that chunk and of every run after it missing."""
+    write_runs(tmp_path / "runs.jsonl", varied_runs(300, seed=5))
+    script = tmp_path / "fails_once.py"
+    script.write_text(FAILS_ONCE)
+    tests = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(at)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": tests, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert (tmp_path / "raised").exists(), done.stderr
+    assert done.returncode != 0 and "No space left on device" in done.stderr, done.stderr
+    assert not (tmp_path / "corpus").exists()
 
 
 def test_a_model_build_s_forked_worker_makes_the_bytes_its_own_process_makes(
