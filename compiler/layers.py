@@ -72,6 +72,7 @@ def write_layers(
     )
     # The parent's rows, then each new one as its compilation and insights are known: on disk.
     all_rows = base.run_rows(writer.root.parent) if base else RunRows(writer.root.parent)
+    later: PagesLater | None = None
     try:
         first_row = len(all_rows)
         _add_rows(all_rows, runs.rows, compiled.in_order())
@@ -123,6 +124,8 @@ def write_layers(
         )
     except BaseException:
         all_rows.close()
+        if later is not None:  # not yet the build's to close
+            later.close()
         raise
 
 

@@ -303,6 +303,7 @@ def _found(
     # A divergence of a parent's task is kept unless this version added runs of that task:
     # only those tasks' runs are read back.
     only = miner.new_tasks if added else None
+    miner.check_stopped()
     runs = list(table) if only is None else table.of_tasks(only)
     for divergence in divergences(runs, quotes.actions, report, only, miner.actions):
         # Its task's text is read when its page is made, not held until then.

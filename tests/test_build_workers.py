@@ -400,21 +400,29 @@ def test_the_workers_are_let_go_before_the_manifest_is_written(
     assert verify(tmp_path / "corpus").ok
 
 
+@pytest.mark.parametrize("broken", ["catalog_of", "_changes"])
 def test_a_build_failing_while_its_workers_write_pages_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str
 ) -> None:
     """A build that fails while its workers still write the compilation pages (its catalog,
-    here) removes its staging folder and lets go of what it kept of them (an unclosed file
-    would warn when collected)."""
+    or, before the layers are handed on, the list of its changes) removes its staging folder
+    and lets go of what it kept of them (an unclosed file would warn when collected)."""
+    from wikitrace.compiler import layers
     from wikitrace.versions import finish
 
     def broken_catalog(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the catalog broke")
         yield  # a generator, as catalog_of is
 
-    monkeypatch.setattr(finish, "catalog_of", broken_catalog)
+    def broken_changes(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the changes broke")
+
+    if broken == "catalog_of":
+        monkeypatch.setattr(finish, "catalog_of", broken_catalog)
+    else:
+        monkeypatch.setattr(layers, "_changes", broken_changes)
     runs = write_runs(tmp_path / "runs.jsonl", varied_runs(80, seed=4))
-    with pytest.raises(RuntimeError, match="the catalog broke"):
+    with pytest.raises(RuntimeError, match="broke"):
         build_corpus(BuildOptions(inputs=[runs], output=tmp_path / "corpus", workers=2))
     assert sorted(os.listdir(tmp_path)) == ["runs.jsonl"]
     gc.collect()
