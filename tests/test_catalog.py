@@ -33,6 +33,7 @@ from wikitrace.corpus_schema.layout import (
     CATALOG_PAGE_RUNS,
     catalog_page_rel,
 )
+from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.search import consolidate
 from wikitrace.tools.memory import Memory
 
@@ -296,7 +297,7 @@ def test_a_corpus_made_before_saved_rankers_builds_them(toy_corpus: Path, tmp_pa
     copy = tmp_path / "old"
     shutil.copytree(toy_corpus.resolve(), copy)
     copy.chmod(0o755)
-    shutil.rmtree(copy / "search")
+    remove_tree(copy / "search")
     task = "Fetch the letter from the drawer"
     for budget in (None, 300):
         assert (

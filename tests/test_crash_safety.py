@@ -5,7 +5,6 @@ job. Each kill point is a forked child that dies with os._exit at its N-th call.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
@@ -15,6 +14,7 @@ import pytest
 
 from wikitrace.compiler import BuildOptions, add_runs, build_corpus
 from wikitrace.corpus_schema import CorpusError, manifest, verify
+from wikitrace.corpus_schema.writing import remove_tree
 from wikitrace.versions import Store
 
 from helpers import make_run, write_runs
@@ -88,10 +88,10 @@ def _kill_points(work: Callable[[], object], setup: Callable[[], None]) -> range
 
 
 def afresh(corpus: Path, runs: Path | None = None) -> None:
-    """An empty folder for `corpus` (root removes the read-only files of the last try), with a
-    corpus built from `runs` in it when given."""
-    if corpus.parent.exists():
-        shutil.rmtree(corpus.parent)
+    """An empty folder for `corpus` (the last try's read-only folders made writable first, as
+    only root could remove them as they are), with a corpus built from `runs` in it when
+    given."""
+    remove_tree(corpus.parent)
     corpus.parent.mkdir()
     if runs is not None:
         build_corpus(BuildOptions(inputs=[runs], output=corpus))

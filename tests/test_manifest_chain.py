@@ -84,6 +84,7 @@ def test_a_chain_of_three_adds_lists_what_changed_and_verifies_every_file(
         assert report.ok and report.checked == len(listed)
     # Moved elsewhere, the last version still checks: nothing it needs is outside it.
     moved = tmp_path / "moved"
+    (store / "v0004").chmod(0o755)  # a folder moved to another parent is written to ('..')
     os.rename(store / "v0004", moved)
     assert verify(moved).ok
 
@@ -114,6 +115,7 @@ def test_an_edited_manifest_of_the_chain_is_caught_by_verify(tmp_path: Path) -> 
     assert "manifests/v0002.json" in report.changed
     assert rel in report.changed  # the file now checked against the edited hash
     # Gone altogether: the child cannot be read, and says which file is missing.
+    chained.parent.chmod(0o755)
     chained.unlink()
     with pytest.raises(CorpusError, match=r"manifests/v0002\.json, is missing"):
         verify(child)
@@ -146,6 +148,7 @@ def test_a_chain_that_loops_or_leaves_the_folder_through_a_link_is_refused_at_on
     # A link out of the version, and a pipe, where the parent's manifest should be.
     outside = tmp_path / "outside.json"
     outside.write_bytes(orjson.dumps(_written(store / "v0002")))
+    chained.parent.chmod(0o755)
     chained.unlink()
     chained.symlink_to(outside)
     with pytest.raises(CorpusError, match=r"v0002\.json: cannot be read as a manifest"):
