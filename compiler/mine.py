@@ -25,6 +25,7 @@ logs as written (redacted) and checked like any compilation's.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,7 +42,14 @@ from .mine_contrast import Contrast, MiningReport, contrasts_of_types
 from .mine_divergence import Divergence, divergence_key, divergences
 from .mine_lessons import LessonWriter, MinedLesson, Quotes
 from .mine_patterns import Action, action_places, actions_of, patterns
-from .mine_table import ActionHashes, PatternTable, RunPatterns, action_hashes, task_of
+from .mine_table import (
+    ActionHashes,
+    PatternTable,
+    RunPatterns,
+    action_hashes,
+    signature_hashes,
+    task_of,
+)
 
 __all__ = [
     "MinedPage",
@@ -52,6 +60,11 @@ __all__ = [
     "run_patterns",
     "runs_layout",
 ]
+
+Found = tuple[RunPatterns, list[str], "array[int]"]
+"""What mining keeps of a run found in a worker process (`found_in`): its patterns, its
+actions' signatures (hashed by the build, `Miner.add_found`: Python's hash of a text is the
+process's own) and their places (mine_patterns.action_places)."""
 
 
 def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPatterns, list[Action]]:
@@ -67,6 +80,13 @@ def run_patterns(step: int, record: RunRecord, judged: bool) -> tuple[RunPattern
         origin=record.origin,
     )
     return run, actions
+
+
+def found_in(step: int, record: RunRecord, judged: bool) -> Found:
+    """What mining keeps of a run, found in a worker process for the build's
+    `Miner.add_found`."""
+    run, actions = run_patterns(step, record, judged)
+    return run, [action.signature for action in actions], action_places(actions)
 
 
 class MiningStopped(Exception):
@@ -97,7 +117,8 @@ class Miner:
         self.actions = ActionHashes(folder) if folder is not None else None
         self.stop: threading.Event | None = None
         """Set when the build this mining runs beside has stopped (`layers_mined.premine`):
-        mining then ends before its next task type's tests, with `MiningStopped`."""
+        mining then ends before its next task type's tests or its divergences, with
+        `MiningStopped`."""
 
     def check_stopped(self) -> None:
         """Raises `MiningStopped` once the build this mining runs beside has stopped."""
@@ -107,6 +128,13 @@ class Miner:
     def observe(self, step: int, record: RunRecord, judged: bool) -> None:
         run, actions = run_patterns(step, record, judged)
         self.add(run, action_hashes(actions), action_places(actions))
+
+    def add_found(self, found: Found) -> None:
+        """A run observed by a worker process (`found_in`), in step order."""
+        run, signatures, places = found
+        if run.task_type:  # unpickled: the build's one copy of each type's name
+            run.task_type = sys.intern(run.task_type)
+        self.add(run, signature_hashes(signatures), places)
 
     def add(self, run: RunPatterns, hashes: array[int], places: array[int]) -> None:
         """A run observed (`run_patterns`), in step order, with its actions' hashes and

@@ -18,10 +18,8 @@ import asyncio
 import dataclasses
 import multiprocessing
 import os
-import pickle
 import sys
 import threading
-from array import array
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -32,7 +30,6 @@ from typing import Any
 from wikitrace.corpus_schema import (
     Compilation,
     Layout,
-    RunRecord,
     compilation_pages,
     insight_pages,
     is_judged,
@@ -40,13 +37,10 @@ from wikitrace.corpus_schema import (
 from wikitrace.corpus_schema.identity import turn_log
 from wikitrace.corpus_schema.writing import CorpusWriter, NewFiles
 
-from .mine import Miner, run_patterns
-from .mine_patterns import action_places
-from .mine_table import RunPatterns, signature_hashes
+from .mine import Found, Miner, found_in
 from .produce import pickled_page
 from .raw import raw_files
-from .stages import kept_run
-from .workers import START_METHOD
+from .workers import START_METHOD, sent_run
 
 MIN_RUNS = 256
 """A model build of fewer runs does its per-run work in its own process (the `workers`
@@ -62,10 +56,6 @@ LAST_CHUNK = 4
 come, while the last calls are in flight, not after the last answer."""
 CHUNKS_PER_WORKER = 8
 """Chunks sent and not taken back, for each worker, before the build reads its next run."""
-
-Mined = tuple[RunPatterns, list[str], "array[int]"]
-"""What mining keeps of a run, its actions' signatures (hashed by the build: Python's hash of
-a text is the process's own) and places (mine_patterns.action_places)."""
 
 
 def start_method() -> str:
@@ -129,20 +119,12 @@ def write_raw(job: tuple[str, Layout, bool, list[RawRun]]) -> list[tuple[list[by
     files = NewFiles(root)
     made: list[tuple[list[bytes], Any]] = []
     for run in runs:
-        if run.redacted:
-            data = pickle.loads(run.data)
-            record = RunRecord.model_validate(data)
-        else:
-            item = kept_run(run.data)
-            data, record = item.data, item.record
+        data, record = sent_run(run.data, run.redacted)
         log_bytes, offsets = turn_log(data["turns"])
         lines = files.write_files(
             raw_files(layout, run.step, run.attempt, run.source, data, record, log_bytes, offsets)
         )
-        mined = None
-        if mine:
-            patterns, actions = run_patterns(run.step, record, is_judged(record.metadata))
-            mined = (patterns, [action.signature for action in actions], action_places(actions))
+        mined = found_in(run.step, record, is_judged(record.metadata)) if mine else None
         made.append((lines, mined))
     return made
 
@@ -239,15 +221,11 @@ class OffLoop:
         """Write a new run's raw files (`RawRun`; numbered in step order: mining takes them so)."""
         self._add(write_raw, RawRun(step, attempt, source, data, redacted), self._raw_written)
 
-    def _raw_written(self, made: tuple[list[bytes], Mined | None]) -> None:
+    def _raw_written(self, made: tuple[list[bytes], Found | None]) -> None:
         lines, mined = made
         self._writer.listed(lines)
         if self._miner is not None and mined is not None:
-            patterns, signatures, places = mined
-            patterns.task_id = sys.intern(patterns.task_id)
-            if patterns.task_type:
-                patterns.task_type = sys.intern(patterns.task_type)
-            self._miner.add(patterns, signature_hashes(signatures), places)
+            self._miner.add_found(mined)
 
     def pages(
         self,

@@ -30,9 +30,7 @@ import multiprocessing.connection
 import os
 import pickle
 import signal
-import sys
 import threading
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -46,9 +44,7 @@ from wikitrace.corpus_schema.records import Outcome
 from wikitrace.corpus_schema.tasks import TaskKey
 from wikitrace.corpus_schema.writing import NewFiles
 
-from .mine import Miner, run_patterns
-from .mine_patterns import action_places
-from .mine_table import RunPatterns, signature_hashes
+from .mine import Found, Miner, found_in
 from .offline import compile_offline
 from .produce import Producer, Summary, pickled_page, plain_compilation, summarize
 from .raw import RawLayer, SourceNames, raw_files, run_key, run_row
@@ -231,9 +227,18 @@ class _Made:
     page: bytes | None
     """Its compilation's page and data file, rendered and pickled (produce.pickled_page),
     written at the end (Compiled.waiting)."""
-    mined: tuple[RunPatterns, list[str], array[int]] | None
-    """What mining keeps of it, its actions' signatures (hashed by the build) and places
-    (mine_patterns.action_places)."""
+    mined: Found | None
+    """What mining keeps of it (mine.found_in)."""
+
+
+def sent_run(data: bytes, redacted: bool) -> tuple[dict[str, Any], RunRecord]:
+    """A run as a worker is sent it: its JSON, redacted and pickled, or, when redaction
+    changed nothing, the run as read, its record with it (as raw.RawLayer.runs takes it)."""
+    if redacted:
+        parsed = pickle.loads(data)
+        return parsed, RunRecord.model_validate(parsed)
+    item = kept_run(data)
+    return item.data, item.record
 
 
 def _make(runs: list[_Numbered]) -> list[_Made]:
@@ -243,12 +248,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
     layout = _setup.layout
     made = []
     for run in runs:
-        if run.redacted:
-            data = pickle.loads(run.data)
-            record = RunRecord.model_validate(data)
-        else:  # the run as read, its record with it (as raw.RawLayer.runs takes it)
-            item = kept_run(run.data)
-            data, record = item.data, item.record
+        data, record = sent_run(run.data, run.redacted)
         log_bytes, offsets = turn_log(data["turns"])
         source = _source_names(run.path, run.line, run.at)
         files = raw_files(layout, run.step, run.attempt, source, data, record, log_bytes, offsets)
@@ -262,10 +262,7 @@ def _make(runs: list[_Numbered]) -> list[_Made]:
         else:
             page = pickled_page(plain_compilation(layout, record, result))
             compiled = summarize(run.step, record, result)
-        mined = None
-        if _setup.mine:
-            patterns, actions = run_patterns(run.step, record, judged)
-            mined = (patterns, [action.signature for action in actions], action_places(actions))
+        mined = found_in(run.step, record, judged) if _setup.mine else None
         made.append(
             _Made(
                 _files.write_files(files),
@@ -491,10 +488,7 @@ class _Pipeline:
             self.raw.add(made.row, made.task, input_format, made.success)
             step = made.row.step
             if self.miner is not None and made.mined is not None:
-                patterns, signatures, places = made.mined
-                if patterns.task_type:
-                    patterns.task_type = sys.intern(patterns.task_type)
-                self.miner.add(patterns, signature_hashes(signatures), places)
+                self.miner.add_found(made.mined)
             if isinstance(made.compiled, str) or made.page is None:
                 self.producer.record_failure(step, made.row.task_id, str(made.compiled))
             else:
